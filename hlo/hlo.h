@@ -1,0 +1,445 @@
+/* hlo/hlo.h: the HLO intermediate representation and everything that works on it directly.
+ *
+ * One header for the hlo/ directory, sectioned by the .c file that implements each part.
+ * A module owns one arena; every node, string, shape and literal of the module lives in it
+ * and is freed with it. Computations hold their instructions in an array in a valid
+ * dependency order (operands before users); operands are pointers into the same computation.
+ * Derived facts (users, positions) are recomputed by the passes that need them, never kept in
+ * sync by hand.
+ *
+ * Shapes are logical (row-major unless a layout says otherwise); a layout, when present, is
+ * XLA's minor_to_major list. Literals always store their data densely in row-major order,
+ * whatever layout their shape carries. */
+#ifndef HLOC_HLO_H
+#define HLOC_HLO_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------ arena.c */
+
+typedef struct HArena HArena;
+
+HArena *hlo_arena_new(void);
+void hlo_arena_free(HArena *a);
+void *hlo_arena_alloc(HArena *a, size_t n); /* zeroed, 64-byte aligned */
+char *hlo_arena_strdup(HArena *a, const char *s);
+char *hlo_arena_strndup(HArena *a, const char *s, size_t n);
+void *hlo_arena_memdup(HArena *a, const void *p, size_t n);
+char *hlo_arena_printf(HArena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+size_t hlo_arena_used(const HArena *a); /* bytes handed out so far */
+
+/* ------------------------------------------------------------------ err.c */
+
+/* A located error: the first error reported wins, later ones are dropped.
+ * Message format: "FILE: computation 'C', instruction 'I': WHAT" (parts omitted when unknown). */
+typedef struct HErr {
+  bool set;       /* an error has been recorded */
+  char msg[1024]; /* the one-line message, without trailing newline */
+} HErr;
+
+struct HInstr;
+struct HComp;
+
+void hlo_err(HErr *e, const char *file, const char *comp, const char *instr, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void hlo_verr(HErr *e, const char *file, const char *comp, const char *instr, const char *fmt,
+              va_list ap);
+/* Error located at an instruction (file and computation taken from its parents). */
+void hlo_err_at(HErr *e, const struct HInstr *in, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Error located at a computation. */
+void hlo_err_comp(HErr *e, const struct HComp *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Internal invariant: prints the C file and line and aborts. Never for input checks. */
+#define HLO_ASSERT(c)                                                                          \
+  do {                                                                                         \
+    if (!(c)) hlo_assert_fail(__FILE__, __LINE__, #c);                                         \
+  } while (0)
+_Noreturn void hlo_assert_fail(const char *file, int line, const char *what);
+
+/* ------------------------------------------------------------------ types.c: dtypes, ops */
+
+typedef enum DKind {
+  DK_PRED,  /* boolean stored as one byte, 0 or 1 */
+  DK_SINT,  /* two's complement signed integer */
+  DK_UINT,  /* unsigned integer */
+  DK_FLOAT, /* IEEE binary float (f16, f32, f64) or bfloat16 */
+  DK_OTHER, /* token, tuple: no element data */
+} DKind;
+
+typedef enum DType {
+  DT_INVALID = 0, /* not a type: unset or unsupported */
+#define DT(E, name, bytes, proto, kind) DT_##E,
+#include "dtypes.def"
+#undef DT
+  DT_COUNT
+} DType;
+
+const char *hlo_dtype_name(DType t);
+size_t hlo_dtype_size(DType t);
+DKind hlo_dtype_kind(DType t);
+int hlo_dtype_proto(DType t);                      /* xla.PrimitiveType value */
+DType hlo_dtype_from_proto(int v);                 /* DT_INVALID when unsupported */
+DType hlo_dtype_from_name(const char *s, size_t n); /* DT_INVALID when unknown */
+const char *hlo_proto_type_name(int v); /* any PrimitiveType's text name, for messages */
+static inline bool hlo_dtype_is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
+static inline bool hlo_dtype_is_int(DType t) {
+  return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT;
+}
+
+enum {
+  OPF_ELEM = 1,   /* elementwise: result[i] depends on operands[*][i] only */
+  OPF_COMMUT = 2, /* commutative binary op */
+  OPF_CHEAP = 4,  /* cheap enough to recompute when fused into several consumers */
+  OPF_SIDE = 8,   /* side effects or multi-device semantics: not compilable for one device */
+  OPF_MOVE = 16,  /* pure data movement, no arithmetic */
+};
+
+typedef enum HOp {
+#define OP(E, name, arity, flags) OP_##E,
+#include "ops.def"
+#undef OP
+  OP_COUNT
+} HOp;
+
+const char *hlo_op_name(HOp op);
+int hlo_op_arity(HOp op); /* -1: variadic */
+unsigned hlo_op_flags(HOp op);
+bool hlo_op_from_name(const char *s, size_t n, HOp *out); /* false when unknown */
+
+typedef enum CmpDir { CMP_EQ, CMP_NE, CMP_GE, CMP_GT, CMP_LE, CMP_LT } CmpDir;
+typedef enum CmpType {
+  CMPT_DEFAULT, /* not given: FLOAT for floats, SIGNED/UNSIGNED for integers */
+  CMPT_FLOAT,
+  CMPT_TOTALORDER,
+  CMPT_SIGNED,
+  CMPT_UNSIGNED,
+} CmpType;
+typedef enum FusionKind { FK_NONE, FK_LOOP, FK_INPUT, FK_OUTPUT, FK_CUSTOM } FusionKind;
+
+const char *hlo_cmp_dir_name(CmpDir d);                     /* "EQ" ... */
+bool hlo_cmp_dir_from_name(const char *s, size_t n, CmpDir *out);
+const char *hlo_cmp_type_name(CmpType t);                   /* "" for default, "FLOAT" ... */
+bool hlo_cmp_type_from_name(const char *s, size_t n, CmpType *out);
+const char *hlo_fusion_kind_name(FusionKind k);             /* "kLoop" ... */
+bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out);
+
+/* ------------------------------------------------------------------ shape.c */
+
+#define HLO_MAX_RANK 8 /* deeper arrays are rejected with a located error */
+
+typedef struct Shape {
+  DType dt;                     /* element type; DT_TUPLE for tuples */
+  int rank;                     /* number of dimensions (0 for scalars and tuples) */
+  bool has_layout;              /* m2m below is meaningful */
+  int64_t dims[HLO_MAX_RANK];   /* dimension sizes, dim 0 first */
+  int8_t m2m[HLO_MAX_RANK];     /* layout: dimensions from minor (fastest) to major */
+  const char *layout_extra;     /* layout text after ':' (tiles, memory space), kept verbatim */
+  int ntuple;                   /* DT_TUPLE: number of elements */
+  struct Shape *tuple;          /* DT_TUPLE: element shapes (arena) */
+} Shape;
+
+Shape hlo_shape_array(DType dt, int rank, const int64_t *dims); /* with row-major layout */
+Shape hlo_shape_scalar(DType dt);
+Shape hlo_shape_tuple(HArena *a, int n, const Shape *elems);    /* elems deep-copied */
+void hlo_shape_copy(HArena *a, Shape *dst, const Shape *src);   /* deep copy */
+void hlo_shape_set_default_layout(Shape *s);                    /* recursive */
+bool hlo_shape_is_array(const Shape *s);
+bool hlo_shape_is_tuple(const Shape *s);
+int64_t hlo_shape_elems(const Shape *s);  /* product of dims (1 for scalars) */
+size_t hlo_shape_bytes(const Shape *s);   /* elems * element size; 0 for tuples/tokens */
+bool hlo_shape_eq(const Shape *a, const Shape *b);         /* types and dims, ignoring layout */
+bool hlo_shape_eq_layout(const Shape *a, const Shape *b);  /* also layouts */
+bool hlo_shape_same_dims(const Shape *a, const Shape *b);  /* arrays with equal dims */
+bool hlo_layout_is_default(const Shape *s);                /* no layout or row-major */
+/* Row-major strides in elements. */
+void hlo_shape_strides(const Shape *s, int64_t *strides);
+/* Text as XLA prints it: "f32[2,3]{1,0}", "(f32[2]{0}, s32[])". with_layout adds {..}. */
+int hlo_shape_snprint(char *buf, size_t n, const Shape *s, bool with_layout);
+const char *hlo_shape_str(HArena *a, const Shape *s); /* with layout */
+/* Shape at a tuple index path (NULL when invalid). */
+const Shape *hlo_shape_subshape(const Shape *s, const int64_t *index, int depth);
+
+/* ------------------------------------------------------------------ literal.c */
+
+typedef struct Literal {
+  Shape shape;            /* array or tuple shape */
+  void *data;             /* arrays: dense row-major elements, hlo_shape_bytes(&shape) bytes */
+  struct Literal **elems; /* tuples: shape.ntuple element literals */
+} Literal;
+
+Literal *hlo_literal_new(HArena *a, const Shape *s); /* zero-filled array or tuple skeleton */
+Literal *hlo_literal_clone(HArena *a, const Literal *l);
+/* Element access as double / int64, any dtype (bf16/f16 converted). */
+double hlo_literal_get_f64(const Literal *l, int64_t i);
+int64_t hlo_literal_get_i64(const Literal *l, int64_t i);
+void hlo_literal_set_f64(Literal *l, int64_t i, double v);
+void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
+/* Scalar conversions for 16-bit floats. */
+float hlo_f16_to_f32(uint16_t h);
+uint16_t hlo_f32_to_f16(float f);
+float hlo_bf16_to_f32(uint16_t h);
+uint16_t hlo_f32_to_bf16(float f); /* round to nearest even, NaN preserved */
+/* Load element i of raw data of type t as double / int64; store likewise. */
+double hlo_load_f64(DType t, const void *data, int64_t i);
+int64_t hlo_load_i64(DType t, const void *data, int64_t i);
+void hlo_store_f64(DType t, void *data, int64_t i, double v);
+void hlo_store_i64(DType t, void *data, int64_t i, int64_t v);
+/* Reorder element data given in the physical order of layout m2m into row-major. */
+void hlo_literal_from_layout(const Shape *s, const void *src, void *dst_row_major);
+
+/* ------------------------------------------------------------------ module.c: the IR */
+
+/* A list of small integers (dimension numbers, sizes); bounded by the maximum rank. */
+typedef struct IList {
+  int n;                     /* number of entries */
+  int64_t v[HLO_MAX_RANK];   /* entries */
+} IList;
+
+typedef struct WinDim {
+  int64_t size;     /* window size */
+  int64_t stride;   /* >= 1 */
+  int64_t pad_lo;   /* low padding (may be negative) */
+  int64_t pad_hi;   /* high padding (may be negative) */
+  int64_t win_dil;  /* window (rhs) dilation, >= 1 */
+  int64_t base_dil; /* base (lhs) dilation, >= 1 */
+  bool reversal;    /* window reversal */
+} WinDim;
+
+typedef struct Window {
+  int n;                     /* number of window dimensions */
+  WinDim d[HLO_MAX_RANK];    /* one per spatial dim (conv) or operand dim (reduce-window) */
+} Window;
+
+typedef struct ConvDims {
+  int64_t in_batch, in_feat;   /* input batch and feature dimensions */
+  int64_t k_in, k_out;         /* kernel input and output feature dimensions */
+  int64_t out_batch, out_feat; /* output batch and feature dimensions */
+  IList in_sp, k_sp, out_sp;   /* spatial dimensions of input, kernel, output (same count) */
+} ConvDims;
+
+typedef struct DotDims {
+  IList lhs_batch, rhs_batch;       /* batch dimensions, paired in order */
+  IList lhs_contract, rhs_contract; /* contracting dimensions, paired in order */
+} DotDims;
+
+typedef struct GatherDims {
+  IList offset_dims;                 /* output dims that index into the slice */
+  IList collapsed_slice_dims;        /* operand dims of size 1 dropped from the slice */
+  IList start_index_map;             /* index vector component -> operand dim */
+  IList operand_batching_dims;       /* operand dims batched with indices */
+  IList start_indices_batching_dims; /* matching dims of start_indices */
+  int64_t index_vector_dim;          /* dim of start_indices holding the vector */
+  IList slice_sizes;                 /* gather_slice_sizes */
+} GatherDims;
+
+typedef struct ScatterDims {
+  IList update_window_dims;            /* update dims that index into the window */
+  IList inserted_window_dims;          /* operand dims of size 1 absent from the window */
+  IList scatter_dims_to_operand_dims;  /* index vector component -> operand dim */
+  IList input_batching_dims;           /* operand dims batched with indices */
+  IList scatter_indices_batching_dims; /* matching dims of scatter_indices */
+  int64_t index_vector_dim;            /* dim of scatter_indices holding the vector */
+} ScatterDims;
+
+typedef struct SliceDims {
+  int n;                                     /* = rank */
+  int64_t start[HLO_MAX_RANK];               /* inclusive */
+  int64_t limit[HLO_MAX_RANK];               /* exclusive */
+  int64_t stride[HLO_MAX_RANK];              /* >= 1 */
+} SliceDims;
+
+typedef struct PadDims {
+  int n;                                     /* = rank */
+  int64_t lo[HLO_MAX_RANK];                  /* edge padding low (may be negative) */
+  int64_t hi[HLO_MAX_RANK];                  /* edge padding high (may be negative) */
+  int64_t interior[HLO_MAX_RANK];            /* interior padding, >= 0 */
+} PadDims;
+
+/* An attribute carried verbatim (sharding, frontend_attributes, unmodelled attributes). */
+typedef struct HAttr {
+  const char *name;  /* attribute name as in HLO text */
+  const char *value; /* its value text, printed back unchanged */
+} HAttr;
+
+typedef struct HComp HComp;
+typedef struct HModule HModule;
+
+typedef struct HInstr {
+  HOp op;                   /* opcode */
+  const char *name;         /* unique within the module; stable, printed in dumps */
+  Shape shape;              /* result shape */
+  int nops;                 /* operand count */
+  struct HInstr **ops;      /* operands, same computation */
+  int ncalls;               /* called computation count */
+  HComp **calls;            /* called computations (XLA's index conventions, see below) */
+  int nctrl;                /* control predecessor count */
+  struct HInstr **ctrl;     /* control predecessors, same computation */
+  HComp *parent;            /* owning computation */
+  int idx;                  /* position in parent->instrs (hlo_comp_renumber) */
+  int64_t uid;              /* id from the input (proto id), or assigned */
+
+  /* Attributes; which ones are meaningful depends on op. */
+  int64_t param_num;        /* parameter: parameter number */
+  int64_t tuple_index;      /* get-tuple-element: index */
+  int64_t iota_dim;         /* iota: iota_dimension */
+  IList dims;               /* broadcast, transpose, reduce, reverse, concatenate, sort, map */
+  IList dslice_sizes;       /* dynamic-slice: dynamic_slice_sizes */
+  Literal *literal;         /* constant: value */
+  Window *window;           /* convolution, reduce-window, select-and-scatter */
+  ConvDims *conv;           /* convolution: dimension numbers */
+  int64_t feature_groups;   /* convolution: feature_group_count (1 default) */
+  int64_t batch_groups;     /* convolution: batch_group_count (1 default) */
+  DotDims *dot;             /* dot: dimension numbers */
+  IList precision;          /* dot/convolution: operand_precision (0 default,1 high,2 highest) */
+  SliceDims *slice;         /* slice */
+  PadDims *pad;             /* pad */
+  GatherDims *gather;       /* gather */
+  ScatterDims *scatter;     /* scatter */
+  CmpDir cmp_dir;           /* compare: direction */
+  CmpType cmp_type;         /* compare: type */
+  FusionKind fusion_kind;   /* fusion: kind */
+  bool is_stable;           /* sort */
+  bool indices_are_sorted;  /* gather, scatter */
+  bool unique_indices;      /* scatter */
+  int32_t exponent_bits;    /* reduce-precision */
+  int32_t mantissa_bits;    /* reduce-precision */
+  float epsilon;            /* batch-norm-* */
+  int64_t feature_index;    /* batch-norm-* */
+  const char *custom_call_target; /* custom-call: target name */
+  const char *backend_config;     /* raw backend_config text (NULL when absent) */
+  const char *op_type;      /* metadata: op_type (NULL when absent) */
+  const char *op_name;      /* metadata: op_name */
+  const char *source_file;  /* metadata: source_file */
+  int64_t source_line;      /* metadata: source_line (0 when absent) */
+  int nraw;                 /* verbatim attributes count */
+  HAttr *raw;               /* verbatim attributes, printed back in order */
+  void *aux;                /* scratch slot for the pass currently running */
+} HInstr;
+/* calls[] conventions: while [0]=body [1]=condition; conditional: branches in order;
+ * select-and-scatter [0]=select [1]=scatter; fusion, call, reduce, reduce-window, map, sort,
+ * scatter, all-reduce: [0]=to_apply / fused computation; custom-call: called_computations. */
+
+struct HComp {
+  const char *name;         /* unique within the module */
+  int64_t uid;              /* id from the input, or assigned */
+  int ninstrs;              /* instruction count */
+  int cap;                  /* capacity of instrs */
+  HInstr **instrs;          /* instructions, operands before users */
+  HInstr *root;             /* result instruction */
+  int nparams;              /* parameter count */
+  HInstr **params;          /* parameters by parameter number (hlo_comp_renumber) */
+  bool is_fusion;           /* body of a fusion instruction */
+  HModule *mod;             /* owning module */
+  int idx;                  /* position in mod->comps */
+};
+
+/* Input/output aliasing declared by the module (buffer donation). */
+typedef struct HAlias {
+  IList out_index;   /* result shape index */
+  int64_t param;     /* parameter number */
+  IList param_index; /* shape index inside the parameter */
+  int kind;          /* 0 undefined, 1 may-alias, 2 must-alias */
+} HAlias;
+
+struct HModule {
+  HArena *arena;        /* owns everything below */
+  const char *name;     /* module name */
+  const char *file;     /* path it was read from, for messages ("<input>" if none) */
+  int64_t uid;          /* module id from the input */
+  int ncomps;           /* computation count */
+  int cap;              /* capacity of comps */
+  HComp **comps;        /* computations, callees before callers */
+  HComp *entry;         /* entry computation */
+  bool has_entry_layout; /* entry_layout_params/result below are set */
+  int nentry_layout;    /* parameters in entry_computation_layout */
+  Shape *entry_layout_params; /* entry parameter shapes with layouts */
+  Shape entry_layout_result;  /* entry result shape with layout */
+  int nalias;           /* input/output alias entries */
+  HAlias *alias;        /* input/output alias entries */
+  int nraw;             /* verbatim module attributes (text header) */
+  HAttr *raw;           /* verbatim module attributes */
+  int64_t next_uid;     /* next unused instruction/computation id */
+};
+
+HModule *hlo_module_new(const char *name, const char *file);
+void hlo_module_free(HModule *m);
+HComp *hlo_comp_new(HModule *m, const char *name);  /* appended to m->comps */
+HComp *hlo_module_find_comp(const HModule *m, const char *name);
+/* New instruction appended at the end of c; ops copied. Attributes zero except
+ * feature_groups = batch_groups = 1. */
+HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, int nops,
+                      HInstr *const *ops);
+void hlo_instr_set_calls(HInstr *in, int n, HComp *const *calls);
+/* Recompute idx of every instruction, params[] by parameter number, comp idx. */
+void hlo_comp_renumber(HComp *c);
+void hlo_module_renumber(HModule *m);
+/* A fresh name "base.N" unused in the module. */
+const char *hlo_module_unique_name(HModule *m, const char *base);
+/* Replace every use of `from` by `to` in from's computation (and root). */
+void hlo_instr_replace_uses(HInstr *from, HInstr *to);
+/* Users of every instruction of c: users[i] lists instructions using c->instrs[i]. */
+typedef struct HUsers {
+  int *n;            /* per instruction: number of users (with multiplicity) */
+  HInstr ***list;    /* per instruction: the users */
+} HUsers;
+HUsers hlo_comp_users(HArena *scratch, HComp *c);
+
+/* ------------------------------------------------------------------ print.c */
+
+typedef struct HPrintOpts {
+  bool no_metadata;    /* omit metadata={...} */
+  bool no_raw_attrs;   /* omit verbatim attributes (sharding, frontend_attributes) */
+  bool elide_large;    /* print constant({...}) for literals above 16 elements */
+} HPrintOpts;
+
+/* Print the module as HLO text that hlo_parse_text reads back (unless elide_large). */
+void hlo_print_module(FILE *f, const HModule *m, const HPrintOpts *o);
+void hlo_print_comp(FILE *f, const HComp *c, const HPrintOpts *o);
+void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o);
+void hlo_print_literal(FILE *f, const Literal *l);
+
+/* ------------------------------------------------------------------ parse.c */
+
+/* Parse HLO text as XLA prints it. file names the input in messages. NULL on error. */
+HModule *hlo_parse_text(const char *text, size_t len, const char *file, HErr *err);
+
+/* ------------------------------------------------------------------ verify.c */
+
+/* Check the whole module: structure (ids, operands, cycles, callee signatures) and every
+ * instruction's shape against shape inference. false with a located error. */
+bool hlo_verify(HModule *m, HErr *err);
+/* Infer the result shape of `in` from its operands and attributes (in->shape ignored).
+ * false with a located error when the operands or attributes are invalid. */
+bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err);
+
+/* ------------------------------------------------------------------ npy.c */
+
+/* Read a .npy v1/v2 file (little-endian, C order) into a literal. */
+Literal *hlo_npy_read(HArena *a, const char *path, HErr *err);
+Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file, HErr *err);
+/* Write an array literal as .npy v1.0 atomically (temp file + rename). */
+bool hlo_npy_write(const char *path, const Literal *l, HErr *err);
+
+/* ------------------------------------------------------------------ interp.c */
+
+/* Evaluate the entry computation on args (one per parameter, in parameter order).
+ * Scratch and the result live in arena a. NULL with a located error when an argument does not
+ * match or an op is not supported. */
+Literal *hlo_interp_run(HModule *m, HArena *a, Literal *const *args, int nargs, HErr *err);
+/* Evaluate any computation (used for called computations and by constant folding). */
+Literal *hlo_interp_comp(HComp *c, HArena *a, Literal *const *args, int nargs, HErr *err);
+
+/* ------------------------------------------------------------------ io.c */
+
+/* Read a whole file into a NUL-terminated buffer (malloc'd). false with an error. */
+bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err);
+/* Write bytes to path atomically: temp file in the same folder, then rename. */
+bool hlo_write_file_atomic(const char *path, const void *buf, size_t len, HErr *err);
+
+#endif

@@ -1,0 +1,69 @@
+/* hlo/io.c: whole-file reads and atomic writes.
+ *
+ * Outputs are written to a temporary file beside the target and renamed into place, so a
+ * failure never leaves a partial file under the requested name. */
+#include "hlo.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    hlo_err(err, path, NULL, NULL, "cannot open: %s", strerror(errno));
+    return false;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap + 1);
+  for (;;) {
+    if (n == cap) {
+      cap *= 2;
+      char *nb = realloc(b, cap + 1);
+      if (!nb) {
+        free(b);
+        fclose(f);
+        hlo_err(err, path, NULL, NULL, "out of memory reading the file");
+        return false;
+      }
+      b = nb;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  if (ferror(f)) {
+    hlo_err(err, path, NULL, NULL, "read error: %s", strerror(errno));
+    free(b);
+    fclose(f);
+    return false;
+  }
+  fclose(f);
+  b[n] = 0;
+  *buf = b;
+  *len = n;
+  return true;
+}
+
+bool hlo_write_file_atomic(const char *path, const void *data, size_t len, HErr *err) {
+  size_t n = strlen(path);
+  char *tmp = malloc(n + 32);
+  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    hlo_err(err, path, NULL, NULL, "cannot write: %s", strerror(errno));
+    free(tmp);
+    return false;
+  }
+  bool ok = fwrite(data, 1, len, f) == len;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    hlo_err(err, path, NULL, NULL, "cannot write: %s", strerror(errno ? errno : EIO));
+    unlink(tmp);
+    free(tmp);
+    return false;
+  }
+  free(tmp);
+  return true;
+}

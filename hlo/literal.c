@@ -1,0 +1,216 @@
+/* hlo/literal.c: constant values and raw element access for every supported dtype.
+ *
+ * Literal data is dense and row-major regardless of the shape's layout. The load/store
+ * helpers convert between any element type and double or int64; the interpreter, the readers
+ * and constant folding all use them, so dtype conversion rules live in one place. */
+#include "hlo.h"
+
+#include <math.h>
+#include <string.h>
+
+Literal *hlo_literal_new(HArena *a, const Shape *s) {
+  Literal *l = hlo_arena_alloc(a, sizeof *l);
+  hlo_shape_copy(a, &l->shape, s);
+  if (s->dt == DT_TUPLE) {
+    l->elems = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(s->ntuple ? s->ntuple : 1));
+    for (int i = 0; i < s->ntuple; i++) l->elems[i] = hlo_literal_new(a, &s->tuple[i]);
+  } else {
+    l->data = hlo_arena_alloc(a, hlo_shape_bytes(s));
+  }
+  return l;
+}
+
+Literal *hlo_literal_clone(HArena *a, const Literal *src) {
+  Literal *l = hlo_literal_new(a, &src->shape);
+  if (src->shape.dt == DT_TUPLE) {
+    for (int i = 0; i < src->shape.ntuple; i++) l->elems[i] = hlo_literal_clone(a, src->elems[i]);
+  } else {
+    memcpy(l->data, src->data, hlo_shape_bytes(&src->shape));
+  }
+  return l;
+}
+
+float hlo_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: normalize */
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while (!(man & 0x400));
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t hlo_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  uint32_t exp = (x >> 23) & 0xff, man = x & 0x7fffff;
+  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);
+  int e = (int)exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    man |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) half++;
+    return sign | (uint16_t)half;
+  }
+  uint32_t half = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into exponent: ok */
+  return sign | (uint16_t)half;
+}
+
+float hlo_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t hlo_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+double hlo_load_f64(DType t, const void *d, int64_t i) {
+  switch (t) {
+  case DT_PRED: return ((const uint8_t *)d)[i] != 0;
+  case DT_S8: return ((const int8_t *)d)[i];
+  case DT_S16: return ((const int16_t *)d)[i];
+  case DT_S32: return ((const int32_t *)d)[i];
+  case DT_S64: return (double)((const int64_t *)d)[i];
+  case DT_U8: return ((const uint8_t *)d)[i];
+  case DT_U16: return ((const uint16_t *)d)[i];
+  case DT_U32: return ((const uint32_t *)d)[i];
+  case DT_U64: return (double)((const uint64_t *)d)[i];
+  case DT_F16: return hlo_f16_to_f32(((const uint16_t *)d)[i]);
+  case DT_BF16: return hlo_bf16_to_f32(((const uint16_t *)d)[i]);
+  case DT_F32: return ((const float *)d)[i];
+  case DT_F64: return ((const double *)d)[i];
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  }
+  HLO_ASSERT(!"load of non-array type");
+}
+
+int64_t hlo_load_i64(DType t, const void *d, int64_t i) {
+  switch (t) {
+  case DT_PRED: return ((const uint8_t *)d)[i] != 0;
+  case DT_S8: return ((const int8_t *)d)[i];
+  case DT_S16: return ((const int16_t *)d)[i];
+  case DT_S32: return ((const int32_t *)d)[i];
+  case DT_S64: return ((const int64_t *)d)[i];
+  case DT_U8: return ((const uint8_t *)d)[i];
+  case DT_U16: return ((const uint16_t *)d)[i];
+  case DT_U32: return ((const uint32_t *)d)[i];
+  case DT_U64: return (int64_t)((const uint64_t *)d)[i];
+  case DT_F16: case DT_BF16: case DT_F32: case DT_F64: {
+    double v = hlo_load_f64(t, d, i);
+    if (isnan(v)) return 0;
+    if (v >= 9223372036854775807.0) return INT64_MAX;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)v;
+  }
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  }
+  HLO_ASSERT(!"load of non-array type");
+}
+
+/* Float -> integer conversion saturates like XLA (NaN -> 0). */
+static int64_t sat(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return (int64_t)hi;
+  return (int64_t)v;
+}
+
+void hlo_store_f64(DType t, void *d, int64_t i, double v) {
+  switch (t) {
+  case DT_PRED: ((uint8_t *)d)[i] = v != 0; return;
+  case DT_S8: ((int8_t *)d)[i] = (int8_t)sat(v, -128, 127); return;
+  case DT_S16: ((int16_t *)d)[i] = (int16_t)sat(v, -32768, 32767); return;
+  case DT_S32: ((int32_t *)d)[i] = (int32_t)sat(v, -2147483648.0, 2147483647.0); return;
+  case DT_S64:
+    ((int64_t *)d)[i] = isnan(v) ? 0
+                        : v >= 9223372036854775807.0  ? INT64_MAX
+                        : v <= -9223372036854775808.0 ? INT64_MIN
+                                                      : (int64_t)v;
+    return;
+  case DT_U8: ((uint8_t *)d)[i] = (uint8_t)sat(v, 0, 255); return;
+  case DT_U16: ((uint16_t *)d)[i] = (uint16_t)sat(v, 0, 65535); return;
+  case DT_U32: ((uint32_t *)d)[i] = (uint32_t)sat(v, 0, 4294967295.0); return;
+  case DT_U64:
+    ((uint64_t *)d)[i] = isnan(v) || v <= 0 ? 0
+                         : v >= 18446744073709551615.0 ? UINT64_MAX
+                                                       : (uint64_t)v;
+    return;
+  case DT_F16: ((uint16_t *)d)[i] = hlo_f32_to_f16((float)v); return;
+  case DT_BF16: ((uint16_t *)d)[i] = hlo_f32_to_bf16((float)v); return;
+  case DT_F32: ((float *)d)[i] = (float)v; return;
+  case DT_F64: ((double *)d)[i] = v; return;
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  }
+  HLO_ASSERT(!"store of non-array type");
+}
+
+void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
+  switch (t) {
+  case DT_PRED: ((uint8_t *)d)[i] = v != 0; return;
+  case DT_S8: ((int8_t *)d)[i] = (int8_t)v; return;
+  case DT_S16: ((int16_t *)d)[i] = (int16_t)v; return;
+  case DT_S32: ((int32_t *)d)[i] = (int32_t)v; return;
+  case DT_S64: ((int64_t *)d)[i] = v; return;
+  case DT_U8: ((uint8_t *)d)[i] = (uint8_t)v; return;
+  case DT_U16: ((uint16_t *)d)[i] = (uint16_t)v; return;
+  case DT_U32: ((uint32_t *)d)[i] = (uint32_t)v; return;
+  case DT_U64: ((uint64_t *)d)[i] = (uint64_t)v; return;
+  case DT_F16: case DT_BF16: case DT_F32: case DT_F64: hlo_store_f64(t, d, i, (double)v); return;
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  }
+  HLO_ASSERT(!"store of non-array type");
+}
+
+double hlo_literal_get_f64(const Literal *l, int64_t i) { return hlo_load_f64(l->shape.dt, l->data, i); }
+int64_t hlo_literal_get_i64(const Literal *l, int64_t i) { return hlo_load_i64(l->shape.dt, l->data, i); }
+void hlo_literal_set_f64(Literal *l, int64_t i, double v) { hlo_store_f64(l->shape.dt, l->data, i, v); }
+void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v) { hlo_store_i64(l->shape.dt, l->data, i, v); }
+
+void hlo_literal_from_layout(const Shape *s, const void *src, void *dst) {
+  size_t es = hlo_dtype_size(s->dt);
+  int64_t n = hlo_shape_elems(s);
+  if (hlo_layout_is_default(s) || s->rank <= 1) {
+    memcpy(dst, src, (size_t)n * es);
+    return;
+  }
+  /* physical strides: dimension m2m[0] is fastest */
+  int64_t pstride[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0}, st = 1;
+  for (int i = 0; i < s->rank; i++) {
+    pstride[s->m2m[i]] = st;
+    st *= s->dims[s->m2m[i]];
+  }
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < s->rank; d++) off += idx[d] * pstride[d];
+    memcpy((char *)dst + (size_t)k * es, (const char *)src + (size_t)off * es, es);
+    for (int d = s->rank - 1; d >= 0; d--) {
+      if (++idx[d] < s->dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}

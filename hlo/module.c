@@ -1,0 +1,162 @@
+/* hlo/module.c: building and editing modules, computations and instructions.
+ *
+ * All nodes are allocated in the module's arena. Instruction arrays grow by doubling (the old
+ * array stays in the arena until the module is freed). Positions (idx) and the parameter
+ * table are derived data, recomputed by hlo_comp_renumber after edits. */
+#include "hlo.h"
+
+#include <string.h>
+
+HModule *hlo_module_new(const char *name, const char *file) {
+  HArena *a = hlo_arena_new();
+  HModule *m = hlo_arena_alloc(a, sizeof *m);
+  m->arena = a;
+  m->name = hlo_arena_strdup(a, name ? name : "module");
+  m->file = hlo_arena_strdup(a, file ? file : "<input>");
+  m->next_uid = 1;
+  return m;
+}
+
+void hlo_module_free(HModule *m) {
+  if (m) hlo_arena_free(m->arena);
+}
+
+HComp *hlo_comp_new(HModule *m, const char *name) {
+  HComp *c = hlo_arena_alloc(m->arena, sizeof *c);
+  c->name = hlo_arena_strdup(m->arena, name);
+  c->mod = m;
+  c->uid = m->next_uid++;
+  if (m->ncomps == m->cap) {
+    int cap = m->cap ? m->cap * 2 : 8;
+    HComp **n = hlo_arena_alloc(m->arena, sizeof(HComp *) * (size_t)cap);
+    if (m->ncomps) memcpy(n, m->comps, sizeof(HComp *) * (size_t)m->ncomps);
+    m->comps = n;
+    m->cap = cap;
+  }
+  c->idx = m->ncomps;
+  m->comps[m->ncomps++] = c;
+  return c;
+}
+
+HComp *hlo_module_find_comp(const HModule *m, const char *name) {
+  for (int i = 0; i < m->ncomps; i++)
+    if (!strcmp(m->comps[i]->name, name)) return m->comps[i];
+  return NULL;
+}
+
+HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, int nops,
+                      HInstr *const *ops) {
+  HArena *a = c->mod->arena;
+  HInstr *in = hlo_arena_alloc(a, sizeof *in);
+  in->op = op;
+  in->name = hlo_arena_strdup(a, name);
+  if (shape) hlo_shape_copy(a, &in->shape, shape);
+  in->nops = nops;
+  in->ops = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nops ? nops : 1));
+  for (int i = 0; i < nops; i++) in->ops[i] = ops[i];
+  in->parent = c;
+  in->uid = c->mod->next_uid++;
+  in->feature_groups = 1;
+  in->batch_groups = 1;
+  if (c->ninstrs == c->cap) {
+    int cap = c->cap ? c->cap * 2 : 16;
+    HInstr **n = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)cap);
+    if (c->ninstrs) memcpy(n, c->instrs, sizeof(HInstr *) * (size_t)c->ninstrs);
+    c->instrs = n;
+    c->cap = cap;
+  }
+  in->idx = c->ninstrs;
+  c->instrs[c->ninstrs++] = in;
+  return in;
+}
+
+void hlo_instr_set_calls(HInstr *in, int n, HComp *const *calls) {
+  HArena *a = in->parent->mod->arena;
+  in->ncalls = n;
+  in->calls = hlo_arena_alloc(a, sizeof(HComp *) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) in->calls[i] = calls[i];
+}
+
+void hlo_comp_renumber(HComp *c) {
+  int np = 0;
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *in = c->instrs[i];
+    in->idx = i;
+    in->parent = c;
+    if (in->op == OP_PARAMETER && in->param_num + 1 > np) np = (int)in->param_num + 1;
+  }
+  c->nparams = np;
+  c->params = hlo_arena_alloc(c->mod->arena, sizeof(HInstr *) * (size_t)(np ? np : 1));
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *in = c->instrs[i];
+    if (in->op == OP_PARAMETER && in->param_num >= 0 && !c->params[in->param_num])
+      c->params[in->param_num] = in;
+  }
+}
+
+void hlo_module_renumber(HModule *m) {
+  for (int i = 0; i < m->ncomps; i++) {
+    m->comps[i]->idx = i;
+    hlo_comp_renumber(m->comps[i]);
+  }
+}
+
+static bool name_used(const HModule *m, const char *name) {
+  for (int i = 0; i < m->ncomps; i++) {
+    const HComp *c = m->comps[i];
+    if (!strcmp(c->name, name)) return true;
+    for (int j = 0; j < c->ninstrs; j++)
+      if (!strcmp(c->instrs[j]->name, name)) return true;
+  }
+  return false;
+}
+
+const char *hlo_module_unique_name(HModule *m, const char *base) {
+  /* strip a trailing ".N" so that names stay short: add.3 -> add.N */
+  size_t n = strlen(base);
+  size_t k = n;
+  while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9') k--;
+  if (k > 0 && k < n && base[k - 1] == '.') n = k - 1;
+  char buf[256];
+  if (n > 200) n = 200;
+  for (int64_t i = m->next_uid;; i++) {
+    snprintf(buf, sizeof buf, "%.*s.%lld", (int)n, base, (long long)i);
+    if (!name_used(m, buf)) {
+      m->next_uid = i + 1;
+      return hlo_arena_strdup(m->arena, buf);
+    }
+  }
+}
+
+void hlo_instr_replace_uses(HInstr *from, HInstr *to) {
+  HComp *c = from->parent;
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *u = c->instrs[i];
+    if (u == to) continue;
+    for (int k = 0; k < u->nops; k++)
+      if (u->ops[k] == from) u->ops[k] = to;
+  }
+  if (c->root == from) c->root = to;
+}
+
+HUsers hlo_comp_users(HArena *scratch, HComp *c) {
+  HUsers u;
+  int n = c->ninstrs;
+  u.n = hlo_arena_alloc(scratch, sizeof(int) * (size_t)(n ? n : 1));
+  u.list = hlo_arena_alloc(scratch, sizeof(HInstr **) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < c->instrs[i]->nops; k++) u.n[c->instrs[i]->ops[k]->idx]++;
+  for (int i = 0; i < n; i++) {
+    u.list[i] = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)(u.n[i] ? u.n[i] : 1));
+    u.n[i] = 0;
+  }
+  for (int i = 0; i < n; i++) {
+    HInstr *in = c->instrs[i];
+    for (int k = 0; k < in->nops; k++) {
+      int j = in->ops[k]->idx;
+      u.list[j][u.n[j]++] = in;
+    }
+  }
+  return u;
+}
