@@ -365,6 +365,8 @@ struct HModule {
   int nraw;             /* verbatim module attributes (text header) */
   HAttr *raw;           /* verbatim module attributes */
   int64_t next_uid;     /* next unused instruction/computation id */
+  struct HNameSet *names; /* names in use, built on first hlo_module_unique_name call */
+  int64_t next_name;    /* next suffix tried by hlo_module_unique_name */
 };
 
 HModule *hlo_module_new(const char *name, const char *file);
@@ -383,6 +385,13 @@ void hlo_module_renumber(HModule *m);
 const char *hlo_module_unique_name(HModule *m, const char *base);
 /* Replace every use of `from` by `to` in from's computation (and root). */
 void hlo_instr_replace_uses(HInstr *from, HInstr *to);
+/* Copy src (all attributes, called computations, metadata) into computation dst with the
+ * given operands; the copy gets a fresh unique name derived from src's and is appended. */
+HInstr *hlo_instr_clone(HComp *dst, const HInstr *src, HInstr *const *ops);
+/* Keep only the instructions of c for which keep[idx] is true (order preserved). */
+void hlo_comp_filter(HComp *c, const bool *keep);
+/* Remove computations that the entry does not reach through calls. true if any removed. */
+bool hlo_module_remove_unreachable(HModule *m);
 /* Users of every instruction of c: users[i] lists instructions using c->instrs[i]. */
 typedef struct HUsers {
   int *n;            /* per instruction: number of users (with multiplicity) */
@@ -414,7 +423,11 @@ HModule *hlo_parse_text(const char *text, size_t len, const char *file, HErr *er
 /* Check the whole module: structure (ids, operands, cycles, callee signatures) and every
  * instruction's shape against shape inference. false with a located error. */
 bool hlo_verify(HModule *m, HErr *err);
-/* Infer the result shape of `in` from its operands and attributes (in->shape ignored).
+/* Infer the result shape of `in` from its operands, attributes and called computations.
+ * in->shape is read only where HLO has no attribute for the information: the target element
+ * type of convert/bitcast-convert (and dot/convolution result types), the output dims of
+ * broadcast/reshape, iota's and bitcast's whole shape, and the shapes of ops taken as given
+ * (parameter, custom-call, side-effecting ops); see hlo/verify.c. Tuples go in arena a.
  * false with a located error when the operands or attributes are invalid. */
 bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err);
 
@@ -434,6 +447,23 @@ bool hlo_npy_write(const char *path, const Literal *l, HErr *err);
 Literal *hlo_interp_run(HModule *m, HArena *a, Literal *const *args, int nargs, HErr *err);
 /* Evaluate any computation (used for called computations and by constant folding). */
 Literal *hlo_interp_comp(HComp *c, HArena *a, Literal *const *args, int nargs, HErr *err);
+
+/* ------------------------------------------------------------------ compare.c */
+
+/* Element-wise comparison of a computed array against a reference (e.g. XLA's output). */
+typedef struct HCompare {
+  double max_abs;   /* largest |got - want| */
+  double max_rel;   /* largest |got - want| / max(|want|, tiny) */
+  int64_t worst;    /* flat index of the element furthest outside tolerance (or max_abs) */
+  double worst_got; /* that element's computed value */
+  double worst_want; /* that element's reference value */
+  int64_t bad;      /* elements outside tolerance (NaN vs number counts as bad) */
+} HCompare;
+
+/* Compare arrays of equal dims (dtypes may differ); within tolerance when every element
+ * satisfies |got - want| <= atol + rtol * |want|. false (with err) when dims differ. */
+bool hlo_literal_compare(const Literal *got, const Literal *want, double rtol, double atol,
+                         HCompare *out, HErr *err);
 
 /* ------------------------------------------------------------------ io.c */
 

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+static void nameset_add(HModule *m, const char *name);
+
 HModule *hlo_module_new(const char *name, const char *file) {
   HArena *a = hlo_arena_new();
   HModule *m = hlo_arena_alloc(a, sizeof *m);
@@ -24,6 +26,7 @@ void hlo_module_free(HModule *m) {
 HComp *hlo_comp_new(HModule *m, const char *name) {
   HComp *c = hlo_arena_alloc(m->arena, sizeof *c);
   c->name = hlo_arena_strdup(m->arena, name);
+  nameset_add(m, c->name);
   c->mod = m;
   c->uid = m->next_uid++;
   if (m->ncomps == m->cap) {
@@ -50,6 +53,7 @@ HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, in
   HInstr *in = hlo_arena_alloc(a, sizeof *in);
   in->op = op;
   in->name = hlo_arena_strdup(a, name);
+  nameset_add(c->mod, in->name);
   if (shape) hlo_shape_copy(a, &in->shape, shape);
   in->nops = nops;
   in->ops = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nops ? nops : 1));
@@ -101,14 +105,61 @@ void hlo_module_renumber(HModule *m) {
   }
 }
 
-static bool name_used(const HModule *m, const char *name) {
-  for (int i = 0; i < m->ncomps; i++) {
-    const HComp *c = m->comps[i];
-    if (!strcmp(c->name, name)) return true;
-    for (int j = 0; j < c->ninstrs; j++)
-      if (!strcmp(c->instrs[j]->name, name)) return true;
+/* Open-addressing hash set of the names in use, so that fresh names cost O(1). */
+struct HNameSet {
+  size_t cap;         /* slots, a power of two */
+  size_t n;           /* names stored */
+  const char **slot;  /* NULL = empty */
+};
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static bool nameset_has(const struct HNameSet *ns, const char *name) {
+  for (size_t i = name_hash(name) & (ns->cap - 1);; i = (i + 1) & (ns->cap - 1)) {
+    if (!ns->slot[i]) return false;
+    if (!strcmp(ns->slot[i], name)) return true;
   }
-  return false;
+}
+
+static void nameset_add(HModule *m, const char *name) {
+  struct HNameSet *ns = m->names;
+  if (!ns) return;
+  if (2 * (ns->n + 1) > ns->cap) {
+    struct HNameSet grown = {ns->cap * 2, 0, hlo_arena_alloc(m->arena, sizeof(char *) * ns->cap * 2)};
+    for (size_t i = 0; i < ns->cap; i++)
+      if (ns->slot[i]) {
+        size_t j = name_hash(ns->slot[i]) & (grown.cap - 1);
+        while (grown.slot[j]) j = (j + 1) & (grown.cap - 1);
+        grown.slot[j] = ns->slot[i];
+        grown.n++;
+      }
+    *ns = grown;
+  }
+  size_t i = name_hash(name) & (ns->cap - 1);
+  while (ns->slot[i]) {
+    if (!strcmp(ns->slot[i], name)) return;
+    i = (i + 1) & (ns->cap - 1);
+  }
+  ns->slot[i] = name;
+  ns->n++;
+}
+
+static bool name_used(HModule *m, const char *name) {
+  if (!m->names) {
+    m->names = hlo_arena_alloc(m->arena, sizeof *m->names);
+    m->names->cap = 1024;
+    m->names->slot = hlo_arena_alloc(m->arena, sizeof(char *) * 1024);
+    for (int i = 0; i < m->ncomps; i++) {
+      const HComp *c = m->comps[i];
+      nameset_add(m, c->name);
+      for (int j = 0; j < c->ninstrs; j++) nameset_add(m, c->instrs[j]->name);
+    }
+  }
+  return nameset_has(m->names, name);
 }
 
 const char *hlo_module_unique_name(HModule *m, const char *base) {
@@ -119,11 +170,13 @@ const char *hlo_module_unique_name(HModule *m, const char *base) {
   if (k > 0 && k < n && base[k - 1] == '.') n = k - 1;
   char buf[256];
   if (n > 200) n = 200;
-  for (int64_t i = m->next_uid;; i++) {
+  for (int64_t i = m->next_name + 1;; i++) {
     snprintf(buf, sizeof buf, "%.*s.%lld", (int)n, base, (long long)i);
     if (!name_used(m, buf)) {
-      m->next_uid = i + 1;
-      return hlo_arena_strdup(m->arena, buf);
+      m->next_name = i;
+      const char *s = hlo_arena_strdup(m->arena, buf);
+      nameset_add(m, s);
+      return s;
     }
   }
 }
@@ -159,4 +212,53 @@ HUsers hlo_comp_users(HArena *scratch, HComp *c) {
     }
   }
   return u;
+}
+
+HInstr *hlo_instr_clone(HComp *dst, const HInstr *src, HInstr *const *ops) {
+  HModule *m = dst->mod;
+  HInstr *in = hlo_instr_new(dst, src->op, hlo_module_unique_name(m, src->name), &src->shape,
+                             src->nops, ops);
+  /* copy every attribute; attribute structs are immutable once built, so sharing is safe */
+  HInstr keep = *in;
+  *in = *src;
+  in->name = keep.name;
+  in->shape = keep.shape;
+  in->ops = keep.ops;
+  in->nops = keep.nops;
+  in->parent = dst;
+  in->idx = keep.idx;
+  in->uid = keep.uid;
+  in->nctrl = 0;
+  in->ctrl = NULL;
+  in->aux = NULL;
+  if (src->ncalls) hlo_instr_set_calls(in, src->ncalls, src->calls);
+  return in;
+}
+
+void hlo_comp_filter(HComp *c, const bool *keep) {
+  int k = 0;
+  for (int i = 0; i < c->ninstrs; i++)
+    if (keep[i]) c->instrs[k++] = c->instrs[i];
+  c->ninstrs = k;
+  hlo_comp_renumber(c);
+}
+
+static void mark_reachable(HComp *c, bool *seen) {
+  if (seen[c->idx]) return;
+  seen[c->idx] = true;
+  for (int i = 0; i < c->ninstrs; i++)
+    for (int k = 0; k < c->instrs[i]->ncalls; k++) mark_reachable(c->instrs[i]->calls[k], seen);
+}
+
+bool hlo_module_remove_unreachable(HModule *m) {
+  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  bool *seen = hlo_arena_alloc(m->arena, (size_t)m->ncomps + 1);
+  mark_reachable(m->entry, seen);
+  int k = 0;
+  for (int i = 0; i < m->ncomps; i++)
+    if (seen[i]) m->comps[k++] = m->comps[i];
+  bool changed = k != m->ncomps;
+  m->ncomps = k;
+  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  return changed;
 }

@@ -1,0 +1,330 @@
+/* memplan/memplan.c: buffer assignment for the entry computation.
+ *
+ * The algorithm, in five steps over the computation's instruction order:
+ *  1. Storage kinds: parameters live in args[], constants in read-only data, tuples have no
+ *     storage of their own; reshape/bitcast of the same byte size and get-tuple-element are
+ *     views (MEM_ALIAS, view) into their operand's buffer. Every other instruction computes
+ *     a value and is a candidate temporary. A tuple-shaped computed value (a variadic reduce)
+ *     gets one block holding its leaves back to back, each 64-byte aligned.
+ *  2. Live ranges: the last use of a value is its last user's position (the root lives to the
+ *     end); a buffer's last use is the latest last use of every view of it.
+ *  3. Results: each leaf of the root, flattened in tuple order, is resolved through views to
+ *     the instruction owning the storage. When that instruction computes exactly this leaf
+ *     and is not already a result, it computes straight into results[k] (MEM_RESULT);
+ *     otherwise (a parameter, a constant, a leaf used twice, a leaf inside a block) the
+ *     leaf is copied into results[k] at the end.
+ *  4. In place: an instruction reading an operand only at the index it writes (an
+ *     elementwise op, or a fusion whose parameter reaches the root through elementwise ops
+ *     only, unless the fusion holds a dot or convolution, which the CPU target accumulates
+ *     in the output buffer first) takes that operand's buffer when the buffer is a temporary of the same size
+ *     whose every value is dead after this instruction, and no other operand reads it.
+ *     Buffers merged this way form one group (union-find) with one live range.
+ *  5. Placement: groups are sorted by decreasing size (then start, then position) and each is
+ *     put at the offset of the smallest free gap among the already placed groups whose live
+ *     ranges overlap its own (best fit), or above them all. The heap size is the highest
+ *     end; peak_live, the most bytes live at one position, is a lower bound for any
+ *     placement.
+ * Requires the computation's instructions in dependency order; renumbers it. */
+#include "memplan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t mp_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+int64_t memplan_value_bytes(const Shape *s) {
+  if (s->dt != DT_TUPLE) return (int64_t)hlo_shape_bytes(s);
+  int64_t n = 0;
+  for (int i = 0; i < s->ntuple; i++) n += mp_align(memplan_value_bytes(&s->tuple[i]));
+  return n;
+}
+
+int64_t memplan_tuple_offset(const Shape *s, int64_t index) {
+  int64_t off = 0;
+  for (int64_t i = 0; i < index && i < s->ntuple; i++) off += mp_align(memplan_value_bytes(&s->tuple[i]));
+  return off;
+}
+
+int memplan_base(const MemPlan *p, int i, int64_t *offset) {
+  int64_t off = 0;
+  while (p->bufs[i].kind == MEM_ALIAS) {
+    off += p->bufs[i].offset;
+    i = p->bufs[i].alias;
+  }
+  if (offset) *offset = off;
+  return i;
+}
+
+/* Whether v reaches `root` of its computation through same-dims elementwise ops only. */
+static bool mp_elem_path(const HComp *c, const HInstr *v) {
+  bool used = false;
+  for (int i = v->idx + 1; i < c->ninstrs; i++) {
+    const HInstr *u = c->instrs[i];
+    for (int k = 0; k < u->nops; k++) {
+      if (u->ops[k] != v) continue;
+      used = true;
+      if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape)) return false;
+      if (!mp_elem_path(c, u)) return false;
+    }
+  }
+  return used || v == c->root;
+}
+
+bool memplan_reads_elementwise(const HInstr *user, int opnd) {
+  if (opnd < 0 || opnd >= user->nops) return false;
+  const HInstr *o = user->ops[opnd];
+  if (!hlo_shape_is_array(&o->shape) || !hlo_shape_same_dims(&o->shape, &user->shape)) return false;
+  if (user->op == OP_FUSION) {
+    if (user->ncalls < 1) return false;
+    HComp *c = user->calls[0];
+    /* an output fusion accumulates its dot/convolution in the output buffer before the
+       epilogue reads the other operands: never in place */
+    for (int i = 0; i < c->ninstrs; i++)
+      if (c->instrs[i]->op == OP_DOT || c->instrs[i]->op == OP_CONVOLUTION) return false;
+    for (int i = 0; i < c->ninstrs; i++) {
+      HInstr *p = c->instrs[i];
+      if (p->op == OP_PARAMETER && p->param_num == opnd) {
+        if (p->idx != i) hlo_comp_renumber(c);
+        return mp_elem_path(c, p);
+      }
+    }
+    return false;
+  }
+  return (hlo_op_flags(user->op) & OPF_ELEM) != 0;
+}
+
+/* Whether the instruction computes a value into a buffer of its own (before in-place). */
+static bool mp_computes(const MemBuf *b) { return b->kind == MEM_TEMP; }
+
+static int mp_find(int *grp, int i) {
+  while (grp[i] != i) {
+    grp[i] = grp[grp[i]];
+    i = grp[i];
+  }
+  return i;
+}
+
+typedef struct MpGroup {
+  int leader;        /* instruction owning the storage */
+  int start, end;    /* live range */
+  int64_t size;      /* aligned bytes */
+  int64_t offset;    /* placement */
+} MpGroup;
+
+static int mp_group_cmp(const void *a, const void *b) {
+  const MpGroup *x = a, *y = b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->leader - y->leader;
+}
+
+static int mp_off_cmp(const void *a, const void *b) {
+  const MpGroup *x = *(MpGroup *const *)a, *y = *(MpGroup *const *)b;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+  return x->leader - y->leader;
+}
+
+/* Flatten the result leaves of value v (at byte offset off of instruction holder). */
+static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
+  if (v->op == OP_TUPLE) {
+    for (int k = 0; k < v->nops; k++) mp_leaves(p, a, v->ops[k], cap);
+    return;
+  }
+  int64_t off = 0;
+  int b = memplan_base(p, v->idx, &off);
+  HInstr *bi = v->parent->instrs[b];
+  if (bi->op == OP_TUPLE) { /* a view of a tuple instruction's element */
+    mp_leaves(p, a, bi, cap);
+    return;
+  }
+  if (v->shape.dt == DT_TUPLE) { /* leaves inside a block */
+    for (int k = 0; k < v->shape.ntuple; k++) {
+      const Shape *es = &v->shape.tuple[k];
+      int64_t eo = off + memplan_tuple_offset(&v->shape, k);
+      if (es->dt == DT_TUPLE) continue; /* nested tuples in blocks: flattened below */
+      if (p->nresults == *cap) {
+        *cap = *cap ? *cap * 2 : 8;
+        MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
+        if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
+        p->results = nr;
+      }
+      p->results[p->nresults++] = (MemResult){v->idx, eo, memplan_value_bytes(es), true, *es};
+    }
+    return;
+  }
+  if (p->nresults == *cap) {
+    *cap = *cap ? *cap * 2 : 8;
+    MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
+    if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
+    p->results = nr;
+  }
+  MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape};
+  if (mp_computes(&p->bufs[b]) && off == 0 && bi->shape.dt != DT_TUPLE) {
+    p->bufs[b].kind = MEM_RESULT;
+    p->bufs[b].result = p->nresults;
+    r.copy = false;
+  }
+  p->results[p->nresults++] = r;
+}
+
+bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
+  hlo_comp_renumber(c);
+  int n = c->ninstrs;
+  memset(out, 0, sizeof *out);
+  out->ninstrs = n;
+  out->bufs = hlo_arena_alloc(a, sizeof(MemBuf) * (size_t)(n ? n : 1));
+  MemBuf *B = out->bufs;
+
+  /* 1. storage kinds */
+  for (int i = 0; i < n; i++) {
+    HInstr *in = c->instrs[i];
+    MemBuf *b = &B[i];
+    b->size = memplan_value_bytes(&in->shape);
+    b->start = b->end = i;
+    HOp op = in->op;
+    if (op == OP_PARAMETER) {
+      if (in->shape.dt == DT_TUPLE) {
+        hlo_err_at(err, in, "tuple-shaped entry parameters are not supported; pass each leaf");
+        return false;
+      }
+      b->kind = MEM_PARAM;
+      b->param = in->param_num;
+    } else if (op == OP_CONSTANT) {
+      b->kind = MEM_CONST;
+    } else if (op == OP_TUPLE || op == OP_AFTER_ALL) {
+      b->kind = MEM_NONE;
+    } else if (op == OP_GET_TUPLE_ELEMENT) {
+      HInstr *o = in->ops[0];
+      int64_t off = 0;
+      int base = memplan_base(out, o->idx, &off);
+      HInstr *bi = c->instrs[base];
+      b->kind = MEM_ALIAS;
+      b->view = true;
+      if (bi->op == OP_TUPLE && in->tuple_index < bi->nops) {
+        b->alias = bi->ops[in->tuple_index]->idx;
+        b->offset = 0;
+      } else {
+        b->alias = o->idx;
+        b->offset = memplan_tuple_offset(&o->shape, in->tuple_index);
+      }
+    } else if ((op == OP_RESHAPE || op == OP_BITCAST) && hlo_shape_is_array(&in->shape) &&
+               hlo_shape_is_array(&in->ops[0]->shape) &&
+               hlo_shape_bytes(&in->shape) == hlo_shape_bytes(&in->ops[0]->shape) &&
+               hlo_layout_is_default(&in->shape) && hlo_layout_is_default(&in->ops[0]->shape)) {
+      b->kind = MEM_ALIAS; /* same row-major bytes: a view */
+      b->view = true;
+      b->alias = in->ops[0]->idx;
+    } else {
+      b->kind = MEM_TEMP;
+    }
+  }
+
+  /* 2. live ranges: last use per instruction, then per storage owner */
+  int *last = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
+  int *blast = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) last[i] = i;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < c->instrs[i]->nops; k++) {
+      int o = c->instrs[i]->ops[k]->idx;
+      if (last[o] < i) last[o] = i;
+    }
+  if (c->root) last[c->root->idx] = n;
+  for (int i = 0; i < n; i++) blast[i] = -1;
+  for (int i = 0; i < n; i++) {
+    /* a tuple instruction keeps its elements alive as long as itself */
+    if (c->instrs[i]->op == OP_TUPLE)
+      for (int k = 0; k < c->instrs[i]->nops; k++) {
+        int o = c->instrs[i]->ops[k]->idx;
+        if (last[o] < last[i]) last[o] = last[i];
+      }
+  }
+  for (int i = n - 1; i >= 0; i--) { /* views propagate their last use to the viewed value */
+    if (B[i].kind == MEM_ALIAS && last[B[i].alias] < last[i]) last[B[i].alias] = last[i];
+  }
+  for (int i = 0; i < n; i++) {
+    int b = memplan_base(out, i, NULL);
+    if (blast[b] < last[i]) blast[b] = last[i];
+  }
+
+  /* 3. results */
+  int cap = 0;
+  if (c->root) mp_leaves(out, a, c->root, &cap);
+
+  /* 4. in place */
+  int *grp = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
+  int *glast = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    grp[i] = i;
+    glast[i] = blast[i];
+  }
+  for (int i = 0; i < n; i++) {
+    HInstr *in = c->instrs[i];
+    if (B[i].kind != MEM_TEMP || in->shape.dt == DT_TUPLE) continue;
+    for (int k = 0; k < in->nops; k++) {
+      if (!memplan_reads_elementwise(in, k)) continue;
+      int64_t off = 0;
+      int ob = memplan_base(out, in->ops[k]->idx, &off);
+      if (off != 0 || B[ob].kind != MEM_TEMP || c->instrs[ob]->shape.dt == DT_TUPLE) continue;
+      if (B[ob].size != B[i].size) continue;
+      int g = mp_find(grp, ob);
+      if (glast[g] > i) continue;
+      bool ok = true; /* every operand reading this group must read it elementwise */
+      for (int k2 = 0; k2 < in->nops && ok; k2++) {
+        int b2 = memplan_base(out, in->ops[k2]->idx, NULL);
+        if (mp_find(grp, b2) == g && !memplan_reads_elementwise(in, k2)) ok = false;
+      }
+      if (!ok) continue;
+      B[i].kind = MEM_ALIAS;
+      B[i].view = false;
+      B[i].alias = in->ops[k]->idx;
+      B[i].offset = 0;
+      grp[i] = g;
+      if (glast[g] < blast[i]) glast[g] = blast[i];
+      break;
+    }
+  }
+
+  /* 5. placement */
+  MpGroup *gs = hlo_arena_alloc(a, sizeof(MpGroup) * (size_t)(n ? n : 1));
+  int ng = 0;
+  for (int i = 0; i < n; i++) {
+    if (B[i].kind != MEM_TEMP || grp[i] != i || B[i].size == 0) continue;
+    gs[ng++] = (MpGroup){i, i, glast[i] < i ? i : glast[i], mp_align(B[i].size), 0};
+  }
+  qsort(gs, (size_t)ng, sizeof *gs, mp_group_cmp);
+  MpGroup **placed = hlo_arena_alloc(a, sizeof(MpGroup *) * (size_t)(ng ? ng : 1));
+  int64_t top = 0;
+  for (int g = 0; g < ng; g++) {
+    int np = 0;
+    for (int h = 0; h < g; h++)
+      if (gs[h].start <= gs[g].end && gs[g].start <= gs[h].end) placed[np++] = &gs[h];
+    qsort(placed, (size_t)np, sizeof *placed, mp_off_cmp);
+    int64_t prev = 0, best = -1, best_gap = 0;
+    for (int h = 0; h < np; h++) {
+      int64_t gap = placed[h]->offset - prev;
+      if (gap >= gs[g].size && (best < 0 || gap < best_gap)) {
+        best = prev;
+        best_gap = gap;
+      }
+      if (placed[h]->offset + placed[h]->size > prev) prev = placed[h]->offset + placed[h]->size;
+    }
+    gs[g].offset = best >= 0 ? best : prev;
+    if (gs[g].offset + gs[g].size > top) top = gs[g].offset + gs[g].size;
+  }
+  for (int g = 0; g < ng; g++) {
+    MemBuf *b = &B[gs[g].leader];
+    b->offset = gs[g].offset;
+    b->start = gs[g].start;
+    b->end = gs[g].end;
+  }
+  out->temp_bytes = top;
+  int64_t peak = 0;
+  for (int t = 0; t < n; t++) {
+    int64_t live = 0;
+    for (int g = 0; g < ng; g++)
+      if (gs[g].start <= t && t <= gs[g].end) live += gs[g].size;
+    if (live > peak) peak = live;
+  }
+  out->peak_live = peak;
+  return true;
+}

@@ -1,0 +1,105 @@
+/* optimizer/optimizer.h: the pass runner and the optimizer passes over the HLO IR.
+ *
+ * Sections follow the files: pipeline.c (the runner, dumps, timing), then one section per
+ * pass file. Every pass has the signature `bool opt_NAME(HModule *m, PassCtx *pc)`: it returns
+ * whether it changed the module and reports input problems through pc->err. */
+#ifndef HLOC_OPTIMIZER_H
+#define HLOC_OPTIMIZER_H
+
+#include "hlo.h"
+
+/* ------------------------------------------------------------------ pipeline.c */
+
+#define OPT_MAX_DISABLED 32
+
+typedef struct OptOpts {
+  const char *dump_dir;     /* write dumps here (NULL: no dumps) */
+  bool time_passes;         /* print per-pass wall time to stderr at the end */
+  bool verify_each;         /* run hlo_verify after every changing pass */
+  int ndisabled;            /* passes not to run */
+  const char *disabled[OPT_MAX_DISABLED]; /* their names */
+  const char *stop_after;   /* stop the pipeline after the first run of this pass */
+} OptOpts;
+
+typedef struct PassCtx {
+  const OptOpts *opts;      /* options of this run */
+  HArena *scratch;          /* scratch memory, freed after each pass */
+  HErr *err;                /* where passes report errors */
+  FILE *log;                /* decision log for passes that explain themselves (or NULL) */
+} PassCtx;
+
+typedef bool (*PassFn)(HModule *m, PassCtx *pc);
+
+typedef struct OptPass {
+  const char *name;         /* pass name (passes.def) */
+  PassFn fn;                /* entry point */
+  const char *summary;      /* one line for --help and docs */
+} OptPass;
+
+const OptPass *opt_find_pass(const char *name);
+int opt_pass_count(void);
+const OptPass *opt_pass_at(int i);
+
+/* Run the optimization pipeline on m. false with err set on failure. */
+bool opt_optimize(HModule *m, const OptOpts *o, HErr *err);
+
+/* ------------------------------------------------------------------ util.c */
+
+/* Restore dependency order (operands and control predecessors first), keeping the current
+ * order where it is valid. Renumbers c. */
+void opt_comp_toposort(HComp *c, HArena *scratch);
+/* Order m->comps so that callees come before callers (after passes add computations). */
+void opt_module_sort_comps(HModule *m, HArena *scratch);
+/* New instruction appended to c with a fresh name "base.N". */
+HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops,
+                HInstr *const *ops);
+/* A scalar constant of type dt holding v (converted as hlo_store_f64 does). */
+HInstr *opt_const_scalar(HComp *c, DType dt, double v);
+/* broadcast(scalar) to the dims of s (scalar itself when s is a scalar shape). */
+HInstr *opt_broadcast_scalar(HComp *c, HInstr *scalar, const Shape *s);
+/* in is a constant whose elements are all equal, possibly seen through broadcast, reshape,
+ * transpose and copy; *v receives the value. */
+bool opt_uniform_value(const HInstr *in, double *v);
+/* opt_uniform_value and the value equals want (integers compared exactly). */
+bool opt_uniform_is(const HInstr *in, double want);
+/* A reshape (or bitcast) that moves no data: row-major on both sides. */
+bool opt_is_bitcast_reshape(const HInstr *in);
+
+/* ------------------------------------------------------------------ fold_batchnorm.c */
+
+/* Turn entry parameter `param` into a constant holding value (deep-copied into the module):
+ * later parameters are renumbered, the entry layout and input/output aliases follow. false
+ * with an error when the index is out of range or the value's shape does not match. */
+bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err);
+
+/* ------------------------------------------------------------------ graphviz.c */
+
+/* Write computation c as a Graphviz digraph: fusions are boxes labelled with their kind and
+ * the ops inside, edges carry the shapes that flow along them. */
+void opt_write_dot(FILE *f, const HComp *c);
+
+/* ------------------------------------------------------------------ stats.c */
+
+typedef struct OptStats {
+  int kernels;        /* fusions plus unfused ops that do work (what a backend launches) */
+  int fusions;        /* fusion instructions */
+  int by_kind[5];     /* fusions per FusionKind (FK_LOOP, FK_INPUT, FK_OUTPUT, ...) */
+  int multi_output;   /* fusions with a tuple root */
+  int unfused;        /* unfused kernels (dot, convolution, reduce-window, gather, ...) */
+  int unfused_dots;   /* of which dot and convolution */
+  int instrs;         /* instructions in the computations counted */
+} OptStats;
+
+/* Count the kernels of the entry computation and of the control-flow bodies it calls.
+ * Parameters, constants, tuples, get-tuple-elements, bitcasts and bitcast-like reshapes are
+ * free; a fusion counts once. */
+void opt_stats(const HModule *m, OptStats *s);
+/* One-line summary, e.g. "kernels 16: fusions 12 (kLoop 3, kInput 6, kOutput 3), ...". */
+void opt_stats_print(FILE *f, const OptStats *s);
+
+/* ------------------------------------------------------------------ the passes */
+#define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);
+#include "passes.def"
+#undef PASS
+
+#endif

@@ -1,0 +1,136 @@
+/* optimizer/util.c: small helpers shared by the optimizer passes.
+ *
+ * Passes rewrite a computation by appending new instructions and redirecting operands, which
+ * leaves the instruction array out of dependency order; opt_comp_toposort restores it with an
+ * iterative depth-first post-order that keeps the existing order wherever it is already
+ * valid (so dumps stay readable and diffs small). opt_module_sort_comps does the same for the
+ * module's computation list (callees before callers) after passes create computations. The
+ * remaining helpers recognise values that several passes reason about: scalar constants seen
+ * through broadcasts and reshapes, bitcast-like reshapes, and element counts. */
+#include "optimizer.h"
+
+#include <string.h>
+
+void opt_comp_toposort(HComp *c, HArena *scratch) {
+  int n = c->ninstrs;
+  if (n == 0) return;
+  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
+  /* state: 0 unvisited, 1 on stack, 2 emitted */
+  uint8_t *state = hlo_arena_alloc(scratch, (size_t)n);
+  HInstr **order = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
+  HInstr **stk = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
+  int *next = hlo_arena_alloc(scratch, sizeof(int) * (size_t)n);
+  int norder = 0;
+  for (int s = 0; s < n; s++) {
+    if (state[s]) continue;
+    int sp = 0;
+    stk[sp] = c->instrs[s];
+    next[sp++] = 0;
+    state[s] = 1;
+    while (sp) {
+      HInstr *in = stk[sp - 1];
+      int k = next[sp - 1]++;
+      int deps = in->nops + in->nctrl;
+      if (k < deps) {
+        HInstr *d = k < in->nops ? in->ops[k] : in->ctrl[k - in->nops];
+        /* operands outside c (should not happen) are left to the verifier */
+        if (d->parent != c || d->idx < 0 || d->idx >= n || c->instrs[d->idx] != d) continue;
+        if (state[d->idx]) continue; /* emitted, or a cycle the verifier reports */
+        state[d->idx] = 1;
+        stk[sp] = d;
+        next[sp++] = 0;
+        continue;
+      }
+      state[in->idx] = 2;
+      order[norder++] = in;
+      sp--;
+    }
+  }
+  HLO_ASSERT(norder == n);
+  memcpy(c->instrs, order, sizeof(HInstr *) * (size_t)n);
+  hlo_comp_renumber(c);
+}
+
+static void comp_visit(HComp *c, uint8_t *state, HComp **order, int *norder) {
+  if (state[c->idx]) return;
+  state[c->idx] = 1;
+  for (int i = 0; i < c->ninstrs; i++)
+    for (int k = 0; k < c->instrs[i]->ncalls; k++)
+      comp_visit(c->instrs[i]->calls[k], state, order, norder);
+  order[(*norder)++] = c;
+}
+
+void opt_module_sort_comps(HModule *m, HArena *scratch) {
+  int n = m->ncomps;
+  for (int i = 0; i < n; i++) m->comps[i]->idx = i;
+  uint8_t *state = hlo_arena_alloc(scratch, (size_t)n + 1);
+  HComp **order = hlo_arena_alloc(scratch, sizeof(HComp *) * (size_t)(n + 1));
+  int norder = 0;
+  for (int i = 0; i < n; i++) comp_visit(m->comps[i], state, order, &norder);
+  HLO_ASSERT(norder == n);
+  memcpy(m->comps, order, sizeof(HComp *) * (size_t)n);
+  for (int i = 0; i < n; i++) m->comps[i]->idx = i;
+}
+
+HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops,
+                HInstr *const *ops) {
+  return hlo_instr_new(c, op, hlo_module_unique_name(c->mod, base), s, nops, ops);
+}
+
+HInstr *opt_const_scalar(HComp *c, DType dt, double v) {
+  Shape s = hlo_shape_scalar(dt);
+  HInstr *k = opt_new(c, OP_CONSTANT, "constant", &s, 0, NULL);
+  k->literal = hlo_literal_new(c->mod->arena, &s);
+  hlo_literal_set_f64(k->literal, 0, v);
+  return k;
+}
+
+HInstr *opt_broadcast_scalar(HComp *c, HInstr *scalar, const Shape *s) {
+  if (s->rank == 0) return scalar;
+  Shape bs = *s;
+  bs.dt = scalar->shape.dt;
+  HInstr *b = opt_new(c, OP_BROADCAST, "broadcast", &bs, 1, &scalar);
+  b->dims.n = 0;
+  return b;
+}
+
+bool opt_uniform_value(const HInstr *in, double *v) {
+  for (;;) {
+    if (in->op == OP_BROADCAST || in->op == OP_RESHAPE || in->op == OP_BITCAST ||
+        in->op == OP_TRANSPOSE || in->op == OP_COPY) {
+      if (in->nops != 1 || in->ops[0]->shape.dt != in->shape.dt) return false;
+      in = in->ops[0];
+      continue;
+    }
+    break;
+  }
+  if (in->op != OP_CONSTANT || !in->literal || !hlo_shape_is_array(&in->shape)) return false;
+  const Literal *l = in->literal;
+  int64_t n = hlo_shape_elems(&l->shape);
+  if (n == 0) return false;
+  size_t es = hlo_dtype_size(l->shape.dt);
+  const uint8_t *d = l->data;
+  for (int64_t i = 1; i < n; i++)
+    if (memcmp(d, d + (size_t)i * es, es)) return false;
+  *v = hlo_literal_get_f64(l, 0);
+  return true;
+}
+
+bool opt_uniform_is(const HInstr *in, double want) {
+  double v;
+  if (!opt_uniform_value(in, &v)) return false;
+  if (hlo_dtype_is_int(in->shape.dt) || in->shape.dt == DT_PRED) {
+    int64_t iv;
+    const HInstr *k = in;
+    while (k->op != OP_CONSTANT) k = k->ops[0];
+    iv = hlo_literal_get_i64(k->literal, 0);
+    return (double)iv == want;
+  }
+  return v == want;
+}
+
+bool opt_is_bitcast_reshape(const HInstr *in) {
+  if (in->op == OP_BITCAST) return true;
+  if (in->op != OP_RESHAPE || in->nops != 1) return false;
+  return hlo_layout_is_default(&in->shape) && hlo_layout_is_default(&in->ops[0]->shape);
+}

@@ -1,0 +1,497 @@
+/* targets/cpu/cpu_compile.c: the CPU target's driver, cpu_compile().
+ *
+ * Pipeline, top to bottom:
+ *   1. lower: inline every call into the entry and fused computations (a call is a plain
+ *      function call in HLO; inlining lets the buffer plan and the fusion design see through
+ *      it), then check every instruction reachable from the entry is compilable (a located
+ *      error otherwise, never a wrong object);
+ *   2. plan: memplan_assign() places every entry value (args, results, rodata, scratch);
+ *   3. kernels: one internal function per computing entry instruction, in entry order
+ *      (cpu_kernel.c, with the elemental generator of cpu_elemental.c);
+ *   4. interface: NAME_run_mt(args, results, temp, pf, runner) calls every kernel in order,
+ *      chunked kernels through pf when given, then copies result leaves that were not
+ *      computed in place; NAME_run() is NAME_run_mt without pf; NAME_arg_info[] and
+ *      NAME_result_info[] describe the tensors;
+ *   5. LLVMVerifyModule, the new pass manager's default<On> pipeline with the target machine
+ *      (host CPU and features unless told otherwise, so loops vectorize for the host), then
+ *      object / assembly / IR emitted to memory and written atomically with the header.
+ * Output is deterministic: names and order depend on the module only. */
+#include "cpu_impl.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ lowering */
+
+/* Replace the first call instruction of c by a copy of its callee. false when none left. */
+static bool cp_inline_one(HModule *m, HComp *c) {
+  int at = -1;
+  for (int i = 0; i < c->ninstrs; i++)
+    if (c->instrs[i]->op == OP_CALL && c->instrs[i]->ncalls == 1) {
+      at = i;
+      break;
+    }
+  if (at < 0) return false;
+  HInstr *call = c->instrs[at];
+  HComp *callee = call->calls[0];
+  HArena *a = m->arena;
+  int n = c->ninstrs - 1 + callee->ninstrs;
+  HInstr **arr = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)n);
+  HInstr **map = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(callee->ninstrs + 1));
+  hlo_comp_renumber(callee);
+  int o = 0;
+  for (int i = 0; i < at; i++) arr[o++] = c->instrs[i];
+  for (int i = 0; i < callee->ninstrs; i++) {
+    HInstr *ci = callee->instrs[i];
+    if (ci->op == OP_PARAMETER && ci->param_num < call->nops) {
+      map[i] = call->ops[ci->param_num];
+      continue;
+    }
+    HInstr *ni = hlo_arena_memdup(a, ci, sizeof *ci);
+    ni->parent = c;
+    ni->name = hlo_module_unique_name(m, ci->name);
+    ni->uid = m->next_uid++;
+    ni->ops = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(ci->nops ? ci->nops : 1));
+    for (int k = 0; k < ci->nops; k++) ni->ops[k] = map[ci->ops[k]->idx];
+    ni->nctrl = 0;
+    ni->ctrl = NULL;
+    map[i] = ni;
+    arr[o++] = ni;
+  }
+  HInstr *res = map[callee->root->idx];
+  for (int i = at + 1; i < c->ninstrs; i++) arr[o++] = c->instrs[i];
+  c->instrs = arr;
+  c->ninstrs = o;
+  c->cap = n;
+  for (int i = 0; i < o; i++) {
+    HInstr *u = arr[i];
+    for (int k = 0; k < u->nops; k++)
+      if (u->ops[k] == call) u->ops[k] = res;
+    for (int k = 0; k < u->nctrl; k++)
+      if (u->ctrl[k] == call) u->ctrl[k] = res;
+  }
+  if (c->root == call) c->root = res;
+  hlo_comp_renumber(c);
+  return true;
+}
+
+static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
+  if (depth > 64) {
+    hlo_err_comp(cg->err, c, "CPU target: computations nested too deeply");
+    return false;
+  }
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *in = c->instrs[i];
+    if (!cpu_op_supported(in, cg->err)) return false;
+    for (int j = 0; j < in->ncalls; j++)
+      if (!cp_check_comp(cg, in->calls[j], depth + 1)) return false;
+  }
+  return true;
+}
+
+static bool cp_lower(CpuCg *cg) {
+  HModule *m = cg->m;
+  while (cp_inline_one(m, cg->entry)) {
+  }
+  for (int i = 0; i < cg->entry->ninstrs; i++) {
+    HInstr *in = cg->entry->instrs[i];
+    if (in->op == OP_FUSION)
+      for (int j = 0; j < in->ncalls; j++)
+        while (cp_inline_one(m, in->calls[j])) {
+        }
+  }
+  hlo_module_renumber(m);
+  return cp_check_comp(cg, cg->entry, 0);
+}
+
+/* ------------------------------------------------------------------ types and constants */
+
+LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
+  switch (t) {
+  case DT_PRED: return cg->i1;
+  case DT_S8: case DT_U8: return cg->i8;
+  case DT_S16: case DT_U16: return cg->i16;
+  case DT_S32: case DT_U32: return cg->i32;
+  case DT_S64: case DT_U64: return cg->i64;
+  case DT_F16: return cg->f16;
+  case DT_BF16: return cg->bf16;
+  case DT_F32: return cg->f32;
+  case DT_F64: return cg->f64;
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  }
+  HLO_ASSERT(!"no register type");
+  return NULL;
+}
+
+LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) { return t == DT_PRED ? cg->i8 : cpu_reg_type(cg, t); }
+
+LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in) {
+  for (int i = 0; i < cg->nconst; i++)
+    if (cg->const_instr[i] == in) return cg->const_gv[i];
+  if (cg->nconst == cg->const_cap) {
+    int nc = cg->const_cap ? cg->const_cap * 2 : 64;
+    HInstr **ni = hlo_arena_alloc(cg->scratch, sizeof *ni * (size_t)nc);
+    LLVMValueRef *ng = hlo_arena_alloc(cg->scratch, sizeof *ng * (size_t)nc);
+    if (cg->nconst) {
+      memcpy(ni, cg->const_instr, sizeof *ni * (size_t)cg->nconst);
+      memcpy(ng, cg->const_gv, sizeof *ng * (size_t)cg->nconst);
+    }
+    cg->const_instr = ni;
+    cg->const_gv = ng;
+    cg->const_cap = nc;
+  }
+  size_t n = hlo_shape_bytes(&in->shape);
+  LLVMValueRef init = LLVMConstStringInContext(cg->C, n ? (const char *)in->literal->data : "",
+                                               (unsigned)n, 1);
+  char name[512];
+  snprintf(name, sizeof name, "%s_c%d", cg->o->name, cg->nconst);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(gv, 64);
+  cg->const_instr[cg->nconst] = in;
+  cg->const_gv[cg->nconst] = gv;
+  cg->nconst++;
+  return gv;
+}
+
+/* ------------------------------------------------------------------ interface */
+
+static LLVMValueRef cp_str(CpuCg *cg, const char *s, const char *gname) {
+  LLVMValueRef init = LLVMConstStringInContext(cg->C, s, (unsigned)strlen(s), 0);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), gname);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+  return gv;
+}
+
+/* NAME_arg_info / NAME_result_info: arrays of hloc_tensor_info. */
+static void cp_info_table(CpuCg *cg, const char *which, int n, const char **names, const Shape **shapes) {
+  LLVMTypeRef fields[5] = {cg->ptr, cg->ptr, cg->i32, LLVMArrayType2(cg->i64, 8), cg->i64};
+  LLVMTypeRef st = LLVMStructTypeInContext(cg->C, fields, 5, 0);
+  LLVMValueRef *elems = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    char g[512];
+    snprintf(g, sizeof g, "%s_%s_name%d", cg->o->name, which, i);
+    LLVMValueRef nm = cp_str(cg, names[i], g);
+    snprintf(g, sizeof g, "%s_%s_dtype%d", cg->o->name, which, i);
+    LLVMValueRef dt = cp_str(cg, hlo_dtype_name(shapes[i]->dt), g);
+    LLVMValueRef dims[8];
+    for (int d = 0; d < 8; d++)
+      dims[d] = LLVMConstInt(cg->i64, d < shapes[i]->rank ? (unsigned long long)shapes[i]->dims[d] : 0, 0);
+    LLVMValueRef vals[5] = {nm, dt, LLVMConstInt(cg->i32, (unsigned)shapes[i]->rank, 0),
+                            LLVMConstArray2(cg->i64, dims, 8),
+                            LLVMConstInt(cg->i64, hlo_shape_bytes(shapes[i]), 0)};
+    elems[i] = LLVMConstNamedStruct(st, vals, 5);
+  }
+  LLVMValueRef arr = LLVMConstArray2(st, elems, (uint64_t)n);
+  char g[512];
+  snprintf(g, sizeof g, "%s_%s_info", cg->o->name, which);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
+  LLVMSetInitializer(gv, arr);
+  LLVMSetGlobalConstant(gv, 1);
+}
+
+static LLVMValueRef cp_i64(CpuCg *cg, int64_t v) { return LLVMConstInt(cg->i64, (unsigned long long)v, 1); }
+
+static void cp_run_functions(CpuCg *cg) {
+  LLVMBuilderRef B = cg->B;
+  const char *n = cg->o->name;
+  char name[512];
+  LLVMTypeRef pf_ps[4] = {cg->ptr, cg->i64, cg->ptr, cg->ptr};
+  LLVMTypeRef pf_ty = LLVMFunctionType(cg->vd, pf_ps, 4, 0);
+  LLVMTypeRef mt_ps[5] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
+  LLVMTypeRef mt_ty = LLVMFunctionType(cg->i32, mt_ps, 5, 0);
+  snprintf(name, sizeof name, "%s_run_mt", n);
+  LLVMValueRef mt = LLVMAddFunction(cg->M, name, mt_ty);
+  LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1), temp = LLVMGetParam(mt, 2);
+  LLVMValueRef pf = LLVMGetParam(mt, 3), runner = LLVMGetParam(mt, 4);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->C, mt, "entry");
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, mt, "bad");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, mt, "go");
+  LLVMPositionBuilderAtEnd(B, entry);
+  LLVMValueRef ctx = LLVMBuildAlloca(B, cg->ctx_ty, "ctx");
+  LLVMValueRef isbad = LLVMConstInt(cg->i1, 0, 0);
+  LLVMValueRef nul = LLVMConstNull(cg->ptr);
+  if (cg->entry->nparams > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+  if (cg->plan.nresults > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
+  if (cg->plan.temp_bytes > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
+  LLVMBuildCondBr(B, isbad, bad, go);
+  LLVMPositionBuilderAtEnd(B, bad);
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
+  LLVMPositionBuilderAtEnd(B, go);
+  LLVMBuildStore(B, args, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 0, ""));
+  LLVMBuildStore(B, results, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 1, ""));
+  LLVMBuildStore(B, temp, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 2, ""));
+  LLVMValueRef haspf = LLVMBuildICmp(B, LLVMIntNE, pf, nul, "");
+  for (int t = 0; t < cg->ntasks; t++) {
+    CpuTask *task = &cg->tasks[t];
+    if (task->nchunks <= 1) {
+      LLVMValueRef a[2] = {ctx, cp_i64(cg, 0)};
+      LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
+      continue;
+    }
+    LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
+    LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
+    LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->C, mt, "sloop");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
+    LLVMBuildCondBr(B, haspf, par, ser);
+    LLVMPositionBuilderAtEnd(B, par);
+    LLVMValueRef pa[4] = {runner, cp_i64(cg, task->nchunks), task->fn, ctx};
+    LLVMBuildCall2(B, pf_ty, pf, pa, 4, "");
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, ser);
+    LLVMBuildBr(B, sloop);
+    LLVMPositionBuilderAtEnd(B, sloop);
+    LLVMValueRef iv = LLVMBuildPhi(B, cg->i64, "c");
+    LLVMValueRef zero = cp_i64(cg, 0);
+    LLVMAddIncoming(iv, &zero, &ser, 1);
+    LLVMValueRef a[2] = {ctx, iv};
+    LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
+    LLVMValueRef nx = LLVMBuildNSWAdd(B, iv, cp_i64(cg, 1), "");
+    LLVMAddIncoming(iv, &nx, &sloop, 1);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, nx, cp_i64(cg, task->nchunks), ""), sloop, next);
+    LLVMPositionBuilderAtEnd(B, next);
+  }
+  /* result leaves not computed in place */
+  for (int r = 0; r < cg->plan.nresults; r++) {
+    const MemResult *mr = &cg->plan.results[r];
+    if (!mr->copy || mr->size == 0) continue;
+    int64_t off = 0;
+    int b = memplan_base(&cg->plan, mr->instr, &off);
+    off += mr->offset;
+    const MemBuf *mb = &cg->plan.bufs[b];
+    LLVMValueRef src = NULL;
+    LLVMValueRef ix;
+    switch (mb->kind) {
+    case MEM_PARAM:
+      ix = cp_i64(cg, mb->param);
+      src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+      break;
+    case MEM_RESULT:
+      ix = cp_i64(cg, mb->result);
+      src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+      break;
+    case MEM_TEMP:
+      ix = cp_i64(cg, mb->offset);
+      src = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
+      break;
+    case MEM_CONST: src = cpu_const_global(cg, cg->entry->instrs[b]); break;
+    case MEM_NONE:
+    case MEM_ALIAS: HLO_ASSERT(!"result without storage"); break;
+    }
+    if (off) {
+      ix = cp_i64(cg, off);
+      src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
+    }
+    ix = cp_i64(cg, r);
+    LLVMValueRef dst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+    LLVMBuildMemCpy(B, dst, 1, src, 1, cp_i64(cg, mr->size));
+  }
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
+
+  LLVMTypeRef r_ps[3] = {cg->ptr, cg->ptr, cg->ptr};
+  LLVMTypeRef r_ty = LLVMFunctionType(cg->i32, r_ps, 3, 0);
+  snprintf(name, sizeof name, "%s_run", n);
+  LLVMValueRef run = LLVMAddFunction(cg->M, name, r_ty);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, run, "entry"));
+  LLVMValueRef ca[5] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), nul, nul};
+  LLVMBuildRet(B, LLVMBuildCall2(B, mt_ty, mt, ca, 5, ""));
+
+  /* tensor tables */
+  HComp *e = cg->entry;
+  int na = e->nparams, nr = cg->plan.nresults;
+  const char **names = hlo_arena_alloc(cg->scratch, sizeof(char *) * (size_t)(na + nr + 1));
+  const Shape **shapes = hlo_arena_alloc(cg->scratch, sizeof(Shape *) * (size_t)(na + nr + 1));
+  for (int i = 0; i < na; i++) {
+    names[i] = e->params[i]->name;
+    shapes[i] = &e->params[i]->shape;
+  }
+  cp_info_table(cg, "arg", na, names, shapes);
+  for (int r = 0; r < nr; r++) {
+    names[r] = e->instrs[cg->plan.results[r].instr]->name;
+    shapes[r] = &cg->plan.results[r].shape;
+  }
+  cp_info_table(cg, "result", nr, names, shapes);
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static bool cp_valid_name(const char *s) {
+  if (!s || !*s) return false;
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
+  const CpuOpts *o = cg->o;
+  HErr *err = cg->err;
+  LLVMInitializeAllTargetInfos();
+  LLVMInitializeAllTargets();
+  LLVMInitializeAllTargetMCs();
+  LLVMInitializeAllAsmPrinters();
+  char *deftriple = LLVMGetDefaultTargetTriple();
+  const char *triple = o->triple ? o->triple : deftriple;
+  bool host = !o->triple || strcmp(o->triple, deftriple) == 0;
+  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = LLVMGetHostCPUFeatures();
+  const char *cpu = o->cpu ? o->cpu : host ? hostcpu : "generic";
+  const char *feat = o->features ? o->features : host ? hostfeat : "";
+  bool ok = false;
+  char *msg = NULL;
+  LLVMTargetRef T;
+  LLVMTargetMachineRef TM = NULL;
+  LLVMPassBuilderOptionsRef po = NULL;
+  LLVMMemoryBufferRef mb = NULL;
+  if (LLVMGetTargetFromTriple(triple, &T, &msg)) {
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple, msg ? msg : "");
+    goto done;
+  }
+  int lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
+  LLVMCodeGenOptLevel cgl = lvl == 0 ? LLVMCodeGenLevelNone : lvl == 1 ? LLVMCodeGenLevelLess
+                            : lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
+  TM = LLVMCreateTargetMachine(T, triple, cpu, feat, cgl, LLVMRelocPIC, LLVMCodeModelDefault);
+  if (!TM) {
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: cannot create a target machine for '%s'", triple);
+    goto done;
+  }
+  LLVMSetTarget(cg->M, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
+  LLVMSetModuleDataLayout(cg->M, td);
+  LLVMDisposeTargetData(td);
+  /* every function carries the CPU and features, so IR output states what it was tuned for */
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    LLVMAddTargetDependentFunctionAttr(f, "target-cpu", cpu);
+    if (*feat) LLVMAddTargetDependentFunctionAttr(f, "target-features", feat);
+    unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
+  }
+  if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
+    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s", msg ? msg : "");
+    goto done;
+  }
+  if (msg) LLVMDisposeMessage(msg), msg = NULL;
+  po = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopVectorization(po, lvl >= 2);
+  LLVMPassBuilderOptionsSetSLPVectorization(po, lvl >= 2);
+  /* Full unrolling of the many small constant-trip loops of HLO shapes multiplies code size
+     and compile time (4x on transformer_layer) for little gain once loops are vectorized;
+     only -O3 unrolls. */
+  LLVMPassBuilderOptionsSetLoopUnrolling(po, lvl >= 3);
+  LLVMPassBuilderOptionsSetLoopInterleaving(po, lvl >= 2);
+  char pipeline[32];
+  snprintf(pipeline, sizeof pipeline, "default<O%d>", lvl);
+  LLVMErrorRef pe = LLVMRunPasses(cg->M, pipeline, TM, po);
+  if (pe) {
+    char *em = LLVMGetErrorMessage(pe);
+    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
+    LLVMDisposeErrorMessage(em);
+    goto done;
+  }
+  if (o->emit == CPU_EMIT_LLVM) {
+    char *s = LLVMPrintModuleToString(cg->M);
+    *outlen = strlen(s);
+    *out = malloc(*outlen + 1);
+    memcpy(*out, s, *outlen + 1);
+    LLVMDisposeMessage(s);
+    ok = true;
+    goto done;
+  }
+  if (LLVMTargetMachineEmitToMemoryBuffer(TM, cg->M, o->emit == CPU_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+                                          &msg, &mb)) {
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: LLVM code generation failed: %s", msg ? msg : "");
+    goto done;
+  }
+  *outlen = LLVMGetBufferSize(mb);
+  *out = malloc(*outlen + 1);
+  memcpy(*out, LLVMGetBufferStart(mb), *outlen);
+  ok = true;
+done:
+  if (msg) LLVMDisposeMessage(msg);
+  if (mb) LLVMDisposeMemoryBuffer(mb);
+  if (po) LLVMDisposePassBuilderOptions(po);
+  if (TM) LLVMDisposeTargetMachine(TM);
+  LLVMDisposeMessage(deftriple);
+  LLVMDisposeMessage(hostcpu);
+  LLVMDisposeMessage(hostfeat);
+  return ok;
+}
+
+bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
+  if (!m->entry) {
+    hlo_err(err, m->file, NULL, NULL, "CPU target: module has no entry computation");
+    return false;
+  }
+  if (!cp_valid_name(o->name)) {
+    hlo_err(err, m->file, NULL, NULL, "CPU target: symbol prefix '%s' is not a C identifier",
+            o->name ? o->name : "");
+    return false;
+  }
+  if (!o->out_path) {
+    hlo_err(err, m->file, NULL, NULL, "CPU target: no output path");
+    return false;
+  }
+  CpuCg cg = {0};
+  cg.m = m;
+  cg.entry = m->entry;
+  cg.o = o;
+  cg.err = err;
+  cg.scratch = hlo_arena_new();
+  bool ok = false;
+  char *obj = NULL, *hdr = NULL;
+  size_t objlen = 0, hdrlen = 0;
+  cg.C = LLVMContextCreate();
+  cg.M = LLVMModuleCreateWithNameInContext(m->name ? m->name : "hloc", cg.C);
+  LLVMSetSourceFileName(cg.M, "hloc", 4);
+  cg.B = LLVMCreateBuilderInContext(cg.C);
+  cg.i1 = LLVMInt1TypeInContext(cg.C);
+  cg.i8 = LLVMInt8TypeInContext(cg.C);
+  cg.i16 = LLVMInt16TypeInContext(cg.C);
+  cg.i32 = LLVMInt32TypeInContext(cg.C);
+  cg.i64 = LLVMInt64TypeInContext(cg.C);
+  cg.f16 = LLVMHalfTypeInContext(cg.C);
+  cg.bf16 = LLVMBFloatTypeInContext(cg.C);
+  cg.f32 = LLVMFloatTypeInContext(cg.C);
+  cg.f64 = LLVMDoubleTypeInContext(cg.C);
+  cg.ptr = LLVMPointerTypeInContext(cg.C, 0);
+  cg.vd = LLVMVoidTypeInContext(cg.C);
+  LLVMTypeRef cf[3] = {cg.ptr, cg.ptr, cg.ptr};
+  cg.ctx_ty = LLVMStructTypeInContext(cg.C, cf, 3, 0);
+  LLVMTypeRef tp[2] = {cg.ptr, cg.i64};
+  cg.task_ty = LLVMFunctionType(cg.vd, tp, 2, 0);
+
+  if (!cp_lower(&cg)) goto done;
+  if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
+  for (int i = 0; i < cg.entry->ninstrs; i++)
+    if (!cpu_emit_instr(&cg, cg.entry->instrs[i])) goto done;
+  if (err->set) goto done;
+  cp_run_functions(&cg);
+  if (!cp_emit(&cg, &obj, &objlen)) goto done;
+  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, &hdrlen);
+  /* write the header first: a failure then leaves neither file half-made under its name */
+  if (hdr && !hlo_write_file_atomic(o->header_path, hdr, hdrlen, err)) goto done;
+  if (!hlo_write_file_atomic(o->out_path, obj, objlen, err)) {
+    if (hdr) remove(o->header_path);
+    goto done;
+  }
+  ok = true;
+done:
+  free(obj);
+  free(hdr);
+  LLVMDisposeBuilder(cg.B);
+  LLVMDisposeModule(cg.M);
+  LLVMContextDispose(cg.C);
+  hlo_arena_free(cg.scratch);
+  return ok;
+}

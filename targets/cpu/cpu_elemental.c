@@ -1,0 +1,1077 @@
+/* targets/cpu/cpu_elemental.c: the elemental generator.
+ *
+ * XLA's elemental IR emitter design: the value of an instruction at an output index is
+ * generated as scalar IR by recursion through its operands, so a whole fused computation
+ * becomes the body of ONE loop nest. value = cpu_gen(k, instr, index[]):
+ *   - an entry-computation value other than the kernel's own root is a load from its buffer
+ *     (this is also how a lone instruction becomes a "fusion of one");
+ *   - a parameter of a computation entered during generation (the fused computation of the
+ *     kernel's fusion, a nested fusion, a call, a map body, a reducer) resolves through the
+ *     binding stack to the caller's operand at the same index, or to a bound scalar;
+ *   - every other op maps its output index to operand indices (broadcast, reshape,
+ *     transpose, slice, pad, concatenate, reverse, dynamic-slice, dynamic-update-slice,
+ *     gather, iota) or computes from operand values at the same index (elementwise math);
+ *   - reduce, reduce-window, dot and convolution generate an inner loop nest accumulating in
+ *     an alloca (promoted to registers by LLVM), calling the reducer computation inline as
+ *     scalar code.
+ * Out-of-bounds reads (pad, concatenate, convolution padding, gathers) never happen: the index
+ * is clamped into range and the value replaced by a select, which keeps loops branch-free so
+ * LLVM can vectorize them. Values already generated at the same index in the same loop scope
+ * are reused (a small cache dropped when a loop closes), so shared subexpressions of a DAG are
+ * emitted once. Math: LLVM intrinsics where they exist (exp, log, sqrt, sin, cos, pow, ...),
+ * a rational approximation for tanh (vectorizable, ~2 ulp), libm calls for the rare rest. */
+#include "cpu_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+static LLVMValueRef el_fail(CpuKern *k, const HInstr *in, const char *what) {
+  if (!k->failed) hlo_err_at(k->cg->err, in, "CPU target: %s", what);
+  k->failed = true;
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ index arithmetic */
+
+static LLVMValueRef ix_add(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, a, b, "");
+}
+static LLVMValueRef ix_sub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWSub(k->B, a, b, "");
+}
+static LLVMValueRef ix_mul(CpuKern *k, LLVMValueRef a, int64_t c) {
+  if (c == 1) return a;
+  return LLVMBuildNSWMul(k->B, a, cpu_i64(k, c), "");
+}
+static LLVMValueRef ix_clamp(CpuKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
+  if (hi < lo) hi = lo;
+  LLVMValueRef l = cpu_i64(k, lo), h = cpu_i64(k, hi);
+  v = LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, v, l, ""), l, v, "");
+  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSGT, v, h, ""), h, v, "");
+}
+/* lo <= v < hi as i1 */
+static LLVMValueRef ix_in(CpuKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
+  LLVMValueRef a = LLVMBuildICmp(k->B, LLVMIntSGE, v, cpu_i64(k, lo), "");
+  LLVMValueRef b = LLVMBuildICmp(k->B, LLVMIntSLT, v, cpu_i64(k, hi), "");
+  return LLVMBuildAnd(k->B, a, b, "");
+}
+static LLVMValueRef and1(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  if (!a) return b;
+  return LLVMBuildAnd(k->B, a, b, "");
+}
+/* A scalar index value (any integer dtype) as i64. */
+static LLVMValueRef ix_from(CpuKern *k, LLVMValueRef v, DType t) {
+  return cpu_convert(k, v, t, DT_S64);
+}
+
+/* ------------------------------------------------------------------ constants, intrinsics */
+
+static LLVMValueRef el_zero(CpuKern *k, DType t) {
+  LLVMTypeRef ty = cpu_reg_type(k->cg, t);
+  return hlo_dtype_is_float(t) ? LLVMConstReal(ty, 0.0) : LLVMConstInt(ty, 0, 0);
+}
+
+static LLVMValueRef el_intr(CpuKern *k, const char *name, LLVMTypeRef ty, LLVMValueRef *args,
+                            int n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  HLO_ASSERT(id != 0);
+  LLVMTypeRef tys[1] = {ty};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, tys, 1);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, tys, 1);
+  return LLVMBuildCall2(k->B, ft, f, args, (unsigned)n, "");
+}
+static LLVMValueRef el_intr1(CpuKern *k, const char *name, LLVMValueRef a) {
+  return el_intr(k, name, LLVMTypeOf(a), &a, 1);
+}
+static LLVMValueRef el_intr2(CpuKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef args[2] = {a, b};
+  return el_intr(k, name, LLVMTypeOf(a), args, 2);
+}
+
+/* A libm function of n float/double arguments (f16/bf16 computed in f32). */
+static LLVMValueRef el_libm(CpuKern *k, const char *name, DType t, LLVMValueRef *args, int n) {
+  CpuCg *cg = k->cg;
+  bool dbl = t == DT_F64;
+  LLVMTypeRef ty = dbl ? cg->f64 : cg->f32;
+  LLVMValueRef a[2];
+  for (int i = 0; i < n; i++) a[i] = cpu_convert(k, args[i], t, dbl ? DT_F64 : DT_F32);
+  char fname[32];
+  snprintf(fname, sizeof fname, "%s%s", name, dbl ? "" : "f");
+  LLVMTypeRef ps[2] = {ty, ty};
+  LLVMTypeRef ft = LLVMFunctionType(ty, ps, (unsigned)n, 0);
+  LLVMValueRef f = LLVMGetNamedFunction(cg->M, fname);
+  if (!f) f = LLVMAddFunction(cg->M, fname, ft);
+  LLVMValueRef r = LLVMBuildCall2(k->B, ft, f, a, (unsigned)n, "");
+  return cpu_convert(k, r, dbl ? DT_F64 : DT_F32, t);
+}
+
+/* tanh for f32: Eigen-style rational approximation on [-7.9, 7.9] (odd polynomial of degree
+ * 13 over an even one of degree 6), exact sign, |x| < 4e-4 returns x. */
+static LLVMValueRef el_tanh_f32(CpuKern *k, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f = k->cg->f32;
+  static const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13,
+                                 -8.60467152213735e-11, 5.12229709037114e-08,
+                                 1.48572235717979e-05,  6.37261928875436e-04,
+                                 4.89352455891786e-03};
+  static const double beta[] = {1.19825839466702e-06, 1.18534705686654e-04,
+                                2.26843463243900e-03, 4.89352518554385e-03};
+  LLVMValueRef lim = LLVMConstReal(f, 7.90531110763549805);
+  LLVMValueRef xc = el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, LLVMBuildFNeg(B, lim, "")), lim);
+  LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
+  LLVMValueRef p = LLVMConstReal(f, alpha[0]);
+  for (int i = 1; i < 7; i++) p = LLVMBuildFAdd(B, LLVMBuildFMul(B, p, x2, ""), LLVMConstReal(f, alpha[i]), "");
+  p = LLVMBuildFMul(B, p, xc, "");
+  LLVMValueRef q = LLVMConstReal(f, beta[0]);
+  for (int i = 1; i < 4; i++) q = LLVMBuildFAdd(B, LLVMBuildFMul(B, q, x2, ""), LLVMConstReal(f, beta[i]), "");
+  LLVMValueRef r = LLVMBuildFDiv(B, p, q, "");
+  LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", x), LLVMConstReal(f, 0.0004), "");
+  return LLVMBuildSelect(B, small, x, r, "");
+}
+
+/* ------------------------------------------------------------------ conversions */
+
+LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to) {
+  if (from == to) return v;
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef tt = cpu_reg_type(k->cg, to);
+  DKind fk = hlo_dtype_kind(from), tk = hlo_dtype_kind(to);
+  if (tk == DK_PRED) {
+    if (fk == DK_FLOAT) return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
+    return LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+  }
+  if (fk == DK_PRED) {
+    if (tk == DK_FLOAT) return LLVMBuildUIToFP(B, v, tt, "");
+    return LLVMBuildZExt(B, v, tt, "");
+  }
+  if (fk == DK_FLOAT && tk == DK_FLOAT) {
+    /* bf16 <-> f16 through f32 */
+    if ((from == DT_BF16 && to == DT_F16) || (from == DT_F16 && to == DT_BF16))
+      v = LLVMBuildFPExt(B, v, k->cg->f32, ""), from = DT_F32;
+    if (hlo_dtype_size(from) < hlo_dtype_size(to) || (from == DT_BF16 && to == DT_F32))
+      return LLVMBuildFPExt(B, v, tt, "");
+    return LLVMBuildFPTrunc(B, v, tt, "");
+  }
+  if (fk == DK_FLOAT) {
+    LLVMValueRef a = v;
+    unsigned id = LLVMLookupIntrinsicID(tk == DK_SINT ? "llvm.fptosi.sat" : "llvm.fptoui.sat", 15);
+    LLVMTypeRef tys[2] = {tt, LLVMTypeOf(v)};
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, tys, 2);
+    return LLVMBuildCall2(B, LLVMIntrinsicGetType(k->cg->C, id, tys, 2), f, &a, 1, "");
+  }
+  if (tk == DK_FLOAT) {
+    if (fk == DK_SINT) return LLVMBuildSIToFP(B, v, tt, "");
+    return LLVMBuildUIToFP(B, v, tt, "");
+  }
+  size_t fs = hlo_dtype_size(from), ts = hlo_dtype_size(to);
+  if (fs == ts) return v;
+  if (fs > ts) return LLVMBuildTrunc(B, v, tt, "");
+  return fk == DK_SINT ? LLVMBuildSExt(B, v, tt, "") : LLVMBuildZExt(B, v, tt, "");
+}
+
+LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+  if (hlo_dtype_is_float(t)) return LLVMBuildFAdd(k->B, a, b, "");
+  if (t == DT_PRED) return LLVMBuildOr(k->B, a, b, "");
+  return LLVMBuildAdd(k->B, a, b, "");
+}
+
+static LLVMValueRef el_mul(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+  if (hlo_dtype_is_float(t)) return LLVMBuildFMul(k->B, a, b, "");
+  if (t == DT_PRED) return LLVMBuildAnd(k->B, a, b, "");
+  return LLVMBuildMul(k->B, a, b, "");
+}
+
+/* ------------------------------------------------------------------ scalar ops */
+
+static LLVMValueRef el_int_minmax(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool max) {
+  bool s = hlo_dtype_kind(t) == DK_SINT;
+  LLVMIntPredicate p = max ? (s ? LLVMIntSGT : LLVMIntUGT) : (s ? LLVMIntSLT : LLVMIntULT);
+  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, p, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef el_compare(CpuKern *k, const HInstr *in, LLVMValueRef a, LLVMValueRef b) {
+  DType t = in->ops[0]->shape.dt;
+  LLVMBuilderRef B = k->B;
+  CmpType ct = in->cmp_type;
+  if (hlo_dtype_is_float(t) && ct == CMPT_TOTALORDER) {
+    /* total order: compare sign-magnitude bit patterns mapped to two's complement */
+    LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, (unsigned)hlo_dtype_size(t) * 8);
+    LLVMValueRef ia = LLVMBuildBitCast(B, a, it, ""), ib = LLVMBuildBitCast(B, b, it, "");
+    unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+    LLVMValueRef sh = LLVMConstInt(it, bits - 1, 0);
+    LLVMValueRef mag = LLVMConstInt(it, ~0ull >> (65 - bits), 0);
+    ia = LLVMBuildXor(B, ia, LLVMBuildAnd(B, LLVMBuildAShr(B, ia, sh, ""), mag, ""), "");
+    ib = LLVMBuildXor(B, ib, LLVMBuildAnd(B, LLVMBuildAShr(B, ib, sh, ""), mag, ""), "");
+    a = ia, b = ib, t = DT_S64, ct = CMPT_SIGNED;
+  }
+  if (hlo_dtype_is_float(t)) {
+    LLVMRealPredicate p = LLVMRealOEQ;
+    switch (in->cmp_dir) {
+    case CMP_EQ: p = LLVMRealOEQ; break;
+    case CMP_NE: p = LLVMRealUNE; break;
+    case CMP_GE: p = LLVMRealOGE; break;
+    case CMP_GT: p = LLVMRealOGT; break;
+    case CMP_LE: p = LLVMRealOLE; break;
+    case CMP_LT: p = LLVMRealOLT; break;
+    }
+    return LLVMBuildFCmp(B, p, a, b, "");
+  }
+  bool s = ct == CMPT_SIGNED || (ct != CMPT_UNSIGNED && hlo_dtype_kind(t) == DK_SINT);
+  LLVMIntPredicate p = LLVMIntEQ;
+  switch (in->cmp_dir) {
+  case CMP_EQ: p = LLVMIntEQ; break;
+  case CMP_NE: p = LLVMIntNE; break;
+  case CMP_GE: p = s ? LLVMIntSGE : LLVMIntUGE; break;
+  case CMP_GT: p = s ? LLVMIntSGT : LLVMIntUGT; break;
+  case CMP_LE: p = s ? LLVMIntSLE : LLVMIntULE; break;
+  case CMP_LT: p = s ? LLVMIntSLT : LLVMIntULT; break;
+  }
+  return LLVMBuildICmp(B, p, a, b, "");
+}
+
+/* Integer division and remainder with XLA's results for x/0 (-1, x) and MIN/-1 (MIN, 0). */
+static LLVMValueRef el_int_div(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool rem) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef ty = LLVMTypeOf(a);
+  bool s = hlo_dtype_kind(t) == DK_SINT;
+  unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+  LLVMValueRef zero = LLVMConstInt(ty, 0, 0), one = LLVMConstInt(ty, 1, 0);
+  LLVMValueRef dz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+  LLVMValueRef bad = dz;
+  LLVMValueRef ovf = NULL;
+  if (s) {
+    LLVMValueRef mn = LLVMConstInt(ty, 1ull << (bits - 1), 0);
+    ovf = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, a, mn, ""),
+                       LLVMBuildICmp(B, LLVMIntEQ, b, LLVMConstAllOnes(ty), ""), "");
+    bad = LLVMBuildOr(B, dz, ovf, "");
+  }
+  LLVMValueRef sb = LLVMBuildSelect(B, bad, one, b, "");
+  LLVMValueRef r;
+  if (rem) {
+    r = s ? LLVMBuildSRem(B, a, sb, "") : LLVMBuildURem(B, a, sb, "");
+    if (ovf) r = LLVMBuildSelect(B, ovf, zero, r, "");
+    return LLVMBuildSelect(B, dz, a, r, "");
+  }
+  r = s ? LLVMBuildSDiv(B, a, sb, "") : LLVMBuildUDiv(B, a, sb, "");
+  if (ovf) r = LLVMBuildSelect(B, ovf, a, r, "");
+  return LLVMBuildSelect(B, dz, LLVMConstAllOnes(ty), r, "");
+}
+
+static LLVMValueRef el_shift(CpuKern *k, HOp op, DType t, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef ty = LLVMTypeOf(a);
+  unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+  LLVMValueRef big = LLVMBuildICmp(B, LLVMIntUGE, b, LLVMConstInt(ty, bits, 0), "");
+  LLVMValueRef sb = LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), b, "");
+  if (op == OP_SHL) return LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), LLVMBuildShl(B, a, sb, ""), "");
+  if (op == OP_SHR_LOGICAL)
+    return LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), LLVMBuildLShr(B, a, sb, ""), "");
+  return LLVMBuildAShr(B, a, LLVMBuildSelect(B, big, LLVMConstInt(ty, bits - 1, 0), b, ""), "");
+}
+
+/* One elementwise op on operand values v[] (register types). */
+static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
+  LLVMBuilderRef B = k->B;
+  DType t = in->nops ? in->ops[in->op == OP_SELECT || in->op == OP_CLAMP ? 1 : 0]->shape.dt
+                     : in->shape.dt;
+  bool fl = hlo_dtype_is_float(t);
+  bool sg = hlo_dtype_kind(t) == DK_SINT;
+  LLVMTypeRef ty = cpu_reg_type(k->cg, t);
+  switch (in->op) {
+  case OP_ADD: return fl ? LLVMBuildFAdd(B, v[0], v[1], "") : t == DT_PRED ? LLVMBuildOr(B, v[0], v[1], "") : LLVMBuildAdd(B, v[0], v[1], "");
+  case OP_SUBTRACT: return fl ? LLVMBuildFSub(B, v[0], v[1], "") : LLVMBuildSub(B, v[0], v[1], "");
+  case OP_MULTIPLY: return el_mul(k, t, v[0], v[1]);
+  case OP_DIVIDE: return fl ? LLVMBuildFDiv(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], false);
+  case OP_REMAINDER: return fl ? LLVMBuildFRem(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], true);
+  case OP_MAXIMUM:
+    if (t == DT_PRED) return LLVMBuildOr(B, v[0], v[1], "");
+    return fl ? el_intr2(k, "llvm.maximum", v[0], v[1]) : el_int_minmax(k, t, v[0], v[1], true);
+  case OP_MINIMUM:
+    if (t == DT_PRED) return LLVMBuildAnd(B, v[0], v[1], "");
+    return fl ? el_intr2(k, "llvm.minimum", v[0], v[1]) : el_int_minmax(k, t, v[0], v[1], false);
+  case OP_POWER:
+    if (fl) return el_intr2(k, "llvm.pow", v[0], v[1]);
+    return el_fail(k, in, "integer power is not supported");
+  case OP_ATAN2: return el_libm(k, "atan2", t, v, 2);
+  case OP_AND: return LLVMBuildAnd(B, v[0], v[1], "");
+  case OP_OR: return LLVMBuildOr(B, v[0], v[1], "");
+  case OP_XOR: return LLVMBuildXor(B, v[0], v[1], "");
+  case OP_NOT: return LLVMBuildNot(B, v[0], "");
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL: return el_shift(k, in->op, t, v[0], v[1]);
+  case OP_COMPARE: return el_compare(k, in, v[0], v[1]);
+  case OP_SELECT: return LLVMBuildSelect(B, v[0], v[1], v[2], "");
+  case OP_CLAMP:
+    if (fl) return el_intr2(k, "llvm.minimum", el_intr2(k, "llvm.maximum", v[1], v[0]), v[2]);
+    return el_int_minmax(k, t, el_int_minmax(k, t, v[1], v[0], true), v[2], false);
+  case OP_NEGATE: return fl ? LLVMBuildFNeg(B, v[0], "") : LLVMBuildNeg(B, v[0], "");
+  case OP_ABS:
+    if (fl) return el_intr1(k, "llvm.fabs", v[0]);
+    if (!sg) return v[0];
+    return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v[0], LLVMConstInt(ty, 0, 0), ""),
+                           LLVMBuildNeg(B, v[0], ""), v[0], "");
+  case OP_SIGN:
+    if (fl) {
+      LLVMValueRef one = LLVMConstReal(ty, 1.0), mone = LLVMConstReal(ty, -1.0);
+      LLVMValueRef r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v[0], LLVMConstReal(ty, 0), ""), one, v[0], "");
+      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v[0], LLVMConstReal(ty, 0), ""), mone, r, "");
+    } else {
+      LLVMValueRef z = LLVMConstInt(ty, 0, 0);
+      LLVMValueRef r = LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntNE, v[0], z, ""), ty, "");
+      if (sg) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v[0], z, ""), LLVMConstAllOnes(ty), r, "");
+      return r;
+    }
+  case OP_CEIL: return fl ? el_intr1(k, "llvm.ceil", v[0]) : v[0];
+  case OP_FLOOR: return fl ? el_intr1(k, "llvm.floor", v[0]) : v[0];
+  case OP_ROUND_AFZ: return fl ? el_intr1(k, "llvm.round", v[0]) : v[0];
+  case OP_ROUND_EVEN: return fl ? el_intr1(k, "llvm.roundeven", v[0]) : v[0];
+  case OP_CLZ: {
+    LLVMValueRef a[2] = {v[0], LLVMConstInt(k->cg->i1, 0, 0)};
+    return el_intr(k, "llvm.ctlz", ty, a, 2);
+  }
+  case OP_POPCNT: return el_intr1(k, "llvm.ctpop", v[0]);
+  case OP_IS_FINITE:
+    return LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, INFINITY), "");
+  case OP_SQRT: return el_intr1(k, "llvm.sqrt", v[0]);
+  case OP_RSQRT: return LLVMBuildFDiv(B, LLVMConstReal(ty, 1.0), el_intr1(k, "llvm.sqrt", v[0]), "");
+  case OP_CBRT: return el_libm(k, "cbrt", t, v, 1);
+  case OP_EXP: return el_intr1(k, "llvm.exp", v[0]);
+  case OP_LOG: return el_intr1(k, "llvm.log", v[0]);
+  case OP_SINE: return el_intr1(k, "llvm.sin", v[0]);
+  case OP_COSINE: return el_intr1(k, "llvm.cos", v[0]);
+  case OP_TAN: return el_libm(k, "tan", t, v, 1);
+  case OP_EXPM1: {
+    /* u = exp(x); x when u == 1; (u - 1) * x / log(u) otherwise (accurate near 0) */
+    LLVMValueRef u = el_intr1(k, "llvm.exp", v[0]);
+    LLVMValueRef one = LLVMConstReal(ty, 1.0);
+    LLVMValueRef um1 = LLVMBuildFSub(B, u, one, "");
+    LLVMValueRef r = LLVMBuildFDiv(B, LLVMBuildFMul(B, um1, v[0], ""), el_intr1(k, "llvm.log", u), "");
+    r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, u, one, ""), v[0], r, "");
+    /* large |x|: plain u - 1 (also handles inf) */
+    LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
+    return LLVMBuildSelect(B, big, um1, r, "");
+  }
+  case OP_LOG1P: {
+    /* u = 1 + x; x when u == 1; log(u) * x / (u - 1) otherwise */
+    LLVMValueRef one = LLVMConstReal(ty, 1.0);
+    LLVMValueRef u = LLVMBuildFAdd(B, v[0], one, "");
+    LLVMValueRef lu = el_intr1(k, "llvm.log", u);
+    LLVMValueRef r = LLVMBuildFDiv(B, LLVMBuildFMul(B, lu, v[0], ""), LLVMBuildFSub(B, u, one, ""), "");
+    r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, u, one, ""), v[0], r, "");
+    LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
+    return LLVMBuildSelect(B, big, lu, r, "");
+  }
+  case OP_LOGISTIC: {
+    LLVMValueRef one = LLVMConstReal(ty, 1.0);
+    LLVMValueRef e = el_intr1(k, "llvm.exp", LLVMBuildFNeg(B, v[0], ""));
+    return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, e, ""), "");
+  }
+  case OP_TANH:
+    if (t == DT_F64) return el_libm(k, "tanh", t, v, 1);
+    return cpu_convert(k, el_tanh_f32(k, cpu_convert(k, v[0], t, DT_F32)), DT_F32, t);
+  case OP_ERF: return el_libm(k, "erf", t, v, 1);
+  case OP_ACOS: return el_libm(k, "acos", t, v, 1);
+  case OP_ACOSH: return el_libm(k, "acosh", t, v, 1);
+  case OP_ASIN: return el_libm(k, "asin", t, v, 1);
+  case OP_ASINH: return el_libm(k, "asinh", t, v, 1);
+  case OP_ATAN: return el_libm(k, "atan", t, v, 1);
+  case OP_ATANH: return el_libm(k, "atanh", t, v, 1);
+  case OP_COSH: return el_libm(k, "cosh", t, v, 1);
+  case OP_SINH: return el_libm(k, "sinh", t, v, 1);
+  case OP_CONVERT: return cpu_convert(k, v[0], t, in->shape.dt);
+  case OP_COPY: return v[0];
+  case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_PARTITION_ID: case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE: case OP_IMAG: case OP_REAL: case OP_BITCAST_CONVERT:
+  case OP_REDUCE_PRECISION: case OP_MULHI: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
+  case OP_MAP: case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: case OP_SORT:
+  case OP_TOPK: case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_DOT: case OP_CONVOLUTION: case OP_FFT:
+  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
+  case OP_BITCAST: case OP_BROADCAST: case OP_RESHAPE: case OP_TRANSPOSE: case OP_REVERSE:
+  case OP_SLICE: case OP_CONCATENATE: case OP_PAD: case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER: case OP_TUPLE:
+  case OP_GET_TUPLE_ELEMENT: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
+  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE: case OP_CALL:
+  case OP_CONDITIONAL: case OP_WHILE: case OP_FUSION: case OP_ASYNC_START: case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
+  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
+  case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL: case OP_COUNT:
+    return el_fail(k, in, "unsupported elementwise op");
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ the generator */
+
+static CpuBind *el_find_bind(CpuKern *k, const HComp *c) {
+  for (int i = k->nbind - 1; i >= 0; i--)
+    if (k->bind[i].comp == c) return &k->bind[i];
+  return NULL;
+}
+
+static bool el_push(CpuKern *k, const HInstr *in, const HComp *c, const HInstr *caller,
+                    LLVMValueRef *vals, int nvals) {
+  if (k->nbind == CPU_MAX_BIND) {
+    el_fail(k, in, "computations nested too deeply");
+    return false;
+  }
+  k->bind[k->nbind++] = (CpuBind){c, caller, vals, nvals, k->ncache};
+  return true;
+}
+
+static bool el_cacheable(CpuKern *k, const HInstr *in) {
+  if (in->parent == k->cg->entry) return true;
+  return k->nbind > 0 && k->bind[0].caller == k->root && in->parent == k->bind[0].comp;
+}
+
+static LLVMValueRef *el_opidx(CpuKern *k, LLVMValueRef *buf) { return buf; }
+
+static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
+static void el_reassoc(LLVMValueRef v);
+static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
+static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
+
+/* Operand index of a reshape: degenerate-dimension changes map directly, the rest goes
+ * through the linear index. */
+static void el_reshape_idx(CpuKern *k, const Shape *out, const Shape *op, LLVMValueRef *idx,
+                           LLVMValueRef *oi) {
+  int a = 0, b = 0;
+  bool direct = true;
+  int map[HLO_MAX_RANK];
+  while (a < out->rank || b < op->rank) {
+    if (a < out->rank && out->dims[a] == 1) { a++; continue; }
+    if (b < op->rank && op->dims[b] == 1) { map[b++] = -1; continue; }
+    if (a < out->rank && b < op->rank && out->dims[a] == op->dims[b]) { map[b++] = a++; continue; }
+    direct = false;
+    break;
+  }
+  if (direct) {
+    for (int d = 0; d < op->rank; d++) oi[d] = map[d] < 0 ? cpu_i64(k, 0) : idx[map[d]];
+    return;
+  }
+  LLVMValueRef lin = cpu_i64(k, 0);
+  for (int d = 0; d < out->rank; d++) lin = ix_add(k, ix_mul(k, lin, out->dims[d]), idx[d]);
+  for (int d = op->rank - 1; d >= 0; d--) {
+    LLVMValueRef dim = cpu_i64(k, op->dims[d]);
+    if (d == 0) {
+      oi[d] = lin;
+      break;
+    }
+    oi[d] = LLVMBuildURem(k->B, lin, dim, "");
+    lin = LLVMBuildUDiv(k->B, lin, dim, "");
+  }
+}
+
+/* An elementwise op: operands at the same index (scalar operands broadcast), then math. */
+static LLVMValueRef el_elementwise(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+  LLVMValueRef v[4], empty[1];
+  if (in->nops > 4) return el_fail(k, in, "too many operands");
+  for (int j = 0; j < in->nops; j++) {
+    const HInstr *o = in->ops[j];
+    v[j] = cpu_gen(k, o, o->shape.rank == 0 && in->shape.rank > 0 ? empty : idx);
+    if (!v[j]) return NULL;
+  }
+  return el_scalar(k, in, v);
+}
+
+LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+  if (k->failed) return NULL;
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int rank = in->shape.rank;
+  if (in->parent == cg->entry && in != k->root) {
+    if (in->shape.dt == DT_TUPLE) return el_fail(k, in, "tuple value used as an array");
+    return cpu_load_elem(k, cpu_buffer(k, in), &in->shape, idx);
+  }
+  for (int i = 0; i < k->nmat; i++)
+    if (k->mat[i].in == in) return cpu_load_elem(k, k->mat[i].p, &in->shape, idx);
+  if (in->op == OP_PARAMETER) {
+    CpuBind *b = el_find_bind(k, in->parent);
+    if (!b) return el_fail(k, in, "parameter of an unbound computation");
+    if (b->caller) {
+      if (in->param_num >= b->caller->nops) return el_fail(k, in, "parameter number out of range");
+      return cpu_gen(k, b->caller->ops[in->param_num], idx);
+    }
+    if (in->param_num >= b->nvals) return el_fail(k, in, "parameter number out of range");
+    return b->vals[in->param_num];
+  }
+  bool cacheable = el_cacheable(k, in);
+  if (cacheable)
+    for (int i = k->ncache - 1; i >= 0; i--) {
+      CpuCacheEnt *e = &k->cache[i];
+      if (e->in != in) continue;
+      bool same = true;
+      for (int d = 0; d < rank && same; d++) same = e->idx[d] == idx[d];
+      if (same) return e->v;
+    }
+
+  LLVMValueRef oi_buf[HLO_MAX_RANK];
+  LLVMValueRef *oi = el_opidx(k, oi_buf);
+  LLVMValueRef r = NULL;
+  switch (in->op) {
+  case OP_CONSTANT:
+    if (!in->literal) return el_fail(k, in, "constant without a literal");
+    if (rank == 0) {
+      DType t = in->shape.dt;
+      LLVMTypeRef ty = cpu_reg_type(cg, t);
+      if (hlo_dtype_is_float(t)) r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
+      else r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
+    } else {
+      r = cpu_load_elem(k, cpu_const_global(cg, (HInstr *)in), &in->shape, idx);
+    }
+    break;
+  case OP_IOTA: r = cpu_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
+  case OP_BROADCAST:
+    for (int j = 0; j < in->dims.n; j++) oi[j] = idx[in->dims.v[j]];
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  case OP_RESHAPE:
+  case OP_BITCAST:
+    el_reshape_idx(k, &in->shape, &in->ops[0]->shape, idx, oi);
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  case OP_TRANSPOSE:
+    for (int j = 0; j < rank; j++) oi[in->dims.v[j]] = idx[j];
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  case OP_SLICE:
+    for (int d = 0; d < rank; d++)
+      oi[d] = ix_add(k, cpu_i64(k, in->slice->start[d]), ix_mul(k, idx[d], in->slice->stride[d]));
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  case OP_REVERSE:
+    for (int d = 0; d < rank; d++) oi[d] = idx[d];
+    for (int j = 0; j < in->dims.n; j++) {
+      int64_t d = in->dims.v[j];
+      oi[d] = ix_sub(k, cpu_i64(k, in->shape.dims[d] - 1), idx[d]);
+    }
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  case OP_PAD: {
+    const Shape *os = &in->ops[0]->shape;
+    LLVMValueRef ok = NULL;
+    for (int d = 0; d < rank; d++) {
+      LLVMValueRef t = ix_sub(k, idx[d], cpu_i64(k, in->pad->lo[d]));
+      int64_t st = in->pad->interior[d] + 1;
+      if (st > 1) {
+        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, t, cpu_i64(k, 0), ""));
+        LLVMValueRef tt = ix_clamp(k, t, 0, INT64_MAX / 4);
+        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, cpu_i64(k, st), ""), cpu_i64(k, 0), ""));
+        t = LLVMBuildUDiv(B, tt, cpu_i64(k, st), "");
+        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, cpu_i64(k, os->dims[d]), ""));
+      } else {
+        ok = and1(k, ok, ix_in(k, t, 0, os->dims[d]));
+      }
+      oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
+    }
+    LLVMValueRef pv = cpu_gen(k, in->ops[1], NULL);
+    if (hlo_shape_elems(os) == 0) {
+      r = pv;
+      break;
+    }
+    LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+    if (!v || !pv) return NULL;
+    r = ok ? LLVMBuildSelect(B, ok, v, pv, "") : v;
+    break;
+  }
+  case OP_CONCATENATE: {
+    int64_t cd = in->dims.v[0], off = 0;
+    for (int j = 0; j < in->nops; j++) {
+      const Shape *os = &in->ops[j]->shape;
+      int64_t n = os->dims[cd];
+      if (n == 0) continue;
+      for (int d = 0; d < rank; d++) oi[d] = idx[d];
+      oi[cd] = ix_clamp(k, ix_sub(k, idx[cd], cpu_i64(k, off)), 0, n - 1);
+      LLVMValueRef v = cpu_gen(k, in->ops[j], oi);
+      if (!v) return NULL;
+      if (!r) r = v;
+      else r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], cpu_i64(k, off), ""), v, r, "");
+      off += n;
+    }
+    if (!r) return el_fail(k, in, "concatenate of empty operands");
+    break;
+  }
+  case OP_DYNAMIC_SLICE: {
+    const Shape *os = &in->ops[0]->shape;
+    for (int d = 0; d < rank; d++) {
+      const HInstr *si = in->ops[1 + d];
+      LLVMValueRef s = cpu_gen(k, si, NULL);
+      if (!s) return NULL;
+      s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - in->shape.dims[d]);
+      oi[d] = ix_add(k, s, idx[d]);
+    }
+    r = cpu_gen(k, in->ops[0], oi);
+    break;
+  }
+  case OP_DYNAMIC_UPDATE_SLICE: {
+    const Shape *os = &in->shape, *us = &in->ops[1]->shape;
+    LLVMValueRef ok = NULL;
+    LLVMValueRef ui[HLO_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+      const HInstr *si = in->ops[2 + d];
+      LLVMValueRef s = cpu_gen(k, si, NULL);
+      if (!s) return NULL;
+      s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
+      LLVMValueRef t = ix_sub(k, idx[d], s);
+      ok = and1(k, ok, ix_in(k, t, 0, us->dims[d]));
+      ui[d] = ix_clamp(k, t, 0, us->dims[d] - 1);
+    }
+    LLVMValueRef base = cpu_gen(k, in->ops[0], idx);
+    if (hlo_shape_elems(us) == 0) {
+      r = base;
+      break;
+    }
+    LLVMValueRef upd = cpu_gen(k, in->ops[1], ui);
+    if (!base || !upd) return NULL;
+    r = ok ? LLVMBuildSelect(B, ok, upd, base, "") : upd;
+    break;
+  }
+  case OP_GATHER: r = el_gather(k, in, idx); break;
+  case OP_REDUCE:
+    if (in->shape.dt == DT_TUPLE) return el_fail(k, in, "variadic reduce used as an array");
+    r = el_reduce(k, in, idx, NULL);
+    break;
+  case OP_REDUCE_WINDOW: r = el_reduce_window(k, in, idx); break;
+  case OP_GET_TUPLE_ELEMENT: {
+    const HInstr *o = in->ops[0];
+    if (o->op == OP_TUPLE) {
+      r = cpu_gen(k, o->ops[in->tuple_index], idx);
+    } else if (o->op == OP_REDUCE && !(o->parent == cg->entry && o != k->root)) {
+      LLVMValueRef outs[HLO_MAX_RANK * 2];
+      if (o->nops / 2 > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
+      if (!cpu_gen_multi(k, o, idx, outs)) return NULL;
+      r = outs[in->tuple_index];
+    } else {
+      return el_fail(k, in, "get-tuple-element of this producer is not supported in a fusion");
+    }
+    break;
+  }
+  case OP_DOT:
+  case OP_CONVOLUTION: {
+    int64_t ext[HLO_MAX_RANK * 2];
+    int nr = in->op == OP_DOT ? cpu_dot_red_dims(in, ext) : cpu_conv_red_dims(in, ext);
+    DType t = in->shape.dt;
+    LLVMValueRef acc = cpu_alloca(k, cpu_reg_type(cg, t));
+    LLVMBuildStore(B, el_zero(k, t), acc);
+    CpuLoop loops[HLO_MAX_RANK * 2];
+    LLVMValueRef red[HLO_MAX_RANK * 2];
+    for (int j = 0; j < nr; j++) red[j] = cpu_loop_open(k, &loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
+    LLVMValueRef term = in->op == OP_DOT ? cpu_dot_term(k, in, idx, red) : cpu_conv_term(k, in, idx, red);
+    if (!term) return NULL;
+    LLVMValueRef cur = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+    LLVMValueRef sum = cpu_add(k, t, cur, term);
+    el_reassoc(sum);
+    LLVMBuildStore(B, sum, acc);
+    for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+    r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+    break;
+  }
+  case OP_FUSION:
+  case OP_CALL:
+    if (in->ncalls < 1) return el_fail(k, in, "no called computation");
+    if (!el_push(k, in, in->calls[0], in, NULL, 0)) return NULL;
+    r = cpu_gen(k, in->calls[0]->root, idx);
+    k->nbind--;
+    break;
+  case OP_MAP: {
+    LLVMValueRef vals[16];
+    if (in->nops > 16) return el_fail(k, in, "map with too many operands");
+    for (int j = 0; j < in->nops; j++)
+      if (!(vals[j] = cpu_gen(k, in->ops[j], idx))) return NULL;
+    LLVMValueRef out[1];
+    if (!cpu_gen_scalar_comp(k, in->calls[0], vals, in->nops, out)) return NULL;
+    r = out[0];
+    break;
+  }
+  case OP_BITCAST_CONVERT: {
+    DType ft = in->ops[0]->shape.dt, tt = in->shape.dt;
+    if (hlo_dtype_size(ft) != hlo_dtype_size(tt) || ft == DT_PRED || tt == DT_PRED)
+      return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
+    LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
+    if (!v) return NULL;
+    r = LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
+    break;
+  }
+  case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP:
+  case OP_EXPM1: case OP_FLOOR: case OP_IMAG: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P:
+  case OP_LOGISTIC: case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_REAL: case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN: case OP_RSQRT: case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN:
+  case OP_TANH: case OP_ACOS: case OP_ACOSH: case OP_ASIN: case OP_ASINH: case OP_ATAN:
+  case OP_ATANH: case OP_COSH: case OP_SINH: case OP_CONVERT: case OP_REDUCE_PRECISION:
+  case OP_COPY: case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE:
+  case OP_REMAINDER: case OP_POWER: case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM:
+  case OP_MULHI: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL: case OP_COMPARE: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
+  case OP_SELECT: case OP_CLAMP:
+    r = el_elementwise(k, in, idx);
+    break;
+  case OP_PARAMETER: case OP_PARTITION_ID: case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_SELECT_AND_SCATTER: case OP_SORT: case OP_TOPK: case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
+  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
+  case OP_SCATTER: case OP_TUPLE: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
+  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
+  case OP_CONDITIONAL: case OP_WHILE: case OP_ASYNC_START: case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
+  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
+  case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL: case OP_COUNT:
+    return el_fail(k, in, "op is not supported by the CPU target");
+  }
+  if (!r || k->failed) return NULL;
+  if (cacheable) {
+    if (k->ncache == k->cache_cap) {
+      int nc = k->cache_cap ? k->cache_cap * 2 : 64;
+      CpuCacheEnt *n = hlo_arena_alloc(cg->scratch, sizeof *n * (size_t)nc);
+      if (k->ncache) memcpy(n, k->cache, sizeof *n * (size_t)k->ncache);
+      k->cache = n;
+      k->cache_cap = nc;
+    }
+    CpuCacheEnt *e = &k->cache[k->ncache++];
+    e->in = in;
+    for (int d = 0; d < rank; d++) e->idx[d] = idx[d];
+    e->v = r;
+  }
+  return r;
+}
+
+bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
+                         LLVMValueRef *out) {
+  if (!el_push(k, c->root, c, NULL, args, nargs)) return false;
+  const HInstr *root = c->root;
+  bool ok = true;
+  if (root->op == OP_TUPLE) {
+    for (int j = 0; j < root->nops && ok; j++) ok = (out[j] = cpu_gen(k, root->ops[j], NULL)) != NULL;
+  } else {
+    ok = (out[0] = cpu_gen(k, root, NULL)) != NULL;
+  }
+  k->nbind--;
+  return ok && !k->failed;
+}
+
+/* ------------------------------------------------------------------ reductions */
+
+/* Allow the accumulation step of a reduction loop to be reassociated, so LLVM can vectorize
+ * it with several partial accumulators (XLA's CPU reductions do the same). */
+static void el_reassoc(LLVMValueRef v) {
+  if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
+    LLVMSetFastMathFlags(v, LLVMGetFastMathFlags(v) | LLVMFastMathAllowReassoc);
+}
+
+static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int n = in->nops / 2;
+  if (n > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
+  const Shape *os = &in->ops[0]->shape;
+  LLVMValueRef acc[HLO_MAX_RANK * 2];
+  LLVMTypeRef aty[HLO_MAX_RANK * 2];
+  for (int j = 0; j < n; j++) {
+    aty[j] = cpu_reg_type(cg, in->ops[n + j]->shape.dt);
+    acc[j] = cpu_alloca(k, aty[j]);
+    LLVMValueRef init = cpu_gen(k, in->ops[n + j], NULL);
+    if (!init) return NULL;
+    LLVMBuildStore(B, init, acc[j]);
+  }
+  bool red[HLO_MAX_RANK] = {0};
+  for (int j = 0; j < in->dims.n; j++) red[in->dims.v[j]] = true;
+  LLVMValueRef full[HLO_MAX_RANK];
+  CpuLoop loops[HLO_MAX_RANK];
+  int nl = 0, o = 0;
+  for (int d = 0; d < os->rank; d++) {
+    if (red[d]) full[d] = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+    else full[d] = idx[o++];
+  }
+  LLVMValueRef args[HLO_MAX_RANK * 4], res[HLO_MAX_RANK * 2];
+  for (int j = 0; j < n; j++) {
+    args[j] = LLVMBuildLoad2(B, aty[j], acc[j], "");
+    if (!(args[n + j] = cpu_gen(k, in->ops[j], full))) return NULL;
+  }
+  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res)) return NULL;
+  for (int j = 0; j < n; j++) {
+    el_reassoc(res[j]);
+    LLVMBuildStore(B, res[j], acc[j]);
+  }
+  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  LLVMValueRef first = NULL;
+  for (int j = 0; j < n; j++) {
+    LLVMValueRef v = LLVMBuildLoad2(B, aty[j], acc[j], "");
+    if (out) out[j] = v;
+    if (!first) first = v;
+  }
+  return first;
+}
+
+bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
+  if (in->op != OP_REDUCE) {
+    el_fail(k, in, "multi-output value of this op is not supported");
+    return false;
+  }
+  return el_reduce(k, in, idx, out) != NULL;
+}
+
+static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  if (in->nops != 2) return el_fail(k, in, "variadic reduce-window is not supported");
+  const Window *w = in->window;
+  const Shape *os = &in->ops[0]->shape;
+  DType t = in->shape.dt;
+  LLVMTypeRef ty = cpu_reg_type(cg, t);
+  LLVMValueRef acc = cpu_alloca(k, ty);
+  LLVMValueRef init = cpu_gen(k, in->ops[1], NULL);
+  if (!init) return NULL;
+  LLVMBuildStore(B, init, acc);
+  CpuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef oi[HLO_MAX_RANK], ok = NULL;
+  int nl = 0;
+  LLVMValueRef wv[HLO_MAX_RANK];
+  for (int d = 0; d < os->rank; d++) {
+    const WinDim *wd = &w->d[d];
+    wv[d] = wd->size == 1 ? cpu_i64(k, 0) : cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, wd->size));
+  }
+  for (int d = 0; d < os->rank; d++) {
+    const WinDim *wd = &w->d[d];
+    LLVMValueRef wk = wd->reversal ? ix_sub(k, cpu_i64(k, wd->size - 1), wv[d]) : wv[d];
+    LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, idx[d], wd->stride), ix_mul(k, wk, wd->win_dil)),
+                            cpu_i64(k, wd->pad_lo));
+    if (wd->base_dil > 1) {
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
+      LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
+      p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, os->dims[d]), ""));
+    } else if (wd->pad_lo != 0 || wd->pad_hi != 0) {
+      ok = and1(k, ok, ix_in(k, p, 0, os->dims[d]));
+    }
+    oi[d] = ix_clamp(k, p, 0, os->dims[d] - 1);
+  }
+  LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+  if (!v) return NULL;
+  if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
+  LLVMValueRef args[2] = {LLVMBuildLoad2(B, ty, acc, ""), v}, res[1];
+  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
+  LLVMBuildStore(B, res[0], acc);
+  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  return LLVMBuildLoad2(B, ty, acc, "");
+}
+
+/* ------------------------------------------------------------------ gather */
+
+static bool il_has(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
+static int il_pos(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return i;
+  return -1;
+}
+
+static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+  const GatherDims *g = in->gather;
+  const HInstr *op = in->ops[0], *ind = in->ops[1];
+  const Shape *os = &op->shape, *is = &ind->shape;
+  int orank = in->shape.rank;
+  /* batch indices: output dims not in offset_dims, in order */
+  LLVMValueRef bidx[HLO_MAX_RANK];
+  int nb = 0;
+  for (int d = 0; d < orank; d++)
+    if (!il_has(&g->offset_dims, d)) bidx[nb++] = idx[d];
+  /* indices array index for component c: batch dims with index_vector_dim inserted */
+  int64_t ivd = g->index_vector_dim;
+  LLVMValueRef start[HLO_MAX_RANK];
+  for (int d = 0; d < os->rank; d++) start[d] = cpu_i64(k, 0);
+  for (int c = 0; c < g->start_index_map.n; c++) {
+    LLVMValueRef ii[HLO_MAX_RANK];
+    int b = 0;
+    for (int d = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, c) : bidx[b++];
+    LLVMValueRef s = cpu_gen(k, ind, ii);
+    if (!s) return NULL;
+    int64_t od = g->start_index_map.v[c];
+    start[od] = ix_clamp(k, ix_from(k, s, is->dt), 0, os->dims[od] - g->slice_sizes.v[od]);
+  }
+  for (int j = 0; j < g->operand_batching_dims.n; j++) {
+    int64_t sd = g->start_indices_batching_dims.v[j];
+    int pos = (int)(sd < ivd || ivd >= is->rank ? sd : sd - 1); /* position among batch dims */
+    start[g->operand_batching_dims.v[j]] = bidx[pos];
+  }
+  LLVMValueRef oi[HLO_MAX_RANK];
+  int off = 0;
+  for (int d = 0; d < os->rank; d++) {
+    if (il_has(&g->collapsed_slice_dims, d) || il_has(&g->operand_batching_dims, d)) {
+      oi[d] = start[d];
+      continue;
+    }
+    oi[d] = ix_add(k, start[d], idx[g->offset_dims.v[off++]]);
+  }
+  (void)il_pos;
+  return cpu_gen(k, op, oi);
+}
+
+/* ------------------------------------------------------------------ dot, convolution terms */
+
+int cpu_dot_red_dims(const HInstr *in, int64_t *ext) {
+  const DotDims *dd = in->dot;
+  for (int j = 0; j < dd->lhs_contract.n; j++) ext[j] = in->ops[0]->shape.dims[dd->lhs_contract.v[j]];
+  return dd->lhs_contract.n;
+}
+
+LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
+  const DotDims *dd = in->dot;
+  const HInstr *l = in->ops[0], *r = in->ops[1];
+  LLVMValueRef li[HLO_MAX_RANK], ri[HLO_MAX_RANK];
+  int o = 0;
+  for (int j = 0; j < dd->lhs_batch.n; j++) {
+    li[dd->lhs_batch.v[j]] = idx[o];
+    ri[dd->rhs_batch.v[j]] = idx[o];
+    o++;
+  }
+  for (int d = 0; d < l->shape.rank; d++)
+    if (!il_has(&dd->lhs_batch, d) && !il_has(&dd->lhs_contract, d)) li[d] = idx[o++];
+  for (int d = 0; d < r->shape.rank; d++)
+    if (!il_has(&dd->rhs_batch, d) && !il_has(&dd->rhs_contract, d)) ri[d] = idx[o++];
+  for (int j = 0; j < dd->lhs_contract.n; j++) {
+    li[dd->lhs_contract.v[j]] = red[j];
+    ri[dd->rhs_contract.v[j]] = red[j];
+  }
+  DType t = in->shape.dt;
+  LLVMValueRef a = cpu_gen(k, l, li);
+  if (!a) return NULL;
+  LLVMValueRef b = cpu_gen(k, r, ri);
+  if (!b) return NULL;
+  a = cpu_convert(k, a, l->shape.dt, t);
+  b = cpu_convert(k, b, r->shape.dt, t);
+  return el_mul(k, t, a, b);
+}
+
+int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {
+  const ConvDims *cd = in->conv;
+  const Shape *ks = &in->ops[1]->shape;
+  ext[0] = ks->dims[cd->k_in];
+  for (int j = 0; j < cd->k_sp.n; j++) ext[1 + j] = ks->dims[cd->k_sp.v[j]];
+  return 1 + cd->k_sp.n;
+}
+
+LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
+  LLVMBuilderRef B = k->B;
+  const ConvDims *cd = in->conv;
+  const HInstr *x = in->ops[0], *w = in->ops[1];
+  const Shape *xs = &x->shape, *ws = &w->shape, *ys = &in->shape;
+  int64_t fg = in->feature_groups, bg = in->batch_groups;
+  int64_t cout = ys->dims[cd->out_feat];
+  int64_t cin_g = ws->dims[cd->k_in]; /* input features per group */
+  LLVMValueRef of = idx[cd->out_feat], ob = idx[cd->out_batch];
+  LLVMValueRef xi[HLO_MAX_RANK], wi[HLO_MAX_RANK], ok = NULL;
+  /* feature groups: output feature of belongs to group of / (cout / fg) */
+  LLVMValueRef inf = red[0];
+  if (fg > 1) {
+    LLVMValueRef grp = LLVMBuildUDiv(B, of, cpu_i64(k, cout / fg), "");
+    inf = ix_add(k, ix_mul(k, grp, cin_g), red[0]);
+  }
+  LLVMValueRef inb = ob;
+  if (bg > 1) {
+    LLVMValueRef grp = LLVMBuildUDiv(B, of, cpu_i64(k, cout / bg), "");
+    inb = ix_add(k, ix_mul(k, grp, ys->dims[cd->out_batch]), ob);
+  }
+  xi[cd->in_batch] = inb;
+  xi[cd->in_feat] = inf;
+  wi[cd->k_in] = red[0];
+  wi[cd->k_out] = of;
+  for (int j = 0; j < cd->in_sp.n; j++) {
+    const WinDim *wd = &in->window->d[j];
+    int64_t xd = cd->in_sp.v[j];
+    LLVMValueRef kk = red[1 + j];
+    wi[cd->k_sp.v[j]] = wd->reversal ? ix_sub(k, cpu_i64(k, wd->size - 1), kk) : kk;
+    LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, idx[cd->out_sp.v[j]], wd->stride), ix_mul(k, kk, wd->win_dil)),
+                            cpu_i64(k, wd->pad_lo));
+    if (wd->base_dil > 1) {
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
+      LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
+      p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, xs->dims[xd]), ""));
+    } else if (wd->pad_lo > 0 || wd->pad_hi > 0 || wd->pad_lo < 0 || wd->pad_hi < 0) {
+      ok = and1(k, ok, ix_in(k, p, 0, xs->dims[xd]));
+    }
+    xi[xd] = ok ? ix_clamp(k, p, 0, xs->dims[xd] - 1) : p;
+  }
+  DType t = in->shape.dt;
+  LLVMValueRef a = cpu_gen(k, x, xi);
+  if (!a) return NULL;
+  LLVMValueRef b = cpu_gen(k, w, wi);
+  if (!b) return NULL;
+  a = cpu_convert(k, a, xs->dt, t);
+  b = cpu_convert(k, b, ws->dt, t);
+  LLVMValueRef m = el_mul(k, t, a, b);
+  if (ok) m = LLVMBuildSelect(B, ok, m, el_zero(k, t), "");
+  return m;
+}
+
+/* ------------------------------------------------------------------ support check */
+
+bool cpu_op_supported(const HInstr *in, HErr *err) {
+  const char *why = NULL;
+  switch (in->op) {
+  case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA:
+  case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP:
+  case OP_EXPM1: case OP_FLOOR: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P: case OP_LOGISTIC:
+  case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_ROUND_AFZ: case OP_ROUND_EVEN: case OP_RSQRT:
+  case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN: case OP_TANH: case OP_ACOS: case OP_ACOSH:
+  case OP_ASIN: case OP_ASINH: case OP_ATAN: case OP_ATANH: case OP_COSH: case OP_SINH:
+  case OP_CONVERT: case OP_BITCAST_CONVERT: case OP_COPY:
+  case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_REMAINDER: case OP_POWER:
+  case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM: case OP_AND: case OP_OR: case OP_XOR:
+  case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL: case OP_COMPARE:
+  case OP_SELECT: case OP_CLAMP: case OP_MAP:
+  case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_DOT: case OP_CONVOLUTION:
+  case OP_BITCAST: case OP_BROADCAST: case OP_RESHAPE: case OP_TRANSPOSE: case OP_REVERSE:
+  case OP_SLICE: case OP_CONCATENATE: case OP_PAD: case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER: case OP_TUPLE:
+  case OP_GET_TUPLE_ELEMENT: case OP_CALL: case OP_FUSION:
+    break;
+  case OP_IMAG: case OP_REAL: case OP_COMPLEX: why = "complex numbers are not supported"; break;
+  case OP_MULHI: case OP_STOCHASTIC_CONVERT: case OP_REDUCE_PRECISION:
+  case OP_SELECT_AND_SCATTER: case OP_SORT: case OP_TOPK: case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
+  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
+  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
+  case OP_CONDITIONAL: case OP_WHILE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
+  case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL:
+    why = "op is not supported by the CPU target";
+    break;
+  case OP_PARTITION_ID: case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE: case OP_COPY_START:
+  case OP_COPY_DONE: case OP_SHUFFLE: case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
+  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
+  case OP_INFEED: case OP_OUTFEED: case OP_RNG:
+    why = "op has side effects or multi-device semantics the CPU target cannot compile";
+    break;
+  case OP_COUNT: why = "invalid op"; break;
+  }
+  if (why) {
+    hlo_err_at(err, in, "CPU target: %s: %s", hlo_op_name(in->op), why);
+    return false;
+  }
+  if (in->shape.dt != DT_TUPLE && in->shape.dt != DT_TOKEN && in->shape.dt == DT_INVALID) {
+    hlo_err_at(err, in, "CPU target: unsupported element type");
+    return false;
+  }
+  if (in->shape.dt == DT_TOKEN) {
+    hlo_err_at(err, in, "CPU target: token values are not supported");
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,163 @@
+/* targets/cpu/cpu_impl.h: the CPU code generator's private interface.
+ *
+ * Sectioned by file:
+ *   cpu_compile.c   driver: lowering, buffer plan, kernels in order, the run functions,
+ *                   optimization and emission, atomic output
+ *   cpu_kernel.c    one kernel function per entry instruction: loops, buffers, the loop nest
+ *                   that stores an elemental value, accumulating dot/convolution nests, scatter
+ *   cpu_elemental.c the elemental generator: value = gen(instr, index[]) through fused,
+ *                   called and reducer computations; scalar math
+ *   cpu_header.c    the generated C header */
+#ifndef HLOC_CPU_IMPL_H
+#define HLOC_CPU_IMPL_H
+
+#include "memplan.h"
+#include "target.h"
+
+#include <llvm-c/Core.h>
+
+/* ------------------------------------------------------------------ cpu_compile.c */
+
+typedef struct CpuTask {
+  LLVMValueRef fn; /* void kernel(ptr ctx, i64 chunk) */
+  int64_t nchunks; /* chunks to run (1: not split) */
+} CpuTask;
+
+/* Module-wide state of one compilation. */
+typedef struct CpuCg {
+  HModule *m;        /* module compiled */
+  HComp *entry;      /* its entry computation */
+  const CpuOpts *o;  /* options */
+  HErr *err;         /* first error */
+  HArena *scratch;   /* plan and bookkeeping, freed at the end */
+  MemPlan plan;      /* buffers of the entry computation */
+  LLVMContextRef C;  /* LLVM context */
+  LLVMModuleRef M;   /* LLVM module */
+  LLVMBuilderRef B;  /* the one builder */
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, f64, ptr, vd; /* common types */
+  LLVMTypeRef ctx_ty;  /* kernel context: { ptr args, ptr results, ptr temp } */
+  LLVMTypeRef task_ty; /* void (ptr, i64) */
+  int nconst;             /* constant globals made so far */
+  HInstr **const_instr;   /* constant instruction of each global */
+  LLVMValueRef *const_gv; /* its global */
+  int const_cap;          /* capacity of the two arrays */
+  int ntasks;             /* kernels in execution order */
+  CpuTask *tasks;         /* the kernels */
+  int task_cap;           /* capacity of tasks */
+} CpuCg;
+
+/* The read-only global holding a constant instruction's literal (made once). */
+LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
+/* LLVM register type of a dtype (pred: i1) and storage type (pred: i8). */
+LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t);
+LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t);
+
+/* ------------------------------------------------------------------ cpu_kernel.c */
+
+#define CPU_MAX_BIND 32 /* nesting depth of computations bound during generation */
+
+/* Parameters of a computation entered during elemental generation: either bound to the
+ * operands of the instruction calling it (fusion, call, map), or to scalar values
+ * (reducers, map bodies). */
+typedef struct CpuBind {
+  const HComp *comp;   /* computation whose parameters are bound */
+  const HInstr *caller; /* operands of this instruction, or NULL */
+  LLVMValueRef *vals;  /* scalar values by parameter number, when caller is NULL */
+  int nvals;           /* number of vals */
+  int cache_mark;      /* elemental cache entries made before entering */
+} CpuBind;
+
+typedef struct CpuCacheEnt {
+  const HInstr *in;               /* instruction generated */
+  LLVMValueRef idx[HLO_MAX_RANK]; /* at this index */
+  LLVMValueRef v;                 /* its value */
+} CpuCacheEnt;
+
+#define CPU_MAX_MAT 64 /* materialized values per kernel */
+
+/* A value of a fused computation already stored in a buffer by this kernel or an earlier one
+ * (an output fusion's dot, a multi-output fusion's leaf): generation loads it. */
+typedef struct CpuMat {
+  const HInstr *in; /* the instruction */
+  LLVMValueRef p;   /* its row-major buffer */
+} CpuMat;
+
+/* One kernel function being emitted. */
+typedef struct CpuKern {
+  CpuCg *cg;                /* module state */
+  LLVMBuilderRef B;         /* = cg->B */
+  LLVMValueRef fn;          /* the function */
+  LLVMValueRef ctx;         /* its context argument */
+  LLVMValueRef chunk;       /* its chunk argument */
+  LLVMBasicBlockRef entry;  /* allocas and buffer pointers go here, before entry_br */
+  LLVMValueRef entry_br;    /* terminator of the entry block */
+  LLVMValueRef *bufs;       /* per entry instruction: its buffer pointer, once asked */
+  const HInstr *root;       /* the entry instruction this kernel computes */
+  int nbind;                /* bound computations (a stack) */
+  CpuBind bind[CPU_MAX_BIND]; /* the stack */
+  int ncache, cache_cap;    /* elemental values generated at the current loop depth */
+  CpuCacheEnt *cache;       /* the cache (scratch arena) */
+  bool failed;              /* an error was reported while generating */
+  LLVMValueRef *lin_idx;    /* the kernel's root index array, when it has a linear form */
+  LLVMValueRef lin;         /* row-major linear index equal to lin_idx over lin_shape */
+  const Shape *lin_shape;   /* shape lin is linear in */
+  int nmat;                 /* materialized values */
+  CpuMat mat[CPU_MAX_MAT];  /* them */
+} CpuKern;
+
+typedef struct CpuLoop {
+  LLVMBasicBlockRef header; /* phi and test */
+  LLVMBasicBlockRef exit;   /* after the loop */
+  LLVMValueRef iv;          /* induction variable (i64) */
+  LLVMValueRef hi;          /* exclusive bound */
+  int cache_mark;           /* elemental cache entries before the loop */
+} CpuLoop;
+
+/* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
+ * parameters, constants and tuples. false with a located error. */
+bool cpu_emit_instr(CpuCg *cg, HInstr *in);
+/* Loops: [lo, hi) step 1; the body is emitted between open and close. */
+LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
+void cpu_loop_close(CpuKern *k, CpuLoop *l);
+/* Pointer to the storage of an entry instruction inside the current kernel. */
+LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in);
+/* alloca in the kernel's entry block. */
+LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t);
+/* Element of an array value of shape s stored at p, at index idx (register type). */
+LLVMValueRef cpu_load_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx);
+void cpu_store_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx, LLVMValueRef v);
+LLVMValueRef cpu_i64(CpuKern *k, int64_t v);
+
+/* ------------------------------------------------------------------ cpu_elemental.c */
+
+/* Value of instruction in at index idx (in->shape.rank entries, i64), in register type.
+ * NULL after reporting a located error (k->failed). */
+LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
+/* All leaves of a tuple-valued instruction (variadic reduce) at idx, into out[]. */
+bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
+/* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
+bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
+                         LLVMValueRef *out);
+/* Whether gen supports op at all (checked before emission for a located error). */
+bool cpu_op_supported(const HInstr *in, HErr *err);
+/* Convert a register value between dtypes with XLA's semantics. */
+LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
+/* Products for accumulating kernels: the term of a dot / convolution at output index idx
+ * and reduction variables red (dot: contracting dims in lhs order; convolution: kernel input
+ * feature then kernel spatial dims). */
+LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red);
+LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red);
+/* Reduction extents of a dot / convolution (into ext[]); returns their count. */
+int cpu_dot_red_dims(const HInstr *in, int64_t *ext);
+int cpu_conv_red_dims(const HInstr *in, int64_t *ext);
+/* Scalar binary arithmetic used by accumulating kernels (fadd / add). */
+LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+
+/* ------------------------------------------------------------------ cpu_header.c */
+
+/* Text of the generated header (malloc'd, NUL-terminated). */
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, size_t *len);
+/* Upper-case macro prefix. */
+void cpu_upper(char *dst, size_t n, const char *src);
+
+#endif

@@ -1,0 +1,41 @@
+/* targets/target.h: code generators for hloc's targets.
+ *
+ * The CPU target turns a module into one relocatable object (or assembly, or LLVM IR) and a
+ * C header declaring the generated entry points; see targets/cpu/cpu_compile.c for the
+ * generated interface. */
+#ifndef HLOC_TARGET_H
+#define HLOC_TARGET_H
+
+#include "hlo.h"
+
+/* ------------------------------------------------------------------ cpu/ */
+
+typedef enum CpuEmit {
+  CPU_EMIT_OBJ,  /* relocatable object (.o) */
+  CPU_EMIT_ASM,  /* assembly text (.s) */
+  CPU_EMIT_LLVM, /* LLVM IR text (.ll), after optimization */
+} CpuEmit;
+
+typedef struct CpuOpts {
+  const char *name;        /* C symbol prefix, a C identifier (lower case recommended); header
+                              macros use it in upper case */
+  const char *out_path;    /* .o / .s / .ll to write */
+  const char *header_path; /* header to write (NULL: none) */
+  const char *triple;      /* target triple; NULL: the host's (LLVMGetDefaultTargetTriple) */
+  const char *cpu;         /* CPU name; NULL: the host CPU (LLVMGetHostCPUName), or "generic"
+                              when a non-host triple is given */
+  const char *features;    /* CPU features; NULL: the host's (LLVMGetHostCPUFeatures), or ""
+                              when a non-host triple is given */
+  int opt_level;           /* 0..3: LLVM pipeline default<On> and codegen level */
+  CpuEmit emit;            /* what out_path receives */
+  int64_t par_min_elems;   /* 0: default (32768); loop nests with fewer output elements run in
+                              one task even with a parallel-for callback */
+} CpuOpts;
+
+/* Compile m for the CPU: writes o->out_path and, when set, o->header_path atomically (no
+ * partial file is left behind on failure). The module is lowered in place first (calls are
+ * inlined into the entry and fused computations). false with a located error when an
+ * instruction or dtype cannot be compiled, or when LLVM or the file system fails. */
+bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err);
+
+#endif

@@ -1,0 +1,201 @@
+/* tests/cpu_driver.c: a user program for a model compiled by the CPU target (tests only).
+ *
+ * Built by tests/test_cpu.c with the system C compiler against a generated header and object
+ * whose symbol prefix is "model":
+ *     cc -O1 -I<dir> cpu_driver.c model.o -lm -lpthread
+ * Usage: driver DIR THREADS RTOL
+ * Reads DIR/in<k>.npy for every argument (checking dtype and shape against model_arg_info),
+ * runs model_run (THREADS = 0) or model_run_mt with a pthread parallel-for of THREADS
+ * threads, and compares result k with DIR/out<k>.npy: |got - want| <= RTOL * (|want| + s),
+ * where s is the largest magnitude in out<k> (so values near zero are judged against the
+ * tensor's scale). Prints the worst error of each result; exits 0 when all are within
+ * tolerance, 1 on a mismatch, 2 on a usage or file error. Scratch and results are filled
+ * with NaN bytes first, so reading unwritten memory shows up as a mismatch. Only the header
+ * is used: the point is to check the generated interface like a user would. */
+#include "model.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Npy {
+  char descr[16]; /* '<f4' ... */
+  int rank;       /* dimensions */
+  int64_t dims[8];
+  size_t bytes;   /* data size */
+  void *data;     /* malloc'd */
+} Npy;
+
+static int npy_read(const char *path, Npy *a) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  unsigned char pre[10];
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+    fclose(f);
+    return 0;
+  }
+  size_t hlen;
+  if (pre[6] == 1) {
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+  } else {
+    unsigned char ex[2];
+    if (fread(ex, 1, 2, f) != 2) {
+      fclose(f);
+      return 0;
+    }
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)ex[0] << 16 | (size_t)ex[1] << 24;
+  }
+  char *h = calloc(1, hlen + 1);
+  if (fread(h, 1, hlen, f) != hlen) {
+    fclose(f);
+    free(h);
+    return 0;
+  }
+  memset(a, 0, sizeof *a);
+  char *d = strstr(h, "'descr':");
+  if (d) sscanf(d + 8, " '%15[^']'", a->descr);
+  char *s = strstr(h, "'shape':");
+  char *p = s ? strchr(s, '(') : NULL;
+  a->rank = 0;
+  while (p && *p && *p != ')') {
+    p++;
+    while (*p == ' ' || *p == ',') p++;
+    if (*p == ')') break;
+    a->dims[a->rank++] = strtoll(p, &p, 10);
+  }
+  free(h);
+  size_t esz = (size_t)atoi(a->descr + 2), n = 1;
+  if (a->descr[1] == 'b' && a->descr[2] == '1') esz = 1;
+  for (int i = 0; i < a->rank; i++) n *= (size_t)a->dims[i];
+  a->bytes = n * esz;
+  a->data = malloc(a->bytes ? a->bytes : 1);
+  size_t got = fread(a->data, 1, a->bytes, f);
+  fclose(f);
+  return got == a->bytes;
+}
+
+/* numpy descr of an HLO dtype */
+static const char *npy_descr(const char *dt) {
+  static const char *map[][2] = {{"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"}, {"s64", "<i8"},
+                                 {"u32", "<u4"}, {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"},
+                                 {"f16", "<f2"}, {"s16", "<i2"}, {"u16", "<u2"}, {"u64", "<u8"}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(map[i][0], dt) == 0) return map[i][1];
+  return "?";
+}
+
+static double elem(const char *dt, const void *p, size_t i) {
+  if (!strcmp(dt, "f32")) return ((const float *)p)[i];
+  if (!strcmp(dt, "f64")) return ((const double *)p)[i];
+  if (!strcmp(dt, "s32")) return ((const int32_t *)p)[i];
+  if (!strcmp(dt, "s64")) return (double)((const int64_t *)p)[i];
+  if (!strcmp(dt, "u32")) return ((const uint32_t *)p)[i];
+  if (!strcmp(dt, "pred") || !strcmp(dt, "u8")) return ((const uint8_t *)p)[i];
+  if (!strcmp(dt, "s8")) return ((const int8_t *)p)[i];
+  return NAN;
+}
+
+/* ---- a pthread parallel-for: T workers take chunks from a shared counter */
+typedef struct Pool {
+  int threads;             /* workers per call */
+  int64_t n;               /* chunks of the current call */
+  int64_t next;            /* next chunk to take */
+  hloc_task_fn fn;         /* task */
+  void *ctx;               /* its context */
+  pthread_mutex_t mu;      /* guards next */
+  long calls;              /* parallel-for calls made */
+} Pool;
+
+static void *pool_worker(void *arg) {
+  Pool *p = arg;
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    int64_t i = p->next++;
+    pthread_mutex_unlock(&p->mu);
+    if (i >= p->n) return NULL;
+    p->fn(p->ctx, i);
+  }
+}
+
+static void pool_for(void *runner, int64_t n, hloc_task_fn fn, void *ctx) {
+  Pool *p = runner;
+  p->n = n;
+  p->next = 0;
+  p->fn = fn;
+  p->ctx = ctx;
+  p->calls++;
+  pthread_t t[64];
+  int nt = p->threads < 64 ? p->threads : 64;
+  for (int i = 0; i < nt; i++) pthread_create(&t[i], NULL, pool_worker, p);
+  for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s DIR THREADS RTOL\n", argv[0]);
+    return 2;
+  }
+  const char *dir = argv[1];
+  int threads = atoi(argv[2]);
+  double rtol = atof(argv[3]);
+  char path[4096];
+  const void *args[MODEL_NUM_ARGS + 1];
+  void *results[MODEL_NUM_RESULTS + 1];
+  for (int i = 0; i < MODEL_NUM_ARGS; i++) {
+    Npy a;
+    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+    if (!npy_read(path, &a)) {
+      fprintf(stderr, "cannot read %s\n", path);
+      return 2;
+    }
+    const hloc_tensor_info *ti = &model_arg_info[i];
+    int same = a.rank == ti->rank && a.bytes == ti->bytes && !strcmp(a.descr, npy_descr(ti->dtype));
+    for (int d = 0; same && d < a.rank; d++) same = a.dims[d] == ti->dims[d];
+    if (!same) {
+      fprintf(stderr, "%s does not match argument %d (%s %s rank %d)\n", path, i, ti->name, ti->dtype, ti->rank);
+      return 2;
+    }
+    args[i] = a.data;
+  }
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
+    results[k] = malloc(model_result_info[k].bytes + 1);
+    memset(results[k], 0xff, model_result_info[k].bytes);
+  }
+  size_t tb = ((size_t)MODEL_TEMP_BYTES + MODEL_TEMP_ALIGN - 1) / MODEL_TEMP_ALIGN * MODEL_TEMP_ALIGN;
+  void *temp = aligned_alloc(MODEL_TEMP_ALIGN, tb ? tb : MODEL_TEMP_ALIGN);
+  memset(temp, 0xff, tb);
+  Pool pool = {threads, 0, 0, NULL, NULL, PTHREAD_MUTEX_INITIALIZER, 0};
+  int rc = threads > 0 ? model_run_mt(args, results, temp, pool_for, &pool) : model_run(args, results, temp);
+  if (rc != 0) {
+    fprintf(stderr, "run returned %d\n", rc);
+    return 1;
+  }
+  int bad = 0;
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
+    Npy w;
+    snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
+    if (!npy_read(path, &w) || w.bytes != model_result_info[k].bytes) {
+      fprintf(stderr, "cannot read %s or size mismatch\n", path);
+      return 2;
+    }
+    const char *dt = model_result_info[k].dtype;
+    size_t n = w.bytes / (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8")
+                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8 : 4) : 1);
+    double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0, ww = n ? elem(dt, w.data, 0) : 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(elem(dt, w.data, i)));
+    for (size_t i = 0; i < n; i++) {
+      double g = elem(dt, results[k], i), x = elem(dt, w.data, i);
+      double e = fabs(g - x) / (fabs(x) + scale + 1e-30);
+      if (isnan(g) != isnan(x)) e = INFINITY;
+      if (!(e <= worst)) worst = e, wi = i, wg = g, ww = x;
+    }
+    printf("result %d (%s): %zu elements, worst error %.3g at %zu (got %.9g want %.9g)%s\n", k,
+           model_result_info[k].name, n, worst, wi, wg, ww, worst <= rtol ? "" : "  MISMATCH");
+    if (!(worst <= rtol)) bad = 1;
+  }
+  if (threads > 0) printf("parallel-for calls: %ld\n", pool.calls);
+  return bad;
+}

@@ -1,0 +1,548 @@
+/* tests/test_cpu.c: the CPU target end to end.
+ *
+ * Every test compiles a module with cpu_compile() into an object and a header in a fresh
+ * temporary folder, builds tests/cpu_driver.c against them with the system C compiler (as a
+ * user would, through the header only), runs it serially and with a 2-thread parallel-for,
+ * and compares the results: with XLA's outputs for the corpus fixtures, with the reference
+ * interpreter for the small per-op modules. Objects for these tests are split into chunks
+ * down to one element (par_min_elems = 1), so the chunking code is exercised on every
+ * kernel. Also checked: the header (C and C++, two models in one program), determinism,
+ * --emit=llvm/asm output, located errors for unsupported ops, and that a failed write
+ * leaves no file behind. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hlo.h"
+#include "optimizer.h"
+#include "proto.h"
+#include "target.h"
+
+static char *tc_tmpdir(void) {
+  char *d = strdup("/tmp/hloc_cpu_XXXXXX");
+  cr_assert(mkdtemp(d), "mkdtemp");
+  return d;
+}
+
+static void tc_rmdir(const char *d) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_expect_eq(system(cmd), 0);
+}
+
+static bool tc_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+static char *tc_slurp(const char *path, size_t *len) {
+  char *b = NULL;
+  size_t n = 0;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
+  if (len) *len = n;
+  return b;
+}
+
+/* Compile m to DIR/NAME.o + DIR/NAME.h. */
+static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
+  char obj[512], hdr[512];
+  snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
+  snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
+  CpuOpts o = {0};
+  o.name = name;
+  o.out_path = obj;
+  o.header_path = hdr;
+  o.opt_level = 2;
+  o.emit = CPU_EMIT_OBJ;
+  o.par_min_elems = par_min;
+  return cpu_compile(m, &o, err);
+}
+
+/* Build the driver in dir against dir/model.{o,h}. */
+static void tc_build_driver(const char *dir) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
+           "-lm -lpthread -o '%s/driver'",
+           dir, dir, dir);
+  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
+}
+
+/* Run the driver on data in datadir; returns its exit status, output into out. */
+static int tc_run_driver(const char *dir, const char *datadir, int threads, double rtol, char *out,
+                         size_t n) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, datadir, threads, rtol);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void tc_check_driver(const char *dir, const char *datadir, double rtol, const char *what) {
+  char out[16384];
+  for (int threads = 0; threads <= 2; threads += 2) {
+    int rc = tc_run_driver(dir, datadir, threads, rtol, out, sizeof out);
+    fprintf(stderr, "[cpu] %s (%s):\n%s", what, threads ? "2 threads" : "serial", out);
+    cr_expect_eq(rc, 0, "%s with %d threads:\n%s", what, threads, out);
+  }
+}
+
+/* ------------------------------------------------------------------ corpus fixtures */
+
+static void tc_fixture_ex(const char *name, double rtol, bool optimize) {
+  char path[1024], datadir[512];
+  snprintf(datadir, sizeof datadir, HLOC_CORPUS_DIR "/fixtures/%s", name);
+  snprintf(path, sizeof path, "%s/module.pb", datadir);
+  HErr err = {0};
+  HModule *m = proto_load_file(path, &err);
+  cr_assert(m, "%s", err.msg);
+  if (optimize) {
+    OptOpts oo = {0};
+    cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  }
+  char *dir = tc_tmpdir();
+  cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
+  hlo_module_free(m);
+  tc_build_driver(dir);
+  tc_check_driver(dir, datadir, rtol, name);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+static void tc_fixture(const char *name, double rtol) { tc_fixture_ex(name, rtol, false); }
+
+/* After the optimizer: fusion instructions (loop, input with reduce heroes, output with
+ * dot/convolution heroes and epilogues, multi-output) reach the code generator. */
+static void tc_fixture_opt(const char *name, double rtol) { tc_fixture_ex(name, rtol, true); }
+
+Test(cpu, fused_elementwise_chain, .timeout = 300) { tc_fixture_opt("elementwise_chain", 1e-4); }
+Test(cpu, fused_mlp, .timeout = 300) { tc_fixture_opt("mlp", 1e-4); }
+Test(cpu, fused_frozen_mlp, .timeout = 300) { tc_fixture_opt("frozen_mlp", 1e-4); }
+Test(cpu, fused_simple_cnn, .timeout = 300) { tc_fixture_opt("simple_cnn", 1e-4); }
+Test(cpu, fused_transformer_layer, .timeout = 300) { tc_fixture_opt("transformer_layer", 1e-4); }
+Test(cpu, fused_resnet_block, .timeout = 300) { tc_fixture_opt("resnet_block", 1e-4); }
+Test(cpu, fused_resnet18, .timeout = 300) { tc_fixture_opt("resnet18", 1e-4); }
+Test(cpu, fused_bert_base, .timeout = 300) { tc_fixture_opt("bert_base", 1e-4); }
+Test(cpu, fused_simple_cnn_train_step, .timeout = 300) { tc_fixture_opt("simple_cnn_train_step", 1e-3); }
+
+Test(cpu, fixture_elementwise_chain, .timeout = 300) { tc_fixture("elementwise_chain", 1e-4); }
+Test(cpu, fixture_mlp, .timeout = 300) { tc_fixture("mlp", 1e-4); }
+Test(cpu, fixture_frozen_mlp, .timeout = 300) { tc_fixture("frozen_mlp", 1e-4); }
+Test(cpu, fixture_simple_cnn, .timeout = 300) { tc_fixture("simple_cnn", 1e-4); }
+Test(cpu, fixture_transformer_layer, .timeout = 300) { tc_fixture("transformer_layer", 1e-4); }
+Test(cpu, fixture_resnet_block, .timeout = 300) { tc_fixture("resnet_block", 1e-4); }
+Test(cpu, fixture_resnet18, .timeout = 300) { tc_fixture("resnet18", 1e-4); }
+Test(cpu, fixture_bert_base, .timeout = 300) { tc_fixture("bert_base", 1e-4); }
+Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) { tc_fixture("simple_cnn_train_step", 1e-3); }
+
+/* ------------------------------------------------------------------ single ops vs the interpreter */
+
+static HModule *tc_parse(const char *text) {
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
+  cr_assert(m, "%s", err.msg);
+  return m;
+}
+
+/* Deterministic argument values: floats in [-2, 2), integers in [0, int_range), preds
+ * alternating. */
+static Literal *tc_arg(HArena *a, const Shape *s, int seed, int int_range) {
+  Literal *l = hlo_literal_new(a, s);
+  uint32_t x = 12345u + 7919u * (uint32_t)seed;
+  for (int64_t i = 0; i < hlo_shape_elems(s); i++) {
+    x = x * 1664525u + 1013904223u;
+    if (hlo_dtype_is_float(s->dt)) hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
+    else if (s->dt == DT_PRED) hlo_literal_set_i64(l, i, (x >> 16) & 1);
+    else hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % (uint32_t)int_range));
+  }
+  return l;
+}
+
+static int tc_write_leaves(const char *dir, const Literal *l, int k) {
+  if (l->shape.dt == DT_TUPLE) {
+    for (int i = 0; i < l->shape.ntuple; i++) k = tc_write_leaves(dir, l->elems[i], k);
+    return k;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
+  HErr err = {0};
+  cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
+  return k + 1;
+}
+
+/* Compile text, evaluate it with the interpreter on generated arguments, compare. */
+static void tc_check_text(const char *what, const char *text, double rtol, int int_range) {
+  HModule *ref = tc_parse(text);
+  HModule *m = tc_parse(text);
+  HArena *a = hlo_arena_new();
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  int np = ref->entry->nparams;
+  hlo_comp_renumber(ref->entry);
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
+  for (int i = 0; i < np; i++) {
+    args[i] = tc_arg(a, &ref->entry->params[i]->shape, i, int_range);
+    char path[512];
+    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
+  }
+  Literal *res = hlo_interp_run(ref, a, args, np, &err);
+  cr_assert(res, "interpreter: %s", err.msg);
+  tc_write_leaves(dir, res, 0);
+  cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
+  tc_build_driver(dir);
+  tc_check_driver(dir, dir, rtol, what);
+  tc_rmdir(dir);
+  free(dir);
+  hlo_arena_free(a);
+  hlo_module_free(ref);
+  hlo_module_free(m);
+}
+
+Test(cpu, op_elementwise_math) {
+  tc_check_text("elementwise", "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[4,33] parameter(0)\n"
+    "  y = f32[4,33] parameter(1)\n"
+    "  ax = f32[4,33] abs(x)\n"
+    "  e = f32[4,33] exponential(x)\n"
+    "  l = f32[4,33] log(ax)\n"
+    "  t = f32[4,33] tanh(y)\n"
+    "  r = f32[4,33] rsqrt(ax)\n"
+    "  s = f32[4,33] sqrt(ax)\n"
+    "  n = f32[4,33] negate(x)\n"
+    "  d = f32[4,33] divide(x, y)\n"
+    "  mx = f32[4,33] maximum(x, y)\n"
+    "  mn = f32[4,33] minimum(e, t)\n"
+    "  c = pred[4,33] compare(x, y), direction=LT\n"
+    "  c2 = pred[4,33] compare(x, n), direction=GE\n"
+    "  a = pred[4,33] and(c, c2)\n"
+    "  sel = f32[4,33] select(a, d, mx)\n"
+    "  ci = s32[4,33] convert(e)\n"
+    "  cf = f32[4,33] convert(ci)\n"
+    "  lg = f32[4,33] logistic(x)\n"
+    "  fl = f32[4,33] floor(y)\n"
+    "  sg = f32[4,33] sign(x)\n"
+    "  lp = f32[4,33] log-plus-one(ax)\n"
+    "  em = f32[4,33] exponential-minus-one(y)\n"
+    "  sub = f32[4,33] subtract(l, r)\n"
+    "  mul = f32[4,33] multiply(s, t)\n"
+    "  sum = f32[4,33] add(sub, mul)\n"
+    "  ROOT out = (f32[4,33], f32[4,33], pred[4,33], s32[4,33], f32[4,33], f32[4,33], f32[4,33], f32[4,33], f32[4,33], f32[4,33], f32[4,33]) "
+    "tuple(sum, sel, a, ci, cf, lg, fl, sg, lp, em, mn)\n"
+    "}\n", 1e-5, 4);
+}
+
+Test(cpu, op_integer_math) {
+  tc_check_text("integer", "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = s32[40] parameter(0)\n"
+    "  y = s32[40] parameter(1)\n"
+    "  d = s32[40] divide(x, y)\n"
+    "  r = s32[40] remainder(x, y)\n"
+    "  m = s32[40] multiply(x, y)\n"
+    "  mx = s32[40] maximum(d, r)\n"
+    "  sh = s32[40] shift-left(x, y)\n"
+    "  n = s32[40] negate(m)\n"
+    "  ROOT t = (s32[40], s32[40], s32[40], s32[40], s32[40]) tuple(d, r, mx, sh, n)\n"
+    "}\n", 0, 5);
+}
+
+Test(cpu, op_data_movement) {
+  tc_check_text("movement", "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[3,4,5] parameter(0)\n"
+    "  y = f32[3,4,2] parameter(1)\n"
+    "  z = f32[] parameter(2)\n"
+    "  b = f32[3,4,5,2] broadcast(y), dimensions={0,1,3}\n"
+    "  r = f32[12,10] reshape(b)\n"
+    "  t = f32[5,3,4] transpose(x), dimensions={2,0,1}\n"
+    "  s = f32[2,2,2] slice(x), slice={[1:3], [0:4:2], [1:5:3]}\n"
+    "  c = f32[3,4,7] concatenate(x, y), dimensions={2}\n"
+    "  p = f32[5,10,6] pad(x, z), padding=1_1x2_1_1x0_1\n"
+    "  v = f32[3,4,5] reverse(x), dimensions={0,2}\n"
+    "  i = s32[3,4] iota(), iota_dimension=1\n"
+    "  ROOT o = (f32[12,10], f32[5,3,4], f32[2,2,2], f32[3,4,7], f32[5,10,6], f32[3,4,5], s32[3,4]) "
+    "tuple(r, t, s, c, p, v, i)\n"
+    "}\n", 0, 4);
+}
+
+Test(cpu, op_reduce) {
+  tc_check_text("reduce", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "argmax {\n"
+    "  a = f32[] parameter(0)\n  ai = s32[] parameter(1)\n"
+    "  b = f32[] parameter(2)\n  bi = s32[] parameter(3)\n"
+    "  gt = pred[] compare(a, b), direction=GE\n"
+    "  v = f32[] select(gt, a, b)\n  i = s32[] select(gt, ai, bi)\n"
+    "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+    "ENTRY e {\n"
+    "  x = f32[6,7,8] parameter(0)\n"
+    "  zero = f32[] constant(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  r0 = f32[7,8] reduce(x, zero), dimensions={0}, to_apply=add\n"
+    "  r1 = f32[7] reduce(x, ninf), dimensions={0,2}, to_apply=max\n"
+    "  r2 = f32[] reduce(x, zero), dimensions={0,1,2}, to_apply=add\n"
+    "  io = s32[6,7,8] iota(), iota_dimension=2\n"
+    "  zi = s32[] constant(0)\n"
+    "  am = (f32[6,7], s32[6,7]) reduce(x, io, ninf, zi), dimensions={2}, to_apply=argmax\n"
+    "  amv = f32[6,7] get-tuple-element(am), index=0\n"
+    "  ami = s32[6,7] get-tuple-element(am), index=1\n"
+    "  ROOT o = (f32[7,8], f32[7], f32[], f32[6,7], s32[6,7]) tuple(r0, r1, r2, amv, ami)\n"
+    "}\n", 1e-5, 4);
+}
+
+Test(cpu, op_reduce_window) {
+  tc_check_text("reduce-window", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[2,3,9,9] parameter(0)\n"
+    "  zero = f32[] constant(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  mp = f32[2,3,5,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, to_apply=max\n"
+    "  ap = f32[2,3,4,4] reduce-window(x, zero), window={size=1x1x2x2 stride=1x1x2x2}, to_apply=add\n"
+    "  dl = f32[2,3,6,9] reduce-window(x, zero), window={size=1x1x2x3 pad=0_0x0_0x0_0x1_1 lhs_dilate=1x1x1x1 rhs_dilate=1x1x3x1}, to_apply=add\n"
+    "  ROOT o = (f32[2,3,5,5], f32[2,3,4,4], f32[2,3,6,9]) tuple(mp, ap, dl)\n"
+    "}\n", 1e-5, 4);
+}
+
+Test(cpu, op_dot) {
+  tc_check_text("dot", "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[2,5,7] parameter(0)\n"
+    "  b = f32[2,7,3] parameter(1)\n"
+    "  c = f32[9,7] parameter(2)\n"
+    "  v = f32[7] parameter(3)\n"
+    "  bm = f32[2,5,3] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+    "  nt = f32[2,5,9] dot(a, c), lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+    "  tn = f32[5,3] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={0,1}\n"
+    "  mv = f32[9] dot(c, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  vv = f32[] dot(v, v), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+    "  ROOT o = (f32[2,5,3], f32[2,5,9], f32[5,3], f32[9], f32[]) tuple(bm, nt, tn, mv, vv)\n"
+    "}\n", 1e-5, 4);
+}
+
+Test(cpu, op_convolution) {
+  tc_check_text("convolution", "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[2,9,8,4] parameter(0)\n"
+    "  w = f32[3,3,4,6] parameter(1)\n"
+    "  wg = f32[3,3,2,6] parameter(2)\n"
+    "  xn = f32[2,4,7,7] parameter(3)\n"
+    "  wn = f32[5,4,2,3] parameter(4)\n"
+    "  nhwc = f32[2,5,4,6] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  grp = f32[2,9,8,6] convolution(x, wg), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2\n"
+    "  dil = f32[2,5,12,5] convolution(xn, wn), window={size=2x3 pad=0_0x1_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=bf01_oi01->bf01\n"
+    "  ROOT o = (f32[2,5,4,6], f32[2,9,8,6], f32[2,5,12,5]) tuple(nhwc, grp, dil)\n"
+    "}\n", 1e-5, 4);
+}
+
+Test(cpu, op_gather_scatter_dynamic) {
+  tc_check_text("gather/scatter", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  tab = f32[10,6] parameter(0)\n"
+    "  ids = s32[4,3] parameter(1)\n"
+    "  upd = f32[4,3,6] parameter(2)\n"
+    "  x = f32[5,7] parameter(3)\n"
+    "  g = f32[4,3,6] gather(tab, ids), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,6}\n"
+    "  s = f32[10,6] scatter(tab, ids, upd), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+    "  i1 = s32[] constant(3)\n"
+    "  i2 = s32[] constant(9)\n"
+    "  ds = f32[3,2] dynamic-slice(x, i1, i2), dynamic_slice_sizes={3,2}\n"
+    "  dus = f32[5,7] dynamic-update-slice(x, ds, i2, i1)\n"
+    "  ROOT o = (f32[4,3,6], f32[10,6], f32[3,2], f32[5,7]) tuple(g, s, ds, dus)\n"
+    "}\n", 1e-5, 10);
+}
+
+Test(cpu, op_fusion_and_call) {
+  tc_check_text("fusion/call", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "relu { a = f32[8,16] parameter(0)\n z = f32[] constant(0)\n zb = f32[8,16] broadcast(z), dimensions={}\n"
+    "  ROOT m = f32[8,16] maximum(a, zb) }\n"
+    "fused {\n"
+    "  p0 = f32[8,16] parameter(0)\n"
+    "  p1 = f32[16] parameter(1)\n"
+    "  b = f32[8,16] broadcast(p1), dimensions={1}\n"
+    "  s = f32[8,16] add(p0, b)\n"
+    "  t = f32[16,8] transpose(s), dimensions={1,0}\n"
+    "  z = f32[] constant(0)\n"
+    "  r = f32[16] reduce(t, z), dimensions={1}, to_apply=add\n"
+    "  rb = f32[8,16] broadcast(r), dimensions={1}\n"
+    "  ROOT e = f32[8,16] multiply(s, rb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[8,16] parameter(0)\n"
+    "  y = f32[16] parameter(1)\n"
+    "  f = f32[8,16] fusion(x, y), kind=kLoop, calls=fused\n"
+    "  c = f32[8,16] call(f), to_apply=relu\n"
+    "  ROOT o = (f32[8,16], f32[8,16], f32[16]) tuple(c, x, y)\n"
+    "}\n", 1e-5, 4);
+}
+
+/* ------------------------------------------------------------------ interface and errors */
+
+static const char *tc_small =
+    "HloModule small\n"
+    "ENTRY e {\n"
+    "  x = f32[4,8] parameter(0)\n"
+    "  c = f32[4,8] constant({{1,2,3,4,5,6,7,8},{1,2,3,4,5,6,7,8},{1,2,3,4,5,6,7,8},{1,2,3,4,5,6,7,8}})\n"
+    "  a = f32[4,8] add(x, c)\n"
+    "  ROOT t = f32[4,8] tanh(a)\n"
+    "}\n";
+
+Test(cpu, header_contents_and_two_models_in_one_program) {
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  HModule *m1 = tc_parse(tc_small), *m2 = tc_parse(tc_small);
+  cr_assert(tc_compile(m1, dir, "alpha", 0, &err), "%s", err.msg);
+  cr_assert(tc_compile(m2, dir, "beta", 0, &err), "%s", err.msg);
+  char path[512];
+  snprintf(path, sizeof path, "%s/alpha.h", dir);
+  char *h = tc_slurp(path, NULL);
+  cr_expect(strstr(h, "#define ALPHA_NUM_ARGS 1"), "%s", h);
+  cr_expect(strstr(h, "#define ALPHA_NUM_RESULTS 1"));
+  cr_expect(strstr(h, "#define ALPHA_TEMP_BYTES "));
+  cr_expect(strstr(h, "int alpha_run(const void *const args[], void *const results[], void *temp);"));
+  cr_expect(strstr(h, "int alpha_run_mt("));
+  cr_expect(strstr(h, "extern const hloc_tensor_info alpha_arg_info[];"));
+  cr_expect(strstr(h, "extern \"C\""));
+  cr_expect(strstr(h, "#ifndef HLOC_RUNTIME_TYPES_DEFINED"));
+  free(h);
+  /* both headers in one C and one C++ translation unit; both objects in one program */
+  snprintf(path, sizeof path, "%s/main.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fprintf(f,
+          "#include \"alpha.h\"\n#include \"beta.h\"\n#include <math.h>\n#include <stdio.h>\n#include <string.h>\n"
+          "int main(void) {\n"
+          "  float x[32], ya[32], yb[32];\n"
+          "  for (int i = 0; i < 32; i++) x[i] = (float)i / 16 - 1;\n"
+          "  const void *args[1] = {x}; void *ra[1] = {ya}, *rb[1] = {yb};\n"
+          "  static char temp[ALPHA_TEMP_BYTES + BETA_TEMP_BYTES + 64] __attribute__((aligned(64)));\n"
+          "  if (alpha_run(args, ra, temp) || beta_run(args, rb, temp)) return 1;\n"
+          "  if (alpha_run(NULL, ra, temp) == 0) return 2;\n"
+          "  if (strcmp(alpha_arg_info[0].name, \"x\") || strcmp(alpha_arg_info[0].dtype, \"f32\")) return 3;\n"
+          "  if (alpha_arg_info[0].rank != 2 || alpha_arg_info[0].dims[1] != 8 || alpha_result_info[0].bytes != 128) return 4;\n"
+          "  for (int i = 0; i < 32; i++) {\n"
+          "    float want = tanhf(x[i] + (float)(i %% 8 + 1));\n"
+          "    if (fabsf(ya[i] - want) > 1e-6f || ya[i] != yb[i]) { printf(\"%%d %%g %%g\\n\", i, ya[i], want); return 5; }\n"
+          "  }\n"
+          "  return 0;\n}\n");
+  fclose(f);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && cc -std=c11 -Wall -Wextra -Werror main.c alpha.o beta.o -lm -o main && ./main && "
+           "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c",
+           dir);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  hlo_module_free(m1);
+  hlo_module_free(m2);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+Test(cpu, deterministic_output) {
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  char p1[512], p2[512];
+  snprintf(p1, sizeof p1, "%s/model.o", dir);
+  snprintf(p2, sizeof p2, "%s/again.o", dir);
+  HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
+  cr_assert(m, "%s", err.msg);
+  cr_assert(tc_compile(m, dir, "model", 0, &err), "%s", err.msg);
+  hlo_module_free(m);
+  m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
+  CpuOpts o = {.name = "model", .out_path = p2, .opt_level = 2, .emit = CPU_EMIT_OBJ};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  hlo_module_free(m);
+  size_t n1, n2;
+  char *a = tc_slurp(p1, &n1), *b = tc_slurp(p2, &n2);
+  cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "objects differ");
+  free(a);
+  free(b);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+Test(cpu, emit_llvm_and_asm) {
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  char ll[512], s[512];
+  snprintf(ll, sizeof ll, "%s/m.ll", dir);
+  snprintf(s, sizeof s, "%s/m.s", dir);
+  HModule *m = tc_parse(tc_small);
+  CpuOpts o = {.name = "small", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  o.out_path = s;
+  o.emit = CPU_EMIT_ASM;
+  o.opt_level = 0;
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *t = tc_slurp(ll, NULL);
+  cr_expect(strstr(t, "define") && strstr(t, " @small_run_mt("), "%s", t);
+  cr_expect(strstr(t, "@small_arg_info"));
+  cr_expect(strstr(t, "<8 x float>") || strstr(t, "<4 x float>") || strstr(t, "<16 x float>"),
+            "expected vectorized loops");
+  free(t);
+  t = tc_slurp(s, NULL);
+  cr_expect(strstr(t, "small_run:"), "%s", t);
+  free(t);
+  hlo_module_free(m);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+Test(cpu, unsupported_op_is_a_located_error) {
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  HModule *m = tc_parse("HloModule bad\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                        "  ROOT cc = f32[4] custom-call(x), custom_call_target=\"mystery\"\n}\n");
+  cr_expect(!tc_compile(m, dir, "model", 0, &err));
+  cr_expect(strstr(err.msg, "'cc'") && strstr(err.msg, "custom-call"), "%s", err.msg);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.o", dir);
+  cr_expect(!tc_exists(path));
+  snprintf(path, sizeof path, "%s/model.h", dir);
+  cr_expect(!tc_exists(path));
+  hlo_module_free(m);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+Test(cpu, unwritable_output_leaves_no_file) {
+  char *dir = tc_tmpdir();
+  HErr err = {0};
+  HModule *m = tc_parse(tc_small);
+  char hdr[512];
+  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
+  CpuOpts o = {.name = "model", .out_path = "/nonexistent-dir/model.o", .header_path = hdr,
+               .opt_level = 1, .emit = CPU_EMIT_OBJ};
+  cr_expect(!cpu_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "/nonexistent-dir/model.o"), "%s", err.msg);
+  cr_expect(!tc_exists(hdr), "header left behind");
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+  cr_expect_eq(system(cmd), 0, "temporary files left behind");
+  hlo_module_free(m);
+  tc_rmdir(dir);
+  free(dir);
+}
+
+Test(cpu, bad_symbol_prefix) {
+  HErr err = {0};
+  HModule *m = tc_parse(tc_small);
+  CpuOpts o = {.name = "my-model", .out_path = "/tmp/unused.o", .opt_level = 1};
+  cr_expect(!cpu_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "my-model"), "%s", err.msg);
+  hlo_module_free(m);
+}

@@ -1,0 +1,218 @@
+/* tests/test_opt_corpus.c: the whole optimizer pipeline on the real corpus.
+ *
+ * End-to-end correctness: every fixture, optimized with verification after each pass, still
+ * evaluates (reference interpreter, fusions included) to XLA's outputs. Also: the dumps of
+ * a run parse back, opt_optimize is fast on every bench model, and the kernel count of each
+ * bench model is printed beside XLA's and must not be larger for the models listed. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "optimizer.h"
+#include "proto.h"
+
+static const char *fixtures[] = {"elementwise_chain", "mlp",        "frozen_mlp",
+                                 "simple_cnn",        "transformer_layer", "resnet_block",
+                                 "resnet18",          "bert_base",  "simple_cnn_train_step"};
+static const char *bench[] = {"elementwise_chain", "mlp",      "simple_cnn",
+                              "transformer_layer", "resnet_block", "resnet18",
+                              "bert_base",         "simple_cnn_train_step"};
+
+static HModule *load(const char *dir, const char *model, HErr *err) {
+  /* the binary proto: text dumps elide large constants (frozen_mlp) */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s/%s/module.pb", HLOC_CORPUS_DIR, dir, model);
+  return proto_load_file(path, err);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Run fixture `model` through opt_optimize (+ freezing params listed) and compare. */
+static void check_fixture(const char *model, bool freeze_weights) {
+  HErr err = {0};
+  HModule *m = load("fixtures", model, &err);
+  cr_assert(m, "%s", err.msg);
+  HArena *a = hlo_arena_new();
+  hlo_comp_renumber(m->entry);
+  int np = m->entry->nparams;
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
+  char path[1024];
+  for (int i = 0; i < np; i++) {
+    snprintf(path, sizeof path, "%s/fixtures/%s/in%d.npy", HLOC_CORPUS_DIR, model, i);
+    args[i] = hlo_npy_read(a, path, &err);
+    cr_assert(args[i], "%s", err.msg);
+  }
+  int first_arg = np;
+  if (freeze_weights) {
+    /* freeze every parameter but the first (the data) */
+    for (int i = np - 1; i >= 1; i--) cr_assert(opt_freeze(m, i, args[i], &err), "%s", err.msg);
+    first_arg = 1;
+  }
+  OptOpts o = {.verify_each = true};
+  cr_assert(opt_optimize(m, &o, &err), "%s: %s", model, err.msg);
+  cr_assert(hlo_verify(m, &err), "%s: %s", model, err.msg);
+  Literal *r = hlo_interp_run(m, a, args, freeze_weights ? 1 : first_arg, &err);
+  cr_assert(r, "%s: %s", model, err.msg);
+  double rtol = strcmp(model, "simple_cnn_train_step") ? 1e-4 : 1e-3;
+  int nout = hlo_shape_is_tuple(&r->shape) ? r->shape.ntuple : 1;
+  for (int k = 0; k < nout; k++) {
+    snprintf(path, sizeof path, "%s/fixtures/%s/out%d.npy", HLOC_CORPUS_DIR, model, k);
+    Literal *want = hlo_npy_read(a, path, &err);
+    cr_assert(want, "%s", err.msg);
+    Literal *got = hlo_shape_is_tuple(&r->shape) ? r->elems[k] : r;
+    HCompare cmp;
+    cr_assert(hlo_literal_compare(got, want, rtol, 1e-5, &cmp, &err), "%s", err.msg);
+    cr_expect(cmp.bad == 0, "%s%s out%d: %lld bad, worst [%lld] got %g want %g", model,
+              freeze_weights ? " (frozen)" : "", k, (long long)cmp.bad, (long long)cmp.worst,
+              cmp.worst_got, cmp.worst_want);
+  }
+  OptStats s;
+  opt_stats(m, &s);
+  cr_expect(s.fusions > 0, "%s: nothing was fused", model);
+  hlo_arena_free(a);
+  hlo_module_free(m);
+}
+
+Test(opt_corpus, fixtures_match_xla_after_optimization, .timeout = 600) {
+  for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) check_fixture(fixtures[i], false);
+}
+
+Test(opt_corpus, frozen_fixtures_match_xla, .timeout = 600) {
+  const char *frozen[] = {"mlp", "simple_cnn", "resnet18", "resnet_block"};
+  for (size_t i = 0; i < sizeof frozen / sizeof *frozen; i++) check_fixture(frozen[i], true);
+}
+
+Test(opt_corpus, dumps_parse_back) {
+  char dir[] = "/tmp/hloc_opt_dump_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  HErr err = {0};
+  HModule *m = load("fixtures", "transformer_layer", &err);
+  cr_assert(m, "%s", err.msg);
+  OptOpts o = {.dump_dir = dir, .verify_each = true};
+  cr_assert(opt_optimize(m, &o, &err), "%s", err.msg);
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  struct dirent *e;
+  int nhlo = 0;
+  bool dot = false, log = false;
+  char path[2048];
+  while ((e = readdir(d))) {
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (len > 4 && !strcmp(e->d_name + len - 4, ".hlo")) {
+      char *buf;
+      size_t n;
+      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      HModule *p = hlo_parse_text(buf, n, path, &err);
+      cr_expect(p, "%s: %s", e->d_name, err.msg);
+      if (p) cr_expect(hlo_verify(p, &err), "%s: %s", e->d_name, err.msg);
+      hlo_module_free(p);
+      free(buf);
+      nhlo++;
+    } else if (len > 4 && !strcmp(e->d_name + len - 4, ".dot")) {
+      char *buf;
+      size_t n;
+      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      cr_expect(strstr(buf, "digraph") && strstr(buf, "kOutput") && strstr(buf, "->"));
+      free(buf);
+      dot = true;
+    } else if (strstr(e->d_name, "fusion-decisions.txt")) {
+      char *buf;
+      size_t n;
+      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      cr_expect(strstr(buf, "fuse: ") && strstr(buf, "summary: "));
+      free(buf);
+      log = true;
+    }
+    if (e->d_name[0] != '.') unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  cr_expect(nhlo >= 3, "only %d dumps", nhlo);
+  cr_expect(dot, "no .dot file");
+  cr_expect(log, "no fusion decision log");
+  hlo_module_free(m);
+}
+
+Test(opt_corpus, bench_compile_time) {
+  for (size_t i = 0; i < sizeof bench / sizeof *bench; i++) {
+    HErr err = {0};
+    HModule *m = load("bench", bench[i], &err);
+    cr_assert(m, "%s", err.msg);
+    double t0 = now();
+    cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
+    double dt = now() - t0;
+    printf("opt_optimize %-22s %8.2f ms\n", bench[i], 1e3 * dt);
+    cr_expect(dt < 0.1, "%s: %.3f s", bench[i], dt);
+    hlo_module_free(m);
+  }
+}
+
+/* XLA's kernels in its optimized module: fusions, custom calls and other unfused work in the
+ * entry computation (parameters, constants, tuples, get-tuple-elements, bitcasts are free). */
+static int xla_kernels(const char *model) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/bench/%s/xla_gpu_opt.hlo", HLOC_CORPUS_DIR, model);
+  char *buf;
+  size_t n;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+  char *p = strstr(buf, "\nENTRY ");
+  cr_assert(p);
+  int count = 0;
+  for (char *line = strchr(p + 1, '\n'); line && line[1] != '}'; line = strchr(line + 1, '\n')) {
+    char *eq = strstr(line, " = ");
+    char *nl = strchr(line + 1, '\n');
+    if (!eq || (nl && eq > nl)) continue;
+    /* the opcode follows the result shape: find "OPCODE(" after the shape */
+    char *q = eq + 3;
+    if (*q == '(') { /* tuple shape */
+      int depth = 0;
+      do {
+        depth += *q == '(';
+        depth -= *q == ')';
+        q++;
+      } while (depth && *q);
+    } else {
+      while (*q && *q != ' ') q++;
+    }
+    while (*q == ' ') q++;
+    size_t len = strcspn(q, "(");
+    static const char *free_ops[] = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"};
+    bool is_free = false;
+    for (size_t k = 0; k < sizeof free_ops / sizeof *free_ops; k++)
+      is_free |= len == strlen(free_ops[k]) && !strncmp(q, free_ops[k], len);
+    count += !is_free;
+  }
+  free(buf);
+  return count;
+}
+
+Test(opt_corpus, kernel_counts_vs_xla) {
+  int worse = 0;
+  for (size_t i = 0; i < sizeof bench / sizeof *bench; i++) {
+    HErr err = {0};
+    HModule *m = load("bench", bench[i], &err);
+    cr_assert(m, "%s", err.msg);
+    cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
+    OptStats s;
+    opt_stats(m, &s);
+    int x = xla_kernels(bench[i]);
+    printf("kernels %-22s hloc %4d   xla %4d   ", bench[i], s.kernels, x);
+    opt_stats_print(stdout, &s);
+    bool must = !strcmp(bench[i], "elementwise_chain") || !strcmp(bench[i], "mlp") ||
+                !strcmp(bench[i], "transformer_layer");
+    if (must) cr_expect(s.kernels <= x, "%s: %d kernels, XLA %d", bench[i], s.kernels, x);
+    worse += s.kernels > x;
+    hlo_module_free(m);
+  }
+  printf("models with more kernels than XLA: %d\n", worse);
+}

@@ -1,0 +1,156 @@
+/* tests/test_tools.c: the command-line tools end to end: bad input gives one located line and
+ * exit code 1, hloc-run reproduces XLA's outputs, --emit=hlo prints text that reads back. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hlo.h"
+
+typedef struct Run {
+  int rc;           /* exit status */
+  char out[16384];  /* stdout */
+  char err[16384];  /* stderr */
+} Run;
+
+static void slurp(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "rb");
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  buf[k] = 0;
+  if (f) fclose(f);
+}
+
+static Run *run(const char *fmt, ...) {
+  static Run r;
+  char cmd[8192], args[6000];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  char o[] = "/tmp/hloc_out_XXXXXX", e[] = "/tmp/hloc_err_XXXXXX";
+  close(mkstemp(o));
+  close(mkstemp(e));
+  snprintf(cmd, sizeof cmd, "%s >%s 2>%s", args, o, e);
+  int st = system(cmd);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  slurp(o, r.out, sizeof r.out);
+  slurp(e, r.err, sizeof r.err);
+  unlink(o);
+  unlink(e);
+  return &r;
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert(f);
+  fwrite(data, 1, n, f);
+  fclose(f);
+}
+
+#define HLOC HLOC_BIN_DIR "/hloc"
+#define HLOC_RUN HLOC_BIN_DIR "/hloc-run"
+
+Test(tools, verifies_a_fixture) {
+  Run *r = run(HLOC " " HLOC_CORPUS_DIR "/fixtures/mlp/module.pb");
+  cr_expect_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->out, "verified"), "%s", r->out);
+}
+
+Test(tools, bad_inputs_one_line_exit_1) {
+  char dir[] = "/tmp/hloc_bad_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512];
+  /* garbage bytes */
+  snprintf(path, sizeof path, "%s/garbage.pb", dir);
+  unsigned char junk[4096];
+  unsigned x = 12345;
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)((x = x * 1103515245 + 12345) >> 16);
+  write_file(path, junk, sizeof junk);
+  Run *r = run(HLOC " %s", path);
+  cr_expect_eq(r->rc, 1, "garbage: rc %d", r->rc);
+  cr_expect_eq(lines(r->err), 1, "garbage: %s", r->err);
+  cr_expect(strstr(r->err, path), "garbage: %s", r->err);
+  /* truncated proto */
+  char *buf;
+  size_t len;
+  HErr err = {0};
+  cr_assert(hlo_read_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &buf, &len, &err));
+  snprintf(path, sizeof path, "%s/truncated.pb", dir);
+  write_file(path, buf, len / 2);
+  free(buf);
+  r = run(HLOC " %s", path);
+  cr_expect_eq(r->rc, 1, "truncated: rc %d", r->rc);
+  cr_expect_eq(lines(r->err), 1, "truncated: %s", r->err);
+  /* unknown opcode in text */
+  snprintf(path, sizeof path, "%s/unknown.hlo", dir);
+  const char *txt = "HloModule m\n\nENTRY main {\n  p = f32[2]{0} parameter(0)\n"
+                    "  ROOT q = f32[2]{0} frobnicate(p)\n}\n";
+  write_file(path, txt, strlen(txt));
+  r = run(HLOC " %s", path);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  cr_expect(strstr(r->err, "frobnicate"), "%s", r->err);
+  /* shape mismatch: names the computation and the instruction */
+  snprintf(path, sizeof path, "%s/mismatch.hlo", dir);
+  txt = "HloModule m\n\nENTRY main {\n  p = f32[2]{0} parameter(0)\n"
+        "  q = f32[3]{0} parameter(1)\n  ROOT s = f32[2]{0} add(p, q)\n}\n";
+  write_file(path, txt, strlen(txt));
+  r = run(HLOC " %s", path);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  cr_expect(strstr(r->err, "main") && strstr(r->err, "'s'"), "%s", r->err);
+  /* missing file, unknown option */
+  r = run(HLOC " %s/nope.pb", dir);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  r = run(HLOC " --bogus %s", path);
+  cr_expect_eq(r->rc, 1);
+  run("rm -rf %s", dir);
+}
+
+Test(tools, emit_hlo_reads_back) {
+  char dir[] = "/tmp/hloc_emit_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  Run *r = run(HLOC " " HLOC_CORPUS_DIR "/fixtures/transformer_layer/module.pb --emit=hlo -o %s/t.hlo", dir);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  r = run(HLOC " %s/t.hlo", dir);
+  cr_expect_eq(r->rc, 0, "%s", r->err);
+  run("rm -rf %s", dir);
+}
+
+Test(tools, hloc_run_matches_xla) {
+  char dir[] = "/tmp/hloc_run_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  const char *f = HLOC_CORPUS_DIR "/fixtures/mlp";
+  Run *r = run(HLOC_RUN " %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+               "%s/in5.npy %s/in6.npy -o %s --expect %s/out0.npy",
+               f, f, f, f, f, f, f, f, dir, f);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "result 0: max abs err"), "%s", r->out);
+  char p[600];
+  snprintf(p, sizeof p, "%s/out0.npy", dir);
+  cr_expect_eq(access(p, R_OK), 0, "no %s", p);
+  /* a wrong expectation fails with exit 1 */
+  r = run(HLOC_RUN " %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+          "%s/in5.npy %s/in6.npy --rtol 0 --atol 0 --expect %s/in6.npy",
+          f, f, f, f, f, f, f, f, f);
+  cr_expect_eq(r->rc, 1, "%s%s", r->out, r->err);
+  /* a missing argument is one located line */
+  r = run(HLOC_RUN " %s/module.pb %s/in0.npy", f, f);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  /* an argument of the wrong shape */
+  r = run(HLOC_RUN " %s/module.pb %s/in1.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+          "%s/in5.npy %s/in6.npy", f, f, f, f, f, f, f, f);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  run("rm -rf %s", dir);
+}

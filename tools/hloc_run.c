@@ -1,0 +1,140 @@
+/* tools/hloc_run.c: run a module with the reference interpreter.
+ *
+ *   hloc-run FILE in0.npy in1.npy ... [-o DIR] [--expect out0.npy ...] [--rtol R] [--atol A]
+ *
+ * Inputs are .npy files, one per entry parameter in parameter order. Results (the root, or
+ * each leaf of a tuple root, flattened in order) are written to DIR/out<k>.npy. With
+ * --expect, each result is compared with a reference and the max absolute and relative
+ * errors are printed; the exit code is 1 when any element is outside the tolerance. */
+#include "hlo.h"
+#include "proto.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void flatten(Literal *l, Literal **out, int *n, int cap) {
+  if (l->shape.dt == DT_TUPLE) {
+    for (int i = 0; i < l->shape.ntuple; i++) flatten(l->elems[i], out, n, cap);
+  } else if (*n < cap) {
+    out[(*n)++] = l;
+  } else {
+    (*n)++;
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *file = NULL, *outdir = NULL;
+  double rtol = 1e-4, atol = 1e-5;
+  int nin = 0, nexp = 0;
+  const char **ins = calloc((size_t)argc, sizeof *ins);
+  const char **exps = calloc((size_t)argc, sizeof *exps);
+  bool in_expect = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      puts("usage: hloc-run FILE in0.npy ... [-o DIR] [--expect out0.npy ...] [--rtol R] "
+           "[--atol A]");
+      return 0;
+    } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+      outdir = argv[++i];
+      in_expect = false;
+    } else if (!strcmp(argv[i], "--expect")) {
+      in_expect = true;
+    } else if ((!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) && i + 1 < argc) {
+      char *end;
+      double v = strtod(argv[i + 1], &end);
+      if (*end || v < 0) {
+        fprintf(stderr, "hloc-run: bad tolerance '%s'\n", argv[i + 1]);
+        return 1;
+      }
+      if (argv[i][2] == 'r') rtol = v;
+      else atol = v;
+      i++;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "hloc-run: unknown or incomplete option '%s'\n", argv[i]);
+      return 1;
+    } else if (!file) {
+      file = argv[i];
+    } else if (in_expect) {
+      exps[nexp++] = argv[i];
+    } else {
+      ins[nin++] = argv[i];
+    }
+  }
+  if (!file) {
+    fputs("usage: hloc-run FILE in0.npy ... [-o DIR] [--expect out0.npy ...]\n", stderr);
+    return 1;
+  }
+  HErr err = {0};
+  HModule *m = proto_load_file(file, &err);
+  if (!m || !hlo_verify(m, &err)) {
+    fprintf(stderr, "hloc-run: %s\n", err.msg);
+    return 1;
+  }
+  HArena *a = hlo_arena_new();
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(nin ? nin : 1));
+  for (int i = 0; i < nin; i++)
+    if (!(args[i] = hlo_npy_read(a, ins[i], &err))) {
+      fprintf(stderr, "hloc-run: %s\n", err.msg);
+      return 1;
+    }
+  Literal *res = hlo_interp_run(m, a, args, nin, &err);
+  if (!res) {
+    fprintf(stderr, "hloc-run: %s\n", err.msg);
+    return 1;
+  }
+  enum { MAXR = 4096 };
+  Literal **leaves = hlo_arena_alloc(a, sizeof(Literal *) * MAXR);
+  int nres = 0;
+  flatten(res, leaves, &nres, MAXR);
+  if (nres > MAXR) {
+    fprintf(stderr, "hloc-run: %s: more than %d results\n", file, MAXR);
+    return 1;
+  }
+  int rc = 0;
+  if (outdir) {
+    mkdir(outdir, 0777);
+    for (int k = 0; k < nres; k++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/out%d.npy", outdir, k);
+      if (!hlo_npy_write(path, leaves[k], &err)) {
+        fprintf(stderr, "hloc-run: %s\n", err.msg);
+        return 1;
+      }
+    }
+  }
+  if (nexp) {
+    if (nexp != nres) {
+      fprintf(stderr, "hloc-run: %s: %d expected outputs given, the module has %d results\n",
+              file, nexp, nres);
+      return 1;
+    }
+    for (int k = 0; k < nres; k++) {
+      Literal *want = hlo_npy_read(a, exps[k], &err);
+      HCompare c;
+      if (!want || !hlo_literal_compare(leaves[k], want, rtol, atol, &c, &err)) {
+        fprintf(stderr, "hloc-run: result %d: %s\n", k, err.msg);
+        return 1;
+      }
+      printf("result %d: max abs err %.3g, max rel err %.3g, %lld of %lld outside tolerance%s\n",
+             k, c.max_abs, c.max_rel, (long long)c.bad,
+             (long long)hlo_shape_elems(&leaves[k]->shape), c.bad ? " FAIL" : "");
+      if (c.bad) {
+        printf("  worst element %lld: got %.9g, expected %.9g\n", (long long)c.worst,
+               c.worst_got, c.worst_want);
+        rc = 1;
+      }
+    }
+  } else if (!outdir) {
+    for (int k = 0; k < nres; k++) {
+      char s[256];
+      hlo_shape_snprint(s, sizeof s, &leaves[k]->shape, false);
+      printf("result %d: %s\n", k, s);
+    }
+  }
+  hlo_arena_free(a);
+  hlo_module_free(m);
+  free(ins);
+  free(exps);
+  return rc;
+}
