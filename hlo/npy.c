@@ -31,7 +31,7 @@ static const char *dict_find(const char *h, size_t n, const char *key) {
       if (j >= n || h[j] != ':') continue;
       j++;
       while (j < n && h[j] == ' ') j++;
-      return h + j;
+      return j < n ? h + j : NULL;
     }
   }
   return NULL;
@@ -79,7 +79,7 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
     return NULL;
   }
   char q = *d++;
-  const char *de = memchr(d, q, (size_t)(hend - d));
+  const char *de = d < hend ? memchr(d, q, (size_t)(hend - d)) : NULL;
   if (!de) {
     hlo_err(err, file, NULL, NULL, "malformed .npy header: unterminated descr");
     return NULL;
@@ -103,7 +103,7 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
     hlo_err(err, file, NULL, NULL, "unsupported .npy dtype '%.*s'", (int)(de - d), d);
     return NULL;
   }
-  if (strncmp(fo, "False", 5) != 0) {
+  if (hend - fo < 5 || memcmp(fo, "False", 5) != 0) {
     hlo_err(err, file, NULL, NULL, "fortran_order .npy arrays are not supported");
     return NULL;
   }

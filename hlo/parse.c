@@ -600,7 +600,7 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
     return true;
   }
   case DK_FLOAT: {
-    double v;
+    double v = 0;
     if (!parse_double(p, &v, dt != DT_F64, "floating-point constant")) return false;
     hlo_store_f64(dt, data, i, v);
     return true;
@@ -1041,7 +1041,7 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
   }
   if (op == OP_BATCH_NORM_TRAINING || op == OP_BATCH_NORM_INFERENCE || op == OP_BATCH_NORM_GRAD) {
     if (KEY("epsilon")) {
-      double d;
+      double d = 0;
       if (!parse_double(p, &d, true, "epsilon")) return false;
       in->epsilon = (float)d;
       return true;

@@ -126,3 +126,12 @@ Test(compare, tolerance_and_nan) {
   cr_expect(strstr(err.msg, "does not match"));
   hlo_arena_free(a);
 }
+
+Test(npy, header_ending_inside_a_value) {
+  /* found by fuzzing: a key whose value would start at the end of the header */
+  static const char h1[] = "\x93NUMPY\x01\x00\x09\x00{'descr':";
+  static const char h2[] = "\x93NUMPY\x01\x00\x33\x00{'shape': (2,), 'descr': '<f4', 'fortran_order': Fa";
+  const char *m;
+  cr_expect((m = parse_err(h1, sizeof h1 - 1)) && strstr(m, "malformed"), "%s", m);
+  cr_expect((m = parse_err(h2, sizeof h2 - 1)) && strstr(m, "fortran_order"), "%s", m);
+}

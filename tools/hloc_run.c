@@ -66,55 +66,45 @@ int main(int argc, char **argv) {
     return 1;
   }
   HErr err = {0};
-  HModule *m = proto_load_file(file, &err);
-  if (!m || !hlo_verify(m, &err)) {
-    fprintf(stderr, "hloc-run: %s\n", err.msg);
-    return 1;
-  }
+  int rc = 1;
   HArena *a = hlo_arena_new();
+  HModule *m = proto_load_file(file, &err);
+  if (!m || !hlo_verify(m, &err)) goto fail;
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(nin ? nin : 1));
   for (int i = 0; i < nin; i++)
-    if (!(args[i] = hlo_npy_read(a, ins[i], &err))) {
-      fprintf(stderr, "hloc-run: %s\n", err.msg);
-      return 1;
-    }
+    if (!(args[i] = hlo_npy_read(a, ins[i], &err))) goto fail;
   Literal *res = hlo_interp_run(m, a, args, nin, &err);
-  if (!res) {
-    fprintf(stderr, "hloc-run: %s\n", err.msg);
-    return 1;
-  }
+  if (!res) goto fail;
   enum { MAXR = 4096 };
   Literal **leaves = hlo_arena_alloc(a, sizeof(Literal *) * MAXR);
   int nres = 0;
   flatten(res, leaves, &nres, MAXR);
   if (nres > MAXR) {
-    fprintf(stderr, "hloc-run: %s: more than %d results\n", file, MAXR);
-    return 1;
+    hlo_err(&err, file, NULL, NULL, "more than %d results", MAXR);
+    goto fail;
   }
-  int rc = 0;
   if (outdir) {
     mkdir(outdir, 0777);
     for (int k = 0; k < nres; k++) {
       char path[4096];
       snprintf(path, sizeof path, "%s/out%d.npy", outdir, k);
-      if (!hlo_npy_write(path, leaves[k], &err)) {
-        fprintf(stderr, "hloc-run: %s\n", err.msg);
-        return 1;
-      }
+      if (!hlo_npy_write(path, leaves[k], &err)) goto fail;
     }
   }
+  rc = 0;
   if (nexp) {
     if (nexp != nres) {
-      fprintf(stderr, "hloc-run: %s: %d expected outputs given, the module has %d results\n",
-              file, nexp, nres);
-      return 1;
+      hlo_err(&err, file, NULL, NULL, "%d expected outputs given, the module has %d results",
+              nexp, nres);
+      rc = 1;
+      goto fail;
     }
     for (int k = 0; k < nres; k++) {
       Literal *want = hlo_npy_read(a, exps[k], &err);
       HCompare c;
       if (!want || !hlo_literal_compare(leaves[k], want, rtol, atol, &c, &err)) {
-        fprintf(stderr, "hloc-run: result %d: %s\n", k, err.msg);
-        return 1;
+        rc = 1;
+        goto fail;
       }
       printf("result %d: max abs err %.3g, max rel err %.3g, %lld of %lld outside tolerance%s\n",
              k, c.max_abs, c.max_rel, (long long)c.bad,
@@ -132,6 +122,8 @@ int main(int argc, char **argv) {
       printf("result %d: %s\n", k, s);
     }
   }
+fail:
+  if (err.set) fprintf(stderr, "hloc-run: %s\n", err.msg);
   hlo_arena_free(a);
   hlo_module_free(m);
   free(ins);

@@ -31,7 +31,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 echo "== fuzzing (${fuzz_s}s per reader)"
 CC=clang cmake -S "$root" -B "$root/build-fuzz" -DCMAKE_BUILD_TYPE=Debug -DHLOC_FUZZ=ON \
   -DHLOC_TESTS=OFF >/dev/null
-cmake --build "$root/build-fuzz" -j"$jobs" >/dev/null
+cmake --build "$root/build-fuzz" -j"$jobs" --target fuzz_text fuzz_proto fuzz_npy >/dev/null
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
 for target in "$root"/build-fuzz/fuzz_*; do
