@@ -148,7 +148,7 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
         if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
         p->results = nr;
       }
-      p->results[p->nresults++] = (MemResult){v->idx, eo, memplan_value_bytes(es), true, *es};
+      p->results[p->nresults++] = (MemResult){v->idx, eo, memplan_value_bytes(es), true, *es, -1};
     }
     return;
   }
@@ -158,13 +158,71 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
     if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
     p->results = nr;
   }
-  MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape};
+  MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape, -1};
   if (mp_computes(&p->bufs[b]) && off == 0 && bi->shape.dt != DT_TUPLE) {
     p->bufs[b].kind = MEM_RESULT;
     p->bufs[b].result = p->nresults;
     r.copy = false;
   }
   p->results[p->nresults++] = r;
+}
+
+static int mp_leaf_count(const Shape *s) {
+  if (s->dt != DT_TUPLE) return 1;
+  int n = 0;
+  for (int i = 0; i < s->ntuple; i++) n += mp_leaf_count(&s->tuple[i]);
+  return n;
+}
+
+/* Result leaf number of a shape index into the root (depth 0 or 1 only), or -1. */
+static int mp_leaf_of(const Shape *root, const IList *idx) {
+  if (idx->n == 0) return root->dt == DT_TUPLE ? -1 : 0;
+  if (idx->n != 1 || root->dt != DT_TUPLE || idx->v[0] < 0 || idx->v[0] >= root->ntuple ||
+      root->tuple[idx->v[0]].dt == DT_TUPLE)
+    return -1;
+  int k = 0;
+  for (int64_t i = 0; i < idx->v[0]; i++) k += mp_leaf_count(&root->tuple[i]);
+  return k;
+}
+
+/* Honour input_output_alias entries (see memplan.h): blast[i] is the last position reading
+ * the storage owned by instruction i. */
+static void mp_aliases(MemPlan *p, HComp *c, const int *blast) {
+  HModule *m = c->mod;
+  if (p->nresults != mp_leaf_count(&c->root->shape)) return; /* nested blocks: no aliasing */
+  for (int ai = 0; ai < m->nalias; ai++) {
+    const HAlias *al = &m->alias[ai];
+    int k = mp_leaf_of(&c->root->shape, &al->out_index);
+    if (k < 0 || al->param_index.n != 0 || al->param < 0 || al->param >= c->nparams) continue;
+    HInstr *P = c->params[al->param];
+    MemResult *r = &p->results[k];
+    if (!P || !hlo_shape_is_array(&P->shape) || !hlo_shape_eq(&P->shape, &r->shape) ||
+        r->alias_param >= 0)
+      continue;
+    bool ok = true;
+    for (int j = 0; j < p->nresults && ok; j++) {
+      if (j != k && p->results[j].alias_param == al->param) ok = false; /* aliased twice */
+      if (p->results[j].copy && memplan_base(p, p->results[j].instr, NULL) == P->idx) ok = false;
+    }
+    if (!ok) continue;
+    int b = memplan_base(p, r->instr, NULL);
+    if (!r->copy && p->bufs[b].kind == MEM_RESULT && p->bufs[b].result == k) {
+      bool safe = blast[P->idx] < b;
+      if (blast[P->idx] == b) { /* read by the producer itself: only elementwise, in place */
+        safe = true;
+        HInstr *in = c->instrs[b];
+        for (int q = 0; q < in->nops; q++)
+          if (memplan_base(p, in->ops[q]->idx, NULL) == P->idx && !memplan_reads_elementwise(in, q))
+            safe = false;
+      }
+      if (!safe) { /* computed into scratch, copied into results[k] after every kernel */
+        p->bufs[b].kind = MEM_TEMP;
+        p->bufs[b].result = 0;
+        r->copy = true;
+      }
+    }
+    r->alias_param = al->param;
+  }
 }
 
 bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
@@ -246,9 +304,10 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
     if (blast[b] < last[i]) blast[b] = last[i];
   }
 
-  /* 3. results */
+  /* 3. results, then the declared input/output aliases */
   int cap = 0;
   if (c->root) mp_leaves(out, a, c->root, &cap);
+  if (c->root && c->mod && c->mod->entry == c) mp_aliases(out, c, blast);
 
   /* 4. in place */
   int *grp = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
@@ -327,4 +386,48 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
   }
   out->peak_live = peak;
   return true;
+}
+
+void memplan_dump(const MemPlan *p, const HComp *c, FILE *f) {
+  static const char *kinds[] = {"none", "param", "const", "temp", "result", "alias"};
+  fprintf(f, "buffer assignment: computation %s, %d instructions\n", c->name, p->ninstrs);
+  fprintf(f, "%-5s %-36s %-20s %-7s %12s %12s  %s\n", "pos", "instruction", "opcode", "kind",
+          "offset", "size", "live / storage");
+  for (int i = 0; i < p->ninstrs && i < c->ninstrs; i++) {
+    const MemBuf *b = &p->bufs[i];
+    const HInstr *in = c->instrs[i];
+    fprintf(f, "%-5d %-36s %-20s %-7s ", i, in->name, hlo_op_name(in->op), kinds[b->kind]);
+    switch (b->kind) {
+    case MEM_TEMP:
+      fprintf(f, "%12lld %12lld  [%d, %d]\n", (long long)b->offset, (long long)b->size, b->start,
+              b->end);
+      break;
+    case MEM_ALIAS:
+      fprintf(f, "%12lld %12lld  %s of %s\n", (long long)b->offset, (long long)b->size,
+              b->view ? "view" : "in place", c->instrs[b->alias]->name);
+      break;
+    case MEM_PARAM:
+      fprintf(f, "%12s %12lld  args[%lld]\n", "-", (long long)b->size, (long long)b->param);
+      break;
+    case MEM_RESULT:
+      fprintf(f, "%12s %12lld  results[%d]\n", "-", (long long)b->size, b->result);
+      break;
+    case MEM_CONST:
+      fprintf(f, "%12s %12lld  read-only data\n", "-", (long long)b->size);
+      break;
+    case MEM_NONE:
+      fprintf(f, "%12s %12s  -\n", "-", "-");
+      break;
+    }
+  }
+  for (int k = 0; k < p->nresults; k++) {
+    const MemResult *r = &p->results[k];
+    fprintf(f, "result %d: %s +%lld, %lld bytes, %s", k, c->instrs[r->instr]->name,
+            (long long)r->offset, (long long)r->size, r->copy ? "copied there at the end" : "computed straight into it");
+    if (r->alias_param >= 0) fprintf(f, ", may alias args[%lld]", (long long)r->alias_param);
+    fputc('\n', f);
+  }
+  double frag = p->peak_live ? 100.0 * (double)(p->temp_bytes - p->peak_live) / (double)p->peak_live : 0;
+  fprintf(f, "TEMP_BYTES %lld\npeak-live lower bound %lld\nfragmentation %.2f%%\n",
+          (long long)p->temp_bytes, (long long)p->peak_live, frag);
 }

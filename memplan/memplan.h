@@ -41,6 +41,10 @@ typedef struct MemResult {
   int64_t size;   /* bytes */
   bool copy;      /* the value is not computed into results[k]: copy it there at the end */
   Shape shape;    /* the leaf's array shape */
+  int64_t alias_param; /* input_output_alias: the parameter whose buffer the caller may pass
+                          as results[k] (same pointer for args[p] and results[k]); -1: the
+                          caller must pass distinct buffers (no alias declared, or the plan
+                          could not honour it, see memplan_assign) */
 } MemResult;
 
 typedef struct MemPlan {
@@ -53,7 +57,16 @@ typedef struct MemPlan {
 } MemPlan;
 
 /* Plan the buffers of `entry` in its instruction order (renumbers it). Arrays come from a.
- * false with a located error for what cannot be planned (tuple-shaped parameters). */
+ * false with a located error for what cannot be planned (tuple-shaped parameters).
+ *
+ * Input/output aliasing (the module's input_output_alias, may- or must-alias): for a result
+ * leaf k declared to alias array parameter p, the plan makes it safe for the caller to pass
+ * the same buffer as args[p] and results[k] (results[k].alias_param = p): the leaf is
+ * computed into results[k] only by an instruction that comes after every read of parameter
+ * p (or reads it elementwise, in place), otherwise it is computed into scratch and copied at
+ * the end, after every kernel has run. Aliasing is refused (alias_param = -1) when another
+ * result leaf is a copy of parameter p itself or the leaf is parameter p unchanged. The
+ * caller may always pass distinct buffers instead. */
 bool memplan_assign(HComp *entry, HArena *a, MemPlan *out, HErr *err);
 /* Follow aliases from instruction i to the instruction that owns the storage; *offset gets
  * the byte offset of i's value inside it. */
@@ -65,5 +78,17 @@ int64_t memplan_value_bytes(const Shape *s);
 /* Whether fusion/elementwise instruction `user` reads its operand `opnd` only at the index
  * it writes (so it may overwrite that operand in place). */
 bool memplan_reads_elementwise(const HInstr *user, int opnd);
+/* Write the plan as text: one line per instruction with storage (name, opcode, kind,
+ * offset, size, live range), then TEMP_BYTES, the peak-live lower bound and the
+ * fragmentation (TEMP_BYTES over the bound, in percent). c is the computation planned. */
+void memplan_dump(const MemPlan *p, const HComp *c, FILE *f);
+
+/* ------------------------------------------------------------------ schedule.c */
+
+/* Reorder c (a valid dependency order) to lower its scratch need: the current order, a
+ * greedy list schedule and a DFS post-order are each planned with memplan_assign and the
+ * smallest TEMP_BYTES wins. Scratch from a. Returns whether the order changed; *temp_bytes
+ * (if not NULL) gets the winner's TEMP_BYTES. */
+bool memplan_schedule(HComp *c, HArena *a, int64_t *temp_bytes);
 
 #endif

@@ -10,12 +10,19 @@
  *   DIR/module_NAME.after_optimizations.hlo
  *   DIR/module_NAME.dot                              (Graphviz, final entry computation)
  *   DIR/module_NAME.fusion-decisions.txt             (passes that explain their decisions)
+ *   DIR/module_NAME.buffer-assignment.txt            (memplan of the final entry: every
+ *                                                     buffer, TEMP_BYTES, peak-live bound)
  * Each pass gets a scratch arena that is freed when it returns, and the decision log (NULL
  * when not dumping).
  *
- * Stages: "simplify" (inline calls, algebraic simplification, constant folding, CSE, DCE to a
- * fixed point), "inference" (batch-norm folding into constant weights, then the clean-up
- * passes again, to a fixed point) and "fusion" (once: fusion, then DCE). */
+ * Stages: "normalize" (interior layouts row-major, entry interface checked), "simplify"
+ * (inline calls, algebraic simplification, constant folding, CSE, DCE to a fixed point),
+ * "inference" (batch-norm folding into constant weights, then the clean-up passes again, to
+ * a fixed point), "layout" (once: transposes folded into dot/convolution dimension numbers,
+ * convolutions put in the CPU's NHWC/HWIO form), "layout-cleanup" (transposes sunk towards
+ * their users until they cancel, with the clean-up passes, to a fixed point), "fusion" (once:
+ * fusion, then DCE) and "schedule" (once: the entry reordered for the least scratch). */
+#include "memplan.h"
 #include "optimizer.h"
 
 #include <errno.h>
@@ -47,9 +54,14 @@ typedef struct Stage {
 
 /* hloc's pipeline, top to bottom. */
 static const Stage pipeline[] = {
+    {"normalize", false, {"layout-normalize", NULL}},
     {"simplify", true, {"inline-call", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"inference", true, {"fold-batchnorm", "algsimp", "constant-fold", "cse", "dce", NULL}},
+    {"layout", false, {"transpose-fold", "conv-layout", NULL}},
+    {"layout-cleanup", true,
+     {"transpose-sink", "transpose-fold", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"fusion", false, {"fusion", "dce", NULL}},
+    {"schedule", false, {"schedule", NULL}},
 };
 enum { NSTAGES = sizeof pipeline / sizeof *pipeline, MAX_ROUNDS = 8 };
 
@@ -134,6 +146,26 @@ static bool dump_dot(Runner *r) {
   return ok;
 }
 
+/* The buffer plan the CPU target will make for the final entry computation, as text. */
+static bool dump_buffers(Runner *r) {
+  if (!r->o->dump_dir || !r->m->entry) return true;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/module_%s.buffer-assignment.txt", r->o->dump_dir, r->m->name);
+  HArena *a = hlo_arena_new();
+  MemPlan plan;
+  HErr perr = {0};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (memplan_assign(r->m->entry, a, &plan, &perr)) memplan_dump(&plan, r->m->entry, f);
+  else fprintf(f, "no buffer assignment: %s\n", perr.msg);
+  fclose(f);
+  bool ok = hlo_write_file_atomic(path, buf, len, r->err);
+  free(buf);
+  hlo_arena_free(a);
+  return ok;
+}
+
 static bool run_stages(Runner *r);
 
 bool opt_optimize(HModule *m, const OptOpts *o, HErr *err) {
@@ -166,7 +198,7 @@ bool opt_optimize(HModule *m, const OptOpts *o, HErr *err) {
   bool ok = run_stages(&r);
   if (r.log) fclose(r.log);
   if (!ok) return false;
-  if (!dump(&r, "after_optimizations") || !dump_dot(&r)) return false;
+  if (!dump(&r, "after_optimizations") || !dump_dot(&r) || !dump_buffers(&r)) return false;
   if (o->time_passes) {
     fprintf(stderr, "%-24s %6s %8s %10s\n", "pass", "runs", "changed", "ms");
     for (int i = 0; i < NPASSES; i++)

@@ -38,4 +38,39 @@ typedef struct CpuOpts {
  * instruction or dtype cannot be compiled, or when LLVM or the file system fails. */
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err);
 
+/* ------------------------------------------------------------------ cuda/ */
+
+typedef enum CudaEmit {
+  CUDA_EMIT_OBJ,   /* host object embedding the cubin and PTX, launching the kernels */
+  CUDA_EMIT_PTX,   /* PTX text of the kernels, plus the JSON manifest */
+  CUDA_EMIT_CUBIN, /* cubin (ptxas output) of the kernels, plus the JSON manifest */
+} CudaEmit;
+
+typedef enum CudaPrecision {
+  CUDA_PRECISION_HIGHEST, /* true f32 products (the default) */
+  CUDA_PRECISION_TF32,    /* f32 matrix products may round their inputs to TF32 */
+} CudaPrecision;
+
+typedef struct CudaOpts {
+  const char *name;          /* C symbol prefix, a C identifier */
+  const char *out_path;      /* .o / .ptx / .cubin to write */
+  const char *header_path;   /* C header to write (NULL: none) */
+  const char *manifest_path; /* JSON manifest (NULL: none) */
+  const char *gpu_arch;      /* "sm_90" when NULL; any sm_XX that LLVM and ptxas accept */
+  const char *cuda_home;     /* toolkit (ptxas, libdevice); NULL: $CUDA_HOME, else the one
+                                found at build time (/usr/local/cuda) */
+  CudaEmit emit;             /* what out_path receives */
+  CudaPrecision precision;   /* dot precision through cuBLAS */
+  int opt_level;             /* 0..3: LLVM pipeline for the kernels (ptxas always -O3) */
+  bool no_cublas;            /* generate every dot as a kernel instead of calling cuBLAS */
+  FILE *stats;               /* when set: one line per kernel (registers, spills, launch) */
+} CudaOpts;
+
+/* Compile m (optimized by the caller, as for cpu_compile) for NVIDIA GPUs: NVPTX kernels
+ * through LLVM, assembled by ptxas. Writes o->out_path and, when set, the header and the
+ * manifest, atomically. false with a located error when an instruction cannot be compiled,
+ * or when LLVM, ptxas or the file system fails. Defined only when hloc is built with CUDA
+ * (HLOC_HAVE_CUDA). */
+bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err);
+
 #endif

@@ -390,6 +390,152 @@ Test(cpu, op_fusion_and_call) {
     "}\n", 1e-5, 4);
 }
 
+/* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */
+
+/* Whether compiling text emits the shared function named by suffix (e.g. "_gemm_f32"): the
+ * blocked path was taken rather than the generic accumulating loops. */
+static bool tc_emits(const char *text, const char *suffix) {
+  HModule *m = tc_parse(text);
+  char *dir = tc_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/m.ll", dir);
+  CpuOpts o = {0};
+  o.name = "model";
+  o.out_path = path;
+  o.opt_level = 2;
+  o.emit = CPU_EMIT_LLVM;
+  HErr err = {0};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  hlo_module_free(m);
+  char *ll = tc_slurp(path, NULL);
+  char want[64];
+  snprintf(want, sizeof want, "@model%s(", suffix);
+  bool found = strstr(ll, want) != NULL;
+  free(ll);
+  tc_rmdir(dir);
+  free(dir);
+  return found;
+}
+
+/* Plain products of odd sizes (every edge of the 6x16 / 12x32 micro-tiles and of the cache
+ * blocks), M, N, K from {1, 3, 17, 64, 65, 257}. */
+Test(cpu, gemm_odd_sizes, .timeout = 300) {
+  static const int sz[][3] = {{1, 1, 1},   {3, 17, 64},  {17, 3, 65},  {64, 65, 257}, {65, 257, 3},
+                              {257, 64, 17}, {1, 257, 65}, {257, 1, 64}, {17, 17, 17}, {65, 65, 1},
+                              {3, 64, 257}, {257, 257, 257}};
+  int n = (int)(sizeof sz / sizeof sz[0]);
+  char text[8192];
+  int o = snprintf(text, sizeof text, "HloModule m\nENTRY e {\n");
+  char root[2048] = "", rshape[2048] = "";
+  for (int i = 0; i < n; i++) {
+    int M = sz[i][0], N = sz[i][1], K = sz[i][2];
+    o += snprintf(text + o, sizeof text - (size_t)o,
+                  "  a%d = f32[%d,%d] parameter(%d)\n  b%d = f32[%d,%d] parameter(%d)\n"
+                  "  d%d = f32[%d,%d] dot(a%d, b%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+                  i, M, K, 2 * i, i, K, N, 2 * i + 1, i, M, N, i, i);
+    char t[64];
+    snprintf(t, sizeof t, "%sd%d", i ? ", " : "", i);
+    strcat(root, t);
+    snprintf(t, sizeof t, "%sf32[%d,%d]", i ? ", " : "", M, N);
+    strcat(rshape, t);
+  }
+  snprintf(text + o, sizeof text - (size_t)o, "  ROOT o = (%s) tuple(%s)\n}\n", rshape, root);
+  cr_assert(tc_emits(text, "_gemm_f32"));
+  tc_check_text("gemm sizes", text, 1e-4, 4);
+}
+
+/* Batch dimensions, transposed operands through the dimension numbers, several lhs free
+ * dimensions (merged into M) and a contracting pair that does not merge (generic path). */
+Test(cpu, gemm_batch_and_transposes, .timeout = 300) {
+  const char *text = "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[3,17,20] parameter(0)\n"
+    "  b = f32[3,20,33] parameter(1)\n"
+    "  at = f32[3,20,17] parameter(2)\n"
+    "  bt = f32[3,33,20] parameter(3)\n"
+    "  x = f32[4,5,65] parameter(4)\n"
+    "  w = f32[33,65] parameter(5)\n"
+    "  bb = f32[3,17,33] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+    "  tt = f32[3,17,33] dot(at, bt), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
+    "  mm = f32[4,5,33] dot(x, w), lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+    "  bl = f32[3,33,17] dot(b, a), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
+    "  nm = f32[17,33] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={0,1}\n"
+    "  ROOT o = (f32[3,17,33], f32[3,17,33], f32[4,5,33], f32[3,33,17], f32[17,33]) tuple(bb, tt, mm, bl, nm)\n"
+    "}\n";
+  cr_assert(tc_emits(text, "_gemm_f32"));
+  tc_check_text("gemm batch/transposes", text, 1e-4, 4);
+}
+
+/* Output fusions: a transposed weight and a broadcast inside the fusion (strided views), a
+ * layer-norm-like prologue (staged), epilogues bias + relu, tanh-GELU and a residual add. */
+Test(cpu, gemm_fused_prologue_epilogue, .timeout = 300) {
+  const char *text = "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "f1 {\n"
+    "  x = f32[37,70] parameter(0)\n"
+    "  w = f32[50,70] parameter(1)\n"
+    "  bias = f32[50] parameter(2)\n"
+    "  wt = f32[70,50] transpose(w), dimensions={1,0}\n"
+    "  d = f32[37,50] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  bb = f32[37,50] broadcast(bias), dimensions={1}\n"
+    "  s = f32[37,50] add(d, bb)\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[37,50] broadcast(z), dimensions={}\n"
+    "  ROOT r = f32[37,50] maximum(s, zb)\n"
+    "}\n"
+    "f2 {\n"
+    "  x = f32[37,70] parameter(0)\n"
+    "  w = f32[70,50] parameter(1)\n"
+    "  res = f32[37,50] parameter(2)\n"
+    "  z = f32[] constant(0)\n"
+    "  sum = f32[37] reduce(x, z), dimensions={1}, to_apply=add\n"
+    "  sb = f32[37,70] broadcast(sum), dimensions={0}\n"
+    "  xc = f32[37,70] subtract(x, sb)\n"
+    "  d = f32[37,50] dot(xc, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  h = f32[] constant(0.5)\n"
+    "  hb = f32[37,50] broadcast(h), dimensions={}\n"
+    "  t = f32[37,50] tanh(d)\n"
+    "  one = f32[] constant(1)\n"
+    "  ob = f32[37,50] broadcast(one), dimensions={}\n"
+    "  t1 = f32[37,50] add(t, ob)\n"
+    "  g = f32[37,50] multiply(hb, t1)\n"
+    "  gd = f32[37,50] multiply(g, d)\n"
+    "  ROOT o = f32[37,50] add(gd, res)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[37,70] parameter(0)\n"
+    "  w = f32[50,70] parameter(1)\n"
+    "  bias = f32[50] parameter(2)\n"
+    "  w2 = f32[70,50] parameter(3)\n"
+    "  res = f32[37,50] parameter(4)\n"
+    "  a = f32[37,50] fusion(x, w, bias), kind=kOutput, calls=f1\n"
+    "  b = f32[37,50] fusion(x, w2, res), kind=kOutput, calls=f2\n"
+    "  ROOT o = (f32[37,50], f32[37,50]) tuple(a, b)\n"
+    "}\n";
+  cr_assert(tc_emits(text, "_gemm_f32"));
+  tc_check_text("gemm fusions", text, 1e-4, 4);
+}
+
+/* NHWC / HWIO convolutions through the implicit GEMM: stride 2 with padding, dilation,
+ * asymmetric padding, 1x1; a grouped one takes the generic path. */
+Test(cpu, conv_implicit_gemm, .timeout = 300) {
+  const char *text = "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[2,11,9,5] parameter(0)\n"
+    "  w = f32[3,3,5,19] parameter(1)\n"
+    "  w1 = f32[1,1,5,33] parameter(2)\n"
+    "  wg = f32[3,3,1,10] parameter(3)\n"
+    "  s2 = f32[2,6,5,19] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  dl = f32[2,7,5,19] convolution(x, w), window={size=3x3 pad=0_0x0_0 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f\n"
+    "  ap = f32[2,11,5,19] convolution(x, w), window={size=3x3 stride=1x2 pad=2_0x3_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f\n"
+    "  pw = f32[2,11,9,33] convolution(x, w1), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+    "  gr = f32[2,9,7,10] convolution(x, wg), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=5\n"
+    "  ROOT o = (f32[2,6,5,19], f32[2,7,5,19], f32[2,11,5,19], f32[2,11,9,33], f32[2,9,7,10]) tuple(s2, dl, ap, pw, gr)\n"
+    "}\n";
+  cr_assert(tc_emits(text, "_convgemm_f32"));
+  tc_check_text("implicit-GEMM convolutions", text, 1e-4, 4);
+}
+
 /* ------------------------------------------------------------------ interface and errors */
 
 static const char *tc_small =

@@ -180,3 +180,97 @@ Test(memplan, output_fusion_is_never_in_place) {
   cr_expect(!memplan_reads_elementwise(c.m->entry->instrs[tm_idx(&c, "o")], 1));
   tm_free(&c);
 }
+
+Test(memplan, schedule_finishes_one_chain_before_starting_the_next) {
+  /* as written, both 4 KiB reverses are live together; scheduled, the first is sliced (and
+     dies) before the second is computed, so one 4 KiB slot serves both */
+  const char *text = "HloModule m\nENTRY e {\n"
+                     "  p = f32[1024] parameter(0)\n"
+                     "  a1 = f32[1024] reverse(p), dimensions={0}\n"
+                     "  b1 = f32[1024] reverse(p), dimensions={0}\n"
+                     "  a2 = f32[4] slice(a1), slice={[0:4]}\n"
+                     "  b2 = f32[4] slice(b1), slice={[4:8]}\n"
+                     "  ROOT t = (f32[4], f32[4]) tuple(a2, b2)\n}\n";
+  TmCase before = tm_plan(text);
+  cr_expect_eq(before.plan.temp_bytes, 8192);
+  tm_free(&before);
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
+  cr_assert(m, "%s", err.msg);
+  HArena *a = hlo_arena_new();
+  int64_t temp = -1;
+  cr_expect(memplan_schedule(m->entry, a, &temp));
+  cr_expect_eq(temp, 4096);
+  cr_assert(hlo_verify(m, &err), "schedule broke the order: %s", err.msg);
+  /* a1 is consumed before b1 is computed */
+  int pos[5] = {0};
+  const char *names[5] = {"a1", "b1", "a2", "b2", "t"};
+  for (int i = 0; i < m->entry->ninstrs; i++)
+    for (int k = 0; k < 5; k++)
+      if (!strcmp(m->entry->instrs[i]->name, names[k])) pos[k] = i;
+  cr_expect(pos[2] < pos[1], "a2 at %d, b1 at %d", pos[2], pos[1]);
+  MemPlan plan;
+  cr_assert(memplan_assign(m->entry, a, &plan, &err), "%s", err.msg);
+  cr_expect_eq(plan.temp_bytes, 4096);
+  cr_expect_eq(plan.peak_live, 4096);
+  /* an order that is already best is kept */
+  cr_expect(!memplan_schedule(m->entry, a, &temp));
+  hlo_arena_free(a);
+  hlo_module_free(m);
+}
+
+Test(memplan, input_output_alias_is_honoured_only_when_safe) {
+  /* leaf 0 (x = exp(p)) aliases p, but p is read again by y after x: x is computed into
+     scratch and copied at the end. leaf 1 (y = p + q) aliases p and is p's last reader,
+     elementwise: computed straight into results[1], which may be args[0]. */
+  TmCase c = tm_plan("HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, may-alias) }\n"
+                     "ENTRY e {\n"
+                     "  p = f32[8] parameter(0)\n"
+                     "  q = f32[8] parameter(1)\n"
+                     "  x = f32[8] exponential(p)\n"
+                     "  y = f32[8] add(p, q)\n"
+                     "  ROOT t = (f32[8], f32[8]) tuple(x, y)\n}\n");
+  cr_assert_eq(c.plan.nresults, 2);
+  cr_expect_eq(c.plan.results[0].alias_param, 0);
+  cr_expect(c.plan.results[0].copy);
+  cr_expect_eq(tm_buf(&c, "x")->kind, MEM_TEMP);
+  cr_expect_eq(c.plan.results[1].alias_param, 1);
+  cr_expect(!c.plan.results[1].copy);
+  cr_expect_eq(tm_buf(&c, "y")->kind, MEM_RESULT);
+  tm_free(&c);
+  /* a leaf that is the parameter itself, or another leaf copying it: no aliasing */
+  TmCase d = tm_plan("HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias) }\n"
+                     "ENTRY e {\n"
+                     "  p = f32[8] parameter(0)\n"
+                     "  q = f32[8] parameter(1)\n"
+                     "  n = f32[8] negate(q)\n"
+                     "  ROOT t = (f32[8], f32[8], f32[8]) tuple(p, n, q)\n}\n");
+  cr_expect_eq(d.plan.results[0].alias_param, -1);
+  cr_expect_eq(d.plan.results[1].alias_param, -1);
+  cr_expect_eq(d.plan.results[2].alias_param, -1);
+  tm_free(&d);
+}
+
+Test(memplan, dump_lists_every_buffer_and_the_totals) {
+  TmCase c = tm_plan("HloModule m\nENTRY e {\n"
+                     "  p = f32[256] parameter(0)\n"
+                     "  a = f32[256] reverse(p), dimensions={0}\n"
+                     "  b = f32[256] exponential(a)\n"
+                     "  r = f32[16,16] reshape(b)\n"
+                     "  ROOT t = f32[16,16] transpose(r), dimensions={1,0}\n}\n");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  memplan_dump(&c.plan, c.m->entry, f);
+  fclose(f);
+  cr_expect(strstr(buf, "args[0]"), "%s", buf);
+  cr_expect(strstr(buf, " temp ") && strstr(buf, "[1, 4]"), "%s", buf);
+  cr_expect(strstr(buf, "in place of a"), "%s", buf);
+  cr_expect(strstr(buf, "view of b"), "%s", buf);
+  cr_expect(strstr(buf, "results[0]"), "%s", buf);
+  cr_expect(strstr(buf, "TEMP_BYTES 1024\n"), "%s", buf);
+  cr_expect(strstr(buf, "peak-live lower bound 1024\n"), "%s", buf);
+  cr_expect(strstr(buf, "fragmentation 0.00%"), "%s", buf);
+  free(buf);
+  tm_free(&c);
+}

@@ -2,8 +2,9 @@
  *
  * End-to-end correctness: every fixture, optimized with verification after each pass, still
  * evaluates (reference interpreter, fusions included) to XLA's outputs. Also: the dumps of
- * a run parse back, opt_optimize is fast on every bench model, and the kernel count of each
- * bench model is printed beside XLA's and must not be larger for the models listed. */
+ * a run parse back (the buffer assignment is dumped too), opt_optimize is fast on every bench
+ * model, and the measures of docs/benchmarks.md: kernels per bench model against XLA's (never
+ * more) and the scratch of the buffer plan against its peak-live bound (within 10%). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "memplan.h"
 #include "optimizer.h"
 #include "proto.h"
 
@@ -102,7 +104,7 @@ Test(opt_corpus, dumps_parse_back) {
   cr_assert(d);
   struct dirent *e;
   int nhlo = 0;
-  bool dot = false, log = false;
+  bool dot = false, log = false, bufs = false;
   char path[2048];
   while ((e = readdir(d))) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -131,6 +133,15 @@ Test(opt_corpus, dumps_parse_back) {
       cr_expect(strstr(buf, "fuse: ") && strstr(buf, "summary: "));
       free(buf);
       log = true;
+    } else if (strstr(e->d_name, "buffer-assignment.txt")) {
+      char *buf;
+      size_t n;
+      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      cr_expect(strstr(buf, "TEMP_BYTES ") && strstr(buf, "peak-live lower bound ") &&
+                strstr(buf, "fragmentation ") && strstr(buf, " temp ") && strstr(buf, "result 0: "),
+                "%s", buf);
+      free(buf);
+      bufs = true;
     }
     if (e->d_name[0] != '.') unlink(path);
   }
@@ -139,6 +150,7 @@ Test(opt_corpus, dumps_parse_back) {
   cr_expect(nhlo >= 3, "only %d dumps", nhlo);
   cr_expect(dot, "no .dot file");
   cr_expect(log, "no fusion decision log");
+  cr_expect(bufs, "no buffer assignment");
   hlo_module_free(m);
 }
 
@@ -151,7 +163,9 @@ Test(opt_corpus, bench_compile_time) {
     cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
     double dt = now() - t0;
     printf("opt_optimize %-22s %8.2f ms\n", bench[i], 1e3 * dt);
-    cr_expect(dt < 0.1, "%s: %.3f s", bench[i], dt);
+    /* a guard against super-linear blowups, not a benchmark: the compile-time figures come
+     * from tools/bench.sh; loose enough for sanitizer builds on a loaded 2-core machine */
+    cr_expect(dt < 3.0, "%s: %.3f s", bench[i], dt);
     hlo_module_free(m);
   }
 }
@@ -196,23 +210,58 @@ static int xla_kernels(const char *model) {
   return count;
 }
 
-Test(opt_corpus, kernel_counts_vs_xla) {
-  int worse = 0;
+/* XLA CPU's scratch size for a bench model from baselines.json (-1 when absent). */
+static long long xla_cpu_temp(const char *model) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/baselines.json", HLOC_CORPUS_DIR);
+  char *buf;
+  size_t n;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+  char key[256];
+  snprintf(key, sizeof key, "\"%s\": {", model);
+  long long v = -1;
+  char *p = strstr(buf, key);
+  if (p) {
+    char *end = strchr(p, '}');
+    char *q = strstr(p, "\"xla_cpu_temp_bytes\":");
+    if (q && (!end || q < end)) v = strtoll(q + strlen("\"xla_cpu_temp_bytes\":"), NULL, 10);
+  }
+  free(buf);
+  return v;
+}
+
+/* The optimizer's measures per bench model (docs/benchmarks.md, "Optimizer: kernels and
+ * memory"): kernels against XLA's GPU module, the entry's scratch (TEMP_BYTES of the buffer
+ * plan the CPU target uses) against the peak-live lower bound of our own schedule and
+ * against XLA CPU's scratch, and opt_optimize's time. Kernels must not exceed XLA's on any
+ * model, and TEMP_BYTES must be within 10% of the peak-live bound. */
+Test(opt_corpus, bench_kernels_and_memory, .timeout = 120) {
+  printf("%-22s %7s %5s %14s %14s %7s %14s %9s\n", "model", "kernels", "xla", "TEMP_BYTES",
+         "peak-live", "over", "xla_cpu_temp", "opt ms");
   for (size_t i = 0; i < sizeof bench / sizeof *bench; i++) {
     HErr err = {0};
     HModule *m = load("bench", bench[i], &err);
     cr_assert(m, "%s", err.msg);
+    double t0 = now();
     cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
+    double dt = now() - t0;
     OptStats s;
     opt_stats(m, &s);
     int x = xla_kernels(bench[i]);
-    printf("kernels %-22s hloc %4d   xla %4d   ", bench[i], s.kernels, x);
-    opt_stats_print(stdout, &s);
-    bool must = !strcmp(bench[i], "elementwise_chain") || !strcmp(bench[i], "mlp") ||
-                !strcmp(bench[i], "transformer_layer");
-    if (must) cr_expect(s.kernels <= x, "%s: %d kernels, XLA %d", bench[i], s.kernels, x);
-    worse += s.kernels > x;
+    HArena *a = hlo_arena_new();
+    MemPlan plan;
+    cr_assert(memplan_assign(m->entry, a, &plan, &err), "%s: %s", bench[i], err.msg);
+    double over = plan.peak_live ? 100.0 * (double)(plan.temp_bytes - plan.peak_live) / (double)plan.peak_live : 0;
+    printf("%-22s %7d %5d %14lld %14lld %6.2f%% %14lld %9.2f\n", bench[i], s.kernels, x,
+           (long long)plan.temp_bytes, (long long)plan.peak_live, over, xla_cpu_temp(bench[i]),
+           1e3 * dt);
+    cr_expect(s.kernels <= x, "%s: %d kernels, XLA %d", bench[i], s.kernels, x);
+    cr_expect(plan.temp_bytes >= plan.peak_live, "%s: the bound is not a bound", bench[i]);
+    cr_expect((double)plan.temp_bytes <= 1.10 * (double)plan.peak_live,
+              "%s: TEMP_BYTES %lld is more than 10%% above the peak-live bound %lld", bench[i],
+              (long long)plan.temp_bytes, (long long)plan.peak_live);
+    hlo_arena_free(a);
     hlo_module_free(m);
   }
-  printf("models with more kernels than XLA: %d\n", worse);
 }

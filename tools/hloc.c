@@ -8,6 +8,7 @@
  * The driver only parses flags and calls library entry points in order (load, verify,
  * compile); each phase reports one located line on failure and the driver exits 1. */
 #include "hlo.h"
+#include "memplan.h"
 #include "optimizer.h"
 #include "proto.h"
 #if __has_include("target.h")
@@ -17,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f) {
   fputs("usage: hloc FILE [options]\n"
@@ -27,7 +29,11 @@ static void usage(FILE *f) {
         "                       optimization\n"
         "  --name NAME          symbol prefix of the generated code (default: stem of -o)\n"
         "  --header PATH        where to write the C header (default: beside -o, .h)\n"
-        "  --target=cpu         code generation target (cpu; cuda is not available yet)\n"
+        "  --target=cpu         code generation target: cpu, or cuda where built with CUDA\n"
+        "  --gpu-arch=sm_XX     cuda: GPU architecture for ptxas (default sm_90)\n"
+        "  --precision=P        cuda: highest (true f32, default) or tf32 matrix products\n"
+        "  --emit=ptx|cubin     cuda: kernels only, plus a JSON manifest (--manifest PATH,\n"
+        "                       default beside -o); --stats prints registers and spills\n"
         "  --cpu NAME           CPU to generate code for (default: the host CPU)\n"
         "  --features LIST      CPU features, LLVM syntax (+avx2,-avx512f; default: host)\n"
         "  -O0 .. -O3           optimization level (default -O2)\n"
@@ -37,6 +43,10 @@ static void usage(FILE *f) {
         "  --disable-pass=NAME  do not run pass NAME (repeatable)\n"
         "  --stop-after=NAME    stop the pipeline after pass NAME\n"
         "  --list-passes        list the optimizer passes\n"
+        "  --freeze ARG=FILE    turn entry parameter ARG (number or name) into a constant\n"
+        "                       holding FILE (.npy) before optimization (repeatable)\n"
+        "  --stats              print kernels, fusions, instructions, TEMP_BYTES, the\n"
+        "                       peak-live bound and each compile phase's time to stderr\n"
         "  -h, --help           this text\n",
         f);
 }
@@ -80,11 +90,78 @@ static char *replace_ext(const char *path, const char *ext) {
   return s;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* --freeze ARG=FILE: resolve every ARG (parameter number, instruction name or op_name) against
+ * the entry as read, then freeze from the highest parameter number down, so that numbers
+ * given by the user keep referring to the module as read. */
+static bool apply_freezes(HModule *m, int n, char **specs, HErr *err) {
+  HComp *e = m->entry;
+  hlo_comp_renumber(e);
+  int64_t *num = calloc((size_t)n + 1, sizeof *num);
+  Literal **val = calloc((size_t)n + 1, sizeof *val);
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) {
+    char *eq = strchr(specs[i], '=');
+    if (!eq || eq == specs[i] || !eq[1]) {
+      hlo_err(err, NULL, NULL, NULL, "--freeze needs ARG=FILE.npy, got '%s'", specs[i]);
+      ok = false;
+      break;
+    }
+    *eq = 0;
+    const char *arg = specs[i], *file = eq + 1;
+    char *end;
+    long long v = strtoll(arg, &end, 10);
+    num[i] = -1;
+    if (!*end) {
+      num[i] = v;
+    } else {
+      for (int k = 0; k < e->nparams; k++)
+        if (e->params[k] && (!strcmp(e->params[k]->name, arg) ||
+                             (e->params[k]->op_name && !strcmp(e->params[k]->op_name, arg))))
+          num[i] = k;
+      if (num[i] < 0) {
+        hlo_err_comp(err, e, "--freeze: no entry parameter named '%s'", arg);
+        ok = false;
+      }
+    }
+    for (int k = 0; k < i && ok; k++)
+      if (num[k] == num[i]) {
+        hlo_err_comp(err, e, "--freeze: parameter %lld given twice", (long long)num[i]);
+        ok = false;
+      }
+    if (ok) ok = (val[i] = hlo_npy_read(m->arena, file, err)) != NULL;
+    *eq = '=';
+  }
+  for (int done = 0; ok && done < n; done++) { /* highest parameter number first */
+    int at = -1;
+    for (int i = 0; i < n; i++)
+      if (val[i] && (at < 0 || num[i] > num[at])) at = i;
+    ok = opt_freeze(m, num[at], val[at], err);
+    val[at] = NULL;
+  }
+  free(num);
+  free(val);
+  return ok;
+}
+
 int main(int argc, char **argv) {
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
   const char *target = "cpu", *cpu = NULL, *features = NULL;
+#ifdef HLOC_HAVE_CUDA
+  /* --target=cuda options (targets/cuda) */
+  const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL;
+#endif
   int opt = 2;
   OptOpts oo = {0};
+  enum { MAX_FREEZE = 256 };
+  char *freeze[MAX_FREEZE];
+  int nfreeze = 0;
+  bool stats = false;
 #ifndef NDEBUG
   oo.verify_each = true; /* debug builds verify after every changing pass */
 #endif
@@ -101,6 +178,14 @@ int main(int argc, char **argv) {
       oo.dump_dir = "hloc_dumps";
     } else if (!strncmp(argv[i], "--dump-passes=", 14)) {
       oo.dump_dir = argv[i] + 14;
+    } else if (!strcmp(argv[i], "--stats")) {
+      stats = true;
+    } else if ((v = flag_value(argc, argv, &i, "--freeze"))) {
+      if (nfreeze == MAX_FREEZE) {
+        fprintf(stderr, "hloc: too many --freeze options\n");
+        return 1;
+      }
+      freeze[nfreeze++] = (char *)v;
     } else if (!strcmp(argv[i], "--time-passes")) {
       oo.time_passes = true;
     } else if ((v = flag_value(argc, argv, &i, "--disable-pass"))) {
@@ -125,6 +210,14 @@ int main(int argc, char **argv) {
       cpu = v;
     } else if ((v = flag_value(argc, argv, &i, "--features"))) {
       features = v;
+#ifdef HLOC_HAVE_CUDA
+    } else if ((v = flag_value(argc, argv, &i, "--gpu-arch"))) {
+      gpu_arch = v;
+    } else if ((v = flag_value(argc, argv, &i, "--precision"))) {
+      precision = v;
+    } else if ((v = flag_value(argc, argv, &i, "--manifest"))) {
+      manifest = v;
+#endif
     } else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' && argv[i][2] <= '3' &&
                !argv[i][3]) {
       opt = argv[i][2] - '0';
@@ -142,24 +235,36 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 1;
   }
-  if (emit && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") && strcmp(emit, "llvm") &&
+  bool cuda_emit = false; /* --emit=ptx|cubin (CUDA target) */
+#ifdef HLOC_HAVE_CUDA
+  cuda_emit = emit && (!strcmp(emit, "ptx") || !strcmp(emit, "cubin"));
+#endif
+  if (emit && !cuda_emit && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") && strcmp(emit, "llvm") &&
       strcmp(emit, "asm") && strcmp(emit, "obj")) {
     fprintf(stderr, "hloc: unknown --emit kind '%s' (hlo, hlo-opt, llvm, asm, obj)\n", emit);
     return 1;
   }
-  if (strcmp(target, "cpu")) {
+#ifdef HLOC_HAVE_CUDA
+  bool is_cuda = !strcmp(target, "cuda");
+#else
+  bool is_cuda = false;
+#endif
+  if (strcmp(target, "cpu") && !is_cuda) {
     fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n",
             target);
     return 1;
   }
 
   HErr err = {0};
+  double t_load = now_s();
   HModule *m = proto_load_file(input, &err);
-  if (!m || !hlo_verify(m, &err)) {
+  double t_verify = now_s();
+  if (!m || !hlo_verify(m, &err) || (nfreeze && !apply_freezes(m, nfreeze, freeze, &err))) {
     fprintf(stderr, "hloc: %s\n", err.msg);
     hlo_module_free(m);
     return 1;
   }
+  double t_opt = now_s();
 
   /* everything but printing the module as read goes through the optimizer */
   bool as_read = (!emit && !out && !oo.dump_dir) || (emit && !strcmp(emit, "hlo"));
@@ -167,6 +272,27 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hloc: %s\n", err.msg);
     hlo_module_free(m);
     return 1;
+  }
+  double t_done = now_s();
+  if (stats) {
+    OptStats st;
+    opt_stats(m, &st);
+    fprintf(stderr, "%s: ", m->name);
+    opt_stats_print(stderr, &st);
+    HArena *pa = hlo_arena_new();
+    MemPlan plan;
+    HErr perr = {0};
+    double t_plan = now_s();
+    if (memplan_assign(m->entry, pa, &plan, &perr))
+      fprintf(stderr, "TEMP_BYTES %lld, peak-live lower bound %lld\n", (long long)plan.temp_bytes,
+              (long long)plan.peak_live);
+    else
+      fprintf(stderr, "no buffer plan: %s\n", perr.msg);
+    t_plan = now_s() - t_plan;
+    hlo_arena_free(pa);
+    fprintf(stderr, "time: load %.2f ms, verify+freeze %.2f ms, optimize %.2f ms, plan %.2f ms\n",
+            1e3 * (t_verify - t_load), 1e3 * (t_opt - t_verify), 1e3 * (t_done - t_opt),
+            1e3 * t_plan);
   }
 
   int rc = 0;
@@ -190,6 +316,39 @@ int main(int argc, char **argv) {
       }
       free(buf);
     }
+#ifdef HLOC_HAVE_CUDA
+  } else if (is_cuda) {
+    /* --target=cuda: host object + header, or --emit=ptx|cubin + manifest (targets/cuda) */
+    if (!out || (emit && !cuda_emit && strcmp(emit, "obj"))) {
+      fprintf(stderr, "hloc: --target=cuda needs -o PATH and --emit=obj|ptx|cubin\n");
+      hlo_module_free(m);
+      return 1;
+    }
+    char *nm = name ? strdup(name) : stem_identifier(out);
+    char *hdr = NULL, *man = NULL;
+    CudaOpts co = {0};
+    co.name = nm;
+    co.out_path = out;
+    co.gpu_arch = gpu_arch;
+    co.opt_level = opt < 2 ? opt : 3;
+    co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ : !strcmp(emit, "ptx") ? CUDA_EMIT_PTX : CUDA_EMIT_CUBIN;
+    co.precision = precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
+    co.stats = stats ? stderr : NULL;
+    if (precision && strcmp(precision, "tf32") && strcmp(precision, "highest")) {
+      fprintf(stderr, "hloc: --precision must be highest or tf32\n");
+      rc = 1;
+    } else {
+      if (co.emit == CUDA_EMIT_OBJ) co.header_path = header ? header : (hdr = replace_ext(out, ".h"));
+      co.manifest_path = manifest ? manifest : co.emit != CUDA_EMIT_OBJ ? (man = replace_ext(out, ".json")) : NULL;
+      if (!cuda_compile(m, &co, &err)) {
+        fprintf(stderr, "hloc: %s\n", err.msg);
+        rc = 1;
+      }
+    }
+    free(nm);
+    free(hdr);
+    free(man);
+#endif
   } else {
 #ifdef HLOC_HAVE_CPU
     if (!out) {
@@ -210,10 +369,12 @@ int main(int argc, char **argv) {
                                              : CPU_EMIT_LLVM;
     if (o.emit == CPU_EMIT_OBJ) o.header_path = header ? header : (hdr = replace_ext(out, ".h"));
     else o.header_path = header;
+    double t_cg = now_s();
     if (!cpu_compile(m, &o, &err)) {
       fprintf(stderr, "hloc: %s\n", err.msg);
       rc = 1;
     }
+    if (stats) fprintf(stderr, "time: code generation %.2f ms\n", 1e3 * (now_s() - t_cg));
     free(nm);
     free(hdr);
 #else

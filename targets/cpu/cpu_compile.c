@@ -7,8 +7,13 @@
  *      error otherwise, never a wrong object);
  *   2. plan: memplan_assign() places every entry value (args, results, rodata, scratch);
  *   3. kernels: one internal function per computing entry instruction, in entry order
- *      (cpu_kernel.c, with the elemental generator of cpu_elemental.c);
- *   4. interface: NAME_run_mt(args, results, temp, pf, runner) calls every kernel in order,
+ *      (cpu_kernel.c, with the elemental generator of cpu_elemental.c; dots and convolutions
+ *      through the shared blocked GEMM of cpu_gemm.c). Kernels see memory only through a
+ *      per-task table of pointers (their ctx), so kernels whose IR is identical (repeated
+ *      layers) are merged into one function before optimization; kernel-private scratch
+ *      (GEMM packing, staged operands) is appended to the plan's heap;
+ *   4. interface: NAME_run_mt(args, results, temp, pf, runner) fills each task's pointer table
+ *      and calls every kernel in order,
  *      chunked kernels through pf when given, then copies result leaves that were not
  *      computed in place; NAME_run() is NAME_run_mt without pf; NAME_arg_info[] and
  *      NAME_result_info[] describe the tensors;
@@ -24,6 +29,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ lowering */
 
@@ -202,6 +208,38 @@ static void cp_info_table(CpuCg *cg, const char *which, int n, const char **name
 
 static LLVMValueRef cp_i64(CpuCg *cg, int64_t v) { return LLVMConstInt(cg->i64, (unsigned long long)v, 1); }
 
+/* Pointer to the storage of entry instruction i inside the run function. */
+static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueRef results,
+                                 LLVMValueRef temp) {
+  LLVMBuilderRef B = cg->B;
+  int64_t off = 0;
+  int b = memplan_base(&cg->plan, i, &off);
+  const MemBuf *mb = &cg->plan.bufs[b];
+  LLVMValueRef src = NULL, ix;
+  switch (mb->kind) {
+  case MEM_PARAM:
+    ix = cp_i64(cg, mb->param);
+    src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+    break;
+  case MEM_RESULT:
+    ix = cp_i64(cg, mb->result);
+    src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+    break;
+  case MEM_TEMP:
+    ix = cp_i64(cg, mb->offset);
+    src = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
+    break;
+  case MEM_CONST: src = cpu_const_global(cg, cg->entry->instrs[b]); break;
+  case MEM_NONE:
+  case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
+  }
+  if (off) {
+    ix = cp_i64(cg, off);
+    src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
+  }
+  return src;
+}
+
 static void cp_run_functions(CpuCg *cg) {
   LLVMBuilderRef B = cg->B;
   const char *n = cg->o->name;
@@ -218,7 +256,10 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, mt, "bad");
   LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, mt, "go");
   LLVMPositionBuilderAtEnd(B, entry);
-  LLVMValueRef ctx = LLVMBuildAlloca(B, cg->ctx_ty, "ctx");
+  int maxslots = 1;
+  for (int t = 0; t < cg->ntasks; t++)
+    if (cg->tasks[t].nslots > maxslots) maxslots = cg->tasks[t].nslots;
+  LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->ptr, (uint64_t)maxslots), "ctx");
   LLVMValueRef isbad = LLVMConstInt(cg->i1, 0, 0);
   LLVMValueRef nul = LLVMConstNull(cg->ptr);
   if (cg->entry->nparams > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
@@ -228,15 +269,43 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMPositionBuilderAtEnd(B, bad);
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
   LLVMPositionBuilderAtEnd(B, go);
-  LLVMBuildStore(B, args, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 0, ""));
-  LLVMBuildStore(B, results, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 1, ""));
-  LLVMBuildStore(B, temp, LLVMBuildStructGEP2(B, cg->ctx_ty, ctx, 2, ""));
   LLVMValueRef haspf = LLVMBuildICmp(B, LLVMIntNE, pf, nul, "");
   for (int t = 0; t < cg->ntasks; t++) {
     CpuTask *task = &cg->tasks[t];
+    /* the task's pointer table (the previous task has returned: the table is reused) */
+    for (int j = 0; j < task->nslots; j++) {
+      const CpuSlot *sl = &task->slots[j];
+      LLVMValueRef v = NULL, ix;
+      switch (sl->kind) {
+      case CPU_SLOT_INSTR: v = cp_instr_ptr(cg, sl->in->idx, args, results, temp); break;
+      case CPU_SLOT_GLOBAL: v = sl->gv; break;
+      case CPU_SLOT_TEMP:
+        ix = cp_i64(cg, sl->off);
+        v = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
+        break;
+      }
+      ix = cp_i64(cg, j);
+      LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &ix, 1, ""));
+    }
     if (task->nchunks <= 1) {
       LLVMValueRef a[2] = {ctx, cp_i64(cg, 0)};
       LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
+      continue;
+    }
+    if (task->whole) { /* pf ? pf(all chunks) : fn(ctx, nchunks) */
+      LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
+      LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
+      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
+      LLVMBuildCondBr(B, haspf, par, ser);
+      LLVMPositionBuilderAtEnd(B, par);
+      LLVMValueRef pa[4] = {runner, cp_i64(cg, task->nchunks), task->fn, ctx};
+      LLVMBuildCall2(B, pf_ty, pf, pa, 4, "");
+      LLVMBuildBr(B, next);
+      LLVMPositionBuilderAtEnd(B, ser);
+      LLVMValueRef a[2] = {ctx, cp_i64(cg, task->nchunks)};
+      LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
+      LLVMBuildBr(B, next);
+      LLVMPositionBuilderAtEnd(B, next);
       continue;
     }
     LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
@@ -265,31 +334,9 @@ static void cp_run_functions(CpuCg *cg) {
   for (int r = 0; r < cg->plan.nresults; r++) {
     const MemResult *mr = &cg->plan.results[r];
     if (!mr->copy || mr->size == 0) continue;
-    int64_t off = 0;
-    int b = memplan_base(&cg->plan, mr->instr, &off);
-    off += mr->offset;
-    const MemBuf *mb = &cg->plan.bufs[b];
-    LLVMValueRef src = NULL;
-    LLVMValueRef ix;
-    switch (mb->kind) {
-    case MEM_PARAM:
-      ix = cp_i64(cg, mb->param);
-      src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
-      break;
-    case MEM_RESULT:
-      ix = cp_i64(cg, mb->result);
-      src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
-      break;
-    case MEM_TEMP:
-      ix = cp_i64(cg, mb->offset);
-      src = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
-      break;
-    case MEM_CONST: src = cpu_const_global(cg, cg->entry->instrs[b]); break;
-    case MEM_NONE:
-    case MEM_ALIAS: HLO_ASSERT(!"result without storage"); break;
-    }
-    if (off) {
-      ix = cp_i64(cg, off);
+    LLVMValueRef src = cp_instr_ptr(cg, mr->instr, args, results, temp), ix;
+    if (mr->offset) {
+      ix = cp_i64(cg, mr->offset);
       src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
     }
     ix = cp_i64(cg, r);
@@ -321,6 +368,57 @@ static void cp_run_functions(CpuCg *cg) {
     shapes[r] = &cg->plan.results[r].shape;
   }
   cp_info_table(cg, "result", nr, names, shapes);
+}
+
+/* Wall time, for the phase report printed when HLOC_CPU_TIME is set in the environment. */
+static double cp_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ kernel sharing */
+
+/* Kernels reach all memory through their pointer table, so two kernels whose IR is the same
+ * text (all but the function name) compute the same thing on different buffers: the later one
+ * is deleted and its task runs the earlier function. Repeated layers of a network then cost
+ * one kernel each to optimize and to generate code for. */
+static void cp_share_kernels(CpuCg *cg) {
+  int n = cg->ntasks;
+  if (n < 2) return;
+  char **txt = calloc((size_t)n, sizeof *txt);
+  uint64_t *hash = calloc((size_t)n, sizeof *hash);
+  LLVMValueRef *orig = calloc((size_t)n, sizeof *orig);
+  for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
+  for (int t = 0; t < n; t++) {
+    LLVMValueRef fn = orig[t];
+    bool seen = false;
+    for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
+    if (seen) continue; /* several tasks of one function (not made by the kernels today) */
+    char *s = LLVMPrintValueToString(fn);
+    char *body = strchr(s, '(');
+    body = body ? body : s;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = body; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    int same = -1;
+    for (int u = 0; u < t && same < 0; u++)
+      if (txt[u] && hash[u] == h && strcmp(strchr(txt[u], '(') ? strchr(txt[u], '(') : txt[u], body) == 0)
+        same = u;
+    if (same >= 0) {
+      for (int v = t; v < n; v++)
+        if (orig[v] == fn) cg->tasks[v].fn = orig[same];
+      LLVMDeleteFunction(fn);
+      LLVMDisposeMessage(s);
+      continue;
+    }
+    txt[t] = s;
+    hash[t] = h;
+  }
+  for (int t = 0; t < n; t++)
+    if (txt[t]) LLVMDisposeMessage(txt[t]);
+  free(txt);
+  free(hash);
+  free(orig);
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -392,7 +490,10 @@ static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
   LLVMPassBuilderOptionsSetLoopInterleaving(po, lvl >= 2);
   char pipeline[32];
   snprintf(pipeline, sizeof pipeline, "default<O%d>", lvl);
-  LLVMErrorRef pe = LLVMRunPasses(cg->M, pipeline, TM, po);
+  double t0 = cp_now();
+  const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
+  LLVMErrorRef pe = LLVMRunPasses(cg->M, custom && *custom ? custom : pipeline, TM, po);
+  double t1 = cp_now();
   if (pe) {
     char *em = LLVMGetErrorMessage(pe);
     hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
@@ -413,6 +514,8 @@ static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
     hlo_err(err, o->out_path, NULL, NULL, "CPU target: LLVM code generation failed: %s", msg ? msg : "");
     goto done;
   }
+  if (getenv("HLOC_CPU_TIME"))
+    fprintf(stderr, "hloc cpu: LLVM passes %.3f s, code generation %.3f s\n", t1 - t0, cp_now() - t1);
   *outlen = LLVMGetBufferSize(mb);
   *out = malloc(*outlen + 1);
   memcpy(*out, LLVMGetBufferStart(mb), *outlen);
@@ -442,6 +545,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
     hlo_err(err, m->file, NULL, NULL, "CPU target: no output path");
     return false;
   }
+  double tstart = cp_now();
   CpuCg cg = {0};
   cg.m = m;
   cg.entry = m->entry;
@@ -473,9 +577,22 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
+  cg.temp_base = (cg.plan.temp_bytes + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
   for (int i = 0; i < cg.entry->ninstrs; i++)
     if (!cpu_emit_instr(&cg, cg.entry->instrs[i])) goto done;
   if (err->set) goto done;
+  /* kernel-private scratch (GEMM packing areas) follows the plan's heap */
+  if (cg.extra_temp > 0) cg.plan.temp_bytes = cg.temp_base + (cg.extra_temp + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+  double tk = cp_now();
+  int nk = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;
+  cp_share_kernels(&cg);
+  if (getenv("HLOC_CPU_TIME")) {
+    int nk2 = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk2 += LLVMCountBasicBlocks(f) > 0;
+    fprintf(stderr, "hloc cpu: %d tasks, %d functions, %d after sharing (%.3f s); IR built in %.3f s\n",
+            cg.ntasks, nk, nk2, cp_now() - tk, tk - tstart);
+  }
   cp_run_functions(&cg);
   if (!cp_emit(&cg, &obj, &objlen)) goto done;
   if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, &hdrlen);

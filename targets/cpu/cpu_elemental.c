@@ -429,8 +429,6 @@ static bool el_cacheable(CpuKern *k, const HInstr *in) {
   return k->nbind > 0 && k->bind[0].caller == k->root && in->parent == k->bind[0].comp;
 }
 
-static LLVMValueRef *el_opidx(CpuKern *k, LLVMValueRef *buf) { return buf; }
-
 static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
 static void el_reassoc(LLVMValueRef v);
 static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
@@ -484,13 +482,11 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int rank = in->shape.rank;
-  if (in->parent == cg->entry && in != k->root) {
-    if (in->shape.dt == DT_TUPLE) return el_fail(k, in, "tuple value used as an array");
-    return cpu_load_elem(k, cpu_buffer(k, in), &in->shape, idx);
-  }
+  bool boundary = in->parent == cg->entry && in != k->root;
+  if (boundary && in->shape.dt == DT_TUPLE) return el_fail(k, in, "tuple value used as an array");
   for (int i = 0; i < k->nmat; i++)
     if (k->mat[i].in == in) return cpu_load_elem(k, k->mat[i].p, &in->shape, idx);
-  if (in->op == OP_PARAMETER) {
+  if (in->op == OP_PARAMETER && !boundary) {
     CpuBind *b = el_find_bind(k, in->parent);
     if (!b) return el_fail(k, in, "parameter of an unbound computation");
     if (b->caller) {
@@ -510,10 +506,12 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       if (same) return e->v;
     }
 
-  LLVMValueRef oi_buf[HLO_MAX_RANK];
-  LLVMValueRef *oi = el_opidx(k, oi_buf);
+  LLVMValueRef oi[HLO_MAX_RANK]; /* operand index */
   LLVMValueRef r = NULL;
-  switch (in->op) {
+  /* values of the entry computation are loads; cached like any value (they are immutable
+     for the rest of the kernel: buffers are only overwritten by the value owning them) */
+  if (boundary) r = cpu_load_elem(k, cg->buffer_fn ? cg->buffer_fn(k, in) : cpu_buffer(k, in), &in->shape, idx);
+  else switch (in->op) {
   case OP_CONSTANT:
     if (!in->literal) return el_fail(k, in, "constant without a literal");
     if (rank == 0) {
@@ -522,7 +520,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       if (hlo_dtype_is_float(t)) r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
       else r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
     } else {
-      r = cpu_load_elem(k, cpu_const_global(cg, (HInstr *)in), &in->shape, idx);
+      r = cpu_load_elem(k, cpu_const_ptr(k, in), &in->shape, idx);
     }
     break;
   case OP_IOTA: r = cpu_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
@@ -871,11 +869,6 @@ static bool il_has(const IList *l, int64_t v) {
     if (l->v[i] == v) return true;
   return false;
 }
-static int il_pos(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return i;
-  return -1;
-}
 
 static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   const GatherDims *g = in->gather;
@@ -914,7 +907,6 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     }
     oi[d] = ix_add(k, start[d], idx[g->offset_dims.v[off++]]);
   }
-  (void)il_pos;
   return cpu_gen(k, op, oi);
 }
 

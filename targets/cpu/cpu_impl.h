@@ -18,9 +18,31 @@
 
 /* ------------------------------------------------------------------ cpu_compile.c */
 
+struct CpuKern;
+
+/* One pointer a kernel receives from the run function: kernels see every buffer through a
+ * per-task table of pointers (their ctx argument), never through module-specific addresses,
+ * so structurally identical kernels (the layers of a network) are emitted once. */
+typedef enum CpuSlotKind {
+  CPU_SLOT_INSTR,  /* the storage of entry instruction `in` (per the memory plan) */
+  CPU_SLOT_GLOBAL, /* the global `gv` (a constant's literal) */
+  CPU_SLOT_TEMP,   /* the scratch heap at byte offset `off` (kernel-private scratch) */
+} CpuSlotKind;
+
+typedef struct CpuSlot {
+  CpuSlotKind kind;  /* what the pointer is */
+  const HInstr *in;  /* CPU_SLOT_INSTR: the entry instruction */
+  LLVMValueRef gv;   /* CPU_SLOT_GLOBAL: the global */
+  int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap */
+} CpuSlot;
+
 typedef struct CpuTask {
-  LLVMValueRef fn; /* void kernel(ptr ctx, i64 chunk) */
+  LLVMValueRef fn; /* void kernel(ptr ctx, i64 chunk); ctx points to the slot pointers */
   int64_t nchunks; /* chunks to run (1: not split) */
+  int nslots;      /* pointers the kernel reads from ctx */
+  CpuSlot *slots;  /* what each one is */
+  bool whole;      /* chunk == nchunks does all the work at once (the serial run calls that
+                      instead of every chunk in turn) */
 } CpuTask;
 
 /* Module-wide state of one compilation. */
@@ -44,6 +66,14 @@ typedef struct CpuCg {
   int ntasks;             /* kernels in execution order */
   CpuTask *tasks;         /* the kernels */
   int task_cap;           /* capacity of tasks */
+  int64_t extra_temp;     /* kernel-private scratch (GEMM packing, staged operands) appended
+                             to the plan's heap at offset plan.temp_bytes (before growth) */
+  int64_t temp_base;      /* the plan's own heap size: where the private scratch starts */
+  LLVMValueRef gemm_fn[2]; /* the shared GEMM functions (f32, f64), made on first use */
+  LLVMValueRef gemm_conv_fn[2]; /* the shared implicit-GEMM convolution functions */
+  /* Optional hook for another target reusing the elemental generator (targets/cuda): the
+     storage of an entry value read during generation; NULL: cpu_buffer(). */
+  LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);
 } CpuCg;
 
 /* The read-only global holding a constant instruction's literal (made once). */
@@ -103,6 +133,9 @@ typedef struct CpuKern {
   const Shape *lin_shape;   /* shape lin is linear in */
   int nmat;                 /* materialized values */
   CpuMat mat[CPU_MAX_MAT];  /* them */
+  int nslots, slot_cap;     /* pointers read from ctx (see CpuSlot) */
+  CpuSlot *slots;           /* them, in order of first use */
+  LLVMValueRef *slot_vals;  /* their loaded values (entry block) */
 } CpuKern;
 
 typedef struct CpuLoop {
@@ -111,16 +144,29 @@ typedef struct CpuLoop {
   LLVMValueRef iv;          /* induction variable (i64) */
   LLVMValueRef hi;          /* exclusive bound */
   int cache_mark;           /* elemental cache entries before the loop */
+  int64_t step;             /* increment (1 unless set after opening) */
 } CpuLoop;
 
 /* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
  * parameters, constants and tuples. false with a located error. */
 bool cpu_emit_instr(CpuCg *cg, HInstr *in);
+/* A new kernel function for entry instruction root (appended to the module), its builder
+ * positioned in the body; cpu_kern_end closes it and appends the task (false when generation
+ * failed). */
+CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root);
+bool cpu_kern_end(CpuKern *k, int64_t nchunks);
+/* Generation of `in` inside this kernel loads it from row-major buffer p. */
+void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 /* Loops: [lo, hi) step 1; the body is emitted between open and close. */
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
 /* Pointer to the storage of an entry instruction inside the current kernel. */
 LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in);
+/* Pointer to what slot s describes, loaded from the kernel's ctx in the entry block (one load
+ * per distinct slot). */
+LLVMValueRef cpu_slot(CpuKern *k, CpuSlot s);
+/* Pointer to a constant instruction's literal (through a slot). */
+LLVMValueRef cpu_const_ptr(CpuKern *k, const HInstr *in);
 /* alloca in the kernel's entry block. */
 LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t);
 /* Element of an array value of shape s stored at p, at index idx (register type). */
@@ -152,6 +198,14 @@ int cpu_dot_red_dims(const HInstr *in, int64_t *ext);
 int cpu_conv_red_dims(const HInstr *in, int64_t *ext);
 /* Scalar binary arithmetic used by accumulating kernels (fadd / add). */
 LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+
+/* ------------------------------------------------------------------ cpu_gemm.c */
+
+/* The dot or convolution kernel of entry instruction in (hero: in itself, or the dot /
+ * convolution of an output fusion) as calls of the shared blocked GEMM function, when its
+ * operands are strided views of buffers in f32: 1 when emitted, 0 when another path must
+ * emit it, -1 after a located error. */
+int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
 
 /* ------------------------------------------------------------------ cpu_header.c */
 

@@ -1,12 +1,14 @@
 /* targets/cpu/cpu_kernel.c: one kernel function per computed entry instruction.
  *
  * Every entry instruction that computes a value (a fusion, or a lone instruction treated as a
- * fusion of one) becomes an internal function `void NAME_kN(ctx, i64 chunk)`. The context
- * holds the caller's args[], results[] and scratch pointer; buffer pointers are derived from
- * the memory plan once, in the function's entry block. Kernel shapes:
+ * fusion of one) becomes an internal function `void NAME_kN(ctx, i64 chunk)`. The context is
+ * a table of pointers filled by the run function (CpuSlot: an entry value's storage per the
+ * memory plan, a constant's global, kernel-private scratch); the kernel loads the ones it uses
+ * once, in its entry block, and never names a module-specific address. Kernel shapes:
  *   - loop kernel: a loop nest over the output shape storing cpu_gen(root, index) (for a
  *     tuple-shaped root, every leaf at the same index);
- *   - accumulating kernel (dot, convolution): outer loops over all output dims but the last,
+ *   - dot / convolution: the blocked GEMM of cpu_gemm.c when the operands allow it, else an
+ *     accumulating kernel: outer loops over all output dims but the last,
  *     then the reduction loops, then the last output dim innermost, accumulating into the
  *     output row (i-k-j order for a matrix product), so the innermost loop streams through
  *     contiguous memory and vectorizes;
@@ -23,6 +25,7 @@ LLVMValueRef cpu_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (u
 /* ------------------------------------------------------------------ loops */
 
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi) {
+  l->step = 1;
   LLVMBuilderRef B = k->B;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
   l->header = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "loop");
@@ -41,7 +44,7 @@ LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef
 
 void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   LLVMBuilderRef B = k->B;
-  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, cpu_i64(k, 1), "");
+  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, cpu_i64(k, l->step > 1 ? l->step : 1), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMBuildBr(B, l->header);
   LLVMAddIncoming(l->iv, &next, &latch, 1);
@@ -59,44 +62,57 @@ LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t) {
   return a;
 }
 
-static LLVMValueRef kn_ctx_field(CpuKern *k, int f) {
-  LLVMValueRef p = LLVMBuildStructGEP2(k->B, k->cg->ctx_ty, k->ctx, (unsigned)f, "");
-  return LLVMBuildLoad2(k->B, k->cg->ptr, p, "");
-}
-
-static LLVMValueRef kn_ptr_at(CpuKern *k, LLVMValueRef arr, int64_t i) {
-  LLVMValueRef ix = cpu_i64(k, i);
-  LLVMValueRef p = LLVMBuildInBoundsGEP2(k->B, k->cg->ptr, arr, &ix, 1, "");
-  LLVMValueRef v = LLVMBuildLoad2(k->B, k->cg->ptr, p, "");
-  return v;
-}
-
 static LLVMValueRef kn_byte_off(CpuKern *k, LLVMValueRef p, int64_t off) {
   if (off == 0) return p;
   LLVMValueRef ix = cpu_i64(k, off);
   return LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &ix, 1, "");
 }
 
-LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in) {
-  CpuCg *cg = k->cg;
-  HLO_ASSERT(in->parent == cg->entry);
-  if (k->bufs[in->idx]) return k->bufs[in->idx];
+static bool kn_same_slot(const CpuSlot *a, const CpuSlot *b) {
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+  case CPU_SLOT_INSTR: return a->in == b->in;
+  case CPU_SLOT_GLOBAL: return a->gv == b->gv;
+  case CPU_SLOT_TEMP: return a->off == b->off;
+  }
+  return false;
+}
+
+LLVMValueRef cpu_slot(CpuKern *k, CpuSlot s) {
+  for (int i = 0; i < k->nslots; i++)
+    if (kn_same_slot(&k->slots[i], &s)) return k->slot_vals[i];
+  if (k->nslots == k->slot_cap) {
+    int nc = k->slot_cap ? k->slot_cap * 2 : 16;
+    CpuSlot *ns = hlo_arena_alloc(k->cg->scratch, sizeof *ns * (size_t)nc);
+    LLVMValueRef *nv = hlo_arena_alloc(k->cg->scratch, sizeof *nv * (size_t)nc);
+    if (k->nslots) {
+      memcpy(ns, k->slots, sizeof *ns * (size_t)k->nslots);
+      memcpy(nv, k->slot_vals, sizeof *nv * (size_t)k->nslots);
+    }
+    k->slots = ns;
+    k->slot_vals = nv;
+    k->slot_cap = nc;
+  }
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
-  int64_t off = 0;
-  int b = memplan_base(&cg->plan, in->idx, &off);
-  const MemBuf *mb = &cg->plan.bufs[b];
-  LLVMValueRef p = NULL;
-  switch (mb->kind) {
-  case MEM_PARAM: p = kn_ptr_at(k, kn_ctx_field(k, 0), mb->param); break;
-  case MEM_RESULT: p = kn_ptr_at(k, kn_ctx_field(k, 1), mb->result); break;
-  case MEM_TEMP: p = kn_byte_off(k, kn_ctx_field(k, 2), mb->offset); break;
-  case MEM_CONST: p = cpu_const_global(cg, cg->entry->instrs[b]); break;
-  case MEM_NONE:
-  case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
-  }
-  p = kn_byte_off(k, p, off);
+  LLVMValueRef ix = cpu_i64(k, k->nslots);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(k->B, k->cg->ptr, k->ctx, &ix, 1, "");
+  LLVMValueRef v = LLVMBuildLoad2(k->B, k->cg->ptr, p, "");
   LLVMPositionBuilderAtEnd(k->B, cur);
+  k->slots[k->nslots] = s;
+  k->slot_vals[k->nslots] = v;
+  k->nslots++;
+  return v;
+}
+
+LLVMValueRef cpu_const_ptr(CpuKern *k, const HInstr *in) {
+  return cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, cpu_const_global(k->cg, (HInstr *)in), 0});
+}
+
+LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in) {
+  HLO_ASSERT(in->parent == k->cg->entry);
+  if (k->bufs[in->idx]) return k->bufs[in->idx];
+  LLVMValueRef p = cpu_slot(k, (CpuSlot){CPU_SLOT_INSTR, in, NULL, 0});
   k->bufs[in->idx] = p;
   return p;
 }
@@ -137,7 +153,7 @@ void cpu_store_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *id
 
 /* ------------------------------------------------------------------ kernel functions */
 
-static CpuKern *kn_begin(CpuCg *cg, const HInstr *root) {
+CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root) {
   CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
   k->cg = cg;
   k->B = cg->B;
@@ -161,7 +177,7 @@ static CpuKern *kn_begin(CpuCg *cg, const HInstr *root) {
   return k;
 }
 
-static bool kn_end(CpuKern *k, int64_t nchunks) {
+bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
   LLVMBuildRetVoid(k->B);
   if (k->failed) return false;
   CpuCg *cg = k->cg;
@@ -172,7 +188,7 @@ static bool kn_end(CpuKern *k, int64_t nchunks) {
     cg->tasks = t;
     cg->task_cap = nc;
   }
-  cg->tasks[cg->ntasks++] = (CpuTask){k->fn, nchunks};
+  cg->tasks[cg->ntasks++] = (CpuTask){k->fn, nchunks, k->nslots, k->slots, false};
   return true;
 }
 
@@ -277,7 +293,7 @@ static LLVMValueRef kn_leaf_ptr(CpuKern *k, const HInstr *in, int j) {
   return lp;
 }
 
-static void kn_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
+void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
   if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p};
 }
 
@@ -303,7 +319,7 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
         return false;
       }
   }
-  CpuKern *k = kn_begin(cg, in);
+  CpuKern *k = cpu_kern_begin(cg, in);
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef idx[HLO_MAX_RANK];
   KnSplit sp;
@@ -323,7 +339,7 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
     for (int j = 0; j < s->ntuple && !k->failed; j++) cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
   }
   kn_close_nest(k, loops, nl);
-  return kn_end(k, sp.n);
+  return cpu_kern_end(k, sp.n);
 }
 
 /* A multi-output fusion whose leaves differ in dimensions (a reduction and its input, as in
@@ -338,9 +354,9 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
     for (int j = 0; j < n; j++) {
       if (done[j] || (pass == 0) == (root->ops[j]->op == OP_REDUCE)) continue;
       const Shape *ls = &s->tuple[j];
-      CpuKern *k = kn_begin(cg, in);
+      CpuKern *k = cpu_kern_begin(cg, in);
       for (int d = 0; d < n; d++)
-        if (done[d]) kn_materialized(k, root->ops[d], kn_leaf_ptr(k, in, d));
+        if (done[d]) cpu_kern_materialized(k, root->ops[d], kn_leaf_ptr(k, in, d));
       CpuLoop loops[HLO_MAX_RANK];
       LLVMValueRef idx[HLO_MAX_RANK];
       KnSplit sp;
@@ -356,7 +372,7 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
       }
       k->nbind--;
       kn_close_nest(k, loops, nl);
-      if (!kn_end(k, sp.n)) return false;
+      if (!cpu_kern_end(k, sp.n)) return false;
       for (int g = 0; g < n; g++) done[g] = done[g] || group[g];
     }
   }
@@ -397,52 +413,101 @@ static const HInstr *kn_output_hero(const HInstr *in) {
   return hero;
 }
 
+/* The output dimension to block over in an accumulating kernel: one the streamed operand
+ * does not depend on (a dot's last lhs free dim, a convolution's output feature), so R rows
+ * share every load of it; -1 when there is none besides the innermost dim. */
+static int kn_block_dim(const HInstr *hero) {
+  int last = hero->shape.rank - 1, d = -1;
+  if (hero->op == OP_DOT) {
+    const DotDims *dd = hero->dot;
+    int nfree = hero->ops[0]->shape.rank - dd->lhs_batch.n - dd->lhs_contract.n;
+    if (nfree > 0) d = dd->lhs_batch.n + nfree - 1;
+  } else {
+    d = (int)hero->conv->out_feat;
+  }
+  return d >= 0 && d < last ? d : -1;
+}
+
 /* Accumulating kernel for a dot or convolution, alone or as the hero of an output fusion:
  * outer loops over all output dims but the last, the reduction loops, the last dim
  * innermost accumulating into the output row; then the fusion's elementwise epilogue is
- * applied to the finished row in place. */
+ * applied to the finished rows in place. The outer loop of the block dimension steps by R
+ * (4, 2 or 1 dividing its extent) and R output rows are accumulated together, so each load
+ * of the streamed operand (a dot's rhs row, a convolution's input row) feeds R rows. */
 static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   const Shape *s = &in->shape;
   int64_t ext[HLO_MAX_RANK * 2];
   int nr = hero->op == OP_DOT ? cpu_dot_red_dims(hero, ext) : cpu_conv_red_dims(hero, ext);
   int64_t work = hlo_shape_elems(s);
   for (int j = 0; j < nr; j++) work *= ext[j] > 0 ? ext[j] : 1;
-  CpuKern *k = kn_begin(cg, in);
+  CpuKern *k = cpu_kern_begin(cg, in);
   bool fused = hero != in;
   if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   KnSplit sp = kn_split(cg, s, work);
+  int bd = kn_block_dim(hero);
+  int R = 1;
+  if (bd >= 0) R = s->dims[bd] % 4 == 0 ? 4 : s->dims[bd] % 2 == 0 ? 2 : 1;
+  if (R > 1 && sp.dim == bd) { /* chunks hold whole blocks */
+    sp.size = (sp.size + R - 1) / R * R;
+    sp.n = (s->dims[bd] + sp.size - 1) / sp.size;
+  }
   DType t = s->dt;
   CpuLoop loops[HLO_MAX_RANK], red_loops[HLO_MAX_RANK * 2], jl;
   LLVMValueRef idx[HLO_MAX_RANK], red[HLO_MAX_RANK * 2];
-  int last = s->rank - 1;
-  int nl = kn_open_nest(k, s, &sp, last, loops, idx);
+  int last = s->rank - 1, nl = 0;
+  for (int d = 0; d < last; d++) {
+    if (s->dims[d] == 1 && d != sp.dim) {
+      idx[d] = cpu_i64(k, 0);
+      continue;
+    }
+    LLVMValueRef lo, hi;
+    kn_range(k, s, &sp, d, &lo, &hi);
+    idx[d] = cpu_loop_open(k, &loops[nl], lo, hi);
+    if (d == bd) loops[nl].step = R;
+    nl++;
+  }
+  LLVMValueRef rows[4][HLO_MAX_RANK];
+  int nrow = bd >= 0 ? R : 1;
+  for (int r = 0; r < nrow; r++) {
+    memcpy(rows[r], idx, sizeof(LLVMValueRef) * (size_t)s->rank);
+    if (bd >= 0 && r > 0) rows[r][bd] = LLVMBuildNSWAdd(k->B, idx[bd], cpu_i64(k, r), "");
+  }
   LLVMValueRef lo, hi;
   kn_range(k, s, &sp, last, &lo, &hi);
   LLVMValueRef out = cpu_buffer(k, in);
-  /* zero the output row */
-  idx[last] = cpu_loop_open(k, &jl, lo, hi);
+  /* zero the output rows */
+  LLVMValueRef jv = cpu_loop_open(k, &jl, lo, hi);
   LLVMValueRef zero = hlo_dtype_is_float(t) ? LLVMConstReal(cpu_reg_type(cg, t), 0.0)
                                             : LLVMConstInt(cpu_reg_type(cg, t), 0, 0);
-  cpu_store_elem(k, out, s, idx, zero);
+  for (int r = 0; r < nrow; r++) {
+    rows[r][last] = jv;
+    cpu_store_elem(k, out, s, rows[r], zero);
+  }
   cpu_loop_close(k, &jl);
   for (int j = 0; j < nr; j++) red[j] = cpu_loop_open(k, &red_loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
-  idx[last] = cpu_loop_open(k, &jl, lo, hi);
-  LLVMValueRef term = hero->op == OP_DOT ? cpu_dot_term(k, hero, idx, red) : cpu_conv_term(k, hero, idx, red);
-  if (term) {
-    LLVMValueRef cur = cpu_load_elem(k, out, s, idx);
-    cpu_store_elem(k, out, s, idx, cpu_add(k, t, cur, term));
+  jv = cpu_loop_open(k, &jl, lo, hi);
+  for (int r = 0; r < nrow && !k->failed; r++) {
+    rows[r][last] = jv;
+    LLVMValueRef term = hero->op == OP_DOT ? cpu_dot_term(k, hero, rows[r], red) : cpu_conv_term(k, hero, rows[r], red);
+    if (term) {
+      LLVMValueRef cur = cpu_load_elem(k, out, s, rows[r]);
+      cpu_store_elem(k, out, s, rows[r], cpu_add(k, t, cur, term));
+    }
   }
   cpu_loop_close(k, &jl);
   for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &red_loops[j]);
   if (fused && !k->failed) {
-    kn_materialized(k, hero, out);
-    idx[last] = cpu_loop_open(k, &jl, lo, hi);
-    LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
-    if (v) cpu_store_elem(k, out, s, idx, v);
+    cpu_kern_materialized(k, hero, out);
+    jv = cpu_loop_open(k, &jl, lo, hi);
+    for (int r = 0; r < nrow && !k->failed; r++) {
+      rows[r][last] = jv;
+      LLVMValueRef v = cpu_gen(k, in->calls[0]->root, rows[r]);
+      if (v) cpu_store_elem(k, out, s, rows[r], v);
+    }
     cpu_loop_close(k, &jl);
   }
   kn_close_nest(k, loops, nl);
-  return kn_end(k, sp.n);
+  return cpu_kern_end(k, sp.n);
 }
 
 static bool il_has(const IList *l, int64_t v) {
@@ -460,7 +525,7 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   const ScatterDims *sd = in->scatter;
   const HInstr *ind = in->ops[1], *upd = in->ops[2];
   const Shape *s = &in->shape, *is = &ind->shape, *us = &upd->shape;
-  CpuKern *k = kn_begin(cg, in);
+  CpuKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   KnSplit none = {-1, 0, 1};
   CpuLoop loops[HLO_MAX_RANK];
@@ -470,7 +535,7 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
   if (v) cpu_store_elem(k, out, s, idx, v);
   kn_close_nest(k, loops, nl);
-  if (k->failed) return kn_end(k, 1);
+  if (k->failed) return cpu_kern_end(k, 1);
 
   LLVMValueRef ui[HLO_MAX_RANK];
   nl = kn_open_nest(k, us, &none, us->rank, loops, ui);
@@ -486,7 +551,7 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
     int b = 0;
     for (int d = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, c) : sidx[b++];
     LLVMValueRef sv = cpu_gen(k, ind, ii);
-    if (!sv) return kn_end(k, 1);
+    if (!sv) return cpu_kern_end(k, 1);
     start[sd->scatter_dims_to_operand_dims.v[c]] = cpu_convert(k, sv, is->dt, DT_S64);
   }
   for (int j = 0; j < sd->input_batching_dims.n; j++) {
@@ -521,7 +586,7 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMBuildBr(B, skip);
   LLVMPositionBuilderAtEnd(B, skip);
   kn_close_nest(k, loops, nl);
-  return kn_end(k, 1);
+  return cpu_kern_end(k, 1);
 }
 
 bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
@@ -529,10 +594,16 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   bool computes = b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (hlo_shape_elems(&in->shape) == 0 && in->shape.dt != DT_TUPLE) return true;
+  const HInstr *hero = NULL;
   if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 && in->shape.dt != DT_PRED)
-    return kn_accum_kernel(cg, in, in);
-  const HInstr *hero = kn_output_hero(in);
-  if (hero) return kn_accum_kernel(cg, in, hero);
+    hero = in;
+  else
+    hero = kn_output_hero(in);
+  if (hero) {
+    int g = cpu_gemm_kernel(cg, in, hero);
+    if (g != 0) return g > 0;
+    return kn_accum_kernel(cg, in, hero);
+  }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
   if (in->op == OP_FUSION && in->shape.dt == DT_TUPLE && in->calls[0]->root->op == OP_TUPLE) {
     for (int j = 1; j < in->shape.ntuple; j++)

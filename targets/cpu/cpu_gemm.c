@@ -1,0 +1,942 @@
+/* targets/cpu/cpu_gemm.c: blocked GEMM for dots and implicit-GEMM convolutions.
+ *
+ * One internal function per module and operand mode computes C = A * B in f32 (row-major C
+ * with leading dimension ldc, A and B read through arbitrary element strides), the way
+ * Goto/BLIS do:
+ *   for jc (NC columns): for pc (KC of K): pack B[pc.., jc..] into NR-wide panels
+ *     for ic (MC rows): pack A[ic.., pc..] into MR-tall panels
+ *       for jr (NR): for ir (MR): the micro-kernel: an MR x NR tile held in MR * NR / VW
+ *         vector registers, one FMA per (row, vector) per k on a broadcast of A and a vector
+ *         load of B; the tile is stored (first K block) or added to C.
+ * Panels are zero-padded to MR / NR so the micro-kernel never branches; tiles cut by the
+ * edges of C go through a small stack tile. The vector width, MR and NR follow the target's
+ * features (16-wide with 12 x 32 tiles on AVX-512, 8-wide with 6 x 16 on AVX/AVX2, 4-wide
+ * otherwise). The packing buffers are scratch memory given by the caller.
+ *
+ * The second mode packs A straight from a convolution input (implicit GEMM): rows are output
+ * pixels (oh, ow) of one batch image, K runs over (kh, kw, ci) with ci fastest, and taps that
+ * fall in the padding are packed as zeros; B is the kernel seen as [kh*kw*ci, co].
+ *
+ * cpu_gemm_kernel() decides whether a dot or convolution (alone, or the hero of an output
+ * fusion) can use these functions: its operands must be strided views of buffers (an entry
+ * value or constant, seen through fused parameters, transposes, broadcasts, slices and
+ * bitcast-like reshapes), the contracting and rhs-free dimensions must merge into one strided
+ * dimension each, the lhs-free dimensions merge as far as they can (the rest are looped like
+ * batch dimensions). Convolutions need two spatial dimensions, no grouping, no base dilation
+ * or reversal, a kernel whose (kh, kw, ci) flatten to one stride and an output whose feature
+ * dimension is minor and whose (oh, ow) flatten. The kernel splits (batch, row block, column
+ * block) items into chunks for the parallel-for; each chunk owns a packing area in the
+ * kernel-private scratch, and applies the fusion's elementwise epilogue to each block right
+ * after computing it, while it is in cache. */
+#include "cpu_impl.h"
+
+#include <llvm-c/DebugInfo.h>
+#include <llvm-c/TargetMachine.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ configuration */
+
+typedef struct GmCfg {
+  int vw;      /* f32 lanes per vector */
+  int mr, nr;  /* micro-tile rows and columns (nr = 2 * vw) */
+  int64_t mc;  /* rows of A per packed block */
+  int64_t kc;  /* depth of a packed block */
+  int64_t nc;  /* columns of B per packed block */
+} GmCfg;
+
+static GmCfg gm_cfg(CpuCg *cg) {
+  const char *feat = cg->o->features;
+  char *host = NULL;
+  if (!feat) {
+    char *dt = LLVMGetDefaultTargetTriple();
+    bool is_host = !cg->o->triple || strcmp(cg->o->triple, dt) == 0;
+    LLVMDisposeMessage(dt);
+    if (is_host) feat = host = LLVMGetHostCPUFeatures();
+    else feat = "";
+  }
+  GmCfg c;
+  if (strstr(feat, "+avx512f")) c = (GmCfg){16, 12, 32, 144, 256, 1024};
+  else if (strstr(feat, "+avx")) c = (GmCfg){8, 6, 16, 96, 256, 1024};
+  else c = (GmCfg){4, 6, 8, 96, 256, 256};
+  if (host) LLVMDisposeMessage(host);
+  return c;
+}
+
+static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+static int64_t gm_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Bytes of packing scratch the GEMM function uses for an M x N x K product. */
+static int64_t gm_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K) {
+  int64_t mc = gm_min(c->mc, gm_roundup(M, c->mr)), kc = gm_min(c->kc, K < 1 ? 1 : K);
+  int64_t nc = gm_min(c->nc, gm_roundup(N, c->nr));
+  return gm_roundup((gm_roundup(mc * kc, 16) + kc * nc) * 4, MEMPLAN_ALIGN);
+}
+
+/* ------------------------------------------------------------------ IR helpers */
+
+static LLVMValueRef gi(CpuKern *k, int64_t v) { return cpu_i64(k, v); }
+static LLVMValueRef gadd(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(k->B, a, b, ""); }
+static LLVMValueRef gsub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWSub(k->B, a, b, ""); }
+static LLVMValueRef gmul(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWMul(k->B, a, b, ""); }
+static LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
+}
+static LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""); }
+/* &p[i] for f32 elements */
+static LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
+  return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
+}
+static LLVMValueRef gload(CpuKern *k, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
+  LLVMValueRef v = LLVMBuildLoad2(k->B, t, p, "");
+  LLVMSetAlignment(v, align);
+  return v;
+}
+static void gstore(CpuKern *k, LLVMValueRef v, LLVMValueRef p, unsigned align) {
+  LLVMSetAlignment(LLVMBuildStore(k->B, v, p), align);
+}
+static LLVMValueRef gvar(CpuKern *k, LLVMValueRef init) {
+  LLVMValueRef a = cpu_alloca(k, LLVMTypeOf(init));
+  LLVMBuildStore(k->B, init, a);
+  return a;
+}
+static LLVMValueRef gget(CpuKern *k, LLVMValueRef var) { return LLVMBuildLoad2(k->B, k->cg->i64, var, ""); }
+
+/* if (c) { ...then... } : returns the join block; the builder is left in the then block. */
+typedef struct GIf {
+  LLVMBasicBlockRef then_bb, else_bb, join; /* blocks */
+} GIf;
+static void gif_open(CpuKern *k, GIf *f, LLVMValueRef c, bool with_else) {
+  f->then_bb = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
+  f->else_bb = with_else ? LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "else") : NULL;
+  f->join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "join");
+  LLVMBuildCondBr(k->B, c, f->then_bb, with_else ? f->else_bb : f->join);
+  LLVMPositionBuilderAtEnd(k->B, f->then_bb);
+}
+static void gif_else(CpuKern *k, GIf *f) {
+  LLVMBuildBr(k->B, f->join);
+  LLVMPositionBuilderAtEnd(k->B, f->else_bb);
+}
+static void gif_close(CpuKern *k, GIf *f) {
+  LLVMBuildBr(k->B, f->join);
+  LLVMPositionBuilderAtEnd(k->B, f->join);
+}
+
+static LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step) {
+  LLVMValueRef iv = cpu_loop_open(k, l, lo, hi);
+  l->step = step;
+  return iv;
+}
+
+/* Mark the back edge br as a loop LLVM must not vectorize: the GEMM's loops are vectorized
+ * by hand, and the vectorizer's analysis of them would be compile time spent for nothing. */
+static void gm_novec(CpuKern *k, LLVMValueRef br) {
+  LLVMContextRef C = k->cg->C;
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
+  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, "llvm.loop.vectorize.enable", 26),
+                            LLVMValueAsMetadata(LLVMConstInt(k->cg->i1, 0, 0))};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, 2)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(C, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, loop);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(C, "llvm.loop", 9), LLVMMetadataAsValue(C, loop));
+}
+
+static void gm_close(CpuKern *k, CpuLoop *l) {
+  cpu_loop_close(k, l);
+  LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
+  gm_novec(k, LLVMGetBasicBlockTerminator(latch));
+}
+
+/* ------------------------------------------------------------------ the GEMM function */
+
+enum {
+  GP_M, GP_N, GP_K, GP_A, GP_ARS, GP_ACS, GP_B, GP_BRS, GP_BCS, GP_C, GP_LDC, GP_PACK, GP_CONV,
+  GP_COUNT
+};
+
+/* Convolution geometry given to the implicit-GEMM function (i64 array). */
+enum {
+  GC_OW, GC_H, GC_W, GC_CI, GC_KW, GC_SH, GC_SW, GC_DH, GC_DW, GC_PH, GC_PW, GC_XSH, GC_XSW, GC_XSC,
+  GC_M0, /* the output pixel of row 0 of this call */
+  GC_COUNT
+};
+
+/* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp. */
+static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                     LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first,
+                     LLVMValueRef tile) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int MR = c->mr, NV = c->nr / c->vw;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMValueRef zero = LLVMConstNull(vt);
+  LLVMValueRef acc[16][4];
+  /* prefetch the C tile (written after the k loop) */
+  unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+  LLVMTypeRef pty = cg->ptr;
+  LLVMValueRef pf = LLVMGetIntrinsicDeclaration(cg->M, pid, &pty, 1);
+  LLVMTypeRef pft = LLVMIntrinsicGetType(cg->C, pid, &pty, 1);
+  for (int r = 0; r < MR; r++)
+    for (int e = 0; e < c->nr; e += 16) {
+      LLVMValueRef pa[4] = {gfp(k, cp, gadd(k, gmul(k, gi(k, r), ldc), gi(k, e + (e + 16 >= c->nr ? c->nr - 1 - e : 0)))),
+                            LLVMConstInt(cg->i32, 1, 0), LLVMConstInt(cg->i32, 3, 0), LLVMConstInt(cg->i32, 1, 0)};
+      LLVMBuildCall2(B, pft, pf, pa, 4, "");
+    }
+  /* k loop with the accumulators as phis */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "uk");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukb");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukd");
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, hdr);
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
+  LLVMValueRef z64 = gi(k, 0);
+  LLVMAddIncoming(kv, &z64, &pre, 1);
+  LLVMValueRef phis[16][4];
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) {
+      phis[r][j] = LLVMBuildPhi(B, vt, "");
+      LLVMAddIncoming(phis[r][j], &zero, &pre, 1);
+    }
+  LLVMBuildCondBr(B, gslt(k, kv, kc), body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef bv[4];
+  LLVMValueRef boff = gmul(k, kv, gi(k, c->nr));
+  for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, bp, gadd(k, boff, gi(k, j * c->vw))), 64);
+  LLVMValueRef aoff = gmul(k, kv, gi(k, MR));
+  unsigned fid = LLVMLookupIntrinsicID("llvm.fma", 8);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
+  LLVMTypeRef i32 = cg->i32;
+  LLVMValueRef zmask = LLVMConstNull(LLVMVectorType(i32, (unsigned)c->vw));
+  for (int r = 0; r < MR; r++) {
+    LLVMValueRef a = gload(k, cg->f32, gfp(k, ap, gadd(k, aoff, gi(k, r))), 4);
+    LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(i32, 0, 0), "");
+    av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), zmask, "");
+    for (int j = 0; j < NV; j++) {
+      LLVMValueRef args[3] = {av, bv[j], phis[r][j]};
+      acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
+    }
+  }
+  LLVMValueRef kn = gadd(k, kv, gi(k, 1));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMAddIncoming(kv, &kn, &latch, 1);
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) LLVMAddIncoming(phis[r][j], &acc[r][j], &latch, 1);
+  gm_novec(k, LLVMBuildBr(B, hdr));
+  LLVMPositionBuilderAtEnd(B, done);
+  /* store: full tiles straight to C (set on the first K block, added after), edge tiles
+     through the stack tile */
+  LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
+                                   LLVMBuildICmp(B, LLVMIntEQ, nrv, gi(k, c->nr), ""), "");
+  GIf f, g;
+  gif_open(k, &f, full, true);
+  gif_open(k, &g, first, true);
+  for (int add = 0; add < 2; add++) {
+    for (int r = 0; r < MR; r++) {
+      LLVMValueRef row = gmul(k, gi(k, r), ldc);
+      for (int j = 0; j < NV; j++) {
+        LLVMValueRef v = phis[r][j];
+        LLVMValueRef p = gfp(k, cp, gadd(k, row, gi(k, j * c->vw)));
+        if (add) v = LLVMBuildFAdd(B, v, gload(k, vt, p, 4), "");
+        gstore(k, v, p, 4);
+      }
+    }
+    if (add == 0) gif_else(k, &g);
+  }
+  gif_close(k, &g);
+  gif_else(k, &f);
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) gstore(k, phis[r][j], gfp(k, tile, gi(k, r * c->nr + j * c->vw)), 64);
+  CpuLoop lr, lc;
+  LLVMValueRef r = gloop(k, &lr, gi(k, 0), mrv, 1);
+  LLVMValueRef cc = gloop(k, &lc, gi(k, 0), nrv, 1);
+  LLVMValueRef t = gload(k, cg->f32, gfp(k, tile, gadd(k, gmul(k, r, gi(k, c->nr)), cc)), 4);
+  LLVMValueRef p = gfp(k, cp, gadd(k, gmul(k, r, ldc), cc));
+  GIf h;
+  gif_open(k, &h, first, true);
+  gstore(k, t, p, 4);
+  gif_else(k, &h);
+  gstore(k, LLVMBuildFAdd(B, t, gload(k, cg->f32, p, 4), ""), p, 4);
+  gif_close(k, &h);
+  gm_close(k, &lc);
+  gm_close(k, &lr);
+  gif_close(k, &f);
+}
+
+/* Pack B[pc + 0..kc, jc + 0..nc] into NR-wide panels at bp (zero columns past nc). Full
+ * panels of a unit-stride B are copied row by row across all panels (contiguous reads); the
+ * rest element by element. */
+static void gm_pack_b(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
+                      LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  CpuLoop lj, lk, lcc;
+  LLVMValueRef unit = LLVMBuildICmp(B, LLVMIntEQ, P[GP_BCS], gi(k, 1), "");
+  /* columns [0, nfull) go through the fast path when B has unit column stride */
+  LLVMValueRef nfull = LLVMBuildSelect(B, unit, LLVMBuildAnd(B, nc, gi(k, ~(int64_t)(c->nr - 1)), ""), gi(k, 0), "");
+  {
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
+    LLVMValueRef src = gfp(k, P[GP_B], gadd(k, gmul(k, gadd(k, pc, kk), P[GP_BRS]), jc));
+    LLVMValueRef dst = gfp(k, bp, gmul(k, kk, gi(k, c->nr)));
+    LLVMValueRef jr = gloop(k, &lj, gi(k, 0), nfull, c->nr);
+    LLVMValueRef d = gfp(k, dst, gmul(k, jr, kc));
+    for (int j = 0; j < c->nr / c->vw; j++)
+      gstore(k, gload(k, vt, gfp(k, src, gadd(k, jr, gi(k, j * c->vw))), 4), gfp(k, d, gi(k, j * c->vw)), 64);
+    gm_close(k, &lj);
+    gm_close(k, &lk);
+  }
+  LLVMValueRef jr = gloop(k, &lj, nfull, nc, c->nr);
+  LLVMValueRef ncv = gmin(k, gi(k, c->nr), gsub(k, nc, jr));
+  LLVMValueRef panel = gfp(k, bp, gmul(k, jr, kc));
+  LLVMValueRef col0 = gadd(k, jc, jr);
+  {
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
+    LLVMValueRef rowp = gfp(k, P[GP_B], gmul(k, gadd(k, pc, kk), P[GP_BRS]));
+    LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, c->nr)));
+    LLVMValueRef cc = gloop(k, &lcc, gi(k, 0), gi(k, c->nr), 1);
+    LLVMValueRef in = gslt(k, cc, ncv);
+    LLVMValueRef col = gadd(k, col0, gmin(k, cc, gsub(k, ncv, gi(k, 1))));
+    LLVMValueRef v = gload(k, cg->f32, gfp(k, rowp, gmul(k, col, P[GP_BCS])), 4);
+    v = LLVMBuildSelect(B, in, v, LLVMConstReal(cg->f32, 0.0), "");
+    gstore(k, v, gfp(k, dst, cc), 4);
+    gm_close(k, &lcc);
+    gm_close(k, &lk);
+  }
+  gm_close(k, &lj);
+}
+
+/* Pack A[ic + 0..mc, pc + 0..kc] into MR-tall panels at ap (zero rows past mc), from strided A
+ * or, for the convolution mode, from the input image. */
+static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, bool conv, LLVMValueRef ap,
+                      LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int MR = c->mr;
+  LLVMValueRef fz = LLVMConstReal(cg->f32, 0.0);
+  CpuLoop li, lr, lk;
+  LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
+  LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
+  LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
+  if (!conv) {
+    /* a full panel: k outer, the MR rows unrolled (contiguous stores) */
+    GIf fp;
+    gif_open(k, &fp, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), false);
+    LLVMValueRef rows[16];
+    for (int q = 0; q < MR; q++)
+      rows[q] = gfp(k, P[GP_A], gadd(k, gmul(k, gadd(k, gadd(k, ic, ir), gi(k, q)), P[GP_ARS]), gmul(k, pc, P[GP_ACS])));
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
+    LLVMValueRef ko = gmul(k, kk, P[GP_ACS]);
+    LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, MR)));
+    for (int q = 0; q < MR; q++) gstore(k, gload(k, cg->f32, gfp(k, rows[q], ko), 4), gfp(k, dst, gi(k, q)), 4);
+    gm_close(k, &lk);
+    LLVMBuildBr(B, fp.join); /* skip the row-by-row path */
+    LLVMPositionBuilderAtEnd(B, fp.join);
+    /* the builder is now after the fast path; the generic path below runs only for partial
+       panels: guard it */
+  }
+  LLVMValueRef r = gloop(k, &lr, gi(k, 0), conv ? gi(k, MR) : LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), gi(k, 0), gi(k, MR), ""), 1);
+  GIf f;
+  gif_open(k, &f, gslt(k, r, mrv), true);
+  LLVMValueRef row = gadd(k, gadd(k, ic, ir), r);
+  if (!conv) {
+    LLVMValueRef rowp = gfp(k, P[GP_A], gmul(k, row, P[GP_ARS]));
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
+    LLVMValueRef v = gload(k, cg->f32, gfp(k, rowp, gmul(k, gadd(k, pc, kk), P[GP_ACS])), 4);
+    gstore(k, v, gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r)), 4);
+    gm_close(k, &lk);
+  } else {
+    LLVMValueRef g[GC_COUNT];
+    for (int j = 0; j < GC_COUNT; j++) {
+      LLVMValueRef ix = gi(k, j);
+      g[j] = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, P[GP_CONV], &ix, 1, ""), "");
+    }
+    LLVMValueRef pix = gadd(k, row, g[GC_M0]);
+    LLVMValueRef oh = LLVMBuildSDiv(B, pix, g[GC_OW], ""), ow = LLVMBuildSRem(B, pix, g[GC_OW], "");
+    LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]);
+    LLVMValueRef iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
+    LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
+    LLVMValueRef rem = LLVMBuildSRem(B, pc, kwci, "");
+    LLVMValueRef vkk = gvar(k, gi(k, 0));
+    LLVMValueRef vkh = gvar(k, LLVMBuildSDiv(B, pc, kwci, ""));
+    LLVMValueRef vkw = gvar(k, LLVMBuildSDiv(B, rem, g[GC_CI], ""));
+    LLVMValueRef vci = gvar(k, LLVMBuildSRem(B, rem, g[GC_CI], ""));
+    /* while (kk < kc): one run of input channels at tap (kh, kw) */
+    LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "run");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "runb");
+    LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rune");
+    LLVMBuildBr(B, hdr);
+    LLVMPositionBuilderAtEnd(B, hdr);
+    LLVMValueRef kk = gget(k, vkk);
+    LLVMBuildCondBr(B, gslt(k, kk, kc), body, out);
+    LLVMPositionBuilderAtEnd(B, body);
+    LLVMValueRef kh = gget(k, vkh), kw = gget(k, vkw), ci = gget(k, vci);
+    LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
+    LLVMValueRef ih = gadd(k, ih0, gmul(k, kh, g[GC_DH])), iw = gadd(k, iw0, gmul(k, kw, g[GC_DW]));
+    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""),
+                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iw, g[GC_W]), ""), "");
+    LLVMValueRef dst = gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r));
+    GIf v;
+    gif_open(k, &v, ok, true);
+    {
+      LLVMValueRef src = gfp(k, P[GP_A], gadd(k, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW])), gmul(k, ci, g[GC_XSC])));
+      LLVMValueRef t = gloop(k, &lk, gi(k, 0), n, 1);
+      LLVMValueRef x = gload(k, cg->f32, gfp(k, src, gmul(k, t, g[GC_XSC])), 4);
+      gstore(k, x, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
+      gm_close(k, &lk);
+    }
+    gif_else(k, &v);
+    {
+      LLVMValueRef t = gloop(k, &lk, gi(k, 0), n, 1);
+      gstore(k, fz, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
+      gm_close(k, &lk);
+    }
+    gif_close(k, &v);
+    LLVMBuildStore(B, gadd(k, kk, n), vkk);
+    LLVMBuildStore(B, gi(k, 0), vci);
+    LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
+    LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
+    LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
+    LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
+    LLVMBuildBr(B, hdr);
+    LLVMPositionBuilderAtEnd(B, out);
+  }
+  gif_else(k, &f);
+  {
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
+    gstore(k, fz, gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r)), 4);
+    gm_close(k, &lk);
+  }
+  gif_close(k, &f);
+  gm_close(k, &lr);
+  gm_close(k, &li);
+}
+
+static LLVMTypeRef gm_fn_type(CpuCg *cg) {
+  LLVMTypeRef ps[GP_COUNT];
+  for (int j = 0; j < GP_COUNT; j++) ps[j] = cg->i64;
+  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = cg->ptr;
+  return LLVMFunctionType(cg->vd, ps, GP_COUNT, 0);
+}
+
+/* The GEMM function of the module (mode conv: implicit-GEMM convolution), made once. */
+static LLVMValueRef gm_function(CpuCg *cg, bool conv) {
+  LLVMValueRef *slot = conv ? &cg->gemm_conv_fn[0] : &cg->gemm_fn[0];
+  if (*slot) return *slot;
+  GmCfg c = gm_cfg(cg);
+  char name[512];
+  snprintf(name, sizeof name, "%s_%s_f32", cg->o->name, conv ? "convgemm" : "gemm");
+  LLVMValueRef fn = LLVMAddFunction(cg->M, name, gm_fn_type(cg));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
+  k->cg = cg;
+  k->B = cg->B;
+  k->fn = fn;
+  k->entry = LLVMAppendBasicBlockInContext(cg->C, fn, "entry");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, fn, "start");
+  LLVMPositionBuilderAtEnd(cg->B, k->entry);
+  k->entry_br = LLVMBuildBr(cg->B, body);
+  LLVMPositionBuilderAtEnd(cg->B, body);
+  LLVMValueRef P[GP_COUNT];
+  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(fn, (unsigned)j);
+  unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
+  LLVMAddAttributeAtIndex(fn, GP_PACK + 1, LLVMCreateEnumAttribute(cg->C, na, 0));
+  LLVMTypeRef tile_ty = LLVMArrayType2(cg->f32, (uint64_t)(c.mr * c.nr));
+  LLVMValueRef tile = cpu_alloca(k, tile_ty);
+  LLVMSetAlignment(tile, 64);
+  /* block sizes actually used (as gm_pack_bytes) */
+  LLVMValueRef M = P[GP_M], N = P[GP_N], K = P[GP_K];
+  LLVMValueRef mcb = gmin(k, gi(k, c.mc), gmul(k, LLVMBuildSDiv(k->B, gadd(k, M, gi(k, c.mr - 1)), gi(k, c.mr), ""), gi(k, c.mr)));
+  LLVMValueRef kcb = gmin(k, gi(k, c.kc), K);
+  LLVMValueRef ap = P[GP_PACK];
+  /* B panels start 64-byte aligned after the A block (the micro-kernel's aligned loads) */
+  LLVMValueRef aelems = LLVMBuildAnd(k->B, gadd(k, gmul(k, mcb, kcb), gi(k, 15)), gi(k, ~(int64_t)15), "");
+  LLVMValueRef bp = gfp(k, ap, aelems);
+  CpuLoop ljc, lpc, lic, ljr, lir;
+  LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, c.nc);
+  LLVMValueRef nc = gmin(k, gi(k, c.nc), gsub(k, N, jc));
+  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), K, c.kc);
+  LLVMValueRef kc = gmin(k, gi(k, c.kc), gsub(k, K, pc));
+  LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
+  gm_pack_b(k, &c, P, bp, pc, kc, jc, nc);
+  LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, c.mc);
+  LLVMValueRef mc = gmin(k, gi(k, c.mc), gsub(k, M, ic));
+  gm_pack_a(k, &c, P, conv, ap, ic, mc, pc, kc);
+  LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
+  LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
+  LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
+  LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
+  LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
+  gm_micro(k, &c, gfp(k, ap, gmul(k, ir, kc)), gfp(k, bp, gmul(k, jr, kc)), kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+  gm_close(k, &lir);
+  gm_close(k, &ljr);
+  gm_close(k, &lic);
+  gm_close(k, &lpc);
+  gm_close(k, &ljc);
+  /* K == 0: C = 0 */
+  GIf z;
+  gif_open(k, &z, LLVMBuildICmp(k->B, LLVMIntSLE, K, gi(k, 0), ""), false);
+  {
+    CpuLoop lm, ln;
+    LLVMValueRef m = gloop(k, &lm, gi(k, 0), M, 1);
+    LLVMValueRef n = gloop(k, &ln, gi(k, 0), N, 1);
+    gstore(k, LLVMConstReal(cg->f32, 0.0), gfp(k, P[GP_C], gadd(k, gmul(k, m, P[GP_LDC]), n)), 4);
+    gm_close(k, &ln);
+    gm_close(k, &lm);
+  }
+  gif_close(k, &z);
+  LLVMBuildRetVoid(k->B);
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  *slot = fn;
+  return fn;
+}
+
+/* ------------------------------------------------------------------ operand views */
+
+/* value(idx) = base[off + sum idx[d] * st[d]] (f32 elements). */
+typedef struct GmView {
+  const HInstr *base; /* entry instruction (buffer) or fused constant (global) */
+  bool global;        /* base is a fused constant: read its literal's global */
+  int64_t staged;     /* >= 0: the value was staged row-major in kernel-private scratch at
+                         this offset from the private area (base unused) */
+  int64_t off;        /* element offset */
+  int64_t st[HLO_MAX_RANK]; /* element strides per dimension of the value */
+} GmView;
+
+static void gm_rowmajor(const Shape *s, int64_t *st) { hlo_shape_strides(s, st); }
+
+static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out, int depth) {
+  if (depth > 32 || v->shape.dt != DT_F32 || v->shape.rank > HLO_MAX_RANK) return false;
+  if (v->parent == cg->entry) {
+    if (v->shape.dt == DT_TUPLE) return false;
+    *out = (GmView){v, false, -1, 0, {0}};
+    gm_rowmajor(&v->shape, out->st);
+    return true;
+  }
+  if (!fusion || v->parent != fusion->calls[0]) return false;
+  GmView o;
+  const Shape *s = &v->shape;
+  /* the few ops that only re-index (an if chain: every other op is not a view) */
+  if (v->op == OP_PARAMETER) {
+    if (v->param_num < 0 || v->param_num >= fusion->nops) return false;
+    return gm_view(cg, fusion, fusion->ops[v->param_num], out, depth + 1);
+  }
+  if (v->op == OP_CONSTANT) {
+    if (!v->literal || s->rank == 0) return false;
+    *out = (GmView){v, true, -1, 0, {0}};
+    gm_rowmajor(s, out->st);
+    return true;
+  }
+  if (v->op == OP_COPY) return gm_view(cg, fusion, v->ops[0], out, depth + 1);
+  if (v->op == OP_TRANSPOSE) {
+    if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
+    *out = o;
+    for (int j = 0; j < s->rank; j++) out->st[j] = o.st[v->dims.v[j]];
+    return true;
+  }
+  if (v->op == OP_BROADCAST) {
+    if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
+    *out = o;
+    for (int d = 0; d < s->rank; d++) out->st[d] = 0;
+    for (int j = 0; j < v->dims.n; j++) out->st[v->dims.v[j]] = o.st[j];
+    return true;
+  }
+  if (v->op == OP_SLICE) {
+    if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
+    *out = o;
+    for (int d = 0; d < s->rank; d++) {
+      out->off += v->slice->start[d] * o.st[d];
+      out->st[d] = o.st[d] * v->slice->stride[d];
+    }
+    return true;
+  }
+  if (v->op == OP_RESHAPE || v->op == OP_BITCAST) {
+    if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
+    const Shape *os = &v->ops[0]->shape;
+    int64_t rm[HLO_MAX_RANK];
+    gm_rowmajor(os, rm);
+    bool contiguous = true;
+    for (int d = 0; d < os->rank; d++) contiguous = contiguous && (os->dims[d] == 1 || o.st[d] == rm[d]);
+    *out = o;
+    if (contiguous) {
+      gm_rowmajor(s, out->st);
+      return true;
+    }
+    /* only size-1 dimensions added or removed */
+    int a = 0, b = 0;
+    while (a < s->rank || b < os->rank) {
+      if (a < s->rank && s->dims[a] == 1) { out->st[a++] = 0; continue; }
+      if (b < os->rank && os->dims[b] == 1) { b++; continue; }
+      if (a < s->rank && b < os->rank && s->dims[a] == os->dims[b]) { out->st[a++] = o.st[b++]; continue; }
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+/* An operand: a view, or (inside a fusion) a value to stage first (staged == -2, base the
+ * fused instruction, row-major strides). */
+static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out) {
+  if (gm_view(cg, fusion, v, out, 0)) return true;
+  if (!fusion || v->shape.dt != DT_F32 || v->parent != fusion->calls[0]) return false;
+  *out = (GmView){v, false, -2, 0, {0}};
+  gm_rowmajor(&v->shape, out->st);
+  return true;
+}
+
+/* Merge dims list[0..n) of a view (sizes from ext) into one strided dimension: the stride of
+ * the last one, when each stride is the next one's times its extent. */
+static bool gm_merge(const int64_t *st, const int64_t *ext, const int64_t *list, int n, int64_t *stride) {
+  int64_t keep[HLO_MAX_RANK];
+  int nk = 0;
+  for (int j = 0; j < n; j++)
+    if (ext[list[j]] != 1) keep[nk++] = list[j];
+  *stride = nk ? st[keep[nk - 1]] : 0;
+  for (int j = 0; j + 1 < nk; j++)
+    if (st[keep[j]] != st[keep[j + 1]] * ext[keep[j + 1]]) return false;
+  return true;
+}
+
+/* ------------------------------------------------------------------ the kernels */
+
+static LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v) {
+  LLVMValueRef p = v->staged >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, k->cg->temp_base + v->staged})
+                   : v->global ? cpu_const_ptr(k, v->base) : cpu_buffer(k, v->base);
+  if (v->off == 0) return p;
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
+  LLVMPositionBuilderBefore(k->B, k->entry_br);
+  p = gfp(k, p, gi(k, v->off));
+  LLVMPositionBuilderAtEnd(k->B, cur);
+  return p;
+}
+
+/* A GEMM problem: loop dims (with the strides of their index in A, B, C), then M x N x K. */
+typedef struct GmProb {
+  int nloop;                    /* looped dimensions (batch, unmerged lhs free) */
+  int64_t lext[HLO_MAX_RANK];   /* their extents */
+  int64_t lsa[HLO_MAX_RANK], lsb[HLO_MAX_RANK], lsc[HLO_MAX_RANK]; /* their strides in A, B, C */
+  int lout[HLO_MAX_RANK];       /* their output dimension */
+  int64_t M, N, K;              /* product sizes */
+  int64_t ars, acs, brs, bcs, ldc; /* strides */
+  int mdim0, nm;                /* output dims of the merged M: [mdim0, mdim0 + nm) */
+  int ndim0, nn;                /* output dims of N: [ndim0, ndim0 + nn) */
+  bool conv;                    /* implicit-GEMM convolution */
+  int64_t geo[GC_COUNT];        /* convolution geometry */
+  int64_t xsb;                  /* convolution: input batch stride (elements) */
+  GmView a, b;                  /* operand views */
+} GmProb;
+
+static bool gm_has(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
+
+static bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, GmProb *p) {
+  const DotDims *dd = dot->dot;
+  const HInstr *l = dot->ops[0], *r = dot->ops[1];
+  if (dot->shape.dt != DT_F32 || l->shape.dt != DT_F32 || r->shape.dt != DT_F32) return false;
+  if (!gm_operand(cg, fusion, l, &p->a) || !gm_operand(cg, fusion, r, &p->b)) return false;
+  const Shape *ls = &l->shape, *rs = &r->shape, *os = &dot->shape;
+  int64_t ost[HLO_MAX_RANK];
+  gm_rowmajor(os, ost);
+  int64_t lf[HLO_MAX_RANK], rf[HLO_MAX_RANK];
+  int nlf = 0, nrf = 0;
+  for (int d = 0; d < ls->rank; d++)
+    if (!gm_has(&dd->lhs_batch, d) && !gm_has(&dd->lhs_contract, d)) lf[nlf++] = d;
+  for (int d = 0; d < rs->rank; d++)
+    if (!gm_has(&dd->rhs_batch, d) && !gm_has(&dd->rhs_contract, d)) rf[nrf++] = d;
+  /* K */
+  int nc = dd->lhs_contract.n;
+  if (!gm_merge(p->a.st, ls->dims, dd->lhs_contract.v, nc, &p->acs)) return false;
+  if (!gm_merge(p->b.st, rs->dims, dd->rhs_contract.v, nc, &p->brs)) return false;
+  p->K = 1;
+  for (int j = 0; j < nc; j++) p->K *= ls->dims[dd->lhs_contract.v[j]];
+  /* N */
+  if (!gm_merge(p->b.st, rs->dims, rf, nrf, &p->bcs)) return false;
+  p->N = 1;
+  for (int j = 0; j < nrf; j++) p->N *= rs->dims[rf[j]];
+  int nb = dd->lhs_batch.n;
+  p->ndim0 = nb + nlf;
+  p->nn = nrf;
+  p->ldc = p->N;
+  /* M: the longest mergeable suffix of the lhs free dims */
+  int first = nlf;
+  while (first > 0 && gm_merge(p->a.st, ls->dims, lf + first - 1, nlf - first + 1, &p->ars)) first--;
+  if (!gm_merge(p->a.st, ls->dims, lf + first, nlf - first, &p->ars)) return false;
+  p->M = 1;
+  for (int j = first; j < nlf; j++) p->M *= ls->dims[lf[j]];
+  p->mdim0 = nb + first;
+  p->nm = nlf - first;
+  p->nloop = 0;
+  for (int j = 0; j < nb; j++) {
+    int q = p->nloop++;
+    p->lext[q] = ls->dims[dd->lhs_batch.v[j]];
+    p->lsa[q] = p->a.st[dd->lhs_batch.v[j]];
+    p->lsb[q] = p->b.st[dd->rhs_batch.v[j]];
+    p->lsc[q] = ost[j];
+    p->lout[q] = j;
+  }
+  for (int j = 0; j < first; j++) {
+    int q = p->nloop++;
+    p->lext[q] = ls->dims[lf[j]];
+    p->lsa[q] = p->a.st[lf[j]];
+    p->lsb[q] = 0;
+    p->lsc[q] = ost[nb + j];
+    p->lout[q] = nb + j;
+  }
+  p->conv = false;
+  return true;
+}
+
+static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, GmProb *p) {
+  const ConvDims *cd = cv->conv;
+  const HInstr *x = cv->ops[0], *w = cv->ops[1];
+  if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
+  if (cd->in_sp.n != 2 || cv->feature_groups != 1 || cv->batch_groups != 1) return false;
+  for (int j = 0; j < 2; j++) {
+    const WinDim *wd = &cv->window->d[j];
+    if (wd->base_dil != 1 || wd->reversal || wd->pad_lo < 0 || wd->pad_hi < 0) return false;
+  }
+  if (!gm_operand(cg, fusion, x, &p->a) || !gm_operand(cg, fusion, w, &p->b)) return false;
+  const Shape *xs = &x->shape, *ws = &w->shape, *os = &cv->shape;
+  int64_t ost[HLO_MAX_RANK];
+  gm_rowmajor(os, ost);
+  int64_t CI = ws->dims[cd->k_in], CO = ws->dims[cd->k_out];
+  int64_t KH = ws->dims[cd->k_sp.v[0]], KW = ws->dims[cd->k_sp.v[1]];
+  /* B = weights as [(kh, kw, ci), co]: strides must flatten */
+  int64_t kl[3] = {cd->k_sp.v[0], cd->k_sp.v[1], cd->k_in};
+  if (!gm_merge(p->b.st, ws->dims, kl, 3, &p->brs)) return false;
+  p->bcs = p->b.st[cd->k_out];
+  /* C: feature minor with unit stride, (oh, ow) flatten */
+  if (ost[cd->out_feat] != 1) return false;
+  int64_t ol[2] = {cd->out_sp.v[0], cd->out_sp.v[1]};
+  int64_t OH = os->dims[ol[0]], OW = os->dims[ol[1]];
+  if ((OW != 1 && ost[ol[1]] != CO) || (OH != 1 && ost[ol[0]] != OW * CO)) return false;
+  p->M = OH * OW;
+  p->N = CO;
+  p->K = KH * KW * CI;
+  p->ldc = CO;
+  p->ars = p->acs = 0;
+  p->mdim0 = (int)ol[0];
+  p->nm = 2;
+  p->ndim0 = (int)cd->out_feat;
+  p->nn = 1;
+  p->nloop = 1;
+  p->lext[0] = os->dims[cd->out_batch];
+  p->lsa[0] = p->a.st[cd->in_batch];
+  p->lsb[0] = 0;
+  p->lsc[0] = ost[cd->out_batch];
+  p->lout[0] = (int)cd->out_batch;
+  p->conv = true;
+  int64_t g[GC_COUNT] = {
+      [GC_OW] = os->dims[ol[1]], [GC_H] = xs->dims[cd->in_sp.v[0]], [GC_W] = xs->dims[cd->in_sp.v[1]],
+      [GC_CI] = CI, [GC_KW] = KW, [GC_SH] = cv->window->d[0].stride, [GC_SW] = cv->window->d[1].stride,
+      [GC_DH] = cv->window->d[0].win_dil, [GC_DW] = cv->window->d[1].win_dil,
+      [GC_PH] = cv->window->d[0].pad_lo, [GC_PW] = cv->window->d[1].pad_lo,
+      [GC_XSH] = p->a.st[cd->in_sp.v[0]], [GC_XSW] = p->a.st[cd->in_sp.v[1]], [GC_XSC] = p->a.st[cd->in_feat]};
+  memcpy(p->geo, g, sizeof g);
+  /* the output dims must be exactly batch, (oh, ow) merged, feature: others have extent 1 */
+  for (int d = 0; d < os->rank; d++)
+    if (d != cd->out_batch && d != cd->out_feat && d != ol[0] && d != ol[1] && os->dims[d] != 1) return false;
+  return true;
+}
+
+/* Stage operand v of fusion's hero (a fused computation that is not a plain view, such as a
+ * layer normalization feeding a dot) row-major into kernel-private scratch at byte offset off
+ * of the private area: a kernel of its own, split over its first dimension, run before the
+ * GEMM kernel. */
+static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, GmView *out) {
+  const Shape *s = &v->shape;
+  CpuKern *k = cpu_kern_begin(cg, fusion);
+  k->bind[k->nbind++] = (CpuBind){fusion->calls[0], fusion, NULL, 0, 0};
+  LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + off});
+  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
+  int64_t d0 = s->rank > 0 ? s->dims[0] : 1;
+  int64_t nch = hlo_shape_elems(s) < min ? 1 : d0 < 8 ? d0 : 8;
+  if (nch < 1) nch = 1;
+  CpuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef idx[HLO_MAX_RANK];
+  int nl = 0;
+  for (int d = 0; d < s->rank; d++) {
+    LLVMValueRef lo = gi(k, 0), hi = gi(k, s->dims[d]);
+    if (d == 0 && nch > 1) {
+      lo = LLVMBuildSDiv(k->B, gmul(k, k->chunk, gi(k, d0)), gi(k, nch), "");
+      hi = LLVMBuildSDiv(k->B, gmul(k, gadd(k, k->chunk, gi(k, 1)), gi(k, d0)), gi(k, nch), "");
+    }
+    idx[d] = gloop(k, &loops[nl++], lo, hi, 1);
+  }
+  LLVMValueRef val = cpu_gen(k, v, idx);
+  if (val) cpu_store_elem(k, dst, s, idx, val);
+  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  if (!cpu_kern_end(k, nch)) return false;
+  *out = (GmView){NULL, false, off, 0, {0}};
+  gm_rowmajor(s, out->st);
+  return true;
+}
+
+int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
+  if (getenv("HLOC_CPU_NO_GEMM")) return 0;
+  const HInstr *fusion = hero == in ? NULL : in;
+  GmProb p;
+  memset(&p, 0, sizeof p);
+  bool ok = hero->op == OP_DOT ? gm_dot_prob(cg, fusion, hero, &p) : gm_conv_prob(cg, fusion, hero, &p);
+  if (!ok || p.M < 1 || p.N < 1) return 0;
+  GmCfg c = gm_cfg(cg);
+  /* work items: (loop index, row block, column block) */
+  int64_t nb = 1;
+  for (int j = 0; j < p.nloop; j++) nb *= p.lext[j];
+  double flops = 2.0 * (double)nb * (double)p.M * (double)p.N * (double)p.K;
+  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
+  int64_t want = flops / 64.0 < (double)min ? 1 : flops < 2.5e8 ? 4 : 8;
+  int64_t mblk = p.M, nblk = p.N;
+  if (nblk > c.nc) nblk = c.nc;
+  if (want > 1) {
+    /* split until there are enough items, halving first the dimension whose split repacks
+       the smaller operand (a row split repacks B, a column split repacks A) */
+    bool cols_first = p.M * p.K <= p.K * p.N;
+    for (int pass = 0; pass < 2; pass++) {
+      bool cols = (pass == 0) == cols_first;
+      while (nb * ((p.M + mblk - 1) / mblk) * ((p.N + nblk - 1) / nblk) < want) {
+        if (cols && nblk >= 4 * c.nr) nblk = gm_roundup((nblk + 1) / 2, c.nr);
+        else if (!cols && mblk >= 4 * c.mr) mblk = gm_roundup((mblk + 1) / 2, c.mr);
+        else break;
+      }
+    }
+  }
+  int64_t nmb = (p.M + mblk - 1) / mblk, nnb = (p.N + nblk - 1) / nblk;
+  int64_t items = nb * nmb * nnb;
+  int64_t nchunks = items < want ? items : want;
+  if (nchunks < 1) nchunks = 1;
+  int64_t pack = gm_pack_bytes(&c, mblk, nblk, p.K);
+  /* private scratch: staged operands, then one packing area per chunk */
+  int64_t stage_bytes = 0;
+  GmView *ops[2] = {&p.a, &p.b};
+  for (int j = 0; j < 2; j++)
+    if (ops[j]->staged == -2) {
+      int64_t off = stage_bytes;
+      stage_bytes += gm_roundup((int64_t)hlo_shape_bytes(&ops[j]->base->shape), MEMPLAN_ALIGN);
+      if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
+    }
+  int64_t need = stage_bytes + pack * nchunks;
+  if (need > cg->extra_temp) cg->extra_temp = need;
+
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  LLVMValueRef A = gm_view_ptr(k, &p.a), Bm = gm_view_ptr(k, &p.b), C = cpu_buffer(k, in);
+  LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
+  LLVMValueRef geo = NULL;
+  if (p.conv) {
+    geo = cpu_alloca(k, LLVMArrayType2(cg->i64, GC_COUNT));
+    for (int j = 0; j < GC_M0; j++) {
+      LLVMValueRef ix = gi(k, j);
+      LLVMBuildStore(B, gi(k, p.geo[j]), LLVMBuildInBoundsGEP2(B, cg->i64, geo, &ix, 1, ""));
+    }
+  }
+  /* chunk nchunks (the serial run) does every item with the packing area of chunk 0 */
+  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
+  LLVMValueRef chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
+  LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
+  /* items of this chunk: [chunk * items / nchunks, (chunk + 1) * items / nchunks), ordered
+     (loop index, column block, row block); consecutive row blocks of one column block are
+     done by one GEMM call (B packed once) */
+  LLVMValueRef lo = LLVMBuildSDiv(B, gmul(k, chunk, gi(k, items)), gi(k, nchunks), "");
+  LLVMValueRef hi = LLVMBuildSelect(B, whole, gi(k, items),
+                                    LLVMBuildSDiv(B, gmul(k, gadd(k, chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+  LLVMValueRef itv = gvar(k, lo);
+  LLVMBasicBlockRef ihdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "item");
+  LLVMBasicBlockRef ibody = LLVMAppendBasicBlockInContext(cg->C, k->fn, "itemb");
+  LLVMBasicBlockRef iexit = LLVMAppendBasicBlockInContext(cg->C, k->fn, "iteme");
+  LLVMBuildBr(B, ihdr);
+  LLVMPositionBuilderAtEnd(B, ihdr);
+  LLVMValueRef it = gget(k, itv);
+  LLVMBuildCondBr(B, gslt(k, it, hi), ibody, iexit);
+  LLVMPositionBuilderAtEnd(B, ibody);
+  int cache_mark = k->ncache;
+  LLVMValueRef mi = LLVMBuildSRem(B, it, gi(k, nmb), "");
+  LLVMValueRef rest = LLVMBuildSDiv(B, it, gi(k, nmb), "");
+  LLVMValueRef ni = LLVMBuildSRem(B, rest, gi(k, nnb), "");
+  LLVMValueRef bi = LLVMBuildSDiv(B, rest, gi(k, nnb), "");
+  LLVMValueRef gend = gmin(k, hi, gmul(k, gadd(k, rest, gi(k, 1)), gi(k, nmb)));
+  LLVMValueRef mlast = LLVMBuildSRem(B, gsub(k, gend, gi(k, 1)), gi(k, nmb), "");
+  LLVMBuildStore(B, gend, itv);
+  /* loop-dim indices from bi */
+  LLVMValueRef lidx[HLO_MAX_RANK];
+  LLVMValueRef offa = gi(k, 0), offb = gi(k, 0), offc = gi(k, 0), r = bi;
+  for (int j = p.nloop - 1; j >= 0; j--) {
+    lidx[j] = j == 0 ? r : LLVMBuildSRem(B, r, gi(k, p.lext[j]), "");
+    if (j > 0) r = LLVMBuildSDiv(B, r, gi(k, p.lext[j]), "");
+    offa = gadd(k, offa, gmul(k, lidx[j], gi(k, p.lsa[j])));
+    offb = gadd(k, offb, gmul(k, lidx[j], gi(k, p.lsb[j])));
+    offc = gadd(k, offc, gmul(k, lidx[j], gi(k, p.lsc[j])));
+  }
+  LLVMValueRef m0 = gmul(k, mi, gi(k, mblk)), n0 = gmul(k, ni, gi(k, nblk));
+  LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
+  LLVMValueRef args[GP_COUNT];
+  args[GP_M] = gsub(k, m1, m0);
+  args[GP_N] = gsub(k, n1, n0);
+  args[GP_K] = gi(k, p.K);
+  if (p.conv) {
+    /* the packer decodes output pixels from m0 + row; the image is passed whole */
+    args[GP_A] = gfp(k, A, offa);
+    LLVMValueRef ix = gi(k, GC_M0);
+    LLVMBuildStore(B, m0, LLVMBuildInBoundsGEP2(B, cg->i64, geo, &ix, 1, ""));
+  } else {
+    args[GP_A] = gfp(k, A, gadd(k, offa, gmul(k, m0, gi(k, p.ars))));
+  }
+  args[GP_ARS] = gi(k, p.ars);
+  args[GP_ACS] = gi(k, p.acs);
+  args[GP_B] = gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p.bcs))));
+  args[GP_BRS] = gi(k, p.brs);
+  args[GP_BCS] = gi(k, p.bcs);
+  args[GP_C] = gfp(k, C, gadd(k, offc, gadd(k, gmul(k, m0, gi(k, p.ldc)), n0)));
+  args[GP_LDC] = gi(k, p.ldc);
+  args[GP_PACK] = packp;
+  args[GP_CONV] = p.conv ? geo : LLVMConstNull(cg->ptr);
+  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, p.conv), args, GP_COUNT, "");
+  /* epilogue of an output fusion on the block just computed */
+  if (fusion && !k->failed) {
+    cpu_kern_materialized(k, hero, C);
+    const Shape *s = &in->shape;
+    LLVMValueRef idx[HLO_MAX_RANK];
+    for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
+    for (int j = 0; j < p.nloop; j++) idx[p.lout[j]] = lidx[j];
+    CpuLoop lm, ln;
+    LLVMValueRef m = gloop(k, &lm, m0, m1, 1);
+    LLVMValueRef rm = m;
+    for (int d = p.mdim0 + p.nm - 1; d >= p.mdim0; d--) {
+      if (d == p.mdim0) {
+        idx[d] = rm;
+        break;
+      }
+      idx[d] = LLVMBuildSRem(B, rm, gi(k, s->dims[d]), "");
+      rm = LLVMBuildSDiv(B, rm, gi(k, s->dims[d]), "");
+    }
+    LLVMValueRef n = gloop(k, &ln, n0, n1, 1);
+    LLVMValueRef rn = n;
+    for (int d = p.ndim0 + p.nn - 1; d >= p.ndim0; d--) {
+      if (d == p.ndim0) {
+        idx[d] = rn;
+        break;
+      }
+      idx[d] = LLVMBuildSRem(B, rn, gi(k, s->dims[d]), "");
+      rn = LLVMBuildSDiv(B, rn, gi(k, s->dims[d]), "");
+    }
+    LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
+    if (v) cpu_store_elem(k, C, s, idx, v);
+    cpu_loop_close(k, &ln);
+    cpu_loop_close(k, &lm);
+  }
+  LLVMBuildBr(B, ihdr);
+  LLVMPositionBuilderAtEnd(B, iexit);
+  k->ncache = cache_mark;
+  if (!cpu_kern_end(k, nchunks)) return -1;
+  cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  return 1;
+}

@@ -1,0 +1,462 @@
+/* targets/cuda/cuda_host.c: the host object of a CUDA compilation.
+ *
+ * An x86-64 (host triple) LLVM module, emitted as a relocatable object, holding:
+ *   - NAME_cuda_cubin (64-byte aligned) and NAME_cuda_ptx (NUL-terminated): the kernels as
+ *     machine code for --gpu-arch and as PTX, which the driver JIT-compiles when the cubin
+ *     does not fit the GPU (newer architectures);
+ *   - per-context state for up to CU_SLOTS CUDA contexts: the CUcontext, the loaded CUmodule,
+ *     the CUfunction of every kernel and, when a GEMM step exists, a cuBLAS handle. A slot
+ *     is filled once under a process-wide pthread mutex and published by a release store
+ *     of its context; lookups are acquire loads, so the launch path takes no lock;
+ *   - int NAME_cuda_init(void): loads the module into the current context (cubin, else PTX)
+ *     if not done yet; NAME_cuda_run calls it on first use in a context;
+ *   - int NAME_cuda_run(args, results, temp, stream): every step in order on the stream:
+ *     cuLaunchKernel with an argument array of device pointers (base + offset), cuBLAS
+ *     cublasGemmStridedBatchedEx (the handle is set to the stream under the mutex, since
+ *     a handle is not safe to use from two threads at once), cuMemcpyDtoDAsync; returns 0,
+ *     a CUresult, or 1000 + a cublasStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE),
+ *     2 when more than CU_SLOTS contexts are used, 201 without a current context;
+ *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
+ * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
+#include "cuda_impl.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_SLOTS 8 /* CUDA contexts one process may run a model in */
+
+typedef struct Host {
+  CudaCg *cc;           /* compilation */
+  LLVMContextRef C;     /* host context */
+  LLVMModuleRef M;      /* host module */
+  LLVMBuilderRef B;     /* builder */
+  LLVMTypeRef i8, i32, i64, ptr, f32, f64; /* types */
+  LLVMValueRef ctxs, mods, fns, blas, lock; /* state globals */
+  LLVMValueRef cubin, ptx; /* images */
+  LLVMValueRef knames;  /* [nk x ptr] kernel names */
+  LLVMValueRef fn;      /* function being built */
+} Host;
+
+static LLVMValueRef h_i32(Host *h, long long v) { return LLVMConstInt(h->i32, (unsigned long long)v, 1); }
+static LLVMValueRef h_i64(Host *h, long long v) { return LLVMConstInt(h->i64, (unsigned long long)v, 1); }
+
+static LLVMValueRef h_decl(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, int n) {
+  LLVMValueRef f = LLVMGetNamedFunction(h->M, name);
+  if (f) return f;
+  return LLVMAddFunction(h->M, name, LLVMFunctionType(ret, ps, (unsigned)n, 0));
+}
+
+static LLVMValueRef h_call(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, LLVMValueRef *args, int n) {
+  LLVMValueRef f = h_decl(h, name, ret, ps, n);
+  return LLVMBuildCall2(h->B, LLVMGlobalGetValueType(f), f, args, (unsigned)n, "");
+}
+
+static LLVMValueRef h_global(Host *h, LLVMTypeRef t, const char *name, LLVMValueRef init, bool cnst) {
+  LLVMValueRef g = LLVMAddGlobal(h->M, t, name);
+  LLVMSetInitializer(g, init ? init : LLVMConstNull(t));
+  LLVMSetGlobalConstant(g, cnst);
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  return g;
+}
+
+static LLVMValueRef h_str(Host *h, const char *s, const char *name) {
+  LLVMValueRef init = LLVMConstStringInContext(h->C, s, (unsigned)strlen(s), 0);
+  LLVMValueRef g = h_global(h, LLVMTypeOf(init), name, init, true);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  return g;
+}
+
+/* if (cond) return rv; */
+static void h_ret_if(Host *h, LLVMValueRef cond, LLVMValueRef rv) {
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->C, h->fn, "fail");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(h->C, h->fn, "ok");
+  LLVMBuildCondBr(h->B, cond, bad, go);
+  LLVMPositionBuilderAtEnd(h->B, bad);
+  LLVMBuildRet(h->B, rv);
+  LLVMPositionBuilderAtEnd(h->B, go);
+}
+
+static void h_check(Host *h, LLVMValueRef st, int add) {
+  LLVMValueRef bad = LLVMBuildICmp(h->B, LLVMIntNE, st, h_i32(h, 0), "");
+  h_ret_if(h, bad, add ? LLVMBuildAdd(h->B, st, h_i32(h, add), "") : st);
+}
+
+static LLVMValueRef h_slot_ptr(Host *h, LLVMValueRef arr, LLVMValueRef slot) {
+  LLVMValueRef ix[2] = {h_i64(h, 0), slot};
+  return LLVMBuildInBoundsGEP2(h->B, LLVMGlobalGetValueType(arr), arr, ix, 2, "");
+}
+
+/* The slot holding context ctx (acquire loads), or -1: an internal function. */
+static LLVMValueRef h_lookup_fn(Host *h) {
+  LLVMTypeRef ps[1] = {h->ptr};
+  LLVMValueRef f = LLVMAddFunction(h->M, "hloc_cuda_lookup", LLVMFunctionType(h->i32, ps, 1, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  LLVMValueRef save = h->fn;
+  h->fn = f;
+  LLVMPositionBuilderAtEnd(h->B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
+  LLVMValueRef ctx = LLVMGetParam(f, 0);
+  for (int s = 0; s < CU_SLOTS; s++) {
+    LLVMValueRef v = LLVMBuildLoad2(h->B, h->ptr, h_slot_ptr(h, h->ctxs, h_i64(h, s)), "");
+    LLVMSetOrdering(v, LLVMAtomicOrderingAcquire);
+    LLVMSetAlignment(v, 8);
+    h_ret_if(h, LLVMBuildICmp(h->B, LLVMIntEQ, v, ctx, ""), h_i32(h, s));
+  }
+  LLVMBuildRet(h->B, h_i32(h, -1));
+  h->fn = save;
+  return f;
+}
+
+static void h_lock(Host *h, bool on) {
+  LLVMTypeRef ps[1] = {h->ptr};
+  LLVMValueRef a[1] = {h->lock};
+  h_call(h, on ? "pthread_mutex_lock" : "pthread_mutex_unlock", h->i32, ps, a, 1);
+}
+
+/* NAME_cuda_init(): load the module into the current context once. */
+static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
+  CudaCg *cc = h->cc;
+  char name[256];
+  snprintf(name, sizeof name, "%s_cuda_init", cc->o->name);
+  LLVMValueRef f = LLVMAddFunction(h->M, name, LLVMFunctionType(h->i32, NULL, 0, 0));
+  h->fn = f;
+  LLVMBuilderRef B = h->B;
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
+  LLVMValueRef cp = LLVMBuildAlloca(B, h->ptr, "ctx");
+  LLVMValueRef mp = LLVMBuildAlloca(B, h->ptr, "mod");
+  LLVMTypeRef p1[1] = {h->ptr};
+  LLVMValueRef st = h_call(h, "cuCtxGetCurrent", h->i32, p1, &cp, 1);
+  h_check(h, st, 0);
+  LLVMValueRef ctx = LLVMBuildLoad2(B, h->ptr, cp, "");
+  h_ret_if(h, LLVMBuildICmp(B, LLVMIntEQ, ctx, LLVMConstNull(h->ptr), ""), h_i32(h, 201));
+  LLVMTypeRef lt = LLVMGlobalGetValueType(lookup);
+  LLVMValueRef s0 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  h_ret_if(h, LLVMBuildICmp(B, LLVMIntSGE, s0, h_i32(h, 0), ""), h_i32(h, 0));
+  h_lock(h, true);
+  /* everything below runs under the lock; every exit unlocks */
+  LLVMBasicBlockRef unlock = LLVMAppendBasicBlockInContext(h->C, f, "unlock");
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
+  LLVMPositionBuilderAtEnd(B, unlock);
+  LLVMValueRef rv = LLVMBuildPhi(B, h->i32, "rv");
+  h_lock(h, false);
+  LLVMBuildRet(B, rv);
+  LLVMPositionBuilderAtEnd(B, cur);
+#define EXIT_IF(cond, val)                                                                     \
+  do {                                                                                         \
+    LLVMBasicBlockRef go_ = LLVMAppendBasicBlockInContext(h->C, f, "ok");                    \
+    LLVMValueRef v_ = (val);                                                                   \
+    LLVMBasicBlockRef here_ = LLVMGetInsertBlock(B);                                           \
+    LLVMBuildCondBr(B, (cond), unlock, go_);                                                   \
+    LLVMAddIncoming(rv, &v_, &here_, 1);                                                       \
+    LLVMPositionBuilderAtEnd(B, go_);                                                          \
+  } while (0)
+  LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  EXIT_IF(LLVMBuildICmp(B, LLVMIntSGE, s1, h_i32(h, 0), ""), h_i32(h, 0));
+  /* a free slot: the first whose context is NULL */
+  LLVMValueRef slot = h_i64(h, CU_SLOTS);
+  for (int s = CU_SLOTS - 1; s >= 0; s--) {
+    LLVMValueRef v = LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->ctxs, h_i64(h, s)), "");
+    LLVMSetOrdering(v, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(v, 8);
+    slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstNull(h->ptr), ""), h_i64(h, s), slot, "");
+  }
+  EXIT_IF(LLVMBuildICmp(B, LLVMIntEQ, slot, h_i64(h, CU_SLOTS), ""), h_i32(h, 2));
+  LLVMTypeRef p2[2] = {h->ptr, h->ptr};
+  LLVMValueRef a2[2] = {mp, h->cubin};
+  st = h_call(h, "cuModuleLoadData", h->i32, p2, a2, 2);
+  /* the cubin does not fit this GPU: let the driver compile the PTX */
+  LLVMBasicBlockRef jit = LLVMAppendBasicBlockInContext(h->C, f, "jit");
+  LLVMBasicBlockRef loaded = LLVMAppendBasicBlockInContext(h->C, f, "loaded");
+  LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntEQ, st, h_i32(h, 0), ""), loaded, jit);
+  LLVMPositionBuilderAtEnd(B, jit);
+  LLVMValueRef a3[2] = {mp, h->ptx};
+  LLVMValueRef st2 = h_call(h, "cuModuleLoadData", h->i32, p2, a3, 2);
+  LLVMBasicBlockRef jit_end = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, loaded);
+  LLVMPositionBuilderAtEnd(B, loaded);
+  LLVMValueRef lst = LLVMBuildPhi(B, h->i32, "");
+  LLVMAddIncoming(lst, &st, &from, 1);
+  LLVMAddIncoming(lst, &st2, &jit_end, 1);
+  EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, lst, h_i32(h, 0), ""), lst);
+  LLVMValueRef mod = LLVMBuildLoad2(B, h->ptr, mp, "");
+  LLVMBuildStore(B, mod, h_slot_ptr(h, h->mods, slot));
+  LLVMTypeRef p3[3] = {h->ptr, h->ptr, h->ptr};
+  for (int i = 0; i < cc->nkernels; i++) {
+    LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, i)};
+    LLVMValueRef fp = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, "");
+    LLVMValueRef kx[2] = {h_i64(h, 0), h_i64(h, i)};
+    LLVMValueRef np = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->knames), h->knames, kx, 2, ""), "");
+    LLVMValueRef a[3] = {fp, mod, np};
+    LLVMValueRef s = h_call(h, "cuModuleGetFunction", h->i32, p3, a, 3);
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), s);
+  }
+  if (cc->uses_cublas) {
+    LLVMValueRef bp = h_slot_ptr(h, h->blas, slot);
+    LLVMValueRef s = h_call(h, "cublasCreate_v2", h->i32, p1, &bp, 1);
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
+  }
+  LLVMValueRef pub = LLVMBuildStore(B, ctx, h_slot_ptr(h, h->ctxs, slot));
+  LLVMSetOrdering(pub, LLVMAtomicOrderingRelease);
+  LLVMSetAlignment(pub, 8);
+  LLVMValueRef zero = h_i32(h, 0);
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, unlock);
+  LLVMAddIncoming(rv, &zero, &here, 1);
+#undef EXIT_IF
+  return f;
+}
+
+/* Device address of p inside NAME_cuda_run. */
+static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValueRef results, LLVMValueRef temp) {
+  LLVMValueRef base = temp;
+  if (p->base != CU_TEMP) {
+    LLVMValueRef ix = h_i64(h, p->index);
+    LLVMValueRef arr = p->base == CU_ARG ? args : results;
+    base = LLVMBuildLoad2(h->B, h->ptr, LLVMBuildInBoundsGEP2(h->B, h->ptr, arr, &ix, 1, ""), "");
+  }
+  if (!p->offset) return base;
+  LLVMValueRef off = h_i64(h, p->offset);
+  return LLVMBuildGEP2(h->B, h->i8, base, &off, 1, "");
+}
+
+static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  char name[256];
+  snprintf(name, sizeof name, "%s_cuda_run", cc->o->name);
+  LLVMTypeRef ps[4] = {h->ptr, h->ptr, h->ptr, h->ptr};
+  LLVMValueRef f = LLVMAddFunction(h->M, name, LLVMFunctionType(h->i32, ps, 4, 0));
+  h->fn = f;
+  LLVMValueRef args = LLVMGetParam(f, 0), results = LLVMGetParam(f, 1), temp = LLVMGetParam(f, 2);
+  LLVMValueRef stream = LLVMGetParam(f, 3);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
+  int maxp = 1;
+  for (int i = 0; i < cc->nsteps; i++)
+    if (cc->steps[i].nparams > maxp) maxp = cc->steps[i].nparams;
+  LLVMTypeRef vt = LLVMArrayType2(h->ptr, (uint64_t)maxp);
+  LLVMValueRef vals = LLVMBuildAlloca(B, vt, "vals");
+  LLVMValueRef pp = LLVMBuildAlloca(B, vt, "pp");
+  LLVMValueRef cp = LLVMBuildAlloca(B, h->ptr, "ctx");
+  LLVMValueRef alpha = LLVMBuildAlloca(B, h->f64, "alpha");
+  LLVMValueRef beta = LLVMBuildAlloca(B, h->f64, "beta");
+  LLVMValueRef nul = LLVMConstNull(h->ptr);
+  LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
+  if (cc->cg.entry->nparams > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+  if (cc->cg.plan.nresults > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
+  if (cc->temp_bytes > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
+  h_ret_if(h, bad, h_i32(h, 1));
+  LLVMTypeRef p1[1] = {h->ptr};
+  h_check(h, h_call(h, "cuCtxGetCurrent", h->i32, p1, &cp, 1), 0);
+  LLVMValueRef ctx = LLVMBuildLoad2(B, h->ptr, cp, "");
+  LLVMTypeRef lt = LLVMGlobalGetValueType(lookup);
+  LLVMValueRef s0 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  /* first use in this context: load */
+  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(h->C, f, "load");
+  LLVMBasicBlockRef ready = LLVMAppendBasicBlockInContext(h->C, f, "ready");
+  LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, s0, h_i32(h, 0), ""), load, ready);
+  LLVMPositionBuilderAtEnd(B, load);
+  h_check(h, LLVMBuildCall2(B, LLVMGlobalGetValueType(init), init, NULL, 0, ""), 0);
+  LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  h_ret_if(h, LLVMBuildICmp(B, LLVMIntSLT, s1, h_i32(h, 0), ""), h_i32(h, 201));
+  LLVMBasicBlockRef load_end = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, ready);
+  LLVMPositionBuilderAtEnd(B, ready);
+  LLVMValueRef slot32 = LLVMBuildPhi(B, h->i32, "slot");
+  LLVMAddIncoming(slot32, &s0, &from, 1);
+  LLVMAddIncoming(slot32, &s1, &load_end, 1);
+  LLVMValueRef slot = LLVMBuildSExt(B, slot32, h->i64, "");
+  for (int i = 0; i < maxp; i++) {
+    LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, i)};
+    LLVMBuildStore(B, LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""), LLVMBuildInBoundsGEP2(B, vt, pp, ix, 2, ""));
+  }
+  LLVMValueRef handle = cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
+  for (int i = 0; i < cc->nsteps; i++) {
+    const CuStep *s = &cc->steps[i];
+    if (s->kind == CU_STEP_KERNEL) {
+      for (int p = 0; p < s->nparams; p++) {
+        LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
+        LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp), LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
+      }
+      LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->kidx)};
+      LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, ""), "");
+      LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr, h->ptr};
+      LLVMValueRef la[11] = {fn, h_i32(h, s->grid), h_i32(h, 1), h_i32(h, 1), h_i32(h, s->block), h_i32(h, 1),
+                             h_i32(h, 1), h_i32(h, 0), stream, pp, nul};
+      h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
+    } else if (s->kind == CU_STEP_GEMM) {
+      bool dbl = s->dt == DT_F64;
+      if (dbl) {
+        LLVMBuildStore(B, LLVMConstReal(h->f64, 1.0), alpha);
+        LLVMBuildStore(B, LLVMConstReal(h->f64, 0.0), beta);
+      } else {
+        LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
+        LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
+      }
+      int dtype = dbl ? 1 /* CUDA_R_64F */ : 0 /* CUDA_R_32F */;
+      int compute = dbl ? 70 /* CUBLAS_COMPUTE_64F */
+                    : cc->o->precision == CUDA_PRECISION_TF32 ? 77 /* CUBLAS_COMPUTE_32F_FAST_TF32 */
+                                                              : 68 /* CUBLAS_COMPUTE_32F */;
+      h_lock(h, true);
+      LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+      LLVMValueRef sa[2] = {handle, stream};
+      LLVMValueRef st1 = h_call(h, "cublasSetStream_v2", h->i32, sp, sa, 2);
+      LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->ptr,
+                            h->i32, h->i32, h->i64, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
+      LLVMValueRef ga[23] = {handle, h_i32(h, s->transa), h_i32(h, s->transb), h_i32(h, s->m), h_i32(h, s->n),
+                             h_i32(h, s->k), alpha, h_addr(h, &s->a, args, results, temp), h_i32(h, dtype),
+                             h_i32(h, s->lda), h_i64(h, s->sa), h_addr(h, &s->b, args, results, temp),
+                             h_i32(h, dtype), h_i32(h, s->ldb), h_i64(h, s->sb), beta,
+                             h_addr(h, &s->c, args, results, temp), h_i32(h, dtype), h_i32(h, s->ldc),
+                             h_i64(h, s->sc), h_i32(h, s->batch), h_i32(h, compute), h_i32(h, -1)};
+      LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
+      h_lock(h, false);
+      LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+      h_check(h, st, 1000);
+    } else {
+      LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
+      LLVMValueRef ca[4] = {LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
+                            LLVMBuildPtrToInt(B, h_addr(h, &s->src, args, results, temp), h->i64, ""),
+                            h_i64(h, s->bytes), stream};
+      h_check(h, h_call(h, "cuMemcpyDtoDAsync_v2", h->i32, cp4, ca, 4), 0);
+    }
+  }
+  LLVMBuildRet(B, h_i32(h, 0));
+}
+
+/* NAME_arg_info / NAME_result_info, as the CPU target lays them out. */
+static void h_info(Host *h, const char *which, int n, const char **names, const Shape **shapes) {
+  const char *nm = h->cc->o->name;
+  LLVMTypeRef fields[5] = {h->ptr, h->ptr, h->i32, LLVMArrayType2(h->i64, 8), h->i64};
+  LLVMTypeRef st = LLVMStructTypeInContext(h->C, fields, 5, 0);
+  LLVMValueRef *el = calloc((size_t)(n ? n : 1), sizeof *el);
+  for (int i = 0; i < n; i++) {
+    char g[512];
+    snprintf(g, sizeof g, "%s_%s_name%d", nm, which, i);
+    LLVMValueRef sname = h_str(h, names[i], g);
+    snprintf(g, sizeof g, "%s_%s_dtype%d", nm, which, i);
+    LLVMValueRef dt = h_str(h, hlo_dtype_name(shapes[i]->dt), g);
+    LLVMValueRef dims[8];
+    for (int d = 0; d < 8; d++) dims[d] = h_i64(h, d < shapes[i]->rank ? shapes[i]->dims[d] : 0);
+    LLVMValueRef v[5] = {sname, dt, h_i32(h, shapes[i]->rank), LLVMConstArray2(h->i64, dims, 8),
+                         h_i64(h, (long long)hlo_shape_bytes(shapes[i]))};
+    el[i] = LLVMConstNamedStruct(st, v, 5);
+  }
+  LLVMValueRef arr = LLVMConstArray2(st, el, (uint64_t)n);
+  free(el);
+  char g[512];
+  snprintf(g, sizeof g, "%s_%s_info", nm, which);
+  LLVMValueRef gv = LLVMAddGlobal(h->M, LLVMTypeOf(arr), g);
+  LLVMSetInitializer(gv, arr);
+  LLVMSetGlobalConstant(gv, 1);
+}
+
+bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const char *ptx,
+                      size_t ptx_len, char **obj, size_t *obj_len, HErr *err) {
+  const HModule *m = cc->cg.m;
+  Host hs = {0}, *h = &hs;
+  h->cc = cc;
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  h->C = LLVMContextCreate();
+  h->M = LLVMModuleCreateWithNameInContext(cc->o->name, h->C);
+  h->B = LLVMCreateBuilderInContext(h->C);
+  h->i8 = LLVMInt8TypeInContext(h->C);
+  h->i32 = LLVMInt32TypeInContext(h->C);
+  h->i64 = LLVMInt64TypeInContext(h->C);
+  h->f32 = LLVMFloatTypeInContext(h->C);
+  h->f64 = LLVMDoubleTypeInContext(h->C);
+  h->ptr = LLVMPointerTypeInContext(h->C, 0);
+  bool ok = false;
+  char *triple = LLVMGetDefaultTargetTriple(), *msg = NULL;
+  LLVMTargetRef T;
+  LLVMTargetMachineRef TM = NULL;
+  if (LLVMGetTargetFromTriple(triple, &T, &msg)) {
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: no host target: %s", msg);
+    goto out;
+  }
+  TM = LLVMCreateTargetMachine(T, triple, "generic", "", LLVMCodeGenLevelDefault, LLVMRelocPIC, LLVMCodeModelDefault);
+  LLVMSetTarget(h->M, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
+  LLVMSetModuleDataLayout(h->M, td);
+  LLVMDisposeTargetData(td);
+
+  char g[512];
+  const char *nm = cc->o->name;
+  int nk = cc->nkernels ? cc->nkernels : 1;
+  LLVMTypeRef slots_t = LLVMArrayType2(h->ptr, CU_SLOTS);
+  snprintf(g, sizeof g, "%s_cuda_ctx", nm);
+  h->ctxs = h_global(h, slots_t, g, NULL, false);
+  LLVMSetAlignment(h->ctxs, 64);
+  snprintf(g, sizeof g, "%s_cuda_mod", nm);
+  h->mods = h_global(h, slots_t, g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_blas", nm);
+  h->blas = h_global(h, slots_t, g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_fn", nm);
+  h->fns = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_lock", nm);
+  h->lock = h_global(h, LLVMArrayType2(h->i8, 64), g, NULL, false);
+  LLVMSetAlignment(h->lock, 16);
+  snprintf(g, sizeof g, "%s_cuda_cubin", nm);
+  LLVMValueRef ci = LLVMConstStringInContext(h->C, cubin, (unsigned)cubin_len, 1);
+  h->cubin = h_global(h, LLVMTypeOf(ci), g, ci, true);
+  LLVMSetAlignment(h->cubin, 64);
+  snprintf(g, sizeof g, "%s_cuda_ptx", nm);
+  LLVMValueRef pi = LLVMConstStringInContext(h->C, ptx, (unsigned)ptx_len, 0);
+  h->ptx = h_global(h, LLVMTypeOf(pi), g, pi, true);
+  LLVMValueRef *kn = calloc((size_t)nk, sizeof *kn);
+  for (int i = 0, j = 0; i < cc->nsteps; i++)
+    if (cc->steps[i].kind == CU_STEP_KERNEL) {
+      snprintf(g, sizeof g, "%s_cuda_kname%d", nm, j);
+      kn[cc->steps[i].kidx] = h_str(h, cc->steps[i].name, g);
+      j++;
+    }
+  if (!cc->nkernels) kn[0] = LLVMConstNull(h->ptr);
+  LLVMValueRef ka = LLVMConstArray2(h->ptr, kn, (uint64_t)nk);
+  free(kn);
+  snprintf(g, sizeof g, "%s_cuda_knames", nm);
+  h->knames = h_global(h, LLVMTypeOf(ka), g, ka, true);
+
+  LLVMValueRef lookup = h_lookup_fn(h);
+  LLVMValueRef init = h_init_fn(h, lookup);
+  h_run_fn(h, lookup, init);
+
+  const HComp *e = cc->cg.entry;
+  const char **names = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *names);
+  const Shape **shapes = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *shapes);
+  for (int i = 0; i < e->nparams; i++) names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
+  h_info(h, "arg", e->nparams, names, shapes);
+  for (int k = 0; k < cc->cg.plan.nresults; k++)
+    names[k] = e->instrs[cc->cg.plan.results[k].instr]->name, shapes[k] = &cc->cg.plan.results[k].shape;
+  h_info(h, "result", cc->cg.plan.nresults, names, shapes);
+  free(names);
+  free(shapes);
+
+  if (LLVMVerifyModule(h->M, LLVMReturnStatusAction, &msg)) {
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: internal: invalid host IR: %.600s", msg);
+    goto out;
+  }
+  LLVMDisposeMessage(msg);
+  msg = NULL;
+  LLVMMemoryBufferRef mb = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(TM, h->M, LLVMObjectFile, &msg, &mb)) {
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: host object emission failed: %s", msg);
+    goto out;
+  }
+  *obj_len = LLVMGetBufferSize(mb);
+  *obj = malloc(*obj_len ? *obj_len : 1);
+  memcpy(*obj, LLVMGetBufferStart(mb), *obj_len);
+  LLVMDisposeMemoryBuffer(mb);
+  ok = true;
+out:
+  if (msg) LLVMDisposeMessage(msg);
+  LLVMDisposeMessage(triple);
+  if (TM) LLVMDisposeTargetMachine(TM);
+  LLVMDisposeBuilder(h->B);
+  LLVMDisposeModule(h->M);
+  LLVMContextDispose(h->C);
+  return ok;
+}

@@ -1,0 +1,113 @@
+/* targets/cuda/cuda_impl.h: the CUDA code generator's private interface.
+ *
+ * Sectioned by file:
+ *   cuda_compile.c  driver: support check, buffer plan, the step list (kernels, cuBLAS GEMMs,
+ *                   copies), NVPTX module (libdevice math), PTX, ptxas, outputs
+ *   cuda_kernel.c   the kernels: grid-stride loop kernels over cpu_gen (the CPU target's
+ *                   elemental generator), warp/block row reductions, GEMM operand staging
+ *                   and epilogues, scatter
+ *   cuda_host.c     the host object: x86-64 LLVM IR embedding cubin and PTX, module loading
+ *                   once per CUDA context, launches on the caller's stream
+ *   cuda_ptxas.c    running ptxas in a private temporary folder, parsing its -v report
+ *   cuda_header.c   the generated C header and the JSON manifest
+ *
+ * A device pointer used by a step is always "base + offset" where the base is one of the
+ * caller's args[i], results[i] or temp (CuPtr); kernels take such pointers as parameters. */
+#ifndef HLOC_CUDA_IMPL_H
+#define HLOC_CUDA_IMPL_H
+
+#include "../cpu/cpu_impl.h"
+
+/* ------------------------------------------------------------------ cuda_compile.c */
+
+typedef enum CuBase {
+  CU_ARG,    /* args[index] */
+  CU_RESULT, /* results[index] */
+  CU_TEMP,   /* temp */
+} CuBase;
+
+/* A device address computed by the host: base + offset bytes. */
+typedef struct CuPtr {
+  CuBase base;    /* which caller pointer */
+  int index;      /* CU_ARG / CU_RESULT: its index */
+  int64_t offset; /* bytes added */
+} CuPtr;
+
+typedef enum CuStepKind {
+  CU_STEP_KERNEL, /* a generated kernel launch */
+  CU_STEP_GEMM,   /* a cuBLAS strided batched GEMM (column-major terms) */
+  CU_STEP_COPY,   /* a device-to-device copy */
+} CuStepKind;
+
+#define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
+
+typedef struct CuStep {
+  CuStepKind kind;        /* what runs */
+  const HInstr *in;       /* entry instruction it belongs to */
+  /* CU_STEP_KERNEL */
+  char name[96];          /* kernel symbol */
+  int kidx;               /* kernel number (index into the function table) */
+  LLVMValueRef fn;        /* the NVPTX function */
+  int64_t grid, block;    /* launch dimensions (x only) */
+  int64_t smem;           /* static shared memory bytes (for the manifest) */
+  const char *what;       /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
+  int nparams;            /* pointer parameters */
+  CuPtr *params;          /* their addresses */
+  int regs, spill_st, spill_ld; /* ptxas report */
+  /* CU_STEP_GEMM: C = op(A) op(B) in cuBLAS's column-major terms */
+  int transa, transb;     /* 0: N, 1: T */
+  int64_t m, n, k;        /* sizes */
+  int64_t lda, ldb, ldc;  /* leading dimensions */
+  int64_t sa, sb, sc;     /* batch strides (elements) */
+  int64_t batch;          /* batch count */
+  DType dt;               /* f32 or f64 */
+  CuPtr a, b, c;          /* operands */
+  /* CU_STEP_COPY */
+  CuPtr src, dst;         /* addresses */
+  int64_t bytes;          /* size */
+} CuStep;
+
+/* Module-wide state of one CUDA compilation. */
+typedef struct CudaCg {
+  CpuCg cg;              /* the elemental generator's state (NVPTX module, plan, scratch) */
+  const CudaOpts *o;     /* options */
+  CpuOpts cpu_o;         /* name for the elemental generator's globals */
+  const char *arch;      /* sm_XX */
+  int nsteps, step_cap;  /* steps in execution order */
+  CuStep *steps;         /* the steps */
+  int nkernels;          /* kernel steps */
+  bool uses_cublas;      /* a GEMM step exists */
+  int64_t stage_bytes;   /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;    /* what the caller provides: plan heap + staging */
+} CudaCg;
+
+/* Resolve an entry instruction's storage to a device address. Constants have none (false). */
+bool cuda_ptr_of(CudaCg *cc, const HInstr *in, CuPtr *out);
+/* Append a step (zeroed, kind set). */
+CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in);
+
+/* ------------------------------------------------------------------ cuda_kernel.c */
+
+/* Emit the step(s) computing entry instruction in. false with a located error. */
+bool cuda_emit_instr(CudaCg *cc, HInstr *in);
+
+/* ------------------------------------------------------------------ cuda_ptxas.c */
+
+/* Assemble ptx with ptxas (-arch, -O3, -v) in a private temporary folder; *cubin (malloc'd)
+ * receives the output, and every kernel step gets its registers and spills. */
+bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char **cubin,
+                size_t *cubin_len, HErr *err);
+
+/* ------------------------------------------------------------------ cuda_host.c */
+
+/* The host object (x86-64 ELF) embedding cubin and ptx; *obj malloc'd. */
+bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const char *ptx,
+                      size_t ptx_len, char **obj, size_t *obj_len, HErr *err);
+
+/* ------------------------------------------------------------------ cuda_header.c */
+
+/* Text of the generated header / manifest (malloc'd, NUL-terminated). */
+char *cuda_header_text(CudaCg *cc, size_t *len);
+char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len);
+
+#endif

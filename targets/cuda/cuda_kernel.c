@@ -1,0 +1,866 @@
+/* targets/cuda/cuda_kernel.c: the steps computing one entry instruction on the GPU.
+ *
+ * Every computing entry instruction (a fusion, or a lone instruction treated as a fusion of
+ * one) becomes one or more steps. Kernel bodies are produced by the CPU target's elemental
+ * generator, cpu_gen(k, instr, idx[]), unchanged: this file only builds the NVPTX kernel
+ * around it (thread indexing, the loop over the iteration space, stores) and tells it where
+ * entry values live through the CpuCg.buffer_fn hook (each operand of the instruction is one
+ * pointer parameter of the kernel). Kernel shapes:
+ *   - loop kernel: 256-thread blocks, a grid-stride loop over the row-major linear index of
+ *     the output (consecutive threads write consecutive elements: coalesced), delinearized
+ *     into idx[] for cpu_gen; multi-output fusions store every leaf of the same dims;
+ *     leaves of other dims get kernels of their own that read the leaves already written.
+ *     Column reductions (the operand's minor dimension kept) are loop kernels too: each
+ *     thread reduces one output element serially, and neighbouring threads read neighbouring
+ *     addresses;
+ *   - row reduction (the operand's minor dimension reduced: softmax, layer norm, means): one
+ *     warp per output element (8 per block) or, for long rows and few outputs, one 256-thread
+ *     block; lanes stride over the reduced elements (coalesced), combine with the reducer
+ *     computation, then a warp-shuffle tree (shfl.sync.down) and, for blocks, a shared-memory
+ *     stage across the 8 warps. Sibling reduces of a multi-output kInput fusion share the
+ *     loop, and outputs with the operand's dims (softmax's exp) are written in it. The
+ *     reduced values enter cpu_gen's value cache at the output index, so the fusion's
+ *     epilogue (mean = sum / n, rsqrt(var + eps)) is generated on top of them;
+ *   - dot (alone or as the hero of a kOutput fusion) in f32/f64: a cuBLAS strided batched
+ *     GEMM. An operand already stored as [batch, M, K] or [batch, K, M] (either transposition
+ *     maps to cuBLAS's op flags) is read in place; any other operand (a fused prologue, a
+ *     transpose, batch dims not leading, a constant) is first staged by a loop kernel into
+ *     private scratch after the plan's heap. The epilogue of a kOutput fusion is a loop
+ *     kernel reading the product where cuBLAS wrote it (the fusion's own output buffer, in
+ *     place, unless that buffer is shared with an operand);
+ *   - convolution and every other dot: loop kernels (one thread per output element, the
+ *     elemental generator's accumulation loop); cuDNN and tiled kernels are future work;
+ *   - scatter: a loop kernel copying the operand, then one thread applying the updates in
+ *     order (XLA's update order is sequential).
+ * Requires a renumbered module and a memory plan (cuda_compile.c). */
+#include "cuda_impl.h"
+
+#include <string.h>
+
+#define CU_BLOCK 256     /* threads per block of loop kernels and reductions */
+#define CU_MAX_GRID 8192 /* blocks of a grid-stride launch */
+
+/* ------------------------------------------------------------------ kernels and parameters */
+
+static LLVMValueRef ck_buffer(CpuKern *k, const HInstr *in) {
+  if (k->bufs[in->idx]) return k->bufs[in->idx];
+  if (!k->failed) hlo_err_at(k->cg->err, in, "CUDA target: internal: value not passed to the kernel");
+  k->failed = true;
+  return LLVMGetUndef(k->cg->ptr);
+}
+
+static bool ptr_eq(const CuPtr *a, const CuPtr *b) {
+  return a->base == b->base && a->index == b->index && a->offset == b->offset;
+}
+
+static int ck_param(CuStep *st, CuPtr p) {
+  for (int i = 0; i < st->nparams; i++)
+    if (ptr_eq(&st->params[i], &p)) return i;
+  HLO_ASSERT(st->nparams < CU_MAX_PARAMS);
+  st->params[st->nparams] = p;
+  return st->nparams++;
+}
+
+/* Make an entry instruction's storage reachable in the kernel being built: a constant's
+ * global, or a pointer parameter (its number into pix[in->idx]). */
+static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in, int *pix) {
+  CpuCg *cg = &cc->cg;
+  if (k->bufs[in->idx]) return;
+  int64_t off = 0;
+  int b = memplan_base(&cg->plan, in->idx, &off);
+  const MemBuf *mb = &cg->plan.bufs[b];
+  if (mb->kind == MEM_CONST) {
+    LLVMValueRef gv = cpu_const_global(cg, cg->entry->instrs[b]);
+    LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)off, 0);
+    k->bufs[in->idx] = off ? LLVMConstInBoundsGEP2(cg->i8, gv, &ix, 1) : gv;
+    return;
+  }
+  CuPtr p;
+  if (!cuda_ptr_of(cc, in, &p)) return;
+  pix[in->idx] = ck_param(st, p);
+}
+
+/* Start a kernel for entry instruction root: parameters are the storage of root's operands,
+ * of root itself (when it has any), then the extra addresses given; *xv receives the values
+ * of the extra parameters. */
+static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+                         const CuPtr *extra, LLVMValueRef *xv, CuStep **stp) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st = cuda_add_step(cc, CU_STEP_KERNEL, root);
+  st->params = hlo_arena_alloc(cg->scratch, sizeof(CuPtr) * CU_MAX_PARAMS);
+  st->what = what;
+  st->kidx = cc->nkernels++;
+  snprintf(st->name, sizeof st->name, "%s_k%d", cc->o->name, st->kidx);
+  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
+  k->cg = cg;
+  k->B = cg->B;
+  k->root = root;
+  cg->buffer_fn = ck_buffer;
+  int n = cg->entry->ninstrs;
+  k->bufs = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n + 1));
+  int *pix = hlo_arena_alloc(cg->scratch, sizeof(int) * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) pix[i] = -1;
+  for (int j = 0; j < root->nops; j++) ck_bind_buffer(cc, k, st, root->ops[j], pix);
+  ck_bind_buffer(cc, k, st, root, pix);
+  int xi[16];
+  HLO_ASSERT(nextra <= 16);
+  for (int j = 0; j < nextra; j++) xi[j] = ck_param(st, extra[j]);
+  LLVMTypeRef *ps = hlo_arena_alloc(cg->scratch, sizeof(LLVMTypeRef) * (size_t)(st->nparams + 1));
+  for (int i = 0; i < st->nparams; i++) ps[i] = cg->ptr;
+  LLVMTypeRef ft = LLVMFunctionType(cg->vd, ps, (unsigned)st->nparams, 0);
+  k->fn = LLVMAddFunction(cg->M, st->name, ft);
+  LLVMSetFunctionCallConv(k->fn, 71 /* PTX_Kernel */);
+  st->fn = k->fn;
+  for (int i = 0; i < n; i++)
+    if (pix[i] >= 0) k->bufs[i] = LLVMGetParam(k->fn, (unsigned)pix[i]);
+  for (int j = 0; j < nextra; j++) xv[j] = LLVMGetParam(k->fn, (unsigned)xi[j]);
+  k->entry = LLVMAppendBasicBlockInContext(cg->C, k->fn, "entry");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "start");
+  LLVMPositionBuilderAtEnd(k->B, k->entry);
+  k->entry_br = LLVMBuildBr(k->B, body);
+  LLVMPositionBuilderAtEnd(k->B, body);
+  *stp = st;
+  return k;
+}
+
+static bool ck_end(CpuKern *k) {
+  LLVMBuildRetVoid(k->B);
+  return !k->failed;
+}
+
+static void ck_bind_fusion(CpuKern *k, const HInstr *in) {
+  if (in->op == OP_FUSION) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+}
+
+/* ------------------------------------------------------------------ thread indexing, loops */
+
+static LLVMValueRef ck_sreg(CpuKern *k, const char *name) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  HLO_ASSERT(id != 0);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, NULL, 0);
+  LLVMValueRef v = LLVMBuildCall2(k->B, ft, f, NULL, 0, "");
+  return LLVMBuildZExt(k->B, v, k->cg->i64, "");
+}
+
+static LLVMValueRef ck_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1); }
+
+typedef struct CuLoop {
+  LLVMBasicBlockRef header, exit; /* test block, block after the loop */
+  LLVMValueRef iv, step;          /* induction variable, increment */
+  int mark;                       /* elemental cache entries before the loop */
+} CuLoop;
+
+/* for (iv = lo; iv < hi; iv += step): the body goes between open and close. */
+static LLVMValueRef ck_loop_open(CpuKern *k, CuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
+                                 LLVMValueRef step) {
+  LLVMBuilderRef B = k->B;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  l->header = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "body");
+  l->exit = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "exit");
+  l->step = step;
+  l->mark = k->ncache;
+  LLVMBuildBr(B, l->header);
+  LLVMPositionBuilderAtEnd(B, l->header);
+  l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
+  LLVMAddIncoming(l->iv, &lo, &pre, 1);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, l->iv, hi, ""), body, l->exit);
+  LLVMPositionBuilderAtEnd(B, body);
+  return l->iv;
+}
+
+static void ck_loop_close(CpuKern *k, CuLoop *l) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, l->step, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, l->header);
+  LLVMAddIncoming(l->iv, &next, &latch, 1);
+  LLVMPositionBuilderAtEnd(B, l->exit);
+  k->ncache = l->mark;
+}
+
+/* if (c) { ... }: returns the join block; the builder is left in the then-block. */
+static LLVMBasicBlockRef ck_if(CpuKern *k, LLVMValueRef c, int *mark) {
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "join");
+  LLVMBuildCondBr(k->B, c, then, join);
+  LLVMPositionBuilderAtEnd(k->B, then);
+  *mark = k->ncache;
+  return join;
+}
+
+static void ck_endif(CpuKern *k, LLVMBasicBlockRef join, int mark) {
+  LLVMBuildBr(k->B, join);
+  LLVMPositionBuilderAtEnd(k->B, join);
+  k->ncache = mark;
+}
+
+/* Row-major delinearization of lin over dims[0..n). */
+static void ck_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
+  LLVMValueRef rem = lin;
+  for (int d = n - 1; d >= 0; d--) {
+    if (dims[d] == 1) {
+      idx[d] = ck_i64(k, 0);
+      continue;
+    }
+    bool outer = true;
+    for (int e = 0; e < d; e++)
+      if (dims[e] != 1) outer = false;
+    if (outer) {
+      idx[d] = rem;
+      continue;
+    }
+    LLVMValueRef D = ck_i64(k, dims[d]);
+    idx[d] = LLVMBuildURem(k->B, rem, D, "");
+    rem = LLVMBuildUDiv(k->B, rem, D, "");
+  }
+}
+
+static int64_t ck_grid(int64_t work, int64_t per_block) {
+  int64_t g = (work + per_block - 1) / per_block;
+  return g < 1 ? 1 : g > CU_MAX_GRID ? CU_MAX_GRID : g;
+}
+
+/* Pointer (entry block) to leaf j of a tuple-shaped value stored at p. */
+static LLVMValueRef ck_leaf(CpuKern *k, LLVMValueRef p, const Shape *s, int j) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
+  LLVMPositionBuilderBefore(k->B, k->entry_br);
+  LLVMValueRef ix = ck_i64(k, memplan_tuple_offset(s, j));
+  LLVMValueRef lp = LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &ix, 1, "");
+  LLVMPositionBuilderAtEnd(k->B, cur);
+  return lp;
+}
+
+typedef bool (*CkBody)(CpuKern *k, LLVMValueRef *idx, void *ctx);
+
+/* The grid-stride loop over shape ls: body(k, idx) for every element. */
+static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
+  int64_t total = hlo_shape_elems(ls);
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(total, CU_BLOCK);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef start = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, ck_i64(k, CU_BLOCK), ""), tid, "");
+  CuLoop l;
+  LLVMValueRef i = ck_loop_open(k, &l, start, ck_i64(k, total), ck_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef idx[HLO_MAX_RANK];
+  ck_delin(k, i, ls->dims, ls->rank, idx);
+  k->lin_idx = idx;
+  k->lin = i;
+  k->lin_shape = ls;
+  body(k, idx, ctx);
+  k->lin_idx = NULL;
+  ck_loop_close(k, &l);
+}
+
+/* ------------------------------------------------------------------ loop kernels */
+
+typedef struct LoopCtx {
+  const HInstr *in;    /* the entry instruction */
+  bool *leaves;        /* tuple roots: which leaves to store (NULL: all) */
+  LLVMValueRef out;    /* its storage */
+} LoopCtx;
+
+static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  LoopCtx *c = vctx;
+  const HInstr *in = c->in;
+  const Shape *s = &in->shape;
+  if (s->dt != DT_TUPLE) {
+    LLVMValueRef v = cpu_gen(k, in, idx);
+    if (v) cpu_store_elem(k, c->out, s, idx, v);
+    return v != NULL;
+  }
+  if (in->op == OP_REDUCE) {
+    LLVMValueRef vals[HLO_MAX_RANK * 2];
+    if (s->ntuple > HLO_MAX_RANK * 2 || !cpu_gen_multi(k, in, idx, vals)) return false;
+    for (int j = 0; j < s->ntuple; j++) cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
+    return true;
+  }
+  const HInstr *froot = in->calls[0]->root;
+  for (int j = 0; j < s->ntuple && !k->failed; j++) {
+    if (c->leaves && !c->leaves[j]) continue;
+    LLVMValueRef v = cpu_gen(k, froot->ops[j], idx);
+    if (v) cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, v);
+  }
+  return !k->failed;
+}
+
+/* One loop kernel over ls storing in (leaves selected by `leaves`); mat: leaves already
+ * stored by earlier kernels (read instead of recomputed). */
+static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves, const bool *mat) {
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "loop", 0, NULL, NULL, &st);
+  ck_bind_fusion(k, in);
+  LoopCtx c = {in, leaves, ck_buffer(k, in)};
+  if (mat)
+    for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
+      if (mat[j]) k->mat[k->nmat++] = (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j)};
+  ck_grid_loop(k, st, ls, ck_loop_body, &c);
+  return ck_end(k);
+}
+
+/* A multi-output fusion whose leaves differ in dims: a kernel per group of same-dims
+ * leaves, non-reductions first. */
+static bool ck_multi_fusion(CudaCg *cc, HInstr *in) {
+  const Shape *s = &in->shape;
+  const HInstr *root = in->calls[0]->root;
+  int n = s->ntuple;
+  if (n > 64) {
+    hlo_err_at(cc->cg.err, in, "CUDA target: too many outputs");
+    return false;
+  }
+  bool done[64] = {0};
+  for (int pass = 0; pass < 2; pass++)
+    for (int j = 0; j < n; j++) {
+      if (done[j] || (pass == 0) == (root->ops[j]->op == OP_REDUCE)) continue;
+      bool group[64] = {0};
+      for (int g = j; g < n; g++)
+        if (!done[g] && (pass == 0) != (root->ops[g]->op == OP_REDUCE) &&
+            hlo_shape_same_dims(&s->tuple[g], &s->tuple[j]))
+          group[g] = true;
+      if (!ck_loop_kernel(cc, in, &s->tuple[j], group, done)) return false;
+      for (int g = 0; g < n; g++) done[g] = done[g] || group[g];
+    }
+  return true;
+}
+
+/* ------------------------------------------------------------------ row reductions */
+
+#define CU_MAX_HEROES 8
+
+typedef struct RowPlan {
+  const HComp *comp;                   /* fused computation (NULL: a lone reduce) */
+  int nh;                              /* reduces sharing the loop */
+  const HInstr *hero[CU_MAX_HEROES];   /* them */
+  const Shape *os;                     /* their operand's shape */
+  bool red[HLO_MAX_RANK];              /* reduced operand dims */
+  int64_t R, K;                        /* output elements, reduced elements per output */
+  bool block;                          /* one block (not one warp) per output element */
+} RowPlan;
+
+static bool rp_reaches(const HInstr *from, const HInstr *to, int depth) {
+  if (from == to) return true;
+  if (depth > 200) return true; /* conservative */
+  for (int j = 0; j < from->nops; j++)
+    if (from->ops[j]->parent == to->parent && rp_reaches(from->ops[j], to, depth + 1)) return true;
+  return false;
+}
+
+static bool ck_row_plan(const HInstr *in, RowPlan *p) {
+  memset(p, 0, sizeof *p);
+  if (in->op == OP_REDUCE) {
+    p->hero[p->nh++] = in;
+  } else if (in->op == OP_FUSION) {
+    p->comp = in->calls[0];
+    for (int i = 0; i < p->comp->ninstrs; i++) {
+      const HInstr *x = p->comp->instrs[i];
+      if (x->op == OP_DOT || x->op == OP_CONVOLUTION || x->op == OP_REDUCE_WINDOW) return false;
+      if (x->op != OP_REDUCE) continue;
+      if (p->nh == CU_MAX_HEROES) return false;
+      p->hero[p->nh++] = x;
+    }
+  }
+  if (p->nh == 0) return false;
+  const HInstr *h0 = p->hero[0];
+  for (int i = 0; i < p->nh; i++) {
+    const HInstr *h = p->hero[i];
+    if (h->nops != 2 || h->shape.dt == DT_TUPLE || h->shape.dt == DT_PRED) return false;
+    if (!hlo_shape_same_dims(&h->ops[0]->shape, &h0->ops[0]->shape) || h->dims.n != h0->dims.n) return false;
+    for (int j = 0; j < h->dims.n; j++)
+      if (h->dims.v[j] != h0->dims.v[j]) return false;
+    for (int j = 0; j < p->nh; j++)
+      if (i != j && rp_reaches(h->ops[0], p->hero[j], 0)) return false;
+    if (hlo_dtype_size(h->shape.dt) > 8) return false;
+  }
+  p->os = &h0->ops[0]->shape;
+  for (int j = 0; j < h0->dims.n; j++) p->red[h0->dims.v[j]] = true;
+  int minor = -1;
+  for (int d = p->os->rank - 1; d >= 0 && minor < 0; d--)
+    if (p->os->dims[d] > 1) minor = d;
+  if (minor < 0 || !p->red[minor]) return false; /* minor dim kept: column scheme */
+  p->R = hlo_shape_elems(&h0->shape);
+  p->K = hlo_shape_elems(p->os) / (p->R ? p->R : 1);
+  if (p->R == 0 || p->K < 2) return false;
+  /* outputs: the reduce's dims (epilogue) or the operand's dims (multi-output loop leaves) */
+  const Shape *s = &in->shape;
+  if (s->dt == DT_TUPLE) {
+    if (in->op != OP_FUSION || p->comp->root->op != OP_TUPLE) return false;
+    for (int j = 0; j < s->ntuple; j++)
+      if (!hlo_shape_same_dims(&s->tuple[j], &h0->shape) && !hlo_shape_same_dims(&s->tuple[j], p->os)) return false;
+  } else if (!hlo_shape_same_dims(s, &h0->shape)) {
+    return false;
+  }
+  p->block = p->K >= 2048 && p->R < 4 * 132;
+  return true;
+}
+
+/* v shuffled down by off lanes (any scalar register type up to 64 bits). */
+static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef ty = LLVMTypeOf(v);
+  LLVMTypeKind tk = LLVMGetTypeKind(ty);
+  unsigned bits = tk == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(ty)
+                  : tk == LLVMDoubleTypeKind ? 64
+                  : tk == LLVMFloatTypeKind  ? 32
+                                             : 16;
+  LLVMTypeRef ity = LLVMIntTypeInContext(cg->C, bits);
+  LLVMValueRef iv = tk == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(B, v, ity, "");
+  unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.shfl.sync.down.i32", 28);
+  HLO_ASSERT(id != 0);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
+  LLVMValueRef mask = LLVMConstInt(cg->i32, 0xffffffffu, 0), c = LLVMConstInt(cg->i32, 31, 0);
+  LLVMValueRef o = LLVMConstInt(cg->i32, (unsigned)off, 0);
+  LLVMValueRef r;
+  if (bits <= 32) {
+    LLVMValueRef w = bits == 32 ? iv : LLVMBuildZExt(B, iv, cg->i32, "");
+    LLVMValueRef a[4] = {mask, w, o, c};
+    r = LLVMBuildCall2(B, ft, f, a, 4, "");
+    if (bits < 32) r = LLVMBuildTrunc(B, r, ity, "");
+  } else {
+    LLVMValueRef lo = LLVMBuildTrunc(B, iv, cg->i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, iv, LLVMConstInt(cg->i64, 32, 0), ""), cg->i32, "");
+    LLVMValueRef a1[4] = {mask, lo, o, c}, a2[4] = {mask, hi, o, c};
+    LLVMValueRef rl = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a1, 4, ""), cg->i64, "");
+    LLVMValueRef rh = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a2, 4, ""), cg->i64, "");
+    r = LLVMBuildOr(B, rl, LLVMBuildShl(B, rh, LLVMConstInt(cg->i64, 32, 0), ""), "");
+  }
+  return tk == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(B, r, ty, "");
+}
+
+static void ck_barrier(CpuKern *k) {
+  unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.barrier0", 18);
+  HLO_ASSERT(id != 0);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
+  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, NULL, 0), f, NULL, 0, "");
+}
+
+/* acc[h] = reducer_h(acc[h], v[h]) for every hero. */
+static bool ck_combine(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValueRef *v) {
+  for (int h = 0; h < p->nh; h++) {
+    LLVMValueRef args[2] = {acc[h], v[h]}, res[1];
+    if (!cpu_gen_scalar_comp(k, p->hero[h]->calls[0], args, 2, res)) return false;
+    acc[h] = res[0];
+  }
+  return true;
+}
+
+static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
+  for (int off = from; off >= 1 && !k->failed; off /= 2) {
+    LLVMValueRef o[CU_MAX_HEROES];
+    for (int h = 0; h < p->nh; h++) o[h] = ck_shfl_down(k, acc[h], off);
+    ck_combine(k, p, acc, o);
+  }
+}
+
+static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, p->block ? "block-reduce" : "warp-reduce", 0, NULL, NULL, &st);
+  LLVMBuilderRef B = k->B;
+  ck_bind_fusion(k, in);
+  LLVMValueRef out = ck_buffer(k, in);
+  const Shape *s = &in->shape;
+  const HInstr *h0 = p->hero[0];
+  int nwarps = CU_BLOCK / 32;
+  int64_t rows_per_block = p->block ? 1 : nwarps;
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(p->R, rows_per_block);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, ck_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, ck_i64(k, 5), "");
+  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, ck_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef j0 = p->block ? tid : lane;
+  int64_t jstep = p->block ? CU_BLOCK : 32;
+  LLVMValueRef smem = NULL;
+  if (p->block) {
+    LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(nwarps * p->nh));
+    char nm[128];
+    snprintf(nm, sizeof nm, "%s_smem", st->name);
+    smem = LLVMAddGlobalInAddressSpace(cg->M, at, nm, 3);
+    LLVMSetInitializer(smem, LLVMGetUndef(at));
+    LLVMSetLinkage(smem, LLVMInternalLinkage);
+    LLVMSetAlignment(smem, 8);
+    st->smem = 8 * nwarps * p->nh;
+  }
+  CuLoop rl;
+  LLVMValueRef row = ck_loop_open(k, &rl, row0, ck_i64(k, p->R), ck_i64(k, st->grid * rows_per_block));
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
+  LLVMTypeRef aty[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
+    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
+    accp[h] = cpu_alloca(k, aty[h]);
+    LLVMBuildStore(B, init[h], accp[h]);
+  }
+  /* the lanes' strided partial reductions */
+  int64_t rext[HLO_MAX_RANK];
+  int nr = 0;
+  for (int d = 0; d < p->os->rank; d++)
+    if (p->red[d]) rext[nr++] = p->os->dims[d];
+  CuLoop jl;
+  LLVMValueRef j = ck_loop_open(k, &jl, j0, ck_i64(k, p->K), ck_i64(k, jstep));
+  LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
+  ck_delin(k, j, rext, nr, ridx);
+  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
+  LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    if (!(v[h] = cpu_gen(k, p->hero[h]->ops[0], full))) return ck_end(k);
+    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  }
+  if (!ck_combine(k, p, acc, v)) return ck_end(k);
+  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
+  if (s->dt == DT_TUPLE) /* leaves with the operand's dims, written once here */
+    for (int q = 0; q < s->ntuple && !k->failed; q++) {
+      if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
+      LLVMValueRef lv = cpu_gen(k, p->comp->root->ops[q], full);
+      if (lv) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
+    }
+  ck_loop_close(k, &jl);
+  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  ck_shfl_tree(k, p, acc, 16);
+  int m1 = 0, m2 = 0;
+  LLVMBasicBlockRef join_w = NULL;
+  if (p->block) {
+    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, ck_i64(k, 0), ""), &m1);
+    for (int h = 0; h < p->nh; h++) {
+      LLVMValueRef ix[2] = {ck_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, ck_i64(k, p->nh), ""), ck_i64(k, h), "")};
+      LLVMBuildStore(B, acc[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""));
+    }
+    ck_endif(k, jn, m1);
+    ck_barrier(k);
+    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, ck_i64(k, 0), ""), &m2);
+    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, ck_i64(k, nwarps), "");
+    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, ck_i64(k, 0), "");
+    for (int h = 0; h < p->nh; h++) {
+      LLVMValueRef ix[2] = {ck_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, ck_i64(k, p->nh), ""), ck_i64(k, h), "")};
+      LLVMValueRef x = LLVMBuildLoad2(B, aty[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""), "");
+      acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
+    }
+    ck_shfl_tree(k, p, acc, nwarps / 2);
+  }
+  /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
+  int m3 = 0;
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, ck_i64(k, 0), ""), &m3);
+  for (int h = 0; h < p->nh; h++) {
+    if (k->ncache == k->cache_cap) {
+      int nc = k->cache_cap ? k->cache_cap * 2 : 64;
+      CpuCacheEnt *ne = hlo_arena_alloc(cg->scratch, sizeof *ne * (size_t)nc);
+      if (k->ncache) memcpy(ne, k->cache, sizeof *ne * (size_t)k->ncache);
+      k->cache = ne;
+      k->cache_cap = nc;
+    }
+    CpuCacheEnt *e = &k->cache[k->ncache++];
+    e->in = p->hero[h];
+    for (int d = 0; d < h0->shape.rank; d++) e->idx[d] = oidx[d];
+    e->v = acc[h];
+  }
+  if (s->dt != DT_TUPLE) {
+    LLVMValueRef r = cpu_gen(k, in, oidx);
+    if (r) cpu_store_elem(k, out, s, oidx, r);
+  } else {
+    for (int q = 0; q < s->ntuple && !k->failed; q++) {
+      if (!hlo_shape_same_dims(&s->tuple[q], &h0->shape)) continue;
+      LLVMValueRef r = cpu_gen(k, p->comp->root->ops[q], oidx);
+      if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], oidx, r);
+    }
+  }
+  ck_endif(k, jo, m3);
+  if (p->block) {
+    ck_endif(k, join_w, m2);
+    ck_barrier(k); /* shared memory is reused by the next row */
+  }
+  ck_loop_close(k, &rl);
+  return ck_end(k);
+}
+
+/* ------------------------------------------------------------------ dot through cuBLAS */
+
+/* The dot of in (itself, or the one dot of a non-tuple fusion without convolutions). */
+static const HInstr *ck_dot_hero(const HInstr *in) {
+  if (in->op == OP_DOT) return in;
+  if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE) return NULL;
+  const HInstr *hero = NULL;
+  const HComp *c = in->calls[0];
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    if (x->op == OP_CONVOLUTION || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
+    if (x->op == OP_DOT) {
+      if (hero) return NULL;
+      hero = x;
+    }
+  }
+  return hero;
+}
+
+static bool il_has(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
+
+/* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
+typedef struct DotSide {
+  int nb, nf, nc;                       /* counts */
+  int64_t b[HLO_MAX_RANK], f[HLO_MAX_RANK], c[HLO_MAX_RANK]; /* operand dims, in order */
+  int64_t B, F, K;                      /* products of the sizes */
+} DotSide;
+
+static void ck_dot_side(const HInstr *dot, int j, DotSide *s) {
+  const DotDims *dd = dot->dot;
+  const Shape *os = &dot->ops[j]->shape;
+  const IList *bl = j ? &dd->rhs_batch : &dd->lhs_batch, *cl = j ? &dd->rhs_contract : &dd->lhs_contract;
+  memset(s, 0, sizeof *s);
+  s->B = s->F = s->K = 1;
+  for (int i = 0; i < bl->n; i++) s->b[s->nb++] = bl->v[i], s->B *= os->dims[bl->v[i]];
+  for (int i = 0; i < cl->n; i++) s->c[s->nc++] = cl->v[i], s->K *= os->dims[cl->v[i]];
+  for (int d = 0; d < os->rank; d++)
+    if (!il_has(bl, d) && !il_has(cl, d)) s->f[s->nf++] = d, s->F *= os->dims[d];
+}
+
+/* Whether the operand's row-major storage is [batch, X, Y] with X, Y the given lists. */
+static bool ck_side_is(const DotSide *s, const int64_t *x, int nx, const int64_t *y, int ny) {
+  int p = 0;
+  for (int i = 0; i < s->nb; i++)
+    if (s->b[i] != p++) return false;
+  for (int i = 0; i < nx; i++)
+    if (x[i] != p++) return false;
+  for (int i = 0; i < ny; i++)
+    if (y[i] != p++) return false;
+  return true;
+}
+
+typedef struct StageCtx {
+  const HInstr *expr; /* the operand expression */
+  const DotSide *s;   /* its dims */
+  bool k_first;       /* staged as [B, K, F] (rhs) instead of [B, F, K] (lhs) */
+  LLVMValueRef dst;   /* staging buffer */
+  const Shape *cs;    /* staged shape */
+} StageCtx;
+
+static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  StageCtx *c = vctx;
+  const DotSide *s = c->s;
+  const Shape *os = &c->expr->shape;
+  LLVMValueRef oi[HLO_MAX_RANK], t[HLO_MAX_RANK];
+  int64_t ext[HLO_MAX_RANK];
+  for (int i = 0; i < s->nb; i++) ext[i] = os->dims[s->b[i]];
+  ck_delin(k, idx[0], ext, s->nb, t);
+  for (int i = 0; i < s->nb; i++) oi[s->b[i]] = t[i];
+  for (int i = 0; i < s->nf; i++) ext[i] = os->dims[s->f[i]];
+  ck_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
+  for (int i = 0; i < s->nf; i++) oi[s->f[i]] = t[i];
+  for (int i = 0; i < s->nc; i++) ext[i] = os->dims[s->c[i]];
+  ck_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
+  for (int i = 0; i < s->nc; i++) oi[s->c[i]] = t[i];
+  LLVMValueRef v = cpu_gen(k, c->expr, oi);
+  if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
+  return v != NULL;
+}
+
+/* The entry value an operand expression reads directly (a fusion parameter's argument, or
+ * the operand itself for a lone dot), or NULL. */
+static const HInstr *ck_direct(const HInstr *in, const HInstr *expr) {
+  if (expr->parent == in->parent) return expr;
+  if (expr->op == OP_PARAMETER && in->op == OP_FUSION && expr->parent == in->calls[0] &&
+      expr->param_num < in->nops)
+    return in->ops[expr->param_num];
+  return NULL;
+}
+
+static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
+  CpuCg *cg = &cc->cg;
+  DType t = dot->shape.dt;
+  DotSide L, R;
+  ck_dot_side(dot, 0, &L);
+  ck_dot_side(dot, 1, &R);
+  int64_t esz = (int64_t)hlo_dtype_size(t);
+  int64_t stage = cg->plan.temp_bytes, used = 0;
+  int form[2];   /* 0: N ([B,F,K] lhs / [B,K,F] rhs), 1: T */
+  CuPtr ptr[2];
+  for (int j = 0; j < 2; j++) {
+    const DotSide *s = j ? &R : &L;
+    const HInstr *expr = dot->ops[j];
+    const HInstr *d = ck_direct(in, expr);
+    bool nform = j ? ck_side_is(s, s->c, s->nc, s->f, s->nf) : ck_side_is(s, s->f, s->nf, s->c, s->nc);
+    bool tform = j ? ck_side_is(s, s->f, s->nf, s->c, s->nc) : ck_side_is(s, s->c, s->nc, s->f, s->nf);
+    if (d && (nform || tform) && cuda_ptr_of(cc, d, &ptr[j])) {
+      form[j] = nform ? 0 : 1;
+      continue;
+    }
+    /* stage the operand as [B, F, K] (lhs) / [B, K, F] (rhs) */
+    form[j] = 0;
+    ptr[j] = (CuPtr){CU_TEMP, 0, stage + used};
+    int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
+    Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
+    *cs = hlo_shape_array(t, 3, dims);
+    used += (s->B * s->F * s->K * esz + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+    CuStep *st;
+    LLVMValueRef dst;
+    CpuKern *k = ck_begin(cc, in, "stage", 1, &ptr[j], &dst, &st);
+    ck_bind_fusion(k, in);
+    StageCtx c = {expr, s, j == 1, dst, cs};
+    ck_grid_loop(k, st, cs, ck_stage_body, &c);
+    if (!ck_end(k)) return false;
+  }
+  /* where the product goes: the fusion's own buffer when it is not shared with an operand */
+  CuPtr out;
+  bool epi = dot != in;
+  const MemBuf *mb = &cg->plan.bufs[in->idx];
+  if (!cuda_ptr_of(cc, in, &out) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(&dot->shape, &in->shape) ||
+                                             dot->shape.dt != in->shape.dt))) {
+    out = (CuPtr){CU_TEMP, 0, stage + used};
+    used += (hlo_shape_elems(&dot->shape) * esz + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+  }
+  if (used > cc->stage_bytes) cc->stage_bytes = used;
+  /* row-major C[B,M,N] = A[B,M,K] B[B,K,N] is column-major C^T = B^T A^T */
+  int64_t M = L.F, N = R.F, K = L.K;
+  CuStep *g = cuda_add_step(cc, CU_STEP_GEMM, in);
+  g->dt = t;
+  g->m = N, g->n = M, g->k = K;
+  g->a = ptr[1], g->b = ptr[0], g->c = out;
+  g->transa = form[1];
+  g->lda = form[1] == 0 ? N : K;
+  g->transb = form[0];
+  g->ldb = form[0] == 0 ? K : M;
+  g->ldc = N;
+  g->sa = K * N, g->sb = M * K, g->sc = M * N;
+  g->batch = L.B;
+  cc->uses_cublas = true;
+  if (!epi) return true;
+  /* the epilogue reads the product where cuBLAS left it */
+  CuStep *st;
+  LLVMValueRef dp;
+  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &out, &dp, &st);
+  ck_bind_fusion(k, in);
+  k->mat[k->nmat++] = (CpuMat){dot, dp};
+  LoopCtx c = {in, NULL, ck_buffer(k, in)};
+  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
+  return ck_end(k);
+}
+
+static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
+  if (cc->o->no_cublas || !dot) return false;
+  DType t = dot->shape.dt;
+  if (t != DT_F32 && t != DT_F64) return false;
+  if (dot->ops[0]->shape.dt != t || dot->ops[1]->shape.dt != t) return false;
+  DotSide L, R;
+  ck_dot_side(dot, 0, &L);
+  ck_dot_side(dot, 1, &R);
+  if (L.F * L.K * R.F * L.B == 0) return false;
+  return L.F <= INT32_MAX && R.F <= INT32_MAX && L.K <= INT32_MAX && L.B <= INT32_MAX;
+}
+
+/* ------------------------------------------------------------------ scatter */
+
+typedef struct ScatterCtx {
+  const HInstr *in; /* the scatter */
+  LLVMValueRef out; /* its storage */
+} ScatterCtx;
+
+static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  ScatterCtx *c = vctx;
+  LLVMValueRef v = cpu_gen(k, c->in->ops[0], idx);
+  if (v) cpu_store_elem(k, c->out, &c->in->shape, idx, v);
+  return v != NULL;
+}
+
+/* Apply every update in order on one thread: out[start(u) + window(u)] = f(out, upd[u]). */
+static bool ck_scatter(CudaCg *cc, HInstr *in) {
+  CpuCg *cg = &cc->cg;
+  if (in->nops != 3 || in->shape.dt == DT_TUPLE) {
+    hlo_err_at(cg->err, in, "CUDA target: variadic scatter is not supported");
+    return false;
+  }
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "copy", 0, NULL, NULL, &st);
+  ScatterCtx c = {in, ck_buffer(k, in)};
+  ck_grid_loop(k, st, &in->shape, ck_copy_body, &c);
+  if (!ck_end(k)) return false;
+
+  k = ck_begin(cc, in, "scatter", 0, NULL, NULL, &st);
+  LLVMBuilderRef B = k->B;
+  st->grid = st->block = 1;
+  const ScatterDims *sd = in->scatter;
+  const HInstr *ind = in->ops[1], *upd = in->ops[2];
+  const Shape *s = &in->shape, *is = &ind->shape, *us = &upd->shape;
+  LLVMValueRef out = ck_buffer(k, in);
+  CuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef ui[HLO_MAX_RANK];
+  for (int d = 0; d < us->rank; d++) ui[d] = ck_loop_open(k, &loops[d], ck_i64(k, 0), ck_i64(k, us->dims[d]), ck_i64(k, 1));
+  LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
+  int ns = 0;
+  for (int d = 0; d < us->rank; d++)
+    if (!il_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
+  LLVMValueRef start[HLO_MAX_RANK];
+  for (int d = 0; d < s->rank; d++) start[d] = ck_i64(k, 0);
+  int64_t ivd = sd->index_vector_dim;
+  for (int q = 0; q < sd->scatter_dims_to_operand_dims.n; q++) {
+    LLVMValueRef ii[HLO_MAX_RANK];
+    for (int d = 0, b = 0; d < is->rank; d++) ii[d] = d == ivd ? ck_i64(k, q) : sidx[b++];
+    LLVMValueRef v = cpu_gen(k, ind, ii);
+    if (!v) return ck_end(k);
+    start[sd->scatter_dims_to_operand_dims.v[q]] = cpu_convert(k, v, is->dt, DT_S64);
+  }
+  for (int q = 0; q < sd->input_batching_dims.n; q++) {
+    int64_t id = sd->scatter_indices_batching_dims.v[q];
+    start[sd->input_batching_dims.v[q]] = sidx[id < ivd || ivd >= is->rank ? id : id - 1];
+  }
+  LLVMValueRef oi[HLO_MAX_RANK], ok = LLVMConstInt(cg->i1, 1, 0);
+  for (int d = 0, w = 0; d < s->rank; d++) {
+    int64_t win = 1;
+    oi[d] = start[d];
+    if (!il_has(&sd->inserted_window_dims, d) && !il_has(&sd->input_batching_dims, d)) {
+      int64_t ud = sd->update_window_dims.v[w++];
+      win = us->dims[ud];
+      oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
+    }
+    /* XLA skips an update whose window does not fit entirely */
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSGE, start[d], ck_i64(k, 0), ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLE, start[d], ck_i64(k, s->dims[d] - win), ""), "");
+  }
+  int mark;
+  LLVMBasicBlockRef join = ck_if(k, ok, &mark);
+  LLVMValueRef args[2] = {cpu_load_elem(k, out, s, oi), cpu_gen(k, upd, ui)}, res[1];
+  if (args[1] && cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) cpu_store_elem(k, out, s, oi, res[0]);
+  ck_endif(k, join, mark);
+  for (int d = us->rank - 1; d >= 0; d--) ck_loop_close(k, &loops[d]);
+  return ck_end(k);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
+  CpuCg *cg = &cc->cg;
+  const MemBuf *b = &cg->plan.bufs[in->idx];
+  bool computes = b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
+  if (!computes) return true;
+  if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
+  const HInstr *dot = ck_dot_hero(in);
+  if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
+  if (in->op == OP_SCATTER) return ck_scatter(cc, in);
+  RowPlan rp;
+  if (ck_row_plan(in, &rp)) return ck_row_reduce(cc, in, &rp);
+  const Shape *s = &in->shape;
+  if (s->dt == DT_TUPLE) {
+    if (in->op == OP_FUSION && in->calls[0]->root->op == OP_TUPLE) {
+      for (int j = 1; j < s->ntuple; j++)
+        if (!hlo_shape_same_dims(&s->tuple[j], &s->tuple[0])) return ck_multi_fusion(cc, in);
+    } else if (in->op != OP_REDUCE) {
+      hlo_err_at(cg->err, in, "CUDA target: tuple-shaped %s is not supported", hlo_op_name(in->op));
+      return false;
+    }
+    for (int j = 0; j < s->ntuple; j++)
+      if (s->tuple[j].dt == DT_TUPLE) {
+        hlo_err_at(cg->err, in, "CUDA target: nested tuple outputs are not supported");
+        return false;
+      }
+    return ck_loop_kernel(cc, in, &s->tuple[0], NULL, NULL);
+  }
+  return ck_loop_kernel(cc, in, s, NULL, NULL);
+}

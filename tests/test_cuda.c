@@ -1,0 +1,387 @@
+/* tests/test_cuda.c: the CUDA target (--target=cuda).
+ *
+ * Without a GPU (CI): every corpus fixture is optimized and compiled to PTX and through
+ * ptxas to a cubin (an ELF image for the requested sm_XX), with a manifest that must be
+ * valid JSON listing the steps; the host object + header of a model must compile and link
+ * as a user program would (against the toolkit's stub libcuda and libcublas); --stats
+ * reports registers; a bad architecture and an unsupported op give located errors; output
+ * is deterministic. With a GPU driver and device (dlopen libcuda.so.1 + cuInit succeed),
+ * the execution tests build tests/cuda/cuda_driver.c against compiled fixtures, run them
+ * and require XLA's outputs to within 1e-4; without one they are reported as skipped
+ * (cr_skip_test), never as passed. The full device run of every fixture is
+ * tools/cuda_device_test.sh (README). Built without CUDA, every test here skips. */
+#define _GNU_SOURCE /* memmem */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hlo.h"
+#include "optimizer.h"
+#include "proto.h"
+#include "target.h"
+
+#ifdef HLOC_HAVE_CUDA
+
+static char *tu_tmpdir(void) {
+  char *d = strdup("/tmp/hloc_cuda_XXXXXX");
+  cr_assert(mkdtemp(d), "mkdtemp");
+  return d;
+}
+
+static void tu_rmdir(const char *d) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_expect_eq(system(cmd), 0);
+}
+
+static char *tu_slurp(const char *path, size_t *len) {
+  char *b = NULL;
+  size_t n = 0;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
+  if (len) *len = n;
+  return b;
+}
+
+static HModule *tu_load(const char *fixture) {
+  char p[1024];
+  snprintf(p, sizeof p, HLOC_CORPUS_DIR "/fixtures/%s/module.pb", fixture);
+  HErr err = {0};
+  HModule *m = proto_load_file(p, &err);
+  cr_assert(m, "%s", err.msg);
+  cr_assert(hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  return m;
+}
+
+/* ------------------------------------------------------------------ a small JSON checker */
+
+typedef struct Js {
+  const char *p; /* cursor */
+  int depth;     /* nesting */
+} Js;
+
+static void js_ws(Js *j) {
+  while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r') j->p++;
+}
+
+static bool js_value(Js *j);
+
+static bool js_string(Js *j) {
+  if (*j->p != '"') return false;
+  for (j->p++; *j->p && *j->p != '"'; j->p++) {
+    if ((unsigned char)*j->p < 0x20) return false;
+    if (*j->p == '\\' && !*++j->p) return false;
+  }
+  if (*j->p != '"') return false;
+  j->p++;
+  return true;
+}
+
+static bool js_value(Js *j) {
+  js_ws(j);
+  if (++j->depth > 64) return false;
+  bool ok = true;
+  if (*j->p == '{' || *j->p == '[') {
+    char close = *j->p == '{' ? '}' : ']';
+    bool obj = close == '}';
+    j->p++;
+    js_ws(j);
+    if (*j->p == close) {
+      j->p++;
+    } else {
+      for (;;) {
+        if (obj) {
+          js_ws(j);
+          if (!js_string(j)) return false;
+          js_ws(j);
+          if (*j->p++ != ':') return false;
+        }
+        if (!js_value(j)) return false;
+        js_ws(j);
+        if (*j->p == ',') {
+          j->p++;
+          continue;
+        }
+        if (*j->p++ != close) return false;
+        break;
+      }
+    }
+  } else if (*j->p == '"') {
+    ok = js_string(j);
+  } else if (*j->p == '-' || (*j->p >= '0' && *j->p <= '9')) {
+    char *e;
+    strtod(j->p, &e);
+    ok = e != j->p;
+    j->p = e;
+  } else if (!strncmp(j->p, "true", 4) || !strncmp(j->p, "null", 4)) {
+    j->p += 4;
+  } else if (!strncmp(j->p, "false", 5)) {
+    j->p += 5;
+  } else {
+    ok = false;
+  }
+  j->depth--;
+  return ok;
+}
+
+static bool js_valid(const char *text) {
+  Js j = {text, 0};
+  if (!js_value(&j)) return false;
+  js_ws(&j);
+  return *j.p == 0;
+}
+
+static int tu_count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* ------------------------------------------------------------------ PTX and cubin per fixture */
+
+static void tu_fixture_cubin(const char *fixture) {
+  HModule *m = tu_load(fixture);
+  char *d = tu_tmpdir();
+  char cub[600], man[600];
+  snprintf(cub, sizeof cub, "%s/m.cubin", d);
+  snprintf(man, sizeof man, "%s/m.json", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = cub;
+  o.manifest_path = man;
+  o.emit = CUDA_EMIT_CUBIN;
+  o.opt_level = 3;
+  HErr err = {0};
+  cr_assert(cuda_compile(m, &o, &err), "%s: %s", fixture, err.msg);
+  size_t n = 0;
+  char *bin = tu_slurp(cub, &n);
+  cr_assert(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "%s: the cubin is not an ELF image", fixture);
+  char *js = tu_slurp(man, NULL);
+  cr_assert(js_valid(js), "%s: manifest is not valid JSON", fixture);
+  cr_expect(strstr(js, "\"arch\": \"sm_90\""), "%s: manifest arch", fixture);
+  cr_expect_gt(tu_count(js, "\"kind\": \"kernel\""), 0, "%s: no kernel in the manifest", fixture);
+  /* every kernel of the manifest is a symbol of the cubin */
+  for (const char *p = js; (p = strstr(p, "\"kind\": \"kernel\", \"name\": \"")); p++) {
+    char name[128];
+    const char *s = p + 28;
+    size_t l = strcspn(s, "\"");
+    snprintf(name, sizeof name, "%.*s", (int)l, s);
+    cr_expect(memmem(bin, n, name, strlen(name)), "%s: kernel %s missing from the cubin", fixture, name);
+  }
+  free(bin);
+  free(js);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+}
+
+#define FIXTURE_TEST(f) \
+  Test(cuda_ptx, f) { tu_fixture_cubin(#f); }
+FIXTURE_TEST(elementwise_chain)
+FIXTURE_TEST(mlp)
+FIXTURE_TEST(frozen_mlp)
+FIXTURE_TEST(simple_cnn)
+FIXTURE_TEST(transformer_layer)
+FIXTURE_TEST(resnet_block)
+FIXTURE_TEST(resnet18)
+FIXTURE_TEST(bert_base)
+FIXTURE_TEST(simple_cnn_train_step)
+
+/* ------------------------------------------------------------------ PTX text, stats, determinism */
+
+static char *tu_ptx(const char *fixture, const char *arch, FILE *stats, size_t *len) {
+  HModule *m = tu_load(fixture);
+  char *d = tu_tmpdir();
+  char out[600];
+  snprintf(out, sizeof out, "%s/m.ptx", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = out;
+  o.emit = CUDA_EMIT_PTX;
+  o.gpu_arch = arch;
+  o.opt_level = 3;
+  o.stats = stats;
+  HErr err = {0};
+  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
+  char *t = tu_slurp(out, len);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+  return t;
+}
+
+Test(cuda_ptx, text_math_and_determinism) {
+  size_t n1, n2;
+  char *a = tu_ptx("transformer_layer", NULL, NULL, &n1);
+  cr_expect(strstr(a, ".target sm_90"), "PTX target");
+  cr_expect(strstr(a, ".entry m_k0("), "first kernel");
+  cr_expect(strstr(a, "shfl.sync.down"), "row reductions use warp shuffles");
+  /* libdevice is linked in and inlined: no external function remains */
+  cr_expect_null(strstr(a, ".extern .func"), "unresolved math function in the PTX");
+  char *b = tu_ptx("transformer_layer", NULL, NULL, &n2);
+  cr_expect(n1 == n2 && !memcmp(a, b, n1), "PTX differs between two compilations");
+  free(a);
+  free(b);
+}
+
+Test(cuda_ptx, other_arch_and_stats) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  char *t = tu_ptx("simple_cnn", "sm_80", f, NULL);
+  fclose(f);
+  cr_expect(strstr(t, ".target sm_80"));
+  cr_expect(strstr(buf, "regs "), "stats lack register counts: %s", buf);
+  cr_expect(strstr(buf, "m_k0"), "stats lack the kernels: %s", buf);
+  free(t);
+  free(buf);
+}
+
+Test(cuda_ptx, bad_arch_is_a_located_error) {
+  HModule *m = tu_load("elementwise_chain");
+  char *d = tu_tmpdir();
+  char out[600];
+  snprintf(out, sizeof out, "%s/m.cubin", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = out;
+  o.emit = CUDA_EMIT_CUBIN;
+  o.gpu_arch = "sm_1"; /* below the oldest GPU supported */
+  HErr err = {0};
+  cr_expect_not(cuda_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "CUDA target") && strstr(err.msg, "sm_XX"), "%s", err.msg);
+  o.gpu_arch = "compute_90";
+  err = (HErr){0};
+  cr_expect_not(cuda_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "sm_XX"), "%s", err.msg);
+  o.gpu_arch = "sm_95"; /* well-formed, but ptxas knows no such GPU */
+  err = (HErr){0};
+  cr_expect_not(cuda_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "ptxas"), "%s", err.msg);
+  cr_expect(access(out, F_OK) != 0, "a failed compilation left a file");
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+}
+
+Test(cuda_ptx, unsupported_op_is_a_located_error) {
+  static const char text[] =
+      "HloModule s\n"
+      "cmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+      "ENTRY e { p = f32[8]{0} parameter(0)\n ROOT s = f32[8]{0} sort(p), dimensions={0}, to_apply=cmp }\n";
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, sizeof text - 1, "sort.hlo", &err);
+  cr_assert(m, "%s", err.msg);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = "/nonexistent/m.ptx";
+  o.emit = CUDA_EMIT_PTX;
+  cr_expect_not(cuda_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "sort.hlo") && strstr(err.msg, "CUDA target") && strstr(err.msg, "'s'"), "%s", err.msg);
+  hlo_module_free(m);
+}
+
+/* ------------------------------------------------------------------ host object and header */
+
+static char *tu_object(const char *fixture, const char *name, char **dir_out) {
+  HModule *m = tu_load(fixture);
+  char *d = tu_tmpdir();
+  char obj[600], hdr[600];
+  snprintf(obj, sizeof obj, "%s/%s.o", d, name);
+  snprintf(hdr, sizeof hdr, "%s/%s.h", d, name);
+  CudaOpts o = {0};
+  o.name = name;
+  o.out_path = obj;
+  o.header_path = hdr;
+  o.emit = CUDA_EMIT_OBJ;
+  o.opt_level = 3;
+  HErr err = {0};
+  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
+  hlo_module_free(m);
+  *dir_out = d;
+  return d;
+}
+
+#define TU_LIBS                                                                                \
+  "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME      \
+  "/lib -lcublas -lpthread -lm"
+
+Test(cuda_host, header_and_object_link_as_a_user_program) {
+  char *d;
+  tu_object("mlp", "model", &d);
+  char hp[700];
+  snprintf(hp, sizeof hp, "%s/model.h", d);
+  char *h = tu_slurp(hp, NULL);
+  cr_expect(strstr(h, "#define MODEL_TEMP_BYTES "));
+  cr_expect(strstr(h, "int model_cuda_run(const void *const args[], void *const results[], void *temp, CUstream s);"));
+  cr_expect(strstr(h, "-lcublas"), "mlp's dots go through cuBLAS");
+  free(h);
+  char src[700], cmd[4096];
+  snprintf(src, sizeof src, "%s/user.c", d);
+  FILE *f = fopen(src, "w");
+  cr_assert(f);
+  /* cuda.h first, then the model header: the CUstream declarations must agree */
+  fputs("#include <cuda.h>\n#include \"model.h\"\n#include <stdio.h>\n"
+        "int main(void) {\n"
+        "  printf(\"%d %d %lld %s\\n\", MODEL_NUM_ARGS, MODEL_NUM_RESULTS, (long long)MODEL_TEMP_BYTES,\n"
+        "         model_arg_info[0].dtype);\n"
+        "  return MODEL_NUM_ARGS > 0 ? 0 : model_cuda_run(0, 0, 0, (CUstream)0) + model_cuda_init();\n"
+        "}\n",
+        f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -Wall -Werror -I'%s' -I" HLOC_CUDA_HOME "/include '%s' '%s/model.o' " TU_LIBS " -o '%s/user'"
+           " && c++ -x c++ -fsyntax-only -Wall -Werror -I'%s' -include model.h /dev/null",
+           d, src, d, d, d);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  tu_rmdir(d);
+  free(d);
+}
+
+/* ------------------------------------------------------------------ execution (GPU only) */
+
+/* Skip unless a CUDA driver and a device are present. */
+static void tu_need_gpu(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) cr_skip_test("no CUDA driver (libcuda.so.1): GPU execution not tested here");
+  int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+  int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+  int n = 0;
+  if (!init || !count || init(0) != 0 || count(&n) != 0 || n < 1) {
+    dlclose(lib);
+    cr_skip_test("no usable CUDA device: GPU execution not tested here");
+  }
+  dlclose(lib);
+}
+
+static void tu_exec(const char *fixture, const char *rtol) {
+  tu_need_gpu();
+  char *d;
+  tu_object(fixture, "model", &d);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "cc -std=gnu17 -O1 -I'%s' -I" HLOC_TEST_DIR "/../hlo -I" HLOC_CUDA_HOME "/include '" HLOC_TEST_DIR
+           "/cuda/cuda_driver.c' '%s/model.o' '" HLOC_BIN_DIR "/libhloc_hlo.a' " TU_LIBS " -o '%s/run' && "
+           "'%s/run' '" HLOC_CORPUS_DIR "/fixtures/%s' %s 2 | grep -q '^PASS'",
+           d, d, d, d, fixture, rtol);
+  cr_expect_eq(system(cmd), 0, "%s did not match XLA's outputs on the GPU", fixture);
+  tu_rmdir(d);
+  free(d);
+}
+
+Test(cuda_exec, elementwise_chain) { tu_exec("elementwise_chain", "1e-4"); }
+Test(cuda_exec, mlp) { tu_exec("mlp", "1e-4"); }
+Test(cuda_exec, transformer_layer) { tu_exec("transformer_layer", "1e-4"); }
+Test(cuda_exec, simple_cnn_train_step) { tu_exec("simple_cnn_train_step", "1e-3"); }
+
+#else
+
+Test(cuda_ptx, not_built) { cr_skip_test("hloc was built without a CUDA toolkit: --target=cuda not tested"); }
+Test(cuda_exec, not_built) { cr_skip_test("hloc was built without a CUDA toolkit: GPU execution not tested"); }
+
+#endif

@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# tools/bench.sh: hloc's CPU benchmark (a command to run by hand; the tests and CI do not).
+#
+#   bash tools/bench.sh [--build-dir DIR] [--no-build] [--models "mlp bert_base ..."]
+#                       [--update-docs] [--quick]
+#   bash tools/bench.sh --device-bundle DIR [--build-dir DIR] [--no-build] [--models ...]
+#
+# For every module in ../shared/corpus/bench it measures, in one run on this machine:
+#   - compile time: wall time of `hloc module.pb -o m.o --name m`, median of 3;
+#   - run time of the generated code: tools/bench/bench_model.c linked against the object,
+#     serial (m_run) and with a 2-thread parallel-for (m_run_mt): median of the timed runs
+#     that fit a time budget (see bench_model.c);
+#   - GFLOP/s (dot + convolution FLOPs counted from the HLO by hloc-bench-ref) or, for models
+#     without dot/convolution, GB/s (bytes of parameters + results);
+#   - the reference interpreter on the same inputs (hloc-bench-ref --interp, capped), which also
+#     checks the compiled results against the interpreter's;
+#   - ONNX Runtime on the same workloads at 1 and 2 threads (../shared/peers/ort_bench.mjs;
+#     onnxruntime-node is installed into the build folder when missing);
+#   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (tools/bench/sgemm.c, memcpy.c);
+# and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
+# goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
+# into docs/benchmarks.md between the <!-- cpu-bench --> and <!-- /cpu-bench --> markers.
+#
+# --device-bundle DIR builds what the hloc part needs on another x86-64 machine without LLVM or
+# protobuf: objects compiled for that CPU (default --cpu sapphirerapids --features=-prefer-256-bit,
+# i.e. everything LLVM derives for the CPU with 512-bit vectors allowed; override with
+# HLOC_BENCH_BUNDLE_CPU / HLOC_BENCH_BUNDLE_FEATURES), statically linked drivers, SGEMM and
+# memcpy, and DIR/run.sh, which runs each model pinned to cores 0,1 (taskset) and prints a table
+# beside xla_cpu_2c_run_s. Result checksums from this host are recorded so run.sh can flag a
+# result that differs.
+#
+# Limits (environment): HLOC_BENCH_BUDGET seconds of timed runs per model and thread count
+# (default 5), HLOC_BENCH_RUN_CAP seconds per driver process (default 60; a model slower than
+# that is reported as "> cap"), HLOC_BENCH_INTERP_CAP (default 60), HLOC_BENCH_COMPILE_REPS
+# (default 3). --quick sets 1 s / 30 s / 30 s / 1 for a smoke run. OPENBLAS_CORETYPE is left as
+# the environment sets it.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+corpus=$root/../shared/corpus
+peers=$root/../shared/peers
+build=${BUILD_DIR:-$root/build}
+do_build=1 update_docs=0 bundle=""
+models="elementwise_chain mlp simple_cnn transformer_layer resnet_block resnet18 bert_base simple_cnn_train_step"
+budget=${HLOC_BENCH_BUDGET:-5}
+run_cap=${HLOC_BENCH_RUN_CAP:-60}
+interp_cap=${HLOC_BENCH_INTERP_CAP:-60}
+compile_reps=${HLOC_BENCH_COMPILE_REPS:-3}
+command_line="bash tools/bench.sh $*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build-dir) build=$(realpath -m "$2"); shift ;;
+    --no-build) do_build=0 ;;
+    --models) models=$2; shift ;;
+    --update-docs) update_docs=1 ;;
+    --quick) budget=1 run_cap=30 interp_cap=30 compile_reps=1 ;;
+    --device-bundle) bundle=$(realpath -m "$2"); shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=$build/bench
+mkdir -p "$out"
+cc=${CC:-cc}
+
+# ------------------------------------------------------------------ helpers
+now() { date +%s.%N; }
+# value of key=value field $1 in line $2 ("" when absent)
+kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
+# $1 - $2 for decimal seconds
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f\n", a - b }'; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# field $2 of model $1 in baselines.json (pretty-printed: one key per line, models indented 2)
+baseline() {
+  awk -v m="$1" -v k="$2" '
+    /^  "[^"]+": \{/ { match($0, /"[^"]+"/); cur = substr($0, RSTART + 1, RLENGTH - 2) }
+    cur == m && index($0, "\"" k "\":") { sub(/.*": */, ""); sub(/,[ \t]*$/, ""); print; exit }
+  ' "$corpus/baselines.json"
+}
+machine_line() {
+  local name cores avx512=no
+  name=$(lscpu 2>/dev/null | sed -n 's/^Model name:[ \t]*//p' | head -n 1)
+  cores=$(nproc)
+  grep -q avx512f /proc/cpuinfo 2>/dev/null && avx512=yes
+  local host
+  host=$( (llc-19 --version 2>/dev/null || llc --version 2>/dev/null) | sed -n 's/^ *Host CPU: //p' | head -n 1)
+  echo "${name:-unknown CPU}, $cores cores (nproc), AVX-512: $avx512${host:+, LLVM host CPU $host}"
+}
+build_tools() {
+  if [ "$do_build" = 1 ]; then
+    echo "== build (Release) in $build"
+    "$root/tools/setup.sh" "$build" || exit 1
+    cmake --build "$build" -j"$(nproc)" --target hloc hloc-bench-ref >"$out/build.log" 2>&1 ||
+      { tail -n 30 "$out/build.log"; echo "bench: build failed (log: $out/build.log)"; exit 1; }
+  fi
+  for t in hloc hloc-bench-ref; do
+    [ -x "$build/$t" ] || { echo "bench: $build/$t is missing (build it, or drop --no-build)"; exit 1; }
+  done
+}
+# compile model $1 into dir $2 with extra hloc flags $3...; prints the median wall time, or
+# "F" on failure (message in $2/compile.log)
+compile_model() {
+  local m=$1 w=$2; shift 2
+  local times=() t0 t1 r
+  mkdir -p "$w"
+  for ((r = 0; r < compile_reps; r++)); do
+    t0=$(now)
+    if ! timeout 300 "$build/hloc" "$corpus/bench/$m/module.pb" -o "$w/m.o" --name m \
+        --header "$w/m.h" "$@" >"$w/compile.log" 2>&1; then
+      echo F; return
+    fi
+    t1=$(now)
+    times+=("$(minus "$t1" "$t0")")
+  done
+  printf '%s\n' "${times[@]}" | median
+}
+# link the driver for the model compiled in $1 to $2 (extra cc flags after)
+link_driver() {
+  local w=$1 exe=$2 m=$3; shift 3
+  $cc -O2 -std=gnu17 -I"$root/tools/bench" -DBENCH_HEADER="\"$w/m.h\"" -DBENCH_NAME=m \
+    -DBENCH_UNAME=M -DBENCH_LABEL="\"$m\"" "$root/tools/bench/bench_model.c" "$w/m.o" \
+    "$@" -lm -lpthread -o "$exe" >"$w/link.log" 2>&1
+}
+# run a driver with a time cap; prints its key=value line, "T" on timeout, "F" on failure
+run_capped() {
+  local cap=$1 log=$2; shift 2
+  local line rc
+  line=$(timeout "$cap" "$@" 2>"$log")
+  rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then echo T
+  elif [ $rc != 0 ] || [ -z "$line" ]; then echo F
+  else echo "$line"; fi
+}
+
+# ------------------------------------------------------------------ device bundle
+if [ -n "$bundle" ]; then
+  build_tools
+  bcpu=${HLOC_BENCH_BUNDLE_CPU:-sapphirerapids}
+  bfeat=${HLOC_BENCH_BUNDLE_FEATURES--prefer-256-bit}
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin"
+  work=$out/bundle-work
+  : >"$bundle/models.tsv"
+  echo "== device bundle in $bundle (hloc --cpu $bcpu --features='$bfeat')"
+  for m in $models; do
+    w=$work/$m
+    ct=$(compile_model "$m" "$w/target" --cpu "$bcpu" --features="$bfeat")
+    if [ "$ct" = F ]; then echo "  $m: compile failed: $(tail -n 1 "$w/target/compile.log")"; continue; fi
+    if ! link_driver "$w/target" "$bundle/bin/$m" "$m" -static; then
+      echo "  $m: static link failed ($w/target/link.log)"; continue
+    fi
+    strip "$bundle/bin/$m" 2>/dev/null || true
+    # this host's result checksum (host-compiled code, one cold run) for run.sh's check
+    asum=- nonfin=-
+    if [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; then
+      line=$(run_capped 300 "$w/host/run.log" "$w/host/bench" --threads 2 --budget 0 --min-runs 1 --max-runs 1)
+      case $line in T|F) ;; *) asum=$(kv asum "$line"); nonfin=$(kv nonfinite "$line") ;; esac
+    fi
+    info=$("$build/hloc-bench-ref" "$corpus/bench/$m/module.pb" 2>/dev/null)
+    flops=$(kv flops "$info"); bytes=$(( $(kv param_bytes "$info") + $(kv result_bytes "$info") ))
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "${flops:-0}" "$bytes" "$asum" "$nonfin" \
+      "$(baseline "$m" xla_cpu_2c_run_s)" "$(baseline "$m" xla_cpu_16c_run_s)" >>"$bundle/models.tsv"
+    echo "  $m: compiled in ${ct}s, $(du -h "$bundle/bin/$m" | cut -f1), host checksum $asum"
+  done
+  # SGEMM statically against OpenBLAS when the static library links, else dynamically
+  blas_a=$(ls /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -n 1)
+  if [ -n "$blas_a" ] && $cc -O2 -static "$root/tools/bench/sgemm.c" "$blas_a" -lpthread -lm \
+      -o "$bundle/bin/sgemm" 2>"$work/sgemm-link.log"; then
+    echo "  sgemm: static OpenBLAS"
+  else
+    $cc -O2 "$root/tools/bench/sgemm.c" -lopenblas -lm -o "$bundle/bin/sgemm" &&
+      echo "  sgemm: linked against the machine's libopenblas.so (static link failed)"
+  fi
+  $cc -O2 -static "$root/tools/bench/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
+  strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" 2>/dev/null || true
+  cat >"$bundle/README.txt" <<EOF
+hloc CPU benchmark bundle. Run: bash run.sh   (or CORES=0-15 THREADS=16 bash run.sh)
+Built $(date -u '+%Y-%m-%d %H:%M UTC') on $(machine_line)
+from hloc $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' (uncommitted changes)'),
+objects compiled with: hloc module.pb -o m.o --name m --cpu $bcpu --features='$bfeat'
+command: $command_line
+bin/<model>  driver + model (static): --threads N --budget S; prints key=value
+bin/sgemm    OpenBLAS SGEMM 2048^3 at 1 and 2 threads; bin/memcpy  64 MiB memcpy GB/s
+models.tsv   model, FLOPs, bytes in+out, this host's result checksum, non-finite count,
+             XLA cpu 2c and 16c run seconds (../shared/corpus/baselines.json)
+EOF
+  cp "$root/tools/bench/run.sh" "$bundle/run.sh"
+  chmod +x "$bundle/run.sh"
+  echo "bundle: $(du -sh "$bundle" | cut -f1) in $bundle; on the device: bash $bundle/run.sh"
+  exit 0
+fi
+
+# ------------------------------------------------------------------ the benchmark
+build_tools
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+t_start=$(now)
+machine=$(machine_line)
+echo "== $started, $machine, load average $load0"
+echo "== peers: OpenBLAS SGEMM and memcpy"
+$cc -O2 "$root/tools/bench/sgemm.c" -lopenblas -lm -o "$out/sgemm" &&
+  sgemm=$("$out/sgemm" 2048 5) || sgemm=""
+$cc -O2 "$root/tools/bench/memcpy.c" -lpthread -o "$out/memcpy" && memcpy=$("$out/memcpy") || memcpy=""
+printf '%s\n%s\n' "$sgemm" "$memcpy"
+
+tsv=$out/results.tsv
+printf 'model\tcompile_s\tt1_s\tt1_runs\tt2_s\tt2_runs\tflops\tbytes\tinterp_s\tcheck\tort1_s\tort2_s\txla2c_s\txla16c_s\n' >"$tsv"
+for m in $models; do
+  [ -f "$corpus/bench/$m/module.pb" ] || { echo "bench: no module for $m"; continue; }
+  w=$out/$m
+  rm -rf "$w"
+  mkdir -p "$w"
+  echo "== $m"
+  info=$("$build/hloc-bench-ref" "$corpus/bench/$m/module.pb" 2>"$w/ref.log")
+  flops=$(kv flops "$info"); flops=${flops:-0}
+  bytes=$(( $(kv param_bytes "$info") + $(kv result_bytes "$info") ))
+  ct=$(compile_model "$m" "$w")
+  t1=- t2=- r1=0 r2=0 it=- check=-
+  if [ "$ct" = F ]; then
+    echo "  compile failed: $(tail -n 1 "$w/compile.log")"
+  elif ! link_driver "$w" "$w/bench" "$m"; then
+    echo "  driver link failed: $(tail -n 1 "$w/link.log")"; ct=F
+  else
+    echo "  compile ${ct}s"
+    line=$(run_capped "$run_cap" "$w/run2.log" "$w/bench" --threads 2 --budget "$budget" --save-outputs "$w/out")
+    case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line") ;; esac
+    echo "  2 threads: $line"
+    if [ "$t2" != T ]; then # a model over the cap on 2 threads is not retried serially
+      line=$(run_capped "$run_cap" "$w/run1.log" "$w/bench" --threads 1 --budget "$budget")
+      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line") ;; esac
+      echo "  serial:    $line"
+    fi
+    if [ "$t1" != T ] && [ "$t2" != T ] && [ "$t2" != F ]; then
+      # the interpreter may need far more memory than the compiled code: cap it at 3/4 of RAM
+      mem_kb=$(awk '/MemTotal/ { print int($2 * 3 / 4) }' /proc/meminfo)
+      line=$( (ulimit -v "$mem_kb"; timeout "$interp_cap" "$build/hloc-bench-ref" \
+          "$corpus/bench/$m/module.pb" --interp --expect "$w/out") 2>"$w/interp.log")
+      rc=$?
+      if [ $rc = 124 ] || [ $rc = 137 ]; then it=T
+      elif [ -z "$(kv interp_s "$line")" ]; then it=F; echo "  interpreter failed: $(tail -n 1 "$w/interp.log")"
+      else it=$(kv interp_s "$line"); check=$(kv check "$line")
+        [ "$check" = FAIL ] && check="FAIL (max rel $(kv max_rel "$line"))"
+      fi
+      echo "  interpreter: ${line:-timed out or failed}"
+    fi
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\n' "$m" "$ct" "$t1" "$r1" "$t2" "$r2" \
+    "$flops" "$bytes" "$it" "$check" "$(baseline "$m" xla_cpu_2c_run_s)" \
+    "$(baseline "$m" xla_cpu_16c_run_s)" >>"$tsv"
+done
+
+echo "== ONNX Runtime (onnxruntime-node 1.30.0)"
+ort=$out/ort
+ortver=""
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  if [ ! -d "$ort/node_modules/onnxruntime-node" ]; then
+    mkdir -p "$ort"
+    (cd "$ort" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30.0 >npm.log 2>&1) ||
+      echo "  npm install failed ($ort/npm.log)"
+  fi
+  ort_models=""
+  for m in $models; do [ -f "$peers/onnx/$m.onnx" ] && ort_models="$ort_models $m"; done
+  if [ -d "$ort/node_modules/onnxruntime-node" ] && [ -n "$ort_models" ]; then
+    for th in 1 2; do
+      # shellcheck disable=SC2086
+      (cd "$ort" && timeout 600 node "$peers/ort_bench.mjs" "$th" $ort_models) >"$ort/ort$th.jsonl" 2>"$ort/ort$th.log"
+      cat "$ort/ort$th.jsonl"
+    done
+    ortver=$(sed -n 's/.*"ort_version":"\([^"]*\)".*/\1/p' "$ort/ort2.jsonl" | head -n 1)
+    # merge the medians into the table
+    for th in 1 2; do
+      col=$((th == 1 ? 11 : 12))
+      while IFS= read -r j; do
+        m=$(printf '%s' "$j" | sed -n 's/.*"model":"\([^"]*\)".*/\1/p')
+        v=$(printf '%s' "$j" | sed -n 's/.*"run_median_s":\([-0-9.eE+]*\).*/\1/p')
+        [ -n "$m" ] && [ -n "$v" ] && awk -F'\t' -v OFS='\t' -v m="$m" -v v="$v" -v c="$col" \
+          '$1 == m { $c = v } { print }' "$tsv" >"$tsv.tmp" && mv "$tsv.tmp" "$tsv"
+      done <"$ort/ort$th.jsonl"
+    done
+  fi
+else
+  echo "  node/npm not found: ONNX Runtime columns left empty"
+fi
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+elapsed=$(printf '%.0f' "$(minus "$(now)" "$t_start")")
+
+# ------------------------------------------------------------------ the table
+table() {
+  awk -F'\t' -v rcap="$run_cap" -v icap="$interp_cap" '
+    function ms(x) {
+      if (x == "-" || x == "") return "–"
+      if (x == "T") return "> " rcap " s"
+      if (x == "F") return "failed"
+      x *= 1000
+      return x < 1 ? sprintf("%.3f", x) : x < 10 ? sprintf("%.2f", x) : x < 100 ? sprintf("%.1f", x) : sprintf("%.0f", x)
+    }
+    function num(x) { return x != "" && x != "-" && x != "T" && x != "F" }
+    NR == 1 { next }
+    {
+      m = $1; ct = $2; t1 = $3; t2 = $5; fl = $7; by = $8; it = $9; ck = $10; o1 = $11; o2 = $12
+      cs = ct == "F" ? "failed" : sprintf("%.2f", ct)
+      rate = "–"
+      if (num(t2)) rate = fl > 0 ? sprintf("%.1f GFLOP/s", fl / t2 * 1e-9) : sprintf("%.1f GB/s", by / t2 * 1e-9)
+      itx = it == "T" ? "> " icap " s" : ms(it)
+      sp = "–"
+      if (num(t1) && num(it)) sp = sprintf("%.1fx", it / t1)
+      else if (num(t1) && it == "T") sp = sprintf("≥ %.1fx", icap / t1)
+      rt = (num(o2) && num(t2)) ? sprintf("%.2f", o2 / t2) : "–"
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, cs, ms(t1), ms(t2), rate, itx, sp, ck, ms(o1), ms(o2), rt, ms($13), ms($14)
+    }' "$tsv"
+}
+sg1=$(printf '%s\n' "$sgemm" | awk '/sgemm_threads=1/' ); sg2=$(printf '%s\n' "$sgemm" | awk '/sgemm_threads=2/')
+mc1=$(printf '%s\n' "$memcpy" | awk '/memcpy_threads=1/'); mc2=$(printf '%s\n' "$memcpy" | awk '/memcpy_threads=2/')
+{
+  echo "Measured $started by \`$command_line\` (${elapsed} s) on: $machine."
+  echo "Load average $load0 at the start, $load1 at the end."
+  echo "hloc $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' with uncommitted changes'), Release build; ONNX Runtime ${ortver:-not run}."
+  echo
+  echo "| model | compile s | hloc 1t ms | hloc 2t ms | GFLOP/s or GB/s (2t) | interpreter ms | hloc 1t vs interpreter | check | ORT 1t ms | ORT 2t ms | ORT 2t / hloc 2t | XLA cpu 2c ms | XLA cpu 16c ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+  table
+  echo
+  echo "Same run: OpenBLAS SGEMM 2048³ $(kv gflops "$sg1") GFLOP/s on 1 thread, $(kv gflops "$sg2") GFLOP/s on 2 (kernels $(kv kernels "$sg2"), OPENBLAS_CORETYPE $(kv coretype "$sg2"));" \
+    "memcpy of 64 MiB $(kv gbps "$mc1") GB/s on 1 thread, $(kv gbps "$mc2") GB/s on 2 (read + write)."
+  echo "Limits: $budget s of timed runs per model and thread count, driver runs capped at $run_cap s, interpreter at $interp_cap s, compile time the median of $compile_reps."
+} >"$out/results.md"
+echo
+cat "$out/results.md"
+echo
+echo "results: $out/results.md (raw: $tsv and $out/<model>/)"
+
+if [ "$update_docs" = 1 ]; then
+  doc=$root/docs/benchmarks.md
+  if ! grep -q '^<!-- cpu-bench -->$' "$doc" 2>/dev/null || ! grep -q '^<!-- /cpu-bench -->$' "$doc"; then
+    echo "bench: $doc has no '<!-- cpu-bench -->' ... '<!-- /cpu-bench -->' section; not updated"
+    exit 1
+  fi
+  # replace what lies between the markers, nothing else (other sections belong to others)
+  awk -v f="$out/results.md" '
+    /^<!-- cpu-bench -->$/ { print; print ""; while ((getline l < f) > 0) print l; print ""; skip = 1; next }
+    /^<!-- \/cpu-bench -->$/ { skip = 0 }
+    !skip { print }' "$doc" >"$doc.tmp.$$" && mv "$doc.tmp.$$" "$doc"
+  echo "updated $doc"
+fi

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# run.sh: the hloc CPU benchmark on a machine without the toolchain (from a device bundle that
+# `tools/bench.sh --device-bundle DIR` built; this file is tools/bench/run.sh of the hloc tree).
+#
+#   bash run.sh                      every model pinned to cores 0,1, serial and 2 threads
+#   CORES=0-15 THREADS=16 bash run.sh
+#   BUDGET=5 CAP=300 bash run.sh     seconds of timed runs per model and thread count; cap per run
+#
+# Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
+# SGEMM and memcpy on the same cores, then per model the median run time serial and on
+# THREADS threads, GFLOP/s (or GB/s for models without dot/convolution), XLA's CPU time on 2
+# cores from baselines.json (measured pinned to 2 cores on the 16-core Xeon of the H200 host),
+# the ratio, and a check of the results against the checksum recorded on the build host
+# ("ok" within 1e-3 relative; "DIFF" is worth a look, summation order differs with the vector
+# width).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cores=${CORES:-0,1}
+threads=${THREADS:-2}
+budget=${BUDGET:-5}
+cap=${CAP:-300}
+pin=(taskset -c "$cores")
+command -v taskset >/dev/null || { echo "run.sh: taskset not found: running unpinned"; pin=(); }
+kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
+run() { # cap, command...: the key=value line, T on timeout, F on failure
+  local c=$1 line rc; shift
+  line=$(timeout "$c" "$@" 2>>"$here/run.log"); rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then echo T; elif [ $rc != 0 ] || [ -z "$line" ]; then echo F; else echo "$line"; fi
+}
+
+stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[ \t]*//p' | head -n 1)
+avx512=no; grep -q avx512f /proc/cpuinfo && avx512=yes
+amx=no; grep -q amx_tile /proc/cpuinfo && amx=yes
+: >"$here/run.log"
+echo "== $stamp on $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx; pinned to cores $cores, $threads threads"
+echo "   load average $(cut -d' ' -f1-3 /proc/loadavg)"
+sg=$(run 600 "${pin[@]}" "$here/bin/sgemm" 2048 5)
+mc=$(run 300 "${pin[@]}" "$here/bin/memcpy")
+printf '%s\n%s\n' "$sg" "$mc"
+
+rows=$here/rows.tsv
+: >"$rows"
+while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
+  [ -x "$here/bin/$m" ] || continue
+  echo "== $m"
+  l2=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads "$threads" --budget "$budget")
+  echo "   $threads threads: $l2"
+  l1=T
+  if [ "$l2" != T ]; then
+    l1=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads 1 --budget "$budget")
+    echo "   serial:    $l1"
+  fi
+  t1=$l1 t2=$l2 ck="–"
+  case $l1 in T|F) ;; *) t1=$(kv median_s "$l1") ;; esac
+  case $l2 in T|F) ;; *) t2=$(kv median_s "$l2")
+    ck=$(awk -v a="$(kv asum "$l2")" -v b="$asum" -v n="$(kv nonfinite "$l2")" -v nb="$nonfin" 'BEGIN {
+      if (b == "-" || b == "") { print "no reference"; exit }
+      d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b
+      print (d <= 1e-3 * s + 1e-6 && n == nb) ? "ok" : "DIFF (" a " vs " b ")" }') ;;
+  esac
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$t1" "$t2" "$flops" "$bytes" "$x2" "$x16" "$ck" >>"$rows"
+done <"$here/models.tsv"
+
+out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
+{
+  echo "hloc device run, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx."
+  echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
+  echo
+  echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | check |"
+  echo "|---|---:|---:|---:|---:|---:|---|---|"
+  awk -F'\t' -v cap="$cap" '
+    function ms(x) {
+      if (x == "T") return "> " cap " s"
+      if (x == "F" || x == "") return "failed"
+      x *= 1000
+      return x < 10 ? sprintf("%.2f", x) : x < 100 ? sprintf("%.1f", x) : sprintf("%.0f", x)
+    }
+    function num(x) { return x != "" && x != "T" && x != "F" && x != "-" }
+    {
+      rate = "–"; r = "–"; v = "–"
+      if (num($3)) rate = $4 > 0 ? sprintf("%.1f GFLOP/s", $4 / $3 * 1e-9) : sprintf("%.1f GB/s", $5 / $3 * 1e-9)
+      if (num($3) && num($6)) { r = sprintf("%.2f", $3 / $6); v = $3 <= $6 ? "yes" : "no" }
+      else if ($3 == "T" && num($6)) v = "no"
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v, $8
+    }' "$rows"
+  echo
+  echo "Same cores: OpenBLAS SGEMM 2048³ $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=1')") GFLOP/s on 1 thread, $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')") on 2 (kernels $(kv kernels "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')"), OPENBLAS_CORETYPE $(kv coretype "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')")); memcpy 64 MiB $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=1')") GB/s on 1 thread, $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=2')") on 2 (read + write)."
+} >"$out"
+echo
+cat "$out"
+echo
+echo "written to $out"

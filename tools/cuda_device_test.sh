@@ -1,0 +1,59 @@
+#!/bin/sh
+# tools/cuda_device_test.sh: build the CUDA execution test of every corpus fixture into
+# device/ (git-ignored), ready to be carried to a GPU machine and run there with
+#   sh device/run.sh
+# which prints a pass/fail table with timings. Everything is compiled here (the GPU machine
+# needs neither LLVM nor protobuf-c): hloc --target=cuda per fixture, the driver
+# tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
+# toolkit's stub library) and -lcublas; the fixtures' in/out .npy files are copied beside.
+# Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-cuda}
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+CORPUS=${HLOC_CORPUS:-$ROOT/../shared/corpus}/fixtures
+OUT=$ROOT/device
+[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" --target hloc hloc_hlo -j2 >/dev/null
+CUBLAS_DIR=$(dirname "$(ls "$CUDA"/lib64/libcublas.so "$CUDA"/lib/libcublas.so 2>/dev/null | head -n 1)")
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for f in "$CORPUS"/*/; do
+  n=$(basename "$f")
+  mkdir -p "$OUT/$n"
+  "$BUILD/hloc" "$f/module.pb" --target=cuda --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
+  cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
+    "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -lcuda -L"$CUBLAS_DIR" -lcublas \
+    -lpthread -lm -o "$OUT/$n/run"
+  cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
+done
+cat >"$OUT/run.sh" <<'RUN'
+#!/bin/sh
+# Run every fixture compiled by tools/cuda_device_test.sh; prints a table and exits 1 if
+# any failed. RTOL 1e-4 (1e-3 for the train step, whose reductions are long).
+cd "$(dirname "$0")"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  [ -e "$d/libcublas.so.13" ] && LIBS="${LIBS:+$LIBS:}$d"
+done
+if [ -z "${LIBS:-}" ]; then
+  f=$(find / -name 'libcublas.so.13*' -not -path '/proc/*' 2>/dev/null | head -n 1)
+  [ -n "$f" ] && LIBS=$(dirname "$f")
+fi
+export LD_LIBRARY_PATH="${LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+fail=0
+printf '%-24s %s\n' fixture result
+for d in */; do
+  n=${d%/}
+  [ -x "$n/run" ] || continue
+  tol=1e-4
+  [ "$n" = simple_cnn_train_step ] && tol=1e-3
+  line=$("./$n/run" "$n" "$tol" 20 2>"$n/stderr.txt") || fail=1
+  printf '%-24s %s\n' "$n" "${line:-FAIL (no output: $(tail -n 1 "$n/stderr.txt"))}"
+  [ -n "$line" ] || fail=1
+done
+[ $fail = 0 ] && echo "all fixtures passed" || echo "SOME FIXTURES FAILED"
+exit $fail
+RUN
+chmod +x "$OUT/run.sh"
+du -sh "$OUT" | sed 's/^/device folder: /'
