@@ -151,11 +151,16 @@ if [ -n "$bundle" ]; then
       echo "  $m: static link failed ($w/target/link.log)"; continue
     fi
     strip "$bundle/bin/$m" 2>/dev/null || true
-    # this host's result checksum (host-compiled code, one cold run) for run.sh's check
-    asum=- nonfin=-
-    if [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; then
-      line=$(run_capped 300 "$w/host/run.log" "$w/host/bench" --threads 2 --budget 0 --min-runs 1 --max-runs 1)
-      case $line in T|F) ;; *) asum=$(kv asum "$line"); nonfin=$(kv nonfinite "$line") ;; esac
+    # this host's result checksum for run.sh's check: from the last benchmark run when it
+    # has one, else from one run of host-compiled code (capped like the benchmark's runs)
+    asum=$(awk -F'\t' -v m="$m" '$1 == m && NF >= 16 { print $15 }' "$out/results.tsv" 2>/dev/null)
+    nonfin=$(awk -F'\t' -v m="$m" '$1 == m && NF >= 16 { print $16 }' "$out/results.tsv" 2>/dev/null)
+    if [ -z "$asum" ] || [ "$asum" = - ]; then
+      asum=- nonfin=-
+      if [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; then
+        line=$(run_capped "$run_cap" "$w/host/run.log" "$w/host/bench" --threads 2 --budget 0 --min-runs 1 --max-runs 1)
+        case $line in T|F) ;; *) asum=$(kv asum "$line"); nonfin=$(kv nonfinite "$line") ;; esac
+      fi
     fi
     info=$("$build/hloc-bench-ref" "$corpus/bench/$m/module.pb" 2>/dev/null)
     flops=$(kv flops "$info"); bytes=$(( $(kv param_bytes "$info") + $(kv result_bytes "$info") ))
@@ -205,7 +210,7 @@ $cc -O2 "$root/tools/bench/memcpy.c" -lpthread -o "$out/memcpy" && memcpy=$("$ou
 printf '%s\n%s\n' "$sgemm" "$memcpy"
 
 tsv=$out/results.tsv
-printf 'model\tcompile_s\tt1_s\tt1_runs\tt2_s\tt2_runs\tflops\tbytes\tinterp_s\tcheck\tort1_s\tort2_s\txla2c_s\txla16c_s\n' >"$tsv"
+printf 'model\tcompile_s\tt1_s\tt1_runs\tt2_s\tt2_runs\tflops\tbytes\tinterp_s\tcheck\tort1_s\tort2_s\txla2c_s\txla16c_s\tasum\tnonfinite\n' >"$tsv"
 for m in $models; do
   [ -f "$corpus/bench/$m/module.pb" ] || { echo "bench: no module for $m"; continue; }
   w=$out/$m
@@ -216,7 +221,7 @@ for m in $models; do
   flops=$(kv flops "$info"); flops=${flops:-0}
   bytes=$(( $(kv param_bytes "$info") + $(kv result_bytes "$info") ))
   ct=$(compile_model "$m" "$w")
-  t1=- t2=- r1=0 r2=0 it=- check=-
+  t1=- t2=- r1=0 r2=0 it=- check=- asum=- nonfin=-
   if [ "$ct" = F ]; then
     echo "  compile failed: $(tail -n 1 "$w/compile.log")"
   elif ! link_driver "$w" "$w/bench" "$m"; then
@@ -224,7 +229,10 @@ for m in $models; do
   else
     echo "  compile ${ct}s"
     line=$(run_capped "$run_cap" "$w/run2.log" "$w/bench" --threads 2 --budget "$budget" --save-outputs "$w/out")
-    case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line") ;; esac
+    case $line in
+      T|F) t2=$line ;;
+      *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); asum=$(kv asum "$line"); nonfin=$(kv nonfinite "$line") ;;
+    esac
     echo "  2 threads: $line"
     if [ "$t2" != T ]; then # a model over the cap on 2 threads is not retried serially
       line=$(run_capped "$run_cap" "$w/run1.log" "$w/bench" --threads 1 --budget "$budget")
@@ -237,7 +245,7 @@ for m in $models; do
       line=$( (ulimit -v "$mem_kb"; timeout "$interp_cap" "$build/hloc-bench-ref" \
           "$corpus/bench/$m/module.pb" --interp --expect "$w/out") 2>"$w/interp.log")
       rc=$?
-      if [ $rc = 124 ] || [ $rc = 137 ]; then it=T
+      if [ $rc = 124 ] || [ $rc = 137 ]; then it=T; line="stopped after $interp_cap s"
       elif [ -z "$(kv interp_s "$line")" ]; then it=F; echo "  interpreter failed: $(tail -n 1 "$w/interp.log")"
       else it=$(kv interp_s "$line"); check=$(kv check "$line")
         [ "$check" = FAIL ] && check="FAIL (max rel $(kv max_rel "$line"))"
@@ -245,9 +253,9 @@ for m in $models; do
       echo "  interpreter: ${line:-timed out or failed}"
     fi
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\n' "$m" "$ct" "$t1" "$r1" "$t2" "$r2" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\t%s\t%s\n' "$m" "$ct" "$t1" "$r1" "$t2" "$r2" \
     "$flops" "$bytes" "$it" "$check" "$(baseline "$m" xla_cpu_2c_run_s)" \
-    "$(baseline "$m" xla_cpu_16c_run_s)" >>"$tsv"
+    "$(baseline "$m" xla_cpu_16c_run_s)" "$asum" "$nonfin" >>"$tsv"
 done
 
 echo "== ONNX Runtime (onnxruntime-node 1.30.0)"
@@ -303,6 +311,7 @@ table() {
       rate = "–"
       if (num(t2)) rate = fl > 0 ? sprintf("%.1f GFLOP/s", fl / t2 * 1e-9) : sprintf("%.1f GB/s", by / t2 * 1e-9)
       itx = it == "T" ? "> " icap " s" : ms(it)
+      if (ck == "-" || ck == "") ck = "–"
       sp = "–"
       if (num(t1) && num(it)) sp = sprintf("%.1fx", it / t1)
       else if (num(t1) && it == "T") sp = sprintf("≥ %.1fx", icap / t1)
