@@ -398,6 +398,15 @@ typedef struct HUsers {
   HInstr ***list;    /* per instruction: the users */
 } HUsers;
 HUsers hlo_comp_users(HArena *scratch, HComp *c);
+/* Depth-first post-order of c's instructions over operands and control predecessors into
+ * order[0 .. ninstrs): every instruction after all it depends on. The walk starts at `first`
+ * (NULL: nowhere in particular), then at each instruction not yet emitted in array order, so
+ * an order that is already valid comes out unchanged when first is NULL. Dependencies are
+ * entered heaviest first by weight[idx] (NULL: no weights), ties in their own order
+ * (operands, then control predecessors). Dependencies outside c are skipped and a cycle is
+ * cut where it closes (the verifier reports both). Sets idx to array positions. */
+void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const int64_t *weight,
+                        HInstr **order);
 
 /* ------------------------------------------------------------------ print.c */
 

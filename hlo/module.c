@@ -2,12 +2,26 @@
  *
  * All nodes are allocated in the module's arena. Instruction arrays grow by doubling (the old
  * array stays in the arena until the module is freed). Positions (idx) and the parameter
- * table are derived data, recomputed by hlo_comp_renumber after edits. */
+ * table are derived data, recomputed by hlo_comp_renumber after edits. hlo_comp_postorder is
+ * the one dependency walk the passes and the scheduler share: an iterative depth-first
+ * post-order (explicit stack, so deep graphs cannot overflow the C stack) over operands and
+ * control predecessors. */
 #include "hlo.h"
 
 #include <string.h>
 
 static void nameset_add(HModule *m, const char *name);
+
+/* Room for one more element in the arena array arr of n elements of elem bytes (capacity
+ * *cap, doubled when full, `first` the first time); returns the array, moved if it grew. */
+static void *grow(HArena *a, void *arr, int n, int *cap, int first, size_t elem) {
+  if (n < *cap) return arr;
+  int ncap = *cap ? *cap * 2 : first;
+  void *g = hlo_arena_alloc(a, elem * (size_t)ncap);
+  if (n) memcpy(g, arr, elem * (size_t)n);
+  *cap = ncap;
+  return g;
+}
 
 HModule *hlo_module_new(const char *name, const char *file) {
   HArena *a = hlo_arena_new();
@@ -29,13 +43,7 @@ HComp *hlo_comp_new(HModule *m, const char *name) {
   nameset_add(m, c->name);
   c->mod = m;
   c->uid = m->next_uid++;
-  if (m->ncomps == m->cap) {
-    int cap = m->cap ? m->cap * 2 : 8;
-    HComp **n = hlo_arena_alloc(m->arena, sizeof(HComp *) * (size_t)cap);
-    if (m->ncomps) memcpy(n, m->comps, sizeof(HComp *) * (size_t)m->ncomps);
-    m->comps = n;
-    m->cap = cap;
-  }
+  m->comps = grow(m->arena, m->comps, m->ncomps, &m->cap, 8, sizeof(HComp *));
   c->idx = m->ncomps;
   m->comps[m->ncomps++] = c;
   return c;
@@ -62,13 +70,7 @@ HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, in
   in->uid = c->mod->next_uid++;
   in->feature_groups = 1;
   in->batch_groups = 1;
-  if (c->ninstrs == c->cap) {
-    int cap = c->cap ? c->cap * 2 : 16;
-    HInstr **n = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)cap);
-    if (c->ninstrs) memcpy(n, c->instrs, sizeof(HInstr *) * (size_t)c->ninstrs);
-    c->instrs = n;
-    c->cap = cap;
-  }
+  c->instrs = grow(a, c->instrs, c->ninstrs, &c->cap, 16, sizeof(HInstr *));
   in->idx = c->ninstrs;
   c->instrs[c->ninstrs++] = in;
   return in;
@@ -261,4 +263,66 @@ bool hlo_module_remove_unreachable(HModule *m) {
   m->ncomps = k;
   for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
   return changed;
+}
+
+/* Whether d is an instruction of c at its recorded position (operands elsewhere are the
+ * verifier's to report). */
+static bool po_in_comp(const HComp *c, const HInstr *d) {
+  return d->parent == c && d->idx >= 0 && d->idx < c->ninstrs && c->instrs[d->idx] == d;
+}
+
+/* Dependency k of in: operands first, then control predecessors. */
+static HInstr *po_dep(const HInstr *in, int k) {
+  return k < in->nops ? in->ops[k] : in->ctrl[k - in->nops];
+}
+
+/* in's dependencies by decreasing weight (a stable insertion sort: ties keep their order). */
+static HInstr **po_sorted_deps(HArena *a, const HInstr *in, const int64_t *weight) {
+  int nd = in->nops + in->nctrl;
+  HInstr **d = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nd ? nd : 1));
+  for (int j = 0; j < nd; j++) d[j] = po_dep(in, j);
+  for (int x = 1; x < nd; x++)
+    for (int y = x; y > 0 && weight[d[y]->idx] > weight[d[y - 1]->idx]; y--) {
+      HInstr *t = d[y];
+      d[y] = d[y - 1];
+      d[y - 1] = t;
+    }
+  return d;
+}
+
+void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const int64_t *weight,
+                        HInstr **order) {
+  int n = c->ninstrs;
+  if (n == 0) return;
+  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
+  uint8_t *state = hlo_arena_alloc(scratch, (size_t)n); /* 0 unvisited, 1 on stack, 2 emitted */
+  HInstr **stk = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
+  int *next = hlo_arena_alloc(scratch, sizeof(int) * (size_t)n); /* next dependency to enter */
+  HInstr ***deps = weight ? hlo_arena_alloc(scratch, sizeof(HInstr **) * (size_t)n) : NULL;
+  int norder = 0;
+  for (int s = -1; s < n; s++) {
+    const HInstr *start = s < 0 ? first : c->instrs[s];
+    if (!start || !po_in_comp(c, start) || state[start->idx]) continue;
+    int sp = 0;
+    stk[sp] = c->instrs[start->idx];
+    next[sp++] = 0;
+    state[start->idx] = 1;
+    while (sp) {
+      HInstr *in = stk[sp - 1];
+      int k = next[sp - 1]++;
+      if (k >= in->nops + in->nctrl) {
+        state[in->idx] = 2;
+        order[norder++] = in;
+        sp--;
+        continue;
+      }
+      if (weight && !deps[in->idx]) deps[in->idx] = po_sorted_deps(scratch, in, weight);
+      HInstr *d = weight ? deps[in->idx][k] : po_dep(in, k);
+      if (!po_in_comp(c, d) || state[d->idx]) continue; /* emitted, or a cycle */
+      state[d->idx] = 1;
+      stk[sp] = d;
+      next[sp++] = 0;
+    }
+  }
+  HLO_ASSERT(norder == n);
 }

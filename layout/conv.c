@@ -14,8 +14,8 @@
  * a transpose already on an operand is composed with the new one. The transposes this leaves
  * between consecutive convolutions are removed by transpose-sink (which carries them through
  * the elementwise ops and pooling in between) and algsimp (transpose of transpose). Works on
- * every computation except fusion bodies; convolutions with control dependencies are left
- * alone. */
+ * every computation except fusion bodies, in one forward sweep (opt_rewrite_comp);
+ * convolutions with control dependencies are left alone. */
 #include "layout.h"
 
 #include <string.h>
@@ -54,26 +54,20 @@ static HInstr *cl_rewrite(HComp *c, HInstr *in) {
   return layout_transpose(c, nc, qout);
 }
 
+/* The rewrite rule (opt_rewrite_comp): the canonical form of a non-canonical convolution. */
+static HInstr *cl_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
+  (void)pc, (void)ctx;
+  if (in->op != OP_CONVOLUTION || in->nctrl || in->nops != 2 || !in->conv ||
+      !hlo_shape_is_array(&in->shape) || in->shape.rank < 2 ||
+      in->ops[0]->shape.rank != in->shape.rank || in->ops[1]->shape.rank != in->shape.rank ||
+      layout_conv_is_canonical(in))
+    return NULL;
+  return cl_rewrite(c, in);
+}
+
 bool layout_conv_canonical(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int ci = 0; ci < m->ncomps; ci++) {
-    HComp *c = m->comps[ci];
-    if (c->is_fusion) continue;
-    int n = c->ninstrs;
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-      HInstr *in = c->instrs[i];
-      if (in->op != OP_CONVOLUTION || in->nctrl || in->nops != 2 || !in->conv ||
-          !hlo_shape_is_array(&in->shape) || in->shape.rank < 2 ||
-          in->ops[0]->shape.rank != in->shape.rank || in->ops[1]->shape.rank != in->shape.rank ||
-          layout_conv_is_canonical(in))
-        continue;
-      HInstr *r = cl_rewrite(c, in);
-      hlo_instr_replace_uses(in, r);
-      any = true;
-    }
-    if (any) opt_comp_toposort(c, pc->scratch);
-    changed |= any;
-  }
+  for (int ci = 0; ci < m->ncomps; ci++)
+    if (!m->comps[ci]->is_fusion) changed |= opt_rewrite_comp(m->comps[ci], pc, cl_rule, NULL);
   return changed;
 }

@@ -23,7 +23,7 @@
  *       (smaller) result only if the kept dimensions change their relative order;
  *   reduce-window / pad / slice / reverse of T -> the same op on x with its per-dimension
  *       attributes permuted, then transpose(.., p).
- * One forward sweep per computation (replacements kept in aux, as algsimp does) carries a
+ * One forward sweep per computation (opt_rewrite_comp, as algsimp does) carries a
  * transpose down a whole chain; the computation is re-sorted afterwards and replaced
  * instructions are left for DCE. Every rewrite preserves values exactly (pure data movement).
  * Instructions with control dependencies are left alone. */
@@ -105,12 +105,6 @@ bool layout_conv_is_canonical(const HInstr *in) {
 
 /* ---------------------------------------------------------------- transpose-fold */
 
-static bool tf_in(const IList *l, int64_t d) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == d) return true;
-  return false;
-}
-
 /* Fold a transpose on operand `side` of dot `in`; true when done. */
 static bool tf_dot(HModule *m, HInstr *in, int side) {
   HInstr *t = in->ops[side];
@@ -121,7 +115,7 @@ static bool tf_dot(HModule *m, HInstr *in, int side) {
   IList *con = side ? &dd->rhs_contract : &dd->lhs_contract;
   int64_t prev = -1;
   for (int i = 0; i < t->shape.rank; i++) {
-    if (tf_in(batch, i) || tf_in(con, i)) continue;
+    if (opt_ilist_has(batch, i) || opt_ilist_has(con, i)) continue;
     if (p[i] < prev) return false; /* free dims would come out reordered */
     prev = p[i];
   }
@@ -333,39 +327,20 @@ static HInstr *ts_single(HComp *c, HInstr *in) {
   return NULL;
 }
 
-static HInstr *ts_resolve(HInstr *x) {
-  while (x->aux) x = x->aux;
-  return x;
-}
-
-static bool ts_comp(HComp *c, PassCtx *pc) {
-  int n = c->ninstrs;
-  HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) old[i]->aux = NULL;
-  bool changed = false;
-  for (int i = 0; i < n; i++) {
-    HInstr *in = old[i];
-    for (int k = 0; k < in->nops; k++) in->ops[k] = ts_resolve(in->ops[k]);
-    for (int k = 0; k < in->nctrl; k++) in->ctrl[k] = ts_resolve(in->ctrl[k]);
-    if (in->nctrl || !hlo_shape_is_array(&in->shape) || in->nops == 0) continue;
-    HInstr *r = NULL;
-    unsigned fl = hlo_op_flags(in->op);
-    if ((fl & OPF_ELEM) && !(fl & OPF_SIDE) && in->shape.rank >= 2) r = ts_elementwise(c, in, pc);
-    else r = ts_single(c, in);
-    if (!r || r == in) continue;
-    HLO_ASSERT(hlo_shape_eq(&r->shape, &in->shape));
-    in->aux = r;
-    changed = true;
-  }
-  if (changed) c->root = ts_resolve(c->root);
-  for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->aux = NULL;
-  if (changed || c->ninstrs != n) opt_comp_toposort(c, pc->scratch);
-  return changed;
+/* The rewrite rule (opt_rewrite_comp): sink a transpose operand of in, or keep in. */
+static HInstr *ts_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
+  (void)ctx;
+  if (in->nctrl || !hlo_shape_is_array(&in->shape) || in->nops == 0) return NULL;
+  unsigned fl = hlo_op_flags(in->op);
+  HInstr *r = (fl & OPF_ELEM) && !(fl & OPF_SIDE) && in->shape.rank >= 2 ? ts_elementwise(c, in, pc)
+                                                                        : ts_single(c, in);
+  HLO_ASSERT(!r || hlo_shape_eq(&r->shape, &in->shape));
+  return r;
 }
 
 bool layout_transpose_sink(HModule *m, PassCtx *pc) {
   bool changed = false;
   for (int i = 0; i < m->ncomps; i++)
-    if (!m->comps[i]->is_fusion) changed |= ts_comp(m->comps[i], pc);
+    if (!m->comps[i]->is_fusion) changed |= opt_rewrite_comp(m->comps[i], pc, ts_rule, NULL);
   return changed;
 }

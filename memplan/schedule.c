@@ -144,47 +144,7 @@ static void ms_dfs(MsCtx *s, HArena *a, HInstr **order) {
     for (int j = 0; j < in->nops; j++) total[i] += total[in->ops[j]->idx];
     if (total[i] > INT64_MAX / 4) total[i] = INT64_MAX / 4;
   }
-  uint8_t *state = hlo_arena_alloc(a, (size_t)n);
-  HInstr **stk = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)n);
-  int *next = hlo_arena_alloc(a, sizeof(int) * (size_t)n);
-  HInstr ***deps = hlo_arena_alloc(a, sizeof(HInstr **) * (size_t)n);
-  int norder = 0;
-  for (int pass = 0; pass <= n; pass++) {
-    HInstr *start = pass == 0 ? c->root : c->instrs[pass - 1];
-    if (!start || state[start->idx]) continue;
-    int sp = 0;
-    stk[sp] = start;
-    next[sp++] = 0;
-    state[start->idx] = 1;
-    while (sp) {
-      HInstr *in = stk[sp - 1];
-      int nd = in->nops + in->nctrl;
-      if (!deps[in->idx]) { /* dependencies sorted by decreasing accumulated bytes */
-        HInstr **d = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nd ? nd : 1));
-        for (int j = 0; j < nd; j++) d[j] = j < in->nops ? in->ops[j] : in->ctrl[j - in->nops];
-        for (int x = 1; x < nd; x++)
-          for (int y = x; y > 0 && total[d[y]->idx] > total[d[y - 1]->idx]; y--) {
-            HInstr *t = d[y];
-            d[y] = d[y - 1];
-            d[y - 1] = t;
-          }
-        deps[in->idx] = d;
-      }
-      int k = next[sp - 1]++;
-      if (k < nd) {
-        HInstr *d = deps[in->idx][k];
-        if (state[d->idx]) continue;
-        state[d->idx] = 1;
-        stk[sp] = d;
-        next[sp++] = 0;
-        continue;
-      }
-      state[in->idx] = 2;
-      order[norder++] = in;
-      sp--;
-    }
-  }
-  HLO_ASSERT(norder == n);
+  hlo_comp_postorder(c, a, c->root, total, order);
 }
 
 bool memplan_schedule(HComp *c, HArena *a, int64_t *temp_bytes) {

@@ -11,13 +11,13 @@
  * or redundant choice. Broadcasts of scalars are kept as broadcasts: reshapes and transposes
  * of them become one broadcast of the scalar.
  *
- * Algorithm: one forward sweep per computation. Each instruction first has its operands
- * redirected to their replacements (kept in the instruction's aux slot), then the rules are
- * tried; a rule yields an existing instruction or a new one appended to the computation.
- * Replaced instructions stay in place unused (DCE removes them); the computation is put back
- * into dependency order at the end. New instructions may enable further rewrites, which the
- * pipeline's fixed-point loop picks up. Instructions with control dependencies are left
- * alone. Requires nothing; invalidates users lists. */
+ * Algorithm: one forward sweep per computation (opt_rewrite_comp). Each instruction first has
+ * its operands redirected to their replacements (kept in the instruction's aux slot), then
+ * the rules are tried; a rule yields an existing instruction or a new one appended to the
+ * computation. Replaced instructions stay in place unused (DCE removes them); the
+ * computation is put back into dependency order at the end. New instructions may enable
+ * further rewrites, which the pipeline's fixed-point loop picks up. Instructions with control
+ * dependencies are left alone. Requires nothing; invalidates users lists. */
 #include "optimizer.h"
 
 #include <math.h>
@@ -60,13 +60,6 @@ static bool is_extreme(const HInstr *in, bool want_max) {
   int64_t lim;
   if (!int_limit(t, want_max, &lim)) return false;
   return hlo_literal_get_i64(const_of(in)->literal, 0) == lim;
-}
-
-static bool same_dims(const Shape *a, const Shape *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
 }
 
 /* A constant of in's shape holding v everywhere: broadcast(scalar constant). */
@@ -149,7 +142,7 @@ static HInstr *simplify(HComp *c, HInstr *in) {
   case OP_SELECT: {
     if (in->ops[1] == in->ops[2]) return in->ops[1];
     double v;
-    if (same_dims(&in->ops[1]->shape, &in->shape) && opt_uniform_value(a, &v))
+    if (hlo_shape_same_dims(&in->ops[1]->shape, &in->shape) && opt_uniform_value(a, &v))
       return v != 0 ? in->ops[1] : in->ops[2];
     return NULL;
   }
@@ -173,16 +166,16 @@ static HInstr *simplify(HComp *c, HInstr *in) {
   case OP_COPY:
     return a;
   case OP_RESHAPE:
-    if (same_dims(&a->shape, &in->shape)) return a;
+    if (hlo_shape_same_dims(&a->shape, &in->shape)) return a;
     if (a->op == OP_RESHAPE) {
       HInstr *x = a->ops[0];
-      if (same_dims(&x->shape, &in->shape)) return x;
+      if (hlo_shape_same_dims(&x->shape, &in->shape)) return x;
       return opt_new(c, OP_RESHAPE, "reshape", &in->shape, 1, &x);
     }
     if (is_scalar_broadcast(a)) return new_broadcast(c, a->ops[0], &in->shape, 0, NULL);
     return NULL;
   case OP_BROADCAST: {
-    if (same_dims(&a->shape, &in->shape)) {
+    if (hlo_shape_same_dims(&a->shape, &in->shape)) {
       bool ident = in->dims.n == a->shape.rank;
       for (int i = 0; ident && i < in->dims.n; i++) ident = in->dims.v[i] == i;
       if (ident) return a;
@@ -223,13 +216,13 @@ static HInstr *simplify(HComp *c, HInstr *in) {
     return NULL;
   }
   case OP_SLICE: {
-    if (!in->slice || !same_dims(&a->shape, &in->shape)) return NULL;
+    if (!in->slice || !hlo_shape_same_dims(&a->shape, &in->shape)) return NULL;
     for (int i = 0; i < in->slice->n; i++)
       if (in->slice->start[i] != 0 || in->slice->stride[i] != 1) return NULL;
     return a;
   }
   case OP_PAD: {
-    if (!in->pad || !same_dims(&a->shape, &in->shape)) return NULL;
+    if (!in->pad || !hlo_shape_same_dims(&a->shape, &in->shape)) return NULL;
     for (int i = 0; i < in->pad->n; i++)
       if (in->pad->lo[i] || in->pad->hi[i] || in->pad->interior[i]) return NULL;
     return a;
@@ -275,36 +268,20 @@ static HInstr *simplify(HComp *c, HInstr *in) {
   return NULL;
 }
 
-static HInstr *resolve(HInstr *x) {
-  while (x->aux) x = x->aux;
-  return x;
-}
-
-static bool simplify_comp(HComp *c, PassCtx *pc) {
-  int n = c->ninstrs;
-  HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) old[i]->aux = NULL;
-  bool changed = false;
-  for (int i = 0; i < n; i++) {
-    HInstr *in = old[i];
-    for (int k = 0; k < in->nops; k++) in->ops[k] = resolve(in->ops[k]);
-    for (int k = 0; k < in->nctrl; k++) in->ctrl[k] = resolve(in->ctrl[k]);
-    if (in->nctrl || (!hlo_shape_is_array(&in->shape) && in->op != OP_GET_TUPLE_ELEMENT)) continue;
-    HInstr *r = simplify(c, in);
-    if (!r || r == in) continue;
-    /* a replacement must have the same logical shape (rules guarantee it; stay safe) */
-    if (!hlo_shape_eq(&r->shape, &in->shape)) continue;
-    in->aux = r;
-    changed = true;
-  }
-  if (changed) c->root = resolve(c->root);
-  for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->aux = NULL;
-  if (changed || c->ninstrs != n) opt_comp_toposort(c, pc->scratch);
-  return changed;
+/* The rewrite rule: instructions with control dependencies and non-array values (but
+ * get-tuple-element) are kept, and so is anything a rule would give another logical shape
+ * (the rules guarantee it does not happen; stay safe). */
+static HInstr *simplify_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
+  (void)pc, (void)ctx;
+  if (in->nctrl || (!hlo_shape_is_array(&in->shape) && in->op != OP_GET_TUPLE_ELEMENT))
+    return NULL;
+  HInstr *r = simplify(c, in);
+  return r && hlo_shape_eq(&r->shape, &in->shape) ? r : NULL;
 }
 
 bool opt_algsimp(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int i = 0; i < m->ncomps; i++) changed |= simplify_comp(m->comps[i], pc);
+  for (int i = 0; i < m->ncomps; i++)
+    changed |= opt_rewrite_comp(m->comps[i], pc, simplify_rule, NULL);
   return changed;
 }

@@ -13,7 +13,8 @@
  * Evaluation builds a throwaway module holding copies of the operand subgraphs and of the
  * instruction (called computations are shared with the real module, read-only), runs
  * hlo_interp_comp on it in the pass's scratch arena and copies the literal into the module's
- * arena. Requires nothing; replaced instructions are left for DCE. */
+ * arena. One forward sweep per computation (opt_rewrite_comp): an instruction sees its
+ * operands already folded. Requires nothing; replaced instructions are left for DCE. */
 #include "optimizer.h"
 
 #include <string.h>
@@ -83,7 +84,9 @@ static Literal *evaluate(HInstr *in, bool scalar, PassCtx *pc) {
   return r;
 }
 
-static HInstr *fold(HComp *c, HInstr *in, PassCtx *pc) {
+/* The rewrite rule (opt_rewrite_comp): a constant (or broadcast of one) for in, or NULL. */
+static HInstr *fold(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
+  (void)ctx;
   if (!foldable_op(in->op) || in->nops == 0 || in->nctrl || !hlo_shape_is_array(&in->shape))
     return NULL;
   bool splats = (hlo_op_flags(in->op) & OPF_ELEM) != 0;
@@ -113,25 +116,6 @@ static HInstr *fold(HComp *c, HInstr *in, PassCtx *pc) {
 
 bool opt_constant_fold(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int ci = 0; ci < m->ncomps; ci++) {
-    HComp *c = m->comps[ci];
-    int n = c->ninstrs;
-    HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)(n ? n : 1));
-    for (int i = 0; i < n; i++) old[i]->aux = NULL;
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-      HInstr *in = old[i];
-      for (int k = 0; k < in->nops; k++)
-        if (in->ops[k]->aux) in->ops[k] = in->ops[k]->aux;
-      HInstr *r = fold(c, in, pc);
-      if (!r) continue;
-      in->aux = r;
-      any = true;
-    }
-    if (c->root->aux) c->root = c->root->aux;
-    for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->aux = NULL;
-    if (any) opt_comp_toposort(c, pc->scratch);
-    changed |= any;
-  }
+  for (int ci = 0; ci < m->ncomps; ci++) changed |= opt_rewrite_comp(m->comps[ci], pc, fold, NULL);
   return changed;
 }

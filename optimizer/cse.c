@@ -8,11 +8,11 @@
  * effects, random numbers, custom calls and instructions with control dependencies are never
  * merged.
  *
- * Algorithm: one forward sweep per computation with an open-addressing hash table keyed by
- * (opcode, shape, operand identities, a few attributes); candidates with equal hash are
- * compared in full. Operands are redirected to their representative before an instruction
- * is hashed, so chains of duplicates collapse in one sweep. O(n) expected. Replaced
- * instructions are left for DCE. */
+ * Algorithm: one forward sweep per computation (opt_rewrite_comp) with an open-addressing
+ * hash table keyed by (opcode, shape, operand identities, a few attributes); candidates with
+ * equal hash are compared in full. Operands are redirected to their representative before an
+ * instruction is hashed, so chains of duplicates collapse in one sweep. O(n) expected.
+ * Replaced instructions are left for DCE. */
 #include "optimizer.h"
 
 #include <string.h>
@@ -204,40 +204,37 @@ static bool same(const HInstr *a, const HInstr *b) {
   return attrs_eq(a, b, 0);
 }
 
-static bool cse_comp(HComp *c, PassCtx *pc) {
-  int n = c->ninstrs;
-  size_t cap = 16;
-  while (cap < 2 * (size_t)n) cap *= 2;
-  HInstr **tab = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * cap);
-  uint64_t *hs = hlo_arena_alloc(pc->scratch, sizeof(uint64_t) * cap);
-  for (int i = 0; i < n; i++) c->instrs[i]->aux = NULL;
-  bool changed = false;
-  for (int i = 0; i < n; i++) {
-    HInstr *in = c->instrs[i];
-    for (int k = 0; k < in->nops; k++)
-      if (in->ops[k]->aux) in->ops[k] = in->ops[k]->aux;
-    for (int k = 0; k < in->nctrl; k++)
-      if (in->ctrl[k]->aux) in->ctrl[k] = in->ctrl[k]->aux;
-    if (!mergeable(in)) continue;
-    uint64_t h = hash_instr(in);
-    size_t j = h & (cap - 1);
-    for (; tab[j]; j = (j + 1) & (cap - 1))
-      if (hs[j] == h && same(tab[j], in)) break;
-    if (!tab[j]) {
-      tab[j] = in;
-      hs[j] = h;
-      continue;
-    }
-    in->aux = tab[j];
-    changed = true;
-  }
-  if (c->root->aux) c->root = c->root->aux;
-  for (int i = 0; i < n; i++) c->instrs[i]->aux = NULL;
-  return changed;
+/* Open-addressing table of the representatives of one computation. */
+typedef struct CseTable {
+  size_t cap;   /* slots, a power of two at least twice the instruction count */
+  HInstr **tab; /* representative per slot (NULL: empty) */
+  uint64_t *hs; /* its hash */
+} CseTable;
+
+/* The rewrite rule (opt_rewrite_comp): the earlier equal instruction, or NULL after making in
+ * the representative of its value. */
+static HInstr *cse_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
+  (void)c, (void)pc;
+  CseTable *t = ctx;
+  if (!mergeable(in)) return NULL;
+  uint64_t h = hash_instr(in);
+  size_t j = h & (t->cap - 1);
+  for (; t->tab[j]; j = (j + 1) & (t->cap - 1))
+    if (t->hs[j] == h && same(t->tab[j], in)) return t->tab[j];
+  t->tab[j] = in;
+  t->hs[j] = h;
+  return NULL;
 }
 
 bool opt_cse(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int i = 0; i < m->ncomps; i++) changed |= cse_comp(m->comps[i], pc);
+  for (int i = 0; i < m->ncomps; i++) {
+    HComp *c = m->comps[i];
+    CseTable t = {16, NULL, NULL};
+    while (t.cap < 2 * (size_t)c->ninstrs) t.cap *= 2;
+    t.tab = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * t.cap);
+    t.hs = hlo_arena_alloc(pc->scratch, sizeof(uint64_t) * t.cap);
+    changed |= opt_rewrite_comp(c, pc, cse_rule, &t);
+  }
   return changed;
 }

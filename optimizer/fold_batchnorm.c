@@ -17,7 +17,12 @@
  * replaced instructions are left for DCE.
  *
  * opt_freeze turns an entry parameter into a constant so that the above (and constant
- * folding) can see weights that the model passes as arguments. */
+ * folding) can see weights that the model passes as arguments. opt_freeze_specs does it for
+ * the driver's `--freeze ARG=FILE` options: every ARG (a parameter number, or the name or
+ * op_name of an entry parameter) is resolved against the entry as read and its .npy file is
+ * read before anything changes; the parameters are then frozen from the highest number down,
+ * since freezing one renumbers those above it and numbers must keep meaning the module as
+ * read. */
 #include "optimizer.h"
 
 #include <stdlib.h>
@@ -30,12 +35,6 @@ typedef struct Chan {
   int w_dim;     /* weight dimension indexed by the channel */
   int64_t n;     /* number of channels */
 } Chan;
-
-static bool in_list(const IList *l, int64_t d) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == d) return true;
-  return false;
-}
 
 static bool find_channel(const HInstr *d, Chan *ch) {
   if (!hlo_dtype_is_float(d->shape.dt)) return false;
@@ -56,7 +55,7 @@ static bool find_channel(const HInstr *d, Chan *ch) {
     const IList *con = side ? &dd->rhs_contract : &dd->lhs_contract;
     int nfree = 0, free_dim = -1;
     for (int i = 0; i < w->shape.rank; i++)
-      if (!in_list(batch, i) && !in_list(con, i)) nfree++, free_dim = i;
+      if (!opt_ilist_has(batch, i) && !opt_ilist_has(con, i)) nfree++, free_dim = i;
     if (nfree != 1) continue;
     const HInstr *o = d->ops[1 - side];
     int lhs_free = o->shape.rank - (side ? dd->lhs_batch.n + dd->lhs_contract.n
@@ -230,4 +229,59 @@ bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err) {
   m->nalias = k;
   hlo_comp_renumber(e);
   return true;
+}
+
+/* The entry parameter number spec `arg` names (a number, or a parameter's name or op_name;
+ * the last match wins), or -1 with an error. A number is taken as is: opt_freeze checks it. */
+static bool freeze_arg(const HComp *e, const char *arg, int64_t *num, HErr *err) {
+  char *end;
+  long long v = strtoll(arg, &end, 10);
+  if (!*end) {
+    *num = v;
+    return true;
+  }
+  *num = -1;
+  for (int k = 0; k < e->nparams; k++)
+    if (e->params[k] && (!strcmp(e->params[k]->name, arg) ||
+                         (e->params[k]->op_name && !strcmp(e->params[k]->op_name, arg))))
+      *num = k;
+  if (*num < 0) hlo_err_comp(err, e, "--freeze: no entry parameter named '%s'", arg);
+  return *num >= 0;
+}
+
+bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err) {
+  HComp *e = m->entry;
+  if (!e) {
+    hlo_err(err, m->file, NULL, NULL, "module has no entry computation");
+    return false;
+  }
+  hlo_comp_renumber(e);
+  HArena *a = hlo_arena_new(); /* the values until opt_freeze copies them into the module */
+  int64_t *num = hlo_arena_alloc(a, sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+  Literal **val = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(n > 0 ? n : 1));
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) {
+    const char *eq = strchr(specs[i], '=');
+    if (!eq || eq == specs[i] || !eq[1]) {
+      hlo_err_comp(err, e, "--freeze needs ARG=FILE.npy, got '%s'", specs[i]);
+      ok = false;
+      break;
+    }
+    ok = freeze_arg(e, hlo_arena_strndup(a, specs[i], (size_t)(eq - specs[i])), &num[i], err);
+    for (int k = 0; k < i && ok; k++)
+      if (num[k] == num[i]) {
+        hlo_err_comp(err, e, "--freeze: parameter %lld given twice", (long long)num[i]);
+        ok = false;
+      }
+    if (ok) ok = (val[i] = hlo_npy_read(a, eq + 1, err)) != NULL;
+  }
+  for (int done = 0; ok && done < n; done++) { /* highest parameter number first */
+    int at = -1;
+    for (int i = 0; i < n; i++)
+      if (val[i] && (at < 0 || num[i] > num[at])) at = i;
+    ok = opt_freeze(m, num[at], val[at], err);
+    val[at] = NULL;
+  }
+  hlo_arena_free(a);
+  return ok;
 }

@@ -390,13 +390,6 @@ static void merge_into(Fuser *f, Group *dst, Group *src) {
   src->dead = true;
 }
 
-static bool same_dims(const Shape *a, const Shape *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
 /* A member of g reads an output of `from` directly (siblings must be independent). */
 static bool uses_output(const Group *from, const Group *g) {
   for (int i = 0; i < g->n; i++)
@@ -420,7 +413,7 @@ static void multi_output(Fuser *f) {
         if (!cand->dead && cand != e && cand->hero && cand->hero->op == OP_REDUCE) s = cand;
       }
       if (!s || s->nout >= MAX_OUTPUTS || s->n + e->n > GROUP_CAP - 1) continue;
-      if (!same_dims(&r->shape, &s->hero->ops[0]->shape)) continue;
+      if (!hlo_shape_same_dims(&r->shape, &s->hero->ops[0]->shape)) continue;
       /* inside s the value must be read once per element (on the reduce's input side) */
       bool once = true;
       for (int x = 0; x < s->n && once; x++)
@@ -448,8 +441,8 @@ static void multi_output(Fuser *f) {
       if (b->dead || !b->hero || b->hero->op != OP_REDUCE || a->nout + b->nout > MAX_OUTPUTS) continue;
       if (a->n + b->n > GROUP_CAP - 1) continue;
       const HInstr *ha = a->hero, *hb = b->hero;
-      if (!same_dims(&ha->ops[0]->shape, &hb->ops[0]->shape) || !same_dims(&ha->shape, &hb->shape) ||
-          !same_dims(&a->root->shape, &b->root->shape) || ha->dims.n != hb->dims.n)
+      if (!hlo_shape_same_dims(&ha->ops[0]->shape, &hb->ops[0]->shape) || !hlo_shape_same_dims(&ha->shape, &hb->shape) ||
+          !hlo_shape_same_dims(&a->root->shape, &b->root->shape) || ha->dims.n != hb->dims.n)
         continue;
       bool dims_eq = true;
       for (int t = 0; t < ha->dims.n; t++) dims_eq &= ha->dims.v[t] == hb->dims.v[t];

@@ -50,6 +50,18 @@ bool opt_optimize(HModule *m, const OptOpts *o, HErr *err);
 void opt_comp_toposort(HComp *c, HArena *scratch);
 /* Order m->comps so that callees come before callers (after passes add computations). */
 void opt_module_sort_comps(HModule *m, HArena *scratch);
+
+/* A local rewrite rule for opt_rewrite_comp: the replacement for in (an instruction already in
+ * c, or new ones appended to c) or NULL (or in itself) to keep it. in's operands and control
+ * predecessors are final when it is called; ctx is opt_rewrite_comp's. */
+typedef HInstr *(*OptRewriteFn)(HComp *c, HInstr *in, PassCtx *pc, void *ctx);
+/* One forward sweep of fn over the instructions c holds at the call (the ones fn appends are
+ * not visited): each has its operands and control predecessors redirected to their
+ * replacements (kept in aux, followed through chains), then fn gives its own replacement. At
+ * the end the root follows the replacements, every aux is cleared and c is put back into
+ * dependency order if anything was replaced or appended. Replaced instructions stay, unused,
+ * for DCE. Returns whether anything was replaced. */
+bool opt_rewrite_comp(HComp *c, PassCtx *pc, OptRewriteFn fn, void *ctx);
 /* New instruction appended to c with a fresh name "base.N". */
 HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops,
                 HInstr *const *ops);
@@ -64,6 +76,8 @@ bool opt_uniform_value(const HInstr *in, double *v);
 bool opt_uniform_is(const HInstr *in, double want);
 /* A reshape (or bitcast) that moves no data: row-major on both sides. */
 bool opt_is_bitcast_reshape(const HInstr *in);
+/* Whether v is one of the entries of l (dimension numbers). */
+bool opt_ilist_has(const IList *l, int64_t v);
 
 /* ------------------------------------------------------------------ fold_batchnorm.c */
 
@@ -71,6 +85,12 @@ bool opt_is_bitcast_reshape(const HInstr *in);
  * later parameters are renumbered, the entry layout and input/output aliases follow. false
  * with an error when the index is out of range or the value's shape does not match. */
 bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err);
+/* The driver's --freeze options: each spec is "ARG=FILE.npy", ARG an entry parameter number
+ * (as the module was read) or the name or op_name of an entry parameter. All specs are
+ * resolved and their files read first, then the parameters are frozen highest number first.
+ * false with a located error for a malformed spec, an unknown name, a parameter given twice,
+ * an unreadable file or a value opt_freeze refuses. */
+bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err);
 
 /* ------------------------------------------------------------------ graphviz.c */
 

@@ -1,12 +1,22 @@
 /* optimizer/util.c: small helpers shared by the optimizer passes.
  *
  * Passes rewrite a computation by appending new instructions and redirecting operands, which
- * leaves the instruction array out of dependency order; opt_comp_toposort restores it with an
- * iterative depth-first post-order that keeps the existing order wherever it is already
- * valid (so dumps stay readable and diffs small). opt_module_sort_comps does the same for the
- * module's computation list (callees before callers) after passes create computations. The
- * remaining helpers recognise values that several passes reason about: scalar constants seen
- * through broadcasts and reshapes, bitcast-like reshapes, and element counts. */
+ * leaves the instruction array out of dependency order; opt_comp_toposort restores it with
+ * hlo_comp_postorder (an iterative depth-first post-order) started in array order, which
+ * keeps the existing order wherever it is already valid (so dumps stay readable and diffs
+ * small). opt_module_sort_comps does the same for the module's computation list (callees
+ * before callers) after passes create computations.
+ *
+ * opt_rewrite_comp is the driver of the passes made of local rewrites (algsimp, CSE, constant
+ * folding, transpose-sink, conv-layout): one forward sweep in which every instruction first
+ * has its operands redirected to the replacements chosen so far, recorded in the aux slot of
+ * the replaced instruction (a replacement may itself be replaced later, so aux forms chains
+ * that are followed to their end), then is offered to the pass's rule. Redirecting at the
+ * reader instead of rewriting every user at once keeps the sweep linear; a rule sees final
+ * operands, so a chain of rewrites settles in one sweep.
+ *
+ * The remaining helpers recognise values that several passes reason about: scalar constants
+ * seen through broadcasts and reshapes, bitcast-like reshapes, and element counts. */
 #include "optimizer.h"
 
 #include <string.h>
@@ -14,41 +24,36 @@
 void opt_comp_toposort(HComp *c, HArena *scratch) {
   int n = c->ninstrs;
   if (n == 0) return;
-  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
-  /* state: 0 unvisited, 1 on stack, 2 emitted */
-  uint8_t *state = hlo_arena_alloc(scratch, (size_t)n);
   HInstr **order = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
-  HInstr **stk = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
-  int *next = hlo_arena_alloc(scratch, sizeof(int) * (size_t)n);
-  int norder = 0;
-  for (int s = 0; s < n; s++) {
-    if (state[s]) continue;
-    int sp = 0;
-    stk[sp] = c->instrs[s];
-    next[sp++] = 0;
-    state[s] = 1;
-    while (sp) {
-      HInstr *in = stk[sp - 1];
-      int k = next[sp - 1]++;
-      int deps = in->nops + in->nctrl;
-      if (k < deps) {
-        HInstr *d = k < in->nops ? in->ops[k] : in->ctrl[k - in->nops];
-        /* operands outside c (should not happen) are left to the verifier */
-        if (d->parent != c || d->idx < 0 || d->idx >= n || c->instrs[d->idx] != d) continue;
-        if (state[d->idx]) continue; /* emitted, or a cycle the verifier reports */
-        state[d->idx] = 1;
-        stk[sp] = d;
-        next[sp++] = 0;
-        continue;
-      }
-      state[in->idx] = 2;
-      order[norder++] = in;
-      sp--;
-    }
-  }
-  HLO_ASSERT(norder == n);
+  hlo_comp_postorder(c, scratch, NULL, NULL, order);
   memcpy(c->instrs, order, sizeof(HInstr *) * (size_t)n);
   hlo_comp_renumber(c);
+}
+
+static HInstr *rw_resolve(HInstr *x) {
+  while (x->aux) x = x->aux;
+  return x;
+}
+
+bool opt_rewrite_comp(HComp *c, PassCtx *pc, OptRewriteFn fn, void *ctx) {
+  int n = c->ninstrs;
+  /* fn appends to c->instrs (which may move): sweep a copy of the instructions as they are */
+  HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) old[i]->aux = NULL;
+  bool changed = false;
+  for (int i = 0; i < n; i++) {
+    HInstr *in = old[i];
+    for (int k = 0; k < in->nops; k++) in->ops[k] = rw_resolve(in->ops[k]);
+    for (int k = 0; k < in->nctrl; k++) in->ctrl[k] = rw_resolve(in->ctrl[k]);
+    HInstr *r = fn(c, in, pc, ctx);
+    if (!r || r == in) continue;
+    in->aux = r;
+    changed = true;
+  }
+  if (c->root) c->root = rw_resolve(c->root);
+  for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->aux = NULL;
+  if (changed || c->ninstrs != n) opt_comp_toposort(c, pc->scratch);
+  return changed;
 }
 
 static void comp_visit(HComp *c, uint8_t *state, HComp **order, int *norder) {
@@ -127,6 +132,12 @@ bool opt_uniform_is(const HInstr *in, double want) {
     return (double)iv == want;
   }
   return v == want;
+}
+
+bool opt_ilist_has(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
 }
 
 bool opt_is_bitcast_reshape(const HInstr *in) {

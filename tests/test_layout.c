@@ -9,35 +9,7 @@
 #include <string.h>
 
 #include "layout.h"
-
-static HModule *lt_parse(const char *text) {
-  HErr err = {0};
-  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
-  cr_assert(m, "%s", err.msg);
-  cr_assert(hlo_verify(m, &err), "%s", err.msg);
-  return m;
-}
-
-static bool lt_run(HModule *m, PassFn fn) {
-  HErr err = {0};
-  OptOpts o = {0};
-  PassCtx pc = {&o, hlo_arena_new(), &err, NULL};
-  hlo_module_renumber(m);
-  bool changed = fn(m, &pc);
-  cr_assert(!err.set, "%s", err.msg);
-  hlo_module_renumber(m);
-  opt_dce(m, &pc);
-  hlo_module_renumber(m);
-  hlo_arena_free(pc.scratch);
-  cr_assert(hlo_verify(m, &err), "after pass: %s", err.msg);
-  return changed;
-}
-
-static int lt_count(const HComp *c, HOp op) {
-  int n = 0;
-  for (int i = 0; i < c->ninstrs; i++) n += c->instrs[i]->op == op;
-  return n;
-}
+#include "test_util.h"
 
 static HInstr *lt_find(const HComp *c, HOp op) {
   for (int i = 0; i < c->ninstrs; i++)
@@ -46,56 +18,24 @@ static HInstr *lt_find(const HComp *c, HOp op) {
   return NULL;
 }
 
-/* Printed instruction with its name replaced by "_" (names of new instructions vary). */
-static char *lt_print(const HInstr *in) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  HPrintOpts po = {.no_metadata = true, .no_raw_attrs = true};
-  hlo_print_instr(f, in, &po);
-  fclose(f);
-  char *eq = strstr(buf, " = ");
-  char *out = malloc(strlen(buf) + 2);
-  strcpy(out, "_");
-  strcat(out, eq ? eq : buf);
-  free(buf);
-  return out;
-}
-
-/* The text from the shape on: "f32[2,3]{1,0} dot(...), ..." without operand names. */
+/* want found in the printed instruction after its name (names of new instructions vary):
+ * "f32[2,3]{1,0} dot(x, y), ..." from the shape on. */
 static void lt_expect_attrs(const HInstr *in, const char *want) {
-  char *s = lt_print(in);
-  cr_expect(strstr(s, want), "expected '%s' in '%s'", want, s);
+  char *s = tu_print_instr(in);
+  const char *eq = strstr(s, " = ");
+  cr_expect(strstr(eq ? eq : s, want), "expected '%s' in '%s'", want, s);
   free(s);
 }
 
-static Literal *lt_eval(HModule *m, HArena *a) {
-  hlo_comp_renumber(m->entry);
-  int np = m->entry->nparams;
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
-  for (int i = 0; i < np; i++) {
-    args[i] = hlo_literal_new(a, &m->entry->params[i]->shape);
-    for (int64_t k = 0; k < hlo_shape_elems(&args[i]->shape); k++)
-      hlo_literal_set_f64(args[i], k, 0.125 * (double)((k * 5 + 3 * i) % 17) - 1);
-  }
-  HErr err = {0};
-  Literal *r = hlo_interp_run(m, a, args, np, &err);
-  cr_assert(r, "%s", err.msg);
-  return r;
-}
+/* The entry evaluated on args made of 0.125*((5k + 3i) % 17) - 1 (every parameter i). */
+static Literal *lt_eval(HModule *m, HArena *a) { return tu_eval(m, a, 0.125, 5, 3, 17); }
 
-static void lt_same(const Literal *x, const Literal *y) {
-  HErr err = {0};
-  HCompare c;
-  cr_assert(hlo_literal_compare(x, y, 1e-6, 1e-6, &c, &err), "%s", err.msg);
-  cr_expect(c.bad == 0, "%lld values differ, worst got %g want %g", (long long)c.bad,
-            c.worst_got, c.worst_want);
-}
+static void lt_same(const Literal *x, const Literal *y) { tu_expect_same(x, y, 1e-6); }
 
 /* ------------------------------------------------------------------ layout-normalize */
 
 Test(layout_normalize, interior_layouts_become_row_major) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[2,3]{1,0} parameter(0)\n"
                         "  n = f32[2,3]{0,1} negate(x)\n"
@@ -104,16 +44,16 @@ Test(layout_normalize, interior_layouts_become_row_major) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_normalize));
+  cr_expect(tu_run(m, layout_normalize));
   lt_expect_attrs(lt_find(m->entry, OP_NEGATE), "f32[2,3]{1,0} negate(");
   lt_same(lt_eval(m, a), before);
-  cr_expect(!lt_run(m, layout_normalize), "a normalized module is left alone");
+  cr_expect(!tu_run(m, layout_normalize), "a normalized module is left alone");
   hlo_arena_free(a);
   hlo_module_free(m);
 }
 
 Test(layout_normalize, column_major_entry_interface_is_an_error) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[2,3]{0,1} parameter(0)\n"
                         "  ROOT n = f32[2,3]{1,0} negate(x)\n"
@@ -134,7 +74,7 @@ Test(layout_normalize, column_major_entry_interface_is_an_error) {
 Test(transpose_fold, dot_operands_absorb_transposes) {
   /* lhs: transpose of [k,m] -> [m,k] contracting dim 1 becomes dim 0 of x.
      rhs: transpose of a batched [b,n,k] -> [b,k,n]: batch 0 stays 0, contracting 1 -> 2. */
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[4,3]{1,0} parameter(0)\n"
                         "  y = f32[4,5]{1,0} parameter(1)\n"
@@ -148,8 +88,8 @@ Test(transpose_fold, dot_operands_absorb_transposes) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_fold));
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 0);
+  cr_expect(tu_run(m, layout_transpose_fold));
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
   HInstr *r = m->entry->root;
   lt_expect_attrs(r->ops[0], "f32[3,5]{1,0} dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}");
   lt_expect_attrs(r->ops[1], "dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}");
@@ -161,20 +101,20 @@ Test(transpose_fold, dot_operands_absorb_transposes) {
 
 Test(transpose_fold, free_dims_reordered_stay) {
   /* transposing the two free dims of the lhs would reorder the result: kept */
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[3,2,4]{2,1,0} parameter(0)\n"
                         "  y = f32[4,5]{1,0} parameter(1)\n"
                         "  xt = f32[2,3,4]{2,1,0} transpose(x), dimensions={1,0,2}\n"
                         "  ROOT d = f32[2,3,5]{2,1,0} dot(xt, y), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
                         "}\n");
-  cr_expect(!lt_run(m, layout_transpose_fold));
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 1);
+  cr_expect(!tu_run(m, layout_transpose_fold));
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 1);
   hlo_module_free(m);
 }
 
 Test(transpose_fold, convolution_input_absorbs_transpose) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[1,5,5,2]{3,2,1,0} parameter(0)\n"
                         "  k = f32[3,2,3,3]{3,2,1,0} parameter(1)\n"
@@ -183,8 +123,8 @@ Test(transpose_fold, convolution_input_absorbs_transpose) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_fold));
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 0);
+  cr_expect(tu_run(m, layout_transpose_fold));
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
   lt_expect_attrs(m->entry->root, "convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_oi01->bf01");
   lt_same(lt_eval(m, a), before);
   hlo_arena_free(a);
@@ -194,7 +134,7 @@ Test(transpose_fold, convolution_input_absorbs_transpose) {
 /* ------------------------------------------------------------------ conv-layout */
 
 Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[2,2,4,4]{3,2,1,0} parameter(0)\n"
                         "  k = f32[3,2,1,2]{3,2,1,0} constant({{{{1,2}},{{3,4}}},{{{5,6}},{{7,8}}},{{{-1,0}},{{0.5,2}}}})\n"
@@ -202,7 +142,7 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_conv_canonical));
+  cr_expect(tu_run(m, layout_conv_canonical));
   HInstr *c = lt_find(m->entry, OP_CONVOLUTION);
   cr_expect(layout_conv_is_canonical(c));
   lt_expect_attrs(c, "f32[2,4,4,3]{3,2,1,0} convolution(");
@@ -216,13 +156,13 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
   cr_expect_eq(m->entry->root->op, OP_TRANSPOSE);
   lt_expect_attrs(m->entry->root, "dimensions={0,3,1,2}");
   lt_same(lt_eval(m, a), before);
-  cr_expect(!lt_run(m, layout_conv_canonical), "canonical convolutions are left alone");
+  cr_expect(!tu_run(m, layout_conv_canonical), "canonical convolutions are left alone");
   hlo_arena_free(a);
   hlo_module_free(m);
 }
 
 Test(conv_layout, grouped_and_1d_convolutions) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[2,4,6]{2,1,0} parameter(0)\n"
                         "  k = f32[4,2,3]{2,1,0} parameter(1)\n"
@@ -230,7 +170,7 @@ Test(conv_layout, grouped_and_1d_convolutions) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_conv_canonical));
+  cr_expect(tu_run(m, layout_conv_canonical));
   HInstr *c = lt_find(m->entry, OP_CONVOLUTION);
   lt_expect_attrs(c, "dim_labels=b0f_0io->b0f");
   cr_expect_eq(c->feature_groups, 2);
@@ -245,7 +185,7 @@ Test(transpose_sink, elementwise_chain_between_convolutions_stays_nhwc) {
   /* conv-layout's output of one conv: transpose back to NCHW, bias add (a broadcast along
      the channel), relu, then the next conv's NCHW->NHWC transpose. Sinking carries the first
      transpose down to the second, where they cancel. */
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  y = f32[2,4,4,3]{3,2,1,0} parameter(0)\n"
                         "  b = f32[3]{0} parameter(1)\n"
@@ -259,9 +199,9 @@ Test(transpose_sink, elementwise_chain_between_convolutions_stays_nhwc) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_sink));
-  lt_run(m, opt_algsimp);
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 0);
+  cr_expect(tu_run(m, layout_transpose_sink));
+  tu_run(m, opt_algsimp);
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
   HInstr *r = m->entry->root;
   lt_expect_attrs(r, "f32[2,4,4,3]{3,2,1,0} maximum(");
   HInstr *s = r->ops[0]->op == OP_ADD ? r->ops[0] : r->ops[1];
@@ -276,7 +216,7 @@ Test(transpose_sink, elementwise_chain_between_convolutions_stays_nhwc) {
 Test(transpose_sink, reduce_over_nchw_dims_reads_nhwc) {
   /* global mean pool: reduce over H, W of the NCHW view becomes a reduce over dims 1, 2 of
      the NHWC value; the kept dims (N, C) keep their order, so no transpose remains */
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                         "  ROOT s = f32[] add(a, b)\n}\n"
                         "ENTRY e {\n"
@@ -287,8 +227,8 @@ Test(transpose_sink, reduce_over_nchw_dims_reads_nhwc) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_sink));
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 0);
+  cr_expect(tu_run(m, layout_transpose_sink));
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
   lt_expect_attrs(m->entry->root, "f32[2,3]{1,0} reduce(y, z), dimensions={1,2}");
   lt_same(lt_eval(m, a), before);
   hlo_arena_free(a);
@@ -296,7 +236,7 @@ Test(transpose_sink, reduce_over_nchw_dims_reads_nhwc) {
 }
 
 Test(transpose_sink, reduce_with_reordered_kept_dims_transposes_the_small_result) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                         "  ROOT s = f32[] add(a, b)\n}\n"
                         "ENTRY e {\n"
@@ -307,7 +247,7 @@ Test(transpose_sink, reduce_with_reordered_kept_dims_transposes_the_small_result
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_sink));
+  cr_expect(tu_run(m, layout_transpose_sink));
   HInstr *r = m->entry->root;
   lt_expect_attrs(r, "f32[3,2]{1,0} transpose(");
   lt_expect_attrs(r->ops[0], "f32[2,3]{1,0} reduce(y, z), dimensions={1,2}");
@@ -319,7 +259,7 @@ Test(transpose_sink, reduce_with_reordered_kept_dims_transposes_the_small_result
 Test(transpose_sink, pooling_pad_and_mixed_operands) {
   /* reduce-window and pad are carried through; an add whose other operand is a plain
      parameter (not a transpose, broadcast or constant) stops the transpose */
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                         "  ROOT v = f32[] maximum(a, b)\n}\n"
                         "ENTRY e {\n"
@@ -333,8 +273,8 @@ Test(transpose_sink, pooling_pad_and_mixed_operands) {
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  cr_expect(lt_run(m, layout_transpose_sink));
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 1);
+  cr_expect(tu_run(m, layout_transpose_sink));
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 1);
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_ADD);
   cr_assert_eq(r->ops[0]->op, OP_TRANSPOSE);
@@ -349,7 +289,7 @@ Test(transpose_sink, pooling_pad_and_mixed_operands) {
 /* ------------------------------------------------------------------ the layout stage */
 
 Test(layout_pipeline, conv_bn_relu_conv_chain_has_no_transpose_between_convolutions) {
-  HModule *m = lt_parse("HloModule t\n"
+  HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[1,2,6,6]{3,2,1,0} parameter(0)\n"
                         "  k1 = f32[4,2,3,3]{3,2,1,0} parameter(1)\n"
@@ -365,13 +305,13 @@ Test(layout_pipeline, conv_bn_relu_conv_chain_has_no_transpose_between_convoluti
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
-  lt_run(m, layout_conv_canonical);
+  tu_run(m, layout_conv_canonical);
   for (int round = 0; round < 4; round++) {
-    lt_run(m, layout_transpose_sink);
-    lt_run(m, opt_algsimp);
+    tu_run(m, layout_transpose_sink);
+    tu_run(m, opt_algsimp);
   }
   /* left: the entry input and both kernels transposed in, the result transposed out */
-  cr_expect_eq(lt_count(m->entry, OP_TRANSPOSE), 4);
+  cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 4);
   HInstr *c2 = m->entry->root->ops[0];
   cr_assert_eq(c2->op, OP_CONVOLUTION);
   cr_expect_eq(c2->ops[0]->op, OP_MAXIMUM, "conv2 reads the NHWC relu directly, got %s",

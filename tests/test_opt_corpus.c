@@ -31,10 +31,40 @@ static HModule *load(const char *dir, const char *model, HErr *err) {
   return proto_load_file(path, err);
 }
 
+/* The whole file at path (malloc'd, NUL-terminated); *n (if not NULL) gets its length. */
+static char *slurp(const char *path, size_t *n) {
+  char *buf;
+  size_t len;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &buf, &len, &err), "%s", err.msg);
+  if (n) *n = len;
+  return buf;
+}
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Compare result r of fixture `model` with XLA's outputs out*.npy (label: for messages). */
+static void expect_xla_outputs(const char *model, const Literal *r, const char *label) {
+  HErr err = {0};
+  HArena *a = hlo_arena_new();
+  char path[1024];
+  double rtol = strcmp(model, "simple_cnn_train_step") ? 1e-4 : 1e-3;
+  int nout = hlo_shape_is_tuple(&r->shape) ? r->shape.ntuple : 1;
+  for (int k = 0; k < nout; k++) {
+    snprintf(path, sizeof path, "%s/fixtures/%s/out%d.npy", HLOC_CORPUS_DIR, model, k);
+    Literal *want = hlo_npy_read(a, path, &err);
+    cr_assert(want, "%s", err.msg);
+    const Literal *got = hlo_shape_is_tuple(&r->shape) ? r->elems[k] : r;
+    HCompare cmp;
+    cr_assert(hlo_literal_compare(got, want, rtol, 1e-5, &cmp, &err), "%s", err.msg);
+    cr_expect(cmp.bad == 0, "%s%s out%d: %lld bad, worst [%lld] got %g want %g", model, label,
+              k, (long long)cmp.bad, (long long)cmp.worst, cmp.worst_got, cmp.worst_want);
+  }
+  hlo_arena_free(a);
 }
 
 /* Run fixture `model` through opt_optimize (+ freezing params listed) and compare. */
@@ -63,19 +93,7 @@ static void check_fixture(const char *model, bool freeze_weights) {
   cr_assert(hlo_verify(m, &err), "%s: %s", model, err.msg);
   Literal *r = hlo_interp_run(m, a, args, freeze_weights ? 1 : first_arg, &err);
   cr_assert(r, "%s: %s", model, err.msg);
-  double rtol = strcmp(model, "simple_cnn_train_step") ? 1e-4 : 1e-3;
-  int nout = hlo_shape_is_tuple(&r->shape) ? r->shape.ntuple : 1;
-  for (int k = 0; k < nout; k++) {
-    snprintf(path, sizeof path, "%s/fixtures/%s/out%d.npy", HLOC_CORPUS_DIR, model, k);
-    Literal *want = hlo_npy_read(a, path, &err);
-    cr_assert(want, "%s", err.msg);
-    Literal *got = hlo_shape_is_tuple(&r->shape) ? r->elems[k] : r;
-    HCompare cmp;
-    cr_assert(hlo_literal_compare(got, want, rtol, 1e-5, &cmp, &err), "%s", err.msg);
-    cr_expect(cmp.bad == 0, "%s%s out%d: %lld bad, worst [%lld] got %g want %g", model,
-              freeze_weights ? " (frozen)" : "", k, (long long)cmp.bad, (long long)cmp.worst,
-              cmp.worst_got, cmp.worst_want);
-  }
+  expect_xla_outputs(model, r, freeze_weights ? " (frozen)" : "");
   OptStats s;
   opt_stats(m, &s);
   cr_expect(s.fusions > 0, "%s: nothing was fused", model);
@@ -90,6 +108,47 @@ Test(opt_corpus, fixtures_match_xla_after_optimization, .timeout = 600) {
 Test(opt_corpus, frozen_fixtures_match_xla, .timeout = 600) {
   const char *frozen[] = {"mlp", "simple_cnn", "resnet18", "resnet_block"};
   for (size_t i = 0; i < sizeof frozen / sizeof *frozen; i++) check_fixture(frozen[i], true);
+}
+
+/* The driver's --freeze path: mlp's weights frozen from .npy files through
+ * opt_freeze_specs, given lowest number first and partly by name (w1.1, w2.1: parameters 1
+ * and 3 of the module as read), still match XLA after the pipeline with only the data
+ * passed. */
+Test(opt_corpus, freeze_specs_mlp_matches_xla, .timeout = 120) {
+  HErr err = {0};
+  HModule *m = load("fixtures", "mlp", &err);
+  cr_assert(m, "%s", err.msg);
+  hlo_comp_renumber(m->entry);
+  int np = m->entry->nparams;
+  cr_assert_gt(np, 4);
+  cr_assert_str_eq(m->entry->params[1]->name, "w1.1");
+  cr_assert_str_eq(m->entry->params[3]->name, "w2.1");
+  char spec[16][1100];
+  const char *specs[16];
+  cr_assert_leq(np, 16);
+  for (int i = 1; i < np; i++) {
+    const char *arg = m->entry->params[i]->name;
+    char num[16];
+    snprintf(num, sizeof num, "%d", i);
+    if (i != 1 && i != 3) arg = num;
+    snprintf(spec[i - 1], sizeof spec[i - 1], "%s=%s/fixtures/mlp/in%d.npy", arg,
+             HLOC_CORPUS_DIR, i);
+    specs[i - 1] = spec[i - 1];
+  }
+  cr_assert(opt_freeze_specs(m, np - 1, specs, &err), "%s", err.msg);
+  cr_assert_eq(m->entry->nparams, 1);
+  OptOpts o = {.verify_each = true};
+  cr_assert(opt_optimize(m, &o, &err), "%s", err.msg);
+  HArena *a = hlo_arena_new();
+  char path[1024];
+  snprintf(path, sizeof path, "%s/fixtures/mlp/in0.npy", HLOC_CORPUS_DIR);
+  Literal *x = hlo_npy_read(a, path, &err);
+  cr_assert(x, "%s", err.msg);
+  Literal *r = hlo_interp_run(m, a, &x, 1, &err);
+  cr_assert(r, "%s", err.msg);
+  expect_xla_outputs("mlp", r, " (frozen by specs)");
+  hlo_arena_free(a);
+  hlo_module_free(m);
 }
 
 Test(opt_corpus, dumps_parse_back) {
@@ -110,9 +169,8 @@ Test(opt_corpus, dumps_parse_back) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     size_t len = strlen(e->d_name);
     if (len > 4 && !strcmp(e->d_name + len - 4, ".hlo")) {
-      char *buf;
       size_t n;
-      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      char *buf = slurp(path, &n);
       HModule *p = hlo_parse_text(buf, n, path, &err);
       cr_expect(p, "%s: %s", e->d_name, err.msg);
       if (p) cr_expect(hlo_verify(p, &err), "%s: %s", e->d_name, err.msg);
@@ -120,23 +178,17 @@ Test(opt_corpus, dumps_parse_back) {
       free(buf);
       nhlo++;
     } else if (len > 4 && !strcmp(e->d_name + len - 4, ".dot")) {
-      char *buf;
-      size_t n;
-      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      char *buf = slurp(path, NULL);
       cr_expect(strstr(buf, "digraph") && strstr(buf, "kOutput") && strstr(buf, "->"));
       free(buf);
       dot = true;
     } else if (strstr(e->d_name, "fusion-decisions.txt")) {
-      char *buf;
-      size_t n;
-      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      char *buf = slurp(path, NULL);
       cr_expect(strstr(buf, "fuse: ") && strstr(buf, "summary: "));
       free(buf);
       log = true;
     } else if (strstr(e->d_name, "buffer-assignment.txt")) {
-      char *buf;
-      size_t n;
-      cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+      char *buf = slurp(path, NULL);
       cr_expect(strstr(buf, "TEMP_BYTES ") && strstr(buf, "peak-live lower bound ") &&
                 strstr(buf, "fragmentation ") && strstr(buf, " temp ") && strstr(buf, "result 0: "),
                 "%s", buf);
@@ -154,14 +206,21 @@ Test(opt_corpus, dumps_parse_back) {
   hlo_module_free(m);
 }
 
+/* Bench model `model` through the default pipeline; *secs gets opt_optimize's time. */
+static HModule *optimized_bench(const char *model, double *secs) {
+  HErr err = {0};
+  HModule *m = load("bench", model, &err);
+  cr_assert(m, "%s", err.msg);
+  double t0 = now();
+  cr_assert(opt_optimize(m, NULL, &err), "%s: %s", model, err.msg);
+  *secs = now() - t0;
+  return m;
+}
+
 Test(opt_corpus, bench_compile_time) {
   for (size_t i = 0; i < sizeof bench / sizeof *bench; i++) {
-    HErr err = {0};
-    HModule *m = load("bench", bench[i], &err);
-    cr_assert(m, "%s", err.msg);
-    double t0 = now();
-    cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
-    double dt = now() - t0;
+    double dt;
+    HModule *m = optimized_bench(bench[i], &dt);
     printf("opt_optimize %-22s %8.2f ms\n", bench[i], 1e3 * dt);
     /* a guard against super-linear blowups, not a benchmark: the compile-time figures come
      * from tools/bench.sh; loose enough for sanitizer builds on a loaded 2-core machine */
@@ -175,10 +234,7 @@ Test(opt_corpus, bench_compile_time) {
 static int xla_kernels(const char *model) {
   char path[1024];
   snprintf(path, sizeof path, "%s/bench/%s/xla_gpu_opt.hlo", HLOC_CORPUS_DIR, model);
-  char *buf;
-  size_t n;
-  HErr err = {0};
-  cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+  char *buf = slurp(path, NULL);
   char *p = strstr(buf, "\nENTRY ");
   cr_assert(p);
   int count = 0;
@@ -214,10 +270,7 @@ static int xla_kernels(const char *model) {
 static long long xla_cpu_temp(const char *model) {
   char path[1024];
   snprintf(path, sizeof path, "%s/baselines.json", HLOC_CORPUS_DIR);
-  char *buf;
-  size_t n;
-  HErr err = {0};
-  cr_assert(hlo_read_file(path, &buf, &n, &err), "%s", err.msg);
+  char *buf = slurp(path, NULL);
   char key[256];
   snprintf(key, sizeof key, "\"%s\": {", model);
   long long v = -1;
@@ -241,11 +294,8 @@ Test(opt_corpus, bench_kernels_and_memory, .timeout = 120) {
          "peak-live", "over", "xla_cpu_temp", "opt ms");
   for (size_t i = 0; i < sizeof bench / sizeof *bench; i++) {
     HErr err = {0};
-    HModule *m = load("bench", bench[i], &err);
-    cr_assert(m, "%s", err.msg);
-    double t0 = now();
-    cr_assert(opt_optimize(m, NULL, &err), "%s: %s", bench[i], err.msg);
-    double dt = now() - t0;
+    double dt;
+    HModule *m = optimized_bench(bench[i], &dt);
     OptStats s;
     opt_stats(m, &s);
     int x = xla_kernels(bench[i]);

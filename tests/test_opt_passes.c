@@ -8,110 +8,50 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "optimizer.h"
+#include "test_util.h"
 
-static HModule *parse(const char *text) {
-  HErr err = {0};
-  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
-  cr_assert(m, "%s", err.msg);
-  cr_assert(hlo_verify(m, &err), "%s", err.msg);
-  return m;
-}
-
-/* Run pass fn once, then DCE; verify. Returns whether fn reported a change. */
-static bool run(HModule *m, PassFn fn) {
-  HErr err = {0};
-  OptOpts o = {0};
-  PassCtx pc = {&o, hlo_arena_new(), &err, NULL};
-  hlo_module_renumber(m);
-  bool changed = fn(m, &pc);
-  cr_assert(!err.set, "%s", err.msg);
-  hlo_module_renumber(m);
-  opt_dce(m, &pc);
-  hlo_module_renumber(m);
-  hlo_arena_free(pc.scratch);
-  cr_assert(hlo_verify(m, &err), "after pass: %s", err.msg);
-  return changed;
-}
-
-static int count_op(const HComp *c, HOp op) {
-  int n = 0;
-  for (int i = 0; i < c->ninstrs; i++) n += c->instrs[i]->op == op;
-  return n;
-}
-
-/* Printed form of one instruction, without metadata. */
-static char *print_instr(const HInstr *in) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  HPrintOpts po = {.no_metadata = true, .no_raw_attrs = true};
-  hlo_print_instr(f, in, &po);
-  fclose(f);
-  return buf;
-}
-
-/* Evaluate the entry on args made of 0.25*i - 1 (every parameter), as f64 values. */
-static Literal *eval(HModule *m, HArena *a) {
-  hlo_comp_renumber(m->entry);
-  int np = m->entry->nparams;
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
-  for (int i = 0; i < np; i++) {
-    args[i] = hlo_literal_new(a, &m->entry->params[i]->shape);
-    for (int64_t k = 0; k < hlo_shape_elems(&args[i]->shape); k++)
-      hlo_literal_set_f64(args[i], k, 0.25 * (double)((k * 7 + i) % 13) - 1);
-  }
-  HErr err = {0};
-  Literal *r = hlo_interp_run(m, a, args, np, &err);
-  cr_assert(r, "%s", err.msg);
-  return r;
-}
-
-static void expect_same_values(const Literal *x, const Literal *y, double tol) {
-  HErr err = {0};
-  HCompare c;
-  cr_assert(hlo_literal_compare(x, y, tol, tol, &c, &err), "%s", err.msg);
-  cr_expect(c.bad == 0, "%lld differ, worst got %g want %g", (long long)c.bad, c.worst_got,
-            c.worst_want);
-}
+/* The entry evaluated on args made of 0.25*((7k + i) % 13) - 1 (every parameter i). */
+static Literal *eval(HModule *m, HArena *a) { return tu_eval(m, a, 0.25, 7, 1, 13); }
 
 /* ------------------------------------------------------------------ algsimp */
 
 Test(opt_algsimp, arithmetic_identities) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[4] parameter(0)\n"
-                     "  z = f32[] constant(0)\n"
-                     "  zb = f32[4] broadcast(z), dimensions={}\n"
-                     "  o = f32[4] constant({1, 1, 1, 1})\n"
-                     "  a = f32[4] add(x, zb)\n"
-                     "  b = f32[4] multiply(o, a)\n"
-                     "  c = f32[4] subtract(b, zb)\n"
-                     "  d = f32[4] divide(c, o)\n"
-                     "  n1 = f32[4] negate(d)\n"
-                     "  ROOT n2 = f32[4] negate(n1)\n"
-                     "}\n");
-  cr_expect(run(m, opt_algsimp));
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[4] parameter(0)\n"
+                        "  z = f32[] constant(0)\n"
+                        "  zb = f32[4] broadcast(z), dimensions={}\n"
+                        "  o = f32[4] constant({1, 1, 1, 1})\n"
+                        "  a = f32[4] add(x, zb)\n"
+                        "  b = f32[4] multiply(o, a)\n"
+                        "  c = f32[4] subtract(b, zb)\n"
+                        "  d = f32[4] divide(c, o)\n"
+                        "  n1 = f32[4] negate(d)\n"
+                        "  ROOT n2 = f32[4] negate(n1)\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_algsimp));
   cr_expect_eq(m->entry->root->op, OP_PARAMETER, "root is %s", hlo_op_name(m->entry->root->op));
   cr_expect_eq(m->entry->ninstrs, 1);
   hlo_module_free(m);
 }
 
 Test(opt_algsimp, float_times_zero_is_kept_int_times_zero_folds) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[4] parameter(0)\n"
-                     "  i = s32[4] parameter(1)\n"
-                     "  z = f32[] constant(0)\n"
-                     "  zb = f32[4] broadcast(z), dimensions={}\n"
-                     "  zi = s32[] constant(0)\n"
-                     "  zib = s32[4] broadcast(zi), dimensions={}\n"
-                     "  fm = f32[4] multiply(x, zb)\n"
-                     "  im = s32[4] multiply(i, zib)\n"
-                     "  ROOT t = (f32[4], s32[4]) tuple(fm, im)\n"
-                     "}\n");
-  run(m, opt_algsimp);
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[4] parameter(0)\n"
+                        "  i = s32[4] parameter(1)\n"
+                        "  z = f32[] constant(0)\n"
+                        "  zb = f32[4] broadcast(z), dimensions={}\n"
+                        "  zi = s32[] constant(0)\n"
+                        "  zib = s32[4] broadcast(zi), dimensions={}\n"
+                        "  fm = f32[4] multiply(x, zb)\n"
+                        "  im = s32[4] multiply(i, zib)\n"
+                        "  ROOT t = (f32[4], s32[4]) tuple(fm, im)\n"
+                        "}\n");
+  tu_run(m, opt_algsimp);
   HInstr *r = m->entry->root;
   cr_expect_eq(r->ops[0]->op, OP_MULTIPLY, "x*0.0 must stay (NaN*0 is NaN)");
   cr_expect_eq(r->ops[1]->op, OP_BROADCAST, "integer x*0 is 0");
@@ -119,15 +59,15 @@ Test(opt_algsimp, float_times_zero_is_kept_int_times_zero_folds) {
 }
 
 Test(opt_algsimp, jax_bias_broadcast_chain_becomes_one_broadcast) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  b = f32[32] parameter(0)\n"
-                     "  r1 = f32[1,32] reshape(b)\n"
-                     "  b1 = f32[1,32] broadcast(r1), dimensions={0,1}\n"
-                     "  r2 = f32[32] reshape(b1)\n"
-                     "  ROOT b2 = f32[8,32] broadcast(r2), dimensions={1}\n"
-                     "}\n");
-  cr_expect(run(m, opt_algsimp));
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  b = f32[32] parameter(0)\n"
+                        "  r1 = f32[1,32] reshape(b)\n"
+                        "  b1 = f32[1,32] broadcast(r1), dimensions={0,1}\n"
+                        "  r2 = f32[32] reshape(b1)\n"
+                        "  ROOT b2 = f32[8,32] broadcast(r2), dimensions={1}\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_algsimp));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_BROADCAST);
   cr_expect_eq(r->ops[0]->op, OP_PARAMETER);
@@ -138,64 +78,64 @@ Test(opt_algsimp, jax_bias_broadcast_chain_becomes_one_broadcast) {
 }
 
 Test(opt_algsimp, movement_identities) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[2,3] parameter(0)\n"
-                     "  t1 = f32[3,2] transpose(x), dimensions={1,0}\n"
-                     "  t2 = f32[2,3] transpose(t1), dimensions={1,0}\n"
-                     "  s = f32[2,3] slice(t2), slice={[0:2], [0:3]}\n"
-                     "  c = f32[2,3] convert(s)\n"
-                     "  k = f32[2,3] copy(c)\n"
-                     "  r = f32[2,3] reshape(k)\n"
-                     "  tu = (f32[2,3], f32[2,3]) tuple(r, x)\n"
-                     "  ROOT g = f32[2,3] get-tuple-element(tu), index=0\n"
-                     "}\n");
-  cr_expect(run(m, opt_algsimp));
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2,3] parameter(0)\n"
+                        "  t1 = f32[3,2] transpose(x), dimensions={1,0}\n"
+                        "  t2 = f32[2,3] transpose(t1), dimensions={1,0}\n"
+                        "  s = f32[2,3] slice(t2), slice={[0:2], [0:3]}\n"
+                        "  c = f32[2,3] convert(s)\n"
+                        "  k = f32[2,3] copy(c)\n"
+                        "  r = f32[2,3] reshape(k)\n"
+                        "  tu = (f32[2,3], f32[2,3]) tuple(r, x)\n"
+                        "  ROOT g = f32[2,3] get-tuple-element(tu), index=0\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_algsimp));
   cr_expect_eq(m->entry->root->op, OP_PARAMETER);
   hlo_module_free(m);
 }
 
 Test(opt_algsimp, transpose_of_transpose_composes) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[2,3,4] parameter(0)\n"
-                     "  t1 = f32[3,4,2] transpose(x), dimensions={1,2,0}\n"
-                     "  ROOT t2 = f32[4,3,2] transpose(t1), dimensions={1,0,2}\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2,3,4] parameter(0)\n"
+                        "  t1 = f32[3,4,2] transpose(x), dimensions={1,2,0}\n"
+                        "  ROOT t2 = f32[4,3,2] transpose(t1), dimensions={1,0,2}\n"
+                        "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = eval(m, a);
-  run(m, opt_algsimp);
+  tu_run(m, opt_algsimp);
   cr_assert_eq(m->entry->root->op, OP_TRANSPOSE);
   cr_expect_eq(m->entry->root->ops[0]->op, OP_PARAMETER);
   cr_expect_eq(m->entry->root->dims.v[0], 2);
   cr_expect_eq(m->entry->root->dims.v[1], 1);
   cr_expect_eq(m->entry->root->dims.v[2], 0);
-  expect_same_values(eval(m, a), before, 0);
+  tu_expect_same(eval(m, a), before, 0);
   hlo_arena_free(a);
   hlo_module_free(m);
 }
 
 Test(opt_algsimp, select_min_max_and_compare_with_constants) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[4] parameter(0)\n"
-                     "  y = f32[4] parameter(1)\n"
-                     "  u = u32[4] parameter(2)\n"
-                     "  t = pred[] constant(true)\n"
-                     "  tb = pred[4] broadcast(t), dimensions={}\n"
-                     "  s = f32[4] select(tb, x, y)\n"
-                     "  ni = f32[] constant(-inf)\n"
-                     "  nib = f32[4] broadcast(ni), dimensions={}\n"
-                     "  mx = f32[4] maximum(s, nib)\n"
-                     "  pi = f32[] constant(inf)\n"
-                     "  pib = f32[4] broadcast(pi), dimensions={}\n"
-                     "  mn = f32[4] minimum(pib, mx)\n"
-                     "  z = u32[] constant(0)\n"
-                     "  zb = u32[4] broadcast(z), dimensions={}\n"
-                     "  ge = pred[4] compare(u, zb), direction=GE\n"
-                     "  ROOT r = (f32[4], pred[4]) tuple(mn, ge)\n"
-                     "}\n");
-  run(m, opt_algsimp);
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[4] parameter(0)\n"
+                        "  y = f32[4] parameter(1)\n"
+                        "  u = u32[4] parameter(2)\n"
+                        "  t = pred[] constant(true)\n"
+                        "  tb = pred[4] broadcast(t), dimensions={}\n"
+                        "  s = f32[4] select(tb, x, y)\n"
+                        "  ni = f32[] constant(-inf)\n"
+                        "  nib = f32[4] broadcast(ni), dimensions={}\n"
+                        "  mx = f32[4] maximum(s, nib)\n"
+                        "  pi = f32[] constant(inf)\n"
+                        "  pib = f32[4] broadcast(pi), dimensions={}\n"
+                        "  mn = f32[4] minimum(pib, mx)\n"
+                        "  z = u32[] constant(0)\n"
+                        "  zb = u32[4] broadcast(z), dimensions={}\n"
+                        "  ge = pred[4] compare(u, zb), direction=GE\n"
+                        "  ROOT r = (f32[4], pred[4]) tuple(mn, ge)\n"
+                        "}\n");
+  tu_run(m, opt_algsimp);
   HInstr *r = m->entry->root;
   cr_expect_eq(r->ops[0]->op, OP_PARAMETER);
   cr_expect_str_eq(r->ops[0]->name, "x");
@@ -208,17 +148,17 @@ Test(opt_algsimp, select_min_max_and_compare_with_constants) {
 /* ------------------------------------------------------------------ constant-fold */
 
 Test(opt_constant_fold, folds_small_results_keeps_broadcasts) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  a = f32[3] constant({1, 2, 3})\n"
-                     "  b = f32[3] constant({10, 20, 30})\n"
-                     "  s = f32[3] add(a, b)\n"
-                     "  r = f32[3] rsqrt(s)\n"
-                     "  k = f32[] constant(2)\n"
-                     "  big = f32[1000,1000] broadcast(k), dimensions={}\n"
-                     "  ROOT t = (f32[3], f32[1000,1000]) tuple(r, big)\n"
-                     "}\n");
-  cr_expect(run(m, opt_constant_fold));
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  a = f32[3] constant({1, 2, 3})\n"
+                        "  b = f32[3] constant({10, 20, 30})\n"
+                        "  s = f32[3] add(a, b)\n"
+                        "  r = f32[3] rsqrt(s)\n"
+                        "  k = f32[] constant(2)\n"
+                        "  big = f32[1000,1000] broadcast(k), dimensions={}\n"
+                        "  ROOT t = (f32[3], f32[1000,1000]) tuple(r, big)\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_constant_fold));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->ops[0]->op, OP_CONSTANT);
   cr_expect_float_eq(hlo_literal_get_f64(r->ops[0]->literal, 1), 1 / sqrt(22.0), 1e-6);
@@ -227,15 +167,15 @@ Test(opt_constant_fold, folds_small_results_keeps_broadcasts) {
 }
 
 Test(opt_constant_fold, elementwise_of_scalar_broadcasts_stays_a_broadcast) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  a = f32[] constant(3)\n"
-                     "  b = f32[] constant(4)\n"
-                     "  ab = f32[512,512] broadcast(a), dimensions={}\n"
-                     "  bb = f32[512,512] broadcast(b), dimensions={}\n"
-                     "  ROOT m = f32[512,512] multiply(ab, bb)\n"
-                     "}\n");
-  cr_expect(run(m, opt_constant_fold));
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  a = f32[] constant(3)\n"
+                        "  b = f32[] constant(4)\n"
+                        "  ab = f32[512,512] broadcast(a), dimensions={}\n"
+                        "  bb = f32[512,512] broadcast(b), dimensions={}\n"
+                        "  ROOT m = f32[512,512] multiply(ab, bb)\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_constant_fold));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_BROADCAST);
   cr_assert_eq(r->ops[0]->op, OP_CONSTANT);
@@ -245,20 +185,20 @@ Test(opt_constant_fold, elementwise_of_scalar_broadcasts_stays_a_broadcast) {
 }
 
 Test(opt_constant_fold, reduce_of_constant_and_parameters_untouched) {
-  HModule *m = parse("HloModule t\n"
-                     "add {\n"
-                     "  p = f32[] parameter(0)\n"
-                     "  q = f32[] parameter(1)\n"
-                     "  ROOT s = f32[] add(p, q)\n"
-                     "}\n"
-                     "ENTRY e {\n"
-                     "  x = f32[2] parameter(0)\n"
-                     "  c = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
-                     "  z = f32[] constant(0)\n"
-                     "  r = f32[2] reduce(c, z), dimensions={1}, to_apply=add\n"
-                     "  ROOT o = f32[2] add(x, r)\n"
-                     "}\n");
-  cr_expect(run(m, opt_constant_fold));
+  HModule *m = tu_parse("HloModule t\n"
+                        "add {\n"
+                        "  p = f32[] parameter(0)\n"
+                        "  q = f32[] parameter(1)\n"
+                        "  ROOT s = f32[] add(p, q)\n"
+                        "}\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2] parameter(0)\n"
+                        "  c = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
+                        "  z = f32[] constant(0)\n"
+                        "  r = f32[2] reduce(c, z), dimensions={1}, to_apply=add\n"
+                        "  ROOT o = f32[2] add(x, r)\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_constant_fold));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_ADD);
   cr_assert_eq(r->ops[1]->op, OP_CONSTANT);
@@ -270,48 +210,48 @@ Test(opt_constant_fold, reduce_of_constant_and_parameters_untouched) {
 /* ------------------------------------------------------------------ cse */
 
 Test(opt_cse, merges_identical_instructions_and_regions) {
-  HModule *m = parse("HloModule t\n"
-                     "r1 {\n"
-                     "  a = f32[] parameter(0)\n"
-                     "  b = f32[] parameter(1)\n"
-                     "  ROOT s = f32[] add(a, b)\n"
-                     "}\n"
-                     "r2 {\n"
-                     "  c = f32[] parameter(0)\n"
-                     "  d = f32[] parameter(1)\n"
-                     "  ROOT add2 = f32[] add(c, d)\n"
-                     "}\n"
-                     "ENTRY e {\n"
-                     "  x = f32[4,8] parameter(0)\n"
-                     "  k1 = f32[] constant(0)\n"
-                     "  k2 = f32[] constant(0)\n"
-                     "  s1 = f32[4] reduce(x, k1), dimensions={1}, to_apply=r1\n"
-                     "  s2 = f32[4] reduce(x, k2), dimensions={1}, to_apply=r2\n"
-                     "  e1 = f32[4] exponential(s1)\n"
-                     "  e2 = f32[4] exponential(s2)\n"
-                     "  k3 = f32[] constant(1)\n"
-                     "  s3 = f32[4] reduce(x, k3), dimensions={1}, to_apply=r1\n"
-                     "  ROOT t = (f32[4], f32[4], f32[4]) tuple(e1, e2, s3)\n"
-                     "}\n");
-  cr_expect(run(m, opt_cse));
+  HModule *m = tu_parse("HloModule t\n"
+                        "r1 {\n"
+                        "  a = f32[] parameter(0)\n"
+                        "  b = f32[] parameter(1)\n"
+                        "  ROOT s = f32[] add(a, b)\n"
+                        "}\n"
+                        "r2 {\n"
+                        "  c = f32[] parameter(0)\n"
+                        "  d = f32[] parameter(1)\n"
+                        "  ROOT add2 = f32[] add(c, d)\n"
+                        "}\n"
+                        "ENTRY e {\n"
+                        "  x = f32[4,8] parameter(0)\n"
+                        "  k1 = f32[] constant(0)\n"
+                        "  k2 = f32[] constant(0)\n"
+                        "  s1 = f32[4] reduce(x, k1), dimensions={1}, to_apply=r1\n"
+                        "  s2 = f32[4] reduce(x, k2), dimensions={1}, to_apply=r2\n"
+                        "  e1 = f32[4] exponential(s1)\n"
+                        "  e2 = f32[4] exponential(s2)\n"
+                        "  k3 = f32[] constant(1)\n"
+                        "  s3 = f32[4] reduce(x, k3), dimensions={1}, to_apply=r1\n"
+                        "  ROOT t = (f32[4], f32[4], f32[4]) tuple(e1, e2, s3)\n"
+                        "}\n");
+  cr_expect(tu_run(m, opt_cse));
   HInstr *r = m->entry->root;
   cr_expect_eq(r->ops[0], r->ops[1], "same reduce (identical regions), same exp");
   cr_expect_neq(r->ops[2]->ops[0], r->ops[0]->ops[0], "different init value is not merged");
-  cr_expect_eq(count_op(m->entry, OP_REDUCE), 2);
-  cr_expect_eq(count_op(m->entry, OP_CONSTANT), 2);
+  cr_expect_eq(tu_count(m->entry, OP_REDUCE), 2);
+  cr_expect_eq(tu_count(m->entry, OP_CONSTANT), 2);
   hlo_module_free(m);
 }
 
 Test(opt_cse, never_merges_random_numbers) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  a = f32[] constant(0)\n"
-                     "  b = f32[] constant(1)\n"
-                     "  r1 = f32[4] rng(a, b), distribution=rng_uniform\n"
-                     "  r2 = f32[4] rng(a, b), distribution=rng_uniform\n"
-                     "  ROOT t = (f32[4], f32[4]) tuple(r1, r2)\n"
-                     "}\n");
-  run(m, opt_cse);
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  a = f32[] constant(0)\n"
+                        "  b = f32[] constant(1)\n"
+                        "  r1 = f32[4] rng(a, b), distribution=rng_uniform\n"
+                        "  r2 = f32[4] rng(a, b), distribution=rng_uniform\n"
+                        "  ROOT t = (f32[4], f32[4]) tuple(r1, r2)\n"
+                        "}\n");
+  tu_run(m, opt_cse);
   cr_expect_neq(m->entry->root->ops[0], m->entry->root->ops[1]);
   hlo_module_free(m);
 }
@@ -336,7 +276,7 @@ static const char *conv_bn =
     "}\n";
 
 Test(opt_fold_batchnorm, scale_and_shift_fold_into_frozen_conv_weights) {
-  HModule *m = parse(conv_bn);
+  HModule *m = tu_parse(conv_bn);
   HArena *a = hlo_arena_new();
   Literal *before = eval(m, a);
   /* freeze the weights with the values eval() used for parameter 1 */
@@ -347,33 +287,33 @@ Test(opt_fold_batchnorm, scale_and_shift_fold_into_frozen_conv_weights) {
   HErr err = {0};
   cr_assert(opt_freeze(m, 1, wv, &err), "%s", err.msg);
   cr_expect_eq(m->entry->nparams, 1);
-  cr_expect(run(m, opt_fold_batchnorm));
+  cr_expect(tu_run(m, opt_fold_batchnorm));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_ADD, "root %s", hlo_op_name(r->op));
   cr_expect_eq(r->ops[0]->op, OP_CONVOLUTION);
   cr_expect_eq(r->ops[0]->ops[1]->op, OP_CONSTANT);
-  cr_expect_eq(count_op(m->entry, OP_MULTIPLY), 0);
-  cr_expect_eq(count_op(m->entry, OP_SUBTRACT), 0);
-  expect_same_values(eval(m, a), before, 1e-5);
+  cr_expect_eq(tu_count(m->entry, OP_MULTIPLY), 0);
+  cr_expect_eq(tu_count(m->entry, OP_SUBTRACT), 0);
+  tu_expect_same(eval(m, a), before, 1e-5);
   hlo_arena_free(a);
   hlo_module_free(m);
 }
 
 Test(opt_fold_batchnorm, parameter_weights_are_left_alone) {
-  HModule *m = parse(conv_bn);
-  cr_expect(!run(m, opt_fold_batchnorm));
-  cr_expect_eq(count_op(m->entry, OP_MULTIPLY), 1);
+  HModule *m = tu_parse(conv_bn);
+  cr_expect(!tu_run(m, opt_fold_batchnorm));
+  cr_expect_eq(tu_count(m->entry, OP_MULTIPLY), 1);
   hlo_module_free(m);
 }
 
 Test(opt_freeze, renumbers_parameters_and_layout) {
-  HModule *m = parse("HloModule t, entry_computation_layout={(f32[2]{0}, f32[2]{0}, s32[3]{0})->f32[2]{0}}\n"
-                     "ENTRY e {\n"
-                     "  a = f32[2] parameter(0)\n"
-                     "  b = f32[2] parameter(1)\n"
-                     "  c = s32[3] parameter(2)\n"
-                     "  ROOT s = f32[2] add(a, b)\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t, entry_computation_layout={(f32[2]{0}, f32[2]{0}, s32[3]{0})->f32[2]{0}}\n"
+                        "ENTRY e {\n"
+                        "  a = f32[2] parameter(0)\n"
+                        "  b = f32[2] parameter(1)\n"
+                        "  c = s32[3] parameter(2)\n"
+                        "  ROOT s = f32[2] add(a, b)\n"
+                        "}\n");
   HArena *a = hlo_arena_new();
   int64_t two = 2;
   Shape s = hlo_shape_array(DT_F32, 1, &two);
@@ -396,6 +336,124 @@ Test(opt_freeze, renumbers_parameters_and_layout) {
   hlo_module_free(m);
 }
 
+/* opt_freeze_specs cases: a module with three f32[2] parameters (b also known by its op_name
+ * "weights"), root (a + b) * c, and b.npy = {5, 7}, c.npy = {2, 3} in a fresh directory. */
+typedef struct FreezeCase {
+  HModule *m;     /* the module */
+  char dir[64];   /* the directory holding b.npy and c.npy */
+  char b[128];    /* path of b.npy */
+  char c[128];    /* path of c.npy */
+  char spec[4][256]; /* room for the specs a case builds */
+} FreezeCase;
+
+static void freeze_case(FreezeCase *fc) {
+  fc->m = tu_parse("HloModule t\n"
+                   "ENTRY e {\n"
+                   "  a = f32[2] parameter(0)\n"
+                   "  b = f32[2] parameter(1), metadata={op_name=\"weights\"}\n"
+                   "  c = f32[2] parameter(2)\n"
+                   "  s = f32[2] add(a, b)\n"
+                   "  ROOT t = f32[2] multiply(s, c)\n"
+                   "}\n");
+  snprintf(fc->dir, sizeof fc->dir, "/tmp/hloc_freeze_XXXXXX");
+  cr_assert(mkdtemp(fc->dir));
+  snprintf(fc->b, sizeof fc->b, "%s/b.npy", fc->dir);
+  snprintf(fc->c, sizeof fc->c, "%s/c.npy", fc->dir);
+  HArena *a = hlo_arena_new();
+  int64_t two = 2;
+  Shape s = hlo_shape_array(DT_F32, 1, &two);
+  Literal *v = hlo_literal_new(a, &s);
+  HErr err = {0};
+  hlo_literal_set_f64(v, 0, 5);
+  hlo_literal_set_f64(v, 1, 7);
+  cr_assert(hlo_npy_write(fc->b, v, &err), "%s", err.msg);
+  hlo_literal_set_f64(v, 0, 2);
+  hlo_literal_set_f64(v, 1, 3);
+  cr_assert(hlo_npy_write(fc->c, v, &err), "%s", err.msg);
+  hlo_arena_free(a);
+}
+
+static void freeze_case_free(FreezeCase *fc) {
+  remove(fc->b);
+  remove(fc->c);
+  rmdir(fc->dir);
+  hlo_module_free(fc->m);
+}
+
+/* The frozen module on a = {1, 2}: (a + b) * c. */
+static void expect_frozen_values(HModule *m) {
+  HErr err = {0};
+  cr_assert(hlo_verify(m, &err), "%s", err.msg);
+  cr_assert_eq(m->entry->nparams, 1);
+  cr_expect_str_eq(m->entry->params[0]->name, "a");
+  HArena *a = hlo_arena_new();
+  Literal *x = hlo_literal_new(a, &m->entry->params[0]->shape);
+  hlo_literal_set_f64(x, 0, 1);
+  hlo_literal_set_f64(x, 1, 2);
+  Literal *r = hlo_interp_run(m, a, &x, 1, &err);
+  cr_assert(r, "%s", err.msg);
+  cr_expect_eq(hlo_literal_get_f64(r, 0), (1 + 5) * 2);
+  cr_expect_eq(hlo_literal_get_f64(r, 1), (2 + 7) * 3);
+  hlo_arena_free(a);
+}
+
+/* Freeze b and c through the specs "B_ARG=b.npy" and "C_ARG=c.npy" (c's first when c_first)
+ * and check the values of the module left; the specs themselves stay as they were. */
+static void freeze_by(const char *b_arg, const char *c_arg, bool c_first) {
+  FreezeCase fc;
+  freeze_case(&fc);
+  snprintf(fc.spec[0], sizeof fc.spec[0], "%s=%s", b_arg, fc.b);
+  snprintf(fc.spec[1], sizeof fc.spec[1], "%s=%s", c_arg, fc.c);
+  memcpy(fc.spec[2], fc.spec[0], sizeof fc.spec[0]);
+  const char *specs[] = {fc.spec[c_first], fc.spec[!c_first]};
+  HErr err = {0};
+  cr_assert(opt_freeze_specs(fc.m, 2, specs, &err), "%s", err.msg);
+  expect_frozen_values(fc.m);
+  cr_expect_str_eq(fc.spec[0], fc.spec[2], "the specs are not modified");
+  freeze_case_free(&fc);
+}
+
+Test(opt_freeze_specs, numbers_given_lowest_first_keep_meaning_the_module_as_read) {
+  freeze_by("1", "2", false);
+}
+
+Test(opt_freeze_specs, names_and_op_names) { freeze_by("weights", "c", true); }
+
+/* Each bad spec list fails with a message naming the entry (or the file) and the problem,
+ * and freezes nothing: all specs are checked and read before the first freeze, and the
+ * highest number, out of range here, is frozen first. */
+Test(opt_freeze_specs, errors_are_located_and_change_nothing) {
+  FreezeCase fc;
+  freeze_case(&fc);
+  snprintf(fc.spec[0], sizeof fc.spec[0], "1=%s", fc.b);
+  snprintf(fc.spec[1], sizeof fc.spec[1], "weights=%s", fc.c);
+  snprintf(fc.spec[2], sizeof fc.spec[2], "2=%s/missing.npy", fc.dir);
+  snprintf(fc.spec[3], sizeof fc.spec[3], "7=%s", fc.c);
+  struct {
+    const char *second; /* the spec after fc.spec[0] */
+    const char *want;   /* a part of the message */
+  } cases[] = {
+      {fc.spec[1], "computation 'e': --freeze: parameter 1 given twice"},
+      {fc.spec[2], "missing.npy"},
+      {"nope=x.npy", "computation 'e': --freeze: no entry parameter named 'nope'"},
+      {"1", "computation 'e': --freeze needs ARG=FILE.npy, got '1'"},
+      {"=x.npy", "computation 'e': --freeze needs ARG=FILE.npy, got '=x.npy'"},
+      {"2=", "computation 'e': --freeze needs ARG=FILE.npy, got '2='"},
+      {fc.spec[3], "computation 'e': --freeze: no parameter 7"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const char *specs[] = {fc.spec[0], cases[i].second};
+    HErr err = {0};
+    cr_expect(!opt_freeze_specs(fc.m, 2, specs, &err), "case %zu succeeded", i);
+    cr_expect(strstr(err.msg, cases[i].want), "case %zu: '%s' lacks '%s'", i, err.msg,
+              cases[i].want);
+    cr_expect(!strncmp(err.msg, "<test>: ", 8) || strstr(err.msg, fc.dir), "not located: %s",
+              err.msg);
+    cr_expect_eq(fc.m->entry->nparams, 3, "case %zu froze something", i);
+  }
+  freeze_case_free(&fc);
+}
+
 /* ------------------------------------------------------------------ fusion */
 
 static HInstr *find_fusion(const HComp *c, FusionKind k, int nth) {
@@ -406,20 +464,20 @@ static HInstr *find_fusion(const HComp *c, FusionKind k, int nth) {
 }
 
 Test(opt_fusion, elementwise_chain_is_one_loop_fusion) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[1024] parameter(0)\n"
-                     "  one = f32[] constant(1)\n"
-                     "  ob = f32[1024] broadcast(one), dimensions={}\n"
-                     "  a = f32[1024] add(x, ob)\n"
-                     "  two = f32[] constant(2)\n"
-                     "  tb = f32[1024] broadcast(two), dimensions={}\n"
-                     "  m = f32[1024] multiply(a, tb)\n"
-                     "  ROOT t = f32[1024] tanh(m)\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[1024] parameter(0)\n"
+                        "  one = f32[] constant(1)\n"
+                        "  ob = f32[1024] broadcast(one), dimensions={}\n"
+                        "  a = f32[1024] add(x, ob)\n"
+                        "  two = f32[] constant(2)\n"
+                        "  tb = f32[1024] broadcast(two), dimensions={}\n"
+                        "  m = f32[1024] multiply(a, tb)\n"
+                        "  ROOT t = f32[1024] tanh(m)\n"
+                        "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
-  cr_expect(run(m, opt_fusion));
+  cr_expect(tu_run(m, opt_fusion));
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_FUSION);
   cr_expect_eq(r->fusion_kind, FK_LOOP);
@@ -428,30 +486,30 @@ Test(opt_fusion, elementwise_chain_is_one_loop_fusion) {
   cr_expect(fc->is_fusion);
   cr_expect_eq(fc->nparams, 1);
   cr_expect_eq(fc->root->op, OP_TANH);
-  char *txt = print_instr(r);
+  char *txt = tu_print_instr(r);
   cr_expect(strstr(txt, "kind=kLoop") && strstr(txt, "calls=fused_computation"), "%s", txt);
   free(txt);
-  expect_same_values(eval(m, ar), before, 0);
+  tu_expect_same(eval(m, ar), before, 0);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
 
 Test(opt_fusion, dot_bias_relu_is_one_output_fusion) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[8,16] parameter(0)\n"
-                     "  w = f32[16,4] parameter(1)\n"
-                     "  b = f32[4] parameter(2)\n"
-                     "  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                     "  bb = f32[8,4] broadcast(b), dimensions={1}\n"
-                     "  a = f32[8,4] add(d, bb)\n"
-                     "  z = f32[] constant(0)\n"
-                     "  zb = f32[8,4] broadcast(z), dimensions={}\n"
-                     "  ROOT r = f32[8,4] maximum(a, zb)\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[8,16] parameter(0)\n"
+                        "  w = f32[16,4] parameter(1)\n"
+                        "  b = f32[4] parameter(2)\n"
+                        "  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        "  bb = f32[8,4] broadcast(b), dimensions={1}\n"
+                        "  a = f32[8,4] add(d, bb)\n"
+                        "  z = f32[] constant(0)\n"
+                        "  zb = f32[8,4] broadcast(z), dimensions={}\n"
+                        "  ROOT r = f32[8,4] maximum(a, zb)\n"
+                        "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
-  run(m, opt_fusion);
+  tu_run(m, opt_fusion);
   HInstr *r = m->entry->root;
   cr_assert_eq(r->op, OP_FUSION);
   cr_expect_eq(r->fusion_kind, FK_OUTPUT);
@@ -460,9 +518,9 @@ Test(opt_fusion, dot_bias_relu_is_one_output_fusion) {
   HComp *fc = r->calls[0];
   for (int i = 0; i < fc->nparams; i++)
     cr_expect(hlo_shape_eq(&fc->params[i]->shape, &r->ops[i]->shape));
-  cr_expect_eq(count_op(fc, OP_DOT), 1);
+  cr_expect_eq(tu_count(fc, OP_DOT), 1);
   cr_expect_eq(fc->root->op, OP_MAXIMUM);
-  expect_same_values(eval(m, ar), before, 1e-6);
+  tu_expect_same(eval(m, ar), before, 1e-6);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
@@ -493,20 +551,20 @@ static const char *softmax =
     "}\n";
 
 Test(opt_fusion, softmax_is_three_kernels_with_multi_output_exp_and_sum) {
-  HModule *m = parse(softmax);
+  HModule *m = tu_parse(softmax);
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
-  run(m, opt_fusion);
+  tu_run(m, opt_fusion);
   OptStats st;
   opt_stats(m, &st);
   cr_expect_eq(st.kernels, 3);
   cr_expect_eq(st.by_kind[FK_INPUT], 2);
   cr_expect_eq(st.by_kind[FK_LOOP], 1);
   cr_expect_eq(st.multi_output, 1);
-  cr_expect_eq(count_op(m->entry, OP_EXP), 0);
+  cr_expect_eq(tu_count(m->entry, OP_EXP), 0);
   /* exp is computed once: exactly one exponential across all fused computations */
   int nexp = 0;
-  for (int i = 0; i < m->ncomps; i++) nexp += count_op(m->comps[i], OP_EXP);
+  for (int i = 0; i < m->ncomps; i++) nexp += tu_count(m->comps[i], OP_EXP);
   cr_expect_eq(nexp, 1, "exp duplicated %d times", nexp);
   HInstr *mo = NULL;
   for (int i = 0; i < m->entry->ninstrs; i++)
@@ -514,70 +572,70 @@ Test(opt_fusion, softmax_is_three_kernels_with_multi_output_exp_and_sum) {
       mo = m->entry->instrs[i];
   cr_assert(mo);
   cr_expect_eq(mo->calls[0]->root->op, OP_TUPLE);
-  cr_expect_eq(count_op(mo->calls[0], OP_REDUCE), 1, "max and sum are not one fusion");
-  expect_same_values(eval(m, ar), before, 1e-6);
+  cr_expect_eq(tu_count(mo->calls[0], OP_REDUCE), 1, "max and sum are not one fusion");
+  tu_expect_same(eval(m, ar), before, 1e-6);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
 
 Test(opt_fusion, mean_epilogue_and_sibling_reductions) {
-  HModule *m = parse("HloModule t\n"
-                     "sm {\n"
-                     "  a = f32[] parameter(0)\n"
-                     "  b = f32[] parameter(1)\n"
-                     "  ROOT s = f32[] add(a, b)\n"
-                     "}\n"
-                     "ENTRY e {\n"
-                     "  x = f32[8,32] parameter(0)\n"
-                     "  z = f32[] constant(0)\n"
-                     "  s1 = f32[8] reduce(x, z), dimensions={1}, to_apply=sm\n"
-                     "  n = f32[] constant(32)\n"
-                     "  nb = f32[8] broadcast(n), dimensions={}\n"
-                     "  mean = f32[8] divide(s1, nb)\n"
-                     "  x2 = f32[8,32] multiply(x, x)\n"
-                     "  s2 = f32[8] reduce(x2, z), dimensions={1}, to_apply=sm\n"
-                     "  msq = f32[8] divide(s2, nb)\n"
-                     "  ROOT t = (f32[8], f32[8]) tuple(mean, msq)\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "sm {\n"
+                        "  a = f32[] parameter(0)\n"
+                        "  b = f32[] parameter(1)\n"
+                        "  ROOT s = f32[] add(a, b)\n"
+                        "}\n"
+                        "ENTRY e {\n"
+                        "  x = f32[8,32] parameter(0)\n"
+                        "  z = f32[] constant(0)\n"
+                        "  s1 = f32[8] reduce(x, z), dimensions={1}, to_apply=sm\n"
+                        "  n = f32[] constant(32)\n"
+                        "  nb = f32[8] broadcast(n), dimensions={}\n"
+                        "  mean = f32[8] divide(s1, nb)\n"
+                        "  x2 = f32[8,32] multiply(x, x)\n"
+                        "  s2 = f32[8] reduce(x2, z), dimensions={1}, to_apply=sm\n"
+                        "  msq = f32[8] divide(s2, nb)\n"
+                        "  ROOT t = (f32[8], f32[8]) tuple(mean, msq)\n"
+                        "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
-  run(m, opt_fusion);
+  tu_run(m, opt_fusion);
   OptStats st;
   opt_stats(m, &st);
   cr_expect_eq(st.kernels, 1, "mean and mean of squares: one multi-output kInput fusion");
   HInstr *f = find_fusion(m->entry, FK_INPUT, 0);
   cr_assert(f);
   cr_expect_eq(f->calls[0]->root->op, OP_TUPLE);
-  cr_expect_eq(count_op(f->calls[0], OP_DIVIDE), 2, "the divisions are reduce epilogues");
+  cr_expect_eq(tu_count(f->calls[0], OP_DIVIDE), 2, "the divisions are reduce epilogues");
   Literal *after = eval(m, ar);
-  for (int k = 0; k < 2; k++) expect_same_values(after->elems[k], before->elems[k], 1e-6);
+  for (int k = 0; k < 2; k++) tu_expect_same(after->elems[k], before->elems[k], 1e-6);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
 
 Test(opt_fusion, expensive_producer_with_two_consumers_is_not_duplicated) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[64] parameter(0)\n"
-                     "  y = f32[64] parameter(1)\n"
-                     "  e = f32[64] exponential(x)\n"
-                     "  a = f32[64] add(e, y)\n"
-                     "  s = f32[32] slice(e), slice={[0:32]}\n"
-                     "  r = f32[32,64] broadcast(s), dimensions={0}\n"
-                     "  c = f32[] constant(1)\n"
-                     "  cb = f32[64] broadcast(c), dimensions={}\n"
-                     "  b = f32[64] multiply(a, cb)\n"
-                     "  ROOT t = (f32[64], f32[32,64]) tuple(b, r)\n"
-                     "}\n");
-  run(m, opt_fusion);
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[64] parameter(0)\n"
+                        "  y = f32[64] parameter(1)\n"
+                        "  e = f32[64] exponential(x)\n"
+                        "  a = f32[64] add(e, y)\n"
+                        "  s = f32[32] slice(e), slice={[0:32]}\n"
+                        "  r = f32[32,64] broadcast(s), dimensions={0}\n"
+                        "  c = f32[] constant(1)\n"
+                        "  cb = f32[64] broadcast(c), dimensions={}\n"
+                        "  b = f32[64] multiply(a, cb)\n"
+                        "  ROOT t = (f32[64], f32[32,64]) tuple(b, r)\n"
+                        "}\n");
+  tu_run(m, opt_fusion);
   int nexp = 0;
-  for (int i = 0; i < m->ncomps; i++) nexp += count_op(m->comps[i], OP_EXP);
+  for (int i = 0; i < m->ncomps; i++) nexp += tu_count(m->comps[i], OP_EXP);
   cr_expect_eq(nexp, 1);
   /* exp is its own kernel, read by two fusions */
   HInstr *fe = NULL;
   for (int i = 0; i < m->entry->ninstrs; i++) {
     HInstr *in = m->entry->instrs[i];
-    if (in->op == OP_FUSION && count_op(in->calls[0], OP_EXP)) fe = in;
+    if (in->op == OP_FUSION && tu_count(in->calls[0], OP_EXP)) fe = in;
   }
   cr_assert(fe);
   cr_expect_eq(fe->calls[0]->ninstrs, 2, "param + exp");
@@ -585,29 +643,29 @@ Test(opt_fusion, expensive_producer_with_two_consumers_is_not_duplicated) {
 }
 
 Test(opt_fusion, transposes_fuse_into_dot_operands) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  q = f32[2,8,4,16] parameter(0)\n"
-                     "  k = f32[2,8,4,16] parameter(1)\n"
-                     "  qt = f32[2,4,8,16] transpose(q), dimensions={0,2,1,3}\n"
-                     "  kt = f32[2,4,8,16] transpose(k), dimensions={0,2,1,3}\n"
-                     "  ROOT d = f32[2,4,8,8] dot(qt, kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  q = f32[2,8,4,16] parameter(0)\n"
+                        "  k = f32[2,8,4,16] parameter(1)\n"
+                        "  qt = f32[2,4,8,16] transpose(q), dimensions={0,2,1,3}\n"
+                        "  kt = f32[2,4,8,16] transpose(k), dimensions={0,2,1,3}\n"
+                        "  ROOT d = f32[2,4,8,8] dot(qt, kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+                        "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
-  run(m, opt_fusion);
+  tu_run(m, opt_fusion);
   OptStats st;
   opt_stats(m, &st);
   cr_expect_eq(st.kernels, 1);
   cr_expect_eq(m->entry->root->fusion_kind, FK_OUTPUT);
-  expect_same_values(eval(m, ar), before, 1e-6);
+  tu_expect_same(eval(m, ar), before, 1e-6);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
 
 Test(opt_fusion, fused_module_prints_and_parses_back) {
-  HModule *m = parse(softmax);
-  run(m, opt_fusion);
+  HModule *m = tu_parse(softmax);
+  tu_run(m, opt_fusion);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -629,14 +687,14 @@ Test(opt_fusion, fused_module_prints_and_parses_back) {
 /* ------------------------------------------------------------------ stats, graphviz */
 
 Test(opt_stats, counts_kernels_not_plumbing) {
-  HModule *m = parse("HloModule t\n"
-                     "ENTRY e {\n"
-                     "  x = f32[4,4] parameter(0)\n"
-                     "  r = f32[16] reshape(x)\n"
-                     "  n = f32[16] negate(r)\n"
-                     "  d = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                     "  ROOT t = (f32[16], f32[4,4]) tuple(n, d)\n"
-                     "}\n");
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[4,4] parameter(0)\n"
+                        "  r = f32[16] reshape(x)\n"
+                        "  n = f32[16] negate(r)\n"
+                        "  d = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        "  ROOT t = (f32[16], f32[4,4]) tuple(n, d)\n"
+                        "}\n");
   OptStats s;
   opt_stats(m, &s);
   cr_expect_eq(s.kernels, 2, "negate and dot; reshape and tuple are free");
@@ -645,8 +703,8 @@ Test(opt_stats, counts_kernels_not_plumbing) {
 }
 
 Test(opt_graphviz, fusions_are_labelled_boxes_with_shapes_on_edges) {
-  HModule *m = parse(softmax);
-  run(m, opt_fusion);
+  HModule *m = tu_parse(softmax);
+  tu_run(m, opt_fusion);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

@@ -96,59 +96,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* --freeze ARG=FILE: resolve every ARG (parameter number, instruction name or op_name) against
- * the entry as read, then freeze from the highest parameter number down, so that numbers
- * given by the user keep referring to the module as read. */
-static bool apply_freezes(HModule *m, int n, char **specs, HErr *err) {
-  HComp *e = m->entry;
-  hlo_comp_renumber(e);
-  int64_t *num = calloc((size_t)n + 1, sizeof *num);
-  Literal **val = calloc((size_t)n + 1, sizeof *val);
-  bool ok = true;
-  for (int i = 0; i < n && ok; i++) {
-    char *eq = strchr(specs[i], '=');
-    if (!eq || eq == specs[i] || !eq[1]) {
-      hlo_err(err, NULL, NULL, NULL, "--freeze needs ARG=FILE.npy, got '%s'", specs[i]);
-      ok = false;
-      break;
-    }
-    *eq = 0;
-    const char *arg = specs[i], *file = eq + 1;
-    char *end;
-    long long v = strtoll(arg, &end, 10);
-    num[i] = -1;
-    if (!*end) {
-      num[i] = v;
-    } else {
-      for (int k = 0; k < e->nparams; k++)
-        if (e->params[k] && (!strcmp(e->params[k]->name, arg) ||
-                             (e->params[k]->op_name && !strcmp(e->params[k]->op_name, arg))))
-          num[i] = k;
-      if (num[i] < 0) {
-        hlo_err_comp(err, e, "--freeze: no entry parameter named '%s'", arg);
-        ok = false;
-      }
-    }
-    for (int k = 0; k < i && ok; k++)
-      if (num[k] == num[i]) {
-        hlo_err_comp(err, e, "--freeze: parameter %lld given twice", (long long)num[i]);
-        ok = false;
-      }
-    if (ok) ok = (val[i] = hlo_npy_read(m->arena, file, err)) != NULL;
-    *eq = '=';
-  }
-  for (int done = 0; ok && done < n; done++) { /* highest parameter number first */
-    int at = -1;
-    for (int i = 0; i < n; i++)
-      if (val[i] && (at < 0 || num[i] > num[at])) at = i;
-    ok = opt_freeze(m, num[at], val[at], err);
-    val[at] = NULL;
-  }
-  free(num);
-  free(val);
-  return ok;
-}
-
 int main(int argc, char **argv) {
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
   const char *target = "cpu", *cpu = NULL, *features = NULL;
@@ -159,7 +106,7 @@ int main(int argc, char **argv) {
   int opt = 2;
   OptOpts oo = {0};
   enum { MAX_FREEZE = 256 };
-  char *freeze[MAX_FREEZE];
+  const char *freeze[MAX_FREEZE];
   int nfreeze = 0;
   bool stats = false;
 #ifndef NDEBUG
@@ -185,7 +132,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hloc: too many --freeze options\n");
         return 1;
       }
-      freeze[nfreeze++] = (char *)v;
+      freeze[nfreeze++] = v;
     } else if (!strcmp(argv[i], "--time-passes")) {
       oo.time_passes = true;
     } else if ((v = flag_value(argc, argv, &i, "--disable-pass"))) {
@@ -259,7 +206,7 @@ int main(int argc, char **argv) {
   double t_load = now_s();
   HModule *m = proto_load_file(input, &err);
   double t_verify = now_s();
-  if (!m || !hlo_verify(m, &err) || (nfreeze && !apply_freezes(m, nfreeze, freeze, &err))) {
+  if (!m || !hlo_verify(m, &err) || (nfreeze && !opt_freeze_specs(m, nfreeze, freeze, &err))) {
     fprintf(stderr, "hloc: %s\n", err.msg);
     hlo_module_free(m);
     return 1;
