@@ -309,7 +309,7 @@ static char *tu_object(const char *fixture, const char *name, char **dir_out) {
 
 #define TU_LIBS                                                                                \
   "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME      \
-  "/lib -lcublas -lpthread -lm"
+  "/lib -lcublas -lcudnn -lpthread -lm"
 
 Test(cuda_host, header_and_object_link_as_a_user_program) {
   char *d;
@@ -341,6 +341,85 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
   cr_expect_eq(system(cmd), 0, "%s", cmd);
   tu_rmdir(d);
   free(d);
+}
+
+/* Convolutions go to cuDNN: resnet_block's three convolutions are conv steps in the manifest
+ * with the NHWC/KRSC layouts and FMA math at the default precision, TEMP_BYTES covers the
+ * workspace, and the header of a model with convolutions asks for -lcudnn and links. */
+Test(cuda_host, convolutions_through_cudnn) {
+  HModule *m = tu_load("resnet_block");
+  char *d = tu_tmpdir();
+  char ptx[600], man[600];
+  snprintf(ptx, sizeof ptx, "%s/m.ptx", d);
+  snprintf(man, sizeof man, "%s/m.json", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = ptx;
+  o.manifest_path = man;
+  o.emit = CUDA_EMIT_PTX;
+  HErr err = {0};
+  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
+  char *js = tu_slurp(man, NULL);
+  cr_assert(js_valid(js));
+  cr_expect_eq(tu_count(js, "\"kind\": \"conv\""), 3, "resnet_block has three convolutions");
+  cr_expect_eq(tu_count(js, "\"math\": \"CUDNN_FMA_MATH\""), 3);
+  cr_expect_eq(tu_count(js, "\"filter_layout\": \"KRSC\""), 3);
+  const char *tb = strstr(js, "\"temp_bytes\": "), *wb = strstr(js, "\"workspace_bytes\": ");
+  cr_assert(tb && wb);
+  cr_expect_geq(atoll(tb + 14), atoll(wb + 19), "temp covers the workspace");
+  cr_expect_geq(atoll(wb + 19), 64ll << 20, "at least 64 MiB of cuDNN workspace");
+  free(js);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+  char *d2;
+  tu_object("simple_cnn", "model", &d2);
+  char hp[700];
+  snprintf(hp, sizeof hp, "%s/model.h", d2);
+  char *h = tu_slurp(hp, NULL);
+  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""), "simple_cnn: cuBLAS and cuDNN");
+  free(h);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "printf 'int model_cuda_init(void);\\nint main(void){return model_cuda_init() * 0;}\\n' | "
+           "cc -x c - -x none '%s/model.o' " TU_LIBS " -o '%s/user'", d2, d2);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  tu_rmdir(d2);
+  free(d2);
+}
+
+/* The layers of a deep model compile once: bert_base's kernel steps launch fewer distinct
+ * kernels than there are steps, and every launched name is one the PTX defines. */
+Test(cuda_ptx, identical_kernels_generated_once) {
+  HModule *m = tu_load("bert_base");
+  char *d = tu_tmpdir();
+  char ptx[600], man[600];
+  snprintf(ptx, sizeof ptx, "%s/m.ptx", d);
+  snprintf(man, sizeof man, "%s/m.json", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = ptx;
+  o.manifest_path = man;
+  o.emit = CUDA_EMIT_PTX;
+  HErr err = {0};
+  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
+  char *js = tu_slurp(man, NULL), *text = tu_slurp(ptx, NULL);
+  int steps = tu_count(js, "\"kind\": \"kernel\"");
+  int entries = tu_count(text, ".entry ");
+  cr_expect_gt(entries, 0);
+  cr_expect_lt(entries, steps, "%d kernels for %d kernel steps: nothing shared", entries, steps);
+  const char *needle = "\"kind\": \"kernel\", \"name\": \"";
+  for (const char *p = js; (p = strstr(p, needle)); p++) {
+    char name[160];
+    const char *s = p + strlen(needle);
+    snprintf(name, sizeof name, ".entry %.*s(", (int)strcspn(s, "\""), s);
+    cr_expect(strstr(text, name), "%s launched but not defined", name);
+  }
+  free(js);
+  free(text);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
 }
 
 /* ------------------------------------------------------------------ execution (GPU only) */

@@ -5,7 +5,9 @@
 # which prints a pass/fail table with timings. Everything is compiled here (the GPU machine
 # needs neither LLVM nor protobuf-c): hloc --target=cuda per fixture, the driver
 # tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
-# toolkit's stub library) and -lcublas; the fixtures' in/out .npy files are copied beside.
+# toolkit's stub library) and the libraries the model's header lists (MODEL_CUDA_LIBS:
+# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside. device/bench
+# (tools/cuda_bench.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,14 +18,15 @@ OUT=$ROOT/device
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" --target hloc hloc_hlo -j2 >/dev/null
 CUBLAS_DIR=$(dirname "$(ls "$CUDA"/lib64/libcublas.so "$CUDA"/lib/libcublas.so 2>/dev/null | head -n 1)")
-rm -rf "$OUT"
 mkdir -p "$OUT"
+for d in "$OUT"/*/; do [ "$d" = "$OUT/bench/" ] || rm -rf "$d"; done
 for f in "$CORPUS"/*/; do
   n=$(basename "$f")
   mkdir -p "$OUT/$n"
   "$BUILD/hloc" "$f/module.pb" --target=cuda --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
+  libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
   cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
-    "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -lcuda -L"$CUBLAS_DIR" -lcublas \
+    "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
     -lpthread -lm -o "$OUT/$n/run"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
 done
@@ -32,13 +35,12 @@ cat >"$OUT/run.sh" <<'RUN'
 # Run every fixture compiled by tools/cuda_device_test.sh; prints a table and exits 1 if
 # any failed. RTOL 1e-4 (1e-3 for the train step, whose reductions are long).
 cd "$(dirname "$0")"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-  [ -e "$d/libcublas.so.13" ] && LIBS="${LIBS:+$LIBS:}$d"
+LIBS=
+for lib in libcublas.so.13 libcudnn.so.9; do
+  f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
+  [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
+  [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"
 done
-if [ -z "${LIBS:-}" ]; then
-  f=$(find / -name 'libcublas.so.13*' -not -path '/proc/*' 2>/dev/null | head -n 1)
-  [ -n "$f" ] && LIBS=$(dirname "$f")
-fi
 export LD_LIBRARY_PATH="${LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 fail=0

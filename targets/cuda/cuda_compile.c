@@ -184,11 +184,17 @@ static void cc_stats(CudaCg *cc, FILE *f) {
       gemms++, fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld  (%s)\n", s->transa ? 'T' : 'N',
                        s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
                        (long long)s->batch, s->in->name);
+    else if (s->kind == CU_STEP_CONV)
+      fprintf(f, "cuda: cudnn conv n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld groups=%lld  (%s)\n",
+              (long long)s->cn, (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
+              (long long)s->cr, (long long)s->cs, (long long)s->cp, (long long)s->cq, (long long)s->groups,
+              s->in->name);
     else
       fprintf(f, "cuda: copy %lld bytes  (%s)\n", (long long)s->bytes, s->in->name);
   }
-  fprintf(f, "cuda: %d kernels, %d cuBLAS GEMMs, temp %lld bytes (%lld staging)\n", cc->nkernels, gemms,
-          (long long)cc->temp_bytes, (long long)cc->stage_bytes);
+  fprintf(f, "cuda: %d kernels, %d cuBLAS GEMMs, %d cuDNN convolutions, temp %lld bytes (%lld staging, %lld cuDNN workspace)\n",
+          cc->nkernels, gemms, cc->nconvs, (long long)cc->temp_bytes, (long long)cc->stage_bytes,
+          (long long)cc->ws_bytes);
 }
 
 static bool cc_write(CudaCg *cc, const char *path, const void *p, size_t n) {
@@ -285,7 +291,9 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
     s->bytes = mr->size;
   }
   cc->stage_bytes = (cc->stage_bytes + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
-  cc->temp_bytes = cg->plan.temp_bytes + cc->stage_bytes;
+  for (int i = 0; i < cc->nsteps; i++)
+    if (cc->steps[i].kind == CU_STEP_CONV) cc->steps[i].ws.offset = cg->plan.temp_bytes + cc->stage_bytes;
+  cc->temp_bytes = cg->plan.temp_bytes + cc->stage_bytes + cc->ws_bytes;
 
   if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
     hlo_err(err, m->file, NULL, NULL, "CUDA target: internal: invalid kernel IR: %.600s", msg);

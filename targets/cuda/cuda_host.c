@@ -5,7 +5,12 @@
  *     machine code for --gpu-arch and as PTX, which the driver JIT-compiles when the cubin
  *     does not fit the GPU (newer architectures);
  *   - per-context state for up to CU_SLOTS CUDA contexts: the CUcontext, the loaded CUmodule,
- *     the CUfunction of every kernel and, when a GEMM step exists, a cuBLAS handle. A slot
+ *     the CUfunction of every kernel, when a GEMM step exists a cuBLAS handle, and when a
+ *     convolution step exists a cuDNN handle with, per convolution, its four descriptors
+ *     (NHWC tensors, KRSC filter, convolution with groups and math type: FMA only for
+ *     highest precision, tensor ops for tf32) and the algorithm chosen at load time by
+ *     cudnnFindConvolutionForwardAlgorithm: the fastest that succeeded and whose workspace
+ *     fits the part of temp reserved for it (none fits: init returns 3). A slot
  *     is filled once under a process-wide pthread mutex and published by a release store
  *     of its context; lookups are acquire loads, so the launch path takes no lock;
  *   - int NAME_cuda_init(void): loads the module into the current context (cubin, else PTX)
@@ -13,8 +18,9 @@
  *   - int NAME_cuda_run(args, results, temp, stream): every step in order on the stream:
  *     cuLaunchKernel with an argument array of device pointers (base + offset), cuBLAS
  *     cublasGemmStridedBatchedEx (the handle is set to the stream under the mutex, since
- *     a handle is not safe to use from two threads at once), cuMemcpyDtoDAsync; returns 0,
- *     a CUresult, or 1000 + a cublasStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE),
+ *     a handle is not safe to use from two threads at once), cudnnConvolutionForward (the same
+ *     way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or
+ *     100000 + a cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE),
  *     2 when more than CU_SLOTS contexts are used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
  * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
@@ -35,6 +41,8 @@ typedef struct Host {
   LLVMBuilderRef B;     /* builder */
   LLVMTypeRef i8, i32, i64, ptr, f32, f64; /* types */
   LLVMValueRef ctxs, mods, fns, blas, lock; /* state globals */
+  LLVMValueRef dnn, descs, algos; /* cuDNN: handle per slot, 4 descriptors and the
+                                     algorithm of every convolution per slot */
   LLVMValueRef cubin, ptx; /* images */
   LLVMValueRef knames;  /* [nk x ptr] kernel names */
   LLVMValueRef fn;      /* function being built */
@@ -198,6 +206,82 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
     LLVMValueRef s = h_call(h, "cublasCreate_v2", h->i32, p1, &bp, 1);
     EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
   }
+  if (cc->nconvs) {
+    LLVMValueRef dp = h_slot_ptr(h, h->dnn, slot);
+    LLVMValueRef s = h_call(h, "cudnnCreate", h->i32, p1, &dp, 1);
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), LLVMBuildAdd(B, s, h_i32(h, 100000), ""));
+    LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, dp, "");
+    LLVMTypeRef perf_t = LLVMArrayType2(h->i8, 48 * 8);
+    LLVMValueRef perf = LLVMBuildAlloca(B, perf_t, "perf");
+    LLVMSetAlignment(perf, 8);
+    LLVMValueRef cnt = LLVMBuildAlloca(B, h->i32, "count");
+    bool tf32 = cc->o->precision == CUDA_PRECISION_TF32;
+    for (int i = 0; i < cc->nsteps; i++) {
+      const CuStep *c = &cc->steps[i];
+      if (c->kind != CU_STEP_CONV) continue;
+      LLVMValueRef d[4]; /* x, y tensors; filter; convolution */
+      static const char *const create[4] = {"cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor",
+                                            "cudnnCreateFilterDescriptor", "cudnnCreateConvolutionDescriptor"};
+      for (int j = 0; j < 4; j++) {
+        LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx * 4 + j)};
+        LLVMValueRef dpp = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
+        LLVMValueRef s2 = h_call(h, create[j], h->i32, p1, &dpp, 1);
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""), LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
+        d[j] = LLVMBuildLoad2(B, h->ptr, dpp, "");
+      }
+      LLVMValueRef st[6];
+      LLVMTypeRef t7[7] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
+      /* NHWC (1), float (0) */
+      LLVMValueRef xa[7] = {d[0], h_i32(h, 1), h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch), h_i32(h, c->cw)};
+      st[0] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, xa, 7);
+      LLVMValueRef ya[7] = {d[1], h_i32(h, 1), h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp), h_i32(h, c->cq)};
+      st[1] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, ya, 7);
+      LLVMValueRef fa[7] = {d[2], h_i32(h, 0), h_i32(h, 1), h_i32(h, c->ck), h_i32(h, c->cc / c->groups), h_i32(h, c->cr), h_i32(h, c->cs)};
+      st[2] = h_call(h, "cudnnSetFilter4dDescriptor", h->i32, t7, fa, 7);
+      LLVMTypeRef t9[9] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
+      /* cross-correlation (1), float accumulation (0) */
+      LLVMValueRef ca[9] = {d[3], h_i32(h, c->pad[0]), h_i32(h, c->pad[1]), h_i32(h, c->stride[0]), h_i32(h, c->stride[1]),
+                            h_i32(h, c->dil[0]), h_i32(h, c->dil[1]), h_i32(h, 1), h_i32(h, 0)};
+      st[3] = h_call(h, "cudnnSetConvolution2dDescriptor", h->i32, t9, ca, 9);
+      LLVMTypeRef t2[2] = {h->ptr, h->i32};
+      LLVMValueRef ga[2] = {d[3], h_i32(h, c->groups)};
+      st[4] = h_call(h, "cudnnSetConvolutionGroupCount", h->i32, t2, ga, 2);
+      /* highest: FMA kernels only (no TF32); tf32: tensor cores allowed */
+      LLVMValueRef ma[2] = {d[3], h_i32(h, tf32 ? 1 : 3)};
+      st[5] = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma, 2);
+      for (int j = 0; j < 6; j++)
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""), LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
+      /* time every algorithm once (cuDNN allocates its own buffers), fastest first */
+      LLVMTypeRef t8[8] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
+      LLVMValueRef fa8[8] = {handle, d[0], d[2], d[3], d[1], h_i32(h, 8), cnt, perf};
+      LLVMValueRef sf = h_call(h, "cudnnFindConvolutionForwardAlgorithm", h->i32, t8, fa8, 8);
+      EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""), LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
+      LLVMValueRef n = LLVMBuildLoad2(B, h->i32, cnt, "");
+      /* the first result that succeeded and whose workspace fits the reserve */
+      LLVMValueRef pick = h_i32(h, -1);
+      for (int q = 7; q >= 0; q--) {
+        LLVMValueRef o4 = h_i64(h, q * 48 + 4), o16 = h_i64(h, q * 48 + 16);
+        LLVMValueRef stq = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o4, 1, ""), "");
+        LLVMValueRef memq = LLVMBuildLoad2(B, h->i64, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o16, 1, ""), "");
+        LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSLT, h_i32(h, q), n, "");
+        ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, stq, h_i32(h, 0), ""), "");
+        ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntULE, memq, h_i64(h, cc->ws_bytes), ""), "");
+        pick = LLVMBuildSelect(B, ok, h_i32(h, q), pick, "");
+      }
+      EXIT_IF(LLVMBuildICmp(B, LLVMIntSLT, pick, h_i32(h, 0), ""), h_i32(h, 3));
+      LLVMValueRef base = LLVMBuildMul(B, LLVMBuildSExt(B, pick, h->i64, ""), h_i64(h, 48), "");
+      LLVMValueRef algo = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
+      LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx)};
+      LLVMBuildStore(B, algo, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
+      if (tf32) { /* run with the math type the algorithm was timed with */
+        LLVMValueRef o28 = LLVMBuildAdd(B, base, h_i64(h, 28), "");
+        LLVMValueRef mt = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o28, 1, ""), "");
+        LLVMValueRef ma2[2] = {d[3], mt};
+        LLVMValueRef sm = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma2, 2);
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sm, h_i32(h, 0), ""), LLVMBuildAdd(B, sm, h_i32(h, 100000), ""));
+      }
+    }
+  }
   LLVMValueRef pub = LLVMBuildStore(B, ctx, h_slot_ptr(h, h->ctxs, slot));
   LLVMSetOrdering(pub, LLVMAtomicOrderingRelease);
   LLVMSetAlignment(pub, 8);
@@ -274,6 +358,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
     LLVMBuildStore(B, LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""), LLVMBuildInBoundsGEP2(B, vt, pp, ix, 2, ""));
   }
   LLVMValueRef handle = cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
+  LLVMValueRef dnn = cc->nconvs ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->dnn, slot), "") : NULL;
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     if (s->kind == CU_STEP_KERNEL) {
@@ -316,6 +401,28 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       h_lock(h, false);
       LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
       h_check(h, st, 1000);
+    } else if (s->kind == CU_STEP_CONV) {
+      LLVMValueRef d[4];
+      for (int j = 0; j < 4; j++) {
+        LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx * 4 + j)};
+        d[j] = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""), "");
+      }
+      LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx)};
+      LLVMValueRef algo = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""), "");
+      LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
+      LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
+      h_lock(h, true);
+      LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+      LLVMValueRef sa[2] = {dnn, stream};
+      LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
+      LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
+      LLVMValueRef fa[13] = {dnn, alpha, d[0], h_addr(h, &s->x, args, results, temp), d[2],
+                             h_addr(h, &s->w, args, results, temp), d[3], algo, h_addr(h, &s->ws, args, results, temp),
+                             h_i64(h, cc->ws_bytes), beta, d[1], h_addr(h, &s->y, args, results, temp)};
+      LLVMValueRef st2 = h_call(h, "cudnnConvolutionForward", h->i32, fp, fa, 13);
+      h_lock(h, false);
+      LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+      h_check(h, st, 100000);
     } else {
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
       LLVMValueRef ca[4] = {LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
@@ -395,6 +502,13 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   h->mods = h_global(h, slots_t, g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_blas", nm);
   h->blas = h_global(h, slots_t, g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_dnn", nm);
+  h->dnn = h_global(h, slots_t, g, NULL, false);
+  int nc = cc->nconvs ? cc->nconvs : 1;
+  snprintf(g, sizeof g, "%s_cuda_dnn_desc", nm);
+  h->descs = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nc * 4), CU_SLOTS), g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_dnn_algo", nm);
+  h->algos = h_global(h, LLVMArrayType2(LLVMArrayType2(h->i32, (uint64_t)nc), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_fn", nm);
   h->fns = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_lock", nm);
@@ -409,7 +523,7 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   h->ptx = h_global(h, LLVMTypeOf(pi), g, pi, true);
   LLVMValueRef *kn = calloc((size_t)nk, sizeof *kn);
   for (int i = 0, j = 0; i < cc->nsteps; i++)
-    if (cc->steps[i].kind == CU_STEP_KERNEL) {
+    if (cc->steps[i].kind == CU_STEP_KERNEL && !kn[cc->steps[i].kidx]) {
       snprintf(g, sizeof g, "%s_cuda_kname%d", nm, j);
       kn[cc->steps[i].kidx] = h_str(h, cc->steps[i].name, g);
       j++;

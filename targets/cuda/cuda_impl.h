@@ -37,6 +37,7 @@ typedef enum CuStepKind {
   CU_STEP_KERNEL, /* a generated kernel launch */
   CU_STEP_GEMM,   /* a cuBLAS strided batched GEMM (column-major terms) */
   CU_STEP_COPY,   /* a device-to-device copy */
+  CU_STEP_CONV,   /* a cuDNN convolution (NHWC input and output, KRSC filter) */
 } CuStepKind;
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
@@ -65,7 +66,22 @@ typedef struct CuStep {
   /* CU_STEP_COPY */
   CuPtr src, dst;         /* addresses */
   int64_t bytes;          /* size */
+  /* CU_STEP_CONV: y[n,p,q,k] = sum x[n, h, w, c] f[k, r, s, c] (cross-correlation, groups) */
+  int cidx;               /* convolution number (descriptors and algorithm per context) */
+  int64_t cn, cc, ch, cw; /* input as cuDNN sees it: batch, channels, height, width */
+  int64_t ck, cr, cs;     /* filter: output channels, height, width (channels: cc / groups) */
+  int64_t cp, cq;         /* output height, width */
+  int64_t pad[2], stride[2], dil[2]; /* symmetric padding, strides, filter dilation */
+  int64_t groups;         /* feature groups */
+  CuPtr x, w, y, ws;      /* input, filter, output, workspace */
 } CuStep;
+
+/* A kernel generated once, by its IR text with the name replaced. */
+typedef struct CuUniq {
+  uint64_t hash;       /* FNV-1a of text */
+  const char *text;    /* the IR */
+  const CuStep *step;  /* the step that generated it */
+} CuUniq;
 
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
@@ -75,10 +91,14 @@ typedef struct CudaCg {
   const char *arch;      /* sm_XX */
   int nsteps, step_cap;  /* steps in execution order */
   CuStep *steps;         /* the steps */
-  int nkernels;          /* kernel steps */
+  int nkernels;          /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;   /* the distinct kernels' IR */
+  CuUniq *uniq;          /* them */
   bool uses_cublas;      /* a GEMM step exists */
+  int nconvs;            /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;      /* cuDNN workspace reserved in temp (after the staging area) */
   int64_t stage_bytes;   /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;    /* what the caller provides: plan heap + staging */
+  int64_t temp_bytes;    /* what the caller provides: plan heap + staging + workspace */
 } CudaCg;
 
 /* Resolve an entry instruction's storage to a device address. Constants have none (false). */

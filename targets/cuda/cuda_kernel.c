@@ -28,10 +28,20 @@
  *     private scratch after the plan's heap. The epilogue of a kOutput fusion is a loop
  *     kernel reading the product where cuBLAS wrote it (the fusion's own output buffer, in
  *     place, unless that buffer is shared with an operand);
- *   - convolution and every other dot: loop kernels (one thread per output element, the
- *     elemental generator's accumulation loop); cuDNN and tiled kernels are future work;
+ *   - convolution (alone or the hero of a kOutput fusion) in f32 with 1 or 2 spatial dims in
+ *     the layout pass's b01f_01io->b01f form, without base dilation or reversal: a cuDNN
+ *     step (NHWC input and output, KRSC filter). The filter is always staged into KRSC by a
+ *     small loop kernel; the input is read in place when the fusion reads it directly and
+ *     the padding is symmetric, otherwise staged with its padding made explicit (zeros).
+ *     The epilogue is a loop kernel, as for dots. Workspace: reserved in temp per module;
+ *   - every other convolution and dot: loop kernels (one thread per output element, the
+ *     elemental generator's accumulation loop);
  *   - scatter: a loop kernel copying the operand, then one thread applying the updates in
  *     order (XLA's update order is sequential).
+ * Row reductions also serve fusions whose outputs only add or drop unit dims ([8,128] ->
+ * [8,128,1]): the reduced value is entered in the cache for such reshapes too. A kernel whose
+ * IR equals an earlier one's (up to its name) is dropped and its step launches the earlier
+ * one: the identical layers of a deep model compile once.
  * Requires a renumbered module and a memory plan (cuda_compile.c). */
 #include "cuda_impl.h"
 
@@ -123,8 +133,50 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   return k;
 }
 
+/* Identical kernels (the same IR up to the name: the layers of a deep model) are generated
+ * once; *st then launches the first one. */
+static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
+  size_t n = 0;
+  const char *nm = LLVMGetValueName2(k->fn, &n);
+  char saved[96];
+  snprintf(saved, sizeof saved, "%.*s", (int)n, nm);
+  LLVMSetValueName2(k->fn, "hloc_kernel", 11);
+  char *txt = LLVMPrintValueToString(k->fn);
+  LLVMSetValueName2(k->fn, saved, strlen(saved));
+  uint64_t hsh = 1469598103934665603ull;
+  for (const char *c = txt; *c; c++) hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
+  for (int i = 0; i < cc->nuniq; i++) {
+    CuUniq *u = &cc->uniq[i];
+    if (u->hash != hsh || strcmp(u->text, txt)) continue;
+    HLO_ASSERT(st->kidx == cc->nkernels - 1);
+    LLVMDeleteFunction(k->fn);
+    cc->nkernels--;
+    st->kidx = u->step->kidx;
+    st->fn = u->step->fn;
+    memcpy(st->name, u->step->name, sizeof st->name);
+    LLVMDisposeMessage(txt);
+    return;
+  }
+  if (cc->nuniq == cc->uniq_cap) {
+    int nc = cc->uniq_cap ? cc->uniq_cap * 2 : 64;
+    CuUniq *nu = hlo_arena_alloc(cc->cg.scratch, sizeof *nu * (size_t)nc);
+    if (cc->nuniq) memcpy(nu, cc->uniq, sizeof *nu * (size_t)cc->nuniq);
+    cc->uniq = nu;
+    cc->uniq_cap = nc;
+  }
+  size_t len = strlen(txt);
+  char *keep = hlo_arena_alloc(cc->cg.scratch, len + 1);
+  memcpy(keep, txt, len + 1);
+  LLVMDisposeMessage(txt);
+  cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, st};
+}
+
 static bool ck_end(CpuKern *k) {
   LLVMBuildRetVoid(k->B);
+  if (!k->failed) {
+    CudaCg *cc = (CudaCg *)k->cg; /* cg is CudaCg's first member */
+    ck_dedupe(cc, k, &cc->steps[cc->nsteps - 1]);
+  }
   return !k->failed;
 }
 
@@ -347,6 +399,45 @@ static bool rp_reaches(const HInstr *from, const HInstr *to, int depth) {
   return false;
 }
 
+/* Whether a and b have the same dims once size-1 dims are dropped (a reshape between them
+ * only adds or removes unit dims). */
+static bool ck_squeeze_eq(const Shape *a, const Shape *b) {
+  int i = 0, j = 0;
+  for (;;) {
+    while (i < a->rank && a->dims[i] == 1) i++;
+    while (j < b->rank && b->dims[j] == 1) j++;
+    if (i == a->rank || j == b->rank) return i == a->rank && j == b->rank;
+    if (a->dims[i++] != b->dims[j++]) return false;
+  }
+}
+
+/* The index into `to` of the element at index fidx of `from` (ck_squeeze_eq shapes). */
+static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, const Shape *to, LLVMValueRef *tidx) {
+  int i = 0;
+  for (int j = 0; j < to->rank; j++) {
+    if (to->dims[j] == 1) {
+      tidx[j] = LLVMConstInt(k->cg->i64, 0, 0);
+      continue;
+    }
+    while (from->dims[i] == 1) i++;
+    tidx[j] = fidx[i++];
+  }
+}
+
+static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
+  if (k->ncache == k->cache_cap) {
+    int nc = k->cache_cap ? k->cache_cap * 2 : 64;
+    CpuCacheEnt *ne = hlo_arena_alloc(k->cg->scratch, sizeof *ne * (size_t)nc);
+    if (k->ncache) memcpy(ne, k->cache, sizeof *ne * (size_t)k->ncache);
+    k->cache = ne;
+    k->cache_cap = nc;
+  }
+  CpuCacheEnt *e = &k->cache[k->ncache++];
+  e->in = in;
+  for (int d = 0; d < rank; d++) e->idx[d] = idx[d];
+  e->v = v;
+}
+
 static bool ck_row_plan(const HInstr *in, RowPlan *p) {
   memset(p, 0, sizeof *p);
   if (in->op == OP_REDUCE) {
@@ -387,8 +478,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p) {
   if (s->dt == DT_TUPLE) {
     if (in->op != OP_FUSION || p->comp->root->op != OP_TUPLE) return false;
     for (int j = 0; j < s->ntuple; j++)
-      if (!hlo_shape_same_dims(&s->tuple[j], &h0->shape) && !hlo_shape_same_dims(&s->tuple[j], p->os)) return false;
-  } else if (!hlo_shape_same_dims(s, &h0->shape)) {
+      if (!ck_squeeze_eq(&s->tuple[j], &h0->shape) && !hlo_shape_same_dims(&s->tuple[j], p->os)) return false;
+  } else if (!ck_squeeze_eq(s, &h0->shape)) {
     return false;
   }
   p->block = p->K >= 2048 && p->R < 4 * 132;
@@ -548,26 +639,27 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int m3 = 0;
   LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, ck_i64(k, 0), ""), &m3);
   for (int h = 0; h < p->nh; h++) {
-    if (k->ncache == k->cache_cap) {
-      int nc = k->cache_cap ? k->cache_cap * 2 : 64;
-      CpuCacheEnt *ne = hlo_arena_alloc(cg->scratch, sizeof *ne * (size_t)nc);
-      if (k->ncache) memcpy(ne, k->cache, sizeof *ne * (size_t)k->ncache);
-      k->cache = ne;
-      k->cache_cap = nc;
+    ck_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
+    /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
+    for (int i = 0; p->comp && i < p->comp->ninstrs; i++) {
+      const HInstr *x = p->comp->instrs[i];
+      if (x->op != OP_RESHAPE || x->ops[0] != p->hero[h] || !ck_squeeze_eq(&x->shape, &h0->shape)) continue;
+      LLVMValueRef xi[HLO_MAX_RANK];
+      ck_squeeze_idx(k, &h0->shape, oidx, &x->shape, xi);
+      ck_cache_add(k, x, x->shape.rank, xi, acc[h]);
     }
-    CpuCacheEnt *e = &k->cache[k->ncache++];
-    e->in = p->hero[h];
-    for (int d = 0; d < h0->shape.rank; d++) e->idx[d] = oidx[d];
-    e->v = acc[h];
   }
+  LLVMValueRef si[HLO_MAX_RANK];
   if (s->dt != DT_TUPLE) {
-    LLVMValueRef r = cpu_gen(k, in, oidx);
-    if (r) cpu_store_elem(k, out, s, oidx, r);
+    ck_squeeze_idx(k, &h0->shape, oidx, s, si);
+    LLVMValueRef r = cpu_gen(k, in, si);
+    if (r) cpu_store_elem(k, out, s, si, r);
   } else {
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
-      if (!hlo_shape_same_dims(&s->tuple[q], &h0->shape)) continue;
-      LLVMValueRef r = cpu_gen(k, p->comp->root->ops[q], oidx);
-      if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], oidx, r);
+      if (!ck_squeeze_eq(&s->tuple[q], &h0->shape) || hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
+      ck_squeeze_idx(k, &h0->shape, oidx, &s->tuple[q], si);
+      LLVMValueRef r = cpu_gen(k, p->comp->root->ops[q], si);
+      if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
     }
   }
   ck_endif(k, jo, m3);
@@ -756,6 +848,219 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   return L.F <= INT32_MAX && R.F <= INT32_MAX && L.K <= INT32_MAX && L.B <= INT32_MAX;
 }
 
+/* ------------------------------------------------------------------ convolution through cuDNN */
+
+/* The convolution of in (itself, or the one convolution of a non-tuple fusion without dots
+ * or reductions). */
+static const HInstr *ck_conv_hero(const HInstr *in) {
+  if (in->op == OP_CONVOLUTION) return in;
+  if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE) return NULL;
+  const HInstr *hero = NULL;
+  const HComp *c = in->calls[0];
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    if (x->op == OP_DOT || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
+    if (x->op == OP_CONVOLUTION) {
+      if (hero) return NULL;
+      hero = x;
+    }
+  }
+  return hero;
+}
+
+/* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in the layout pass's canonical form
+ * (b01f_01io->b01f), no base dilation or window reversal, non-negative padding, feature
+ * groups only, sizes within int. */
+static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
+  if (cc->o->no_cublas || !conv) return false;
+  const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
+  if (ys->dt != DT_F32 || xs->dt != DT_F32 || ks->dt != DT_F32) return false;
+  int r = ys->rank, nsp = r - 2;
+  if (nsp < 1 || nsp > 2 || xs->rank != r || ks->rank != r || conv->batch_groups != 1) return false;
+  const ConvDims *d = conv->conv;
+  if (d->in_batch != 0 || d->in_feat != r - 1 || d->out_batch != 0 || d->out_feat != r - 1 ||
+      d->k_in != nsp || d->k_out != nsp + 1)
+    return false;
+  for (int i = 0; i < nsp; i++) {
+    if (d->in_sp.v[i] != i + 1 || d->out_sp.v[i] != i + 1 || d->k_sp.v[i] != i) return false;
+    const WinDim *w = &conv->window->d[i];
+    if (w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->stride < 1 || w->win_dil < 1)
+      return false;
+    if (w->size != ks->dims[i]) return false;
+  }
+  for (int i = 0; i < r; i++)
+    if (xs->dims[i] > INT32_MAX / 4 || ys->dims[i] > INT32_MAX || ks->dims[i] > INT32_MAX || ys->dims[i] == 0 ||
+        xs->dims[i] == 0)
+      return false;
+  return hlo_shape_elems(xs) < INT32_MAX && hlo_shape_elems(ys) < INT32_MAX;
+}
+
+typedef struct ConvStageCtx {
+  const HInstr *expr;     /* the operand expression */
+  bool filter;            /* staging the filter ([k, r, s, c] from [r, s, c, k]) */
+  int nsp;                /* spatial dims of the convolution */
+  int64_t lo[HLO_MAX_RANK]; /* input: low padding added per staged dim */
+  LLVMValueRef dst;       /* staging buffer */
+  const Shape *cs;        /* staged shape (rank nsp + 2) */
+} ConvStageCtx;
+
+static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  ConvStageCtx *c = vctx;
+  const Shape *os = &c->expr->shape;
+  int r = os->rank;
+  LLVMValueRef oi[HLO_MAX_RANK];
+  if (c->filter) {
+    /* staged [k, sp..., c] <- operand [sp..., c, k] */
+    for (int i = 0; i < c->nsp; i++) oi[i] = idx[i + 1];
+    oi[c->nsp] = idx[r - 1];
+    oi[c->nsp + 1] = idx[0];
+    LLVMValueRef v = cpu_gen(k, c->expr, oi);
+    if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
+    return v != NULL;
+  }
+  /* staged input, zero-padded: operand index = staged index - lo, zero outside */
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef in = LLVMConstInt(k->cg->i1, 1, 0);
+  for (int i = 0; i < r; i++) {
+    oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], ck_i64(k, c->lo[i]), "") : idx[i];
+    if (c->cs->dims[i] != os->dims[i] || c->lo[i]) {
+      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], ck_i64(k, 0), ""), "");
+      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], ck_i64(k, os->dims[i]), ""), "");
+    }
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  int mark;
+  LLVMBasicBlockRef join = ck_if(k, in, &mark);
+  LLVMValueRef v = cpu_gen(k, c->expr, oi);
+  if (!v) return false;
+  LLVMBasicBlockRef then_end = LLVMGetInsertBlock(B);
+  ck_endif(k, join, mark);
+  LLVMValueRef phi = LLVMBuildPhi(B, k->cg->f32, "");
+  LLVMValueRef zero = LLVMConstReal(k->cg->f32, 0.0);
+  LLVMAddIncoming(phi, &v, &then_end, 1);
+  LLVMAddIncoming(phi, &zero, &pre, 1);
+  cpu_store_elem(k, c->dst, c->cs, idx, phi);
+  return true;
+}
+
+static int64_t ck_align(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+/* A stage kernel writing ctx->cs at temp offset off. */
+static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
+  ck_bind_fusion(k, in);
+  ck_grid_loop(k, st, c->cs, ck_conv_stage_body, c);
+  return ck_end(k);
+}
+
+/* cuDNN workspace reserved for one convolution: half its input plus output, at least
+ * 64 MiB, at most 1 GiB (the algorithm search at first use takes the fastest algorithm whose
+ * workspace fits). */
+static int64_t ck_conv_ws(int64_t xbytes, int64_t ybytes) {
+  int64_t w = (xbytes + ybytes) / 2;
+  if (w < ((int64_t)64 << 20)) w = (int64_t)64 << 20;
+  if (w > ((int64_t)1 << 30)) w = (int64_t)1 << 30;
+  return ck_align(w);
+}
+
+static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
+  CpuCg *cg = &cc->cg;
+  const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
+  const WinDim *wd = conv->window->d;
+  int r = ys->rank, nsp = r - 2, off = 2 - nsp; /* HLO spatial dim i is cuDNN's off + i */
+  int64_t stage = cg->plan.temp_bytes, used = 0;
+  int64_t xdims[HLO_MAX_RANK];
+  for (int i = 0; i < r; i++) xdims[i] = xs->dims[i];
+  bool sym = true;
+  for (int i = 0; i < nsp; i++) sym = sym && wd[i].pad_lo == wd[i].pad_hi;
+  /* input: read in place when the fusion reads it directly and the padding is symmetric;
+   * otherwise staged with its padding made explicit */
+  CuPtr xp, fp, yp;
+  const HInstr *xd = ck_direct(in, conv->ops[0]);
+  bool staged_x = !(xd && sym && cuda_ptr_of(cc, xd, &xp));
+  if (staged_x) {
+    ConvStageCtx c;
+    memset(&c, 0, sizeof c);
+    c.expr = conv->ops[0];
+    c.nsp = nsp;
+    for (int i = 0; i < nsp; i++) {
+      c.lo[i + 1] = wd[i].pad_lo;
+      xdims[i + 1] += wd[i].pad_lo + wd[i].pad_hi;
+    }
+    Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
+    *cs = hlo_shape_array(DT_F32, r, xdims);
+    c.cs = cs;
+    xp = (CuPtr){CU_TEMP, 0, stage + used};
+    used += ck_align((int64_t)hlo_shape_bytes(cs));
+    if (!ck_conv_stage(cc, in, &c, xp)) return false;
+  }
+  /* filter [sp..., c, k] -> cuDNN's NHWC filter layout [k, sp..., c] */
+  {
+    ConvStageCtx c;
+    memset(&c, 0, sizeof c);
+    c.expr = conv->ops[1];
+    c.filter = true;
+    c.nsp = nsp;
+    int64_t fd[HLO_MAX_RANK];
+    fd[0] = ks->dims[r - 1];
+    for (int i = 0; i < nsp; i++) fd[i + 1] = ks->dims[i];
+    fd[r - 1] = ks->dims[nsp];
+    Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
+    *cs = hlo_shape_array(DT_F32, r, fd);
+    c.cs = cs;
+    fp = (CuPtr){CU_TEMP, 0, stage + used};
+    used += ck_align((int64_t)hlo_shape_bytes(cs));
+    if (!ck_conv_stage(cc, in, &c, fp)) return false;
+  }
+  /* output: the fusion's own buffer when it has the convolution's shape */
+  bool epi = conv != in;
+  const MemBuf *mb = &cg->plan.bufs[in->idx];
+  if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
+                                            in->shape.dt != DT_F32))) {
+    yp = (CuPtr){CU_TEMP, 0, stage + used};
+    used += ck_align((int64_t)hlo_shape_bytes(ys));
+  }
+  if (used > cc->stage_bytes) cc->stage_bytes = used;
+  CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
+  g->cidx = cc->nconvs++;
+  g->cn = xdims[0];
+  g->cc = xdims[r - 1];
+  g->ch = nsp == 2 ? xdims[1] : 1;
+  g->cw = xdims[nsp];
+  g->ck = ks->dims[r - 1];
+  g->cr = nsp == 2 ? ks->dims[0] : 1;
+  g->cs = ks->dims[nsp - 1];
+  g->cp = nsp == 2 ? ys->dims[1] : 1;
+  g->cq = ys->dims[nsp];
+  g->groups = conv->feature_groups > 0 ? conv->feature_groups : 1;
+  for (int j = 0; j < 2; j++) g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
+  for (int i = 0; i < nsp; i++) {
+    g->pad[off + i] = staged_x ? 0 : wd[i].pad_lo;
+    g->stride[off + i] = wd[i].stride;
+    g->dil[off + i] = wd[i].win_dil;
+  }
+  /* cuDNN's output size must be HLO's */
+  int64_t in_sz[2] = {g->ch, g->cw}, k_sz[2] = {g->cr, g->cs}, o_sz[2] = {g->cp, g->cq};
+  for (int j = 0; j < 2; j++)
+    HLO_ASSERT((in_sz[j] + 2 * g->pad[j] - (k_sz[j] - 1) * g->dil[j] - 1) / g->stride[j] + 1 == o_sz[j]);
+  HLO_ASSERT(g->ck == ys->dims[r - 1] && g->cc == ks->dims[nsp] * g->groups);
+  g->x = xp, g->w = fp, g->y = yp;
+  g->ws = (CuPtr){CU_TEMP, 0, 0}; /* placed after the staging area by cuda_compile() */
+  int64_t ws = ck_conv_ws((int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
+  if (ws > cc->ws_bytes) cc->ws_bytes = ws;
+  if (!epi) return true;
+  /* the epilogue reads the convolution's result where cuDNN left it */
+  CuStep *st;
+  LLVMValueRef dp;
+  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &yp, &dp, &st);
+  ck_bind_fusion(k, in);
+  k->mat[k->nmat++] = (CpuMat){conv, dp};
+  LoopCtx c = {in, NULL, ck_buffer(k, in)};
+  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
+  return ck_end(k);
+}
+
 /* ------------------------------------------------------------------ scatter */
 
 typedef struct ScatterCtx {
@@ -843,6 +1148,8 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
   const HInstr *dot = ck_dot_hero(in);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
+  const HInstr *conv = ck_conv_hero(in);
+  if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   RowPlan rp;
   if (ck_row_plan(in, &rp)) return ck_row_reduce(cc, in, &rp);

@@ -2,7 +2,8 @@
  *
  * The PTX goes into a private folder made by mkdtemp (mode 0700) under $TMPDIR or /tmp;
  * ptxas runs there through fork/execv (no shell, so no quoting issues) with
- *   -arch=<sm_XX> -O3 -v -o kernels.cubin kernels.ptx
+ *   -arch=<sm_XX> -O3 -v --split-compile 0 -o kernels.cubin kernels.ptx
+ * (--split-compile 0: one optimizer thread per CPU)
  * and its stdout/stderr captured into a log file. The cubin is read back, every file and
  * the folder are removed whatever happened. The -v report is parsed per function:
  *   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
@@ -101,7 +102,7 @@ bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char
       dup2(fd, 2);
       close(fd);
     }
-    char *argv[] = {(char *)ptxas, arch, "-O3", "-v", "-o", out, in, NULL};
+    char *argv[] = {(char *)ptxas, arch, "-O3", "-v", "--split-compile", "0", "-o", out, in, NULL};
     execv(ptxas, argv);
     _exit(127);
   }
@@ -124,6 +125,13 @@ bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char
     goto cleanup;
   }
   if (log) px_parse(cc, log);
+  /* steps sharing a kernel share its report */
+  for (int i = 0; i < cc->nsteps; i++) {
+    CuStep *s = &cc->steps[i];
+    if (s->kind != CU_STEP_KERNEL) continue;
+    const CuStep *f = px_kernel(cc, s->name, strlen(s->name));
+    if (f && f != s) s->regs = f->regs, s->spill_st = f->spill_st, s->spill_ld = f->spill_ld;
+  }
   ok = true;
 cleanup:
   free(log);
