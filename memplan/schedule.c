@@ -140,9 +140,14 @@ static void ms_dfs(MsCtx *s, HArena *a, HInstr **order) {
   int64_t *total = hlo_arena_alloc(a, sizeof(int64_t) * (size_t)n);
   for (int i = 0; i < n; i++) {
     HInstr *in = c->instrs[i];
-    total[i] = s->alloc[i];
-    for (int j = 0; j < in->nops; j++) total[i] += total[in->ops[j]->idx];
-    if (total[i] > INT64_MAX / 4) total[i] = INT64_MAX / 4;
+    /* bytes this value and everything below it allocate (saturating: shared subgraphs
+     * count once per path, so sums grow quickly on wide graphs) */
+    const int64_t cap = INT64_MAX / 4;
+    total[i] = s->alloc[i] < cap ? s->alloc[i] : cap;
+    for (int j = 0; j < in->nops; j++) {
+      int64_t t = total[in->ops[j]->idx];
+      total[i] = t >= cap - total[i] ? cap : total[i] + t;
+    }
   }
   hlo_comp_postorder(c, a, c->root, total, order);
 }
