@@ -532,8 +532,37 @@ Test(cpu, conv_implicit_gemm, .timeout = 300) {
     "  gr = f32[2,9,7,10] convolution(x, wg), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=5\n"
     "  ROOT o = (f32[2,6,5,19], f32[2,7,5,19], f32[2,11,5,19], f32[2,11,9,33], f32[2,9,7,10]) tuple(s2, dl, ap, pw, gr)\n"
     "}\n";
-  cr_assert(tc_emits(text, "_convgemm_f32"));
+  cr_assert(tc_emits(text, "_gemm_f32"));
   tc_check_text("implicit-GEMM convolutions", text, 1e-4, 4);
+}
+
+/* Reductions keeping the minor dimension (column reductions: global pooling over NHWC, batch
+ * statistics), alone and in a fusion with an epilogue, with sum and max reducers. */
+Test(cpu, column_reductions, .timeout = 300) {
+  tc_check_text("column reductions", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "mean {\n"
+    "  x = f32[3,7,5,19] parameter(0)\n"
+    "  y = f32[3,19] parameter(1)\n"
+    "  e = f32[3,7,5,19] exponential(x)\n"
+    "  z = f32[] constant(0)\n"
+    "  r = f32[3,19] reduce(e, z), dimensions={1,2}, to_apply=add\n"
+    "  n = f32[] constant(0.0285714)\n"
+    "  nb = f32[3,19] broadcast(n), dimensions={}\n"
+    "  m = f32[3,19] multiply(r, nb)\n"
+    "  ROOT o = f32[3,19] add(m, y)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[3,7,5,19] parameter(0)\n"
+    "  y = f32[3,19] parameter(1)\n"
+    "  z = f32[] constant(0)\n"
+    "  mi = f32[] constant(-inf)\n"
+    "  s0 = f32[7,5,19] reduce(x, z), dimensions={0}, to_apply=add\n"
+    "  mx = f32[19] reduce(x, mi), dimensions={0,1,2}, to_apply=max\n"
+    "  f = f32[3,19] fusion(x, y), kind=kInput, calls=mean\n"
+    "  ROOT o = (f32[7,5,19], f32[19], f32[3,19]) tuple(s0, mx, f)\n"
+    "}\n", 1e-5, 4);
 }
 
 /* ------------------------------------------------------------------ interface and errors */

@@ -20,7 +20,12 @@
  *   5. LLVMVerifyModule, the new pass manager's default<On> pipeline with the target machine
  *      (host CPU and features unless told otherwise, so loops vectorize for the host), then
  *      object / assembly / IR emitted to memory and written atomically with the header.
- * Output is deterministic: names and order depend on the module only. */
+ * Output is deterministic: names and order depend on the module only.
+ *
+ * Environment knobs for measurements and experiments (none changes the generated interface):
+ * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_DUMP_IR=PATH
+ * writes the IR before optimization; HLOC_CPU_PIPELINE replaces the LLVM pass pipeline;
+ * HLOC_CPU_NO_GEMM and HLOC_CPU_GEMM_BLOCKS=MC,KC,NC steer cpu_gemm.c. */
 #include "cpu_impl.h"
 
 #include <llvm-c/Analysis.h>
@@ -269,67 +274,155 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMPositionBuilderAtEnd(B, bad);
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
   LLVMPositionBuilderAtEnd(B, go);
-  LLVMValueRef haspf = LLVMBuildICmp(B, LLVMIntNE, pf, nul, "");
+  /* The schedule is data: a table of tasks {fn, nchunks, whole, first slot, slot count} and
+     one of slots {kind, index, byte offset, global}, walked by one loop, so this function's
+     size does not grow with the module (kinds: 0 args[index], 1 results[index], 2 temp,
+     3 the global). */
+  LLVMTypeRef sf[4] = {cg->i64, cg->i64, cg->i64, cg->ptr};
+  LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->C, sf, 4, 0);
+  LLVMTypeRef tf[5] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64};
+  LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->C, tf, 5, 0);
+  int nsl = 0;
+  for (int t = 0; t < cg->ntasks; t++) nsl += cg->tasks[t].nslots;
+  LLVMValueRef *sv = hlo_arena_alloc(cg->scratch, sizeof *sv * (size_t)(nsl + 1));
+  LLVMValueRef *tv = hlo_arena_alloc(cg->scratch, sizeof *tv * (size_t)(cg->ntasks + 1));
+  int at = 0;
   for (int t = 0; t < cg->ntasks; t++) {
-    CpuTask *task = &cg->tasks[t];
-    /* the task's pointer table (the previous task has returned: the table is reused) */
+    const CpuTask *task = &cg->tasks[t];
+    LLVMValueRef f[5] = {task->fn, cp_i64(cg, task->nchunks), cp_i64(cg, task->whole), cp_i64(cg, at),
+                         cp_i64(cg, task->nslots)};
+    tv[t] = LLVMConstNamedStruct(tab_ty, f, 5);
     for (int j = 0; j < task->nslots; j++) {
       const CpuSlot *sl = &task->slots[j];
-      LLVMValueRef v = NULL, ix;
-      switch (sl->kind) {
-      case CPU_SLOT_INSTR: v = cp_instr_ptr(cg, sl->in->idx, args, results, temp); break;
-      case CPU_SLOT_GLOBAL: v = sl->gv; break;
-      case CPU_SLOT_TEMP:
-        ix = cp_i64(cg, sl->off);
-        v = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
-        break;
+      int64_t kind = 2, index = 0, off = 0;
+      LLVMValueRef gv = nul;
+      if (sl->kind == CPU_SLOT_INSTR) {
+        int bi = memplan_base(&cg->plan, sl->in->idx, &off);
+        const MemBuf *mb = &cg->plan.bufs[bi];
+        switch (mb->kind) {
+        case MEM_PARAM: kind = 0, index = mb->param; break;
+        case MEM_RESULT: kind = 1, index = mb->result; break;
+        case MEM_TEMP: kind = 2, off += mb->offset; break;
+        case MEM_CONST: kind = 3, gv = cpu_const_global(cg, cg->entry->instrs[bi]); break;
+        case MEM_NONE:
+        case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
+        }
+      } else if (sl->kind == CPU_SLOT_GLOBAL) {
+        kind = 3, gv = sl->gv;
+      } else {
+        kind = 2, off = sl->off;
       }
-      ix = cp_i64(cg, j);
-      LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &ix, 1, ""));
+      LLVMValueRef e[4] = {cp_i64(cg, kind), cp_i64(cg, index), cp_i64(cg, off), gv};
+      sv[at++] = LLVMConstNamedStruct(slot_ty, e, 4);
     }
-    if (task->nchunks <= 1) {
-      LLVMValueRef a[2] = {ctx, cp_i64(cg, 0)};
-      LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
-      continue;
-    }
-    if (task->whole) { /* pf ? pf(all chunks) : fn(ctx, nchunks) */
-      LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
-      LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
-      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
-      LLVMBuildCondBr(B, haspf, par, ser);
-      LLVMPositionBuilderAtEnd(B, par);
-      LLVMValueRef pa[4] = {runner, cp_i64(cg, task->nchunks), task->fn, ctx};
-      LLVMBuildCall2(B, pf_ty, pf, pa, 4, "");
-      LLVMBuildBr(B, next);
-      LLVMPositionBuilderAtEnd(B, ser);
-      LLVMValueRef a[2] = {ctx, cp_i64(cg, task->nchunks)};
-      LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
-      LLVMBuildBr(B, next);
-      LLVMPositionBuilderAtEnd(B, next);
-      continue;
-    }
-    LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
-    LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
-    LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->C, mt, "sloop");
-    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
-    LLVMBuildCondBr(B, haspf, par, ser);
-    LLVMPositionBuilderAtEnd(B, par);
-    LLVMValueRef pa[4] = {runner, cp_i64(cg, task->nchunks), task->fn, ctx};
-    LLVMBuildCall2(B, pf_ty, pf, pa, 4, "");
-    LLVMBuildBr(B, next);
-    LLVMPositionBuilderAtEnd(B, ser);
-    LLVMBuildBr(B, sloop);
-    LLVMPositionBuilderAtEnd(B, sloop);
-    LLVMValueRef iv = LLVMBuildPhi(B, cg->i64, "c");
-    LLVMValueRef zero = cp_i64(cg, 0);
-    LLVMAddIncoming(iv, &zero, &ser, 1);
-    LLVMValueRef a[2] = {ctx, iv};
-    LLVMBuildCall2(B, cg->task_ty, task->fn, a, 2, "");
-    LLVMValueRef nx = LLVMBuildNSWAdd(B, iv, cp_i64(cg, 1), "");
-    LLVMAddIncoming(iv, &nx, &sloop, 1);
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, nx, cp_i64(cg, task->nchunks), ""), sloop, next);
-    LLVMPositionBuilderAtEnd(B, next);
   }
+  char gname[512];
+  snprintf(gname, sizeof gname, "%s_tasks", n);
+  LLVMValueRef ttab = LLVMAddGlobal(cg->M, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), gname);
+  LLVMSetInitializer(ttab, LLVMConstArray2(tab_ty, tv, (uint64_t)cg->ntasks));
+  snprintf(gname, sizeof gname, "%s_slots", n);
+  LLVMValueRef stab = LLVMAddGlobal(cg->M, LLVMArrayType2(slot_ty, (uint64_t)nsl), gname);
+  LLVMSetInitializer(stab, LLVMConstArray2(slot_ty, sv, (uint64_t)nsl));
+  LLVMValueRef tabs[2] = {ttab, stab};
+  for (int j = 0; j < 2; j++) {
+    LLVMSetGlobalConstant(tabs[j], 1);
+    LLVMSetLinkage(tabs[j], LLVMPrivateLinkage);
+  }
+  LLVMValueRef haspf = LLVMBuildICmp(B, LLVMIntNE, pf, nul, "");
+  LLVMValueRef zero64 = cp_i64(cg, 0), one64 = cp_i64(cg, 1);
+  /* for t in tasks */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef thdr = LLVMAppendBasicBlockInContext(cg->C, mt, "task");
+  LLVMBasicBlockRef tbody = LLVMAppendBasicBlockInContext(cg->C, mt, "taskb");
+  LLVMBasicBlockRef tdone = LLVMAppendBasicBlockInContext(cg->C, mt, "tasks_done");
+  LLVMBuildBr(B, thdr);
+  LLVMPositionBuilderAtEnd(B, thdr);
+  LLVMValueRef ti = LLVMBuildPhi(B, cg->i64, "t");
+  LLVMAddIncoming(ti, &zero64, &pre, 1);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, ti, cp_i64(cg, cg->ntasks), ""), tbody, tdone);
+  LLVMPositionBuilderAtEnd(B, tbody);
+  LLVMValueRef tf_v[5];
+  for (int j = 0; j < 5; j++) {
+    LLVMValueRef gp = LLVMBuildInBoundsGEP2(B, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), ttab,
+                                            (LLVMValueRef[]){zero64, ti}, 2, "");
+    tf_v[j] = LLVMBuildLoad2(B, tf[j], LLVMBuildStructGEP2(B, tab_ty, gp, (unsigned)j, ""), "");
+  }
+  /* for j in slots: ctx[j] = base(kind) + off */
+  LLVMBasicBlockRef spre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef shdr = LLVMAppendBasicBlockInContext(cg->C, mt, "slot");
+  LLVMBasicBlockRef sbody = LLVMAppendBasicBlockInContext(cg->C, mt, "slotb");
+  LLVMBasicBlockRef k0 = LLVMAppendBasicBlockInContext(cg->C, mt, "arg");
+  LLVMBasicBlockRef k1 = LLVMAppendBasicBlockInContext(cg->C, mt, "res");
+  LLVMBasicBlockRef kj = LLVMAppendBasicBlockInContext(cg->C, mt, "slotj");
+  LLVMBasicBlockRef sdone = LLVMAppendBasicBlockInContext(cg->C, mt, "slots_done");
+  LLVMBuildBr(B, shdr);
+  LLVMPositionBuilderAtEnd(B, shdr);
+  LLVMValueRef sj = LLVMBuildPhi(B, cg->i64, "j");
+  LLVMAddIncoming(sj, &zero64, &spre, 1);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, sj, tf_v[4], ""), sbody, sdone);
+  LLVMPositionBuilderAtEnd(B, sbody);
+  LLVMValueRef sgp = LLVMBuildInBoundsGEP2(B, LLVMArrayType2(slot_ty, (uint64_t)nsl), stab,
+                                           (LLVMValueRef[]){zero64, LLVMBuildNSWAdd(B, tf_v[3], sj, "")}, 2, "");
+  LLVMValueRef skind = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 0, ""), "");
+  LLVMValueRef sidx = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 1, ""), "");
+  LLVMValueRef soff = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 2, ""), "");
+  LLVMValueRef sgv = LLVMBuildLoad2(B, cg->ptr, LLVMBuildStructGEP2(B, slot_ty, sgp, 3, ""), "");
+  LLVMValueRef tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 2), ""), temp, sgv, "");
+  LLVMValueRef sw = LLVMBuildSwitch(B, skind, kj, 2);
+  LLVMAddCase(sw, zero64, k0);
+  LLVMAddCase(sw, one64, k1);
+  LLVMPositionBuilderAtEnd(B, k0);
+  LLVMValueRef va = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &sidx, 1, ""), "");
+  LLVMBuildBr(B, kj);
+  LLVMPositionBuilderAtEnd(B, k1);
+  LLVMValueRef vr = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &sidx, 1, ""), "");
+  LLVMBuildBr(B, kj);
+  LLVMPositionBuilderAtEnd(B, kj);
+  LLVMValueRef base = LLVMBuildPhi(B, cg->ptr, "");
+  LLVMValueRef inc[3] = {va, vr, tg};
+  LLVMBasicBlockRef incb[3] = {k0, k1, sbody};
+  LLVMAddIncoming(base, inc, incb, 3);
+  LLVMValueRef sp = LLVMBuildInBoundsGEP2(B, cg->i8, base, &soff, 1, "");
+  LLVMBuildStore(B, sp, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &sj, 1, ""));
+  LLVMValueRef sjn = LLVMBuildNSWAdd(B, sj, one64, "");
+  LLVMAddIncoming(sj, &sjn, &kj, 1);
+  LLVMBuildBr(B, shdr);
+  LLVMPositionBuilderAtEnd(B, sdone);
+  /* run the task: one call, the parallel-for, the whole work at once, or chunk by chunk */
+  LLVMValueRef fn = tf_v[0], nch = tf_v[1], whole = tf_v[2];
+  LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(cg->C, mt, "one");
+  LLVMBasicBlockRef many = LLVMAppendBasicBlockInContext(cg->C, mt, "many");
+  LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
+  LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
+  LLVMBasicBlockRef all = LLVMAppendBasicBlockInContext(cg->C, mt, "all");
+  LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->C, mt, "sloop");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, nch, one64, ""), one, many);
+  LLVMPositionBuilderAtEnd(B, one);
+  LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, zero64}, 2, "");
+  LLVMBuildBr(B, next);
+  LLVMPositionBuilderAtEnd(B, many);
+  LLVMBuildCondBr(B, haspf, par, ser);
+  LLVMPositionBuilderAtEnd(B, par);
+  LLVMBuildCall2(B, pf_ty, pf, (LLVMValueRef[]){runner, nch, fn, ctx}, 4, "");
+  LLVMBuildBr(B, next);
+  LLVMPositionBuilderAtEnd(B, ser);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, whole, zero64, ""), all, sloop);
+  LLVMPositionBuilderAtEnd(B, all);
+  LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, nch}, 2, "");
+  LLVMBuildBr(B, next);
+  LLVMPositionBuilderAtEnd(B, sloop);
+  LLVMValueRef ci = LLVMBuildPhi(B, cg->i64, "c");
+  LLVMAddIncoming(ci, &zero64, &ser, 1);
+  LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, ci}, 2, "");
+  LLVMValueRef cn = LLVMBuildNSWAdd(B, ci, one64, "");
+  LLVMAddIncoming(ci, &cn, &sloop, 1);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, cn, nch, ""), sloop, next);
+  LLVMPositionBuilderAtEnd(B, next);
+  LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, "");
+  LLVMAddIncoming(ti, &tn, &next, 1);
+  LLVMBuildBr(B, thdr);
+  LLVMPositionBuilderAtEnd(B, tdone);
   /* result leaves not computed in place */
   for (int r = 0; r < cg->plan.nresults; r++) {
     const MemResult *mr = &cg->plan.results[r];
@@ -444,7 +537,10 @@ static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
   bool host = !o->triple || strcmp(o->triple, deftriple) == 0;
   char *hostcpu = LLVMGetHostCPUName(), *hostfeat = LLVMGetHostCPUFeatures();
   const char *cpu = o->cpu ? o->cpu : host ? hostcpu : "generic";
-  const char *feat = o->features ? o->features : host ? hostfeat : "";
+  /* the host's features only when generating for the host CPU itself: for a named CPU, LLVM
+   * derives the features from the name (an explicit --features adds to or removes from them) */
+  bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
+  const char *feat = o->features ? o->features : host_cpu ? hostfeat : "";
   bool ok = false;
   char *msg = NULL;
   LLVMTargetRef T;
@@ -491,6 +587,8 @@ static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
   char pipeline[32];
   snprintf(pipeline, sizeof pipeline, "default<O%d>", lvl);
   double t0 = cp_now();
+  const char *dump = getenv("HLOC_CPU_DUMP_IR"); /* experiments: the IR before optimization */
+  if (dump && *dump) LLVMPrintModuleToFile(cg->M, dump, NULL);
   const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
   LLVMErrorRef pe = LLVMRunPasses(cg->M, custom && *custom ? custom : pipeline, TM, po);
   double t1 = cp_now();

@@ -1,6 +1,6 @@
 /* targets/cpu/cpu_gemm.c: blocked GEMM for dots and implicit-GEMM convolutions.
  *
- * One internal function per module and operand mode computes C = A * B in f32 (row-major C
+ * One internal function per module computes C = A * B in f32 (row-major C
  * with leading dimension ldc, A and B read through arbitrary element strides), the way
  * Goto/BLIS do:
  *   for jc (NC columns): for pc (KC of K): pack B[pc.., jc..] into NR-wide panels
@@ -13,7 +13,8 @@
  * features (16-wide with 12 x 32 tiles on AVX-512, 8-wide with 6 x 16 on AVX/AVX2, 4-wide
  * otherwise). The packing buffers are scratch memory given by the caller.
  *
- * The second mode packs A straight from a convolution input (implicit GEMM): rows are output
+ * The same function packs A straight from a convolution input when given the convolution's
+ * geometry (implicit GEMM): rows are output
  * pixels (oh, ow) of one batch image, K runs over (kh, kw, ci) with ci fastest, and taps that
  * fall in the padding are packed as zeros; B is the kernel seen as [kh*kw*ci, co].
  *
@@ -32,6 +33,7 @@
 
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/TargetMachine.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,25 +47,48 @@ typedef struct GmCfg {
   int64_t nc;  /* columns of B per packed block */
 } GmCfg;
 
+static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* x86 CPU names (LLVM's) whose feature set includes AVX-512F, for a named --cpu without
+ * --features (LLVM's C API cannot list the features a CPU name implies). */
+static bool gm_cpu_has_avx512(const char *cpu) {
+  static const char *const names[] = {
+      "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+      "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids",
+      "graniterapids", "graniterapids-d", "diamondrapids", "znver4", "znver5", "x86-64-v4",
+      "knl", "knm"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(cpu, names[i])) return true;
+  return false;
+}
+
 static GmCfg gm_cfg(CpuCg *cg) {
   const char *feat = cg->o->features;
-  char *host = NULL;
-  if (!feat) {
-    char *dt = LLVMGetDefaultTargetTriple();
-    bool is_host = !cg->o->triple || strcmp(cg->o->triple, dt) == 0;
-    LLVMDisposeMessage(dt);
-    if (is_host) feat = host = LLVMGetHostCPUFeatures();
-    else feat = "";
-  }
+  char *dt = LLVMGetDefaultTargetTriple();
+  bool is_host = !cg->o->triple || strcmp(cg->o->triple, dt) == 0;
+  LLVMDisposeMessage(dt);
+  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = NULL;
+  const char *cpu = cg->o->cpu ? cg->o->cpu : is_host ? hostcpu : "generic";
+  if (!feat) feat = is_host && !strcmp(cpu, hostcpu) ? (hostfeat = LLVMGetHostCPUFeatures()) : "";
+  bool avx512 = strstr(feat, "+avx512f") || (gm_cpu_has_avx512(cpu) && !strstr(feat, "-avx512f"));
+  bool avx = avx512 || strstr(feat, "+avx") || (strcmp(cpu, "generic") && strcmp(cpu, "x86-64") &&
+                                                !strstr(feat, "-avx"));
   GmCfg c;
-  if (strstr(feat, "+avx512f")) c = (GmCfg){16, 12, 32, 144, 256, 1024};
-  else if (strstr(feat, "+avx")) c = (GmCfg){8, 6, 16, 96, 256, 1024};
+  if (avx512) c = (GmCfg){16, 12, 32, 144, 384, 1024};
+  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024};
   else c = (GmCfg){4, 6, 8, 96, 256, 256};
-  if (host) LLVMDisposeMessage(host);
+  LLVMDisposeMessage(hostcpu);
+  if (hostfeat) LLVMDisposeMessage(hostfeat);
+  const char *tune = getenv("HLOC_CPU_GEMM_BLOCKS"); /* experiments: "MC,KC,NC" */
+  long long mc, kc, nc;
+  if (tune && sscanf(tune, "%lld,%lld,%lld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
+    c.mc = gm_roundup(mc, c.mr);
+    c.kc = kc;
+    c.nc = gm_roundup(nc, c.nr);
+  }
   return c;
 }
 
-static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 static int64_t gm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Bytes of packing scratch the GEMM function uses for an M x N x K product. */
@@ -161,6 +186,60 @@ enum {
   GC_COUNT
 };
 
+/* The micro-kernel's k loop over [k0, k1) (a multiple of u steps): in[][] are the incoming
+ * accumulators, out[][] receives their values after the loop. */
+static void gm_kloop(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef k0,
+                     LLVMValueRef k1, int u, LLVMValueRef in[16][4], LLVMValueRef out[16][4]) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int MR = c->mr, NV = c->nr / c->vw;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "uk");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukb");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukd");
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, hdr);
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
+  LLVMAddIncoming(kv, &k0, &pre, 1);
+  LLVMValueRef acc[16][4];
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) {
+      out[r][j] = LLVMBuildPhi(B, vt, "");
+      LLVMAddIncoming(out[r][j], &in[r][j], &pre, 1);
+      acc[r][j] = out[r][j];
+    }
+  LLVMBuildCondBr(B, gslt(k, kv, k1), body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  unsigned fid = LLVMLookupIntrinsicID("llvm.fma", 8);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
+  LLVMValueRef zmask = LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)c->vw));
+  for (int q = 0; q < u; q++) {
+    LLVMValueRef kq = gadd(k, kv, gi(k, q));
+    LLVMValueRef bv[4];
+    LLVMValueRef boff = gmul(k, kq, gi(k, c->nr));
+    for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, bp, gadd(k, boff, gi(k, j * c->vw))), 64);
+    LLVMValueRef aoff = gmul(k, kq, gi(k, MR));
+    for (int r = 0; r < MR; r++) {
+      LLVMValueRef a = gload(k, cg->f32, gfp(k, ap, gadd(k, aoff, gi(k, r))), 4);
+      LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(cg->i32, 0, 0), "");
+      av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), zmask, "");
+      for (int j = 0; j < NV; j++) {
+        LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
+        acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
+      }
+    }
+  }
+  LLVMValueRef kn = gadd(k, kv, gi(k, u));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMAddIncoming(kv, &kn, &latch, 1);
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) LLVMAddIncoming(out[r][j], &acc[r][j], &latch, 1);
+  gm_novec(k, LLVMBuildBr(B, hdr));
+  LLVMPositionBuilderAtEnd(B, done);
+}
+
 /* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp. */
 static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                      LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first,
@@ -170,7 +249,6 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef b
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   LLVMValueRef zero = LLVMConstNull(vt);
-  LLVMValueRef acc[16][4];
   /* prefetch the C tile (written after the k loop) */
   unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
   LLVMTypeRef pty = cg->ptr;
@@ -182,49 +260,13 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef b
                             LLVMConstInt(cg->i32, 1, 0), LLVMConstInt(cg->i32, 3, 0), LLVMConstInt(cg->i32, 1, 0)};
       LLVMBuildCall2(B, pft, pf, pa, 4, "");
     }
-  /* k loop with the accumulators as phis */
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "uk");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukb");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukd");
-  LLVMBuildBr(B, hdr);
-  LLVMPositionBuilderAtEnd(B, hdr);
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
-  LLVMValueRef z64 = gi(k, 0);
-  LLVMAddIncoming(kv, &z64, &pre, 1);
-  LLVMValueRef phis[16][4];
+  /* k loops with the accumulators as phis: unrolled by 4, then the remaining steps */
+  LLVMValueRef init[16][4], mid[16][4], phis[16][4];
   for (int r = 0; r < MR; r++)
-    for (int j = 0; j < NV; j++) {
-      phis[r][j] = LLVMBuildPhi(B, vt, "");
-      LLVMAddIncoming(phis[r][j], &zero, &pre, 1);
-    }
-  LLVMBuildCondBr(B, gslt(k, kv, kc), body, done);
-  LLVMPositionBuilderAtEnd(B, body);
-  LLVMValueRef bv[4];
-  LLVMValueRef boff = gmul(k, kv, gi(k, c->nr));
-  for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, bp, gadd(k, boff, gi(k, j * c->vw))), 64);
-  LLVMValueRef aoff = gmul(k, kv, gi(k, MR));
-  unsigned fid = LLVMLookupIntrinsicID("llvm.fma", 8);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
-  LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
-  LLVMTypeRef i32 = cg->i32;
-  LLVMValueRef zmask = LLVMConstNull(LLVMVectorType(i32, (unsigned)c->vw));
-  for (int r = 0; r < MR; r++) {
-    LLVMValueRef a = gload(k, cg->f32, gfp(k, ap, gadd(k, aoff, gi(k, r))), 4);
-    LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(i32, 0, 0), "");
-    av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), zmask, "");
-    for (int j = 0; j < NV; j++) {
-      LLVMValueRef args[3] = {av, bv[j], phis[r][j]};
-      acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
-    }
-  }
-  LLVMValueRef kn = gadd(k, kv, gi(k, 1));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  LLVMAddIncoming(kv, &kn, &latch, 1);
-  for (int r = 0; r < MR; r++)
-    for (int j = 0; j < NV; j++) LLVMAddIncoming(phis[r][j], &acc[r][j], &latch, 1);
-  gm_novec(k, LLVMBuildBr(B, hdr));
-  LLVMPositionBuilderAtEnd(B, done);
+    for (int j = 0; j < NV; j++) init[r][j] = zero;
+  LLVMValueRef k4 = LLVMBuildAnd(B, kc, gi(k, ~(int64_t)3), "");
+  gm_kloop(k, c, ap, bp, gi(k, 0), k4, 4, init, mid);
+  gm_kloop(k, c, ap, bp, k4, kc, 1, mid, phis);
   /* store: full tiles straight to C (set on the first K block, added after), edge tiles
      through the stack tile */
   LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
@@ -420,15 +462,19 @@ static LLVMTypeRef gm_fn_type(CpuCg *cg) {
   return LLVMFunctionType(cg->vd, ps, GP_COUNT, 0);
 }
 
-/* The GEMM function of the module (mode conv: implicit-GEMM convolution), made once. */
-static LLVMValueRef gm_function(CpuCg *cg, bool conv) {
-  LLVMValueRef *slot = conv ? &cg->gemm_conv_fn[0] : &cg->gemm_fn[0];
+/* The GEMM function of the module, made once: A is read through strides, or (when its conv
+ * argument is not NULL) packed from a convolution input. */
+static LLVMValueRef gm_function(CpuCg *cg) {
+  LLVMValueRef *slot = &cg->gemm_fn[0];
   if (*slot) return *slot;
   GmCfg c = gm_cfg(cg);
   char name[512];
-  snprintf(name, sizeof name, "%s_%s_f32", cg->o->name, conv ? "convgemm" : "gemm");
+  snprintf(name, sizeof name, "%s_gemm_f32", cg->o->name);
   LLVMValueRef fn = LLVMAddFunction(cg->M, name, gm_fn_type(cg));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  /* CPUs tuned to prefer 256-bit vectors (e.g. sapphirerapids) would split the micro-kernel's
+   * explicit 512-bit vectors in two: this function asks for full width */
+  if (c.vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
   unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
@@ -465,7 +511,13 @@ static LLVMValueRef gm_function(CpuCg *cg, bool conv) {
   gm_pack_b(k, &c, P, bp, pc, kc, jc, nc);
   LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, c.mc);
   LLVMValueRef mc = gmin(k, gi(k, c.mc), gsub(k, M, ic));
-  gm_pack_a(k, &c, P, conv, ap, ic, mc, pc, kc);
+  /* A from a strided matrix, or (conv != NULL) from a convolution input */
+  GIf pk;
+  gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
+  gm_pack_a(k, &c, P, true, ap, ic, mc, pc, kc);
+  gif_else(k, &pk);
+  gm_pack_a(k, &c, P, false, ap, ic, mc, pc, kc);
+  gif_close(k, &pk);
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
@@ -581,9 +633,10 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
 
 /* An operand: a view, or (inside a fusion) a value to stage first (staged == -2, base the
  * fused instruction, row-major strides). */
-static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out) {
-  if (gm_view(cg, fusion, v, out, 0)) return true;
-  if (!fusion || v->shape.dt != DT_F32 || v->parent != fusion->calls[0]) return false;
+static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, bool stage, GmView *out) {
+  if (!stage && gm_view(cg, fusion, v, out, 0)) return true;
+  if (v->shape.dt != DT_F32 || !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
+    return false;
   *out = (GmView){v, false, -2, 0, {0}};
   gm_rowmajor(&v->shape, out->st);
   return true;
@@ -637,11 +690,11 @@ static bool gm_has(const IList *l, int64_t v) {
   return false;
 }
 
-static bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, GmProb *p) {
+static bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, GmProb *p) {
   const DotDims *dd = dot->dot;
   const HInstr *l = dot->ops[0], *r = dot->ops[1];
   if (dot->shape.dt != DT_F32 || l->shape.dt != DT_F32 || r->shape.dt != DT_F32) return false;
-  if (!gm_operand(cg, fusion, l, &p->a) || !gm_operand(cg, fusion, r, &p->b)) return false;
+  if (!gm_operand(cg, fusion, l, stage & 1, &p->a) || !gm_operand(cg, fusion, r, stage & 2, &p->b)) return false;
   const Shape *ls = &l->shape, *rs = &r->shape, *os = &dot->shape;
   int64_t ost[HLO_MAX_RANK];
   gm_rowmajor(os, ost);
@@ -694,7 +747,7 @@ static bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, GmPr
   return true;
 }
 
-static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, GmProb *p) {
+static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, GmProb *p) {
   const ConvDims *cd = cv->conv;
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
   if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
@@ -703,7 +756,10 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, GmPr
     const WinDim *wd = &cv->window->d[j];
     if (wd->base_dil != 1 || wd->reversal || wd->pad_lo < 0 || wd->pad_hi < 0) return false;
   }
-  if (!gm_operand(cg, fusion, x, &p->a) || !gm_operand(cg, fusion, w, &p->b)) return false;
+  if (!gm_operand(cg, fusion, x, stage & 1, &p->a) || !gm_operand(cg, fusion, w, stage & 2, &p->b)) return false;
+  /* an input whose channels are not contiguous (NCHW seen as NHWC) is staged: the packer's
+     runs over channels would be strided gathers */
+  if (!(stage & 1) && p->a.st[cd->in_feat] != 1 && x->shape.dims[cd->in_feat] > 1) return false;
   const Shape *xs = &x->shape, *ws = &w->shape, *os = &cv->shape;
   int64_t ost[HLO_MAX_RANK];
   gm_rowmajor(os, ost);
@@ -747,14 +803,16 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, GmPr
   return true;
 }
 
-/* Stage operand v of fusion's hero (a fused computation that is not a plain view, such as a
- * layer normalization feeding a dot) row-major into kernel-private scratch at byte offset off
- * of the private area: a kernel of its own, split over its first dimension, run before the
- * GEMM kernel. */
+/* Stage operand v of the hero of entry instruction `fusion` (a fusion, or the dot/convolution
+ * itself) row-major into kernel-private scratch at byte offset off of the private area: a
+ * fused computation that is not a plain view (a layer normalization feeding a dot), or a view
+ * whose strides do not merge (OIHW weights of a convolution, an NCHW input). A kernel of its
+ * own, split over its first dimension, run before the GEMM kernel. */
 static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, GmView *out) {
   const Shape *s = &v->shape;
   CpuKern *k = cpu_kern_begin(cg, fusion);
-  k->bind[k->nbind++] = (CpuBind){fusion->calls[0], fusion, NULL, 0, 0};
+  if (fusion->op == OP_FUSION && v->parent != cg->entry)
+    k->bind[k->nbind++] = (CpuBind){fusion->calls[0], fusion, NULL, 0, 0};
   LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + off});
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   int64_t d0 = s->rank > 0 ? s->dims[0] : 1;
@@ -785,7 +843,12 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   const HInstr *fusion = hero == in ? NULL : in;
   GmProb p;
   memset(&p, 0, sizeof p);
-  bool ok = hero->op == OP_DOT ? gm_dot_prob(cg, fusion, hero, &p) : gm_conv_prob(cg, fusion, hero, &p);
+  /* operands as views where possible, else staged row-major (which makes them mergeable) */
+  bool ok = false;
+  for (int stage = 0; stage < 4 && !ok; stage++) {
+    memset(&p, 0, sizeof p);
+    ok = hero->op == OP_DOT ? gm_dot_prob(cg, fusion, hero, stage, &p) : gm_conv_prob(cg, fusion, hero, stage, &p);
+  }
   if (!ok || p.M < 1 || p.N < 1) return 0;
   GmCfg c = gm_cfg(cg);
   /* work items: (loop index, row block, column block) */
@@ -899,7 +962,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   args[GP_LDC] = gi(k, p.ldc);
   args[GP_PACK] = packp;
   args[GP_CONV] = p.conv ? geo : LLVMConstNull(cg->ptr);
-  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, p.conv), args, GP_COUNT, "");
+  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   /* epilogue of an output fusion on the block just computed */
   if (fusion && !k->failed) {
     cpu_kern_materialized(k, hero, C);

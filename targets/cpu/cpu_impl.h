@@ -69,8 +69,8 @@ typedef struct CpuCg {
   int64_t extra_temp;     /* kernel-private scratch (GEMM packing, staged operands) appended
                              to the plan's heap at offset plan.temp_bytes (before growth) */
   int64_t temp_base;      /* the plan's own heap size: where the private scratch starts */
-  LLVMValueRef gemm_fn[2]; /* the shared GEMM functions (f32, f64), made on first use */
-  LLVMValueRef gemm_conv_fn[2]; /* the shared implicit-GEMM convolution functions */
+  LLVMValueRef gemm_fn[2]; /* the shared GEMM functions (f32; [1] reserved for f64), made on
+                              first use */
   /* Optional hook for another target reusing the elemental generator (targets/cuda): the
      storage of an entry value read during generation; NULL: cpu_buffer(). */
   LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);

@@ -12,6 +12,8 @@
  *     then the reduction loops, then the last output dim innermost, accumulating into the
  *     output row (i-k-j order for a matrix product), so the innermost loop streams through
  *     contiguous memory and vectorizes;
+ *   - column reduction (a reduce keeping the minor dimension): the output row is combined with
+ *     each reduced operand row in turn, the inner loop contiguous;
  *   - scatter: the operand is copied into the output, then the updates are combined in order
  *     (serially, as XLA's order of updates is sequential).
  * Parallelism: the first output dimension of extent > 1 is split into chunks (at most 64);
@@ -517,6 +519,82 @@ static bool il_has(const IList *l, int64_t v) {
 }
 
 /* Scatter: copy the operand, then combine every update in order. */
+/* A reduce over dimensions that leave the operand's minor dimension in place (a column
+ * reduction: a global pool over NHWC, batch statistics), computed by the kernel of entry
+ * instruction in: the reduce itself or the hero of a fusion whose root is elementwise in it.
+ * NULL when the kernel is not of that form. */
+static const HInstr *kn_column_reduce(const HInstr *in) {
+  const HInstr *r = in;
+  const HComp *c = NULL;
+  if (in->op == OP_FUSION) {
+    c = in->calls[0];
+    r = NULL;
+    for (int i = 0; i < c->ninstrs; i++)
+      if (c->instrs[i]->op == OP_REDUCE) {
+        if (r) return NULL;
+        r = c->instrs[i];
+      }
+    if (!r || !kn_elem_path(c, r)) return NULL;
+  }
+  if (r->op != OP_REDUCE || r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.rank < 1) return NULL;
+  if (r->shape.dt != in->shape.dt || in->shape.dt == DT_TUPLE || !hlo_shape_same_dims(&r->shape, &in->shape))
+    return NULL;
+  const Shape *os = &r->ops[0]->shape;
+  int minor = os->rank - 1;
+  for (int j = 0; j < r->dims.n; j++)
+    if (r->dims.v[j] == minor) return NULL;
+  if (r->dims.n == 0 || os->dims[minor] < 8) return NULL;
+  return r;
+}
+
+/* Column reduction: the output row (the kept minor dimension) starts at the init value, then
+ * for every reduced index (outer loops) the whole row is combined with the operand's row
+ * (inner loop, contiguous, vectorized), instead of one strided reduction per output element.
+ * A fusion's elementwise epilogue is applied to the finished row in place. */
+static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
+  const Shape *s = &in->shape, *os = &r->ops[0]->shape;
+  CpuKern *k = cpu_kern_begin(cg, in);
+  bool fused = r != in;
+  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  KnSplit sp = kn_split(cg, s, hlo_shape_elems(os));
+  CpuLoop loops[HLO_MAX_RANK], red[HLO_MAX_RANK], jl;
+  LLVMValueRef idx[HLO_MAX_RANK], full[HLO_MAX_RANK];
+  int last = s->rank - 1;
+  int nl = kn_open_nest(k, s, &sp, last, loops, idx);
+  LLVMValueRef lo, hi;
+  kn_range(k, s, &sp, last, &lo, &hi);
+  LLVMValueRef out = cpu_buffer(k, in);
+  LLVMValueRef init = cpu_gen(k, r->ops[1], NULL);
+  idx[last] = cpu_loop_open(k, &jl, lo, hi);
+  if (init) cpu_store_elem(k, out, s, idx, init);
+  cpu_loop_close(k, &jl);
+  bool isred[HLO_MAX_RANK] = {0};
+  for (int j = 0; j < r->dims.n; j++) isred[r->dims.v[j]] = true;
+  int nr = 0;
+  for (int d = 0, o = 0; d < os->rank; d++) {
+    if (isred[d]) full[d] = cpu_loop_open(k, &red[nr++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+    else full[d] = o == last ? NULL : idx[o], o++;
+  }
+  idx[last] = cpu_loop_open(k, &jl, lo, hi);
+  full[os->rank - 1] = idx[last];
+  LLVMValueRef v = cpu_gen(k, r->ops[0], full);
+  if (v && !k->failed) {
+    LLVMValueRef args[2] = {cpu_load_elem(k, out, s, idx), v}, res[1];
+    if (cpu_gen_scalar_comp(k, r->calls[0], args, 2, res)) cpu_store_elem(k, out, s, idx, res[0]);
+  }
+  cpu_loop_close(k, &jl);
+  for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &red[j]);
+  if (fused && !k->failed) {
+    cpu_kern_materialized(k, r, out);
+    idx[last] = cpu_loop_open(k, &jl, lo, hi);
+    LLVMValueRef e = cpu_gen(k, in->calls[0]->root, idx);
+    if (e) cpu_store_elem(k, out, s, idx, e);
+    cpu_loop_close(k, &jl);
+  }
+  kn_close_nest(k, loops, nl);
+  return cpu_kern_end(k, sp.n);
+}
+
 static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   if (in->nops != 3 || in->shape.dt == DT_TUPLE) {
     hlo_err_at(cg->err, in, "CPU target: variadic scatter is not supported");
@@ -605,6 +683,9 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     return kn_accum_kernel(cg, in, hero);
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
+  /* (not when computed in place of an operand: the row is written before the epilogue reads) */
+  const HInstr *col = b->kind == MEM_ALIAS ? NULL : kn_column_reduce(in);
+  if (col) return kn_column_kernel(cg, in, col);
   if (in->op == OP_FUSION && in->shape.dt == DT_TUPLE && in->calls[0]->root->op == OP_TUPLE) {
     for (int j = 1; j < in->shape.ntuple; j++)
       if (!hlo_shape_same_dims(&in->shape.tuple[j], &in->shape.tuple[0])) return kn_multi_fusion(cg, in);
