@@ -25,8 +25,8 @@ echo "== tests under ASan + UBSan"
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DHLOC_SANITIZE=ON \
   -DHLOC_WERROR=ON >/dev/null
 cmake --build "$root/build-asan" -j"$jobs" --target hloc_tests hloc hloc-run >/dev/null
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "$root/build-asan/hloc_tests" --jobs "$jobs"
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$root/build-asan/hloc_tests" --jobs "$jobs"
 
 echo "== fuzzing (${fuzz_s}s per reader)"
 CC=clang cmake -S "$root" -B "$root/build-fuzz" -DCMAKE_BUILD_TYPE=Debug -DHLOC_FUZZ=ON \
