@@ -476,6 +476,14 @@ bool hlo_literal_compare(const Literal *got, const Literal *want, double rtol, d
 
 /* ------------------------------------------------------------------ io.c */
 
+/* Growable text buffer (malloc'd; free p when done), for generated sources and headers. */
+typedef struct HStr {
+  char *p;    /* NUL-terminated text, or NULL while empty */
+  size_t n;   /* length */
+  size_t cap; /* capacity */
+} HStr;
+void hlo_str_printf(HStr *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Read a whole file into a NUL-terminated buffer (malloc'd). false with an error. */
 bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err);
 /* Write bytes to path atomically: temp file in the same folder, then rename. */

@@ -5,6 +5,7 @@
 #include "hlo.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,4 +67,23 @@ bool hlo_write_file_atomic(const char *path, const void *data, size_t len, HErr 
   }
   free(tmp);
   return true;
+}
+
+void hlo_str_printf(HStr *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int need = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (need < 0) return;
+  if (s->n + (size_t)need + 1 > s->cap) {
+    size_t cap = (s->cap ? s->cap * 2 : 4096) + (size_t)need;
+    char *p = realloc(s->p, cap);
+    HLO_ASSERT(p);
+    s->p = p;
+    s->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(s->p + s->n, (size_t)need + 1, fmt, ap);
+  va_end(ap);
+  s->n += (size_t)need;
 }

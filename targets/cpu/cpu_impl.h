@@ -145,6 +145,7 @@ typedef struct CpuLoop {
   LLVMValueRef hi;          /* exclusive bound */
   int cache_mark;           /* elemental cache entries before the loop */
   int64_t step;             /* increment (1 unless set after opening) */
+  LLVMValueRef step_v;      /* run-time increment (e.g. a GPU grid stride); overrides step */
 } CpuLoop;
 
 /* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
@@ -160,6 +161,9 @@ void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 /* Loops: [lo, hi) step 1; the body is emitted between open and close. */
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
+/* The same loop stepping by a run-time value. */
+LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
+                                LLVMValueRef step);
 /* Pointer to the storage of an entry instruction inside the current kernel. */
 LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in);
 /* Pointer to what slot s describes, loaded from the kernel's ctx in the entry block (one load

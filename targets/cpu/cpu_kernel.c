@@ -28,6 +28,7 @@ LLVMValueRef cpu_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (u
 
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi) {
   l->step = 1;
+  l->step_v = NULL;
   LLVMBuilderRef B = k->B;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
   l->header = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "loop");
@@ -46,12 +47,20 @@ LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef
 
 void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   LLVMBuilderRef B = k->B;
-  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, cpu_i64(k, l->step > 1 ? l->step : 1), "");
+  LLVMValueRef step = l->step_v ? l->step_v : cpu_i64(k, l->step > 1 ? l->step : 1);
+  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, step, "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMBuildBr(B, l->header);
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(B, l->exit);
   k->ncache = l->cache_mark; /* values made inside the loop do not dominate its exit */
+}
+
+LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
+                                LLVMValueRef step) {
+  LLVMValueRef iv = cpu_loop_open(k, l, lo, hi);
+  l->step_v = step;
+  return iv;
 }
 
 /* ------------------------------------------------------------------ buffers */

@@ -195,43 +195,6 @@ static LLVMValueRef ck_sreg(CpuKern *k, const char *name) {
   return LLVMBuildZExt(k->B, v, k->cg->i64, "");
 }
 
-static LLVMValueRef ck_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1); }
-
-typedef struct CuLoop {
-  LLVMBasicBlockRef header, exit; /* test block, block after the loop */
-  LLVMValueRef iv, step;          /* induction variable, increment */
-  int mark;                       /* elemental cache entries before the loop */
-} CuLoop;
-
-/* for (iv = lo; iv < hi; iv += step): the body goes between open and close. */
-static LLVMValueRef ck_loop_open(CpuKern *k, CuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
-                                 LLVMValueRef step) {
-  LLVMBuilderRef B = k->B;
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  l->header = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "loop");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "body");
-  l->exit = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "exit");
-  l->step = step;
-  l->mark = k->ncache;
-  LLVMBuildBr(B, l->header);
-  LLVMPositionBuilderAtEnd(B, l->header);
-  l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
-  LLVMAddIncoming(l->iv, &lo, &pre, 1);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, l->iv, hi, ""), body, l->exit);
-  LLVMPositionBuilderAtEnd(B, body);
-  return l->iv;
-}
-
-static void ck_loop_close(CpuKern *k, CuLoop *l) {
-  LLVMBuilderRef B = k->B;
-  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, l->step, "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  LLVMBuildBr(B, l->header);
-  LLVMAddIncoming(l->iv, &next, &latch, 1);
-  LLVMPositionBuilderAtEnd(B, l->exit);
-  k->ncache = l->mark;
-}
-
 /* if (c) { ... }: returns the join block; the builder is left in the then-block. */
 static LLVMBasicBlockRef ck_if(CpuKern *k, LLVMValueRef c, int *mark) {
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
@@ -253,7 +216,7 @@ static void ck_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, L
   LLVMValueRef rem = lin;
   for (int d = n - 1; d >= 0; d--) {
     if (dims[d] == 1) {
-      idx[d] = ck_i64(k, 0);
+      idx[d] = cpu_i64(k, 0);
       continue;
     }
     bool outer = true;
@@ -263,7 +226,7 @@ static void ck_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, L
       idx[d] = rem;
       continue;
     }
-    LLVMValueRef D = ck_i64(k, dims[d]);
+    LLVMValueRef D = cpu_i64(k, dims[d]);
     idx[d] = LLVMBuildURem(k->B, rem, D, "");
     rem = LLVMBuildUDiv(k->B, rem, D, "");
   }
@@ -278,7 +241,7 @@ static int64_t ck_grid(int64_t work, int64_t per_block) {
 static LLVMValueRef ck_leaf(CpuKern *k, LLVMValueRef p, const Shape *s, int j) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
-  LLVMValueRef ix = ck_i64(k, memplan_tuple_offset(s, j));
+  LLVMValueRef ix = cpu_i64(k, memplan_tuple_offset(s, j));
   LLVMValueRef lp = LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &ix, 1, "");
   LLVMPositionBuilderAtEnd(k->B, cur);
   return lp;
@@ -293,9 +256,9 @@ static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, v
   st->grid = ck_grid(total, CU_BLOCK);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef start = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, ck_i64(k, CU_BLOCK), ""), tid, "");
-  CuLoop l;
-  LLVMValueRef i = ck_loop_open(k, &l, start, ck_i64(k, total), ck_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef start = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
+  CpuLoop l;
+  LLVMValueRef i = cpu_loop_open_step(k, &l, start, cpu_i64(k, total), cpu_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef idx[HLO_MAX_RANK];
   ck_delin(k, i, ls->dims, ls->rank, idx);
   k->lin_idx = idx;
@@ -303,7 +266,7 @@ static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, v
   k->lin_shape = ls;
   body(k, idx, ctx);
   k->lin_idx = NULL;
-  ck_loop_close(k, &l);
+  cpu_loop_close(k, &l);
 }
 
 /* ------------------------------------------------------------------ loop kernels */
@@ -561,9 +524,9 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   st->grid = ck_grid(p->R, rows_per_block);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, ck_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, ck_i64(k, 5), "");
-  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, ck_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
   LLVMValueRef j0 = p->block ? tid : lane;
   int64_t jstep = p->block ? CU_BLOCK : 32;
   LLVMValueRef smem = NULL;
@@ -577,8 +540,8 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     LLVMSetAlignment(smem, 8);
     st->smem = 8 * nwarps * p->nh;
   }
-  CuLoop rl;
-  LLVMValueRef row = ck_loop_open(k, &rl, row0, ck_i64(k, p->R), ck_i64(k, st->grid * rows_per_block));
+  CpuLoop rl;
+  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * rows_per_block));
   LLVMValueRef oidx[HLO_MAX_RANK];
   ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
@@ -594,8 +557,8 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int nr = 0;
   for (int d = 0; d < p->os->rank; d++)
     if (p->red[d]) rext[nr++] = p->os->dims[d];
-  CuLoop jl;
-  LLVMValueRef j = ck_loop_open(k, &jl, j0, ck_i64(k, p->K), ck_i64(k, jstep));
+  CpuLoop jl;
+  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, cpu_i64(k, p->K), cpu_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   ck_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
@@ -612,24 +575,24 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
       LLVMValueRef lv = cpu_gen(k, p->comp->root->ops[q], full);
       if (lv) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
     }
-  ck_loop_close(k, &jl);
+  cpu_loop_close(k, &jl);
   for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef join_w = NULL;
   if (p->block) {
-    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, ck_i64(k, 0), ""), &m1);
+    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m1);
     for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef ix[2] = {ck_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, ck_i64(k, p->nh), ""), ck_i64(k, h), "")};
+      LLVMValueRef ix[2] = {cpu_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "")};
       LLVMBuildStore(B, acc[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""));
     }
     ck_endif(k, jn, m1);
     ck_barrier(k);
-    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, ck_i64(k, 0), ""), &m2);
-    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, ck_i64(k, nwarps), "");
-    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, ck_i64(k, 0), "");
+    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), &m2);
+    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
+    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
     for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef ix[2] = {ck_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, ck_i64(k, p->nh), ""), ck_i64(k, h), "")};
+      LLVMValueRef ix[2] = {cpu_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "")};
       LLVMValueRef x = LLVMBuildLoad2(B, aty[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""), "");
       acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
     }
@@ -637,7 +600,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   }
   /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
   int m3 = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, ck_i64(k, 0), ""), &m3);
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m3);
   for (int h = 0; h < p->nh; h++) {
     ck_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
@@ -667,7 +630,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     ck_endif(k, join_w, m2);
     ck_barrier(k); /* shared memory is reused by the next row */
   }
-  ck_loop_close(k, &rl);
+  cpu_loop_close(k, &rl);
   return ck_end(k);
 }
 
@@ -922,10 +885,10 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef in = LLVMConstInt(k->cg->i1, 1, 0);
   for (int i = 0; i < r; i++) {
-    oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], ck_i64(k, c->lo[i]), "") : idx[i];
+    oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], cpu_i64(k, c->lo[i]), "") : idx[i];
     if (c->cs->dims[i] != os->dims[i] || c->lo[i]) {
-      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], ck_i64(k, 0), ""), "");
-      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], ck_i64(k, os->dims[i]), ""), "");
+      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], cpu_i64(k, 0), ""), "");
+      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], cpu_i64(k, os->dims[i]), ""), "");
     }
   }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
@@ -1095,19 +1058,19 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   const HInstr *ind = in->ops[1], *upd = in->ops[2];
   const Shape *s = &in->shape, *is = &ind->shape, *us = &upd->shape;
   LLVMValueRef out = ck_buffer(k, in);
-  CuLoop loops[HLO_MAX_RANK];
+  CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef ui[HLO_MAX_RANK];
-  for (int d = 0; d < us->rank; d++) ui[d] = ck_loop_open(k, &loops[d], ck_i64(k, 0), ck_i64(k, us->dims[d]), ck_i64(k, 1));
+  for (int d = 0; d < us->rank; d++) ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
   LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
   int ns = 0;
   for (int d = 0; d < us->rank; d++)
     if (!il_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
   LLVMValueRef start[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) start[d] = ck_i64(k, 0);
+  for (int d = 0; d < s->rank; d++) start[d] = cpu_i64(k, 0);
   int64_t ivd = sd->index_vector_dim;
   for (int q = 0; q < sd->scatter_dims_to_operand_dims.n; q++) {
     LLVMValueRef ii[HLO_MAX_RANK];
-    for (int d = 0, b = 0; d < is->rank; d++) ii[d] = d == ivd ? ck_i64(k, q) : sidx[b++];
+    for (int d = 0, b = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, q) : sidx[b++];
     LLVMValueRef v = cpu_gen(k, ind, ii);
     if (!v) return ck_end(k);
     start[sd->scatter_dims_to_operand_dims.v[q]] = cpu_convert(k, v, is->dt, DT_S64);
@@ -1126,15 +1089,15 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
       oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
     }
     /* XLA skips an update whose window does not fit entirely */
-    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSGE, start[d], ck_i64(k, 0), ""), "");
-    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLE, start[d], ck_i64(k, s->dims[d] - win), ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - win), ""), "");
   }
   int mark;
   LLVMBasicBlockRef join = ck_if(k, ok, &mark);
   LLVMValueRef args[2] = {cpu_load_elem(k, out, s, oi), cpu_gen(k, upd, ui)}, res[1];
   if (args[1] && cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) cpu_store_elem(k, out, s, oi, res[0]);
   ck_endif(k, join, mark);
-  for (int d = us->rank - 1; d >= 0; d--) ck_loop_close(k, &loops[d]);
+  for (int d = us->rank - 1; d >= 0; d--) cpu_loop_close(k, &loops[d]);
   return ck_end(k);
 }
 
