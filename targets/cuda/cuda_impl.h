@@ -4,8 +4,10 @@
  *   cuda_compile.c  driver: support check, buffer plan, the step list (kernels, cuBLAS GEMMs,
  *                   copies), NVPTX module (libdevice math), PTX, ptxas, outputs
  *   cuda_kernel.c   the kernels: grid-stride loop kernels over cpu_gen (the CPU target's
- *                   elemental generator), warp/block row reductions, GEMM operand staging
- *                   and epilogues, scatter
+ *                   elemental generator; purely elementwise 4-byte ones with 128-bit vector
+ *                   accesses, 4 elements per thread, when the addresses are 16-byte aligned
+ *                   at run time, else a scalar loop in the same kernel), warp/block row
+ *                   reductions, GEMM operand staging and epilogues, scatter
  *   cuda_host.c     the host object: x86-64 LLVM IR embedding cubin and PTX, module loading
  *                   once per CUDA context, launches on the caller's stream
  *   cuda_ptxas.c    running ptxas in a private temporary folder, parsing its -v report

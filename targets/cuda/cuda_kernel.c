@@ -6,6 +6,12 @@
  * around it (thread indexing, the loop over the iteration space, stores) and tells it where
  * entry values live through the CpuCg.buffer_fn hook (each operand of the instruction is one
  * pointer parameter of the kernel). Kernel shapes:
+ *   - vectorized loop kernel, for a 4-byte output computed elementwise (every operand read at
+ *     the output's own index, or a single element) with a multiple of 4 elements: each thread
+ *     of a grid-stride loop (a fixed multiple of the SM count of blocks) takes 4 consecutive
+ *     elements with 16-byte vector loads and stores, the generator run once per lane; it
+ *     falls back to the scalar loop in the same kernel when an address is not 16-byte
+ *     aligned;
  *   - loop kernel: 256-thread blocks, a grid-stride loop over the row-major linear index of
  *     the output (consecutive threads write consecutive elements: coalesced), delinearized
  *     into idx[] for cpu_gen; multi-output fusions store every leaf of the same dims;
@@ -49,6 +55,8 @@
 
 #define CU_BLOCK 256     /* threads per block of loop kernels and reductions */
 #define CU_MAX_GRID 8192 /* blocks of a grid-stride launch */
+#define CU_VEC_GRID (132 * 8) /* blocks of a vectorized loop kernel: 8 per SM of an H100/H200
+                                 (132 SMs; 8 x 256 threads fill an SM), a multiple of the SMs */
 
 /* ------------------------------------------------------------------ kernels and parameters */
 
@@ -249,11 +257,12 @@ static LLVMValueRef ck_leaf(CpuKern *k, LLVMValueRef p, const Shape *s, int j) {
 
 typedef bool (*CkBody)(CpuKern *k, LLVMValueRef *idx, void *ctx);
 
-/* The grid-stride loop over shape ls: body(k, idx) for every element. */
+/* The grid-stride loop over shape ls: body(k, idx) for every element, launched as
+ * st->grid blocks (set here from the element count when still 0). */
 static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
   int64_t total = hlo_shape_elems(ls);
   st->block = CU_BLOCK;
-  st->grid = ck_grid(total, CU_BLOCK);
+  if (!st->grid) st->grid = ck_grid(total, CU_BLOCK);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef start = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
@@ -312,6 +321,130 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
     for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
       if (mat[j]) k->mat[k->nmat++] = (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j)};
   ck_grid_loop(k, st, ls, ck_loop_body, &c);
+  return ck_end(k);
+}
+
+/* ------------------------------------------------------------------ vectorized loop kernels */
+
+static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
+
+/* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) output whose
+ * element count is a multiple of 4, computed by elementwise ops only (a lone elementwise op,
+ * or a fusion of elementwise ops, parameters, scalars and broadcasts of scalars), so that
+ * every operand is read at the output's own index or is a single element. */
+static bool ck_vec_ok(const HInstr *in) {
+  const Shape *s = &in->shape;
+  if (s->dt != DT_F32 && s->dt != DT_S32 && s->dt != DT_U32) return false;
+  int64_t n = hlo_shape_elems(s);
+  if (n < 4 || n % 4) return false;
+  for (int j = 0; j < in->nops; j++) {
+    const Shape *os = &in->ops[j]->shape;
+    if (os->dt == DT_TUPLE || (!hlo_shape_same_dims(os, s) && hlo_shape_elems(os) != 1)) return false;
+  }
+  if (in->op != OP_FUSION) return (hlo_op_flags(in->op) & OPF_ELEM) != 0;
+  const HComp *c = in->calls[0];
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    const Shape *xs = &x->shape;
+    if (xs->dt == DT_TUPLE) return false;
+    bool same = hlo_shape_same_dims(xs, s), one = hlo_shape_elems(xs) == 1;
+    if (x->op == OP_PARAMETER || x->op == OP_CONSTANT) {
+      if (!same && !one) return false;
+    } else if (x->op == OP_BROADCAST) {
+      if (hlo_shape_elems(&x->ops[0]->shape) != 1) return false;
+    } else if (!(hlo_op_flags(x->op) & OPF_ELEM) || (!same && !one)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The vectorized loop kernel (ck_vec_ok): each thread of a CU_VEC_GRID-block grid-stride
+ * loop takes 4 consecutive elements 4i..4i+3: every operand of the output's dims held in a
+ * buffer (not a constant) is read with one 16-byte vector load (ld.global.v4), its lanes
+ * entered in cpu_gen's value cache at the lanes' indices, the generator runs once per lane,
+ * and the 4 results are written with one 16-byte vector store. Buffers are normally 16-byte
+ * aligned (the plan's temp offsets are multiples of 64, cudaMalloc returns 256-aligned
+ * memory), but a caller may pass any pointer: the kernel tests the addresses it vectorizes
+ * and otherwise runs the scalar grid-stride loop (the same body as ck_loop_kernel). */
+static bool ck_vec_kernel(CudaCg *cc, HInstr *in) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "loop-v4", 0, NULL, NULL, &st);
+  ck_bind_fusion(k, in);
+  LLVMBuilderRef B = k->B;
+  const Shape *s = &in->shape;
+  int64_t nvec = hlo_shape_elems(s) / 4;
+  LLVMValueRef out = ck_buffer(k, in);
+  /* operands loaded as vectors, and the alignment test of their addresses and the output's */
+  const HInstr *vops[CU_MAX_PARAMS];
+  int nvops = 0;
+  LLVMValueRef bits = LLVMBuildPtrToInt(B, out, cg->i64, "");
+  for (int j = 0; j < in->nops && j < CU_MAX_PARAMS; j++) {
+    const HInstr *op = in->ops[j];
+    bool dup = false;
+    for (int q = 0; q < nvops; q++) dup |= vops[q] == op;
+    if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED ||
+        hlo_dtype_size(op->shape.dt) != 4)
+      continue;
+    int64_t off = 0;
+    if (cg->plan.bufs[memplan_base(&cg->plan, op->idx, &off)].kind == MEM_CONST) continue;
+    vops[nvops++] = op;
+    bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, ck_buffer(k, op), cg->i64, ""), "");
+  }
+  LLVMValueRef aligned = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""),
+                                       cpu_i64(k, 0), "");
+  LLVMBasicBlockRef vbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "vec");
+  LLVMBasicBlockRef sbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "scalar");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "done");
+  LLVMBuildCondBr(B, aligned, vbb, sbb);
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(nvec, CU_BLOCK);
+  if (st->grid > CU_VEC_GRID) st->grid = CU_VEC_GRID;
+
+  LLVMPositionBuilderAtEnd(B, vbb);
+  int mark = k->ncache;
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef start = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
+  CpuLoop l;
+  LLVMValueRef i = cpu_loop_open_step(k, &l, start, cpu_i64(k, nvec), cpu_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef base = LLVMBuildNSWMul(B, i, cpu_i64(k, 4), "");
+  LLVMValueRef lin[4], idx[4][HLO_MAX_RANK];
+  for (int ln = 0; ln < 4; ln++) {
+    lin[ln] = ln ? LLVMBuildNSWAdd(B, base, cpu_i64(k, ln), "") : base;
+    ck_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
+  }
+  for (int q = 0; q < nvops; q++) {
+    LLVMTypeRef mt = cpu_mem_type(cg, vops[q]->shape.dt);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(B, mt, ck_buffer(k, vops[q]), &base, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, 4), p, "");
+    LLVMSetAlignment(v, 16);
+    for (int ln = 0; ln < 4; ln++)
+      ck_cache_add(k, vops[q], s->rank, idx[ln], LLVMBuildExtractElement(B, v, cpu_i64(k, ln), ""));
+  }
+  LLVMTypeRef ot = cpu_mem_type(cg, s->dt);
+  LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, 4));
+  for (int ln = 0; ln < 4 && !k->failed; ln++) {
+    k->lin_idx = idx[ln];
+    k->lin = lin[ln];
+    k->lin_shape = s;
+    LLVMValueRef v = cpu_gen(k, in, idx[ln]);
+    if (v) acc = LLVMBuildInsertElement(B, acc, v, cpu_i64(k, ln), "");
+  }
+  k->lin_idx = NULL;
+  LLVMValueRef sp = LLVMBuildStore(B, acc, LLVMBuildInBoundsGEP2(B, ot, out, &base, 1, ""));
+  LLVMSetAlignment(sp, 16);
+  cpu_loop_close(k, &l);
+  k->ncache = mark;
+  LLVMBuildBr(B, done);
+
+  LLVMPositionBuilderAtEnd(B, sbb);
+  LoopCtx c = {in, NULL, out};
+  ck_grid_loop(k, st, s, ck_loop_body, &c);
+  k->ncache = mark;
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
   return ck_end(k);
 }
 
@@ -1132,5 +1265,6 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
       }
     return ck_loop_kernel(cc, in, &s->tuple[0], NULL, NULL);
   }
+  if (ck_vec_ok(in)) return ck_vec_kernel(cc, in);
   return ck_loop_kernel(cc, in, s, NULL, NULL);
 }
