@@ -1182,6 +1182,26 @@ static bool dyn_starts(HErr *err, const HInstr *in, Literal *const *ops, int fir
   return true;
 }
 
+/* Copy between the box [start, start + box) of a row-major array `big` of shape bs and a dense
+ * row-major block `small` of dims box (same element type): into big when to_big, else out. */
+static void box_copy(void *big, const Shape *bs, const int64_t *start, void *small,
+                     const int64_t *box, bool to_big) {
+  int R = bs->rank;
+  int64_t n = 1;
+  for (int d = 0; d < R; d++) n *= box[d];
+  if (n == 0) return;
+  int64_t st[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0}, k = 0;
+  hlo_shape_strides(bs, st);
+  size_t es = hlo_dtype_size(bs->dt);
+  do {
+    int64_t off = 0;
+    for (int d = 0; d < R; d++) off += (start[d] + idx[d]) * st[d];
+    char *b = (char *)big + (size_t)off * es, *s = (char *)small + (size_t)k * es;
+    memcpy(to_big ? b : s, to_big ? s : b, es);
+    k++;
+  } while (odo_next(R, box, idx));
+}
+
 Literal *interp_dynamic_slice(IState *st, const HInstr *in, Literal *const *ops, HErr *err) {
   if (in->nops < 1) {
     hlo_err_at(err, in, "dynamic-slice without operand");
@@ -1210,17 +1230,7 @@ Literal *interp_dynamic_slice(IState *st, const HInstr *in, Literal *const *ops,
   int64_t start[HLO_MAX_RANK];
   if (!dyn_starts(err, in, ops, 1, xs, os->dims, start)) return NULL;
   Literal *res = hlo_literal_new(interp_arena(st), os);
-  if (hlo_shape_elems(os) == 0) return res;
-  int64_t xst[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0}, oi = 0;
-  hlo_shape_strides(xs, xst);
-  size_t es = hlo_dtype_size(xs->dt);
-  do {
-    int64_t xo = 0;
-    for (int d = 0; d < R; d++)
-      xo += (start[d] + idx[d]) * xst[d];
-    memcpy((char *)res->data + (size_t)oi * es, (const char *)x->data + (size_t)xo * es, es);
-    oi++;
-  } while (odo_next(R, os->dims, idx));
+  box_copy(x->data, xs, start, res->data, os->dims, false);
   return res;
 }
 
@@ -1245,17 +1255,7 @@ Literal *interp_dynamic_update_slice(IState *st, const HInstr *in, Literal *cons
   if (!dyn_starts(err, in, ops, 2, xs, us->dims, start)) return NULL;
   Literal *res = hlo_literal_clone(interp_arena(st), x);
   hlo_shape_copy(interp_arena(st), &res->shape, &in->shape);
-  if (hlo_shape_elems(us) == 0) return res;
-  int64_t xst[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0}, ui = 0;
-  hlo_shape_strides(xs, xst);
-  size_t es = hlo_dtype_size(xs->dt);
-  do {
-    int64_t xo = 0;
-    for (int d = 0; d < R; d++)
-      xo += (start[d] + idx[d]) * xst[d];
-    memcpy((char *)res->data + (size_t)xo * es, (const char *)u->data + (size_t)ui * es, es);
-    ui++;
-  } while (odo_next(R, us->dims, idx));
+  box_copy(res->data, xs, start, u->data, us->dims, true);
   return res;
 }
 
