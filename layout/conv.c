@@ -1,10 +1,12 @@
-/* layout/conv.c: the conv-layout pass, convolutions in the CPU's canonical form.
+/* layout/conv.c: the conv-layout pass, convolutions in the target's canonical form.
  *
  * The CPU target's fast convolution (implicit GEMM) reads the input as [batch, spatial...,
  * feature] (b01f, NHWC for 2-D), the kernel as [spatial..., in, out] (01io, HWIO) and writes
  * the output as [batch, spatial..., feature]: the feature dimensions are minor, so the inner
- * loops are matrix products over contiguous rows. This pass rewrites every convolution whose
- * dimension numbers differ into that form:
+ * loops are matrix products over contiguous rows. That NHWC form is the default; a target may
+ * ask for NCHW instead (OptOpts.conv_layout: input bf01, kernel oi01, output bf01), which is
+ * where cuDNN's f32 Winograd and FFT algorithms apply. This pass rewrites every convolution
+ * whose dimension numbers differ into the chosen form, e.g. for NHWC:
  *     y = convolution(x, k), dim_labels=bf01_oi01->bf01
  *  -> y = transpose(convolution(transpose(x, pin), transpose(k, pk)), dim_labels=b01f_01io->b01f, qout)
  * with pin = (in_batch, in_spatial..., in_feature), pk = (k_spatial..., k_in, k_out) and qout
@@ -20,21 +22,25 @@
 
 #include <string.h>
 
-static HInstr *cl_rewrite(HComp *c, HInstr *in) {
+static HInstr *cl_rewrite(HComp *c, HInstr *in, OptConvLayout form) {
   const ConvDims *d = in->conv;
   int r = in->shape.rank, nsp = r - 2;
+  bool nchw = form == OPT_CONV_NCHW;
+  /* positions in the canonical form: feature dims, first spatial dims, kernel in/out */
+  int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
+  int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
   int64_t pin[HLO_MAX_RANK], pk[HLO_MAX_RANK], pout[HLO_MAX_RANK], qout[HLO_MAX_RANK];
   pin[0] = d->in_batch;
   pout[0] = d->out_batch;
+  pin[feat] = d->in_feat;
+  pout[feat] = d->out_feat;
   for (int i = 0; i < nsp; i++) {
-    pin[i + 1] = d->in_sp.v[i];
-    pout[i + 1] = d->out_sp.v[i];
-    pk[i] = d->k_sp.v[i];
+    pin[sp0 + i] = d->in_sp.v[i];
+    pout[sp0 + i] = d->out_sp.v[i];
+    pk[ksp0 + i] = d->k_sp.v[i];
   }
-  pin[r - 1] = d->in_feat;
-  pout[r - 1] = d->out_feat;
-  pk[nsp] = d->k_in;
-  pk[nsp + 1] = d->k_out;
+  pk[kin] = d->k_in;
+  pk[kout] = d->k_out;
   layout_perm_inverse(r, pout, qout);
   HInstr *ops[2] = {layout_transpose(c, in->ops[0], pin), layout_transpose(c, in->ops[1], pk)};
   HInstr *nc = hlo_instr_clone(c, in, ops);
@@ -42,13 +48,13 @@ static HInstr *cl_rewrite(HComp *c, HInstr *in) {
   nc->shape = s;
   ConvDims *cd = hlo_arena_alloc(c->mod->arena, sizeof *cd);
   cd->in_batch = cd->out_batch = 0;
-  cd->in_feat = cd->out_feat = r - 1;
-  cd->k_in = nsp;
-  cd->k_out = nsp + 1;
+  cd->in_feat = cd->out_feat = feat;
+  cd->k_in = kin;
+  cd->k_out = kout;
   cd->in_sp.n = cd->out_sp.n = cd->k_sp.n = nsp;
   for (int i = 0; i < nsp; i++) {
-    cd->in_sp.v[i] = cd->out_sp.v[i] = i + 1;
-    cd->k_sp.v[i] = i;
+    cd->in_sp.v[i] = cd->out_sp.v[i] = sp0 + i;
+    cd->k_sp.v[i] = ksp0 + i;
   }
   nc->conv = cd;
   return layout_transpose(c, nc, qout);
@@ -56,13 +62,14 @@ static HInstr *cl_rewrite(HComp *c, HInstr *in) {
 
 /* The rewrite rule (opt_rewrite_comp): the canonical form of a non-canonical convolution. */
 static HInstr *cl_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
-  (void)pc, (void)ctx;
+  (void)ctx;
+  OptConvLayout form = pc->opts->conv_layout;
   if (in->op != OP_CONVOLUTION || in->nctrl || in->nops != 2 || !in->conv ||
       !hlo_shape_is_array(&in->shape) || in->shape.rank < 2 ||
       in->ops[0]->shape.rank != in->shape.rank || in->ops[1]->shape.rank != in->shape.rank ||
-      layout_conv_is_canonical(in))
+      layout_conv_is_canonical(in, form))
     return NULL;
-  return cl_rewrite(c, in);
+  return cl_rewrite(c, in, form);
 }
 
 bool layout_conv_canonical(HModule *m, PassCtx *pc) {

@@ -6,8 +6,9 @@
  * in optimizer/passes.def, run by the optimizer's pipeline in its "layout" stage) are:
  *   layout-normalize   interior layouts become row-major (the entry interface must be);
  *   transpose-fold     transposes feeding dot/convolution operands become dimension numbers;
- *   conv-layout        every convolution takes the CPU's canonical form (input b01f, kernel
- *                      01io, output b01f), with transposes around it;
+ *   conv-layout        every convolution takes the target's canonical form (OptOpts.conv_layout:
+ *                      NHWC = input b01f, kernel 01io, output b01f, the default; or NCHW = bf01,
+ *                      oi01, bf01), with transposes around it;
  *   transpose-sink     transposes move towards the users through elementwise ops, broadcasts,
  *                      reductions, windows, pads, slices and reverses, so that opposite
  *                      transposes meet and cancel (algsimp) and activations stay NHWC.
@@ -32,7 +33,8 @@ bool layout_perm_is_identity(int n, const int64_t *p);
 HInstr *layout_transpose(HComp *c, HInstr *x, const int64_t *p);
 /* The literal transpose(l, p), allocated in a. */
 Literal *layout_literal_transpose(HArena *a, const Literal *l, const int64_t *p);
-/* Whether convolution in has the canonical CPU dimension numbers b01f_01io->b01f. */
-bool layout_conv_is_canonical(const HInstr *in);
+/* Whether convolution in has the canonical dimension numbers of form (b01f_01io->b01f for
+ * NHWC, bf01_oi01->bf01 for NCHW). */
+bool layout_conv_is_canonical(const HInstr *in, OptConvLayout form);
 
 #endif

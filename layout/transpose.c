@@ -91,15 +91,18 @@ HInstr *layout_transpose(HComp *c, HInstr *x, const int64_t *p) {
   return t;
 }
 
-bool layout_conv_is_canonical(const HInstr *in) {
+bool layout_conv_is_canonical(const HInstr *in, OptConvLayout form) {
   const ConvDims *d = in->conv;
   int r = in->shape.rank, nsp = r - 2;
   if (!d || nsp < 0 || d->in_sp.n != nsp || d->k_sp.n != nsp || d->out_sp.n != nsp) return false;
-  if (d->in_batch != 0 || d->in_feat != r - 1 || d->out_batch != 0 || d->out_feat != r - 1 ||
-      d->k_in != nsp || d->k_out != nsp + 1)
+  bool nchw = form == OPT_CONV_NCHW;
+  int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
+  int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
+  if (d->in_batch != 0 || d->in_feat != feat || d->out_batch != 0 || d->out_feat != feat || d->k_in != kin ||
+      d->k_out != kout)
     return false;
   for (int i = 0; i < nsp; i++)
-    if (d->in_sp.v[i] != i + 1 || d->out_sp.v[i] != i + 1 || d->k_sp.v[i] != i) return false;
+    if (d->in_sp.v[i] != sp0 + i || d->out_sp.v[i] != sp0 + i || d->k_sp.v[i] != ksp0 + i) return false;
   return true;
 }
 
@@ -126,7 +129,7 @@ static bool tf_dot(HModule *m, HInstr *in, int side) {
   return true;
 }
 
-static bool tf_conv(HModule *m, HInstr *in, int side) {
+static bool tf_conv(HModule *m, HInstr *in, int side, OptConvLayout form) {
   HInstr *t = in->ops[side];
   if (t->op != OP_TRANSPOSE || t->nctrl || !in->conv) return false;
   const int64_t *p = t->dims.v;
@@ -141,9 +144,9 @@ static bool tf_conv(HModule *m, HInstr *in, int side) {
     for (int i = 0; i < cd->k_sp.n; i++) cd->k_sp.v[i] = p[cd->k_sp.v[i]];
   }
   ConvDims *old = in->conv;
-  bool was = layout_conv_is_canonical(in);
+  bool was = layout_conv_is_canonical(in, form);
   in->conv = cd;
-  if (was && !layout_conv_is_canonical(in)) {
+  if (was && !layout_conv_is_canonical(in, form)) {
     in->conv = old;
     return false;
   }
@@ -162,7 +165,7 @@ bool layout_transpose_fold(HModule *m, PassCtx *pc) {
         if (in->op == OP_DOT)
           while (tf_dot(m, in, side)) changed = true;
         else if (in->op == OP_CONVOLUTION)
-          while (tf_conv(m, in, side)) changed = true;
+          while (tf_conv(m, in, side, pc->opts->conv_layout)) changed = true;
       }
     }
   }

@@ -12,6 +12,13 @@
 
 #define OPT_MAX_DISABLED 32
 
+/* The form conv-layout gives every convolution (the target's choice: cuDNN's f32 algorithms
+ * are fastest on NCHW, the CPU's implicit GEMM and tensor-core kernels want NHWC). */
+typedef enum OptConvLayout {
+  OPT_CONV_NHWC, /* b01f_01io->b01f (the default) */
+  OPT_CONV_NCHW, /* bf01_oi01->bf01 */
+} OptConvLayout;
+
 typedef struct OptOpts {
   const char *dump_dir;     /* write dumps here (NULL: no dumps) */
   bool time_passes;         /* print per-pass wall time to stderr at the end */
@@ -19,6 +26,7 @@ typedef struct OptOpts {
   int ndisabled;            /* passes not to run */
   const char *disabled[OPT_MAX_DISABLED]; /* their names */
   const char *stop_after;   /* stop the pipeline after the first run of this pass */
+  OptConvLayout conv_layout; /* canonical convolution form of the layout passes */
 } OptOpts;
 
 typedef struct PassCtx {

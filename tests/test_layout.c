@@ -144,7 +144,7 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
   Literal *before = lt_eval(m, a);
   cr_expect(tu_run(m, layout_conv_canonical));
   HInstr *c = lt_find(m->entry, OP_CONVOLUTION);
-  cr_expect(layout_conv_is_canonical(c));
+  cr_expect(layout_conv_is_canonical(c, OPT_CONV_NHWC));
   lt_expect_attrs(c, "f32[2,4,4,3]{3,2,1,0} convolution(");
   lt_expect_attrs(c, "dim_labels=b01f_01io->b01f");
   /* the input is transposed NCHW->NHWC, the constant kernel became an HWIO constant, the
@@ -157,6 +157,35 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
   lt_expect_attrs(m->entry->root, "dimensions={0,3,1,2}");
   lt_same(lt_eval(m, a), before);
   cr_expect(!tu_run(m, layout_conv_canonical), "canonical convolutions are left alone");
+  hlo_arena_free(a);
+  hlo_module_free(m);
+}
+
+Test(conv_layout, nchw_form_for_targets_that_ask) {
+  /* an NHWC/HWIO convolution becomes bf01_oi01->bf01 when the target wants NCHW; the parameter
+     kernel gets a transpose, the result is transposed back for the NHWC user */
+  HModule *m = tu_parse("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2,5,4,3]{3,2,1,0} parameter(0)\n"
+                        "  k = f32[3,2,3,4]{3,2,1,0} parameter(1)\n"
+                        "  ROOT c = f32[2,5,3,4]{3,2,1,0} convolution(x, k), window={size=3x2 pad=1_1x0_0}, "
+                        "dim_labels=b01f_01io->b01f\n"
+                        "}\n");
+  HArena *a = hlo_arena_new();
+  Literal *before = lt_eval(m, a);
+  OptOpts o = {0};
+  o.conv_layout = OPT_CONV_NCHW;
+  cr_expect(tu_run_opts(m, layout_conv_canonical, &o));
+  HInstr *c = lt_find(m->entry, OP_CONVOLUTION);
+  cr_expect(layout_conv_is_canonical(c, OPT_CONV_NCHW));
+  cr_expect(!layout_conv_is_canonical(c, OPT_CONV_NHWC));
+  lt_expect_attrs(c, "f32[2,4,5,3]{3,2,1,0} convolution(");
+  lt_expect_attrs(c, "dim_labels=bf01_oi01->bf01");
+  lt_expect_attrs(c->ops[0], "transpose(x), dimensions={0,3,1,2}");
+  lt_expect_attrs(c->ops[1], "f32[4,3,3,2]{3,2,1,0} transpose(k), dimensions={3,2,0,1}");
+  cr_expect_eq(m->entry->root->op, OP_TRANSPOSE);
+  lt_same(lt_eval(m, a), before);
+  cr_expect(!tu_run_opts(m, layout_conv_canonical, &o), "canonical convolutions are left alone");
   hlo_arena_free(a);
   hlo_module_free(m);
 }

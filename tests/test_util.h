@@ -28,10 +28,9 @@ static inline HModule *tu_parse(const char *text) {
 
 /* Run pass fn once with default options, then DCE, and verify. Returns whether fn reported
  * a change; an error it reports fails the test. */
-static inline bool tu_run(HModule *m, PassFn fn) {
+static inline bool tu_run_opts(HModule *m, PassFn fn, const OptOpts *o) {
   HErr err = {0};
-  OptOpts o = {0};
-  PassCtx pc = {&o, hlo_arena_new(), &err, NULL};
+  PassCtx pc = {o, hlo_arena_new(), &err, NULL};
   hlo_module_renumber(m);
   bool changed = fn(m, &pc);
   cr_assert(!err.set, "%s", err.msg);
@@ -41,6 +40,10 @@ static inline bool tu_run(HModule *m, PassFn fn) {
   hlo_arena_free(pc.scratch);
   cr_assert(hlo_verify(m, &err), "after pass: %s", err.msg);
   return changed;
+}
+static inline bool tu_run(HModule *m, PassFn fn) {
+  OptOpts o = {0};
+  return tu_run_opts(m, fn, &o);
 }
 
 /* Instructions of c with opcode op. */

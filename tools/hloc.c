@@ -32,6 +32,9 @@ static void usage(FILE *f) {
         "  --target=cpu         code generation target: cpu, or cuda where built with CUDA\n"
         "  --gpu-arch=sm_XX     cuda: GPU architecture for ptxas (default sm_90)\n"
         "  --precision=P        cuda: highest (true f32, default) or tf32 matrix products\n"
+        "  --conv-layout=L      nhwc or nchw: the form convolutions are computed in (default:\n"
+        "                       nchw for cuda at highest precision, where cuDNN's f32 Winograd\n"
+        "                       and FFT algorithms apply; nhwc otherwise)\n"
         "  --emit=ptx|cubin     cuda: kernels only, plus a JSON manifest (--manifest PATH,\n"
         "                       default beside -o); --stats prints registers and spills\n"
         "  --cpu NAME           CPU to generate code for (default: the host CPU)\n"
@@ -99,7 +102,7 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
-  const char *target = "cpu", *cpu = NULL, *features = NULL;
+  const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL;
 #ifdef HLOC_HAVE_CUDA
   /* --target=cuda options (targets/cuda) */
   const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL;
@@ -158,6 +161,8 @@ int main(int argc, char **argv) {
       cpu = v;
     } else if ((v = flag_value(argc, argv, &i, "--features"))) {
       features = v;
+    } else if ((v = flag_value(argc, argv, &i, "--conv-layout"))) {
+      conv_layout = v;
 #ifdef HLOC_HAVE_CUDA
     } else if ((v = flag_value(argc, argv, &i, "--gpu-arch"))) {
       gpu_arch = v;
@@ -202,6 +207,18 @@ int main(int argc, char **argv) {
             target);
     return 1;
   }
+
+  if (conv_layout && strcmp(conv_layout, "nhwc") && strcmp(conv_layout, "nchw")) {
+    fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n");
+    return 1;
+  }
+#ifdef HLOC_HAVE_CUDA
+  bool cuda_highest = is_cuda && !(precision && !strcmp(precision, "tf32"));
+#else
+  bool cuda_highest = false;
+#endif
+  oo.conv_layout = conv_layout ? (!strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC)
+                               : (cuda_highest ? OPT_CONV_NCHW : OPT_CONV_NHWC);
 
   HErr err = {0};
   double t_load = now_s();

@@ -231,12 +231,13 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
       }
       LLVMValueRef st[6];
       LLVMTypeRef t7[7] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
-      /* NHWC (1), float (0) */
-      LLVMValueRef xa[7] = {d[0], h_i32(h, 1), h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch), h_i32(h, c->cw)};
+      /* NCHW (0) or NHWC (1), float (0) */
+      LLVMValueRef fmt = h_i32(h, c->nchw ? 0 : 1);
+      LLVMValueRef xa[7] = {d[0], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch), h_i32(h, c->cw)};
       st[0] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, xa, 7);
-      LLVMValueRef ya[7] = {d[1], h_i32(h, 1), h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp), h_i32(h, c->cq)};
+      LLVMValueRef ya[7] = {d[1], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp), h_i32(h, c->cq)};
       st[1] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, ya, 7);
-      LLVMValueRef fa[7] = {d[2], h_i32(h, 0), h_i32(h, 1), h_i32(h, c->ck), h_i32(h, c->cc / c->groups), h_i32(h, c->cr), h_i32(h, c->cs)};
+      LLVMValueRef fa[7] = {d[2], h_i32(h, 0), fmt, h_i32(h, c->ck), h_i32(h, c->cc / c->groups), h_i32(h, c->cr), h_i32(h, c->cs)};
       st[2] = h_call(h, "cudnnSetFilter4dDescriptor", h->i32, t7, fa, 7);
       LLVMTypeRef t9[9] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
       /* cross-correlation (1), float accumulation (0) */

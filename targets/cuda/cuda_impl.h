@@ -39,7 +39,7 @@ typedef enum CuStepKind {
   CU_STEP_KERNEL, /* a generated kernel launch */
   CU_STEP_GEMM,   /* a cuBLAS strided batched GEMM (column-major terms) */
   CU_STEP_COPY,   /* a device-to-device copy */
-  CU_STEP_CONV,   /* a cuDNN convolution (NHWC input and output, KRSC filter) */
+  CU_STEP_CONV,   /* a cuDNN convolution (NHWC/KRSC or NCHW/KCRS) */
 } CuStepKind;
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
@@ -68,8 +68,10 @@ typedef struct CuStep {
   /* CU_STEP_COPY */
   CuPtr src, dst;         /* addresses */
   int64_t bytes;          /* size */
-  /* CU_STEP_CONV: y[n,p,q,k] = sum x[n, h, w, c] f[k, r, s, c] (cross-correlation, groups) */
+  /* CU_STEP_CONV: y[n,p,q,k] = sum x[n, h, w, c] f[k, r, s, c] (cross-correlation, groups),
+   * or in NCHW: y[n,k,p,q] = sum x[n, c, h, w] f[k, c, r, s] */
   int cidx;               /* convolution number (descriptors and algorithm per context) */
+  bool nchw;              /* NCHW tensors and KCRS filter (else NHWC and KRSC) */
   int64_t cn, cc, ch, cw; /* input as cuDNN sees it: batch, channels, height, width */
   int64_t ck, cr, cs;     /* filter: output channels, height, width (channels: cc / groups) */
   int64_t cp, cq;         /* output height, width */

@@ -16,9 +16,12 @@
  *     the output (consecutive threads write consecutive elements: coalesced), delinearized
  *     into idx[] for cpu_gen; multi-output fusions store every leaf of the same dims;
  *     leaves of other dims get kernels of their own that read the leaves already written.
- *     Column reductions (the operand's minor dimension kept) are loop kernels too: each
- *     thread reduces one output element serially, and neighbouring threads read neighbouring
- *     addresses;
+ *     Column reductions (the operand's minor dimension kept) with short columns (< 32
+ *     reduced elements per output) are loop kernels too: each thread reduces one output
+ *     element serially, and neighbouring threads read neighbouring addresses;
+ *   - column reduction with long columns (NHWC global pooling, batch norm statistics): the
+ *     lanes of a warp take 32 neighbouring outputs, the warps of a block (up to 32) split the
+ *     reduced elements, the partials meet in shared memory (ck_col_reduce);
  *   - row reduction (the operand's minor dimension reduced: softmax, layer norm, means): one
  *     warp per output element (8 per block) or, for long rows and few outputs, one 256-thread
  *     block; lanes stride over the reduced elements (coalesced), combine with the reducer
@@ -35,10 +38,13 @@
  *     kernel reading the product where cuBLAS wrote it (the fusion's own output buffer, in
  *     place, unless that buffer is shared with an operand);
  *   - convolution (alone or the hero of a kOutput fusion) in f32 with 1 or 2 spatial dims in
- *     the layout pass's b01f_01io->b01f form, without base dilation or reversal: a cuDNN
- *     step (NHWC input and output, KRSC filter). The filter is always staged into KRSC by a
- *     small loop kernel; the input is read in place when the fusion reads it directly and
- *     the padding is symmetric, otherwise staged with its padding made explicit (zeros).
+ *     one of the layout pass's forms, without base dilation or reversal: a cuDNN step, NHWC
+ *     input and output with a KRSC filter (b01f_01io->b01f, the filter always staged into
+ *     KRSC by a small loop kernel) or NCHW with a KCRS filter (bf01_oi01->bf01, chosen by the
+ *     driver for true f32, where cuDNN's Winograd and FFT algorithms apply; the filter read
+ *     in place when the fusion reads it directly); the input is read in place when the
+ *     fusion reads it directly and the padding is symmetric, otherwise staged with its
+ *     padding made explicit (zeros).
  *     The epilogue is a loop kernel, as for dots. Workspace: reserved in temp per module;
  *   - every other convolution and dot: loop kernels (one thread per output element, the
  *     elemental generator's accumulation loop);
@@ -485,6 +491,7 @@ typedef struct RowPlan {
   bool red[HLO_MAX_RANK];              /* reduced operand dims */
   int64_t R, K;                        /* output elements, reduced elements per output */
   bool block;                          /* one block (not one warp) per output element */
+  bool col;                            /* the operand's minor dim is kept: column scheme */
 } RowPlan;
 
 static bool rp_reaches(const HInstr *from, const HInstr *to, int depth) {
@@ -565,10 +572,12 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p) {
   int minor = -1;
   for (int d = p->os->rank - 1; d >= 0 && minor < 0; d--)
     if (p->os->dims[d] > 1) minor = d;
-  if (minor < 0 || !p->red[minor]) return false; /* minor dim kept: column scheme */
+  if (minor < 0) return false;
+  p->col = !p->red[minor]; /* minor dim kept: lanes take neighbouring outputs */
   p->R = hlo_shape_elems(&h0->shape);
   p->K = hlo_shape_elems(p->os) / (p->R ? p->R : 1);
   if (p->R == 0 || p->K < 2) return false;
+  if (p->col && p->K < 32) return false; /* short columns: the loop kernel, one output per thread */
   /* outputs: the reduce's dims (epilogue) or the operand's dims (multi-output loop leaves) */
   const Shape *s = &in->shape;
   if (s->dt == DT_TUPLE) {
@@ -578,7 +587,7 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p) {
   } else if (!ck_squeeze_eq(s, &h0->shape)) {
     return false;
   }
-  p->block = p->K >= 2048 && p->R < 4 * 132;
+  p->block = !p->col && p->K >= 2048 && p->R < 4 * 132;
   return true;
 }
 
@@ -642,98 +651,33 @@ static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int fr
   }
 }
 
-static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
-  CpuCg *cg = &cc->cg;
-  CuStep *st;
-  CpuKern *k = ck_begin(cc, in, p->block ? "block-reduce" : "warp-reduce", 0, NULL, NULL, &st);
-  LLVMBuilderRef B = k->B;
-  ck_bind_fusion(k, in);
-  LLVMValueRef out = ck_buffer(k, in);
-  const Shape *s = &in->shape;
+/* A shared-memory array of `slots` 8-byte slots for step st's kernel. */
+static LLVMValueRef ck_smem(CpuKern *k, CuStep *st, int slots) {
+  CpuCg *cg = k->cg;
+  LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)slots);
+  char nm[128];
+  snprintf(nm, sizeof nm, "%s_smem", st->name);
+  LLVMValueRef smem = LLVMAddGlobalInAddressSpace(cg->M, at, nm, 3);
+  LLVMSetInitializer(smem, LLVMGetUndef(at));
+  LLVMSetLinkage(smem, LLVMInternalLinkage);
+  LLVMSetAlignment(smem, 8);
+  st->smem = 8 * slots;
+  return smem;
+}
+
+/* Slot i of shared array smem. */
+static LLVMValueRef ck_smem_at(CpuKern *k, LLVMValueRef smem, LLVMValueRef i) {
+  LLVMValueRef ix[2] = {cpu_i64(k, 0), i};
+  return LLVMBuildInBoundsGEP2(k->B, LLVMGlobalGetValueType(smem), smem, ix, 2, "");
+}
+
+/* The outputs of the reduce's dims at output index oidx, from the reduced values acc: the
+ * values enter the cache (with reshapes that only add or drop unit dims), then the fusion's
+ * root (or each such tuple leaf) is generated on top of them and stored. */
+static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out, LLVMValueRef *oidx,
+                            LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
-  int nwarps = CU_BLOCK / 32;
-  int64_t rows_per_block = p->block ? 1 : nwarps;
-  st->block = CU_BLOCK;
-  st->grid = ck_grid(p->R, rows_per_block);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
-  LLVMValueRef j0 = p->block ? tid : lane;
-  int64_t jstep = p->block ? CU_BLOCK : 32;
-  LLVMValueRef smem = NULL;
-  if (p->block) {
-    LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(nwarps * p->nh));
-    char nm[128];
-    snprintf(nm, sizeof nm, "%s_smem", st->name);
-    smem = LLVMAddGlobalInAddressSpace(cg->M, at, nm, 3);
-    LLVMSetInitializer(smem, LLVMGetUndef(at));
-    LLVMSetLinkage(smem, LLVMInternalLinkage);
-    LLVMSetAlignment(smem, 8);
-    st->smem = 8 * nwarps * p->nh;
-  }
-  CpuLoop rl;
-  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * rows_per_block));
-  LLVMValueRef oidx[HLO_MAX_RANK];
-  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
-  LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
-  LLVMTypeRef aty[CU_MAX_HEROES];
-  for (int h = 0; h < p->nh; h++) {
-    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
-    accp[h] = cpu_alloca(k, aty[h]);
-    LLVMBuildStore(B, init[h], accp[h]);
-  }
-  /* the lanes' strided partial reductions */
-  int64_t rext[HLO_MAX_RANK];
-  int nr = 0;
-  for (int d = 0; d < p->os->rank; d++)
-    if (p->red[d]) rext[nr++] = p->os->dims[d];
-  CpuLoop jl;
-  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, cpu_i64(k, p->K), cpu_i64(k, jstep));
-  LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
-  ck_delin(k, j, rext, nr, ridx);
-  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
-  LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
-  for (int h = 0; h < p->nh; h++) {
-    if (!(v[h] = cpu_gen(k, p->hero[h]->ops[0], full))) return ck_end(k);
-    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
-  }
-  if (!ck_combine(k, p, acc, v)) return ck_end(k);
-  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
-  if (s->dt == DT_TUPLE) /* leaves with the operand's dims, written once here */
-    for (int q = 0; q < s->ntuple && !k->failed; q++) {
-      if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
-      LLVMValueRef lv = cpu_gen(k, p->comp->root->ops[q], full);
-      if (lv) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
-    }
-  cpu_loop_close(k, &jl);
-  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
-  ck_shfl_tree(k, p, acc, 16);
-  int m1 = 0, m2 = 0;
-  LLVMBasicBlockRef join_w = NULL;
-  if (p->block) {
-    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m1);
-    for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef ix[2] = {cpu_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "")};
-      LLVMBuildStore(B, acc[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""));
-    }
-    ck_endif(k, jn, m1);
-    ck_barrier(k);
-    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), &m2);
-    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
-    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
-    for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef ix[2] = {cpu_i64(k, 0), LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "")};
-      LLVMValueRef x = LLVMBuildLoad2(B, aty[h], LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, ix, 2, ""), "");
-      acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
-    }
-    ck_shfl_tree(k, p, acc, nwarps / 2);
-  }
-  /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
-  int m3 = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m3);
+  const Shape *s = &in->shape;
   for (int h = 0; h < p->nh; h++) {
     ck_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
@@ -758,12 +702,177 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
       if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
     }
   }
+}
+
+/* The lanes' partial reductions over reduced indices j = j0, j0 + jstep, ... < K for output
+ * index oidx, accumulated into accp[]; leaves of a tuple output with the operand's dims are
+ * written on the way (every operand element is visited once). */
+static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out, LLVMValueRef *oidx,
+                           LLVMValueRef j0, int64_t jstep, LLVMValueRef *accp, LLVMTypeRef *aty) {
+  LLVMBuilderRef B = k->B;
+  const Shape *s = &in->shape;
+  int64_t rext[HLO_MAX_RANK];
+  int nr = 0;
+  for (int d = 0; d < p->os->rank; d++)
+    if (p->red[d]) rext[nr++] = p->os->dims[d];
+  CpuLoop jl;
+  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, cpu_i64(k, p->K), cpu_i64(k, jstep));
+  LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
+  ck_delin(k, j, rext, nr, ridx);
+  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
+  LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    if (!(v[h] = cpu_gen(k, p->hero[h]->ops[0], full))) return false;
+    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  }
+  if (!ck_combine(k, p, acc, v)) return false;
+  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
+  if (s->dt == DT_TUPLE) /* leaves with the operand's dims, written once here */
+    for (int q = 0; q < s->ntuple && !k->failed; q++) {
+      if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
+      LLVMValueRef lv = cpu_gen(k, p->comp->root->ops[q], full);
+      if (lv) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
+    }
+  cpu_loop_close(k, &jl);
+  return !k->failed;
+}
+
+static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, p->block ? "block-reduce" : "warp-reduce", 0, NULL, NULL, &st);
+  LLVMBuilderRef B = k->B;
+  ck_bind_fusion(k, in);
+  LLVMValueRef out = ck_buffer(k, in);
+  const HInstr *h0 = p->hero[0];
+  int nwarps = CU_BLOCK / 32;
+  int64_t rows_per_block = p->block ? 1 : nwarps;
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(p->R, rows_per_block);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef j0 = p->block ? tid : lane;
+  int64_t jstep = p->block ? CU_BLOCK : 32;
+  LLVMValueRef smem = p->block ? ck_smem(k, st, nwarps * p->nh) : NULL;
+  CpuLoop rl;
+  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * rows_per_block));
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
+  LLVMTypeRef aty[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
+    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
+    accp[h] = cpu_alloca(k, aty[h]);
+    LLVMBuildStore(B, init[h], accp[h]);
+  }
+  /* the lanes' strided partial reductions */
+  if (!ck_reduce_span(k, p, in, out, oidx, j0, jstep, accp, aty)) return ck_end(k);
+  LLVMValueRef acc[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  ck_shfl_tree(k, p, acc, 16);
+  int m1 = 0, m2 = 0;
+  LLVMBasicBlockRef join_w = NULL;
+  if (p->block) {
+    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m1);
+    for (int h = 0; h < p->nh; h++) {
+      LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+      LLVMBuildStore(B, acc[h], ck_smem_at(k, smem, i));
+    }
+    ck_endif(k, jn, m1);
+    ck_barrier(k);
+    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), &m2);
+    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
+    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
+    for (int h = 0; h < p->nh; h++) {
+      LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+      LLVMValueRef x = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
+      acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
+    }
+    ck_shfl_tree(k, p, acc, nwarps / 2);
+  }
+  /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
+  int m3 = 0;
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m3);
+  ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jo, m3);
   if (p->block) {
     ck_endif(k, join_w, m2);
     ck_barrier(k); /* shared memory is reused by the next row */
   }
   cpu_loop_close(k, &rl);
+  return ck_end(k);
+}
+
+
+/* Column reduction (the operand's minor dim kept): blocks of 32 x nwarps threads, the 32
+ * lanes of a warp take 32 consecutive outputs (neighbouring addresses in every load) and the
+ * warps split each output's reduced elements (j = warp, warp + nwarps, ...); the warps'
+ * partials meet in shared memory and warp 0 combines them in warp order (deterministic) and
+ * writes the outputs. The block loop is uniform across the block (barriers inside); lanes
+ * past the last output only take part in the barriers. */
+static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "col-reduce", 0, NULL, NULL, &st);
+  LLVMBuilderRef B = k->B;
+  ck_bind_fusion(k, in);
+  LLVMValueRef out = ck_buffer(k, in);
+  const HInstr *h0 = p->hero[0];
+  int nwarps = p->nh <= 4 && p->K >= 1024 ? 32 : 8; /* shared memory: 32 x nwarps x nh slots */
+  st->block = 32 * nwarps;
+  st->grid = ck_grid(p->R, 32);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef smem = ck_smem(k, st, 32 * nwarps * p->nh);
+  LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
+  LLVMTypeRef aty[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
+    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
+    accp[h] = cpu_alloca(k, aty[h]);
+  }
+  CpuLoop bl;
+  LLVMValueRef base = cpu_loop_open_step(k, &bl, LLVMBuildNSWMul(B, bid, cpu_i64(k, 32), ""), cpu_i64(k, p->R),
+                                         cpu_i64(k, st->grid * 32));
+  LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
+  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, p->R), "");
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  ck_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank, oidx);
+  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, init[h], accp[h]);
+  int m1 = 0, m2 = 0;
+  LLVMBasicBlockRef jv = ck_if(k, valid, &m1);
+  if (!ck_reduce_span(k, p, in, out, oidx, warp, nwarps, accp, aty)) return ck_end(k);
+  ck_endif(k, jv, m1);
+  /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
+  LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, 32), ""), lane, "");
+  for (int h = 0; h < p->nh; h++) {
+    LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+    LLVMBuildStore(B, LLVMBuildLoad2(B, aty[h], accp[h], ""), ck_smem_at(k, smem, i));
+  }
+  ck_barrier(k);
+  LLVMValueRef w0 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), valid, "");
+  LLVMBasicBlockRef jw = ck_if(k, w0, &m2);
+  LLVMValueRef acc[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) acc[h] = init[h];
+  for (int w = 0; w < nwarps && !k->failed; w++) {
+    LLVMValueRef v[CU_MAX_HEROES];
+    for (int h = 0; h < p->nh; h++) {
+      LLVMValueRef i = LLVMBuildNSWAdd(B, cpu_i64(k, (int64_t)w * 32 * p->nh + h),
+                                       LLVMBuildNSWMul(B, lane, cpu_i64(k, p->nh), ""), "");
+      v[h] = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
+    }
+    if (!ck_combine(k, p, acc, v)) return ck_end(k);
+  }
+  ck_reduce_store(k, p, in, out, oidx, acc);
+  ck_endif(k, jw, m2);
+  ck_barrier(k); /* shared memory is reused by the next 32 outputs */
+  cpu_loop_close(k, &bl);
   return ck_end(k);
 }
 
@@ -964,25 +1073,40 @@ static const HInstr *ck_conv_hero(const HInstr *in) {
   return hero;
 }
 
-/* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in the layout pass's canonical form
- * (b01f_01io->b01f), no base dilation or window reversal, non-negative padding, feature
- * groups only, sizes within int. */
+/* Which of the layout pass's canonical forms conv has: 1 for NHWC (b01f_01io->b01f), 2 for
+ * NCHW (bf01_oi01->bf01), 0 for neither. */
+static int ck_conv_form(const HInstr *conv) {
+  int r = conv->shape.rank, nsp = r - 2;
+  const ConvDims *d = conv->conv;
+  for (int form = 1; form <= 2; form++) {
+    bool nchw = form == 2;
+    int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
+    int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
+    bool ok = d->in_batch == 0 && d->in_feat == feat && d->out_batch == 0 && d->out_feat == feat &&
+              d->k_in == kin && d->k_out == kout && d->in_sp.n == nsp && d->out_sp.n == nsp && d->k_sp.n == nsp;
+    for (int i = 0; ok && i < nsp; i++)
+      ok = d->in_sp.v[i] == sp0 + i && d->out_sp.v[i] == sp0 + i && d->k_sp.v[i] == ksp0 + i;
+    if (ok) return form;
+  }
+  return 0;
+}
+
+/* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in one of the layout pass's canonical
+ * forms, no base dilation or window reversal, non-negative padding, feature groups only, sizes
+ * within int. */
 static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
   if (cc->o->no_cublas || !conv) return false;
   const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
   if (ys->dt != DT_F32 || xs->dt != DT_F32 || ks->dt != DT_F32) return false;
   int r = ys->rank, nsp = r - 2;
   if (nsp < 1 || nsp > 2 || xs->rank != r || ks->rank != r || conv->batch_groups != 1) return false;
-  const ConvDims *d = conv->conv;
-  if (d->in_batch != 0 || d->in_feat != r - 1 || d->out_batch != 0 || d->out_feat != r - 1 ||
-      d->k_in != nsp || d->k_out != nsp + 1)
-    return false;
+  int form = ck_conv_form(conv);
+  if (!form) return false;
   for (int i = 0; i < nsp; i++) {
-    if (d->in_sp.v[i] != i + 1 || d->out_sp.v[i] != i + 1 || d->k_sp.v[i] != i) return false;
     const WinDim *w = &conv->window->d[i];
     if (w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->stride < 1 || w->win_dil < 1)
       return false;
-    if (w->size != ks->dims[i]) return false;
+    if (w->size != ks->dims[(form == 2 ? 2 : 0) + i]) return false;
   }
   for (int i = 0; i < r; i++)
     if (xs->dims[i] > INT32_MAX / 4 || ys->dims[i] > INT32_MAX || ks->dims[i] > INT32_MAX || ys->dims[i] == 0 ||
@@ -1050,11 +1174,11 @@ static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
   return ck_end(k);
 }
 
-/* cuDNN workspace reserved for one convolution: half its input plus output, at least
+/* cuDNN workspace reserved for one convolution: 8 times its input plus output, at least
  * 64 MiB, at most 1 GiB (the algorithm search at first use takes the fastest algorithm whose
- * workspace fits). */
+ * workspace fits; FFT-tiling and Winograd algorithms want several times the tensors). */
 static int64_t ck_conv_ws(int64_t xbytes, int64_t ybytes) {
-  int64_t w = (xbytes + ybytes) / 2;
+  int64_t w = (xbytes + ybytes) * 8;
   if (w < ((int64_t)64 << 20)) w = (int64_t)64 << 20;
   if (w > ((int64_t)1 << 30)) w = (int64_t)1 << 30;
   return ck_align(w);
@@ -1065,6 +1189,11 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
   const WinDim *wd = conv->window->d;
   int r = ys->rank, nsp = r - 2, off = 2 - nsp; /* HLO spatial dim i is cuDNN's off + i */
+  bool nchw = ck_conv_form(conv) == 2;
+  int sp0 = nchw ? 2 : 1;            /* first spatial dim of input and output */
+  int ksp0 = nchw ? 2 : 0;           /* first spatial dim of the filter */
+  int feat = nchw ? 1 : r - 1;       /* feature dim of input and output */
+  int kout = nchw ? 0 : r - 1, kin = nchw ? 1 : nsp;
   int64_t stage = cg->plan.temp_bytes, used = 0;
   int64_t xdims[HLO_MAX_RANK];
   for (int i = 0; i < r; i++) xdims[i] = xs->dims[i];
@@ -1081,8 +1210,8 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     c.expr = conv->ops[0];
     c.nsp = nsp;
     for (int i = 0; i < nsp; i++) {
-      c.lo[i + 1] = wd[i].pad_lo;
-      xdims[i + 1] += wd[i].pad_lo + wd[i].pad_hi;
+      c.lo[sp0 + i] = wd[i].pad_lo;
+      xdims[sp0 + i] += wd[i].pad_lo + wd[i].pad_hi;
     }
     Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
     *cs = hlo_shape_array(DT_F32, r, xdims);
@@ -1091,17 +1220,22 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     used += ck_align((int64_t)hlo_shape_bytes(cs));
     if (!ck_conv_stage(cc, in, &c, xp)) return false;
   }
-  /* filter [sp..., c, k] -> cuDNN's NHWC filter layout [k, sp..., c] */
-  {
+  /* filter: NHWC needs cuDNN's KRSC from [sp..., c, k], always staged; NCHW's KCRS is the
+   * operand's own layout, read in place when the fusion reads it directly */
+  const HInstr *fd_in = nchw ? ck_direct(in, conv->ops[1]) : NULL;
+  if (!(fd_in && cuda_ptr_of(cc, fd_in, &fp))) {
     ConvStageCtx c;
     memset(&c, 0, sizeof c);
     c.expr = conv->ops[1];
-    c.filter = true;
+    c.filter = !nchw;
     c.nsp = nsp;
     int64_t fd[HLO_MAX_RANK];
-    fd[0] = ks->dims[r - 1];
-    for (int i = 0; i < nsp; i++) fd[i + 1] = ks->dims[i];
-    fd[r - 1] = ks->dims[nsp];
+    for (int i = 0; i < r; i++) fd[i] = ks->dims[i];
+    if (!nchw) {
+      fd[0] = ks->dims[r - 1];
+      for (int i = 0; i < nsp; i++) fd[i + 1] = ks->dims[i];
+      fd[r - 1] = ks->dims[nsp];
+    }
     Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
     *cs = hlo_shape_array(DT_F32, r, fd);
     c.cs = cs;
@@ -1120,15 +1254,16 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   if (used > cc->stage_bytes) cc->stage_bytes = used;
   CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
   g->cidx = cc->nconvs++;
+  g->nchw = nchw;
   g->cn = xdims[0];
-  g->cc = xdims[r - 1];
-  g->ch = nsp == 2 ? xdims[1] : 1;
-  g->cw = xdims[nsp];
-  g->ck = ks->dims[r - 1];
-  g->cr = nsp == 2 ? ks->dims[0] : 1;
-  g->cs = ks->dims[nsp - 1];
-  g->cp = nsp == 2 ? ys->dims[1] : 1;
-  g->cq = ys->dims[nsp];
+  g->cc = xdims[feat];
+  g->ch = nsp == 2 ? xdims[sp0] : 1;
+  g->cw = xdims[sp0 + nsp - 1];
+  g->ck = ks->dims[kout];
+  g->cr = nsp == 2 ? ks->dims[ksp0] : 1;
+  g->cs = ks->dims[ksp0 + nsp - 1];
+  g->cp = nsp == 2 ? ys->dims[sp0] : 1;
+  g->cq = ys->dims[sp0 + nsp - 1];
   g->groups = conv->feature_groups > 0 ? conv->feature_groups : 1;
   for (int j = 0; j < 2; j++) g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
   for (int i = 0; i < nsp; i++) {
@@ -1140,7 +1275,7 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   int64_t in_sz[2] = {g->ch, g->cw}, k_sz[2] = {g->cr, g->cs}, o_sz[2] = {g->cp, g->cq};
   for (int j = 0; j < 2; j++)
     HLO_ASSERT((in_sz[j] + 2 * g->pad[j] - (k_sz[j] - 1) * g->dil[j] - 1) / g->stride[j] + 1 == o_sz[j]);
-  HLO_ASSERT(g->ck == ys->dims[r - 1] && g->cc == ks->dims[nsp] * g->groups);
+  HLO_ASSERT(g->ck == ys->dims[feat] && g->cc == ks->dims[kin] * g->groups);
   g->x = xp, g->w = fp, g->y = yp;
   g->ws = (CuPtr){CU_TEMP, 0, 0}; /* placed after the staging area by cuda_compile() */
   int64_t ws = ck_conv_ws((int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
@@ -1248,7 +1383,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   RowPlan rp;
-  if (ck_row_plan(in, &rp)) return ck_row_reduce(cc, in, &rp);
+  if (ck_row_plan(in, &rp)) return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
   const Shape *s = &in->shape;
   if (s->dt == DT_TUPLE) {
     if (in->op == OP_FUSION && in->calls[0]->root->op == OP_TUPLE) {
