@@ -63,6 +63,7 @@ typedef struct CudaOpts {
   CudaPrecision precision;   /* dot precision through cuBLAS */
   int opt_level;             /* 0..3: LLVM pipeline for the kernels (ptxas always -O3) */
   bool no_cublas;            /* generate every dot as a kernel instead of calling cuBLAS */
+  int64_t conv_ws_limit;     /* cuDNN workspace reserved in temp, at most (bytes; 0: 3 GiB) */
   FILE *stats;               /* when set: one line per kernel (registers, spills, launch) */
 } CudaOpts;
 

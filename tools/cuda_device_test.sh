@@ -6,7 +6,11 @@
 # needs neither LLVM nor protobuf-c): hloc --target=cuda per fixture, the driver
 # tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
 # toolkit's stub library) and the libraries the model's header lists (MODEL_CUDA_LIBS:
-# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside. device/bench
+# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside. Then the same for
+# every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
+# reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
+# and nhwc), its inputs and expected outputs made here by the reference interpreter
+# (hloc-bench-ref --save: the benchmark's deterministic inputs). device/bench
 # (tools/cuda_bench.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
@@ -16,7 +20,7 @@ CUDA=${CUDA_HOME:-/usr/local/cuda}
 CORPUS=${HLOC_CORPUS:-$ROOT/../shared/corpus}/fixtures
 OUT=$ROOT/device
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target hloc hloc_hlo -j2 >/dev/null
+cmake --build "$BUILD" --target hloc hloc_hlo hloc-bench-ref -j2 >/dev/null
 CUBLAS_DIR=$(dirname "$(ls "$CUDA"/lib64/libcublas.so "$CUDA"/lib/libcublas.so 2>/dev/null | head -n 1)")
 mkdir -p "$OUT"
 for d in "$OUT"/*/; do [ "$d" = "$OUT/bench/" ] || rm -rf "$d"; done
@@ -29,6 +33,18 @@ for f in "$CORPUS"/*/; do
     "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
     -lpthread -lm -o "$OUT/$n/run"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
+done
+for f in "$ROOT"/tests/cuda/cases/*.hlo; do
+  for layout in nchw nhwc; do
+    n=case_$(basename "$f" .hlo)_$layout
+    mkdir -p "$OUT/$n"
+    "$BUILD/hloc" "$f" --target=cuda --conv-layout=$layout --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
+    libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
+    cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
+      "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
+      -lpthread -lm -o "$OUT/$n/run"
+    "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
+  done
 done
 cat >"$OUT/run.sh" <<'RUN'
 #!/bin/sh

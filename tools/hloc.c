@@ -35,6 +35,8 @@ static void usage(FILE *f) {
         "  --conv-layout=L      nhwc or nchw: the form convolutions are computed in (default:\n"
         "                       nchw for cuda at highest precision, where cuDNN's f32 Winograd\n"
         "                       and FFT algorithms apply; nhwc otherwise)\n"
+        "  --conv-workspace=MIB cuda: cuDNN workspace reserved in temp, at most MIB MiB\n"
+        "                       (default 3072; less memory may mean slower algorithms)\n"
         "  --emit=ptx|cubin     cuda: kernels only, plus a JSON manifest (--manifest PATH,\n"
         "                       default beside -o); --stats prints registers and spills\n"
         "  --cpu NAME           CPU to generate code for (default: the host CPU)\n"
@@ -105,7 +107,7 @@ int main(int argc, char **argv) {
   const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL;
 #ifdef HLOC_HAVE_CUDA
   /* --target=cuda options (targets/cuda) */
-  const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL;
+  const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL, *conv_ws = NULL;
 #endif
   int opt = 2;
   OptOpts oo = {0};
@@ -170,6 +172,8 @@ int main(int argc, char **argv) {
       precision = v;
     } else if ((v = flag_value(argc, argv, &i, "--manifest"))) {
       manifest = v;
+    } else if ((v = flag_value(argc, argv, &i, "--conv-workspace"))) {
+      conv_ws = v;
 #endif
     } else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' && argv[i][2] <= '3' &&
                !argv[i][3]) {
@@ -299,8 +303,14 @@ int main(int argc, char **argv) {
     co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ : !strcmp(emit, "ptx") ? CUDA_EMIT_PTX : CUDA_EMIT_CUBIN;
     co.precision = precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
     co.stats = stats ? stderr : NULL;
+    char *end = NULL;
+    long long mib = conv_ws ? strtoll(conv_ws, &end, 10) : 0;
+    co.conv_ws_limit = (int64_t)mib << 20;
     if (precision && strcmp(precision, "tf32") && strcmp(precision, "highest")) {
       fprintf(stderr, "hloc: --precision must be highest or tf32\n");
+      rc = 1;
+    } else if (conv_ws && (end == conv_ws || *end || mib < 1 || mib > (1LL << 24))) {
+      fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n");
       rc = 1;
     } else {
       if (co.emit == CUDA_EMIT_OBJ) co.header_path = header ? header : (hdr = replace_ext(out, ".h"));

@@ -185,8 +185,8 @@ static void cc_stats(CudaCg *cc, FILE *f) {
                        s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
                        (long long)s->batch, s->in->name);
     else if (s->kind == CU_STEP_CONV)
-      fprintf(f, "cuda: cudnn conv %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld groups=%lld  (%s)\n",
-              s->nchw ? "NCHW" : "NHWC", (long long)s->cn, (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
+      fprintf(f, "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld groups=%lld  (%s)\n",
+              s->wgrad ? "wgrad" : "conv", s->nchw ? "NCHW" : "NHWC", (long long)s->cn, (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
               (long long)s->cr, (long long)s->cs, (long long)s->cp, (long long)s->cq, (long long)s->groups,
               s->in->name);
     else

@@ -184,12 +184,13 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
       hlo_str_printf(&b, ", \"c\": ");
       jptr(&b, &s->c);
     } else if (s->kind == CU_STEP_CONV) {
-      hlo_str_printf(&b, "\"kind\": \"conv\", \"function\": \"cudnnConvolutionForward\", \"layout\": \"%s\", "
+      hlo_str_printf(&b, "\"kind\": \"conv\", \"function\": \"%s\", \"layout\": \"%s\", "
               "\"filter_layout\": \"%s\", \"math\": \"%s\", \"n\": %lld, \"c\": %lld, \"h\": %lld, \"w\": %lld, "
               "\"k\": %lld, \"r\": %lld, \"s\": %lld, \"p\": %lld, \"q\": %lld, \"pad\": [%lld, %lld], "
               "\"stride\": [%lld, %lld], \"dilation\": [%lld, %lld], \"groups\": %lld, "
               "\"workspace_bytes\": %lld, \"x\": ",
-         s->nchw ? "NCHW" : "NHWC", s->nchw ? "KCRS" : "KRSC",
+         s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", s->nchw ? "NCHW" : "NHWC",
+         s->nchw ? "KCRS" : "KRSC",
          cc->o->precision == CUDA_PRECISION_TF32 ? "CUDNN_TENSOR_OP_MATH" : "CUDNN_FMA_MATH", (long long)s->cn,
          (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck, (long long)s->cr, (long long)s->cs,
          (long long)s->cp, (long long)s->cq, (long long)s->pad[0], (long long)s->pad[1], (long long)s->stride[0],

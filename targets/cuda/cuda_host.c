@@ -7,10 +7,11 @@
  *   - per-context state for up to CU_SLOTS CUDA contexts: the CUcontext, the loaded CUmodule,
  *     the CUfunction of every kernel, when a GEMM step exists a cuBLAS handle, and when a
  *     convolution step exists a cuDNN handle with, per convolution, its four descriptors
- *     (NHWC tensors, KRSC filter, convolution with groups and math type: FMA only for
- *     highest precision, tensor ops for tf32) and the algorithm chosen at load time by
- *     cudnnFindConvolutionForwardAlgorithm: the fastest that succeeded and whose workspace
- *     fits the part of temp reserved for it (none fits: init returns 3). A slot
+ *     (NCHW tensors with a KCRS filter or NHWC with KRSC, convolution with groups and math
+ *     type: FMA only for highest precision, tensor ops for tf32) and the algorithm chosen at
+ *     load time by cudnnFindConvolutionForwardAlgorithm (BackwardFilter for weight
+ *     gradients): the fastest that succeeded and whose workspace fits the part of temp
+ *     reserved for it (none fits: init returns 3). A slot
  *     is filled once under a process-wide pthread mutex and published by a release store
  *     of its context; lookups are acquire loads, so the launch path takes no lock;
  *   - int NAME_cuda_init(void): loads the module into the current context (cubin, else PTX)
@@ -18,8 +19,8 @@
  *   - int NAME_cuda_run(args, results, temp, stream): every step in order on the stream:
  *     cuLaunchKernel with an argument array of device pointers (base + offset), cuBLAS
  *     cublasGemmStridedBatchedEx (the handle is set to the stream under the mutex, since
- *     a handle is not safe to use from two threads at once), cudnnConvolutionForward (the same
- *     way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or
+ *     a handle is not safe to use from two threads at once), cudnnConvolutionForward or
+ *     cudnnConvolutionBackwardFilter (the same way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or
  *     100000 + a cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE),
  *     2 when more than CU_SLOTS contexts are used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
@@ -254,8 +255,9 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
         EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""), LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
       /* time every algorithm once (cuDNN allocates its own buffers), fastest first */
       LLVMTypeRef t8[8] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
-      LLVMValueRef fa8[8] = {handle, d[0], d[2], d[3], d[1], h_i32(h, 8), cnt, perf};
-      LLVMValueRef sf = h_call(h, "cudnnFindConvolutionForwardAlgorithm", h->i32, t8, fa8, 8);
+      LLVMValueRef fa8[8] = {handle, d[0], c->wgrad ? d[1] : d[2], d[3], c->wgrad ? d[2] : d[1], h_i32(h, 8), cnt, perf};
+      LLVMValueRef sf = h_call(h, c->wgrad ? "cudnnFindConvolutionBackwardFilterAlgorithm" : "cudnnFindConvolutionForwardAlgorithm",
+                               h->i32, t8, fa8, 8);
       EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""), LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
       LLVMValueRef n = LLVMBuildLoad2(B, h->i32, cnt, "");
       /* the first result that succeeded and whose workspace fits the reserve */
@@ -417,10 +419,13 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       LLVMValueRef sa[2] = {dnn, stream};
       LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
       LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
-      LLVMValueRef fa[13] = {dnn, alpha, d[0], h_addr(h, &s->x, args, results, temp), d[2],
-                             h_addr(h, &s->w, args, results, temp), d[3], algo, h_addr(h, &s->ws, args, results, temp),
-                             h_i64(h, cc->ws_bytes), beta, d[1], h_addr(h, &s->y, args, results, temp)};
-      LLVMValueRef st2 = h_call(h, "cudnnConvolutionForward", h->i32, fp, fa, 13);
+      /* forward: (x, w) -> y; backward filter: (x, dy = y) -> dw = w */
+      int in2 = s->wgrad ? 1 : 2, out = s->wgrad ? 2 : 1;
+      LLVMValueRef fa[13] = {dnn, alpha, d[0], h_addr(h, &s->x, args, results, temp), d[in2],
+                             h_addr(h, s->wgrad ? &s->y : &s->w, args, results, temp), d[3], algo,
+                             h_addr(h, &s->ws, args, results, temp), h_i64(h, cc->ws_bytes), beta, d[out],
+                             h_addr(h, s->wgrad ? &s->w : &s->y, args, results, temp)};
+      LLVMValueRef st2 = h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32, fp, fa, 13);
       h_lock(h, false);
       LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
       h_check(h, st, 100000);

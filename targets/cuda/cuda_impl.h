@@ -72,6 +72,7 @@ typedef struct CuStep {
    * or in NCHW: y[n,k,p,q] = sum x[n, c, h, w] f[k, c, r, s] */
   int cidx;               /* convolution number (descriptors and algorithm per context) */
   bool nchw;              /* NCHW tensors and KCRS filter (else NHWC and KRSC) */
+  bool wgrad;             /* backward filter: x and y (the output gradient) in, w out */
   int64_t cn, cc, ch, cw; /* input as cuDNN sees it: batch, channels, height, width */
   int64_t ck, cr, cs;     /* filter: output channels, height, width (channels: cc / groups) */
   int64_t cp, cq;         /* output height, width */

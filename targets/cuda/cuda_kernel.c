@@ -492,6 +492,7 @@ typedef struct RowPlan {
   int64_t R, K;                        /* output elements, reduced elements per output */
   bool block;                          /* one block (not one warp) per output element */
   bool col;                            /* the operand's minor dim is kept: column scheme */
+  int64_t split;                       /* blocks sharing one output's reduced elements (>= 1) */
 } RowPlan;
 
 static bool rp_reaches(const HInstr *from, const HInstr *to, int depth) {
@@ -588,6 +589,19 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p) {
     return false;
   }
   p->block = !p->col && p->K >= 2048 && p->R < 4 * 132;
+  /* few outputs with long reductions (batch-norm statistics: 64 channels of 1.6M elements):
+   * split each output's elements over several blocks so that about 4 blocks per SM run,
+   * partials combined by a second kernel (ck_split_finish) */
+  p->split = 1;
+  if (p->block || p->col) {
+    int64_t blocks = p->col ? (p->R + 31) / 32 : p->R, want = p->col ? 2 * 132 : 4 * 132;
+    int64_t minper = p->col ? 256 : 2048; /* reduced elements per block slice, at least */
+    int64_t sp = (want + blocks - 1) / blocks;
+    if (sp > 256) sp = 256;
+    if (sp > p->K / minper) sp = p->K / minper;
+    while (sp > 1 && blocks * sp > CU_MAX_GRID) sp--;
+    if (sp > 1) p->split = sp;
+  }
   return true;
 }
 
@@ -704,11 +718,11 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
   }
 }
 
-/* The lanes' partial reductions over reduced indices j = j0, j0 + jstep, ... < K for output
+/* The lanes' partial reductions over reduced indices j = j0, j0 + jstep, ... < jend for output
  * index oidx, accumulated into accp[]; leaves of a tuple output with the operand's dims are
  * written on the way (every operand element is visited once). */
 static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out, LLVMValueRef *oidx,
-                           LLVMValueRef j0, int64_t jstep, LLVMValueRef *accp, LLVMTypeRef *aty) {
+                           LLVMValueRef j0, LLVMValueRef jend, int64_t jstep, LLVMValueRef *accp, LLVMTypeRef *aty) {
   LLVMBuilderRef B = k->B;
   const Shape *s = &in->shape;
   int64_t rext[HLO_MAX_RANK];
@@ -716,7 +730,7 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   for (int d = 0; d < p->os->rank; d++)
     if (p->red[d]) rext[nr++] = p->os->dims[d];
   CpuLoop jl;
-  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, cpu_i64(k, p->K), cpu_i64(k, jstep));
+  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, jend, cpu_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   ck_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
@@ -737,10 +751,88 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   return !k->failed;
 }
 
+/* Split reductions: partial results live after the plan's heap, [hero][output][slice] in
+ * 8-byte slots. */
+static CuPtr ck_partials(CudaCg *cc, const RowPlan *p) {
+  int64_t bytes = 8 * p->nh * p->R * p->split;
+  if (p->split > 1 && bytes > cc->stage_bytes) cc->stage_bytes = bytes;
+  return (CuPtr){CU_TEMP, 0, cc->cg.plan.temp_bytes};
+}
+
+static LLVMValueRef ck_partial_at(CpuKern *k, const RowPlan *p, LLVMValueRef part, int h, LLVMValueRef row,
+                                  LLVMValueRef slice) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, cpu_i64(k, h * p->R), row, ""),
+                                                      cpu_i64(k, p->split), ""), slice, "");
+  LLVMValueRef off = LLVMBuildNSWMul(B, i, cpu_i64(k, 8), "");
+  return LLVMBuildInBoundsGEP2(B, k->cg->i8, part, &off, 1, "");
+}
+
+static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LLVMValueRef row, LLVMValueRef slice,
+                             LLVMValueRef *acc) {
+  for (int h = 0; h < p->nh; h++) LLVMBuildStore(k->B, acc[h], ck_partial_at(k, p, part, h, row, slice));
+}
+
+/* Second kernel of a split reduction: one warp per output, lane l combines partials l,
+ * l + 32, ..., a shuffle tree combines the lanes, lane 0 produces the fusion's outputs (ck_reduce_store). */
+static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  LLVMValueRef part;
+  CpuKern *k = ck_begin(cc, in, "split-finish", 1, &pp, &part, &st);
+  LLVMBuilderRef B = k->B;
+  ck_bind_fusion(k, in);
+  LLVMValueRef out = ck_buffer(k, in);
+  const HInstr *h0 = p->hero[0];
+  int nwarps = CU_BLOCK / 32;
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(p->R, nwarps);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  CpuLoop rl;
+  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
+  LLVMValueRef acc[CU_MAX_HEROES], accp[CU_MAX_HEROES];
+  LLVMTypeRef aty[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    LLVMValueRef init = cpu_gen(k, p->hero[h]->ops[1], NULL);
+    if (!init) return ck_end(k);
+    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
+    accp[h] = cpu_alloca(k, aty[h]);
+    LLVMBuildStore(B, init, accp[h]);
+  }
+  CpuLoop sl;
+  LLVMValueRef j = cpu_loop_open_step(k, &sl, lane, cpu_i64(k, p->split), cpu_i64(k, 32));
+  LLVMValueRef v[CU_MAX_HEROES];
+  for (int h = 0; h < p->nh; h++) {
+    v[h] = LLVMBuildLoad2(B, aty[h], ck_partial_at(k, p, part, h, row, j), "");
+    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  }
+  if (!ck_combine(k, p, acc, v)) return ck_end(k);
+  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
+  cpu_loop_close(k, &sl);
+  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  ck_shfl_tree(k, p, acc, 16);
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  int m = 0;
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m);
+  ck_reduce_store(k, p, in, out, oidx, acc);
+  ck_endif(k, jo, m);
+  cpu_loop_close(k, &rl);
+  return ck_end(k);
+}
+
 static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   CpuCg *cg = &cc->cg;
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, p->block ? "block-reduce" : "warp-reduce", 0, NULL, NULL, &st);
+  int64_t S = p->split; /* > 1: block slices of each row, partials to ck_split_finish */
+  CuPtr pp = ck_partials(cc, p);
+  LLVMValueRef part = NULL;
+  CpuKern *k = ck_begin(cc, in, S > 1 ? "split-reduce" : p->block ? "block-reduce" : "warp-reduce", S > 1 ? 1 : 0,
+                        &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   ck_bind_fusion(k, in);
   LLVMValueRef out = ck_buffer(k, in);
@@ -748,7 +840,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int nwarps = CU_BLOCK / 32;
   int64_t rows_per_block = p->block ? 1 : nwarps;
   st->block = CU_BLOCK;
-  st->grid = ck_grid(p->R, rows_per_block);
+  st->grid = ck_grid(p->R * S, rows_per_block);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
@@ -758,7 +850,17 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int64_t jstep = p->block ? CU_BLOCK : 32;
   LLVMValueRef smem = p->block ? ck_smem(k, st, nwarps * p->nh) : NULL;
   CpuLoop rl;
-  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * rows_per_block));
+  LLVMValueRef vrow = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R * S), cpu_i64(k, st->grid * rows_per_block));
+  LLVMValueRef row = vrow, jend = cpu_i64(k, p->K), slice = NULL;
+  if (S > 1) { /* row vrow / S, slice vrow % S of ceil(K / S) elements */
+    int64_t chunk = (p->K + S - 1) / S;
+    row = LLVMBuildUDiv(B, vrow, cpu_i64(k, S), "");
+    slice = LLVMBuildURem(B, vrow, cpu_i64(k, S), "");
+    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, cpu_i64(k, chunk), "");
+    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, chunk), "");
+    jend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, jend, ""), hi, jend, "");
+    j0 = LLVMBuildNSWAdd(B, lo, j0, "");
+  }
   LLVMValueRef oidx[HLO_MAX_RANK];
   ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
@@ -770,7 +872,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     LLVMBuildStore(B, init[h], accp[h]);
   }
   /* the lanes' strided partial reductions */
-  if (!ck_reduce_span(k, p, in, out, oidx, j0, jstep, accp, aty)) return ck_end(k);
+  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, jstep, accp, aty)) return ck_end(k);
   LLVMValueRef acc[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
@@ -797,14 +899,18 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
   int m3 = 0;
   LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m3);
-  ck_reduce_store(k, p, in, out, oidx, acc);
+  if (S > 1)
+    ck_partial_store(k, p, part, row, slice, acc);
+  else
+    ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jo, m3);
   if (p->block) {
     ck_endif(k, join_w, m2);
     ck_barrier(k); /* shared memory is reused by the next row */
   }
   cpu_loop_close(k, &rl);
-  return ck_end(k);
+  if (!ck_end(k)) return false;
+  return S == 1 || ck_split_finish(cc, in, p, pp);
 }
 
 
@@ -813,18 +919,22 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
  * warps split each output's reduced elements (j = warp, warp + nwarps, ...); the warps'
  * partials meet in shared memory and warp 0 combines them in warp order (deterministic) and
  * writes the outputs. The block loop is uniform across the block (barriers inside); lanes
- * past the last output only take part in the barriers. */
+ * past the last output only take part in the barriers. With p->split > 1, blocks take
+ * slices of the reduced elements and write partials for ck_split_finish. */
 static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   CpuCg *cg = &cc->cg;
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "col-reduce", 0, NULL, NULL, &st);
+  int64_t S = p->split, tiles = (p->R + 31) / 32; /* S > 1: block slices, as ck_row_reduce */
+  CuPtr pp = ck_partials(cc, p);
+  LLVMValueRef part = NULL;
+  CpuKern *k = ck_begin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   ck_bind_fusion(k, in);
   LLVMValueRef out = ck_buffer(k, in);
   const HInstr *h0 = p->hero[0];
   int nwarps = p->nh <= 4 && p->K >= 1024 ? 32 : 8; /* shared memory: 32 x nwarps x nh slots */
   st->block = 32 * nwarps;
-  st->grid = ck_grid(p->R, 32);
+  st->grid = ck_grid(tiles * S, 1);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
@@ -838,8 +948,18 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     accp[h] = cpu_alloca(k, aty[h]);
   }
   CpuLoop bl;
-  LLVMValueRef base = cpu_loop_open_step(k, &bl, LLVMBuildNSWMul(B, bid, cpu_i64(k, 32), ""), cpu_i64(k, p->R),
-                                         cpu_i64(k, st->grid * 32));
+  LLVMValueRef vt = cpu_loop_open_step(k, &bl, bid, cpu_i64(k, tiles * S), cpu_i64(k, st->grid));
+  LLVMValueRef tile = vt, j0 = warp, jend = cpu_i64(k, p->K), slice = NULL;
+  if (S > 1) { /* tile vt / S, slice vt % S of ceil(K / S) elements */
+    int64_t chunk = (p->K + S - 1) / S;
+    tile = LLVMBuildUDiv(B, vt, cpu_i64(k, S), "");
+    slice = LLVMBuildURem(B, vt, cpu_i64(k, S), "");
+    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, cpu_i64(k, chunk), "");
+    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, chunk), "");
+    jend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, jend, ""), hi, jend, "");
+    j0 = LLVMBuildNSWAdd(B, lo, j0, "");
+  }
+  LLVMValueRef base = LLVMBuildNSWMul(B, tile, cpu_i64(k, 32), "");
   LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, p->R), "");
   LLVMValueRef oidx[HLO_MAX_RANK];
@@ -847,7 +967,7 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, init[h], accp[h]);
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef jv = ck_if(k, valid, &m1);
-  if (!ck_reduce_span(k, p, in, out, oidx, warp, nwarps, accp, aty)) return ck_end(k);
+  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return ck_end(k);
   ck_endif(k, jv, m1);
   /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
   LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, 32), ""), lane, "");
@@ -869,11 +989,15 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     }
     if (!ck_combine(k, p, acc, v)) return ck_end(k);
   }
-  ck_reduce_store(k, p, in, out, oidx, acc);
+  if (S > 1)
+    ck_partial_store(k, p, part, row, slice, acc);
+  else
+    ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jw, m2);
   ck_barrier(k); /* shared memory is reused by the next 32 outputs */
   cpu_loop_close(k, &bl);
-  return ck_end(k);
+  if (!ck_end(k)) return false;
+  return S == 1 || ck_split_finish(cc, in, p, pp);
 }
 
 /* ------------------------------------------------------------------ dot through cuBLAS */
@@ -1117,7 +1241,8 @@ static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
 
 typedef struct ConvStageCtx {
   const HInstr *expr;     /* the operand expression */
-  bool filter;            /* staging the filter ([k, r, s, c] from [r, s, c, k]) */
+  bool perm;              /* permuted copy: operand index j = staged index from[j] */
+  int from[HLO_MAX_RANK]; /* (the KRSC filter from [r, s, c, k], weight-gradient operands) */
   int nsp;                /* spatial dims of the convolution */
   int64_t lo[HLO_MAX_RANK]; /* input: low padding added per staged dim */
   LLVMValueRef dst;       /* staging buffer */
@@ -1129,11 +1254,8 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   const Shape *os = &c->expr->shape;
   int r = os->rank;
   LLVMValueRef oi[HLO_MAX_RANK];
-  if (c->filter) {
-    /* staged [k, sp..., c] <- operand [sp..., c, k] */
-    for (int i = 0; i < c->nsp; i++) oi[i] = idx[i + 1];
-    oi[c->nsp] = idx[r - 1];
-    oi[c->nsp + 1] = idx[0];
+  if (c->perm) {
+    for (int j = 0; j < r; j++) oi[j] = idx[c->from[j]];
     LLVMValueRef v = cpu_gen(k, c->expr, oi);
     if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
     return v != NULL;
@@ -1175,13 +1297,161 @@ static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
 }
 
 /* cuDNN workspace reserved for one convolution: 8 times its input plus output, at least
- * 64 MiB, at most 1 GiB (the algorithm search at first use takes the fastest algorithm whose
- * workspace fits; FFT-tiling and Winograd algorithms want several times the tensors). */
-static int64_t ck_conv_ws(int64_t xbytes, int64_t ybytes) {
+ * 64 MiB, at most CudaOpts.conv_ws_limit (default 3 GiB): the algorithm search at first use
+ * takes the fastest algorithm whose workspace fits, and the FFT-tiling and Winograd
+ * algorithms want several times the tensors (2.6 GB for a 32x64x224x224 -> 128 3x3 layer). */
+static int64_t ck_conv_ws(const CudaCg *cc, int64_t xbytes, int64_t ybytes) {
+  int64_t lim = cc->o->conv_ws_limit > 0 ? cc->o->conv_ws_limit : (int64_t)3 << 30;
   int64_t w = (xbytes + ybytes) * 8;
   if (w < ((int64_t)64 << 20)) w = (int64_t)64 << 20;
-  if (w > ((int64_t)1 << 30)) w = (int64_t)1 << 30;
+  if (w > lim) w = lim;
   return ck_align(w);
+}
+
+/* ------------------------------------------------------------------ weight gradients */
+
+/* Whether convolution conv (canonical form, nchw or NHWC) is better computed as the weight
+ * gradient of a forward convolution: cudnnConvolutionBackwardFilter(X, DY) -> dW. Any
+ * convolution without base dilation, reversal or groups can be read that way, with
+ *   NCHW: X[n,c,h,w] = lhs[c,n,h,w], DY[n,k,p,q] = rhs[k,n,p,q], out[c,k,r,s] = dW[k,c,r,s]
+ *   NHWC: X[n,h,w,c] = lhs[c,h,w,n], DY[n,p,q,k] = rhs[p,q,n,k], out[c,r,s,k] = dW[k,r,s,c]
+ * (the forward stride is the window dilation, the forward dilation the window stride, which
+ * must be 1 for cuDNN here); it pays when the window is larger than the output (a
+ * gradient's 224x224 window over a 3x3 result: as a forward convolution that is slow in
+ * every cuDNN algorithm). The padding must satisfy cuDNN's forward arithmetic
+ * (P = (H + 2 pad - R) / stride + 1). Sets xf / df: operand index j = X / DY index from[j]. */
+static bool ck_wgrad_match(const HInstr *conv, bool nchw, int *xf, int *df) {
+  int r = conv->shape.rank, nsp = r - 2, sp0 = nchw ? 2 : 1;
+  if (nsp < 1 || nsp > 2 || conv->feature_groups > 1 || conv->batch_groups > 1) return false;
+  if (nchw) {
+    for (int i = 0; i < r; i++) xf[i] = df[i] = i;
+    xf[0] = df[0] = 1, xf[1] = df[1] = 0;
+  } else {
+    xf[0] = r - 1, xf[r - 1] = 0;
+    for (int i = 0; i < nsp; i++) xf[i + 1] = i + 1, df[i] = i + 1;
+    df[nsp] = 0, df[nsp + 1] = r - 1;
+  }
+  const Shape *ls = &conv->ops[0]->shape;
+  int64_t win = 1, outsp = 1;
+  for (int i = 0; i < nsp; i++) {
+    const WinDim *w = &conv->window->d[i];
+    if (w->stride != 1 || w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->win_dil < 1)
+      return false;
+    int64_t H = ls->dims[sp0 + i], R = conv->shape.dims[sp0 + i], P = w->size;
+    if (H + 2 * w->pad_lo - R < 0 || (H + 2 * w->pad_lo - R) / w->win_dil + 1 != P) return false;
+    win *= w->size;
+    outsp *= R;
+  }
+  return win >= 64 && win > outsp;
+}
+
+/* An operand of the weight-gradient step: operand expression e re-indexed as X or DY
+ * (e index j = staged index from[j]), read in place when e is a transpose by exactly that
+ * permutation of an entry value the fusion reads directly, else staged at temp offset *off
+ * (advanced). *ts receives the tensor's shape. */
+static bool ck_wgrad_operand(CudaCg *cc, HInstr *in, const HInstr *e, const int *from, int nsp, CuPtr *p,
+                             int64_t *off, Shape *ts) {
+  int r = e->shape.rank;
+  int64_t d[HLO_MAX_RANK] = {0};
+  for (int j = 0; j < r; j++) d[from[j]] = e->shape.dims[j];
+  *ts = hlo_shape_array(DT_F32, r, d);
+  bool same = e->op == OP_TRANSPOSE && !e->nctrl;
+  for (int j = 0; same && j < r; j++) same = e->dims.v[j] == from[j];
+  const HInstr *x = same ? ck_direct(in, e->ops[0]) : NULL;
+  if (x && cuda_ptr_of(cc, x, p)) return true;
+  ConvStageCtx c;
+  memset(&c, 0, sizeof c);
+  c.expr = e;
+  c.perm = true;
+  c.nsp = nsp;
+  for (int j = 0; j < r; j++) c.from[j] = from[j];
+  Shape *cs = hlo_arena_alloc(cc->cg.scratch, sizeof *cs);
+  *cs = *ts;
+  c.cs = cs;
+  *p = (CuPtr){CU_TEMP, 0, *off};
+  *off += ck_align((int64_t)hlo_shape_bytes(cs));
+  return ck_conv_stage(cc, in, &c, *p);
+}
+
+typedef struct UnstageCtx {
+  LLVMValueRef src, dst;  /* dW as cuDNN wrote it, the convolution's buffer */
+  const Shape *ss, *ds;   /* their shapes */
+  int from[HLO_MAX_RANK]; /* source dim j = destination index from[j] */
+} UnstageCtx;
+
+static bool ck_unstage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  UnstageCtx *c = vctx;
+  LLVMValueRef si[HLO_MAX_RANK];
+  for (int j = 0; j < c->ss->rank; j++) si[j] = idx[c->from[j]];
+  cpu_store_elem(k, c->dst, c->ds, idx, cpu_load_elem(k, c->src, c->ss, si));
+  return true;
+}
+
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, int64_t xbytes, int64_t ybytes);
+
+/* The weight gradient of ck_wgrad_match through cudnnConvolutionBackwardFilter. */
+static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf, const int *df) {
+  CpuCg *cg = &cc->cg;
+  const Shape *ys = &conv->shape;
+  int r = ys->rank, nsp = r - 2, off = 2 - nsp, sp0 = nchw ? 2 : 1, feat = nchw ? 1 : r - 1;
+  int64_t stage = cg->plan.temp_bytes, at = stage;
+  CuPtr xp, dp, wp, yp;
+  Shape xs, ds;
+  if (!ck_wgrad_operand(cc, in, conv->ops[0], xf, nsp, &xp, &at, &xs) ||
+      !ck_wgrad_operand(cc, in, conv->ops[1], df, nsp, &dp, &at, &ds))
+    return false;
+  int64_t used = at - stage;
+  /* dW as cuDNN writes it: KCRS (NCHW) or KRSC (NHWC); the convolution's [C,K,R,S] / [C,R,S,K] */
+  int64_t wd[HLO_MAX_RANK];
+  UnstageCtx u;
+  memset(&u, 0, sizeof u);
+  wd[0] = ds.dims[feat]; /* K */
+  u.from[0] = nchw ? 1 : r - 1;
+  for (int i = 0; i < nsp; i++) wd[sp0 + i] = ys->dims[sp0 + i], u.from[sp0 + i] = sp0 + i;
+  wd[feat] = xs.dims[feat]; /* C */
+  u.from[feat] = 0;
+  Shape *wshape = hlo_arena_alloc(cg->scratch, sizeof *wshape);
+  *wshape = hlo_shape_array(DT_F32, r, wd);
+  wp = (CuPtr){CU_TEMP, 0, stage + used};
+  used += ck_align((int64_t)hlo_shape_bytes(wshape));
+  bool epi = conv != in;
+  const MemBuf *mb = &cg->plan.bufs[in->idx];
+  if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
+                                            in->shape.dt != DT_F32))) {
+    yp = (CuPtr){CU_TEMP, 0, stage + used};
+    used += ck_align((int64_t)hlo_shape_bytes(ys));
+  }
+  if (used > cc->stage_bytes) cc->stage_bytes = used;
+  CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
+  g->cidx = cc->nconvs++;
+  g->nchw = nchw;
+  g->wgrad = true;
+  g->cn = xs.dims[0];
+  g->cc = xs.dims[feat];
+  g->ch = nsp == 2 ? xs.dims[sp0] : 1;
+  g->cw = xs.dims[sp0 + nsp - 1];
+  g->ck = ds.dims[feat];
+  g->cr = nsp == 2 ? ys->dims[sp0] : 1;
+  g->cs = ys->dims[sp0 + nsp - 1];
+  g->cp = nsp == 2 ? ds.dims[sp0] : 1;
+  g->cq = ds.dims[sp0 + nsp - 1];
+  g->groups = 1;
+  for (int j = 0; j < 2; j++) g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
+  for (int i = 0; i < nsp; i++) {
+    g->pad[off + i] = conv->window->d[i].pad_lo;
+    g->stride[off + i] = conv->window->d[i].win_dil;
+  }
+  g->x = xp, g->y = dp, g->w = wp;
+  g->ws = (CuPtr){CU_TEMP, 0, 0};
+  /* dW -> the convolution's layout */
+  CuStep *st;
+  LLVMValueRef pv[2];
+  CuPtr ex[2] = {wp, yp};
+  CpuKern *k = ck_begin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
+  u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
+  ck_grid_loop(k, st, ys, ck_unstage_body, &u);
+  if (!ck_end(k)) return false;
+  return ck_conv_finish(cc, in, conv, yp, (int64_t)hlo_shape_bytes(&xs), (int64_t)hlo_shape_bytes(&ds));
 }
 
 static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
@@ -1190,6 +1460,8 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   const WinDim *wd = conv->window->d;
   int r = ys->rank, nsp = r - 2, off = 2 - nsp; /* HLO spatial dim i is cuDNN's off + i */
   bool nchw = ck_conv_form(conv) == 2;
+  int xf[HLO_MAX_RANK], df[HLO_MAX_RANK];
+  if (ck_wgrad_match(conv, nchw, xf, df)) return ck_conv_wgrad(cc, in, conv, nchw, xf, df);
   int sp0 = nchw ? 2 : 1;            /* first spatial dim of input and output */
   int ksp0 = nchw ? 2 : 0;           /* first spatial dim of the filter */
   int feat = nchw ? 1 : r - 1;       /* feature dim of input and output */
@@ -1227,8 +1499,13 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     ConvStageCtx c;
     memset(&c, 0, sizeof c);
     c.expr = conv->ops[1];
-    c.filter = !nchw;
+    c.perm = !nchw;
     c.nsp = nsp;
+    if (!nchw) { /* staged [k, sp..., c] <- operand [sp..., c, k] */
+      for (int i = 0; i < nsp; i++) c.from[i] = i + 1;
+      c.from[nsp] = r - 1;
+      c.from[nsp + 1] = 0;
+    }
     int64_t fd[HLO_MAX_RANK];
     for (int i = 0; i < r; i++) fd[i] = ks->dims[i];
     if (!nchw) {
@@ -1278,9 +1555,15 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   HLO_ASSERT(g->ck == ys->dims[feat] && g->cc == ks->dims[kin] * g->groups);
   g->x = xp, g->w = fp, g->y = yp;
   g->ws = (CuPtr){CU_TEMP, 0, 0}; /* placed after the staging area by cuda_compile() */
-  int64_t ws = ck_conv_ws((int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
+  return ck_conv_finish(cc, in, conv, yp, (int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
+}
+
+/* After a convolution step wrote conv's value at yp: reserve its workspace, and run the
+ * fusion's epilogue (when conv is not the fusion itself) as a loop kernel reading it. */
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, int64_t xbytes, int64_t ybytes) {
+  int64_t ws = ck_conv_ws(cc, xbytes, ybytes);
   if (ws > cc->ws_bytes) cc->ws_bytes = ws;
-  if (!epi) return true;
+  if (conv == in) return true;
   /* the epilogue reads the convolution's result where cuDNN left it */
   CuStep *st;
   LLVMValueRef dp;

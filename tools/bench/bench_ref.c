@@ -2,12 +2,15 @@
  *
  *   hloc-bench-ref FILE                   work of the module: FLOPs of dot and convolution,
  *                                         bytes of parameters and results
- *   hloc-bench-ref FILE --interp [--expect DIR] [--rtol R] [--atol A]
+ *   hloc-bench-ref FILE --interp [--expect DIR] [--rtol R] [--atol A] [--save DIR]
  *                                         also run the reference interpreter on the
  *                                         benchmark's inputs (bench_fill.h, the values the
  *                                         compiled driver uses) and time it; with --expect,
  *                                         compare its results with DIR/out<k>.npy (what
- *                                         bench_model --save-outputs wrote)
+ *                                         bench_model --save-outputs wrote); with --save,
+ *                                         write the inputs and the interpreter's results as
+ *                                         DIR/in<k>.npy and DIR/out<k>.npy (test cases for
+ *                                         drivers that compare against .npy files)
  *
  * Output: one line of key=value fields for tools/bench.sh: flops, param_bytes, result_bytes,
  * dots, convs, while_loops (dots/convs inside while bodies are counted once: the trip count is
@@ -27,6 +30,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 typedef struct Work {
@@ -85,17 +89,19 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *file = NULL, *expect = NULL;
+  const char *file = NULL, *expect = NULL, *save = NULL;
   bool interp = false;
   double rtol = 1e-3, atol = 1e-4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      puts("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A]]");
+      puts("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A] [--save DIR]]");
       return 0;
     } else if (!strcmp(argv[i], "--interp")) {
       interp = true;
     } else if (!strcmp(argv[i], "--expect") && i + 1 < argc) {
       expect = argv[++i];
+    } else if (!strcmp(argv[i], "--save") && i + 1 < argc) {
+      save = argv[++i];
     } else if ((!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) && i + 1 < argc) {
       char *end;
       double v = strtod(argv[i + 1], &end);
@@ -168,6 +174,21 @@ int main(int argc, char **argv) {
   printf(" interp_s=%.6f", dt);
   fflush(stdout);
   int rc = 0;
+  if (save) {
+    static Literal *outs[4096];
+    int no = 0;
+    ref_flatten(res, outs, &no, 4096);
+    mkdir(save, 0777);
+    for (int k = 0; k < np + no && !err.set; k++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s%d.npy", save, k < np ? "in" : "out", k < np ? k : k - np);
+      hlo_npy_write(path, k < np ? args[k] : outs[k - np], &err);
+    }
+    if (err.set) {
+      fprintf(stderr, "\nhloc-bench-ref: %s\n", err.msg);
+      return 1;
+    }
+  }
   if (expect) {
     static Literal *leaves[4096];
     int nl = 0;
