@@ -11,6 +11,10 @@
  *     the group (a taint sweep in instruction order detects that), keeping the longest prefix
  *     that has exactly one value leaving the group: bias adds, residual adds, activations
  *     (relu, GELU's tanh chain) and batch-norm scale/shift join the dot/conv (kOutput).
+ *     With OptOpts.conv_epilogue_to_reduce (a target whose convolution library writes the
+ *     raw result anyway), a convolution's epilogue whose value only reductions read is left
+ *     to phase B, which fuses it into them: one pass over the raw result, no activation
+ *     written and read back (conv -> batch norm -> relu -> global mean pool).
  *  B. Producers, consumers first. Instructions are visited from last to first; a producer
  *     joins the group(s) of its users only if it can join all of them (so its own value
  *     disappears), otherwise it becomes the root of a new group. It may join several groups
@@ -18,7 +22,11 @@
  *     rsqrt, divide, gather, ...) are never duplicated and never fused where their value
  *     would be read more than once per output element (behind an expanding broadcast, into a
  *     dot/convolution operand, into a gather). Operands of a dot/convolution accept only cheap
- *     producers (data movement, converts, cheap elementwise): the "prologue". A reduce joins a
+ *     producers (data movement, converts, cheap elementwise): the "prologue"; with
+ *     OptOpts.conv_operands_staged (a target that copies computed convolution operands
+ *     before its library call) no large arithmetic joins a convolution operand, so that a
+ *     value read by two convolutions (a gradient feeding the data and the weight gradient)
+ *     is computed and written once. A reduce joins a
  *     loop group as its hero when its value reaches the group root through elementwise ops
  *     and bitcast-like reshapes only (the reduce "epilogue": mean = sum / n, rsqrt(var+eps)).
  *     Groups hold at most OPT_FUSION_MAX members.
@@ -225,6 +233,18 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
     for (int k = 0; k < f->us.n[j]; k++) reach = reach > f->us.list[j][k]->idx ? reach : f->us.list[j][k]->idx;
     if (outputs == 1 && ext[j] > 0) best = g->n;
   }
+  if (best > 1 && d->op == OP_CONVOLUTION && f->pc->opts->conv_epilogue_to_reduce) {
+    /* the target's convolution writes its raw result anyway: an epilogue read only by
+       reductions is cheaper inside them (one pass over the raw result, no activation) */
+    HInstr *r = g->mem[best - 1];
+    bool only_reduces = f->us.n[r->idx] > 0 && r != c->root;
+    for (int k = 0; k < f->us.n[r->idx]; k++) only_reduces &= f->us.list[r->idx][k]->op == OP_REDUCE;
+    if (only_reduces) {
+      logf_(f, "epilogue: %s (%s) leaves its %d elementwise consumer(s) up to %s to the reduction(s) reading them",
+            d->name, hlo_op_name(d->op), best - 1, r->name);
+      best = 1;
+    }
+  }
   g->n = best;
   g->root = g->mem[best - 1];
   g->outs[0] = g->root;
@@ -272,6 +292,10 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
   if (!loop_fusible(p)) return *why = "not loop-fusible", false;
   if (dup && !cheap(p)) return *why = "expensive op would be duplicated", false;
   if ((fl & MF_PROLOGUE) && !cheap(p)) return *why = "expensive op in a dot/convolution operand would be recomputed", false;
+  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION && f->pc->opts->conv_operands_staged &&
+      (hlo_op_flags(p->op) & OPF_ELEM) && p->op != OP_CONVERT && p->op != OP_COPY &&
+      hlo_shape_elems(&p->shape) >= ((int64_t)1 << 20))
+    return *why = "large arithmetic in a convolution operand: materialized once by its own kernel, read in place", false;
   if ((fl & MF_REUSED) && !cheap(p)) return *why = "expensive op would be recomputed behind a broadcast/gather", false;
   *flags = fl;
   return true;

@@ -221,6 +221,8 @@ int main(int argc, char **argv) {
 #else
   bool cuda_highest = false;
 #endif
+  oo.conv_epilogue_to_reduce = is_cuda; /* cuDNN writes the raw convolution result */
+  oo.conv_operands_staged = is_cuda;    /* and reads operands from memory */
   oo.conv_layout = conv_layout ? (!strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC)
                                : (cuda_highest ? OPT_CONV_NCHW : OPT_CONV_NHWC);
 

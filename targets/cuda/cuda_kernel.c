@@ -7,7 +7,8 @@
  * entry values live through the CpuCg.buffer_fn hook (each operand of the instruction is one
  * pointer parameter of the kernel). Kernel shapes:
  *   - vectorized loop kernel, for a 4-byte output computed elementwise (every operand read at
- *     the output's own index, or a single element) with a multiple of 4 elements: each thread
+ *     the output's own index, or small: a scalar, a per-channel vector behind a broadcast)
+ *     with a multiple of 4 elements: each thread
  *     of a grid-stride loop (a fixed multiple of the SM count of blocks) takes 4 consecutive
  *     elements with 16-byte vector loads and stores, the generator run once per lane; it
  *     falls back to the scalar loop in the same kernel when an address is not 16-byte
@@ -61,6 +62,8 @@
 
 #define CU_BLOCK 256     /* threads per block of loop kernels and reductions */
 #define CU_MAX_GRID 8192 /* blocks of a grid-stride launch */
+#define CU_VEC_SMALL 65536 /* elements of a value the vectorized kernel reads per lane (a
+                              per-channel vector behind a broadcast: cached) */
 #define CU_VEC_GRID (132 * 8) /* blocks of a vectorized loop kernel: 8 per SM of an H100/H200
                                  (132 SMs; 8 x 256 threads fill an SM), a multiple of the SMs */
 
@@ -338,27 +341,44 @@ static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *i
  * element count is a multiple of 4, computed by elementwise ops only (a lone elementwise op,
  * or a fusion of elementwise ops, parameters, scalars and broadcasts of scalars), so that
  * every operand is read at the output's own index or is a single element. */
-static bool ck_vec_ok(const HInstr *in) {
+/* Whether x is reachable from `from` through operands without passing `stop` (a fused
+ * computation's members that the kernel generates, when stop's value comes from memory). */
+static bool ck_reaches_avoiding(const HInstr *from, const HInstr *x, const HInstr *stop, int depth) {
+  if (from == x) return true;
+  if (from == stop || depth > 64) return from != stop && depth > 64;
+  for (int j = 0; j < from->nops; j++)
+    if (ck_reaches_avoiding(from->ops[j], x, stop, depth + 1)) return true;
+  return false;
+}
+
+static bool ck_vec_ok(const HInstr *in, const HInstr *hero) {
   const Shape *s = &in->shape;
   if (s->dt != DT_F32 && s->dt != DT_S32 && s->dt != DT_U32) return false;
   int64_t n = hlo_shape_elems(s);
   if (n < 4 || n % 4) return false;
-  for (int j = 0; j < in->nops; j++) {
-    const Shape *os = &in->ops[j]->shape;
-    if (os->dt == DT_TUPLE || (!hlo_shape_same_dims(os, s) && hlo_shape_elems(os) != 1)) return false;
+  if (in->op != OP_FUSION) {
+    for (int j = 0; j < in->nops; j++) {
+      const Shape *os = &in->ops[j]->shape;
+      if (os->dt == DT_TUPLE || (!hlo_shape_same_dims(os, s) && hlo_shape_elems(os) != 1)) return false;
+    }
+    return (hlo_op_flags(in->op) & OPF_ELEM) != 0;
   }
-  if (in->op != OP_FUSION) return (hlo_op_flags(in->op) & OPF_ELEM) != 0;
   const HComp *c = in->calls[0];
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *x = c->instrs[i];
     const Shape *xs = &x->shape;
     if (xs->dt == DT_TUPLE) return false;
-    bool same = hlo_shape_same_dims(xs, s), one = hlo_shape_elems(xs) == 1;
+    bool same = hlo_shape_same_dims(xs, s), small = hlo_shape_elems(xs) <= CU_VEC_SMALL;
+    if (x == hero) {
+      if (!same) return false;
+      continue;
+    }
+    if (hero && !ck_reaches_avoiding(c->root, x, hero, 0)) continue; /* only feeds the hero */
     if (x->op == OP_PARAMETER || x->op == OP_CONSTANT) {
-      if (!same && !one) return false;
+      if (!same && !small) return false;
     } else if (x->op == OP_BROADCAST) {
-      if (hlo_shape_elems(&x->ops[0]->shape) != 1) return false;
-    } else if (!(hlo_op_flags(x->op) & OPF_ELEM) || (!same && !one)) {
+      if (hlo_shape_elems(&x->ops[0]->shape) > CU_VEC_SMALL) return false;
+    } else if (!small && (!(hlo_op_flags(x->op) & OPF_ELEM) || !same)) {
       return false;
     }
   }
@@ -373,19 +393,27 @@ static bool ck_vec_ok(const HInstr *in) {
  * aligned (the plan's temp offsets are multiples of 64, cudaMalloc returns 256-aligned
  * memory), but a caller may pass any pointer: the kernel tests the addresses it vectorizes
  * and otherwise runs the scalar grid-stride loop (the same body as ck_loop_kernel). */
-static bool ck_vec_kernel(CudaCg *cc, HInstr *in) {
+static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
   CpuCg *cg = &cc->cg;
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "loop-v4", 0, NULL, NULL, &st);
+  LLVMValueRef hv = NULL;
+  CpuKern *k = ck_begin(cc, in, hero ? "epilogue-v4" : "loop-v4", hero ? 1 : 0, &hp, &hv, &st);
   ck_bind_fusion(k, in);
   LLVMBuilderRef B = k->B;
   const Shape *s = &in->shape;
   int64_t nvec = hlo_shape_elems(s) / 4;
   LLVMValueRef out = ck_buffer(k, in);
   /* operands loaded as vectors, and the alignment test of their addresses and the output's */
-  const HInstr *vops[CU_MAX_PARAMS];
+  const HInstr *vops[CU_MAX_PARAMS + 1];
+  LLVMValueRef vptr[CU_MAX_PARAMS + 1];
   int nvops = 0;
   LLVMValueRef bits = LLVMBuildPtrToInt(B, out, cg->i64, "");
+  if (hero) { /* the dot/convolution's result, where the library wrote it */
+    k->mat[k->nmat++] = (CpuMat){hero, hv};
+    vops[nvops] = hero;
+    vptr[nvops++] = hv;
+    bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, hv, cg->i64, ""), "");
+  }
   for (int j = 0; j < in->nops && j < CU_MAX_PARAMS; j++) {
     const HInstr *op = in->ops[j];
     bool dup = false;
@@ -393,9 +421,17 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in) {
     if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED ||
         hlo_dtype_size(op->shape.dt) != 4)
       continue;
+    if (hero) { /* operands only the hero reads (its input) are not the epilogue's */
+      const HInstr *fp = NULL;
+      const HComp *fc = in->calls[0];
+      for (int i = 0; i < fc->ninstrs && !fp; i++)
+        if (fc->instrs[i]->op == OP_PARAMETER && fc->instrs[i]->param_num == j) fp = fc->instrs[i];
+      if (!fp || !ck_reaches_avoiding(fc->root, fp, hero, 0)) continue;
+    }
     int64_t off = 0;
     if (cg->plan.bufs[memplan_base(&cg->plan, op->idx, &off)].kind == MEM_CONST) continue;
-    vops[nvops++] = op;
+    vops[nvops] = op;
+    vptr[nvops++] = ck_buffer(k, op);
     bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, ck_buffer(k, op), cg->i64, ""), "");
   }
   LLVMValueRef aligned = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""),
@@ -423,7 +459,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in) {
   }
   for (int q = 0; q < nvops; q++) {
     LLVMTypeRef mt = cpu_mem_type(cg, vops[q]->shape.dt);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(B, mt, ck_buffer(k, vops[q]), &base, 1, "");
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(B, mt, vptr[q], &base, 1, "");
     LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, 4), p, "");
     LLVMSetAlignment(v, 16);
     for (int ln = 0; ln < 4; ln++)
@@ -477,6 +513,21 @@ static bool ck_multi_fusion(CudaCg *cc, HInstr *in) {
       for (int g = 0; g < n; g++) done[g] = done[g] || group[g];
     }
   return true;
+}
+
+/* The epilogue of a kOutput fusion whose hero (dot or convolution) a library call wrote at
+ * hp: a vectorized loop kernel when the fusion allows (ck_vec_ok), else a loop kernel, both
+ * reading the hero's value from hp. */
+static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
+  if (ck_vec_ok(in, hero)) return ck_vec_kernel(cc, in, hero, hp);
+  CuStep *st;
+  LLVMValueRef dp;
+  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &hp, &dp, &st);
+  ck_bind_fusion(k, in);
+  k->mat[k->nmat++] = (CpuMat){hero, dp};
+  LoopCtx c = {in, NULL, ck_buffer(k, in)};
+  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
+  return ck_end(k);
 }
 
 /* ------------------------------------------------------------------ row reductions */
@@ -1131,10 +1182,11 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   }
   /* where the product goes: the fusion's own buffer when it is not shared with an operand */
   CuPtr out;
-  bool epi = dot != in;
+  bool epi = dot != in, own = true; /* own: the product goes to the fusion's buffer */
   const MemBuf *mb = &cg->plan.bufs[in->idx];
   if (!cuda_ptr_of(cc, in, &out) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(&dot->shape, &in->shape) ||
                                              dot->shape.dt != in->shape.dt))) {
+    own = false;
     out = (CuPtr){CU_TEMP, 0, stage + used};
     used += (hlo_shape_elems(&dot->shape) * esz + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
   }
@@ -1153,16 +1205,9 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   g->sa = K * N, g->sb = M * K, g->sc = M * N;
   g->batch = L.B;
   cc->uses_cublas = true;
-  if (!epi) return true;
-  /* the epilogue reads the product where cuBLAS left it */
-  CuStep *st;
-  LLVMValueRef dp;
-  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &out, &dp, &st);
-  ck_bind_fusion(k, in);
-  k->mat[k->nmat++] = (CpuMat){dot, dp};
-  LoopCtx c = {in, NULL, ck_buffer(k, in)};
-  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
-  return ck_end(k);
+  /* a fusion whose root is the dot (a prologue only) has no epilogue: cuBLAS wrote it */
+  if (!epi || (in->op == OP_FUSION && in->calls[0]->root == dot && own)) return true;
+  return ck_epilogue(cc, in, dot, out); /* reads the product where cuBLAS left it */
 }
 
 static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
@@ -1387,7 +1432,8 @@ static bool ck_unstage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   return true;
 }
 
-static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, int64_t xbytes, int64_t ybytes);
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own, int64_t xbytes,
+                           int64_t ybytes);
 
 /* The weight gradient of ck_wgrad_match through cudnnConvolutionBackwardFilter. */
 static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf, const int *df) {
@@ -1414,10 +1460,11 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   *wshape = hlo_shape_array(DT_F32, r, wd);
   wp = (CuPtr){CU_TEMP, 0, stage + used};
   used += ck_align((int64_t)hlo_shape_bytes(wshape));
-  bool epi = conv != in;
+  bool epi = conv != in, own = true; /* own: cuDNN writes the fusion's buffer */
   const MemBuf *mb = &cg->plan.bufs[in->idx];
   if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
                                             in->shape.dt != DT_F32))) {
+    own = false;
     yp = (CuPtr){CU_TEMP, 0, stage + used};
     used += ck_align((int64_t)hlo_shape_bytes(ys));
   }
@@ -1451,7 +1498,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
   ck_grid_loop(k, st, ys, ck_unstage_body, &u);
   if (!ck_end(k)) return false;
-  return ck_conv_finish(cc, in, conv, yp, (int64_t)hlo_shape_bytes(&xs), (int64_t)hlo_shape_bytes(&ds));
+  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(&xs), (int64_t)hlo_shape_bytes(&ds));
 }
 
 static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
@@ -1521,10 +1568,11 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     if (!ck_conv_stage(cc, in, &c, fp)) return false;
   }
   /* output: the fusion's own buffer when it has the convolution's shape */
-  bool epi = conv != in;
+  bool epi = conv != in, own = true; /* own: cuDNN writes the fusion's buffer */
   const MemBuf *mb = &cg->plan.bufs[in->idx];
   if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
                                             in->shape.dt != DT_F32))) {
+    own = false;
     yp = (CuPtr){CU_TEMP, 0, stage + used};
     used += ck_align((int64_t)hlo_shape_bytes(ys));
   }
@@ -1555,24 +1603,19 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   HLO_ASSERT(g->ck == ys->dims[feat] && g->cc == ks->dims[kin] * g->groups);
   g->x = xp, g->w = fp, g->y = yp;
   g->ws = (CuPtr){CU_TEMP, 0, 0}; /* placed after the staging area by cuda_compile() */
-  return ck_conv_finish(cc, in, conv, yp, (int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
+  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
 }
 
-/* After a convolution step wrote conv's value at yp: reserve its workspace, and run the
- * fusion's epilogue (when conv is not the fusion itself) as a loop kernel reading it. */
-static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, int64_t xbytes, int64_t ybytes) {
+/* After a convolution step wrote conv's value at yp (own: the fusion's buffer): reserve its
+ * workspace, and run the fusion's epilogue, if any, as a kernel reading it. */
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own, int64_t xbytes,
+                           int64_t ybytes) {
   int64_t ws = ck_conv_ws(cc, xbytes, ybytes);
   if (ws > cc->ws_bytes) cc->ws_bytes = ws;
-  if (conv == in) return true;
-  /* the epilogue reads the convolution's result where cuDNN left it */
-  CuStep *st;
-  LLVMValueRef dp;
-  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &yp, &dp, &st);
-  ck_bind_fusion(k, in);
-  k->mat[k->nmat++] = (CpuMat){conv, dp};
-  LoopCtx c = {in, NULL, ck_buffer(k, in)};
-  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
-  return ck_end(k);
+  /* a lone convolution, or a fusion whose root is the convolution (a prologue only) whose
+   * own buffer cuDNN wrote, has no epilogue */
+  if (conv == in || (in->op == OP_FUSION && in->calls[0]->root == conv && own)) return true;
+  return ck_epilogue(cc, in, conv, yp); /* reads the convolution where cuDNN left it */
 }
 
 /* ------------------------------------------------------------------ scatter */
@@ -1683,6 +1726,6 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
       }
     return ck_loop_kernel(cc, in, &s->tuple[0], NULL, NULL);
   }
-  if (ck_vec_ok(in)) return ck_vec_kernel(cc, in);
+  if (ck_vec_ok(in, NULL)) return ck_vec_kernel(cc, in, NULL, (CuPtr){0});
   return ck_loop_kernel(cc, in, s, NULL, NULL);
 }
