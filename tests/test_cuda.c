@@ -433,6 +433,69 @@ Test(cuda_ptx, identical_kernels_generated_once) {
   hlo_module_free(m);
 }
 
+/* ------------------------------------------------------------------ kernel shapes of tests/cuda/cases */
+
+/* The manifest of tests/cuda/cases/NAME.hlo compiled with hloc's CUDA options
+ * (OptOpts as tools/hloc.c sets them for --target=cuda, the given conv layout). */
+static char *tu_case_manifest(const char *name, OptConvLayout layout) {
+  char p[1024];
+  snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/%s.hlo", name);
+  HErr err = {0};
+  HModule *m = proto_load_file(p, &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  oo.conv_layout = layout;
+  oo.conv_epilogue_to_reduce = oo.conv_operands_staged = true;
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  char *d = tu_tmpdir();
+  char cub[600], man[600];
+  snprintf(cub, sizeof cub, "%s/m.cubin", d);
+  snprintf(man, sizeof man, "%s/m.json", d);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = cub;
+  o.manifest_path = man;
+  o.emit = CUDA_EMIT_CUBIN;
+  o.opt_level = 3;
+  cr_assert(cuda_compile(m, &o, &err), "%s: %s", name, err.msg);
+  char *js = tu_slurp(man, NULL);
+  cr_assert(js_valid(js), "%s: manifest is not valid JSON", name);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+  return js;
+}
+
+Test(cuda_ptx, long_reductions_split_over_blocks) {
+  /* 64 outputs of 16384 elements: each output's elements over several blocks, then a
+     finishing kernel; rows (NCHW statistics) and columns (NHWC statistics) */
+  for (int l = 0; l < 2; l++) {
+    char *js = tu_case_manifest("bn_stats_nchw", (OptConvLayout)l);
+    cr_expect_eq(tu_count(js, "\"shape\": \"split-reduce\""), 1, "%s", js);
+    cr_expect_eq(tu_count(js, "\"shape\": \"split-finish\""), 1);
+    free(js);
+    js = tu_case_manifest("bn_stats_nhwc", (OptConvLayout)l);
+    cr_expect_eq(tu_count(js, "\"shape\": \"split-col-reduce\""), 1, "%s", js);
+    cr_expect_eq(tu_count(js, "\"shape\": \"split-finish\""), 1);
+    free(js);
+  }
+  char *js = tu_case_manifest("column_max", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"shape\": \"col-reduce\""), 1, "%s", js);
+  free(js);
+}
+
+Test(cuda_ptx, weight_gradients_through_backward_filter) {
+  static const char *const cases[] = {"weight_gradient", "strided_weight_gradient"};
+  for (int c = 0; c < 2; c++)
+    for (int l = 0; l < 2; l++) {
+      char *js = tu_case_manifest(cases[c], (OptConvLayout)l);
+      cr_expect_eq(tu_count(js, "\"function\": \"cudnnConvolutionBackwardFilter\""), 1, "%s %d: %s", cases[c], l, js);
+      cr_expect_eq(tu_count(js, "\"function\": \"cudnnConvolutionForward\""), 0);
+      cr_expect(strstr(js, l ? "\"layout\": \"NCHW\"" : "\"layout\": \"NHWC\""));
+      free(js);
+    }
+}
+
 /* ------------------------------------------------------------------ execution (GPU only) */
 
 /* Skip unless a CUDA driver and a device are present. */

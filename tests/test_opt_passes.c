@@ -525,6 +525,88 @@ Test(opt_fusion, dot_bias_relu_is_one_output_fusion) {
   hlo_module_free(m);
 }
 
+/* conv -> per-channel scale -> relu -> mean over the spatial dims (NHWC); and a large
+   gradient-like value read by two convolutions */
+static const char *conv_pool =
+    "HloModule t\n"
+    "add {\n"
+    "  p = f32[] parameter(0)\n"
+    "  q = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(p, q)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[2,8,8,3] parameter(0)\n"
+    "  k = f32[3,3,3,4] parameter(1)\n"
+    "  g = f32[4] parameter(2)\n"
+    "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  gb = f32[2,8,8,4] broadcast(g), dimensions={3}\n"
+    "  sc = f32[2,8,8,4] multiply(c, gb)\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
+    "  r = f32[2,8,8,4] maximum(sc, zb)\n"
+    "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
+    "}\n";
+
+Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
+  for (int ask = 0; ask < 2; ask++) {
+    HModule *m = tu_parse(conv_pool);
+    HArena *ar = hlo_arena_new();
+    Literal *before = eval(m, ar);
+    OptOpts o = {0};
+    o.conv_epilogue_to_reduce = ask;
+    tu_run_opts(m, opt_fusion, &o);
+    HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
+    cr_assert(red, "the reduction is a kInput fusion");
+    if (ask) {
+      /* the convolution stands alone (no kOutput fusion), the reduction computes scale and relu */
+      cr_expect_null(conv);
+      cr_expect_eq(tu_count(red->calls[0], OP_MAXIMUM), 1);
+      cr_expect_eq(tu_count(red->calls[0], OP_CONVOLUTION), 0);
+    } else {
+      cr_assert(conv, "by default the convolution takes its epilogue");
+      cr_expect_eq(tu_count(conv->calls[0], OP_MAXIMUM), 1);
+      cr_expect_eq(tu_count(red->calls[0], OP_MAXIMUM), 0);
+    }
+    tu_expect_same(eval(m, ar), before, 1e-5);
+    hlo_arena_free(ar);
+    hlo_module_free(m);
+  }
+}
+
+Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
+  /* d = dy * 2 (1M+ elements) read by two convolutions: duplicated into both operands by
+     default, computed once by its own kernel when the target stages convolution operands */
+  static const char *two_convs =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  dy = f32[4,128,64,32] parameter(0)\n"
+      "  k1 = f32[3,3,32,8] parameter(1)\n"
+      "  k2 = f32[3,3,32,8] parameter(2)\n"
+      "  two = f32[] constant(2)\n"
+      "  tb = f32[4,128,64,32] broadcast(two), dimensions={}\n"
+      "  d = f32[4,128,64,32] multiply(dy, tb)\n"
+      "  c1 = f32[4,128,64,8] convolution(d, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  c2 = f32[4,128,64,8] convolution(d, k2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  ROOT t = (f32[4,128,64,8], f32[4,128,64,8]) tuple(c1, c2)\n"
+      "}\n";
+  for (int staged = 0; staged < 2; staged++) {
+    HModule *m = tu_parse(two_convs);
+    OptOpts o = {0};
+    o.conv_operands_staged = staged;
+    tu_run_opts(m, opt_fusion, &o);
+    int muls_in_conv_fusions = 0, loops = 0;
+    for (int i = 0; i < m->entry->ninstrs; i++) {
+      HInstr *x = m->entry->instrs[i];
+      if (x->op != OP_FUSION) continue;
+      if (x->fusion_kind == FK_OUTPUT) muls_in_conv_fusions += tu_count(x->calls[0], OP_MULTIPLY);
+      if (x->fusion_kind == FK_LOOP) loops++;
+    }
+    cr_expect_eq(muls_in_conv_fusions, staged ? 0 : 2, "staged=%d", staged);
+    cr_expect_eq(loops, staged ? 1 : 0, "staged=%d: the product as its own kernel", staged);
+    hlo_module_free(m);
+  }
+}
+
 static const char *softmax =
     "HloModule t\n"
     "mx {\n"
