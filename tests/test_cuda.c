@@ -144,8 +144,9 @@ static int tu_count(const char *hay, const char *needle) {
 
 /* ------------------------------------------------------------------ PTX and cubin per fixture */
 
-static void tu_fixture_cubin(const char *fixture) {
-  HModule *m = tu_load(fixture);
+/* m compiled to a cubin with its manifest (m is freed): the manifest's text, checked to be
+ * JSON, and the cubin in *bin (*n bytes) when bin is given. */
+static char *tu_cubin(HModule *m, const char *what, char **bin, size_t *n) {
   char *d = tu_tmpdir();
   char cub[600], man[600];
   snprintf(cub, sizeof cub, "%s/m.cubin", d);
@@ -157,12 +158,21 @@ static void tu_fixture_cubin(const char *fixture) {
   o.emit = CUDA_EMIT_CUBIN;
   o.opt_level = 3;
   HErr err = {0};
-  cr_assert(cuda_compile(m, &o, &err), "%s: %s", fixture, err.msg);
-  size_t n = 0;
-  char *bin = tu_slurp(cub, &n);
-  cr_assert(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "%s: the cubin is not an ELF image", fixture);
+  cr_assert(cuda_compile(m, &o, &err), "%s: %s", what, err.msg);
+  if (bin) *bin = tu_slurp(cub, n);
   char *js = tu_slurp(man, NULL);
-  cr_assert(js_valid(js), "%s: manifest is not valid JSON", fixture);
+  cr_assert(js_valid(js), "%s: manifest is not valid JSON", what);
+  tu_rmdir(d);
+  free(d);
+  hlo_module_free(m);
+  return js;
+}
+
+static void tu_fixture_cubin(const char *fixture) {
+  size_t n = 0;
+  char *bin;
+  char *js = tu_cubin(tu_load(fixture), fixture, &bin, &n);
+  cr_assert(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "%s: the cubin is not an ELF image", fixture);
   cr_expect(strstr(js, "\"arch\": \"sm_90\""), "%s: manifest arch", fixture);
   cr_expect_gt(tu_count(js, "\"kind\": \"kernel\""), 0, "%s: no kernel in the manifest", fixture);
   /* every kernel of the manifest is a symbol of the cubin */
@@ -175,9 +185,6 @@ static void tu_fixture_cubin(const char *fixture) {
   }
   free(bin);
   free(js);
-  tu_rmdir(d);
-  free(d);
-  hlo_module_free(m);
 }
 
 #define FIXTURE_TEST(f) \
@@ -447,23 +454,7 @@ static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   oo.conv_layout = layout;
   oo.conv_epilogue_to_reduce = oo.conv_operands_staged = true;
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
-  char *d = tu_tmpdir();
-  char cub[600], man[600];
-  snprintf(cub, sizeof cub, "%s/m.cubin", d);
-  snprintf(man, sizeof man, "%s/m.json", d);
-  CudaOpts o = {0};
-  o.name = "m";
-  o.out_path = cub;
-  o.manifest_path = man;
-  o.emit = CUDA_EMIT_CUBIN;
-  o.opt_level = 3;
-  cr_assert(cuda_compile(m, &o, &err), "%s: %s", name, err.msg);
-  char *js = tu_slurp(man, NULL);
-  cr_assert(js_valid(js), "%s: manifest is not valid JSON", name);
-  tu_rmdir(d);
-  free(d);
-  hlo_module_free(m);
-  return js;
+  return tu_cubin(m, name, NULL, NULL);
 }
 
 Test(cuda_ptx, long_reductions_split_over_blocks) {

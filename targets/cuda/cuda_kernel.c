@@ -1353,6 +1353,23 @@ static int64_t ck_conv_ws(const CudaCg *cc, int64_t xbytes, int64_t ybytes) {
   return ck_align(w);
 }
 
+/* Where a convolution step writes conv's value: the fusion's own buffer when it has the
+ * convolution's shape and is not shared with an operand (returns true), else private
+ * scratch at stage + *used (advanced). Also accounts the step's staging in stage_bytes. */
+static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, int64_t stage, int64_t *used) {
+  const Shape *ys = &conv->shape;
+  const MemBuf *mb = &cc->cg.plan.bufs[in->idx];
+  bool own = true;
+  if (!cuda_ptr_of(cc, in, yp) || (conv != in && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
+                                                  in->shape.dt != DT_F32))) {
+    own = false;
+    *yp = (CuPtr){CU_TEMP, 0, stage + *used};
+    *used += ck_align((int64_t)hlo_shape_bytes(ys));
+  }
+  if (*used > cc->stage_bytes) cc->stage_bytes = *used;
+  return own;
+}
+
 /* ------------------------------------------------------------------ weight gradients */
 
 /* Whether convolution conv (canonical form, nchw or NHWC) is better computed as the weight
@@ -1460,15 +1477,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   *wshape = hlo_shape_array(DT_F32, r, wd);
   wp = (CuPtr){CU_TEMP, 0, stage + used};
   used += ck_align((int64_t)hlo_shape_bytes(wshape));
-  bool epi = conv != in, own = true; /* own: cuDNN writes the fusion's buffer */
-  const MemBuf *mb = &cg->plan.bufs[in->idx];
-  if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
-                                            in->shape.dt != DT_F32))) {
-    own = false;
-    yp = (CuPtr){CU_TEMP, 0, stage + used};
-    used += ck_align((int64_t)hlo_shape_bytes(ys));
-  }
-  if (used > cc->stage_bytes) cc->stage_bytes = used;
+  bool own = ck_conv_out(cc, in, conv, &yp, stage, &used);
   CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
   g->cidx = cc->nconvs++;
   g->nchw = nchw;
@@ -1567,16 +1576,7 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     used += ck_align((int64_t)hlo_shape_bytes(cs));
     if (!ck_conv_stage(cc, in, &c, fp)) return false;
   }
-  /* output: the fusion's own buffer when it has the convolution's shape */
-  bool epi = conv != in, own = true; /* own: cuDNN writes the fusion's buffer */
-  const MemBuf *mb = &cg->plan.bufs[in->idx];
-  if (!cuda_ptr_of(cc, in, &yp) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
-                                            in->shape.dt != DT_F32))) {
-    own = false;
-    yp = (CuPtr){CU_TEMP, 0, stage + used};
-    used += ck_align((int64_t)hlo_shape_bytes(ys));
-  }
-  if (used > cc->stage_bytes) cc->stage_bytes = used;
+  bool own = ck_conv_out(cc, in, conv, &yp, stage, &used);
   CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
   g->cidx = cc->nconvs++;
   g->nchw = nchw;
