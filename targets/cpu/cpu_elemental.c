@@ -13,7 +13,8 @@
  *     gather, iota) or computes from operand values at the same index (elementwise math);
  *   - reduce, reduce-window, dot and convolution generate an inner loop nest accumulating in
  *     an alloca (promoted to registers by LLVM), calling the reducer computation inline as
- *     scalar code.
+ *     scalar code; a small window (a 3x3 pool) is unrolled into straight-line code instead,
+ *     its operand indices clamped only on the sides where padding can be reached.
  * Out-of-bounds reads (pad, concatenate, convolution padding, gathers) never happen: the index
  * is clamped into range and the value replaced by a select, which keeps loops branch-free so
  * LLVM can vectorize them. Values already generated at the same index in the same loop scope
@@ -816,6 +817,53 @@ bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef
   return el_reduce(k, in, idx, out) != NULL;
 }
 
+/* Operand index along dimension d of a reduce-window's window position wk (i64), with the
+ * validity test folded into *ok (NULL: always valid). The index is clamped only on the side
+ * where the window can leave the operand (padding, base dilation): an unpadded dimension's
+ * index is affine in the output index, which keeps the output loop vectorizable. */
+static LLVMValueRef el_rw_index(CpuKern *k, const HInstr *in, int d, LLVMValueRef od,
+                                LLVMValueRef wk, LLVMValueRef *ok) {
+  LLVMBuilderRef B = k->B;
+  const WinDim *wd = &in->window->d[d];
+  int64_t dim = in->ops[0]->shape.dims[d], odim = in->shape.dims[d];
+  if (wd->reversal) wk = ix_sub(k, cpu_i64(k, wd->size - 1), wk);
+  LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, od, wd->stride), ix_mul(k, wk, wd->win_dil)),
+                          cpu_i64(k, wd->pad_lo));
+  if (wd->base_dil > 1) {
+    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
+    LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
+    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
+    p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
+    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, dim), ""));
+    return ix_clamp(k, p, 0, dim - 1);
+  }
+  /* extreme positions the window reaches: [-pad_lo, (odim-1)*stride + (size-1)*dil - pad_lo] */
+  int64_t lo = -wd->pad_lo, hi = (odim - 1) * wd->stride + (wd->size - 1) * wd->win_dil - wd->pad_lo;
+  bool low = lo < 0, high = hi > dim - 1;
+  if (low && high) {
+    *ok = and1(k, *ok, ix_in(k, p, 0, dim));
+    return ix_clamp(k, p, 0, dim - 1);
+  }
+  LLVMValueRef c = cpu_i64(k, low ? 0 : dim - 1);
+  if (low) {
+    LLVMValueRef in_r = LLVMBuildICmp(B, LLVMIntSGE, p, c, "");
+    *ok = and1(k, *ok, in_r);
+    return LLVMBuildSelect(B, in_r, p, c, "");
+  }
+  if (high) {
+    LLVMValueRef in_r = LLVMBuildICmp(B, LLVMIntSLE, p, c, "");
+    *ok = and1(k, *ok, in_r);
+    return LLVMBuildSelect(B, in_r, p, c, "");
+  }
+  return p;
+}
+
+#define EL_RW_UNROLL 16 /* windows of at most this many positions are unrolled */
+
+/* Reduce-window: the reducer over the window positions in row-major window order, padding
+ * positions contributing the init value. Small windows (a 3x3 pool) are unrolled into
+ * straight-line code so the accumulator stays in registers and the output loop around it
+ * can vectorize; larger ones loop over the window. */
 static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
@@ -824,9 +872,31 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
   const Shape *os = &in->ops[0]->shape;
   DType t = in->shape.dt;
   LLVMTypeRef ty = cpu_reg_type(cg, t);
-  LLVMValueRef acc = cpu_alloca(k, ty);
   LLVMValueRef init = cpu_gen(k, in->ops[1], NULL);
   if (!init) return NULL;
+  int64_t npos = 1;
+  for (int d = 0; d < os->rank; d++) npos *= w->d[d].size;
+  if (npos >= 1 && npos <= EL_RW_UNROLL) {
+    LLVMValueRef acc = init;
+    for (int64_t q = 0; q < npos; q++) {
+      LLVMValueRef oi[HLO_MAX_RANK], ok = NULL;
+      int64_t r = q;
+      int64_t wpos[HLO_MAX_RANK];
+      for (int d = os->rank - 1; d >= 0; d--) {
+        wpos[d] = r % w->d[d].size;
+        r /= w->d[d].size;
+      }
+      for (int d = 0; d < os->rank; d++) oi[d] = el_rw_index(k, in, d, idx[d], cpu_i64(k, wpos[d]), &ok);
+      LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+      if (!v) return NULL;
+      if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
+      LLVMValueRef args[2] = {acc, v}, res[1];
+      if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
+      acc = res[0];
+    }
+    return acc;
+  }
+  LLVMValueRef acc = cpu_alloca(k, ty);
   LLVMBuildStore(B, init, acc);
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef oi[HLO_MAX_RANK], ok = NULL;
@@ -836,22 +906,7 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
     const WinDim *wd = &w->d[d];
     wv[d] = wd->size == 1 ? cpu_i64(k, 0) : cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, wd->size));
   }
-  for (int d = 0; d < os->rank; d++) {
-    const WinDim *wd = &w->d[d];
-    LLVMValueRef wk = wd->reversal ? ix_sub(k, cpu_i64(k, wd->size - 1), wv[d]) : wv[d];
-    LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, idx[d], wd->stride), ix_mul(k, wk, wd->win_dil)),
-                            cpu_i64(k, wd->pad_lo));
-    if (wd->base_dil > 1) {
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
-      LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
-      p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, os->dims[d]), ""));
-    } else if (wd->pad_lo != 0 || wd->pad_hi != 0) {
-      ok = and1(k, ok, ix_in(k, p, 0, os->dims[d]));
-    }
-    oi[d] = ix_clamp(k, p, 0, os->dims[d] - 1);
-  }
+  for (int d = 0; d < os->rank; d++) oi[d] = el_rw_index(k, in, d, idx[d], wv[d], &ok);
   LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
   if (!v) return NULL;
   if (ok) v = LLVMBuildSelect(B, ok, v, init, "");

@@ -8,15 +8,23 @@
  *       for jr (NR): for ir (MR): the micro-kernel: an MR x NR tile held in MR * NR / VW
  *         vector registers, one FMA per (row, vector) per k on a broadcast of A and a vector
  *         load of B; the tile is stored (first K block) or added to C.
- * Panels are zero-padded to MR / NR so the micro-kernel never branches; tiles cut by the
- * edges of C go through a small stack tile. The vector width, MR and NR follow the target's
- * features (16-wide with 12 x 32 tiles on AVX-512, 8-wide with 6 x 16 on AVX/AVX2, 4-wide
- * otherwise). The packing buffers are scratch memory given by the caller.
+ * K is cut into blocks of equal depth (at most KC), so there is no thin last block. When the
+ * whole K of a column block of B fits in GM_RESIDENT floats (convolutions only: their M is
+ * huge), B is packed once and stays resident, and the row blocks go outermost instead (for jc: for ic: for pc): each MC x NC
+ * block of C is finished, all its K blocks accumulated while it is in cache, before the next
+ * one, and a caller that computes the rows in slices can pass GP_BKEEP to reuse the packed B
+ * of its previous call. Panels are zero-padded to MR / NR so the micro-kernel never branches;
+ * tiles cut by the edges of C go through a small stack tile. The vector width, MR and NR
+ * follow the target's features (16-wide with 12 x 32 tiles on AVX-512, 8-wide with 6 x 16 on
+ * AVX/AVX2, 4-wide otherwise). The packing buffers (B first, then the A block) are scratch
+ * memory given by the caller.
  *
  * The same function packs A straight from a convolution input when given the convolution's
- * geometry (implicit GEMM): rows are output
- * pixels (oh, ow) of one batch image, K runs over (kh, kw, ci) with ci fastest, and taps that
- * fall in the padding are packed as zeros; B is the kernel seen as [kh*kw*ci, co].
+ * geometry (implicit GEMM): rows are output pixels (image, oh, ow), so one call can span the
+ * batch; K runs over (kh, kw, ci) with ci fastest, walked in runs of channels at one tap that
+ * the MR rows of a panel share (each row through its own pointer and the channel stride, so
+ * an NCHW input is read in place; taps in the padding read a zero with stride 0); B is the
+ * kernel seen as [kh*kw*ci, co].
  *
  * cpu_gemm_kernel() decides whether a dot or convolution (alone, or the hero of an output
  * fusion) can use these functions: its operands must be strided views of buffers (an entry
@@ -25,10 +33,13 @@
  * dimension each, the lhs-free dimensions merge as far as they can (the rest are looped like
  * batch dimensions). Convolutions need two spatial dimensions, no grouping, no base dilation
  * or reversal, a kernel whose (kh, kw, ci) flatten to one stride and an output whose feature
- * dimension is minor and whose (oh, ow) flatten. The kernel splits (batch, row block, column
- * block) items into chunks for the parallel-for; each chunk owns a packing area in the
- * kernel-private scratch, and applies the fusion's elementwise epilogue to each block right
- * after computing it, while it is in cache. */
+ * dimension is minor and whose (oh, ow) flatten; the batch joins the rows when the output is
+ * [batch, oh, ow, feature] row-major (a weight-gradient convolution, with a few output pixels
+ * per "image" and a huge K, then packs its B once instead of once per image). The kernel
+ * splits (batch, row block, column block) items into chunks for the parallel-for; each chunk
+ * owns a packing area in the kernel-private scratch. An output fusion's elementwise epilogue
+ * is applied to each finished block: with B resident, the rows go through the GEMM in slices
+ * of 2 * MC, each followed by its epilogue while its C block is still in cache. */
 #include "cpu_impl.h"
 
 #include <llvm-c/DebugInfo.h>
@@ -74,7 +85,8 @@ static GmCfg gm_cfg(CpuCg *cg) {
   bool avx = avx512 || strstr(feat, "+avx") || (strcmp(cpu, "generic") && strcmp(cpu, "x86-64") &&
                                                 !strstr(feat, "-avx"));
   GmCfg c;
-  if (avx512) c = (GmCfg){16, 12, 32, 144, 384, 1024};
+  /* AVX-512: KC = 256 keeps a 32-column B micro-panel (32 KiB) in a 48 KiB L1 */
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 256, 2048};
   else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024};
   else c = (GmCfg){4, 6, 8, 96, 256, 256};
   LLVMDisposeMessage(hostcpu);
@@ -91,11 +103,28 @@ static GmCfg gm_cfg(CpuCg *cg) {
 
 static int64_t gm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Bytes of packing scratch the GEMM function uses for an M x N x K product. */
-static int64_t gm_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K) {
+/* B stays resident (its whole K packed once per column block) when K * NC' (NC' = the column
+ * block rounded to NR) is at most this many floats (1 MiB: the L2 or a share of L3). */
+#define GM_RESIDENT (256 * 1024)
+
+/* Columns of the packed B of a column block of N (rounded up to whole panels). */
+static int64_t gm_ncr(const GmCfg *c, int64_t N) { return gm_roundup(gm_min(c->nc, N < 1 ? 1 : N), c->nr); }
+
+/* Whether convolution calls of at most N columns and depth K keep B resident (as the GEMM
+ * function decides at run time for its N; dots keep the K blocks outermost, measured faster
+ * for the transformer models on AVX-512). */
+static bool gm_resident(const GmCfg *c, int64_t N, int64_t K) { return K * gm_ncr(c, N) <= GM_RESIDENT; }
+
+/* Bytes of packing scratch the GEMM function uses for products of at most M x N x K (conv:
+ * implicit-GEMM convolution calls, which may keep B resident). */
+static int64_t gm_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K, bool conv) {
   int64_t mc = gm_min(c->mc, gm_roundup(M, c->mr)), kc = gm_min(c->kc, K < 1 ? 1 : K);
-  int64_t nc = gm_min(c->nc, gm_roundup(N, c->nr));
-  return gm_roundup((gm_roundup(mc * kc, 16) + kc * nc) * 4, MEMPLAN_ALIGN);
+  int64_t ncr = gm_ncr(c, N);
+  /* B: one K block, or resident: a smaller call (fewer columns) may be resident when this
+     size is not, within GM_RESIDENT floats */
+  int64_t b = kc * ncr, res = conv ? gm_min(GM_RESIDENT, (K < 1 ? 1 : K) * ncr) : 0;
+  if (res > b) b = res;
+  return gm_roundup((gm_roundup(b, 16) + mc * kc) * 4, MEMPLAN_ALIGN);
 }
 
 /* ------------------------------------------------------------------ IR helpers */
@@ -176,13 +205,17 @@ static void gm_close(CpuKern *k, CpuLoop *l) {
 
 enum {
   GP_M, GP_N, GP_K, GP_A, GP_ARS, GP_ACS, GP_B, GP_BRS, GP_BCS, GP_C, GP_LDC, GP_PACK, GP_CONV,
+  GP_BKEEP, /* 1: B is resident and already packed in the packing area by the previous call
+               (same B, N and K, one column block): skip packing it */
   GP_COUNT
 };
 
 /* Convolution geometry given to the implicit-GEMM function (i64 array). */
 enum {
   GC_OW, GC_H, GC_W, GC_CI, GC_KW, GC_SH, GC_SW, GC_DH, GC_DW, GC_PH, GC_PW, GC_XSH, GC_XSW, GC_XSC,
-  GC_M0, /* the output pixel of row 0 of this call */
+  GC_OHW, /* output pixels per image: row / OHW is the image (rows span the batch) */
+  GC_XSB, /* input batch stride (elements) */
+  GC_M0,  /* the output pixel of row 0 of this call */
   GC_COUNT
 };
 
@@ -349,10 +382,100 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
   gm_close(k, &lj);
 }
 
-/* Pack A[ic + 0..mc, pc + 0..kc] into MR-tall panels at ap (zero rows past mc), from strided A
- * or, for the convolution mode, from the input image. */
-static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, bool conv, LLVMValueRef ap,
-                      LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
+/* Pack A[ic + 0..mc, pc + 0..kc] from a convolution input (implicit GEMM) into MR-tall
+ * panels at ap. Row r of a panel is output pixel m0 + ic + ir + r, decoded once per panel into
+ * its image and window origin; K is walked in runs of input channels at one tap (kh, kw),
+ * the run shared by the MR rows: each row reads its run through a pointer and a stride, a
+ * row whose tap falls in the padding (or past the last row) reads the one zero at zp with
+ * stride 0, and the MR rows are interleaved into the panel with the rows unrolled (MR
+ * contiguous stores per step). */
+static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
+                           LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  int MR = c->mr;
+  LLVMValueRef g[GC_COUNT];
+  for (int j = 0; j < GC_COUNT; j++) {
+    LLVMValueRef ix = gi(k, j);
+    g[j] = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, P[GP_CONV], &ix, 1, ""), "");
+  }
+  LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
+  LLVMValueRef rem0 = LLVMBuildSRem(B, pc, kwci, "");
+  LLVMValueRef kh0 = LLVMBuildSDiv(B, pc, kwci, "");
+  LLVMValueRef kw0 = LLVMBuildSDiv(B, rem0, g[GC_CI], "");
+  LLVMValueRef ci0 = LLVMBuildSRem(B, rem0, g[GC_CI], "");
+  CpuLoop li, lt;
+  LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
+  LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
+  LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
+  LLVMValueRef ih0[16], iw0[16], xb[16], valid[16];
+  for (int r = 0; r < MR; r++) {
+    LLVMValueRef pix = gadd(k, gadd(k, gadd(k, ic, ir), gi(k, r)), g[GC_M0]);
+    LLVMValueRef img = LLVMBuildSDiv(B, pix, g[GC_OHW], "");
+    LLVMValueRef q = LLVMBuildSRem(B, pix, g[GC_OHW], "");
+    LLVMValueRef oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+    ih0[r] = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]);
+    iw0[r] = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
+    xb[r] = gmul(k, img, g[GC_XSB]);
+    valid[r] = gslt(k, gi(k, r), mrv);
+  }
+  /* every panel walks the block's K from its first tap: while (kk < kc), one run of input
+     channels at tap (kh, kw) */
+  LLVMValueRef vkk = gvar(k, gi(k, 0)), vkh = gvar(k, kh0), vkw = gvar(k, kw0), vci = gvar(k, ci0);
+  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "run");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "runb");
+  LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rune");
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, hdr);
+  LLVMValueRef kk = gget(k, vkk);
+  LLVMBuildCondBr(B, gslt(k, kk, kc), body, out);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef kh = gget(k, vkh), kw = gget(k, vkw), ci = gget(k, vci);
+  LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
+  LLVMValueRef dh = gmul(k, kh, g[GC_DH]), dw = gmul(k, kw, g[GC_DW]);
+  LLVMValueRef src[16], st[16], all = NULL;
+  for (int r = 0; r < MR; r++) {
+    LLVMValueRef ih = gadd(k, ih0[r], dh), iw = gadd(k, iw0[r], dw);
+    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""),
+                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iw, g[GC_W]), ""), "");
+    ok = LLVMBuildAnd(B, ok, valid[r], "");
+    LLVMValueRef off = gadd(k, gadd(k, xb[r], gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+    /* the offset is only formed for taps inside the image; zp otherwise */
+    off = LLVMBuildSelect(B, ok, off, gi(k, 0), "");
+    src[r] = LLVMBuildSelect(B, ok, gfp(k, P[GP_A], off), zp, "");
+    st[r] = LLVMBuildSelect(B, ok, g[GC_XSC], gi(k, 0), "");
+    all = all ? LLVMBuildAnd(B, all, ok, "") : ok;
+  }
+  LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, MR)));
+  /* every row inside the image (the common case): one shared channel offset, so the MR row
+     pointers and it fit in registers; else a stride per row */
+  GIf fa;
+  gif_open(k, &fa, all, true);
+  for (int v = 0; v < 2; v++) {
+    LLVMValueRef t = gloop(k, &lt, gi(k, 0), n, 1);
+    LLVMValueRef d = gfp(k, dst, gmul(k, t, gi(k, MR)));
+    LLVMValueRef to = v == 0 ? gmul(k, t, g[GC_XSC]) : NULL;
+    for (int r = 0; r < MR; r++)
+      gstore(k, gload(k, cg->f32, gfp(k, src[r], v == 0 ? to : gmul(k, t, st[r])), 4), gfp(k, d, gi(k, r)), 4);
+    gm_close(k, &lt);
+    if (v == 0) gif_else(k, &fa);
+  }
+  gif_close(k, &fa);
+  LLVMBuildStore(B, gadd(k, kk, n), vkk);
+  LLVMBuildStore(B, gi(k, 0), vci);
+  LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
+  LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
+  LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
+  LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, out);
+  gm_close(k, &li);
+}
+
+/* Pack A[ic + 0..mc, pc + 0..kc] from strided A into MR-tall panels at ap (zero rows past
+ * mc). */
+static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
+                      LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
@@ -361,7 +484,7 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, bool conv, LL
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
-  if (!conv) {
+  {
     /* a full panel: k outer, the MR rows unrolled (contiguous stores) */
     GIf fp;
     gif_open(k, &fp, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), false);
@@ -375,74 +498,18 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, bool conv, LL
     gm_close(k, &lk);
     LLVMBuildBr(B, fp.join); /* skip the row-by-row path */
     LLVMPositionBuilderAtEnd(B, fp.join);
-    /* the builder is now after the fast path; the generic path below runs only for partial
-       panels: guard it */
   }
-  LLVMValueRef r = gloop(k, &lr, gi(k, 0), conv ? gi(k, MR) : LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), gi(k, 0), gi(k, MR), ""), 1);
+  /* a partial panel, row by row (no rows when the panel was full) */
+  LLVMValueRef r = gloop(k, &lr, gi(k, 0), LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), gi(k, 0), gi(k, MR), ""), 1);
   GIf f;
   gif_open(k, &f, gslt(k, r, mrv), true);
   LLVMValueRef row = gadd(k, gadd(k, ic, ir), r);
-  if (!conv) {
+  {
     LLVMValueRef rowp = gfp(k, P[GP_A], gmul(k, row, P[GP_ARS]));
     LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
     LLVMValueRef v = gload(k, cg->f32, gfp(k, rowp, gmul(k, gadd(k, pc, kk), P[GP_ACS])), 4);
     gstore(k, v, gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r)), 4);
     gm_close(k, &lk);
-  } else {
-    LLVMValueRef g[GC_COUNT];
-    for (int j = 0; j < GC_COUNT; j++) {
-      LLVMValueRef ix = gi(k, j);
-      g[j] = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, P[GP_CONV], &ix, 1, ""), "");
-    }
-    LLVMValueRef pix = gadd(k, row, g[GC_M0]);
-    LLVMValueRef oh = LLVMBuildSDiv(B, pix, g[GC_OW], ""), ow = LLVMBuildSRem(B, pix, g[GC_OW], "");
-    LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]);
-    LLVMValueRef iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
-    LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
-    LLVMValueRef rem = LLVMBuildSRem(B, pc, kwci, "");
-    LLVMValueRef vkk = gvar(k, gi(k, 0));
-    LLVMValueRef vkh = gvar(k, LLVMBuildSDiv(B, pc, kwci, ""));
-    LLVMValueRef vkw = gvar(k, LLVMBuildSDiv(B, rem, g[GC_CI], ""));
-    LLVMValueRef vci = gvar(k, LLVMBuildSRem(B, rem, g[GC_CI], ""));
-    /* while (kk < kc): one run of input channels at tap (kh, kw) */
-    LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "run");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "runb");
-    LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rune");
-    LLVMBuildBr(B, hdr);
-    LLVMPositionBuilderAtEnd(B, hdr);
-    LLVMValueRef kk = gget(k, vkk);
-    LLVMBuildCondBr(B, gslt(k, kk, kc), body, out);
-    LLVMPositionBuilderAtEnd(B, body);
-    LLVMValueRef kh = gget(k, vkh), kw = gget(k, vkw), ci = gget(k, vci);
-    LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
-    LLVMValueRef ih = gadd(k, ih0, gmul(k, kh, g[GC_DH])), iw = gadd(k, iw0, gmul(k, kw, g[GC_DW]));
-    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""),
-                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iw, g[GC_W]), ""), "");
-    LLVMValueRef dst = gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r));
-    GIf v;
-    gif_open(k, &v, ok, true);
-    {
-      LLVMValueRef src = gfp(k, P[GP_A], gadd(k, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW])), gmul(k, ci, g[GC_XSC])));
-      LLVMValueRef t = gloop(k, &lk, gi(k, 0), n, 1);
-      LLVMValueRef x = gload(k, cg->f32, gfp(k, src, gmul(k, t, g[GC_XSC])), 4);
-      gstore(k, x, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
-      gm_close(k, &lk);
-    }
-    gif_else(k, &v);
-    {
-      LLVMValueRef t = gloop(k, &lk, gi(k, 0), n, 1);
-      gstore(k, fz, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
-      gm_close(k, &lk);
-    }
-    gif_close(k, &v);
-    LLVMBuildStore(B, gadd(k, kk, n), vkk);
-    LLVMBuildStore(B, gi(k, 0), vci);
-    LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
-    LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
-    LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
-    LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
-    LLVMBuildBr(B, hdr);
-    LLVMPositionBuilderAtEnd(B, out);
   }
   gif_else(k, &f);
   {
@@ -494,40 +561,64 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMTypeRef tile_ty = LLVMArrayType2(cg->f32, (uint64_t)(c.mr * c.nr));
   LLVMValueRef tile = cpu_alloca(k, tile_ty);
   LLVMSetAlignment(tile, 64);
+  LLVMValueRef zp = cpu_alloca(k, cg->f32); /* the zero that padding taps read */
+  LLVMBuildStore(k->B, LLVMConstReal(cg->f32, 0.0), zp);
   /* block sizes actually used (as gm_pack_bytes) */
   LLVMValueRef M = P[GP_M], N = P[GP_N], K = P[GP_K];
-  LLVMValueRef mcb = gmin(k, gi(k, c.mc), gmul(k, LLVMBuildSDiv(k->B, gadd(k, M, gi(k, c.mr - 1)), gi(k, c.mr), ""), gi(k, c.mr)));
   LLVMValueRef kcb = gmin(k, gi(k, c.kc), K);
-  LLVMValueRef ap = P[GP_PACK];
-  /* B panels start 64-byte aligned after the A block (the micro-kernel's aligned loads) */
-  LLVMValueRef aelems = LLVMBuildAnd(k->B, gadd(k, gmul(k, mcb, kcb), gi(k, 15)), gi(k, ~(int64_t)15), "");
-  LLVMValueRef bp = gfp(k, ap, aelems);
-  CpuLoop ljc, lpc, lic, ljr, lir;
+  /* B first (its size depends on N and K only, so calls with B kept find it where it was
+     packed), then the A block, 64-byte aligned (the micro-kernel's aligned loads) */
+  LLVMValueRef ncr = gmul(k, LLVMBuildSDiv(k->B, gadd(k, gmin(k, N, gi(k, c.nc)), gi(k, c.nr - 1)), gi(k, c.nr), ""), gi(k, c.nr));
+  LLVMValueRef res = LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""),
+                                  LLVMBuildICmp(k->B, LLVMIntSLE, gmul(k, K, ncr), gi(k, GM_RESIDENT), ""), "");
+  LLVMValueRef belems = gmul(k, LLVMBuildSelect(k->B, res, K, kcb, ""), ncr);
+  LLVMValueRef bp = P[GP_PACK];
+  LLVMValueRef ap = gfp(k, bp, LLVMBuildAnd(k->B, gadd(k, belems, gi(k, 15)), gi(k, ~(int64_t)15), ""));
+  /* B resident (whole K of a column block packed once, blocks at bp + pc * ncr): row blocks
+     outermost, every K block of one before the next, so its C block stays in cache and is
+     finished before moving on; else the K blocks outermost with B packed per block */
+  LLVMValueRef keep = LLVMBuildAnd(k->B, res, LLVMBuildICmp(k->B, LLVMIntNE, P[GP_BKEEP], gi(k, 0), ""), "");
+  CpuLoop ljc, lio, lpc, lic, ljr, lir;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, c.nc);
   LLVMValueRef nc = gmin(k, gi(k, c.nc), gsub(k, N, jc));
-  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), K, c.kc);
-  LLVMValueRef kc = gmin(k, gi(k, c.kc), gsub(k, K, pc));
+  LLVMValueRef io = gloop(k, &lio, gi(k, 0), LLVMBuildSelect(k->B, res, M, gi(k, 1), ""), c.mc);
+  /* K blocks of equal depth (a multiple of 8, at most KC): no thin last block */
+  LLVMValueRef nkb = LLVMBuildSDiv(k->B, gadd(k, K, gi(k, c.kc - 1)), gi(k, c.kc), "");
+  nkb = LLVMBuildSelect(k->B, gslt(k, nkb, gi(k, 1)), gi(k, 1), nkb, "");
+  LLVMValueRef kstep = LLVMBuildSDiv(k->B, gadd(k, K, gsub(k, nkb, gi(k, 1))), nkb, "");
+  kstep = gmin(k, gi(k, c.kc), LLVMBuildAnd(k->B, gadd(k, kstep, gi(k, 7)), gi(k, ~(int64_t)7), ""));
+  LLVMValueRef pc = cpu_loop_open_step(k, &lpc, gi(k, 0), K, kstep);
+  LLVMValueRef kc = gmin(k, kstep, gsub(k, K, pc));
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
-  gm_pack_b(k, &c, P, bp, pc, kc, jc, nc);
-  LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, c.mc);
+  LLVMValueRef bpc = LLVMBuildSelect(k->B, res, gfp(k, bp, gmul(k, pc, ncr)), bp, "");
+  {
+    /* packed here unless resident and (kept from the last call or packed for an earlier row block) */
+    LLVMValueRef skip = LLVMBuildAnd(k->B, res, LLVMBuildOr(k->B, keep, LLVMBuildICmp(k->B, LLVMIntNE, io, gi(k, 0), ""), ""), "");
+    GIf pb;
+    gif_open(k, &pb, LLVMBuildNot(k->B, skip, ""), false);
+    gm_pack_b(k, &c, P, bpc, pc, kc, jc, nc);
+    gif_close(k, &pb);
+  }
+  LLVMValueRef ic = gloop(k, &lic, io, LLVMBuildSelect(k->B, res, gmin(k, M, gadd(k, io, gi(k, c.mc))), M, ""), c.mc);
   LLVMValueRef mc = gmin(k, gi(k, c.mc), gsub(k, M, ic));
   /* A from a strided matrix, or (conv != NULL) from a convolution input */
   GIf pk;
   gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
-  gm_pack_a(k, &c, P, true, ap, ic, mc, pc, kc);
+  gm_pack_a_conv(k, &c, P, ap, ic, mc, pc, kc, zp);
   gif_else(k, &pk);
-  gm_pack_a(k, &c, P, false, ap, ic, mc, pc, kc);
+  gm_pack_a(k, &c, P, ap, ic, mc, pc, kc);
   gif_close(k, &pk);
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
-  gm_micro(k, &c, gfp(k, ap, gmul(k, ir, kc)), gfp(k, bp, gmul(k, jr, kc)), kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+  gm_micro(k, &c, gfp(k, ap, gmul(k, ir, kc)), gfp(k, bpc, gmul(k, jr, kc)), kc, cp, P[GP_LDC], mrv, nrv, first, tile);
   gm_close(k, &lir);
   gm_close(k, &ljr);
   gm_close(k, &lic);
   gm_close(k, &lpc);
+  gm_close(k, &lio);
   gm_close(k, &ljc);
   /* K == 0: C = 0 */
   GIf z;
@@ -757,9 +848,9 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int 
     if (wd->base_dil != 1 || wd->reversal || wd->pad_lo < 0 || wd->pad_hi < 0) return false;
   }
   if (!gm_operand(cg, fusion, x, stage & 1, &p->a) || !gm_operand(cg, fusion, w, stage & 2, &p->b)) return false;
-  /* an input whose channels are not contiguous (NCHW seen as NHWC) is staged: the packer's
-     runs over channels would be strided gathers */
-  if (!(stage & 1) && p->a.st[cd->in_feat] != 1 && x->shape.dims[cd->in_feat] > 1) return false;
+  /* an input whose channels are not contiguous (NCHW seen as NHWC) is read in place: the
+     packer's runs step through channels with their stride, its MR rows (neighbouring
+     pixels) sharing cache lines; cheaper than a staged copy of the whole input */
   const Shape *xs = &x->shape, *ws = &w->shape, *os = &cv->shape;
   int64_t ost[HLO_MAX_RANK];
   gm_rowmajor(os, ost);
@@ -774,6 +865,7 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int 
   int64_t ol[2] = {cd->out_sp.v[0], cd->out_sp.v[1]};
   int64_t OH = os->dims[ol[0]], OW = os->dims[ol[1]];
   if ((OW != 1 && ost[ol[1]] != CO) || (OH != 1 && ost[ol[0]] != OW * CO)) return false;
+  int64_t NB = os->dims[cd->out_batch];
   p->M = OH * OW;
   p->N = CO;
   p->K = KH * KW * CI;
@@ -783,19 +875,31 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int 
   p->nm = 2;
   p->ndim0 = (int)cd->out_feat;
   p->nn = 1;
-  p->nloop = 1;
-  p->lext[0] = os->dims[cd->out_batch];
-  p->lsa[0] = p->a.st[cd->in_batch];
-  p->lsb[0] = 0;
-  p->lsc[0] = ost[cd->out_batch];
-  p->lout[0] = (int)cd->out_batch;
   p->conv = true;
+  /* rows span the batch when the output is [batch, oh, ow, feature] row-major: one GEMM
+     over all images packs the kernel once (a weight-gradient convolution has a few output
+     pixels per "image" and a huge K); else the batch is a loop */
+  bool merge = cd->out_batch + 1 == ol[0] && ol[0] + 1 == ol[1] && (NB == 1 || ost[cd->out_batch] == OH * OW * CO);
+  if (merge) {
+    p->M = NB * OH * OW;
+    p->mdim0 = (int)cd->out_batch;
+    p->nm = 3;
+    p->nloop = 0;
+  } else {
+    p->nloop = 1;
+    p->lext[0] = NB;
+    p->lsa[0] = p->a.st[cd->in_batch];
+    p->lsb[0] = 0;
+    p->lsc[0] = ost[cd->out_batch];
+    p->lout[0] = (int)cd->out_batch;
+  }
   int64_t g[GC_COUNT] = {
       [GC_OW] = os->dims[ol[1]], [GC_H] = xs->dims[cd->in_sp.v[0]], [GC_W] = xs->dims[cd->in_sp.v[1]],
       [GC_CI] = CI, [GC_KW] = KW, [GC_SH] = cv->window->d[0].stride, [GC_SW] = cv->window->d[1].stride,
       [GC_DH] = cv->window->d[0].win_dil, [GC_DW] = cv->window->d[1].win_dil,
       [GC_PH] = cv->window->d[0].pad_lo, [GC_PW] = cv->window->d[1].pad_lo,
-      [GC_XSH] = p->a.st[cd->in_sp.v[0]], [GC_XSW] = p->a.st[cd->in_sp.v[1]], [GC_XSC] = p->a.st[cd->in_feat]};
+      [GC_XSH] = p->a.st[cd->in_sp.v[0]], [GC_XSW] = p->a.st[cd->in_sp.v[1]], [GC_XSC] = p->a.st[cd->in_feat],
+      [GC_OHW] = OH * OW, [GC_XSB] = merge ? p->a.st[cd->in_batch] : 0};
   memcpy(p->geo, g, sizeof g);
   /* the output dims must be exactly batch, (oh, ow) merged, feature: others have extent 1 */
   for (int d = 0; d < os->rank; d++)
@@ -857,6 +961,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   double flops = 2.0 * (double)nb * (double)p.M * (double)p.N * (double)p.K;
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   int64_t want = flops / 64.0 < (double)min ? 1 : flops < 2.5e8 ? 4 : 8;
+  const char *tune = getenv("HLOC_CPU_GEMM_CHUNKS"); /* experiments: chunks of a split product */
+  if (want > 1 && tune && atoi(tune) > 0) want = atoi(tune);
   int64_t mblk = p.M, nblk = p.N;
   if (nblk > c.nc) nblk = c.nc;
   if (want > 1) {
@@ -876,7 +982,9 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int64_t items = nb * nmb * nnb;
   int64_t nchunks = items < want ? items : want;
   if (nchunks < 1) nchunks = 1;
-  int64_t pack = gm_pack_bytes(&c, mblk, nblk, p.K);
+  /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
+     them), so its A block is sized for the whole M, not for mblk */
+  int64_t pack = gm_pack_bytes(&c, p.M, nblk, p.K, p.conv);
   /* private scratch: staged operands, then one packing area per chunk */
   int64_t stage_bytes = 0;
   GmView *ops[2] = {&p.a, &p.b};
@@ -941,27 +1049,37 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   }
   LLVMValueRef m0 = gmul(k, mi, gi(k, mblk)), n0 = gmul(k, ni, gi(k, nblk));
   LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
+  /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
+     the epilogue) while its C block is in cache, B packed by the first slice only */
+  bool slices = fusion && p.conv && gm_resident(&c, nblk, p.K);
+  CpuLoop lsl;
+  LLVMValueRef s0 = m0, s1 = m1;
+  if (slices) {
+    s0 = gloop(k, &lsl, m0, m1, 2 * c.mc);
+    s1 = gmin(k, gadd(k, s0, gi(k, 2 * c.mc)), m1);
+  }
   LLVMValueRef args[GP_COUNT];
-  args[GP_M] = gsub(k, m1, m0);
+  args[GP_M] = gsub(k, s1, s0);
   args[GP_N] = gsub(k, n1, n0);
   args[GP_K] = gi(k, p.K);
   if (p.conv) {
-    /* the packer decodes output pixels from m0 + row; the image is passed whole */
+    /* the packer decodes output pixels from s0 + row; the image is passed whole */
     args[GP_A] = gfp(k, A, offa);
     LLVMValueRef ix = gi(k, GC_M0);
-    LLVMBuildStore(B, m0, LLVMBuildInBoundsGEP2(B, cg->i64, geo, &ix, 1, ""));
+    LLVMBuildStore(B, s0, LLVMBuildInBoundsGEP2(B, cg->i64, geo, &ix, 1, ""));
   } else {
-    args[GP_A] = gfp(k, A, gadd(k, offa, gmul(k, m0, gi(k, p.ars))));
+    args[GP_A] = gfp(k, A, gadd(k, offa, gmul(k, s0, gi(k, p.ars))));
   }
   args[GP_ARS] = gi(k, p.ars);
   args[GP_ACS] = gi(k, p.acs);
   args[GP_B] = gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p.bcs))));
   args[GP_BRS] = gi(k, p.brs);
   args[GP_BCS] = gi(k, p.bcs);
-  args[GP_C] = gfp(k, C, gadd(k, offc, gadd(k, gmul(k, m0, gi(k, p.ldc)), n0)));
+  args[GP_C] = gfp(k, C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p.ldc)), n0)));
   args[GP_LDC] = gi(k, p.ldc);
   args[GP_PACK] = packp;
   args[GP_CONV] = p.conv ? geo : LLVMConstNull(cg->ptr);
+  args[GP_BKEEP] = slices ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "") : gi(k, 0);
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   /* epilogue of an output fusion on the block just computed */
   if (fusion && !k->failed) {
@@ -971,7 +1089,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
     for (int j = 0; j < p.nloop; j++) idx[p.lout[j]] = lidx[j];
     CpuLoop lm, ln;
-    LLVMValueRef m = gloop(k, &lm, m0, m1, 1);
+    LLVMValueRef m = gloop(k, &lm, s0, s1, 1);
     LLVMValueRef rm = m;
     for (int d = p.mdim0 + p.nm - 1; d >= p.mdim0; d--) {
       if (d == p.mdim0) {
@@ -996,6 +1114,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     cpu_loop_close(k, &ln);
     cpu_loop_close(k, &lm);
   }
+  if (slices) cpu_loop_close(k, &lsl);
   LLVMBuildBr(B, ihdr);
   LLVMPositionBuilderAtEnd(B, iexit);
   k->ncache = cache_mark;

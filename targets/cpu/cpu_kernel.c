@@ -604,6 +604,224 @@ static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
   return cpu_kern_end(k, sp.n);
 }
 
+/* ------------------------------------------------------------------ split column reductions */
+
+#define KN_MAX_RED 16 /* reductions sharing one pass */
+
+/* Column reductions computed in one pass over their common operand shape: the reduce itself,
+ * or every reduce of a fusion (batch-norm statistics: several sums over the same [N,H,W,C]
+ * data, results tuple-shaped or reshaped and scaled). */
+typedef struct KnColRed {
+  int n;                        /* reductions */
+  const HInstr *r[KN_MAX_RED];  /* them */
+  int nleaves;                  /* leaves written (tuple elements, or the one result) */
+  const HInstr *leaf[64];       /* the value of each leaf */
+  const Shape *os;              /* their operand shape */
+  int64_t out_elems;            /* elements of each reduction's result */
+} KnColRed;
+
+/* Whether v (inside computation c) depends on a reduce. */
+static bool kn_uses_reduce(const HInstr *v, int depth) {
+  if (depth > 256) return true; /* too deep to tell: treat as dependent */
+  if (v->op == OP_REDUCE) return true;
+  for (int q = 0; q < v->nops; q++)
+    if (kn_uses_reduce(v->ops[q], depth + 1)) return true;
+  return false;
+}
+
+static bool kn_colred_match(const HInstr *in, KnColRed *cr) {
+  memset(cr, 0, sizeof *cr);
+  if (in->op == OP_REDUCE) {
+    if (in->shape.dt == DT_TUPLE) return false;
+    cr->r[cr->n++] = in;
+    cr->leaf[cr->nleaves++] = in;
+  } else if (in->op == OP_FUSION) {
+    const HComp *c = in->calls[0];
+    for (int i = 0; i < c->ninstrs; i++)
+      if (c->instrs[i]->op == OP_REDUCE) {
+        if (cr->n == KN_MAX_RED) return false;
+        cr->r[cr->n++] = c->instrs[i];
+      }
+    if (cr->n == 0) return false;
+    const HInstr *root = c->root;
+    if (root->op == OP_TUPLE) {
+      if (root->nops > 64 || in->shape.dt != DT_TUPLE || in->shape.ntuple != root->nops) return false;
+      for (int j = 0; j < root->nops; j++) cr->leaf[cr->nleaves++] = root->ops[j];
+    } else {
+      if (in->shape.dt == DT_TUPLE) return false;
+      cr->leaf[cr->nleaves++] = root;
+    }
+  } else {
+    return false;
+  }
+  const HInstr *r0 = cr->r[0];
+  const Shape *os = &r0->ops[0]->shape;
+  if (os->rank < 2) return false;
+  int minor = os->rank - 1;
+  for (int i = 0; i < cr->n; i++) {
+    const HInstr *r = cr->r[i];
+    if (r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.dt == DT_PRED || r->ncalls != 1) return false;
+    if (!hlo_shape_same_dims(&r->ops[0]->shape, os) || r->dims.n != r0->dims.n || r->dims.n == 0) return false;
+    for (int j = 0; j < r->dims.n; j++) {
+      bool found = false;
+      for (int q = 0; q < r0->dims.n; q++) found = found || r0->dims.v[q] == r->dims.v[j];
+      if (!found || r->dims.v[j] == minor) return false;
+    }
+    /* a reduction whose operand needs another one (variance from a mean computed in the
+       same fusion) is not one pass */
+    if (kn_uses_reduce(r->ops[0], 0) || kn_uses_reduce(r->ops[1], 0)) return false;
+  }
+  if (os->dims[minor] < 8) return false;
+  cr->os = os;
+  cr->out_elems = hlo_shape_elems(&r0->shape);
+  for (int j = 0; j < cr->nleaves; j++) {
+    const Shape *ls = &cr->leaf[j]->shape;
+    if (ls->dt == DT_TUPLE || hlo_shape_elems(ls) > cr->out_elems) return false;
+  }
+  return true;
+}
+
+/* Column reductions split over their operand's outer dimension: task 1 runs P chunks, each
+ * reducing a slab of the operand into its own partial results (private scratch) with the
+ * output row (the kept minor dimension) as the contiguous, vectorized inner loop and every
+ * reduction of the fusion fed from the same generated operand values; task 2 combines the P
+ * partials with the reducer (the init value must be the reducer's identity, as XLA assumes
+ * for its parallel reductions), then writes each leaf from the materialized results. When
+ * the split dimension is kept (a per-image pool), chunks own disjoint results and there are
+ * no partials to combine. false: not of that form or not worth it (cr->n == 0), or a located
+ * error. */
+static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
+  KnColRed cr;
+  if (!kn_colred_match(in, &cr)) return 0;
+  const Shape *os = cr.os;
+  int minor = os->rank - 1;
+  const HInstr *r0 = cr.r[0];
+  bool red[HLO_MAX_RANK] = {0};
+  for (int j = 0; j < r0->dims.n; j++) red[r0->dims.v[j]] = true;
+  int64_t total = hlo_shape_elems(os);
+  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
+  int sd = -1;
+  for (int d = 0; d < minor && sd < 0; d++)
+    if (os->dims[d] > 1) sd = d;
+  int64_t P = 1;
+  if (sd >= 0 && total >= min) P = os->dims[sd] < 16 ? os->dims[sd] : 16;
+  bool partial = P > 1 && red[sd];
+  /* partial results cost P * out_elems per reduction: only for real reductions */
+  if (partial && cr.out_elems * P * 4 > total) return 0;
+  if (!partial && P > 1) P = os->dims[sd] < 64 ? os->dims[sd] : 64;
+  int64_t csize = P > 1 ? (os->dims[sd] + P - 1) / P : 0;
+  if (P > 1) P = (os->dims[sd] + csize - 1) / csize;
+  /* scratch: per reduction its results, then (partial) per chunk its partials */
+  int64_t roff[KN_MAX_RED], res_bytes = 0;
+  for (int i = 0; i < cr.n; i++) {
+    roff[i] = res_bytes;
+    res_bytes += (cr.out_elems * (int64_t)hlo_dtype_size(cr.r[i]->shape.dt) + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+  }
+  int64_t need = res_bytes * (partial ? P + 1 : 1);
+  if (need > cg->extra_temp) cg->extra_temp = need;
+  bool fused = in->op == OP_FUSION;
+
+  /* task 1: the reductions of chunk c into partials (or the shared results) */
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
+  LLVMValueRef base = scratch;
+  if (partial) {
+    LLVMValueRef off = LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, k->chunk, cpu_i64(k, 1), ""), cpu_i64(k, res_bytes), "");
+    base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &off, 1, "");
+  }
+  LLVMValueRef acc[KN_MAX_RED], init[KN_MAX_RED];
+  for (int i = 0; i < cr.n; i++) {
+    LLVMValueRef o = cpu_i64(k, roff[i]);
+    acc[i] = LLVMBuildInBoundsGEP2(B, cg->i8, base, &o, 1, "");
+    init[i] = cpu_gen(k, cr.r[i]->ops[1], NULL);
+    if (!init[i]) {
+      cpu_kern_end(k, 1);
+      return -1;
+    }
+  }
+  LLVMValueRef lo = cpu_i64(k, 0), hi = cpu_i64(k, 0);
+  if (P > 1) {
+    lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, csize), "");
+    hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, csize), "");
+    LLVMValueRef D = cpu_i64(k, os->dims[sd]);
+    hi = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, D, ""), hi, D, "");
+  }
+  /* the result index of operand index full[]: the kept dims in order */
+  const Shape *rs = &r0->shape;
+  CpuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef full[HLO_MAX_RANK], ridx[HLO_MAX_RANK];
+  int nl = 0;
+  /* init: partials whole; shared results only in this chunk's range of the kept split dim */
+  for (int pass = 0; pass < 2; pass++) {
+    nl = 0;
+    for (int d = 0, o = 0; d < minor; d++) {
+      if (pass == 0 && red[d]) continue;
+      LLVMValueRef l = cpu_i64(k, 0), h = cpu_i64(k, os->dims[d]);
+      if (d == sd && P > 1 && !(pass == 0 && partial)) l = lo, h = hi;
+      if (os->dims[d] == 1) full[d] = cpu_i64(k, 0);
+      else full[d] = cpu_loop_open(k, &loops[nl++], l, h);
+      if (!red[d]) ridx[o++] = full[d];
+    }
+    LLVMValueRef j = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[minor]));
+    full[minor] = j;
+    ridx[rs->rank - 1] = j;
+    for (int i = 0; i < cr.n && !k->failed; i++) {
+      const Shape *s = &cr.r[i]->shape;
+      if (pass == 0) {
+        cpu_store_elem(k, acc[i], s, ridx, init[i]);
+        continue;
+      }
+      LLVMValueRef v = cpu_gen(k, cr.r[i]->ops[0], full);
+      if (!v) break;
+      LLVMValueRef args[2] = {cpu_load_elem(k, acc[i], s, ridx), v}, res[1];
+      if (cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, acc[i], s, ridx, res[0]);
+    }
+    kn_close_nest(k, loops, nl);
+  }
+  if (!cpu_kern_end(k, P)) return -1;
+
+  /* task 2: combine the partials, then the leaves from the materialized results */
+  k = cpu_kern_begin(cg, in);
+  B = k->B;
+  scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
+  LLVMValueRef rp[KN_MAX_RED];
+  for (int i = 0; i < cr.n; i++) {
+    LLVMValueRef o = cpu_i64(k, roff[i]);
+    rp[i] = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
+  }
+  if (partial) {
+    Shape flat = hlo_shape_array(DT_F32, 1, &cr.out_elems);
+    for (int i = 0; i < cr.n && !k->failed; i++) {
+      flat.dt = cr.r[i]->shape.dt;
+      /* chunk 0's partials are copied, the others combined into them in chunk order */
+      for (int64_t c = 0; c < P && !k->failed; c++) {
+        CpuLoop le;
+        LLVMValueRef pp = kn_byte_off(k, scratch, (c + 1) * res_bytes + roff[i]);
+        LLVMValueRef e = cpu_loop_open(k, &le, cpu_i64(k, 0), cpu_i64(k, cr.out_elems));
+        LLVMValueRef pv = cpu_load_elem(k, pp, &flat, &e), res[1] = {pv};
+        LLVMValueRef args[2] = {c ? cpu_load_elem(k, rp[i], &flat, &e) : NULL, pv};
+        if (c == 0 || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, rp[i], &flat, &e, res[0]);
+        cpu_loop_close(k, &le);
+      }
+    }
+  }
+  for (int i = 0; i < cr.n; i++) cpu_kern_materialized(k, cr.r[i], rp[i]);
+  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+  KnSplit none = {-1, 0, 1};
+  for (int j = 0; j < cr.nleaves && !k->failed; j++) {
+    const Shape *ls = &cr.leaf[j]->shape;
+    LLVMValueRef idx[HLO_MAX_RANK];
+    nl = kn_open_nest(k, ls, &none, ls->rank, loops, idx);
+    LLVMValueRef v = cpu_gen(k, cr.leaf[j], idx);
+    LLVMValueRef dst = in->shape.dt == DT_TUPLE ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
+    if (v) cpu_store_elem(k, dst, ls, idx, v);
+    kn_close_nest(k, loops, nl);
+  }
+  return cpu_kern_end(k, 1) ? 1 : -1;
+}
+
 static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   if (in->nops != 3 || in->shape.dt == DT_TUPLE) {
     hlo_err_at(cg->err, in, "CPU target: variadic scatter is not supported");
@@ -692,6 +910,10 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     return kn_accum_kernel(cg, in, hero);
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
+  if (b->kind != MEM_ALIAS) {
+    int cr = kn_colred_kernel(cg, in);
+    if (cr != 0) return cr > 0;
+  }
   /* (not when computed in place of an operand: the row is written before the epilogue reads) */
   const HInstr *col = b->kind == MEM_ALIAS ? NULL : kn_column_reduce(in);
   if (col) return kn_column_kernel(cg, in, col);

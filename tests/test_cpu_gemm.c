@@ -1,0 +1,346 @@
+/* tests/test_cpu_gemm.c: the CPU target's blocked GEMM, implicit-GEMM convolutions and split
+ * column reductions against the reference interpreter.
+ *
+ * Each test compiles a small HLO text module with cpu_compile() (chunks down to one element,
+ * par_min_elems = 1, so every kernel is split and the partial-result paths run), builds
+ * tests/cpu_driver.c against the object through its header, runs it serially and with a
+ * 2-thread parallel-for, and compares every result with hlo_interp_run() on the same
+ * deterministic arguments. Sizes are chosen to reach the edges of the GEMM's blocking: rows
+ * spanning several images and more than two row blocks (the slices of an output fusion), K
+ * deeper than one K block, B too large to stay resident; and for the reductions: several sums
+ * of one fusion sharing a pass, results reshaped and scaled, the split dimension reduced
+ * (partials combined) or kept. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hlo.h"
+#include "target.h"
+
+static char *tg_tmpdir(void) {
+  char *d = strdup("/tmp/hloc_gemm_XXXXXX");
+  cr_assert(mkdtemp(d), "mkdtemp");
+  return d;
+}
+
+static void tg_rmdir(const char *d) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_expect_eq(system(cmd), 0);
+}
+
+static HModule *tg_parse(const char *text) {
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
+  cr_assert(m, "%s", err.msg);
+  return m;
+}
+
+/* Deterministic arguments: floats in [-2, 2), integers in [0, 5). */
+static Literal *tg_arg(HArena *a, const Shape *s, int seed) {
+  Literal *l = hlo_literal_new(a, s);
+  uint32_t x = 2654435761u + 40503u * (uint32_t)seed;
+  for (int64_t i = 0; i < hlo_shape_elems(s); i++) {
+    x = x * 1664525u + 1013904223u;
+    if (hlo_dtype_is_float(s->dt)) hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
+    else hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % 5u));
+  }
+  return l;
+}
+
+static int tg_write_leaves(const char *dir, const Literal *l, int k) {
+  if (l->shape.dt == DT_TUPLE) {
+    for (int i = 0; i < l->shape.ntuple; i++) k = tg_write_leaves(dir, l->elems[i], k);
+    return k;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
+  HErr err = {0};
+  cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
+  return k + 1;
+}
+
+/* Whether the IR in dir/model.ll has the shared GEMM function (made on first use by a
+ * kernel that calls it; noinline, so it stays a function). */
+static bool tg_calls_gemm(const char *dir) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.ll", dir);
+  char *text = NULL;
+  size_t n = 0;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &text, &n, &err), "%s", err.msg);
+  bool found = strstr(text, "@model_gemm_f32(") != NULL;
+  free(text);
+  return found;
+}
+
+/* Compile text, evaluate it with the interpreter, run the compiled code serially and on 2
+ * threads, compare within rtol; want_gemm: whether the GEMM function must be called. */
+static void tg_check(const char *what, const char *text, double rtol, bool want_gemm) {
+  HModule *ref = tg_parse(text), *m = tg_parse(text), *ml = tg_parse(text);
+  HArena *a = hlo_arena_new();
+  char *dir = tg_tmpdir();
+  HErr err = {0};
+  hlo_comp_renumber(ref->entry);
+  int np = ref->entry->nparams;
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
+  for (int i = 0; i < np; i++) {
+    args[i] = tg_arg(a, &ref->entry->params[i]->shape, i);
+    char path[512];
+    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
+  }
+  Literal *res = hlo_interp_run(ref, a, args, np, &err);
+  cr_assert(res, "interpreter: %s", err.msg);
+  tg_write_leaves(dir, res, 0);
+  char obj[512], hdr[512], ll[512];
+  snprintf(obj, sizeof obj, "%s/model.o", dir);
+  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
+  snprintf(ll, sizeof ll, "%s/model.ll", dir);
+  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
+               .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
+  cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
+  CpuOpts ol = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
+  cr_expect_eq(tg_calls_gemm(dir), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
+           "-lm -lpthread -o '%s/driver'",
+           dir, dir, dir);
+  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
+  for (int threads = 0; threads <= 2; threads += 2) {
+    snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, dir, threads, rtol);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[16384];
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    fprintf(stderr, "[cpu_gemm] %s (%s):\n%s", what, threads ? "2 threads" : "serial", out);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s with %d threads:\n%s", what, threads, out);
+  }
+  tg_rmdir(dir);
+  free(dir);
+  hlo_arena_free(a);
+  hlo_module_free(ref);
+  hlo_module_free(m);
+  hlo_module_free(ml);
+}
+
+/* An output fusion (bias, residual, relu) on an NHWC convolution whose rows span three
+ * images (663 rows: several row slices and an edge micro-tile), K = 450 (two balanced K
+ * blocks, B resident), N = 37 (an edge column panel). */
+Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
+  tg_check("conv rows over the batch", "HloModule m\n"
+    "f {\n"
+    "  x = f32[3,13,17,50] parameter(0)\n"
+    "  w = f32[3,3,50,37] parameter(1)\n"
+    "  b = f32[37] parameter(2)\n"
+    "  r = f32[3,13,17,37] parameter(3)\n"
+    "  c = f32[3,13,17,37] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  bb = f32[3,13,17,37] broadcast(b), dimensions={3}\n"
+    "  s = f32[3,13,17,37] add(c, bb)\n"
+    "  t = f32[3,13,17,37] add(s, r)\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
+    "  ROOT o = f32[3,13,17,37] maximum(t, zb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[3,13,17,50] parameter(0)\n"
+    "  w0 = f32[3,3,50,37] parameter(1)\n"
+    "  b0 = f32[37] parameter(2)\n"
+    "  r0 = f32[3,13,17,37] parameter(3)\n"
+    "  ROOT f0 = f32[3,13,17,37] fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
+    "}\n", 1e-4, true);
+}
+
+/* B too large to stay resident (K = 360, 720 columns), with an epilogue; a strided and
+ * dilated convolution with asymmetric padding in the same module. */
+Test(cpu_gemm, conv_wide_and_dilated, .timeout = 300) {
+  tg_check("wide and dilated convolutions", "HloModule m\n"
+    "f {\n"
+    "  x = f32[2,5,6,40] parameter(0)\n"
+    "  w = f32[3,3,40,720] parameter(1)\n"
+    "  c = f32[2,5,6,720] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT t = f32[2,5,6,720] tanh(c)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[2,5,6,40] parameter(0)\n"
+    "  w0 = f32[3,3,40,720] parameter(1)\n"
+    "  y = f32[2,13,11,7] parameter(2)\n"
+    "  v = f32[3,2,7,9] parameter(3)\n"
+    "  wide = f32[2,5,6,720] fusion(x0, w0), kind=kOutput, calls=f\n"
+    "  dil = f32[2,6,5,9] convolution(y, v), window={size=3x2 stride=2x2 pad=0_2x1_0 rhs_dilate=2x3}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT o = (f32[2,5,6,720], f32[2,6,5,9]) tuple(wide, dil)\n"
+    "}\n", 1e-4, true);
+}
+
+/* NCHW input and OIHW weights seen as NHWC / HWIO through transposes in the fusion (the
+ * layout a JAX export gives): the input is packed in place through its channel stride (stride
+ * 2 with padding, and stride 1), the weights are staged. */
+Test(cpu_gemm, conv_nchw_input_in_place, .timeout = 300) {
+  tg_check("NCHW convolutions", "HloModule m\n"
+    "f {\n"
+    "  x = f32[2,6,15,13] parameter(0)\n"
+    "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
+    "  w = f32[20,6,3,3] parameter(1)\n"
+    "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
+    "  ROOT c = f32[2,8,7,20] convolution(xt, wt), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "}\n"
+    "g {\n"
+    "  x = f32[2,6,15,13] parameter(0)\n"
+    "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
+    "  w = f32[20,6,3,3] parameter(1)\n"
+    "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
+    "  c = f32[2,15,13,20] convolution(xt, wt), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  one = f32[] constant(1)\n"
+    "  ob = f32[2,15,13,20] broadcast(one), dimensions={}\n"
+    "  ROOT s = f32[2,15,13,20] add(c, ob)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[2,6,15,13] parameter(0)\n"
+    "  w0 = f32[20,6,3,3] parameter(1)\n"
+    "  s2 = f32[2,8,7,20] fusion(x0, w0), kind=kOutput, calls=f\n"
+    "  s1 = f32[2,15,13,20] fusion(x0, w0), kind=kOutput, calls=g\n"
+    "  ROOT o = (f32[2,8,7,20], f32[2,15,13,20]) tuple(s2, s1)\n"
+    "}\n", 1e-4, true);
+}
+
+/* The weight-gradient form of a training step's backward pass (as the layout pass writes
+ * it): a window as large as the image, a few output pixels per "image" (an input channel),
+ * K over the spatial positions and the real batch; all images in one GEMM. */
+Test(cpu_gemm, conv_weight_gradient, .timeout = 300) {
+  tg_check("weight-gradient convolution", "HloModule m\n"
+    "f {\n"
+    "  x = f32[5,3,14,12] parameter(0)\n"
+    "  xt = f32[3,14,12,5] transpose(x), dimensions={1,2,3,0}\n"
+    "  dy = f32[5,14,12,11] parameter(1)\n"
+    "  dyt = f32[14,12,5,11] transpose(dy), dimensions={1,2,0,3}\n"
+    "  c = f32[3,3,3,11] convolution(xt, dyt), window={size=14x12 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  k = f32[] constant(0.01)\n"
+    "  kb = f32[3,3,3,11] broadcast(k), dimensions={}\n"
+    "  ROOT s = f32[3,3,3,11] multiply(c, kb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[5,3,14,12] parameter(0)\n"
+    "  dy0 = f32[5,14,12,11] parameter(1)\n"
+    "  ROOT g = f32[3,3,3,11] fusion(x0, dy0), kind=kOutput, calls=f\n"
+    "}\n", 1e-4, true);
+}
+
+/* Several column reductions of one fusion in one pass, the split (batch) dimension reduced:
+ * partial results per chunk combined; results as a tuple, one reshaped and scaled, one a
+ * max; an integer sum in its own kernel. */
+Test(cpu_gemm, column_reductions_multi_output, .timeout = 300) {
+  tg_check("batch statistics", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "iadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT s = s32[] add(a, b) }\n"
+    "f {\n"
+    "  x = f32[6,7,5,16] parameter(0)\n"
+    "  m = f32[16] parameter(1)\n"
+    "  mb = f32[6,7,5,16] broadcast(m), dimensions={3}\n"
+    "  d = f32[6,7,5,16] subtract(x, mb)\n"
+    "  sq = f32[6,7,5,16] multiply(d, d)\n"
+    "  z = f32[] constant(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  s1 = f32[16] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
+    "  s2 = f32[16] reduce(sq, z), dimensions={0,1,2}, to_apply=add\n"
+    "  s3 = f32[16] reduce(x, ninf), dimensions={0,1,2}, to_apply=mx\n"
+    "  r2 = f32[1,16,1,1] reshape(s2)\n"
+    "  n = f32[] constant(210)\n"
+    "  nb = f32[1,16,1,1] broadcast(n), dimensions={}\n"
+    "  v = f32[1,16,1,1] divide(r2, nb)\n"
+    "  ROOT t = (f32[16], f32[1,16,1,1], f32[16]) tuple(s1, v, s3)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[6,7,5,16] parameter(0)\n"
+    "  m0 = f32[16] parameter(1)\n"
+    "  i0 = s32[9,4,12] parameter(2)\n"
+    "  zi = s32[] constant(0)\n"
+    "  st = (f32[16], f32[1,16,1,1], f32[16]) fusion(x0, m0), kind=kInput, calls=f\n"
+    "  is = s32[12] reduce(i0, zi), dimensions={0,1}, to_apply=iadd\n"
+    "  a = f32[16] get-tuple-element(st), index=0\n"
+    "  b = f32[1,16,1,1] get-tuple-element(st), index=1\n"
+    "  c = f32[16] get-tuple-element(st), index=2\n"
+    "  ROOT o = (f32[16], f32[1,16,1,1], f32[16], s32[12]) tuple(a, b, c, is)\n"
+    "}\n", 1e-4, false);
+}
+
+/* A column reduction whose split dimension is kept (a per-image pool: chunks own disjoint
+ * results), with an epilogue; a reduction whose operand needs another reduction of the
+ * same fusion (variance from a mean) takes another path. */
+Test(cpu_gemm, column_reductions_kept_split, .timeout = 300) {
+  tg_check("per-image pools", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "f {\n"
+    "  x = f32[5,9,7,24] parameter(0)\n"
+    "  z = f32[] constant(0)\n"
+    "  s = f32[5,24] reduce(x, z), dimensions={1,2}, to_apply=add\n"
+    "  k = f32[] constant(63)\n"
+    "  kb = f32[5,24] broadcast(k), dimensions={}\n"
+    "  ROOT m = f32[5,24] divide(s, kb)\n"
+    "}\n"
+    "g {\n"
+    "  x = f32[5,9,7,24] parameter(0)\n"
+    "  z = f32[] constant(0)\n"
+    "  s = f32[24] reduce(x, z), dimensions={0,1,2}, to_apply=add\n"
+    "  sb = f32[5,9,7,24] broadcast(s), dimensions={3}\n"
+    "  d = f32[5,9,7,24] subtract(x, sb)\n"
+    "  ROOT v = f32[24] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[5,9,7,24] parameter(0)\n"
+    "  p = f32[5,24] fusion(x0), kind=kInput, calls=f\n"
+    "  v = f32[24] fusion(x0), kind=kInput, calls=g\n"
+    "  ROOT o = (f32[5,24], f32[24]) tuple(p, v)\n"
+    "}\n", 1e-4, false);
+}
+
+/* Reduce-windows unrolled (at most 16 positions) with padding only low, only high, on both
+ * sides and none, strides 1 and 2; a 5x5 window keeps the loop. */
+Test(cpu_gemm, reduce_window_unrolled, .timeout = 300) {
+  tg_check("pools", "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[2,3,13,11] parameter(0)\n"
+    "  y = f32[2,12,10,5] parameter(1)\n"
+    "  z = f32[] constant(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  hi = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+    "  lo = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_0x1_0}, to_apply=max\n"
+    "  both = f32[2,3,13,11] reduce-window(x, z), window={size=1x1x3x3 pad=0_0x0_0x1_1x1_1}, to_apply=add\n"
+    "  nhwc = f32[2,6,5,5] reduce-window(y, z), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=add\n"
+    "  big = f32[2,3,9,7] reduce-window(x, ninf), window={size=1x1x5x5}, to_apply=max\n"
+    "  ROOT o = (f32[2,3,6,5], f32[2,3,6,5], f32[2,3,13,11], f32[2,6,5,5], f32[2,3,9,7]) tuple(hi, lo, both, nhwc, big)\n"
+    "}\n", 1e-5, false);
+}
+
+/* Products split into more chunks than the parallel-for has threads, so that a chunk's items
+ * span consecutive row blocks (one call of more rows than a row block) while its neighbours
+ * run: every chunk's packing area must hold such a call. */
+Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_CHUNKS", "7", 1);
+  tg_check("7 chunks", "HloModule m\n"
+    "f {\n"
+    "  a = f32[300,40] parameter(0)\n"
+    "  b = f32[40,70] parameter(1)\n"
+    "  d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[300,70] broadcast(z), dimensions={}\n"
+    "  ROOT e = f32[300,70] maximum(d, zb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  a0 = f32[300,40] parameter(0)\n"
+    "  b0 = f32[40,70] parameter(1)\n"
+    "  c0 = f32[70,300] parameter(2)\n"
+    "  x = f32[300,70] fusion(a0, b0), kind=kOutput, calls=f\n"
+    "  y = f32[70,70] dot(c0, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = (f32[300,70], f32[70,70]) tuple(x, y)\n"
+    "}\n", 1e-4, true);
+  unsetenv("HLOC_CPU_GEMM_CHUNKS");
+}
