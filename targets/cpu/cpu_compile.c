@@ -17,23 +17,20 @@
  *      chunked kernels through pf when given, then copies result leaves that were not
  *      computed in place; NAME_run() is NAME_run_mt without pf; NAME_arg_info[] and
  *      NAME_result_info[] describe the tensors;
- *   5. LLVMVerifyModule, the new pass manager's default<On> pipeline with the target machine
- *      (host CPU and features unless told otherwise, so loops vectorize for the host) on the
- *      kernels and run functions, a light cleanup pipeline on the already vectorized GEMM
- *      function (cp_run_pipelines), then object / assembly / IR emitted to memory and written
+ *   5. cpu_emit() (cpu_emit.c): LLVMVerifyModule, the new pass manager's default<On> pipeline
+ *      with the target machine (host CPU and features unless told otherwise, so loops
+ *      vectorize for the host) on the kernels and run functions, a light cleanup pipeline on
+ *      the already vectorized GEMM function, then object / assembly / IR emitted to memory;
+ *      objects of larger modules are optimized and code-generated in two parts on two
+ *      threads and joined into one object (cpu_elf.c). The driver writes the output
  *      atomically with the header.
  * Output is deterministic: names and order depend on the module only.
  *
  * Environment knobs for measurements and experiments (none changes the generated interface):
- * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_DUMP_IR=PATH
- * writes the IR before optimization; HLOC_CPU_PIPELINE replaces the LLVM pass pipeline;
- * HLOC_CPU_NO_GEMM and HLOC_CPU_GEMM_BLOCKS=MC,KC,NC steer cpu_gemm.c. */
+ * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_NO_GEMM and
+ * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC steer cpu_gemm.c; cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"
 
-#include <llvm-c/Analysis.h>
-#include <llvm-c/Target.h>
-#include <llvm-c/TargetMachine.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -475,44 +472,262 @@ static double cp_now(void) {
 /* ------------------------------------------------------------------ kernel sharing */
 
 /* Kernels reach all memory through their pointer table, so two kernels whose IR is the same
- * text (all but the function name) compute the same thing on different buffers: the later one
- * is deleted and its task runs the earlier function. Repeated layers of a network then cost
- * one kernel each to optimize and to generate code for. */
+ * (all but the function's and the values' names) compute the same thing on different
+ * buffers: the later one is deleted and its task runs the earlier function. Repeated layers of
+ * a network then cost one kernel each to optimize and to generate code for.
+ *
+ * "The same" is decided on a fingerprint of each function: a sequence of 64-bit tokens that
+ * spells out, block by block and instruction by instruction, the opcode, the type, every
+ * operand (values of the function itself by their position in it; constants, globals,
+ * functions, types, attributes and metadata by identity, since the LLVMContext uniques them)
+ * and every property an instruction carries outside its operands (predicates, flags,
+ * alignment, orderings, indices, masks, call attributes, metadata attachments). Two functions
+ * are merged only when their fingerprints are equal, which makes their IR equal up to names;
+ * a function using an instruction the fingerprint does not know is never merged. This walk
+ * replaced comparing printed IR: printing a function alone walks the whole module's metadata
+ * each time (quadratic), and even one print of the module cost ~40 ms on bert_base. */
+typedef struct CpFp {
+  uint64_t *t;   /* tokens */
+  size_t n, cap; /* count and capacity */
+  bool opaque;   /* holds an instruction the fingerprint cannot describe */
+} CpFp;
+
+static void cp_tok(CpFp *f, uint64_t v) {
+  if (f->n == f->cap) {
+    f->cap = f->cap ? f->cap * 2 : 1024;
+    f->t = realloc(f->t, f->cap * sizeof *f->t);
+    HLO_ASSERT(f->t);
+  }
+  f->t[f->n++] = v;
+}
+
+static void cp_tokp(CpFp *f, const void *p) { cp_tok(f, (uint64_t)(uintptr_t)p); }
+
+/* Position of a local value (argument, block, instruction) in the function: an open-addressing
+ * table from the pointer to its number. */
+typedef struct CpLocals {
+  LLVMValueRef *key; /* pointers, NULL: empty */
+  uint32_t *val;     /* numbers */
+  size_t mask;       /* size - 1 (a power of two) */
+} CpLocals;
+
+static size_t cp_slot(const CpLocals *l, LLVMValueRef v) {
+  uint64_t h = (uint64_t)(uintptr_t)v * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(h >> 20) & l->mask;
+  while (l->key[i] && l->key[i] != v) i = (i + 1) & l->mask;
+  return i;
+}
+
+static void cp_local_add(CpLocals *l, LLVMValueRef v, uint32_t n) {
+  size_t i = cp_slot(l, v);
+  l->key[i] = v;
+  l->val[i] = n;
+}
+
+/* Token of an operand: tag 1 + number for local values, the pointer for everything else
+ * (pointers are at least 8-byte aligned, so the low bits tell the two apart). */
+static void cp_tok_operand(CpFp *f, const CpLocals *l, LLVMValueRef v) {
+  if (v) {
+    size_t i = cp_slot(l, v);
+    if (l->key[i]) {
+      cp_tok(f, ((uint64_t)l->val[i] << 3) | 1);
+      return;
+    }
+  }
+  cp_tokp(f, v);
+}
+
+static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned nparams) {
+  for (long idx = -1; idx <= (long)nparams; idx++) {
+    LLVMAttributeIndex ai = idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
+    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai) : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
+    cp_tok(f, n);
+    if (!n) continue;
+    LLVMAttributeRef a[64];
+    if (n > 64) {
+      f->opaque = true;
+      return;
+    }
+    if (call) LLVMGetCallSiteAttributes(fn_or_call, ai, a);
+    else LLVMGetAttributesAtIndex(fn_or_call, ai, a);
+    for (unsigned k = 0; k < n; k++) cp_tokp(f, a[k]);
+  }
+}
+
+static void cp_fingerprint(LLVMValueRef fn, CpFp *f) {
+  f->n = 0;
+  f->opaque = false;
+  size_t nv = LLVMCountParams(fn) + 1;
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    nv++;
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) nv++;
+  }
+  size_t cap = 16;
+  while (cap < 2 * nv) cap *= 2;
+  CpLocals l = {calloc(cap, sizeof(LLVMValueRef)), calloc(cap, sizeof(uint32_t)), cap - 1};
+  HLO_ASSERT(l.key && l.val);
+  uint32_t num = 0;
+  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p)) cp_local_add(&l, p, num++);
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    cp_local_add(&l, LLVMBasicBlockAsValue(b), num++);
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) cp_local_add(&l, i, num++);
+  }
+  /* the function: type, calling convention, attributes, metadata */
+  cp_tokp(f, LLVMGlobalGetValueType(fn));
+  cp_tok(f, LLVMGetFunctionCallConv(fn));
+  cp_tok(f, (uint64_t)LLVMGetLinkage(fn));
+  cp_tok_attrs(f, fn, false, LLVMCountParams(fn));
+  size_t nmd = 0;
+  LLVMValueMetadataEntry *md = LLVMGlobalCopyAllMetadata(fn, &nmd);
+  cp_tok(f, nmd);
+  for (size_t k = 0; k < nmd; k++) {
+    cp_tok(f, LLVMValueMetadataEntriesGetKind(md, (unsigned)k));
+    cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(md, (unsigned)k));
+  }
+  if (md) LLVMDisposeValueMetadataEntries(md);
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    cp_tok(f, 0xB10C);
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque; i = LLVMGetNextInstruction(i)) {
+      LLVMOpcode op = LLVMGetInstructionOpcode(i);
+      cp_tok(f, (uint64_t)op);
+      cp_tokp(f, LLVMTypeOf(i));
+      int no = LLVMGetNumOperands(i);
+      cp_tok(f, (uint64_t)no);
+      for (int k = 0; k < no; k++) cp_tok_operand(f, &l, LLVMGetOperand(i, k));
+      if (LLVMCanValueUseFastMathFlags(i)) cp_tok(f, LLVMGetFastMathFlags(i));
+      switch (op) {
+      case LLVMAdd: case LLVMSub: case LLVMMul: case LLVMShl:
+        cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i));
+        break;
+      case LLVMUDiv: case LLVMSDiv: case LLVMLShr: case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
+      case LLVMOr: cp_tok(f, LLVMGetIsDisjoint(i)); break;
+      case LLVMZExt: cp_tok(f, LLVMGetNNeg(i)); break;
+      case LLVMFNeg: case LLVMFAdd: case LLVMFSub: case LLVMFMul: case LLVMFDiv: case LLVMURem:
+      case LLVMSRem: case LLVMFRem: case LLVMAnd: case LLVMXor: case LLVMTrunc: case LLVMSExt:
+      case LLVMFPToUI: case LLVMFPToSI: case LLVMSIToFP: case LLVMFPTrunc: case LLVMFPExt:
+      case LLVMPtrToInt: case LLVMIntToPtr: case LLVMBitCast: case LLVMAddrSpaceCast:
+      case LLVMSelect: case LLVMExtractElement: case LLVMInsertElement: case LLVMFreeze:
+      case LLVMRet: case LLVMBr: case LLVMSwitch: case LLVMUnreachable:
+        break;
+      case LLVMUIToFP: /* LLVM 19's nneg on uitofp has no C accessor; the builder never sets it */
+        break;
+      case LLVMICmp: cp_tok(f, LLVMGetICmpPredicate(i)); break;
+      case LLVMFCmp: cp_tok(f, LLVMGetFCmpPredicate(i)); break;
+      case LLVMAlloca:
+        cp_tokp(f, LLVMGetAllocatedType(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMLoad: case LLVMStore:
+        cp_tok(f, LLVMGetAlignment(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMGetOrdering(i));
+        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic) cp_tok(f, LLVMIsAtomicSingleThread(i));
+        break;
+      case LLVMGetElementPtr:
+        cp_tokp(f, LLVMGetGEPSourceElementType(i));
+        cp_tok(f, LLVMIsInBounds(i));
+        break;
+      case LLVMCall:
+        cp_tokp(f, LLVMGetCalledFunctionType(i));
+        cp_tok(f, LLVMGetTailCallKind(i));
+        cp_tok(f, LLVMGetInstructionCallConv(i));
+        cp_tok_attrs(f, i, true, LLVMGetNumArgOperands(i));
+        break;
+      case LLVMPHI: {
+        unsigned n = LLVMCountIncoming(i);
+        for (unsigned k = 0; k < n; k++) cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
+        break;
+      }
+      case LLVMExtractValue: case LLVMInsertValue: {
+        unsigned n = LLVMGetNumIndices(i);
+        const unsigned *ix = LLVMGetIndices(i);
+        cp_tok(f, n);
+        for (unsigned k = 0; k < n; k++) cp_tok(f, ix[k]);
+        break;
+      }
+      case LLVMShuffleVector: {
+        unsigned n = LLVMGetNumMaskElements(i);
+        cp_tok(f, n);
+        for (unsigned k = 0; k < n; k++) cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
+        break;
+      }
+      case LLVMAtomicRMW:
+        cp_tok(f, LLVMGetAtomicRMWBinOp(i));
+        cp_tok(f, LLVMGetOrdering(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMAtomicCmpXchg:
+        cp_tok(f, LLVMGetCmpXchgSuccessOrdering(i));
+        cp_tok(f, LLVMGetCmpXchgFailureOrdering(i));
+        cp_tok(f, LLVMGetWeak(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMFence:
+        cp_tok(f, LLVMGetOrdering(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        break;
+      case LLVMIndirectBr: case LLVMInvoke: case LLVMCallBr: case LLVMUserOp1: case LLVMUserOp2:
+      case LLVMVAArg: case LLVMResume: case LLVMLandingPad: case LLVMCleanupRet:
+      case LLVMCatchRet: case LLVMCatchPad: case LLVMCleanupPad: case LLVMCatchSwitch:
+        f->opaque = true;
+        break;
+      }
+      if (LLVMHasMetadata(i)) {
+        size_t nm = 0;
+        LLVMValueMetadataEntry *e = LLVMInstructionGetAllMetadataOtherThanDebugLoc(i, &nm);
+        cp_tok(f, 0x3D00 + nm);
+        for (size_t k = 0; k < nm; k++) {
+          cp_tok(f, LLVMValueMetadataEntriesGetKind(e, (unsigned)k));
+          cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k));
+        }
+        if (e) LLVMDisposeValueMetadataEntries(e);
+      }
+    }
+  }
+  free(l.key);
+  free(l.val);
+}
+
 static void cp_share_kernels(CpuCg *cg) {
   int n = cg->ntasks;
   if (n < 2) return;
-  char **txt = calloc((size_t)n, sizeof *txt);
+  CpFp *fp = calloc((size_t)n, sizeof *fp); /* per task whose function is first seen there */
   uint64_t *hash = calloc((size_t)n, sizeof *hash);
+  bool *have = calloc((size_t)n, sizeof *have);
   LLVMValueRef *orig = calloc((size_t)n, sizeof *orig);
+  HLO_ASSERT(fp && hash && have && orig);
   for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
   for (int t = 0; t < n; t++) {
     LLVMValueRef fn = orig[t];
     bool seen = false;
     for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
     if (seen) continue; /* several tasks of one function (not made by the kernels today) */
-    char *s = LLVMPrintValueToString(fn);
-    char *body = strchr(s, '(');
-    body = body ? body : s;
+    cp_fingerprint(fn, &fp[t]);
+    if (fp[t].opaque) continue;
     uint64_t h = 1469598103934665603ull;
-    for (const char *c = body; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (size_t i = 0; i < fp[t].n; i++) h = (h ^ fp[t].t[i]) * 1099511628211ull;
     int same = -1;
     for (int u = 0; u < t && same < 0; u++)
-      if (txt[u] && hash[u] == h && strcmp(strchr(txt[u], '(') ? strchr(txt[u], '(') : txt[u], body) == 0)
+      if (have[u] && hash[u] == h && fp[u].n == fp[t].n &&
+          memcmp(fp[u].t, fp[t].t, fp[t].n * sizeof *fp[t].t) == 0)
         same = u;
     if (same >= 0) {
       for (int v = t; v < n; v++)
         if (orig[v] == fn) cg->tasks[v].fn = orig[same];
       LLVMDeleteFunction(fn);
-      LLVMDisposeMessage(s);
       continue;
     }
-    txt[t] = s;
+    have[t] = true;
     hash[t] = h;
   }
-  for (int t = 0; t < n; t++)
-    if (txt[t]) LLVMDisposeMessage(txt[t]);
-  free(txt);
+  for (int t = 0; t < n; t++) free(fp[t].t);
+  free(fp);
   free(hash);
+  free(have);
   free(orig);
 }
 
@@ -525,164 +740,6 @@ static bool cp_valid_name(const char *s) {
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
       return false;
   return true;
-}
-
-/* Optimize the module with pipeline, the GEMM function (when there is one) with the much
- * lighter gemm_pipeline. The GEMM's IR is vectorized, blocked and tiled by construction:
- * default<O2> spends ~50 ms on it (instcombine, indvars, GVN, LICM, loop rotation over its
- * deep nests) for no measurable speed, while cleanup and hoisting keep its code as fast (same
- * GFLOP/s in tests/cpu/cpu_gemm_bench.c). The new pass manager skips optnone functions, so
- * the GEMM is optnone during the first run and every other function during the second
- * (optnone needs noinline, added where missing); both marks are removed before code
- * generation, which would otherwise select instructions without optimization. The GEMM is
- * found again by name: interprocedural passes (dead argument elimination) may replace it. */
-static LLVMErrorRef cp_run_pipelines(CpuCg *cg, const char *pipeline, const char *gemm_pipeline,
-                                     LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
-  LLVMValueRef g = gemm_pipeline ? cg->gemm_fn[0] : NULL;
-  if (!g) return LLVMRunPasses(cg->M, pipeline, TM, po);
-  unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
-  unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
-  unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
-  size_t nl = 0;
-  const char *nm = LLVMGetValueName2(g, &nl);
-  char *name = hlo_arena_alloc(cg->scratch, nl + 1);
-  memcpy(name, nm, nl);
-  name[nl] = 0;
-  if (!LLVMGetEnumAttributeAtIndex(g, fi, nik)) /* the GEMM is made noinline: keep it so */
-    LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(cg->C, nik, 0));
-  LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(cg->C, onk, 0));
-  LLVMErrorRef pe = LLVMRunPasses(cg->M, pipeline, TM, po);
-  g = LLVMGetNamedFunction(cg->M, name);
-  if (pe || !g) return pe;
-  LLVMRemoveEnumAttributeAtIndex(g, fi, onk);
-  int nf = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) nf++;
-  bool *added = hlo_arena_alloc(cg->scratch, sizeof(bool) * (size_t)(nf + 1));
-  int i = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f), i++) {
-    added[i] = false;
-    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
-    added[i] = !LLVMGetEnumAttributeAtIndex(f, fi, nik);
-    if (added[i]) LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(cg->C, nik, 0));
-    LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(cg->C, onk, 0));
-  }
-  pe = LLVMRunPasses(cg->M, gemm_pipeline, TM, po);
-  i = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f), i++) {
-    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
-    LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
-    if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
-  }
-  return pe;
-}
-
-static bool cp_emit(CpuCg *cg, char **out, size_t *outlen) {
-  const CpuOpts *o = cg->o;
-  HErr *err = cg->err;
-  LLVMInitializeAllTargetInfos();
-  LLVMInitializeAllTargets();
-  LLVMInitializeAllTargetMCs();
-  LLVMInitializeAllAsmPrinters();
-  char *deftriple = LLVMGetDefaultTargetTriple();
-  const char *triple = o->triple ? o->triple : deftriple;
-  bool host = !o->triple || strcmp(o->triple, deftriple) == 0;
-  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = LLVMGetHostCPUFeatures();
-  const char *cpu = o->cpu ? o->cpu : host ? hostcpu : "generic";
-  /* the host's features only when generating for the host CPU itself: for a named CPU, LLVM
-   * derives the features from the name (an explicit --features adds to or removes from them) */
-  bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
-  const char *feat = o->features ? o->features : host_cpu ? hostfeat : "";
-  bool ok = false;
-  char *msg = NULL;
-  LLVMTargetRef T;
-  LLVMTargetMachineRef TM = NULL;
-  LLVMPassBuilderOptionsRef po = NULL;
-  LLVMMemoryBufferRef mb = NULL;
-  if (LLVMGetTargetFromTriple(triple, &T, &msg)) {
-    hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple, msg ? msg : "");
-    goto done;
-  }
-  int lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
-  LLVMCodeGenOptLevel cgl = lvl == 0 ? LLVMCodeGenLevelNone : lvl == 1 ? LLVMCodeGenLevelLess
-                            : lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
-  TM = LLVMCreateTargetMachine(T, triple, cpu, feat, cgl, LLVMRelocPIC, LLVMCodeModelDefault);
-  if (!TM) {
-    hlo_err(err, o->out_path, NULL, NULL, "CPU target: cannot create a target machine for '%s'", triple);
-    goto done;
-  }
-  LLVMSetTarget(cg->M, triple);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
-  LLVMSetModuleDataLayout(cg->M, td);
-  LLVMDisposeTargetData(td);
-  /* every function carries the CPU and features, so IR output states what it was tuned for */
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
-    if (LLVMCountBasicBlocks(f) == 0) continue;
-    LLVMAddTargetDependentFunctionAttr(f, "target-cpu", cpu);
-    if (*feat) LLVMAddTargetDependentFunctionAttr(f, "target-features", feat);
-    unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
-  }
-  if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
-    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s", msg ? msg : "");
-    goto done;
-  }
-  if (msg) LLVMDisposeMessage(msg), msg = NULL;
-  po = LLVMCreatePassBuilderOptions();
-  LLVMPassBuilderOptionsSetLoopVectorization(po, lvl >= 2);
-  LLVMPassBuilderOptionsSetSLPVectorization(po, lvl >= 2);
-  /* Full unrolling of the many small constant-trip loops of HLO shapes multiplies code size
-     and compile time (4x on transformer_layer) for little gain once loops are vectorized;
-     only -O3 unrolls. */
-  LLVMPassBuilderOptionsSetLoopUnrolling(po, lvl >= 3);
-  LLVMPassBuilderOptionsSetLoopInterleaving(po, lvl >= 2);
-  char pipeline[32];
-  snprintf(pipeline, sizeof pipeline, "default<O%d>", lvl);
-  double t0 = cp_now();
-  const char *dump = getenv("HLOC_CPU_DUMP_IR"); /* experiments: the IR before optimization */
-  if (dump && *dump) LLVMPrintModuleToFile(cg->M, dump, NULL);
-  const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
-  /* the GEMM's own pipeline: scalar replacement, cleanup, loop-invariant hoisting */
-  const char *gemm_pipeline = lvl >= 1 && !(custom && *custom)
-      ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
-        "instcombine<no-verify-fixpoint>,simplifycfg)"
-      : NULL;
-  LLVMErrorRef pe = cp_run_pipelines(cg, custom && *custom ? custom : pipeline, gemm_pipeline, TM, po);
-  double t1 = cp_now();
-  if (pe) {
-    char *em = LLVMGetErrorMessage(pe);
-    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
-    LLVMDisposeErrorMessage(em);
-    goto done;
-  }
-  if (o->emit == CPU_EMIT_LLVM) {
-    char *s = LLVMPrintModuleToString(cg->M);
-    *outlen = strlen(s);
-    *out = malloc(*outlen + 1);
-    memcpy(*out, s, *outlen + 1);
-    LLVMDisposeMessage(s);
-    ok = true;
-    goto done;
-  }
-  if (LLVMTargetMachineEmitToMemoryBuffer(TM, cg->M, o->emit == CPU_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
-                                          &msg, &mb)) {
-    hlo_err(err, o->out_path, NULL, NULL, "CPU target: LLVM code generation failed: %s", msg ? msg : "");
-    goto done;
-  }
-  if (getenv("HLOC_CPU_TIME"))
-    fprintf(stderr, "hloc cpu: LLVM passes %.3f s, code generation %.3f s\n", t1 - t0, cp_now() - t1);
-  *outlen = LLVMGetBufferSize(mb);
-  *out = malloc(*outlen + 1);
-  memcpy(*out, LLVMGetBufferStart(mb), *outlen);
-  ok = true;
-done:
-  if (msg) LLVMDisposeMessage(msg);
-  if (mb) LLVMDisposeMemoryBuffer(mb);
-  if (po) LLVMDisposePassBuilderOptions(po);
-  if (TM) LLVMDisposeTargetMachine(TM);
-  LLVMDisposeMessage(deftriple);
-  LLVMDisposeMessage(hostcpu);
-  LLVMDisposeMessage(hostfeat);
-  return ok;
 }
 
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
@@ -748,7 +805,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
             cg.ntasks, nk, nk2, cp_now() - tk, tk - tstart);
   }
   cp_run_functions(&cg);
-  if (!cp_emit(&cg, &obj, &objlen)) goto done;
+  if (!cpu_emit(&cg, &obj, &objlen)) goto done;
   if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, &hdrlen);
   /* write the header first: a failure then leaves neither file half-made under its name */
   if (hdr && !hlo_write_file_atomic(o->header_path, hdr, hdrlen, err)) goto done;

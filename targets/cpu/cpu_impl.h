@@ -218,4 +218,21 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, s
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
 
+/* ------------------------------------------------------------------ cpu_emit.c
+ * (added with the two-thread emission; the driver's last step) */
+
+/* Optimize cg->M and emit it as o->emit asks into *out (malloc'd, *outlen bytes): on the
+ * calling thread, or for objects of larger modules split in two parts optimized and
+ * code-generated on two threads and joined into one object. cg->M is consumed (left in an
+ * unspecified state). false with a located error. */
+bool cpu_emit(CpuCg *cg, char **out, size_t *outlen);
+
+/* ------------------------------------------------------------------ cpu_elf.c
+ * (added with the two-thread emission) */
+
+/* Join two ELF64 relocatable objects into one (*out malloc'd): sections concatenated by name,
+ * undefined symbols of one resolved to the other's definitions. false with msg. */
+bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out, size_t *outlen,
+                  char *msg, size_t msgn);
+
 #endif

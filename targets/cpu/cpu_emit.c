@@ -1,0 +1,725 @@
+/* targets/cpu/cpu_emit.c: optimization and emission of the CPU target's LLVM module,
+ * cpu_emit(), called by the driver (cpu_compile.c) once the module is complete.
+ *
+ * Serial path (IR or assembly output, -O0, small modules, object formats other than 64-bit
+ * little-endian ELF): the module gets the target triple,
+ * data layout, CPU and features, is verified, optimized (default<On> on the kernels and run
+ * functions, a light cleanup pipeline on the already vectorized GEMM function:
+ * ce_run_pipelines) and emitted to memory.
+ *
+ * Split path (objects of larger modules, on two threads): LLVM optimizes and generates code
+ * one function at a time, and the kernels of a module are independent functions (they reach
+ * memory only through their pointer table), so the kernel functions (with the GEMM) are
+ * shared between two parts by instruction count, largest first, each to the lighter part
+ * (part 0 starts with the run functions' share; the GEMM counts 3/5, its pipeline being
+ * light), and each part is optimized and compiled to an object on its own thread:
+ *   - part 1 runs on a worker thread, in its own LLVMContext (a context is single-threaded):
+ *     the module is written to bitcode and read back there; part 0's functions and the run
+ *     functions become declarations, global variables external declarations;
+ *   - part 0 stays in the driver's module and context, on the calling thread, with the run
+ *     functions and the global variables (the task and slot tables, the constants); part 1's
+ *     functions become declarations.
+ * In both, a part's own kernels are external during optimization (interprocedural passes must
+ * neither delete a kernel only the other module's table refers to nor change the signature
+ * of a function the other part calls, such as the GEMM) and internal again before code
+ * generation; declarations of the other part's functions are hidden, so calls between the
+ * parts are direct. Global variables kernel code refers to become internal (a named local
+ * symbol rather than a .L label) and are kept by llvm.compiler.used. The two objects are then
+ * joined into one by cpu_elf_join() (cpu_elf.c): references between the parts resolve inside
+ * the object to local symbols, so the kernels stay local and only the interface symbols are
+ * global. The object differs from the serial one (function order) but is deterministic: the
+ * partition depends on the IR only. Splitting costs a bitcode round trip, a second context and
+ * thread, so modules under CE_SPLIT_MIN instructions stay serial.
+ *
+ * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
+ * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
+ * time, and disabling it changed no measured run time (the GEMM's inner loops use pointer
+ * increments by construction; see tools/bench.sh), so it is disabled through LLVM's command
+ * line option -disable-lsr, a process-wide setting: it is set before the CPU target's code
+ * generation and reset after, under a lock (a CUDA compilation in the same process is not
+ * affected unless it runs concurrently with a CPU one).
+ *
+ * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
+ * replaces the LLVM pass pipeline of everything but the GEMM function; HLOC_CPU_DUMP_IR=PATH
+ * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
+ * one (any object of two or more kernel functions); HLOC_CPU_LSR=1 keeps loop strength
+ * reduction; HLOC_CPU_LLVM_ARGS passes options to LLVM (-time-passes, ...); HLOC_CPU_TIME
+ * prints the phase times (wall, and each thread's CPU time). */
+#include "cpu_impl.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
+#include <llvm-c/Support.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Modules with fewer instructions than this (before optimization, the GEMM counting 3/5) are
+ * compiled on one thread. Splitting costs CPU time (bitcode written and read back, a second
+ * context, target machine and pass pipelines): on mlp (1178) it cost +50-80 ms of CPU for an
+ * estimated 15 ms less wall time on an idle second core, and made it slower whenever the
+ * other core was busy; from simple_cnn (1444: 0.31 s of CPU, ~0.18 s on two cores) up it
+ * pays clearly. A module of one kernel function is never split. */
+#define CE_SPLIT_MIN 1300
+
+/* Everything the target machine is made from (shared read-only by both threads). */
+typedef struct CeSetup {
+  LLVMTargetRef T;           /* target of the triple */
+  const char *triple;        /* target triple */
+  const char *cpu;           /* CPU name */
+  const char *feat;          /* CPU features */
+  int lvl;                   /* optimization level 0..3 */
+  LLVMCodeGenOptLevel cgl;   /* matching codegen level */
+  const char *pipeline;      /* pass pipeline of the kernels and run functions */
+  const char *gemm_pipeline; /* pass pipeline of the GEMM function (NULL: pipeline) */
+} CeSetup;
+
+/* Errors LLVM reports through a context's diagnostic handler rather than a return value (by
+ * default it would print them and exit): the first one is kept. */
+typedef struct CeDiag {
+  char msg[400]; /* first error, empty when none */
+} CeDiag;
+
+/* One module to optimize and emit, on any thread. */
+typedef struct CeJob {
+  const CeSetup *s;        /* target and pipelines */
+  LLVMContextRef C;        /* the module's context */
+  LLVMModuleRef M;         /* the module */
+  const char *gemm_name;   /* name of the GEMM function (NULL: none) */
+  LLVMCodeGenFileType ft;  /* object or assembly */
+  int nrelink;             /* functions made external for optimization, internal again after */
+  char **relink;           /* their names */
+  char *out;               /* emitted bytes (malloc'd) */
+  size_t outlen;           /* their length */
+  char err[600];           /* first error, empty when none */
+  bool err_in_cg;          /* it came from code generation (located at the output file) */
+  double t_opt, t_cg;      /* seconds spent optimizing and generating code (wall) */
+  double c_opt, c_cg;      /* the same in this thread's CPU time */
+} CeJob;
+
+static double ce_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double ce_cpu(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static char *ce_strdup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  HLO_ASSERT(d);
+  memcpy(d, s, n);
+  d[n] = 0;
+  return d;
+}
+
+static char *ce_name(LLVMValueRef v) {
+  size_t n = 0;
+  const char *s = LLVMGetValueName2(v, &n);
+  return ce_strdup(s, n);
+}
+
+static void ce_diag_handler(LLVMDiagnosticInfoRef di, void *ctx) {
+  CeDiag *d = ctx;
+  if (LLVMGetDiagInfoSeverity(di) != LLVMDSError || d->msg[0]) return;
+  char *m = LLVMGetDiagInfoDescription(di);
+  snprintf(d->msg, sizeof d->msg, "%s", m ? m : "error");
+  LLVMDisposeMessage(m);
+}
+
+/* ------------------------------------------------------------------ LLVM command line */
+
+/* LLVM's command-line options are process-wide: cpu_emit() holds this lock from setting
+ * -disable-lsr to resetting it, so concurrent CPU compilations in one process take turns. */
+static pthread_mutex_t ce_cl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void ce_set_lsr(bool disable) {
+  const char *argv[2] = {"hloc", disable ? "-disable-lsr=true" : "-disable-lsr=false"};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+}
+
+/* HLOC_CPU_LLVM_ARGS: LLVM command line options for experiments (-time-passes, ...), given to
+ * LLVM once per process. */
+static void ce_llvm_args(void) {
+  static char *buf; /* kept: LLVM may keep pointers into the arguments */
+  const char *e = getenv("HLOC_CPU_LLVM_ARGS");
+  if (buf || !e || !*e) return;
+  buf = ce_strdup(e, strlen(e));
+  const char *argv[64] = {"hloc"};
+  int argc = 1;
+  for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " ")) argv[argc++] = t;
+  LLVMParseCommandLineOptions(argc, argv, NULL);
+}
+
+/* ------------------------------------------------------------------ pipelines */
+
+/* Optimize M with s->pipeline, the GEMM function (when M defines it) with the much lighter
+ * s->gemm_pipeline. The GEMM's IR is vectorized, blocked and tiled by construction:
+ * default<O2> spends ~50 ms on it (instcombine, indvars, GVN, LICM, loop rotation over its
+ * deep nests) for no measurable speed, while cleanup and hoisting keep its code as fast (same
+ * GFLOP/s in tests/cpu/cpu_gemm_bench.c). The new pass manager skips optnone functions, so
+ * the GEMM is optnone during the first run and every other function during the second
+ * (optnone needs noinline, added where missing); both marks are removed before code
+ * generation, which would otherwise select instructions without optimization. The GEMM is
+ * found again by name: interprocedural passes (dead argument elimination) may replace it. */
+static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
+  const CeSetup *s = j->s;
+  LLVMValueRef g = s->gemm_pipeline && j->gemm_name ? LLVMGetNamedFunction(j->M, j->gemm_name) : NULL;
+  if (g && LLVMCountBasicBlocks(g) == 0) g = NULL;
+  if (!g) return LLVMRunPasses(j->M, s->pipeline, TM, po);
+  unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
+  unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
+  unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
+  if (!LLVMGetEnumAttributeAtIndex(g, fi, nik)) /* the GEMM is made noinline: keep it so */
+    LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
+  LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+  LLVMErrorRef pe = LLVMRunPasses(j->M, s->pipeline, TM, po);
+  g = LLVMGetNamedFunction(j->M, j->gemm_name);
+  if (pe || !g) return pe;
+  LLVMRemoveEnumAttributeAtIndex(g, fi, onk);
+  int nf = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
+  bool *added = calloc((size_t)nf + 1, sizeof *added);
+  HLO_ASSERT(added);
+  int i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
+    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
+    added[i] = !LLVMGetEnumAttributeAtIndex(f, fi, nik);
+    if (added[i]) LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
+    LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+  }
+  pe = LLVMRunPasses(j->M, s->gemm_pipeline, TM, po);
+  i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
+    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
+    LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
+    if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
+  }
+  free(added);
+  return pe;
+}
+
+static LLVMTargetMachineRef ce_target_machine(const CeSetup *s) {
+  return LLVMCreateTargetMachine(s->T, s->triple, s->cpu, s->feat, s->cgl, LLVMRelocPIC,
+                                 LLVMCodeModelDefault);
+}
+
+/* Optimize one module and, when emit is set, emit it (j->ft: object or assembly) into j->out.
+ * Functions named in j->relink get internal linkage between the two. Any thread: everything
+ * touched belongs to j (the setup is only read). */
+static bool ce_run_job(CeJob *j, bool emit) {
+  const CeSetup *s = j->s;
+  bool ok = false;
+  char *msg = NULL;
+  LLVMMemoryBufferRef mb = NULL;
+  CeDiag diag = {{0}};
+  LLVMContextSetDiagnosticHandler(j->C, ce_diag_handler, &diag);
+  LLVMTargetMachineRef TM = ce_target_machine(s);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  if (!TM) {
+    snprintf(j->err, sizeof j->err, "cannot create a target machine for '%s'", s->triple);
+    goto done;
+  }
+  LLVMPassBuilderOptionsSetLoopVectorization(po, s->lvl >= 2);
+  LLVMPassBuilderOptionsSetSLPVectorization(po, s->lvl >= 2);
+  /* Full unrolling of the many small constant-trip loops of HLO shapes multiplies code size
+     and compile time (4x on transformer_layer) for little gain once loops are vectorized;
+     only -O3 unrolls. */
+  LLVMPassBuilderOptionsSetLoopUnrolling(po, s->lvl >= 3);
+  LLVMPassBuilderOptionsSetLoopInterleaving(po, s->lvl >= 2);
+  double t0 = ce_now(), c0 = ce_cpu();
+  LLVMErrorRef pe = ce_run_pipelines(j, TM, po);
+  j->t_opt = ce_now() - t0;
+  j->c_opt = ce_cpu() - c0;
+  if (pe) {
+    char *em = LLVMGetErrorMessage(pe);
+    snprintf(j->err, sizeof j->err, "LLVM optimization failed: %s", em);
+    LLVMDisposeErrorMessage(em);
+    goto done;
+  }
+  for (int i = 0; i < j->nrelink; i++) {
+    LLVMValueRef f = LLVMGetNamedFunction(j->M, j->relink[i]);
+    if (!f) continue; /* cannot happen to an external function; nothing to restore */
+    LLVMSetVisibility(f, LLVMDefaultVisibility);
+    LLVMSetLinkage(f, LLVMInternalLinkage);
+  }
+  if (!emit) {
+    ok = !diag.msg[0];
+    goto done;
+  }
+  t0 = ce_now();
+  c0 = ce_cpu();
+  if (LLVMTargetMachineEmitToMemoryBuffer(TM, j->M, j->ft, &msg, &mb)) {
+    snprintf(j->err, sizeof j->err, "LLVM code generation failed: %s", msg ? msg : "");
+    j->err_in_cg = true;
+    goto done;
+  }
+  j->t_cg = ce_now() - t0;
+  j->c_cg = ce_cpu() - c0;
+  j->outlen = LLVMGetBufferSize(mb);
+  j->out = ce_strdup(LLVMGetBufferStart(mb), j->outlen);
+  ok = true;
+done:
+  if (diag.msg[0] && !j->err[0]) snprintf(j->err, sizeof j->err, "LLVM: %s", diag.msg);
+  if (j->err[0]) ok = false;
+  LLVMContextSetDiagnosticHandler(j->C, NULL, NULL);
+  if (msg) LLVMDisposeMessage(msg);
+  if (mb) LLVMDisposeMemoryBuffer(mb);
+  LLVMDisposePassBuilderOptions(po);
+  if (TM) LLVMDisposeTargetMachine(TM);
+  return ok;
+}
+
+/* ------------------------------------------------------------------ splitting */
+
+/* Which part each kernel function goes to, by name (run functions are not listed). */
+typedef struct CeSplit {
+  int n;       /* kernel functions */
+  char **name; /* their names */
+  int *part;   /* their part, 0 or 1 */
+  int total;   /* weight of the module (all functions) */
+  int nglob;   /* global variables referenced by kernel code */
+  char **glob; /* their names */
+} CeSplit;
+
+static int ce_part_of(const CeSplit *sp, LLVMValueRef f) {
+  size_t n = 0;
+  const char *nm = LLVMGetValueName2(f, &n);
+  for (int i = 0; i < sp->n; i++)
+    if (strlen(sp->name[i]) == n && memcmp(sp->name[i], nm, n) == 0) return sp->part[i];
+  return -1;
+}
+
+static int ce_count_instrs(LLVMValueRef f) {
+  int n = 0;
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) n++;
+  return n;
+}
+
+/* Turn a function definition into a declaration (what Function::deleteBody does): every
+ * value of the body is replaced by poison first, so instructions can go in any order. */
+static void ce_strip_body(LLVMValueRef f) {
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
+      if (LLVMGetFirstUse(i)) LLVMReplaceAllUsesWith(i, LLVMGetPoison(LLVMTypeOf(i)));
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b)) {
+    LLVMValueRef i;
+    while ((i = LLVMGetLastInstruction(b))) LLVMInstructionEraseFromParent(i);
+  }
+  LLVMBasicBlockRef b;
+  while ((b = LLVMGetFirstBasicBlock(f))) LLVMDeleteBasicBlock(b);
+  LLVMSetLinkage(f, LLVMExternalLinkage);
+}
+
+/* Global variables reached from value v (an operand of kernel code), through constant
+ * expressions and aggregates; appended to sp->glob once each. */
+static void ce_note_globals(CeSplit *sp, LLVMValueRef v, int depth) {
+  if (LLVMIsAGlobalVariable(v)) {
+    char *nm = ce_name(v);
+    for (int i = 0; i < sp->nglob; i++)
+      if (!strcmp(sp->glob[i], nm)) {
+        free(nm);
+        return;
+      }
+    sp->glob = realloc(sp->glob, sizeof *sp->glob * (size_t)(sp->nglob + 1));
+    HLO_ASSERT(sp->glob);
+    sp->glob[sp->nglob++] = nm;
+    return;
+  }
+  if (depth > 16 || !LLVMIsAConstant(v) || LLVMIsAGlobalValue(v)) return;
+  int n = LLVMGetNumOperands(v);
+  for (int k = 0; k < n; k++) ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
+}
+
+/* Make module j->M part `which` (1: the worker's): the other part's kernels and the run
+ * functions become declarations, global variables external declarations (hidden where kernel
+ * code uses them), own kernels external hidden until optimization is over (their names go to
+ * j->relink). */
+static void ce_make_part(CeJob *j, const CeSplit *sp, int which) {
+  LLVMModuleRef M = j->M;
+  j->relink = calloc((size_t)sp->n + 1, sizeof *j->relink);
+  HLO_ASSERT(j->relink);
+  for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    int p = ce_part_of(sp, f);
+    if (p != which) {
+      ce_strip_body(f);
+      /* hidden: calls into the other part are direct, PC-relative */
+      if (p >= 0) LLVMSetVisibility(f, LLVMHiddenVisibility);
+    } else if (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage) {
+      j->relink[j->nrelink++] = ce_name(f);
+      LLVMSetLinkage(f, LLVMExternalLinkage);
+      LLVMSetVisibility(f, LLVMHiddenVisibility);
+    }
+  }
+  for (LLVMValueRef g = LLVMGetFirstGlobal(M); g; g = LLVMGetNextGlobal(g)) {
+    if (LLVMIsDeclaration(g)) continue;
+    LLVMSetInitializer(g, NULL);
+    LLVMSetLinkage(g, LLVMExternalLinkage);
+    /* hidden (direct, PC-relative access) only where kernel code refers to it: code
+       generation states the visibility of every declaration it keeps, and a hidden undefined
+       symbol for a name part 0 keeps private (.L..., no symbol) would stay undefined */
+    size_t nl = 0;
+    const char *nm = LLVMGetValueName2(g, &nl);
+    for (int i = 0; i < sp->nglob; i++)
+      if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl)) LLVMSetVisibility(g, LLVMHiddenVisibility);
+  }
+}
+
+/* The worker thread: part 1, from bitcode into its own context, to an object. */
+typedef struct CeWorker {
+  CeJob job;               /* the part */
+  const CeSplit *sp;       /* the partition */
+  LLVMMemoryBufferRef bc;  /* the module's bitcode */
+  double t_parse;          /* seconds to parse and cut */
+  bool ok;                 /* job succeeded */
+} CeWorker;
+
+static void *ce_worker(void *arg) {
+  CeWorker *w = arg;
+  double t0 = ce_now();
+  w->job.C = LLVMContextCreate();
+  if (LLVMParseBitcodeInContext2(w->job.C, w->bc, &w->job.M)) {
+    snprintf(w->job.err, sizeof w->job.err, "LLVM: cannot read back the module's bitcode");
+    return NULL;
+  }
+  ce_make_part(&w->job, w->sp, 1);
+  w->t_parse = ce_now() - t0;
+  w->ok = ce_run_job(&w->job, true);
+  return NULL;
+}
+
+/* Kernel functions of M and their weights; decides the partition. false: stay serial. */
+static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp, int *load) {
+  const char *force = getenv("HLOC_CPU_SPLIT");
+  if (force && *force == '0') return false;
+  char run[520], run_mt[520];
+  snprintf(run, sizeof run, "%s_run", cg->o->name);
+  snprintf(run_mt, sizeof run_mt, "%s_run_mt", cg->o->name);
+  int nf = 0, total = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) nf++;
+  LLVMValueRef *fs = calloc((size_t)nf + 1, sizeof *fs);
+  int *w = calloc((size_t)nf + 1, sizeof *w);
+  HLO_ASSERT(fs && w);
+  int n = 0, final_w = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    size_t nl = 0;
+    const char *nm = LLVMGetValueName2(f, &nl);
+    int c = ce_count_instrs(f);
+    /* the GEMM's light pipeline makes its instructions cheaper than a kernel's */
+    if (cg->gemm_fn[0] && f == cg->gemm_fn[0]) c = c * 3 / 5;
+    total += c;
+    if ((nl == strlen(run) && !memcmp(nm, run, nl)) || (nl == strlen(run_mt) && !memcmp(nm, run_mt, nl))) {
+      final_w += c;
+      continue;
+    }
+    fs[n] = f;
+    w[n++] = c;
+  }
+  bool go = n >= 2 && (force && *force == '1' ? true : total >= CE_SPLIT_MIN);
+  if (go) {
+    sp->n = n;
+    sp->total = total;
+    sp->name = calloc((size_t)n, sizeof *sp->name);
+    sp->part = calloc((size_t)n, sizeof *sp->part);
+    bool *done = calloc((size_t)n, sizeof *done);
+    HLO_ASSERT(sp->name && sp->part && done);
+    /* part 0 (the calling thread) also optimizes the run functions and assembles both parts
+       into the object: it starts with that share */
+    load[0] = final_w + total / 20;
+    load[1] = 0;
+    for (int r = 0; r < n; r++) {
+      int best = -1;
+      for (int i = 0; i < n; i++)
+        if (!done[i] && (best < 0 || w[i] > w[best])) best = i;
+      done[best] = true;
+      int p = load[1] < load[0];
+      sp->part[best] = p;
+      load[p] += w[best];
+    }
+    for (int i = 0; i < n; i++) {
+      sp->name[i] = ce_name(fs[i]);
+      for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fs[i]); b; b = LLVMGetNextBasicBlock(b))
+        for (LLVMValueRef in = LLVMGetFirstInstruction(b); in; in = LLVMGetNextInstruction(in)) {
+          int no = LLVMGetNumOperands(in);
+          for (int k = 0; k < no; k++) ce_note_globals(sp, LLVMGetOperand(in, k), 0);
+        }
+    }
+    free(done);
+  }
+  free(fs);
+  free(w);
+  return go;
+}
+
+static void ce_free_split(CeSplit *sp) {
+  for (int i = 0; i < sp->n; i++) free(sp->name[i]);
+  for (int i = 0; i < sp->nglob; i++) free(sp->glob[i]);
+  free(sp->name);
+  free(sp->part);
+  free(sp->glob);
+}
+
+static void ce_free_job(CeJob *j) {
+  for (int i = 0; i < j->nrelink; i++) free(j->relink[i]);
+  free(j->relink);
+  free(j->out);
+}
+
+/* The split path (see the top of the file). */
+static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, const int *load, char **out,
+                          size_t *outlen) {
+  HErr *err = cg->err;
+  bool timing = getenv("HLOC_CPU_TIME") != NULL;
+  bool ok = false;
+  double t0 = ce_now();
+  char *gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
+  /* Interprocedural constant propagation and dead argument elimination on the whole module
+     first, as default<On> does at its start: the GEMM is called with some arguments the same
+     at every call site (which epilogue, which operand layout), and specializing its body on
+     them halves its code. In the parts the GEMM is external, which would forbid it. The
+     passes may replace the GEMM function (same name). */
+  {
+    LLVMTargetMachineRef TM = ce_target_machine(s);
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef pe = TM ? LLVMRunPasses(cg->M, "ipsccp,deadargelim", TM, po) : NULL;
+    LLVMDisposePassBuilderOptions(po);
+    if (TM) LLVMDisposeTargetMachine(TM);
+    if (pe) {
+      char *em = LLVMGetErrorMessage(pe);
+      hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
+      LLVMDisposeErrorMessage(em);
+      free(gname);
+      return false;
+    }
+  }
+  double t_ipo = ce_now() - t0;
+  t0 = ce_now();
+  CeWorker w = {0};
+  w.job.s = s;
+  w.job.gemm_name = gname;
+  w.job.ft = LLVMObjectFile;
+  w.sp = sp;
+  w.bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
+  double t_bc = ce_now() - t0;
+  pthread_t th;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setstacksize(&at, (size_t)16 << 20); /* LLVM recurses deeply on big functions */
+  bool started = pthread_create(&th, &at, ce_worker, &w) == 0;
+  pthread_attr_destroy(&at);
+  if (!started) ce_worker(&w); /* no thread to be had: the same work, in turn */
+  /* this thread: the driver's module keeps part 0, the run functions and the globals */
+  double t1 = ce_now();
+  CeJob j0 = {0};
+  j0.s = s;
+  j0.C = cg->C;
+  j0.M = cg->M;
+  j0.gemm_name = gname;
+  j0.ft = LLVMObjectFile;
+  j0.relink = calloc((size_t)sp->n + 1, sizeof *j0.relink);
+  HLO_ASSERT(j0.relink);
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    int p = ce_part_of(sp, f);
+    if (p == 1) {
+      ce_strip_body(f);
+      LLVMSetVisibility(f, LLVMHiddenVisibility);
+    } else if (p == 0 && (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
+      j0.relink[j0.nrelink++] = ce_name(f);
+      LLVMSetLinkage(f, LLVMExternalLinkage);
+      LLVMSetVisibility(f, LLVMHiddenVisibility);
+    }
+  }
+  /* globals part 1's code refers to: named local symbols (a .L label is not in the symbol
+     table), kept although nothing in this module may use them */
+  if (sp->nglob > 0) {
+    LLVMValueRef *used = calloc((size_t)sp->nglob, sizeof *used);
+    HLO_ASSERT(used);
+    int nu = 0;
+    for (int i = 0; i < sp->nglob; i++) {
+      LLVMValueRef g = LLVMGetNamedGlobal(cg->M, sp->glob[i]);
+      if (!g) continue;
+      if (LLVMGetLinkage(g) == LLVMPrivateLinkage) LLVMSetLinkage(g, LLVMInternalLinkage);
+      used[nu++] = g;
+    }
+    LLVMValueRef arr = LLVMConstArray2(cg->ptr, used, (uint64_t)nu);
+    LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
+    LLVMSetInitializer(u, arr);
+    LLVMSetLinkage(u, LLVMAppendingLinkage);
+    LLVMSetSection(u, "llvm.metadata");
+    free(used);
+  }
+  double t_cut = ce_now() - t1;
+  bool ok0 = ce_run_job(&j0, true);
+  t1 = ce_now();
+  if (started) pthread_join(th, NULL);
+  double t_wait = ce_now() - t1;
+  LLVMDisposeMemoryBuffer(w.bc);
+  if (w.job.M) LLVMDisposeModule(w.job.M);
+  if (w.job.C) LLVMContextDispose(w.job.C);
+  const CeJob *bad = !ok0 ? &j0 : !w.ok ? &w.job : NULL;
+  if (bad) {
+    hlo_err(err, bad->err_in_cg ? cg->o->out_path : cg->m->file, NULL, NULL, "CPU target: %s", bad->err);
+    goto done;
+  }
+  t1 = ce_now();
+  char jm[300];
+  if (!cpu_elf_join(j0.out, j0.outlen, w.job.out, w.job.outlen, out, outlen, jm, sizeof jm)) {
+    hlo_err(err, cg->o->out_path, NULL, NULL, "CPU target: joining the two parts' objects failed: %s", jm);
+    goto done;
+  }
+  double t_join = ce_now() - t1;
+  ok = true;
+  if (timing)
+    fprintf(stderr,
+            "hloc cpu: split %d kernel functions (weights %d + %d of %d), ipsccp %.3f s, bitcode %.3f s, cut %.3f s\n"
+            "hloc cpu: part 0 + run functions (this thread) passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n"
+            "hloc cpu: part 1 (worker) parse %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n"
+            "hloc cpu: wait for the worker %.3f s, join %.3f s\n",
+            sp->n, load[0], load[1], sp->total, t_ipo, t_bc, t_cut, j0.t_opt, j0.c_opt, j0.t_cg, j0.c_cg, w.t_parse,
+            w.job.t_opt, w.job.c_opt, w.job.t_cg, w.job.c_cg, t_wait, t_join);
+done:
+  ce_free_job(&j0);
+  ce_free_job(&w.job);
+  free(gname);
+  return ok;
+}
+
+/* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads: the
+ * split is used only for those (other formats are compiled serially). */
+static bool ce_elf64le(const char *triple) {
+  bool arch = !strncmp(triple, "x86_64-", 7) || !strncmp(triple, "aarch64-", 8) ||
+              !strncmp(triple, "riscv64-", 8);
+  bool elf = strstr(triple, "-linux") || strstr(triple, "-freebsd") || strstr(triple, "-netbsd") ||
+             strstr(triple, "-openbsd") || strstr(triple, "-elf") || strstr(triple, "-none");
+  return arch && elf;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
+  const CpuOpts *o = cg->o;
+  HErr *err = cg->err;
+  LLVMInitializeAllTargetInfos();
+  LLVMInitializeAllTargets();
+  LLVMInitializeAllTargetMCs();
+  LLVMInitializeAllAsmPrinters();
+  char *deftriple = LLVMGetDefaultTargetTriple();
+  const char *triple = o->triple ? o->triple : deftriple;
+  bool host = !o->triple || strcmp(o->triple, deftriple) == 0;
+  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = LLVMGetHostCPUFeatures();
+  CeSetup s = {0};
+  s.triple = triple;
+  s.cpu = o->cpu ? o->cpu : host ? hostcpu : "generic";
+  /* the host's features only when generating for the host CPU itself: for a named CPU, LLVM
+   * derives the features from the name (an explicit --features adds to or removes from them) */
+  bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
+  s.feat = o->features ? o->features : host_cpu ? hostfeat : "";
+  s.lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
+  s.cgl = s.lvl == 0 ? LLVMCodeGenLevelNone : s.lvl == 1 ? LLVMCodeGenLevelLess
+          : s.lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
+  bool ok = false, locked = false;
+  char *msg = NULL, *gname = NULL;
+  CeSplit sp = {0};
+  int load[2] = {0, 0};
+  LLVMTargetMachineRef TM = NULL;
+  if (LLVMGetTargetFromTriple(triple, &s.T, &msg)) {
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple, msg ? msg : "");
+    goto done;
+  }
+  TM = ce_target_machine(&s);
+  if (!TM) {
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: cannot create a target machine for '%s'", triple);
+    goto done;
+  }
+  LLVMSetTarget(cg->M, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
+  LLVMSetModuleDataLayout(cg->M, td);
+  LLVMDisposeTargetData(td);
+  /* every function carries the CPU and features, so IR output states what it was tuned for */
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    LLVMAddTargetDependentFunctionAttr(f, "target-cpu", s.cpu);
+    if (*s.feat) LLVMAddTargetDependentFunctionAttr(f, "target-features", s.feat);
+    unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
+  }
+  if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
+    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s", msg ? msg : "");
+    goto done;
+  }
+  if (msg) LLVMDisposeMessage(msg), msg = NULL;
+  char pipeline[32];
+  snprintf(pipeline, sizeof pipeline, "default<O%d>", s.lvl);
+  const char *dump = getenv("HLOC_CPU_DUMP_IR"); /* experiments: the IR before optimization */
+  if (dump && *dump) LLVMPrintModuleToFile(cg->M, dump, NULL);
+  const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
+  s.pipeline = custom && *custom ? custom : pipeline;
+  /* the GEMM's own pipeline: scalar replacement, cleanup, loop-invariant hoisting */
+  s.gemm_pipeline = s.lvl >= 1
+      ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
+        "instcombine<no-verify-fixpoint>,simplifycfg)"
+      : NULL;
+  const char *lsr = getenv("HLOC_CPU_LSR");
+  pthread_mutex_lock(&ce_cl_lock);
+  locked = true;
+  ce_set_lsr(!(lsr && *lsr == '1'));
+  ce_llvm_args();
+  bool timing = getenv("HLOC_CPU_TIME") != NULL;
+  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg, cg->M, &sp, load)) {
+    ok = ce_emit_split(cg, &s, &sp, load, out, outlen);
+    goto done;
+  }
+  CeJob j = {0};
+  j.s = &s;
+  j.C = cg->C;
+  j.M = cg->M;
+  gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
+  j.gemm_name = gname;
+  j.ft = o->emit == CPU_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile;
+  if (!ce_run_job(&j, o->emit != CPU_EMIT_LLVM)) {
+    hlo_err(err, j.err_in_cg ? o->out_path : cg->m->file, NULL, NULL, "CPU target: %s", j.err);
+    ce_free_job(&j);
+    goto done;
+  }
+  if (o->emit == CPU_EMIT_LLVM) {
+    char *t = LLVMPrintModuleToString(cg->M);
+    *outlen = strlen(t);
+    *out = ce_strdup(t, *outlen);
+    LLVMDisposeMessage(t);
+  } else {
+    *out = j.out;
+    *outlen = j.outlen;
+    j.out = NULL;
+  }
+  if (timing)
+    fprintf(stderr, "hloc cpu: LLVM passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f), one thread\n",
+            j.t_opt, j.c_opt, j.t_cg, j.c_cg);
+  ce_free_job(&j);
+  ok = true;
+done:
+  if (locked) {
+    ce_set_lsr(false);
+    pthread_mutex_unlock(&ce_cl_lock);
+  }
+  ce_free_split(&sp);
+  free(gname);
+  if (msg) LLVMDisposeMessage(msg);
+  if (TM) LLVMDisposeTargetMachine(TM);
+  LLVMDisposeMessage(deftriple);
+  LLVMDisposeMessage(hostcpu);
+  LLVMDisposeMessage(hostfeat);
+  return ok;
+}

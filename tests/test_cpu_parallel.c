@@ -1,0 +1,237 @@
+/* tests/test_cpu_parallel.c: the CPU target's two-thread emission (targets/cpu/cpu_emit.c).
+ *
+ * Objects of larger modules are optimized and code-generated in two parts on two threads and
+ * joined into one object; HLOC_CPU_SPLIT=1 forces that path for any module of two or more
+ * kernel functions and HLOC_CPU_SPLIT=0 forces the serial one (Criterion runs every test in
+ * its own process, so setting the variable affects that test only). Checked here: corpus
+ * fixtures compiled both ways give XLA's results through tests/cpu_driver.c (serially and
+ * with a 2-thread parallel-for); the split object is byte-identical from run to run; the
+ * join leaves no undefined reference to a function or global of the module itself and keeps
+ * the interface symbols the only global ones; IR and assembly output still work with the
+ * split on (they are emitted serially), and so do object formats the join does not read. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "hlo.h"
+#include "optimizer.h"
+#include "proto.h"
+#include "target.h"
+
+static char *tp_tmpdir(void) {
+  char *d = strdup("/tmp/hloc_cpupar_XXXXXX");
+  cr_assert(mkdtemp(d), "mkdtemp");
+  return d;
+}
+
+static void tp_rmdir(const char *d) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_expect_eq(system(cmd), 0);
+}
+
+/* Load fixture name, run the optimizer (fusions, so GEMM kernels and output fusions reach the
+ * code generator) and compile it to DIR/model.o + model.h, the split forced on or off. */
+static void tp_compile_fixture(const char *name, const char *dir, bool split, const char *obj) {
+  char path[1024], hdr[600];
+  snprintf(path, sizeof path, HLOC_CORPUS_DIR "/fixtures/%s/module.pb", name);
+  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
+  HErr err = {0};
+  HModule *m = proto_load_file(path, &err);
+  cr_assert(m, "%s", err.msg);
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  cr_assert_eq(setenv("HLOC_CPU_SPLIT", split ? "1" : "0", 1), 0);
+  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
+               .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
+  cr_assert(cpu_compile(m, &o, &err), "%s: %s", name, err.msg);
+  unsetenv("HLOC_CPU_SPLIT");
+  hlo_module_free(m);
+}
+
+/* Build tests/cpu_driver.c against DIR/model.{o,h} and run it on the fixture's inputs and
+ * XLA's outputs, serially and with two threads. */
+static void tp_check_results(const char *name, const char *dir, double rtol, const char *what) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
+           "-lm -lpthread -o '%s/driver'",
+           dir, dir, dir);
+  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
+  for (int threads = 0; threads <= 2; threads += 2) {
+    snprintf(cmd, sizeof cmd, "'%s/driver' '" HLOC_CORPUS_DIR "/fixtures/%s' %d %g 2>&1", dir, name,
+             threads, rtol);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[16384];
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s, %d threads:\n%s", name, what, threads, out);
+  }
+}
+
+static void tp_fixture_both_ways(const char *name, double rtol) {
+  for (int split = 1; split >= 0; split--) {
+    char *dir = tp_tmpdir();
+    char obj[600];
+    snprintf(obj, sizeof obj, "%s/model.o", dir);
+    tp_compile_fixture(name, dir, split, obj);
+    tp_check_results(name, dir, rtol, split ? "split in two parts" : "serial");
+    tp_rmdir(dir);
+    free(dir);
+  }
+}
+
+Test(cpu_parallel, split_and_serial_mlp, .timeout = 300) { tp_fixture_both_ways("mlp", 1e-4); }
+Test(cpu_parallel, split_and_serial_transformer_layer, .timeout = 300) {
+  tp_fixture_both_ways("transformer_layer", 1e-4);
+}
+Test(cpu_parallel, split_and_serial_resnet_block, .timeout = 300) {
+  tp_fixture_both_ways("resnet_block", 1e-4);
+}
+
+static char *tp_slurp(const char *path, size_t *len) {
+  char *b = NULL;
+  size_t n = 0;
+  HErr err = {0};
+  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
+  *len = n;
+  return b;
+}
+
+Test(cpu_parallel, split_object_is_deterministic, .timeout = 300) {
+  char *dir = tp_tmpdir();
+  char first[600], again[600];
+  snprintf(first, sizeof first, "%s/model.o", dir);
+  tp_compile_fixture("transformer_layer", dir, true, first);
+  size_t n1;
+  char *a = tp_slurp(first, &n1);
+  for (int r = 0; r < 3; r++) {
+    snprintf(again, sizeof again, "%s/again%d.o", dir, r);
+    tp_compile_fixture("transformer_layer", dir, true, again);
+    size_t n2;
+    char *b = tp_slurp(again, &n2);
+    cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "split objects of run 0 and run %d differ", r + 1);
+    free(b);
+  }
+  free(a);
+  tp_rmdir(dir);
+  free(dir);
+}
+
+/* Every symbol line of `nm` on obj into lines (malloc'd text). */
+static char *tp_nm(const char *obj) {
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "nm '%s'", obj);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+    n += got;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  cr_assert_eq(pclose(p), 0, "nm failed");
+  return buf;
+}
+
+Test(cpu_parallel, join_resolves_own_symbols, .timeout = 300) {
+  const char *fixtures[] = {"mlp", "resnet_block", "bert_base"};
+  for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
+    char *dir = tp_tmpdir();
+    char obj[600];
+    snprintf(obj, sizeof obj, "%s/model.o", dir);
+    tp_compile_fixture(fixtures[f], dir, true, obj);
+    char *syms = tp_nm(obj);
+    int nglobal = 0, nlocal_fn = 0, nundef = 0;
+    for (char *line = strtok(syms, "\n"); line; line = strtok(NULL, "\n")) {
+      /* "ADDR T name" or "         U name" */
+      char f1[512], f2[512], f3[512], kind;
+      const char *name;
+      int nf = sscanf(line, "%511s %511s %511s", f1, f2, f3);
+      if (nf == 3) kind = f2[0], name = f3;
+      else if (nf == 2) kind = f1[0], name = f2;
+      else continue;
+      nundef += kind == 'U';
+      if (kind == 'U') {
+        cr_expect(strncmp(name, "model_", 6) != 0, "%s: undefined reference to own symbol %s",
+                  fixtures[f], name);
+        continue;
+      }
+      if (kind >= 'A' && kind <= 'Z') {
+        nglobal++;
+        cr_expect(!strcmp(name, "model_run") || !strcmp(name, "model_run_mt") ||
+                      !strcmp(name, "model_arg_info") || !strcmp(name, "model_result_info"),
+                  "%s: unexpected global symbol %s (%c)", fixtures[f], name, kind);
+      } else if (kind == 't' && !strncmp(name, "model_", 6)) {
+        nlocal_fn++;
+      }
+    }
+    cr_expect_eq(nglobal, 4, "%s: %d global symbols, want the 4 of the interface", fixtures[f], nglobal);
+    cr_expect(nlocal_fn >= 2, "%s: kernels should be local functions (%d found)", fixtures[f], nlocal_fn);
+    fprintf(stderr, "[cpu_parallel] %s: %d global, %d local model_ functions, %d undefined\n",
+            fixtures[f], nglobal, nlocal_fn, nundef);
+    free(syms);
+    tp_rmdir(dir);
+    free(dir);
+  }
+}
+
+Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
+  char *dir = tp_tmpdir();
+  HErr err = {0};
+  char path[600];
+  HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
+  cr_assert(m, "%s", err.msg);
+  cr_assert_eq(setenv("HLOC_CPU_SPLIT", "1", 1), 0);
+  snprintf(path, sizeof path, "%s/m.s", dir);
+  CpuOpts o = {.name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  size_t n;
+  char *t = tp_slurp(path, &n);
+  cr_expect(strstr(t, "model_run:") && strstr(t, "model_run_mt:"), "assembly lacks the run functions");
+  cr_expect(!strstr(t, ".L.hloc"), "assembly output should be emitted serially");
+  free(t);
+  hlo_module_free(m);
+  m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
+  snprintf(path, sizeof path, "%s/m.ll", dir);
+  o.out_path = path;
+  o.emit = CPU_EMIT_LLVM;
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  t = tp_slurp(path, &n);
+  cr_expect(strstr(t, "define i32 @model_run_mt(") || strstr(t, "@model_run_mt("), "IR lacks model_run_mt");
+  free(t);
+  hlo_module_free(m);
+  unsetenv("HLOC_CPU_SPLIT");
+  tp_rmdir(dir);
+  free(dir);
+}
+
+/* The join reads 64-bit little-endian ELF only: other object formats are compiled serially
+ * even with the split forced. */
+Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
+  char *dir = tp_tmpdir();
+  HErr err = {0};
+  char path[600];
+  snprintf(path, sizeof path, "%s/m.o", dir);
+  HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
+  cr_assert(m, "%s", err.msg);
+  cr_assert_eq(setenv("HLOC_CPU_SPLIT", "1", 1), 0);
+  CpuOpts o = {.name = "model", .out_path = path, .triple = "x86_64-apple-macosx10.15", .opt_level = 2,
+               .emit = CPU_EMIT_OBJ};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  unsetenv("HLOC_CPU_SPLIT");
+  size_t n;
+  char *t = tp_slurp(path, &n);
+  const unsigned char macho64[4] = {0xcf, 0xfa, 0xed, 0xfe};
+  cr_expect(n > 4 && memcmp(t, macho64, 4) == 0, "expected a Mach-O object");
+  free(t);
+  hlo_module_free(m);
+  tp_rmdir(dir);
+  free(dir);
+}
