@@ -62,23 +62,31 @@ static int tg_write_leaves(const char *dir, const Literal *l, int k) {
   return k + 1;
 }
 
-/* Whether the IR in dir/model.ll has the shared GEMM function (made on first use by a
- * kernel that calls it; noinline, so it stays a function). */
-static bool tg_calls_gemm(const char *dir) {
-  char path[512];
+/* Whether the IR in dir/model.ll defines function @fn (the shared GEMM function and its
+ * packing functions are made on first use by a kernel that calls them). */
+static bool tg_has_fn(const char *dir, const char *fn) {
+  char path[512], def[128];
   snprintf(path, sizeof path, "%s/model.ll", dir);
+  snprintf(def, sizeof def, "@%s(", fn);
   char *text = NULL;
   size_t n = 0;
   HErr err = {0};
   cr_assert(hlo_read_file(path, &text, &n, &err), "%s", err.msg);
-  bool found = strstr(text, "@model_gemm_f32(") != NULL;
+  bool found = strstr(text, def) != NULL;
   free(text);
   return found;
 }
 
+static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also);
+
 /* Compile text, evaluate it with the interpreter, run the compiled code serially and on 2
  * threads, compare within rtol; want_gemm: whether the GEMM function must be called. */
 static void tg_check(const char *what, const char *text, double rtol, bool want_gemm) {
+  tg_check_fn(what, text, rtol, want_gemm, NULL);
+}
+
+/* The same; also (when not NULL) names another function the module must define. */
+static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also) {
   HModule *ref = tg_parse(text), *m = tg_parse(text), *ml = tg_parse(text);
   HArena *a = hlo_arena_new();
   char *dir = tg_tmpdir();
@@ -104,7 +112,8 @@ static void tg_check(const char *what, const char *text, double rtol, bool want_
   cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
   CpuOpts ol = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
-  cr_expect_eq(tg_calls_gemm(dir), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
+  cr_expect_eq(tg_has_fn(dir, "model_gemm_f32"), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
+  if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
            "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
@@ -342,5 +351,73 @@ Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
     "  y = f32[70,70] dot(c0, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[300,70], f32[70,70]) tuple(x, y)\n"
     "}\n", 1e-4, true);
+  unsetenv("HLOC_CPU_GEMM_CHUNKS");
+}
+
+/* A dot whose rows are split over the chunks packs its B once, ahead of the GEMM, in a kernel
+ * of its own: M = 300 in row blocks of 78 (an edge block of 66), K = 500 (two K blocks, depth
+ * not a multiple of the vector width), N = 70 (an edge column panel); B read row-major, then
+ * through a transpose (row stride 1: full panels transposed in registers, the edge panel
+ * element by element), under an output fusion whose lhs is computed (staged); then N past
+ * one column block. */
+Test(cpu_gemm, dot_rows_split_b_packed_once, .timeout = 300) {
+  tg_check_fn("B packed once", "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[300,500] parameter(0)\n"
+    "  b = f32[500,70] parameter(1)\n"
+    "  ROOT d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n", 1e-4, true, "model_gemm_packb_f32");
+  tg_check_fn("B packed once, transposed, epilogue", "HloModule m\n"
+    "f {\n"
+    "  a = f32[300,500] parameter(0)\n"
+    "  ea = f32[300,500] exponential(a)\n"
+    "  b = f32[70,500] parameter(1)\n"
+    "  d = f32[300,70] dot(ea, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+    "  c = f32[70] parameter(2)\n"
+    "  cb = f32[300,70] broadcast(c), dimensions={1}\n"
+    "  ROOT e = f32[300,70] add(d, cb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  a0 = f32[300,500] parameter(0)\n"
+    "  b0 = f32[70,500] parameter(1)\n"
+    "  c0 = f32[70] parameter(2)\n"
+    "  ROOT x = f32[300,70] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
+    "}\n", 1e-4, true, "model_gemm_packb_f32");
+  /* N = 1100 > NC on every target: two column blocks of equal width, each with its packed
+     B, M = 1200 split in row blocks */
+  tg_check_fn("B packed once, two column blocks", "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[1200,40] parameter(0)\n"
+    "  b = f32[40,1100] parameter(1)\n"
+    "  ROOT d = f32[1200,1100] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n", 1e-4, true, "model_gemm_packb_f32");
+}
+
+/* A dot whose columns only are split over the chunks packs its A once: M = 300 (three MC row
+ * blocks, edge micro-tiles), K = 450 (two K blocks), N = 700 in column blocks; A row-major,
+ * then transposed (row stride 1, column stride 300), with a ReLU epilogue, and with 7 chunks
+ * (column blocks of uneven count per chunk). */
+Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
+  tg_check_fn("A packed once", "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[300,450] parameter(0)\n"
+    "  b = f32[450,700] parameter(1)\n"
+    "  ROOT d = f32[300,700] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n", 1e-4, true, "model_gemm_packa_f32");
+  setenv("HLOC_CPU_GEMM_CHUNKS", "7", 1);
+  tg_check_fn("A packed once, transposed, epilogue, 7 chunks", "HloModule m\n"
+    "f {\n"
+    "  a = f32[450,300] parameter(0)\n"
+    "  b = f32[450,700] parameter(1)\n"
+    "  d = f32[300,700] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[300,700] broadcast(z), dimensions={}\n"
+    "  ROOT e = f32[300,700] maximum(d, zb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  a0 = f32[450,300] parameter(0)\n"
+    "  b0 = f32[450,700] parameter(1)\n"
+    "  ROOT x = f32[300,700] fusion(a0, b0), kind=kOutput, calls=f\n"
+    "}\n", 1e-4, true, "model_gemm_packa_f32");
   unsetenv("HLOC_CPU_GEMM_CHUNKS");
 }

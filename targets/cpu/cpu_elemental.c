@@ -20,7 +20,8 @@
  * LLVM can vectorize them. Values already generated at the same index in the same loop scope
  * are reused (a small cache dropped when a loop closes), so shared subexpressions of a DAG are
  * emitted once. Math: LLVM intrinsics where they exist (exp, log, sqrt, sin, cos, pow, ...),
- * a rational approximation for tanh (vectorizable, ~2 ulp), libm calls for the rare rest. */
+ * a rational approximation for tanh (vectorizable, ~2 ulp) and a polynomial one for f32 exp
+ * (vectorizable, ~1 ulp; llvm.exp is a libm call per element), libm calls for the rare rest. */
 #include "cpu_impl.h"
 
 #include <math.h>
@@ -128,6 +129,38 @@ static LLVMValueRef el_tanh_f32(CpuKern *k, LLVMValueRef x) {
   LLVMValueRef r = LLVMBuildFDiv(B, p, q, "");
   LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", x), LLVMConstReal(f, 0.0004), "");
   return LLVMBuildSelect(B, small, x, r, "");
+}
+
+/* exp for f32, branch-free so loops of it vectorize (llvm.exp becomes a libm call per
+ * element): x = n ln2 + r with n = round(x / ln2) and r in [-ln2/2, ln2/2] (ln2 in two parts,
+ * Cody-Waite), e^r by Cephes' degree-7 polynomial (about 1 ulp), times 2^n built in the
+ * exponent field in two halves (so results down to the subnormals scale correctly); above
+ * 88.72 +inf, below -103.98 zero, NaN kept. */
+static LLVMValueRef el_exp_f32(CpuKern *k, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
+  static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                             4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  LLVMValueRef hi = LLVMConstReal(f, 88.72283935546875), lo = LLVMConstReal(f, -103.97207641601562);
+  LLVMValueRef xc = el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, lo), hi);
+  LLVMValueRef n = el_intr1(k, "llvm.floor", LLVMBuildFAdd(B, LLVMBuildFMul(B, xc, LLVMConstReal(f, 1.44269504088896341), ""),
+                                                          LLVMConstReal(f, 0.5), ""));
+  LLVMValueRef r = LLVMBuildFSub(B, xc, LLVMBuildFMul(B, n, LLVMConstReal(f, 0.693359375), ""), "");
+  r = LLVMBuildFSub(B, r, LLVMBuildFMul(B, n, LLVMConstReal(f, -2.12194440e-4), ""), "");
+  LLVMValueRef y = LLVMConstReal(f, p[0]);
+  for (int i = 1; i < 6; i++) y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, r, ""), LLVMConstReal(f, p[i]), "");
+  y = LLVMBuildFMul(B, y, LLVMBuildFMul(B, r, r, ""), "");
+  y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, y, r, ""), LLVMConstReal(f, 1.0), "");
+  /* 2^n = 2^n1 * 2^n2, n1 = n / 2 (n in [-150, 128]: both halves normal exponents) */
+  LLVMValueRef ni = LLVMBuildFPToSI(B, n, i32, "");
+  LLVMValueRef n1 = LLVMBuildAShr(B, ni, LLVMConstInt(i32, 1, 0), "");
+  LLVMValueRef n2 = LLVMBuildSub(B, ni, n1, "");
+  LLVMValueRef e1 = LLVMBuildBitCast(B, LLVMBuildShl(B, LLVMBuildAdd(B, n1, LLVMConstInt(i32, 127, 0), ""), LLVMConstInt(i32, 23, 0), ""), f, "");
+  LLVMValueRef e2 = LLVMBuildBitCast(B, LLVMBuildShl(B, LLVMBuildAdd(B, n2, LLVMConstInt(i32, 127, 0), ""), LLVMConstInt(i32, 23, 0), ""), f, "");
+  y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, e1, ""), e2, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), LLVMConstReal(f, INFINITY), y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), LLVMConstReal(f, 0.0), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
 }
 
 /* ------------------------------------------------------------------ conversions */
@@ -337,7 +370,9 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_SQRT: return el_intr1(k, "llvm.sqrt", v[0]);
   case OP_RSQRT: return LLVMBuildFDiv(B, LLVMConstReal(ty, 1.0), el_intr1(k, "llvm.sqrt", v[0]), "");
   case OP_CBRT: return el_libm(k, "cbrt", t, v, 1);
-  case OP_EXP: return el_intr1(k, "llvm.exp", v[0]);
+  case OP_EXP:
+    if (t == DT_F64) return el_intr1(k, "llvm.exp", v[0]);
+    return cpu_convert(k, el_exp_f32(k, cpu_convert(k, v[0], t, DT_F32)), DT_F32, t);
   case OP_LOG: return el_intr1(k, "llvm.log", v[0]);
   case OP_SINE: return el_intr1(k, "llvm.sin", v[0]);
   case OP_COSINE: return el_intr1(k, "llvm.cos", v[0]);

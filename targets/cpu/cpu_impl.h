@@ -74,6 +74,9 @@ typedef struct CpuCg {
   /* Optional hook for another target reusing the elemental generator (targets/cuda): the
      storage of an entry value read during generation; NULL: cpu_buffer(). */
   LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);
+  LLVMValueRef gemm_packb_fn; /* cpu_gemm.c's B-packing function (split products), made on
+                                 first use */
+  LLVMValueRef gemm_packa_fn; /* and its A-packing function */
 } CpuCg;
 
 /* The read-only global holding a constant instruction's literal (made once). */
