@@ -27,8 +27,10 @@
  * Output is deterministic: names and order depend on the module only.
  *
  * Environment knobs for measurements and experiments (none changes the generated interface):
- * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_NO_GEMM and
- * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC steer cpu_gemm.c; cpu_emit.c lists the emission's own. */
+ * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_NO_GEMM,
+ * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
+ * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) steer cpu_gemm.c;
+ * cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"
 
 #include <stdlib.h>
