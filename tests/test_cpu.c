@@ -21,32 +21,15 @@
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
+#include "cpu/cpu_test_util.h"
 
-static char *tc_tmpdir(void) {
-  char *d = strdup("/tmp/hloc_cpu_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
 
-static void tc_rmdir(const char *d) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_expect_eq(system(cmd), 0);
-}
 
 static bool tc_exists(const char *p) {
   struct stat st;
   return stat(p, &st) == 0;
 }
 
-static char *tc_slurp(const char *path, size_t *len) {
-  char *b = NULL;
-  size_t n = 0;
-  HErr err = {0};
-  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
-  if (len) *len = n;
-  return b;
-}
 
 /* Compile m to DIR/NAME.o + DIR/NAME.h. */
 static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
@@ -108,12 +91,12 @@ static void tc_fixture_ex(const char *name, double rtol, bool optimize) {
     OptOpts oo = {0};
     cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   }
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
   hlo_module_free(m);
   tc_build_driver(dir);
   tc_check_driver(dir, datadir, rtol, name);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
@@ -145,62 +128,32 @@ Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) { tc_fixture("simple_cn
 
 /* ------------------------------------------------------------------ single ops vs the interpreter */
 
-static HModule *tc_parse(const char *text) {
-  HErr err = {0};
-  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
-  cr_assert(m, "%s", err.msg);
-  return m;
-}
 
-/* Deterministic argument values: floats in [-2, 2), integers in [0, int_range), preds
- * alternating. */
-static Literal *tc_arg(HArena *a, const Shape *s, int seed, int int_range) {
-  Literal *l = hlo_literal_new(a, s);
-  uint32_t x = 12345u + 7919u * (uint32_t)seed;
-  for (int64_t i = 0; i < hlo_shape_elems(s); i++) {
-    x = x * 1664525u + 1013904223u;
-    if (hlo_dtype_is_float(s->dt)) hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
-    else if (s->dt == DT_PRED) hlo_literal_set_i64(l, i, (x >> 16) & 1);
-    else hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % (uint32_t)int_range));
-  }
-  return l;
-}
 
-static int tc_write_leaves(const char *dir, const Literal *l, int k) {
-  if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++) k = tc_write_leaves(dir, l->elems[i], k);
-    return k;
-  }
-  char path[512];
-  snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
-  HErr err = {0};
-  cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
-  return k + 1;
-}
 
 /* Compile text, evaluate it with the interpreter on generated arguments, compare. */
 static void tc_check_text(const char *what, const char *text, double rtol, int int_range) {
-  HModule *ref = tc_parse(text);
-  HModule *m = tc_parse(text);
+  HModule *ref = ct_parse(text);
+  HModule *m = ct_parse(text);
   HArena *a = hlo_arena_new();
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
   int np = ref->entry->nparams;
   hlo_comp_renumber(ref->entry);
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
-    args[i] = tc_arg(a, &ref->entry->params[i]->shape, i, int_range);
+    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, int_range);
     char path[512];
     snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
     cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
   }
   Literal *res = hlo_interp_run(ref, a, args, np, &err);
   cr_assert(res, "interpreter: %s", err.msg);
-  tc_write_leaves(dir, res, 0);
+  ct_write_leaves(dir, res, 0);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
   tc_build_driver(dir);
   tc_check_driver(dir, dir, rtol, what);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);
   hlo_module_free(ref);
@@ -395,8 +348,8 @@ Test(cpu, op_fusion_and_call) {
 /* Whether compiling text emits the shared function named by suffix (e.g. "_gemm_f32"): the
  * blocked path was taken rather than the generic accumulating loops. */
 static bool tc_emits(const char *text, const char *suffix) {
-  HModule *m = tc_parse(text);
-  char *dir = tc_tmpdir();
+  HModule *m = ct_parse(text);
+  char *dir = ct_tmpdir("hloc_cpu");
   char path[512];
   snprintf(path, sizeof path, "%s/m.ll", dir);
   CpuOpts o = {0};
@@ -407,12 +360,12 @@ static bool tc_emits(const char *text, const char *suffix) {
   HErr err = {0};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   hlo_module_free(m);
-  char *ll = tc_slurp(path, NULL);
+  char *ll = ct_slurp(path, NULL);
   char want[64];
   snprintf(want, sizeof want, "@model%s(", suffix);
   bool found = strstr(ll, want) != NULL;
   free(ll);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
   return found;
 }
@@ -577,14 +530,14 @@ static const char *tc_small =
     "}\n";
 
 Test(cpu, header_contents_and_two_models_in_one_program) {
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
-  HModule *m1 = tc_parse(tc_small), *m2 = tc_parse(tc_small);
+  HModule *m1 = ct_parse(tc_small), *m2 = ct_parse(tc_small);
   cr_assert(tc_compile(m1, dir, "alpha", 0, &err), "%s", err.msg);
   cr_assert(tc_compile(m2, dir, "beta", 0, &err), "%s", err.msg);
   char path[512];
   snprintf(path, sizeof path, "%s/alpha.h", dir);
-  char *h = tc_slurp(path, NULL);
+  char *h = ct_slurp(path, NULL);
   cr_expect(strstr(h, "#define ALPHA_NUM_ARGS 1"), "%s", h);
   cr_expect(strstr(h, "#define ALPHA_NUM_RESULTS 1"));
   cr_expect(strstr(h, "#define ALPHA_TEMP_BYTES "));
@@ -623,12 +576,12 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
   cr_expect_eq(system(cmd), 0, "%s", cmd);
   hlo_module_free(m1);
   hlo_module_free(m2);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 Test(cpu, deterministic_output) {
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
   char p1[512], p2[512];
   snprintf(p1, sizeof p1, "%s/model.o", dir);
@@ -642,45 +595,45 @@ Test(cpu, deterministic_output) {
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   hlo_module_free(m);
   size_t n1, n2;
-  char *a = tc_slurp(p1, &n1), *b = tc_slurp(p2, &n2);
+  char *a = ct_slurp(p1, &n1), *b = ct_slurp(p2, &n2);
   cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "objects differ");
   free(a);
   free(b);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 Test(cpu, emit_llvm_and_asm) {
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
   char ll[512], s[512];
   snprintf(ll, sizeof ll, "%s/m.ll", dir);
   snprintf(s, sizeof s, "%s/m.s", dir);
-  HModule *m = tc_parse(tc_small);
+  HModule *m = ct_parse(tc_small);
   CpuOpts o = {.name = "small", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   o.out_path = s;
   o.emit = CPU_EMIT_ASM;
   o.opt_level = 0;
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *t = tc_slurp(ll, NULL);
+  char *t = ct_slurp(ll, NULL);
   cr_expect(strstr(t, "define") && strstr(t, " @small_run_mt("), "%s", t);
   cr_expect(strstr(t, "@small_arg_info"));
   cr_expect(strstr(t, "<8 x float>") || strstr(t, "<4 x float>") || strstr(t, "<16 x float>"),
             "expected vectorized loops");
   free(t);
-  t = tc_slurp(s, NULL);
+  t = ct_slurp(s, NULL);
   cr_expect(strstr(t, "small_run:"), "%s", t);
   free(t);
   hlo_module_free(m);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 Test(cpu, unsupported_op_is_a_located_error) {
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
-  HModule *m = tc_parse("HloModule bad\nENTRY e {\n  x = f32[4] parameter(0)\n"
+  HModule *m = ct_parse("HloModule bad\nENTRY e {\n  x = f32[4] parameter(0)\n"
                         "  ROOT cc = f32[4] custom-call(x), custom_call_target=\"mystery\"\n}\n");
   cr_expect(!tc_compile(m, dir, "model", 0, &err));
   cr_expect(strstr(err.msg, "'cc'") && strstr(err.msg, "custom-call"), "%s", err.msg);
@@ -690,14 +643,14 @@ Test(cpu, unsupported_op_is_a_located_error) {
   snprintf(path, sizeof path, "%s/model.h", dir);
   cr_expect(!tc_exists(path));
   hlo_module_free(m);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 Test(cpu, unwritable_output_leaves_no_file) {
-  char *dir = tc_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
-  HModule *m = tc_parse(tc_small);
+  HModule *m = ct_parse(tc_small);
   char hdr[512];
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   CpuOpts o = {.name = "model", .out_path = "/nonexistent-dir/model.o", .header_path = hdr,
@@ -709,13 +662,13 @@ Test(cpu, unwritable_output_leaves_no_file) {
   snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
   cr_expect_eq(system(cmd), 0, "temporary files left behind");
   hlo_module_free(m);
-  tc_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 Test(cpu, bad_symbol_prefix) {
   HErr err = {0};
-  HModule *m = tc_parse(tc_small);
+  HModule *m = ct_parse(tc_small);
   CpuOpts o = {.name = "my-model", .out_path = "/tmp/unused.o", .opt_level = 1};
   cr_expect(!cpu_compile(m, &o, &err));
   cr_expect(strstr(err.msg, "my-model"), "%s", err.msg);

@@ -18,49 +18,12 @@
 
 #include "hlo.h"
 #include "target.h"
+#include "cpu/cpu_test_util.h"
 
-static char *tg_tmpdir(void) {
-  char *d = strdup("/tmp/hloc_gemm_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
 
-static void tg_rmdir(const char *d) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_expect_eq(system(cmd), 0);
-}
 
-static HModule *tg_parse(const char *text) {
-  HErr err = {0};
-  HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
-  cr_assert(m, "%s", err.msg);
-  return m;
-}
 
-/* Deterministic arguments: floats in [-2, 2), integers in [0, 5). */
-static Literal *tg_arg(HArena *a, const Shape *s, int seed) {
-  Literal *l = hlo_literal_new(a, s);
-  uint32_t x = 2654435761u + 40503u * (uint32_t)seed;
-  for (int64_t i = 0; i < hlo_shape_elems(s); i++) {
-    x = x * 1664525u + 1013904223u;
-    if (hlo_dtype_is_float(s->dt)) hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
-    else hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % 5u));
-  }
-  return l;
-}
 
-static int tg_write_leaves(const char *dir, const Literal *l, int k) {
-  if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++) k = tg_write_leaves(dir, l->elems[i], k);
-    return k;
-  }
-  char path[512];
-  snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
-  HErr err = {0};
-  cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
-  return k + 1;
-}
 
 /* Whether the IR in dir/model.ll defines function @fn (the shared GEMM function and its
  * packing functions are made on first use by a kernel that calls them). */
@@ -87,22 +50,22 @@ static void tg_check(const char *what, const char *text, double rtol, bool want_
 
 /* The same; also (when not NULL) names another function the module must define. */
 static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also) {
-  HModule *ref = tg_parse(text), *m = tg_parse(text), *ml = tg_parse(text);
+  HModule *ref = ct_parse(text), *m = ct_parse(text), *ml = ct_parse(text);
   HArena *a = hlo_arena_new();
-  char *dir = tg_tmpdir();
+  char *dir = ct_tmpdir("hloc_gemm");
   HErr err = {0};
   hlo_comp_renumber(ref->entry);
   int np = ref->entry->nparams;
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
-    args[i] = tg_arg(a, &ref->entry->params[i]->shape, i);
+    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 5);
     char path[512];
     snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
     cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
   }
   Literal *res = hlo_interp_run(ref, a, args, np, &err);
   cr_assert(res, "interpreter: %s", err.msg);
-  tg_write_leaves(dir, res, 0);
+  ct_write_leaves(dir, res, 0);
   char obj[512], hdr[512], ll[512];
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
@@ -131,7 +94,7 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
     fprintf(stderr, "[cpu_gemm] %s (%s):\n%s", what, threads ? "2 threads" : "serial", out);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s with %d threads:\n%s", what, threads, out);
   }
-  tg_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);
   hlo_module_free(ref);

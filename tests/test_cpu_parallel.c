@@ -19,18 +19,9 @@
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
+#include "cpu/cpu_test_util.h"
 
-static char *tp_tmpdir(void) {
-  char *d = strdup("/tmp/hloc_cpupar_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
 
-static void tp_rmdir(const char *d) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_expect_eq(system(cmd), 0);
-}
 
 /* Load fixture name, run the optimizer (fusions, so GEMM kernels and output fusions reach the
  * code generator) and compile it to DIR/model.o + model.h, the split forced on or off. */
@@ -75,12 +66,12 @@ static void tp_check_results(const char *name, const char *dir, double rtol, con
 
 static void tp_fixture_both_ways(const char *name, double rtol) {
   for (int split = 1; split >= 0; split--) {
-    char *dir = tp_tmpdir();
+    char *dir = ct_tmpdir("hloc_cpupar");
     char obj[600];
     snprintf(obj, sizeof obj, "%s/model.o", dir);
     tp_compile_fixture(name, dir, split, obj);
     tp_check_results(name, dir, rtol, split ? "split in two parts" : "serial");
-    tp_rmdir(dir);
+    ct_rmdir(dir);
     free(dir);
   }
 }
@@ -93,32 +84,24 @@ Test(cpu_parallel, split_and_serial_resnet_block, .timeout = 300) {
   tp_fixture_both_ways("resnet_block", 1e-4);
 }
 
-static char *tp_slurp(const char *path, size_t *len) {
-  char *b = NULL;
-  size_t n = 0;
-  HErr err = {0};
-  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
-  *len = n;
-  return b;
-}
 
 Test(cpu_parallel, split_object_is_deterministic, .timeout = 300) {
-  char *dir = tp_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpupar");
   char first[600], again[600];
   snprintf(first, sizeof first, "%s/model.o", dir);
   tp_compile_fixture("transformer_layer", dir, true, first);
   size_t n1;
-  char *a = tp_slurp(first, &n1);
+  char *a = ct_slurp(first, &n1);
   for (int r = 0; r < 3; r++) {
     snprintf(again, sizeof again, "%s/again%d.o", dir, r);
     tp_compile_fixture("transformer_layer", dir, true, again);
     size_t n2;
-    char *b = tp_slurp(again, &n2);
+    char *b = ct_slurp(again, &n2);
     cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "split objects of run 0 and run %d differ", r + 1);
     free(b);
   }
   free(a);
-  tp_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
@@ -143,7 +126,7 @@ static char *tp_nm(const char *obj) {
 Test(cpu_parallel, join_resolves_own_symbols, .timeout = 300) {
   const char *fixtures[] = {"mlp", "resnet_block", "bert_base"};
   for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
-    char *dir = tp_tmpdir();
+    char *dir = ct_tmpdir("hloc_cpupar");
     char obj[600];
     snprintf(obj, sizeof obj, "%s/model.o", dir);
     tp_compile_fixture(fixtures[f], dir, true, obj);
@@ -177,13 +160,13 @@ Test(cpu_parallel, join_resolves_own_symbols, .timeout = 300) {
     fprintf(stderr, "[cpu_parallel] %s: %d global, %d local model_ functions, %d undefined\n",
             fixtures[f], nglobal, nlocal_fn, nundef);
     free(syms);
-    tp_rmdir(dir);
+    ct_rmdir(dir);
     free(dir);
   }
 }
 
 Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
-  char *dir = tp_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpupar");
   HErr err = {0};
   char path[600];
   HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
@@ -193,7 +176,7 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   CpuOpts o = {.name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   size_t n;
-  char *t = tp_slurp(path, &n);
+  char *t = ct_slurp(path, &n);
   cr_expect(strstr(t, "model_run:") && strstr(t, "model_run_mt:"), "assembly lacks the run functions");
   cr_expect(!strstr(t, ".L.hloc"), "assembly output should be emitted serially");
   free(t);
@@ -203,19 +186,19 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   o.out_path = path;
   o.emit = CPU_EMIT_LLVM;
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  t = tp_slurp(path, &n);
+  t = ct_slurp(path, &n);
   cr_expect(strstr(t, "define i32 @model_run_mt(") || strstr(t, "@model_run_mt("), "IR lacks model_run_mt");
   free(t);
   hlo_module_free(m);
   unsetenv("HLOC_CPU_SPLIT");
-  tp_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
 
 /* The join reads 64-bit little-endian ELF only: other object formats are compiled serially
  * even with the split forced. */
 Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
-  char *dir = tp_tmpdir();
+  char *dir = ct_tmpdir("hloc_cpupar");
   HErr err = {0};
   char path[600];
   snprintf(path, sizeof path, "%s/m.o", dir);
@@ -227,11 +210,11 @@ Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   unsetenv("HLOC_CPU_SPLIT");
   size_t n;
-  char *t = tp_slurp(path, &n);
+  char *t = ct_slurp(path, &n);
   const unsigned char macho64[4] = {0xcf, 0xfa, 0xed, 0xfe};
   cr_expect(n > 4 && memcmp(t, macho64, 4) == 0, "expected a Mach-O object");
   free(t);
   hlo_module_free(m);
-  tp_rmdir(dir);
+  ct_rmdir(dir);
   free(dir);
 }
