@@ -647,6 +647,22 @@ Test(cpu, unsupported_op_is_a_located_error) {
   free(dir);
 }
 
+Test(cpu, elided_constant_is_a_located_error) {
+  /* XLA prints large constants as {...}: the text carries no value to embed */
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  HModule *m = ct_parse("HloModule elided\nENTRY e {\n  x = f32[64] parameter(0)\n"
+                        "  w = f32[64] constant({...})\n  ROOT a = f32[64] add(x, w)\n}\n");
+  cr_expect(!tc_compile(m, dir, "model", 0, &err));
+  cr_expect(strstr(err.msg, "'w'") && strstr(err.msg, "elided"), "%s", err.msg);
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.o", dir);
+  cr_expect(!tc_exists(path));
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 Test(cpu, unwritable_output_leaves_no_file) {
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};

@@ -1147,6 +1147,11 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
     hlo_err_at(err, in, "CPU target: %s: %s", hlo_op_name(in->op), why);
     return false;
   }
+  if (in->op == OP_CONSTANT && !in->literal) {
+    hlo_err_at(err, in, "CPU target: constant: its value is elided in the HLO text ({...}); compile the module's "
+                        "HloModuleProto (.pb) instead");
+    return false;
+  }
   if (in->shape.dt != DT_TUPLE && in->shape.dt != DT_TOKEN && in->shape.dt == DT_INVALID) {
     hlo_err_at(err, in, "CPU target: unsupported element type");
     return false;
