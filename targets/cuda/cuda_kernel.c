@@ -57,6 +57,7 @@
  * one: the identical layers of a deep model compile once.
  * Requires a renumbered module and a memory plan (cuda_compile.c). */
 #include "cuda_impl.h"
+#include "layout.h"
 
 #include <string.h>
 
@@ -337,21 +338,31 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
 
 static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
-/* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) output whose
- * element count is a multiple of 4, computed by elementwise ops only (a lone elementwise op,
- * or a fusion of elementwise ops, parameters, scalars and broadcasts of scalars), so that
- * every operand is read at the output's own index or is a single element. */
-/* Whether x is reachable from `from` through operands without passing `stop` (a fused
- * computation's members that the kernel generates, when stop's value comes from memory). */
-static bool ck_reaches_avoiding(const HInstr *from, const HInstr *x, const HInstr *stop, int depth) {
-  if (from == x) return true;
-  if (from == stop || depth > 64) return from != stop && depth > 64;
-  for (int j = 0; j < from->nops; j++)
-    if (ck_reaches_avoiding(from->ops[j], x, stop, depth + 1)) return true;
-  return false;
+/* mark[i] = c->instrs[i] is `from` or an operand ancestor of it, not looking through `stop`
+ * (stop itself is marked when reached). One backward sweep: instructions are in dependency
+ * order. mark has c->ninstrs entries. */
+static void ck_ancestors(const HComp *c, const HInstr *from, const HInstr *stop, bool *mark) {
+  memset(mark, 0, (size_t)c->ninstrs);
+  for (int i = c->ninstrs - 1; i >= 0; i--) {
+    const HInstr *x = c->instrs[i];
+    if (x == from) mark[i] = true;
+    if (!mark[i] || x == stop) continue;
+    for (int j = 0; j < x->nops; j++)
+      for (int q = i - 1; q >= 0; q--)
+        if (c->instrs[q] == x->ops[j]) {
+          mark[q] = true;
+          break;
+        }
+  }
 }
 
-static bool ck_vec_ok(const HInstr *in, const HInstr *hero) {
+/* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) output whose
+ * element count is a multiple of 4, computed by elementwise ops only (a lone elementwise op,
+ * or a fusion of elementwise ops, parameters, constants and broadcasts), so that every
+ * operand is read at the output's own index or is small (a scalar, a per-channel vector
+ * behind a broadcast: read per lane). With hero (a dot or convolution whose value a library
+ * wrote), only the members the epilogue computes count; hero must have the output's dims. */
+static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
   const Shape *s = &in->shape;
   if (s->dt != DT_F32 && s->dt != DT_S32 && s->dt != DT_U32) return false;
   int64_t n = hlo_shape_elems(s);
@@ -364,25 +375,21 @@ static bool ck_vec_ok(const HInstr *in, const HInstr *hero) {
     return (hlo_op_flags(in->op) & OPF_ELEM) != 0;
   }
   const HComp *c = in->calls[0];
-  for (int i = 0; i < c->ninstrs; i++) {
+  bool *epi = hlo_arena_alloc(scratch, (size_t)c->ninstrs + 1); /* the members the kernel generates */
+  ck_ancestors(c, c->root, hero, epi);
+  bool ok = true;
+  for (int i = 0; i < c->ninstrs && ok; i++) {
     const HInstr *x = c->instrs[i];
     const Shape *xs = &x->shape;
-    if (xs->dt == DT_TUPLE) return false;
     bool same = hlo_shape_same_dims(xs, s), small = hlo_shape_elems(xs) <= CU_VEC_SMALL;
-    if (x == hero) {
-      if (!same) return false;
-      continue;
-    }
-    if (hero && !ck_reaches_avoiding(c->root, x, hero, 0)) continue; /* only feeds the hero */
-    if (x->op == OP_PARAMETER || x->op == OP_CONSTANT) {
-      if (!same && !small) return false;
-    } else if (x->op == OP_BROADCAST) {
-      if (hlo_shape_elems(&x->ops[0]->shape) > CU_VEC_SMALL) return false;
-    } else if (!small && (!(hlo_op_flags(x->op) & OPF_ELEM) || !same)) {
-      return false;
-    }
+    if (xs->dt == DT_TUPLE) ok = false;
+    else if (x == hero) ok = same;
+    else if (!epi[i]) continue; /* only feeds the hero */
+    else if (x->op == OP_PARAMETER || x->op == OP_CONSTANT) ok = same || small;
+    else if (x->op == OP_BROADCAST) ok = hlo_shape_elems(&x->ops[0]->shape) <= CU_VEC_SMALL;
+    else ok = small || ((hlo_op_flags(x->op) & OPF_ELEM) && same);
   }
-  return true;
+  return ok;
 }
 
 /* The vectorized loop kernel (ck_vec_ok): each thread of a CU_VEC_GRID-block grid-stride
@@ -408,7 +415,10 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   LLVMValueRef vptr[CU_MAX_PARAMS + 1];
   int nvops = 0;
   LLVMValueRef bits = LLVMBuildPtrToInt(B, out, cg->i64, "");
+  bool *epi = NULL; /* with a hero: the fused members the epilogue computes */
   if (hero) { /* the dot/convolution's result, where the library wrote it */
+    epi = hlo_arena_alloc(cg->scratch, (size_t)in->calls[0]->ninstrs + 1);
+    ck_ancestors(in->calls[0], in->calls[0]->root, hero, epi);
     k->mat[k->nmat++] = (CpuMat){hero, hv};
     vops[nvops] = hero;
     vptr[nvops++] = hv;
@@ -421,12 +431,13 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED ||
         hlo_dtype_size(op->shape.dt) != 4)
       continue;
-    if (hero) { /* operands only the hero reads (its input) are not the epilogue's */
-      const HInstr *fp = NULL;
-      const HComp *fc = in->calls[0];
-      for (int i = 0; i < fc->ninstrs && !fp; i++)
-        if (fc->instrs[i]->op == OP_PARAMETER && fc->instrs[i]->param_num == j) fp = fc->instrs[i];
-      if (!fp || !ck_reaches_avoiding(fc->root, fp, hero, 0)) continue;
+    if (epi) { /* operands only the hero reads (its input) are not the epilogue's */
+      bool used = false;
+      for (int i = 0; i < in->calls[0]->ninstrs; i++) {
+        const HInstr *x = in->calls[0]->instrs[i];
+        used |= epi[i] && x->op == OP_PARAMETER && x->param_num == j;
+      }
+      if (!used) continue;
     }
     int64_t off = 0;
     if (cg->plan.bufs[memplan_base(&cg->plan, op->idx, &off)].kind == MEM_CONST) continue;
@@ -519,7 +530,7 @@ static bool ck_multi_fusion(CudaCg *cc, HInstr *in) {
  * hp: a vectorized loop kernel when the fusion allows (ck_vec_ok), else a loop kernel, both
  * reading the hero's value from hp. */
 static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
-  if (ck_vec_ok(in, hero)) return ck_vec_kernel(cc, in, hero, hp);
+  if (ck_vec_ok(in, hero, cc->cg.scratch)) return ck_vec_kernel(cc, in, hero, hp);
   CuStep *st;
   LLVMValueRef dp;
   CpuKern *k = ck_begin(cc, in, "epilogue", 1, &hp, &dp, &st);
@@ -545,14 +556,6 @@ typedef struct RowPlan {
   bool col;                            /* the operand's minor dim is kept: column scheme */
   int64_t split;                       /* blocks sharing one output's reduced elements (>= 1) */
 } RowPlan;
-
-static bool rp_reaches(const HInstr *from, const HInstr *to, int depth) {
-  if (from == to) return true;
-  if (depth > 200) return true; /* conservative */
-  for (int j = 0; j < from->nops; j++)
-    if (from->ops[j]->parent == to->parent && rp_reaches(from->ops[j], to, depth + 1)) return true;
-  return false;
-}
 
 /* Whether a and b have the same dims once size-1 dims are dropped (a reshape between them
  * only adds or removes unit dims). */
@@ -593,7 +596,7 @@ static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *i
   e->v = v;
 }
 
-static bool ck_row_plan(const HInstr *in, RowPlan *p) {
+static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   memset(p, 0, sizeof *p);
   if (in->op == OP_REDUCE) {
     p->hero[p->nh++] = in;
@@ -615,8 +618,13 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p) {
     if (!hlo_shape_same_dims(&h->ops[0]->shape, &h0->ops[0]->shape) || h->dims.n != h0->dims.n) return false;
     for (int j = 0; j < h->dims.n; j++)
       if (h->dims.v[j] != h0->dims.v[j]) return false;
-    for (int j = 0; j < p->nh; j++)
-      if (i != j && rp_reaches(h->ops[0], p->hero[j], 0)) return false;
+    if (p->nh > 1) { /* no hero feeds another (each is one pass over the same operand) */
+      bool *anc = hlo_arena_alloc(scratch, (size_t)p->comp->ninstrs + 1);
+      ck_ancestors(p->comp, h->ops[0], NULL, anc);
+      for (int q = 0; q < p->comp->ninstrs; q++)
+        for (int j = 0; j < p->nh; j++)
+          if (anc[q] && j != i && p->comp->instrs[q] == p->hero[j]) return false;
+    }
     if (hlo_dtype_size(h->shape.dt) > 8) return false;
   }
   p->os = &h0->ops[0]->shape;
@@ -1053,16 +1061,18 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
 
 /* ------------------------------------------------------------------ dot through cuBLAS */
 
-/* The dot of in (itself, or the one dot of a non-tuple fusion without convolutions). */
-static const HInstr *ck_dot_hero(const HInstr *in) {
-  if (in->op == OP_DOT) return in;
+/* The one `want` (dot or convolution) of in: in itself, or the only one in a non-tuple
+ * fusion without the other kind, reductions or reduce-windows. */
+static const HInstr *ck_hero(const HInstr *in, HOp want) {
+  if (in->op == want) return in;
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE) return NULL;
+  HOp other = want == OP_DOT ? OP_CONVOLUTION : OP_DOT;
   const HInstr *hero = NULL;
   const HComp *c = in->calls[0];
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *x = c->instrs[i];
-    if (x->op == OP_CONVOLUTION || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
-    if (x->op == OP_DOT) {
+    if (x->op == other || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
+    if (x->op == want) {
       if (hero) return NULL;
       hero = x;
     }
@@ -1224,40 +1234,10 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
 
 /* ------------------------------------------------------------------ convolution through cuDNN */
 
-/* The convolution of in (itself, or the one convolution of a non-tuple fusion without dots
- * or reductions). */
-static const HInstr *ck_conv_hero(const HInstr *in) {
-  if (in->op == OP_CONVOLUTION) return in;
-  if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE) return NULL;
-  const HInstr *hero = NULL;
-  const HComp *c = in->calls[0];
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *x = c->instrs[i];
-    if (x->op == OP_DOT || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
-    if (x->op == OP_CONVOLUTION) {
-      if (hero) return NULL;
-      hero = x;
-    }
-  }
-  return hero;
-}
-
 /* Which of the layout pass's canonical forms conv has: 1 for NHWC (b01f_01io->b01f), 2 for
  * NCHW (bf01_oi01->bf01), 0 for neither. */
 static int ck_conv_form(const HInstr *conv) {
-  int r = conv->shape.rank, nsp = r - 2;
-  const ConvDims *d = conv->conv;
-  for (int form = 1; form <= 2; form++) {
-    bool nchw = form == 2;
-    int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
-    int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
-    bool ok = d->in_batch == 0 && d->in_feat == feat && d->out_batch == 0 && d->out_feat == feat &&
-              d->k_in == kin && d->k_out == kout && d->in_sp.n == nsp && d->out_sp.n == nsp && d->k_sp.n == nsp;
-    for (int i = 0; ok && i < nsp; i++)
-      ok = d->in_sp.v[i] == sp0 + i && d->out_sp.v[i] == sp0 + i && d->k_sp.v[i] == ksp0 + i;
-    if (ok) return form;
-  }
-  return 0;
+  return layout_conv_is_canonical(conv, OPT_CONV_NHWC) ? 1 : layout_conv_is_canonical(conv, OPT_CONV_NCHW) ? 2 : 0;
 }
 
 /* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in one of the layout pass's canonical
@@ -1703,13 +1683,13 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   bool computes = b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
-  const HInstr *dot = ck_dot_hero(in);
+  const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
-  const HInstr *conv = ck_conv_hero(in);
+  const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   RowPlan rp;
-  if (ck_row_plan(in, &rp)) return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
+  if (ck_row_plan(in, &rp, cg->scratch)) return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
   const Shape *s = &in->shape;
   if (s->dt == DT_TUPLE) {
     if (in->op == OP_FUSION && in->calls[0]->root->op == OP_TUPLE) {
@@ -1726,6 +1706,6 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
       }
     return ck_loop_kernel(cc, in, &s->tuple[0], NULL, NULL);
   }
-  if (ck_vec_ok(in, NULL)) return ck_vec_kernel(cc, in, NULL, (CuPtr){0});
+  if (ck_vec_ok(in, NULL, cg->scratch)) return ck_vec_kernel(cc, in, NULL, (CuPtr){0});
   return ck_loop_kernel(cc, in, s, NULL, NULL);
 }
