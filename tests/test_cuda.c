@@ -144,22 +144,23 @@ static int tu_count(const char *hay, const char *needle) {
 
 /* ------------------------------------------------------------------ PTX and cubin per fixture */
 
-/* m compiled to a cubin with its manifest (m is freed): the manifest's text, checked to be
- * JSON, and the cubin in *bin (*n bytes) when bin is given. */
-static char *tu_cubin(HModule *m, const char *what, char **bin, size_t *n) {
+/* m compiled to kernels (emit: CUDA_EMIT_PTX or CUDA_EMIT_CUBIN) with their manifest (m is
+ * freed): the manifest's text, checked to be JSON, and the PTX or cubin in *bin (*n bytes)
+ * when bin is given. */
+static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin, size_t *n) {
   char *d = tu_tmpdir();
-  char cub[600], man[600];
-  snprintf(cub, sizeof cub, "%s/m.cubin", d);
+  char out[600], man[600];
+  snprintf(out, sizeof out, "%s/m.%s", d, emit == CUDA_EMIT_PTX ? "ptx" : "cubin");
   snprintf(man, sizeof man, "%s/m.json", d);
   CudaOpts o = {0};
   o.name = "m";
-  o.out_path = cub;
+  o.out_path = out;
   o.manifest_path = man;
-  o.emit = CUDA_EMIT_CUBIN;
-  o.opt_level = 3;
+  o.emit = emit;
+  o.opt_level = opt_level;
   HErr err = {0};
   cr_assert(cuda_compile(m, &o, &err), "%s: %s", what, err.msg);
-  if (bin) *bin = tu_slurp(cub, n);
+  if (bin) *bin = tu_slurp(out, n);
   char *js = tu_slurp(man, NULL);
   cr_assert(js_valid(js), "%s: manifest is not valid JSON", what);
   tu_rmdir(d);
@@ -171,7 +172,7 @@ static char *tu_cubin(HModule *m, const char *what, char **bin, size_t *n) {
 static void tu_fixture_cubin(const char *fixture) {
   size_t n = 0;
   char *bin;
-  char *js = tu_cubin(tu_load(fixture), fixture, &bin, &n);
+  char *js = tu_kernels(tu_load(fixture), fixture, CUDA_EMIT_CUBIN, 3, &bin, &n);
   cr_assert(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "%s: the cubin is not an ELF image", fixture);
   cr_expect(strstr(js, "\"arch\": \"sm_90\""), "%s: manifest arch", fixture);
   cr_expect_gt(tu_count(js, "\"kind\": \"kernel\""), 0, "%s: no kernel in the manifest", fixture);
@@ -365,20 +366,7 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
  * with the NHWC/KRSC layouts and FMA math at the default precision, TEMP_BYTES covers the
  * workspace, and the header of a model with convolutions asks for -lcudnn and links. */
 Test(cuda_host, convolutions_through_cudnn) {
-  HModule *m = tu_load("resnet_block");
-  char *d = tu_tmpdir();
-  char ptx[600], man[600];
-  snprintf(ptx, sizeof ptx, "%s/m.ptx", d);
-  snprintf(man, sizeof man, "%s/m.json", d);
-  CudaOpts o = {0};
-  o.name = "m";
-  o.out_path = ptx;
-  o.manifest_path = man;
-  o.emit = CUDA_EMIT_PTX;
-  HErr err = {0};
-  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
-  char *js = tu_slurp(man, NULL);
-  cr_assert(js_valid(js));
+  char *js = tu_kernels(tu_load("resnet_block"), "resnet_block", CUDA_EMIT_PTX, 0, NULL, NULL);
   cr_expect_eq(tu_count(js, "\"kind\": \"conv\""), 3, "resnet_block has three convolutions");
   cr_expect_eq(tu_count(js, "\"math\": \"CUDNN_FMA_MATH\""), 3);
   cr_expect_eq(tu_count(js, "\"filter_layout\": \"KRSC\""), 3);
@@ -387,9 +375,6 @@ Test(cuda_host, convolutions_through_cudnn) {
   cr_expect_geq(atoll(tb + 14), atoll(wb + 19), "temp covers the workspace");
   cr_expect_geq(atoll(wb + 19), 64ll << 20, "at least 64 MiB of cuDNN workspace");
   free(js);
-  tu_rmdir(d);
-  free(d);
-  hlo_module_free(m);
   char *d2;
   tu_object("simple_cnn", "model", &d2);
   char hp[700];
@@ -409,19 +394,8 @@ Test(cuda_host, convolutions_through_cudnn) {
 /* The layers of a deep model compile once: bert_base's kernel steps launch fewer distinct
  * kernels than there are steps, and every launched name is one the PTX defines. */
 Test(cuda_ptx, identical_kernels_generated_once) {
-  HModule *m = tu_load("bert_base");
-  char *d = tu_tmpdir();
-  char ptx[600], man[600];
-  snprintf(ptx, sizeof ptx, "%s/m.ptx", d);
-  snprintf(man, sizeof man, "%s/m.json", d);
-  CudaOpts o = {0};
-  o.name = "m";
-  o.out_path = ptx;
-  o.manifest_path = man;
-  o.emit = CUDA_EMIT_PTX;
-  HErr err = {0};
-  cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
-  char *js = tu_slurp(man, NULL), *text = tu_slurp(ptx, NULL);
+  char *text;
+  char *js = tu_kernels(tu_load("bert_base"), "bert_base", CUDA_EMIT_PTX, 0, &text, NULL);
   int steps = tu_count(js, "\"kind\": \"kernel\"");
   int entries = tu_count(text, ".entry ");
   cr_expect_gt(entries, 0);
@@ -435,9 +409,6 @@ Test(cuda_ptx, identical_kernels_generated_once) {
   }
   free(js);
   free(text);
-  tu_rmdir(d);
-  free(d);
-  hlo_module_free(m);
 }
 
 /* ------------------------------------------------------------------ kernel shapes of tests/cuda/cases */
@@ -454,7 +425,7 @@ static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   oo.conv_layout = layout;
   oo.conv_epilogue_to_reduce = oo.conv_operands_staged = true;
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
-  return tu_cubin(m, name, NULL, NULL);
+  return tu_kernels(m, name, CUDA_EMIT_CUBIN, 3, NULL, NULL);
 }
 
 Test(cuda_ptx, long_reductions_split_over_blocks) {
