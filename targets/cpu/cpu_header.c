@@ -19,10 +19,32 @@ void cpu_upper(char *dst, size_t n, const char *src) {
 }
 
 /* One line of the argument/result list in the header's comment. */
-static void hb_shape_line(HStr *b, int i, const char *name, const Shape *s) {
+void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s) {
   char sh[256];
   hlo_shape_snprint(sh, sizeof sh, s, false);
   hlo_str_printf(b, " *   %3d  %-40s %s (%zu bytes)\n", i, name, sh, hlo_shape_bytes(s));
+}
+
+/* The types every generated header shares (CPU and CUDA), guarded so that headers of
+ * several models, of either target, can be included in one program. */
+void cpu_header_runtime_types(HStr *b) {
+  hlo_str_printf(b,
+            "#ifndef HLOC_RUNTIME_TYPES_DEFINED\n"
+            "#define HLOC_RUNTIME_TYPES_DEFINED\n"
+            "/* One argument or result of a compiled model. */\n"
+            "typedef struct hloc_tensor_info {\n"
+            "  const char *name;  /* HLO instruction name */\n"
+            "  const char *dtype; /* HLO element type: \"f32\", \"s32\", \"pred\", ... */\n"
+            "  int32_t rank;      /* number of dimensions */\n"
+            "  int64_t dims[8];   /* dimension sizes, dims[0] outermost; unused entries 0 */\n"
+            "  size_t bytes;      /* size of the dense row-major data */\n"
+            "} hloc_tensor_info;\n"
+            "/* A task of a parallel loop: runs chunk i of the work described by ctx. */\n"
+            "typedef void (*hloc_task_fn)(void *ctx, int64_t i);\n"
+            "/* The caller's parallel-for: calls fn(ctx, i) for every i in [0, n), returns when\n"
+            "   all calls have returned. */\n"
+            "typedef void (*hloc_parallel_for_fn)(void *runner, int64_t n, hloc_task_fn fn, void *ctx);\n"
+            "#endif\n\n");
 }
 
 char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, size_t *len) {
@@ -48,11 +70,11 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, s
             " * Arguments:\n",
             n, m->name ? m->name : "", n, U, U, n);
   int nargs = e->nparams;
-  for (int i = 0; i < nargs; i++) hb_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
+  for (int i = 0; i < nargs; i++) cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
   hlo_str_printf(&b, " * Results:\n");
   for (int k = 0; k < plan->nresults; k++) {
     const HInstr *li = e->instrs[plan->results[k].instr];
-    hb_shape_line(&b, k, li->name, &plan->results[k].shape);
+    cpu_header_shape_line(&b, k, li->name, &plan->results[k].shape);
   }
   hlo_str_printf(&b, " */\n");
   hlo_str_printf(&b,
@@ -60,23 +82,7 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, s
             "#include <stddef.h>\n#include <stdint.h>\n\n"
             "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
             U, U);
-  hlo_str_printf(&b,
-            "#ifndef HLOC_RUNTIME_TYPES_DEFINED\n"
-            "#define HLOC_RUNTIME_TYPES_DEFINED\n"
-            "/* One argument or result of a compiled model. */\n"
-            "typedef struct hloc_tensor_info {\n"
-            "  const char *name;  /* HLO instruction name */\n"
-            "  const char *dtype; /* HLO element type: \"f32\", \"s32\", \"pred\", ... */\n"
-            "  int32_t rank;      /* number of dimensions */\n"
-            "  int64_t dims[8];   /* dimension sizes, dims[0] outermost; unused entries 0 */\n"
-            "  size_t bytes;      /* size of the dense row-major data */\n"
-            "} hloc_tensor_info;\n"
-            "/* A task of a parallel loop: runs chunk i of the work described by ctx. */\n"
-            "typedef void (*hloc_task_fn)(void *ctx, int64_t i);\n"
-            "/* The caller's parallel-for: calls fn(ctx, i) for every i in [0, n), returns when\n"
-            "   all calls have returned. */\n"
-            "typedef void (*hloc_parallel_for_fn)(void *runner, int64_t n, hloc_task_fn fn, void *ctx);\n"
-            "#endif\n\n");
+  cpu_header_runtime_types(&b);
   hlo_str_printf(&b, "#define %s_NUM_ARGS %d\n", U, nargs);
   hlo_str_printf(&b, "#define %s_NUM_RESULTS %d\n", U, plan->nresults);
   hlo_str_printf(&b, "#define %s_TEMP_BYTES %lld\n", U, (long long)plan->temp_bytes);

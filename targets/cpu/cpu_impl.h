@@ -220,6 +220,10 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
 char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
+/* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */
+void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
+/* The guarded hloc_tensor_info / parallel-for types every generated header declares. */
+void cpu_header_runtime_types(HStr *b);
 
 /* ------------------------------------------------------------------ cpu_emit.c
  * (added with the two-thread emission; the driver's last step) */

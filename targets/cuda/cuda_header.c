@@ -35,12 +35,6 @@ static void upper(char *dst, size_t n, const char *src) {
   dst[i] = 0;
 }
 
-static void hline(HStr *b, int i, const char *name, const Shape *s) {
-  char sh[256];
-  hlo_shape_snprint(sh, sizeof sh, s, false);
-  hlo_str_printf(b, " *   %3d  %-40s %s (%zu bytes)\n", i, name, sh, hlo_shape_bytes(s));
-}
-
 char *cuda_header_text(CudaCg *cc, size_t *len) {
   HStr b = {0};
   const HModule *m = cc->cg.m;
@@ -71,29 +65,13 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
      " *\n"
      " * Arguments:\n",
      n, cc->arch, m->name ? m->name : "", libs, n, U, U, n);
-  for (int i = 0; i < e->nparams; i++) hline(&b, i, e->params[i]->name, &e->params[i]->shape);
+  for (int i = 0; i < e->nparams; i++) cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
   hlo_str_printf(&b, " * Results:\n");
-  for (int k = 0; k < plan->nresults; k++) hline(&b, k, e->instrs[plan->results[k].instr]->name, &plan->results[k].shape);
+  for (int k = 0; k < plan->nresults; k++) cpu_header_shape_line(&b, k, e->instrs[plan->results[k].instr]->name, &plan->results[k].shape);
   hlo_str_printf(&b, " */\n#ifndef HLOC_CUDA_MODEL_%s_H\n#define HLOC_CUDA_MODEL_%s_H\n\n"
          "#include <stddef.h>\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", U, U);
   hlo_str_printf(&b, "#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif\n\n");
-  hlo_str_printf(&b,
-     "#ifndef HLOC_RUNTIME_TYPES_DEFINED\n"
-     "#define HLOC_RUNTIME_TYPES_DEFINED\n"
-     "/* One argument or result of a compiled model. */\n"
-     "typedef struct hloc_tensor_info {\n"
-     "  const char *name;  /* HLO instruction name */\n"
-     "  const char *dtype; /* HLO element type: \"f32\", \"s32\", \"pred\", ... */\n"
-     "  int32_t rank;      /* number of dimensions */\n"
-     "  int64_t dims[8];   /* dimension sizes, dims[0] outermost; unused entries 0 */\n"
-     "  size_t bytes;      /* size of the dense row-major data */\n"
-     "} hloc_tensor_info;\n"
-     "/* A task of a parallel loop: runs chunk i of the work described by ctx. */\n"
-     "typedef void (*hloc_task_fn)(void *ctx, int64_t i);\n"
-     "/* The caller's parallel-for: calls fn(ctx, i) for every i in [0, n), returns when\n"
-     "   all calls have returned. */\n"
-     "typedef void (*hloc_parallel_for_fn)(void *runner, int64_t n, hloc_task_fn fn, void *ctx);\n"
-     "#endif\n\n");
+  cpu_header_runtime_types(&b);
   hlo_str_printf(&b, "#define %s_NUM_ARGS %d\n", U, e->nparams);
   hlo_str_printf(&b, "#define %s_NUM_RESULTS %d\n", U, plan->nresults);
   hlo_str_printf(&b, "#define %s_TEMP_BYTES %lld\n", U, (long long)cc->temp_bytes);
