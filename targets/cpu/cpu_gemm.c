@@ -634,22 +634,14 @@ static LLVMTypeRef gm_fn_type(CpuCg *cg) {
   return LLVMFunctionType(cg->vd, ps, GP_COUNT, 0);
 }
 
-/* The GEMM function of the module, made once: A is read through strides, or (when its conv
- * argument is not NULL) packed from a convolution input. */
-static LLVMValueRef gm_function(CpuCg *cg) {
-  LLVMValueRef *slot = &cg->gemm_fn[0];
-  if (*slot) return *slot;
-  GmCfg c = gm_cfg(cg);
-  char name[512];
-  snprintf(name, sizeof name, "%s_gemm_f32", cg->o->name);
-  LLVMValueRef fn = LLVMAddFunction(cg->M, name, gm_fn_type(cg));
+/* A new internal, never-inlined function of the module (the GEMM and its packing helpers)
+ * with an entry block and a body block, the builder at the body's start; the caller restores
+ * the builder's position when done. */
+static CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft) {
+  LLVMValueRef fn = LLVMAddFunction(cg->M, name, ft);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
-  /* CPUs tuned to prefer 256-bit vectors (e.g. sapphirerapids) would split the micro-kernel's
-   * explicit 512-bit vectors in two: this function asks for full width */
-  if (c.vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
   unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
   k->cg = cg;
   k->B = cg->B;
@@ -659,6 +651,23 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMPositionBuilderAtEnd(cg->B, k->entry);
   k->entry_br = LLVMBuildBr(cg->B, body);
   LLVMPositionBuilderAtEnd(cg->B, body);
+  return k;
+}
+
+/* The GEMM function of the module, made once: A is read through strides, or (when its conv
+ * argument is not NULL) packed from a convolution input. */
+static LLVMValueRef gm_function(CpuCg *cg) {
+  LLVMValueRef *slot = &cg->gemm_fn[0];
+  if (*slot) return *slot;
+  GmCfg c = gm_cfg(cg);
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_f32", cg->o->name);
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
+  LLVMValueRef fn = k->fn;
+  /* CPUs tuned to prefer 256-bit vectors (e.g. sapphirerapids) would split the micro-kernel's
+   * explicit 512-bit vectors in two: this function asks for full width */
+  if (c.vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(fn, (unsigned)j);
   unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
@@ -771,21 +780,10 @@ static LLVMValueRef gm_packx_function(CpuCg *cg, bool b) {
   LLVMTypeRef ps[GB_COUNT];
   for (int j = 0; j < GB_COUNT; j++) ps[j] = cg->i64;
   ps[GB_X] = ps[GB_DST] = cg->ptr;
-  LLVMValueRef fn = LLVMAddFunction(cg->M, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
-  LLVMSetLinkage(fn, LLVMInternalLinkage);
   /* one call per chunk: kept a function, shared by the products of the module */
-  unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
-  k->cg = cg;
-  k->B = cg->B;
-  k->fn = fn;
-  k->entry = LLVMAppendBasicBlockInContext(cg->C, fn, "entry");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, fn, "start");
-  LLVMPositionBuilderAtEnd(cg->B, k->entry);
-  k->entry_br = LLVMBuildBr(cg->B, body);
-  LLVMPositionBuilderAtEnd(cg->B, body);
+  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
+  LLVMValueRef fn = k->fn;
   LLVMValueRef Q[GB_COUNT], P[GP_COUNT];
   for (int j = 0; j < GB_COUNT; j++) Q[j] = LLVMGetParam(fn, (unsigned)j);
   P[b ? GP_B : GP_A] = Q[GB_X];
