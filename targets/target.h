@@ -7,6 +7,7 @@
 #define HLOC_TARGET_H
 
 #include "hlo.h"
+#include "optimizer.h"
 
 /* ------------------------------------------------------------------ cpu/ */
 
@@ -73,5 +74,12 @@ typedef struct CudaOpts {
  * or when LLVM, ptxas or the file system fails. Defined only when hloc is built with CUDA
  * (HLOC_HAVE_CUDA). */
 bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err);
+
+/* Set the optimizer options this target wants in *oo: convolutions in NCHW at highest
+ * precision (cuDNN's f32 Winograd/FFT algorithms) and NHWC for tf32 (tensor cores); since
+ * cuDNN writes raw convolution results and reads operands from memory, epilogues read only by
+ * reductions go into them and convolution operands carry no large arithmetic. Callers may
+ * override conv_layout afterwards. Defined with cuda_compile. */
+void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision);
 
 #endif

@@ -413,8 +413,8 @@ Test(cuda_ptx, identical_kernels_generated_once) {
 
 /* ------------------------------------------------------------------ kernel shapes of tests/cuda/cases */
 
-/* The manifest of tests/cuda/cases/NAME.hlo compiled with hloc's CUDA options
- * (OptOpts as tools/hloc.c sets them for --target=cuda, the given conv layout). */
+/* The manifest of tests/cuda/cases/NAME.hlo compiled with the target's optimizer options
+ * (cuda_optimizer_options) and the given conv layout. */
 static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   char p[1024];
   snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/%s.hlo", name);
@@ -422,8 +422,8 @@ static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   HModule *m = proto_load_file(p, &err);
   cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
   OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
   oo.conv_layout = layout;
-  oo.conv_epilogue_to_reduce = oo.conv_operands_staged = true;
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
   return tu_kernels(m, name, CUDA_EMIT_CUBIN, 3, NULL, NULL);
 }

@@ -217,14 +217,10 @@ int main(int argc, char **argv) {
     return 1;
   }
 #ifdef HLOC_HAVE_CUDA
-  bool cuda_highest = is_cuda && !(precision && !strcmp(precision, "tf32"));
-#else
-  bool cuda_highest = false;
+  if (is_cuda)
+    cuda_optimizer_options(&oo, precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST);
 #endif
-  oo.conv_epilogue_to_reduce = is_cuda; /* cuDNN writes the raw convolution result */
-  oo.conv_operands_staged = is_cuda;    /* and reads operands from memory */
-  oo.conv_layout = conv_layout ? (!strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC)
-                               : (cuda_highest ? OPT_CONV_NCHW : OPT_CONV_NHWC);
+  if (conv_layout) oo.conv_layout = !strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC;
 
   HErr err = {0};
   double t_load = now_s();

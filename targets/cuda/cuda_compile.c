@@ -201,6 +201,12 @@ static bool cc_write(CudaCg *cc, const char *path, const void *p, size_t n) {
   return hlo_write_file_atomic(path, p, n, cc->cg.err);
 }
 
+void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
+  oo->conv_layout = precision == CUDA_PRECISION_TF32 ? OPT_CONV_NHWC : OPT_CONV_NCHW;
+  oo->conv_epilogue_to_reduce = true;
+  oo->conv_operands_staged = true;
+}
+
 bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   if (!cc_identifier(o->name)) {
     hlo_err(err, m->file, NULL, NULL, "CUDA target: name '%s' is not a C identifier", o->name ? o->name : "");
