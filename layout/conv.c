@@ -25,10 +25,8 @@
 static HInstr *cl_rewrite(HComp *c, HInstr *in, OptConvLayout form) {
   const ConvDims *d = in->conv;
   int r = in->shape.rank, nsp = r - 2;
-  bool nchw = form == OPT_CONV_NCHW;
-  /* positions in the canonical form: feature dims, first spatial dims, kernel in/out */
-  int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
-  int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
+  LayoutConvPos q = layout_conv_pos(r, form); /* positions in the canonical form */
+  int feat = q.feat, sp0 = q.sp0, ksp0 = q.ksp0, kin = q.kin, kout = q.kout;
   int64_t pin[HLO_MAX_RANK], pk[HLO_MAX_RANK], pout[HLO_MAX_RANK], qout[HLO_MAX_RANK];
   pin[0] = d->in_batch;
   pout[0] = d->out_batch;

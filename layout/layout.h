@@ -33,6 +33,14 @@ bool layout_perm_is_identity(int n, const int64_t *p);
 HInstr *layout_transpose(HComp *c, HInstr *x, const int64_t *p);
 /* The literal transpose(l, p), allocated in a. */
 Literal *layout_literal_transpose(HArena *a, const Literal *l, const int64_t *p);
+/* Where a canonical form puts the dimensions of a rank-r convolution: input and output
+ * share batch 0, feature `feat` and spatial dims sp0, sp0+1, ...; the kernel has spatial
+ * dims ksp0, ..., input feature kin and output feature kout. */
+typedef struct LayoutConvPos {
+  int feat, sp0;        /* input/output feature dim, first spatial dim */
+  int ksp0, kin, kout;  /* kernel: first spatial dim, input and output feature dims */
+} LayoutConvPos;
+LayoutConvPos layout_conv_pos(int r, OptConvLayout form);
 /* Whether convolution in has the canonical dimension numbers of form (b01f_01io->b01f for
  * NHWC, bf01_oi01->bf01 for NCHW). */
 bool layout_conv_is_canonical(const HInstr *in, OptConvLayout form);

@@ -95,15 +95,19 @@ bool layout_conv_is_canonical(const HInstr *in, OptConvLayout form) {
   const ConvDims *d = in->conv;
   int r = in->shape.rank, nsp = r - 2;
   if (!d || nsp < 0 || d->in_sp.n != nsp || d->k_sp.n != nsp || d->out_sp.n != nsp) return false;
-  bool nchw = form == OPT_CONV_NCHW;
-  int feat = nchw ? 1 : r - 1, sp0 = nchw ? 2 : 1, ksp0 = nchw ? 2 : 0;
-  int kin = nchw ? 1 : nsp, kout = nchw ? 0 : nsp + 1;
-  if (d->in_batch != 0 || d->in_feat != feat || d->out_batch != 0 || d->out_feat != feat || d->k_in != kin ||
-      d->k_out != kout)
+  LayoutConvPos q = layout_conv_pos(r, form);
+  if (d->in_batch != 0 || d->in_feat != q.feat || d->out_batch != 0 || d->out_feat != q.feat ||
+      d->k_in != q.kin || d->k_out != q.kout)
     return false;
   for (int i = 0; i < nsp; i++)
-    if (d->in_sp.v[i] != sp0 + i || d->out_sp.v[i] != sp0 + i || d->k_sp.v[i] != ksp0 + i) return false;
+    if (d->in_sp.v[i] != q.sp0 + i || d->out_sp.v[i] != q.sp0 + i || d->k_sp.v[i] != q.ksp0 + i) return false;
   return true;
+}
+
+LayoutConvPos layout_conv_pos(int r, OptConvLayout form) {
+  bool nchw = form == OPT_CONV_NCHW;
+  return (LayoutConvPos){.feat = nchw ? 1 : r - 1, .sp0 = nchw ? 2 : 1, .ksp0 = nchw ? 2 : 0,
+                         .kin = nchw ? 1 : r - 2, .kout = nchw ? 0 : r - 1};
 }
 
 /* ---------------------------------------------------------------- transpose-fold */

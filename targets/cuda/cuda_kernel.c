@@ -1363,7 +1363,7 @@ static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, i
  * every cuDNN algorithm). The padding must satisfy cuDNN's forward arithmetic
  * (P = (H + 2 pad - R) / stride + 1). Sets xf / df: operand index j = X / DY index from[j]. */
 static bool ck_wgrad_match(const HInstr *conv, bool nchw, int *xf, int *df) {
-  int r = conv->shape.rank, nsp = r - 2, sp0 = nchw ? 2 : 1;
+  int r = conv->shape.rank, nsp = r - 2, sp0 = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC).sp0;
   if (nsp < 1 || nsp > 2 || conv->feature_groups > 1 || conv->batch_groups > 1) return false;
   if (nchw) {
     for (int i = 0; i < r; i++) xf[i] = df[i] = i;
@@ -1436,7 +1436,9 @@ static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp,
 static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf, const int *df) {
   CpuCg *cg = &cc->cg;
   const Shape *ys = &conv->shape;
-  int r = ys->rank, nsp = r - 2, off = 2 - nsp, sp0 = nchw ? 2 : 1, feat = nchw ? 1 : r - 1;
+  int r = ys->rank, nsp = r - 2, off = 2 - nsp;
+  LayoutConvPos q = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC);
+  int sp0 = q.sp0, feat = q.feat;
   int64_t stage = cg->plan.temp_bytes, at = stage;
   CuPtr xp, dp, wp, yp;
   Shape xs, ds;
@@ -1449,7 +1451,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   UnstageCtx u;
   memset(&u, 0, sizeof u);
   wd[0] = ds.dims[feat]; /* K */
-  u.from[0] = nchw ? 1 : r - 1;
+  u.from[0] = feat;
   for (int i = 0; i < nsp; i++) wd[sp0 + i] = ys->dims[sp0 + i], u.from[sp0 + i] = sp0 + i;
   wd[feat] = xs.dims[feat]; /* C */
   u.from[feat] = 0;
@@ -1498,10 +1500,8 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   bool nchw = ck_conv_form(conv) == 2;
   int xf[HLO_MAX_RANK], df[HLO_MAX_RANK];
   if (ck_wgrad_match(conv, nchw, xf, df)) return ck_conv_wgrad(cc, in, conv, nchw, xf, df);
-  int sp0 = nchw ? 2 : 1;            /* first spatial dim of input and output */
-  int ksp0 = nchw ? 2 : 0;           /* first spatial dim of the filter */
-  int feat = nchw ? 1 : r - 1;       /* feature dim of input and output */
-  int kout = nchw ? 0 : r - 1, kin = nchw ? 1 : nsp;
+  LayoutConvPos q = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC);
+  int sp0 = q.sp0, ksp0 = q.ksp0, feat = q.feat, kout = q.kout, kin = q.kin;
   int64_t stage = cg->plan.temp_bytes, used = 0;
   int64_t xdims[HLO_MAX_RANK];
   for (int i = 0; i < r; i++) xdims[i] = xs->dims[i];
