@@ -483,7 +483,8 @@ static double cp_now(void) {
  * operand (values of the function itself by their position in it; constants, globals,
  * functions, types, attributes and metadata by identity, since the LLVMContext uniques them)
  * and every property an instruction carries outside its operands (predicates, flags,
- * alignment, orderings, indices, masks, call attributes, metadata attachments). Two functions
+ * alignment, orderings, indices, masks, call attributes, metadata attachments; a loop ID,
+ * distinct per loop, by its options). Two functions
  * are merged only when their fingerprints are equal, which makes their IR equal up to names;
  * a function using an instruction the fingerprint does not know is never merged. This walk
  * replaced comparing printed IR: printing a function alone walks the whole module's metadata
@@ -559,6 +560,8 @@ static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned n
 static void cp_fingerprint(LLVMValueRef fn, CpFp *f) {
   f->n = 0;
   f->opaque = false;
+  LLVMContextRef C = LLVMGetTypeContext(LLVMTypeOf(fn));
+  unsigned loop_kind = LLVMGetMDKindIDInContext(C, "llvm.loop", 9);
   size_t nv = LLVMCountParams(fn) + 1;
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
     nv++;
@@ -683,8 +686,23 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f) {
         LLVMValueMetadataEntry *e = LLVMInstructionGetAllMetadataOtherThanDebugLoc(i, &nm);
         cp_tok(f, 0x3D00 + nm);
         for (size_t k = 0; k < nm; k++) {
-          cp_tok(f, LLVMValueMetadataEntriesGetKind(e, (unsigned)k));
-          cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k));
+          unsigned kind = LLVMValueMetadataEntriesGetKind(e, (unsigned)k);
+          LLVMMetadataRef md = LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k);
+          cp_tok(f, kind);
+          if (kind != loop_kind) {
+            cp_tokp(f, md);
+            continue;
+          }
+          /* a loop ID is distinct (its first operand is itself): its options by identity */
+          LLVMValueRef mv = LLVMMetadataAsValue(C, md), ops[8];
+          unsigned nops = LLVMGetMDNodeNumOperands(mv);
+          if (nops > 8) {
+            f->opaque = true;
+            continue;
+          }
+          LLVMGetMDNodeOperands(mv, ops);
+          cp_tok(f, nops);
+          for (unsigned q = 1; q < nops; q++) cp_tokp(f, ops[q]);
         }
         if (e) LLVMDisposeValueMetadataEntries(e);
       }

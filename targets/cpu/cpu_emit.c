@@ -44,7 +44,8 @@
  * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
  * one (any object of two or more kernel functions); HLOC_CPU_LSR=1 keeps loop strength
  * reduction; HLOC_CPU_LLVM_ARGS passes options to LLVM (-time-passes, ...); HLOC_CPU_TIME
- * prints the phase times (wall, and each thread's CPU time). */
+ * prints the phase times (wall, and each thread's CPU time); HLOC_CPU_FNTIME times each function
+ * compiled alone (ce_time_functions). */
 #include "cpu_impl.h"
 
 #include <llvm-c/Analysis.h>
@@ -597,6 +598,42 @@ done:
   return ok;
 }
 
+/* HLOC_CPU_FNTIME: each function compiled alone (the module cloned, every other body
+ * stripped), its pipeline and code generation CPU seconds and object bytes printed; the
+ * instruction a kernel computes is named. For finding where compile time goes; the real
+ * compilation follows unchanged. */
+static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
+  char *gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMCountBasicBlocks(f) == 0) continue;
+    char *fname = ce_name(f);
+    const char *what = "";
+    for (int t = 0; t < cg->ntasks; t++)
+      if (cg->tasks[t].fn == f && cg->tasks[t].root) what = cg->tasks[t].root->name;
+    LLVMModuleRef M = LLVMCloneModule(cg->M);
+    for (LLVMValueRef g = LLVMGetFirstFunction(M); g; g = LLVMGetNextFunction(g)) {
+      size_t n = 0;
+      const char *gn = LLVMGetValueName2(g, &n);
+      bool me = strlen(fname) == n && !memcmp(fname, gn, n);
+      if (LLVMCountBasicBlocks(g) > 0 && !me) ce_strip_body(g);
+      if (me) LLVMSetLinkage(g, LLVMExternalLinkage);
+    }
+    CeJob j = {0};
+    j.s = s;
+    j.C = cg->C;
+    j.M = M;
+    j.gemm_name = gname;
+    j.ft = LLVMObjectFile;
+    bool ok = ce_run_job(&j, true);
+    fprintf(stderr, "hloc cpu: function %s (%s): passes %.4f s, code generation %.4f s, %zu bytes%s\n", fname,
+            what, j.c_opt, j.c_cg, j.outlen, ok ? "" : " (failed)");
+    ce_free_job(&j);
+    LLVMDisposeModule(M);
+    free(fname);
+  }
+  free(gname);
+}
+
 /* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads: the
  * split is used only for those (other formats are compiled serially). */
 static bool ce_elf64le(const char *triple) {
@@ -677,6 +714,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   locked = true;
   ce_set_lsr(!(lsr && *lsr == '1'));
   ce_llvm_args();
+  if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
   if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg, cg->M, &sp, load)) {
     ok = ce_emit_split(cg, &s, &sp, load, out, outlen);

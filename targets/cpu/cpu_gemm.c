@@ -196,16 +196,7 @@ static LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef 
 
 /* Mark the back edge br as a loop LLVM must not vectorize: the GEMM's loops are vectorized
  * by hand, and the vectorizer's analysis of them would be compile time spent for nothing. */
-static void gm_novec(CpuKern *k, LLVMValueRef br) {
-  LLVMContextRef C = k->cg->C;
-  LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
-  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, "llvm.loop.vectorize.enable", 26),
-                            LLVMValueAsMetadata(LLVMConstInt(k->cg->i1, 0, 0))};
-  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, 2)};
-  LLVMMetadataRef loop = LLVMMDNodeInContext2(C, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(tmp, loop);
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(C, "llvm.loop", 9), LLVMMetadataAsValue(C, loop));
-}
+static void gm_novec(CpuKern *k, LLVMValueRef br) { cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", 0); }
 
 static void gm_close(CpuKern *k, CpuLoop *l) {
   cpu_loop_close(k, l);

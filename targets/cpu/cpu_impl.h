@@ -43,6 +43,7 @@ typedef struct CpuTask {
   CpuSlot *slots;  /* what each one is */
   bool whole;      /* chunk == nchunks does all the work at once (the serial run calls that
                       instead of every chunk in turn) */
+  const HInstr *root; /* the entry instruction it computes */
 } CpuTask;
 
 /* Module-wide state of one compilation. */
@@ -149,6 +150,7 @@ typedef struct CpuLoop {
   int cache_mark;           /* elemental cache entries before the loop */
   int64_t step;             /* increment (1 unless set after opening) */
   LLVMValueRef step_v;      /* run-time increment (e.g. a GPU grid stride); overrides step */
+  LLVMValueRef latch_br;    /* its back edge, once closed (for cpu_loop_hint) */
 } CpuLoop;
 
 /* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
@@ -164,6 +166,9 @@ void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 /* Loops: [lo, hi) step 1; the body is emitted between open and close. */
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
+/* Attach llvm.loop metadata {name[, value as i1]} (value < 0: no operand) to the back edge br
+ * of a loop (CpuLoop.latch_br once closed), replacing what it had. */
+void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, int value);
 /* The same loop stepping by a run-time value. */
 LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
                                 LLVMValueRef step);

@@ -20,6 +20,7 @@
  * chunk c covers a contiguous range of it. Small nests run as one chunk. */
 #include "cpu_impl.h"
 
+#include <llvm-c/DebugInfo.h>
 #include <string.h>
 
 LLVMValueRef cpu_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1); }
@@ -50,10 +51,22 @@ void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   LLVMValueRef step = l->step_v ? l->step_v : cpu_i64(k, l->step > 1 ? l->step : 1);
   LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, step, "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  LLVMBuildBr(B, l->header);
+  LLVMValueRef br = LLVMBuildBr(B, l->header);
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(B, l->exit);
   k->ncache = l->cache_mark; /* values made inside the loop do not dominate its exit */
+  l->latch_br = br;
+}
+
+void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, int value) {
+  LLVMContextRef C = k->cg->C;
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
+  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)),
+                            value >= 0 ? LLVMValueAsMetadata(LLVMConstInt(k->cg->i1, (unsigned long long)value, 0)) : NULL};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, value >= 0 ? 2 : 1)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(C, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, loop);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(C, "llvm.loop", 9), LLVMMetadataAsValue(C, loop));
 }
 
 LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
@@ -199,7 +212,7 @@ bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
     cg->tasks = t;
     cg->task_cap = nc;
   }
-  cg->tasks[cg->ntasks++] = (CpuTask){k->fn, nchunks, k->nslots, k->slots, false};
+  cg->tasks[cg->ntasks++] = (CpuTask){k->fn, nchunks, k->nslots, k->slots, false, k->root};
   return true;
 }
 
@@ -792,18 +805,30 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
     rp[i] = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
   }
   if (partial) {
+    /* chunk 0's partials are copied, the others combined into them in chunk order: one
+       rolled loop over the chunks (unrolled, P x reductions vector loops made this small
+       kernel one of the costliest to compile), all reductions in its vectorized inner loop */
     Shape flat = hlo_shape_array(DT_F32, 1, &cr.out_elems);
-    for (int i = 0; i < cr.n && !k->failed; i++) {
-      flat.dt = cr.r[i]->shape.dt;
-      /* chunk 0's partials are copied, the others combined into them in chunk order */
-      for (int64_t c = 0; c < P && !k->failed; c++) {
-        CpuLoop le;
-        LLVMValueRef pp = kn_byte_off(k, scratch, (c + 1) * res_bytes + roff[i]);
-        LLVMValueRef e = cpu_loop_open(k, &le, cpu_i64(k, 0), cpu_i64(k, cr.out_elems));
+    for (int pass = 0; pass < 2 && !k->failed; pass++) {
+      CpuLoop lc, le;
+      LLVMValueRef off = cpu_i64(k, res_bytes);
+      if (pass == 1) {
+        LLVMValueRef c = cpu_loop_open(k, &lc, cpu_i64(k, 2), cpu_i64(k, P + 1));
+        off = LLVMBuildNSWMul(B, c, off, "");
+      }
+      LLVMValueRef e = cpu_loop_open(k, &le, cpu_i64(k, 0), cpu_i64(k, cr.out_elems));
+      for (int i = 0; i < cr.n && !k->failed; i++) {
+        flat.dt = cr.r[i]->shape.dt;
+        LLVMValueRef o = LLVMBuildNSWAdd(B, off, cpu_i64(k, roff[i]), "");
+        LLVMValueRef pp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
         LLVMValueRef pv = cpu_load_elem(k, pp, &flat, &e), res[1] = {pv};
-        LLVMValueRef args[2] = {c ? cpu_load_elem(k, rp[i], &flat, &e) : NULL, pv};
-        if (c == 0 || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, rp[i], &flat, &e, res[0]);
-        cpu_loop_close(k, &le);
+        LLVMValueRef args[2] = {pass ? cpu_load_elem(k, rp[i], &flat, &e) : NULL, pv};
+        if (!pass || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, rp[i], &flat, &e, res[0]);
+      }
+      cpu_loop_close(k, &le);
+      if (pass == 1) {
+        cpu_loop_close(k, &lc);
+        cpu_loop_hint(k, lc.latch_br, "llvm.loop.unroll.disable", -1);
       }
     }
   }
