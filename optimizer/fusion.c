@@ -12,9 +12,13 @@
  *     that has exactly one value leaving the group: bias adds, residual adds, activations
  *     (relu, GELU's tanh chain) and batch-norm scale/shift join the dot/conv (kOutput).
  *     With OptOpts.conv_epilogue_to_reduce (a target whose convolution library writes the
- *     raw result anyway), a convolution's epilogue whose value only reductions read is left
- *     to phase B, which fuses it into them: one pass over the raw result, no activation
- *     written and read back (conv -> batch norm -> relu -> global mean pool).
+ *     raw result anyway), a convolution's epilogue whose value only reductions read, or
+ *     whose members are all cheap (a bias add, a relu), is left to phase B, which fuses it
+ *     into its readers (cheap producers may be duplicated): they read the raw result, and
+ *     the epilogue's own pass (the raw result read, the activation written) is gone; a
+ *     reader that cannot take it (a staged convolution operand) leaves it a kernel of its
+ *     own, the same pass as before. On the H200, simple_cnn_train_step at tf32 went from
+ *     8.5 to 7.7 ms (conv -> batch norm -> relu -> global mean pool, and its gradients).
  *  B. Producers, consumers first. Instructions are visited from last to first; a producer
  *     joins the group(s) of its users only if it can join all of them (so its own value
  *     disappears), otherwise it becomes the root of a new group. It may join several groups
@@ -239,8 +243,14 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
     HInstr *r = g->mem[best - 1];
     bool only_reduces = f->us.n[r->idx] > 0 && r != c->root;
     for (int k = 0; k < f->us.n[r->idx]; k++) only_reduces &= f->us.list[r->idx][k]->op == OP_REDUCE;
+    bool all_cheap = r != c->root;
+    for (int i = 1; i < best; i++) all_cheap &= cheap(g->mem[i]);
     if (only_reduces) {
       logf_(f, "epilogue: %s (%s) leaves its %d elementwise consumer(s) up to %s to the reduction(s) reading them",
+            d->name, hlo_op_name(d->op), best - 1, r->name);
+      best = 1;
+    } else if (all_cheap) {
+      logf_(f, "epilogue: %s (%s) leaves its %d cheap elementwise consumer(s) up to %s to its readers' fusions",
             d->name, hlo_op_name(d->op), best - 1, r->name);
       best = 1;
     }

@@ -27,8 +27,9 @@ typedef struct OptOpts {
   const char *disabled[OPT_MAX_DISABLED]; /* their names */
   const char *stop_after;   /* stop the pipeline after the first run of this pass */
   OptConvLayout conv_layout; /* canonical convolution form of the layout passes */
-  bool conv_epilogue_to_reduce; /* fusion: a convolution epilogue read only by reductions
-                                    goes into them (targets whose convolutions write raw) */
+  bool conv_epilogue_to_reduce; /* fusion: a convolution epilogue read only by reductions,
+                                    or made of cheap ops only, goes into its readers' fusions
+                                    (targets whose convolutions write raw) */
   bool conv_operands_staged; /* fusion: no large arithmetic in convolution operands (targets
                                 that copy computed operands before the library call) */
 } OptOpts;

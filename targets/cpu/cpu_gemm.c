@@ -196,7 +196,7 @@ static LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef 
 
 /* Mark the back edge br as a loop LLVM must not vectorize: the GEMM's loops are vectorized
  * by hand, and the vectorizer's analysis of them would be compile time spent for nothing. */
-static void gm_novec(CpuKern *k, LLVMValueRef br) { cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", 0); }
+static void gm_novec(CpuKern *k, LLVMValueRef br) { cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0)); }
 
 static void gm_close(CpuKern *k, CpuLoop *l) {
   cpu_loop_close(k, l);

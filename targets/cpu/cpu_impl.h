@@ -166,9 +166,9 @@ void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 /* Loops: [lo, hi) step 1; the body is emitted between open and close. */
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
-/* Attach llvm.loop metadata {name[, value as i1]} (value < 0: no operand) to the back edge br
- * of a loop (CpuLoop.latch_br once closed), replacing what it had. */
-void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, int value);
+/* Attach llvm.loop metadata {name[, value]} (value NULL: none) to the back edge br of a loop
+ * (CpuLoop.latch_br once closed), replacing what it had. */
+void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value);
 /* The same loop stepping by a run-time value. */
 LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
                                 LLVMValueRef step);

@@ -58,12 +58,11 @@ void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   l->latch_br = br;
 }
 
-void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, int value) {
+void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value) {
   LLVMContextRef C = k->cg->C;
   LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
-  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)),
-                            value >= 0 ? LLVMValueAsMetadata(LLVMConstInt(k->cg->i1, (unsigned long long)value, 0)) : NULL};
-  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, value >= 0 ? 2 : 1)};
+  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)), value ? LLVMValueAsMetadata(value) : NULL};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, value ? 2 : 1)};
   LLVMMetadataRef loop = LLVMMDNodeInContext2(C, ops, 2);
   LLVMMetadataReplaceAllUsesWith(tmp, loop);
   LLVMSetMetadata(br, LLVMGetMDKindIDInContext(C, "llvm.loop", 9), LLVMMetadataAsValue(C, loop));
@@ -828,7 +827,7 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
       cpu_loop_close(k, &le);
       if (pass == 1) {
         cpu_loop_close(k, &lc);
-        cpu_loop_hint(k, lc.latch_br, "llvm.loop.unroll.disable", -1);
+        cpu_loop_hint(k, lc.latch_br, "llvm.loop.unroll.disable", NULL);
       }
     }
   }

@@ -56,6 +56,7 @@ typedef struct CuStep {
   const char *what;       /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
   int nparams;            /* pointer parameters */
   CuPtr *params;          /* their addresses */
+  int64_t *psize;         /* bytes reachable from each (-1: unknown) */
   int regs, spill_st, spill_ld; /* ptxas report */
   /* CU_STEP_GEMM: C = op(A) op(B) in cuBLAS's column-major terms */
   int transa, transb;     /* 0: N, 1: T */

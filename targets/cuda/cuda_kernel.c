@@ -54,11 +54,14 @@
  * Row reductions also serve fusions whose outputs only add or drop unit dims ([8,128] ->
  * [8,128,1]): the reduced value is entered in the cache for such reshapes too. A kernel whose
  * IR equals an earlier one's (up to its name) is dropped and its step launches the earlier
- * one: the identical layers of a deep model compile once.
+ * one: the identical layers of a deep model compile once. Pointer parameters carry what the
+ * memory plan proves: readonly for those the kernel never writes, noalias where no written
+ * parameter overlaps (ck_alias_facts; loads become ld.global.nc).
  * Requires a renumbered module and a memory plan (cuda_compile.c). */
 #include "cuda_impl.h"
 #include "layout.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define CU_BLOCK 256     /* threads per block of loop kernels and reductions */
@@ -81,11 +84,17 @@ static bool ptr_eq(const CuPtr *a, const CuPtr *b) {
   return a->base == b->base && a->index == b->index && a->offset == b->offset;
 }
 
-static int ck_param(CuStep *st, CuPtr p) {
+/* The parameter of st for address p (added when new); bytes: what the kernel may reach from
+ * it (-1: unknown, up to the end of the caller's buffer). */
+static int ck_param(CuStep *st, CuPtr p, int64_t bytes) {
   for (int i = 0; i < st->nparams; i++)
-    if (ptr_eq(&st->params[i], &p)) return i;
+    if (ptr_eq(&st->params[i], &p)) {
+      if (st->psize[i] >= 0 && (bytes < 0 || bytes > st->psize[i])) st->psize[i] = bytes;
+      return i;
+    }
   HLO_ASSERT(st->nparams < CU_MAX_PARAMS);
   st->params[st->nparams] = p;
+  st->psize[st->nparams] = bytes;
   return st->nparams++;
 }
 
@@ -105,7 +114,7 @@ static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in,
   }
   CuPtr p;
   if (!cuda_ptr_of(cc, in, &p)) return;
-  pix[in->idx] = ck_param(st, p);
+  pix[in->idx] = ck_param(st, p, memplan_value_bytes(&in->shape));
 }
 
 /* Start a kernel for entry instruction root: parameters are the storage of root's operands,
@@ -116,6 +125,7 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   CpuCg *cg = &cc->cg;
   CuStep *st = cuda_add_step(cc, CU_STEP_KERNEL, root);
   st->params = hlo_arena_alloc(cg->scratch, sizeof(CuPtr) * CU_MAX_PARAMS);
+  st->psize = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * CU_MAX_PARAMS);
   st->what = what;
   st->kidx = cc->nkernels++;
   snprintf(st->name, sizeof st->name, "%s_k%d", cc->o->name, st->kidx);
@@ -132,7 +142,7 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   ck_bind_buffer(cc, k, st, root, pix);
   int xi[16];
   HLO_ASSERT(nextra <= 16);
-  for (int j = 0; j < nextra; j++) xi[j] = ck_param(st, extra[j]);
+  for (int j = 0; j < nextra; j++) xi[j] = ck_param(st, extra[j], -1);
   LLVMTypeRef *ps = hlo_arena_alloc(cg->scratch, sizeof(LLVMTypeRef) * (size_t)(st->nparams + 1));
   for (int i = 0; i < st->nparams; i++) ps[i] = cg->ptr;
   LLVMTypeRef ft = LLVMFunctionType(cg->vd, ps, (unsigned)st->nparams, 0);
@@ -151,9 +161,96 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   return k;
 }
 
+/* The parameter number v (a pointer in the kernel) is derived from, through address
+ * arithmetic; -1: shared or local memory (not a parameter), -2: cannot tell. */
+static int ck_ptr_param(LLVMValueRef fn, LLVMValueRef v) {
+  for (int depth = 0; depth < 64; depth++) {
+    if (LLVMIsAArgument(v)) {
+      for (unsigned i = 0; i < LLVMCountParams(fn); i++)
+        if (LLVMGetParam(fn, i) == v) return (int)i;
+      return -2;
+    }
+    if (LLVMIsAAllocaInst(v) || LLVMIsAGlobalVariable(v)) return -1;
+    if (LLVMIsAGetElementPtrInst(v) || LLVMIsABitCastInst(v) || LLVMIsAAddrSpaceCastInst(v)) {
+      v = LLVMGetOperand(v, 0);
+      continue;
+    }
+    if (LLVMIsAConstantExpr(v) && LLVMGetNumOperands(v) > 0) {
+      v = LLVMGetOperand(v, 0);
+      continue;
+    }
+    return -2;
+  }
+  return -2;
+}
+
+static bool ck_overlap(const CuStep *st, int i, int j) {
+  const CuPtr *a = &st->params[i], *b = &st->params[j];
+  if (a->base != b->base || a->index != b->index) return false; /* distinct caller buffers */
+  int64_t ae = st->psize[i] < 0 ? INT64_MAX : a->offset + st->psize[i];
+  int64_t be = st->psize[j] < 0 ? INT64_MAX : b->offset + st->psize[j];
+  return a->offset < be && b->offset < ae;
+}
+
+/* Aliasing facts about the parameters of kernel k: ro[i], the kernel only reads parameter i;
+ * na[i], noalias holds for it: no parameter the kernel writes overlaps it (for a read
+ * parameter: its loads become ld.global.nc, and LLVM may move them across the kernel's
+ * stores, so the loads of an unrolled reduction loop issue together) or, for a written one,
+ * no other parameter overlaps it. The facts come from the memory plan: parameters are
+ * disjoint ranges of the caller's buffers (arguments, results and temp never overlap one
+ * another). false (no facts) when a store's address cannot be traced to a parameter or a call
+ * takes a pointer. */
+static bool ck_alias_facts(CpuKern *k, const CuStep *st, bool *ro, bool *na) {
+  int n = st->nparams;
+  for (int i = 0; i < n; i++) ro[i] = true;
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(k->fn); b; b = LLVMGetNextBasicBlock(b))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) {
+      LLVMOpcode op = LLVMGetInstructionOpcode(i);
+      LLVMValueRef ptr = op == LLVMStore ? LLVMGetOperand(i, 1)
+                         : op == LLVMAtomicRMW || op == LLVMAtomicCmpXchg ? LLVMGetOperand(i, 0) : NULL;
+      if (op == LLVMCall) {
+        /* intrinsics taking no pointer (special registers, barriers, shuffles) only */
+        int na_ = LLVMGetNumArgOperands(i);
+        for (int a = 0; a < na_; a++)
+          if (LLVMGetTypeKind(LLVMTypeOf(LLVMGetOperand(i, (unsigned)a))) == LLVMPointerTypeKind) return false;
+      }
+      if (!ptr) continue;
+      int pi = ck_ptr_param(k->fn, ptr);
+      if (pi == -2) return false;
+      if (pi >= 0) ro[pi] = false;
+    }
+  for (int i = 0; i < n; i++) {
+    na[i] = true;
+    for (int j = 0; j < n && na[i]; j++)
+      if (j != i && (!ro[i] || !ro[j]) && ck_overlap(st, i, j)) na[i] = false;
+  }
+  return true;
+}
+
+/* Set (or, keep = true, only keep where already set) readonly and noalias on fn's
+ * parameters as the facts say. */
+static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, const bool *na, bool keep) {
+  LLVMContextRef C = cc->cg.C;
+  const char *names[2] = {"readonly", "noalias"};
+  for (int a = 0; a < 2; a++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[a], strlen(names[a]));
+    for (int i = 0; i < n; i++) {
+      LLVMAttributeIndex ix = (LLVMAttributeIndex)(i + 1);
+      bool fact = a == 0 ? ro[i] : na[i];
+      if (keep && !fact) LLVMRemoveEnumAttributeAtIndex(fn, ix, kind);
+      else if (!keep && fact) LLVMAddAttributeAtIndex(fn, ix, LLVMCreateEnumAttribute(C, kind, 0));
+    }
+  }
+}
+
 /* Identical kernels (the same IR up to the name: the layers of a deep model) are generated
- * once; *st then launches the first one. */
+ * once; *st then launches the first one. The IR is compared before the parameters get their
+ * aliasing attributes (ck_alias_facts), which depend on the memory plan: a shared kernel
+ * keeps those true for every step launching it. */
 static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
+  int np = st->nparams;
+  bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1), *na = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1);
+  bool facts = ck_alias_facts(k, st, ro, na);
   size_t n = 0;
   const char *nm = LLVMGetValueName2(k->fn, &n);
   char saved[96];
@@ -161,12 +258,28 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   LLVMSetValueName2(k->fn, "hloc_kernel", 11);
   char *txt = LLVMPrintValueToString(k->fn);
   LLVMSetValueName2(k->fn, saved, strlen(saved));
+  /* loop IDs are distinct nodes, numbered module-wide: their attachments are dropped from
+     the text (the options they carry are the same for the same code) */
+  static const char lid[] = ", !llvm.loop !";
+  char *o = txt;
+  for (const char *c = txt; *c;) {
+    if (!strncmp(c, lid, sizeof lid - 1)) {
+      c += sizeof lid - 1;
+      while (*c >= '0' && *c <= '9') c++;
+      continue;
+    }
+    *o++ = *c++;
+  }
+  *o = 0;
   uint64_t hsh = 1469598103934665603ull;
   for (const char *c = txt; *c; c++) hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
   for (int i = 0; i < cc->nuniq; i++) {
     CuUniq *u = &cc->uniq[i];
     if (u->hash != hsh || strcmp(u->text, txt)) continue;
     HLO_ASSERT(st->kidx == cc->nkernels - 1);
+    /* the same code for another plan: keep only the facts true of both */
+    if (facts) ck_alias_apply(cc, u->step->fn, np, ro, na, true);
+    else ck_alias_apply(cc, u->step->fn, np, (bool[CU_MAX_PARAMS]){0}, (bool[CU_MAX_PARAMS]){0}, true);
     LLVMDeleteFunction(k->fn);
     cc->nkernels--;
     st->kidx = u->step->kidx;
@@ -187,6 +300,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   memcpy(keep, txt, len + 1);
   LLVMDisposeMessage(txt);
   cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, st};
+  if (facts) ck_alias_apply(cc, k->fn, np, ro, na, false);
 }
 
 static bool ck_end(CpuKern *k) {
