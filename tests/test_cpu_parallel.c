@@ -1,11 +1,12 @@
-/* tests/test_cpu_parallel.c: the CPU target's two-thread emission (targets/cpu/cpu_emit.c).
+/* tests/test_cpu_parallel.c: the CPU target's parallel emission (targets/cpu/cpu_emit.c).
  *
- * Objects of larger modules are optimized and code-generated in two parts on two threads and
+ * Objects of larger modules are optimized and code-generated in parts on several threads and
  * joined into one object; HLOC_CPU_SPLIT=1 forces that path for any module of two or more
  * kernel functions and HLOC_CPU_SPLIT=0 forces the serial one (Criterion runs every test in
  * its own process, so setting the variable affects that test only). Checked here: corpus
  * fixtures compiled both ways give XLA's results through tests/cpu_driver.c (serially and
- * with a 2-thread parallel-for); the split object is byte-identical from run to run; the
+ * with a 2-thread parallel-for), also in five parts, byte-identical whether one thread or
+ * several compile them; the split object is byte-identical from run to run; the
  * join leaves no undefined reference to a function or global of the module itself and keeps
  * the interface symbols the only global ones; IR and assembly output still work with the
  * split on (they are emitted serially), and so do object formats the join does not read. */
@@ -84,6 +85,37 @@ Test(cpu_parallel, split_and_serial_resnet_block, .timeout = 300) {
   tp_fixture_both_ways("resnet_block", 1e-4);
 }
 
+
+/* Several parts, compiled by one thread or by several: XLA's results, and the same bytes
+ * whatever the number of threads (the partition depends on the module only). */
+Test(cpu_parallel, parts_are_independent_of_threads, .timeout = 300) {
+  char *dir = ct_tmpdir("hloc_cpupar");
+  cr_assert_eq(setenv("HLOC_CPU_PARTS", "5", 1), 0);
+  const char *threads[] = {"1", "2", "5"};
+  char *ref = NULL;
+  size_t nref = 0;
+  for (int t = 0; t < 3; t++) {
+    char obj[600];
+    snprintf(obj, sizeof obj, "%s/model.o", dir);
+    cr_assert_eq(setenv("HLOC_CPU_THREADS", threads[t], 1), 0);
+    tp_compile_fixture("transformer_layer", dir, true, obj);
+    size_t n;
+    char *b = ct_slurp(obj, &n);
+    if (!ref) {
+      ref = b;
+      nref = n;
+      tp_check_results("transformer_layer", dir, 1e-4, "split in five parts");
+      continue;
+    }
+    cr_expect(n == nref && memcmp(ref, b, n) == 0, "objects compiled by 1 and %s threads differ", threads[t]);
+    free(b);
+  }
+  unsetenv("HLOC_CPU_PARTS");
+  unsetenv("HLOC_CPU_THREADS");
+  free(ref);
+  ct_rmdir(dir);
+  free(dir);
+}
 
 Test(cpu_parallel, split_object_is_deterministic, .timeout = 300) {
   char *dir = ct_tmpdir("hloc_cpupar");

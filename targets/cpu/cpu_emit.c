@@ -7,29 +7,33 @@
  * functions, a light cleanup pipeline on the already vectorized GEMM function:
  * ce_run_pipelines) and emitted to memory.
  *
- * Split path (objects of larger modules, on two threads): LLVM optimizes and generates code
- * one function at a time, and the kernels of a module are independent functions (they reach
- * memory only through their pointer table), so the kernel functions (with the GEMM) are
- * shared between two parts by instruction count, largest first, each to the lighter part
+ * Split path (objects of larger modules, on several threads): LLVM optimizes and generates
+ * code one function at a time, and the kernels of a module are independent functions (they
+ * reach memory only through their pointer table), so the kernel functions (with the GEMM) are
+ * shared between K parts by instruction count, largest first, each to the lightest part
  * (part 0 starts with the run functions' share; the GEMM counts 3/5, its pipeline being
- * light), and each part is optimized and compiled to an object on its own thread:
- *   - part 1 runs on a worker thread, in its own LLVMContext (a context is single-threaded):
- *     the module is written to bitcode and read back there; part 0's functions and the run
- *     functions become declarations, global variables external declarations;
+ * light); K = weight / CE_PART_WEIGHT, 2..CE_MAX_PARTS, a function of the module only. Each
+ * part is optimized and compiled to an object on its own:
  *   - part 0 stays in the driver's module and context, on the calling thread, with the run
- *     functions and the global variables (the task and slot tables, the constants); part 1's
- *     functions become declarations.
- * In both, a part's own kernels are external during optimization (interprocedural passes must
+ *     functions and the global variables (the task and slot tables, the constants); the
+ *     other parts' functions become declarations;
+ *   - parts 1..K-1 go to a pool of threads (one per part when there are CPUs for all, else
+ *     one per CPU, the calling thread among them; CePool): each thread reads the module's
+ *     bitcode into an LLVMContext of its own (a context is single-threaded), cuts it down to
+ *     its parts (ce_cut: the other kernels and the run functions become declarations, global
+ *     variables external declarations), and compiles each part from a clone of that.
+ * In all, a part's own kernels are external during optimization (interprocedural passes must
  * neither delete a kernel only the other module's table refers to nor change the signature
- * of a function the other part calls, such as the GEMM) and internal again before code
- * generation; declarations of the other part's functions are hidden, so calls between the
+ * of a function another part calls, such as the GEMM) and internal again before code
+ * generation; declarations of the other parts' functions are hidden, so calls between the
  * parts are direct. Global variables kernel code refers to become internal (a named local
- * symbol rather than a .L label) and are kept by llvm.compiler.used. The two objects are then
- * joined into one by cpu_elf_join() (cpu_elf.c): references between the parts resolve inside
- * the object to local symbols, so the kernels stay local and only the interface symbols are
- * global. The object differs from the serial one (function order) but is deterministic: the
- * partition depends on the IR only. Splitting costs a bitcode round trip, a second context and
- * thread, so modules under CE_SPLIT_MIN instructions stay serial.
+ * symbol rather than a .L label) and are kept by llvm.compiler.used. The objects are then
+ * joined, in part order, by cpu_elf_join() (cpu_elf.c): references between the parts resolve
+ * inside the object to local symbols, so the kernels stay local and only the interface
+ * symbols are global. The object differs from the serial one (function order) but is
+ * deterministic: the partition depends on the IR only, not on the threads that compile it.
+ * Splitting costs a bitcode round trip, contexts and threads, so modules under CE_SPLIT_MIN
+ * instructions stay serial.
  *
  * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
  * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
@@ -42,10 +46,12 @@
  * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
  * replaces the LLVM pass pipeline of everything but the GEMM function; HLOC_CPU_DUMP_IR=PATH
  * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
- * one (any object of two or more kernel functions); HLOC_CPU_LSR=1 keeps loop strength
+ * one (any object of two or more kernel functions); HLOC_CPU_PARTS=K sets the number of parts,
+ * HLOC_CPU_THREADS=N the CPUs assumed; HLOC_CPU_LSR=1 keeps loop strength
  * reduction; HLOC_CPU_LLVM_ARGS passes options to LLVM (-time-passes, ...); HLOC_CPU_TIME
  * prints the phase times (wall, and each thread's CPU time); HLOC_CPU_FNTIME times each function
  * compiled alone (ce_time_functions). */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "cpu_impl.h"
 
 #include <llvm-c/Analysis.h>
@@ -56,9 +62,11 @@
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Modules with fewer instructions than this (before optimization, the GEMM counting 3/5) are
  * compiled on one thread. Splitting costs CPU time (bitcode written and read back, a second
@@ -67,6 +75,13 @@
  * other core was busy; from simple_cnn (1444: 0.31 s of CPU, ~0.18 s on two cores) up it
  * pays clearly. A module of one kernel function is never split. */
 #define CE_SPLIT_MIN 1300
+/* Parts of a split module: one per CE_PART_WEIGHT of weight, 2 to CE_MAX_PARTS. The count
+ * depends on the module only, so the object is the same whatever the machine; each part
+ * beyond the threads that run them costs a module clone and a pipeline setup (~5-10 ms of
+ * CPU). On the 16-core device host (tools/bench.sh's compile-time run) 600 put every bench
+ * module's compile under 0.2 s; on 2 cores it costs up to ~10% over two parts. */
+#define CE_PART_WEIGHT 600
+#define CE_MAX_PARTS 16
 
 /* Everything the target machine is made from (shared read-only by both threads). */
 typedef struct CeSetup {
@@ -286,7 +301,9 @@ done:
 typedef struct CeSplit {
   int n;       /* kernel functions */
   char **name; /* their names */
-  int *part;   /* their part, 0 or 1 */
+  int *part;   /* their part, 0 .. nparts - 1 */
+  int nparts;  /* parts (2 .. CE_MAX_PARTS) */
+  int load[CE_MAX_PARTS]; /* weight of each part */
   int total;   /* weight of the module (all functions) */
   int nglob;   /* global variables referenced by kernel code */
   char **glob; /* their names */
@@ -342,22 +359,23 @@ static void ce_note_globals(CeSplit *sp, LLVMValueRef v, int depth) {
   for (int k = 0; k < n; k++) ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
 }
 
-/* Make module j->M part `which` (1: the worker's): the other part's kernels and the run
- * functions become declarations, global variables external declarations (hidden where kernel
- * code uses them), own kernels external hidden until optimization is over (their names go to
+/* Cut module M down to the kernels of the parts keep[] marks: the other kernels and the run
+ * functions become declarations (hidden: calls between parts are direct, PC-relative),
+ * global variables external declarations (hidden where kernel code uses them). With j, the
+ * kept kernels become external hidden until optimization is over (their names go to
  * j->relink). */
-static void ce_make_part(CeJob *j, const CeSplit *sp, int which) {
-  LLVMModuleRef M = j->M;
-  j->relink = calloc((size_t)sp->n + 1, sizeof *j->relink);
-  HLO_ASSERT(j->relink);
+static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *j) {
+  if (j && !j->relink) {
+    j->relink = calloc((size_t)sp->n + 1, sizeof *j->relink);
+    HLO_ASSERT(j->relink);
+  }
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     int p = ce_part_of(sp, f);
-    if (p != which) {
+    if (p < 0 || !keep[p]) {
       ce_strip_body(f);
-      /* hidden: calls into the other part are direct, PC-relative */
       if (p >= 0) LLVMSetVisibility(f, LLVMHiddenVisibility);
-    } else if (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage) {
+    } else if (j && (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
       j->relink[j->nrelink++] = ce_name(f);
       LLVMSetLinkage(f, LLVMExternalLinkage);
       LLVMSetVisibility(f, LLVMHiddenVisibility);
@@ -377,31 +395,91 @@ static void ce_make_part(CeJob *j, const CeSplit *sp, int which) {
   }
 }
 
-/* The worker thread: part 1, from bitcode into its own context, to an object. */
-typedef struct CeWorker {
-  CeJob job;               /* the part */
-  const CeSplit *sp;       /* the partition */
-  LLVMMemoryBufferRef bc;  /* the module's bitcode */
-  double t_parse;          /* seconds to parse and cut */
-  bool ok;                 /* job succeeded */
-} CeWorker;
+/* The parts other than 0 are compiled by nthreads threads, part p >= 1 by thread
+ * ((p - 1) mod nthreads) + 1 (when there are fewer CPUs than parts, thread nthreads is the
+ * calling one, after part 0). Each thread reads the module's bitcode once into a context of its own and cuts
+ * it down to its parts; each part but its last is compiled from a clone of that module, which
+ * then drops the part (later clones are smaller). */
+typedef struct CePool {
+  const CeSetup *s;            /* target and pipelines */
+  const CeSplit *sp;           /* the partition */
+  LLVMMemoryBufferRef bc;      /* the module's bitcode */
+  const char *gemm_name;       /* the GEMM function's name (NULL: none) */
+  int nthreads;                /* threads sharing parts 1.. */
+  CeJob job[CE_MAX_PARTS];     /* per part: its job (object, error, times) */
+  bool ok[CE_MAX_PARTS];       /* per part: its job succeeded */
+  double t_parse[CE_MAX_PARTS]; /* per part: seconds to read or clone and cut it */
+} CePool;
 
-static void *ce_worker(void *arg) {
-  CeWorker *w = arg;
+typedef struct CeThread {
+  CePool *pl; /* the pool */
+  int t;      /* thread number, 1 .. nthreads */
+} CeThread;
+
+static int ce_owner(const CePool *pl, int p) { return (p - 1) % pl->nthreads + 1; }
+
+static void *ce_pool_thread(void *arg) {
+  const CeThread *me = arg;
+  CePool *pl = me->pl;
+  const CeSplit *sp = pl->sp;
+  int mine[CE_MAX_PARTS], nm = 0;
+  for (int p = 1; p < sp->nparts; p++)
+    if (ce_owner(pl, p) == me->t) mine[nm++] = p;
+  if (nm == 0) return NULL;
   double t0 = ce_now();
-  w->job.C = LLVMContextCreate();
-  if (LLVMParseBitcodeInContext2(w->job.C, w->bc, &w->job.M)) {
-    snprintf(w->job.err, sizeof w->job.err, "LLVM: cannot read back the module's bitcode");
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMModuleRef M0 = NULL;
+  if (LLVMParseBitcodeInContext2(C, pl->bc, &M0)) {
+    for (int i = 0; i < nm; i++)
+      snprintf(pl->job[mine[i]].err, sizeof pl->job[mine[i]].err, "LLVM: cannot read back the module's bitcode");
+    LLVMContextDispose(C);
     return NULL;
   }
-  ce_make_part(&w->job, w->sp, 1);
-  w->t_parse = ce_now() - t0;
-  w->ok = ce_run_job(&w->job, true);
+  bool keep[CE_MAX_PARTS] = {0};
+  for (int i = 0; i < nm; i++) keep[mine[i]] = true;
+  ce_cut(M0, sp, keep, NULL);
+  double t_read = ce_now() - t0;
+  for (int i = 0; i < nm; i++) {
+    int p = mine[i];
+    bool last = i == nm - 1;
+    CeJob *j = &pl->job[p];
+    j->s = pl->s;
+    j->gemm_name = pl->gemm_name;
+    j->ft = LLVMObjectFile;
+    j->C = C;
+    t0 = ce_now();
+    j->M = last ? M0 : LLVMCloneModule(M0);
+    bool only[CE_MAX_PARTS] = {0};
+    only[p] = true;
+    ce_cut(j->M, sp, only, j);
+    pl->t_parse[p] = ce_now() - t0 + (i == 0 ? t_read : 0);
+    pl->ok[p] = ce_run_job(j, true);
+    LLVMDisposeModule(j->M);
+    j->M = NULL;
+    if (!last) {
+      keep[p] = false;
+      ce_cut(M0, sp, keep, NULL);
+    }
+  }
+  LLVMContextDispose(C);
   return NULL;
 }
 
+/* CPUs this process may run on (its affinity mask: taskset limits it; HLOC_CPU_THREADS=N
+ * overrides). */
+static int ce_cpus(void) {
+  const char *force = getenv("HLOC_CPU_THREADS"); /* tests and experiments */
+  if (force && atoi(force) > 0) return atoi(force);
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+#endif
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
 /* Kernel functions of M and their weights; decides the partition. false: stay serial. */
-static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp, int *load) {
+static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
   const char *force = getenv("HLOC_CPU_SPLIT");
   if (force && *force == '0') return false;
   char run[520], run_mt[520];
@@ -430,31 +508,41 @@ static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp, int *load) {
   }
   bool go = n >= 2 && (force && *force == '1' ? true : total >= CE_SPLIT_MIN);
   if (go) {
+    /* the number of parts depends on the module only (the object is the same on any
+       machine); how many run at once depends on the CPUs */
+    int k = total / CE_PART_WEIGHT;
+    const char *want = getenv("HLOC_CPU_PARTS"); /* experiments */
+    if (want && atoi(want) > 0) k = atoi(want);
+    k = k < 2 ? 2 : k > CE_MAX_PARTS ? CE_MAX_PARTS : k;
+    if (k > n) k = n;
+    sp->nparts = k;
     sp->n = n;
     sp->total = total;
     sp->name = calloc((size_t)n, sizeof *sp->name);
     sp->part = calloc((size_t)n, sizeof *sp->part);
     bool *done = calloc((size_t)n, sizeof *done);
     HLO_ASSERT(sp->name && sp->part && done);
-    /* part 0 (the calling thread) also optimizes the run functions and assembles both parts
-       into the object: it starts with that share */
-    load[0] = final_w + total / 20;
-    load[1] = 0;
+    /* part 0 (the calling thread) also optimizes the run functions and joins the parts'
+       objects: it starts with that share; then largest function first, to the lightest */
+    for (int p = 0; p < k; p++) sp->load[p] = 0;
+    sp->load[0] = final_w + total / 20;
     for (int r = 0; r < n; r++) {
       int best = -1;
       for (int i = 0; i < n; i++)
         if (!done[i] && (best < 0 || w[i] > w[best])) best = i;
       done[best] = true;
-      int p = load[1] < load[0];
+      int p = 0;
+      for (int q = 1; q < k; q++)
+        if (sp->load[q] < sp->load[p]) p = q;
       sp->part[best] = p;
-      load[p] += w[best];
+      sp->load[p] += w[best];
     }
     for (int i = 0; i < n; i++) {
       sp->name[i] = ce_name(fs[i]);
       for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fs[i]); b; b = LLVMGetNextBasicBlock(b))
         for (LLVMValueRef in = LLVMGetFirstInstruction(b); in; in = LLVMGetNextInstruction(in)) {
           int no = LLVMGetNumOperands(in);
-          for (int k = 0; k < no; k++) ce_note_globals(sp, LLVMGetOperand(in, k), 0);
+          for (int q = 0; q < no; q++) ce_note_globals(sp, LLVMGetOperand(in, q), 0);
         }
     }
     free(done);
@@ -479,8 +567,7 @@ static void ce_free_job(CeJob *j) {
 }
 
 /* The split path (see the top of the file). */
-static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, const int *load, char **out,
-                          size_t *outlen) {
+static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, size_t *outlen) {
   HErr *err = cg->err;
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
   bool ok = false;
@@ -507,44 +594,54 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, const int *l
   }
   double t_ipo = ce_now() - t0;
   t0 = ce_now();
-  CeWorker w = {0};
-  w.job.s = s;
-  w.job.gemm_name = gname;
-  w.job.ft = LLVMObjectFile;
-  w.sp = sp;
-  w.bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
+  CePool *pl = calloc(1, sizeof *pl);
+  HLO_ASSERT(pl);
+  pl->s = s;
+  pl->sp = sp;
+  pl->gemm_name = gname;
+  pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
   double t_bc = ce_now() - t0;
-  pthread_t th;
+  /* threads: a thread of its own for every other part when there are CPUs for all;
+     otherwise one per CPU, this thread sharing the other parts after part 0 */
+  int cpus = ce_cpus();
+  bool shares = cpus < sp->nparts;
+  pl->nthreads = shares ? cpus : sp->nparts - 1;
+  int nworkers = shares ? pl->nthreads - 1 : pl->nthreads;
+  CeThread ths[CE_MAX_PARTS + 1];
+  pthread_t th[CE_MAX_PARTS + 1];
+  bool started[CE_MAX_PARTS + 1] = {0};
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setstacksize(&at, (size_t)16 << 20); /* LLVM recurses deeply on big functions */
-  bool started = pthread_create(&th, &at, ce_worker, &w) == 0;
+  for (int t = 1; t <= pl->nthreads; t++) {
+    ths[t] = (CeThread){pl, t};
+    if (t <= nworkers) started[t] = pthread_create(&th[t], &at, ce_pool_thread, &ths[t]) == 0;
+  }
   pthread_attr_destroy(&at);
-  if (!started) ce_worker(&w); /* no thread to be had: the same work, in turn */
   /* this thread: the driver's module keeps part 0, the run functions and the globals */
   double t1 = ce_now();
-  CeJob j0 = {0};
-  j0.s = s;
-  j0.C = cg->C;
-  j0.M = cg->M;
-  j0.gemm_name = gname;
-  j0.ft = LLVMObjectFile;
-  j0.relink = calloc((size_t)sp->n + 1, sizeof *j0.relink);
-  HLO_ASSERT(j0.relink);
+  CeJob *j0 = &pl->job[0];
+  j0->s = s;
+  j0->C = cg->C;
+  j0->M = cg->M;
+  j0->gemm_name = gname;
+  j0->ft = LLVMObjectFile;
+  j0->relink = calloc((size_t)sp->n + 1, sizeof *j0->relink);
+  HLO_ASSERT(j0->relink);
   for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     int p = ce_part_of(sp, f);
-    if (p == 1) {
+    if (p > 0) {
       ce_strip_body(f);
       LLVMSetVisibility(f, LLVMHiddenVisibility);
     } else if (p == 0 && (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
-      j0.relink[j0.nrelink++] = ce_name(f);
+      j0->relink[j0->nrelink++] = ce_name(f);
       LLVMSetLinkage(f, LLVMExternalLinkage);
       LLVMSetVisibility(f, LLVMHiddenVisibility);
     }
   }
-  /* globals part 1's code refers to: named local symbols (a .L label is not in the symbol
-     table), kept although nothing in this module may use them */
+  /* globals the other parts' code refers to: named local symbols (a .L label is not in the
+     symbol table), kept although nothing in this module may use them */
   if (sp->nglob > 0) {
     LLVMValueRef *used = calloc((size_t)sp->nglob, sizeof *used);
     HLO_ASSERT(used);
@@ -562,38 +659,63 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, const int *l
     LLVMSetSection(u, "llvm.metadata");
     free(used);
   }
-  double t_cut = ce_now() - t1;
-  bool ok0 = ce_run_job(&j0, true);
+  pl->t_parse[0] = ce_now() - t1;
+  pl->ok[0] = ce_run_job(j0, true);
+  j0->M = NULL; /* the driver's module: not ours to dispose */
+  /* then this thread's share of the other parts, and that of any thread that did not start */
+  if (shares) ce_pool_thread(&ths[pl->nthreads]);
+  for (int t = 1; t <= nworkers; t++)
+    if (!started[t]) ce_pool_thread(&ths[t]);
   t1 = ce_now();
-  if (started) pthread_join(th, NULL);
+  for (int t = 1; t <= nworkers; t++)
+    if (started[t]) pthread_join(th[t], NULL);
   double t_wait = ce_now() - t1;
-  LLVMDisposeMemoryBuffer(w.bc);
-  if (w.job.M) LLVMDisposeModule(w.job.M);
-  if (w.job.C) LLVMContextDispose(w.job.C);
-  const CeJob *bad = !ok0 ? &j0 : !w.ok ? &w.job : NULL;
-  if (bad) {
-    hlo_err(err, bad->err_in_cg ? cg->o->out_path : cg->m->file, NULL, NULL, "CPU target: %s", bad->err);
+  LLVMDisposeMemoryBuffer(pl->bc);
+  int bad = -1;
+  for (int p = 0; p < sp->nparts && bad < 0; p++)
+    if (!pl->ok[p]) bad = p;
+  double t_join = 0;
+  if (bad >= 0) {
+    const CeJob *bj = &pl->job[bad];
+    hlo_err(err, bj->err_in_cg ? cg->o->out_path : cg->m->file, NULL, NULL, "CPU target: %s",
+            bj->err[0] ? bj->err : "a part was not compiled");
     goto done;
   }
+  /* the parts' objects joined in part order: the object depends on the module only */
   t1 = ce_now();
-  char jm[300];
-  if (!cpu_elf_join(j0.out, j0.outlen, w.job.out, w.job.outlen, out, outlen, jm, sizeof jm)) {
-    hlo_err(err, cg->o->out_path, NULL, NULL, "CPU target: joining the two parts' objects failed: %s", jm);
-    goto done;
+  char *acc = pl->job[0].out;
+  size_t accn = pl->job[0].outlen;
+  pl->job[0].out = NULL;
+  for (int p = 1; p < sp->nparts; p++) {
+    char jm[300], *joined = NULL;
+    size_t jn = 0;
+    bool jok = cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
+    free(acc);
+    acc = joined;
+    accn = jn;
+    if (!jok) {
+      hlo_err(err, cg->o->out_path, NULL, NULL, "CPU target: joining the parts' objects failed: %s", jm);
+      goto done;
+    }
   }
-  double t_join = ce_now() - t1;
+  *out = acc;
+  *outlen = accn;
+  t_join = ce_now() - t1;
   ok = true;
-  if (timing)
-    fprintf(stderr,
-            "hloc cpu: split %d kernel functions (weights %d + %d of %d), ipsccp %.3f s, bitcode %.3f s, cut %.3f s\n"
-            "hloc cpu: part 0 + run functions (this thread) passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n"
-            "hloc cpu: part 1 (worker) parse %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n"
-            "hloc cpu: wait for the worker %.3f s, join %.3f s\n",
-            sp->n, load[0], load[1], sp->total, t_ipo, t_bc, t_cut, j0.t_opt, j0.c_opt, j0.t_cg, j0.c_cg, w.t_parse,
-            w.job.t_opt, w.job.c_opt, w.job.t_cg, w.job.c_cg, t_wait, t_join);
+  if (timing) {
+    fprintf(stderr, "hloc cpu: split %d kernel functions into %d parts (weight %d; %d threads), ipsccp %.3f s, bitcode %.3f s\n",
+            sp->n, sp->nparts, sp->total, pl->nthreads, t_ipo, t_bc);
+    for (int p = 0; p < sp->nparts; p++) {
+      const CeJob *j = &pl->job[p];
+      fprintf(stderr, "hloc cpu: part %d (weight %d%s) %s %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n",
+              p, sp->load[p], p ? "" : ", with the run functions", p ? "read or clone, cut" : "cut", pl->t_parse[p],
+              j->t_opt, j->c_opt, j->t_cg, j->c_cg);
+    }
+    fprintf(stderr, "hloc cpu: wait for the threads %.3f s, join %.3f s\n", t_wait, t_join);
+  }
 done:
-  ce_free_job(&j0);
-  ce_free_job(&w.job);
+  for (int p = 0; p < sp->nparts; p++) ce_free_job(&pl->job[p]);
+  free(pl);
   free(gname);
   return ok;
 }
@@ -670,7 +792,6 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   bool ok = false, locked = false;
   char *msg = NULL, *gname = NULL;
   CeSplit sp = {0};
-  int load[2] = {0, 0};
   LLVMTargetMachineRef TM = NULL;
   if (LLVMGetTargetFromTriple(triple, &s.T, &msg)) {
     hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple, msg ? msg : "");
@@ -716,8 +837,8 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
-  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg, cg->M, &sp, load)) {
-    ok = ce_emit_split(cg, &s, &sp, load, out, outlen);
+  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg, cg->M, &sp)) {
+    ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
   CeJob j = {0};
