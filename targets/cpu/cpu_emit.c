@@ -106,7 +106,6 @@ typedef struct CeJob {
   const CeSetup *s;        /* target and pipelines */
   LLVMContextRef C;        /* the module's context */
   LLVMModuleRef M;         /* the module */
-  const char *gemm_name;   /* name of the GEMM function (NULL: none) */
   LLVMCodeGenFileType ft;  /* object or assembly */
   int nrelink;             /* functions made external for optimization, internal again after */
   char **relink;           /* their names */
@@ -178,37 +177,48 @@ static void ce_llvm_args(void) {
 
 /* ------------------------------------------------------------------ pipelines */
 
-/* Optimize M with s->pipeline, the GEMM function (when M defines it) with the much lighter
+/* Whether f is defined and marked for the light pipeline (CPU_LIGHT_ATTR: the GEMM and its
+ * packing steps). */
+static bool ce_light(LLVMValueRef f) {
+  return LLVMCountBasicBlocks(f) > 0 &&
+         LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, CPU_LIGHT_ATTR, (unsigned)strlen(CPU_LIGHT_ATTR));
+}
+
+/* Optimize M with s->pipeline, the GEMM's functions (CPU_LIGHT_ATTR) with the much lighter
  * s->gemm_pipeline. The GEMM's IR is vectorized, blocked and tiled by construction:
  * default<O2> spends ~50 ms on it (instcombine, indvars, GVN, LICM, loop rotation over its
  * deep nests) for no measurable speed, while cleanup and hoisting keep its code as fast (same
  * GFLOP/s in tests/cpu/cpu_gemm_bench.c). The new pass manager skips optnone functions, so
- * the GEMM is optnone during the first run and every other function during the second
- * (optnone needs noinline, added where missing); both marks are removed before code
- * generation, which would otherwise select instructions without optimization. The GEMM is
- * found again by name: interprocedural passes (dead argument elimination) may replace it. */
+ * the light functions are optnone during the first run and every other function during the
+ * second (optnone needs noinline, added where missing); the marks are removed before code
+ * generation, which would otherwise select instructions without optimization. The light
+ * functions are found again by their attribute: interprocedural passes (dead argument
+ * elimination) may replace them. */
 static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
   const CeSetup *s = j->s;
-  LLVMValueRef g = s->gemm_pipeline && j->gemm_name ? LLVMGetNamedFunction(j->M, j->gemm_name) : NULL;
-  if (g && LLVMCountBasicBlocks(g) == 0) g = NULL;
-  if (!g) return LLVMRunPasses(j->M, s->pipeline, TM, po);
+  int nf = 0, nlight = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), nf++) nlight += ce_light(f);
+  if (!s->gemm_pipeline || nlight == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
   unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
   unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
   unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
-  if (!LLVMGetEnumAttributeAtIndex(g, fi, nik)) /* the GEMM is made noinline: keep it so */
-    LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
-  LLVMAddAttributeAtIndex(g, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) {
+    if (!ce_light(f)) continue;
+    if (!LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
+      LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
+    LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+  }
   LLVMErrorRef pe = LLVMRunPasses(j->M, s->pipeline, TM, po);
-  g = LLVMGetNamedFunction(j->M, j->gemm_name);
-  if (pe || !g) return pe;
-  LLVMRemoveEnumAttributeAtIndex(g, fi, onk);
-  int nf = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
+    if (ce_light(f)) LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
+  if (pe) return pe;
+  nf = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
   bool *added = calloc((size_t)nf + 1, sizeof *added);
   HLO_ASSERT(added);
   int i = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
-    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
+    if (ce_light(f) || LLVMCountBasicBlocks(f) == 0) continue;
     added[i] = !LLVMGetEnumAttributeAtIndex(f, fi, nik);
     if (added[i]) LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
     LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
@@ -216,7 +226,7 @@ static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPass
   pe = LLVMRunPasses(j->M, s->gemm_pipeline, TM, po);
   i = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
-    if (f == g || LLVMCountBasicBlocks(f) == 0) continue;
+    if (ce_light(f) || LLVMCountBasicBlocks(f) == 0) continue;
     LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
     if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
   }
@@ -404,7 +414,6 @@ typedef struct CePool {
   const CeSetup *s;            /* target and pipelines */
   const CeSplit *sp;           /* the partition */
   LLVMMemoryBufferRef bc;      /* the module's bitcode */
-  const char *gemm_name;       /* the GEMM function's name (NULL: none) */
   int nthreads;                /* threads sharing parts 1.. */
   CeJob job[CE_MAX_PARTS];     /* per part: its job (object, error, times) */
   bool ok[CE_MAX_PARTS];       /* per part: its job succeeded */
@@ -444,7 +453,6 @@ static void *ce_pool_thread(void *arg) {
     bool last = i == nm - 1;
     CeJob *j = &pl->job[p];
     j->s = pl->s;
-    j->gemm_name = pl->gemm_name;
     j->ft = LLVMObjectFile;
     j->C = C;
     t0 = ce_now();
@@ -497,7 +505,7 @@ static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
     const char *nm = LLVMGetValueName2(f, &nl);
     int c = ce_count_instrs(f);
     /* the GEMM's light pipeline makes its instructions cheaper than a kernel's */
-    if (cg->gemm_fn[0] && f == cg->gemm_fn[0]) c = c * 3 / 5;
+    if (ce_light(f)) c = c * 3 / 5;
     total += c;
     if ((nl == strlen(run) && !memcmp(nm, run, nl)) || (nl == strlen(run_mt) && !memcmp(nm, run_mt, nl))) {
       final_w += c;
@@ -572,23 +580,22 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
   bool ok = false;
   double t0 = ce_now();
-  char *gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
   /* Interprocedural constant propagation and dead argument elimination on the whole module
      first, as default<On> does at its start: the GEMM is called with some arguments the same
      at every call site (which epilogue, which operand layout), and specializing its body on
-     them halves its code. In the parts the GEMM is external, which would forbid it. The
+     them halves its code (and may leave a packing step no call reaches: global dead code
+     elimination drops it). In the parts the GEMM is external, which would forbid it. The
      passes may replace the GEMM function (same name). */
   {
     LLVMTargetMachineRef TM = ce_target_machine(s);
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef pe = TM ? LLVMRunPasses(cg->M, "ipsccp,deadargelim", TM, po) : NULL;
+    LLVMErrorRef pe = TM ? LLVMRunPasses(cg->M, "ipsccp,deadargelim,globaldce", TM, po) : NULL;
     LLVMDisposePassBuilderOptions(po);
     if (TM) LLVMDisposeTargetMachine(TM);
     if (pe) {
       char *em = LLVMGetErrorMessage(pe);
       hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
       LLVMDisposeErrorMessage(em);
-      free(gname);
       return false;
     }
   }
@@ -598,7 +605,6 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   HLO_ASSERT(pl);
   pl->s = s;
   pl->sp = sp;
-  pl->gemm_name = gname;
   pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
   double t_bc = ce_now() - t0;
   /* threads: a thread of its own for every other part when there are CPUs for all;
@@ -624,7 +630,6 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   j0->s = s;
   j0->C = cg->C;
   j0->M = cg->M;
-  j0->gemm_name = gname;
   j0->ft = LLVMObjectFile;
   j0->relink = calloc((size_t)sp->n + 1, sizeof *j0->relink);
   HLO_ASSERT(j0->relink);
@@ -716,7 +721,6 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
 done:
   for (int p = 0; p < sp->nparts; p++) ce_free_job(&pl->job[p]);
   free(pl);
-  free(gname);
   return ok;
 }
 
@@ -725,7 +729,6 @@ done:
  * instruction a kernel computes is named. For finding where compile time goes; the real
  * compilation follows unchanged. */
 static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
-  char *gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
   for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     char *fname = ce_name(f);
@@ -744,7 +747,6 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
     j.s = s;
     j.C = cg->C;
     j.M = M;
-    j.gemm_name = gname;
     j.ft = LLVMObjectFile;
     bool ok = ce_run_job(&j, true);
     fprintf(stderr, "hloc cpu: function %s (%s): passes %.4f s, code generation %.4f s, %zu bytes%s\n", fname,
@@ -753,7 +755,6 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
     LLVMDisposeModule(M);
     free(fname);
   }
-  free(gname);
 }
 
 /* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads: the
@@ -790,7 +791,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   s.cgl = s.lvl == 0 ? LLVMCodeGenLevelNone : s.lvl == 1 ? LLVMCodeGenLevelLess
           : s.lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
   bool ok = false, locked = false;
-  char *msg = NULL, *gname = NULL;
+  char *msg = NULL;
   CeSplit sp = {0};
   LLVMTargetMachineRef TM = NULL;
   if (LLVMGetTargetFromTriple(triple, &s.T, &msg)) {
@@ -845,8 +846,6 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   j.s = &s;
   j.C = cg->C;
   j.M = cg->M;
-  gname = cg->gemm_fn[0] ? ce_name(cg->gemm_fn[0]) : NULL;
-  j.gemm_name = gname;
   j.ft = o->emit == CPU_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile;
   if (!ce_run_job(&j, o->emit != CPU_EMIT_LLVM)) {
     hlo_err(err, j.err_in_cg ? o->out_path : cg->m->file, NULL, NULL, "CPU target: %s", j.err);
@@ -874,7 +873,6 @@ done:
     pthread_mutex_unlock(&ce_cl_lock);
   }
   ce_free_split(&sp);
-  free(gname);
   if (msg) LLVMDisposeMessage(msg);
   if (TM) LLVMDisposeTargetMachine(TM);
   LLVMDisposeMessage(deftriple);

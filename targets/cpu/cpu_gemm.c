@@ -645,20 +645,87 @@ static CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft) {
   return k;
 }
 
+/* Mark fn a GEMM function: cpu_emit.c gives it the light pipeline (CPU_LIGHT_ATTR); on
+ * AVX-512 it asks for full-width vectors (CPUs tuned to prefer 256-bit vectors, e.g.
+ * sapphirerapids, would split the explicit 512-bit vectors in two). */
+static void gm_mark(CpuCg *cg, LLVMValueRef fn, const GmCfg *c) {
+  LLVMAddTargetDependentFunctionAttr(fn, CPU_LIGHT_ATTR, "1");
+  if (c->vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
+  (void)cg;
+}
+
+/* The packing steps of the GEMM as functions of their own (made once each, called once per
+ * block): the GEMM with every packing inlined was one function, and the longest single job
+ * of a module's compilation (0.15-0.2 s of code generation for a training step's, with
+ * convolution packing, at AVX-512); apart, they are optimized and compiled in parallel parts
+ * (cpu_emit.c). Each takes the GEMM's parameters, then the destination panel and four i64
+ * (GS_PACK_B: pc, kc, jc, nc; GS_PACK_A, GS_PACK_CONV: ic, mc, pc, kc). */
+typedef enum { GS_PACK_B, GS_PACK_A, GS_PACK_CONV, GS_COUNT } GmStep;
+
+static LLVMTypeRef gm_step_type(CpuCg *cg) {
+  LLVMTypeRef ps[GP_COUNT + 5];
+  for (int j = 0; j < GP_COUNT + 5; j++) ps[j] = cg->i64;
+  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] = cg->ptr;
+  ps[GP_COUNT] = cg->ptr;
+  return LLVMFunctionType(cg->vd, ps, GP_COUNT + 5, 0);
+}
+
+static LLVMValueRef gm_step_function(CpuCg *cg, GmStep which) {
+  LLVMValueRef *slot = &cg->gemm_step_fn[which];
+  if (*slot) return *slot;
+  GmCfg c = gm_cfg(cg);
+  static const char *const names[GS_COUNT] = {"pack_b", "pack_a", "pack_conv"};
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_f32_%s", cg->o->name, names[which]);
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
+  gm_mark(cg, k->fn, &c);
+  LLVMValueRef P[GP_COUNT], x[4];
+  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(k->fn, (unsigned)j);
+  LLVMValueRef dst = LLVMGetParam(k->fn, GP_COUNT);
+  for (int j = 0; j < 4; j++) x[j] = LLVMGetParam(k->fn, (unsigned)(GP_COUNT + 1 + j));
+  switch (which) {
+  case GS_PACK_B: gm_pack_b(k, &c, P, dst, x[0], x[1], x[2], x[3]); break;
+  case GS_PACK_A: gm_pack_a(k, &c, P, dst, x[0], x[1], x[2], x[3]); break;
+  case GS_PACK_CONV: {
+    LLVMValueRef zp = cpu_alloca(k, cg->f32); /* the zero that padding taps read */
+    LLVMBuildStore(k->B, LLVMConstReal(cg->f32, 0.0), zp);
+    gm_pack_a_conv(k, &c, P, dst, x[0], x[1], x[2], x[3], zp);
+    break;
+  }
+  case GS_COUNT: break;
+  }
+  LLVMBuildRetVoid(k->B);
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  *slot = k->fn;
+  return k->fn;
+}
+
+static void gm_call_step(CpuKern *k, GmStep which, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef a0,
+                         LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3) {
+  LLVMValueRef args[GP_COUNT + 5];
+  for (int j = 0; j < GP_COUNT; j++) args[j] = P[j];
+  args[GP_COUNT] = dst;
+  args[GP_COUNT + 1] = a0;
+  args[GP_COUNT + 2] = a1;
+  args[GP_COUNT + 3] = a2;
+  args[GP_COUNT + 4] = a3;
+  LLVMBuildCall2(k->B, gm_step_type(k->cg), k->cg->gemm_step_fn[which], args, GP_COUNT + 5, "");
+}
+
 /* The GEMM function of the module, made once: A is read through strides, or (when its conv
  * argument is not NULL) packed from a convolution input. */
 static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef *slot = &cg->gemm_fn[0];
   if (*slot) return *slot;
   GmCfg c = gm_cfg(cg);
+  for (int w = 0; w < GS_COUNT; w++) gm_step_function(cg, (GmStep)w);
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_f32", cg->o->name);
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   LLVMValueRef fn = k->fn;
-  /* CPUs tuned to prefer 256-bit vectors (e.g. sapphirerapids) would split the micro-kernel's
-   * explicit 512-bit vectors in two: this function asks for full width */
-  if (c.vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
+  gm_mark(cg, fn, &c);
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(fn, (unsigned)j);
   unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
@@ -666,8 +733,6 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMTypeRef tile_ty = LLVMArrayType2(cg->f32, (uint64_t)(c.mr * c.nr));
   LLVMValueRef tile = cpu_alloca(k, tile_ty);
   LLVMSetAlignment(tile, 64);
-  LLVMValueRef zp = cpu_alloca(k, cg->f32); /* the zero that padding taps read */
-  LLVMBuildStore(k->B, LLVMConstReal(cg->f32, 0.0), zp);
   /* block sizes actually used (as gm_pack_bytes) */
   LLVMValueRef M = P[GP_M], N = P[GP_N], K = P[GP_K];
   LLVMValueRef kcb = gmin(k, gi(k, c.kc), K);
@@ -703,7 +768,7 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     skip = LLVMBuildOr(k->B, skip, pre, "");
     GIf pb;
     gif_open(k, &pb, LLVMBuildNot(k->B, skip, ""), false);
-    gm_pack_b(k, &c, P, bpc, pc, kc, jc, nc);
+    gm_call_step(k, GS_PACK_B, P, bpc, pc, kc, jc, nc);
     gif_close(k, &pb);
   }
   LLVMValueRef ic = gloop(k, &lic, io, LLVMBuildSelect(k->B, res, gmin(k, M, gadd(k, io, gi(k, c.mc))), M, ""), c.mc);
@@ -715,10 +780,10 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef apc = LLVMBuildSelect(k->B, apre, gfp(k, P[GP_APRE], gadd(k, gmul(k, ic, K), gmul(k, pc, mcr))), ap, "");
   GIf pk, pn;
   gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
-  gm_pack_a_conv(k, &c, P, ap, ic, mc, pc, kc, zp);
+  gm_call_step(k, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
   gif_else(k, &pk);
   gif_open(k, &pn, LLVMBuildNot(k->B, apre, ""), false);
-  gm_pack_a(k, &c, P, ap, ic, mc, pc, kc);
+  gm_call_step(k, GS_PACK_A, P, ap, ic, mc, pc, kc);
   gif_close(k, &pn);
   gif_close(k, &pk);
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);

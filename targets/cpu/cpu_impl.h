@@ -78,7 +78,12 @@ typedef struct CpuCg {
   LLVMValueRef gemm_packb_fn; /* cpu_gemm.c's B-packing function (split products), made on
                                  first use */
   LLVMValueRef gemm_packa_fn; /* and its A-packing function */
+  LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
 } CpuCg;
+
+/* String attribute of the functions whose IR is vectorized and blocked by construction (the
+ * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
+#define CPU_LIGHT_ATTR "hloc-light"
 
 /* The read-only global holding a constant instruction's literal (made once). */
 LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
