@@ -26,8 +26,9 @@
 # i.e. everything LLVM derives for the CPU with 512-bit vectors allowed; override with
 # HLOC_BENCH_BUNDLE_CPU / HLOC_BENCH_BUNDLE_FEATURES), statically linked drivers, SGEMM and
 # memcpy, and DIR/run.sh, which runs each model pinned to cores 0,1 (taskset) and prints a table
-# beside xla_cpu_2c_run_s. Result checksums from this host are recorded so run.sh can flag a
-# result that differs.
+# beside xla_cpu_2c_run_s, and hloc's compile time there (a statically linked hloc, default
+# flags: the host CPU; median of 5, on all cores and pinned to the same two). Result checksums
+# from this host are recorded so run.sh can flag a result that differs.
 #
 # Limits (environment): HLOC_BENCH_BUDGET seconds of timed runs per model and thread count
 # (default 5), HLOC_BENCH_RUN_CAP seconds per driver process (default 60; a model slower than
@@ -97,6 +98,18 @@ build_tools() {
   for t in hloc hloc-bench-ref; do
     [ -x "$build/$t" ] || { echo "bench: $build/$t is missing (build it, or drop --no-build)"; exit 1; }
   done
+}
+# hloc linked statically against LLVM 19's static libraries (for a machine without LLVM):
+# into $1; false (log in $1.log) when it does not link
+link_static_hloc() {
+  local o=$1 libs
+  libs=$(llvm-config-19 --link-static --libs all 2>/dev/null | tr ' ' '\n' | grep -v -i polly | tr '\n' ' ')
+  [ -n "$libs" ] && [ -f "$build/CMakeFiles/hloc.dir/tools/hloc.c.o" ] || return 1
+  (cd "$build" && c++ -O2 -o "$o" CMakeFiles/hloc.dir/tools/hloc.c.o libhloc_proto.a libhloc_targets.a \
+    libhloc_optimizer.a libhloc_layout.a libhloc_memplan.a libhloc_hlo.a /usr/lib/x86_64-linux-gnu/libprotobuf-c.a \
+    libhloc_optimizer.a libhloc_layout.a libhloc_memplan.a libhloc_hlo.a -L"$(llvm-config-19 --libdir)" $libs \
+    -static-libstdc++ -static-libgcc -lrt -ldl -lm -lz -l:libzstd.so.1 -lpthread -Wl,--gc-sections) >"$o.log" 2>&1 &&
+    strip "$o"
 }
 # compile model $1 into dir $2 with extra hloc flags $3...; prints the median wall time, or
 # "F" on failure (message in $2/compile.log)
@@ -190,6 +203,18 @@ bin/sgemm    OpenBLAS SGEMM 2048^3 at 1 and 2 threads; bin/memcpy  64 MiB memcpy
 models.tsv   model, FLOPs, bytes in+out, this host's result checksum, non-finite count,
              XLA cpu 2c and 16c run seconds (../shared/corpus/baselines.json)
 EOF
+  # compile time on that machine: hloc linked statically against LLVM (xz-compressed; libzstd
+  # beside it), and the bench modules
+  if link_static_hloc "$work/hloc-static"; then
+    xz -T2 -6 -c "$work/hloc-static" >"$bundle/bin/hloc.xz"
+    zstd_so=$(ldd "$work/hloc-static" | awk '/libzstd/ { print $3 }')
+    [ -n "$zstd_so" ] && cp "$zstd_so" "$bundle/bin/"
+    mkdir -p "$bundle/modules"
+    for m in $models; do cp "$corpus/bench/$m/module.pb" "$bundle/modules/$m.pb"; done
+    echo "  hloc: statically linked, $(du -h "$bundle/bin/hloc.xz" | cut -f1) compressed (compile times on the device)"
+  else
+    echo "  hloc: static link failed ($work/hloc-static.log): no compile times on the device"
+  fi
   cp "$root/tools/bench/run.sh" "$bundle/run.sh"
   chmod +x "$bundle/run.sh"
   echo "bundle: $(du -sh "$bundle" | cut -f1) in $bundle; on the device: bash $bundle/run.sh"

@@ -7,7 +7,8 @@
 #   BUDGET=5 CAP=300 bash run.sh     seconds of timed runs per model and thread count; cap per run
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
-# SGEMM and memcpy on the same cores, then per model the median run time serial and on
+# SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
+# bundle has the statically linked hloc), then per model the median run time serial and on
 # THREADS threads, GFLOP/s (or GB/s for models without dot/convolution), XLA's CPU time on 2
 # cores from baselines.json (measured pinned to 2 cores on the 16-core Xeon of the H200 host),
 # the ratio, and a check of the results against the checksum recorded on the build host
@@ -38,6 +39,31 @@ echo "   load average $(cut -d' ' -f1-3 /proc/loadavg)"
 sg=$(run 600 "${pin[@]}" "$here/bin/sgemm" 2048 5)
 mc=$(run 300 "${pin[@]}" "$here/bin/memcpy")
 printf '%s\n%s\n' "$sg" "$mc"
+
+# hloc's compile time on this machine (default flags: this host's CPU), all cores and pinned
+ctimes=$here/compile.tsv
+: >"$ctimes"
+if [ -f "$here/bin/hloc.xz" ]; then
+  hl=$here/bin/hloc
+  [ -x "$hl" ] || { xz -dc "$here/bin/hloc.xz" >"$hl" 2>/dev/null ||
+    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$here/bin/hloc.xz" "$hl"; chmod +x "$hl"; }
+  export LD_LIBRARY_PATH="$here/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  ctime() { # model, pin...: median wall seconds of 5 compilations
+    local m=$1; shift
+    for r in 1 2 3 4 5; do
+      local t0 t1; t0=$(date +%s.%N)
+      "$@" "$hl" "$here/modules/$m.pb" -o "$here/ct-$m.o" --name m >/dev/null 2>>"$here/run.log" || { echo F; return; }
+      t1=$(date +%s.%N); echo "$t1 - $t0" | bc
+    done | sort -n | sed -n 3p
+  }
+  echo "== compile time (median of 5; all $(nproc) cores / pinned to $cores)"
+  for f in "$here"/modules/*.pb; do
+    m=$(basename "$f" .pb)
+    a=$(ctime "$m") b=$(ctime "$m" "${pin[@]}")
+    printf '%s\t%s\t%s\n' "$m" "$a" "$b" >>"$ctimes"
+    echo "   $m: $a s / $b s"
+  done
+fi
 
 rows=$here/rows.tsv
 : >"$rows"
@@ -84,6 +110,14 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       else if ($3 == "T" && num($6)) v = "no"
       printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v, $8
     }' "$rows"
+  if [ -s "$ctimes" ]; then
+    echo
+    echo "hloc compile time on this machine (statically linked hloc, default flags; median of 5 wall seconds):"
+    echo
+    echo "| model | all $(nproc) cores | pinned to $cores |"
+    echo "|---|---:|---:|"
+    awk -F'\t' '{ printf "| %s | %s | %s |\n", $1, $2, $3 }' "$ctimes"
+  fi
   echo
   echo "Same cores: OpenBLAS SGEMM 2048³ $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=1')") GFLOP/s on 1 thread, $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')") on 2 (kernels $(kv kernels "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')"), OPENBLAS_CORETYPE $(kv coretype "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')")); memcpy 64 MiB $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=1')") GB/s on 1 thread, $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=2')") on 2 (read + write)."
 } >"$out"
