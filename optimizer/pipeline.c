@@ -20,7 +20,8 @@
  * "inference" (batch-norm folding into constant weights, then the clean-up passes again, to
  * a fixed point), "layout" (once: transposes folded into dot/convolution dimension numbers,
  * convolutions put in the CPU's NHWC/HWIO form), "layout-cleanup" (transposes sunk towards
- * their users until they cancel, with the clean-up passes, to a fixed point), "fusion" (once:
+ * their users until they cancel, and per-output factors pulled out of sums (reduce-factor),
+ * with the clean-up passes, to a fixed point), "fusion" (once:
  * fusion, then DCE) and "schedule" (once: the entry reordered for the least scratch). */
 #include "memplan.h"
 #include "optimizer.h"
@@ -59,7 +60,8 @@ static const Stage pipeline[] = {
     {"inference", true, {"fold-batchnorm", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"layout", false, {"transpose-fold", "conv-layout", NULL}},
     {"layout-cleanup", true,
-     {"transpose-sink", "transpose-fold", "algsimp", "constant-fold", "cse", "dce", NULL}},
+     {"transpose-sink", "transpose-fold", "algsimp", "reduce-factor", "constant-fold", "cse", "dce",
+      NULL}},
     {"fusion", false, {"fusion", "dce", NULL}},
     {"schedule", false, {"schedule", NULL}},
 };
