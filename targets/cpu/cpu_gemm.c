@@ -97,11 +97,13 @@ static GmCfg gm_cfg(CpuCg *cg) {
   bool avx = avx512 || strstr(feat, "+avx") || (strcmp(cpu, "generic") && strcmp(cpu, "x86-64") &&
                                                 !strstr(feat, "-avx"));
   GmCfg c;
-  /* AVX-512: KC = 384 (a 32-column B micro-panel of 48 KiB: L1 and L2 share it) measured
-     faster than 256 on the device host's Xeon, 2 cores, in both rounds of an A/B on mlp,
-     simple_cnn and bert_base (mlp 5.3/4.8 -> 4.7/4.7 ms, simple_cnn 1.75 -> 1.31/1.45 s);
-     tiles 14x32, 8x32 and 6x64 were no better overall (HLOC_CPU_GEMM_TILE) */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 384, 2048};
+  /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) measured
+     faster than 384, and 384 faster than 256, on the device host's Xeon (2 cores, variants
+     interleaved, two rounds each: 384 vs 256 on mlp, simple_cnn and bert_base, e.g.
+     simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
+     all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
+     6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048};
   else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024};
   else c = (GmCfg){4, 6, 8, 96, 256, 256};
   LLVMDisposeMessage(hostcpu);

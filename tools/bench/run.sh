@@ -5,6 +5,7 @@
 #   bash run.sh                      every model pinned to cores 0,1, serial and 2 threads
 #   CORES=0-15 THREADS=16 bash run.sh
 #   BUDGET=5 CAP=300 bash run.sh     seconds of timed runs per model and thread count; cap per run
+#   COMPILE_ONLY=1 bash run.sh       only the machine line and the compile times
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
 # SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
@@ -36,9 +37,12 @@ amx=no; grep -q amx_tile /proc/cpuinfo && amx=yes
 : >"$here/run.log"
 echo "== $stamp on $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx; pinned to cores $cores, $threads threads"
 echo "   load average $(cut -d' ' -f1-3 /proc/loadavg)"
-sg=$(run 600 "${pin[@]}" "$here/bin/sgemm" 2048 5)
-mc=$(run 300 "${pin[@]}" "$here/bin/memcpy")
-printf '%s\n%s\n' "$sg" "$mc"
+sg="" mc=""
+if [ "${COMPILE_ONLY:-0}" != 1 ]; then
+  sg=$(run 600 "${pin[@]}" "$here/bin/sgemm" 2048 5)
+  mc=$(run 300 "${pin[@]}" "$here/bin/memcpy")
+  printf '%s\n%s\n' "$sg" "$mc"
+fi
 
 # hloc's compile time on this machine (default flags: this host's CPU), all cores and pinned
 ctimes=$here/compile.tsv
@@ -53,7 +57,7 @@ if [ -f "$here/bin/hloc.xz" ]; then
     for r in 1 2 3 4 5; do
       local t0 t1; t0=$(date +%s.%N)
       "$@" "$hl" "$here/modules/$m.pb" -o "$here/ct-$m.o" --name m >/dev/null 2>>"$here/run.log" || { echo F; return; }
-      t1=$(date +%s.%N); echo "$t1 - $t0" | bc
+      t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
     done | sort -n | sed -n 3p
   }
   echo "== compile time (median of 5; all $(nproc) cores / pinned to $cores)"
@@ -64,6 +68,8 @@ if [ -f "$here/bin/hloc.xz" ]; then
     echo "   $m: $a s / $b s"
   done
 fi
+
+[ "${COMPILE_ONLY:-0}" = 1 ] && exit 0
 
 rows=$here/rows.tsv
 : >"$rows"
