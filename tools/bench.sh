@@ -26,7 +26,9 @@
 # i.e. everything LLVM derives for the CPU with 512-bit vectors allowed; override with
 # HLOC_BENCH_BUNDLE_CPU / HLOC_BENCH_BUNDLE_FEATURES), statically linked drivers, SGEMM and
 # memcpy, and DIR/run.sh, which runs each model pinned to cores 0,1 (taskset) and prints a table
-# beside xla_cpu_2c_run_s, and hloc's compile time there (a statically linked hloc, default
+# beside xla_cpu_2c_run_s and ONNX Runtime there (its Python package, when the machine has it:
+# tools/bench/ort_bench.py on the peers' ONNX models, pinned the same way), and hloc's compile
+# time there (a statically linked hloc, default
 # flags: the host CPU; median of 5, on all cores and pinned to the same two). Result checksums
 # from this host are recorded so run.sh can flag a result that differs.
 #
@@ -181,14 +183,21 @@ if [ -n "$bundle" ]; then
       "$(baseline "$m" xla_cpu_2c_run_s)" "$(baseline "$m" xla_cpu_16c_run_s)" >>"$bundle/models.tsv"
     echo "  $m: compiled in ${ct}s, $(du -h "$bundle/bin/$m" | cut -f1), host checksum $asum"
   done
-  # SGEMM statically against OpenBLAS when the static library links, else dynamically
+  # SGEMM against the device's own OpenBLAS (it has one; a static copy from here picked its
+  # Prescott kernels there, and took 25 MB of the bundle), statically where asked
   blas_a=$(ls /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -n 1)
-  if [ -n "$blas_a" ] && $cc -O2 -static "$root/tools/bench/sgemm.c" "$blas_a" -lpthread -lm \
-      -o "$bundle/bin/sgemm" 2>"$work/sgemm-link.log"; then
+  if [ "${HLOC_BENCH_BUNDLE_STATIC_BLAS:-0}" = 1 ] && [ -n "$blas_a" ] &&
+      $cc -O2 -static "$root/tools/bench/sgemm.c" "$blas_a" -lpthread -lm -o "$bundle/bin/sgemm" 2>"$work/sgemm-link.log"; then
     echo "  sgemm: static OpenBLAS"
   else
     $cc -O2 "$root/tools/bench/sgemm.c" -lopenblas -lm -o "$bundle/bin/sgemm" &&
-      echo "  sgemm: linked against the machine's libopenblas.so (static link failed)"
+      echo "  sgemm: linked against the machine's libopenblas.so"
+  fi
+  # ONNX Runtime on the same machine when it has the Python package: the peers' models
+  if [ -d "$peers/onnx" ]; then
+    mkdir -p "$bundle/onnx"
+    for m in $models; do [ -f "$peers/onnx/$m.onnx" ] && cp "$peers/onnx/$m.onnx" "$bundle/onnx/"; done
+    cp "$root/tools/bench/ort_bench.py" "$bundle/"
   fi
   $cc -O2 -static "$root/tools/bench/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
   strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" 2>/dev/null || true

@@ -9,7 +9,8 @@
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
 # SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
-# bundle has the statically linked hloc), then per model the median run time serial and on
+# bundle has the statically linked hloc), ONNX Runtime on the same cores (when the machine has
+# its Python package; ort_bench.py, serial and THREADS), then per model the median run time serial and on
 # THREADS threads, GFLOP/s (or GB/s for models without dot/convolution), XLA's CPU time on 2
 # cores from baselines.json (measured pinned to 2 cores on the 16-core Xeon of the H200 host),
 # the ratio, and a check of the results against the checksum recorded on the build host
@@ -71,6 +72,20 @@ fi
 
 [ "${COMPILE_ONLY:-0}" = 1 ] && exit 0
 
+# ONNX Runtime on the same cores, when this machine has its Python package
+ort=$here/ort.tsv
+: >"$ort"
+if [ -f "$here/ort_bench.py" ] && [ -d "$here/onnx" ] && python3 -c 'import onnxruntime' 2>/dev/null; then
+  echo "== ONNX Runtime (Python) on cores $cores"
+  for t in 1 "$threads"; do
+    timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
+      python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l); print("%s\t%s\t%.9f\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"]))' >>"$ort"
+  done
+  cat "$ort"
+fi
+
 rows=$here/rows.tsv
 : >"$rows"
 while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
@@ -99,9 +114,9 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
   echo "hloc device run, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx."
   echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
   echo
-  echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | check |"
-  echo "|---|---:|---:|---:|---:|---:|---|---|"
-  awk -F'\t' -v cap="$cap" '
+  echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | ORT 1t ms | ORT ${threads}t ms | ORT / hloc (1t, ${threads}t) | check |"
+  echo "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
+  awk -F'\t' -v cap="$cap" -v th="$threads" -v ortf="$ort" '
     function ms(x) {
       if (x == "T") return "> " cap " s"
       if (x == "F" || x == "") return "failed"
@@ -109,12 +124,16 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       return x < 10 ? sprintf("%.2f", x) : x < 100 ? sprintf("%.1f", x) : sprintf("%.0f", x)
     }
     function num(x) { return x != "" && x != "T" && x != "F" && x != "-" }
+    BEGIN { while ((getline l < ortf) > 0) { split(l, f, "\t"); o[f[1], f[2]] = f[3] } }
     {
       rate = "–"; r = "–"; v = "–"
       if (num($3)) rate = $4 > 0 ? sprintf("%.1f GFLOP/s", $4 / $3 * 1e-9) : sprintf("%.1f GB/s", $5 / $3 * 1e-9)
       if (num($3) && num($6)) { r = sprintf("%.2f", $3 / $6); v = $3 <= $6 ? "yes" : "no" }
       else if ($3 == "T" && num($6)) v = "no"
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v, $8
+      o1 = o[$1, 1]; o2 = o[$1, th]; q = "–"
+      if (num(o1) && num(o2) && num($2) && num($3)) q = sprintf("%.2f, %.2f", o1 / $2, o2 / $3)
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v,
+        num(o1) ? ms(o1) : "–", num(o2) ? ms(o2) : "–", q, $8
     }' "$rows"
   if [ -s "$ctimes" ]; then
     echo
