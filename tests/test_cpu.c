@@ -80,10 +80,11 @@ static void tc_check_driver(const char *dir, const char *datadir, double rtol, c
 
 /* ------------------------------------------------------------------ corpus fixtures */
 
-static void tc_fixture_ex(const char *name, double rtol, bool optimize) {
-  char path[1024], datadir[512];
-  snprintf(datadir, sizeof datadir, HLOC_CORPUS_DIR "/fixtures/%s", name);
-  snprintf(path, sizeof path, "%s/module.pb", datadir);
+/* Compile datadir/file (optimized or not), run it through the driver on datadir's inputs and
+ * compare with its outputs, serially and on 2 threads. */
+static void tc_case(const char *datadir, const char *file, const char *name, double rtol, bool optimize) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", datadir, file);
   HErr err = {0};
   HModule *m = proto_load_file(path, &err);
   cr_assert(m, "%s", err.msg);
@@ -98,6 +99,12 @@ static void tc_fixture_ex(const char *name, double rtol, bool optimize) {
   tc_check_driver(dir, datadir, rtol, name);
   ct_rmdir(dir);
   free(dir);
+}
+
+static void tc_fixture_ex(const char *name, double rtol, bool optimize) {
+  char datadir[512];
+  snprintf(datadir, sizeof datadir, HLOC_CORPUS_DIR "/fixtures/%s", name);
+  tc_case(datadir, "module.pb", name, rtol, optimize);
 }
 
 static void tc_fixture(const char *name, double rtol) { tc_fixture_ex(name, rtol, false); }
@@ -115,6 +122,18 @@ Test(cpu, fused_resnet_block, .timeout = 300) { tc_fixture_opt("resnet_block", 1
 Test(cpu, fused_resnet18, .timeout = 300) { tc_fixture_opt("resnet18", 1e-4); }
 Test(cpu, fused_bert_base, .timeout = 300) { tc_fixture_opt("bert_base", 1e-4); }
 Test(cpu, fused_simple_cnn_train_step, .timeout = 300) { tc_fixture_opt("simple_cnn_train_step", 1e-3); }
+
+/* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) exported by
+ * JAX with XLA's outputs, as written and after the optimizer. */
+Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
+  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char datadir[512];
+    snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
+    tc_case(datadir, "module.hlo", names[i], 1e-4, false);
+    tc_case(datadir, "module.hlo", names[i], 1e-4, true);
+  }
+}
 
 Test(cpu, fixture_elementwise_chain, .timeout = 300) { tc_fixture("elementwise_chain", 1e-4); }
 Test(cpu, fixture_mlp, .timeout = 300) { tc_fixture("mlp", 1e-4); }

@@ -1011,3 +1011,17 @@ Test(interp, corpus_fixtures, .timeout = 300) {
   cr_assert_eq(failed, 0, "%d of %d fixture runs failed (see stderr)", failed, total);
   cr_assert_gt(total, 0, "every fixture was skipped");
 }
+
+/* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) exported by
+ * JAX with XLA's outputs (tools/export_conv_cases.py), which the corpus does not have. */
+Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
+  const char *dir = HLOC_TEST_DIR "/xla_cases";
+  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
+  int failed = 0;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    double s = 0;
+    bool skipped = false;
+    if (!run_fixture(dir, names[i], "module.hlo", &s, &skipped) || skipped) failed++;
+  }
+  cr_assert_eq(failed, 0, "%d of the XLA cases failed (see stderr)", failed);
+}

@@ -6,7 +6,8 @@
 # needs neither LLVM nor protobuf-c): hloc --target=cuda per fixture, the driver
 # tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
 # toolkit's stub library) and the libraries the model's header lists (MODEL_CUDA_LIBS:
-# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside. Then the same for
+# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside; the same for the
+# grouped convolutions of tests/xla_cases (XLA's outputs, as xla_<case>). Then the same for
 # every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
@@ -33,6 +34,16 @@ for f in "$CORPUS"/*/; do
     "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
     -lpthread -lm -o "$OUT/$n/run"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
+done
+for f in "$ROOT"/tests/xla_cases/*/; do
+  n=xla_$(basename "$f")
+  mkdir -p "$OUT/$n"
+  "$BUILD/hloc" "$f/module.hlo" --target=cuda --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
+  libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
+  cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
+    "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
+    -lpthread -lm -o "$OUT/$n/run"
+  cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/"
 done
 for f in "$ROOT"/tests/cuda/cases/*.hlo; do
   for layout in nchw nhwc; do
