@@ -1,13 +1,16 @@
 /* hlo/io.c: whole-file reads and atomic writes.
  *
  * Outputs are written to a temporary file beside the target and renamed into place, so a
- * failure never leaves a partial file under the requested name. */
+ * failure never leaves a partial file under the requested name. A path that exists and is
+ * not a regular file (/dev/null, a FIFO, a terminal) is written in place instead: renaming
+ * over it would replace the device node with a file (as root, `-o /dev/null` did). */
 #include "hlo.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err) {
@@ -48,6 +51,18 @@ bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err) {
 }
 
 bool hlo_write_file_atomic(const char *path, const void *data, size_t len, HErr *err) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      hlo_err(err, path, NULL, NULL, "cannot write: it is a directory");
+      return false;
+    }
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(data, 1, len, f) == len;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) hlo_err(err, path, NULL, NULL, "cannot write: %s", strerror(errno ? errno : EIO));
+    return ok;
+  }
   size_t n = strlen(path);
   char *tmp = malloc(n + 32);
   snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,4 +154,41 @@ Test(tools, hloc_run_matches_xla) {
   cr_expect_eq(r->rc, 1);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   run("rm -rf %s", dir);
+}
+
+/* hlo_write_file_atomic: a regular file is replaced through a temporary and a rename; a path
+ * that is not a regular file (a FIFO here, /dev/null for users) is written in place and stays
+ * what it was (a rename over /dev/null as root replaced the device with a file); a directory
+ * is refused with a message. */
+Test(tools, output_to_special_files) {
+  char dir[] = "/tmp/hloc_io_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512], got[64];
+  HErr err = {0};
+  snprintf(path, sizeof path, "%s/plain", dir);
+  cr_assert(hlo_write_file_atomic(path, "abc", 3, &err), "%s", err.msg);
+  slurp(path, got, sizeof got);
+  cr_expect_str_eq(got, "abc");
+  snprintf(path, sizeof path, "%s/fifo", dir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) { /* the reader: exit 0 when it got the bytes (killed after 10 s if not) */
+    alarm(10);
+    char b[16] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(b, 1, sizeof b - 1, f) : 0;
+    _exit(k == 5 && !memcmp(b, "hello", 5) ? 0 : 1);
+  }
+  cr_expect(hlo_write_file_atomic(path, "hello", 5, &err), "%s", err.msg);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the FIFO's reader did not get the bytes");
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0);
+  cr_expect(S_ISFIFO(sb.st_mode), "the FIFO was replaced by a file");
+  cr_expect(!hlo_write_file_atomic(dir, "x", 1, &err) && strstr(err.msg, "directory"), "%s", err.msg);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
 }

@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static void usage(FILE *f) {
@@ -86,7 +87,12 @@ static char *stem_identifier(const char *path) {
   return s;
 }
 
+/* The path of a file written beside the output (header, manifest): the output's path with
+ * its extension replaced; when the output is an existing non-regular file (/dev/null), that
+ * same path, so `-o /dev/null` discards everything instead of creating /dev/null.h. */
 static char *replace_ext(const char *path, const char *ext) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return strdup(path);
   const char *slash = strrchr(path, '/');
   const char *dot = strrchr(path, '.');
   size_t n = dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
