@@ -709,3 +709,167 @@ Test(cpu, bad_symbol_prefix) {
   cr_expect(strstr(err.msg, "my-model"), "%s", err.msg);
   hlo_module_free(m);
 }
+
+/* ------------------------------------------------------------------ sort (cpu_sort.c) */
+
+#define TC_SORT_CMPS \
+  "lt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n" \
+  "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n"
+
+/* One operand along either dimension, ascending and descending, rows split into chunks. */
+Test(cpu, sort_f32_rows_and_columns, .timeout = 300) {
+  tc_check_text("sort f32", "HloModule m\n" TC_SORT_CMPS
+    "ENTRY e {\n"
+    "  x = f32[8,37] parameter(0)\n"
+    "  s1 = f32[8,37] sort(x), dimensions={1}, to_apply=lt\n"
+    "  s0 = f32[8,37] sort(x), dimensions={0}, to_apply=lt\n"
+    "  d1 = f32[8,37] sort(x), dimensions={1}, is_stable=true, to_apply=gt\n"
+    "  ROOT o = (f32[8,37], f32[8,37], f32[8,37]) tuple(s1, s0, d1)\n"
+    "}\n", 0, 4);
+}
+
+/* Argsort: float keys with many duplicates, values an iota; stable, so equal keys keep their
+ * positions in order (an unstable sort fails the exact comparison of the indices). */
+Test(cpu, sort_stable_argsort, .timeout = 300) {
+  tc_check_text("stable argsort", "HloModule m\n"
+    "lt2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+    "  j = s32[] parameter(3)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+    "ENTRY e {\n"
+    "  p = s32[8,37] parameter(0)\n"
+    "  k = f32[8,37] convert(p)\n"
+    "  i1 = s32[8,37] iota(), iota_dimension=1\n"
+    "  i0 = s32[8,37] iota(), iota_dimension=0\n"
+    "  a = (f32[8,37], s32[8,37]) sort(k, i1), dimensions={1}, is_stable=true, to_apply=lt2\n"
+    "  b = (f32[8,37], s32[8,37]) sort(k, i0), dimensions={0}, is_stable=true, to_apply=lt2\n"
+    "  ak = f32[8,37] get-tuple-element(a), index=0\n"
+    "  av = s32[8,37] get-tuple-element(a), index=1\n"
+    "  bk = f32[8,37] get-tuple-element(b), index=0\n"
+    "  bv = s32[8,37] get-tuple-element(b), index=1\n"
+    "  ROOT o = (f32[8,37], s32[8,37], f32[8,37], s32[8,37]) tuple(ak, av, bk, bv)\n"
+    "}\n", 0, 4);
+}
+
+/* Integers; three operands of rank 3 sorted along the middle dimension with a comparator
+ * reading a tie-breaking second key; the whole tuple as the result. */
+Test(cpu, sort_s32_and_three_operands, .timeout = 300) {
+  tc_check_text("sort s32", "HloModule m\n"
+    "lts { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+    "lex { a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = f32[] parameter(2)\n"
+    "  d = f32[] parameter(3)\n e = f32[] parameter(4)\n f = f32[] parameter(5)\n"
+    "  lt = pred[] compare(a, b), direction=LT\n eq = pred[] compare(a, b), direction=EQ\n"
+    "  gt2 = pred[] compare(c, d), direction=GT\n t = pred[] and(eq, gt2)\n ROOT r = pred[] or(lt, t) }\n"
+    "ENTRY e {\n"
+    "  x = s32[6,50] parameter(0)\n"
+    "  k = s32[3,40,5] parameter(1)\n"
+    "  v = f32[3,40,5] parameter(2)\n"
+    "  w = f32[3,40,5] parameter(3)\n"
+    "  s = s32[6,50] sort(x), dimensions={1}, to_apply=lts\n"
+    "  t = (s32[3,40,5], f32[3,40,5], f32[3,40,5]) sort(k, v, w), dimensions={1}, to_apply=lex\n"
+    "  t0 = s32[3,40,5] get-tuple-element(t), index=0\n"
+    "  t1 = f32[3,40,5] get-tuple-element(t), index=1\n"
+    "  t2 = f32[3,40,5] get-tuple-element(t), index=2\n"
+    "  ROOT o = (s32[6,50], s32[3,40,5], f32[3,40,5], f32[3,40,5]) tuple(s, t0, t1, t2)\n"
+    "}\n", 0, 7);
+  tc_check_text("sort tuple root", "HloModule m\n"
+    "lts { a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = s32[] parameter(2)\n"
+    "  d = s32[] parameter(3)\n ROOT r = pred[] compare(a, b), direction=LT }\n"
+    "ENTRY e {\n"
+    "  k = s32[4,33] parameter(0)\n"
+    "  v = s32[4,33] parameter(1)\n"
+    "  ROOT t = (s32[4,33], s32[4,33]) sort(k, v), dimensions={1}, is_stable=true, to_apply=lts\n"
+    "}\n", 0, 9);
+}
+
+/* Row lengths 1 and 1000 (not a power of two: the last merge pass has a short right run),
+ * a single long row, and f64. */
+Test(cpu, sort_lengths, .timeout = 300) {
+  tc_check_text("sort lengths", "HloModule m\n" TC_SORT_CMPS
+    "gt64 { a = f64[] parameter(0)\n b = f64[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n"
+    "ENTRY e {\n"
+    "  a = f32[5,1] parameter(0)\n"
+    "  b = f32[3,1000] parameter(1)\n"
+    "  c = f32[1000] parameter(2)\n"
+    "  d = f64[1000] parameter(3)\n"
+    "  sa = f32[5,1] sort(a), dimensions={1}, to_apply=lt\n"
+    "  sb = f32[3,1000] sort(b), dimensions={1}, to_apply=lt\n"
+    "  sc = f32[1000] sort(c), dimensions={0}, to_apply=gt\n"
+    "  sd = f64[1000] sort(d), dimensions={0}, to_apply=gt64\n"
+    "  ROOT o = (f32[5,1], f32[3,1000], f32[1000], f64[1000]) tuple(sa, sb, sc, sd)\n"
+    "}\n", 0, 4);
+}
+
+/* JAX's float comparator: a total order (-NaN < -inf < ... < -0 < +0 < ... < NaN), on
+ * values holding NaNs (square roots of negative numbers) and signed zeros. */
+Test(cpu, sort_total_order_with_nans, .timeout = 300) {
+  tc_check_text("sort total order", "HloModule m\n"
+    "tot { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+    "  ROOT c = pred[] compare(a, b), direction=LT, type=TOTALORDER }\n"
+    "ENTRY e {\n"
+    "  x = f32[4,65] parameter(0)\n"
+    "  q = f32[4,65] sqrt(x)\n"
+    "  z = f32[4,65] floor(x)\n"
+    "  n = f32[4,65] negate(z)\n"
+    "  m = f32[4,65] multiply(n, z)\n"
+    "  cc = f32[8,65] concatenate(q, m), dimensions={0}\n"
+    "  ROOT s = f32[8,65] sort(cc), dimensions={1}, to_apply=tot\n"
+    "}\n", 0, 4);
+}
+
+/* After the optimizer: the sort stays a kernel of its own between fusions (the fusion pass
+ * does not fuse it), and the compiled module matches the interpreter. */
+Test(cpu, sort_after_optimizer, .timeout = 300) {
+  const char *text = "HloModule m\n"
+    "lt2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+    "  j = s32[] parameter(3)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+    "ENTRY e {\n"
+    "  x = f32[16,100] parameter(0)\n"
+    "  y = f32[16,100] exponential(x)\n"
+    "  io = s32[16,100] iota(), iota_dimension=1\n"
+    "  s = (f32[16,100], s32[16,100]) sort(y, io), dimensions={1}, is_stable=true, to_apply=lt2\n"
+    "  k = f32[16,100] get-tuple-element(s), index=0\n"
+    "  v = s32[16,100] get-tuple-element(s), index=1\n"
+    "  n = f32[16,100] negate(k)\n"
+    "  ROOT o = (f32[16,100], s32[16,100]) tuple(n, v)\n"
+    "}\n";
+  HModule *ref = ct_parse(text);
+  HModule *m = ct_parse(text);
+  HArena *a = hlo_arena_new();
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  int nsort = 0;
+  for (int i = 0; i < m->entry->ninstrs; i++) nsort += m->entry->instrs[i]->op == OP_SORT;
+  cr_expect_eq(nsort, 1, "the sort is not an entry instruction of its own after the optimizer");
+  hlo_comp_renumber(ref->entry);
+  Literal *arg = ct_arg(a, &ref->entry->params[0]->shape, 0, 4);
+  char path[512];
+  snprintf(path, sizeof path, "%s/in0.npy", dir);
+  cr_assert(hlo_npy_write(path, arg, &err), "%s", err.msg);
+  Literal *res = hlo_interp_run(ref, a, &arg, 1, &err);
+  cr_assert(res, "interpreter: %s", err.msg);
+  ct_write_leaves(dir, res, 0);
+  cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
+  tc_build_driver(dir);
+  tc_check_driver(dir, dir, 1e-6, "sort after the optimizer"); /* exp may differ by an ulp */
+  ct_rmdir(dir);
+  free(dir);
+  hlo_arena_free(a);
+  hlo_module_free(ref);
+  hlo_module_free(m);
+}
+
+/* A sort inside a fusion (never made by the fusion pass) stays a located error. */
+Test(cpu, sort_in_fusion_is_a_located_error) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  HModule *m = ct_parse("HloModule bad\n" TC_SORT_CMPS
+                        "f { p = f32[8] parameter(0)\n ROOT fs = f32[8] sort(p), dimensions={0}, to_apply=lt }\n"
+                        "ENTRY e {\n  x = f32[8] parameter(0)\n"
+                        "  ROOT r = f32[8] fusion(x), kind=kLoop, calls=f\n}\n");
+  cr_expect(!tc_compile(m, dir, "model", 0, &err));
+  cr_expect(strstr(err.msg, "'fs'") && strstr(err.msg, "CPU target"), "%s", err.msg);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}

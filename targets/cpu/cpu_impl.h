@@ -7,6 +7,7 @@
  *                   that stores an elemental value, accumulating dot/convolution nests, scatter
  *   cpu_elemental.c the elemental generator: value = gen(instr, index[]) through fused,
  *                   called and reducer computations; scalar math
+ *   cpu_sort.c      the sort kernel (stable merge sort of a permutation per row)
  *   cpu_header.c    the generated C header */
 #ifndef HLOC_CPU_IMPL_H
 #define HLOC_CPU_IMPL_H
@@ -223,6 +224,13 @@ LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
  * operands are strided views of buffers in f32: 1 when emitted, 0 when another path must
  * emit it, -1 after a located error. */
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
+
+/* ------------------------------------------------------------------ cpu_sort.c */
+
+/* The kernel of a lone sort instruction of the entry computation: each row sorted by a
+ * stable merge sort of an index permutation (kernel-private scratch), then every operand
+ * gathered through it. false with a located error. */
+bool cpu_sort_kernel(CpuCg *cg, HInstr *in);
 
 /* ------------------------------------------------------------------ cpu_header.c */
 

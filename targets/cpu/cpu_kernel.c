@@ -934,6 +934,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     return kn_accum_kernel(cg, in, hero);
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
+  if (in->op == OP_SORT) return cpu_sort_kernel(cg, in);
   if (b->kind != MEM_ALIAS) {
     int cr = kn_colred_kernel(cg, in);
     if (cr != 0) return cr > 0;

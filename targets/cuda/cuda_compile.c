@@ -77,6 +77,10 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
     HErr e = {0};
+    if (in->op == OP_SORT) { /* the CPU target's sort kernel is serial per row: no GPU form yet */
+      hlo_err_at(cc->cg.err, in, "CUDA target: sort is not supported");
+      return false;
+    }
     if (!cpu_op_supported(in, &e)) {
       /* the generator's reason, attributed to this target */
       const char *w = strstr(e.msg, "CPU target: ");
