@@ -25,35 +25,31 @@ cmake --build "$BUILD" --target hloc hloc_hlo hloc-bench-ref -j2 >/dev/null
 CUBLAS_DIR=$(dirname "$(ls "$CUDA"/lib64/libcublas.so "$CUDA"/lib/libcublas.so 2>/dev/null | head -n 1)")
 mkdir -p "$OUT"
 for d in "$OUT"/*/; do [ "$d" = "$OUT/bench/" ] || rm -rf "$d"; done
-for f in "$CORPUS"/*/; do
-  n=$(basename "$f")
+# build_one NAME MODULE [hloc flags...]: device/NAME/ with the model object and its driver
+build_one() {
+  local n=$1 mod=$2 libs
+  shift 2
   mkdir -p "$OUT/$n"
-  "$BUILD/hloc" "$f/module.pb" --target=cuda --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
+  "$BUILD/hloc" "$mod" --target=cuda "$@" --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
   libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
   cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
     "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
     -lpthread -lm -o "$OUT/$n/run"
+}
+for f in "$CORPUS"/*/; do
+  n=$(basename "$f")
+  build_one "$n" "$f/module.pb"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
 done
 for f in "$ROOT"/tests/xla_cases/*/; do
   n=xla_$(basename "$f")
-  mkdir -p "$OUT/$n"
-  "$BUILD/hloc" "$f/module.hlo" --target=cuda --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
-  libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
-  cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
-    "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
-    -lpthread -lm -o "$OUT/$n/run"
+  build_one "$n" "$f/module.hlo"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/"
 done
 for f in "$ROOT"/tests/cuda/cases/*.hlo; do
   for layout in nchw nhwc; do
     n=case_$(basename "$f" .hlo)_$layout
-    mkdir -p "$OUT/$n"
-    "$BUILD/hloc" "$f" --target=cuda --conv-layout=$layout --name model -o "$OUT/$n/model.o" --stats 2>"$OUT/$n/stats.txt"
-    libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$OUT/$n/model.h")
-    cc -O2 -std=gnu17 -I"$OUT/$n" -I"$ROOT/hlo" -I"$CUDA/include" "$ROOT/tests/cuda/cuda_driver.c" \
-      "$OUT/$n/model.o" "$BUILD/libhloc_hlo.a" -L"$CUDA/lib64/stubs" -L"$CUBLAS_DIR" $libs \
-      -lpthread -lm -o "$OUT/$n/run"
+    build_one "$n" "$f" --conv-layout=$layout
     "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
   done
 done
