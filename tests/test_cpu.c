@@ -873,3 +873,180 @@ Test(cpu, sort_in_fusion_is_a_located_error) {
   ct_rmdir(dir);
   free(dir);
 }
+
+/* ------------------------------------------------------------------ select-and-scatter
+ * (cpu_select_scatter.c) */
+
+#define TC_SAS_COMPS(T) \
+  "ge { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GE }\n" \
+  "gt { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n" \
+  "le { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LE }\n" \
+  "add { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT s = " T "[] add(a, b) }\n" \
+  "max { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT s = " T "[] maximum(a, b) }\n"
+
+/* JAX's max-pool gradient: 2x2 windows, stride 2, NHWC; the batch dimension is split into
+ * chunks (an identity window), the spatial windows do not overlap. */
+Test(cpu, select_and_scatter_max_pool_grad, .timeout = 300) {
+  tc_check_text("max-pool gradient", "HloModule m\n" TC_SAS_COMPS("f32")
+    "ENTRY e {\n"
+    "  x = f32[2,8,8,3] parameter(0)\n"
+    "  g = f32[2,4,4,3] parameter(1)\n"
+    "  zero = f32[] constant(0)\n"
+    "  ROOT s = f32[2,8,8,3] select-and-scatter(x, g, zero), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add\n"
+    "}\n", 0, 4);
+}
+
+/* Overlapping windows (3x3, stride 2, padding 1): several source elements scatter into the
+ * same output element, in source order; padding taps are never selected. Also NCHW
+ * (channels an identity window too), and min pooling (LE) with padding. */
+Test(cpu, select_and_scatter_overlap_padding_layouts, .timeout = 300) {
+  tc_check_text("select-and-scatter overlap", "HloModule m\n" TC_SAS_COMPS("f32")
+    "ENTRY e {\n"
+    "  x = f32[2,9,9,4] parameter(0)\n"
+    "  g = f32[2,5,5,4] parameter(1)\n"
+    "  xc = f32[2,3,10,10] parameter(2)\n"
+    "  gc = f32[2,3,4,4] parameter(3)\n"
+    "  xm = f32[2,7,7,3] parameter(4)\n"
+    "  gm = f32[2,4,4,3] parameter(5)\n"
+    "  zero = f32[] constant(0)\n"
+    "  one = f32[] constant(1)\n"
+    "  a = f32[2,9,9,4] select-and-scatter(x, g, zero), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, select=ge, scatter=add\n"
+    "  b = f32[2,3,10,10] select-and-scatter(xc, gc, zero), window={size=1x1x3x3 stride=1x1x2x2}, select=ge, scatter=add\n"
+    "  c = f32[2,7,7,3] select-and-scatter(xm, gm, one), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, select=le, scatter=add\n"
+    "  ROOT o = (f32[2,9,9,4], f32[2,3,10,10], f32[2,7,7,3]) tuple(a, b, c)\n"
+    "}\n", 0, 4);
+}
+
+/* f64, and s32 with a maximum scatter: windows overlapping along a leading dimension with the
+ * identity window in the middle (split there), and a case with no identity dimension at all
+ * (one serial chunk). */
+Test(cpu, select_and_scatter_f64_and_s32, .timeout = 300) {
+  tc_check_text("select-and-scatter f64", "HloModule m\n" TC_SAS_COMPS("f64")
+    "ENTRY e {\n"
+    "  x = f64[3,6,6,2] parameter(0)\n"
+    "  g = f64[3,3,3,2] parameter(1)\n"
+    "  half = f64[] constant(0.5)\n"
+    "  ROOT s = f64[3,6,6,2] select-and-scatter(x, g, half), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add\n"
+    "}\n", 0, 4);
+  tc_check_text("select-and-scatter s32", "HloModule m\n" TC_SAS_COMPS("s32")
+    "ENTRY e {\n"
+    "  x = s32[4,3,6] parameter(0)\n"
+    "  g = s32[3,3,3] parameter(1)\n"
+    "  y = s32[6,6] parameter(2)\n"
+    "  h = s32[3,3] parameter(3)\n"
+    "  m1 = s32[] constant(-1)\n"
+    "  zero = s32[] constant(0)\n"
+    "  a = s32[4,3,6] select-and-scatter(x, g, zero), window={size=2x1x2 stride=1x1x2}, select=ge, scatter=add\n"
+    "  b = s32[4,3,6] select-and-scatter(x, g, m1), window={size=2x1x2 stride=1x1x2}, select=le, scatter=max\n"
+    "  c = s32[6,6] select-and-scatter(y, h, m1), window={size=2x2 stride=2x2}, select=gt, scatter=max\n"
+    "  ROOT o = (s32[4,3,6], s32[4,3,6], s32[6,6]) tuple(a, b, c)\n"
+    "}\n", 0, 50);
+}
+
+/* Ties: the operand holds integers 0..2 as floats, so most windows have several equal
+ * maxima. GE keeps the first one of the window (row-major), GT the last: selecting the wrong
+ * one moves the gradient and fails the exact comparison. */
+Test(cpu, select_and_scatter_ties, .timeout = 300) {
+  tc_check_text("select-and-scatter ties", "HloModule m\n" TC_SAS_COMPS("f32")
+    "ENTRY e {\n"
+    "  p = s32[2,8,8,3] parameter(0)\n"
+    "  q = s32[2,4,4,3] parameter(1)\n"
+    "  x = f32[2,8,8,3] convert(p)\n"
+    "  g = f32[2,4,4,3] convert(q)\n"
+    "  zero = f32[] constant(0)\n"
+    "  a = f32[2,8,8,3] select-and-scatter(x, g, zero), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add\n"
+    "  b = f32[2,8,8,3] select-and-scatter(x, g, zero), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, select=gt, scatter=add\n"
+    "  ROOT o = (f32[2,8,8,3], f32[2,8,8,3]) tuple(a, b)\n"
+    "}\n", 0, 3);
+}
+
+/* Edge windows: windows lying entirely in the padding (their source elements scatter
+ * nowhere), one window larger than the operand covering all of it with padding, window and
+ * base dilation (taps between dilated elements are never selected). */
+Test(cpu, select_and_scatter_edge_windows, .timeout = 300) {
+  tc_check_text("select-and-scatter edges", "HloModule m\n" TC_SAS_COMPS("f32")
+    "ENTRY e {\n"
+    "  x = f32[2,5] parameter(0)\n"
+    "  g = f32[2,8] parameter(1)\n"
+    "  y = f32[3,4] parameter(2)\n"
+    "  h = f32[1,1] parameter(3)\n"
+    "  z = f32[2,9,9] parameter(4)\n"
+    "  k = f32[2,4,4] parameter(5)\n"
+    "  w = f32[2,9,9] parameter(6)\n"
+    "  l = f32[2,9,8] parameter(7)\n"
+    "  zero = f32[] constant(0)\n"
+    "  a = f32[2,5] select-and-scatter(x, g, zero), window={size=1x2 pad=0_0x2_2}, select=ge, scatter=add\n"
+    "  b = f32[3,4] select-and-scatter(y, h, zero), window={size=3x5 pad=0_0x1_0}, select=ge, scatter=add\n"
+    "  c = f32[2,9,9] select-and-scatter(z, k, zero), window={size=1x2x2 stride=1x2x2 rhs_dilate=1x2x2}, select=ge, scatter=add\n"
+    "  d = f32[2,9,9] select-and-scatter(w, l, zero), window={size=1x3x2 stride=1x2x1 pad=0_0x1_1x0_0 lhs_dilate=1x2x1}, select=ge, scatter=add\n"
+    "  ROOT o = (f32[2,5], f32[3,4], f32[2,9,9], f32[2,9,9]) tuple(a, b, c, d)\n"
+    "}\n", 0, 4);
+}
+
+/* After the optimizer (tc_check_text compiles the module as written): JAX's max-pool forward
+ * and backward around the select-and-scatter, which stays a kernel of its own between
+ * fusions (the fusion pass does not fuse it) and matches the interpreter. */
+Test(cpu, select_and_scatter_after_optimizer, .timeout = 300) {
+  const char *text = "HloModule m\n" TC_SAS_COMPS("f32")
+    "ENTRY e {\n"
+    "  x = f32[4,8,8,6] parameter(0)\n"
+    "  d = f32[4,4,4,6] parameter(1)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  zero = f32[] constant(0)\n"
+    "  t = f32[4,8,8,6] tanh(x)\n"
+    "  mp = f32[4,4,4,6] reduce-window(t, ninf), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=max\n"
+    "  g = f32[4,4,4,6] multiply(d, mp)\n"
+    "  s = f32[4,8,8,6] select-and-scatter(t, g, zero), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add\n"
+    "  one = f32[] constant(1)\n"
+    "  ones = f32[4,8,8,6] broadcast(one), dimensions={}\n"
+    "  tt = f32[4,8,8,6] multiply(t, t)\n"
+    "  dt = f32[4,8,8,6] subtract(ones, tt)\n"
+    "  ROOT dx = f32[4,8,8,6] multiply(s, dt)\n"
+    "}\n";
+  HModule *ref = ct_parse(text);
+  HModule *m = ct_parse(text);
+  HArena *a = hlo_arena_new();
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  int nsas = 0;
+  for (int i = 0; i < m->entry->ninstrs; i++) nsas += m->entry->instrs[i]->op == OP_SELECT_AND_SCATTER;
+  cr_expect_eq(nsas, 1, "the select-and-scatter is not an entry instruction of its own after the optimizer");
+  hlo_comp_renumber(ref->entry);
+  Literal *args[2];
+  for (int i = 0; i < 2; i++) {
+    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 4);
+    char path[512];
+    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
+  }
+  Literal *res = hlo_interp_run(ref, a, args, 2, &err);
+  cr_assert(res, "interpreter: %s", err.msg);
+  ct_write_leaves(dir, res, 0);
+  cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
+  tc_build_driver(dir);
+  tc_check_driver(dir, dir, 1e-5, "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */
+  ct_rmdir(dir);
+  free(dir);
+  hlo_arena_free(a);
+  hlo_module_free(ref);
+  hlo_module_free(m);
+}
+
+/* A select-and-scatter inside a fusion (never made by the fusion pass) stays a located
+ * error. */
+Test(cpu, select_and_scatter_in_fusion_is_a_located_error) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  HModule *m = ct_parse("HloModule bad\n" TC_SAS_COMPS("f32")
+                        "f { p = f32[4] parameter(0)\n q = f32[2] parameter(1)\n z = f32[] constant(0)\n"
+                        "  ROOT fs = f32[4] select-and-scatter(p, q, z), window={size=2 stride=2}, select=ge, scatter=add }\n"
+                        "ENTRY e {\n  x = f32[4] parameter(0)\n  y = f32[2] parameter(1)\n"
+                        "  ROOT r = f32[4] fusion(x, y), kind=kLoop, calls=f\n}\n");
+  cr_expect(!tc_compile(m, dir, "model", 0, &err));
+  cr_expect(strstr(err.msg, "'fs'") && strstr(err.msg, "CPU target"), "%s", err.msg);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}

@@ -1121,10 +1121,11 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER: case OP_TUPLE:
   case OP_GET_TUPLE_ELEMENT: case OP_CALL: case OP_FUSION:
   case OP_SORT: /* a kernel of its own (cpu_sort.c); not elemental inside a fusion */
+  case OP_SELECT_AND_SCATTER: /* likewise (cpu_select_scatter.c) */
     break;
   case OP_IMAG: case OP_REAL: case OP_COMPLEX: why = "complex numbers are not supported"; break;
   case OP_MULHI: case OP_STOCHASTIC_CONVERT: case OP_REDUCE_PRECISION:
-  case OP_SELECT_AND_SCATTER: case OP_TOPK: case OP_BATCH_NORM_TRAINING:
+  case OP_TOPK: case OP_BATCH_NORM_TRAINING:
   case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
   case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
   case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:

@@ -8,6 +8,8 @@
  *   cpu_elemental.c the elemental generator: value = gen(instr, index[]) through fused,
  *                   called and reducer computations; scalar math
  *   cpu_sort.c      the sort kernel (stable merge sort of a permutation per row)
+ *   cpu_select_scatter.c the select-and-scatter kernel (init, then window scans per source
+ *                   element in order)
  *   cpu_header.c    the generated C header */
 #ifndef HLOC_CPU_IMPL_H
 #define HLOC_CPU_IMPL_H
@@ -231,6 +233,14 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
  * stable merge sort of an index permutation (kernel-private scratch), then every operand
  * gathered through it. false with a located error. */
 bool cpu_sort_kernel(CpuCg *cg, HInstr *in);
+
+/* ------------------------------------------------------------------ cpu_select_scatter.c */
+
+/* The kernel of a lone select-and-scatter instruction of the entry computation: the output
+ * set to init, then for each source element in row-major order the selected operand element
+ * of its window updated by the scatter computation (serial; parallel-for chunks only along
+ * a dimension whose window is the identity). false with a located error. */
+bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in);
 
 /* ------------------------------------------------------------------ cpu_header.c */
 

@@ -81,6 +81,10 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
       hlo_err_at(cc->cg.err, in, "CUDA target: sort is not supported");
       return false;
     }
+    if (in->op == OP_SELECT_AND_SCATTER) { /* likewise a serial CPU kernel (cpu_select_scatter.c) */
+      hlo_err_at(cc->cg.err, in, "CUDA target: select-and-scatter is not supported");
+      return false;
+    }
     if (!cpu_op_supported(in, &e)) {
       /* the generator's reason, attributed to this target */
       const char *w = strstr(e.msg, "CPU target: ");
