@@ -81,6 +81,19 @@ static uint32_t el_str(ElBuf *b, const char *s) {
   return at;
 }
 
+/* Append the table t (symbols or strings) to obj as the section h describes: its name (added
+ * to shstr first, so a table can be .shstrtab itself), type, alignment, offset and size. */
+static void el_table(ElBuf *obj, Elf64_Shdr *h, ElBuf *shstr, const char *name, Elf64_Word type, size_t align,
+                     const ElBuf *t) {
+  h->sh_name = el_str(shstr, name);
+  h->sh_type = type;
+  h->sh_addralign = align;
+  el_align(obj, align);
+  h->sh_offset = obj->n;
+  h->sh_size = t->n;
+  el_put(obj, t->p, t->n);
+}
+
 /* Validate and index one input; false with msg. */
 static bool el_read(ElIn *in, const void *obj, size_t n, char *msg, size_t mn) {
   memset(in, 0, sizeof *in);
@@ -365,28 +378,12 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
     el_put(&obj, os->rel, sh[ri].sh_size);
     ri++;
   }
-  sh[symtab_ix].sh_name = el_str(&shstr, ".symtab");
-  sh[symtab_ix].sh_type = SHT_SYMTAB;
   sh[symtab_ix].sh_link = (Elf64_Word)strtab_ix;
   sh[symtab_ix].sh_info = first_global;
-  sh[symtab_ix].sh_addralign = 8;
   sh[symtab_ix].sh_entsize = sizeof(Elf64_Sym);
-  el_align(&obj, 8);
-  sh[symtab_ix].sh_offset = obj.n;
-  sh[symtab_ix].sh_size = syms.n;
-  el_put(&obj, syms.p, syms.n);
-  sh[strtab_ix].sh_name = el_str(&shstr, ".strtab");
-  sh[strtab_ix].sh_type = SHT_STRTAB;
-  sh[strtab_ix].sh_addralign = 1;
-  sh[strtab_ix].sh_offset = obj.n;
-  sh[strtab_ix].sh_size = strs.n;
-  el_put(&obj, strs.p, strs.n);
-  sh[shstr_ix].sh_name = el_str(&shstr, ".shstrtab");
-  sh[shstr_ix].sh_type = SHT_STRTAB;
-  sh[shstr_ix].sh_addralign = 1;
-  sh[shstr_ix].sh_offset = obj.n;
-  sh[shstr_ix].sh_size = shstr.n;
-  el_put(&obj, shstr.p, shstr.n);
+  el_table(&obj, &sh[symtab_ix], &shstr, ".symtab", SHT_SYMTAB, 8, &syms);
+  el_table(&obj, &sh[strtab_ix], &shstr, ".strtab", SHT_STRTAB, 1, &strs);
+  el_table(&obj, &sh[shstr_ix], &shstr, ".shstrtab", SHT_STRTAB, 1, &shstr);
   el_align(&obj, 8);
   eh.e_shoff = obj.n;
   eh.e_shnum = (Elf64_Half)nsh;

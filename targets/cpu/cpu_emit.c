@@ -369,12 +369,13 @@ static void ce_note_globals(CeSplit *sp, LLVMValueRef v, int depth) {
   for (int k = 0; k < n; k++) ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
 }
 
-/* Cut module M down to the kernels of the parts keep[] marks: the other kernels and the run
- * functions become declarations (hidden: calls between parts are direct, PC-relative),
- * global variables external declarations (hidden where kernel code uses them). With j, the
- * kept kernels become external hidden until optimization is over (their names go to
+/* Cut module M down to the kernels of the parts keep[] marks: the other kernels become
+ * declarations (hidden: calls between parts are direct, PC-relative); unless M is the
+ * driver's own module (driver: part 0's, which keeps them), so do the run functions, and the
+ * global variables become external declarations (hidden where kernel code uses them). With
+ * j, the kept kernels become external hidden until optimization is over (their names go to
  * j->relink). */
-static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *j) {
+static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *j, bool driver) {
   if (j && !j->relink) {
     j->relink = calloc((size_t)sp->n + 1, sizeof *j->relink);
     HLO_ASSERT(j->relink);
@@ -382,6 +383,7 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     int p = ce_part_of(sp, f);
+    if (p < 0 && driver) continue;
     if (p < 0 || !keep[p]) {
       ce_strip_body(f);
       if (p >= 0) LLVMSetVisibility(f, LLVMHiddenVisibility);
@@ -391,7 +393,7 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
       LLVMSetVisibility(f, LLVMHiddenVisibility);
     }
   }
-  for (LLVMValueRef g = LLVMGetFirstGlobal(M); g; g = LLVMGetNextGlobal(g)) {
+  for (LLVMValueRef g = driver ? NULL : LLVMGetFirstGlobal(M); g; g = LLVMGetNextGlobal(g)) {
     if (LLVMIsDeclaration(g)) continue;
     LLVMSetInitializer(g, NULL);
     LLVMSetLinkage(g, LLVMExternalLinkage);
@@ -446,7 +448,7 @@ static void *ce_pool_thread(void *arg) {
   }
   bool keep[CE_MAX_PARTS] = {0};
   for (int i = 0; i < nm; i++) keep[mine[i]] = true;
-  ce_cut(M0, sp, keep, NULL);
+  ce_cut(M0, sp, keep, NULL, false);
   double t_read = ce_now() - t0;
   for (int i = 0; i < nm; i++) {
     int p = mine[i];
@@ -459,14 +461,14 @@ static void *ce_pool_thread(void *arg) {
     j->M = last ? M0 : LLVMCloneModule(M0);
     bool only[CE_MAX_PARTS] = {0};
     only[p] = true;
-    ce_cut(j->M, sp, only, j);
+    ce_cut(j->M, sp, only, j, false);
     pl->t_parse[p] = ce_now() - t0 + (i == 0 ? t_read : 0);
     pl->ok[p] = ce_run_job(j, true);
     LLVMDisposeModule(j->M);
     j->M = NULL;
     if (!last) {
       keep[p] = false;
-      ce_cut(M0, sp, keep, NULL);
+      ce_cut(M0, sp, keep, NULL, false);
     }
   }
   LLVMContextDispose(C);
@@ -631,20 +633,8 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   j0->C = cg->C;
   j0->M = cg->M;
   j0->ft = LLVMObjectFile;
-  j0->relink = calloc((size_t)sp->n + 1, sizeof *j0->relink);
-  HLO_ASSERT(j0->relink);
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
-    if (LLVMCountBasicBlocks(f) == 0) continue;
-    int p = ce_part_of(sp, f);
-    if (p > 0) {
-      ce_strip_body(f);
-      LLVMSetVisibility(f, LLVMHiddenVisibility);
-    } else if (p == 0 && (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
-      j0->relink[j0->nrelink++] = ce_name(f);
-      LLVMSetLinkage(f, LLVMExternalLinkage);
-      LLVMSetVisibility(f, LLVMHiddenVisibility);
-    }
-  }
+  bool part0[CE_MAX_PARTS] = {true};
+  ce_cut(cg->M, sp, part0, j0, true);
   /* globals the other parts' code refers to: named local symbols (a .L label is not in the
      symbol table), kept although nothing in this module may use them */
   if (sp->nglob > 0) {

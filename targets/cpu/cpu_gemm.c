@@ -159,9 +159,7 @@ static LLVMValueRef gi(CpuKern *k, int64_t v) { return cpu_i64(k, v); }
 static LLVMValueRef gadd(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(k->B, a, b, ""); }
 static LLVMValueRef gsub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWSub(k->B, a, b, ""); }
 static LLVMValueRef gmul(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWMul(k->B, a, b, ""); }
-static LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
-  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
-}
+static LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return cpu_smin(k, a, b); }
 static LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""); }
 /* &p[i] for f32 elements */
 static LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
@@ -181,6 +179,30 @@ static LLVMValueRef gvar(CpuKern *k, LLVMValueRef init) {
   return a;
 }
 static LLVMValueRef gget(CpuKern *k, LLVMValueRef var) { return LLVMBuildLoad2(k->B, k->cg->i64, var, ""); }
+
+/* while (*var < bound) { ... } over an i64 variable (an alloca) the body updates:
+ * gwhile_open returns *var as read in the header and leaves the builder in the body;
+ * gwhile_close branches back and continues after the loop. */
+typedef struct GWhile {
+  LLVMBasicBlockRef hdr, exit; /* blocks */
+} GWhile;
+static LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound, const char *hname,
+                                const char *bname, const char *ename) {
+  LLVMBuilderRef B = k->B;
+  w->hdr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname);
+  w->exit = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, ename);
+  LLVMBuildBr(B, w->hdr);
+  LLVMPositionBuilderAtEnd(B, w->hdr);
+  LLVMValueRef v = gget(k, var);
+  LLVMBuildCondBr(B, gslt(k, v, bound), body, w->exit);
+  LLVMPositionBuilderAtEnd(B, body);
+  return v;
+}
+static void gwhile_close(CpuKern *k, const GWhile *w) {
+  LLVMBuildBr(k->B, w->hdr);
+  LLVMPositionBuilderAtEnd(k->B, w->exit);
+}
 
 /* if (c) { ...then... } : returns the join block; the builder is left in the then block. */
 typedef struct GIf {
@@ -214,8 +236,7 @@ static void gm_novec(CpuKern *k, LLVMValueRef br) { cpu_loop_hint(k, br, "llvm.l
 
 static void gm_close(CpuKern *k, CpuLoop *l) {
   cpu_loop_close(k, l);
-  LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
-  gm_novec(k, LLVMGetBasicBlockTerminator(latch));
+  gm_novec(k, l->latch_br);
 }
 
 /* ------------------------------------------------------------------ the GEMM function */
@@ -505,14 +526,8 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   /* every panel walks the block's K from its first tap: while (kk < kc), one run of input
      channels at tap (kh, kw) */
   LLVMValueRef vkk = gvar(k, gi(k, 0)), vkh = gvar(k, kh0), vkw = gvar(k, kw0), vci = gvar(k, ci0);
-  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "run");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "runb");
-  LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rune");
-  LLVMBuildBr(B, hdr);
-  LLVMPositionBuilderAtEnd(B, hdr);
-  LLVMValueRef kk = gget(k, vkk);
-  LLVMBuildCondBr(B, gslt(k, kk, kc), body, out);
-  LLVMPositionBuilderAtEnd(B, body);
+  GWhile run;
+  LLVMValueRef kk = gwhile_open(k, &run, vkk, kc, "run", "runb", "rune");
   LLVMValueRef kh = gget(k, vkh), kw = gget(k, vkw), ci = gget(k, vci);
   LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
   LLVMValueRef dh = gmul(k, kh, g[GC_DH]), dw = gmul(k, kw, g[GC_DW]);
@@ -550,8 +565,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
-  LLVMBuildBr(B, hdr);
-  LLVMPositionBuilderAtEnd(B, out);
+  gwhile_close(k, &run);
   gm_close(k, &li);
 }
 
@@ -662,10 +676,9 @@ static CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft) {
 /* Mark fn a GEMM function: cpu_emit.c gives it the light pipeline (CPU_LIGHT_ATTR); on
  * AVX-512 it asks for full-width vectors (CPUs tuned to prefer 256-bit vectors, e.g.
  * sapphirerapids, would split the explicit 512-bit vectors in two). */
-static void gm_mark(CpuCg *cg, LLVMValueRef fn, const GmCfg *c) {
+static void gm_mark(LLVMValueRef fn, const GmCfg *c) {
   LLVMAddTargetDependentFunctionAttr(fn, CPU_LIGHT_ATTR, "1");
   if (c->vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
-  (void)cg;
 }
 
 /* The packing steps of the GEMM as functions of their own (made once each, called once per
@@ -693,7 +706,7 @@ static LLVMValueRef gm_step_function(CpuCg *cg, GmStep which) {
   snprintf(name, sizeof name, "%s_gemm_f32_%s", cg->o->name, names[which]);
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
-  gm_mark(cg, k->fn, &c);
+  gm_mark(k->fn, &c);
   LLVMValueRef P[GP_COUNT], x[4];
   for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(k->fn, (unsigned)j);
   LLVMValueRef dst = LLVMGetParam(k->fn, GP_COUNT);
@@ -739,7 +752,7 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   LLVMValueRef fn = k->fn;
-  gm_mark(cg, fn, &c);
+  gm_mark(fn, &c);
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(fn, (unsigned)j);
   unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
@@ -1316,14 +1329,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef hi = LLVMBuildSelect(B, whole, gi(k, items),
                                     LLVMBuildSDiv(B, gmul(k, gadd(k, chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
   LLVMValueRef itv = gvar(k, lo);
-  LLVMBasicBlockRef ihdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "item");
-  LLVMBasicBlockRef ibody = LLVMAppendBasicBlockInContext(cg->C, k->fn, "itemb");
-  LLVMBasicBlockRef iexit = LLVMAppendBasicBlockInContext(cg->C, k->fn, "iteme");
-  LLVMBuildBr(B, ihdr);
-  LLVMPositionBuilderAtEnd(B, ihdr);
-  LLVMValueRef it = gget(k, itv);
-  LLVMBuildCondBr(B, gslt(k, it, hi), ibody, iexit);
-  LLVMPositionBuilderAtEnd(B, ibody);
+  GWhile items_loop;
+  LLVMValueRef it = gwhile_open(k, &items_loop, itv, hi, "item", "itemb", "iteme");
   int cache_mark = k->ncache;
   LLVMValueRef mi = LLVMBuildSRem(B, it, gi(k, nmb), "");
   LLVMValueRef rest = LLVMBuildSDiv(B, it, gi(k, nmb), "");
@@ -1417,8 +1424,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     cpu_loop_close(k, &lm);
   }
   if (slices) cpu_loop_close(k, &lsl);
-  LLVMBuildBr(B, ihdr);
-  LLVMPositionBuilderAtEnd(B, iexit);
+  gwhile_close(k, &items_loop);
   k->ncache = cache_mark;
   if (!cpu_kern_end(k, nchunks)) return -1;
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1;

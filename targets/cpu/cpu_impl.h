@@ -172,6 +172,8 @@ bool cpu_kern_end(CpuKern *k, int64_t nchunks);
 /* Generation of `in` inside this kernel loads it from row-major buffer p. */
 void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 /* Loops: [lo, hi) step 1; the body is emitted between open and close. */
+/* min(a, b) of two signed integers. */
+LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
 /* Attach llvm.loop metadata {name[, value]} (value NULL: none) to the back edge br of a loop

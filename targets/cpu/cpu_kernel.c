@@ -25,6 +25,10 @@
 
 LLVMValueRef cpu_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1); }
 
+LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
 /* ------------------------------------------------------------------ loops */
 
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi) {
@@ -758,7 +762,7 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
     lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, csize), "");
     hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, csize), "");
     LLVMValueRef D = cpu_i64(k, os->dims[sd]);
-    hi = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, D, ""), hi, D, "");
+    hi = cpu_smin(k, hi, D);
   }
   /* the result index of operand index full[]: the kept dims in order */
   const Shape *rs = &r0->shape;

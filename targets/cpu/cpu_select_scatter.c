@@ -77,7 +77,7 @@ static int cpu_sas_open(CpuKern *k, const int64_t *dims, int rank, int split, in
       LLVMValueRef lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, csize), "");
       LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, csize), "");
       LLVMValueRef D = cpu_i64(k, dims[d]);
-      hi = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, D, ""), hi, D, "");
+      hi = cpu_smin(k, hi, D);
       idx[d] = cpu_loop_open(k, &loops[nl++], lo, hi);
     } else if (dims[d] == 1) {
       idx[d] = cpu_i64(k, 0);
@@ -139,7 +139,7 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
     LLVMValueRef lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, split >= 0 ? csize * row : 0), "");
     LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, split >= 0 ? csize * row : total), "");
     LLVMValueRef T = cpu_i64(k, total);
-    hi = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, T, ""), hi, T, "");
+    hi = cpu_smin(k, hi, T);
     CpuLoop fl;
     idx[0] = cpu_loop_open(k, &fl, lo, hi);
     cpu_store_elem(k, out, &fs, idx, iv);

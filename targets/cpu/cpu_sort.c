@@ -39,10 +39,6 @@ static void cpu_sort_st(CpuKern *k, LLVMValueRef p, LLVMValueRef ix, LLVMValueRe
   LLVMSetAlignment(LLVMBuildStore(k->B, v, q), 8);
 }
 
-static LLVMValueRef cpu_sort_min(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
-  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 /* Check the instruction against what the kernel assumes; false with a located error. */
 static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
   int n = in->nops;
@@ -128,7 +124,7 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
 
   /* rows [c * csize, min((c + 1) * csize, rows)) */
   LLVMValueRef rlo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, csize), "");
-  LLVMValueRef rhi = cpu_sort_min(k, LLVMBuildNSWAdd(B, rlo, cpu_i64(k, csize), ""), cpu_i64(k, rows));
+  LLVMValueRef rhi = cpu_smin(k, LLVMBuildNSWAdd(B, rlo, cpu_i64(k, csize), ""), cpu_i64(k, rows));
   CpuLoop rl;
   LLVMValueRef r = cpu_loop_open(k, &rl, rlo, rhi);
   LLVMValueRef idx[HLO_MAX_RANK], lhs_idx[HLO_MAX_RANK], rhs_idx[HLO_MAX_RANK], dst_idx[HLO_MAX_RANK];
@@ -168,8 +164,8 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   LLVMValueRef w2 = LLVMBuildNSWMul(B, w, cpu_i64(k, 2), "");
   CpuLoop ll;
   LLVMValueRef lo = cpu_loop_open_step(k, &ll, cpu_i64(k, 0), lenv, w2);
-  LLVMValueRef mid = cpu_sort_min(k, LLVMBuildNSWAdd(B, lo, w, ""), lenv);
-  LLVMValueRef hi = cpu_sort_min(k, LLVMBuildNSWAdd(B, lo, w2, ""), lenv);
+  LLVMValueRef mid = cpu_smin(k, LLVMBuildNSWAdd(B, lo, w, ""), lenv);
+  LLVMValueRef hi = cpu_smin(k, LLVMBuildNSWAdd(B, lo, w2, ""), lenv);
   LLVMBuildStore(B, lo, i_a);
   LLVMBuildStore(B, mid, j_a);
   CpuLoop kl;

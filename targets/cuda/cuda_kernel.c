@@ -210,8 +210,8 @@ static bool ck_alias_facts(CpuKern *k, const CuStep *st, bool *ro, bool *na) {
                          : op == LLVMAtomicRMW || op == LLVMAtomicCmpXchg ? LLVMGetOperand(i, 0) : NULL;
       if (op == LLVMCall) {
         /* intrinsics taking no pointer (special registers, barriers, shuffles) only */
-        int na_ = LLVMGetNumArgOperands(i);
-        for (int a = 0; a < na_; a++)
+        int nargs = LLVMGetNumArgOperands(i);
+        for (int a = 0; a < nargs; a++)
           if (LLVMGetTypeKind(LLVMTypeOf(LLVMGetOperand(i, (unsigned)a))) == LLVMPointerTypeKind) return false;
       }
       if (!ptr) continue;
@@ -250,7 +250,10 @@ static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, c
 static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   int np = st->nparams;
   bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1), *na = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1);
-  bool facts = ck_alias_facts(k, st, ro, na);
+  if (!ck_alias_facts(k, st, ro, na)) { /* none known: nothing set, and a shared kernel drops its own */
+    memset(ro, 0, (size_t)np);
+    memset(na, 0, (size_t)np);
+  }
   size_t n = 0;
   const char *nm = LLVMGetValueName2(k->fn, &n);
   char saved[96];
@@ -278,8 +281,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     if (u->hash != hsh || strcmp(u->text, txt)) continue;
     HLO_ASSERT(st->kidx == cc->nkernels - 1);
     /* the same code for another plan: keep only the facts true of both */
-    if (facts) ck_alias_apply(cc, u->step->fn, np, ro, na, true);
-    else ck_alias_apply(cc, u->step->fn, np, (bool[CU_MAX_PARAMS]){0}, (bool[CU_MAX_PARAMS]){0}, true);
+    ck_alias_apply(cc, u->step->fn, np, ro, na, true);
     LLVMDeleteFunction(k->fn);
     cc->nkernels--;
     st->kidx = u->step->kidx;
@@ -300,7 +302,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   memcpy(keep, txt, len + 1);
   LLVMDisposeMessage(txt);
   cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, st};
-  if (facts) ck_alias_apply(cc, k->fn, np, ro, na, false);
+  ck_alias_apply(cc, k->fn, np, ro, na, false);
 }
 
 static bool ck_end(CpuKern *k) {
