@@ -46,38 +46,6 @@ static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t pa
   return cpu_compile(m, &o, err);
 }
 
-/* Build the driver in dir against dir/model.{o,h}. */
-static void tc_build_driver(const char *dir) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
-           "-lm -lpthread -o '%s/driver'",
-           dir, dir, dir);
-  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
-}
-
-/* Run the driver on data in datadir; returns its exit status, output into out. */
-static int tc_run_driver(const char *dir, const char *datadir, int threads, double rtol, char *out,
-                         size_t n) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, datadir, threads, rtol);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  size_t got = fread(out, 1, n - 1, p);
-  out[got] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void tc_check_driver(const char *dir, const char *datadir, double rtol, const char *what) {
-  char out[16384];
-  for (int threads = 0; threads <= 2; threads += 2) {
-    int rc = tc_run_driver(dir, datadir, threads, rtol, out, sizeof out);
-    fprintf(stderr, "[cpu] %s (%s):\n%s", what, threads ? "2 threads" : "serial", out);
-    cr_expect_eq(rc, 0, "%s with %d threads:\n%s", what, threads, out);
-  }
-}
-
 /* ------------------------------------------------------------------ corpus fixtures */
 
 /* Compile datadir/file (optimized or not), run it through the driver on datadir's inputs and
@@ -95,8 +63,8 @@ static void tc_case(const char *datadir, const char *file, const char *name, dou
   char *dir = ct_tmpdir("hloc_cpu");
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
   hlo_module_free(m);
-  tc_build_driver(dir);
-  tc_check_driver(dir, datadir, rtol, name);
+  ct_build_driver(dir);
+  ct_check_driver(dir, datadir, rtol, "cpu", name);
   ct_rmdir(dir);
   free(dir);
 }
@@ -170,8 +138,8 @@ static void tc_check_text(const char *what, const char *text, double rtol, int i
   cr_assert(res, "interpreter: %s", err.msg);
   ct_write_leaves(dir, res, 0);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
-  tc_build_driver(dir);
-  tc_check_driver(dir, dir, rtol, what);
+  ct_build_driver(dir);
+  ct_check_driver(dir, dir, rtol, "cpu", what);
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);
@@ -850,8 +818,8 @@ Test(cpu, sort_after_optimizer, .timeout = 300) {
   cr_assert(res, "interpreter: %s", err.msg);
   ct_write_leaves(dir, res, 0);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
-  tc_build_driver(dir);
-  tc_check_driver(dir, dir, 1e-6, "sort after the optimizer"); /* exp may differ by an ulp */
+  ct_build_driver(dir);
+  ct_check_driver(dir, dir, 1e-6, "cpu", "sort after the optimizer"); /* exp may differ by an ulp */
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);
@@ -1025,8 +993,8 @@ Test(cpu, select_and_scatter_after_optimizer, .timeout = 300) {
   cr_assert(res, "interpreter: %s", err.msg);
   ct_write_leaves(dir, res, 0);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
-  tc_build_driver(dir);
-  tc_check_driver(dir, dir, 1e-5, "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */
+  ct_build_driver(dir);
+  ct_check_driver(dir, dir, 1e-5, "cpu", "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);

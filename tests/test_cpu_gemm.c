@@ -77,23 +77,8 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
   cr_expect_eq(tg_has_fn(dir, "model_gemm_f32"), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
   if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
-           "-lm -lpthread -o '%s/driver'",
-           dir, dir, dir);
-  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
-  for (int threads = 0; threads <= 2; threads += 2) {
-    snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, dir, threads, rtol);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[16384];
-    size_t got = fread(out, 1, sizeof out - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    fprintf(stderr, "[cpu_gemm] %s (%s):\n%s", what, threads ? "2 threads" : "serial", out);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s with %d threads:\n%s", what, threads, out);
-  }
+  ct_build_driver(dir);
+  ct_check_driver(dir, dir, rtol, "cpu_gemm", what);
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);

@@ -46,23 +46,11 @@ static void tp_compile_fixture(const char *name, const char *dir, bool split, co
 /* Build tests/cpu_driver.c against DIR/model.{o,h} and run it on the fixture's inputs and
  * XLA's outputs, serially and with two threads. */
 static void tp_check_results(const char *name, const char *dir, double rtol, const char *what) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
-           "-lm -lpthread -o '%s/driver'",
-           dir, dir, dir);
-  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
-  for (int threads = 0; threads <= 2; threads += 2) {
-    snprintf(cmd, sizeof cmd, "'%s/driver' '" HLOC_CORPUS_DIR "/fixtures/%s' %d %g 2>&1", dir, name,
-             threads, rtol);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[16384];
-    size_t got = fread(out, 1, sizeof out - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s, %d threads:\n%s", name, what, threads, out);
-  }
+  char datadir[600], label[300];
+  snprintf(datadir, sizeof datadir, HLOC_CORPUS_DIR "/fixtures/%s", name);
+  snprintf(label, sizeof label, "%s %s", name, what);
+  ct_build_driver(dir);
+  ct_check_driver(dir, datadir, rtol, "cpu_parallel", label);
 }
 
 static void tp_fixture_both_ways(const char *name, double rtol) {

@@ -22,29 +22,9 @@
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
+#include "cpu/cpu_test_util.h"
 
 #ifdef HLOC_HAVE_CUDA
-
-static char *tu_tmpdir(void) {
-  char *d = strdup("/tmp/hloc_cuda_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-
-static void tu_rmdir(const char *d) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_expect_eq(system(cmd), 0);
-}
-
-static char *tu_slurp(const char *path, size_t *len) {
-  char *b = NULL;
-  size_t n = 0;
-  HErr err = {0};
-  cr_assert(hlo_read_file(path, &b, &n, &err), "%s", err.msg);
-  if (len) *len = n;
-  return b;
-}
 
 static HModule *tu_load(const char *fixture) {
   char p[1024];
@@ -148,7 +128,7 @@ static int tu_count(const char *hay, const char *needle) {
  * freed): the manifest's text, checked to be JSON, and the PTX or cubin in *bin (*n bytes)
  * when bin is given. */
 static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin, size_t *n) {
-  char *d = tu_tmpdir();
+  char *d = ct_tmpdir("hloc_cuda");
   char out[600], man[600];
   snprintf(out, sizeof out, "%s/m.%s", d, emit == CUDA_EMIT_PTX ? "ptx" : "cubin");
   snprintf(man, sizeof man, "%s/m.json", d);
@@ -160,10 +140,10 @@ static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_lev
   o.opt_level = opt_level;
   HErr err = {0};
   cr_assert(cuda_compile(m, &o, &err), "%s: %s", what, err.msg);
-  if (bin) *bin = tu_slurp(out, n);
-  char *js = tu_slurp(man, NULL);
+  if (bin) *bin = ct_slurp(out, n);
+  char *js = ct_slurp(man, NULL);
   cr_assert(js_valid(js), "%s: manifest is not valid JSON", what);
-  tu_rmdir(d);
+  ct_rmdir(d);
   free(d);
   hlo_module_free(m);
   return js;
@@ -204,7 +184,7 @@ FIXTURE_TEST(simple_cnn_train_step)
 
 static char *tu_ptx(const char *fixture, const char *arch, FILE *stats, size_t *len) {
   HModule *m = tu_load(fixture);
-  char *d = tu_tmpdir();
+  char *d = ct_tmpdir("hloc_cuda");
   char out[600];
   snprintf(out, sizeof out, "%s/m.ptx", d);
   CudaOpts o = {0};
@@ -216,8 +196,8 @@ static char *tu_ptx(const char *fixture, const char *arch, FILE *stats, size_t *
   o.stats = stats;
   HErr err = {0};
   cr_assert(cuda_compile(m, &o, &err), "%s", err.msg);
-  char *t = tu_slurp(out, len);
-  tu_rmdir(d);
+  char *t = ct_slurp(out, len);
+  ct_rmdir(d);
   free(d);
   hlo_module_free(m);
   return t;
@@ -265,7 +245,7 @@ Test(cuda_ptx, other_arch_and_stats) {
 
 Test(cuda_ptx, bad_arch_is_a_located_error) {
   HModule *m = tu_load("elementwise_chain");
-  char *d = tu_tmpdir();
+  char *d = ct_tmpdir("hloc_cuda");
   char out[600];
   snprintf(out, sizeof out, "%s/m.cubin", d);
   CudaOpts o = {0};
@@ -285,7 +265,7 @@ Test(cuda_ptx, bad_arch_is_a_located_error) {
   cr_expect_not(cuda_compile(m, &o, &err));
   cr_expect(strstr(err.msg, "ptxas"), "%s", err.msg);
   cr_expect(access(out, F_OK) != 0, "a failed compilation left a file");
-  tu_rmdir(d);
+  ct_rmdir(d);
   free(d);
   hlo_module_free(m);
 }
@@ -311,7 +291,7 @@ Test(cuda_ptx, unsupported_op_is_a_located_error) {
 
 static char *tu_object(const char *fixture, const char *name, char **dir_out) {
   HModule *m = tu_load(fixture);
-  char *d = tu_tmpdir();
+  char *d = ct_tmpdir("hloc_cuda");
   char obj[600], hdr[600];
   snprintf(obj, sizeof obj, "%s/%s.o", d, name);
   snprintf(hdr, sizeof hdr, "%s/%s.h", d, name);
@@ -337,7 +317,7 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
   tu_object("mlp", "model", &d);
   char hp[700];
   snprintf(hp, sizeof hp, "%s/model.h", d);
-  char *h = tu_slurp(hp, NULL);
+  char *h = ct_slurp(hp, NULL);
   cr_expect(strstr(h, "#define MODEL_TEMP_BYTES "));
   cr_expect(strstr(h, "int model_cuda_run(const void *const args[], void *const results[], void *temp, CUstream s);"));
   cr_expect(strstr(h, "-lcublas"), "mlp's dots go through cuBLAS");
@@ -360,7 +340,7 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
            " && c++ -x c++ -fsyntax-only -Wall -Werror -I'%s' -include model.h /dev/null",
            d, src, d, d, d);
   cr_expect_eq(system(cmd), 0, "%s", cmd);
-  tu_rmdir(d);
+  ct_rmdir(d);
   free(d);
 }
 
@@ -381,7 +361,7 @@ Test(cuda_host, convolutions_through_cudnn) {
   tu_object("simple_cnn", "model", &d2);
   char hp[700];
   snprintf(hp, sizeof hp, "%s/model.h", d2);
-  char *h = tu_slurp(hp, NULL);
+  char *h = ct_slurp(hp, NULL);
   cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""), "simple_cnn: cuBLAS and cuDNN");
   free(h);
   char cmd[2048];
@@ -389,7 +369,7 @@ Test(cuda_host, convolutions_through_cudnn) {
            "printf 'int model_cuda_init(void);\\nint main(void){return model_cuda_init() * 0;}\\n' | "
            "cc -x c - -x none '%s/model.o' " TU_LIBS " -o '%s/user'", d2, d2);
   cr_expect_eq(system(cmd), 0, "%s", cmd);
-  tu_rmdir(d2);
+  ct_rmdir(d2);
   free(d2);
 }
 
@@ -487,7 +467,7 @@ static void tu_exec(const char *fixture, const char *rtol) {
            "'%s/run' '" HLOC_CORPUS_DIR "/fixtures/%s' %s 2 | grep -q '^PASS'",
            d, d, d, d, fixture, rtol);
   cr_expect_eq(system(cmd), 0, "%s did not match XLA's outputs on the GPU", fixture);
-  tu_rmdir(d);
+  ct_rmdir(d);
   free(d);
 }
 

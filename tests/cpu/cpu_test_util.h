@@ -1,6 +1,7 @@
 /* tests/cpu/cpu_test_util.h: helpers shared by the CPU target's test files (test_cpu.c,
- * test_cpu_gemm.c, test_cpu_parallel.c): temporary folders, files, parsed modules,
- * deterministic argument values and .npy results. Header-only (static functions), for
+ * test_cpu_gemm.c, test_cpu_parallel.c; test_cuda.c's folders and files): temporary
+ * folders, files, parsed modules, deterministic argument values, .npy results, and the
+ * tests/cpu_driver.c build and runs. Header-only (static functions), for
  * Criterion test files. */
 #ifndef HLOC_CPU_TEST_UTIL_H
 #define HLOC_CPU_TEST_UTIL_H
@@ -10,8 +11,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "hlo.h"
+
+/* Build tests/cpu_driver.c against DIR/model.{o,h} into DIR/driver. */
+static inline void ct_build_driver(const char *dir) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -O1 -Wall -Werror -I'%s' '" HLOC_TEST_DIR "/cpu_driver.c' '%s/model.o' "
+           "-lm -lpthread -o '%s/driver'",
+           dir, dir, dir);
+  cr_assert_eq(system(cmd), 0, "driver build failed: %s", cmd);
+}
+
+/* Run DIR/driver on datadir's in<k>.npy against its out<k>.npy (relative tolerance rtol),
+ * serially and with two threads; each run must succeed. Its output goes to stderr after
+ * "[tag] what". */
+static inline void ct_check_driver(const char *dir, const char *datadir, double rtol, const char *tag,
+                                   const char *what) {
+  for (int threads = 0; threads <= 2; threads += 2) {
+    char cmd[2048], out[16384];
+    snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, datadir, threads, rtol);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    fprintf(stderr, "[%s] %s (%s):\n%s", tag, what, threads ? "2 threads" : "serial", out);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s with %d threads:\n%s", what, threads, out);
+  }
+}
 
 /* A fresh folder /tmp/<prefix>_XXXXXX (malloc'd path). */
 static inline char *ct_tmpdir(const char *prefix) {
