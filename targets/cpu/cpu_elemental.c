@@ -1101,6 +1101,8 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 
 /* ------------------------------------------------------------------ support check */
 
+bool cpu_op_own_kernel(HOp op) { return op == OP_SORT || op == OP_SELECT_AND_SCATTER; }
+
 bool cpu_op_supported(const HInstr *in, HErr *err) {
   const char *why = NULL;
   switch (in->op) {

@@ -208,6 +208,10 @@ bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nar
                          LLVMValueRef *out);
 /* Whether gen supports op at all (checked before emission for a located error). */
 bool cpu_op_supported(const HInstr *in, HErr *err);
+/* Ops cpu_op_supported accepts only because the CPU target has a kernel of its own for them
+ * (sort, select-and-scatter), not through the elemental generator: other targets reusing the
+ * generator (targets/cuda) reject them. */
+bool cpu_op_own_kernel(HOp op);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
 /* Products for accumulating kernels: the term of a dot / convolution at output index idx

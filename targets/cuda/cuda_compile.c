@@ -77,12 +77,8 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
     HErr e = {0};
-    if (in->op == OP_SORT) { /* the CPU target's sort kernel is serial per row: no GPU form yet */
-      hlo_err_at(cc->cg.err, in, "CUDA target: sort is not supported");
-      return false;
-    }
-    if (in->op == OP_SELECT_AND_SCATTER) { /* likewise a serial CPU kernel (cpu_select_scatter.c) */
-      hlo_err_at(cc->cg.err, in, "CUDA target: select-and-scatter is not supported");
+    if (cpu_op_own_kernel(in->op)) { /* a serial kernel of the CPU target's: no GPU form yet */
+      hlo_err_at(cc->cg.err, in, "CUDA target: %s is not supported", hlo_op_name(in->op));
       return false;
     }
     if (!cpu_op_supported(in, &e)) {
