@@ -166,6 +166,57 @@ Test(cpu_gemm, conv_nchw_input_in_place, .timeout = 300) {
     "}\n", 1e-4, true);
 }
 
+/* The packing's vector paths: NCHW inputs whose output rows hold several micro-tiles (stride
+ * 1 and 2: a panel inside one output row is one strided load per channel, panels across two
+ * rows or the padding go element by element), an NHWC input with channel runs cut by the K
+ * blocks (VW-wide transposes plus a remainder). Run at the target's tile and at MR = 7 and 8
+ * (HLOC_CPU_GEMM_TILE: an odd tile height, and as tall as a vector). */
+static const char *const tg_pack_paths =
+    "HloModule m\n"
+    "f {\n"
+    "  x = f32[2,5,11,30] parameter(0)\n"
+    "  xt = f32[2,11,30,5] transpose(x), dimensions={0,2,3,1}\n"
+    "  w = f32[9,5,3,3] parameter(1)\n"
+    "  wt = f32[3,3,5,9] transpose(w), dimensions={2,3,1,0}\n"
+    "  ROOT c = f32[2,6,15,9] convolution(xt, wt), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "}\n"
+    "g {\n"
+    "  x = f32[2,5,11,30] parameter(0)\n"
+    "  xt = f32[2,11,30,5] transpose(x), dimensions={0,2,3,1}\n"
+    "  w = f32[9,5,3,3] parameter(1)\n"
+    "  wt = f32[3,3,5,9] transpose(w), dimensions={2,3,1,0}\n"
+    "  ROOT c = f32[2,11,28,9] convolution(xt, wt), window={size=3x3 pad=1_1x0_0}, dim_labels=b01f_01io->b01f\n"
+    "}\n"
+    "h {\n"
+    "  y = f32[2,9,14,29] parameter(0)\n"
+    "  v = f32[3,3,29,11] parameter(1)\n"
+    "  ROOT c = f32[2,9,14,11] convolution(y, v), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[2,5,11,30] parameter(0)\n"
+    "  w0 = f32[9,5,3,3] parameter(1)\n"
+    "  y0 = f32[2,9,14,29] parameter(2)\n"
+    "  v0 = f32[3,3,29,11] parameter(3)\n"
+    "  s2 = f32[2,6,15,9] fusion(x0, w0), kind=kOutput, calls=f\n"
+    "  s1 = f32[2,11,28,9] fusion(x0, w0), kind=kOutput, calls=g\n"
+    "  n1 = f32[2,9,14,11] fusion(y0, v0), kind=kOutput, calls=h\n"
+    "  ROOT o = (f32[2,6,15,9], f32[2,11,28,9], f32[2,9,14,11]) tuple(s2, s1, n1)\n"
+    "}\n";
+
+Test(cpu_gemm, conv_pack_vector_paths, .timeout = 300) {
+  tg_check("packing paths", tg_pack_paths, 1e-4, true);
+}
+
+Test(cpu_gemm, conv_pack_vector_paths_odd_tile, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_TILE", "7,16", 1);
+  tg_check("packing paths, 7-row tiles", tg_pack_paths, 1e-4, true);
+}
+
+Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_TILE", "8,16", 1);
+  tg_check("packing paths, 8-row tiles", tg_pack_paths, 1e-4, true);
+}
+
 /* The weight-gradient form of a training step's backward pass (as the layout pass writes
  * it): a window as large as the image, a few output pixels per "image" (an input channel),
  * K over the spatial positions and the real batch; all images in one GEMM. */

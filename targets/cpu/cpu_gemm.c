@@ -486,6 +486,54 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
   gm_close(k, &lj);
 }
 
+/* Interleave MR rows that are contiguous in K into a panel: for kk in [k0, k1) (a multiple
+ * of VW apart; VW >= MR) the MR floats rows[r][kk] go to dst[kk * MR + r]. Each step loads VW
+ * floats of every row, transposes the block in registers (padded to VW rows) and stores MR
+ * floats per depth. */
+static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
+                           LLVMValueRef dst) {
+  CpuCg *cg = k->cg;
+  int MR = c->mr;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  CpuLoop lk;
+  LLVMValueRef kk = gloop(k, &lk, k0, k1, c->vw);
+  LLVMValueRef v[16], lanes[16];
+  for (int q = 0; q < c->vw; q++) v[q] = q < MR ? gload(k, vt, gfp(k, rows[q], kk), 4) : LLVMGetUndef(vt);
+  gm_transpose(k, v, c->vw);
+  for (int q = 0; q < MR; q++) lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
+  LLVMValueRef first = LLVMConstVector(lanes, (unsigned)MR);
+  for (int e = 0; e < c->vw; e++)
+    gstore(k, LLVMBuildShuffleVector(k->B, v[e], LLVMGetUndef(vt), first, ""),
+           gfp(k, dst, gmul(k, gadd(k, kk, gi(k, e)), gi(k, MR))), 4);
+  gm_close(k, &lk);
+}
+
+/* Interleave MR rows lying at a fixed distance sw (1 or 2) of each other, each strided by xs
+ * in K, into a panel: for t in [0, n) the MR floats src[r * sw + t * xs] go to dst[t * MR + r].
+ * sw 1 is one MR-wide copy per depth; sw 2 loads the two halves' spans (MR floats each, never
+ * past the last element read) and picks every other element with one shuffle. */
+static void gm_pack_strided(CpuKern *k, const GmCfg *c, LLVMValueRef src, LLVMValueRef xs, int sw,
+                            LLVMValueRef n, LLVMValueRef dst) {
+  CpuCg *cg = k->cg;
+  int MR = c->mr;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)MR);
+  CpuLoop lt;
+  LLVMValueRef t = gloop(k, &lt, gi(k, 0), n, 1);
+  LLVMValueRef p = gfp(k, src, gmul(k, t, xs)), v;
+  if (sw == 1) {
+    v = gload(k, vt, p, 4);
+  } else {
+    /* rows 0 .. MR/2-1 at even positions of [0, MR); rows MR/2 .. MR-1 at odd positions of
+       [MR-1, 2MR-1) */
+    LLVMValueRef lo = gload(k, vt, p, 4), hi = gload(k, vt, gfp(k, p, gi(k, MR - 1)), 4), m[16];
+    for (int r = 0; r < MR; r++)
+      m[r] = LLVMConstInt(cg->i32, (unsigned)(r < MR / 2 ? 2 * r : MR + 2 * r - (MR - 1)), 0);
+    v = LLVMBuildShuffleVector(k->B, lo, hi, LLVMConstVector(m, (unsigned)MR), "");
+  }
+  gstore(k, v, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
+  gm_close(k, &lt);
+}
+
 /* Pack A[ic + 0..mc, pc + 0..kc] from a convolution input (implicit GEMM) into MR-tall
  * panels at ap. Row r of a panel is output pixel m0 + ic + ir + r, decoded once per panel into
  * its image and window origin; K is walked in runs of input channels at one tap (kh, kw),
@@ -512,7 +560,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
-  LLVMValueRef ih0[16], iw0[16], xb[16], valid[16];
+  LLVMValueRef ih0[16], iw0[16], xb[16], valid[16], ow0 = NULL;
   for (int r = 0; r < MR; r++) {
     LLVMValueRef pix = gadd(k, gadd(k, gadd(k, ic, ir), gi(k, r)), g[GC_M0]);
     LLVMValueRef img = LLVMBuildSDiv(B, pix, g[GC_OHW], "");
@@ -522,7 +570,14 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
     iw0[r] = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
     xb[r] = gmul(k, img, g[GC_XSB]);
     valid[r] = gslt(k, gi(k, r), mrv);
+    if (r == 0) ow0 = ow;
   }
+  /* a full panel whose MR pixels lie in one output row of an input with unit width stride
+     (NCHW): row r reads row 0's elements r * SW further on */
+  LLVMValueRef row1 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLE, ow0, gsub(k, g[GC_OW], gi(k, MR)), ""), "");
+  row1 = LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSW], gi(k, 1), ""), "");
+  row1 = LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntNE, g[GC_XSC], gi(k, 1), ""), "");
   /* every panel walks the block's K from its first tap: while (kk < kc), one run of input
      channels at tap (kh, kw) */
   LLVMValueRef vkk = gvar(k, gi(k, 0)), vkh = gvar(k, kh0), vkw = gvar(k, kw0), vci = gvar(k, ci0);
@@ -549,8 +604,27 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
      pointers and it fit in registers; else a stride per row */
   GIf fa;
   gif_open(k, &fa, all, true);
+  LLVMValueRef t0 = gi(k, 0);
+  if (c->vw >= MR) {
+    /* channels contiguous (an NHWC input): VW channels of each row per step, the MR x VW
+       block transposed in registers as in gm_pack_a; the channels left over go below */
+    t0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
+                         LLVMBuildAnd(B, n, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
+    gm_pack_rows_t(k, c, src, gi(k, 0), t0, dst);
+  }
+  /* strided rows (an NCHW input, stride 1 or 2 along the width): per channel one vector
+     load of row 0's span and a shuffle; the scalar loop below then has nothing left */
+  LLVMValueRef vt0 = gvar(k, t0);
+  for (int sw = 1; sw <= 2; sw++) {
+    GIf fs;
+    gif_open(k, &fs, LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntEQ, g[GC_SW], gi(k, sw), ""), ""), false);
+    gm_pack_strided(k, c, src[0], g[GC_XSC], sw, n, dst);
+    LLVMBuildStore(B, n, vt0);
+    gif_close(k, &fs);
+  }
+  t0 = gget(k, vt0);
   for (int v = 0; v < 2; v++) {
-    LLVMValueRef t = gloop(k, &lt, gi(k, 0), n, 1);
+    LLVMValueRef t = gloop(k, &lt, v == 0 ? t0 : gi(k, 0), n, 1);
     LLVMValueRef d = gfp(k, dst, gmul(k, t, gi(k, MR)));
     LLVMValueRef to = v == 0 ? gmul(k, t, g[GC_XSC]) : NULL;
     for (int r = 0; r < MR; r++)
@@ -593,19 +667,9 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
     if (c->vw >= MR) {
       /* rows contiguous in K (the usual row-major A): VW deep per row, the MR x VW block
          transposed in registers (padded to VW rows), MR floats stored per depth */
-      LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
       k0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""),
                            LLVMBuildAnd(B, kc, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
-      LLVMValueRef kk = gloop(k, &lk, gi(k, 0), k0, c->vw);
-      LLVMValueRef v[16], lanes[16];
-      for (int q = 0; q < c->vw; q++) v[q] = q < MR ? gload(k, vt, gfp(k, rows[q], kk), 4) : LLVMGetUndef(vt);
-      gm_transpose(k, v, c->vw);
-      for (int q = 0; q < MR; q++) lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
-      LLVMValueRef first = LLVMConstVector(lanes, (unsigned)MR);
-      for (int e = 0; e < c->vw; e++)
-        gstore(k, LLVMBuildShuffleVector(B, v[e], LLVMGetUndef(vt), first, ""),
-               gfp(k, panel, gmul(k, gadd(k, kk, gi(k, e)), gi(k, MR))), 4);
-      gm_close(k, &lk);
+      gm_pack_rows_t(k, c, rows, gi(k, 0), k0, panel);
     }
     LLVMValueRef kk = gloop(k, &lk, k0, kc, 1);
     LLVMValueRef ko = gmul(k, kk, P[GP_ACS]);
