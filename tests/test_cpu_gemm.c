@@ -166,11 +166,12 @@ Test(cpu_gemm, conv_nchw_input_in_place, .timeout = 300) {
     "}\n", 1e-4, true);
 }
 
-/* The packing's vector paths: NCHW inputs whose output rows hold several micro-tiles (stride
- * 1 and 2: a panel inside one output row is one strided load per channel, panels across two
- * rows or the padding go element by element), an NHWC input with channel runs cut by the K
- * blocks (VW-wide transposes plus a remainder). Run at the target's tile and at MR = 7 and 8
- * (HLOC_CPU_GEMM_TILE: an odd tile height, and as tall as a vector). */
+/* The packing's vector paths and the panels read in place: NCHW inputs whose output rows hold
+ * several micro-tiles (stride 1 and 2: a panel inside one output row is one strided load per
+ * channel, panels across two rows or the padding go element by element), an NHWC input with
+ * channel runs cut by the K blocks (VW-wide transposes plus a remainder; its panels inside
+ * the image are read in place by the micro-kernel, the others packed). Run at the target's
+ * tile and at MR = 7 and 8 (HLOC_CPU_GEMM_TILE: an odd tile height, and as tall as a vector). */
 static const char *const tg_pack_paths =
     "HloModule m\n"
     "f {\n"
@@ -215,6 +216,13 @@ Test(cpu_gemm, conv_pack_vector_paths_odd_tile, .timeout = 300) {
 Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
   setenv("HLOC_CPU_GEMM_TILE", "8,16", 1);
   tg_check("packing paths, 8-row tiles", tg_pack_paths, 1e-4, true);
+}
+
+/* The same with every panel packed (HLOC_CPU_GEMM_DIRECT=0: no panel read in place), so the
+ * NHWC transposing path packs the interior panels too. */
+Test(cpu_gemm, conv_pack_vector_paths_all_packed, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_DIRECT", "0", 1);
+  tg_check("packing paths, all panels packed", tg_pack_paths, 1e-4, true);
 }
 
 /* The weight-gradient form of a training step's backward pass (as the layout pass writes

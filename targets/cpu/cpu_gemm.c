@@ -28,7 +28,14 @@
  * batch; K runs over (kh, kw, ci) with ci fastest, walked in runs of channels at one tap that
  * the MR rows of a panel share (each row through its own pointer and the channel stride, so
  * an NCHW input is read in place; taps in the padding read a zero with stride 0); B is the
- * kernel seen as [kh*kw*ci, co].
+ * kernel seen as [kh*kw*ci, co]. Channel runs of an NHWC input are packed VW deep with the
+ * same register transpose as A's rows; a panel of an NCHW input whose pixels lie in one output
+ * row is one strided vector load per channel (width stride 1 or 2). A panel of an NHWC input
+ * whose MR pixels lie in one output row and whose taps all fall inside the image (most of
+ * them) is not packed at all: the micro-kernel reads it in place, row r at a fixed distance
+ * from row 0, one run of channels per tap, the accumulators carried across the runs (on the
+ * device host's Xeon, simple_cnn 1.86-1.93 -> 1.67-1.89 s on one core; the packing was a
+ * tenth of its time).
  *
  * cpu_gemm_kernel() decides whether a dot or convolution (alone, or the hero of an output
  * fusion) can use these functions: its operands must be strided views of buffers (an entry
@@ -68,6 +75,7 @@ typedef struct GmCfg {
   int64_t mc;  /* rows of A per packed block */
   int64_t kc;  /* depth of a packed block */
   int64_t nc;  /* columns of B per packed block */
+  bool direct; /* convolution panels inside the image read in place (gm_direct_panel) */
 } GmCfg;
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -103,9 +111,9 @@ static GmCfg gm_cfg(CpuCg *cg) {
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048};
-  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024};
-  else c = (GmCfg){4, 6, 8, 96, 256, 256};
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true};
+  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true};
+  else c = (GmCfg){4, 6, 8, 96, 256, 256, true};
   LLVMDisposeMessage(hostcpu);
   if (hostfeat) LLVMDisposeMessage(hostfeat);
   const char *tile = getenv("HLOC_CPU_GEMM_TILE"); /* experiments: "MR,NR" (NR = VW, 2 VW or 4 VW) */
@@ -117,6 +125,8 @@ static GmCfg gm_cfg(CpuCg *cg) {
     c.mc = gm_roundup(c.mc, mr);
     c.nc = gm_roundup(c.nc, nr);
   }
+  const char *direct = getenv("HLOC_CPU_GEMM_DIRECT"); /* experiments: 0 packs every panel */
+  if (direct && !strcmp(direct, "0")) c.direct = false;
   const char *tune = getenv("HLOC_CPU_GEMM_BLOCKS"); /* experiments: "MC,KC,NC" */
   long long mc, kc, nc;
   if (tune && sscanf(tune, "%lld,%lld,%lld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
@@ -270,9 +280,17 @@ enum {
   GC_COUNT
 };
 
+/* Where the micro-kernel's k loop reads A: a packed panel (rstride NULL: depth k of row r at
+ * p[k * MR + r]) or rows of a convolution input read in place (depth k of row r at
+ * p[k + r * rstride], p moved back by the run's first depth, so that the loop's one induction
+ * variable indexes both A and B). */
+typedef struct GmArow {
+  LLVMValueRef p, rstride;
+} GmArow;
+
 /* The micro-kernel's k loop over [k0, k1) (a multiple of u steps): in[][] are the incoming
  * accumulators, out[][] receives their values after the loop. */
-static void gm_kloop(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef k0,
+static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef bp, LLVMValueRef k0,
                      LLVMValueRef k1, int u, LLVMValueRef in[16][4], LLVMValueRef out[16][4]) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
@@ -304,10 +322,11 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef b
     LLVMValueRef bv[4];
     LLVMValueRef boff = gmul(k, kq, gi(k, c->nr));
     for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, bp, gadd(k, boff, gi(k, j * c->vw))), 64);
-    LLVMValueRef aoff = gmul(k, kq, gi(k, MR));
+    LLVMValueRef aoff = a->rstride ? kq : gmul(k, kq, gi(k, MR));
     for (int r = 0; r < MR; r++) {
-      LLVMValueRef a = gload(k, cg->f32, gfp(k, ap, gadd(k, aoff, gi(k, r))), 4);
-      LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(cg->i32, 0, 0), "");
+      LLVMValueRef ro = a->rstride ? gmul(k, gi(k, r), a->rstride) : gi(k, r);
+      LLVMValueRef ae = gload(k, cg->f32, gfp(k, a->p, gadd(k, aoff, ro)), 4);
+      LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), ae, LLVMConstInt(cg->i32, 0, 0), "");
       av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), zmask, "");
       for (int j = 0; j < NV; j++) {
         LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
@@ -324,10 +343,73 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef b
   LLVMPositionBuilderAtEnd(B, done);
 }
 
-/* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp. */
-static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
-                     LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first,
-                     LLVMValueRef tile) {
+/* A convolution panel read in place (gm_direct_panel): the geometry, row 0's element at tap
+ * (0, 0) and channel 0, the distance between rows, and the K block's first depth. */
+typedef struct GmDirect {
+  const LLVMValueRef *g;
+  LLVMValueRef base, rstride, pc;
+} GmDirect;
+
+/* The micro-kernel's k loops over the K block [pc, pc + kc) of a panel read in place: one run
+ * of input channels per tap (kh, kw), the accumulators carried across the runs. */
+static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp, LLVMValueRef kc,
+                             LLVMValueRef init[16][4], LLVMValueRef out[16][4]) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  const LLVMValueRef *g = d->g;
+  int MR = c->mr, NV = c->nr / c->vw;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
+  LLVMValueRef rem0 = LLVMBuildSRem(B, d->pc, kwci, "");
+  LLVMValueRef st[4] = {gi(k, 0), LLVMBuildSDiv(B, d->pc, kwci, ""), LLVMBuildSDiv(B, rem0, g[GC_CI], ""),
+                        LLVMBuildSRem(B, rem0, g[GC_CI], "")}; /* kk, kh, kw, ci */
+  LLVMValueRef tsh = gmul(k, g[GC_DH], g[GC_XSH]), tsw = gmul(k, g[GC_DW], g[GC_XSW]);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drun");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drunb");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drune");
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, hdr);
+  LLVMValueRef v[4], acc[16][4];
+  for (int j = 0; j < 4; j++) {
+    v[j] = LLVMBuildPhi(B, cg->i64, "");
+    LLVMAddIncoming(v[j], &st[j], &pre, 1);
+  }
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) {
+      out[r][j] = acc[r][j] = LLVMBuildPhi(B, vt, "");
+      LLVMAddIncoming(acc[r][j], &init[r][j], &pre, 1);
+    }
+  LLVMBuildCondBr(B, gslt(k, v[0], kc), body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef kk = v[0], kh = v[1], kw = v[2], ci = v[3];
+  LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
+  /* a plain GEP: the moved-back pointer may lie before the input */
+  LLVMValueRef po = gsub(k, gadd(k, gadd(k, gmul(k, kh, tsh), gmul(k, kw, tsw)), ci), kk);
+  GmArow a = {LLVMBuildGEP2(B, cg->f32, d->base, &po, 1, ""), d->rstride};
+  /* unrolled by 2, not 4: with the MR row pointers live, LLVM's scheduler hoists the B loads
+     of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12 */
+  LLVMValueRef mid[16][4], nx[16][4];
+  LLVMValueRef k2 = gadd(k, kk, LLVMBuildAnd(B, n, gi(k, ~(int64_t)1), ""));
+  gm_kloop(k, c, &a, bp, kk, k2, 2, acc, mid);
+  gm_kloop(k, c, &a, bp, k2, gadd(k, kk, n), 1, mid, nx);
+  LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
+  LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
+  LLVMValueRef nv[4] = {gadd(k, kk, n), LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""),
+                        LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), gi(k, 0)};
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  for (int j = 0; j < 4; j++) LLVMAddIncoming(v[j], &nv[j], &latch, 1);
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NV; j++) LLVMAddIncoming(acc[r][j], &nx[r][j], &latch, 1);
+  gm_novec(k, LLVMBuildBr(B, hdr));
+  LLVMPositionBuilderAtEnd(B, done);
+}
+
+/* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp, or (dir not
+ * NULL) on a convolution panel read in place and bp. */
+static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect *dir, LLVMValueRef bp,
+                     LLVMValueRef kc, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
+                     LLVMValueRef first, LLVMValueRef tile) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
@@ -348,9 +430,14 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, LLVMValueRef b
   LLVMValueRef init[16][4], mid[16][4], phis[16][4];
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < NV; j++) init[r][j] = zero;
-  LLVMValueRef k4 = LLVMBuildAnd(B, kc, gi(k, ~(int64_t)3), "");
-  gm_kloop(k, c, ap, bp, gi(k, 0), k4, 4, init, mid);
-  gm_kloop(k, c, ap, bp, k4, kc, 1, mid, phis);
+  if (dir) {
+    gm_direct_kloops(k, c, dir, bp, kc, init, phis);
+  } else {
+    GmArow a = {ap, NULL};
+    LLVMValueRef k4 = LLVMBuildAnd(B, kc, gi(k, ~(int64_t)3), "");
+    gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, init, mid);
+    gm_kloop(k, c, &a, bp, k4, kc, 1, mid, phis);
+  }
   /* store: full tiles straight to C (set on the first K block, added after), edge tiles
      through the stack tile */
   LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
@@ -534,6 +621,46 @@ static void gm_pack_strided(CpuKern *k, const GmCfg *c, LLVMValueRef src, LLVMVa
   gm_close(k, &lt);
 }
 
+/* The convolution geometry (GC_*) from the GEMM's conv parameter. */
+static void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
+  for (int j = 0; j < GC_COUNT; j++) {
+    LLVMValueRef ix = gi(k, j);
+    g[j] = LLVMBuildLoad2(k->B, k->cg->i64, LLVMBuildInBoundsGEP2(k->B, k->cg->i64, P[GP_CONV], &ix, 1, ""), "");
+  }
+}
+
+/* Whether the micro-kernel reads the panel of output pixels pix0 .. pix0 + mrv - 1 of a
+ * convolution in place instead of packed: a full panel of an input whose channels are
+ * contiguous (NHWC), its MR pixels in one output row and every tap of every pixel inside the
+ * image (no padding), so that row r reads row 0's elements r * SW * XSW further on. *off
+ * receives row 0's offset in the input at tap (0, 0) and channel 0 (0 when false), *rstride
+ * the distance between rows. Both the packing (which skips such panels) and the GEMM ask. */
+static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, const LLVMValueRef *g,
+                                    LLVMValueRef pix0, LLVMValueRef mrv, LLVMValueRef *off, LLVMValueRef *rstride) {
+  LLVMBuilderRef B = k->B;
+  int MR = c->mr;
+  LLVMValueRef img = LLVMBuildSDiv(B, pix0, g[GC_OHW], ""), q = LLVMBuildSRem(B, pix0, g[GC_OHW], "");
+  LLVMValueRef oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+  LLVMValueRef kh = LLVMBuildSDiv(B, P[GP_K], gmul(k, g[GC_KW], g[GC_CI]), "");
+  LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]), iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
+  LLVMValueRef ihl = gadd(k, ih0, gmul(k, gsub(k, kh, gi(k, 1)), g[GC_DH]));
+  LLVMValueRef iwl = gadd(k, gadd(k, iw0, gmul(k, gi(k, MR - 1), g[GC_SW])), gmul(k, gsub(k, g[GC_KW], gi(k, 1)), g[GC_DW]));
+  LLVMValueRef conds[7] = {
+      LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
+      LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
+      LLVMBuildICmp(B, LLVMIntSLE, ow, gsub(k, g[GC_OW], gi(k, MR)), ""),
+      LLVMBuildICmp(B, LLVMIntSGE, ih0, gi(k, 0), ""),
+      gslt(k, ihl, g[GC_H]),
+      LLVMBuildICmp(B, LLVMIntSGE, iw0, gi(k, 0), ""),
+      gslt(k, iwl, g[GC_W])};
+  LLVMValueRef ok = conds[0];
+  for (int j = 1; j < 7; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
+  LLVMValueRef o = gadd(k, gmul(k, img, g[GC_XSB]), gadd(k, gmul(k, ih0, g[GC_XSH]), gmul(k, iw0, g[GC_XSW])));
+  *off = LLVMBuildSelect(B, ok, o, gi(k, 0), "");
+  *rstride = gmul(k, g[GC_SW], g[GC_XSW]);
+  return ok;
+}
+
 /* Pack A[ic + 0..mc, pc + 0..kc] from a convolution input (implicit GEMM) into MR-tall
  * panels at ap. Row r of a panel is output pixel m0 + ic + ir + r, decoded once per panel into
  * its image and window origin; K is walked in runs of input channels at one tap (kh, kw),
@@ -547,10 +674,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
   LLVMValueRef g[GC_COUNT];
-  for (int j = 0; j < GC_COUNT; j++) {
-    LLVMValueRef ix = gi(k, j);
-    g[j] = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, P[GP_CONV], &ix, 1, ""), "");
-  }
+  gm_conv_geom(k, P, g);
   LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
   LLVMValueRef rem0 = LLVMBuildSRem(B, pc, kwci, "");
   LLVMValueRef kh0 = LLVMBuildSDiv(B, pc, kwci, "");
@@ -560,6 +684,13 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
+  /* a panel the micro-kernel reads in place is not packed */
+  GIf fd = {0};
+  if (c->direct) {
+    LLVMValueRef doff, drs;
+    LLVMValueRef direct = gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &doff, &drs);
+    gif_open(k, &fd, LLVMBuildNot(B, direct, ""), false);
+  }
   LLVMValueRef ih0[16], iw0[16], xb[16], valid[16], ow0 = NULL;
   for (int r = 0; r < MR; r++) {
     LLVMValueRef pix = gadd(k, gadd(k, gadd(k, ic, ir), gi(k, r)), g[GC_M0]);
@@ -640,6 +771,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
   gwhile_close(k, &run);
+  if (c->direct) gif_close(k, &fd);
   gm_close(k, &li);
 }
 
@@ -882,7 +1014,33 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
-  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), gfp(k, bpc, gmul(k, jr, kc)), kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+  LLVMValueRef bpj = gfp(k, bpc, gmul(k, jr, kc));
+  GIf fd = {0};
+  if (c.direct) {
+    /* a convolution panel inside the image (gm_direct_panel) is read in place */
+    LLVMValueRef vdir = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0)), vrs = gvar(k, gi(k, 0));
+    GIf fc;
+    gif_open(k, &fc, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), false);
+    {
+      LLVMValueRef g[GC_COUNT], off, rs;
+      gm_conv_geom(k, P, g);
+      LLVMValueRef ok = gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &off, &rs);
+      LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), vdir);
+      LLVMBuildStore(k->B, off, voff);
+      LLVMBuildStore(k->B, rs, vrs);
+    }
+    gif_close(k, &fc);
+    gif_open(k, &fd, LLVMBuildICmp(k->B, LLVMIntNE, gget(k, vdir), gi(k, 0), ""), true);
+    {
+      LLVMValueRef g[GC_COUNT];
+      gm_conv_geom(k, P, g);
+      GmDirect d = {g, gfp(k, P[GP_A], gget(k, voff)), gget(k, vrs), pc};
+      gm_micro(k, &c, NULL, &d, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+    }
+    gif_else(k, &fd);
+  }
+  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), NULL, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+  if (c.direct) gif_close(k, &fd);
   gm_close(k, &lir);
   gm_close(k, &ljr);
   gm_close(k, &lic);
