@@ -280,6 +280,14 @@ enum {
   GC_COUNT
 };
 
+/* The convolution geometry (GC_*) from the GEMM's conv parameter. */
+static void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
+  for (int j = 0; j < GC_COUNT; j++) {
+    LLVMValueRef ix = gi(k, j);
+    g[j] = LLVMBuildLoad2(k->B, k->cg->i64, LLVMBuildInBoundsGEP2(k->B, k->cg->i64, P[GP_CONV], &ix, 1, ""), "");
+  }
+}
+
 /* Where the micro-kernel's k loop reads A: a packed panel (rstride NULL: depth k of row r at
  * p[k * MR + r]) or rows of a convolution input read in place (depth k of row r at
  * p[k + r * rstride], p moved back by the run's first depth, so that the loop's one induction
@@ -350,6 +358,13 @@ typedef struct GmDirect {
   LLVMValueRef base, rstride, pc;
 } GmDirect;
 
+/* The same as the GEMM function knows it: its parameters, whether the panel is read in place,
+ * row 0's offset in the input, the distance between rows, the K block's first depth. */
+typedef struct GmDirectAt {
+  const LLVMValueRef *P;
+  LLVMValueRef ok, off, rstride, pc;
+} GmDirectAt;
+
 /* The micro-kernel's k loops over the K block [pc, pc + kc) of a panel read in place: one run
  * of input channels per tap (kh, kw), the accumulators carried across the runs. */
 static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp, LLVMValueRef kc,
@@ -388,11 +403,10 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMValueRef po = gsub(k, gadd(k, gadd(k, gmul(k, kh, tsh), gmul(k, kw, tsw)), ci), kk);
   GmArow a = {LLVMBuildGEP2(B, cg->f32, d->base, &po, 1, ""), d->rstride};
   /* unrolled by 2, not 4: with the MR row pointers live, LLVM's scheduler hoists the B loads
-     of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12 */
-  LLVMValueRef mid[16][4], nx[16][4];
-  LLVMValueRef k2 = gadd(k, kk, LLVMBuildAnd(B, n, gi(k, ~(int64_t)1), ""));
-  gm_kloop(k, c, &a, bp, kk, k2, 2, acc, mid);
-  gm_kloop(k, c, &a, bp, k2, gadd(k, kk, n), 1, mid, nx);
+     of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12; the runs
+     are even (gm_direct_panel), so no remainder loop */
+  LLVMValueRef nx[16][4];
+  gm_kloop(k, c, &a, bp, kk, gadd(k, kk, n), 2, acc, nx);
   LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
   LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
   LLVMValueRef nv[4] = {gadd(k, kk, n), LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""),
@@ -405,9 +419,9 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMPositionBuilderAtEnd(B, done);
 }
 
-/* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp, or (dir not
- * NULL) on a convolution panel read in place and bp. */
-static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect *dir, LLVMValueRef bp,
+/* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp; with dr, a
+ * convolution panel is read in place instead where dr->ok holds (one tile store for both). */
+static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirectAt *dr, LLVMValueRef bp,
                      LLVMValueRef kc, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
                      LLVMValueRef first, LLVMValueRef tile) {
   CpuCg *cg = k->cg;
@@ -430,13 +444,34 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   LLVMValueRef init[16][4], mid[16][4], phis[16][4];
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < NV; j++) init[r][j] = zero;
-  if (dir) {
-    gm_direct_kloops(k, c, dir, bp, kc, init, phis);
-  } else {
-    GmArow a = {ap, NULL};
-    LLVMValueRef k4 = LLVMBuildAnd(B, kc, gi(k, ~(int64_t)3), "");
-    gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, init, mid);
-    gm_kloop(k, c, &a, bp, k4, kc, 1, mid, phis);
+  GIf fd;
+  LLVMValueRef dacc[16][4];
+  LLVMBasicBlockRef dend = NULL;
+  if (dr) {
+    /* the geometry is read inside the branch: the conv parameter is only valid there */
+    gif_open(k, &fd, dr->ok, true);
+    LLVMValueRef g[GC_COUNT];
+    gm_conv_geom(k, dr->P, g);
+    GmDirect d = {g, gfp(k, dr->P[GP_A], dr->off), dr->rstride, dr->pc};
+    gm_direct_kloops(k, c, &d, bp, kc, init, dacc);
+    dend = LLVMGetInsertBlock(B);
+    gif_else(k, &fd);
+  }
+  GmArow a = {ap, NULL};
+  LLVMValueRef k4 = LLVMBuildAnd(B, kc, gi(k, ~(int64_t)3), "");
+  gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, init, mid);
+  gm_kloop(k, c, &a, bp, k4, kc, 1, mid, phis);
+  if (dr) {
+    LLVMBasicBlockRef pend = LLVMGetInsertBlock(B);
+    gif_close(k, &fd);
+    for (int r = 0; r < MR; r++)
+      for (int j = 0; j < NV; j++) {
+        LLVMValueRef ph = LLVMBuildPhi(B, vt, "");
+        LLVMValueRef vals[2] = {dacc[r][j], phis[r][j]};
+        LLVMBasicBlockRef bbs[2] = {dend, pend};
+        LLVMAddIncoming(ph, vals, bbs, 2);
+        phis[r][j] = ph;
+      }
   }
   /* store: full tiles straight to C (set on the first K block, added after), edge tiles
      through the stack tile */
@@ -595,6 +630,47 @@ static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMV
   gm_close(k, &lk);
 }
 
+static CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft);
+static void gm_mark(LLVMValueRef fn, const GmCfg *c);
+
+/* gm_pack_rows_t as a function of its own, void (ptr rows, i64 k0, i64 k1, ptr dst) with rows
+ * the MR row pointers, shared by A's packing and the convolution packing: its register
+ * transpose is the costliest code of both to compile (made once per module). */
+static LLVMValueRef gm_rows_t_function(CpuCg *cg) {
+  if (cg->gemm_rows_fn) return cg->gemm_rows_fn;
+  GmCfg c = gm_cfg(cg);
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_f32_rows_t", cg->o->name);
+  LLVMTypeRef ps[4] = {cg->ptr, cg->i64, cg->i64, cg->ptr};
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, 4, 0));
+  gm_mark(k->fn, &c);
+  LLVMValueRef rows[16], arr = LLVMGetParam(k->fn, 0);
+  for (int q = 0; q < c.mr; q++) {
+    LLVMValueRef ix = gi(k, q);
+    rows[q] = LLVMBuildLoad2(k->B, cg->ptr, LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""), "");
+  }
+  gm_pack_rows_t(k, &c, rows, LLVMGetParam(k->fn, 1), LLVMGetParam(k->fn, 2), LLVMGetParam(k->fn, 3));
+  LLVMBuildRetVoid(k->B);
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  cg->gemm_rows_fn = k->fn;
+  return k->fn;
+}
+
+/* Call gm_rows_t_function on the MR row pointers rows. */
+static void gm_call_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
+                           LLVMValueRef dst) {
+  CpuCg *cg = k->cg;
+  LLVMValueRef arr = cpu_alloca(k, LLVMArrayType2(cg->ptr, (uint64_t)c->mr));
+  for (int q = 0; q < c->mr; q++) {
+    LLVMValueRef ix = gi(k, q);
+    LLVMBuildStore(k->B, rows[q], LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""));
+  }
+  LLVMValueRef fn = gm_rows_t_function(cg);
+  LLVMValueRef args[4] = {arr, k0, k1, dst};
+  LLVMBuildCall2(k->B, LLVMGlobalGetValueType(fn), fn, args, 4, "");
+}
+
 /* Interleave MR rows lying at a fixed distance sw (1 or 2) of each other, each strided by xs
  * in K, into a panel: for t in [0, n) the MR floats src[r * sw + t * xs] go to dst[t * MR + r].
  * sw 1 is one MR-wide copy per depth; sw 2 loads the two halves' spans (MR floats each, never
@@ -621,17 +697,10 @@ static void gm_pack_strided(CpuKern *k, const GmCfg *c, LLVMValueRef src, LLVMVa
   gm_close(k, &lt);
 }
 
-/* The convolution geometry (GC_*) from the GEMM's conv parameter. */
-static void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
-  for (int j = 0; j < GC_COUNT; j++) {
-    LLVMValueRef ix = gi(k, j);
-    g[j] = LLVMBuildLoad2(k->B, k->cg->i64, LLVMBuildInBoundsGEP2(k->B, k->cg->i64, P[GP_CONV], &ix, 1, ""), "");
-  }
-}
-
 /* Whether the micro-kernel reads the panel of output pixels pix0 .. pix0 + mrv - 1 of a
  * convolution in place instead of packed: a full panel of an input whose channels are
- * contiguous (NHWC), its MR pixels in one output row and every tap of every pixel inside the
+ * contiguous (NHWC) and even in number (every run of channels is then even: the K blocks'
+ * depths are multiples of 8), its MR pixels in one output row and every tap of every pixel inside the
  * image (no padding), so that row r reads row 0's elements r * SW * XSW further on. *off
  * receives row 0's offset in the input at tap (0, 0) and channel 0 (0 when false), *rstride
  * the distance between rows. Both the packing (which skips such panels) and the GEMM ask. */
@@ -645,8 +714,9 @@ static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueR
   LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]), iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
   LLVMValueRef ihl = gadd(k, ih0, gmul(k, gsub(k, kh, gi(k, 1)), g[GC_DH]));
   LLVMValueRef iwl = gadd(k, gadd(k, iw0, gmul(k, gi(k, MR - 1), g[GC_SW])), gmul(k, gsub(k, g[GC_KW], gi(k, 1)), g[GC_DW]));
-  LLVMValueRef conds[7] = {
+  LLVMValueRef conds[8] = {
       LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, g[GC_CI], gi(k, 1), ""), gi(k, 0), ""),
       LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
       LLVMBuildICmp(B, LLVMIntSLE, ow, gsub(k, g[GC_OW], gi(k, MR)), ""),
       LLVMBuildICmp(B, LLVMIntSGE, ih0, gi(k, 0), ""),
@@ -654,7 +724,7 @@ static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueR
       LLVMBuildICmp(B, LLVMIntSGE, iw0, gi(k, 0), ""),
       gslt(k, iwl, g[GC_W])};
   LLVMValueRef ok = conds[0];
-  for (int j = 1; j < 7; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
+  for (int j = 1; j < 8; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
   LLVMValueRef o = gadd(k, gmul(k, img, g[GC_XSB]), gadd(k, gmul(k, ih0, g[GC_XSH]), gmul(k, iw0, g[GC_XSW])));
   *off = LLVMBuildSelect(B, ok, o, gi(k, 0), "");
   *rstride = gmul(k, g[GC_SW], g[GC_XSW]);
@@ -741,7 +811,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
        block transposed in registers as in gm_pack_a; the channels left over go below */
     t0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
                          LLVMBuildAnd(B, n, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
-    gm_pack_rows_t(k, c, src, gi(k, 0), t0, dst);
+    gm_call_rows_t(k, c, src, gi(k, 0), t0, dst);
   }
   /* strided rows (an NCHW input, stride 1 or 2 along the width): per channel one vector
      load of row 0's span and a shuffle; the scalar loop below then has nothing left */
@@ -801,7 +871,7 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
          transposed in registers (padded to VW rows), MR floats stored per depth */
       k0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""),
                            LLVMBuildAnd(B, kc, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
-      gm_pack_rows_t(k, c, rows, gi(k, 0), k0, panel);
+      gm_call_rows_t(k, c, rows, gi(k, 0), k0, panel);
     }
     LLVMValueRef kk = gloop(k, &lk, k0, kc, 1);
     LLVMValueRef ko = gmul(k, kk, P[GP_ACS]);
@@ -1015,7 +1085,7 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
   LLVMValueRef bpj = gfp(k, bpc, gmul(k, jr, kc));
-  GIf fd = {0};
+  GmDirectAt dat, *dr = NULL;
   if (c.direct) {
     /* a convolution panel inside the image (gm_direct_panel) is read in place */
     LLVMValueRef vdir = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0)), vrs = gvar(k, gi(k, 0));
@@ -1030,17 +1100,10 @@ static LLVMValueRef gm_function(CpuCg *cg) {
       LLVMBuildStore(k->B, rs, vrs);
     }
     gif_close(k, &fc);
-    gif_open(k, &fd, LLVMBuildICmp(k->B, LLVMIntNE, gget(k, vdir), gi(k, 0), ""), true);
-    {
-      LLVMValueRef g[GC_COUNT];
-      gm_conv_geom(k, P, g);
-      GmDirect d = {g, gfp(k, P[GP_A], gget(k, voff)), gget(k, vrs), pc};
-      gm_micro(k, &c, NULL, &d, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
-    }
-    gif_else(k, &fd);
+    dat = (GmDirectAt){P, LLVMBuildICmp(k->B, LLVMIntNE, gget(k, vdir), gi(k, 0), ""), gget(k, voff), gget(k, vrs), pc};
+    dr = &dat;
   }
-  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), NULL, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
-  if (c.direct) gif_close(k, &fd);
+  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
   gm_close(k, &lir);
   gm_close(k, &ljr);
   gm_close(k, &lic);

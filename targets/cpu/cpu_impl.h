@@ -82,6 +82,7 @@ typedef struct CpuCg {
                                  first use */
   LLVMValueRef gemm_packa_fn; /* and its A-packing function */
   LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
+  LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
 } CpuCg;
 
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
