@@ -5,6 +5,7 @@
 #   bash run.sh                      every model pinned to cores 0,1, serial and 2 threads
 #   CORES=0-15 THREADS=16 bash run.sh
 #   BUDGET=5 CAP=300 bash run.sh     seconds of timed runs per model and thread count; cap per run
+#   ROUNDS=3 bash run.sh             three interleaved rounds, the median of each figure over them
 #   COMPILE_ONLY=1 bash run.sh       only the machine line and the compile times
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
@@ -22,6 +23,7 @@ cores=${CORES:-0,1}
 threads=${THREADS:-2}
 budget=${BUDGET:-5}
 cap=${CAP:-300}
+rounds=${ROUNDS:-1}
 pin=(taskset -c "$cores")
 command -v taskset >/dev/null || { echo "run.sh: taskset not found: running unpinned"; pin=(); }
 kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
@@ -72,47 +74,76 @@ fi
 
 [ "${COMPILE_ONLY:-0}" = 1 ] && exit 0
 
-# ONNX Runtime on the same cores, when this machine has its Python package
+# per round: every model, hloc on THREADS threads and serial, then ONNX Runtime on the same
+# cores (when this machine has its Python package) on the same model, serial and THREADS;
+# ROUNDS > 1 repeats the whole and reports the median over the rounds of each figure (each
+# round's figure is the median of its timed runs): the host is shared, and interleaving
+# both compilers' runs round by round exposes them to the same load
 ort=$here/ort.tsv
+rows=$here/rows.tsv
+raw=$here/rounds.tsv
 : >"$ort"
-if [ -f "$here/ort_bench.py" ] && [ -d "$here/onnx" ] && python3 -c 'import onnxruntime' 2>/dev/null; then
-  echo "== ONNX Runtime (Python) on cores $cores"
-  for t in 1 "$threads"; do
-    timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
-      python3 -c 'import json,sys
+: >"$rows"
+: >"$raw"
+have_ort=0
+if [ -f "$here/ort_bench.py" ] && [ -d "$here/onnx" ] && python3 -c 'import onnxruntime' 2>/dev/null; then have_ort=1; fi
+for rd in $(seq 1 "$rounds"); do
+  [ "$rounds" -gt 1 ] && echo "== round $rd of $rounds"
+  while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
+    [ -x "$here/bin/$m" ] || continue
+    echo "== $m"
+    l2=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads "$threads" --budget "$budget")
+    echo "   $threads threads: $l2"
+    l1=T
+    if [ "$l2" != T ]; then
+      l1=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads 1 --budget "$budget")
+      echo "   serial:    $l1"
+    fi
+    t1=$l1 t2=$l2 ck="–"
+    case $l1 in T|F) ;; *) t1=$(kv median_s "$l1") ;; esac
+    case $l2 in T|F) ;; *) t2=$(kv median_s "$l2")
+      ck=$(awk -v a="$(kv asum "$l2")" -v b="$asum" -v n="$(kv nonfinite "$l2")" -v nb="$nonfin" 'BEGIN {
+        if (b == "-" || b == "") { print "no reference"; exit }
+        d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b
+        print (d <= 1e-3 * s + 1e-6 && n == nb) ? "ok" : "DIFF (" a " vs " b ")" }') ;;
+    esac
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$t1" "$t2" "$flops" "$bytes" "$x2" "$x16" "$ck" "$rd" >>"$raw"
+    if [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ]; then
+      for t in 1 "$threads"; do
+        timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" "$m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
+          python3 -c 'import json,sys
 for l in sys.stdin:
     d = json.loads(l); print("%s\t%s\t%.9f\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"]))' >>"$ort"
-  done
-  cat "$ort"
-fi
-
-rows=$here/rows.tsv
-: >"$rows"
-while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
-  [ -x "$here/bin/$m" ] || continue
-  echo "== $m"
-  l2=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads "$threads" --budget "$budget")
-  echo "   $threads threads: $l2"
-  l1=T
-  if [ "$l2" != T ]; then
-    l1=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads 1 --budget "$budget")
-    echo "   serial:    $l1"
-  fi
-  t1=$l1 t2=$l2 ck="–"
-  case $l1 in T|F) ;; *) t1=$(kv median_s "$l1") ;; esac
-  case $l2 in T|F) ;; *) t2=$(kv median_s "$l2")
-    ck=$(awk -v a="$(kv asum "$l2")" -v b="$asum" -v n="$(kv nonfinite "$l2")" -v nb="$nonfin" 'BEGIN {
-      if (b == "-" || b == "") { print "no reference"; exit }
-      d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b
-      print (d <= 1e-3 * s + 1e-6 && n == nb) ? "ok" : "DIFF (" a " vs " b ")" }') ;;
-  esac
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$t1" "$t2" "$flops" "$bytes" "$x2" "$x16" "$ck" >>"$rows"
-done <"$here/models.tsv"
+      done
+      echo "   ONNX Runtime:$(tail -n 2 "$ort" | awk -F'\t' '{ printf " %st %s s", $2, $3 }')"
+    fi
+  done <"$here/models.tsv"
+done
+# the median over the rounds of each figure (a timeout or failure in any round stands)
+awk -F'\t' '
+  function med(s,   n, a, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) { if (a[i] == "T" || a[i] == "F") return a[i]; for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t } }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  !($1 in seen) { seen[$1] = 1; order[++nm] = $1 }
+  { t1[$1] = t1[$1] " " $2; t2[$1] = t2[$1] " " $3; rest[$1] = $4 "\t" $5 "\t" $6 "\t" $7; ck[$1] = (ck[$1] == "" || ck[$1] == "ok") ? $8 : ck[$1] }
+  END { for (i = 1; i <= nm; i++) { m = order[i]; printf "%s\t%s\t%s\t%s\t%s\n", m, med(t1[m]), med(t2[m]), rest[m], ck[m] } }' "$raw" >"$rows"
+awk -F'\t' '
+  function med(s,   n, a, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  !(($1, $2) in seen) { seen[$1, $2] = 1; key[++nk] = $1 "\t" $2 }
+  { v[$1, $2] = v[$1, $2] " " $3; ver = $4 }
+  END { for (i = 1; i <= nk; i++) { split(key[i], k, "\t"); printf "%s\t%s\t%.9f\t%s\n", k[1], k[2], med(v[k[1], k[2]]), ver } }' "$ort" >"$ort.med"
+mv "$ort.med" "$ort"
 
 out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
 {
   echo "hloc device run, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx."
-  echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
+  echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s; $rounds round(s), hloc and ONNX Runtime interleaved model by model, each figure the median over the rounds. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
   echo
   echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | ORT 1t ms | ORT ${threads}t ms | ORT / hloc (1t, ${threads}t) | check |"
   echo "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
@@ -135,6 +166,13 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v,
         num(o1) ? ms(o1) : "–", num(o2) ? ms(o2) : "–", q, $8
     }' "$rows"
+  if [ "$rounds" -gt 1 ]; then
+    echo
+    echo "Each round's figures (hloc ${threads}t and 1t ms; ONNX Runtime in ort.jsonl beside this file):"
+    echo
+    awk -F'\t' '{ r[$1] = r[$1] sprintf(" %.4g/%.4g", $3 * 1000, $2 * 1000) } !($1 in s) { s[$1] = 1; o[++n] = $1 }
+      END { for (i = 1; i <= n; i++) printf "- %s:%s\n", o[i], r[o[i]] }' "$raw"
+  fi
   if [ -s "$ctimes" ]; then
     echo
     echo "hloc compile time on this machine (statically linked hloc, default flags; median of 5 wall seconds):"
