@@ -331,11 +331,16 @@ static bool cmp_elems(DType t, CmpDir d, CmpType ct, const void *a, int64_t i, c
   return cmp_dir(d, c);
 }
 
-/* XLA's reduce-precision on a double holding a value of a binary format with src_exp
- * exponent bits and src_man mantissa bits (the bits are taken from `bits`). */
-static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits,
-                                      int mbits, bool is_nan) {
-  uint64_t orig = x;
+/* XLA's reduce-precision on the bits x of a value of a binary format of nbits bits with
+ * src_exp exponent and src_man mantissa bits (the type's own format: f16, bf16, f32, f64),
+ * to ebits exponent and mbits mantissa bits: the mantissa rounded to nearest even when
+ * narrower (a carry moves into the exponent: the next binade, or infinity), the exponent
+ * clamped when narrower (above the reduced format's largest: a signed infinity; at or below
+ * its smallest normal's: a signed zero, the reduced format having no denormals); a NaN is
+ * kept as it is (XLA's CPU results for mbits 0 too: tests/xla_cases/rp_*). */
+uint64_t hlo_reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits, int mbits) {
+  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man, manmask = (UINT64_C(1) << src_man) - 1;
+  if ((x & expmask) == expmask && (x & manmask)) return x; /* NaN */
   if (mbits < src_man) {
     uint64_t last = UINT64_C(1) << (src_man - mbits);
     uint64_t base_bias = (last >> 1) - 1;
@@ -345,7 +350,6 @@ static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int sr
   }
   if (ebits < src_exp) {
     uint64_t sign = UINT64_C(1) << (nbits - 1);
-    uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man;
     int64_t bias = (INT64_C(1) << (src_exp - 1)) - 1;
     int64_t rbias = (INT64_C(1) << (ebits - 1)) - 1;
     uint64_t rmax = (uint64_t)(bias + rbias), rmin = (uint64_t)(bias - rbias);
@@ -354,29 +358,17 @@ static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int sr
     uint64_t szero = x & sign, sinf = szero | expmask;
     x = over ? sinf : under ? szero : x;
   }
-  if (is_nan) {
-    if (mbits > 0) return orig;
-    return (orig & (UINT64_C(1) << (nbits - 1))) | (((UINT64_C(1) << src_exp) - 1) << src_man);
-  }
   return x & (nbits == 64 ? UINT64_MAX : ((UINT64_C(1) << nbits) - 1));
 }
 
-static double reduce_precision(DType t, double v, int ebits, int mbits) {
-  if (t == DT_F64) {
-    uint64_t b;
-    memcpy(&b, &v, 8);
-    b = reduce_precision_bits(b, 64, 11, 52, ebits, mbits, isnan(v));
-    memcpy(&v, &b, 8);
-    return v;
-  }
-  /* f32, f16, bf16: every value is exactly an f32; f16/bf16 results re-round exactly when
-   * the reduced format is no wider than the storage format. */
-  float f = (float)v;
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  b = (uint32_t)reduce_precision_bits(b, 32, 8, 23, ebits, mbits, isnan(f));
-  memcpy(&f, &b, 4);
-  return f;
+/* The binary format of float type t: total, exponent and mantissa bits. */
+bool hlo_float_format(DType t, int *nbits, int *exp, int *man) {
+  if (t == DT_F16) *nbits = 16, *exp = 5, *man = 10;
+  else if (t == DT_BF16) *nbits = 16, *exp = 8, *man = 7;
+  else if (t == DT_F32) *nbits = 32, *exp = 8, *man = 23;
+  else if (t == DT_F64) *nbits = 64, *exp = 11, *man = 52;
+  else return false;
+  return true;
 }
 
 /* ------------------------------------------------------------------ elementwise */
@@ -680,17 +672,21 @@ static Literal *eval_reduce_precision(IState *st, const HInstr *in, Literal *x, 
   int64_t n = hlo_shape_elems(&in->shape), s;
   if (!elem_operand(in, 0, x, n, &s, err)) return NULL;
   DType t = in->shape.dt;
-  if (!hlo_dtype_is_float(t) || x->shape.dt != t || in->exponent_bits < 1 || in->mantissa_bits < 0 ||
-      in->exponent_bits > (t == DT_F64 ? 11 : 8) || in->mantissa_bits > (t == DT_F64 ? 52 : 23)) {
+  int nbits, se, sm;
+  if (!hlo_float_format(t, &nbits, &se, &sm) || x->shape.dt != t || in->exponent_bits < 1 || in->mantissa_bits < 0) {
     hlo_err_at(err, in, "reduce-precision with exponent_bits=%d mantissa_bits=%d on %s",
                in->exponent_bits, in->mantissa_bits, hlo_dtype_name(t));
     return NULL;
   }
+  /* on the bits of the type's own format */
+  size_t sz = (size_t)nbits / 8;
   Literal *r = new_lit(st, &in->shape);
-  for (int64_t i = 0; i < n; i++)
-    hlo_store_f64(t, r->data, i,
-                  reduce_precision(t, hlo_load_f64(t, x->data, i * s), in->exponent_bits,
-                                   in->mantissa_bits));
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t b = 0;
+    memcpy(&b, (const char *)x->data + (size_t)(i * s) * sz, sz); /* little-endian host */
+    b = hlo_reduce_precision_bits(b, nbits, se, sm, in->exponent_bits, in->mantissa_bits);
+    memcpy((char *)r->data + (size_t)i * sz, &b, sz);
+  }
   return r;
 }
 

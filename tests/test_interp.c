@@ -1025,3 +1025,64 @@ Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   }
   cr_assert_eq(failed, 0, "%d of the XLA cases failed (see stderr)", failed);
 }
+
+/* tests/xla_cases/rp_*: reduce-precision of f32 and f16 values where the rounding is decided,
+ * to formats narrower and wider than the input's, exported by JAX with XLA's results
+ * (tools/export_rp_cases.py). The interpreter must match them bit for bit (a NaN matching
+ * any NaN). */
+static const char *const rp_cases[] = {"rp_f32_e8m7", "rp_f32_e5m10", "rp_f32_e4m3", "rp_f32_e2m1",
+                                       "rp_f32_e5m0", "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10",
+                                       "rp_f16_e4m3", "rp_f16_e8m7", "rp_f16_e5m2", "rp_f16_e3m0",
+                                       "rp_f16_e11m52"};
+
+/* Element i of an f16/f32 array as bits, and whether it is a NaN. */
+static uint32_t rp_bits(const Literal *l, int64_t i, bool *nan) {
+  if (l->shape.dt == DT_F16) {
+    uint16_t b;
+    memcpy(&b, (const char *)l->data + 2 * i, 2);
+    *nan = (b & 0x7c00) == 0x7c00 && (b & 0x3ff);
+    return b;
+  }
+  uint32_t b;
+  memcpy(&b, (const char *)l->data + 4 * i, 4);
+  *nan = (b & 0x7f800000) == 0x7f800000 && (b & 0x7fffff);
+  return b;
+}
+
+Test(interp, xla_reduce_precision_cases, .timeout = 60) {
+  int bad_cases = 0;
+  for (size_t c = 0; c < sizeof rp_cases / sizeof *rp_cases; c++) {
+    char path[4096];
+    HErr e = {0};
+    HArena *a = hlo_arena_new();
+    snprintf(path, sizeof path, HLOC_TEST_DIR "/xla_cases/%s/module.hlo", rp_cases[c]);
+    char *buf;
+    size_t len;
+    cr_assert(hlo_read_file(path, &buf, &len, &e), "%s", e.msg);
+    HModule *m = hlo_parse_text(buf, len, path, &e);
+    free(buf);
+    cr_assert(m, "%s", e.msg);
+    snprintf(path, sizeof path, HLOC_TEST_DIR "/xla_cases/%s/in0.npy", rp_cases[c]);
+    Literal *x = hlo_npy_read(a, path, &e);
+    cr_assert(x, "%s", e.msg);
+    snprintf(path, sizeof path, HLOC_TEST_DIR "/xla_cases/%s/out0.npy", rp_cases[c]);
+    Literal *want = hlo_npy_read(a, path, &e);
+    cr_assert(want, "%s", e.msg);
+    Literal *got = hlo_interp_run(m, a, &x, 1, &e);
+    cr_assert(got, "%s: %s", rp_cases[c], e.msg);
+    cr_assert_eq(got->shape.dt, want->shape.dt);
+    int64_t n = hlo_shape_elems(&want->shape), bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      bool gn, wn, xn;
+      uint32_t g = rp_bits(got, i, &gn), w = rp_bits(want, i, &wn), xi = rp_bits(x, i, &xn);
+      if (g == w || (gn && wn)) continue;
+      if (bad++ < 4)
+        fprintf(stderr, "  %s element %lld: input 0x%x, got 0x%x, XLA 0x%x\n", rp_cases[c], (long long)i, xi, g, w);
+    }
+    if (bad) fprintf(stderr, "  %s: %lld of %lld elements differ from XLA\n", rp_cases[c], (long long)bad, (long long)n);
+    bad_cases += bad > 0;
+    hlo_module_free(m);
+    hlo_arena_free(a);
+  }
+  cr_assert_eq(bad_cases, 0, "%d reduce-precision cases differ from XLA (see stderr)", bad_cases);
+}

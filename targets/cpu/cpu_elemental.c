@@ -21,7 +21,8 @@
  * are reused (a small cache dropped when a loop closes), so shared subexpressions of a DAG are
  * emitted once. Math: LLVM intrinsics where they exist (exp, log, sqrt, sin, cos, pow, ...),
  * a rational approximation for tanh (vectorizable, ~2 ulp) and a polynomial one for f32 exp
- * (vectorizable, ~1 ulp; llvm.exp is a libm call per element), libm calls for the rare rest. */
+ * (vectorizable, ~1 ulp; llvm.exp is a libm call per element), libm calls for the rare rest;
+ * reduce-precision as integer arithmetic on the value's bits in its own format (vectorizable). */
 #include "cpu_impl.h"
 
 #include <math.h>
@@ -303,6 +304,63 @@ static LLVMValueRef el_shift(CpuKern *k, HOp op, DType t, LLVMValueRef a, LLVMVa
   return LLVMBuildAShr(B, a, LLVMBuildSelect(B, big, LLVMConstInt(ty, bits - 1, 0), b, ""), "");
 }
 
+/* Whether reduce-precision applies to type t with in's format: a float type (the verifier
+ * already asks for exponent_bits >= 1 and mantissa_bits >= 0). */
+static bool el_rp_format_ok(const HInstr *in, DType t) {
+  int nb, e, m;
+  return hlo_float_format(t, &nb, &e, &m) && in->exponent_bits >= 1 && in->mantissa_bits >= 0;
+}
+
+/* reduce-precision: XLA's rounding of x to a format of e exponent and m mantissa bits, as
+ * integer IR on the bits of the value in its own format (f16 and bf16 as i16, f32 as i32,
+ * f64 as i64), branch-free so that loops of it vectorize:
+ *   - mantissa (m narrower than the type's): round to nearest even by adding half an ulp of
+ *     the reduced format less one plus the lowest kept bit, then clearing the dropped bits (a
+ *     carry moves into the exponent: the next binade, or infinity);
+ *   - exponent (e narrower): exponents above the reduced format's largest become a signed
+ *     infinity, those at or below its smallest normal's a signed zero (no denormals);
+ *   - a NaN is kept as it is.
+ * The same steps as hlo_reduce_precision_bits (the interpreter), checked against XLA's own
+ * results in tests/xla_cases/rp_*. */
+static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, LLVMValueRef x) {
+  int nbits, src_exp, src_man;
+  if (!el_rp_format_ok(in, t) || !hlo_float_format(t, &nbits, &src_exp, &src_man))
+    return el_fail(k, in, "reduce-precision format is not supported");
+  LLVMBuilderRef B = k->B;
+  int e = in->exponent_bits, m = in->mantissa_bits;
+  if (e >= src_exp && m >= src_man) return x; /* the identity */
+  LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, (unsigned)nbits);
+  LLVMValueRef orig = LLVMBuildBitCast(B, x, it, ""), bits = orig;
+  uint64_t sign = UINT64_C(1) << (nbits - 1);
+  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man, manmask = (UINT64_C(1) << src_man) - 1;
+  if (m < src_man) {
+    /* round the mantissa to m bits, to nearest even */
+    int sh = src_man - m;
+    uint64_t last = UINT64_C(1) << sh;
+    LLVMValueRef lastbit =
+        LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(it, (unsigned)sh, 0), ""), LLVMConstInt(it, 1, 0), "");
+    bits = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lastbit, LLVMConstInt(it, (last >> 1) - 1, 0), ""), "");
+    bits = LLVMBuildAnd(B, bits, LLVMConstInt(it, ~(last - 1), 0), "");
+  }
+  if (e < src_exp) {
+    /* clamp the exponent to the reduced range: overflow to infinity, underflow to zero */
+    uint64_t bias = (UINT64_C(1) << (src_exp - 1)) - 1, rbias = (UINT64_C(1) << (e - 1)) - 1;
+    LLVMValueRef xe = LLVMBuildAnd(B, bits, LLVMConstInt(it, expmask, 0), "");
+    LLVMValueRef over = LLVMBuildICmp(B, LLVMIntUGT, xe, LLVMConstInt(it, (bias + rbias) << src_man, 0), "");
+    LLVMValueRef under = LLVMBuildICmp(B, LLVMIntULE, xe, LLVMConstInt(it, (bias - rbias) << src_man, 0), "");
+    LLVMValueRef szero = LLVMBuildAnd(B, bits, LLVMConstInt(it, sign, 0), "");
+    LLVMValueRef sinf = LLVMBuildOr(B, szero, LLVMConstInt(it, expmask, 0), "");
+    bits = LLVMBuildSelect(B, over, sinf, LLVMBuildSelect(B, under, szero, bits, ""), "");
+  }
+  /* a NaN (all-ones exponent, nonzero mantissa) is kept */
+  LLVMValueRef em = LLVMConstInt(it, expmask, 0);
+  LLVMValueRef isnan = LLVMBuildAnd(
+      B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, orig, em, ""), em, ""),
+      LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, orig, LLVMConstInt(it, manmask, 0), ""), LLVMConstInt(it, 0, 0), ""), "");
+  bits = LLVMBuildSelect(B, isnan, orig, bits, "");
+  return LLVMBuildBitCast(B, bits, LLVMTypeOf(x), "");
+}
+
 /* One elementwise op on operand values v[] (register types). */
 static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   LLVMBuilderRef B = k->B;
@@ -416,10 +474,11 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_COSH: return el_libm(k, "cosh", t, v, 1);
   case OP_SINH: return el_libm(k, "sinh", t, v, 1);
   case OP_CONVERT: return cpu_convert(k, v[0], t, in->shape.dt);
+  case OP_REDUCE_PRECISION: return el_reduce_precision(k, in, t, v[0]);
   case OP_COPY: return v[0];
   case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_PARTITION_ID: case OP_REPLICA_ID:
   case OP_RNG_GET_AND_UPDATE_STATE: case OP_IMAG: case OP_REAL: case OP_BITCAST_CONVERT:
-  case OP_REDUCE_PRECISION: case OP_MULHI: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
+  case OP_MULHI: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
   case OP_MAP: case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: case OP_SORT:
   case OP_TOPK: case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE:
   case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_DOT: case OP_CONVOLUTION: case OP_FFT:
@@ -1112,7 +1171,7 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_ROUND_AFZ: case OP_ROUND_EVEN: case OP_RSQRT:
   case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN: case OP_TANH: case OP_ACOS: case OP_ACOSH:
   case OP_ASIN: case OP_ASINH: case OP_ATAN: case OP_ATANH: case OP_COSH: case OP_SINH:
-  case OP_CONVERT: case OP_BITCAST_CONVERT: case OP_COPY:
+  case OP_CONVERT: case OP_BITCAST_CONVERT: case OP_COPY: case OP_REDUCE_PRECISION:
   case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_REMAINDER: case OP_POWER:
   case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM: case OP_AND: case OP_OR: case OP_XOR:
   case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL: case OP_COMPARE:
@@ -1126,7 +1185,7 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_SELECT_AND_SCATTER: /* likewise (cpu_select_scatter.c) */
     break;
   case OP_IMAG: case OP_REAL: case OP_COMPLEX: why = "complex numbers are not supported"; break;
-  case OP_MULHI: case OP_STOCHASTIC_CONVERT: case OP_REDUCE_PRECISION:
+  case OP_MULHI: case OP_STOCHASTIC_CONVERT:
   case OP_TOPK: case OP_BATCH_NORM_TRAINING:
   case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
   case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
@@ -1149,6 +1208,12 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   }
   if (why) {
     hlo_err_at(err, in, "CPU target: %s: %s", hlo_op_name(in->op), why);
+    return false;
+  }
+  if (in->op == OP_REDUCE_PRECISION && !el_rp_format_ok(in, in->shape.dt)) {
+    hlo_err_at(err, in, "CPU target: reduce-precision: exponent_bits=%d mantissa_bits=%d on %s is not supported "
+                        "(a float type, exponent_bits >= 1, mantissa_bits >= 0)",
+               in->exponent_bits, in->mantissa_bits, hlo_dtype_name(in->shape.dt));
     return false;
   }
   if (in->op == OP_CONSTANT && !in->literal) {
