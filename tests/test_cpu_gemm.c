@@ -11,6 +11,7 @@
  * of one fusion sharing a pass, results reshaped and scaled, the split dimension reduced
  * (partials combined) or kept. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -223,6 +224,75 @@ Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
 Test(cpu_gemm, conv_pack_vector_paths_all_packed, .timeout = 300) {
   setenv("HLOC_CPU_GEMM_DIRECT", "0", 1);
   tg_check("packing paths, all panels packed", tg_pack_paths, 1e-4, true);
+}
+
+/* HLO text of a dot whose B is a constant (frozen weights) of K x N values sin(0.37 i): as an
+ * entry constant, or (transposed) fused into an output fusion with a ReLU epilogue. */
+static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
+  size_t cap = (size_t)(K * N) * 16 + 4096, n = 0;
+  char *t = malloc(cap);
+  cr_assert(t);
+  int64_t r = fused ? N : K, c = fused ? K : N;
+  n += (size_t)snprintf(t + n, cap - n, "HloModule m\n%s", fused ? "f {\n  a = f32[" : "ENTRY e {\n  a = f32[");
+  n += (size_t)snprintf(t + n, cap - n, "%lld,%lld] parameter(0)\n  w = f32[%lld,%lld] constant({", (long long)M,
+                        (long long)K, (long long)r, (long long)c);
+  for (int64_t i = 0; i < r; i++) {
+    n += (size_t)snprintf(t + n, cap - n, "%s{", i ? ", " : "");
+    for (int64_t j = 0; j < c; j++) n += (size_t)snprintf(t + n, cap - n, "%s%.6g", j ? ", " : "", sin(0.37 * (double)(i * c + j)));
+    n += (size_t)snprintf(t + n, cap - n, "}");
+  }
+  if (!fused) {
+    snprintf(t + n, cap - n, "})\n  ROOT d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+             (long long)M, (long long)N);
+  } else {
+    snprintf(t + n, cap - n,
+             "})\n  d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+             "  z = f32[] constant(0)\n  zb = f32[%lld,%lld] broadcast(z), dimensions={}\n"
+             "  ROOT e = f32[%lld,%lld] maximum(d, zb)\n}\n"
+             "ENTRY e {\n  a0 = f32[%lld,%lld] parameter(0)\n  ROOT x = f32[%lld,%lld] fusion(a0), kind=kOutput, calls=f\n}\n",
+             (long long)M, (long long)N, (long long)M, (long long)N, (long long)M, (long long)N, (long long)M,
+             (long long)K, (long long)M, (long long)N);
+  }
+  return t;
+}
+
+/* Whether compiling text defines the global @name (LLVM IR). */
+static bool tg_has_global(const char *text, const char *name) {
+  HModule *m = ct_parse(text);
+  char *dir = ct_tmpdir("hloc_gemm_g");
+  char ll[512], def[256];
+  snprintf(ll, sizeof ll, "%s/model.ll", dir);
+  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  HErr err = {0};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  size_t n = 0;
+  char *ir = ct_slurp(ll, &n);
+  snprintf(def, sizeof def, "@%s", name);
+  bool found = strstr(ir, def) != NULL;
+  free(ir);
+  ct_rmdir(dir);
+  free(dir);
+  hlo_module_free(m);
+  return found;
+}
+
+/* A constant B is packed at compile time into read-only data (no packing at run time):
+ * small blocks (HLOC_CPU_GEMM_BLOCKS: MC 24, KC 64, NC 64) so that the 150-deep, 90-wide
+ * product has three K blocks, two column blocks and an edge panel; as an entry constant and
+ * transposed inside an output fusion; and with the compile-time packing off. */
+Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+  for (int fused = 0; fused < 2; fused++) {
+    char *t = tg_const_b_text(50, 150, 90, fused);
+    cr_expect(tg_has_global(t, "model_cb"), "no compile-time packed B (%s)", fused ? "fused" : "entry constant");
+    tg_check(fused ? "constant B, transposed, fused" : "constant B", t, 1e-4, true);
+    setenv("HLOC_CPU_GEMM_NO_CONST_PACK", "1", 1);
+    cr_expect(!tg_has_global(t, "model_cb"), "HLOC_CPU_GEMM_NO_CONST_PACK ignored");
+    tg_check("constant B packed at run time", t, 1e-4, true);
+    unsetenv("HLOC_CPU_GEMM_NO_CONST_PACK");
+    free(t);
+  }
+  unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
 /* The weight-gradient form of a training step's backward pass (as the layout pass writes

@@ -21,7 +21,9 @@
  * transposes the VW x VW blocks in registers (A's rows, a transposed B's columns), or copies
  * rows of B across its panels; other strides go element by element. A caller may pass B or A
  * already packed for all its blocks (GP_BPRE / GP_APRE, laid out by gm_packx_function): the
- * function then reads the blocks in place.
+ * function then reads the blocks in place. A constant B (weights frozen into the module) is
+ * packed that way at compile time, into read-only data that replaces the constant: the run
+ * packs nothing of it (gm_const_packed_b).
  *
  * The same function packs A straight from a convolution input when given the convolution's
  * geometry (implicit GEMM): rows are output pixels (image, oh, ow), so one call can span the
@@ -1485,6 +1487,47 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
   return true;
 }
 
+/* A constant B (frozen weights) packed at compile time into read-only data, in the layout of
+ * a B packed beforehand (GP_BPRE) for the column blocks of the items (nnb blocks of nblk
+ * columns from column 0; each a single column block of the GEMM function, nblk <= NC): block
+ * n0 at n0 * K, its K blocks (kstep deep, as gm_kstep) at pc * roundup(ncall, NR), NR-wide
+ * panels kc deep within, zero columns past the block. Every call then reads B in place and
+ * packs nothing (mlp: B's packing is an eighth of its run time). NULL when B is not a
+ * constant literal read in place. */
+static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb,
+                                      int64_t kstep) {
+  const GmView *v = &p->b;
+  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal ||
+      v->base->shape.dt != DT_F32 || p->K < 1 || p->N < 1 || getenv("HLOC_CPU_GEMM_NO_CONST_PACK"))
+    return NULL;
+  int64_t K = p->K, N = p->N, NR = c->nr;
+  int64_t total = (nnb > 1 ? nnb * nblk : gm_roundup(N, NR)) * K;
+  float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)total);
+  memset(buf, 0, sizeof(float) * (size_t)total);
+  const float *src = (const float *)v->base->literal->data + v->off;
+  for (int64_t ni = 0; ni < nnb; ni++) {
+    int64_t n0 = ni * nblk, ncall = gm_min(nblk, N - n0), ncr = gm_roundup(ncall, NR);
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = gm_min(kstep, K - pc);
+      float *blk = buf + n0 * K + pc * ncr;
+      for (int64_t jr = 0; jr < ncr; jr += NR)
+        for (int64_t kk = 0; kk < kc; kk++)
+          for (int64_t cc = 0; cc < NR && jr + cc < ncall; cc++)
+            blk[jr * kc + kk * NR + cc] = src[(pc + kk) * p->brs + (n0 + jr + cc) * p->bcs];
+    }
+  }
+  LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)buf, (unsigned)(sizeof(float) * (size_t)total), 1);
+  char name[512];
+  snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(gv, 64);
+  return gv;
+}
+
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (getenv("HLOC_CPU_NO_GEMM")) return 0;
   const HInstr *fusion = hero == in ? NULL : in;
@@ -1553,8 +1596,10 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      work at once) skips it for B, which its calls pack once per block anyway, and uses the
      packed A, which its calls (one per column block) would each pack again. */
   int pre = 0; /* 1: B packed beforehand, 2: A */
-  if (!p.conv && nb == 1 && nchunks > 1 && !getenv("HLOC_CPU_GEMM_NO_PREPACK")) pre = nmb > 1 ? 1 : nnb > 1 ? 2 : 0;
   int64_t kstep = gm_kstep(&c, p.K), nkb = p.K < 1 ? 1 : (p.K + kstep - 1) / kstep;
+  LLVMValueRef bconst = !p.conv && nb == 1 ? gm_const_packed_b(cg, &c, &p, nblk, nnb, kstep) : NULL;
+  if (!p.conv && nb == 1 && nchunks > 1 && !getenv("HLOC_CPU_GEMM_NO_PREPACK"))
+    pre = !bconst ? (nmb > 1 ? 1 : nnb > 1 ? 2 : 0) : (nmb == 1 && nnb > 1 ? 2 : 0);
   int64_t pre_off = stage_bytes + pack * nchunks, pre_bytes = 0, Kp = p.K < 1 ? 1 : p.K;
   if (pre == 1) pre_bytes = (nnb > 1 ? nnb * nblk : gm_roundup(p.N, c.nr)) * Kp * 4;
   if (pre == 2) pre_bytes = gm_roundup(p.M, c.mr) * Kp * 4;
@@ -1593,7 +1638,10 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   CpuKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
-  LLVMValueRef A = gm_view_ptr(k, &p.a), Bm = gm_view_ptr(k, &p.b), C = cpu_buffer(k, in);
+  /* a B packed at compile time is all the calls read: the constant itself is not referenced
+     (and leaves the object when nothing else reads it) */
+  LLVMValueRef A = gm_view_ptr(k, &p.a), Bm = bconst ? LLVMConstNull(cg->ptr) : gm_view_ptr(k, &p.b);
+  LLVMValueRef C = cpu_buffer(k, in);
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
   LLVMValueRef geo = NULL;
   if (p.conv) {
@@ -1659,7 +1707,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   }
   args[GP_ARS] = gi(k, p.ars);
   args[GP_ACS] = gi(k, p.acs);
-  args[GP_B] = gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p.bcs))));
+  args[GP_B] = bconst ? Bm : gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p.bcs))));
   args[GP_BRS] = gi(k, p.brs);
   args[GP_BCS] = gi(k, p.bcs);
   args[GP_C] = gfp(k, C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p.ldc)), n0)));
@@ -1668,6 +1716,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   args[GP_CONV] = p.conv ? geo : LLVMConstNull(cg->ptr);
   args[GP_BKEEP] = slices ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "") : gi(k, 0);
   args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+  if (bconst) args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, bconst, 0}), gmul(k, n0, gi(k, p.K)));
   if (pre) {
     /* the call's block of the packed operand (A: all rows, pre == 2 means nmb == 1) */
     LLVMValueRef prep = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
