@@ -1372,7 +1372,7 @@ Test(cpu, reduce_precision_after_optimizer, .timeout = 300) {
   cr_expect_geq(fused, 5, "only %d reduce-precision instructions fused with other ops", fused);
 }
 
-/* tests/xla_cases/rp_*: XLA's own reduce-precision results (tools/export_rp_cases.py) on f32
+/* tests/xla_cases/rp_*: XLA's own reduce-precision results (tools/export_xla_cases.py) on f32
  * and f16 values where the rounding is decided, formats narrower and wider than the input's
  * (f16 to (8,7) keeps its exponent; NaNs stay NaNs at mantissa_bits 0): compiled, run on the
  * exported argument and compared bit for bit. */

@@ -1013,7 +1013,7 @@ Test(interp, corpus_fixtures, .timeout = 300) {
 }
 
 /* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) exported by
- * JAX with XLA's outputs (tools/export_conv_cases.py), which the corpus does not have. */
+ * JAX with XLA's outputs (tools/export_xla_cases.py), which the corpus does not have. */
 Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   const char *dir = HLOC_TEST_DIR "/xla_cases";
   const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
@@ -1028,7 +1028,7 @@ Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
 
 /* tests/xla_cases/rp_*: reduce-precision of f32 and f16 values where the rounding is decided,
  * to formats narrower and wider than the input's, exported by JAX with XLA's results
- * (tools/export_rp_cases.py). The interpreter must match them bit for bit (a NaN matching
+ * (tools/export_xla_cases.py). The interpreter must match them bit for bit (a NaN matching
  * any NaN). */
 static const char *const rp_cases[] = {"rp_f32_e8m7", "rp_f32_e5m10", "rp_f32_e4m3", "rp_f32_e2m1",
                                        "rp_f32_e5m0", "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10",

@@ -141,6 +141,17 @@ LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
 
 LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) { return t == DT_PRED ? cg->i8 : cpu_reg_type(cg, t); }
 
+LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n) {
+  LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)data, (unsigned)n, 1);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(gv, 64);
+  return gv;
+}
+
 LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in) {
   for (int i = 0; i < cg->nconst; i++)
     if (cg->const_instr[i] == in) return cg->const_gv[i];
@@ -157,16 +168,9 @@ LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in) {
     cg->const_cap = nc;
   }
   size_t n = hlo_shape_bytes(&in->shape);
-  LLVMValueRef init = LLVMConstStringInContext(cg->C, n ? (const char *)in->literal->data : "",
-                                               (unsigned)n, 1);
   char name[512];
   snprintf(name, sizeof name, "%s_c%d", cg->o->name, cg->nconst);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(gv, 64);
+  LLVMValueRef gv = cpu_rodata(cg, name, n ? in->literal->data : "", n);
   cg->const_instr[cg->nconst] = in;
   cg->const_gv[cg->nconst] = gv;
   cg->nconst++;

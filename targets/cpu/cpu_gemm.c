@@ -1516,16 +1516,9 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
             blk[jr * kc + kk * NR + cc] = src[(pc + kk) * p->brs + (n0 + jr + cc) * p->bcs];
     }
   }
-  LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)buf, (unsigned)(sizeof(float) * (size_t)total), 1);
   char name[512];
   snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(gv, 64);
-  return gv;
+  return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
 }
 
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {

@@ -89,6 +89,8 @@ typedef struct CpuCg {
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
 #define CPU_LIGHT_ATTR "hloc-light"
 
+/* A private, read-only, 64-byte aligned global holding n bytes of data, named name. */
+LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n);
 /* The read-only global holding a constant instruction's literal (made once). */
 LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
 /* LLVM register type of a dtype (pred: i1) and storage type (pred: i8). */

@@ -1,0 +1,106 @@
+"""tools/export_xla_cases.py: export the cases of tests/xla_cases with JAX.
+
+What the corpus fixtures do not exercise, with XLA's own results:
+  - grouped convolutions: batch_group_count (the weight gradient of a grouped convolution,
+    grouped_wgrad produced by jax.grad) and feature_group_count, in NHWC and NCHW, with
+    stride, padding and dilation;
+  - reduce-precision (rp_*): f32 and f16 values where the rounding is decided (signed zeros,
+    infinities, NaNs with payloads, denormals, the smallest normal, ties rounding both ways,
+    all-ones mantissas that carry into the next binade, values around the reduced format's
+    overflow and underflow limits) plus random bit patterns, to formats narrower and wider
+    than the input's own.
+Each case is jitted, its HLO text (as lowered for XLA) written to OUT/<case>/module.hlo, its
+arguments to in<k>.npy and XLA's result (JAX on the CPU) to out0.npy. Run where JAX is
+installed (the GPU machine has it):
+
+    JAX_PLATFORMS=cpu OUT=tests/xla_cases python3 tools/export_xla_cases.py
+
+tests/test_interp.c and tests/test_cpu.c check the interpreter and the CPU target against
+these outputs (the rp_* cases bit for bit); tools/cuda_device_test.sh the CUDA target.
+"""
+import os
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+out = os.environ.get("OUT", ".")
+HI = lax.Precision.HIGHEST
+
+
+def hlo_text(f, *args):
+    lo = jax.jit(f).lower(*args)
+    try:
+        return lo.as_text(dialect="hlo")
+    except Exception:
+        return lo.compiler_ir("hlo").as_hlo_text()
+
+
+# ---------------------------------------------------------------- grouped convolutions
+rng = np.random.default_rng(0)
+cases = []
+# 1: batch groups, NHWC/HWIO, valid
+x = rng.standard_normal((4, 7, 6, 3), dtype=np.float32)
+w = rng.standard_normal((3, 2, 3, 6), dtype=np.float32)
+cases.append(("bgc2_nhwc", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"), batch_group_count=2, precision=HI), (x, w)))
+# 2: batch groups 3, NCHW/OIHW, stride 2, padding
+x = rng.standard_normal((6, 2, 9, 8), dtype=np.float32)
+w = rng.standard_normal((6, 2, 3, 3), dtype=np.float32)
+cases.append(("bgc3_nchw_stride_pad", lambda x, w: lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (0, 2)), dimension_numbers=("NCHW", "OIHW", "NCHW"), batch_group_count=3, precision=HI), (x, w)))
+# 3: batch groups with rhs dilation (a grouped weight gradient's shape)
+x = rng.standard_normal((4, 3, 10, 10), dtype=np.float32)
+w = rng.standard_normal((4, 3, 2, 2), dtype=np.float32)
+cases.append(("bgc2_dilated", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", rhs_dilation=(2, 3), dimension_numbers=("NCHW", "OIHW", "NCHW"), batch_group_count=2, precision=HI), (x, w)))
+# 4: feature groups
+x = rng.standard_normal((2, 8, 8, 6), dtype=np.float32)
+w = rng.standard_normal((3, 3, 2, 9), dtype=np.float32)
+cases.append(("fgc3_nhwc", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=3, precision=HI), (x, w)))
+# 5: a grouped convolution's weight gradient through autodiff (JAX emits batch_group_count)
+x = rng.standard_normal((2, 4, 6, 6), dtype=np.float32)
+w = rng.standard_normal((6, 2, 3, 3), dtype=np.float32)
+def loss(w, x):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"), feature_group_count=2, precision=HI)
+    return jnp.sum(y * y)
+cases.append(("grouped_wgrad", lambda w, x: jax.grad(loss)(w, x), (w, x)))
+
+
+# ---------------------------------------------------------------- reduce-precision
+rng = np.random.default_rng(1)
+
+
+def values(ubits, nbits, exp, man):
+    """Bit patterns of a binary format with exp exponent and man mantissa bits."""
+    sign = 1 << (nbits - 1)
+    expmask = ((1 << exp) - 1) << man
+    bias = (1 << (exp - 1)) - 1
+    v = [0, sign, expmask, sign | expmask, expmask | 1, expmask | (1 << (man - 1)) | 5,
+         sign | expmask | 3, 1, sign | 1, (1 << man) - 1, 1 << man, bias << man,
+         (bias << man) | ((1 << man) - 1), expmask - 1, sign | (expmask - 1)]
+    # every exponent, with mantissas at and around the halfway points of narrower formats
+    for e in range(0, (1 << exp) - 1, max(1, ((1 << exp) - 1) // 40)):
+        for m in (0, 1, (1 << man) - 1, 1 << (man - 1), (1 << (man - 1)) + 1, (1 << (man - 1)) - 1,
+                  0b11 << (man - 4), 0b01 << (man - 4), 0b011 << (man - 4), 0b101 << (man - 5)):
+            for s in (0, sign):
+                v.append(s | (e << man) | (m & ((1 << man) - 1)))
+    v += list(rng.integers(0, 1 << nbits, 400, dtype=np.uint64))
+    return np.array(v, dtype=np.uint64).astype(ubits)
+
+
+f32 = values(np.uint32, 32, 8, 23).view(np.float32)
+f16 = values(np.uint16, 16, 5, 10).view(np.float16)
+for x, fmts in ((f32, ((8, 7), (5, 10), (4, 3), (2, 1), (5, 0), (8, 23), (11, 30))),
+                (f16, ((5, 10), (4, 3), (8, 7), (5, 2), (3, 0), (11, 52)))):
+    for e, m in fmts:
+        cases.append((f"rp_{'f32' if x.dtype == np.float32 else 'f16'}_e{e}m{m}",
+                      lambda x, e=e, m=m: lax.reduce_precision(x, exponent_bits=e, mantissa_bits=m), (x,)))
+
+
+for name, f, args in cases:
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "module.hlo"), "w").write(hlo_text(f, *args))
+    for i, a in enumerate(args):
+        np.save(os.path.join(d, f"in{i}.npy"), a)
+    y = np.asarray(jax.jit(f)(*args))
+    np.save(os.path.join(d, "out0.npy"), y)
+    print(name, y.dtype, y.shape, jax.devices()[0].platform)
