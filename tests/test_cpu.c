@@ -103,6 +103,18 @@ Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
   }
 }
 
+/* tests/xla_cases: JAX's lax.cond (data-dependent predicate, tuple results, both outcomes) and
+ * lax.switch (run-time index in range, past the end and negative; a cond nested in a branch)
+ * with XLA's outputs, through the optimizer (conditional-select runs every branch). */
+Test(cpu, xla_conditional_cases, .timeout = 300) {
+  const char *names[] = {"cond_pred_true", "cond_pred_false", "switch_0", "switch_1", "switch_2", "switch_7", "switch_m3"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char datadir[512];
+    snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
+    tc_case(datadir, "module.hlo", names[i], 1e-5, true);
+  }
+}
+
 Test(cpu, fixture_elementwise_chain, .timeout = 300) { tc_fixture("elementwise_chain", 1e-4); }
 Test(cpu, fixture_mlp, .timeout = 300) { tc_fixture("mlp", 1e-4); }
 Test(cpu, fixture_frozen_mlp, .timeout = 300) { tc_fixture("frozen_mlp", 1e-4); }
@@ -118,13 +130,18 @@ Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) { tc_fixture("simple_cn
 
 
 
-/* Compile text, evaluate it with the interpreter on generated arguments, compare. */
-static void tc_check_text(const char *what, const char *text, double rtol, int int_range) {
+/* Compile text (after the optimizer when optimize), evaluate it with the interpreter on
+ * generated arguments, compare. */
+static void tc_check_text_ex(const char *what, const char *text, double rtol, int int_range, bool optimize) {
   HModule *ref = ct_parse(text);
   HModule *m = ct_parse(text);
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
+  if (optimize) {
+    OptOpts oo = {0};
+    cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  }
   int np = ref->entry->nparams;
   hlo_comp_renumber(ref->entry);
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
@@ -145,6 +162,10 @@ static void tc_check_text(const char *what, const char *text, double rtol, int i
   hlo_arena_free(a);
   hlo_module_free(ref);
   hlo_module_free(m);
+}
+
+static void tc_check_text(const char *what, const char *text, double rtol, int int_range) {
+  tc_check_text_ex(what, text, rtol, int_range, false);
 }
 
 Test(cpu, op_elementwise_math) {
@@ -328,6 +349,109 @@ Test(cpu, op_fusion_and_call) {
     "  c = f32[8,16] call(f), to_apply=relu\n"
     "  ROOT o = (f32[8,16], f32[8,16], f32[16]) tuple(c, x, y)\n"
     "}\n", 1e-5, 4);
+}
+
+/* conditional (lax.cond, lax.switch), compiled by the optimizer's conditional-select pass as
+ * every branch followed by selects: pred conditionals with tuple operands and results (k[0]
+ * is 3: one takes its true branch, the other its false one), and s32 switches of three
+ * branches whose selectors k[i] - o[i] (the generated k = 3 2 2 6 4 3 2 5) are -1, 0, 1, 2,
+ * 3 and -2: every branch, and past both ends (which take the last branch); the last branch
+ * holds a conditional of its own. */
+Test(cpu, op_conditional, .timeout = 300) {
+  tc_check_text_ex("conditional", "HloModule m\n"
+    "t {\n"
+    "  p = (f32[4,5], f32[5]) parameter(0)\n"
+    "  a = f32[4,5] get-tuple-element(p), index=0\n"
+    "  b = f32[5] get-tuple-element(p), index=1\n"
+    "  bb = f32[4,5] broadcast(b), dimensions={1}\n"
+    "  ab = f32[4,5] add(a, bb)\n"
+    "  e = f32[4,5] exponential(ab)\n"
+    "  ROOT o = (f32[4,5], f32[5]) tuple(e, b)\n"
+    "}\n"
+    "f {\n"
+    "  q = f32[4,5] parameter(0)\n"
+    "  n = f32[4,5] negate(q)\n"
+    "  z = f32[5] constant({1, 2, 3, 4, 5})\n"
+    "  ROOT o = (f32[4,5], f32[5]) tuple(n, z)\n"
+    "}\n"
+    "b0 {\n  q = f32[4,5] parameter(0)\n  ROOT r = f32[4,5] multiply(q, q)\n}\n"
+    "b1 {\n  q = f32[4,5] parameter(0)\n  ROOT r = f32[4,5] tanh(q)\n}\n"
+    "b2 {\n"
+    "  q = f32[4,5] parameter(0)\n"
+    "  g = pred[] constant(false)\n"
+    "  r = f32[4,5] conditional(g, q, q), true_computation=b0, false_computation=b1\n"
+    "  one = f32[] constant(1)\n"
+    "  ob = f32[4,5] broadcast(one), dimensions={}\n"
+    "  ROOT r2 = f32[4,5] add(r, ob)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[4,5] parameter(0)\n"
+    "  y = f32[5] parameter(1)\n"
+    "  k = s32[8] parameter(2)\n"
+    "  two = s32[] constant(2)\n"
+    "  k0s = s32[1] slice(k), slice={[0:1]}\n"
+    "  k0 = s32[] reshape(k0s)\n"
+    "  c = pred[] compare(k0, two), direction=GT\n"
+    "  tp = (f32[4,5], f32[5]) tuple(x, y)\n"
+    "  r = (f32[4,5], f32[5]) conditional(c, tp, x), true_computation=t, false_computation=f\n"
+    "  r0 = f32[4,5] get-tuple-element(r), index=0\n"
+    "  r1 = f32[5] get-tuple-element(r), index=1\n"
+    "  cn = pred[] compare(k0, two), direction=LE\n"
+    "  rn = (f32[4,5], f32[5]) conditional(cn, tp, x), true_computation=t, false_computation=f\n"
+    "  rn0 = f32[4,5] get-tuple-element(rn), index=0\n"
+    "  k1s = s32[1] slice(k), slice={[1:2]}\n"
+    "  k1 = s32[] reshape(k1s)\n"
+    "  o1 = s32[] constant(3)\n"
+    "  s1 = s32[] subtract(k1, o1)\n"
+    "  w1 = f32[4,5] conditional(s1, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  k2s = s32[1] slice(k), slice={[2:3]}\n"
+    "  k2 = s32[] reshape(k2s)\n"
+    "  o2 = s32[] constant(2)\n"
+    "  s2 = s32[] subtract(k2, o2)\n"
+    "  w2 = f32[4,5] conditional(s2, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  k3s = s32[1] slice(k), slice={[3:4]}\n"
+    "  k3 = s32[] reshape(k3s)\n"
+    "  o3 = s32[] constant(5)\n"
+    "  s3 = s32[] subtract(k3, o3)\n"
+    "  w3 = f32[4,5] conditional(s3, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  k4s = s32[1] slice(k), slice={[4:5]}\n"
+    "  k4 = s32[] reshape(k4s)\n"
+    "  o4 = s32[] constant(2)\n"
+    "  s4 = s32[] subtract(k4, o4)\n"
+    "  w4 = f32[4,5] conditional(s4, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  k5s = s32[1] slice(k), slice={[5:6]}\n"
+    "  k5 = s32[] reshape(k5s)\n"
+    "  o5 = s32[] constant(0)\n"
+    "  s5 = s32[] subtract(k5, o5)\n"
+    "  w5 = f32[4,5] conditional(s5, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  k6s = s32[1] slice(k), slice={[6:7]}\n"
+    "  k6 = s32[] reshape(k6s)\n"
+    "  o6 = s32[] constant(4)\n"
+    "  s6 = s32[] subtract(k6, o6)\n"
+    "  w6 = f32[4,5] conditional(s6, x, x, x), branch_computations={b0, b1, b2}\n"
+    "  ROOT o = (f32[4,5], f32[5], f32[4,5], f32[4,5], f32[4,5], f32[4,5], f32[4,5], f32[4,5], f32[4,5], s32[8]) "
+    "tuple(r0, r1, rn0, w1, w2, w3, w4, w5, w6, k)\n"
+    "}\n", 1e-5, 7, true);
+}
+
+/* A conditional whose branch has side effects (an rng) is not run speculatively: the CPU target
+ * reports it, naming the instruction. */
+Test(cpu, op_conditional_with_side_effects_is_a_located_error) {
+  HModule *m = ct_parse("HloModule m\n"
+    "t {\n  q = f32[4] parameter(0)\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
+    "  ROOT r = f32[4] rng(lo, hi), distribution=rng_uniform\n}\n"
+    "f {\n  q = f32[4] parameter(0)\n  ROOT r = f32[4] negate(q)\n}\n"
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  c = pred[] parameter(1)\n"
+    "  ROOT cd = f32[4] conditional(c, x, x), true_computation=t, false_computation=f\n}\n");
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  cr_expect(!tc_compile(m, dir, "model", 1, &err));
+  cr_expect(strstr(err.msg, "'cd'") && strstr(err.msg, "conditional"), "%s", err.msg);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
 }
 
 /* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */

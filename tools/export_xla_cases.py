@@ -8,9 +8,12 @@ What the corpus fixtures do not exercise, with XLA's own results:
     infinities, NaNs with payloads, denormals, the smallest normal, ties rounding both ways,
     all-ones mantissas that carry into the next binade, values around the reduced format's
     overflow and underflow limits) plus random bit patterns, to formats narrower and wider
-    than the input's own.
+    than the input's own;
+  - conditionals (cond_*, switch_*): lax.cond on a data-dependent predicate with tuple
+    results (both outcomes), lax.switch with a run-time index (in range, past the end,
+    negative) and a cond nested in a branch.
 Each case is jitted, its HLO text (as lowered for XLA) written to OUT/<case>/module.hlo, its
-arguments to in<k>.npy and XLA's result (JAX on the CPU) to out0.npy. Run where JAX is
+arguments to in<k>.npy and XLA's results (JAX on the CPU) to out<k>.npy. Run where JAX is
 installed (the GPU machine has it):
 
     JAX_PLATFORMS=cpu OUT=tests/xla_cases python3 tools/export_xla_cases.py
@@ -94,6 +97,22 @@ for x, fmts in ((f32, ((8, 7), (5, 10), (4, 3), (2, 1), (5, 0), (8, 23), (11, 30
         cases.append((f"rp_{'f32' if x.dtype == np.float32 else 'f16'}_e{e}m{m}",
                       lambda x, e=e, m=m: lax.reduce_precision(x, exponent_bits=e, mantissa_bits=m), (x,)))
 
+# ---------------------------------------------------------------- conditionals
+rng = np.random.default_rng(2)
+x = rng.standard_normal((6, 5), dtype=np.float32)
+y = rng.standard_normal((5,), dtype=np.float32)
+# lax.cond on a data-dependent predicate, tuple results; both outcomes (the sign flips)
+def cond_tuple(x, y):
+    return lax.cond(jnp.sum(x) > 0, lambda x, y: (jnp.sin(x) * 2, y + 1), lambda x, y: (jnp.cos(x) + 1, y * y), x, y)
+cases.append(("cond_pred_true", cond_tuple, (np.abs(x), y)))
+cases.append(("cond_pred_false", cond_tuple, (-np.abs(x), y)))
+# lax.switch with a run-time index (JAX clamps it into range) and a nested cond in a branch
+def switch3(i, x):
+    return lax.switch(i, [lambda x: x * x, lambda x: jnp.tanh(x),
+                          lambda x: lax.cond(x[0, 0] > 0, lambda x: x + 1, lambda x: x - 1, x)], x)
+for i in (0, 1, 2, 7, -3):
+    cases.append((f"switch_{'m' if i < 0 else ''}{abs(i)}", switch3, (np.int32(i), x)))
+
 
 for name, f, args in cases:
     d = os.path.join(out, name)
@@ -101,6 +120,8 @@ for name, f, args in cases:
     open(os.path.join(d, "module.hlo"), "w").write(hlo_text(f, *args))
     for i, a in enumerate(args):
         np.save(os.path.join(d, f"in{i}.npy"), a)
-    y = np.asarray(jax.jit(f)(*args))
-    np.save(os.path.join(d, "out0.npy"), y)
-    print(name, y.dtype, y.shape, jax.devices()[0].platform)
+    ys = jax.jit(f)(*args)
+    ys = [np.asarray(v) for v in (ys if isinstance(ys, (tuple, list)) else (ys,))]
+    for k, y in enumerate(ys):
+        np.save(os.path.join(d, f"out{k}.npy"), y)
+    print(name, [(y.dtype, y.shape) for y in ys], jax.devices()[0].platform)
