@@ -21,22 +21,6 @@
 
 #include <string.h>
 
-/* Whether computation c, and every computation it calls, can be evaluated speculatively.
- * seen[] marks computations already checked (by module index). */
-static bool cs_pure(const HComp *c, uint8_t *seen, int depth) {
-  if (c->idx >= 0 && seen[c->idx]) return true;
-  if (depth > 64) return false;
-  if (c->idx >= 0) seen[c->idx] = 1;
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *in = c->instrs[i];
-    if ((hlo_op_flags(in->op) & OPF_SIDE) || in->op == OP_CUSTOM_CALL || in->op == OP_WHILE || in->op == OP_RNG)
-      return false;
-    for (int k = 0; k < in->ncalls; k++)
-      if (!cs_pure(in->calls[k], seen, depth + 1)) return false;
-  }
-  return true;
-}
-
 static bool cs_has_token(const Shape *s) {
   if (s->dt == DT_TOKEN) return true;
   if (s->dt == DT_TUPLE)
@@ -78,15 +62,14 @@ static HInstr *cs_cmp(HComp *c, HInstr *a, HInstr *b, CmpDir dir) {
 }
 
 static HInstr *cs_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
-  uint8_t *seen = ctx;
+  (void)ctx;
   if (in->op != OP_CONDITIONAL || in->nops < 2 || in->nops != in->ncalls + 1 || in->nctrl) return NULL;
   const HInstr *sel = in->ops[0];
   int n = in->ncalls;
   if (sel->shape.rank != 0 || (sel->shape.dt == DT_PRED ? n != 2 : sel->shape.dt != DT_S32)) return NULL;
   if (cs_has_token(&in->shape)) return NULL;
   for (int i = 0; i < n; i++) {
-    memset(seen, 0, (size_t)c->mod->ncomps + 1);
-    if (!cs_pure(in->calls[i], seen, 0)) {
+    if (!opt_comp_speculable(in->calls[i], pc->scratch)) {
       if (pc->log) fprintf(pc->log, "conditional %s kept: branch %s has side effects, an rng or a loop\n", in->name, in->calls[i]->name);
       return NULL;
     }
@@ -110,9 +93,7 @@ static HInstr *cs_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
 
 bool opt_cond_select(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
-  uint8_t *seen = hlo_arena_alloc(pc->scratch, (size_t)m->ncomps + 1);
   int ncomps = m->ncomps;
-  for (int i = 0; i < ncomps; i++) changed |= opt_rewrite_comp(m->comps[i], pc, cs_rule, seen);
+  for (int i = 0; i < ncomps; i++) changed |= opt_rewrite_comp(m->comps[i], pc, cs_rule, NULL);
   return changed;
 }

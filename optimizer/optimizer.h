@@ -91,6 +91,11 @@ bool opt_uniform_is(const HInstr *in, double want);
 bool opt_is_bitcast_reshape(const HInstr *in);
 /* Whether v is one of the entries of l (dimension numbers). */
 bool opt_ilist_has(const IList *l, int64_t v);
+/* Whether computation c (and every computation it calls) may be evaluated when its result is
+ * not needed, or more times than written: no instruction with side effects or device
+ * semantics (OPF_SIDE), no custom-call, rng or while loop (which need not terminate).
+ * Renumbers the module's computations. */
+bool opt_comp_speculable(const HComp *c, HArena *scratch);
 
 /* ------------------------------------------------------------------ fold_batchnorm.c */
 

@@ -56,7 +56,7 @@ typedef struct Stage {
 /* hloc's pipeline, top to bottom. */
 static const Stage pipeline[] = {
     {"normalize", false, {"layout-normalize", NULL}},
-    {"simplify", true, {"conditional-select", "inline-call", "algsimp", "constant-fold", "cse", "dce", NULL}},
+    {"simplify", true, {"conditional-select", "while-unroll", "inline-call", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"inference", true, {"fold-batchnorm", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"layout", false, {"transpose-fold", "conv-layout", NULL}},
     {"layout-cleanup", true,

@@ -145,3 +145,25 @@ bool opt_is_bitcast_reshape(const HInstr *in) {
   if (in->op != OP_RESHAPE || in->nops != 1) return false;
   return hlo_layout_is_default(&in->shape) && hlo_layout_is_default(&in->ops[0]->shape);
 }
+
+static bool sp_visit(const HComp *c, uint8_t *seen, int depth) {
+  if (seen[c->idx]) return true;
+  if (depth > 64) return false;
+  seen[c->idx] = 1;
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *in = c->instrs[i];
+    if ((hlo_op_flags(in->op) & OPF_SIDE) || in->op == OP_CUSTOM_CALL || in->op == OP_WHILE || in->op == OP_RNG)
+      return false;
+    for (int k = 0; k < in->ncalls; k++)
+      if (!sp_visit(in->calls[k], seen, depth + 1)) return false;
+  }
+  return true;
+}
+
+bool opt_comp_speculable(const HComp *c, HArena *scratch) {
+  HModule *m = c->mod;
+  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  uint8_t *seen = hlo_arena_alloc(scratch, (size_t)m->ncomps + 1);
+  memset(seen, 0, (size_t)m->ncomps + 1);
+  return sp_visit(c, seen, 0);
+}

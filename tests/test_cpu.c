@@ -454,6 +454,107 @@ Test(cpu, op_conditional_with_side_effects_is_a_located_error) {
   free(dir);
 }
 
+/* Counted while loops, compiled by the optimizer's while-unroll pass: the bound an element the
+ * body passes through (5 trips), a count down by 2 with the bound on the left of the
+ * comparison (2 trips), a loop that never runs (0 trips); their state tuples mixed with
+ * other values. */
+Test(cpu, op_while_counted, .timeout = 300) {
+  tc_check_text_ex("counted while loops", "HloModule m\n"
+    "b1 {\n"
+    "  p = (s32[], s32[], f32[3,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] get-tuple-element(p), index=1\n"
+    "  x = f32[3,4] get-tuple-element(p), index=2\n"
+    "  one = s32[] constant(1)\n"
+    "  i1 = s32[] add(i, one)\n"
+    "  fi = f32[] convert(i)\n"
+    "  fb = f32[3,4] broadcast(fi), dimensions={}\n"
+    "  y = f32[3,4] add(x, fb)\n"
+    "  z = f32[3,4] sine(y)\n"
+    "  ROOT r = (s32[], s32[], f32[3,4]) tuple(i1, n, z)\n"
+    "}\n"
+    "c1 {\n"
+    "  p = (s32[], s32[], f32[3,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] get-tuple-element(p), index=1\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+    "}\n"
+    "b2 {\n"
+    "  p = (s32[], f32[3,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  x = f32[3,4] get-tuple-element(p), index=1\n"
+    "  two = s32[] constant(2)\n"
+    "  i1 = s32[] subtract(i, two)\n"
+    "  h = f32[] constant(1.5)\n"
+    "  hb = f32[3,4] broadcast(h), dimensions={}\n"
+    "  y = f32[3,4] multiply(x, hb)\n"
+    "  ROOT r = (s32[], f32[3,4]) tuple(i1, y)\n"
+    "}\n"
+    "c2 {\n"
+    "  p = (s32[], f32[3,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  three = s32[] constant(3)\n"
+    "  ROOT lt = pred[] compare(three, i), direction=LT\n"
+    "}\n"
+    "c3 {\n"
+    "  p = (s32[], f32[3,4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  four = s32[] constant(4)\n"
+    "  ROOT lt = pred[] compare(i, four), direction=LT\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[3,4] parameter(0)\n"
+    "  zero = s32[] constant(0)\n"
+    "  five = s32[] constant(5)\n"
+    "  seven = s32[] constant(7)\n"
+    "  four = s32[] constant(4)\n"
+    "  t1 = (s32[], s32[], f32[3,4]) tuple(zero, five, x)\n"
+    "  w1 = (s32[], s32[], f32[3,4]) while(t1), condition=c1, body=b1\n"
+    "  t2 = (s32[], f32[3,4]) tuple(seven, x)\n"
+    "  w2 = (s32[], f32[3,4]) while(t2), condition=c2, body=b2\n"
+    "  t3 = (s32[], f32[3,4]) tuple(four, x)\n"
+    "  w3 = (s32[], f32[3,4]) while(t3), condition=c3, body=b2\n"
+    "  r1 = f32[3,4] get-tuple-element(w1), index=2\n"
+    "  i1 = s32[] get-tuple-element(w1), index=0\n"
+    "  r2 = f32[3,4] get-tuple-element(w2), index=1\n"
+    "  i2 = s32[] get-tuple-element(w2), index=0\n"
+    "  r3 = f32[3,4] get-tuple-element(w3), index=1\n"
+    "  ROOT o = (f32[3,4], s32[], f32[3,4], s32[], f32[3,4]) tuple(r1, i1, r2, i2, r3)\n"
+    "}\n", 1e-5, 4, true);
+}
+
+/* A while loop whose trip count is not a compile-time constant (its condition reads the
+ * data) is reported by the CPU target, naming the instruction. */
+Test(cpu, op_while_data_dependent_is_a_located_error) {
+  HModule *m = ct_parse("HloModule m\n"
+    "b {\n  p = f32[4] parameter(0)\n  two = f32[] constant(2)\n  tb = f32[4] broadcast(two), dimensions={}\n"
+    "  ROOT r = f32[4] multiply(p, tb)\n}\n"
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+    "c {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n  s = f32[] reduce(p, z), dimensions={0}, to_apply=add\n"
+    "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s, h), direction=LT\n}\n"
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT wl = f32[4] while(x), condition=c, body=b\n}\n");
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  cr_expect(!tc_compile(m, dir, "model", 1, &err));
+  cr_expect(strstr(err.msg, "'wl'") && strstr(err.msg, "while"), "%s", err.msg);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
+/* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's
+ * outputs, through the optimizer (while-unroll). */
+Test(cpu, xla_loop_cases, .timeout = 300) {
+  const char *names[] = {"fori_loop", "scan", "while_down"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char datadir[512];
+    snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
+    tc_case(datadir, "module.hlo", names[i], 1e-5, true);
+  }
+}
+
 /* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */
 
 /* Whether compiling text emits the shared function named by suffix (e.g. "_gemm_f32"): the

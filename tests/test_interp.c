@@ -1012,14 +1012,15 @@ Test(interp, corpus_fixtures, .timeout = 300) {
   cr_assert_gt(total, 0, "every fixture was skipped");
 }
 
-/* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) and
- * conditionals (lax.cond, lax.switch) exported by JAX with XLA's outputs
+/* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count),
+ * conditionals (lax.cond, lax.switch) and loops (fori_loop, scan, while_loop) exported by JAX with XLA's outputs
  * (tools/export_xla_cases.py), which the corpus does not have. */
 Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   const char *dir = HLOC_TEST_DIR "/xla_cases";
   const char *names[] = {"bgc2_nhwc",      "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc",
                          "grouped_wgrad",  "cond_pred_true",       "cond_pred_false", "switch_0",
-                         "switch_1",       "switch_2",             "switch_7",     "switch_m3"};
+                         "switch_1",       "switch_2",             "switch_7",     "switch_m3",
+                         "fori_loop",      "scan",                 "while_down"};
   int failed = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     double s = 0;

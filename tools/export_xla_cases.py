@@ -11,7 +11,9 @@ What the corpus fixtures do not exercise, with XLA's own results:
     than the input's own;
   - conditionals (cond_*, switch_*): lax.cond on a data-dependent predicate with tuple
     results (both outcomes), lax.switch with a run-time index (in range, past the end,
-    negative) and a cond nested in a branch.
+    negative) and a cond nested in a branch;
+  - counted loops: lax.fori_loop, lax.scan (dynamic slices of the stacked values) and a
+    lax.while_loop counting down by 2.
 Each case is jitted, its HLO text (as lowered for XLA) written to OUT/<case>/module.hlo, its
 arguments to in<k>.npy and XLA's results (JAX on the CPU) to out<k>.npy. Run where JAX is
 installed (the GPU machine has it):
@@ -112,6 +114,16 @@ def switch3(i, x):
                           lambda x: lax.cond(x[0, 0] > 0, lambda x: x + 1, lambda x: x - 1, x)], x)
 for i in (0, 1, 2, 7, -3):
     cases.append((f"switch_{'m' if i < 0 else ''}{abs(i)}", switch3, (np.int32(i), x)))
+
+# ---------------------------------------------------------------- counted loops
+rng = np.random.default_rng(3)
+x = rng.standard_normal((4, 6), dtype=np.float32)
+xs = rng.standard_normal((12, 6), dtype=np.float32)
+cases.append(("fori_loop", lambda x: lax.fori_loop(0, 10, lambda i, c: c * 0.9 + jnp.sin(c + i.astype(jnp.float32)), x), (x,)))
+def scan_steps(c0, xs):
+    return lax.scan(lambda c, v: (c * 0.5 + v, jnp.tanh(c * v)), c0, xs)
+cases.append(("scan", scan_steps, (x[0], xs)))
+cases.append(("while_down", lambda x: lax.while_loop(lambda s: s[0] > 0, lambda s: (s[0] - 2, s[1] * 1.1 + 1), (9, x))[1], (x,)))
 
 
 for name, f, args in cases:

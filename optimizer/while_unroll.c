@@ -1,0 +1,112 @@
+/* optimizer/while_unroll.c: the while-unroll pass, counted loops as straight-line code.
+ *
+ * The targets compile one straight sequence of kernels, with no run-time loop over kernel
+ * sequences. The loops JAX writes most (lax.fori_loop, lax.scan over a fixed length) are
+ * counted: an induction element of the loop state starts at a constant, moves by a constant
+ * step in the body, and the condition compares it with a constant bound (or with an element
+ * the body passes through unchanged and the initial state sets to a constant). Their trip
+ * count T is known at compile time, and
+ *     r = while(init), condition=C, body=B
+ *  -> s_1 = call(init), to_apply=B; s_2 = call(s_1), to_apply=B; ... r = s_T   (init when T = 0)
+ * which inline-call then flattens into one graph for the other passes. The induction value
+ * is simulated with C's comparison (any direction, either operand order, integer types) to
+ * find T; a loop whose count exceeds WU_MAX_TRIPS or whose unrolled body would exceed
+ * WU_MAX_INSTRS instructions, whose count is not of that form, or whose body or condition
+ * has side effects or loops of its own (opt_comp_speculable), is left for the target to
+ * report. The decision log (--dump-passes) names each unrolled loop and its count. */
+#include "optimizer.h"
+
+enum { WU_MAX_TRIPS = 1024, WU_MAX_INSTRS = 200000 };
+
+/* The value of an integer scalar constant (seen through a copy or convert-free chain). */
+static bool wu_const(const HInstr *x, int64_t *v) {
+  if (x->op != OP_CONSTANT || !x->literal || x->shape.rank != 0 || !hlo_dtype_is_int(x->shape.dt)) return false;
+  *v = hlo_literal_get_i64(x->literal, 0);
+  return true;
+}
+
+/* get-tuple-element(p, j) of computation c's parameter p: j, else -1. */
+static int64_t wu_elem(const HComp *c, const HInstr *x) {
+  if (x->op != OP_GET_TUPLE_ELEMENT || x->ops[0]->op != OP_PARAMETER || x->ops[0]->parent != c) return -1;
+  return x->tuple_index;
+}
+
+/* The constant the loop's element k always holds: init sets it to a constant and the body
+ * passes it through unchanged. */
+static bool wu_invariant(const HInstr *init, const HComp *body, int64_t k, int64_t *v) {
+  const HInstr *root = body->root;
+  if (root->op != OP_TUPLE || k >= root->nops || wu_elem(body, root->ops[k]) != k) return false;
+  return k < init->nops && wu_const(init->ops[k], v);
+}
+
+static bool wu_holds(CmpDir d, int64_t a, int64_t b) {
+  switch (d) {
+  case CMP_EQ: return a == b;
+  case CMP_NE: return a != b;
+  case CMP_GE: return a >= b;
+  case CMP_GT: return a > b;
+  case CMP_LE: return a <= b;
+  case CMP_LT: return a < b;
+  }
+  return false;
+}
+
+/* The trip count of while instruction w, or -1 when it is not a counted loop. */
+static int64_t wu_trips(const HInstr *w) {
+  const HInstr *init = w->ops[0];
+  const HComp *body = w->calls[0], *cond = w->calls[1]; /* HLO's order: body, condition */
+  const HInstr *cr = cond->root, *br = body->root;
+  if (init->op != OP_TUPLE || br->op != OP_TUPLE || cr->op != OP_COMPARE || cr->ops[0]->shape.rank != 0 ||
+      !hlo_dtype_is_int(cr->ops[0]->shape.dt))
+    return -1;
+  /* the induction element j: one side of the comparison, stepped by a constant in the body */
+  for (int side = 0; side < 2; side++) {
+    int64_t j = wu_elem(cond, cr->ops[side]);
+    if (j < 0 || j >= br->nops || j >= init->nops) continue;
+    const HInstr *nx = br->ops[j];
+    int64_t step, c0, bound;
+    if (nx->op != OP_ADD && nx->op != OP_SUBTRACT) continue;
+    int ci = wu_elem(body, nx->ops[0]) == j ? 1 : nx->op == OP_ADD && wu_elem(body, nx->ops[1]) == j ? 0 : -1;
+    if (ci < 0 || !wu_const(nx->ops[ci], &step)) continue;
+    if (nx->op == OP_SUBTRACT) step = -step;
+    if (!wu_const(init->ops[j], &c0)) continue;
+    const HInstr *other = cr->ops[1 - side];
+    int64_t k = wu_elem(cond, other);
+    if (!wu_const(other, &bound) && !(k >= 0 && k != j && wu_invariant(init, body, k, &bound))) continue;
+    /* simulate: the comparison is (i dir bound) with i on the left, or (bound dir i) */
+    int64_t i = c0, t = 0;
+    while (side == 0 ? wu_holds(cr->cmp_dir, i, bound) : wu_holds(cr->cmp_dir, bound, i)) {
+      if (++t > WU_MAX_TRIPS) return -1;
+      i += step;
+    }
+    return t;
+  }
+  return -1;
+}
+
+static HInstr *wu_rule(HComp *c, HInstr *w, PassCtx *pc, void *ctx) {
+  (void)ctx;
+  if (w->op != OP_WHILE || w->nops != 1 || w->ncalls != 2 || w->nctrl) return NULL;
+  int64_t t = wu_trips(w);
+  if (t < 0) return NULL;
+  HComp *body = w->calls[0];
+  if ((int64_t)body->ninstrs * t > WU_MAX_INSTRS || !opt_comp_speculable(body, pc->scratch) ||
+      !opt_comp_speculable(w->calls[1], pc->scratch)) {
+    if (pc->log) fprintf(pc->log, "while %s kept: %lld trips of %d instructions, or side effects\n", w->name, (long long)t, body->ninstrs);
+    return NULL;
+  }
+  HInstr *s = w->ops[0];
+  for (int64_t i = 0; i < t; i++) {
+    s = opt_new(c, OP_CALL, "call", &w->shape, 1, &s);
+    hlo_instr_set_calls(s, 1, &body);
+  }
+  if (pc->log) fprintf(pc->log, "while %s: unrolled, %lld trips\n", w->name, (long long)t);
+  return s;
+}
+
+bool opt_while_unroll(HModule *m, PassCtx *pc) {
+  bool changed = false;
+  int ncomps = m->ncomps;
+  for (int i = 0; i < ncomps; i++) changed |= opt_rewrite_comp(m->comps[i], pc, wu_rule, NULL);
+  return changed;
+}
