@@ -129,6 +129,8 @@ typedef enum CmpType {
 typedef enum FusionKind { FK_NONE, FK_LOOP, FK_INPUT, FK_OUTPUT, FK_CUSTOM } FusionKind;
 
 const char *hlo_cmp_dir_name(CmpDir d);                     /* "EQ" ... */
+/* x <d> y for integers of type dt (unsigned types compared unsigned). */
+bool hlo_cmp_i64(CmpDir d, DType dt, int64_t x, int64_t y);
 bool hlo_cmp_dir_from_name(const char *s, size_t n, CmpDir *out);
 const char *hlo_cmp_type_name(CmpType t);                   /* "" for default, "FLOAT" ... */
 bool hlo_cmp_type_from_name(const char *s, size_t n, CmpType *out);

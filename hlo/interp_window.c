@@ -634,7 +634,7 @@ static bool cmp_f64(CmpDir d, double x, double y) {
   return false;
 }
 
-static bool cmp_i64(CmpDir d, DType dt, int64_t x, int64_t y) {
+bool hlo_cmp_i64(CmpDir d, DType dt, int64_t x, int64_t y) {
   if (hlo_dtype_kind(dt) == DK_UINT) {
     uint64_t a = (uint64_t)x, b = (uint64_t)y;
     switch (d) {
@@ -738,7 +738,7 @@ Literal *interp_select_and_scatter(IState *st, const HInstr *in, Literal *const 
       if (sf.on) {
         keep =
             xfl ? cmp_f64(sf.dir, hlo_load_f64(xdt, x->data, sel), hlo_load_f64(xdt, x->data, ii))
-                : cmp_i64(sf.dir, xdt, hlo_load_i64(xdt, x->data, sel),
+                : hlo_cmp_i64(sf.dir, xdt, hlo_load_i64(xdt, x->data, sel),
                           hlo_load_i64(xdt, x->data, ii));
       } else {
         memcpy(sargs[0]->data, (const char *)x->data + (size_t)sel * xes, xes);

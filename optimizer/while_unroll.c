@@ -39,18 +39,6 @@ static bool wu_invariant(const HInstr *init, const HComp *body, int64_t k, int64
   return k < init->nops && wu_const(init->ops[k], v);
 }
 
-static bool wu_holds(CmpDir d, int64_t a, int64_t b) {
-  switch (d) {
-  case CMP_EQ: return a == b;
-  case CMP_NE: return a != b;
-  case CMP_GE: return a >= b;
-  case CMP_GT: return a > b;
-  case CMP_LE: return a <= b;
-  case CMP_LT: return a < b;
-  }
-  return false;
-}
-
 /* The trip count of while instruction w, or -1 when it is not a counted loop. */
 static int64_t wu_trips(const HInstr *w) {
   const HInstr *init = w->ops[0];
@@ -75,7 +63,8 @@ static int64_t wu_trips(const HInstr *w) {
     if (!wu_const(other, &bound) && !(k >= 0 && k != j && wu_invariant(init, body, k, &bound))) continue;
     /* simulate: the comparison is (i dir bound) with i on the left, or (bound dir i) */
     int64_t i = c0, t = 0;
-    while (side == 0 ? wu_holds(cr->cmp_dir, i, bound) : wu_holds(cr->cmp_dir, bound, i)) {
+    DType dt = cr->ops[0]->shape.dt;
+    while (side == 0 ? hlo_cmp_i64(cr->cmp_dir, dt, i, bound) : hlo_cmp_i64(cr->cmp_dir, dt, bound, i)) {
       if (++t > WU_MAX_TRIPS) return -1;
       i += step;
     }

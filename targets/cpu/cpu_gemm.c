@@ -298,6 +298,19 @@ typedef struct GmArow {
   LLVMValueRef p, rstride;
 } GmArow;
 
+/* A loop whose values are phis: a header entered from the current block (pre), a body and an
+ * exit; the builder is left in the header, where the caller adds the phis and the test. */
+typedef struct GPhiLoop {
+  LLVMBasicBlockRef pre, hdr, body, done;
+} GPhiLoop;
+static GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, const char *dname) {
+  GPhiLoop l = {LLVMGetInsertBlock(k->B), LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname),
+                LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname), LLVMAppendBasicBlockInContext(k->cg->C, k->fn, dname)};
+  LLVMBuildBr(k->B, l.hdr);
+  LLVMPositionBuilderAtEnd(k->B, l.hdr);
+  return l;
+}
+
 /* The micro-kernel's k loop over [k0, k1) (a multiple of u steps): in[][] are the incoming
  * accumulators, out[][] receives their values after the loop. */
 static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef bp, LLVMValueRef k0,
@@ -306,12 +319,8 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "uk");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukb");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "ukd");
-  LLVMBuildBr(B, hdr);
-  LLVMPositionBuilderAtEnd(B, hdr);
+  GPhiLoop pl = gphi_open(k, "uk", "ukb", "ukd");
+  LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
   LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
   LLVMAddIncoming(kv, &k0, &pre, 1);
   LLVMValueRef acc[16][4];
@@ -381,12 +390,8 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMValueRef st[4] = {gi(k, 0), LLVMBuildSDiv(B, d->pc, kwci, ""), LLVMBuildSDiv(B, rem0, g[GC_CI], ""),
                         LLVMBuildSRem(B, rem0, g[GC_CI], "")}; /* kk, kh, kw, ci */
   LLVMValueRef tsh = gmul(k, g[GC_DH], g[GC_XSH]), tsw = gmul(k, g[GC_DW], g[GC_XSW]);
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drun");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drunb");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "drune");
-  LLVMBuildBr(B, hdr);
-  LLVMPositionBuilderAtEnd(B, hdr);
+  GPhiLoop pl = gphi_open(k, "drun", "drunb", "drune");
+  LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
   LLVMValueRef v[4], acc[16][4];
   for (int j = 0; j < 4; j++) {
     v[j] = LLVMBuildPhi(B, cg->i64, "");
