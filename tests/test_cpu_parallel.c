@@ -238,3 +238,53 @@ Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
   ct_rmdir(dir);
   free(dir);
 }
+
+/* Chunks of the kernel function fn in the IR text ir: its task table entry ({ ptr @fn, i64 N,
+ * ...}) or, in a module of one task, the parallel-for call (i64 N, ptr nonnull @fn); 0 when
+ * neither is there (a kernel of one chunk is called directly). */
+static long tp_chunks(const char *ir, const char *fn) {
+  char key[128], key2[128];
+  snprintf(key, sizeof key, "ptr @%s, i64 ", fn);
+  snprintf(key2, sizeof key2, ", ptr nonnull @%s,", fn);
+  size_t kl = strlen(key), k2 = strlen(key2), n = strlen(ir);
+  for (size_t at = 0; at + kl <= n; at++)
+    if (!memcmp(ir + at, key, kl)) return strtol(ir + at + kl, NULL, 10);
+  for (size_t at = 0; at + k2 <= n; at++)
+    if (!memcmp(ir + at, key2, k2)) {
+      size_t b = at; /* back over the chunk count to its "i64 " */
+      while (b > 0 && ir[b - 1] != ' ') b--;
+      return strtol(ir + b, NULL, 10);
+    }
+  return 0;
+}
+
+/* A row reduction's kernel is split by the work it does (its operand's elements), not by its
+ * result's: 64 sums of 1024 elements each are split into chunks at the default threshold
+ * (32768 elements of work), 64 sums of 16 are not. */
+Test(cpu_parallel, row_reduction_split_by_work, .timeout = 300) {
+  static const char *const texts[2] = {
+      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "ENTRY e {\n x = f32[64,1024] parameter(0)\n z = f32[] constant(0)\n"
+      " ROOT r = f32[64] reduce(x, z), dimensions={1}, to_apply=add\n}\n",
+      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "ENTRY e {\n x = f32[64,16] parameter(0)\n z = f32[] constant(0)\n"
+      " ROOT r = f32[64] reduce(x, z), dimensions={1}, to_apply=add\n}\n"};
+  for (int i = 0; i < 2; i++) {
+    char *dir = ct_tmpdir("hloc_cpupar");
+    char path[600];
+    snprintf(path, sizeof path, "%s/m.ll", dir);
+    HModule *m = ct_parse(texts[i]);
+    HErr err = {0};
+    CpuOpts o = {.name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+    cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+    size_t n;
+    char *ir = ct_slurp(path, &n);
+    long c = tp_chunks(ir, "model_k0");
+    if (i == 0) cr_expect_gt(c, 1, "64 x 1024 row sums in %ld chunk(s)", c);
+    else cr_expect_leq(c, 1, "64 x 16 row sums in %ld chunks", c); /* one chunk: called directly, no task entry */
+    free(ir);
+    hlo_module_free(m);
+    ct_rmdir(dir);
+    free(dir);
+  }
+}

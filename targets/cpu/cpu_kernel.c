@@ -280,19 +280,36 @@ static void kn_close_nest(CpuKern *k, CpuLoop *loops, int nl) {
   for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
 }
 
-/* Open the loops of an output nest over ls: nested loops, or for short rows one loop over the
- * linear index (long enough to vectorize) with the multi-dimensional index derived from it
- * where an op needs it. Fills *sp with the split used. */
-static int kn_open_out(CpuKern *k, const Shape *ls, KnSplit *sp, CpuLoop *loops, LLVMValueRef *idx) {
+/* The work of a loop kernel writing ls: its elements, or the elements the largest reduction
+ * it computes reads (a row reduction's 1024 results of 768 sums each are 786K elements of
+ * work, worth splitting like any loop of that size). */
+static int64_t kn_work(const HInstr *in, const Shape *ls) {
+  int64_t w = hlo_shape_elems(ls);
+  if (in->op == OP_REDUCE && hlo_shape_is_array(&in->ops[0]->shape) && hlo_shape_elems(&in->ops[0]->shape) > w)
+    w = hlo_shape_elems(&in->ops[0]->shape);
+  if (in->op == OP_FUSION)
+    for (int i = 0; i < in->calls[0]->ninstrs; i++) {
+      const HInstr *x = in->calls[0]->instrs[i];
+      if (x->op == OP_REDUCE && hlo_shape_is_array(&x->ops[0]->shape) && hlo_shape_elems(&x->ops[0]->shape) > w)
+        w = hlo_shape_elems(&x->ops[0]->shape);
+    }
+  return w;
+}
+
+/* Open the loops of an output nest over ls for work elements of work (kn_work): nested loops,
+ * or for short rows one loop over the linear index (long enough to vectorize) with the
+ * multi-dimensional index derived from it where an op needs it. Fills *sp with the split
+ * used. */
+static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, CpuLoop *loops, LLVMValueRef *idx) {
   CpuCg *cg = k->cg;
   int64_t total = hlo_shape_elems(ls);
   if (!(ls->rank >= 2 && ls->dims[ls->rank - 1] < 16)) {
-    *sp = kn_split(cg, ls, total);
+    *sp = kn_split(cg, ls, work);
     return kn_open_nest(k, ls, sp, ls->rank, loops, idx);
   }
-  KnSplit lsp = kn_split(cg, ls, total);
+  KnSplit lsp = kn_split(cg, ls, work);
   Shape flat = hlo_shape_array(ls->dt, 1, &total);
-  *sp = kn_split(cg, &flat, lsp.n > 1 ? total : 0);
+  *sp = kn_split(cg, &flat, lsp.n > 1 ? work : 0);
   int nl = kn_open_nest(k, &flat, sp, 1, loops, idx);
   LLVMValueRef lin = idx[0], rem = lin;
   for (int d = ls->rank - 1; d >= 0; d--) {
@@ -350,7 +367,7 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef idx[HLO_MAX_RANK];
   KnSplit sp;
-  int nl = kn_open_out(k, ls, &sp, loops, idx);
+  int nl = kn_open_out(k, ls, kn_work(in, ls), &sp, loops, idx);
   if (!multi) {
     LLVMValueRef v = cpu_gen(k, in, idx);
     if (v) cpu_store_elem(k, cpu_buffer(k, in), s, idx, v);
@@ -387,7 +404,7 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
       CpuLoop loops[HLO_MAX_RANK];
       LLVMValueRef idx[HLO_MAX_RANK];
       KnSplit sp;
-      int nl = kn_open_out(k, ls, &sp, loops, idx);
+      int nl = kn_open_out(k, ls, kn_work(in, ls), &sp, loops, idx);
       k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
       bool group[64] = {0};
       for (int g = j; g < n && !k->failed; g++) {
