@@ -1190,7 +1190,17 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
   case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
   case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
-  case OP_CONDITIONAL: case OP_WHILE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
+  case OP_CONDITIONAL:
+    /* the optimizer's conditional-select compiles the others */
+    why = "only conditionals whose branches have no side effects, rng or loops are compiled (every branch runs, "
+          "the taken one's result is selected)";
+    break;
+  case OP_WHILE:
+    /* the optimizer's while-unroll compiles the others */
+    why = "only counted loops are compiled (unrolled): an induction value from a constant, a constant step, a "
+          "constant bound, at most 1024 trips, no side effects; this loop's count is not known at compile time";
+    break;
+  case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
   case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL:
     why = "op is not supported by the CPU target";
     break;
