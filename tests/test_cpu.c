@@ -351,6 +351,34 @@ Test(cpu, op_fusion_and_call) {
     "}\n", 1e-5, 4);
 }
 
+/* Variadic scatter: two operands updated together by a combiner of four scalars that keeps the
+ * index of the larger value and the larger value less half the operand's (an argmax scatter,
+ * made order-dependent), rows updated twice (indices 0 2 0 5 2: the order of application
+ * shows), an out-of-range row skipped; as written and after the optimizer. */
+static const char *const tc_vscatter =
+    "HloModule m\n"
+    "comb {\n"
+    "  a = f32[] parameter(0)\n  ai = s32[] parameter(1)\n  b = f32[] parameter(2)\n  bi = s32[] parameter(3)\n"
+    "  gt = pred[] compare(b, a), direction=GT\n"
+    "  m = f32[] select(gt, b, a)\n  h = f32[] constant(0.5)\n  ah = f32[] multiply(a, h)\n"
+    "  v = f32[] subtract(m, ah)\n  i = s32[] select(gt, bi, ai)\n"
+    "  ROOT t = (f32[], s32[]) tuple(v, i)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[6,4] parameter(0)\n"
+    "  xi = s32[6,4] parameter(1)\n"
+    "  u = f32[6,4] parameter(2)\n"
+    "  ui = s32[6,4] parameter(3)\n"
+    "  k = s32[6,1] constant({ {0}, {2}, {0}, {5}, {2}, {9} })\n"
+    "  ROOT s = (f32[6,4], s32[6,4]) scatter(x, xi, k, u, ui), update_window_dims={1}, inserted_window_dims={0}, "
+    "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb\n"
+    "}\n";
+
+Test(cpu, op_scatter_variadic, .timeout = 300) {
+  tc_check_text_ex("variadic scatter", tc_vscatter, 1e-6, 100, false);
+  tc_check_text_ex("variadic scatter, optimized", tc_vscatter, 1e-6, 100, true);
+}
+
 /* conditional (lax.cond, lax.switch), compiled by the optimizer's conditional-select pass as
  * every branch followed by selects: pred conditionals with tuple operands and results (k[0]
  * is 3: one takes its true branch, the other its false one), and s32 switches of three

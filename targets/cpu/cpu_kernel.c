@@ -867,23 +867,37 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   return cpu_kern_end(k, 1) ? 1 : -1;
 }
 
+/* Scatter, serially: the output set to the operand, then every update element combined into
+ * its place (out-of-bounds windows skipped). Variadic scatter (N operands, indices, N
+ * updates, a combiner of 2N scalars returning N) writes the N leaves of its tuple result
+ * from one pass over the updates: the combiner sees every operand's current value and every
+ * update's at the same position. */
 static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
-  if (in->nops != 3 || in->shape.dt == DT_TUPLE) {
-    hlo_err_at(cg->err, in, "CPU target: variadic scatter is not supported");
+  int n = (in->nops - 1) / 2;
+  if (in->nops < 3 || in->nops % 2 == 0 || n > 16 || (n > 1) != (in->shape.dt == DT_TUPLE) ||
+      (n > 1 && in->shape.ntuple != n)) {
+    hlo_err_at(cg->err, in, "CPU target: scatter with %d operands and result %s is not supported", in->nops,
+               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
     return false;
   }
   const ScatterDims *sd = in->scatter;
-  const HInstr *ind = in->ops[1], *upd = in->ops[2];
-  const Shape *s = &in->shape, *is = &ind->shape, *us = &upd->shape;
+  const HInstr *ind = in->ops[n];
+  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *is = &ind->shape, *us = &in->ops[n + 1]->shape;
   CpuKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   KnSplit none = {-1, 0, 1};
   CpuLoop loops[HLO_MAX_RANK];
-  LLVMValueRef idx[HLO_MAX_RANK];
-  LLVMValueRef out = cpu_buffer(k, in);
+  LLVMValueRef idx[HLO_MAX_RANK], out[16];
+  const Shape *os[16];
+  for (int j = 0; j < n; j++) {
+    out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
+    os[j] = n > 1 ? &in->shape.tuple[j] : &in->shape;
+  }
   int nl = kn_open_nest(k, s, &none, s->rank, loops, idx);
-  LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
-  if (v) cpu_store_elem(k, out, s, idx, v);
+  for (int j = 0; j < n && !k->failed; j++) {
+    LLVMValueRef v = cpu_gen(k, in->ops[j], idx);
+    if (v) cpu_store_elem(k, out[j], os[j], idx, v);
+  }
   kn_close_nest(k, loops, nl);
   if (k->failed) return cpu_kern_end(k, 1);
 
@@ -930,8 +944,15 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMBuildCondBr(B, ok ? ok : LLVMConstInt(cg->i1, 1, 0), doit, skip);
   LLVMPositionBuilderAtEnd(B, doit);
   int mark = k->ncache;
-  LLVMValueRef args[2] = {cpu_load_elem(k, out, s, oi), cpu_gen(k, upd, ui)}, res[1];
-  if (args[1] && cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) cpu_store_elem(k, out, s, oi, res[0]);
+  LLVMValueRef args[32], res[16];
+  bool have = true;
+  for (int j = 0; j < n; j++) {
+    args[j] = cpu_load_elem(k, out[j], os[j], oi);
+    args[n + j] = cpu_gen(k, in->ops[n + 1 + j], ui);
+    have = have && args[n + j];
+  }
+  if (have && cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res))
+    for (int j = 0; j < n; j++) cpu_store_elem(k, out[j], os[j], oi, res[j]);
   k->ncache = mark;
   LLVMBuildBr(B, skip);
   LLVMPositionBuilderAtEnd(B, skip);
