@@ -440,6 +440,15 @@ Test(cuda_ptx, weight_gradients_through_backward_filter) {
     }
 }
 
+/* Variadic scatter: one copy step writing both operands, one single-thread scatter step
+ * updating both outputs (run on a GPU by tools/cuda_device_test.sh against the interpreter). */
+Test(cuda_ptx, variadic_scatter_steps) {
+  char *js = tu_case_manifest("scatter_variadic", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"shape\": \"copy\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"shape\": \"scatter\""), 1, "%s", js);
+  free(js);
+}
+
 /* ------------------------------------------------------------------ execution (GPU only) */
 
 /* Skip unless a CUDA driver and a device are present. */

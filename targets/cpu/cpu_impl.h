@@ -206,6 +206,15 @@ LLVMValueRef cpu_i64(CpuKern *k, int64_t v);
 LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
 /* All leaves of a tuple-valued instruction (variadic reduce) at idx, into out[]. */
 bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
+/* Scatter, shared by the targets: the operand count N of a scatter (1 plain, N variadic; 0
+ * when its operands and result do not have that form); for update index ui, the output index
+ * oi its element goes to and whether it goes at all (*ok: XLA skips an update whose window
+ * does not fit; false when generation failed); the combination of the update into the N
+ * outputs out[] at oi (loads, the combiner of 2N scalars, stores). */
+int cpu_scatter_n(const HInstr *in);
+bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok);
+void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
+                         LLVMValueRef *ui);
 /* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
 bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
                          LLVMValueRef *out);

@@ -867,43 +867,23 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   return cpu_kern_end(k, 1) ? 1 : -1;
 }
 
-/* Scatter, serially: the output set to the operand, then every update element combined into
- * its place (out-of-bounds windows skipped). Variadic scatter (N operands, indices, N
- * updates, a combiner of 2N scalars returning N) writes the N leaves of its tuple result
- * from one pass over the updates: the combiner sees every operand's current value and every
- * update's at the same position. */
-static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
+/* Variadic scatter's operand count N (1 for a plain one), or 0 when in's operands and result
+ * do not have the form N operands, indices, N updates -> an array (N = 1) or an N-tuple. */
+int cpu_scatter_n(const HInstr *in) {
   int n = (in->nops - 1) / 2;
   if (in->nops < 3 || in->nops % 2 == 0 || n > 16 || (n > 1) != (in->shape.dt == DT_TUPLE) ||
-      (n > 1 && in->shape.ntuple != n)) {
-    hlo_err_at(cg->err, in, "CPU target: scatter with %d operands and result %s is not supported", in->nops,
-               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
-    return false;
-  }
+      (n > 1 && in->shape.ntuple != n))
+    return 0;
+  return n;
+}
+
+bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok) {
+  LLVMBuilderRef B = k->B;
+  int n = cpu_scatter_n(in);
   const ScatterDims *sd = in->scatter;
   const HInstr *ind = in->ops[n];
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *is = &ind->shape, *us = &in->ops[n + 1]->shape;
-  CpuKern *k = cpu_kern_begin(cg, in);
-  LLVMBuilderRef B = k->B;
-  KnSplit none = {-1, 0, 1};
-  CpuLoop loops[HLO_MAX_RANK];
-  LLVMValueRef idx[HLO_MAX_RANK], out[16];
-  const Shape *os[16];
-  for (int j = 0; j < n; j++) {
-    out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
-    os[j] = n > 1 ? &in->shape.tuple[j] : &in->shape;
-  }
-  int nl = kn_open_nest(k, s, &none, s->rank, loops, idx);
-  for (int j = 0; j < n && !k->failed; j++) {
-    LLVMValueRef v = cpu_gen(k, in->ops[j], idx);
-    if (v) cpu_store_elem(k, out[j], os[j], idx, v);
-  }
-  kn_close_nest(k, loops, nl);
-  if (k->failed) return cpu_kern_end(k, 1);
-
-  LLVMValueRef ui[HLO_MAX_RANK];
-  nl = kn_open_nest(k, us, &none, us->rank, loops, ui);
-  LLVMValueRef sidx[HLO_MAX_RANK]; /* update scatter dims, in order */
+  LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
   int ns = 0;
   for (int d = 0; d < us->rank; d++)
     if (!il_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
@@ -915,7 +895,7 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
     int b = 0;
     for (int d = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, c) : sidx[b++];
     LLVMValueRef sv = cpu_gen(k, ind, ii);
-    if (!sv) return cpu_kern_end(k, 1);
+    if (!sv) return false;
     start[sd->scatter_dims_to_operand_dims.v[c]] = cpu_convert(k, sv, is->dt, DT_S64);
   }
   for (int j = 0; j < sd->input_batching_dims.n; j++) {
@@ -923,36 +903,70 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
     int pos = (int)(id < ivd || ivd >= is->rank ? id : id - 1);
     start[sd->input_batching_dims.v[j]] = sidx[pos];
   }
-  LLVMValueRef oi[HLO_MAX_RANK], ok = NULL;
+  LLVMValueRef all = LLVMConstInt(k->cg->i1, 1, 0);
   int w = 0;
   for (int d = 0; d < s->rank; d++) {
     int64_t wsize = 1;
-    LLVMValueRef o = start[d];
+    oi[d] = start[d];
     if (!il_has(&sd->inserted_window_dims, d) && !il_has(&sd->input_batching_dims, d)) {
       int64_t ud = sd->update_window_dims.v[w++];
       wsize = us->dims[ud];
-      o = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
+      oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
     }
-    LLVMValueRef a = LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), "");
-    LLVMValueRef c = LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - wsize), "");
-    LLVMValueRef both = LLVMBuildAnd(B, a, c, "");
-    ok = ok ? LLVMBuildAnd(B, ok, both, "") : both;
-    oi[d] = o;
+    /* XLA skips an update whose window does not fit entirely */
+    all = LLVMBuildAnd(B, all, LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), ""), "");
+    all = LLVMBuildAnd(B, all, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - wsize), ""), "");
   }
+  *ok = all;
+  return true;
+}
+
+void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
+                         LLVMValueRef *ui) {
+  int n = cpu_scatter_n(in);
+  LLVMValueRef args[32], res[16];
+  for (int j = 0; j < n; j++) {
+    const Shape *os = n > 1 ? &in->shape.tuple[j] : &in->shape;
+    args[j] = cpu_load_elem(k, out[j], os, oi);
+    args[n + j] = cpu_gen(k, in->ops[n + 1 + j], ui);
+    if (!args[n + j]) return;
+  }
+  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res)) return;
+  for (int j = 0; j < n; j++) cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, oi, res[j]);
+}
+
+/* Scatter, serially: the output set to the operand, then every update element combined into
+ * its place (cpu_scatter_update, cpu_scatter_combine). */
+static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
+  int n = cpu_scatter_n(in);
+  if (!n) {
+    hlo_err_at(cg->err, in, "CPU target: scatter with %d operands and result %s is not supported", in->nops,
+               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
+    return false;
+  }
+  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  KnSplit none = {-1, 0, 1};
+  CpuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef idx[HLO_MAX_RANK], out[16];
+  for (int j = 0; j < n; j++) out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
+  int nl = kn_open_nest(k, s, &none, s->rank, loops, idx);
+  for (int j = 0; j < n && !k->failed; j++) {
+    LLVMValueRef v = cpu_gen(k, in->ops[j], idx);
+    if (v) cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, idx, v);
+  }
+  kn_close_nest(k, loops, nl);
+  if (k->failed) return cpu_kern_end(k, 1);
+  LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
+  nl = kn_open_nest(k, us, &none, us->rank, loops, ui);
+  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return cpu_kern_end(k, 1);
   LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(cg->C, k->fn, "upd");
   LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(cg->C, k->fn, "skip");
-  LLVMBuildCondBr(B, ok ? ok : LLVMConstInt(cg->i1, 1, 0), doit, skip);
+  LLVMBuildCondBr(B, ok, doit, skip);
   LLVMPositionBuilderAtEnd(B, doit);
   int mark = k->ncache;
-  LLVMValueRef args[32], res[16];
-  bool have = true;
-  for (int j = 0; j < n; j++) {
-    args[j] = cpu_load_elem(k, out[j], os[j], oi);
-    args[n + j] = cpu_gen(k, in->ops[n + 1 + j], ui);
-    have = have && args[n + j];
-  }
-  if (have && cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res))
-    for (int j = 0; j < n; j++) cpu_store_elem(k, out[j], os[j], oi, res[j]);
+  cpu_scatter_combine(k, in, out, oi, ui);
   k->ncache = mark;
   LLVMBuildBr(B, skip);
   LLVMPositionBuilderAtEnd(B, skip);

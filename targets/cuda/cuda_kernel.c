@@ -49,7 +49,7 @@
  *     The epilogue is a loop kernel, as for dots. Workspace: reserved in temp per module;
  *   - every other convolution and dot: loop kernels (one thread per output element, the
  *     elemental generator's accumulation loop);
- *   - scatter: a loop kernel copying the operand, then one thread applying the updates in
+ *   - scatter (variadic too): a loop kernel copying the operands, then one thread applying the updates in
  *     order (XLA's update order is sequential).
  * Row reductions also serve fusions whose outputs only add or drop unit dims ([8,128] ->
  * [8,128,1]): the reduced value is entered in the cache for such reshapes too. A kernel whose
@@ -1719,73 +1719,50 @@ static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp,
 typedef struct ScatterCtx {
   const HInstr *in; /* the scatter */
   LLVMValueRef out; /* its storage */
+  int n;            /* its operands (cpu_scatter_n) */
 } ScatterCtx;
 
 static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   ScatterCtx *c = vctx;
-  LLVMValueRef v = cpu_gen(k, c->in->ops[0], idx);
-  if (v) cpu_store_elem(k, c->out, &c->in->shape, idx, v);
-  return v != NULL;
+  const Shape *s = &c->in->shape;
+  for (int j = 0; j < c->n; j++) {
+    LLVMValueRef v = cpu_gen(k, c->in->ops[j], idx);
+    if (!v) return false;
+    cpu_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s, idx, v);
+  }
+  return true;
 }
 
-/* Apply every update in order on one thread: out[start(u) + window(u)] = f(out, upd[u]). */
+/* Copy the operands (a grid loop), then apply every update in order on one thread:
+ * out[start(u) + window(u)] = f(out, upd[u]), the index arithmetic and the combination shared
+ * with the CPU target (cpu_scatter_update, cpu_scatter_combine); variadic scatter updates its
+ * N outputs together. */
 static bool ck_scatter(CudaCg *cc, HInstr *in) {
   CpuCg *cg = &cc->cg;
-  if (in->nops != 3 || in->shape.dt == DT_TUPLE) {
-    hlo_err_at(cg->err, in, "CUDA target: variadic scatter is not supported");
+  int n = cpu_scatter_n(in);
+  if (!n) {
+    hlo_err_at(cg->err, in, "CUDA target: scatter with %d operands and result %s is not supported", in->nops,
+               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
     return false;
   }
+  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
   CuStep *st;
   CpuKern *k = ck_begin(cc, in, "copy", 0, NULL, NULL, &st);
-  ScatterCtx c = {in, ck_buffer(k, in)};
-  ck_grid_loop(k, st, &in->shape, ck_copy_body, &c);
+  ScatterCtx c = {in, ck_buffer(k, in), n};
+  ck_grid_loop(k, st, s, ck_copy_body, &c);
   if (!ck_end(k)) return false;
 
   k = ck_begin(cc, in, "scatter", 0, NULL, NULL, &st);
-  LLVMBuilderRef B = k->B;
   st->grid = st->block = 1;
-  const ScatterDims *sd = in->scatter;
-  const HInstr *ind = in->ops[1], *upd = in->ops[2];
-  const Shape *s = &in->shape, *is = &ind->shape, *us = &upd->shape;
-  LLVMValueRef out = ck_buffer(k, in);
+  LLVMValueRef base = ck_buffer(k, in), out[16];
+  for (int j = 0; j < n; j++) out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
   CpuLoop loops[HLO_MAX_RANK];
-  LLVMValueRef ui[HLO_MAX_RANK];
+  LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
   for (int d = 0; d < us->rank; d++) ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
-  LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
-  int ns = 0;
-  for (int d = 0; d < us->rank; d++)
-    if (!il_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
-  LLVMValueRef start[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) start[d] = cpu_i64(k, 0);
-  int64_t ivd = sd->index_vector_dim;
-  for (int q = 0; q < sd->scatter_dims_to_operand_dims.n; q++) {
-    LLVMValueRef ii[HLO_MAX_RANK];
-    for (int d = 0, b = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, q) : sidx[b++];
-    LLVMValueRef v = cpu_gen(k, ind, ii);
-    if (!v) return ck_end(k);
-    start[sd->scatter_dims_to_operand_dims.v[q]] = cpu_convert(k, v, is->dt, DT_S64);
-  }
-  for (int q = 0; q < sd->input_batching_dims.n; q++) {
-    int64_t id = sd->scatter_indices_batching_dims.v[q];
-    start[sd->input_batching_dims.v[q]] = sidx[id < ivd || ivd >= is->rank ? id : id - 1];
-  }
-  LLVMValueRef oi[HLO_MAX_RANK], ok = LLVMConstInt(cg->i1, 1, 0);
-  for (int d = 0, w = 0; d < s->rank; d++) {
-    int64_t win = 1;
-    oi[d] = start[d];
-    if (!il_has(&sd->inserted_window_dims, d) && !il_has(&sd->input_batching_dims, d)) {
-      int64_t ud = sd->update_window_dims.v[w++];
-      win = us->dims[ud];
-      oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
-    }
-    /* XLA skips an update whose window does not fit entirely */
-    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), ""), "");
-    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - win), ""), "");
-  }
+  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return ck_end(k);
   int mark;
   LLVMBasicBlockRef join = ck_if(k, ok, &mark);
-  LLVMValueRef args[2] = {cpu_load_elem(k, out, s, oi), cpu_gen(k, upd, ui)}, res[1];
-  if (args[1] && cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) cpu_store_elem(k, out, s, oi, res[0]);
+  cpu_scatter_combine(k, in, out, oi, ui);
   ck_endif(k, join, mark);
   for (int d = us->rank - 1; d >= 0; d--) cpu_loop_close(k, &loops[d]);
   return ck_end(k);
