@@ -361,16 +361,6 @@ uint64_t hlo_reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_m
   return x & (nbits == 64 ? UINT64_MAX : ((UINT64_C(1) << nbits) - 1));
 }
 
-/* The binary format of float type t: total, exponent and mantissa bits. */
-bool hlo_float_format(DType t, int *nbits, int *exp, int *man) {
-  if (t == DT_F16) *nbits = 16, *exp = 5, *man = 10;
-  else if (t == DT_BF16) *nbits = 16, *exp = 8, *man = 7;
-  else if (t == DT_F32) *nbits = 32, *exp = 8, *man = 23;
-  else if (t == DT_F64) *nbits = 64, *exp = 11, *man = 52;
-  else return false;
-  return true;
-}
-
 /* ------------------------------------------------------------------ elementwise */
 
 /* Unary float op in double. *ok = false when op is not a float op. */

@@ -23,6 +23,15 @@ size_t hlo_dtype_size(DType t) { return t < DT_COUNT ? dtypes[t].size : 0; }
 DKind hlo_dtype_kind(DType t) { return t < DT_COUNT ? dtypes[t].kind : DK_OTHER; }
 int hlo_dtype_proto(DType t) { return t < DT_COUNT ? dtypes[t].proto : 0; }
 
+bool hlo_float_format(DType t, int *nbits, int *exp, int *man) {
+  if (t == DT_F16) *nbits = 16, *exp = 5, *man = 10;
+  else if (t == DT_BF16) *nbits = 16, *exp = 8, *man = 7;
+  else if (t == DT_F32) *nbits = 32, *exp = 8, *man = 23;
+  else if (t == DT_F64) *nbits = 64, *exp = 11, *man = 52;
+  else return false;
+  return true;
+}
+
 DType hlo_dtype_from_proto(int v) {
   for (int t = 1; t < DT_COUNT; t++)
     if (dtypes[t].proto == v) return (DType)t;

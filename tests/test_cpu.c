@@ -93,14 +93,20 @@ Test(cpu, fused_simple_cnn_train_step, .timeout = 300) { tc_fixture_opt("simple_
 
 /* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) exported by
  * JAX with XLA's outputs, as written and after the optimizer. */
-Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
-  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+/* tests/xla_cases/NAME for each of names[0..n): after the optimizer, and also as written when
+ * as_written. */
+static void tc_xla_cases(const char *const *names, size_t n, double rtol, bool as_written) {
+  for (size_t i = 0; i < n; i++) {
     char datadir[512];
     snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
-    tc_case(datadir, "module.hlo", names[i], 1e-4, false);
-    tc_case(datadir, "module.hlo", names[i], 1e-4, true);
+    if (as_written) tc_case(datadir, "module.hlo", names[i], rtol, false);
+    tc_case(datadir, "module.hlo", names[i], rtol, true);
   }
+}
+
+Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
+  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
+  tc_xla_cases(names, sizeof names / sizeof *names, 1e-4, true);
 }
 
 /* tests/xla_cases: JAX's lax.cond (data-dependent predicate, tuple results, both outcomes) and
@@ -108,11 +114,7 @@ Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
  * with XLA's outputs, through the optimizer (conditional-select runs every branch). */
 Test(cpu, xla_conditional_cases, .timeout = 300) {
   const char *names[] = {"cond_pred_true", "cond_pred_false", "switch_0", "switch_1", "switch_2", "switch_7", "switch_m3"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    char datadir[512];
-    snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
-    tc_case(datadir, "module.hlo", names[i], 1e-5, true);
-  }
+  tc_xla_cases(names, sizeof names / sizeof *names, 1e-5, false);
 }
 
 Test(cpu, fixture_elementwise_chain, .timeout = 300) { tc_fixture("elementwise_chain", 1e-4); }
@@ -379,6 +381,21 @@ Test(cpu, op_scatter_variadic, .timeout = 300) {
   tc_check_text_ex("variadic scatter, optimized", tc_vscatter, 1e-6, 100, true);
 }
 
+/* text, after the optimizer, does not compile for the CPU: the error names instr and holds
+ * word, and no object is left. */
+static void tc_expect_located_error(const char *text, const char *instr, const char *word) {
+  HModule *m = ct_parse(text);
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+  cr_expect(!tc_compile(m, dir, "model", 1, &err));
+  cr_expect(strstr(err.msg, instr) && strstr(err.msg, word), "%s", err.msg);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* conditional (lax.cond, lax.switch), compiled by the optimizer's conditional-select pass as
  * every branch followed by selects: pred conditionals with tuple operands and results (k[0]
  * is 3: one takes its true branch, the other its false one), and s32 switches of three
@@ -465,21 +482,13 @@ Test(cpu, op_conditional, .timeout = 300) {
 /* A conditional whose branch has side effects (an rng) is not run speculatively: the CPU target
  * reports it, naming the instruction. */
 Test(cpu, op_conditional_with_side_effects_is_a_located_error) {
-  HModule *m = ct_parse("HloModule m\n"
+  tc_expect_located_error("HloModule m\n"
     "t {\n  q = f32[4] parameter(0)\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
     "  ROOT r = f32[4] rng(lo, hi), distribution=rng_uniform\n}\n"
     "f {\n  q = f32[4] parameter(0)\n  ROOT r = f32[4] negate(q)\n}\n"
     "ENTRY e {\n  x = f32[4] parameter(0)\n  c = pred[] parameter(1)\n"
-    "  ROOT cd = f32[4] conditional(c, x, x), true_computation=t, false_computation=f\n}\n");
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  OptOpts oo = {0};
-  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
-  cr_expect(!tc_compile(m, dir, "model", 1, &err));
-  cr_expect(strstr(err.msg, "'cd'") && strstr(err.msg, "conditional"), "%s", err.msg);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
+    "  ROOT cd = f32[4] conditional(c, x, x), true_computation=t, false_computation=f\n}\n",
+    "'cd'", "conditional");
 }
 
 /* Counted while loops, compiled by the optimizer's while-unroll pass: the bound an element the
@@ -554,33 +563,21 @@ Test(cpu, op_while_counted, .timeout = 300) {
 /* A while loop whose trip count is not a compile-time constant (its condition reads the
  * data) is reported by the CPU target, naming the instruction. */
 Test(cpu, op_while_data_dependent_is_a_located_error) {
-  HModule *m = ct_parse("HloModule m\n"
+  tc_expect_located_error("HloModule m\n"
     "b {\n  p = f32[4] parameter(0)\n  two = f32[] constant(2)\n  tb = f32[4] broadcast(two), dimensions={}\n"
     "  ROOT r = f32[4] multiply(p, tb)\n}\n"
     "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
     "c {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n  s = f32[] reduce(p, z), dimensions={0}, to_apply=add\n"
     "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s, h), direction=LT\n}\n"
-    "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT wl = f32[4] while(x), condition=c, body=b\n}\n");
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  OptOpts oo = {0};
-  cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
-  cr_expect(!tc_compile(m, dir, "model", 1, &err));
-  cr_expect(strstr(err.msg, "'wl'") && strstr(err.msg, "while"), "%s", err.msg);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT wl = f32[4] while(x), condition=c, body=b\n}\n",
+    "'wl'", "while");
 }
 
 /* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's
  * outputs, through the optimizer (while-unroll). */
 Test(cpu, xla_loop_cases, .timeout = 300) {
   const char *names[] = {"fori_loop", "scan", "while_down"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    char datadir[512];
-    snprintf(datadir, sizeof datadir, HLOC_TEST_DIR "/xla_cases/%s", names[i]);
-    tc_case(datadir, "module.hlo", names[i], 1e-5, true);
-  }
+  tc_xla_cases(names, sizeof names / sizeof *names, 1e-5, false);
 }
 
 /* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */
@@ -1332,9 +1329,8 @@ static const char *tc_rp_driver =
 
 /* Exponent and mantissa widths of a float type. */
 static void tc_rp_format(DType t, int *exp, int *man) {
-  cr_assert(hlo_dtype_is_float(t), "a float argument is expected");
-  *exp = t == DT_F64 ? 11 : t == DT_F16 ? 5 : 8;
-  *man = t == DT_F64 ? 52 : t == DT_F16 ? 10 : t == DT_BF16 ? 7 : 23;
+  int nbits;
+  cr_assert(hlo_float_format(t, &nbits, exp, man), "a float argument is expected");
 }
 
 static void tc_rp_push(uint64_t *v, int *n, int cap, uint64_t x) {
@@ -1419,6 +1415,20 @@ static Literal *tc_rp_arg(HArena *a, const Shape *s, const HModule *m, int seed)
   return l;
 }
 
+/* Build tc_rp_driver against DIR/model.o and run it on DIR (its in<k>.bin to got<k>_<mt>.bin). */
+static void tc_rp_run(const char *dir, const char *what) {
+  char path[512], cmd[2048];
+  snprintf(path, sizeof path, "%s/driver.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs(tc_rp_driver, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd,
+           "cc -std=c11 -O1 -Wall -Werror -I'%s' '%s/driver.c' '%s/model.o' -lm -o '%s/driver' && '%s/driver' '%s'",
+           dir, dir, dir, dir, dir, dir);
+  cr_assert_eq(system(cmd), 0, "%s: %s", what, cmd);
+}
+
 /* Compare result leaf l with the raw bytes of DIR/got<k>_<mt>.bin, bit for bit (NaN as NaN). */
 static int tc_rp_compare(HArena *a, const char *dir, const Literal *l, int k, const char *what) {
   if (l->shape.dt == DT_TUPLE) {
@@ -1491,17 +1501,7 @@ static int tc_check_bits(const char *what, const char *text, bool optimize) {
   Literal *res = hlo_interp_run(ref, a, args, np, &err);
   cr_assert(res, "interpreter: %s", err.msg);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
-  char path[512], cmd[2048];
-  snprintf(path, sizeof path, "%s/driver.c", dir);
-  FILE *f = fopen(path, "w");
-  cr_assert(f);
-  fputs(tc_rp_driver, f);
-  fclose(f);
-  snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -I'%s' '%s/driver.c' '%s/model.o' -lm -o '%s/driver' && "
-           "'%s/driver' '%s'",
-           dir, dir, dir, dir, dir, dir);
-  cr_assert_eq(system(cmd), 0, "%s: %s", what, cmd);
+  tc_rp_run(dir, what);
   tc_rp_compare(a, dir, res, 0, what);
   ct_rmdir(dir);
   free(dir);
@@ -1635,7 +1635,7 @@ Test(cpu, reduce_precision_xla_cases, .timeout = 300) {
                                       "rp_f16_e4m3", "rp_f16_e8m7", "rp_f16_e5m2", "rp_f16_e3m0",
                                       "rp_f16_e11m52"};
   for (size_t c = 0; c < sizeof names / sizeof *names; c++) {
-    char path[4096], cmd[4096];
+    char path[4096];
     HErr err = {0};
     HArena *a = hlo_arena_new();
     snprintf(path, sizeof path, HLOC_TEST_DIR "/xla_cases/%s/module.hlo", names[c]);
@@ -1656,15 +1656,7 @@ Test(cpu, reduce_precision_xla_cases, .timeout = 300) {
     cr_assert_eq(fwrite(x->data, 1, hlo_shape_bytes(&x->shape), f), hlo_shape_bytes(&x->shape));
     fclose(f);
     cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", names[c], err.msg);
-    snprintf(path, sizeof path, "%s/driver.c", dir);
-    f = fopen(path, "w");
-    cr_assert(f);
-    fputs(tc_rp_driver, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -O1 -Wall -Werror -I'%s' '%s/driver.c' '%s/model.o' -lm -o '%s/driver' && '%s/driver' '%s'",
-             dir, dir, dir, dir, dir, dir);
-    cr_assert_eq(system(cmd), 0, "%s: %s", names[c], cmd);
+    tc_rp_run(dir, names[c]);
     tc_rp_compare(a, dir, want, 0, names[c]);
     ct_rmdir(dir);
     free(dir);

@@ -16,6 +16,7 @@
 #include "memplan.h"
 #include "optimizer.h"
 #include "proto.h"
+#include "test_util.h"
 
 static const char *fixtures[] = {"elementwise_chain", "mlp",        "frozen_mlp",
                                  "simple_cnn",        "transformer_layer", "resnet_block",
@@ -75,13 +76,9 @@ static void check_fixture(const char *model, bool freeze_weights) {
   HArena *a = hlo_arena_new();
   hlo_comp_renumber(m->entry);
   int np = m->entry->nparams;
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
   char path[1024];
-  for (int i = 0; i < np; i++) {
-    snprintf(path, sizeof path, "%s/fixtures/%s/in%d.npy", HLOC_CORPUS_DIR, model, i);
-    args[i] = hlo_npy_read(a, path, &err);
-    cr_assert(args[i], "%s", err.msg);
-  }
+  snprintf(path, sizeof path, "%s/fixtures/%s", HLOC_CORPUS_DIR, model);
+  Literal **args = tu_read_args(a, path, np);
   int first_arg = np;
   if (freeze_weights) {
     /* freeze every parameter but the first (the data) */

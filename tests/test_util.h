@@ -89,6 +89,20 @@ static inline Literal *tu_eval(HModule *m, HArena *a, double step, int64_t kmul,
   return r;
 }
 
+/* The arguments DIR/in0.npy .. in<np-1>.npy (a fixture's), read into a; args[np] is NULL. */
+static inline Literal **tu_read_args(HArena *a, const char *dir, int np) {
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
+  HErr err = {0};
+  char path[1100];
+  for (int i = 0; i < np; i++) {
+    snprintf(path, sizeof path, "%.1024s/in%d.npy", dir, i);
+    args[i] = hlo_npy_read(a, path, &err);
+    cr_assert(args[i], "%s", err.msg);
+  }
+  args[np] = NULL;
+  return args;
+}
+
 /* Expect equal values within tol (relative and absolute). */
 static inline void tu_expect_same(const Literal *got, const Literal *want, double tol) {
   HErr err = {0};

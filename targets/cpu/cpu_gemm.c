@@ -362,33 +362,39 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMPositionBuilderAtEnd(B, done);
 }
 
-/* A convolution panel read in place (gm_direct_panel): the geometry, row 0's element at tap
- * (0, 0) and channel 0, the distance between rows, and the K block's first depth. */
-typedef struct GmDirect {
-  const LLVMValueRef *g;
-  LLVMValueRef base, rstride, pc;
-} GmDirect;
+/* Depth pc of a convolution's K as its tap (kh, kw) and input channel ci (K runs over
+ * (kh, kw, ci), ci fastest). */
+static void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
+                   LLVMValueRef *ci) {
+  LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
+  LLVMValueRef rem0 = LLVMBuildSRem(k->B, pc, kwci, "");
+  *kh = LLVMBuildSDiv(k->B, pc, kwci, "");
+  *kw = LLVMBuildSDiv(k->B, rem0, g[GC_CI], "");
+  *ci = LLVMBuildSRem(k->B, rem0, g[GC_CI], "");
+}
 
-/* The same as the GEMM function knows it: its parameters, whether the panel is read in place,
- * row 0's offset in the input, the distance between rows, the K block's first depth. */
-typedef struct GmDirectAt {
+/* A convolution panel the micro-kernel may read in place, as the GEMM function knows it: its
+ * parameters, whether the panel is read in place (gm_direct_panel), row 0's offset in the
+ * input at tap (0, 0) and channel 0, the distance between rows, the K block's first depth. */
+typedef struct GmDirect {
   const LLVMValueRef *P;
   LLVMValueRef ok, off, rstride, pc;
-} GmDirectAt;
+} GmDirect;
 
 /* The micro-kernel's k loops over the K block [pc, pc + kc) of a panel read in place: one run
- * of input channels per tap (kh, kw), the accumulators carried across the runs. */
+ * of input channels per tap (kh, kw), the accumulators carried across the runs. Reads the
+ * geometry itself: the conv parameter is only valid where d->ok holds. */
 static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp, LLVMValueRef kc,
                              LLVMValueRef init[16][4], LLVMValueRef out[16][4]) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  const LLVMValueRef *g = d->g;
+  LLVMValueRef g[GC_COUNT];
+  gm_conv_geom(k, d->P, g);
+  LLVMValueRef base = gfp(k, d->P[GP_A], d->off);
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
-  LLVMValueRef rem0 = LLVMBuildSRem(B, d->pc, kwci, "");
-  LLVMValueRef st[4] = {gi(k, 0), LLVMBuildSDiv(B, d->pc, kwci, ""), LLVMBuildSDiv(B, rem0, g[GC_CI], ""),
-                        LLVMBuildSRem(B, rem0, g[GC_CI], "")}; /* kk, kh, kw, ci */
+  LLVMValueRef st[4] = {gi(k, 0), NULL, NULL, NULL}; /* kk, kh, kw, ci */
+  gm_tap(k, g, d->pc, &st[1], &st[2], &st[3]);
   LLVMValueRef tsh = gmul(k, g[GC_DH], g[GC_XSH]), tsw = gmul(k, g[GC_DW], g[GC_XSW]);
   GPhiLoop pl = gphi_open(k, "drun", "drunb", "drune");
   LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
@@ -408,7 +414,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
   /* a plain GEP: the moved-back pointer may lie before the input */
   LLVMValueRef po = gsub(k, gadd(k, gadd(k, gmul(k, kh, tsh), gmul(k, kw, tsw)), ci), kk);
-  GmArow a = {LLVMBuildGEP2(B, cg->f32, d->base, &po, 1, ""), d->rstride};
+  GmArow a = {LLVMBuildGEP2(B, cg->f32, base, &po, 1, ""), d->rstride};
   /* unrolled by 2, not 4: with the MR row pointers live, LLVM's scheduler hoists the B loads
      of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12; the runs
      are even (gm_direct_panel), so no remainder loop */
@@ -428,7 +434,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
 
 /* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp; with dr, a
  * convolution panel is read in place instead where dr->ok holds (one tile store for both). */
-static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirectAt *dr, LLVMValueRef bp,
+static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect *dr, LLVMValueRef bp,
                      LLVMValueRef kc, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
                      LLVMValueRef first, LLVMValueRef tile) {
   CpuCg *cg = k->cg;
@@ -455,12 +461,8 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   LLVMValueRef dacc[16][4];
   LLVMBasicBlockRef dend = NULL;
   if (dr) {
-    /* the geometry is read inside the branch: the conv parameter is only valid there */
     gif_open(k, &fd, dr->ok, true);
-    LLVMValueRef g[GC_COUNT];
-    gm_conv_geom(k, dr->P, g);
-    GmDirect d = {g, gfp(k, dr->P[GP_A], dr->off), dr->rstride, dr->pc};
-    gm_direct_kloops(k, c, &d, bp, kc, init, dacc);
+    gm_direct_kloops(k, c, dr, bp, kc, init, dacc);
     dend = LLVMGetInsertBlock(B);
     gif_else(k, &fd);
   }
@@ -752,11 +754,8 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   int MR = c->mr;
   LLVMValueRef g[GC_COUNT];
   gm_conv_geom(k, P, g);
-  LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
-  LLVMValueRef rem0 = LLVMBuildSRem(B, pc, kwci, "");
-  LLVMValueRef kh0 = LLVMBuildSDiv(B, pc, kwci, "");
-  LLVMValueRef kw0 = LLVMBuildSDiv(B, rem0, g[GC_CI], "");
-  LLVMValueRef ci0 = LLVMBuildSRem(B, rem0, g[GC_CI], "");
+  LLVMValueRef kh0, kw0, ci0;
+  gm_tap(k, g, pc, &kh0, &kw0, &ci0);
   CpuLoop li, lt;
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
@@ -1086,28 +1085,47 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   gm_call_step(k, GS_PACK_A, P, ap, ic, mc, pc, kc);
   gif_close(k, &pn);
   gif_close(k, &pk);
+  /* which panels of the block are convolution panels inside the image (gm_direct_panel), read
+     in place: decided once per block, not per column panel; flags 0 for a plain product */
+  LLVMValueRef pok = NULL, poff = NULL, prs = NULL;
+  if (c.direct) {
+    LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(c.mc / c.mr));
+    pok = cpu_alloca(k, at);
+    poff = cpu_alloca(k, at);
+    prs = gvar(k, gi(k, 0));
+    CpuLoop lp;
+    LLVMValueRef i2 = gloop(k, &lp, gi(k, 0), mc, c.mr);
+    LLVMValueRef slot = LLVMBuildSDiv(k->B, i2, gi(k, c.mr), "");
+    LLVMValueRef okp = LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, "");
+    LLVMValueRef offp = LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, "");
+    LLVMBuildStore(k->B, gi(k, 0), okp);
+    LLVMBuildStore(k->B, gi(k, 0), offp);
+    GIf fc;
+    gif_open(k, &fc, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), false);
+    {
+      LLVMValueRef g[GC_COUNT], off, rs;
+      gm_conv_geom(k, P, g);
+      LLVMValueRef mrv2 = gmin(k, gi(k, c.mr), gsub(k, mc, i2));
+      LLVMValueRef ok = gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
+      LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), okp);
+      LLVMBuildStore(k->B, off, offp);
+      LLVMBuildStore(k->B, rs, prs);
+    }
+    gif_close(k, &fc);
+    gm_close(k, &lp);
+  }
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
   LLVMValueRef bpj = gfp(k, bpc, gmul(k, jr, kc));
-  GmDirectAt dat, *dr = NULL;
+  GmDirect dat, *dr = NULL;
   if (c.direct) {
-    /* a convolution panel inside the image (gm_direct_panel) is read in place */
-    LLVMValueRef vdir = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0)), vrs = gvar(k, gi(k, 0));
-    GIf fc;
-    gif_open(k, &fc, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), false);
-    {
-      LLVMValueRef g[GC_COUNT], off, rs;
-      gm_conv_geom(k, P, g);
-      LLVMValueRef ok = gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &off, &rs);
-      LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), vdir);
-      LLVMBuildStore(k->B, off, voff);
-      LLVMBuildStore(k->B, rs, vrs);
-    }
-    gif_close(k, &fc);
-    dat = (GmDirectAt){P, LLVMBuildICmp(k->B, LLVMIntNE, gget(k, vdir), gi(k, 0), ""), gget(k, voff), gget(k, vrs), pc};
+    LLVMValueRef slot = LLVMBuildSDiv(k->B, ir, gi(k, c.mr), "");
+    LLVMValueRef ok = LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
+    LLVMValueRef off = LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
+    dat = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
     dr = &dat;
   }
   gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);

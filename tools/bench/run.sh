@@ -119,22 +119,19 @@ for l in sys.stdin:
     fi
   done <"$here/models.tsv"
 done
-# the median over the rounds of each figure (a timeout or failure in any round stands)
-awk -F'\t' '
+# the median over the rounds of each figure: med("v1 v2 ..."), a timeout (T) or failure (F)
+# in any round stands
+awk_med='
   function med(s,   n, a, i, j, t) {
     n = split(s, a, " ")
     for (i = 1; i <= n; i++) { if (a[i] == "T" || a[i] == "F") return a[i]; for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t } }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+  }'
+awk -F'\t' "$awk_med"'
   !($1 in seen) { seen[$1] = 1; order[++nm] = $1 }
   { t1[$1] = t1[$1] " " $2; t2[$1] = t2[$1] " " $3; rest[$1] = $4 "\t" $5 "\t" $6 "\t" $7; ck[$1] = (ck[$1] == "" || ck[$1] == "ok") ? $8 : ck[$1] }
   END { for (i = 1; i <= nm; i++) { m = order[i]; printf "%s\t%s\t%s\t%s\t%s\n", m, med(t1[m]), med(t2[m]), rest[m], ck[m] } }' "$raw" >"$rows"
-awk -F'\t' '
-  function med(s,   n, a, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk -F'\t' "$awk_med"'
   !(($1, $2) in seen) { seen[$1, $2] = 1; key[++nk] = $1 "\t" $2 }
   { v[$1, $2] = v[$1, $2] " " $3; ver = $4 }
   END { for (i = 1; i <= nk; i++) { split(key[i], k, "\t"); printf "%s\t%s\t%.9f\t%s\n", k[1], k[2], med(v[k[1], k[2]]), ver } }' "$ort" >"$ort.med"
