@@ -85,9 +85,6 @@ size_t hlo_dtype_size(DType t);
 /* The binary format of float type t (f16, bf16, f32, f64): total, exponent and mantissa bits;
  * false for other types. */
 bool hlo_float_format(DType t, int *nbits, int *exp, int *man);
-/* XLA's reduce-precision on the bits x of a value of that format, to ebits exponent and mbits
- * mantissa bits (hlo/interp.c). */
-uint64_t hlo_reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits, int mbits);
 DKind hlo_dtype_kind(DType t);
 int hlo_dtype_proto(DType t);                      /* xla.PrimitiveType value */
 DType hlo_dtype_from_proto(int v);                 /* DT_INVALID when unsupported */

@@ -338,7 +338,7 @@ static bool cmp_elems(DType t, CmpDir d, CmpType ct, const void *a, int64_t i, c
  * clamped when narrower (above the reduced format's largest: a signed infinity; at or below
  * its smallest normal's: a signed zero, the reduced format having no denormals); a NaN is
  * kept as it is (XLA's CPU results for mbits 0 too: tests/xla_cases/rp_*). */
-uint64_t hlo_reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits, int mbits) {
+static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits, int mbits) {
   uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man, manmask = (UINT64_C(1) << src_man) - 1;
   if ((x & expmask) == expmask && (x & manmask)) return x; /* NaN */
   if (mbits < src_man) {
@@ -674,7 +674,7 @@ static Literal *eval_reduce_precision(IState *st, const HInstr *in, Literal *x, 
   for (int64_t i = 0; i < n; i++) {
     uint64_t b = 0;
     memcpy(&b, (const char *)x->data + (size_t)(i * s) * sz, sz); /* little-endian host */
-    b = hlo_reduce_precision_bits(b, nbits, se, sm, in->exponent_bits, in->mantissa_bits);
+    b = reduce_precision_bits(b, nbits, se, sm, in->exponent_bits, in->mantissa_bits);
     memcpy((char *)r->data + (size_t)i * sz, &b, sz);
   }
   return r;

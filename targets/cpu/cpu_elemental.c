@@ -320,7 +320,7 @@ static bool el_rp_format_ok(const HInstr *in, DType t) {
  *   - exponent (e narrower): exponents above the reduced format's largest become a signed
  *     infinity, those at or below its smallest normal's a signed zero (no denormals);
  *   - a NaN is kept as it is.
- * The same steps as hlo_reduce_precision_bits (the interpreter), checked against XLA's own
+ * The same steps as the interpreter's reduce_precision_bits (hlo/interp.c), checked against XLA's own
  * results in tests/xla_cases/rp_*. */
 static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, LLVMValueRef x) {
   int nbits, src_exp, src_man;
