@@ -30,7 +30,11 @@
  *     OptOpts.conv_operands_staged (a target that copies computed convolution operands
  *     before its library call) no large arithmetic joins a convolution operand, so that a
  *     value read by two convolutions (a gradient feeding the data and the weight gradient)
- *     is computed and written once. A reduce joins a
+ *     is computed and written once. Otherwise (a target reading convolution operands in
+ *     place) a transpose feeding a convolution's input, whose producer is fusible and read by
+ *     it alone, roots a loop group of its own instead, which the producer joins: a max-pool of
+ *     an NCHW input is written once in NHWC (the CPU target tiles the transposition) rather
+ *     than gathered across channel planes by each convolution packing it. A reduce joins a
  *     loop group as its hero when its value reaches the group root through elementwise ops
  *     and bitcast-like reshapes only (the reduce "epilogue": mean = sum / n, rsqrt(var+eps)).
  *     Groups hold at most OPT_FUSION_MAX members.
@@ -47,7 +51,8 @@
  *
  * Fusible as loop members: elementwise ops (not map/rng), broadcast, reshape, bitcast,
  * transpose, slice, concatenate, pad, reverse, iota, dynamic-slice, gather, bitcast-convert,
- * copy, scalar constants. Requires a renumbered module in dependency order; runs DCE itself at
+ * reduce-window (pooling: not cheap, so never duplicated nor put in a dot/convolution
+ * operand), copy, scalar constants. Requires a renumbered module in dependency order; runs DCE itself at
  * the end (the originals of fused instructions die). */
 #include "optimizer.h"
 
@@ -108,7 +113,7 @@ static bool loop_fusible(const HInstr *in) {
     return true;
   static const HOp moves[] = {OP_BROADCAST, OP_RESHAPE, OP_BITCAST, OP_TRANSPOSE, OP_SLICE,
                               OP_CONCATENATE, OP_PAD, OP_REVERSE, OP_IOTA, OP_DYNAMIC_SLICE,
-                              OP_GATHER, OP_BITCAST_CONVERT};
+                              OP_GATHER, OP_BITCAST_CONVERT, OP_REDUCE_WINDOW};
   for (size_t i = 0; i < sizeof moves / sizeof *moves; i++)
     if (moves[i] == in->op) return true;
   return false;
@@ -269,6 +274,22 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
 
 /* ---------------------------------------------------------------- phase B: producers */
 
+/* The input (operand 0) of convolution hero is a transpose moving the minor dimension of a
+ * large value that a fusible producer computes for it alone: with a target that reads
+ * convolution operands in place (not staged), the transpose roots a loop group of its own
+ * that the producer joins, so the value is written once in the convolution's layout (the CPU
+ * target tiles such kernels) instead of being gathered across the other layout by every
+ * convolution reading it. (Kernels, operand 1, are packed whole by the convolution anyway.) */
+static bool transposed_by_producer(Fuser *f, const HInstr *p, const HInstr *hero) {
+  if (hero->ops[0] != p) return false;
+  if (f->pc->opts->conv_operands_staged || p->op != OP_TRANSPOSE || hlo_shape_elems(&p->shape) < ((int64_t)1 << 16))
+    return false;
+  int r = p->shape.rank;
+  if (r < 2 || p->dims.v[r - 1] == r - 1) return false;
+  const HInstr *q = p->ops[0];
+  return q->op != OP_PARAMETER && q->op != OP_CONSTANT && loop_fusible(q) && f->us.n[q->idx] == 1 && q != f->c->root;
+}
+
 /* Can p join g? Sets *flags for the new member; reason on failure. */
 static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, const char **why) {
   if (g->n >= OPT_FUSION_MAX) return *why = "group is at the size cap", false;
@@ -307,6 +328,8 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
       hlo_shape_elems(&p->shape) >= ((int64_t)1 << 20))
     return *why = "large arithmetic in a convolution operand: materialized once by its own kernel, read in place", false;
   if ((fl & MF_REUSED) && !cheap(p)) return *why = "expensive op would be recomputed behind a broadcast/gather", false;
+  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION && transposed_by_producer(f, p, g->hero))
+    return *why = "a transposed operand: its producer's kernel writes it in the convolution's layout", false;
   *flags = fl;
   return true;
 }

@@ -840,6 +840,53 @@ Test(cpu, deterministic_output) {
   free(dir);
 }
 
+/* Transposes of the minor dimension (the tiled kernel of cpu_kernel.c): tiles cut at both
+ * edges, strips of several blocks and a last partial one, H-row blocks of the dimension
+ * before the operand's minor one (one whole, several with a partial last), rank 2, and a
+ * max-pool fused under the transpose by the optimizer (padding at the edge); serially and in
+ * chunks on 2 threads, against the interpreter. At -O0 the kernel is seen to be tiled. */
+static const char tc_transposes[] = "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[2,19,125] parameter(0)\n"
+    "  y = f32[2,24,13,30] parameter(1)\n"
+    "  z = f32[3,20,300] parameter(2)\n"
+    "  w = f32[1,16,300,64] parameter(3)\n"
+    "  v = f32[37,170] parameter(4)\n"
+    "  tx = f32[2,125,19] transpose(x), dimensions={0,2,1}\n"
+    "  ty = f32[2,13,30,24] transpose(y), dimensions={0,2,3,1}\n"
+    "  tz = f32[3,300,20] transpose(z), dimensions={0,2,1}\n"
+    "  tw = f32[1,300,64,16] transpose(w), dimensions={0,2,3,1}\n"
+    "  tv = f32[170,37] transpose(v), dimensions={1,0}\n"
+    "  ROOT o = (f32[2,125,19], f32[2,13,30,24], f32[3,300,20], f32[1,300,64,16], f32[170,37]) tuple(tx, ty, tz, tw, tv)\n"
+    "}\n";
+
+Test(cpu, transpose_tiled, .timeout = 300) {
+  tc_check_text("tiled transposes", tc_transposes, 0, 4);
+  tc_check_text_ex("max-pool written transposed", "HloModule m\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[3,24,23,23] parameter(0)\n"
+    "  c = f32[] constant(-inf)\n"
+    "  p = f32[3,24,11,11] reduce-window(x, c), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+    "  ROOT t = f32[3,11,11,24] transpose(p), dimensions={0,2,3,1}\n"
+    "}\n", 0, 4, true);
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  char ll[512];
+  snprintf(ll, sizeof ll, "%s/m.ll", dir);
+  HModule *m = ct_parse(tc_transposes);
+  CpuOpts o = {.name = "tt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *t = ct_slurp(ll, NULL);
+  int tiled = 0;
+  for (const char *q = t; (q = strstr(q, "\ntiled")); q++) tiled++;
+  cr_expect_eq(tiled, 5, "each transpose in a tiled kernel: %d", tiled);
+  free(t);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 Test(cpu, emit_llvm_and_asm) {
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};

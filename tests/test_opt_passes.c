@@ -608,6 +608,48 @@ Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
   }
 }
 
+Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
+  /* a max-pool of an NCHW input read by two NHWC convolutions through one transpose: by
+     default the transpose roots a loop kernel that the pool joins (the pool is written once,
+     transposed), and the convolutions read it in place; a target that stages convolution
+     operands keeps the transpose in each convolution's operand */
+  static const char *pool_convs =
+      "HloModule t\n"
+      "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+      "ENTRY e {\n"
+      "  x = f32[4,16,64,64] parameter(0)\n"
+      "  k1 = f32[3,3,16,8] parameter(1)\n"
+      "  k2 = f32[1,1,16,8] parameter(2)\n"
+      "  c = f32[] constant(-inf)\n"
+      "  p = f32[4,16,32,32] reduce-window(x, c), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+      "  t = f32[4,32,32,16] transpose(p), dimensions={0,2,3,1}\n"
+      "  c1 = f32[4,32,32,8] convolution(t, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  c2 = f32[4,32,32,8] convolution(t, k2), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+      "  ROOT r = f32[4,32,32,8] add(c1, c2)\n"
+      "}\n";
+  for (int staged = 0; staged < 2; staged++) {
+    HModule *m = tu_parse(pool_convs);
+    HArena *ar = hlo_arena_new();
+    Literal *before = eval(m, ar);
+    OptOpts o = {0};
+    o.conv_operands_staged = staged;
+    tu_run_opts(m, opt_fusion, &o);
+    int pool_loops = 0, transposes_in_convs = 0;
+    for (int i = 0; i < m->entry->ninstrs; i++) {
+      HInstr *x = m->entry->instrs[i];
+      if (x->op != OP_FUSION) continue;
+      const HInstr *root = x->calls[0]->root;
+      if (x->fusion_kind == FK_LOOP && root->op == OP_TRANSPOSE && root->ops[0]->op == OP_REDUCE_WINDOW) pool_loops++;
+      if (x->fusion_kind == FK_OUTPUT) transposes_in_convs += tu_count(x->calls[0], OP_TRANSPOSE);
+    }
+    cr_expect_eq(pool_loops, staged ? 0 : 1, "staged=%d", staged);
+    cr_expect_eq(transposes_in_convs, staged ? 2 : 0, "staged=%d", staged);
+    tu_expect_same(eval(m, ar), before, 0);
+    hlo_arena_free(ar);
+    hlo_module_free(m);
+  }
+}
+
 static const char *softmax =
     "HloModule t\n"
     "mx {\n"

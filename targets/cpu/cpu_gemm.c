@@ -95,6 +95,13 @@ static bool gm_cpu_has_avx512(const char *cpu) {
   return false;
 }
 
+static GmCfg gm_cfg(CpuCg *cg);
+
+int cpu_vector_width(CpuCg *cg) {
+  if (!cg->vw) cg->vw = gm_cfg(cg).vw;
+  return cg->vw;
+}
+
 static GmCfg gm_cfg(CpuCg *cg) {
   const char *feat = cg->o->features;
   char *dt = LLVMGetDefaultTargetTriple();
@@ -525,7 +532,7 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
  * of two): log2(n) stages, each swapping the off-diagonal s x s blocks of every 2s x 2s block
  * (s = n/2 .. 1) with two shuffles per pair of rows, which x86 lowers to lane permutes,
  * unpacks and blends. */
-static void gm_transpose(CpuKern *k, LLVMValueRef *v, int n) {
+void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n) {
   LLVMValueRef m0[16], m1[16];
   for (int s = n / 2; s >= 1; s /= 2) {
     for (int e = 0; e < n; e++) {
@@ -583,7 +590,7 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
       LLVMValueRef v[16];
       for (int q = 0; q < c->vw; q++)
         v[q] = gload(k, vt, gfp(k, colp, gadd(k, kk, gmul(k, gi(k, h * c->vw + q), P[GP_BCS]))), 4);
-      gm_transpose(k, v, c->vw);
+      cpu_transpose_regs(k, v, c->vw);
       for (int e = 0; e < c->vw; e++)
         gstore(k, v[e], gfp(k, panel, gadd(k, gmul(k, gadd(k, kk, gi(k, e)), gi(k, c->nr)), gi(k, h * c->vw))), 4);
     }
@@ -630,7 +637,7 @@ static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMV
   LLVMValueRef kk = gloop(k, &lk, k0, k1, c->vw);
   LLVMValueRef v[16], lanes[16];
   for (int q = 0; q < c->vw; q++) v[q] = q < MR ? gload(k, vt, gfp(k, rows[q], kk), 4) : LLVMGetUndef(vt);
-  gm_transpose(k, v, c->vw);
+  cpu_transpose_regs(k, v, c->vw);
   for (int q = 0; q < MR; q++) lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
   LLVMValueRef first = LLVMConstVector(lanes, (unsigned)MR);
   for (int e = 0; e < c->vw; e++)

@@ -83,6 +83,7 @@ typedef struct CpuCg {
   LLVMValueRef gemm_packa_fn; /* and its A-packing function */
   LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
   LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
+  int vw;                       /* cpu_vector_width(), once known */
 } CpuCg;
 
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
@@ -244,6 +245,12 @@ LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
  * operands are strided views of buffers in f32: 1 when emitted, 0 when another path must
  * emit it, -1 after a located error. */
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
+/* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
+ * AVX, else 4); cached in cg. */
+int cpu_vector_width(CpuCg *cg);
+/* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power of
+ * two), in registers. */
+void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n);
 
 /* ------------------------------------------------------------------ cpu_sort.c */
 

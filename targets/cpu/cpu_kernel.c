@@ -7,6 +7,9 @@
  * once, in its entry block, and never names a module-specific address. Kernel shapes:
  *   - loop kernel: a loop nest over the output shape storing cpu_gen(root, index) (for a
  *     tuple-shaped root, every leaf at the same index);
+ *   - transposing kernel: an f32 loop kernel whose root is a transpose of the minor dimension,
+ *     computed in tiles along the operand's rows and transposed in registers
+ *     (kn_transpose_kernel);
  *   - dot / convolution: the blocked GEMM of cpu_gemm.c when the operands allow it, else an
  *     accumulating kernel: outer loops over all output dims but the last,
  *     then the reduction loops, then the last output dim innermost, accumulating into the
@@ -227,14 +230,16 @@ typedef struct KnSplit {
   int64_t n;      /* number of chunks */
 } KnSplit;
 
-static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) {
+/* Chunks of a nest over s doing work elements of work: at most maxn along the first dimension
+ * of extent > 1. */
+static KnSplit kn_split_n(CpuCg *cg, const Shape *s, int64_t work, int64_t maxn) {
   KnSplit sp = {-1, 0, 1};
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   if (work < min) return sp;
   for (int d = 0; d < s->rank; d++) {
     if (s->dims[d] <= 1) continue;
     int64_t D = s->dims[d];
-    int64_t want = D < 64 ? D : 64;
+    int64_t want = D < maxn ? D : maxn;
     sp.dim = d;
     sp.size = (D + want - 1) / want;
     sp.n = (D + sp.size - 1) / sp.size;
@@ -243,6 +248,8 @@ static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) {
   }
   return sp;
 }
+
+static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) { return kn_split_n(cg, s, work, 64); }
 
 /* Range of dimension d in the current chunk. */
 static void kn_range(CpuKern *k, const Shape *s, const KnSplit *sp, int d, LLVMValueRef *lo,
@@ -382,6 +389,156 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
     }
     for (int j = 0; j < s->ntuple && !k->failed; j++) cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
   }
+  kn_close_nest(k, loops, nl);
+  return cpu_kern_end(k, sp.n);
+}
+
+/* The output dimension b that a transposing kernel (a lone f32 transpose, or a fusion whose
+ * root is one) reads along its operand's minor dimension, when that is not the output's
+ * minor dimension and the kernel is large enough to tile; -1 otherwise. */
+static int kn_transposed_dim(const HInstr *in) {
+  const HInstr *root = in->op == OP_FUSION ? in->calls[0]->root : in;
+  const Shape *s = &in->shape;
+  if (root->op != OP_TRANSPOSE || s->dt != DT_F32 || s->rank < 2 || hlo_shape_elems(s) < 4096) return -1;
+  int r = s->rank;
+  if (root->dims.v[r - 1] == r - 1) return -1;
+  for (int j = 0; j < r; j++)
+    if (root->dims.v[j] == r - 1) return s->dims[j] > 1 && s->dims[r - 1] > 1 ? j : -1;
+  return -1;
+}
+
+/* Tiled transposing kernel: the output is walked in VW x VW tiles of its minor dimension a
+ * and of the dimension b read along the operand's minor dimension (VW = cpu_vector_width).
+ * Each tile is computed into a stack tile in b-major order (the inner loop runs along b:
+ * contiguous operand reads, vectorized), then transposed in registers and stored as VW
+ * vector rows along a; edge tiles are stored element by element. The tiles are visited in
+ * the transpose operand's dimension order, so its reads stream through VW rows at a time
+ * (b's tile loop is innermost); the parallel-for splits the first dimension of that order as
+ * for any loop kernel. A loop kernel in output order would gather
+ * across the operand's rows (a max-pool written in NHWC: 9 x 64 channel planes apart). */
+enum {
+  KN_TSTRIP = 16,   /* VW x VW blocks per strip of a transposing kernel */
+  KN_TTILE = 65536, /* f32 elements of its tile, at most (when H > 1) */
+  KN_TCHUNKS = 16,  /* its parallel-for chunks, at most (each has a tile in scratch) */
+};
+
+static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
+  const Shape *s = &in->shape;
+  int r = s->rank, a = r - 1, VW = cpu_vector_width(cg);
+  const HInstr *root = in->op == OP_FUSION ? in->calls[0]->root : in;
+  /* a strip of BT along b: whole operand rows up to KN_TSTRIP blocks */
+  int64_t nblk = (s->dims[b] + VW - 1) / VW;
+  int BT = VW * (int)(nblk < KN_TSTRIP ? nblk : KN_TSTRIP);
+  /* the strip grid, in the transpose operand's dimension order, a counted in VW, b in BT (b
+     comes last); when a strip holds whole rows, it also holds H steps of the dimension
+     before b in that order (hd), so each operand plane is read in runs of H rows */
+  int gdim[HLO_MAX_RANK], ga = 0, hd = -1, H = 1;
+  for (int i = 0; i < r; i++)
+    for (int j = 0; j < r; j++)
+      if (root->dims.v[j] == i) gdim[i] = j;
+  if (r >= 3 && gdim[r - 2] != a && BT >= s->dims[b]) {
+    hd = gdim[r - 2];
+    int64_t hmax = KN_TTILE / ((int64_t)VW * BT), dh = s->dims[hd];
+    if (hmax < 1) hmax = 1;
+    int64_t nh = (dh + hmax - 1) / hmax;
+    H = (int)((dh + nh - 1) / nh);
+  }
+  int64_t gd[HLO_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int j = gdim[i];
+    gd[i] = j == a ? (s->dims[j] + VW - 1) / VW : j == b ? (s->dims[j] + BT - 1) / BT
+          : j == hd ? (s->dims[j] + H - 1) / H : s->dims[j];
+    if (j == a) ga = i;
+  }
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f32 = cg->f32, vt = LLVMVectorType(f32, (unsigned)VW);
+  Shape grid = hlo_shape_array(s->dt, r, gd);
+  KnSplit sp = kn_split_n(cg, &grid, hlo_shape_elems(s), KN_TCHUNKS);
+  CpuLoop loops[HLO_MAX_RANK], lt, lu, lh;
+  LLVMValueRef gi[HLO_MAX_RANK], idx[HLO_MAX_RANK];
+  int nl = kn_open_nest(k, &grid, &sp, r, loops, gi);
+  for (int i = 0; i < r; i++) idx[gdim[i]] = gi[i];
+  LLVMValueRef vw = cpu_i64(k, VW), bt = cpu_i64(k, BT), hh = cpu_i64(k, 0), h0 = NULL, nh = NULL;
+  LLVMValueRef a0 = LLVMBuildNSWMul(B, gi[ga], vw, ""), b0 = LLVMBuildNSWMul(B, gi[r - 1], bt, "");
+  LLVMValueRef na = cpu_smin(k, vw, LLVMBuildNSWSub(B, cpu_i64(k, s->dims[a]), a0, ""));
+  LLVMValueRef nb = cpu_smin(k, bt, LLVMBuildNSWSub(B, cpu_i64(k, s->dims[b]), b0, ""));
+  if (hd >= 0) {
+    h0 = LLVMBuildNSWMul(B, gi[r - 2], cpu_i64(k, H), "");
+    nh = cpu_smin(k, cpu_i64(k, H), LLVMBuildNSWSub(B, cpu_i64(k, s->dims[hd]), h0, ""));
+  }
+  /* the chunk's tile in kernel-private scratch */
+  int64_t tbytes = (int64_t)VW * H * BT * 4;
+  if (tbytes * sp.n > cg->extra_temp) cg->extra_temp = tbytes * sp.n;
+  LLVMValueRef toff = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, tbytes), "");
+  LLVMValueRef tile = LLVMBuildInBoundsGEP2(B, cg->i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &toff, 1, "");
+  /* tile[t][h][u] = out[.., h0 + h, .., b0 + u, .., a0 + t] (row (t * H + h) * BT) */
+#define KN_ROW(t) LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, (t), cpu_i64(k, H), ""), hh, ""), bt, "")
+  LLVMValueRef t = cpu_loop_open(k, &lt, cpu_i64(k, 0), na);
+  idx[a] = LLVMBuildNSWAdd(B, a0, t, "");
+  if (hd >= 0) {
+    hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
+    idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
+  }
+  LLVMValueRef u = cpu_loop_open(k, &lu, cpu_i64(k, 0), nb);
+  idx[b] = LLVMBuildNSWAdd(B, b0, u, "");
+  LLVMValueRef v = cpu_gen(k, in, idx);
+  if (v) {
+    LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), u, "");
+    LLVMSetAlignment(LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, "")), 4);
+  }
+  cpu_loop_close(k, &lu);
+  if (hd >= 0) cpu_loop_close(k, &lh);
+  cpu_loop_close(k, &lt);
+  /* the tile's VW x VW blocks */
+  LLVMValueRef out = cpu_buffer(k, in);
+  if (hd >= 0) {
+    hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
+    idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
+  }
+  CpuLoop ls;
+  LLVMValueRef sb = cpu_loop_open_step(k, &ls, cpu_i64(k, 0), nb, vw);
+  LLVMValueRef nsb = cpu_smin(k, vw, LLVMBuildNSWSub(B, nb, sb, ""));
+  LLVMBasicBlockRef full = LLVMAppendBasicBlockInContext(cg->C, k->fn, "full");
+  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(cg->C, k->fn, "edge");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "tiled");
+  LLVMValueRef is_full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, na, vw, ""), LLVMBuildICmp(B, LLVMIntEQ, nsb, vw, ""), "");
+  LLVMBuildCondBr(B, is_full, full, edge);
+  /* full block: VW rows transposed in registers, one vector store per b */
+  LLVMPositionBuilderAtEnd(B, full);
+  LLVMValueRef rows[16];
+  for (int q = 0; q < VW; q++) {
+    LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(cpu_i64(k, q)), sb, "");
+    rows[q] = LLVMBuildLoad2(B, vt, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, ""), "");
+    LLVMSetAlignment(rows[q], 4);
+  }
+  cpu_transpose_regs(k, rows, VW);
+  idx[a] = a0;
+  LLVMValueRef bs = LLVMBuildNSWAdd(B, b0, sb, "");
+  for (int e = 0; e < VW; e++) {
+    idx[b] = LLVMBuildNSWAdd(B, bs, cpu_i64(k, e), "");
+    LLVMValueRef lin = kn_linear(k, s, idx);
+    LLVMSetAlignment(LLVMBuildStore(B, rows[e], LLVMBuildInBoundsGEP2(B, f32, out, &lin, 1, "")), 4);
+  }
+  LLVMBuildBr(B, done);
+  /* edge block: element by element */
+  LLVMPositionBuilderAtEnd(B, edge);
+  LLVMValueRef e = cpu_loop_open(k, &lu, cpu_i64(k, 0), nsb);
+  LLVMValueRef ue = LLVMBuildNSWAdd(B, sb, e, "");
+  idx[b] = LLVMBuildNSWAdd(B, b0, ue, "");
+  t = cpu_loop_open(k, &lt, cpu_i64(k, 0), na);
+  idx[a] = LLVMBuildNSWAdd(B, a0, t, "");
+  LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), ue, "");
+  LLVMValueRef x = LLVMBuildLoad2(B, f32, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, ""), "");
+  LLVMSetAlignment(x, 4);
+  cpu_store_elem(k, out, s, idx, x);
+  cpu_loop_close(k, &lt);
+  cpu_loop_close(k, &lu);
+  LLVMBuildBr(B, done);
+  LLVMPositionBuilderAtEnd(B, done);
+  cpu_loop_close(k, &ls);
+  if (hd >= 0) cpu_loop_close(k, &lh);
+#undef KN_ROW
   kn_close_nest(k, loops, nl);
   return cpu_kern_end(k, sp.n);
 }
@@ -1002,6 +1159,10 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (in->op == OP_FUSION && in->shape.dt == DT_TUPLE && in->calls[0]->root->op == OP_TUPLE) {
     for (int j = 1; j < in->shape.ntuple; j++)
       if (!hlo_shape_same_dims(&in->shape.tuple[j], &in->shape.tuple[0])) return kn_multi_fusion(cg, in);
+  }
+  if (b->kind != MEM_ALIAS) {
+    int tb = kn_transposed_dim(in);
+    if (tb >= 0) return kn_transpose_kernel(cg, in, tb);
   }
   return kn_loop_kernel(cg, in);
 }
