@@ -16,6 +16,9 @@
 #     checks the compiled results against the interpreter's;
 #   - ONNX Runtime on the same workloads at 1 and 2 threads (../shared/peers/ort_bench.mjs;
 #     onnxruntime-node is installed into the build folder when missing);
+#   - for the models ONNX Runtime has, a row MODEL_frozen: the same model compiled with its
+#     weights frozen (--freeze of arguments 1.., the driver's values), as ONNX Runtime's
+#     initializers are constants it pre-packs; checked against the unfrozen results;
 #   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (tools/bench/sgemm.c, memcpy.c);
 # and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
 # goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
@@ -34,7 +37,8 @@
 #
 # Limits (environment): HLOC_BENCH_BUDGET seconds of timed runs per model and thread count
 # (default 5), HLOC_BENCH_RUN_CAP seconds per driver process (default 60; a model slower than
-# that is reported as "> cap"), HLOC_BENCH_INTERP_CAP (default 60), HLOC_BENCH_COMPILE_REPS
+# that is reported as "> cap"), HLOC_BENCH_FROZEN (the models given a weights-frozen twin;
+# default every model ONNX Runtime has), HLOC_BENCH_INTERP_CAP (default 60), HLOC_BENCH_COMPILE_REPS
 # (default 3). --quick sets 1 s / 30 s / 30 s / 1 for a smoke run. OPENBLAS_CORETYPE is left as
 # the environment sets it.
 set -uo pipefail
@@ -148,6 +152,24 @@ run_capped() {
   else echo "$line"; fi
 }
 
+# The weights-frozen twin of model $1 (compiled in $2 with its driver $2/bench): when ONNX
+# Runtime has the model (its weights are initializers, constants it pre-packs), writes the
+# driver's arguments 1.. (the weights; argument 0 is the input) to $2/inputs and prints the
+# hloc flags that freeze them (--freeze k=FILE); prints nothing otherwise.
+freeze_flags() {
+  local m=$1 w=$2 n k
+  [ -f "$peers/onnx/$m.onnx" ] || return 0
+  case " ${HLOC_BENCH_FROZEN-$m} " in *" $m "*) ;; *) return 0 ;; esac
+  n=$(sed -n 's/^#define M_NUM_ARGS \([0-9]*\).*/\1/p' "$w/m.h")
+  [ "${n:-0}" -gt 1 ] || return 0
+  rm -rf "$w/inputs"
+  run_capped "$run_cap" "$w/inputs.log" "$w/bench" --budget 0 --min-runs 1 --max-runs 1 --save-inputs "$w/inputs" >/dev/null
+  for ((k = 1; k < n; k++)); do
+    [ -f "$w/inputs/in$k.npy" ] || return 0
+  done
+  for ((k = 1; k < n; k++)); do printf -- '--freeze %s=%s ' "$k" "$w/inputs/in$k.npy"; done
+}
+
 # ------------------------------------------------------------------ device bundle
 if [ -n "$bundle" ]; then
   build_tools
@@ -182,6 +204,23 @@ if [ -n "$bundle" ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "${flops:-0}" "$bytes" "$asum" "$nonfin" \
       "$(baseline "$m" xla_cpu_2c_run_s)" "$(baseline "$m" xla_cpu_16c_run_s)" >>"$bundle/models.tsv"
     echo "  $m: compiled in ${ct}s, $(du -h "$bundle/bin/$m" | cut -f1), host checksum $asum"
+    # its weights-frozen twin (for the comparison with ONNX Runtime's pre-packed initializers)
+    if [ -f "$peers/onnx/$m.onnx" ] && { [ -x "$w/host/bench" ] ||
+        { [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; }; }; then
+      # shellcheck disable=SC2046
+      ff=$(freeze_flags "$m" "$w/host")
+      if [ -n "$ff" ]; then
+        # shellcheck disable=SC2086
+        if [ "$(compile_model "$m" "$w/frozen" --cpu "$bcpu" --features="$bfeat" $ff)" != F ] &&
+            link_driver "$w/frozen" "$bundle/bin/${m}_frozen" "${m}_frozen" -static; then
+          strip "$bundle/bin/${m}_frozen" 2>/dev/null || true
+          printf '%s\t%s\t%s\t%s\t%s\t-\t-\n' "${m}_frozen" "${flops:-0}" "$bytes" "$asum" "$nonfin" >>"$bundle/models.tsv"
+          echo "  ${m}_frozen: weights frozen ($(echo "$ff" | wc -w | awk '{ print $1 / 2 }') arguments)"
+        else
+          echo "  ${m}_frozen: failed ($w/frozen/compile.log)"
+        fi
+      fi
+    fi
   done
   # SGEMM against the device's own OpenBLAS (it has one; a static copy from here picked its
   # Prescott kernels there, and took 25 MB of the bundle), statically where asked
@@ -290,6 +329,28 @@ for m in $models; do
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\t%s\t%s\n' "$m" "$ct" "$t1" "$r1" "$t2" "$r2" \
     "$flops" "$bytes" "$it" "$check" "$(baseline "$m" xla_cpu_2c_run_s)" \
     "$(baseline "$m" xla_cpu_16c_run_s)" "$asum" "$nonfin" >>"$tsv"
+  # the weights-frozen twin, beside ONNX Runtime's pre-packed initializers (no XLA figure:
+  # XLA's takes the weights as arguments); checked against the same results
+  ff=""
+  [ "$ct" != F ] && ff=$(freeze_flags "$m" "$w")
+  if [ -n "$ff" ]; then
+    wf=$w/frozen
+    # shellcheck disable=SC2086
+    ctf=$(compile_model "$m" "$wf" $ff)
+    t1=- t2=- r1=0 r2=0 check=-
+    if [ "$ctf" != F ] && link_driver "$wf" "$wf/bench" "${m}_frozen"; then
+      line=$(run_capped "$run_cap" "$wf/run2.log" "$wf/bench" --threads 2 --budget "$budget")
+      case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line")
+        check=$(awk -v a="$(kv asum "$line")" -v b="$asum" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; print d <= 1e-4 * s ? "ok (= unfrozen)" : "DIFF" }') ;; esac
+      line=$(run_capped "$run_cap" "$wf/run1.log" "$wf/bench" --threads 1 --budget "$budget")
+      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line") ;; esac
+      echo "  weights frozen: compile ${ctf}s, 2 threads ${t2}s, serial ${t1}s, $check"
+    else
+      ctf=F; echo "  weights frozen: compile or link failed ($wf/compile.log)"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t-\n' "${m}_frozen" "$ctf" "$t1" "$r1" "$t2" "$r2" \
+      "$flops" "$bytes" "$check" >>"$tsv"
+  fi
 done
 
 echo "== ONNX Runtime (onnxruntime-node 1.30.0)"
@@ -317,7 +378,7 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
         m=$(printf '%s' "$j" | sed -n 's/.*"model":"\([^"]*\)".*/\1/p')
         v=$(printf '%s' "$j" | sed -n 's/.*"run_median_s":\([-0-9.eE+]*\).*/\1/p')
         [ -n "$m" ] && [ -n "$v" ] && awk -F'\t' -v OFS='\t' -v m="$m" -v v="$v" -v c="$col" \
-          '$1 == m { $c = v } { print }' "$tsv" >"$tsv.tmp" && mv "$tsv.tmp" "$tsv"
+          '$1 == m || $1 == m "_frozen" { $c = v } { print }' "$tsv" >"$tsv.tmp" && mv "$tsv.tmp" "$tsv"
       done <"$ort/ort$th.jsonl"
     done
   fi

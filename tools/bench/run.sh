@@ -16,7 +16,8 @@
 # cores from baselines.json (measured pinned to 2 cores on the 16-core Xeon of the H200 host),
 # the ratio, and a check of the results against the checksum recorded on the build host
 # ("ok" within 1e-3 relative; "DIFF" is worth a look, summation order differs with the vector
-# width).
+# width). Rows MODEL_frozen are the model compiled with its weights frozen (constants, as ONNX
+# Runtime's initializers are), set beside the same ONNX Runtime figures.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cores=${CORES:-0,1}
@@ -108,7 +109,7 @@ for rd in $(seq 1 "$rounds"); do
         print (d <= 1e-3 * s + 1e-6 && n == nb) ? "ok" : "DIFF (" a " vs " b ")" }') ;;
     esac
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$t1" "$t2" "$flops" "$bytes" "$x2" "$x16" "$ck" "$rd" >>"$raw"
-    if [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ]; then
+    if [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ]; then # (not again for MODEL_frozen)
       for t in 1 "$threads"; do
         timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" "$m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
           python3 -c 'import json,sys
@@ -158,7 +159,8 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       if (num($3)) rate = $4 > 0 ? sprintf("%.1f GFLOP/s", $4 / $3 * 1e-9) : sprintf("%.1f GB/s", $5 / $3 * 1e-9)
       if (num($3) && num($6)) { r = sprintf("%.2f", $3 / $6); v = $3 <= $6 ? "yes" : "no" }
       else if ($3 == "T" && num($6)) v = "no"
-      o1 = o[$1, 1]; o2 = o[$1, th]; q = "–"
+      b = $1; sub(/_frozen$/, "", b) # the weights-frozen twin is compared with the same ONNX Runtime run
+      o1 = o[b, 1]; o2 = o[b, th]; q = "–"
       if (num(o1) && num(o2) && num($2) && num($3)) q = sprintf("%.2f, %.2f", o1 / $2, o2 / $3)
       printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v,
         num(o1) ? ms(o1) : "–", num(o2) ? ms(o2) : "–", q, $8
