@@ -388,6 +388,8 @@ void hlo_comp_renumber(HComp *c);
 void hlo_module_renumber(HModule *m);
 /* A fresh name "base.N" unused in the module. */
 const char *hlo_module_unique_name(HModule *m, const char *base);
+/* want itself when no instruction or computation has that name yet, else a fresh one. */
+const char *hlo_module_name_as(HModule *m, const char *want);
 /* Replace every use of `from` by `to` in from's computation (and root). */
 void hlo_instr_replace_uses(HInstr *from, HInstr *to);
 /* Copy src (all attributes, called computations, metadata) into computation dst with the

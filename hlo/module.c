@@ -183,6 +183,13 @@ const char *hlo_module_unique_name(HModule *m, const char *base) {
   }
 }
 
+const char *hlo_module_name_as(HModule *m, const char *want) {
+  if (name_used(m, want)) return hlo_module_unique_name(m, want);
+  const char *s = hlo_arena_strdup(m->arena, want);
+  nameset_add(m, s);
+  return s;
+}
+
 void hlo_instr_replace_uses(HInstr *from, HInstr *to) {
   HComp *c = from->parent;
   for (int i = 0; i < c->ninstrs; i++) {

@@ -15,7 +15,8 @@
  * Each pass gets a scratch arena that is freed when it returns, and the decision log (NULL
  * when not dumping).
  *
- * Stages: "normalize" (interior layouts row-major, entry interface checked), "simplify"
+ * Stages: "normalize" (tuple-shaped entry parameters flattened into leaves, interior layouts
+ * row-major, entry interface checked), "simplify"
  * (inline calls, algebraic simplification, constant folding, CSE, DCE to a fixed point),
  * "inference" (batch-norm folding into constant weights, then the clean-up passes again, to
  * a fixed point), "layout" (once: transposes folded into dot/convolution dimension numbers,
@@ -55,7 +56,7 @@ typedef struct Stage {
 
 /* hloc's pipeline, top to bottom. */
 static const Stage pipeline[] = {
-    {"normalize", false, {"layout-normalize", NULL}},
+    {"normalize", false, {"flatten-params", "layout-normalize", NULL}},
     {"simplify", true, {"conditional-select", "while-unroll", "inline-call", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"inference", true, {"fold-batchnorm", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"layout", false, {"transpose-fold", "conv-layout", NULL}},

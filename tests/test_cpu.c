@@ -840,6 +840,63 @@ Test(cpu, deterministic_output) {
   free(dir);
 }
 
+/* Tuple-shaped entry parameters (flatten-params): the object takes one argument per leaf,
+ * depth first, as the module was read (the target flattens it) and after the optimizer; a leaf
+ * passed through to the result is copied. Against the interpreter on the flattened module
+ * (test_opt_passes shows it computes what the tuple form does). */
+Test(cpu, tuple_entry_parameters, .timeout = 300) {
+  static const char *text = "HloModule m\n"
+    "ENTRY e {\n"
+    "  x = f32[4,8] parameter(0)\n"
+    "  p = (f32[4,8], (f32[8], s32[3])) parameter(1)\n"
+    "  y = s32[3] parameter(2)\n"
+    "  a = f32[4,8] get-tuple-element(p), index=0\n"
+    "  q = (f32[8], s32[3]) get-tuple-element(p), index=1\n"
+    "  b = f32[8] get-tuple-element(q), index=0\n"
+    "  c = s32[3] get-tuple-element(q), index=1\n"
+    "  bb = f32[4,8] broadcast(b), dimensions={1}\n"
+    "  s = f32[4,8] add(a, bb)\n"
+    "  t = f32[4,8] multiply(s, x)\n"
+    "  d = s32[3] add(c, y)\n"
+    "  ROOT r = (f32[4,8], s32[3], (f32[8], s32[3])) tuple(t, d, q)\n"
+    "}\n";
+  for (int optimize = 0; optimize < 2; optimize++) {
+    HModule *ref = ct_parse(text), *m = ct_parse(text);
+    HArena *a = hlo_arena_new();
+    HErr err = {0};
+    cr_assert(opt_flatten_entry_params(ref, a));
+    cr_assert_eq(ref->entry->nparams, 5);
+    char *dir = ct_tmpdir("hloc_cpu");
+    Literal *args[5];
+    for (int i = 0; i < 5; i++) {
+      args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 7);
+      char path[512];
+      snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+      cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
+    }
+    Literal *res = hlo_interp_run(ref, a, args, 5, &err);
+    cr_assert(res, "interpreter: %s", err.msg);
+    ct_write_leaves(dir, res, 0);
+    if (optimize) {
+      OptOpts oo = {0};
+      cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+    }
+    cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
+    char hp[512];
+    snprintf(hp, sizeof hp, "%s/model.h", dir);
+    char *h = ct_slurp(hp, NULL);
+    cr_expect(strstr(h, "#define MODEL_NUM_ARGS 5"), "one argument per leaf");
+    free(h);
+    ct_build_driver(dir);
+    ct_check_driver(dir, dir, 0, "cpu", optimize ? "tuple parameters, optimized" : "tuple parameters");
+    ct_rmdir(dir);
+    free(dir);
+    hlo_arena_free(a);
+    hlo_module_free(ref);
+    hlo_module_free(m);
+  }
+}
+
 /* Transposes of the minor dimension (the tiled kernel of cpu_kernel.c): tiles cut at both
  * edges, strips of several blocks and a last partial one, H-row blocks of the dimension
  * before the operand's minor one (one whole, several with a partial last), rank 2, and a

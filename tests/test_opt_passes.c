@@ -19,6 +19,68 @@ static Literal *eval(HModule *m, HArena *a) { return tu_eval(m, a, 0.25, 7, 1, 1
 
 /* ------------------------------------------------------------------ algsimp */
 
+/* flatten-params: a nested tuple parameter between two arrays becomes three leaf parameters
+ * (numbers 1..3, the last array moves to 4), named after their tuple index; the entry layout
+ * lists five parameters and the alias into the tuple's leaf {1, 0} names parameter 2; the
+ * value computed from the leaves is the one computed from the tuple. */
+Test(opt_flatten_params, tuple_parameter_becomes_its_leaves) {
+  static const char *text =
+      "HloModule t, input_output_alias={ {}: (1, {1, 0}, may-alias) }, "
+      "entry_computation_layout={(f32[4]{0}, (f32[4]{0}, (f32[4]{0}, s32[4]{0})), f32[4]{0})->f32[4]{0}}\n"
+      "ENTRY e {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  p = (f32[4], (f32[4], s32[4])) parameter(1)\n"
+      "  z = f32[4] parameter(2)\n"
+      "  a = f32[4] get-tuple-element(p), index=0\n"
+      "  q = (f32[4], s32[4]) get-tuple-element(p), index=1\n"
+      "  b = f32[4] get-tuple-element(q), index=0\n"
+      "  c = s32[4] get-tuple-element(q), index=1\n"
+      "  cf = f32[4] convert(c)\n"
+      "  s = f32[4] add(a, b)\n"
+      "  t = f32[4] multiply(s, cf)\n"
+      "  u = f32[4] subtract(t, x)\n"
+      "  ROOT r = f32[4] add(u, z)\n"
+      "}\n";
+  HModule *m = tu_parse(text);
+  HArena *ar = hlo_arena_new();
+  /* leaves x, a, b, c, z, and the same values as the tuple argument of the original */
+  const Shape *ps = &m->entry->params[1]->shape;
+  const Shape *ls[5] = {&m->entry->params[0]->shape, &ps->tuple[0], &ps->tuple[1].tuple[0], &ps->tuple[1].tuple[1],
+                        &m->entry->params[2]->shape};
+  Literal *leaf[5];
+  for (int i = 0; i < 5; i++) {
+    leaf[i] = hlo_literal_new(ar, ls[i]);
+    for (int64_t k = 0; k < 4; k++) hlo_literal_set_f64(leaf[i], k, (double)(3 * i + k) * 0.5 - 2);
+  }
+  Literal *tup = hlo_literal_new(ar, ps);
+  tup->elems[0] = leaf[1];
+  tup->elems[1]->elems[0] = leaf[2];
+  tup->elems[1]->elems[1] = leaf[3];
+  Literal *orig_args[3] = {leaf[0], tup, leaf[4]};
+  HErr err = {0};
+  Literal *want = hlo_interp_run(m, ar, orig_args, 3, &err);
+  cr_assert(want, "%s", err.msg);
+  cr_assert(tu_run(m, opt_flatten_params));
+  cr_assert(hlo_verify(m, &err), "%s", err.msg);
+  HComp *e = m->entry;
+  cr_assert_eq(e->nparams, 5);
+  const char *names[5] = {"x", "p.0", "p.1.0", "p.1.1", "z"};
+  for (int i = 0; i < 5; i++) {
+    cr_expect_str_eq(e->params[i]->name, names[i]);
+    cr_expect(hlo_shape_eq(&e->params[i]->shape, ls[i]), "parameter %d", i);
+  }
+  cr_expect_eq(m->nentry_layout, 5);
+  cr_assert_eq(m->nalias, 1);
+  cr_expect_eq(m->alias[0].param, 2);
+  cr_expect_eq(m->alias[0].param_index.n, 0);
+  Literal *got = hlo_interp_run(m, ar, leaf, 5, &err);
+  cr_assert(got, "%s", err.msg);
+  tu_expect_same(got, want, 0);
+  cr_expect(!tu_run(m, opt_flatten_params), "a second run changes nothing");
+  hlo_arena_free(ar);
+  hlo_module_free(m);
+}
+
 Test(opt_algsimp, arithmetic_identities) {
   HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
