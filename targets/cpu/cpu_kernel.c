@@ -407,15 +407,19 @@ static int kn_transposed_dim(const HInstr *in) {
   return -1;
 }
 
-/* Tiled transposing kernel: the output is walked in VW x VW tiles of its minor dimension a
- * and of the dimension b read along the operand's minor dimension (VW = cpu_vector_width).
- * Each tile is computed into a stack tile in b-major order (the inner loop runs along b:
- * contiguous operand reads, vectorized), then transposed in registers and stored as VW
- * vector rows along a; edge tiles are stored element by element. The tiles are visited in
- * the transpose operand's dimension order, so its reads stream through VW rows at a time
- * (b's tile loop is innermost); the parallel-for splits the first dimension of that order as
- * for any loop kernel. A loop kernel in output order would gather
- * across the operand's rows (a max-pool written in NHWC: 9 x 64 channel planes apart). */
+/* Tiled transposing kernel: the output is computed in tiles of VW elements of its minor
+ * dimension a (VW = cpu_vector_width) by a strip of dimension b, the one read along the
+ * operand's minor dimension (whole operand rows up to KN_TSTRIP * VW), by H steps of the
+ * dimension before b in the operand's order when the strip holds whole rows (H up to a tile of
+ * KN_TTILE elements). A tile is computed into kernel-private scratch with the inner loop along
+ * b (contiguous operand reads, vectorized), then each VW x VW block is transposed in registers
+ * and stored as vector rows along a: masked to the lanes inside a at its edge, rows past the
+ * edge of b not stored. The tiles are visited in the transpose operand's dimension order, so
+ * that its reads stream through whole planes (a max-pool of an NCHW input written in NHWC
+ * reads one run of H rows per channel plane; a loop kernel in output order would gather
+ * across 64 channel planes, and tiles of one row fell behind the plain NCHW pool by 2x on the
+ * 2-core EPYC); the parallel-for splits the first dimension of that order, in at most
+ * KN_TCHUNKS chunks, each with its own tile. */
 enum {
   KN_TSTRIP = 16,   /* VW x VW blocks per strip of a transposing kernel */
   KN_TTILE = 65536, /* f32 elements of its tile, at most (when H > 1) */
@@ -499,13 +503,10 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   CpuLoop ls;
   LLVMValueRef sb = cpu_loop_open_step(k, &ls, cpu_i64(k, 0), nb, vw);
   LLVMValueRef nsb = cpu_smin(k, vw, LLVMBuildNSWSub(B, nb, sb, ""));
-  LLVMBasicBlockRef full = LLVMAppendBasicBlockInContext(cg->C, k->fn, "full");
-  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(cg->C, k->fn, "edge");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "tiled");
-  LLVMValueRef is_full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, na, vw, ""), LLVMBuildICmp(B, LLVMIntEQ, nsb, vw, ""), "");
-  LLVMBuildCondBr(B, is_full, full, edge);
-  /* full block: VW rows transposed in registers, one vector store per b */
-  LLVMPositionBuilderAtEnd(B, full);
+  /* VW rows transposed in registers (rows past na, and lanes past nsb, read tile memory
+     that holds no value of this block: they land in lanes and rows not stored); row e goes
+     to b = b0 + sb + e when e < nsb, as one vector, or masked to its first na lanes at the
+     edge of a */
   LLVMValueRef rows[16];
   for (int q = 0; q < VW; q++) {
     LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(cpu_i64(k, q)), sb, "");
@@ -513,27 +514,40 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
     LLVMSetAlignment(rows[q], 4);
   }
   cpu_transpose_regs(k, rows, VW);
+  LLVMValueRef lanes[16];
+  for (int q = 0; q < VW; q++) lanes[q] = LLVMConstInt(cg->i64, (unsigned)q, 0);
+  LLVMValueRef lane_ix = LLVMConstVector(lanes, (unsigned)VW);
+  LLVMTypeRef iv = LLVMVectorType(cg->i64, (unsigned)VW);
+  LLVMValueRef na_v = LLVMBuildInsertElement(B, LLVMGetUndef(iv), na, LLVMConstInt(cg->i32, 0, 0), "");
+  na_v = LLVMBuildShuffleVector(B, na_v, LLVMGetUndef(iv), LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)VW)), "");
+  LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, lane_ix, na_v, "");
+  LLVMValueRef full_a = LLVMBuildICmp(B, LLVMIntEQ, na, vw, "");
+  LLVMTypeRef mty[2] = {vt, cg->ptr};
+  LLVMValueRef mstore = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), mty, 2);
+  LLVMTypeRef mfty = LLVMGlobalGetValueType(mstore);
   idx[a] = a0;
   LLVMValueRef bs = LLVMBuildNSWAdd(B, b0, sb, "");
   for (int e = 0; e < VW; e++) {
+    LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(cg->C, k->fn, "row");
+    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rowv");
+    LLVMBasicBlockRef msk = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rowm");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rown");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, cpu_i64(k, e), nsb, ""), st, next);
+    LLVMPositionBuilderAtEnd(B, st);
     idx[b] = LLVMBuildNSWAdd(B, bs, cpu_i64(k, e), "");
     LLVMValueRef lin = kn_linear(k, s, idx);
-    LLVMSetAlignment(LLVMBuildStore(B, rows[e], LLVMBuildInBoundsGEP2(B, f32, out, &lin, 1, "")), 4);
+    LLVMValueRef dst = LLVMBuildInBoundsGEP2(B, f32, out, &lin, 1, "");
+    LLVMBuildCondBr(B, full_a, vec, msk);
+    LLVMPositionBuilderAtEnd(B, vec);
+    LLVMSetAlignment(LLVMBuildStore(B, rows[e], dst), 4);
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, msk);
+    LLVMValueRef margs[4] = {rows[e], dst, LLVMConstInt(cg->i32, 4, 0), mask};
+    LLVMBuildCall2(B, mfty, mstore, margs, 4, "");
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, next);
   }
-  LLVMBuildBr(B, done);
-  /* edge block: element by element */
-  LLVMPositionBuilderAtEnd(B, edge);
-  LLVMValueRef e = cpu_loop_open(k, &lu, cpu_i64(k, 0), nsb);
-  LLVMValueRef ue = LLVMBuildNSWAdd(B, sb, e, "");
-  idx[b] = LLVMBuildNSWAdd(B, b0, ue, "");
-  t = cpu_loop_open(k, &lt, cpu_i64(k, 0), na);
-  idx[a] = LLVMBuildNSWAdd(B, a0, t, "");
-  LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), ue, "");
-  LLVMValueRef x = LLVMBuildLoad2(B, f32, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, ""), "");
-  LLVMSetAlignment(x, 4);
-  cpu_store_elem(k, out, s, idx, x);
-  cpu_loop_close(k, &lt);
-  cpu_loop_close(k, &lu);
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "tiled");
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
   cpu_loop_close(k, &ls);
