@@ -399,6 +399,10 @@ HInstr *hlo_instr_clone(HComp *dst, const HInstr *src, HInstr *const *ops);
 void hlo_comp_filter(HComp *c, const bool *keep);
 /* Remove computations that the entry does not reach through calls. true if any removed. */
 bool hlo_module_remove_unreachable(HModule *m);
+/* flatten.c: every tuple-shaped entry parameter becomes one array parameter per leaf, depth
+ * first, named NAME.i(.j...), numbered from its own position on; its users read a tuple of
+ * them; the entry layout and the input/output aliases follow. true when anything changed. */
+bool hlo_flatten_entry_params(HModule *m, HArena *scratch);
 /* Users of every instruction of c: users[i] lists instructions using c->instrs[i]. */
 typedef struct HUsers {
   int *n;            /* per instruction: number of users (with multiplicity) */

@@ -242,7 +242,7 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
     HOp op = in->op;
     if (op == OP_PARAMETER) {
       if (in->shape.dt == DT_TUPLE) {
-        hlo_err_at(err, in, "tuple-shaped entry parameter: flatten it first (opt_flatten_entry_params)");
+        hlo_err_at(err, in, "tuple-shaped entry parameter: flatten it first (hlo_flatten_entry_params)");
         return false;
       }
       b->kind = MEM_PARAM;

@@ -110,14 +110,6 @@ bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err);
  * an unreadable file or a value opt_freeze refuses. */
 bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err);
 
-/* ------------------------------------------------------------------ flatten_params.c */
-
-/* The flatten-params pass on m (the targets call it on modules given unoptimized): every
- * tuple-shaped entry parameter becomes one array parameter per leaf, depth first, named
- * NAME.i(.j...), numbered from its own position on; its users read a tuple of them; the entry
- * layout and the input/output aliases follow. true when anything changed. */
-bool opt_flatten_entry_params(HModule *m, HArena *scratch);
-
 /* ------------------------------------------------------------------ graphviz.c */
 
 /* Write computation c as a Graphviz digraph: fusions are boxes labelled with their kind and

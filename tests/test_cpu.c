@@ -864,7 +864,7 @@ Test(cpu, tuple_entry_parameters, .timeout = 300) {
     HModule *ref = ct_parse(text), *m = ct_parse(text);
     HArena *a = hlo_arena_new();
     HErr err = {0};
-    cr_assert(opt_flatten_entry_params(ref, a));
+    cr_assert(hlo_flatten_entry_params(ref, a));
     cr_assert_eq(ref->entry->nparams, 5);
     char *dir = ct_tmpdir("hloc_cpu");
     Literal *args[5];

@@ -449,6 +449,22 @@ Test(cuda_ptx, variadic_scatter_steps) {
   free(js);
 }
 
+/* Tuple-shaped entry parameters: one argument per leaf, depth first, named after the tuple
+ * index (run on a GPU by tools/cuda_device_test.sh against the interpreter). */
+Test(cuda_ptx, tuple_parameters_leaf_by_leaf) {
+  char *js = tu_case_manifest("tuple_params", OPT_CONV_NHWC);
+  const char *order[5] = {"\"name\": \"x\"", "\"name\": \"p.0\"", "\"name\": \"p.1.0\"", "\"name\": \"p.1.1\"",
+                          "\"name\": \"y\""};
+  const char *at = strstr(js, "\"args\"");
+  cr_assert(at, "%s", js);
+  for (int i = 0; i < 5; i++) {
+    const char *n = strstr(at, order[i]);
+    cr_expect(n, "argument %d (%s) in order: %s", i, order[i], js);
+    if (n) at = n;
+  }
+  free(js);
+}
+
 /* ------------------------------------------------------------------ execution (GPU only) */
 
 /* Skip unless a CUDA driver and a device are present. */

@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
   HArena *a = hlo_arena_new();
   HModule *m = proto_load_file(file, &err);
   if (!m || !hlo_verify(m, &err)) goto fail;
+  hlo_flatten_entry_params(m, a); /* tuple-shaped parameters leaf by leaf, as in the objects */
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(nin ? nin : 1));
   for (int i = 0; i < nin; i++)
     if (!(args[i] = hlo_npy_read(a, ins[i], &err))) goto fail;

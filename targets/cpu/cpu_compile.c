@@ -107,7 +107,7 @@ static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
 
 static bool cp_lower(CpuCg *cg) {
   HModule *m = cg->m;
-  opt_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
+  hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
   while (cp_inline_one(m, cg->entry)) {
   }
   for (int i = 0; i < cg->entry->ninstrs; i++) {

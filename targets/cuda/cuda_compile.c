@@ -245,7 +245,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   size_t ptx_len = 0, cubin_len = 0, obj_len = 0, hdr_len = 0, man_len = 0;
   LLVMTargetMachineRef TM = NULL;
 
-  opt_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
+  hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
   hlo_module_renumber(m);
   if (!cc_check_comp(cc, m->entry, 0)) goto done;
   if (!memplan_assign(m->entry, cg->scratch, &cg->plan, err)) goto done;

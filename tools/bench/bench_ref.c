@@ -130,6 +130,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hloc-bench-ref: %s\n", err.msg);
     return 1;
   }
+  { /* tuple-shaped parameters leaf by leaf, as the compiled code takes them */
+    HArena *fa = hlo_arena_new();
+    hlo_flatten_entry_params(m, fa);
+    hlo_arena_free(fa);
+  }
   Work w = {0};
   ref_count(m->entry, &w, 0);
   size_t pbytes = 0;
