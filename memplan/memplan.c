@@ -8,7 +8,7 @@
  *     gets one block holding its leaves back to back, each 64-byte aligned.
  *  2. Live ranges: the last use of a value is its last user's position (the root lives to the
  *     end); a buffer's last use is the latest last use of every view of it.
- *  3. Results: each leaf of the root, flattened in tuple order, is resolved through views to
+ *  3. Results: each leaf of the root, flattened in tuple order (nested tuples too), is resolved through views to
  *     the instruction owning the storage. When that instruction computes exactly this leaf
  *     and is not already a result, it computes straight into results[k] (MEM_RESULT);
  *     otherwise (a parameter, a constant, a leaf used twice, a leaf inside a block) the
@@ -125,6 +125,26 @@ static int mp_off_cmp(const void *a, const void *b) {
 }
 
 /* Flatten the result leaves of value v (at byte offset off of instruction holder). */
+/* The leaves of a value of shape s at byte off of the block owned by instruction b, nested
+ * tuples flattened in order, as results copied out of the block. */
+static void mp_block_leaves(MemPlan *p, HArena *a, int b, const Shape *s, int64_t off, int *cap) {
+  for (int k = 0; k < s->ntuple; k++) {
+    const Shape *es = &s->tuple[k];
+    int64_t eo = off + memplan_tuple_offset(s, k);
+    if (es->dt == DT_TUPLE) {
+      mp_block_leaves(p, a, b, es, eo, cap);
+      continue;
+    }
+    if (p->nresults == *cap) {
+      *cap = *cap ? *cap * 2 : 8;
+      MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
+      if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
+      p->results = nr;
+    }
+    p->results[p->nresults++] = (MemResult){b, eo, memplan_value_bytes(es), true, *es, -1};
+  }
+}
+
 static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
   if (v->op == OP_TUPLE) {
     for (int k = 0; k < v->nops; k++) mp_leaves(p, a, v->ops[k], cap);
@@ -137,19 +157,8 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
     mp_leaves(p, a, bi, cap);
     return;
   }
-  if (v->shape.dt == DT_TUPLE) { /* leaves inside a block */
-    for (int k = 0; k < v->shape.ntuple; k++) {
-      const Shape *es = &v->shape.tuple[k];
-      int64_t eo = off + memplan_tuple_offset(&v->shape, k);
-      if (es->dt == DT_TUPLE) continue; /* nested tuples in blocks: flattened below */
-      if (p->nresults == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
-        if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
-        p->results = nr;
-      }
-      p->results[p->nresults++] = (MemResult){v->idx, eo, memplan_value_bytes(es), true, *es, -1};
-    }
+  if (v->shape.dt == DT_TUPLE) { /* leaves inside a block: copied from the block's owner */
+    mp_block_leaves(p, a, b, &v->shape, off, cap);
     return;
   }
   if (p->nresults == *cap) {
@@ -241,10 +250,10 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
     b->start = b->end = i;
     HOp op = in->op;
     if (op == OP_PARAMETER) {
-      if (in->shape.dt == DT_TUPLE) {
+      if (in->shape.dt == DT_TUPLE && c->mod && c->mod->entry == c) {
         hlo_err_at(err, in, "tuple-shaped entry parameter: flatten it first (hlo_flatten_entry_params)");
         return false;
-      }
+      } /* (a loop body's tuple parameter: one block, leaves back to back, viewed by its GTEs) */
       b->kind = MEM_PARAM;
       b->param = in->param_num;
     } else if (op == OP_CONSTANT) {

@@ -57,7 +57,10 @@ typedef struct MemPlan {
 } MemPlan;
 
 /* Plan the buffers of `entry` in its instruction order (renumbers it). Arrays come from a.
- * false with a located error for what cannot be planned (tuple-shaped parameters).
+ * false with a located error for what cannot be planned (tuple-shaped parameters of the
+ * module's entry). Another computation (a while loop's body or condition) may be planned the
+ * same way: its tuple-shaped parameter is one block (MEM_PARAM) laid out like a tuple-shaped
+ * computed value, and no input/output aliases apply.
  *
  * Input/output aliasing (the module's input_output_alias, may- or must-alias): for a result
  * leaf k declared to alias array parameter p, the plan makes it safe for the caller to pass

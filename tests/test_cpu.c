@@ -562,15 +562,155 @@ Test(cpu, op_while_counted, .timeout = 300) {
 
 /* A while loop whose trip count is not a compile-time constant (its condition reads the
  * data) is reported by the CPU target, naming the instruction. */
-Test(cpu, op_while_data_dependent_is_a_located_error) {
-  tc_expect_located_error("HloModule m\n"
+/* While loops whose trip count depends on the data run in the run function (cpu_compile.c):
+ * an array state doubled until its sum passes 100; a nested tuple state whose body swaps two
+ * leaves and passes one through, stopping on a reduction of the state or a counter started
+ * from an argument, its leaves used after the loop and returned; a body with a matrix product
+ * (the GEMM and its private scratch), a loop nested in it, parallel chunks and a trip count
+ * from an argument; a loop that never runs its body. As written and after the optimizer,
+ * serially and on 2 threads, against the interpreter. */
+static const char tc_while_array[] = "HloModule m\n"
     "b {\n  p = f32[4] parameter(0)\n  two = f32[] constant(2)\n  tb = f32[4] broadcast(two), dimensions={}\n"
     "  ROOT r = f32[4] multiply(p, tb)\n}\n"
-    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
-    "c {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n  s = f32[] reduce(p, z), dimensions={0}, to_apply=add\n"
-    "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s, h), direction=LT\n}\n"
+    "add {\n  a = f32[] parameter(0)\n  b2 = f32[] parameter(1)\n  ROOT s = f32[] add(a, b2)\n}\n"
+    "c {\n  q = f32[4] parameter(0)\n  z = f32[] constant(0)\n  ab = f32[4] abs(q)\n"
+    "  s3 = f32[] reduce(ab, z), dimensions={0}, to_apply=add\n"
+    "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s3, h), direction=LT\n}\n"
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT wl = f32[4] while(x), condition=c, body=b\n}\n";
+
+static const char tc_while_tuple[] = "HloModule m\n"
+    "body {\n"
+    "  st = (s32[], f32[8], (f32[8], s32[3])) parameter(0)\n"
+    "  i = s32[] get-tuple-element(st), index=0\n"
+    "  x = f32[8] get-tuple-element(st), index=1\n"
+    "  yz = (f32[8], s32[3]) get-tuple-element(st), index=2\n"
+    "  y = f32[8] get-tuple-element(yz), index=0\n"
+    "  z = s32[3] get-tuple-element(yz), index=1\n"
+    "  one = s32[] constant(1)\n"
+    "  i1 = s32[] add(i, one)\n"
+    "  h = f32[] constant(0.75)\n"
+    "  hb = f32[8] broadcast(h), dimensions={}\n"
+    "  xh = f32[8] multiply(x, hb)\n"
+    "  x1 = f32[8] add(xh, y)\n"
+    "  inner = (f32[8], s32[3]) tuple(x, z)\n"
+    "  ROOT r = (s32[], f32[8], (f32[8], s32[3])) tuple(i1, x1, inner)\n"
+    "}\n"
+    "mx {\n  ma = f32[] parameter(0)\n  mb = f32[] parameter(1)\n  ROOT mm = f32[] maximum(ma, mb)\n}\n"
+    "cond {\n"
+    "  cs = (s32[], f32[8], (f32[8], s32[3])) parameter(0)\n"
+    "  ci = s32[] get-tuple-element(cs), index=0\n"
+    "  cx = f32[8] get-tuple-element(cs), index=1\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  m = f32[] reduce(cx, ninf), dimensions={0}, to_apply=mx\n"
+    "  lim = f32[] constant(6)\n"
+    "  small = pred[] compare(m, lim), direction=LT\n"
+    "  n = s32[] constant(40)\n"
+    "  few = pred[] compare(ci, n), direction=LT\n"
+    "  ROOT go = pred[] and(small, few)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  k = s32[] parameter(0)\n"
+    "  x0 = f32[8] parameter(1)\n"
+    "  y0 = f32[8] parameter(2)\n"
+    "  z0 = s32[3] parameter(3)\n"
+    "  yz0 = (f32[8], s32[3]) tuple(y0, z0)\n"
+    "  s0 = (s32[], f32[8], (f32[8], s32[3])) tuple(k, x0, yz0)\n"
+    "  w = (s32[], f32[8], (f32[8], s32[3])) while(s0), condition=cond, body=body\n"
+    "  wi = s32[] get-tuple-element(w), index=0\n"
+    "  wx = f32[8] get-tuple-element(w), index=1\n"
+    "  wyz = (f32[8], s32[3]) get-tuple-element(w), index=2\n"
+    "  two = f32[] constant(2)\n"
+    "  tb = f32[8] broadcast(two), dimensions={}\n"
+    "  o = f32[8] multiply(wx, tb)\n"
+    "  ROOT out = (s32[], f32[8], (f32[8], s32[3])) tuple(wi, o, wyz)\n"
+    "}\n";
+
+static const char tc_while_gemm[] = "HloModule m\n"
+    "inner_body {\n"
+    "  ib = (f32[64,64], s32[]) parameter(0)\n"
+    "  im = f32[64,64] get-tuple-element(ib), index=0\n"
+    "  ic = s32[] get-tuple-element(ib), index=1\n"
+    "  ione = s32[] constant(1)\n"
+    "  ic1 = s32[] add(ic, ione)\n"
+    "  ih = f32[] constant(0.9)\n"
+    "  ihb = f32[64,64] broadcast(ih), dimensions={}\n"
+    "  im1 = f32[64,64] multiply(im, ihb)\n"
+    "  ROOT ir = (f32[64,64], s32[]) tuple(im1, ic1)\n"
+    "}\n"
+    "inner_cond {\n"
+    "  icp = (f32[64,64], s32[]) parameter(0)\n"
+    "  icc = s32[] get-tuple-element(icp), index=1\n"
+    "  icm = f32[64,64] get-tuple-element(icp), index=0\n"
+    "  ie = f32[1,1] slice(icm), slice={[0:1], [0:1]}\n"
+    "  ies = f32[] reshape(ie)\n"
+    "  iz = f32[] constant(-10)\n"
+    "  ipos = pred[] compare(ies, iz), direction=GT\n"
+    "  ilim = s32[] constant(3)\n"
+    "  ilt = pred[] compare(icc, ilim), direction=LT\n"
+    "  ROOT igo = pred[] and(ilt, ipos)\n"
+    "}\n"
+    "body {\n"
+    "  st = (f32[64,64], f32[64,64], s32[], s32[]) parameter(0)\n"
+    "  m = f32[64,64] get-tuple-element(st), index=0\n"
+    "  wt = f32[64,64] get-tuple-element(st), index=1\n"
+    "  k = s32[] get-tuple-element(st), index=2\n"
+    "  n = s32[] get-tuple-element(st), index=3\n"
+    "  d = f32[64,64] dot(m, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  t = f32[64,64] tanh(d)\n"
+    "  z = s32[] constant(0)\n"
+    "  iw0 = (f32[64,64], s32[]) tuple(t, z)\n"
+    "  iw = (f32[64,64], s32[]) while(iw0), condition=inner_cond, body=inner_body\n"
+    "  t2 = f32[64,64] get-tuple-element(iw), index=0\n"
+    "  one = s32[] constant(1)\n"
+    "  k1 = s32[] add(k, one)\n"
+    "  ROOT r = (f32[64,64], f32[64,64], s32[], s32[]) tuple(t2, wt, k1, n)\n"
+    "}\n"
+    "cond {\n"
+    "  cs = (f32[64,64], f32[64,64], s32[], s32[]) parameter(0)\n"
+    "  ck = s32[] get-tuple-element(cs), index=2\n"
+    "  cn = s32[] get-tuple-element(cs), index=3\n"
+    "  ROOT lt = pred[] compare(ck, cn), direction=LT\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  m0 = f32[64,64] parameter(0)\n"
+    "  w0 = f32[64,64] parameter(1)\n"
+    "  n0 = s32[] parameter(2)\n"
+    "  z0 = s32[] constant(0)\n"
+    "  s0 = (f32[64,64], f32[64,64], s32[], s32[]) tuple(m0, w0, z0, n0)\n"
+    "  w = (f32[64,64], f32[64,64], s32[], s32[]) while(s0), condition=cond, body=body\n"
+    "  ROOT res = f32[64,64] get-tuple-element(w), index=0\n"
+    "}\n";
+
+static const char tc_while_never[] = "HloModule m\n"
+    "b {\n  p = (f32[5], s32[]) parameter(0)\n  v = f32[5] get-tuple-element(p), index=0\n"
+    "  nv = f32[5] negate(v)\n  j = s32[] get-tuple-element(p), index=1\n"
+    "  ROOT r = (f32[5], s32[]) tuple(nv, j)\n}\n"
+    "c {\n  q = (f32[5], s32[]) parameter(0)\n  qj = s32[] get-tuple-element(q), index=1\n"
+    "  big = s32[] constant(1000)\n  ROOT gt = pred[] compare(qj, big), direction=GT\n}\n"
+    "ENTRY e {\n  x = f32[5] parameter(0)\n  j0 = s32[] parameter(1)\n"
+    "  s0 = (f32[5], s32[]) tuple(x, j0)\n"
+    "  w = (f32[5], s32[]) while(s0), condition=c, body=b\n"
+    "  ROOT wv = f32[5] get-tuple-element(w), index=0\n}\n";
+
+Test(cpu, op_while_data_dependent, .timeout = 300) {
+  const char *texts[4] = {tc_while_array, tc_while_tuple, tc_while_gemm, tc_while_never};
+  const char *what[4] = {"while: array state", "while: nested tuple state", "while: GEMM body, nested loop",
+                         "while: no trip"};
+  int range[4] = {4, 6, 7, 100};
+  for (int t = 0; t < 4; t++)
+    for (int optimize = 0; optimize < 2; optimize++) tc_check_text_ex(what[t], texts[t], 1e-5, range[t], optimize);
+}
+
+/* An op the CPU target cannot compile inside a loop body is still a located error. */
+Test(cpu, op_while_unsupported_body_op_is_a_located_error) {
+  tc_expect_located_error("HloModule m\n"
+    "b {\n  p = f32[4] parameter(0)\n  cc = f32[4] custom-call(p), custom_call_target=\"foo\"\n"
+    "  ROOT r = f32[4] add(p, cc)\n}\n"
+    "add {\n  a = f32[] parameter(0)\n  b2 = f32[] parameter(1)\n  ROOT s = f32[] add(a, b2)\n}\n"
+    "c {\n  q = f32[4] parameter(0)\n  z = f32[] constant(0)\n  s3 = f32[] reduce(q, z), dimensions={0}, to_apply=add\n"
+    "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s3, h), direction=LT\n}\n"
     "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT wl = f32[4] while(x), condition=c, body=b\n}\n",
-    "'wl'", "while");
+    "'cc'", "custom-call");
 }
 
 /* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's

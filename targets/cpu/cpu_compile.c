@@ -1,7 +1,8 @@
 /* targets/cpu/cpu_compile.c: the CPU target's driver, cpu_compile().
  *
  * Pipeline, top to bottom:
- *   1. lower: inline every call into the entry and fused computations (a call is a plain
+ *   1. lower: tuple-shaped parameters flattened (hlo_flatten_entry_params), every call inlined
+ *      into the entry, fused computations and loop bodies (a call is a plain
  *      function call in HLO; inlining lets the buffer plan and the fusion design see through
  *      it), then check every instruction reachable from the entry is compilable (a located
  *      error otherwise, never a wrong object);
@@ -11,7 +12,10 @@
  *      through the shared blocked GEMM of cpu_gemm.c). Kernels see memory only through a
  *      per-task table of pointers (their ctx), so kernels whose IR is identical (repeated
  *      layers) are merged into one function before optimization; kernel-private scratch
- *      (GEMM packing, staged operands) is appended to the plan's heap;
+ *      (GEMM packing, staged operands) is appended to the plan's heap. A while loop the
+ *      optimizer did not unroll gets plans for its condition and body, and
+ *      their kernels are tasks too, between the copies, branch and jump of the loop (see
+ *      "while loops" below);
  *   4. interface: NAME_run_mt(args, results, temp, pf, runner) fills each task's pointer table
  *      and calls every kernel in order,
  *      chunked kernels through pf when given, then copies result leaves that were not
@@ -105,20 +109,223 @@ static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
   return true;
 }
 
-static bool cp_lower(CpuCg *cg) {
-  HModule *m = cg->m;
-  hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
-  while (cp_inline_one(m, cg->entry)) {
+/* Inline every call into c, into the computations its fusions call and, recursively, into
+ * the condition and body of its while loops. */
+static void cp_inline_all(HModule *m, HComp *c, int depth) {
+  while (cp_inline_one(m, c)) {
   }
-  for (int i = 0; i < cg->entry->ninstrs; i++) {
-    HInstr *in = cg->entry->instrs[i];
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *in = c->instrs[i];
     if (in->op == OP_FUSION)
       for (int j = 0; j < in->ncalls; j++)
         while (cp_inline_one(m, in->calls[j])) {
         }
+    if (in->op == OP_WHILE && depth < 64)
+      for (int j = 0; j < in->ncalls; j++) cp_inline_all(m, in->calls[j], depth + 1);
   }
+}
+
+static bool cp_lower(CpuCg *cg) {
+  HModule *m = cg->m;
+  hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
+  cp_inline_all(m, cg->entry, 0);
   hlo_module_renumber(m);
   return cp_check_comp(cg, cg->entry, 0);
+}
+
+/* ------------------------------------------------------------------ while loops
+ *
+ * A while loop the optimizer could not unroll (its trip count depends on the data) runs in
+ * the run function: its condition's and body's kernels are tasks like the entry's, between
+ * control tasks of the schedule (CpuTaskOp):
+ *     copy init leaves -> state;  C: condition kernels; [copy root -> pred];
+ *     branch to E when pred is false;  body kernels;  [copy pass-through leaves -> next];
+ *     copy next -> state;  jump to C;  E:
+ * The state is the while instruction's own storage in its computation's plan (a tuple-shaped
+ * value: one block, leaves back to back), which the condition and the body see as their
+ * tuple parameter (memplan plans them like the entry, the parameter being that block). The
+ * body's result leaves are computed into a next-state block of the same layout (the body
+ * still reads the state while it computes them) and copied over the state once the body is
+ * done. The condition's result is the predicate byte. Each loop's next-state block,
+ * predicate byte and the heaps of its condition and body get their own scratch above the
+ * entry's heap (CpLoop; nested loops recursively), below the kernels' private scratch; the
+ * regions are planned before any kernel is made, so that private scratch offsets are known. */
+
+static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
+                       int64_t *off, LLVMValueRef *gv);
+
+typedef struct CpLoop {
+  const HInstr *w;            /* the while instruction */
+  MemPlan cond_plan, body_plan;
+  CpuRegion cond, body;       /* where the condition's and the body's values live */
+  int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
+} CpLoop;
+
+static int64_t cp_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+static int cp_leaf_count(const Shape *s) {
+  if (s->dt != DT_TUPLE) return 1;
+  int n = 0;
+  for (int j = 0; j < s->ntuple; j++) n += cp_leaf_count(&s->tuple[j]);
+  return n;
+}
+
+/* Byte offset of flat leaf k (depth-first order) inside a block of shape s. */
+static int64_t cp_leaf_offset(const Shape *s, int k) {
+  if (s->dt != DT_TUPLE) return 0;
+  for (int j = 0; j < s->ntuple; j++) {
+    int n = cp_leaf_count(&s->tuple[j]);
+    if (k < n) return memplan_tuple_offset(s, j) + cp_leaf_offset(&s->tuple[j], k);
+    k -= n;
+  }
+  return 0;
+}
+
+/* Plan the loops of computation c (placed by region rg), recursively: their conditions and
+ * bodies, and scratch for each above cg->loop_top. */
+static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
+  for (int i = 0; i < c->ninstrs; i++) {
+    HInstr *w = c->instrs[i];
+    if (w->op != OP_WHILE) continue;
+    if (depth > 16) {
+      hlo_err_at(cg->err, w, "CPU target: while loops nested more than 16 deep");
+      return false;
+    }
+    HComp *body = w->calls[0], *cond = w->calls[1];
+    CpLoop *L = hlo_arena_alloc(cg->scratch, sizeof *L);
+    L->w = w;
+    int64_t skind, sindex, soff;
+    LLVMValueRef sgv = NULL;
+    cp_resolve(cg, rg, &(CpuSlot){CPU_SLOT_INSTR, w, NULL, 0}, &skind, &sindex, &soff, &sgv);
+    if (skind != 1 && skind != 2) {
+      hlo_err_at(cg->err, w, "CPU target: internal error, a while loop's state is neither scratch nor a result");
+      return false;
+    }
+    if (!memplan_assign(cond, cg->scratch, &L->cond_plan, cg->err) ||
+        !memplan_assign(body, cg->scratch, &L->body_plan, cg->err))
+      return false;
+    int nleaves = cp_leaf_count(&w->shape);
+    if (L->body_plan.nresults != nleaves || L->cond_plan.nresults != 1) {
+      hlo_err_at(cg->err, w, "CPU target: internal error, while loop results do not match its state");
+      return false;
+    }
+    L->next_off = cp_align(cg->loop_top);
+    L->pred_off = L->next_off + cp_align(memplan_value_bytes(&w->shape));
+    int64_t cond_heap = L->pred_off + MEMPLAN_ALIGN;
+    int64_t body_heap = cond_heap + cp_align(L->cond_plan.temp_bytes);
+    cg->loop_top = body_heap + cp_align(L->body_plan.temp_bytes);
+    int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
+    for (int k = 0; k < nleaves; k++) next[k] = L->next_off + cp_leaf_offset(&w->shape, k);
+    int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
+    *pred = L->pred_off;
+    L->cond = (CpuRegion){cond, &L->cond_plan, false, cond_heap, (int)skind, sindex, soff, pred};
+    L->body = (CpuRegion){body, &L->body_plan, false, body_heap, (int)skind, sindex, soff, next};
+    if (cg->nloops % 16 == 0) {
+      CpLoop **nl = hlo_arena_alloc(cg->scratch, sizeof(CpLoop *) * (size_t)(cg->nloops + 16));
+      if (cg->nloops) memcpy(nl, cg->loops, sizeof(CpLoop *) * (size_t)cg->nloops);
+      cg->loops = nl;
+    }
+    cg->loops[cg->nloops++] = L;
+    if (!cp_plan_loops(cg, cond, &L->cond, depth + 1) || !cp_plan_loops(cg, body, &L->body, depth + 1)) return false;
+  }
+  return true;
+}
+
+/* Append a control task (copy, branch, jump) with its slots. */
+static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int nslots, int64_t bytes) {
+  if (cg->ntasks == cg->task_cap) {
+    int nc = cg->task_cap ? cg->task_cap * 2 : 64;
+    CpuTask *t = hlo_arena_alloc(cg->scratch, sizeof *t * (size_t)nc);
+    if (cg->ntasks) memcpy(t, cg->tasks, sizeof *t * (size_t)cg->ntasks);
+    cg->tasks = t;
+    cg->task_cap = nc;
+  }
+  CpuSlot *sl = nslots ? hlo_arena_memdup(cg->scratch, slots, sizeof(CpuSlot) * (size_t)nslots) : NULL;
+  CpuTask *t = &cg->tasks[cg->ntasks++];
+  *t = (CpuTask){.op = op, .bytes = bytes, .region = cg->region, .nchunks = 1, .nslots = nslots, .slots = sl};
+  return t;
+}
+
+static void cp_copy(CpuCg *cg, CpuSlot dst, CpuSlot src, int64_t bytes) {
+  if (bytes <= 0) return;
+  CpuSlot s[2] = {dst, src};
+  cp_add_task(cg, CPU_TASK_COPY, s, 2, bytes);
+}
+
+/* Copies of the leaves of value v (at byte voff of its storage, shape vs) into the state block
+ * of loop instruction w, flat leaves from *k on. */
+static void cp_init_copies(CpuCg *cg, const HInstr *v, int64_t voff, const Shape *vs, const HInstr *w, int *k) {
+  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
+    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
+  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
+    for (int j = 0; j < v->nops; j++) cp_init_copies(cg, v->ops[j], 0, &v->ops[j]->shape, w, k);
+    return;
+  }
+  if (vs->dt == DT_TUPLE) {
+    for (int j = 0; j < vs->ntuple; j++) cp_init_copies(cg, v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], w, k);
+    return;
+  }
+  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, cp_leaf_offset(&w->shape, *k)}, (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff},
+          (int64_t)hlo_shape_bytes(vs));
+  (*k)++;
+}
+
+static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg);
+
+/* The tasks of while loop w (see above). */
+static bool cp_emit_while(CpuCg *cg, HInstr *w) {
+  CpLoop *L = NULL;
+  for (int i = 0; i < cg->nloops && !L; i++)
+    if (cg->loops[i]->w == w) L = cg->loops[i];
+  HLO_ASSERT(L);
+  int k = 0;
+  cp_init_copies(cg, w->ops[0], 0, &w->ops[0]->shape, w, &k);
+  int top = cg->ntasks;
+  if (!cp_emit_comp(cg, &L->cond)) return false;
+  const MemResult *pr = &L->cond_plan.results[0];
+  if (pr->copy) {
+    const CpuRegion *outer = cg->region;
+    cg->region = &L->cond;
+    cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->pred_off},
+            (CpuSlot){CPU_SLOT_INSTR, L->cond.comp->instrs[pr->instr], NULL, pr->offset}, pr->size);
+    cg->region = outer;
+  }
+  int branch = cg->ntasks;
+  cp_add_task(cg, CPU_TASK_BRANCH, &(CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->pred_off}, 1, 0);
+  if (!cp_emit_comp(cg, &L->body)) return false;
+  const CpuRegion *outer = cg->region;
+  cg->region = &L->body;
+  for (int r = 0; r < L->body_plan.nresults; r++) {
+    const MemResult *mr = &L->body_plan.results[r];
+    if (mr->copy)
+      cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
+              (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset}, mr->size);
+  }
+  cg->region = outer;
+  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, 0}, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->next_off},
+          memplan_value_bytes(&w->shape));
+  cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
+  cg->tasks[branch].target = cg->ntasks;
+  return true;
+}
+
+/* The kernels (and loops) of the computation placed by rg, in order. */
+static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg) {
+  const CpuRegion *saved_rg = cg->region;
+  HComp *saved_comp = cg->entry;
+  MemPlan saved_plan = cg->plan;
+  cg->region = rg;
+  cg->entry = (HComp *)rg->comp;
+  cg->plan = *rg->plan;
+  bool ok = true;
+  for (int i = 0; i < cg->entry->ninstrs && ok; i++) {
+    HInstr *in = cg->entry->instrs[i];
+    ok = in->op == OP_WHILE ? cp_emit_while(cg, in) : cpu_emit_instr(cg, in);
+  }
+  cg->region = saved_rg;
+  cg->entry = saved_comp;
+  cg->plan = saved_plan;
+  return ok && !cg->err->set;
 }
 
 /* ------------------------------------------------------------------ types and constants */
@@ -251,6 +458,39 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
   return src;
 }
 
+/* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
+ * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv; plus *off
+ * bytes. */
+static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
+                       int64_t *off, LLVMValueRef *gv) {
+  *kind = 2, *index = 0, *off = 0;
+  if (sl->kind == CPU_SLOT_GLOBAL) {
+    *kind = 3, *gv = sl->gv;
+    return;
+  }
+  if (sl->kind == CPU_SLOT_TEMP) {
+    *off = sl->off;
+    return;
+  }
+  int bi = memplan_base(rg->plan, sl->in->idx, off);
+  const MemBuf *mb = &rg->plan->bufs[bi];
+  *off += sl->off;
+  switch (mb->kind) {
+  case MEM_PARAM:
+    if (rg->entry) *kind = 0, *index = mb->param;
+    else *kind = rg->param_kind, *index = rg->param_index, *off += rg->param_off; /* a loop's state */
+    break;
+  case MEM_RESULT:
+    if (rg->entry) *kind = 1, *index = mb->result;
+    else *off += rg->result_off[mb->result]; /* the next state, or the predicate */
+    break;
+  case MEM_TEMP: *off += mb->offset + (rg->entry ? 0 : rg->heap_off); break;
+  case MEM_CONST: *kind = 3, *gv = cpu_const_global(cg, rg->comp->instrs[bi]); break;
+  case MEM_NONE:
+  case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
+  }
+}
+
 static void cp_run_functions(CpuCg *cg) {
   LLVMBuilderRef B = cg->B;
   const char *n = cg->o->name;
@@ -286,8 +526,8 @@ static void cp_run_functions(CpuCg *cg) {
      3 the global). */
   LLVMTypeRef sf[4] = {cg->i64, cg->i64, cg->i64, cg->ptr};
   LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->C, sf, 4, 0);
-  LLVMTypeRef tf[5] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64};
-  LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->C, tf, 5, 0);
+  LLVMTypeRef tf[6] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64, cg->i64};
+  LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->C, tf, 6, 0);
   int nsl = 0;
   for (int t = 0; t < cg->ntasks; t++) nsl += cg->tasks[t].nslots;
   LLVMValueRef *sv = hlo_arena_alloc(cg->scratch, sizeof *sv * (size_t)(nsl + 1));
@@ -295,29 +535,18 @@ static void cp_run_functions(CpuCg *cg) {
   int at = 0;
   for (int t = 0; t < cg->ntasks; t++) {
     const CpuTask *task = &cg->tasks[t];
-    LLVMValueRef f[5] = {task->fn, cp_i64(cg, task->nchunks), cp_i64(cg, task->whole), cp_i64(cg, at),
-                         cp_i64(cg, task->nslots)};
-    tv[t] = LLVMConstNamedStruct(tab_ty, f, 5);
+    /* op; a kernel's fn, chunks and whole flag; a copy's bytes (in the chunks field); a
+       branch's or jump's target (in the whole field) */
+    bool jumps = task->op == CPU_TASK_BRANCH || task->op == CPU_TASK_JUMP;
+    LLVMValueRef f[6] = {task->fn ? task->fn : nul, cp_i64(cg, task->op == CPU_TASK_COPY ? task->bytes : task->nchunks),
+                         cp_i64(cg, jumps ? task->target : task->whole), cp_i64(cg, at), cp_i64(cg, task->nslots),
+                         cp_i64(cg, task->op)};
+    tv[t] = LLVMConstNamedStruct(tab_ty, f, 6);
+    const CpuRegion *rg = task->region ? task->region : &cg->entry_region;
     for (int j = 0; j < task->nslots; j++) {
-      const CpuSlot *sl = &task->slots[j];
-      int64_t kind = 2, index = 0, off = 0;
+      int64_t kind, index, off;
       LLVMValueRef gv = nul;
-      if (sl->kind == CPU_SLOT_INSTR) {
-        int bi = memplan_base(&cg->plan, sl->in->idx, &off);
-        const MemBuf *mb = &cg->plan.bufs[bi];
-        switch (mb->kind) {
-        case MEM_PARAM: kind = 0, index = mb->param; break;
-        case MEM_RESULT: kind = 1, index = mb->result; break;
-        case MEM_TEMP: kind = 2, off += mb->offset; break;
-        case MEM_CONST: kind = 3, gv = cpu_const_global(cg, cg->entry->instrs[bi]); break;
-        case MEM_NONE:
-        case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
-        }
-      } else if (sl->kind == CPU_SLOT_GLOBAL) {
-        kind = 3, gv = sl->gv;
-      } else {
-        kind = 2, off = sl->off;
-      }
+      cp_resolve(cg, rg, &task->slots[j], &kind, &index, &off, &gv);
       LLVMValueRef e[4] = {cp_i64(cg, kind), cp_i64(cg, index), cp_i64(cg, off), gv};
       sv[at++] = LLVMConstNamedStruct(slot_ty, e, 4);
     }
@@ -347,8 +576,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddIncoming(ti, &zero64, &pre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, ti, cp_i64(cg, cg->ntasks), ""), tbody, tdone);
   LLVMPositionBuilderAtEnd(B, tbody);
-  LLVMValueRef tf_v[5];
-  for (int j = 0; j < 5; j++) {
+  LLVMValueRef tf_v[6];
+  for (int j = 0; j < 6; j++) {
     LLVMValueRef gp = LLVMBuildInBoundsGEP2(B, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), ttab,
                                             (LLVMValueRef[]){zero64, ti}, 2, "");
     tf_v[j] = LLVMBuildLoad2(B, tf[j], LLVMBuildStructGEP2(B, tab_ty, gp, (unsigned)j, ""), "");
@@ -394,15 +623,40 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddIncoming(sj, &sjn, &kj, 1);
   LLVMBuildBr(B, shdr);
   LLVMPositionBuilderAtEnd(B, sdone);
-  /* run the task: one call, the parallel-for, the whole work at once, or chunk by chunk */
-  LLVMValueRef fn = tf_v[0], nch = tf_v[1], whole = tf_v[2];
+  LLVMValueRef fn = tf_v[0], nch = tf_v[1], whole = tf_v[2], op = tf_v[5];
+  LLVMBasicBlockRef kern = LLVMAppendBasicBlockInContext(cg->C, mt, "kernel");
+  LLVMBasicBlockRef cpy = LLVMAppendBasicBlockInContext(cg->C, mt, "copy");
+  LLVMBasicBlockRef brn = LLVMAppendBasicBlockInContext(cg->C, mt, "branch");
+  LLVMBasicBlockRef jmp = LLVMAppendBasicBlockInContext(cg->C, mt, "jump");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
+  LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, ""); /* (made here: dominates next) */
+  LLVMValueRef opsw = LLVMBuildSwitch(B, op, kern, 3);
+  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_COPY), cpy);
+  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_BRANCH), brn);
+  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_JUMP), jmp);
+  /* a loop's copy: memcpy(ctx[0], ctx[1], bytes) */
+  LLVMPositionBuilderAtEnd(B, cpy);
+  LLVMValueRef i0 = zero64;
+  LLVMValueRef cdst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+  LLVMValueRef csrc = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
+  LLVMBuildMemMove(B, cdst, 1, csrc, 1, nch);
+  LLVMBuildBr(B, next);
+  /* a loop's exit test: to the target when the predicate byte is zero */
+  LLVMPositionBuilderAtEnd(B, brn);
+  LLVMValueRef pp = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+  LLVMValueRef pv = LLVMBuildLoad2(B, cg->i8, pp, "");
+  LLVMValueRef bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole, tn, "");
+  LLVMBuildBr(B, next);
+  LLVMPositionBuilderAtEnd(B, jmp);
+  LLVMBuildBr(B, next);
+  /* a kernel: one call, the parallel-for, the whole work at once, or chunk by chunk */
+  LLVMPositionBuilderAtEnd(B, kern);
   LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(cg->C, mt, "one");
   LLVMBasicBlockRef many = LLVMAppendBasicBlockInContext(cg->C, mt, "many");
   LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
   LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
   LLVMBasicBlockRef all = LLVMAppendBasicBlockInContext(cg->C, mt, "all");
   LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->C, mt, "sloop");
-  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, nch, one64, ""), one, many);
   LLVMPositionBuilderAtEnd(B, one);
   LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, zero64}, 2, "");
@@ -425,8 +679,11 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddIncoming(ci, &cn, &sloop, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, cn, nch, ""), sloop, next);
   LLVMPositionBuilderAtEnd(B, next);
-  LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, "");
-  LLVMAddIncoming(ti, &tn, &next, 1);
+  LLVMValueRef tnext = LLVMBuildPhi(B, cg->i64, "tnext");
+  LLVMValueRef tin[7] = {tn, tn, tn, tn, tn, bt, whole};
+  LLVMBasicBlockRef tinb[7] = {one, par, all, sloop, cpy, brn, jmp};
+  LLVMAddIncoming(tnext, tin, tinb, 7);
+  LLVMAddIncoming(ti, &tnext, &next, 1);
   LLVMBuildBr(B, thdr);
   LLVMPositionBuilderAtEnd(B, tdone);
   /* result leaves not computed in place */
@@ -728,6 +985,7 @@ static void cp_share_kernels(CpuCg *cg) {
   for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
   for (int t = 0; t < n; t++) {
     LLVMValueRef fn = orig[t];
+    if (!fn) continue; /* a control task */
     bool seen = false;
     for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
     if (seen) continue; /* several tasks of one function (not made by the kernels today) */
@@ -813,12 +1071,15 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
-  cg.temp_base = (cg.plan.temp_bytes + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
-  for (int i = 0; i < cg.entry->ninstrs; i++)
-    if (!cpu_emit_instr(&cg, cg.entry->instrs[i])) goto done;
-  if (err->set) goto done;
-  /* kernel-private scratch (GEMM packing areas) follows the plan's heap */
-  if (cg.extra_temp > 0) cg.plan.temp_bytes = cg.temp_base + (cg.extra_temp + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+  cg.entry_region = (CpuRegion){cg.entry, &cg.plan, true, 0, 0, 0, 0, NULL};
+  cg.region = &cg.entry_region;
+  /* the loops' scratch above the plan's heap, kernel-private scratch (GEMM packing areas)
+     above both */
+  cg.loop_top = cp_align(cg.plan.temp_bytes);
+  if (!cp_plan_loops(&cg, cg.entry, &cg.entry_region, 0)) goto done;
+  cg.temp_base = cp_align(cg.loop_top);
+  if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
+  if (cg.extra_temp > 0 || cg.nloops > 0) cg.plan.temp_bytes = cg.temp_base + cp_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;

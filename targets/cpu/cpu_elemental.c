@@ -1195,10 +1195,8 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
     why = "only conditionals whose branches have no side effects, rng or loops are compiled (every branch runs, "
           "the taken one's result is selected)";
     break;
-  case OP_WHILE:
-    /* the optimizer's while-unroll compiles the others */
-    why = "only counted loops are compiled (unrolled): an induction value from a constant, a constant step, a "
-          "constant bound, at most 1024 trips, no side effects; this loop's count is not known at compile time";
+  case OP_WHILE: /* the run function's loop over the condition's and body's kernels (cpu_compile.c);
+                    counted loops are unrolled by the optimizer's while-unroll */
     break;
   case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
   case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL:

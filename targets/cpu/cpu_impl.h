@@ -27,7 +27,8 @@ struct CpuKern;
  * per-task table of pointers (their ctx argument), never through module-specific addresses,
  * so structurally identical kernels (the layers of a network) are emitted once. */
 typedef enum CpuSlotKind {
-  CPU_SLOT_INSTR,  /* the storage of entry instruction `in` (per the memory plan) */
+  CPU_SLOT_INSTR,  /* the storage of instruction `in` (per the memory plan of the region the
+                      task runs in), plus `off` bytes */
   CPU_SLOT_GLOBAL, /* the global `gv` (a constant's literal) */
   CPU_SLOT_TEMP,   /* the scratch heap at byte offset `off` (kernel-private scratch) */
 } CpuSlotKind;
@@ -36,10 +37,39 @@ typedef struct CpuSlot {
   CpuSlotKind kind;  /* what the pointer is */
   const HInstr *in;  /* CPU_SLOT_INSTR: the entry instruction */
   LLVMValueRef gv;   /* CPU_SLOT_GLOBAL: the global */
-  int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap */
+  int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap; CPU_SLOT_INSTR: byte
+                        offset inside the instruction's storage (a leaf of a block) */
 } CpuSlot;
 
+/* Where the values of one computation live: the entry's (args, results, the plan's heap), or
+ * a while loop's condition or body (cpu_compile.c): its heap at heap_off in the scratch,
+ * its tuple parameter the loop's state block, its results the next-state block or the
+ * predicate byte (all in the scratch, at fixed offsets). */
+typedef struct CpuRegion {
+  const HComp *comp;     /* computation whose instructions it places */
+  const MemPlan *plan;   /* their buffers */
+  bool entry;            /* the entry computation: params in args[], results in results[] */
+  int64_t heap_off;      /* !entry: scratch offset of the plan's heap */
+  int param_kind;        /* !entry: where its parameter (the loop's state) is, as a slot of
+                            the run function's table: 1 results[param_index], 2 the scratch */
+  int64_t param_index;   /* !entry: results[] index when param_kind is 1 */
+  int64_t param_off;     /* !entry: byte offset of the state (in the scratch, or in the result) */
+  const int64_t *result_off; /* !entry: scratch offset of each result leaf */
+} CpuRegion;
+
+/* What a task of the run function does (the schedule is a table walked by one loop). */
+typedef enum CpuTaskOp {
+  CPU_TASK_KERNEL, /* call fn (chunked through the parallel-for when nchunks > 1) */
+  CPU_TASK_COPY,   /* memcpy(slot 0, slot 1, bytes) */
+  CPU_TASK_BRANCH, /* go to task `target` when the byte at slot 0 is zero (a loop's exit) */
+  CPU_TASK_JUMP,   /* go to task `target` (a loop's back edge) */
+} CpuTaskOp;
+
 typedef struct CpuTask {
+  CpuTaskOp op;    /* what it does */
+  int64_t bytes;   /* CPU_TASK_COPY: bytes copied */
+  int target;      /* CPU_TASK_BRANCH, CPU_TASK_JUMP: task index */
+  const CpuRegion *region; /* where its CPU_SLOT_INSTR slots are resolved */
   LLVMValueRef fn; /* void kernel(ptr ctx, i64 chunk); ctx points to the slot pointers */
   int64_t nchunks; /* chunks to run (1: not split) */
   int nslots;      /* pointers the kernel reads from ctx */
@@ -57,6 +87,12 @@ typedef struct CpuCg {
   HErr *err;         /* first error */
   HArena *scratch;   /* plan and bookkeeping, freed at the end */
   MemPlan plan;      /* buffers of the entry computation */
+  CpuRegion entry_region; /* the entry's region (plan above) */
+  const CpuRegion *region; /* the region whose instructions are being compiled (tasks made
+                              now resolve their slots in it) */
+  int nloops;        /* while loops compiled (cpu_compile.c's CpLoop) */
+  struct CpLoop **loops; /* their plans and scratch */
+  int64_t loop_top;  /* scratch used by the entry heap and the loops' regions so far */
   LLVMContextRef C;  /* LLVM context */
   LLVMModuleRef M;   /* LLVM module */
   LLVMBuilderRef B;  /* the one builder */

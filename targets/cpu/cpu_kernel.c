@@ -101,7 +101,7 @@ static LLVMValueRef kn_byte_off(CpuKern *k, LLVMValueRef p, int64_t off) {
 static bool kn_same_slot(const CpuSlot *a, const CpuSlot *b) {
   if (a->kind != b->kind) return false;
   switch (a->kind) {
-  case CPU_SLOT_INSTR: return a->in == b->in;
+  case CPU_SLOT_INSTR: return a->in == b->in && a->off == b->off;
   case CPU_SLOT_GLOBAL: return a->gv == b->gv;
   case CPU_SLOT_TEMP: return a->off == b->off;
   }
@@ -218,7 +218,8 @@ bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
     cg->tasks = t;
     cg->task_cap = nc;
   }
-  cg->tasks[cg->ntasks++] = (CpuTask){k->fn, nchunks, k->nslots, k->slots, false, k->root};
+  cg->tasks[cg->ntasks++] = (CpuTask){.op = CPU_TASK_KERNEL, .region = cg->region, .fn = k->fn, .nchunks = nchunks,
+                                      .nslots = k->nslots, .slots = k->slots, .root = k->root};
   return true;
 }
 

@@ -81,6 +81,12 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
       hlo_err_at(cc->cg.err, in, "CUDA target: %s is not supported", hlo_op_name(in->op));
       return false;
     }
+    if (in->op == OP_WHILE) { /* the optimizer's while-unroll compiles the others */
+      hlo_err_at(cc->cg.err, in, "CUDA target: only counted loops are compiled (unrolled): an induction value from "
+                 "a constant, a constant step, a constant bound, at most 1024 trips, no side effects; this loop's "
+                 "count is not known at compile time (the CPU target compiles such loops)");
+      return false;
+    }
     if (!cpu_op_supported(in, &e)) {
       /* the generator's reason, attributed to this target */
       const char *w = strstr(e.msg, "CPU target: ");
