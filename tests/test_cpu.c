@@ -714,10 +714,14 @@ Test(cpu, op_while_unsupported_body_op_is_a_located_error) {
 }
 
 /* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's
- * outputs, through the optimizer (while-unroll). */
+ * outputs, through the optimizer (while-unroll); and two lax.while_loops whose trip count
+ * depends on the data (Newton's square root to a tolerance; a bound given as an argument, a
+ * matrix product in the body, a nested tuple state), run as loops, as written and optimized. */
 Test(cpu, xla_loop_cases, .timeout = 300) {
   const char *names[] = {"fori_loop", "scan", "while_down"};
   tc_xla_cases(names, sizeof names / sizeof *names, 1e-5, false);
+  const char *dynamic[] = {"while_newton", "while_arg_bound"};
+  tc_xla_cases(dynamic, sizeof dynamic / sizeof *dynamic, 1e-5, true);
 }
 
 /* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */

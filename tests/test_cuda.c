@@ -287,6 +287,25 @@ Test(cuda_ptx, unsupported_op_is_a_located_error) {
   hlo_module_free(m);
 }
 
+/* A while loop whose trip count depends on the data (the CPU target runs it as a loop) is a
+ * located error naming the loop. */
+Test(cuda_ptx, data_dependent_while_is_a_located_error) {
+  HErr err = {0};
+  HModule *m = proto_load_file(HLOC_TEST_DIR "/xla_cases/while_newton/module.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  CudaOpts o = {0};
+  o.name = "m";
+  o.out_path = "/nonexistent/m.ptx";
+  o.emit = CUDA_EMIT_PTX;
+  cr_expect_not(cuda_compile(m, &o, &err));
+  cr_expect(strstr(err.msg, "CUDA target") && strstr(err.msg, "'while.5'") && strstr(err.msg, "counted loops"), "%s",
+            err.msg);
+  hlo_module_free(m);
+}
+
 /* ------------------------------------------------------------------ host object and header */
 
 static char *tu_object(const char *fixture, const char *name, char **dir_out) {

@@ -1020,7 +1020,8 @@ Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   const char *names[] = {"bgc2_nhwc",      "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc",
                          "grouped_wgrad",  "cond_pred_true",       "cond_pred_false", "switch_0",
                          "switch_1",       "switch_2",             "switch_7",     "switch_m3",
-                         "fori_loop",      "scan",                 "while_down"};
+                         "fori_loop",      "scan",                 "while_down",   "while_newton",
+                         "while_arg_bound"};
   int failed = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     double s = 0;

@@ -13,7 +13,10 @@ What the corpus fixtures do not exercise, with XLA's own results:
     results (both outcomes), lax.switch with a run-time index (in range, past the end,
     negative) and a cond nested in a branch;
   - counted loops: lax.fori_loop, lax.scan (dynamic slices of the stacked values) and a
-    lax.while_loop counting down by 2.
+    lax.while_loop counting down by 2;
+  - data-dependent loops (the CPU target runs them as loops): Newton's square root until the
+    residuals are small, and a loop bounded by an argument with a matrix product in its body
+    and a nested tuple state.
 Each case is jitted, its HLO text (as lowered for XLA) written to OUT/<case>/module.hlo, its
 arguments to in<k>.npy and XLA's results (JAX on the CPU) to out<k>.npy. Run where JAX is
 installed (the GPU machine has it):
@@ -125,6 +128,30 @@ def scan_steps(c0, xs):
 cases.append(("scan", scan_steps, (x[0], xs)))
 cases.append(("while_down", lambda x: lax.while_loop(lambda s: s[0] > 0, lambda s: (s[0] - 2, s[1] * 1.1 + 1), (9, x))[1], (x,)))
 
+# ---------------------------------------------------------------- data-dependent loops
+rng = np.random.default_rng(4)
+a = (rng.random((16,), dtype=np.float32) * 9 + 1).astype(np.float32)
+# Newton's square root until every residual is small: the trip count depends on the values
+def newton_sqrt(a):
+    def body(s):
+        x, i = s
+        return (0.5 * (x + a / x), i + 1)
+    def cond(s):
+        x, i = s
+        return jnp.logical_and(jnp.max(jnp.abs(x * x - a)) > 1e-4, i < 50)
+    return lax.while_loop(cond, body, (a, 0))
+cases.append(("while_newton", newton_sqrt, (a,)))
+# a loop bounded by an argument, a matrix product in its body, a nested tuple state
+m = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+v = rng.standard_normal((8, 5)).astype(np.float32)
+def arg_bound(n, m, v):
+    def body(s):
+        i, (u, t) = s
+        u2 = jnp.tanh(jnp.dot(m, u, precision=HI))
+        return (i + 1, (u2, t + jnp.sum(u2)))
+    return lax.while_loop(lambda s: s[0] < n, body, (0, (v, jnp.float32(0))))
+cases.append(("while_arg_bound", arg_bound, (np.int32(7), m, v)))
+
 
 for name, f, args in cases:
     d = os.path.join(out, name)
@@ -133,7 +160,7 @@ for name, f, args in cases:
     for i, a in enumerate(args):
         np.save(os.path.join(d, f"in{i}.npy"), a)
     ys = jax.jit(f)(*args)
-    ys = [np.asarray(v) for v in (ys if isinstance(ys, (tuple, list)) else (ys,))]
+    ys = [np.asarray(v) for v in jax.tree_util.tree_leaves(ys)]  # nested tuples: leaves in order
     for k, y in enumerate(ys):
         np.save(os.path.join(d, f"out{k}.npy"), y)
     print(name, [(y.dtype, y.shape) for y in ys], jax.devices()[0].platform)
