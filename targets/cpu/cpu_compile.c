@@ -231,8 +231,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
   return true;
 }
 
-/* Append a control task (copy, branch, jump) with its slots. */
-static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int nslots, int64_t bytes) {
+CpuTask *cpu_task_push(CpuCg *cg) {
   if (cg->ntasks == cg->task_cap) {
     int nc = cg->task_cap ? cg->task_cap * 2 : 64;
     CpuTask *t = hlo_arena_alloc(cg->scratch, sizeof *t * (size_t)nc);
@@ -240,9 +239,18 @@ static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int n
     cg->tasks = t;
     cg->task_cap = nc;
   }
-  CpuSlot *sl = nslots ? hlo_arena_memdup(cg->scratch, slots, sizeof(CpuSlot) * (size_t)nslots) : NULL;
   CpuTask *t = &cg->tasks[cg->ntasks++];
-  *t = (CpuTask){.op = op, .bytes = bytes, .region = cg->region, .nchunks = 1, .nslots = nslots, .slots = sl};
+  *t = (CpuTask){.region = cg->region, .nchunks = 1};
+  return t;
+}
+
+/* Append a control task (copy, branch, jump) with its slots. */
+static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int nslots, int64_t bytes) {
+  CpuTask *t = cpu_task_push(cg);
+  t->op = op;
+  t->bytes = bytes;
+  t->nslots = nslots;
+  t->slots = nslots ? hlo_arena_memdup(cg->scratch, slots, sizeof(CpuSlot) * (size_t)nslots) : NULL;
   return t;
 }
 

@@ -126,6 +126,9 @@ typedef struct CpuCg {
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
 #define CPU_LIGHT_ATTR "hloc-light"
 
+/* A new task at the end of the schedule: a kernel task of one chunk in the current region,
+ * all else zero. */
+CpuTask *cpu_task_push(CpuCg *cg);
 /* A private, read-only, 64-byte aligned global holding n bytes of data, named name. */
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n);
 /* The read-only global holding a constant instruction's literal (made once). */

@@ -210,16 +210,12 @@ CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root) {
 bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
   LLVMBuildRetVoid(k->B);
   if (k->failed) return false;
-  CpuCg *cg = k->cg;
-  if (cg->ntasks == cg->task_cap) {
-    int nc = cg->task_cap ? cg->task_cap * 2 : 64;
-    CpuTask *t = hlo_arena_alloc(cg->scratch, sizeof *t * (size_t)nc);
-    if (cg->ntasks) memcpy(t, cg->tasks, sizeof *t * (size_t)cg->ntasks);
-    cg->tasks = t;
-    cg->task_cap = nc;
-  }
-  cg->tasks[cg->ntasks++] = (CpuTask){.op = CPU_TASK_KERNEL, .region = cg->region, .fn = k->fn, .nchunks = nchunks,
-                                      .nslots = k->nslots, .slots = k->slots, .root = k->root};
+  CpuTask *t = cpu_task_push(k->cg);
+  t->fn = k->fn;
+  t->nchunks = nchunks;
+  t->nslots = k->nslots;
+  t->slots = k->slots;
+  t->root = k->root;
   return true;
 }
 
