@@ -72,6 +72,53 @@ Test(cpu_parallel, split_and_serial_transformer_layer, .timeout = 300) {
 Test(cpu_parallel, split_and_serial_resnet_block, .timeout = 300) {
   tp_fixture_both_ways("resnet_block", 1e-4);
 }
+/* Large constants (a frozen weight, packed at compile time, and a literal): they stay out of
+ * the bitcode the other parts read, part 0 keeps them; split and serial objects compute the
+ * interpreter's results. */
+Test(cpu_parallel, split_with_large_constants, .timeout = 300) {
+  static const char text[] = "HloModule big\n"
+      "ENTRY e {\n"
+      "  x = f32[8,256] parameter(0)\n"
+      "  w = f32[256,256] parameter(1)\n"
+      "  d = f32[8,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  t = f32[8,256] tanh(d)\n"
+      "  io = s32[8,256,32] iota(), iota_dimension=2\n"
+      "  c = f32[8,256,32] convert(io)\n"
+      "  tb = f32[8,256,32] broadcast(t), dimensions={0,1}\n"
+      "  ROOT r = f32[8,256,32] multiply(tb, c)\n"
+      "}\n";
+  for (int split = 1; split >= 0; split--) {
+    HModule *m = ct_parse(text);
+    HArena *a = hlo_arena_new();
+    HErr err = {0};
+    hlo_comp_renumber(m->entry);
+    Literal *wv = ct_arg(a, &m->entry->params[1]->shape, 1, 0); /* 256 KiB */
+    cr_assert(opt_freeze(m, 1, wv, &err), "%s", err.msg);
+    OptOpts oo = {0};
+    cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
+    char *dir = ct_tmpdir("hloc_cpupar");
+    Literal *x = ct_arg(a, &m->entry->params[0]->shape, 0, 0);
+    char path[600], obj[600], hdr[600];
+    snprintf(path, sizeof path, "%s/in0.npy", dir);
+    cr_assert(hlo_npy_write(path, x, &err), "%s", err.msg);
+    Literal *res = hlo_interp_run(m, a, &x, 1, &err);
+    cr_assert(res, "interpreter: %s", err.msg);
+    ct_write_leaves(dir, res, 0);
+    snprintf(obj, sizeof obj, "%s/model.o", dir);
+    snprintf(hdr, sizeof hdr, "%s/model.h", dir);
+    cr_assert_eq(setenv("HLOC_CPU_SPLIT", split ? "1" : "0", 1), 0);
+    CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ,
+                 .par_min_elems = 1};
+    cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+    unsetenv("HLOC_CPU_SPLIT");
+    ct_build_driver(dir);
+    ct_check_driver(dir, dir, 1e-5, "cpu_parallel", split ? "large constants, split" : "large constants, serial");
+    ct_rmdir(dir);
+    free(dir);
+    hlo_arena_free(a);
+    hlo_module_free(m);
+  }
+}
 
 
 /* Several parts, compiled by one thread or by several: XLA's results, and the same bytes
