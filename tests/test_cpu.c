@@ -692,12 +692,27 @@ static const char tc_while_never[] = "HloModule m\n"
     "  w = (f32[5], s32[]) while(s0), condition=c, body=b\n"
     "  ROOT wv = f32[5] get-tuple-element(w), index=0\n}\n";
 
+/* Scalar and pred leaves (pred is stored as bytes), the state halved until it is small. */
+static const char tc_while_scalars[] = "HloModule m\n"
+    "b {\n  p = (s32[], pred[4], f32[]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  m = pred[4] get-tuple-element(p), index=1\n  f = f32[] get-tuple-element(p), index=2\n"
+    "  one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n  nm = pred[4] not(m)\n"
+    "  half = f32[] constant(0.5)\n  f1 = f32[] multiply(f, half)\n"
+    "  ROOT r = (s32[], pred[4], f32[]) tuple(i1, nm, f1)\n}\n"
+    "c {\n  q = (s32[], pred[4], f32[]) parameter(0)\n  qf = f32[] get-tuple-element(q), index=2\n"
+    "  qa = f32[] abs(qf)\n  lim = f32[] constant(0.01)\n  ROOT gt = pred[] compare(qa, lim), direction=GT\n}\n"
+    "ENTRY e {\n  x = f32[] parameter(0)\n  mk = pred[4] parameter(1)\n  zero = s32[] constant(0)\n"
+    "  s0 = (s32[], pred[4], f32[]) tuple(zero, mk, x)\n"
+    "  w = (s32[], pred[4], f32[]) while(s0), condition=c, body=b\n"
+    "  wi = s32[] get-tuple-element(w), index=0\n  wm = pred[4] get-tuple-element(w), index=1\n"
+    "  ROOT o = (s32[], pred[4]) tuple(wi, wm)\n}\n";
+
 Test(cpu, op_while_data_dependent, .timeout = 300) {
-  const char *texts[4] = {tc_while_array, tc_while_tuple, tc_while_gemm, tc_while_never};
-  const char *what[4] = {"while: array state", "while: nested tuple state", "while: GEMM body, nested loop",
-                         "while: no trip"};
-  int range[4] = {4, 6, 7, 100};
-  for (int t = 0; t < 4; t++)
+  const char *texts[5] = {tc_while_array, tc_while_tuple, tc_while_gemm, tc_while_never, tc_while_scalars};
+  const char *what[5] = {"while: array state", "while: nested tuple state", "while: GEMM body, nested loop",
+                         "while: no trip", "while: scalar and pred leaves"};
+  int range[5] = {4, 6, 7, 100, 4};
+  for (int t = 0; t < 5; t++)
     for (int optimize = 0; optimize < 2; optimize++) tc_check_text_ex(what[t], texts[t], 1e-5, range[t], optimize);
 }
 

@@ -139,14 +139,15 @@ static bool cp_lower(CpuCg *cg) {
  * the run function: its condition's and body's kernels are tasks like the entry's, between
  * control tasks of the schedule (CpuTaskOp):
  *     copy init leaves -> state;  C: condition kernels; [copy root -> pred];
- *     branch to E when pred is false;  body kernels;  [copy pass-through leaves -> next];
- *     copy next -> state;  jump to C;  E:
+ *     branch to E when pred is false;  body kernels;  [copy moved leaves -> next];
+ *     [copy next -> state, leaf by leaf];  jump to C;  E:
  * The state is the while instruction's own storage in its computation's plan (a tuple-shaped
  * value: one block, leaves back to back), which the condition and the body see as their
  * tuple parameter (memplan plans them like the entry, the parameter being that block). The
  * body's result leaves are computed into a next-state block of the same layout (the body
  * still reads the state while it computes them) and copied over the state once the body is
- * done. The condition's result is the predicate byte. Each loop's next-state block,
+ * done; a leaf the body passes through at its own place is not copied at all (the weights a
+ * loop carries along). The condition's result is the predicate byte. Each loop's next-state block,
  * predicate byte and the heaps of its condition and body get their own scratch above the
  * entry's heap (CpLoop; nested loops recursively), below the kernels' private scratch; the
  * regions are planned before any kernel is made, so that private scratch offsets are known. */
@@ -301,17 +302,28 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   int branch = cg->ntasks;
   cp_add_task(cg, CPU_TASK_BRANCH, &(CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->pred_off}, 1, 0);
   if (!cp_emit_comp(cg, &L->body)) return false;
+  /* the new state: leaves the body passes through unchanged at their own place stay where
+     they are; leaves it takes from elsewhere in the state (or from a constant) are gathered
+     into the next-state block first, then every other leaf goes from there to the state */
   const CpuRegion *outer = cg->region;
+  int n = L->body_plan.nresults;
+  bool *stays = hlo_arena_alloc(cg->scratch, (size_t)n + 1);
   cg->region = &L->body;
-  for (int r = 0; r < L->body_plan.nresults; r++) {
+  for (int r = 0; r < n; r++) {
     const MemResult *mr = &L->body_plan.results[r];
-    if (mr->copy)
+    if (!mr->copy) continue;
+    int64_t off = 0;
+    int b = memplan_base(&L->body_plan, mr->instr, &off);
+    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM && off + mr->offset == cp_leaf_offset(&w->shape, r);
+    if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
               (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset}, mr->size);
   }
   cg->region = outer;
-  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, 0}, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->next_off},
-          memplan_value_bytes(&w->shape));
+  for (int r = 0; r < n; r++)
+    if (!stays[r])
+      cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, cp_leaf_offset(&w->shape, r)},
+              (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]}, L->body_plan.results[r].size);
   cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
   cg->tasks[branch].target = cg->ntasks;
   return true;
