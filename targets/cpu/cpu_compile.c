@@ -645,30 +645,39 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMPositionBuilderAtEnd(B, sdone);
   LLVMValueRef fn = tf_v[0], nch = tf_v[1], whole = tf_v[2], op = tf_v[5];
   LLVMBasicBlockRef kern = LLVMAppendBasicBlockInContext(cg->C, mt, "kernel");
-  LLVMBasicBlockRef cpy = LLVMAppendBasicBlockInContext(cg->C, mt, "copy");
-  LLVMBasicBlockRef brn = LLVMAppendBasicBlockInContext(cg->C, mt, "branch");
-  LLVMBasicBlockRef jmp = LLVMAppendBasicBlockInContext(cg->C, mt, "jump");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
   LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, ""); /* (made here: dominates next) */
-  LLVMValueRef opsw = LLVMBuildSwitch(B, op, kern, 3);
-  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_COPY), cpy);
-  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_BRANCH), brn);
-  LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_JUMP), jmp);
-  /* a loop's copy: memcpy(ctx[0], ctx[1], bytes) */
-  LLVMPositionBuilderAtEnd(B, cpy);
-  LLVMValueRef i0 = zero64;
-  LLVMValueRef cdst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
-  LLVMValueRef csrc = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
-  LLVMBuildMemMove(B, cdst, 1, csrc, 1, nch);
-  LLVMBuildBr(B, next);
-  /* a loop's exit test: to the target when the predicate byte is zero */
-  LLVMPositionBuilderAtEnd(B, brn);
-  LLVMValueRef pp = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
-  LLVMValueRef pv = LLVMBuildLoad2(B, cg->i8, pp, "");
-  LLVMValueRef bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole, tn, "");
-  LLVMBuildBr(B, next);
-  LLVMPositionBuilderAtEnd(B, jmp);
-  LLVMBuildBr(B, next);
+  /* control tasks only where the module has while loops: the run function stays a plain
+     walk over the kernels otherwise */
+  bool control = cg->nloops > 0;
+  LLVMBasicBlockRef cpy = NULL, brn = NULL, jmp = NULL;
+  LLVMValueRef bt = NULL;
+  if (!control) {
+    LLVMBuildBr(B, kern);
+  } else {
+    cpy = LLVMAppendBasicBlockInContext(cg->C, mt, "copy");
+    brn = LLVMAppendBasicBlockInContext(cg->C, mt, "branch");
+    jmp = LLVMAppendBasicBlockInContext(cg->C, mt, "jump");
+    LLVMValueRef opsw = LLVMBuildSwitch(B, op, kern, 3);
+    LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_COPY), cpy);
+    LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_BRANCH), brn);
+    LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_JUMP), jmp);
+    /* a loop's copy: memmove(ctx[0], ctx[1], bytes) */
+    LLVMPositionBuilderAtEnd(B, cpy);
+    LLVMValueRef i0 = zero64;
+    LLVMValueRef cdst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+    LLVMValueRef csrc = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
+    LLVMBuildMemMove(B, cdst, 1, csrc, 1, nch);
+    LLVMBuildBr(B, next);
+    /* a loop's exit test: to the target when the predicate byte is zero */
+    LLVMPositionBuilderAtEnd(B, brn);
+    LLVMValueRef pp = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+    LLVMValueRef pv = LLVMBuildLoad2(B, cg->i8, pp, "");
+    bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole, tn, "");
+    LLVMBuildBr(B, next);
+    LLVMPositionBuilderAtEnd(B, jmp);
+    LLVMBuildBr(B, next);
+  }
   /* a kernel: one call, the parallel-for, the whole work at once, or chunk by chunk */
   LLVMPositionBuilderAtEnd(B, kern);
   LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(cg->C, mt, "one");
@@ -702,7 +711,7 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef tnext = LLVMBuildPhi(B, cg->i64, "tnext");
   LLVMValueRef tin[7] = {tn, tn, tn, tn, tn, bt, whole};
   LLVMBasicBlockRef tinb[7] = {one, par, all, sloop, cpy, brn, jmp};
-  LLVMAddIncoming(tnext, tin, tinb, 7);
+  LLVMAddIncoming(tnext, tin, tinb, control ? 7 : 4);
   LLVMAddIncoming(ti, &tnext, &next, 1);
   LLVMBuildBr(B, thdr);
   LLVMPositionBuilderAtEnd(B, tdone);
