@@ -10,8 +10,10 @@
  * where s is the largest magnitude in out<k> (so values near zero are judged against the
  * tensor's scale). Prints the worst error of each result; exits 0 when all are within
  * tolerance, 1 on a mismatch, 2 on a usage or file error. Scratch and results are filled
- * with NaN bytes first, so reading unwritten memory shows up as a mismatch. Only the header
+ * with NaN bytes first, so reading unwritten memory shows up as a mismatch, and each ends
+ * right before an inaccessible page, so an access past its end kills the driver. Only the header
  * is used: the point is to check the generated interface like a user would. */
+#define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 
 #include <math.h>
@@ -19,6 +21,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* n bytes filled with NaN bytes, aligned to align, ending right before a page the process may
+ * not touch: a write or read past the end of a result or of the scratch faults (the driver
+ * dies) instead of passing unseen. */
+static void *guarded(size_t n, size_t align) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  size_t used = (n + align - 1) / align * align;
+  size_t span = (used + pg - 1) / pg * pg + pg;
+  char *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return NULL;
+  if (mprotect(base + span - pg, pg, PROT_NONE) != 0) return NULL;
+  char *p = base + span - pg - used; /* page-aligned end, align-aligned start */
+  memset(p, 0xff, used);
+  return p;
+}
 
 typedef struct Npy {
   char descr[16]; /* '<f4' ... */
@@ -159,13 +178,13 @@ int main(int argc, char **argv) {
     }
     args[i] = a.data;
   }
-  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
-    results[k] = malloc(model_result_info[k].bytes + 1);
-    memset(results[k], 0xff, model_result_info[k].bytes);
-  }
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) results[k] = guarded(model_result_info[k].bytes, 64);
   size_t tb = ((size_t)MODEL_TEMP_BYTES + MODEL_TEMP_ALIGN - 1) / MODEL_TEMP_ALIGN * MODEL_TEMP_ALIGN;
-  void *temp = aligned_alloc(MODEL_TEMP_ALIGN, tb ? tb : MODEL_TEMP_ALIGN);
-  memset(temp, 0xff, tb);
+  void *temp = guarded(tb, MODEL_TEMP_ALIGN);
+  if (!temp) {
+    fprintf(stderr, "cannot map %zu bytes of scratch\n", tb);
+    return 2;
+  }
   Pool pool = {threads, 0, 0, NULL, NULL, PTHREAD_MUTEX_INITIALIZER, 0};
   int rc = threads > 0 ? model_run_mt(args, results, temp, pool_for, &pool) : model_run(args, results, temp);
   if (rc != 0) {

@@ -1103,6 +1103,51 @@ Test(cpu, transpose_tiled, .timeout = 300) {
   free(dir);
 }
 
+/* Transposing kernels of pseudo-random shapes and permutations (ranks 2 to 5, extents 1 to
+ * 37, at least 4096 elements so that they are tiled), against the interpreter. */
+Test(cpu, transpose_tiled_random, .timeout = 300) {
+  char text[8192];
+  int n = 0, nt = 0;
+  char root[2048] = "", rshape[2048] = "";
+  n += snprintf(text + n, sizeof text - (size_t)n, "HloModule m\nENTRY e {\n");
+  uint32_t x = 2024u;
+  for (int c = 0; nt < 8 && c < 1000; c++) {
+    x = x * 1664525u + 1013904223u;
+    int r = 2 + (int)((x >> 8) % 4);
+    int64_t d[5], pm[5], elems = 1;
+    for (int i = 0; i < r; i++) {
+      x = x * 1664525u + 1013904223u;
+      d[i] = 1 + (int64_t)((x >> 8) % 37);
+      elems *= d[i];
+      pm[i] = i;
+    }
+    for (int i = r - 1; i > 0; i--) { /* Fisher-Yates */
+      x = x * 1664525u + 1013904223u;
+      int j = (int)((x >> 8) % (uint32_t)(i + 1));
+      int64_t t = pm[i];
+      pm[i] = pm[j];
+      pm[j] = t;
+    }
+    if (elems < 4096 || elems > 200000 || pm[r - 1] == r - 1) continue;
+    char in_s[128] = "", out_s[128] = "", perm[64] = "";
+    int a = 0, b = 0, q = 0;
+    for (int i = 0; i < r; i++) {
+      a += snprintf(in_s + a, sizeof in_s - (size_t)a, "%s%lld", i ? "," : "", (long long)d[i]);
+      b += snprintf(out_s + b, sizeof out_s - (size_t)b, "%s%lld", i ? "," : "", (long long)d[pm[i]]);
+      q += snprintf(perm + q, sizeof perm - (size_t)q, "%s%lld", i ? "," : "", (long long)pm[i]);
+    }
+    n += snprintf(text + n, sizeof text - (size_t)n, "  p%d = f32[%s] parameter(%d)\n  t%d = f32[%s] transpose(p%d), dimensions={%s}\n",
+                  nt, in_s, nt, nt, out_s, nt, perm);
+    snprintf(root + strlen(root), sizeof root - strlen(root), "%st%d", nt ? ", " : "", nt);
+    snprintf(rshape + strlen(rshape), sizeof rshape - strlen(rshape), "%sf32[%s]", nt ? ", " : "", out_s);
+    nt++;
+  }
+  cr_assert_eq(nt, 8);
+  n += snprintf(text + n, sizeof text - (size_t)n, "  ROOT o = (%s) tuple(%s)\n}\n", rshape, root);
+  cr_assert_lt((size_t)n, sizeof text);
+  tc_check_text("random transposes", text, 0, 4);
+}
+
 Test(cpu, emit_llvm_and_asm) {
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
