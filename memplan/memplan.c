@@ -127,12 +127,12 @@ static int mp_off_cmp(const void *a, const void *b) {
 /* Flatten the result leaves of value v (at byte offset off of instruction holder). */
 /* The leaves of a value of shape s at byte off of the block owned by instruction b, nested
  * tuples flattened in order, as results copied out of the block. */
-static void mp_block_leaves(MemPlan *p, HArena *a, int b, const Shape *s, int64_t off, int *cap) {
+static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape *s, int64_t off, int *cap) {
   for (int k = 0; k < s->ntuple; k++) {
     const Shape *es = &s->tuple[k];
     int64_t eo = off + memplan_tuple_offset(s, k);
     if (es->dt == DT_TUPLE) {
-      mp_block_leaves(p, a, b, es, eo, cap);
+      mp_block_leaves(p, a, b, name, es, eo, cap);
       continue;
     }
     if (p->nresults == *cap) {
@@ -141,7 +141,7 @@ static void mp_block_leaves(MemPlan *p, HArena *a, int b, const Shape *s, int64_
       if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
       p->results = nr;
     }
-    p->results[p->nresults++] = (MemResult){b, eo, memplan_value_bytes(es), true, *es, -1};
+    p->results[p->nresults++] = (MemResult){b, eo, memplan_value_bytes(es), true, *es, name, -1};
   }
 }
 
@@ -158,7 +158,7 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
     return;
   }
   if (v->shape.dt == DT_TUPLE) { /* leaves inside a block: copied from the block's owner */
-    mp_block_leaves(p, a, b, &v->shape, off, cap);
+    mp_block_leaves(p, a, b, v->idx, &v->shape, off, cap);
     return;
   }
   if (p->nresults == *cap) {
@@ -167,7 +167,7 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
     if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
     p->results = nr;
   }
-  MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape, -1};
+  MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape, v->idx, -1};
   if (mp_computes(&p->bufs[b]) && off == 0 && bi->shape.dt != DT_TUPLE) {
     p->bufs[b].kind = MEM_RESULT;
     p->bufs[b].result = p->nresults;

@@ -41,6 +41,8 @@ typedef struct MemResult {
   int64_t size;   /* bytes */
   bool copy;      /* the value is not computed into results[k]: copy it there at the end */
   Shape shape;    /* the leaf's array shape */
+  int name;       /* index of the instruction whose name the leaf takes: the value the root
+                     lists (a leaf inside a block: the block value it belongs to) */
   int64_t alias_param; /* input_output_alias: the parameter whose buffer the caller may pass
                           as results[k] (same pointer for args[p] and results[k]); -1: the
                           caller must pass distinct buffers (no alias declared, or the plan

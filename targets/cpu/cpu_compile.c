@@ -749,7 +749,7 @@ static void cp_run_functions(CpuCg *cg) {
   }
   cp_info_table(cg, "arg", na, names, shapes);
   for (int r = 0; r < nr; r++) {
-    names[r] = e->instrs[cg->plan.results[r].instr]->name;
+    names[r] = e->instrs[cg->plan.results[r].name]->name;
     shapes[r] = &cg->plan.results[r].shape;
   }
   cp_info_table(cg, "result", nr, names, shapes);

@@ -73,7 +73,7 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, s
   for (int i = 0; i < nargs; i++) cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
   hlo_str_printf(&b, " * Results:\n");
   for (int k = 0; k < plan->nresults; k++) {
-    const HInstr *li = e->instrs[plan->results[k].instr];
+    const HInstr *li = e->instrs[plan->results[k].name];
     cpu_header_shape_line(&b, k, li->name, &plan->results[k].shape);
   }
   hlo_str_printf(&b, " */\n");

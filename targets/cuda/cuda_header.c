@@ -67,7 +67,7 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
      n, cc->arch, m->name ? m->name : "", libs, n, U, U, n);
   for (int i = 0; i < e->nparams; i++) cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
   hlo_str_printf(&b, " * Results:\n");
-  for (int k = 0; k < plan->nresults; k++) cpu_header_shape_line(&b, k, e->instrs[plan->results[k].instr]->name, &plan->results[k].shape);
+  for (int k = 0; k < plan->nresults; k++) cpu_header_shape_line(&b, k, e->instrs[plan->results[k].name]->name, &plan->results[k].shape);
   hlo_str_printf(&b, " */\n#ifndef HLOC_CUDA_MODEL_%s_H\n#define HLOC_CUDA_MODEL_%s_H\n\n"
          "#include <stddef.h>\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", U, U);
   hlo_str_printf(&b, "#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif\n\n");
@@ -124,7 +124,7 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
   for (int i = 0; i < e->nparams; i++) names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
   hlo_str_printf(&b, "  \"args\": ");
   jtensors(&b, e->nparams, names, shapes);
-  for (int k = 0; k < plan->nresults; k++) names[k] = e->instrs[plan->results[k].instr]->name, shapes[k] = &plan->results[k].shape;
+  for (int k = 0; k < plan->nresults; k++) names[k] = e->instrs[plan->results[k].name]->name, shapes[k] = &plan->results[k].shape;
   hlo_str_printf(&b, ",\n  \"results\": ");
   jtensors(&b, plan->nresults, names, shapes);
   free(names);

@@ -550,7 +550,7 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   for (int i = 0; i < e->nparams; i++) names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
   h_info(h, "arg", e->nparams, names, shapes);
   for (int k = 0; k < cc->cg.plan.nresults; k++)
-    names[k] = e->instrs[cc->cg.plan.results[k].instr]->name, shapes[k] = &cc->cg.plan.results[k].shape;
+    names[k] = e->instrs[cc->cg.plan.results[k].name]->name, shapes[k] = &cc->cg.plan.results[k].shape;
   h_info(h, "result", cc->cg.plan.nresults, names, shapes);
   free(names);
   free(shapes);
