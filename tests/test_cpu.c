@@ -707,12 +707,41 @@ static const char tc_while_scalars[] = "HloModule m\n"
     "  wi = s32[] get-tuple-element(w), index=0\n  wm = pred[4] get-tuple-element(w), index=1\n"
     "  ROOT o = (s32[], pred[4]) tuple(wi, wm)\n}\n";
 
+/* Two loops one after the other (their scratch regions overlap), the second starting from
+ * the first's result, each with a nested loop. */
+static const char tc_while_two[] = "HloModule m\n"
+    "ib {\n  ip = (f32[16], s32[]) parameter(0)\n  iv = f32[16] get-tuple-element(ip), index=0\n"
+    "  ii = s32[] get-tuple-element(ip), index=1\n  ione = s32[] constant(1)\n  ii1 = s32[] add(ii, ione)\n"
+    "  ic = f32[] constant(1.5)\n  icb = f32[16] broadcast(ic), dimensions={}\n  iv1 = f32[16] add(iv, icb)\n"
+    "  ROOT ir = (f32[16], s32[]) tuple(iv1, ii1)\n}\n"
+    "icn {\n  iq = (f32[16], s32[]) parameter(0)\n  iqi = s32[] get-tuple-element(iq), index=1\n"
+    "  ilim = s32[] constant(2)\n  ROOT ilt = pred[] compare(iqi, ilim), direction=LT\n}\n"
+    "b {\n  p = (f32[16], s32[]) parameter(0)\n  v = f32[16] get-tuple-element(p), index=0\n"
+    "  j = s32[] get-tuple-element(p), index=1\n  z = s32[] constant(0)\n  s0 = (f32[16], s32[]) tuple(v, z)\n"
+    "  iw = (f32[16], s32[]) while(s0), condition=icn, body=ib\n  v2 = f32[16] get-tuple-element(iw), index=0\n"
+    "  h = f32[] constant(0.5)\n  hb = f32[16] broadcast(h), dimensions={}\n  v3 = f32[16] multiply(v2, hb)\n"
+    "  one = s32[] constant(1)\n  j1 = s32[] add(j, one)\n  ROOT r = (f32[16], s32[]) tuple(v3, j1)\n}\n"
+    "add {\n  a = f32[] parameter(0)\n  b2 = f32[] parameter(1)\n  ROOT s = f32[] add(a, b2)\n}\n"
+    "c {\n  q = (f32[16], s32[]) parameter(0)\n  qv = f32[16] get-tuple-element(q), index=0\n"
+    "  zf = f32[] constant(0)\n  qa = f32[16] abs(qv)\n  sm = f32[] reduce(qa, zf), dimensions={0}, to_apply=add\n"
+    "  lim = f32[] constant(5)\n  big = pred[] compare(sm, lim), direction=GT\n"
+    "  qj = s32[] get-tuple-element(q), index=1\n  n = s32[] constant(30)\n  few = pred[] compare(qj, n), direction=LT\n"
+    "  ROOT go = pred[] and(big, few)\n}\n"
+    "ENTRY e {\n  x = f32[16] parameter(0)\n  k = s32[] parameter(1)\n"
+    "  t0 = (f32[16], s32[]) tuple(x, k)\n  w1 = (f32[16], s32[]) while(t0), condition=c, body=b\n"
+    "  x1 = f32[16] get-tuple-element(w1), index=0\n  ten = f32[] constant(10)\n  tb = f32[16] broadcast(ten), dimensions={}\n"
+    "  x2 = f32[16] multiply(x1, tb)\n  t1 = (f32[16], s32[]) tuple(x2, k)\n"
+    "  w2 = (f32[16], s32[]) while(t1), condition=c, body=b\n"
+    "  n1 = s32[] get-tuple-element(w1), index=1\n  y2 = f32[16] get-tuple-element(w2), index=0\n"
+    "  n2 = s32[] get-tuple-element(w2), index=1\n"
+    "  ROOT o = (f32[16], s32[], f32[16], s32[]) tuple(x1, n1, y2, n2)\n}\n";
+
 Test(cpu, op_while_data_dependent, .timeout = 300) {
-  const char *texts[5] = {tc_while_array, tc_while_tuple, tc_while_gemm, tc_while_never, tc_while_scalars};
-  const char *what[5] = {"while: array state", "while: nested tuple state", "while: GEMM body, nested loop",
-                         "while: no trip", "while: scalar and pred leaves"};
-  int range[5] = {4, 6, 7, 100, 4};
-  for (int t = 0; t < 5; t++)
+  const char *texts[6] = {tc_while_array, tc_while_tuple, tc_while_gemm, tc_while_never, tc_while_scalars, tc_while_two};
+  const char *what[6] = {"while: array state", "while: nested tuple state", "while: GEMM body, nested loop",
+                         "while: no trip", "while: scalar and pred leaves", "while: two loops in sequence"};
+  int range[6] = {4, 6, 7, 100, 4, 5};
+  for (int t = 0; t < 6; t++)
     for (int optimize = 0; optimize < 2; optimize++) tc_check_text_ex(what[t], texts[t], 1e-5, range[t], optimize);
 }
 

@@ -148,9 +148,10 @@ static bool cp_lower(CpuCg *cg) {
  * still reads the state while it computes them) and copied over the state once the body is
  * done; a leaf the body passes through at its own place is not copied at all (the weights a
  * loop carries along). The condition's result is the predicate byte. Each loop's next-state block,
- * predicate byte and the heaps of its condition and body get their own scratch above the
- * entry's heap (CpLoop; nested loops recursively), below the kernels' private scratch; the
- * regions are planned before any kernel is made, so that private scratch offsets are known. */
+ * predicate byte and the heaps of its condition and body get scratch above the entry's heap
+ * (CpLoop; a nested loop's above its loop's; the loops of one computation, which run one
+ * after the other, at the same offset), below the kernels' private scratch; the regions are
+ * planned before any kernel is made, so that private scratch offsets are known. */
 
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
                        int64_t *off, LLVMValueRef *gv);
@@ -185,9 +186,13 @@ static int64_t cp_leaf_offset(const Shape *s, int k) {
 /* Plan the loops of computation c (placed by region rg), recursively: their conditions and
  * bodies, and scratch for each above cg->loop_top. */
 static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
+  /* loops of one computation run one after the other: their regions (with the regions of
+     the loops nested in them above) all start at the same offset */
+  int64_t base = cg->loop_top, top = base;
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *w = c->instrs[i];
     if (w->op != OP_WHILE) continue;
+    cg->loop_top = base;
     if (depth > 16) {
       hlo_err_at(cg->err, w, "CPU target: while loops nested more than 16 deep");
       return false;
@@ -228,7 +233,9 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     }
     cg->loops[cg->nloops++] = L;
     if (!cp_plan_loops(cg, cond, &L->cond, depth + 1) || !cp_plan_loops(cg, body, &L->body, depth + 1)) return false;
+    if (cg->loop_top > top) top = cg->loop_top;
   }
+  cg->loop_top = top;
   return true;
 }
 
