@@ -147,11 +147,12 @@ static bool cp_lower(CpuCg *cg) {
  * body's result leaves are computed into a next-state block of the same layout (the body
  * still reads the state while it computes them) and copied over the state once the body is
  * done; a leaf the body passes through at its own place is not copied at all (the weights a
- * loop carries along). The condition's result is the predicate byte. Each loop's next-state block,
- * predicate byte and the heaps of its condition and body get scratch above the entry's heap
- * (CpLoop; a nested loop's above its loop's; the loops of one computation, which run one
- * after the other, at the same offset), below the kernels' private scratch; the regions are
- * planned before any kernel is made, so that private scratch offsets are known. */
+ * loop carries along). The condition's result is the predicate byte. Each loop's next-state
+ * block, predicate byte and one heap for its condition and body (they never run at once) get
+ * scratch above the entry's heap (CpLoop; a nested loop's above its loop's; loops that never
+ * run at once, in one computation or in a loop's condition and body, from the same offset),
+ * below the kernels' private scratch; the regions are planned before any kernel is made, so
+ * that private scratch offsets are known. */
 
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
                        int64_t *off, LLVMValueRef *gv);
@@ -217,22 +218,30 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     }
     L->next_off = cp_align(cg->loop_top);
     L->pred_off = L->next_off + cp_align(memplan_value_bytes(&w->shape));
-    int64_t cond_heap = L->pred_off + MEMPLAN_ALIGN;
-    int64_t body_heap = cond_heap + cp_align(L->cond_plan.temp_bytes);
-    cg->loop_top = body_heap + cp_align(L->body_plan.temp_bytes);
+    /* the condition and the body never run at once: one heap for both */
+    int64_t heap = L->pred_off + MEMPLAN_ALIGN;
+    int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes : L->body_plan.temp_bytes;
+    cg->loop_top = heap + cp_align(hsize);
     int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
     for (int k = 0; k < nleaves; k++) next[k] = L->next_off + cp_leaf_offset(&w->shape, k);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
     *pred = L->pred_off;
-    L->cond = (CpuRegion){cond, &L->cond_plan, false, cond_heap, (int)skind, sindex, soff, pred};
-    L->body = (CpuRegion){body, &L->body_plan, false, body_heap, (int)skind, sindex, soff, next};
+    L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex, soff, pred};
+    L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex, soff, next};
     if (cg->nloops % 16 == 0) {
       CpLoop **nl = hlo_arena_alloc(cg->scratch, sizeof(CpLoop *) * (size_t)(cg->nloops + 16));
       if (cg->nloops) memcpy(nl, cg->loops, sizeof(CpLoop *) * (size_t)cg->nloops);
       cg->loops = nl;
     }
     cg->loops[cg->nloops++] = L;
-    if (!cp_plan_loops(cg, cond, &L->cond, depth + 1) || !cp_plan_loops(cg, body, &L->body, depth + 1)) return false;
+    /* the loops nested in the condition and in the body: above this loop's heap, and (the
+       two never running at once) from the same offset */
+    int64_t above = cg->loop_top;
+    if (!cp_plan_loops(cg, cond, &L->cond, depth + 1)) return false;
+    int64_t cond_top = cg->loop_top;
+    cg->loop_top = above;
+    if (!cp_plan_loops(cg, body, &L->body, depth + 1)) return false;
+    if (cond_top > cg->loop_top) cg->loop_top = cond_top;
     if (cg->loop_top > top) top = cg->loop_top;
   }
   cg->loop_top = top;
