@@ -20,20 +20,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Leaves of s (1 for an array). */
-static int fp_leaves(const Shape *s) {
-  if (s->dt != DT_TUPLE) return 1;
-  int n = 0;
-  for (int i = 0; i < s->ntuple; i++) n += fp_leaves(&s->tuple[i]);
-  return n;
-}
-
 /* Flat position of the leaf at index[0..depth) inside s (-1 when it is not a leaf). */
 static int fp_flat_index(const Shape *s, const int64_t *index, int depth) {
   int pos = 0;
   for (int d = 0; d < depth; d++) {
     if (s->dt != DT_TUPLE || index[d] < 0 || index[d] >= s->ntuple) return -1;
-    for (int i = 0; i < index[d]; i++) pos += fp_leaves(&s->tuple[i]);
+    for (int i = 0; i < index[d]; i++) pos += hlo_shape_leaves(&s->tuple[i]);
     s = &s->tuple[index[d]];
   }
   return s->dt == DT_TUPLE ? -1 : pos;
@@ -70,7 +62,7 @@ bool hlo_flatten_entry_params(HModule *m, HArena *scratch) {
   for (int i = 0; i < np; i++) {
     if (!c->params[i]) return false; /* a gap in the numbering: the verifier reports it */
     any |= c->params[i]->shape.dt == DT_TUPLE;
-    total += fp_leaves(&c->params[i]->shape);
+    total += hlo_shape_leaves(&c->params[i]->shape);
   }
   if (!any) return false;
   /* base[i]: the first flattened number of parameter i */

@@ -156,6 +156,7 @@ void hlo_shape_copy(HArena *a, Shape *dst, const Shape *src);   /* deep copy */
 void hlo_shape_set_default_layout(Shape *s);                    /* recursive */
 bool hlo_shape_is_array(const Shape *s);
 bool hlo_shape_is_tuple(const Shape *s);
+int hlo_shape_leaves(const Shape *s);     /* array leaves of a (nested) tuple; 1 for an array */
 int64_t hlo_shape_elems(const Shape *s);  /* product of dims (1 for scalars) */
 size_t hlo_shape_bytes(const Shape *s);   /* elems * element size; 0 for tuples/tokens */
 bool hlo_shape_eq(const Shape *a, const Shape *b);         /* types and dims, ignoring layout */

@@ -49,6 +49,13 @@ void hlo_shape_set_default_layout(Shape *s) {
 bool hlo_shape_is_array(const Shape *s) { return s->dt != DT_TUPLE && s->dt != DT_TOKEN; }
 bool hlo_shape_is_tuple(const Shape *s) { return s->dt == DT_TUPLE; }
 
+int hlo_shape_leaves(const Shape *s) {
+  if (s->dt != DT_TUPLE) return 1;
+  int n = 0;
+  for (int i = 0; i < s->ntuple; i++) n += hlo_shape_leaves(&s->tuple[i]);
+  return n;
+}
+
 int64_t hlo_shape_elems(const Shape *s) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) n *= s->dims[i];

@@ -45,6 +45,16 @@ int64_t memplan_tuple_offset(const Shape *s, int64_t index) {
   return off;
 }
 
+int64_t memplan_leaf_offset(const Shape *s, int k) {
+  if (s->dt != DT_TUPLE) return 0;
+  for (int j = 0; j < s->ntuple; j++) {
+    int n = hlo_shape_leaves(&s->tuple[j]);
+    if (k < n) return memplan_tuple_offset(s, j) + memplan_leaf_offset(&s->tuple[j], k);
+    k -= n;
+  }
+  return 0;
+}
+
 int memplan_base(const MemPlan *p, int i, int64_t *offset) {
   int64_t off = 0;
   while (p->bufs[i].kind == MEM_ALIAS) {
@@ -124,7 +134,17 @@ static int mp_off_cmp(const void *a, const void *b) {
   return x->leader - y->leader;
 }
 
-/* Flatten the result leaves of value v (at byte offset off of instruction holder). */
+/* A new result leaf at the end of p->results (capacity *cap, grown from a). */
+static MemResult *mp_push_result(MemPlan *p, HArena *a, int *cap) {
+  if (p->nresults == *cap) {
+    *cap = *cap ? *cap * 2 : 8;
+    MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
+    if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
+    p->results = nr;
+  }
+  return &p->results[p->nresults++];
+}
+
 /* The leaves of a value of shape s at byte off of the block owned by instruction b, nested
  * tuples flattened in order, as results copied out of the block. */
 static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape *s, int64_t off, int *cap) {
@@ -135,13 +155,7 @@ static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape 
       mp_block_leaves(p, a, b, name, es, eo, cap);
       continue;
     }
-    if (p->nresults == *cap) {
-      *cap = *cap ? *cap * 2 : 8;
-      MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
-      if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
-      p->results = nr;
-    }
-    p->results[p->nresults++] = (MemResult){b, eo, memplan_value_bytes(es), true, *es, name, -1};
+    *mp_push_result(p, a, cap) = (MemResult){b, eo, memplan_value_bytes(es), true, *es, name, -1};
   }
 }
 
@@ -161,27 +175,15 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
     mp_block_leaves(p, a, b, v->idx, &v->shape, off, cap);
     return;
   }
-  if (p->nresults == *cap) {
-    *cap = *cap ? *cap * 2 : 8;
-    MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
-    if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
-    p->results = nr;
-  }
   MemResult r = {v->idx, 0, memplan_value_bytes(&v->shape), true, v->shape, v->idx, -1};
   if (mp_computes(&p->bufs[b]) && off == 0 && bi->shape.dt != DT_TUPLE) {
     p->bufs[b].kind = MEM_RESULT;
     p->bufs[b].result = p->nresults;
     r.copy = false;
   }
-  p->results[p->nresults++] = r;
+  *mp_push_result(p, a, cap) = r;
 }
 
-static int mp_leaf_count(const Shape *s) {
-  if (s->dt != DT_TUPLE) return 1;
-  int n = 0;
-  for (int i = 0; i < s->ntuple; i++) n += mp_leaf_count(&s->tuple[i]);
-  return n;
-}
 
 /* Result leaf number of a shape index into the root (depth 0 or 1 only), or -1. */
 static int mp_leaf_of(const Shape *root, const IList *idx) {
@@ -190,7 +192,7 @@ static int mp_leaf_of(const Shape *root, const IList *idx) {
       root->tuple[idx->v[0]].dt == DT_TUPLE)
     return -1;
   int k = 0;
-  for (int64_t i = 0; i < idx->v[0]; i++) k += mp_leaf_count(&root->tuple[i]);
+  for (int64_t i = 0; i < idx->v[0]; i++) k += hlo_shape_leaves(&root->tuple[i]);
   return k;
 }
 
@@ -198,7 +200,7 @@ static int mp_leaf_of(const Shape *root, const IList *idx) {
  * the storage owned by instruction i. */
 static void mp_aliases(MemPlan *p, HComp *c, const int *blast) {
   HModule *m = c->mod;
-  if (p->nresults != mp_leaf_count(&c->root->shape)) return; /* nested blocks: no aliasing */
+  if (p->nresults != hlo_shape_leaves(&c->root->shape)) return; /* nested blocks: no aliasing */
   for (int ai = 0; ai < m->nalias; ai++) {
     const HAlias *al = &m->alias[ai];
     int k = mp_leaf_of(&c->root->shape, &al->out_index);

@@ -78,6 +78,9 @@ bool memplan_assign(HComp *entry, HArena *a, MemPlan *out, HErr *err);
 int memplan_base(const MemPlan *p, int i, int64_t *offset);
 /* Byte offset of element `index` (tuple path of depth 1) inside a tuple-shaped block. */
 int64_t memplan_tuple_offset(const Shape *s, int64_t index);
+/* Byte offset of flat leaf k (depth first, nested tuples flattened) inside a tuple-shaped
+ * block of shape s; 0 for an array. */
+int64_t memplan_leaf_offset(const Shape *s, int k);
 /* Bytes of a value in a buffer: arrays their data, tuples their leaves each aligned. */
 int64_t memplan_value_bytes(const Shape *s);
 /* Whether fusion/elementwise instruction `user` reads its operand `opnd` only at the index

@@ -166,24 +166,6 @@ typedef struct CpLoop {
 
 static int64_t cp_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
-static int cp_leaf_count(const Shape *s) {
-  if (s->dt != DT_TUPLE) return 1;
-  int n = 0;
-  for (int j = 0; j < s->ntuple; j++) n += cp_leaf_count(&s->tuple[j]);
-  return n;
-}
-
-/* Byte offset of flat leaf k (depth-first order) inside a block of shape s. */
-static int64_t cp_leaf_offset(const Shape *s, int k) {
-  if (s->dt != DT_TUPLE) return 0;
-  for (int j = 0; j < s->ntuple; j++) {
-    int n = cp_leaf_count(&s->tuple[j]);
-    if (k < n) return memplan_tuple_offset(s, j) + cp_leaf_offset(&s->tuple[j], k);
-    k -= n;
-  }
-  return 0;
-}
-
 /* Plan the loops of computation c (placed by region rg), recursively: their conditions and
  * bodies, and scratch for each above cg->loop_top. */
 static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
@@ -211,7 +193,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     if (!memplan_assign(cond, cg->scratch, &L->cond_plan, cg->err) ||
         !memplan_assign(body, cg->scratch, &L->body_plan, cg->err))
       return false;
-    int nleaves = cp_leaf_count(&w->shape);
+    int nleaves = hlo_shape_leaves(&w->shape);
     if (L->body_plan.nresults != nleaves || L->cond_plan.nresults != 1) {
       hlo_err_at(cg->err, w, "CPU target: internal error, while loop results do not match its state");
       return false;
@@ -223,7 +205,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes : L->body_plan.temp_bytes;
     cg->loop_top = heap + cp_align(hsize);
     int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
-    for (int k = 0; k < nleaves; k++) next[k] = L->next_off + cp_leaf_offset(&w->shape, k);
+    for (int k = 0; k < nleaves; k++) next[k] = L->next_off + memplan_leaf_offset(&w->shape, k);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
     *pred = L->pred_off;
     L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex, soff, pred};
@@ -290,7 +272,7 @@ static void cp_init_copies(CpuCg *cg, const HInstr *v, int64_t voff, const Shape
     for (int j = 0; j < vs->ntuple; j++) cp_init_copies(cg, v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], w, k);
     return;
   }
-  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, cp_leaf_offset(&w->shape, *k)}, (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff},
+  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, *k)}, (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff},
           (int64_t)hlo_shape_bytes(vs));
   (*k)++;
 }
@@ -330,7 +312,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
     if (!mr->copy) continue;
     int64_t off = 0;
     int b = memplan_base(&L->body_plan, mr->instr, &off);
-    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM && off + mr->offset == cp_leaf_offset(&w->shape, r);
+    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(&w->shape, r);
     if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
               (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset}, mr->size);
@@ -338,7 +320,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   cg->region = outer;
   for (int r = 0; r < n; r++)
     if (!stays[r])
-      cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, cp_leaf_offset(&w->shape, r)},
+      cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, r)},
               (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]}, L->body_plan.results[r].size);
   cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
   cg->tasks[branch].target = cg->ntasks;
@@ -578,7 +560,7 @@ static void cp_run_functions(CpuCg *cg) {
                          cp_i64(cg, jumps ? task->target : task->whole), cp_i64(cg, at), cp_i64(cg, task->nslots),
                          cp_i64(cg, task->op)};
     tv[t] = LLVMConstNamedStruct(tab_ty, f, 6);
-    const CpuRegion *rg = task->region ? task->region : &cg->entry_region;
+    const CpuRegion *rg = task->region;
     for (int j = 0; j < task->nslots; j++) {
       int64_t kind, index, off;
       LLVMValueRef gv = nul;

@@ -370,6 +370,19 @@ static void ce_note_globals(CeSplit *sp, LLVMValueRef v, int depth) {
   for (int k = 0; k < n; k++) ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
 }
 
+/* Global g as another part sees it: an external declaration, hidden (direct, PC-relative
+ * access) only where kernel code refers to it: code generation states the visibility of
+ * every declaration it keeps, and a hidden undefined symbol for a name part 0 keeps private
+ * (.L..., no symbol) would stay undefined. */
+static void ce_declare(const CeSplit *sp, LLVMValueRef g) {
+  LLVMSetInitializer(g, NULL);
+  LLVMSetLinkage(g, LLVMExternalLinkage);
+  size_t nl = 0;
+  const char *nm = LLVMGetValueName2(g, &nl);
+  for (int i = 0; i < sp->nglob; i++)
+    if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl)) LLVMSetVisibility(g, LLVMHiddenVisibility);
+}
+
 /* Cut module M down to the kernels of the parts keep[] marks: the other kernels become
  * declarations (hidden: calls between parts are direct, PC-relative); unless M is the
  * driver's own module (driver: part 0's, which keeps them), so do the run functions, and the
@@ -394,18 +407,8 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
       LLVMSetVisibility(f, LLVMHiddenVisibility);
     }
   }
-  for (LLVMValueRef g = driver ? NULL : LLVMGetFirstGlobal(M); g; g = LLVMGetNextGlobal(g)) {
-    if (LLVMIsDeclaration(g)) continue;
-    LLVMSetInitializer(g, NULL);
-    LLVMSetLinkage(g, LLVMExternalLinkage);
-    /* hidden (direct, PC-relative access) only where kernel code refers to it: code
-       generation states the visibility of every declaration it keeps, and a hidden undefined
-       symbol for a name part 0 keeps private (.L..., no symbol) would stay undefined */
-    size_t nl = 0;
-    const char *nm = LLVMGetValueName2(g, &nl);
-    for (int i = 0; i < sp->nglob; i++)
-      if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl)) LLVMSetVisibility(g, LLVMHiddenVisibility);
-  }
+  for (LLVMValueRef g = driver ? NULL : LLVMGetFirstGlobal(M); g; g = LLVMGetNextGlobal(g))
+    if (!LLVMIsDeclaration(g)) ce_declare(sp, g);
 }
 
 /* The parts other than 0 are compiled by nthreads threads, part p >= 1 by thread
@@ -625,12 +628,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
         LLVMGetElementType(ty) != LLVMInt8TypeInContext(cg->C))
       continue;
     held[nheld++] = (struct CeHeld){g, LLVMGetInitializer(g), LLVMGetLinkage(g), LLVMGetVisibility(g)};
-    LLVMSetInitializer(g, NULL);
-    LLVMSetLinkage(g, LLVMExternalLinkage);
-    size_t nl = 0;
-    const char *nm = LLVMGetValueName2(g, &nl);
-    for (int i = 0; i < sp->nglob; i++)
-      if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl)) LLVMSetVisibility(g, LLVMHiddenVisibility);
+    ce_declare(sp, g);
   }
   pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
   for (int i = 0; i < nheld; i++) {

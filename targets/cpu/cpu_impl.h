@@ -252,6 +252,8 @@ bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef
  * does not fit; false when generation failed); the combination of the update into the N
  * outputs out[] at oi (loads, the combiner of 2N scalars, stores). */
 int cpu_scatter_n(const HInstr *in);
+/* cpu_scatter_n, or 0 after a located error naming the target ("CPU", "CUDA"). */
+int cpu_scatter_check(const HInstr *in, HErr *err, const char *target);
 bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok);
 void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
                          LLVMValueRef *ui);

@@ -433,10 +433,8 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   /* the strip grid, in the transpose operand's dimension order, a counted in VW, b in BT (b
      comes last); when a strip holds whole rows, it also holds H steps of the dimension
      before b in that order (hd), so each operand plane is read in runs of H rows */
-  int gdim[HLO_MAX_RANK], ga = 0, hd = -1, H = 1;
-  for (int i = 0; i < r; i++)
-    for (int j = 0; j < r; j++)
-      if (root->dims.v[j] == i) gdim[i] = j;
+  int gdim[HLO_MAX_RANK], ga = 0, hd = -1, H = 1; /* gdim: the inverse permutation */
+  for (int j = 0; j < r; j++) gdim[root->dims.v[j]] = j;
   if (r >= 3 && gdim[r - 2] != a && BT >= s->dims[b]) {
     hd = gdim[r - 2];
     int64_t hmax = KN_TTILE / ((int64_t)VW * BT), dh = s->dims[hd];
@@ -1045,6 +1043,14 @@ int cpu_scatter_n(const HInstr *in) {
   return n;
 }
 
+int cpu_scatter_check(const HInstr *in, HErr *err, const char *target) {
+  int n = cpu_scatter_n(in);
+  if (!n)
+    hlo_err_at(err, in, "%s target: scatter with %d operands and result %s is not supported", target, in->nops,
+               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
+  return n;
+}
+
 bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   int n = cpu_scatter_n(in);
@@ -1106,12 +1112,8 @@ void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, 
 /* Scatter, serially: the output set to the operand, then every update element combined into
  * its place (cpu_scatter_update, cpu_scatter_combine). */
 static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
-  int n = cpu_scatter_n(in);
-  if (!n) {
-    hlo_err_at(cg->err, in, "CPU target: scatter with %d operands and result %s is not supported", in->nops,
-               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
-    return false;
-  }
+  int n = cpu_scatter_check(in, cg->err, "CPU");
+  if (!n) return false;
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
   CpuKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;

@@ -1739,12 +1739,8 @@ static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
  * N outputs together. */
 static bool ck_scatter(CudaCg *cc, HInstr *in) {
   CpuCg *cg = &cc->cg;
-  int n = cpu_scatter_n(in);
-  if (!n) {
-    hlo_err_at(cg->err, in, "CUDA target: scatter with %d operands and result %s is not supported", in->nops,
-               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
-    return false;
-  }
+  int n = cpu_scatter_check(in, cg->err, "CUDA");
+  if (!n) return false;
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
   CuStep *st;
   CpuKern *k = ck_begin(cc, in, "copy", 0, NULL, NULL, &st);
