@@ -207,8 +207,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(elem(dt, w.data, i)));
     for (size_t i = 0; i < n; i++) {
       double g = elem(dt, results[k], i), x = elem(dt, w.data, i);
-      double e = fabs(g - x) / (fabs(x) + scale + 1e-30);
+      double e = g == x ? 0 : fabs(g - x) / (fabs(x) + scale + 1e-30);
       if (isnan(g) != isnan(x)) e = INFINITY;
+      else if (isnan(g)) e = 0;
+      else if ((isinf(g) || isinf(x)) && g != x) e = INFINITY; /* also +inf against -inf */
       if (!(e <= worst)) worst = e, wi = i, wg = g, ww = x;
     }
     printf("result %d (%s): %zu elements, worst error %.3g at %zu (got %.9g want %.9g)%s\n", k,

@@ -170,6 +170,44 @@ static void tc_check_text(const char *what, const char *text, double rtol, int i
   tc_check_text_ex(what, text, rtol, int_range, false);
 }
 
+/* maximum and minimum as XLA and the interpreter define them: isnan(a) || a >= b ? a : b, so
+ * NaN in either operand propagates and of +0 and -0 the first operand wins (seen through
+ * 1 / result, +-inf); elementwise, in clamp and in an unrolled max-pool window. x * 0 is a
+ * zero of x's sign, sqrt(x) a NaN where x < 0. */
+Test(cpu, op_minmax_nan_and_signed_zero) {
+  tc_check_text("maximum/minimum semantics", "HloModule m\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[6,37] parameter(0)\n"
+    "  y = f32[6,37] parameter(1)\n"
+    "  zero = f32[] constant(0)\n"
+    "  one = f32[] constant(1)\n"
+    "  z0 = f32[6,37] broadcast(zero), dimensions={}\n"
+    "  o = f32[6,37] broadcast(one), dimensions={}\n"
+    "  zx = f32[6,37] multiply(x, z0)\n"
+    "  zy = f32[6,37] multiply(y, z0)\n"
+    "  nx = f32[6,37] sqrt(x)\n"
+    "  ny = f32[6,37] sqrt(y)\n"
+    "  mz = f32[6,37] maximum(zx, zy)\n"
+    "  nz = f32[6,37] minimum(zx, zy)\n"
+    "  imz = f32[6,37] divide(o, mz)\n"
+    "  inz = f32[6,37] divide(o, nz)\n"
+    "  m1 = f32[6,37] maximum(nx, y)\n"
+    "  m2 = f32[6,37] maximum(y, nx)\n"
+    "  m3 = f32[6,37] minimum(nx, ny)\n"
+    "  m4 = f32[6,37] minimum(x, ny)\n"
+    "  cl = f32[6,37] clamp(zy, zx, ny)\n"
+    "  icl = f32[6,37] divide(o, cl)\n"
+    "  gt = pred[6,37] compare(x, y), direction=GT\n"
+    "  mix = f32[6,37] select(gt, nx, zx)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  pool = f32[6,37] reduce-window(mix, ninf), window={size=3x3 pad=1_1x1_1}, to_apply=max\n"
+    "  ipool = f32[6,37] divide(o, pool)\n"
+    "  ROOT out = (f32[6,37], f32[6,37], f32[6,37], f32[6,37], f32[6,37], f32[6,37], f32[6,37], f32[6,37]) "
+    "tuple(imz, inz, m1, m2, m3, m4, icl, ipool)\n"
+    "}\n", 0, 4);
+}
+
 Test(cpu, op_elementwise_math) {
   tc_check_text("elementwise", "HloModule m\n"
     "ENTRY e {\n"
@@ -236,6 +274,37 @@ Test(cpu, op_data_movement) {
     "  ROOT o = (f32[12,10], f32[5,3,4], f32[2,2,2], f32[3,4,7], f32[5,10,6], f32[3,4,5], s32[3,4]) "
     "tuple(r, t, s, c, p, v, i)\n"
     "}\n", 0, 4);
+}
+
+/* Rows of 16 or more whose reduce-windows or pads reach outside their operand: their loops are
+ * split (kn_segments) and the bounds tests dropped where the loop variable's range shows they
+ * cannot fail (cpu_index_range). Windows padded low, high and both, strided, dilated and
+ * negatively padded, pads with negative edges, loop kernels and a transposing one, as
+ * written and through the optimizer (which fuses the pads into their users). */
+static const char tc_window_edges[] = "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[2,3,9,40] parameter(0)\n"
+    "  z = f32[] constant(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  m1 = f32[2,3,4,20] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+    "  m2 = f32[2,3,9,40] reduce-window(x, ninf), window={size=1x1x1x5 pad=0_0x0_0x0_0x2_2}, to_apply=max\n"
+    "  a1 = f32[2,3,9,14] reduce-window(x, z), window={size=1x1x3x4 stride=1x1x1x3 pad=0_0x0_0x1_1x5_0}, to_apply=add\n"
+    "  a2 = f32[2,3,9,40] reduce-window(x, z), window={size=1x1x1x3 pad=0_0x0_0x0_0x2_2 rhs_dilate=1x1x1x2}, to_apply=add\n"
+    "  a3 = f32[2,3,9,18] reduce-window(x, z), window={size=1x1x1x4 stride=1x1x1x2 pad=0_0x0_0x0_0x-3_1}, to_apply=add\n"
+    "  p1 = f32[2,3,9,42] pad(x, z), padding=0_0x0_0x0_0x5_-3\n"
+    "  p2 = f32[2,3,9,45] pad(x, z), padding=0_0x0_0x0_0x-2_7\n"
+    "  e1 = f32[2,3,9,42] exponential(p1)\n"
+    "  s2 = f32[2,3,9,45] sine(p2)\n"
+    "  t1 = f32[2,4,20,3] transpose(m1), dimensions={0,2,3,1}\n"
+    "  ROOT o = (f32[2,3,4,20], f32[2,3,9,40], f32[2,3,9,14], f32[2,3,9,40], f32[2,3,9,18], f32[2,3,9,42], f32[2,3,9,45], f32[2,4,20,3]) "
+    "tuple(m1, m2, a1, a2, a3, e1, s2, t1)\n"
+    "}\n";
+
+Test(cpu, op_window_and_pad_edges, .timeout = 300) {
+  tc_check_text_ex("window and pad edges", tc_window_edges, 1e-5, 0, false);
+  tc_check_text_ex("window and pad edges, optimized", tc_window_edges, 1e-5, 0, true);
 }
 
 Test(cpu, op_reduce) {
@@ -743,6 +812,66 @@ Test(cpu, op_while_data_dependent, .timeout = 300) {
   int range[6] = {4, 6, 7, 100, 4, 5};
   for (int t = 0; t < 6; t++)
     for (int optimize = 0; optimize < 2; optimize++) tc_check_text_ex(what[t], texts[t], 1e-5, range[t], optimize);
+}
+
+/* --profile: NAME_run_profile adds each task's ticks to the caller's array, names every task
+ * (kernels by instruction and op, the loop's copies, exit test and back edge by the loop), and
+ * computes what NAME_run computes; NULL ticks is allowed. */
+Test(cpu, profile_entry_point, .timeout = 300) {
+  HModule *m = ct_parse("HloModule m\n"
+    "b {\n  p = f32[4] parameter(0)\n  two = f32[] constant(2)\n  tb = f32[4] broadcast(two), dimensions={}\n"
+    "  ROOT r = f32[4] multiply(p, tb)\n}\n"
+    "add {\n  a = f32[] parameter(0)\n  b2 = f32[] parameter(1)\n  ROOT s = f32[] add(a, b2)\n}\n"
+    "c {\n  q = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
+    "  s3 = f32[] reduce(q, z), dimensions={0}, to_apply=add\n"
+    "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s3, h), direction=LT\n}\n"
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  sq = f32[4] multiply(x, x)\n"
+    "  wl = f32[4] while(sq), condition=c, body=b\n  ROOT out = f32[4] add(wl, x)\n}\n");
+  char *dir = ct_tmpdir("hloc_cpu");
+  char obj[512], hdr[512], path[512];
+  snprintf(obj, sizeof obj, "%s/model.o", dir);
+  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
+  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ, .profile = true};
+  HErr err = {0};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *h = ct_slurp(hdr, NULL);
+  cr_expect(strstr(h, "#define MODEL_NUM_TASKS "), "%s", h);
+  cr_expect(strstr(h, "extern const char *const model_task_names[];"));
+  cr_expect(strstr(h, "int model_run_profile(const void *const args[], void *const results[], void *temp,"));
+  free(h);
+  snprintf(path, sizeof path, "%s/main.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  /* x = 1..4: sq sums to 30, doubled twice (60, 120): the loop's kernels run 2 or 3 times */
+  fprintf(f,
+          "#include \"model.h\"\n#include <stdio.h>\n#include <string.h>\n"
+          "static void serial(void *r, int64_t n, hloc_task_fn fn, void *ctx) { (void)r; for (int64_t i = 0; i < n; i++) fn(ctx, i); }\n"
+          "int main(void) {\n"
+          "  float x[4] = {1, 2, 3, 4}, y[4], z[4];\n"
+          "  const void *args[1] = {x}; void *ry[1] = {y}, *rz[1] = {z};\n"
+          "  static char temp[MODEL_TEMP_BYTES + 64] __attribute__((aligned(64)));\n"
+          "  uint64_t ticks[MODEL_NUM_TASKS] = {0};\n"
+          "  if (model_run(args, ry, temp)) return 1;\n"
+          "  if (model_run_profile(args, rz, temp, serial, NULL, ticks)) return 2;\n"
+          "  if (memcmp(y, z, sizeof y) || y[0] != 5 || y[3] != 68) return 3;\n"
+          "  if (model_run_profile(args, rz, temp, NULL, NULL, NULL) || model_run_mt(args, rz, temp, serial, NULL)) return 4;\n"
+          "  int exit_test = 0, back = 0, copy = 0, mul = 0;\n"
+          "  for (int t = 0; t < MODEL_NUM_TASKS; t++) {\n"
+          "    printf(\"%%d %%llu %%s\\n\", t, (unsigned long long)ticks[t], model_task_names[t]);\n"
+          "    if (ticks[t] == 0) return 5;\n"
+          "    exit_test += !strcmp(model_task_names[t], \"wl: exit test\");\n"
+          "    back += !strcmp(model_task_names[t], \"wl: back edge\");\n"
+          "    copy += !strncmp(model_task_names[t], \"wl: copy\", 8);\n"
+          "    mul += !strcmp(model_task_names[t], \"sq (multiply)\");\n"
+          "  }\n"
+          "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 ? 0 : 6;\n}\n");
+  fclose(f);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", dir);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
 }
 
 /* An op the CPU target cannot compile inside a loop body is still a located error. */

@@ -38,7 +38,10 @@
 # Limits (environment): HLOC_BENCH_BUDGET seconds of timed runs per model and thread count
 # (default 5), HLOC_BENCH_RUN_CAP seconds per driver process (default 60; a model slower than
 # that is reported as "> cap"), HLOC_BENCH_FROZEN (the models given a weights-frozen twin;
-# default every model ONNX Runtime has), HLOC_BENCH_INTERP_CAP (default 60), HLOC_BENCH_COMPILE_REPS
+# default every model ONNX Runtime has), HLOC_BENCH_PROFILE=1 (models compiled with --profile and
+# drivers built with -DBENCH_PROFILE: each driver's stderr, BUILD/bench/MODEL/run1.log and
+# run2.log, then holds the time per task; for finding hot kernels, not for the figures),
+# HLOC_BENCH_INTERP_CAP (default 60), HLOC_BENCH_COMPILE_REPS
 # (default 3). --quick sets 1 s / 30 s / 30 s / 1 for a smoke run. OPENBLAS_CORETYPE is left as
 # the environment sets it.
 set -uo pipefail
@@ -52,6 +55,7 @@ budget=${HLOC_BENCH_BUDGET:-5}
 run_cap=${HLOC_BENCH_RUN_CAP:-60}
 interp_cap=${HLOC_BENCH_INTERP_CAP:-60}
 compile_reps=${HLOC_BENCH_COMPILE_REPS:-3}
+profile=; [ "${HLOC_BENCH_PROFILE:-0}" != 0 ] && profile=1
 command_line="bash tools/bench.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -126,7 +130,7 @@ compile_model() {
   for ((r = 0; r < compile_reps; r++)); do
     t0=$(now)
     if ! timeout 300 "$build/hloc" "$corpus/bench/$m/module.pb" -o "$w/m.o" --name m \
-        --header "$w/m.h" "$@" >"$w/compile.log" 2>&1; then
+        --header "$w/m.h" ${profile:+--profile} "$@" >"$w/compile.log" 2>&1; then
       echo F; return
     fi
     t1=$(now)
@@ -138,7 +142,7 @@ compile_model() {
 link_driver() {
   local w=$1 exe=$2 m=$3; shift 3
   $cc -O2 -std=gnu17 -I"$root/tools/bench" -DBENCH_HEADER="\"$w/m.h\"" -DBENCH_NAME=m \
-    -DBENCH_UNAME=M -DBENCH_LABEL="\"$m\"" "$root/tools/bench/bench_model.c" "$w/m.o" \
+    -DBENCH_UNAME=M -DBENCH_LABEL="\"$m\"" ${profile:+-DBENCH_PROFILE} "$root/tools/bench/bench_model.c" "$w/m.o" \
     "$@" -lm -lpthread -o "$exe" >"$w/link.log" 2>&1
 }
 # run a driver with a time cap; prints its key=value line, "T" on timeout, "F" on failure

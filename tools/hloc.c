@@ -44,6 +44,9 @@ static void usage(FILE *f) {
         "  --features LIST      CPU features, LLVM syntax (+avx2,-avx512f); default: the\n"
         "                       host's for the host CPU, else what LLVM derives from --cpu\n"
         "  -O0 .. -O3           optimization level (default -O2)\n"
+        "  --profile            cpu: also emit NAME_run_profile(), which adds each task's\n"
+        "                       time-stamp counter ticks to a caller array, and the task\n"
+        "                       names (NAME_task_names[], NAME_NUM_TASKS in the header)\n"
         "  --dump-passes[=DIR]  dump the module after every pass that changed it, the final\n"
         "                       module and reports into DIR (default: hloc_dumps)\n"
         "  --time-passes        print the time spent in each pass\n"
@@ -120,7 +123,7 @@ int main(int argc, char **argv) {
   enum { MAX_FREEZE = 256 };
   const char *freeze[MAX_FREEZE];
   int nfreeze = 0;
-  bool stats = false;
+  bool stats = false, profile = false;
 #ifndef NDEBUG
   oo.verify_each = true; /* debug builds verify after every changing pass */
 #endif
@@ -139,6 +142,8 @@ int main(int argc, char **argv) {
       oo.dump_dir = argv[i] + 14;
     } else if (!strcmp(argv[i], "--stats")) {
       stats = true;
+    } else if (!strcmp(argv[i], "--profile")) {
+      profile = true;
     } else if ((v = flag_value(argc, argv, &i, "--freeze"))) {
       if (nfreeze == MAX_FREEZE) {
         fprintf(stderr, "hloc: too many --freeze options\n");
@@ -313,6 +318,9 @@ int main(int argc, char **argv) {
     if (precision && strcmp(precision, "tf32") && strcmp(precision, "highest")) {
       fprintf(stderr, "hloc: --precision must be highest or tf32\n");
       rc = 1;
+    } else if (profile) {
+      fprintf(stderr, "hloc: --profile is an option of the cpu target (time the CUDA kernels with nsys or ncu)\n");
+      rc = 1;
     } else if (conv_ws && (end == conv_ws || *end || mib < 1 || mib > (1LL << 24))) {
       fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n");
       rc = 1;
@@ -343,6 +351,7 @@ int main(int argc, char **argv) {
     o.cpu = cpu;
     o.features = features;
     o.opt_level = opt;
+    o.profile = profile;
     o.emit = !emit || !strcmp(emit, "obj") ? CPU_EMIT_OBJ
              : !strcmp(emit, "asm")          ? CPU_EMIT_ASM
                                              : CPU_EMIT_LLVM;
@@ -357,7 +366,7 @@ int main(int argc, char **argv) {
     free(nm);
     free(hdr);
 #else
-    (void)name, (void)header, (void)cpu, (void)features, (void)opt;
+    (void)name, (void)header, (void)cpu, (void)features, (void)opt, (void)profile;
     fprintf(stderr, "hloc: code generation is not available in this build\n");
     rc = 1;
 #endif

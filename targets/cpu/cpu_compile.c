@@ -285,7 +285,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   for (int i = 0; i < cg->nloops && !L; i++)
     if (cg->loops[i]->w == w) L = cg->loops[i];
   HLO_ASSERT(L);
-  int k = 0;
+  int k = 0, first = cg->ntasks;
   cp_init_copies(cg, w->ops[0], 0, &w->ops[0]->shape, w, &k);
   int top = cg->ntasks;
   if (!cp_emit_comp(cg, &L->cond)) return false;
@@ -324,6 +324,9 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
               (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]}, L->body_plan.results[r].size);
   cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
   cg->tasks[branch].target = cg->ntasks;
+  /* the loop's control tasks are named after it (a nested loop's already are) */
+  for (int t = first; t < cg->ntasks; t++)
+    if (cg->tasks[t].op != CPU_TASK_KERNEL && !cg->tasks[t].root) cg->tasks[t].root = w;
   return true;
 }
 
@@ -509,16 +512,59 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   }
 }
 
+/* --profile: NAME_task_names[t], what task t does: the instruction a kernel computes and
+ * what computes it (the dot or convolution of a fusion, else its root's opcode), numbered
+ * when one instruction has several kernels; a loop's copies, exit test and back edge by the
+ * loop's name. */
+static void cp_task_names(CpuCg *cg) {
+  LLVMValueRef *v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)(cg->ntasks + 1));
+  for (int t = 0; t < cg->ntasks; t++) {
+    const CpuTask *task = &cg->tasks[t];
+    const HInstr *r = task->root;
+    char s[512], g[512];
+    if (task->op != CPU_TASK_KERNEL) {
+      const char *what = task->op == CPU_TASK_COPY ? "copy" : task->op == CPU_TASK_BRANCH ? "exit test" : "back edge";
+      snprintf(s, sizeof s, "%s: %s", r ? r->name : "while", what);
+    } else {
+      const HInstr *hero = r;
+      if (r->op == OP_FUSION) {
+        hero = r->calls[0]->root;
+        for (int i = 0; i < r->calls[0]->ninstrs; i++) {
+          HOp op = r->calls[0]->instrs[i]->op;
+          if (op == OP_DOT || op == OP_CONVOLUTION) hero = r->calls[0]->instrs[i];
+        }
+      }
+      int nth = 1, of = 0;
+      for (int u = 0; u < cg->ntasks; u++)
+        if (cg->tasks[u].op == CPU_TASK_KERNEL && cg->tasks[u].root == r) of++, nth += u < t;
+      int at = snprintf(s, sizeof s, "%s (%s)", r->name, hlo_op_name(hero->op));
+      if (of > 1 && at > 0 && (size_t)at < sizeof s) snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
+    }
+    snprintf(g, sizeof g, "%s_task_name%d", cg->o->name, t);
+    v[t] = cp_str(cg, s, g);
+  }
+  char g[512];
+  snprintf(g, sizeof g, "%s_task_names", cg->o->name);
+  LLVMValueRef arr = LLVMConstArray2(cg->ptr, v, (uint64_t)cg->ntasks);
+  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
+  LLVMSetInitializer(gv, arr);
+  LLVMSetGlobalConstant(gv, 1);
+}
+
 static void cp_run_functions(CpuCg *cg) {
   LLVMBuilderRef B = cg->B;
   const char *n = cg->o->name;
   char name[512];
   LLVMTypeRef pf_ps[4] = {cg->ptr, cg->i64, cg->ptr, cg->ptr};
   LLVMTypeRef pf_ty = LLVMFunctionType(cg->vd, pf_ps, 4, 0);
-  LLVMTypeRef mt_ps[5] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
+  /* --profile: the walk below is NAME_run_profile, with a sixth parameter (ticks), and
+     NAME_run_mt calls it with ticks NULL; otherwise the walk is NAME_run_mt itself */
+  bool prof = cg->o->profile;
+  LLVMTypeRef mt_ps[6] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
   LLVMTypeRef mt_ty = LLVMFunctionType(cg->i32, mt_ps, 5, 0);
-  snprintf(name, sizeof name, "%s_run_mt", n);
-  LLVMValueRef mt = LLVMAddFunction(cg->M, name, mt_ty);
+  LLVMTypeRef walk_ty = LLVMFunctionType(cg->i32, mt_ps, prof ? 6 : 5, 0);
+  snprintf(name, sizeof name, prof ? "%s_run_profile" : "%s_run_mt", n);
+  LLVMValueRef mt = LLVMAddFunction(cg->M, name, walk_ty);
   LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1), temp = LLVMGetParam(mt, 2);
   LLVMValueRef pf = LLVMGetParam(mt, 3), runner = LLVMGetParam(mt, 4);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->C, mt, "entry");
@@ -529,6 +575,16 @@ static void cp_run_functions(CpuCg *cg) {
   for (int t = 0; t < cg->ntasks; t++)
     if (cg->tasks[t].nslots > maxslots) maxslots = cg->tasks[t].nslots;
   LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->ptr, (uint64_t)maxslots), "ctx");
+  /* profile: the counter (the time-stamp counter on x86) read before and after each task;
+     the difference goes to ticks[t], or to a local when ticks is NULL */
+  LLVMValueRef ticks = prof ? LLVMGetParam(mt, 5) : NULL, tick_sink = NULL, tick_fn = NULL, tick0 = NULL;
+  LLVMTypeRef tick_ty = NULL;
+  if (prof) {
+    tick_sink = LLVMBuildAlloca(B, cg->i64, "tick_sink");
+    unsigned id = LLVMLookupIntrinsicID("llvm.readcyclecounter", 21);
+    tick_fn = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
+    tick_ty = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
+  }
   LLVMValueRef isbad = LLVMConstInt(cg->i1, 0, 0);
   LLVMValueRef nul = LLVMConstNull(cg->ptr);
   if (cg->entry->nparams > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
@@ -594,6 +650,7 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddIncoming(ti, &zero64, &pre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, ti, cp_i64(cg, cg->ntasks), ""), tbody, tdone);
   LLVMPositionBuilderAtEnd(B, tbody);
+  if (prof) tick0 = LLVMBuildCall2(B, tick_ty, tick_fn, NULL, 0, "tick0");
   LLVMValueRef tf_v[6];
   for (int j = 0; j < 6; j++) {
     LLVMValueRef gp = LLVMBuildInBoundsGEP2(B, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), ttab,
@@ -710,6 +767,12 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef tin[7] = {tn, tn, tn, tn, tn, bt, whole};
   LLVMBasicBlockRef tinb[7] = {one, par, all, sloop, cpy, brn, jmp};
   LLVMAddIncoming(tnext, tin, tinb, control ? 7 : 4);
+  if (prof) {
+    LLVMValueRef dt = LLVMBuildNUWSub(B, LLVMBuildCall2(B, tick_ty, tick_fn, NULL, 0, "tick1"), tick0, "");
+    LLVMValueRef slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, ticks, nul, ""), tick_sink,
+                                        LLVMBuildInBoundsGEP2(B, cg->i64, ticks, &ti, 1, ""), "");
+    LLVMBuildStore(B, LLVMBuildAdd(B, LLVMBuildLoad2(B, cg->i64, slot, ""), dt, ""), slot);
+  }
   LLVMAddIncoming(ti, &tnext, &next, 1);
   LLVMBuildBr(B, thdr);
   LLVMPositionBuilderAtEnd(B, tdone);
@@ -733,8 +796,17 @@ static void cp_run_functions(CpuCg *cg) {
   snprintf(name, sizeof name, "%s_run", n);
   LLVMValueRef run = LLVMAddFunction(cg->M, name, r_ty);
   LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, run, "entry"));
-  LLVMValueRef ca[5] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), nul, nul};
-  LLVMBuildRet(B, LLVMBuildCall2(B, mt_ty, mt, ca, 5, ""));
+  LLVMValueRef ca[6] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), nul, nul, nul};
+  LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, prof ? 6 : 5, ""));
+  if (prof) {
+    snprintf(name, sizeof name, "%s_run_mt", n);
+    LLVMValueRef w = LLVMAddFunction(cg->M, name, mt_ty);
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, w, "entry"));
+    for (unsigned j = 0; j < 5; j++) ca[j] = LLVMGetParam(w, j);
+    ca[5] = nul;
+    LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, 6, ""));
+    cp_task_names(cg);
+  }
 
   /* tensor tables */
   HComp *e = cg->entry;
@@ -1119,7 +1191,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   }
   cp_run_functions(&cg);
   if (!cpu_emit(&cg, &obj, &objlen)) goto done;
-  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, &hdrlen);
+  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, &hdrlen);
   /* write the header first: a failure then leaves neither file half-made under its name */
   if (hdr && !hlo_write_file_atomic(o->header_path, hdr, hdrlen, err)) goto done;
   if (!hlo_write_file_atomic(o->out_path, obj, objlen, err)) {

@@ -62,6 +62,30 @@ static LLVMValueRef and1(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
   if (!a) return b;
   return LLVMBuildAnd(k->B, a, b, "");
 }
+/* Index p into a dimension of extent dim, whose values lie in [lo, hi] where known (as far
+ * as the static extremes tell), folded into *ok as a validity test and clamped on the sides
+ * where it can leave [0, dim) and no other: cpu_index_range narrows the extremes inside loops
+ * of constant bounds, so the interior of a split loop (cpu_loop_segments) tests nothing and its
+ * index stays affine in the loop variable, which keeps the loop vectorizable. */
+static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi, LLVMValueRef *ok) {
+  LLVMBuilderRef B = k->B;
+  int64_t rl, rh;
+  if (cpu_index_range(k, p, &rl, &rh)) {
+    if (rl > lo) lo = rl;
+    if (rh < hi) hi = rh;
+  }
+  bool low = lo < 0, high = hi > dim - 1;
+  if (low && high) {
+    *ok = and1(k, *ok, ix_in(k, p, 0, dim));
+    return ix_clamp(k, p, 0, dim - 1);
+  }
+  if (!low && !high) return p;
+  LLVMValueRef c = cpu_i64(k, low ? 0 : dim - 1);
+  LLVMValueRef in_r = LLVMBuildICmp(B, low ? LLVMIntSGE : LLVMIntSLE, p, c, "");
+  *ok = and1(k, *ok, in_r);
+  return LLVMBuildSelect(B, in_r, p, c, "");
+}
+
 /* A scalar index value (any integer dtype) as i64. */
 static LLVMValueRef ix_from(CpuKern *k, LLVMValueRef v, DType t) {
   return cpu_convert(k, v, t, DT_S64);
@@ -89,6 +113,22 @@ static LLVMValueRef el_intr1(CpuKern *k, const char *name, LLVMValueRef a) {
 static LLVMValueRef el_intr2(CpuKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
   LLVMValueRef args[2] = {a, b};
   return el_intr(k, name, LLVMTypeOf(a), args, 2);
+}
+
+/* Floating-point maximum (max) or minimum of a and b, as XLA defines them (and the reference
+ * interpreter computes them): isnan(a) || a >= b ? a : b (<= for the minimum), so NaN
+ * propagates and of two equal values (+0 and -0) a is the result. Written as
+ * isnan(b) ? b : (b > a ? b : a), which x86 does in three branch-free instructions (maxps,
+ * a compare, a blend), where llvm.maximum orders the zeros by their sign (six, and branches
+ * in scalar code, which mispredicted on a max-pool's remainder loop). Inside a reduction
+ * loop (CpuKern.reduce_loop) llvm.maximum stays: the loop vectorizer turns that recurrence
+ * into a vector reduction, and the signs of zeros are the only difference. */
+static LLVMValueRef el_fminmax(CpuKern *k, LLVMValueRef a, LLVMValueRef b, bool max) {
+  LLVMBuilderRef B = k->B;
+  if (k->reduce_loop) return el_intr2(k, max ? "llvm.maximum" : "llvm.minimum", a, b);
+  LLVMValueRef better = LLVMBuildFCmp(B, max ? LLVMRealOGT : LLVMRealOLT, b, a, "");
+  LLVMValueRef m = LLVMBuildSelect(B, better, b, a, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, b, b, ""), b, m, "");
 }
 
 /* A libm function of n float/double arguments (f16/bf16 computed in f32). */
@@ -377,10 +417,10 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_REMAINDER: return fl ? LLVMBuildFRem(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], true);
   case OP_MAXIMUM:
     if (t == DT_PRED) return LLVMBuildOr(B, v[0], v[1], "");
-    return fl ? el_intr2(k, "llvm.maximum", v[0], v[1]) : el_int_minmax(k, t, v[0], v[1], true);
+    return fl ? el_fminmax(k, v[0], v[1], true) : el_int_minmax(k, t, v[0], v[1], true);
   case OP_MINIMUM:
     if (t == DT_PRED) return LLVMBuildAnd(B, v[0], v[1], "");
-    return fl ? el_intr2(k, "llvm.minimum", v[0], v[1]) : el_int_minmax(k, t, v[0], v[1], false);
+    return fl ? el_fminmax(k, v[0], v[1], false) : el_int_minmax(k, t, v[0], v[1], false);
   case OP_POWER:
     if (fl) return el_intr2(k, "llvm.pow", v[0], v[1]);
     return el_fail(k, in, "integer power is not supported");
@@ -395,7 +435,7 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_COMPARE: return el_compare(k, in, v[0], v[1]);
   case OP_SELECT: return LLVMBuildSelect(B, v[0], v[1], v[2], "");
   case OP_CLAMP:
-    if (fl) return el_intr2(k, "llvm.minimum", el_intr2(k, "llvm.maximum", v[1], v[0]), v[2]);
+    if (fl) return el_fminmax(k, v[2], el_fminmax(k, v[0], v[1], true), false); /* min(hi, max(lo, x)) */
     return el_int_minmax(k, t, el_int_minmax(k, t, v[1], v[0], true), v[2], false);
   case OP_NEGATE: return fl ? LLVMBuildFNeg(B, v[0], "") : LLVMBuildNeg(B, v[0], "");
   case OP_ABS:
@@ -657,10 +697,10 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
         ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, cpu_i64(k, st), ""), cpu_i64(k, 0), ""));
         t = LLVMBuildUDiv(B, tt, cpu_i64(k, st), "");
         ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, cpu_i64(k, os->dims[d]), ""));
+        oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
       } else {
-        ok = and1(k, ok, ix_in(k, t, 0, os->dims[d]));
+        oi[d] = ix_bound(k, t, os->dims[d], -in->pad->lo[d], in->shape.dims[d] - 1 - in->pad->lo[d], &ok);
       }
-      oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
     }
     LLVMValueRef pv = cpu_gen(k, in->ops[1], NULL);
     if (hlo_shape_elems(os) == 0) {
@@ -888,7 +928,10 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
     args[j] = LLVMBuildLoad2(B, aty[j], acc[j], "");
     if (!(args[n + j] = cpu_gen(k, in->ops[j], full))) return NULL;
   }
-  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res)) return NULL;
+  k->reduce_loop++;
+  bool gen_ok = cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res);
+  k->reduce_loop--;
+  if (!gen_ok) return NULL;
   for (int j = 0; j < n; j++) {
     el_reassoc(res[j]);
     LLVMBuildStore(B, res[j], acc[j]);
@@ -932,24 +975,7 @@ static LLVMValueRef el_rw_index(CpuKern *k, const HInstr *in, int d, LLVMValueRe
     return ix_clamp(k, p, 0, dim - 1);
   }
   /* extreme positions the window reaches: [-pad_lo, (odim-1)*stride + (size-1)*dil - pad_lo] */
-  int64_t lo = -wd->pad_lo, hi = (odim - 1) * wd->stride + (wd->size - 1) * wd->win_dil - wd->pad_lo;
-  bool low = lo < 0, high = hi > dim - 1;
-  if (low && high) {
-    *ok = and1(k, *ok, ix_in(k, p, 0, dim));
-    return ix_clamp(k, p, 0, dim - 1);
-  }
-  LLVMValueRef c = cpu_i64(k, low ? 0 : dim - 1);
-  if (low) {
-    LLVMValueRef in_r = LLVMBuildICmp(B, LLVMIntSGE, p, c, "");
-    *ok = and1(k, *ok, in_r);
-    return LLVMBuildSelect(B, in_r, p, c, "");
-  }
-  if (high) {
-    LLVMValueRef in_r = LLVMBuildICmp(B, LLVMIntSLE, p, c, "");
-    *ok = and1(k, *ok, in_r);
-    return LLVMBuildSelect(B, in_r, p, c, "");
-  }
-  return p;
+  return ix_bound(k, p, dim, -wd->pad_lo, (odim - 1) * wd->stride + (wd->size - 1) * wd->win_dil - wd->pad_lo, ok);
 }
 
 #define EL_RW_UNROLL 16 /* windows of at most this many positions are unrolled */

@@ -496,9 +496,10 @@ static int ce_cpus(void) {
 static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
   const char *force = getenv("HLOC_CPU_SPLIT");
   if (force && *force == '0') return false;
-  char run[520], run_mt[520];
-  snprintf(run, sizeof run, "%s_run", cg->o->name);
-  snprintf(run_mt, sizeof run_mt, "%s_run_mt", cg->o->name);
+  char run[3][520]; /* the run functions: part 0's */
+  snprintf(run[0], sizeof run[0], "%s_run", cg->o->name);
+  snprintf(run[1], sizeof run[1], "%s_run_mt", cg->o->name);
+  snprintf(run[2], sizeof run[2], "%s_run_profile", cg->o->name);
   int nf = 0, total = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) nf++;
   LLVMValueRef *fs = calloc((size_t)nf + 1, sizeof *fs);
@@ -513,7 +514,9 @@ static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
     /* the GEMM's light pipeline makes its instructions cheaper than a kernel's */
     if (ce_light(f)) c = c * 3 / 5;
     total += c;
-    if ((nl == strlen(run) && !memcmp(nm, run, nl)) || (nl == strlen(run_mt) && !memcmp(nm, run_mt, nl))) {
+    bool is_run = false;
+    for (int r = 0; r < 3; r++) is_run |= nl == strlen(run[r]) && !memcmp(nm, run[r], nl);
+    if (is_run) {
       final_w += c;
       continue;
     }

@@ -47,7 +47,7 @@ void cpu_header_runtime_types(HStr *b) {
             "#endif\n\n");
 }
 
-char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, size_t *len) {
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, size_t *len) {
   HStr b = {0};
   const char *n = o->name;
   char U[256];
@@ -95,6 +95,18 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, s
             "int %s_run_mt(const void *const args[], void *const results[], void *temp,\n"
             "    hloc_parallel_for_fn pf, void *runner);\n\n",
             n);
+  if (o->profile)
+    hlo_str_printf(&b,
+              "/* Compiled with --profile. %s_run_profile() is %s_run_mt() that also adds to\n"
+              " * ticks[t] the processor's time-stamp counter ticks task t took on the calling\n"
+              " * thread (the parallel-for included), for each of the %s_NUM_TASKS tasks (a task\n"
+              " * inside a while loop adds once per iteration); the caller zeroes ticks first.\n"
+              " * %s_task_names[t] says what task t computes. */\n"
+              "#define %s_NUM_TASKS %d\n"
+              "extern const char *const %s_task_names[];\n"
+              "int %s_run_profile(const void *const args[], void *const results[], void *temp,\n"
+              "    hloc_parallel_for_fn pf, void *runner, uint64_t ticks[]);\n\n",
+              n, n, U, n, U, ntasks, n, n);
   hlo_str_printf(&b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
   *len = b.n;
   return b.p;

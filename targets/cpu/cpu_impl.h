@@ -191,7 +191,16 @@ typedef struct CpuKern {
   int nslots, slot_cap;     /* pointers read from ctx (see CpuSlot) */
   CpuSlot *slots;           /* them, in order of first use */
   LLVMValueRef *slot_vals;  /* their loaded values (entry block) */
+  int reduce_loop;          /* > 0 while generating a reduction loop's combiner */
+  int nranges, range_cap;   /* induction variables of the open loops with constant bounds */
+  struct CpuRange *ranges;  /* them (a stack, like the loops) */
 } CpuKern;
+
+/* An induction variable's values inside its loop body: [lo, hi]. */
+typedef struct CpuRange {
+  LLVMValueRef iv;
+  int64_t lo, hi;
+} CpuRange;
 
 typedef struct CpuLoop {
   LLVMBasicBlockRef header; /* phi and test */
@@ -199,6 +208,7 @@ typedef struct CpuLoop {
   LLVMValueRef iv;          /* induction variable (i64) */
   LLVMValueRef hi;          /* exclusive bound */
   int cache_mark;           /* elemental cache entries before the loop */
+  int range_mark;           /* CpuKern.nranges before the loop */
   int64_t step;             /* increment (1 unless set after opening) */
   LLVMValueRef step_v;      /* run-time increment (e.g. a GPU grid stride); overrides step */
   LLVMValueRef latch_br;    /* its back edge, once closed (for cpu_loop_hint) */
@@ -219,6 +229,11 @@ void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
 LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
 void cpu_loop_close(CpuKern *k, CpuLoop *l);
+/* Bounds [*lo, *hi] of an i64 index value inside the current loop nest, derived from
+ * constants, the induction variables of open loops with constant bounds, and nsw add, sub and
+ * mul, udiv and urem by constants of those; false when not known. Lets the elemental
+ * generator drop bounds tests that cannot fail (cpu_loop_segments). */
+bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi);
 /* Attach llvm.loop metadata {name[, value]} (value NULL: none) to the back edge br of a loop
  * (CpuLoop.latch_br once closed), replacing what it had. */
 void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value);
@@ -311,7 +326,7 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in);
 /* ------------------------------------------------------------------ cpu_header.c */
 
 /* Text of the generated header (malloc'd, NUL-terminated). */
-char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, size_t *len);
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
 /* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */

@@ -44,9 +44,21 @@ LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef
   l->exit = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "exit");
   l->hi = hi;
   l->cache_mark = k->ncache;
+  l->range_mark = k->nranges;
   LLVMBuildBr(B, l->header);
   LLVMPositionBuilderAtEnd(B, l->header);
   l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
+  if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
+      LLVMConstIntGetSExtValue(lo) < LLVMConstIntGetSExtValue(hi)) {
+    if (k->nranges == k->range_cap) {
+      int cap = k->range_cap ? 2 * k->range_cap : 16;
+      CpuRange *r = hlo_arena_alloc(k->cg->scratch, sizeof *r * (size_t)cap);
+      if (k->nranges) memcpy(r, k->ranges, sizeof *r * (size_t)k->nranges);
+      k->ranges = r;
+      k->range_cap = cap;
+    }
+    k->ranges[k->nranges++] = (CpuRange){l->iv, LLVMConstIntGetSExtValue(lo), LLVMConstIntGetSExtValue(hi) - 1};
+  }
   LLVMAddIncoming(l->iv, &lo, &pre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, l->iv, hi, ""), body, l->exit);
   LLVMPositionBuilderAtEnd(B, body);
@@ -62,8 +74,48 @@ void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(B, l->exit);
   k->ncache = l->cache_mark; /* values made inside the loop do not dominate its exit */
+  k->nranges = l->range_mark; /* past the loop, its variable is out of its range */
   l->latch_br = br;
 }
+
+#define KN_RANGE_MAX ((int64_t)1 << 40) /* bounds beyond this are "unknown" (no overflow) */
+
+static bool kn_range_rec(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi, int depth) {
+  if (LLVMIsAConstantInt(v)) {
+    *lo = *hi = LLVMConstIntGetSExtValue(v);
+    return *lo > -KN_RANGE_MAX && *lo < KN_RANGE_MAX;
+  }
+  for (int i = k->nranges - 1; i >= 0; i--)
+    if (k->ranges[i].iv == v) {
+      *lo = k->ranges[i].lo, *hi = k->ranges[i].hi;
+      return true;
+    }
+  if (depth > 16 || !LLVMIsAInstruction(v) || LLVMGetNumOperands(v) != 2) return false;
+  LLVMOpcode op = LLVMGetInstructionOpcode(v);
+  int64_t al, ah, bl, bh;
+  if (!kn_range_rec(k, LLVMGetOperand(v, 0), &al, &ah, depth + 1) ||
+      !kn_range_rec(k, LLVMGetOperand(v, 1), &bl, &bh, depth + 1))
+    return false;
+  if (op == LLVMAdd) {
+    *lo = al + bl, *hi = ah + bh;
+  } else if (op == LLVMSub) {
+    *lo = al - bh, *hi = ah - bl;
+  } else if (op == LLVMMul) {
+    if (al < -(1 << 20) || ah > (1 << 20) || bl < -(1 << 20) || bh > (1 << 20)) return false;
+    int64_t c[4] = {al * bl, al * bh, ah * bl, ah * bh};
+    *lo = *hi = c[0];
+    for (int j = 1; j < 4; j++) *lo = c[j] < *lo ? c[j] : *lo, *hi = c[j] > *hi ? c[j] : *hi;
+  } else if (op == LLVMUDiv || op == LLVMURem) { /* of non-negative values by a constant */
+    if (al < 0 || bl != bh || bl <= 0) return false;
+    if (op == LLVMUDiv) *lo = al / bl, *hi = ah / bl;
+    else *lo = ah < bl ? al : 0, *hi = ah < bl ? ah : bl - 1;
+  } else {
+    return false;
+  }
+  return *lo > -KN_RANGE_MAX && *hi < KN_RANGE_MAX;
+}
+
+bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi) { return kn_range_rec(k, v, lo, hi, 0); }
 
 void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value) {
   LLVMContextRef C = k->cg->C;
@@ -345,6 +397,51 @@ void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
   if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p};
 }
 
+/* Where a loop over an output dimension of extent n of kernel in is split, so that its
+ * middle part reads every reduce-window and pad of the kernel inside their operands: the
+ * segments [seg[i], seg[i + 1]), i < the count returned (1: not split). Every reduce-window
+ * or pad dimension of extent n that can reach outside its operand narrows the middle part
+ * (the loop may compute another dimension: the split is then only a cost, since the bounds
+ * tests come from the loop variables' ranges, cpu_index_range). Inside the middle part the
+ * operand index is affine in the loop variable, so an 8- or 16-wide loop loads vectors
+ * where a clamped index made it gather (a 3x3 max-pool with a padded last column). */
+static int kn_segments(const HInstr *in, int64_t n, int64_t seg[4]) {
+  seg[0] = 0, seg[1] = n;
+  if (n < 2) return 1;
+  const HComp *c = in->op == OP_FUSION ? in->calls[0] : NULL;
+  int64_t lo = 0, hi = n; /* the middle part [lo, hi) */
+  bool any = false;
+  for (int i = 0; i < (c ? c->ninstrs : 1); i++) {
+    const HInstr *x = c ? c->instrs[i] : in;
+    for (int d = 0; d < x->shape.rank && hlo_shape_is_array(&x->shape); d++) {
+      if (x->shape.dims[d] != n) continue;
+      int64_t dim = x->nops ? x->ops[0]->shape.dims[d] : 0, ilo, ihi; /* interior [ilo, ihi) */
+      if (x->op == OP_REDUCE_WINDOW && x->window && x->window->d[d].base_dil == 1) {
+        const WinDim *wd = &x->window->d[d];
+        ilo = wd->pad_lo > 0 ? (wd->pad_lo + wd->stride - 1) / wd->stride : 0;
+        int64_t top = dim - 1 + wd->pad_lo - (wd->size - 1) * wd->win_dil;
+        ihi = top < 0 ? 0 : top / wd->stride + 1;
+      } else if (x->op == OP_PAD && x->pad->interior[d] == 0) {
+        ilo = x->pad->lo[d] > 0 ? x->pad->lo[d] : 0;
+        ihi = x->pad->lo[d] + dim;
+      } else {
+        continue;
+      }
+      if (ilo <= 0 && ihi >= n) continue;
+      any = true;
+      if (ilo > lo) lo = ilo;
+      if (ihi < hi) hi = ihi;
+    }
+  }
+  if (!any || lo >= hi) return 1;
+  int ns = 0;
+  if (lo > 0) seg[ns++] = 0;
+  seg[ns++] = lo;
+  if (hi < n) seg[ns++] = hi;
+  seg[ns] = n;
+  return ns;
+}
+
 /* Loop kernel: store gen(in) over its array shape, or every leaf of a tuple-shaped reduce or
  * multi-output fusion whose leaves share their dimensions. */
 static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
@@ -368,23 +465,39 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
       }
   }
   CpuKern *k = cpu_kern_begin(cg, in);
-  CpuLoop loops[HLO_MAX_RANK];
+  CpuLoop loops[HLO_MAX_RANK], inner;
   LLVMValueRef idx[HLO_MAX_RANK];
   KnSplit sp;
-  int nl = kn_open_out(k, ls, kn_work(in, ls), &sp, loops, idx);
-  if (!multi) {
-    LLVMValueRef v = cpu_gen(k, in, idx);
-    if (v) cpu_store_elem(k, cpu_buffer(k, in), s, idx, v);
+  int r = ls->rank, nseg = 1;
+  int64_t seg[4];
+  /* rows of 16 or more (kn_open_out's nested form) split where a window or pad reaches out */
+  if (r >= 1 && !(r >= 2 && ls->dims[r - 1] < 16)) nseg = kn_segments(in, ls->dims[r - 1], seg);
+  int64_t work = kn_work(in, ls);
+  if (nseg > 1) sp = kn_split(cg, ls, work);
+  int nl;
+  if (nseg > 1 && sp.dim != r - 1) {
+    nl = kn_open_nest(k, ls, &sp, r - 1, loops, idx);
   } else {
-    LLVMValueRef vals[64];
-    if (in->op == OP_REDUCE) {
-      cpu_gen_multi(k, in, idx, vals);
+    nseg = 1;
+    nl = kn_open_out(k, ls, work, &sp, loops, idx);
+  }
+  for (int g = 0; g < nseg; g++) {
+    if (nseg > 1) idx[r - 1] = cpu_loop_open(k, &inner, cpu_i64(k, seg[g]), cpu_i64(k, seg[g + 1]));
+    if (!multi) {
+      LLVMValueRef v = cpu_gen(k, in, idx);
+      if (v) cpu_store_elem(k, cpu_buffer(k, in), s, idx, v);
     } else {
-      k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
-      for (int j = 0; j < s->ntuple && !k->failed; j++) vals[j] = cpu_gen(k, froot->ops[j], idx);
-      k->nbind--;
+      LLVMValueRef vals[64];
+      if (in->op == OP_REDUCE) {
+        cpu_gen_multi(k, in, idx, vals);
+      } else {
+        k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+        for (int j = 0; j < s->ntuple && !k->failed; j++) vals[j] = cpu_gen(k, froot->ops[j], idx);
+        k->nbind--;
+      }
+      for (int j = 0; j < s->ntuple && !k->failed; j++) cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
     }
-    for (int j = 0; j < s->ntuple && !k->failed; j++) cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
+    if (nseg > 1) cpu_loop_close(k, &inner);
   }
   kn_close_nest(k, loops, nl);
   return cpu_kern_end(k, sp.n);
@@ -479,14 +592,20 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
     hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
     idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
   }
-  LLVMValueRef u = cpu_loop_open(k, &lu, cpu_i64(k, 0), nb);
-  idx[b] = LLVMBuildNSWAdd(B, b0, u, "");
-  LLVMValueRef v = cpu_gen(k, in, idx);
-  if (v) {
-    LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), u, "");
-    LLVMSetAlignment(LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, "")), 4);
+  /* a strip of whole rows (b0 = 0) is split where a window or pad reaches out (kn_segments) */
+  int64_t seg[4];
+  int nseg = BT >= s->dims[b] ? kn_segments(in, s->dims[b], seg) : 1;
+  for (int g = 0; g < nseg; g++) {
+    LLVMValueRef u = nseg > 1 ? cpu_loop_open(k, &lu, cpu_i64(k, seg[g]), cpu_i64(k, seg[g + 1]))
+                              : cpu_loop_open(k, &lu, cpu_i64(k, 0), nb);
+    idx[b] = LLVMBuildNSWAdd(B, b0, u, "");
+    LLVMValueRef v = cpu_gen(k, in, idx);
+    if (v) {
+      LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), u, "");
+      LLVMSetAlignment(LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, "")), 4);
+    }
+    cpu_loop_close(k, &lu);
   }
-  cpu_loop_close(k, &lu);
   if (hd >= 0) cpu_loop_close(k, &lh);
   cpu_loop_close(k, &lt);
   /* the tile's VW x VW blocks */

@@ -27,6 +27,11 @@
  * DIR/out<k>.npy for bench_ref.c to compare with the interpreter; --save-inputs writes the
  * arguments as DIR/in<k>.npy for hloc-run.
  *
+ * Built with -DBENCH_PROFILE against a model compiled with hloc --profile, the timed runs go
+ * through NAME_run_profile and the driver also prints to stderr each task's share of the
+ * time-stamp counter ticks of those runs, its mean milliseconds per run (the share of the
+ * mean run time) and its name, largest first.
+ *
  * The parallel-for: workers spin briefly on a generation counter (a model issues many
  * parallel loops back to back), then sleep on a condition variable, so idle workers do not
  * steal a core from the caller's serial parts on a loaded machine. Chunks are handed out
@@ -287,6 +292,30 @@ static void *alloc64(size_t n) {
   return p;
 }
 
+#ifdef BENCH_PROFILE
+static const uint64_t *prof_ticks;
+static int cmp_task(const void *a, const void *b) {
+  uint64_t x = prof_ticks[*(const int *)a], y = prof_ticks[*(const int *)b];
+  return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+/* Each task's share of the ticks, and of the mean run time mean_s, largest first. */
+static void print_profile(const uint64_t *ticks, double mean_s) {
+  int n = USYM(_NUM_TASKS), order[USYM(_NUM_TASKS) + 1];
+  uint64_t total = 0;
+  for (int t = 0; t < n; t++) order[t] = t, total += ticks[t];
+  prof_ticks = ticks;
+  qsort(order, (size_t)n, sizeof *order, cmp_task);
+  fprintf(stderr, "profile: %d tasks, mean run %.3f ms\n  share     ms/run  task\n", n, 1e3 * mean_s);
+  for (int i = 0; i < n && total; i++) {
+    int t = order[i];
+    double share = (double)ticks[t] / (double)total;
+    if (ticks[t] == 0) break;
+    fprintf(stderr, "  %5.1f%%  %9.3f  %3d %s\n", 100 * share, 1e3 * mean_s * share, t, SYM(_task_names)[t]);
+  }
+}
+#endif
+
 static double arg_double(const char *flag, const char *v) {
   char *end;
   double x = strtod(v, &end);
@@ -358,10 +387,17 @@ int main(int argc, char **argv) {
   double *ts = malloc(sizeof(double) * (size_t)max_runs);
   int runs = 0, cold = 0;
   double first = 0, spent = 0;
+#ifdef BENCH_PROFILE
+  static uint64_t ticks[USYM(_NUM_TASKS) + 1];
+#endif
   for (int r = -1; r < max_runs; r++) {
     double t0 = now_s();
+#ifdef BENCH_PROFILE
+    int rc = SYM(_run_profile)(args, results, temp, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
+#else
     int rc = threads > 1 ? SYM(_run_mt)(args, results, temp, pool_for, pool)
                          : SYM(_run)(args, results, temp);
+#endif
     double dt = now_s() - t0;
     if (rc) {
       fprintf(stderr, "bench: %s_run returned %d\n", BENCH_STR(BENCH_NAME), rc);
@@ -389,6 +425,9 @@ int main(int argc, char **argv) {
          "temp_bytes=%lld asum=%.9g nonfinite=%lld\n",
          BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, asum,
          nonfinite);
+#ifdef BENCH_PROFILE
+  if (!cold) print_profile(ticks, spent / runs);
+#endif
   if (save_out) {
     mkdir(save_out, 0777);
     for (int k = 0; k < NRESULTS; k++)
