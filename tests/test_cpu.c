@@ -1261,6 +1261,35 @@ Test(cpu, transpose_tiled, .timeout = 300) {
   free(dir);
 }
 
+/* A transposing kernel whose output (8 MiB in scratch, rows of whole vectors) is stored past
+ * the caches, then read by a reduction: results as the interpreter's, and the stores marked
+ * nontemporal in the IR (with the fence after them). */
+Test(cpu, transpose_tiled_nontemporal, .timeout = 300) {
+  const char *text = "HloModule m\n"
+    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "ENTRY e {\n"
+    "  x = f32[8,64,64,64] parameter(0)\n"
+    "  t = f32[8,64,64,64] transpose(x), dimensions={0,2,3,1}\n"
+    "  z = f32[] constant(0)\n"
+    "  ROOT r = f32[8,64] reduce(t, z), dimensions={1,2}, to_apply=add\n"
+    "}\n";
+  tc_check_text("nontemporal transpose", text, 1e-5, 0);
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  char ll[512];
+  snprintf(ll, sizeof ll, "%s/m.ll", dir);
+  HModule *m = ct_parse(text);
+  CpuOpts o = {.name = "nt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *ir = ct_slurp(ll, NULL);
+  cr_expect(strstr(ir, "!nontemporal"), "no nontemporal store");
+  cr_expect(strstr(ir, "fence seq_cst"), "no fence after the nontemporal stores");
+  free(ir);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* Transposing kernels of pseudo-random shapes and permutations (ranks 2 to 5, extents 1 to
  * 37, at least 4096 elements so that they are tiled), against the interpreter. */
 Test(cpu, transpose_tiled_random, .timeout = 300) {
