@@ -83,9 +83,12 @@ fi
 ort=$here/ort.tsv
 rows=$here/rows.tsv
 raw=$here/rounds.tsv
+fast=$here/fastest.tsv
 : >"$ort"
 : >"$rows"
 : >"$raw"
+: >"$fast"
+: >"$here/ort.jsonl"
 have_ort=0
 if [ -f "$here/ort_bench.py" ] && [ -d "$here/onnx" ] && python3 -c 'import onnxruntime' 2>/dev/null; then have_ort=1; fi
 for rd in $(seq 1 "$rounds"); do
@@ -109,6 +112,9 @@ for rd in $(seq 1 "$rounds"); do
         print (d <= 1e-3 * s + 1e-6 && n == nb) ? "ok" : "DIFF (" a " vs " b ")" }') ;;
     esac
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$t1" "$t2" "$flops" "$bytes" "$x2" "$x16" "$ck" "$rd" >>"$raw"
+    for l in "$l1" "$l2"; do # the fastest single runs, for the table of minima
+      case $l in T|F) ;; *) printf '%s\t%s\t%s\n' "$m" "$(kv threads "$l")" "$(kv min_s "$l")" >>"$fast" ;; esac
+    done
     if [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ]; then # (not again for MODEL_frozen)
       for t in 1 "$threads"; do
         timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" "$m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
@@ -171,6 +177,35 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
     echo
     awk -F'\t' '{ r[$1] = r[$1] sprintf(" %.4g/%.4g", $3 * 1000, $2 * 1000) } !($1 in s) { s[$1] = 1; o[++n] = $1 }
       END { for (i = 1; i <= n; i++) printf "- %s:%s\n", o[i], r[o[i]] }' "$raw"
+  fi
+  if [ -s "$fast" ] && [ -s "$here/ort.jsonl" ] && command -v python3 >/dev/null; then
+    echo
+    echo "Fastest single run of each over all rounds (hloc's driver and ONNX Runtime both report their minimum; on a shared host, the figure least disturbed by the neighbours):"
+    echo
+    python3 - "$fast" "$here/ort.jsonl" "$threads" <<'PY'
+import json, sys
+fast, ortf, th = sys.argv[1], sys.argv[2], int(sys.argv[3])
+h, o, order = {}, {}, []
+for l in open(fast):
+    m, t, v = l.split("\t")
+    if m not in order: order.append(m)
+    h[m, int(t)] = min(h.get((m, int(t)), 1e30), float(v))
+for l in open(ortf):
+    d = json.loads(l)
+    k = (d["model"], int(d["threads"]))
+    o[k] = min(o.get(k, 1e30), float(d["run_min_s"]))
+def ms(x):
+    if x >= 1e29: return "–"
+    x *= 1e3
+    return "%.2f" % x if x < 10 else "%.1f" % x if x < 100 else "%.0f" % x
+print("| model | hloc 1t ms | hloc %dt ms | ORT 1t ms | ORT %dt ms | ORT / hloc (1t, %dt) |" % (th, th, th))
+print("|---|---:|---:|---:|---:|---|")
+for m in order:
+    b = m[:-7] if m.endswith("_frozen") else m
+    a1, a2, o1, o2 = h.get((m, 1), 1e30), h.get((m, th), 1e30), o.get((b, 1), 1e30), o.get((b, th), 1e30)
+    q = "%.2f, %.2f" % (o1 / a1, o2 / a2) if max(a1, a2, o1, o2) < 1e29 else "–"
+    print("| %s | %s | %s | %s | %s | %s |" % (m, ms(a1), ms(a2), ms(o1), ms(o2), q))
+PY
   fi
   if [ -s "$ctimes" ]; then
     echo
