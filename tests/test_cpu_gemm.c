@@ -295,6 +295,69 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
+/* Whether the optimized IR of text has a basic block named like the few-rows kernel's K loop
+ * (the products of few rows read B in place, without the GEMM function). */
+static bool tg_small_m(const char *text) {
+  HModule *m = ct_parse(text);
+  char *dir = ct_tmpdir("hloc_gemm");
+  char ll[512];
+  snprintf(ll, sizeof ll, "%s/model.ll", dir);
+  HErr err = {0};
+  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *ir = ct_slurp(ll, NULL);
+  bool found = strstr(ir, "smallk") != NULL;
+  free(ir);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+  return found;
+}
+
+/* Products of few rows (1 to 6: all in registers on any vector width, with 4, 3 or 2 vectors
+ * of columns) read B in place (gm_small_m): N = 100 (whole column blocks, then whole vectors
+ * and a masked one at the edge), K = 70 (four K blocks and a partial one), against the
+ * interpreter; batched, with A transposed (its rows strided), B a slice of a wider matrix
+ * (row stride 130), a fused bias and relu, a constant B, N smaller than one vector; and 15
+ * rows, which take the blocked path on any vector width. */
+Test(cpu_gemm, dot_few_rows, .timeout = 300) {
+  char text[4096];
+  const int rows[] = {1, 2, 3, 4, 6};
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    int M = rows[i];
+    snprintf(text, sizeof text, "HloModule m\n"
+      "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,100] parameter(1)\n  b = f32[100] parameter(2)\n"
+      "  d = f32[%d,100] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bb = f32[%d,100] broadcast(b), dimensions={1}\n  s = f32[%d,100] add(d, bb)\n"
+      "  z = f32[] constant(0)\n  zb = f32[%d,100] broadcast(z), dimensions={}\n"
+      "  ROOT r = f32[%d,100] maximum(s, zb)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[%d,70] parameter(0)\n  y = f32[70,100] parameter(1)\n  bias = f32[100] parameter(2)\n"
+      "  xt = f32[70,%d] parameter(3)\n  wide = f32[70,130] parameter(4)\n"
+      "  xb = f32[3,%d,70] parameter(5)\n  yb = f32[3,70,9] parameter(6)\n"
+      "  d1 = f32[%d,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  d2 = f32[%d,100] dot(xt, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+      "  ws = f32[70,100] slice(wide), slice={[0:70], [10:110]}\n"
+      "  d3 = f32[%d,100] dot(x, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  d4 = f32[3,%d,9] dot(xb, yb), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+      "  d5 = f32[%d,100] fusion(x, y, bias), kind=kOutput, calls=f\n"
+      "  ROOT o = (f32[%d,100], f32[%d,100], f32[%d,100], f32[3,%d,9], f32[%d,100]) tuple(d1, d2, d3, d4, d5)\n}\n",
+      M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+    cr_expect(tg_small_m(text), "%d rows: not the few-rows kernel", M);
+    char what[64];
+    snprintf(what, sizeof what, "%d rows", M);
+    tg_check(what, text, 1e-5, false);
+  }
+  char *t = tg_const_b_text(3, 40, 70, false);
+  cr_expect(tg_small_m(t), "constant B: not the few-rows kernel");
+  tg_check("few rows, constant B", t, 1e-5, false);
+  free(t);
+  const char *tall = "HloModule m\nENTRY e {\n  x = f32[15,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
+    "  ROOT d = f32[15,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(!tg_small_m(tall), "15 rows took the few-rows kernel");
+  tg_check("15 rows", tall, 1e-5, true);
+}
+
 /* The weight-gradient form of a training step's backward pass (as the layout pass writes
  * it): a window as large as the image, a few output pixels per "image" (an input channel),
  * K over the spatial positions and the real batch; all images in one GEMM. */

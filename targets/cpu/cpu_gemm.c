@@ -1551,6 +1551,206 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
 }
 
+/* The elementwise epilogue of an output fusion on the block [m0, m1) x [n0, n1) of C just
+ * computed (at the loop indices lidx): every element of the fusion's root, which reads the
+ * product from C. */
+static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const GmProb *p, const LLVMValueRef *lidx,
+                        LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1, LLVMValueRef C) {
+  LLVMBuilderRef B = k->B;
+  cpu_kern_materialized(k, hero, C);
+  const Shape *s = &in->shape;
+  LLVMValueRef idx[HLO_MAX_RANK];
+  for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
+  for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
+  CpuLoop lm, ln;
+  LLVMValueRef rm = gloop(k, &lm, m0, m1, 1);
+  for (int d = p->mdim0 + p->nm - 1; d >= p->mdim0; d--) {
+    if (d == p->mdim0) {
+      idx[d] = rm;
+      break;
+    }
+    idx[d] = LLVMBuildSRem(B, rm, gi(k, s->dims[d]), "");
+    rm = LLVMBuildSDiv(B, rm, gi(k, s->dims[d]), "");
+  }
+  LLVMValueRef rn = gloop(k, &ln, n0, n1, 1);
+  for (int d = p->ndim0 + p->nn - 1; d >= p->ndim0; d--) {
+    if (d == p->ndim0) {
+      idx[d] = rn;
+      break;
+    }
+    idx[d] = LLVMBuildSRem(B, rn, gi(k, s->dims[d]), "");
+    rn = LLVMBuildSDiv(B, rn, gi(k, s->dims[d]), "");
+  }
+  LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
+  if (v) cpu_store_elem(k, C, s, idx, v);
+  cpu_loop_close(k, &ln);
+  cpu_loop_close(k, &lm);
+}
+
+/* ------------------------------------------------------------------ few rows */
+
+/* A product of few rows (batch-1 or small-batch inference: x[1, 4096] . W[4096, 1024]) is
+ * memory-bound on B, which the blocked path would pack (read and write all of B, then read it
+ * again) and compute in MR-row tiles of which all but M rows are zero padding. When all M rows
+ * fit in registers with at least two vectors of columns each (M <= 14 at AVX-512's 32
+ * registers, 6 at AVX2's 16) and B's columns are contiguous, a kernel of its own reads B in
+ * place, in its row order: the columns are cut into ranges (the parallel-for's items, with
+ * the loop dimensions); a range goes down K in blocks of GM_SMALL_K rows, and for each block
+ * along its columns in blocks of V vectors (V = gm_small_v: as many as the registers hold
+ * beside M x V accumulators, at most 4): the M x V tile is loaded from C (zero for the first
+ * K block), each row of the block's B is loaded a vector at a time and multiplied by
+ * broadcasts of A's M elements, and the tile is stored back. B is so read once, as
+ * GM_SMALL_K sequential streams; the last column block of a ragged N loads and stores its
+ * partial vector under a lane mask. On the device host's Xeon (pinned to 2 cores, three
+ * interleaved rounds), x[M, 4096] . W[4096, 1024] against the blocked path: M = 1 0.64-0.76
+ * against 1.73-2.29 ms on one core, 0.27-0.38 against 0.91-1.14 on two; M = 4 0.80-0.87
+ * against 1.89-1.96, 0.41-0.59 against 0.93-0.97; M = 12 1.01-1.12 against 1.82, 0.62-0.84
+ * against 0.91-1.17. (Rows in two groups, each streaming B, lost to the blocked path at 12
+ * rows on two cores: 1.28-1.49 ms.) */
+#define GM_SMALL_K 16 /* rows of B per K block */
+
+/* Vectors of columns per block for M rows: M * V accumulators, V vectors of B and a
+ * broadcast within the vector registers (32 with AVX-512, else 16). */
+static int gm_small_v(const GmCfg *c, int64_t M) {
+  int64_t regs = c->vw >= 16 ? 32 : 16, v = (regs - 1) / (M + 1);
+  return (int)(v > 4 ? 4 : v);
+}
+
+static bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
+  return !p->conv && gm_small_v(c, p->M) >= 2 && p->bcs == 1 && p->K >= 1 && !getenv("HLOC_CPU_GEMM_NO_SMALL");
+}
+
+/* The R rows of the column block at Bp / Cp, K rows [k0, k1): its first nv vectors whole,
+ * vector nv (when mask) partial. */
+static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
+                           const GmProb *p, int R, int nv, LLVMValueRef mask, LLVMValueRef k0, LLVMValueRef k1) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  int V = nv + (mask != NULL);
+  LLVMTypeRef mty[2] = {vt, cg->ptr};
+  LLVMValueRef mload = NULL, mstore = NULL;
+  if (mask) {
+    mload = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), mty, 2);
+    mstore = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), mty, 2);
+  }
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fma", 8), &vt, 1);
+  LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
+  LLVMValueRef zero = LLVMConstNull(vt), four = LLVMConstInt(cg->i32, 4, 0);
+#define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) \
+    : LLVMBuildCall2(B, LLVMGlobalGetValueType(mload), mload, (LLVMValueRef[]){(q), four, mask, zero}, 4, ""))
+  /* the tile: C's (nothing before the first K block) */
+  LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, k0, gi(k, 0), "");
+  LLVMValueRef acc[16][4], nacc[16][4], bv[4], cq[16][4];
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < V; j++) {
+      cq[r][j] = gfp(k, Cp, gi(k, r * p->ldc + (int64_t)j * c->vw));
+      nacc[r][j] = LLVMBuildSelect(B, first, zero, GM_VLOAD(cq[r][j], j), "");
+    }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smallk");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smallk_done");
+  LLVMBuildBr(B, body);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
+  LLVMAddIncoming(kv, &k0, &pre, 1);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < V; j++) {
+      acc[r][j] = LLVMBuildPhi(B, vt, "acc");
+      LLVMAddIncoming(acc[r][j], &nacc[r][j], &pre, 1);
+    }
+  LLVMValueRef brow = gfp(k, Bp, gmul(k, kv, gi(k, p->brs)));
+  for (int j = 0; j < V; j++) bv[j] = GM_VLOAD(gfp(k, brow, gi(k, (int64_t)j * c->vw)), j);
+  for (int r = 0; r < R; r++) {
+    LLVMValueRef a = gload(k, cg->f32, gfp(k, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 4);
+    LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(cg->i32, 0, 0), "");
+    av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)c->vw)), "");
+    for (int j = 0; j < V; j++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av, bv[j], acc[r][j]}, 3, "");
+  }
+#undef GM_VLOAD
+  LLVMValueRef kn = gadd(k, kv, gi(k, 1));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMAddIncoming(kv, &kn, &latch, 1);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < V; j++) LLVMAddIncoming(acc[r][j], &nacc[r][j], &latch, 1);
+  gm_novec(k, LLVMBuildCondBr(B, gslt(k, kn, k1), body, done));
+  LLVMPositionBuilderAtEnd(B, done);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < V; j++) {
+      if (j < nv) gstore(k, nacc[r][j], cq[r][j], 4);
+      else LLVMBuildCall2(B, LLVMGlobalGetValueType(mstore), mstore, (LLVMValueRef[]){nacc[r][j], cq[r][j], four, mask}, 4, "");
+    }
+}
+
+static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t nb,
+                      int64_t want, int64_t stage_bytes) {
+  const HInstr *fusion = hero == in ? NULL : in;
+  int VW = c->vw, NV = gm_small_v(c, p->M), R = (int)p->M;
+  int64_t NBc = (int64_t)NV * VW, nnb = (p->N + NBc - 1) / NBc;
+  /* column ranges: as many as chunks are wanted (whole blocks each), times the loop dims */
+  int64_t nr = want <= 1 ? 1 : want < nnb ? want : nnb, items = nb * nr;
+  int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
+  if (stage_bytes > cg->extra_temp) cg->extra_temp = stage_bytes;
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  LLVMValueRef A = gm_view_ptr(k, &p->a), Bm = gm_view_ptr(k, &p->b), C = cpu_buffer(k, in);
+  /* items of this chunk (chunk nchunks, the serial run: all of them) */
+  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
+  LLVMValueRef chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
+  LLVMValueRef lo = LLVMBuildSDiv(B, gmul(k, chunk, gi(k, items)), gi(k, nchunks), "");
+  LLVMValueRef hi = LLVMBuildSelect(B, whole, gi(k, items),
+                                    LLVMBuildSDiv(B, gmul(k, gadd(k, chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+  CpuLoop li, lk, lb;
+  LLVMValueRef it = gloop(k, &li, lo, hi, 1);
+  int cache_mark = k->ncache;
+  LLVMValueRef ri = LLVMBuildSRem(B, it, gi(k, nr), ""), bi = LLVMBuildSDiv(B, it, gi(k, nr), "");
+  LLVMValueRef lidx[HLO_MAX_RANK];
+  LLVMValueRef offa = gi(k, 0), offb = gi(k, 0), offc = gi(k, 0), r = bi;
+  for (int j = p->nloop - 1; j >= 0; j--) {
+    lidx[j] = j == 0 ? r : LLVMBuildSRem(B, r, gi(k, p->lext[j]), "");
+    if (j > 0) r = LLVMBuildSDiv(B, r, gi(k, p->lext[j]), "");
+    offa = gadd(k, offa, gmul(k, lidx[j], gi(k, p->lsa[j])));
+    offb = gadd(k, offb, gmul(k, lidx[j], gi(k, p->lsb[j])));
+    offc = gadd(k, offc, gmul(k, lidx[j], gi(k, p->lsc[j])));
+  }
+  /* the range's column blocks [b0, b1) */
+  LLVMValueRef b0 = LLVMBuildSDiv(B, gmul(k, ri, gi(k, nnb)), gi(k, nr), "");
+  LLVMValueRef b1 = LLVMBuildSDiv(B, gmul(k, gadd(k, ri, gi(k, 1)), gi(k, nnb)), gi(k, nr), "");
+  LLVMValueRef Ap = gfp(k, A, offa);
+  LLVMValueRef k0 = gloop(k, &lk, gi(k, 0), gi(k, p->K), GM_SMALL_K);
+  LLVMValueRef k1 = gmin(k, gadd(k, k0, gi(k, GM_SMALL_K)), gi(k, p->K));
+  LLVMValueRef bj = gloop(k, &lb, b0, b1, 1);
+  LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
+  LLVMValueRef Bp = gfp(k, Bm, gadd(k, offb, n0)), Cp = gfp(k, C, gadd(k, offc, n0));
+  /* whole blocks; the last block of a ragged N: its whole vectors, then one under a mask */
+  int64_t tail = p->N % NBc;
+  GIf f = {0};
+  if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
+  gm_small_group(k, c, Ap, Bp, Cp, p, R, NV, NULL, k0, k1);
+  if (tail) {
+    gif_else(k, &f);
+    int nv = (int)(tail / VW), rem = (int)(tail % VW);
+    LLVMValueRef mask = NULL;
+    if (rem) {
+      LLVMValueRef bits[64];
+      for (int q = 0; q < VW; q++) bits[q] = LLVMConstInt(cg->i1, q < rem, 0);
+      mask = LLVMConstVector(bits, (unsigned)VW);
+    }
+    gm_small_group(k, c, Ap, Bp, Cp, p, R, nv, mask, k0, k1);
+    gif_close(k, &f);
+  }
+  gm_close(k, &lb);
+  gm_close(k, &lk);
+  if (fusion && !k->failed)
+    gm_epilogue(k, in, hero, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)), gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C);
+  k->ncache = cache_mark;
+  gm_close(k, &li);
+  if (!cpu_kern_end(k, nchunks)) return -1;
+  cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  return 1;
+}
+
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (getenv("HLOC_CPU_NO_GEMM")) return 0;
   const HInstr *fusion = hero == in ? NULL : in;
@@ -1613,6 +1813,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       stage_bytes += gm_roundup((int64_t)hlo_shape_bytes(&ops[j]->base->shape), MEMPLAN_ALIGN);
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
+  if (gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
      the GEMM's (chunks over the operand's blocks and K blocks). The serial run (the whole
@@ -1747,39 +1948,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     args[pre == 1 ? GP_BPRE : GP_APRE] = prep;
   }
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
-  /* epilogue of an output fusion on the block just computed */
-  if (fusion && !k->failed) {
-    cpu_kern_materialized(k, hero, C);
-    const Shape *s = &in->shape;
-    LLVMValueRef idx[HLO_MAX_RANK];
-    for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
-    for (int j = 0; j < p.nloop; j++) idx[p.lout[j]] = lidx[j];
-    CpuLoop lm, ln;
-    LLVMValueRef m = gloop(k, &lm, s0, s1, 1);
-    LLVMValueRef rm = m;
-    for (int d = p.mdim0 + p.nm - 1; d >= p.mdim0; d--) {
-      if (d == p.mdim0) {
-        idx[d] = rm;
-        break;
-      }
-      idx[d] = LLVMBuildSRem(B, rm, gi(k, s->dims[d]), "");
-      rm = LLVMBuildSDiv(B, rm, gi(k, s->dims[d]), "");
-    }
-    LLVMValueRef n = gloop(k, &ln, n0, n1, 1);
-    LLVMValueRef rn = n;
-    for (int d = p.ndim0 + p.nn - 1; d >= p.ndim0; d--) {
-      if (d == p.ndim0) {
-        idx[d] = rn;
-        break;
-      }
-      idx[d] = LLVMBuildSRem(B, rn, gi(k, s->dims[d]), "");
-      rn = LLVMBuildSDiv(B, rn, gi(k, s->dims[d]), "");
-    }
-    LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
-    if (v) cpu_store_elem(k, C, s, idx, v);
-    cpu_loop_close(k, &ln);
-    cpu_loop_close(k, &lm);
-  }
+  if (fusion && !k->failed) gm_epilogue(k, in, hero, &p, lidx, s0, s1, n0, n1, C);
   if (slices) cpu_loop_close(k, &lsl);
   gwhile_close(k, &items_loop);
   k->ncache = cache_mark;
