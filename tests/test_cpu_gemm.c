@@ -314,15 +314,16 @@ static bool tg_small_m(const char *text) {
   return found;
 }
 
-/* Products of few rows (1 to 6: all in registers on any vector width, with 4, 3 or 2 vectors
- * of columns) read B in place (gm_small_m): N = 100 (whole column blocks, then whole vectors
+/* Products of few rows (1 to 5, and 6 in the streaming form: all in registers on any vector
+ * width, with 4, 3 or 2 vectors of columns) read B in place (gm_small_m): N = 100 (whole column blocks, then whole vectors
  * and a masked one at the edge), K = 70 (four K blocks and a partial one), against the
  * interpreter; batched, with A transposed (its rows strided), B a slice of a wider matrix
- * (row stride 130), a fused bias and relu, a constant B, N smaller than one vector; and 15
- * rows, which take the blocked path on any vector width. */
+ * (row stride 130), a fused bias and relu, a constant B, N smaller than one vector; B stored
+ * [N, K] (the dot form: blocks of outputs, K in vectors and a masked partial one), plain and
+ * batched; and 15 rows, which take the blocked path on any vector width. */
 Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   char text[4096];
-  const int rows[] = {1, 2, 3, 4, 6};
+  const int rows[] = {1, 2, 3, 4, 5};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     int M = rows[i];
     snprintf(text, sizeof text, "HloModule m\n"
@@ -335,14 +336,18 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
       "  x = f32[%d,70] parameter(0)\n  y = f32[70,100] parameter(1)\n  bias = f32[100] parameter(2)\n"
       "  xt = f32[70,%d] parameter(3)\n  wide = f32[70,130] parameter(4)\n"
       "  xb = f32[3,%d,70] parameter(5)\n  yb = f32[3,70,9] parameter(6)\n"
+      "  wt = f32[100,70] parameter(7)\n  ybt = f32[3,9,70] parameter(8)\n"
+      "  d6 = f32[%d,100] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+      "  d7 = f32[3,%d,9] dot(xb, ybt), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}\n"
       "  d1 = f32[%d,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
       "  d2 = f32[%d,100] dot(xt, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
       "  ws = f32[70,100] slice(wide), slice={[0:70], [10:110]}\n"
       "  d3 = f32[%d,100] dot(x, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
       "  d4 = f32[3,%d,9] dot(xb, yb), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
       "  d5 = f32[%d,100] fusion(x, y, bias), kind=kOutput, calls=f\n"
-      "  ROOT o = (f32[%d,100], f32[%d,100], f32[%d,100], f32[3,%d,9], f32[%d,100]) tuple(d1, d2, d3, d4, d5)\n}\n",
-      M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+      "  ROOT o = (f32[%d,100], f32[%d,100], f32[%d,100], f32[3,%d,9], f32[%d,100], f32[%d,100], f32[3,%d,9]) "
+      "tuple(d1, d2, d3, d4, d5, d6, d7)\n}\n",
+      M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
     cr_expect(tg_small_m(text), "%d rows: not the few-rows kernel", M);
     char what[64];
     snprintf(what, sizeof what, "%d rows", M);
@@ -352,6 +357,10 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   cr_expect(tg_small_m(t), "constant B: not the few-rows kernel");
   tg_check("few rows, constant B", t, 1e-5, false);
   free(t);
+  const char *six = "HloModule m\nENTRY e {\n  x = f32[6,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
+    "  ROOT d = f32[6,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(tg_small_m(six), "6 rows: not the few-rows kernel");
+  tg_check("6 rows", six, 1e-5, false);
   const char *tall = "HloModule m\nENTRY e {\n  x = f32[15,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
     "  ROOT d = f32[15,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(!tg_small_m(tall), "15 rows took the few-rows kernel");
