@@ -1608,7 +1608,7 @@ static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const GmProb
  * against 1.73-2.29 ms on one core, 0.27-0.38 against 0.91-1.14 on two; M = 4 0.80-0.87
  * against 1.89-1.96, 0.41-0.59 against 0.93-0.97; M = 12 1.01-1.12 against 1.82, 0.62-0.84
  * against 0.91-1.17. (Rows in two groups, each streaming B, lost to the blocked path at 12
- * rows on two cores: 1.28-1.49 ms.) */
+ * rows on two cores: 1.28-1.98 ms.) */
 #define GM_SMALL_K 16 /* rows of B per K block */
 
 /* Vectors of columns per block for M rows: M * V accumulators, V vectors of B and a
