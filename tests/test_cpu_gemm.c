@@ -256,24 +256,29 @@ static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
   return t;
 }
 
-/* Whether compiling text defines the global @name (LLVM IR). */
-static bool tg_has_global(const char *text, const char *name) {
+/* Whether the optimized LLVM IR of text contains needle. */
+static bool tg_ir_contains(const char *text, const char *needle) {
   HModule *m = ct_parse(text);
   char *dir = ct_tmpdir("hloc_gemm_g");
-  char ll[512], def[256];
+  char ll[512];
   snprintf(ll, sizeof ll, "%s/model.ll", dir);
   CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
   HErr err = {0};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  size_t n = 0;
-  char *ir = ct_slurp(ll, &n);
-  snprintf(def, sizeof def, "@%s", name);
-  bool found = strstr(ir, def) != NULL;
+  char *ir = ct_slurp(ll, NULL);
+  bool found = strstr(ir, needle) != NULL;
   free(ir);
   ct_rmdir(dir);
   free(dir);
   hlo_module_free(m);
   return found;
+}
+
+/* Whether compiling text defines the global @name. */
+static bool tg_has_global(const char *text, const char *name) {
+  char def[256];
+  snprintf(def, sizeof def, "@%s", name);
+  return tg_ir_contains(text, def);
 }
 
 /* A constant B is packed at compile time into read-only data (no packing at run time):
@@ -295,32 +300,18 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
-/* Whether the optimized IR of text has a basic block named like the few-rows kernel's K loop
- * (the products of few rows read B in place, without the GEMM function). */
-static bool tg_small_m(const char *text) {
-  HModule *m = ct_parse(text);
-  char *dir = ct_tmpdir("hloc_gemm");
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/model.ll", dir);
-  HErr err = {0};
-  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *ir = ct_slurp(ll, NULL);
-  bool found = strstr(ir, "smallk") != NULL;
-  free(ir);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
-  return found;
-}
+/* Whether the optimized IR of text has the few-rows kernel's K loop (products of few rows read
+ * B in place, without the GEMM function). */
+static bool tg_small_m(const char *text) { return tg_ir_contains(text, "smallk"); }
 
 /* Products of few rows (1 to 5, and 6 in the streaming form: all in registers on any vector
- * width, with 4, 3 or 2 vectors of columns) read B in place (gm_small_m): N = 100 (whole column blocks, then whole vectors
- * and a masked one at the edge), K = 70 (four K blocks and a partial one), against the
- * interpreter; batched, with A transposed (its rows strided), B a slice of a wider matrix
- * (row stride 130), a fused bias and relu, a constant B, N smaller than one vector; B stored
- * [N, K] (the dot form: blocks of outputs, K in vectors and a masked partial one), plain and
- * batched; and 15 rows, which take the blocked path on any vector width. */
+ * width, with 4, 3 or 2 vectors of columns) read B in place (gm_small_m): N = 100 (whole
+ * column blocks, then whole vectors and a masked one at the edge), K = 70 (four K blocks and
+ * a partial one), against the interpreter; batched, with A transposed (its rows strided), B a
+ * slice of a wider matrix (row stride 130), a fused bias and relu, a constant B, N smaller
+ * than one vector; B stored [N, K] (the dot form: blocks of outputs, K in vectors and a
+ * masked partial one), plain and batched; and 15 rows, which take the blocked path on any
+ * vector width. */
 Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   char text[4096];
   const int rows[] = {1, 2, 3, 4, 5};

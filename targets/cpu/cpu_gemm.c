@@ -1551,36 +1551,60 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
 }
 
+/* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
+static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int n, LLVMValueRef *idx) {
+  for (int d = d0 + n - 1; d >= d0; d--) {
+    if (d == d0) {
+      idx[d] = r;
+      break;
+    }
+    idx[d] = LLVMBuildSRem(k->B, r, gi(k, s->dims[d]), "");
+    r = LLVMBuildSDiv(k->B, r, gi(k, s->dims[d]), "");
+  }
+}
+
+/* A chunk's items [*lo, *hi) of items split into nchunks (chunk nchunks, the serial run: all
+ * of them); *chunk is the chunk number, 0 for the serial run; returns whether this is the
+ * serial run. */
+static LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk, LLVMValueRef *lo,
+                                   LLVMValueRef *hi) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
+  *chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
+  *lo = LLVMBuildSDiv(B, gmul(k, *chunk, gi(k, items)), gi(k, nchunks), "");
+  *hi = LLVMBuildSelect(B, whole, gi(k, items),
+                        LLVMBuildSDiv(B, gmul(k, gadd(k, *chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+  return whole;
+}
+
+/* The loop dimensions' indices lidx from their linear index bi, and the element offsets they
+ * give in A, B and C. */
+static void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx, LLVMValueRef *offa,
+                            LLVMValueRef *offb, LLVMValueRef *offc) {
+  LLVMValueRef r = bi;
+  *offa = *offb = *offc = gi(k, 0);
+  for (int j = p->nloop - 1; j >= 0; j--) {
+    lidx[j] = j == 0 ? r : LLVMBuildSRem(k->B, r, gi(k, p->lext[j]), "");
+    if (j > 0) r = LLVMBuildSDiv(k->B, r, gi(k, p->lext[j]), "");
+    *offa = gadd(k, *offa, gmul(k, lidx[j], gi(k, p->lsa[j])));
+    *offb = gadd(k, *offb, gmul(k, lidx[j], gi(k, p->lsb[j])));
+    *offc = gadd(k, *offc, gmul(k, lidx[j], gi(k, p->lsc[j])));
+  }
+}
+
 /* The elementwise epilogue of an output fusion on the block [m0, m1) x [n0, n1) of C just
  * computed (at the loop indices lidx): every element of the fusion's root, which reads the
  * product from C. */
 static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const GmProb *p, const LLVMValueRef *lidx,
                         LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1, LLVMValueRef C) {
-  LLVMBuilderRef B = k->B;
   cpu_kern_materialized(k, hero, C);
   const Shape *s = &in->shape;
   LLVMValueRef idx[HLO_MAX_RANK];
   for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
   for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
   CpuLoop lm, ln;
-  LLVMValueRef rm = gloop(k, &lm, m0, m1, 1);
-  for (int d = p->mdim0 + p->nm - 1; d >= p->mdim0; d--) {
-    if (d == p->mdim0) {
-      idx[d] = rm;
-      break;
-    }
-    idx[d] = LLVMBuildSRem(B, rm, gi(k, s->dims[d]), "");
-    rm = LLVMBuildSDiv(B, rm, gi(k, s->dims[d]), "");
-  }
-  LLVMValueRef rn = gloop(k, &ln, n0, n1, 1);
-  for (int d = p->ndim0 + p->nn - 1; d >= p->ndim0; d--) {
-    if (d == p->ndim0) {
-      idx[d] = rn;
-      break;
-    }
-    idx[d] = LLVMBuildSRem(B, rn, gi(k, s->dims[d]), "");
-    rn = LLVMBuildSDiv(B, rn, gi(k, s->dims[d]), "");
-  }
+  gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
+  gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
   LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
   if (v) cpu_store_elem(k, C, s, idx, v);
   cpu_loop_close(k, &ln);
@@ -1784,25 +1808,14 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
   LLVMBuilderRef B = k->B;
   if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef A = gm_view_ptr(k, &p->a), Bm = gm_view_ptr(k, &p->b), C = cpu_buffer(k, in);
-  /* items of this chunk (chunk nchunks, the serial run: all of them) */
-  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
-  LLVMValueRef chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
-  LLVMValueRef lo = LLVMBuildSDiv(B, gmul(k, chunk, gi(k, items)), gi(k, nchunks), "");
-  LLVMValueRef hi = LLVMBuildSelect(B, whole, gi(k, items),
-                                    LLVMBuildSDiv(B, gmul(k, gadd(k, chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+  LLVMValueRef chunk, lo, hi;
+  gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   CpuLoop li, lk, lb;
   LLVMValueRef it = gloop(k, &li, lo, hi, 1);
   int cache_mark = k->ncache;
   LLVMValueRef ri = LLVMBuildSRem(B, it, gi(k, nr), ""), bi = LLVMBuildSDiv(B, it, gi(k, nr), "");
-  LLVMValueRef lidx[HLO_MAX_RANK];
-  LLVMValueRef offa = gi(k, 0), offb = gi(k, 0), offc = gi(k, 0), r = bi;
-  for (int j = p->nloop - 1; j >= 0; j--) {
-    lidx[j] = j == 0 ? r : LLVMBuildSRem(B, r, gi(k, p->lext[j]), "");
-    if (j > 0) r = LLVMBuildSDiv(B, r, gi(k, p->lext[j]), "");
-    offa = gadd(k, offa, gmul(k, lidx[j], gi(k, p->lsa[j])));
-    offb = gadd(k, offb, gmul(k, lidx[j], gi(k, p->lsb[j])));
-    offc = gadd(k, offc, gmul(k, lidx[j], gi(k, p->lsc[j])));
-  }
+  LLVMValueRef lidx[HLO_MAX_RANK], offa, offb, offc;
+  gm_loop_offsets(k, p, bi, lidx, &offa, &offb, &offc);
   /* the range's column blocks [b0, b1) */
   LLVMValueRef b0 = LLVMBuildSDiv(B, gmul(k, ri, gi(k, nnb)), gi(k, nr), "");
   LLVMValueRef b1 = LLVMBuildSDiv(B, gmul(k, gadd(k, ri, gi(k, 1)), gi(k, nnb)), gi(k, nr), "");
@@ -1978,16 +1991,13 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       LLVMBuildStore(B, gi(k, p.geo[j]), LLVMBuildInBoundsGEP2(B, cg->i64, geo, &ix, 1, ""));
     }
   }
-  /* chunk nchunks (the serial run) does every item with the packing area of chunk 0 */
-  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
-  LLVMValueRef chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
-  LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
   /* items of this chunk: [chunk * items / nchunks, (chunk + 1) * items / nchunks), ordered
      (loop index, column block, row block); consecutive row blocks of one column block are
-     done by one GEMM call (B packed once) */
-  LLVMValueRef lo = LLVMBuildSDiv(B, gmul(k, chunk, gi(k, items)), gi(k, nchunks), "");
-  LLVMValueRef hi = LLVMBuildSelect(B, whole, gi(k, items),
-                                    LLVMBuildSDiv(B, gmul(k, gadd(k, chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+     done by one GEMM call (B packed once); chunk nchunks (the serial run) does every item
+     with the packing area of chunk 0 */
+  LLVMValueRef chunk, lo, hi;
+  LLVMValueRef whole = gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
+  LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
   LLVMValueRef itv = gvar(k, lo);
   GWhile items_loop;
   LLVMValueRef it = gwhile_open(k, &items_loop, itv, hi, "item", "itemb", "iteme");
@@ -1999,16 +2009,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef gend = gmin(k, hi, gmul(k, gadd(k, rest, gi(k, 1)), gi(k, nmb)));
   LLVMValueRef mlast = LLVMBuildSRem(B, gsub(k, gend, gi(k, 1)), gi(k, nmb), "");
   LLVMBuildStore(B, gend, itv);
-  /* loop-dim indices from bi */
-  LLVMValueRef lidx[HLO_MAX_RANK];
-  LLVMValueRef offa = gi(k, 0), offb = gi(k, 0), offc = gi(k, 0), r = bi;
-  for (int j = p.nloop - 1; j >= 0; j--) {
-    lidx[j] = j == 0 ? r : LLVMBuildSRem(B, r, gi(k, p.lext[j]), "");
-    if (j > 0) r = LLVMBuildSDiv(B, r, gi(k, p.lext[j]), "");
-    offa = gadd(k, offa, gmul(k, lidx[j], gi(k, p.lsa[j])));
-    offb = gadd(k, offb, gmul(k, lidx[j], gi(k, p.lsb[j])));
-    offc = gadd(k, offc, gmul(k, lidx[j], gi(k, p.lsc[j])));
-  }
+  LLVMValueRef lidx[HLO_MAX_RANK], offa, offb, offc;
+  gm_loop_offsets(k, &p, bi, lidx, &offa, &offb, &offc);
   LLVMValueRef m0 = gmul(k, mi, gi(k, mblk)), n0 = gmul(k, ni, gi(k, nblk));
   LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
