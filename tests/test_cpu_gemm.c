@@ -494,6 +494,29 @@ Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_CHUNKS");
 }
 
+/* The GEMM function has only the paths the module's products can take: no convolution
+ * packing in a module of dots, no packing of A from a matrix in a module of convolutions;
+ * both where there are both (then checked against the interpreter). */
+Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
+  const char *dots = "HloModule m\nENTRY e {\n  x = f32[40,70] parameter(0)\n  y = f32[70,50] parameter(1)\n"
+    "  ROOT d = f32[40,50] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *convs = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+    "  ROOT c = f32[2,9,9,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+  const char *both = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+    "  c = f32[2,9,9,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  r = f32[162,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
+    "  ROOT d = f32[162,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(tg_ir_contains(dots, "@model_gemm_f32_pack_a("), "dots: no A packing");
+  cr_expect(!tg_ir_contains(dots, "@model_gemm_f32_pack_conv("), "dots: convolution packing made");
+  cr_expect(tg_ir_contains(convs, "@model_gemm_f32_pack_conv("), "convolutions: no convolution packing");
+  cr_expect(!tg_ir_contains(convs, "@model_gemm_f32_pack_a("), "convolutions: A packing made");
+  cr_expect(tg_ir_contains(both, "@model_gemm_f32_pack_a(") && tg_ir_contains(both, "@model_gemm_f32_pack_conv("),
+            "both: a packing path missing");
+  tg_check("dots only", dots, 1e-5, true);
+  tg_check("convolutions only", convs, 1e-5, true);
+  tg_check("convolution and dot", both, 1e-5, true);
+}
+
 /* A dot whose rows are split over the chunks packs its B once, ahead of the GEMM, in a kernel
  * of its own: M = 300 in row blocks of 78 (an edge block of 66), K = 500 (two K blocks, depth
  * not a multiple of the vector width), N = 70 (an edge column panel); B read row-major, then
