@@ -65,8 +65,8 @@ static LLVMValueRef and1(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
 /* Index p into a dimension of extent dim, whose values lie in [lo, hi] where known (as far
  * as the static extremes tell), folded into *ok as a validity test and clamped on the sides
  * where it can leave [0, dim) and no other: cpu_index_range narrows the extremes inside loops
- * of constant bounds, so the interior of a split loop (cpu_loop_segments) tests nothing and its
- * index stays affine in the loop variable, which keeps the loop vectorizable. */
+ * of constant bounds, so the interior of a split loop (cpu_kernel.c, kn_segments) tests
+ * nothing and its index stays affine in the loop variable, which keeps the loop vectorizable. */
 static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi, LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   int64_t rl, rh;

@@ -83,6 +83,7 @@ typedef struct GmCfg {
   int64_t kc;  /* depth of a packed block */
   int64_t nc;  /* columns of B per packed block */
   bool direct; /* convolution panels inside the image read in place (gm_direct_panel) */
+  bool stream; /* large outputs written past the caches pay off (cpu_stream_stores) */
 } GmCfg;
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -107,6 +108,12 @@ int cpu_vector_width(CpuCg *cg) {
   return cg->vw;
 }
 
+/* Whether stores past the caches (nontemporal) of a large output pay off on the target CPU:
+ * on the device host's Xeon the NHWC max-pool of resnet_block went 19.7-21.2 -> 15.7-20.2 ms
+ * on one core with them; on this project's AMD EPYC (Zen 3) 16.6-18.6 -> 23.0-24.3 ms. Named
+ * CPUs other than AMD's, then (not the generic ones). */
+bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
+
 static GmCfg gm_cfg(CpuCg *cg) {
   const char *feat = cg->o->features;
   char *dt = LLVMGetDefaultTargetTriple();
@@ -125,9 +132,15 @@ static GmCfg gm_cfg(CpuCg *cg) {
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true};
-  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true};
-  else c = (GmCfg){4, 6, 8, 96, 256, 256, true};
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false};
+  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false};
+  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false};
+  static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
+  c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
+  for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
+    if (!strncmp(cpu, amd[i], strlen(amd[i]))) c.stream = false;
+  const char *stream = getenv("HLOC_CPU_STREAM_STORES"); /* tests and experiments: 0 or 1 */
+  if (stream && (*stream == '0' || *stream == '1')) c.stream = *stream == '1';
   LLVMDisposeMessage(hostcpu);
   if (hostfeat) LLVMDisposeMessage(hostfeat);
   const char *tile = getenv("HLOC_CPU_GEMM_TILE"); /* experiments: "MR,NR" (NR = VW, 2 VW or 4 VW) */

@@ -232,7 +232,7 @@ void cpu_loop_close(CpuKern *k, CpuLoop *l);
 /* Bounds [*lo, *hi] of an i64 index value inside the current loop nest, derived from
  * constants, the induction variables of open loops with constant bounds, and nsw add, sub and
  * mul, udiv and urem by constants of those; false when not known. Lets the elemental
- * generator drop bounds tests that cannot fail (cpu_loop_segments). */
+ * generator drop bounds tests that cannot fail (in the segments of cpu_kernel.c's kn_segments). */
 bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi);
 /* Attach llvm.loop metadata {name[, value]} (value NULL: none) to the back edge br of a loop
  * (CpuLoop.latch_br once closed), replacing what it had. */
@@ -304,6 +304,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
 /* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
  * AVX, else 4); cached in cg. */
 int cpu_vector_width(CpuCg *cg);
+/* Whether the target CPU gains from storing large outputs past the caches (not AMD's). */
+bool cpu_stream_stores(CpuCg *cg);
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power of
  * two), in registers. */
 void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n);

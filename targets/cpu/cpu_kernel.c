@@ -611,15 +611,15 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   if (hd >= 0) cpu_loop_close(k, &lh);
   cpu_loop_close(k, &lt);
   /* the tile's VW x VW blocks; the whole vectors of a large output in scratch (aligned to a
-     vector when its rows are whole vectors) are stored past the caches: the output would
-     not stay in them, and a cached store first reads the line it fills (device Xeon, the
-     resnet_block max-pool written in NHWC, 32 x 56 x 56 x 64: 19.7-21.2 -> 15.7-20.2 ms on
-     one core, 9.1-12.0 -> 8.3-9.6 ms on two) */
+     vector when its rows are whole vectors) are stored past the caches where the CPU gains
+     from it (cpu_stream_stores): the output would not stay in them, and a cached store first
+     reads the line it fills (device Xeon, the resnet_block max-pool written in NHWC, 32 x 56
+     x 56 x 64: 19.7-21.2 -> 15.7-20.2 ms on one core, 9.1-12.0 -> 8.3-9.6 ms on two) */
   LLVMValueRef out = cpu_buffer(k, in);
   int64_t boff = 0;
   int bi = memplan_base(&cg->plan, in->idx, &boff);
   bool nt = bi >= 0 && cg->plan.bufs[bi].kind == MEM_TEMP && boff % (VW * 4) == 0 && s->dims[a] % VW == 0 &&
-            (int64_t)hlo_shape_bytes(s) >= KN_NT_BYTES;
+            (int64_t)hlo_shape_bytes(s) >= KN_NT_BYTES && cpu_stream_stores(cg);
   if (hd >= 0) {
     hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
     idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
