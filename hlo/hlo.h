@@ -400,6 +400,9 @@ HInstr *hlo_instr_clone(HComp *dst, const HInstr *src, HInstr *const *ops);
 void hlo_comp_filter(HComp *c, const bool *keep);
 /* Remove computations that the entry does not reach through calls. true if any removed. */
 bool hlo_module_remove_unreachable(HModule *m);
+/* Floating-point operations of a dot or convolution (a multiply-add counts 2; a grouped
+ * convolution's kernel as given); 0 for other instructions (their callees not included). */
+double hlo_instr_flops(const HInstr *in);
 /* flatten.c: every tuple-shaped entry parameter becomes one array parameter per leaf, depth
  * first, named NAME.i(.j...), numbered from its own position on; its users read a tuple of
  * them; the entry layout and the input/output aliases follow. true when anything changed. */

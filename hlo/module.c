@@ -333,3 +333,18 @@ void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const in
   }
   HLO_ASSERT(norder == n);
 }
+
+double hlo_instr_flops(const HInstr *in) {
+  double out = (double)hlo_shape_elems(&in->shape);
+  if (in->op == OP_DOT && in->dot && in->nops == 2) {
+    double k = 1;
+    for (int d = 0; d < in->dot->lhs_contract.n; d++) k *= (double)in->ops[0]->shape.dims[in->dot->lhs_contract.v[d]];
+    return 2 * out * k;
+  }
+  if (in->op == OP_CONVOLUTION && in->conv && in->nops == 2) {
+    const Shape *ks = &in->ops[1]->shape;
+    double kout = (double)ks->dims[in->conv->k_out];
+    return kout > 0 ? 2 * out * (double)hlo_shape_elems(ks) / kout : 0;
+  }
+  return 0;
+}

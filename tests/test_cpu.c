@@ -826,7 +826,9 @@ Test(cpu, profile_entry_point, .timeout = 300) {
     "  s3 = f32[] reduce(q, z), dimensions={0}, to_apply=add\n"
     "  h = f32[] constant(100)\n  ROOT lt = pred[] compare(s3, h), direction=LT\n}\n"
     "ENTRY e {\n  x = f32[4] parameter(0)\n  sq = f32[4] multiply(x, x)\n"
-    "  wl = f32[4] while(sq), condition=c, body=b\n  ROOT out = f32[4] add(wl, x)\n}\n");
+    "  wl = f32[4] while(sq), condition=c, body=b\n  out = f32[4] add(wl, x)\n"
+    "  xm = f32[2,2] reshape(x)\n  d = f32[2,2] dot(xm, xm), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = (f32[4], f32[2,2]) tuple(out, d)\n}\n");
   char *dir = ct_tmpdir("hloc_cpu");
   char obj[512], hdr[512], path[512];
   snprintf(obj, sizeof obj, "%s/model.o", dir);
@@ -837,6 +839,7 @@ Test(cpu, profile_entry_point, .timeout = 300) {
   char *h = ct_slurp(hdr, NULL);
   cr_expect(strstr(h, "#define MODEL_NUM_TASKS "), "%s", h);
   cr_expect(strstr(h, "extern const char *const model_task_names[];"));
+  cr_expect(strstr(h, "extern const double model_task_flops[];"));
   cr_expect(strstr(h, "int model_run_profile(const void *const args[], void *const results[], void *temp,"));
   free(h);
   snprintf(path, sizeof path, "%s/main.c", dir);
@@ -847,15 +850,15 @@ Test(cpu, profile_entry_point, .timeout = 300) {
           "#include \"model.h\"\n#include <stdio.h>\n#include <string.h>\n"
           "static void serial(void *r, int64_t n, hloc_task_fn fn, void *ctx) { (void)r; for (int64_t i = 0; i < n; i++) fn(ctx, i); }\n"
           "int main(void) {\n"
-          "  float x[4] = {1, 2, 3, 4}, y[4], z[4];\n"
-          "  const void *args[1] = {x}; void *ry[1] = {y}, *rz[1] = {z};\n"
+          "  float x[4] = {1, 2, 3, 4}, y[4], z[4], dy[4], dz[4];\n"
+          "  const void *args[1] = {x}; void *ry[2] = {y, dy}, *rz[2] = {z, dz};\n"
           "  static char temp[MODEL_TEMP_BYTES + 64] __attribute__((aligned(64)));\n"
           "  uint64_t ticks[MODEL_NUM_TASKS] = {0};\n"
           "  if (model_run(args, ry, temp)) return 1;\n"
           "  if (model_run_profile(args, rz, temp, serial, NULL, ticks)) return 2;\n"
           "  if (memcmp(y, z, sizeof y) || y[0] != 5 || y[3] != 68) return 3;\n"
           "  if (model_run_profile(args, rz, temp, NULL, NULL, NULL) || model_run_mt(args, rz, temp, serial, NULL)) return 4;\n"
-          "  int exit_test = 0, back = 0, copy = 0, mul = 0;\n"
+          "  int exit_test = 0, back = 0, copy = 0, mul = 0, dot = 0;\n"
           "  for (int t = 0; t < MODEL_NUM_TASKS; t++) {\n"
           "    printf(\"%%d %%llu %%s\\n\", t, (unsigned long long)ticks[t], model_task_names[t]);\n"
           "    if (ticks[t] == 0) return 5;\n"
@@ -863,8 +866,10 @@ Test(cpu, profile_entry_point, .timeout = 300) {
           "    back += !strcmp(model_task_names[t], \"wl: back edge\");\n"
           "    copy += !strncmp(model_task_names[t], \"wl: copy\", 8);\n"
           "    mul += !strcmp(model_task_names[t], \"sq (multiply)\");\n"
+          "    if (!strncmp(model_task_names[t], \"d (dot)\", 7)) dot += model_task_flops[t] == 16;\n"
+          "    else if (model_task_flops[t] != 0) return 7;\n"
           "  }\n"
-          "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 ? 0 : 6;\n}\n");
+          "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 && dot == 1 ? 0 : 6;\n}\n");
   fclose(f);
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", dir);

@@ -515,13 +515,17 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
 /* --profile: NAME_task_names[t], what task t does: the instruction a kernel computes and
  * what computes it (the dot or convolution of a fusion, else its root's opcode), numbered
  * when one instruction has several kernels; a loop's copies, exit test and back edge by the
- * loop's name. */
+ * loop's name. NAME_task_flops[t]: the floating-point operations of the dots and
+ * convolutions it computes, counted on the last kernel of its instruction (the earlier ones
+ * pack operands). */
 static void cp_task_names(CpuCg *cg) {
   LLVMValueRef *v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)(cg->ntasks + 1));
+  LLVMValueRef *fl = hlo_arena_alloc(cg->scratch, sizeof *fl * (size_t)(cg->ntasks + 1));
   for (int t = 0; t < cg->ntasks; t++) {
     const CpuTask *task = &cg->tasks[t];
     const HInstr *r = task->root;
     char s[512], g[512];
+    double flops = 0;
     if (task->op != CPU_TASK_KERNEL) {
       const char *what = task->op == CPU_TASK_COPY ? "copy" : task->op == CPU_TASK_BRANCH ? "exit test" : "back edge";
       snprintf(s, sizeof s, "%s: %s", r ? r->name : "while", what);
@@ -539,16 +543,25 @@ static void cp_task_names(CpuCg *cg) {
         if (cg->tasks[u].op == CPU_TASK_KERNEL && cg->tasks[u].root == r) of++, nth += u < t;
       int at = snprintf(s, sizeof s, "%s (%s)", r->name, hlo_op_name(hero->op));
       if (of > 1 && at > 0 && (size_t)at < sizeof s) snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
+      if (nth == of) {
+        flops = hlo_instr_flops(r);
+        if (r->op == OP_FUSION)
+          for (int i = 0; i < r->calls[0]->ninstrs; i++) flops += hlo_instr_flops(r->calls[0]->instrs[i]);
+      }
     }
     snprintf(g, sizeof g, "%s_task_name%d", cg->o->name, t);
     v[t] = cp_str(cg, s, g);
+    fl[t] = LLVMConstReal(cg->f64, flops);
   }
-  char g[512];
-  snprintf(g, sizeof g, "%s_task_names", cg->o->name);
-  LLVMValueRef arr = LLVMConstArray2(cg->ptr, v, (uint64_t)cg->ntasks);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
-  LLVMSetInitializer(gv, arr);
-  LLVMSetGlobalConstant(gv, 1);
+  const char *which[2] = {"names", "flops"};
+  for (int j = 0; j < 2; j++) {
+    char g[512];
+    snprintf(g, sizeof g, "%s_task_%s", cg->o->name, which[j]);
+    LLVMValueRef arr = LLVMConstArray2(j ? cg->f64 : cg->ptr, j ? fl : v, (uint64_t)cg->ntasks);
+    LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
+    LLVMSetInitializer(gv, arr);
+    LLVMSetGlobalConstant(gv, 1);
+  }
 }
 
 static void cp_run_functions(CpuCg *cg) {

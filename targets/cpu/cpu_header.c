@@ -101,12 +101,14 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
               " * ticks[t] the processor's time-stamp counter ticks task t took on the calling\n"
               " * thread (the parallel-for included), for each of the %s_NUM_TASKS tasks (a task\n"
               " * inside a while loop adds once per iteration); the caller zeroes ticks first.\n"
-              " * %s_task_names[t] says what task t computes. */\n"
+              " * %s_task_names[t] says what task t computes, %s_task_flops[t] the floating-point\n"
+              " * operations of its dots and convolutions (a multiply-add counts 2). */\n"
               "#define %s_NUM_TASKS %d\n"
               "extern const char *const %s_task_names[];\n"
+              "extern const double %s_task_flops[];\n"
               "int %s_run_profile(const void *const args[], void *const results[], void *temp,\n"
               "    hloc_parallel_for_fn pf, void *runner, uint64_t ticks[]);\n\n",
-              n, n, U, n, U, ntasks, n, n);
+              n, n, U, n, n, U, ntasks, n, n, n);
   hlo_str_printf(&b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
   *len = b.n;
   return b.p;

@@ -30,7 +30,8 @@
  * Built with -DBENCH_PROFILE against a model compiled with hloc --profile, the timed runs go
  * through NAME_run_profile and the driver also prints to stderr each task's share of the
  * time-stamp counter ticks of those runs, its mean milliseconds per run (the share of the
- * mean run time) and its name, largest first.
+ * mean run time), the GFLOP/s of its dots and convolutions at that time, and its name,
+ * largest first.
  *
  * The parallel-for: workers spin briefly on a generation counter (a model issues many
  * parallel loops back to back), then sleep on a condition variable, so idle workers do not
@@ -306,12 +307,14 @@ static void print_profile(const uint64_t *ticks, double mean_s) {
   for (int t = 0; t < n; t++) order[t] = t, total += ticks[t];
   prof_ticks = ticks;
   qsort(order, (size_t)n, sizeof *order, cmp_task);
-  fprintf(stderr, "profile: %d tasks, mean run %.3f ms\n  share     ms/run  task\n", n, 1e3 * mean_s);
+  fprintf(stderr, "profile: %d tasks, mean run %.3f ms\n  share     ms/run   GFLOP/s  task\n", n, 1e3 * mean_s);
   for (int i = 0; i < n && total; i++) {
     int t = order[i];
-    double share = (double)ticks[t] / (double)total;
+    double share = (double)ticks[t] / (double)total, s = mean_s * share;
     if (ticks[t] == 0) break;
-    fprintf(stderr, "  %5.1f%%  %9.3f  %3d %s\n", 100 * share, 1e3 * mean_s * share, t, SYM(_task_names)[t]);
+    char rate[32] = "";
+    if (SYM(_task_flops)[t] > 0 && s > 0) snprintf(rate, sizeof rate, "%.1f", SYM(_task_flops)[t] / s * 1e-9);
+    fprintf(stderr, "  %5.1f%%  %9.3f  %8s  %3d %s\n", 100 * share, 1e3 * s, rate, t, SYM(_task_names)[t]);
   }
 }
 #endif

@@ -44,17 +44,10 @@ static void ref_count(const HComp *c, Work *w, int depth) {
   if (depth > 64) return; /* the verifier rejects recursion; this only bounds the walk */
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *in = c->instrs[i];
-    double out = (double)hlo_shape_elems(&in->shape);
+    w->flops += hlo_instr_flops(in);
     if (in->op == OP_DOT && in->dot && in->nops == 2) {
-      double k = 1;
-      for (int d = 0; d < in->dot->lhs_contract.n; d++)
-        k *= (double)in->ops[0]->shape.dims[in->dot->lhs_contract.v[d]];
-      w->flops += 2 * out * k;
       w->dots++;
     } else if (in->op == OP_CONVOLUTION && in->conv && in->nops == 2) {
-      const Shape *ks = &in->ops[1]->shape;
-      double kout = (double)ks->dims[in->conv->k_out];
-      if (kout > 0) w->flops += 2 * out * (double)hlo_shape_elems(ks) / kout;
       w->convs++;
     } else if (in->op == OP_CALL || in->op == OP_FUSION || in->op == OP_CONDITIONAL ||
                in->op == OP_WHILE) {
