@@ -111,3 +111,12 @@ char *hlo_arena_printf(HArena *a, const char *fmt, ...) {
 }
 
 size_t hlo_arena_used(const HArena *a) { return a->total; }
+
+void *hlo_arena_grow(HArena *a, void *arr, int n, int *cap, int first, size_t elem) {
+  if (n < *cap) return arr;
+  int ncap = *cap ? *cap * 2 : first;
+  void *g = hlo_arena_alloc(a, elem * (size_t)ncap);
+  if (n) memcpy(g, arr, elem * (size_t)n);
+  *cap = ncap;
+  return g;
+}

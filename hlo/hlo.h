@@ -29,6 +29,9 @@ void *hlo_arena_alloc(HArena *a, size_t n); /* zeroed, 64-byte aligned */
 char *hlo_arena_strdup(HArena *a, const char *s);
 char *hlo_arena_strndup(HArena *a, const char *s, size_t n);
 void *hlo_arena_memdup(HArena *a, const void *p, size_t n);
+/* Room for one more element in the arena array arr of n elements of elem bytes (capacity
+ * *cap, doubled when full, `first` the first time); returns the array, moved if it grew. */
+void *hlo_arena_grow(HArena *a, void *arr, int n, int *cap, int first, size_t elem);
 char *hlo_arena_printf(HArena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 size_t hlo_arena_used(const HArena *a); /* bytes handed out so far */
 

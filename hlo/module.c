@@ -12,17 +12,6 @@
 
 static void nameset_add(HModule *m, const char *name);
 
-/* Room for one more element in the arena array arr of n elements of elem bytes (capacity
- * *cap, doubled when full, `first` the first time); returns the array, moved if it grew. */
-static void *grow(HArena *a, void *arr, int n, int *cap, int first, size_t elem) {
-  if (n < *cap) return arr;
-  int ncap = *cap ? *cap * 2 : first;
-  void *g = hlo_arena_alloc(a, elem * (size_t)ncap);
-  if (n) memcpy(g, arr, elem * (size_t)n);
-  *cap = ncap;
-  return g;
-}
-
 HModule *hlo_module_new(const char *name, const char *file) {
   HArena *a = hlo_arena_new();
   HModule *m = hlo_arena_alloc(a, sizeof *m);
@@ -43,7 +32,7 @@ HComp *hlo_comp_new(HModule *m, const char *name) {
   nameset_add(m, c->name);
   c->mod = m;
   c->uid = m->next_uid++;
-  m->comps = grow(m->arena, m->comps, m->ncomps, &m->cap, 8, sizeof(HComp *));
+  m->comps = hlo_arena_grow(m->arena, m->comps, m->ncomps, &m->cap, 8, sizeof(HComp *));
   c->idx = m->ncomps;
   m->comps[m->ncomps++] = c;
   return c;
@@ -70,7 +59,7 @@ HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, in
   in->uid = c->mod->next_uid++;
   in->feature_groups = 1;
   in->batch_groups = 1;
-  c->instrs = grow(a, c->instrs, c->ninstrs, &c->cap, 16, sizeof(HInstr *));
+  c->instrs = hlo_arena_grow(a, c->instrs, c->ninstrs, &c->cap, 16, sizeof(HInstr *));
   in->idx = c->ninstrs;
   c->instrs[c->ninstrs++] = in;
   return in;

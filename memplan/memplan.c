@@ -136,12 +136,7 @@ static int mp_off_cmp(const void *a, const void *b) {
 
 /* A new result leaf at the end of p->results (capacity *cap, grown from a). */
 static MemResult *mp_push_result(MemPlan *p, HArena *a, int *cap) {
-  if (p->nresults == *cap) {
-    *cap = *cap ? *cap * 2 : 8;
-    MemResult *nr = hlo_arena_alloc(a, sizeof(MemResult) * (size_t)*cap);
-    if (p->nresults) memcpy(nr, p->results, sizeof(MemResult) * (size_t)p->nresults);
-    p->results = nr;
-  }
+  p->results = hlo_arena_grow(a, p->results, p->nresults, cap, 8, sizeof *p->results);
   return &p->results[p->nresults++];
 }
 

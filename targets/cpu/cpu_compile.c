@@ -210,11 +210,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     *pred = L->pred_off;
     L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex, soff, pred};
     L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex, soff, next};
-    if (cg->nloops % 16 == 0) {
-      CpLoop **nl = hlo_arena_alloc(cg->scratch, sizeof(CpLoop *) * (size_t)(cg->nloops + 16));
-      if (cg->nloops) memcpy(nl, cg->loops, sizeof(CpLoop *) * (size_t)cg->nloops);
-      cg->loops = nl;
-    }
+    cg->loops = hlo_arena_grow(cg->scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
     cg->loops[cg->nloops++] = L;
     /* the loops nested in the condition and in the body: above this loop's heap, and (the
        two never running at once) from the same offset */
@@ -231,13 +227,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
 }
 
 CpuTask *cpu_task_push(CpuCg *cg) {
-  if (cg->ntasks == cg->task_cap) {
-    int nc = cg->task_cap ? cg->task_cap * 2 : 64;
-    CpuTask *t = hlo_arena_alloc(cg->scratch, sizeof *t * (size_t)nc);
-    if (cg->ntasks) memcpy(t, cg->tasks, sizeof *t * (size_t)cg->ntasks);
-    cg->tasks = t;
-    cg->task_cap = nc;
-  }
+  cg->tasks = hlo_arena_grow(cg->scratch, cg->tasks, cg->ntasks, &cg->task_cap, 64, sizeof *cg->tasks);
   CpuTask *t = &cg->tasks[cg->ntasks++];
   *t = (CpuTask){.region = cg->region, .nchunks = 1};
   return t;

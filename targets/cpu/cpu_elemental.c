@@ -861,13 +861,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   }
   if (!r || k->failed) return NULL;
   if (cacheable) {
-    if (k->ncache == k->cache_cap) {
-      int nc = k->cache_cap ? k->cache_cap * 2 : 64;
-      CpuCacheEnt *n = hlo_arena_alloc(cg->scratch, sizeof *n * (size_t)nc);
-      if (k->ncache) memcpy(n, k->cache, sizeof *n * (size_t)k->ncache);
-      k->cache = n;
-      k->cache_cap = nc;
-    }
+    k->cache = hlo_arena_grow(cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
     CpuCacheEnt *e = &k->cache[k->ncache++];
     e->in = in;
     for (int d = 0; d < rank; d++) e->idx[d] = idx[d];

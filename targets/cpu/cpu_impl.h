@@ -90,7 +90,7 @@ typedef struct CpuCg {
   CpuRegion entry_region; /* the entry's region (plan above) */
   const CpuRegion *region; /* the region whose instructions are being compiled (tasks made
                               now resolve their slots in it) */
-  int nloops;        /* while loops compiled (cpu_compile.c's CpLoop) */
+  int nloops, loop_cap; /* while loops compiled (cpu_compile.c's CpLoop) */
   struct CpLoop **loops; /* their plans and scratch */
   int64_t loop_top;  /* scratch used by the entry heap and the loops' regions so far */
   LLVMContextRef C;  /* LLVM context */

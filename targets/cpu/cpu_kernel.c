@@ -51,13 +51,7 @@ LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef
   l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
   if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
       LLVMConstIntGetSExtValue(lo) < LLVMConstIntGetSExtValue(hi)) {
-    if (k->nranges == k->range_cap) {
-      int cap = k->range_cap ? 2 * k->range_cap : 16;
-      CpuRange *r = hlo_arena_alloc(k->cg->scratch, sizeof *r * (size_t)cap);
-      if (k->nranges) memcpy(r, k->ranges, sizeof *r * (size_t)k->nranges);
-      k->ranges = r;
-      k->range_cap = cap;
-    }
+    k->ranges = hlo_arena_grow(k->cg->scratch, k->ranges, k->nranges, &k->range_cap, 16, sizeof *k->ranges);
     k->ranges[k->nranges++] = (CpuRange){l->iv, LLVMConstIntGetSExtValue(lo), LLVMConstIntGetSExtValue(hi) - 1};
   }
   LLVMAddIncoming(l->iv, &lo, &pre, 1);

@@ -37,13 +37,7 @@
 /* ------------------------------------------------------------------ steps and addresses */
 
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
-  if (cc->nsteps == cc->step_cap) {
-    int nc = cc->step_cap ? cc->step_cap * 2 : 64;
-    CuStep *n = hlo_arena_alloc(cc->cg.scratch, sizeof *n * (size_t)nc);
-    if (cc->nsteps) memcpy(n, cc->steps, sizeof *n * (size_t)cc->nsteps);
-    cc->steps = n;
-    cc->step_cap = nc;
-  }
+  cc->steps = hlo_arena_grow(cc->cg.scratch, cc->steps, cc->nsteps, &cc->step_cap, 64, sizeof *cc->steps);
   CuStep *s = &cc->steps[cc->nsteps++];
   memset(s, 0, sizeof *s);
   s->kind = kind;

@@ -290,13 +290,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     LLVMDisposeMessage(txt);
     return;
   }
-  if (cc->nuniq == cc->uniq_cap) {
-    int nc = cc->uniq_cap ? cc->uniq_cap * 2 : 64;
-    CuUniq *nu = hlo_arena_alloc(cc->cg.scratch, sizeof *nu * (size_t)nc);
-    if (cc->nuniq) memcpy(nu, cc->uniq, sizeof *nu * (size_t)cc->nuniq);
-    cc->uniq = nu;
-    cc->uniq_cap = nc;
-  }
+  cc->uniq = hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
   size_t len = strlen(txt);
   char *keep = hlo_arena_alloc(cc->cg.scratch, len + 1);
   memcpy(keep, txt, len + 1);
@@ -699,13 +693,7 @@ static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, co
 }
 
 static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
-  if (k->ncache == k->cache_cap) {
-    int nc = k->cache_cap ? k->cache_cap * 2 : 64;
-    CpuCacheEnt *ne = hlo_arena_alloc(k->cg->scratch, sizeof *ne * (size_t)nc);
-    if (k->ncache) memcpy(ne, k->cache, sizeof *ne * (size_t)k->ncache);
-    k->cache = ne;
-    k->cache_cap = nc;
-  }
+  k->cache = hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
   CpuCacheEnt *e = &k->cache[k->ncache++];
   e->in = in;
   for (int d = 0; d < rank; d++) e->idx[d] = idx[d];
