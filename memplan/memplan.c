@@ -30,18 +30,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t mp_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
 int64_t memplan_value_bytes(const Shape *s) {
   if (s->dt != DT_TUPLE) return (int64_t)hlo_shape_bytes(s);
   int64_t n = 0;
-  for (int i = 0; i < s->ntuple; i++) n += mp_align(memplan_value_bytes(&s->tuple[i]));
+  for (int i = 0; i < s->ntuple; i++) n += memplan_align(memplan_value_bytes(&s->tuple[i]));
   return n;
 }
 
 int64_t memplan_tuple_offset(const Shape *s, int64_t index) {
   int64_t off = 0;
-  for (int64_t i = 0; i < index && i < s->ntuple; i++) off += mp_align(memplan_value_bytes(&s->tuple[i]));
+  for (int64_t i = 0; i < index && i < s->ntuple; i++) off += memplan_align(memplan_value_bytes(&s->tuple[i]));
   return off;
 }
 
@@ -354,7 +353,7 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
   int ng = 0;
   for (int i = 0; i < n; i++) {
     if (B[i].kind != MEM_TEMP || grp[i] != i || B[i].size == 0) continue;
-    gs[ng++] = (MpGroup){i, i, glast[i] < i ? i : glast[i], mp_align(B[i].size), 0};
+    gs[ng++] = (MpGroup){i, i, glast[i] < i ? i : glast[i], memplan_align(B[i].size), 0};
   }
   qsort(gs, (size_t)ng, sizeof *gs, mp_group_cmp);
   MpGroup **placed = hlo_arena_alloc(a, sizeof(MpGroup *) * (size_t)(ng ? ng : 1));

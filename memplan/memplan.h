@@ -14,6 +14,9 @@
 
 #define MEMPLAN_ALIGN 64 /* alignment of every temporary (bytes) */
 
+/* n rounded up to a multiple of MEMPLAN_ALIGN. */
+static inline int64_t memplan_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
 typedef enum MemKind {
   MEM_NONE,   /* no storage: tuple instruction, token */
   MEM_PARAM,  /* the caller's args[param] */

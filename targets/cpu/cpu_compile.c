@@ -164,8 +164,6 @@ typedef struct CpLoop {
   int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
 } CpLoop;
 
-static int64_t cp_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
-
 /* Plan the loops of computation c (placed by region rg), recursively: their conditions and
  * bodies, and scratch for each above cg->loop_top. */
 static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
@@ -198,12 +196,12 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
       hlo_err_at(cg->err, w, "CPU target: internal error, while loop results do not match its state");
       return false;
     }
-    L->next_off = cp_align(cg->loop_top);
-    L->pred_off = L->next_off + cp_align(memplan_value_bytes(&w->shape));
+    L->next_off = memplan_align(cg->loop_top);
+    L->pred_off = L->next_off + memplan_align(memplan_value_bytes(&w->shape));
     /* the condition and the body never run at once: one heap for both */
     int64_t heap = L->pred_off + MEMPLAN_ALIGN;
     int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes : L->body_plan.temp_bytes;
-    cg->loop_top = heap + cp_align(hsize);
+    cg->loop_top = heap + memplan_align(hsize);
     int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
     for (int k = 0; k < nleaves; k++) next[k] = L->next_off + memplan_leaf_offset(&w->shape, k);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
@@ -1177,11 +1175,11 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   cg.region = &cg.entry_region;
   /* the loops' scratch above the plan's heap, kernel-private scratch (GEMM packing areas)
      above both */
-  cg.loop_top = cp_align(cg.plan.temp_bytes);
+  cg.loop_top = memplan_align(cg.plan.temp_bytes);
   if (!cp_plan_loops(&cg, cg.entry, &cg.entry_region, 0)) goto done;
-  cg.temp_base = cp_align(cg.loop_top);
+  cg.temp_base = memplan_align(cg.loop_top);
   if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
-  if (cg.extra_temp > 0 || cg.nloops > 0) cg.plan.temp_bytes = cg.temp_base + cp_align(cg.extra_temp);
+  if (cg.extra_temp > 0 || cg.nloops > 0) cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;

@@ -187,7 +187,7 @@ static int64_t gm_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K, bo
      size is not, within GM_RESIDENT floats */
   int64_t b = kc * ncr, res = conv ? gm_min(GM_RESIDENT, (K < 1 ? 1 : K) * ncr) : 0;
   if (res > b) b = res;
-  return gm_roundup((gm_roundup(b, 16) + mc * kc) * 4, MEMPLAN_ALIGN);
+  return memplan_align((gm_roundup(b, 16) + mc * kc) * 4);
 }
 
 /* ------------------------------------------------------------------ IR helpers */
@@ -1965,7 +1965,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   for (int j = 0; j < 2; j++)
     if (ops[j]->staged == -2) {
       int64_t off = stage_bytes;
-      stage_bytes += gm_roundup((int64_t)hlo_shape_bytes(&ops[j]->base->shape), MEMPLAN_ALIGN);
+      stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
   if (gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
@@ -1982,7 +1982,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int64_t pre_off = stage_bytes + pack * nchunks, pre_bytes = 0, Kp = p.K < 1 ? 1 : p.K;
   if (pre == 1) pre_bytes = (nnb > 1 ? nnb * nblk : gm_roundup(p.N, c.nr)) * Kp * 4;
   if (pre == 2) pre_bytes = gm_roundup(p.M, c.mr) * Kp * 4;
-  int64_t need = pre_off + gm_roundup(pre_bytes, MEMPLAN_ALIGN);
+  int64_t need = pre_off + memplan_align(pre_bytes);
   if (need > cg->extra_temp) cg->extra_temp = need;
   if (pre) {
     /* B: chunk (column block of the items, K block); A: (MC row block, K block) */

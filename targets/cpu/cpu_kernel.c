@@ -1046,7 +1046,7 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   int64_t roff[KN_MAX_RED], res_bytes = 0;
   for (int i = 0; i < cr.n; i++) {
     roff[i] = res_bytes;
-    res_bytes += (cr.out_elems * (int64_t)hlo_dtype_size(cr.r[i]->shape.dt) + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+    res_bytes += memplan_align(cr.out_elems * (int64_t)hlo_dtype_size(cr.r[i]->shape.dt));
   }
   int64_t need = res_bytes * (partial ? P + 1 : 1);
   if (need > cg->extra_temp) cg->extra_temp = need;

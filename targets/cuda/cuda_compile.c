@@ -301,7 +301,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
     s->dst = (CuPtr){CU_RESULT, r, 0};
     s->bytes = mr->size;
   }
-  cc->stage_bytes = (cc->stage_bytes + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+  cc->stage_bytes = memplan_align(cc->stage_bytes);
   for (int i = 0; i < cc->nsteps; i++)
     if (cc->steps[i].kind == CU_STEP_CONV) cc->steps[i].ws.offset = cg->plan.temp_bytes + cc->stage_bytes;
   cc->temp_bytes = cg->plan.temp_bytes + cc->stage_bytes + cc->ws_bytes;

@@ -1285,7 +1285,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
     Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
     *cs = hlo_shape_array(t, 3, dims);
-    used += (s->B * s->F * s->K * esz + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+    used += memplan_align(s->B * s->F * s->K * esz);
     CuStep *st;
     LLVMValueRef dst;
     CpuKern *k = ck_begin(cc, in, "stage", 1, &ptr[j], &dst, &st);
@@ -1302,7 +1302,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
                                              dot->shape.dt != in->shape.dt))) {
     own = false;
     out = (CuPtr){CU_TEMP, 0, stage + used};
-    used += (hlo_shape_elems(&dot->shape) * esz + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+    used += memplan_align(hlo_shape_elems(&dot->shape) * esz);
   }
   if (used > cc->stage_bytes) cc->stage_bytes = used;
   /* row-major C[B,M,N] = A[B,M,K] B[B,K,N] is column-major C^T = B^T A^T */
@@ -1414,7 +1414,6 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   return true;
 }
 
-static int64_t ck_align(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
 /* A stage kernel writing ctx->cs at temp offset off. */
 static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
@@ -1434,7 +1433,7 @@ static int64_t ck_conv_ws(const CudaCg *cc, int64_t xbytes, int64_t ybytes) {
   int64_t w = (xbytes + ybytes) * 8;
   if (w < ((int64_t)64 << 20)) w = (int64_t)64 << 20;
   if (w > lim) w = lim;
-  return ck_align(w);
+  return memplan_align(w);
 }
 
 /* Where a convolution step writes conv's value: the fusion's own buffer when it has the
@@ -1448,7 +1447,7 @@ static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, i
                                                   in->shape.dt != DT_F32))) {
     own = false;
     *yp = (CuPtr){CU_TEMP, 0, stage + *used};
-    *used += ck_align((int64_t)hlo_shape_bytes(ys));
+    *used += memplan_align((int64_t)hlo_shape_bytes(ys));
   }
   if (*used > cc->stage_bytes) cc->stage_bytes = *used;
   return own;
@@ -1515,7 +1514,7 @@ static bool ck_wgrad_operand(CudaCg *cc, HInstr *in, const HInstr *e, const int 
   *cs = *ts;
   c.cs = cs;
   *p = (CuPtr){CU_TEMP, 0, *off};
-  *off += ck_align((int64_t)hlo_shape_bytes(cs));
+  *off += memplan_align((int64_t)hlo_shape_bytes(cs));
   return ck_conv_stage(cc, in, &c, *p);
 }
 
@@ -1562,7 +1561,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   Shape *wshape = hlo_arena_alloc(cg->scratch, sizeof *wshape);
   *wshape = hlo_shape_array(DT_F32, r, wd);
   wp = (CuPtr){CU_TEMP, 0, stage + used};
-  used += ck_align((int64_t)hlo_shape_bytes(wshape));
+  used += memplan_align((int64_t)hlo_shape_bytes(wshape));
   bool own = ck_conv_out(cc, in, conv, &yp, stage, &used);
   CuStep *g = cuda_add_step(cc, CU_STEP_CONV, in);
   g->cidx = cc->nconvs++;
@@ -1629,7 +1628,7 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     *cs = hlo_shape_array(DT_F32, r, xdims);
     c.cs = cs;
     xp = (CuPtr){CU_TEMP, 0, stage + used};
-    used += ck_align((int64_t)hlo_shape_bytes(cs));
+    used += memplan_align((int64_t)hlo_shape_bytes(cs));
     if (!ck_conv_stage(cc, in, &c, xp)) return false;
   }
   /* filter: NHWC needs cuDNN's KRSC from [sp..., c, k], always staged; NCHW's KCRS is the
@@ -1657,7 +1656,7 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     *cs = hlo_shape_array(DT_F32, r, fd);
     c.cs = cs;
     fp = (CuPtr){CU_TEMP, 0, stage + used};
-    used += ck_align((int64_t)hlo_shape_bytes(cs));
+    used += memplan_align((int64_t)hlo_shape_bytes(cs));
     if (!ck_conv_stage(cc, in, &c, fp)) return false;
   }
   bool own = ck_conv_out(cc, in, conv, &yp, stage, &used);
