@@ -496,10 +496,6 @@ static int ce_cpus(void) {
 static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
   const char *force = getenv("HLOC_CPU_SPLIT");
   if (force && *force == '0') return false;
-  char run[3][520]; /* the run functions: part 0's */
-  snprintf(run[0], sizeof run[0], "%s_run", cg->o->name);
-  snprintf(run[1], sizeof run[1], "%s_run_mt", cg->o->name);
-  snprintf(run[2], sizeof run[2], "%s_run_profile", cg->o->name);
   int nf = 0, total = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) nf++;
   LLVMValueRef *fs = calloc((size_t)nf + 1, sizeof *fs);
@@ -508,15 +504,12 @@ static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
   int n = 0, final_w = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
-    size_t nl = 0;
-    const char *nm = LLVMGetValueName2(f, &nl);
     int c = ce_count_instrs(f);
     /* the GEMM's light pipeline makes its instructions cheaper than a kernel's */
     if (ce_light(f)) c = c * 3 / 5;
     total += c;
-    bool is_run = false;
-    for (int r = 0; r < 3; r++) is_run |= nl == strlen(run[r]) && !memcmp(nm, run[r], nl);
-    if (is_run) {
+    /* the run functions (the only defined functions not internal: the interface) stay in part 0 */
+    if (LLVMGetLinkage(f) != LLVMInternalLinkage) {
       final_w += c;
       continue;
     }
