@@ -493,7 +493,7 @@ static int ce_cpus(void) {
 }
 
 /* Kernel functions of M and their weights; decides the partition. false: stay serial. */
-static bool ce_plan_split(CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
+static bool ce_plan_split(LLVMModuleRef M, CeSplit *sp) {
   const char *force = getenv("HLOC_CPU_SPLIT");
   if (force && *force == '0') return false;
   int nf = 0, total = 0;
@@ -853,7 +853,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
-  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg, cg->M, &sp)) {
+  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
