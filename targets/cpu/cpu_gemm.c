@@ -103,10 +103,7 @@ static bool gm_cpu_has_avx512(const char *cpu) {
 
 static GmCfg gm_cfg(CpuCg *cg);
 
-int cpu_vector_width(CpuCg *cg) {
-  if (!cg->vw) cg->vw = gm_cfg(cg).vw;
-  return cg->vw;
-}
+int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
 
 /* Whether stores past the caches (nontemporal) of a large output pay off on the target CPU:
  * on the device host's Xeon the NHWC max-pool of resnet_block went 19.7-21.2 -> 15.7-20.2 ms
@@ -114,7 +111,10 @@ int cpu_vector_width(CpuCg *cg) {
  * CPUs other than AMD's, then (not the generic ones). */
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
+/* The configuration for the compilation's target CPU, worked out on first use (it asks LLVM
+ * for the host's CPU and features) and kept in cg. */
 static GmCfg gm_cfg(CpuCg *cg) {
+  if (cg->gemm_cfg) return *cg->gemm_cfg;
   const char *feat = cg->o->features;
   char *dt = LLVMGetDefaultTargetTriple();
   bool is_host = !cg->o->triple || strcmp(cg->o->triple, dt) == 0;
@@ -161,6 +161,7 @@ static GmCfg gm_cfg(CpuCg *cg) {
     c.kc = kc;
     c.nc = gm_roundup(nc, c.nr);
   }
+  cg->gemm_cfg = hlo_arena_memdup(cg->scratch, &c, sizeof c);
   return c;
 }
 

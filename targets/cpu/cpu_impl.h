@@ -119,7 +119,7 @@ typedef struct CpuCg {
   LLVMValueRef gemm_packa_fn; /* and its A-packing function */
   LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
   LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
-  int vw;                       /* cpu_vector_width(), once known */
+  struct GmCfg *gemm_cfg;       /* cpu_gemm.c's configuration for the target CPU, once known */
 } CpuCg;
 
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
