@@ -361,7 +361,6 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   unsigned fid = LLVMLookupIntrinsicID("llvm.fma", 8);
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
   LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
-  LLVMValueRef zmask = LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)c->vw));
   for (int q = 0; q < u; q++) {
     LLVMValueRef kq = gadd(k, kv, gi(k, q));
     LLVMValueRef bv[4];
@@ -370,9 +369,7 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
     LLVMValueRef aoff = a->rstride ? kq : gmul(k, kq, gi(k, MR));
     for (int r = 0; r < MR; r++) {
       LLVMValueRef ro = a->rstride ? gmul(k, gi(k, r), a->rstride) : gi(k, r);
-      LLVMValueRef ae = gload(k, cg->f32, gfp(k, a->p, gadd(k, aoff, ro)), 4);
-      LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), ae, LLVMConstInt(cg->i32, 0, 0), "");
-      av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), zmask, "");
+      LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, a->p, gadd(k, aoff, ro)), 4), c->vw);
       for (int j = 0; j < NV; j++) {
         LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
         acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
@@ -1713,7 +1710,7 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)VW);
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fma", 8), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
-  LLVMValueRef zero = LLVMConstNull(vt), four = LLVMConstInt(cg->i32, 4, 0);
+  LLVMValueRef zero = LLVMConstNull(vt);
   int64_t kv_end = p->K / VW * VW, rem = p->K % VW;
   LLVMValueRef acc[16][8], nacc[16][8];
   for (int r = 0; r < R; r++)
@@ -1748,19 +1745,12 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   }
   /* the partial vector at the end of K */
   if (rem) {
-    LLVMTypeRef mty[2] = {vt, cg->ptr};
-    LLVMValueRef mload = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), mty, 2);
-    LLVMValueRef bits[64];
-    for (int q = 0; q < VW; q++) bits[q] = LLVMConstInt(cg->i1, q < rem, 0);
-    LLVMValueRef mask = LLVMConstVector(bits, (unsigned)VW);
-#define GM_MLOAD(q) LLVMBuildCall2(B, LLVMGlobalGetValueType(mload), mload, (LLVMValueRef[]){(q), four, mask, zero}, 4, "")
-    LLVMValueRef av[16];
-    for (int r = 0; r < R; r++) av[r] = GM_MLOAD(gfp(k, A, gi(k, r * p->ars + kv_end)));
+    LLVMValueRef mask = cpu_lane_mask(k, VW, (int)rem), av[16];
+    for (int r = 0; r < R; r++) av[r] = cpu_masked_load(k, vt, gfp(k, A, gi(k, r * p->ars + kv_end)), mask);
     for (int j = 0; j < nn; j++) {
-      LLVMValueRef bv = GM_MLOAD(gfp(k, Bp, gi(k, j * p->bcs + kv_end)));
+      LLVMValueRef bv = cpu_masked_load(k, vt, gfp(k, Bp, gi(k, j * p->bcs + kv_end)), mask);
       for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, nacc[r][j]}, 3, "");
     }
-#undef GM_MLOAD
   }
   LLVMValueRef red = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.vector.reduce.fadd", 23), &vt, 1);
   LLVMTypeRef rty = LLVMGlobalGetValueType(red);
@@ -1780,17 +1770,10 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   LLVMBuilderRef B = k->B;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   int V = nv + (mask != NULL);
-  LLVMTypeRef mty[2] = {vt, cg->ptr};
-  LLVMValueRef mload = NULL, mstore = NULL;
-  if (mask) {
-    mload = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), mty, 2);
-    mstore = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), mty, 2);
-  }
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fma", 8), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
-  LLVMValueRef zero = LLVMConstNull(vt), four = LLVMConstInt(cg->i32, 4, 0);
-#define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) \
-    : LLVMBuildCall2(B, LLVMGlobalGetValueType(mload), mload, (LLVMValueRef[]){(q), four, mask, zero}, 4, ""))
+  LLVMValueRef zero = LLVMConstNull(vt);
+#define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) : cpu_masked_load(k, vt, (q), mask))
   /* the tile: C's (nothing before the first K block) */
   LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, k0, gi(k, 0), "");
   LLVMValueRef acc[16][4], nacc[16][4], bv[4], cq[16][4];
@@ -1814,9 +1797,7 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   LLVMValueRef brow = gfp(k, Bp, gmul(k, kv, gi(k, p->brs)));
   for (int j = 0; j < V; j++) bv[j] = GM_VLOAD(gfp(k, brow, gi(k, (int64_t)j * c->vw)), j);
   for (int r = 0; r < R; r++) {
-    LLVMValueRef a = gload(k, cg->f32, gfp(k, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 4);
-    LLVMValueRef av = LLVMBuildInsertElement(B, LLVMGetUndef(vt), a, LLVMConstInt(cg->i32, 0, 0), "");
-    av = LLVMBuildShuffleVector(B, av, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)c->vw)), "");
+    LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 4), c->vw);
     for (int j = 0; j < V; j++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av, bv[j], acc[r][j]}, 3, "");
   }
 #undef GM_VLOAD
@@ -1830,7 +1811,7 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   for (int r = 0; r < R; r++)
     for (int j = 0; j < V; j++) {
       if (j < nv) gstore(k, nacc[r][j], cq[r][j], 4);
-      else LLVMBuildCall2(B, LLVMGlobalGetValueType(mstore), mstore, (LLVMValueRef[]){nacc[r][j], cq[r][j], four, mask}, 4, "");
+      else cpu_masked_store(k, nacc[r][j], cq[r][j], mask);
     }
 }
 
@@ -1886,13 +1867,7 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
     if (tail) {
       gif_else(k, &f);
       int nv = (int)(tail / VW), rem = (int)(tail % VW);
-      LLVMValueRef mask = NULL;
-      if (rem) {
-        LLVMValueRef bits[64];
-        for (int q = 0; q < VW; q++) bits[q] = LLVMConstInt(cg->i1, q < rem, 0);
-        mask = LLVMConstVector(bits, (unsigned)VW);
-      }
-      gm_small_group(k, c, Ap, Bp, Cp, p, R, nv, mask, k0, k1);
+      gm_small_group(k, c, Ap, Bp, Cp, p, R, nv, rem ? cpu_lane_mask(k, VW, rem) : NULL, k0, k1);
       gif_close(k, &f);
     }
     gm_close(k, &lb);

@@ -240,6 +240,13 @@ void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef v
 /* The same loop stepping by a run-time value. */
 LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
                                 LLVMValueRef step);
+/* Vectors: x (a scalar) in every lane of an n-wide vector; the constant n-lane mask whose
+ * first m lanes are set; llvm.masked.load (the lanes left off zero) and llvm.masked.store of
+ * 4-byte aligned elements at p. */
+LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n);
+LLVMValueRef cpu_lane_mask(CpuKern *k, int n, int m);
+LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask);
+void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
 /* Pointer to the storage of an entry instruction inside the current kernel. */
 LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in);
 /* Pointer to what slot s describes, loaded from the kernel's ctx in the entry block (one load

@@ -129,6 +129,34 @@ LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMVal
   return iv;
 }
 
+/* ------------------------------------------------------------------ vectors */
+
+LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n) {
+  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), (unsigned)n);
+  LLVMValueRef v = LLVMBuildInsertElement(k->B, LLVMGetUndef(vt), x, LLVMConstInt(k->cg->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(k->B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(k->cg->i32, (unsigned)n)), "");
+}
+
+LLVMValueRef cpu_lane_mask(CpuKern *k, int n, int m) {
+  LLVMValueRef bits[64];
+  for (int q = 0; q < n; q++) bits[q] = LLVMConstInt(k->cg->i1, q < m, 0);
+  return LLVMConstVector(bits, (unsigned)n);
+}
+
+LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef ty[2] = {vt, k->cg->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
+  LLVMValueRef a[4] = {p, LLVMConstInt(k->cg->i32, 4, 0), mask, LLVMConstNull(vt)};
+  return LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
+}
+
+void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef ty[2] = {LLVMTypeOf(v), k->cg->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), ty, 2);
+  LLVMValueRef a[4] = {v, p, LLVMConstInt(k->cg->i32, 4, 0), mask};
+  LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
+}
+
 /* ------------------------------------------------------------------ buffers */
 
 LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t) {
@@ -635,14 +663,8 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   LLVMValueRef lanes[16];
   for (int q = 0; q < VW; q++) lanes[q] = LLVMConstInt(cg->i64, (unsigned)q, 0);
   LLVMValueRef lane_ix = LLVMConstVector(lanes, (unsigned)VW);
-  LLVMTypeRef iv = LLVMVectorType(cg->i64, (unsigned)VW);
-  LLVMValueRef na_v = LLVMBuildInsertElement(B, LLVMGetUndef(iv), na, LLVMConstInt(cg->i32, 0, 0), "");
-  na_v = LLVMBuildShuffleVector(B, na_v, LLVMGetUndef(iv), LLVMConstNull(LLVMVectorType(cg->i32, (unsigned)VW)), "");
-  LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, lane_ix, na_v, "");
+  LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, lane_ix, cpu_splat(k, na, VW), "");
   LLVMValueRef full_a = LLVMBuildICmp(B, LLVMIntEQ, na, vw, "");
-  LLVMTypeRef mty[2] = {vt, cg->ptr};
-  LLVMValueRef mstore = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), mty, 2);
-  LLVMTypeRef mfty = LLVMGlobalGetValueType(mstore);
   idx[a] = a0;
   LLVMValueRef bs = LLVMBuildNSWAdd(B, b0, sb, "");
   for (int e = 0; e < VW; e++) {
@@ -666,8 +688,7 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
     }
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, msk);
-    LLVMValueRef margs[4] = {rows[e], dst, LLVMConstInt(cg->i32, 4, 0), mask};
-    LLVMBuildCall2(B, mfty, mstore, margs, 4, "");
+    cpu_masked_store(k, rows[e], dst, mask);
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, next);
   }
