@@ -31,8 +31,8 @@ typedef struct CpuOpts {
   CpuEmit emit;            /* what out_path receives */
   int64_t par_min_elems;   /* 0: default (32768); loop nests with fewer output elements run in
                               one task even with a parallel-for callback */
-  bool profile;            /* also emit NAME_run_profile (time-stamp counter ticks per task) and
-                              NAME_task_names[] */
+  bool profile;            /* also emit NAME_run_profile (time-stamp counter ticks per task),
+                              NAME_task_names[] and NAME_task_flops[] */
 } CpuOpts;
 
 /* Compile m for the CPU: writes o->out_path and, when set, o->header_path atomically (no

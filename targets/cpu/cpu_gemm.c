@@ -1219,9 +1219,10 @@ static LLVMValueRef gm_packx_function(CpuCg *cg, bool b) {
   CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
   LLVMValueRef fn = k->fn;
   gm_mark(fn, &c);
-  LLVMValueRef Q[GB_COUNT], P[GP_COUNT];
-  for (int j = 0; j < GP_COUNT; j++) P[j] = j == GP_A || j == GP_B || j == GP_C || j == GP_PACK || j == GP_CONV ||
-                                                    j == GP_BPRE || j == GP_APRE ? LLVMConstNull(cg->ptr) : gi(k, 0);
+  LLVMValueRef Q[GB_COUNT], P[GP_COUNT + 5];
+  LLVMTypeRef sps[GP_COUNT + 5];
+  LLVMGetParamTypes(gm_step_type(cg), sps);
+  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMConstNull(sps[j]);
   for (int j = 0; j < GB_COUNT; j++) Q[j] = LLVMGetParam(fn, (unsigned)j);
   P[b ? GP_B : GP_A] = Q[GB_X];
   P[b ? GP_BRS : GP_ARS] = Q[GB_RS];
