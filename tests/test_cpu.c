@@ -30,6 +30,19 @@ static bool tc_exists(const char *p) {
   return stat(p, &st) == 0;
 }
 
+/* Write src to DIR/name and run `build` (a shell command, in DIR) on it: 0 when it succeeds
+ * (the command is left in cmd, for the failure message). */
+static int tc_build_run(const char *dir, const char *name, const char *src, const char *build, char *cmd, size_t n) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs(src, f);
+  fclose(f);
+  snprintf(cmd, n, "cd '%s' && %s", dir, build);
+  return system(cmd);
+}
+
 
 /* Compile m to DIR/NAME.o + DIR/NAME.h. */
 static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
@@ -830,7 +843,7 @@ Test(cpu, profile_entry_point, .timeout = 300) {
     "  xm = f32[2,2] reshape(x)\n  d = f32[2,2] dot(xm, xm), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[4], f32[2,2]) tuple(out, d)\n}\n");
   char *dir = ct_tmpdir("hloc_cpu");
-  char obj[512], hdr[512], path[512];
+  char obj[512], hdr[512];
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ, .profile = true};
@@ -842,11 +855,8 @@ Test(cpu, profile_entry_point, .timeout = 300) {
   cr_expect(strstr(h, "extern const double model_task_flops[];"));
   cr_expect(strstr(h, "int model_run_profile(const void *const args[], void *const results[], void *temp,"));
   free(h);
-  snprintf(path, sizeof path, "%s/main.c", dir);
-  FILE *f = fopen(path, "w");
-  cr_assert(f);
   /* x = 1..4: sq sums to 30, doubled twice (60, 120): the loop's kernels run 2 or 3 times */
-  fprintf(f,
+  const char *src =
           "#include \"model.h\"\n#include <stdio.h>\n#include <string.h>\n"
           "static void serial(void *r, int64_t n, hloc_task_fn fn, void *ctx) { (void)r; for (int64_t i = 0; i < n; i++) fn(ctx, i); }\n"
           "int main(void) {\n"
@@ -860,7 +870,7 @@ Test(cpu, profile_entry_point, .timeout = 300) {
           "  if (model_run_profile(args, rz, temp, NULL, NULL, NULL) || model_run_mt(args, rz, temp, serial, NULL)) return 4;\n"
           "  int exit_test = 0, back = 0, copy = 0, mul = 0, dot = 0;\n"
           "  for (int t = 0; t < MODEL_NUM_TASKS; t++) {\n"
-          "    printf(\"%%d %%llu %%s\\n\", t, (unsigned long long)ticks[t], model_task_names[t]);\n"
+          "    printf(\"%d %llu %s\\n\", t, (unsigned long long)ticks[t], model_task_names[t]);\n"
           "    if (ticks[t] == 0) return 5;\n"
           "    exit_test += !strcmp(model_task_names[t], \"wl: exit test\");\n"
           "    back += !strcmp(model_task_names[t], \"wl: back edge\");\n"
@@ -869,11 +879,10 @@ Test(cpu, profile_entry_point, .timeout = 300) {
           "    if (!strncmp(model_task_names[t], \"d (dot)\", 7)) dot += model_task_flops[t] == 16;\n"
           "    else if (model_task_flops[t] != 0) return 7;\n"
           "  }\n"
-          "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 && dot == 1 ? 0 : 6;\n}\n");
-  fclose(f);
+          "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 && dot == 1 ? 0 : 6;\n}\n";
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", dir);
-  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
+  cr_expect_eq(rc, 0, "%s", cmd);
   hlo_module_free(m);
   ct_rmdir(dir);
   free(dir);
@@ -1107,10 +1116,7 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
   cr_expect(strstr(h, "#ifndef HLOC_RUNTIME_TYPES_DEFINED"));
   free(h);
   /* both headers in one C and one C++ translation unit; both objects in one program */
-  snprintf(path, sizeof path, "%s/main.c", dir);
-  FILE *f = fopen(path, "w");
-  cr_assert(f);
-  fprintf(f,
+  const char *src =
           "#include \"alpha.h\"\n#include \"beta.h\"\n#include <math.h>\n#include <stdio.h>\n#include <string.h>\n"
           "int main(void) {\n"
           "  float x[32], ya[32], yb[32];\n"
@@ -1122,17 +1128,15 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
           "  if (strcmp(alpha_arg_info[0].name, \"x\") || strcmp(alpha_arg_info[0].dtype, \"f32\")) return 3;\n"
           "  if (alpha_arg_info[0].rank != 2 || alpha_arg_info[0].dims[1] != 8 || alpha_result_info[0].bytes != 128) return 4;\n"
           "  for (int i = 0; i < 32; i++) {\n"
-          "    float want = tanhf(x[i] + (float)(i %% 8 + 1));\n"
-          "    if (fabsf(ya[i] - want) > 1e-6f || ya[i] != yb[i]) { printf(\"%%d %%g %%g\\n\", i, ya[i], want); return 5; }\n"
+          "    float want = tanhf(x[i] + (float)(i % 8 + 1));\n"
+          "    if (fabsf(ya[i] - want) > 1e-6f || ya[i] != yb[i]) { printf(\"%d %g %g\\n\", i, ya[i], want); return 5; }\n"
           "  }\n"
-          "  return 0;\n}\n");
-  fclose(f);
+          "  return 0;\n}\n";
   char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "cd '%s' && cc -std=c11 -Wall -Wextra -Werror main.c alpha.o beta.o -lm -o main && ./main && "
-           "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c",
-           dir);
-  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  cr_expect_eq(tc_build_run(dir, "main.c", src,
+                            "cc -std=c11 -Wall -Wextra -Werror main.c alpha.o beta.o -lm -o main && ./main && "
+                            "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c", cmd, sizeof cmd),
+               0, "%s", cmd);
   hlo_module_free(m1);
   hlo_module_free(m2);
   ct_rmdir(dir);
@@ -1923,16 +1927,10 @@ static Literal *tc_rp_arg(HArena *a, const Shape *s, const HModule *m, int seed)
 
 /* Build tc_rp_driver against DIR/model.o and run it on DIR (its in<k>.bin to got<k>_<mt>.bin). */
 static void tc_rp_run(const char *dir, const char *what) {
-  char path[512], cmd[2048];
-  snprintf(path, sizeof path, "%s/driver.c", dir);
-  FILE *f = fopen(path, "w");
-  cr_assert(f);
-  fputs(tc_rp_driver, f);
-  fclose(f);
-  snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -I'%s' '%s/driver.c' '%s/model.o' -lm -o '%s/driver' && '%s/driver' '%s'",
-           dir, dir, dir, dir, dir, dir);
-  cr_assert_eq(system(cmd), 0, "%s: %s", what, cmd);
+  char cmd[2048];
+  cr_assert_eq(tc_build_run(dir, "driver.c", tc_rp_driver,
+                            "cc -std=c11 -O1 -Wall -Werror -I. driver.c model.o -lm -o driver && ./driver .", cmd, sizeof cmd),
+               0, "%s: %s", what, cmd);
 }
 
 /* Compare result leaf l with the raw bytes of DIR/got<k>_<mt>.bin, bit for bit (NaN as NaN). */
