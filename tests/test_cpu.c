@@ -157,18 +157,7 @@ static void tc_check_text_ex(const char *what, const char *text, double rtol, in
     OptOpts oo = {0};
     cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   }
-  int np = ref->entry->nparams;
-  hlo_comp_renumber(ref->entry);
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
-  for (int i = 0; i < np; i++) {
-    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, int_range);
-    char path[512];
-    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
-  }
-  Literal *res = hlo_interp_run(ref, a, args, np, &err);
-  cr_assert(res, "interpreter: %s", err.msg);
-  ct_write_leaves(dir, res, 0);
+  ct_reference(ref, a, dir, int_range);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
   ct_build_driver(dir);
   ct_check_driver(dir, dir, rtol, "cpu", what);
@@ -1193,16 +1182,7 @@ Test(cpu, tuple_entry_parameters, .timeout = 300) {
     cr_assert(hlo_flatten_entry_params(ref, a));
     cr_assert_eq(ref->entry->nparams, 5);
     char *dir = ct_tmpdir("hloc_cpu");
-    Literal *args[5];
-    for (int i = 0; i < 5; i++) {
-      args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 7);
-      char path[512];
-      snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-      cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
-    }
-    Literal *res = hlo_interp_run(ref, a, args, 5, &err);
-    cr_assert(res, "interpreter: %s", err.msg);
-    ct_write_leaves(dir, res, 0);
+    ct_reference(ref, a, dir, 7);
     if (optimize) {
       OptOpts oo = {0};
       cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
@@ -1741,17 +1721,7 @@ Test(cpu, select_and_scatter_after_optimizer, .timeout = 300) {
   int nsas = 0;
   for (int i = 0; i < m->entry->ninstrs; i++) nsas += m->entry->instrs[i]->op == OP_SELECT_AND_SCATTER;
   cr_expect_eq(nsas, 1, "the select-and-scatter is not an entry instruction of its own after the optimizer");
-  hlo_comp_renumber(ref->entry);
-  Literal *args[2];
-  for (int i = 0; i < 2; i++) {
-    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 4);
-    char path[512];
-    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
-  }
-  Literal *res = hlo_interp_run(ref, a, args, 2, &err);
-  cr_assert(res, "interpreter: %s", err.msg);
-  ct_write_leaves(dir, res, 0);
+  ct_reference(ref, a, dir, 4);
   cr_assert(tc_compile(m, dir, "model", 1, &err), "%s", err.msg);
   ct_build_driver(dir);
   ct_check_driver(dir, dir, 1e-5, "cpu", "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */

@@ -55,18 +55,7 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_gemm");
   HErr err = {0};
-  hlo_comp_renumber(ref->entry);
-  int np = ref->entry->nparams;
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
-  for (int i = 0; i < np; i++) {
-    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, 5);
-    char path[512];
-    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
-  }
-  Literal *res = hlo_interp_run(ref, a, args, np, &err);
-  cr_assert(res, "interpreter: %s", err.msg);
-  ct_write_leaves(dir, res, 0);
+  ct_reference(ref, a, dir, 5);
   char obj[512], hdr[512], ll[512];
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
