@@ -172,6 +172,14 @@ static void tc_check_text(const char *what, const char *text, double rtol, int i
   tc_check_text_ex(what, text, rtol, int_range, false);
 }
 
+/* tc_check_text as written, then through the optimizer (labelled "WHAT, optimized"). */
+static void tc_check_text_both(const char *what, const char *text, double rtol, int int_range) {
+  char opt[256];
+  snprintf(opt, sizeof opt, "%s, optimized", what);
+  tc_check_text_ex(what, text, rtol, int_range, false);
+  tc_check_text_ex(opt, text, rtol, int_range, true);
+}
+
 /* maximum and minimum as XLA and the interpreter define them: isnan(a) || a >= b ? a : b, so
  * NaN in either operand propagates and of +0 and -0 the first operand wins (seen through
  * 1 / result, +-inf); elementwise, in clamp and in an unrolled max-pool window. x * 0 is a
@@ -305,8 +313,7 @@ static const char tc_window_edges[] = "HloModule m\n"
     "}\n";
 
 Test(cpu, op_window_and_pad_edges, .timeout = 300) {
-  tc_check_text_ex("window and pad edges", tc_window_edges, 1e-5, 0, false);
-  tc_check_text_ex("window and pad edges, optimized", tc_window_edges, 1e-5, 0, true);
+  tc_check_text_both("window and pad edges", tc_window_edges, 1e-5, 0);
 }
 
 Test(cpu, op_reduce) {
@@ -448,8 +455,7 @@ static const char *const tc_vscatter =
     "}\n";
 
 Test(cpu, op_scatter_variadic, .timeout = 300) {
-  tc_check_text_ex("variadic scatter", tc_vscatter, 1e-6, 100, false);
-  tc_check_text_ex("variadic scatter, optimized", tc_vscatter, 1e-6, 100, true);
+  tc_check_text_both("variadic scatter", tc_vscatter, 1e-6, 100);
 }
 
 /* text, after the optimizer, does not compile for the CPU: the error names instr and holds
@@ -813,7 +819,7 @@ Test(cpu, op_while_data_dependent, .timeout = 300) {
                          "while: no trip", "while: scalar and pred leaves", "while: two loops in sequence"};
   int range[6] = {4, 6, 7, 100, 4, 5};
   for (int t = 0; t < 6; t++)
-    for (int optimize = 0; optimize < 2; optimize++) tc_check_text_ex(what[t], texts[t], 1e-5, range[t], optimize);
+    tc_check_text_both(what[t], texts[t], 1e-5, range[t]);
 }
 
 /* --profile: NAME_run_profile adds each task's ticks to the caller's array, names every task
