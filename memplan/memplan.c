@@ -8,8 +8,8 @@
  *     gets one block holding its leaves back to back, each 64-byte aligned.
  *  2. Live ranges: the last use of a value is its last user's position (the root lives to the
  *     end); a buffer's last use is the latest last use of every view of it.
- *  3. Results: each leaf of the root, flattened in tuple order (nested tuples too), is resolved through views to
- *     the instruction owning the storage. When that instruction computes exactly this leaf
+ *  3. Results: each leaf of the root, flattened in tuple order (nested tuples too), is
+ *     resolved through views to the instruction owning the storage. When that instruction computes exactly this leaf
  *     and is not already a result, it computes straight into results[k] (MEM_RESULT);
  *     otherwise (a parameter, a constant, a leaf used twice, a leaf inside a block) the
  *     leaf is copied into results[k] at the end.

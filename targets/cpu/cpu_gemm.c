@@ -26,9 +26,9 @@
  * convolution packing, resident B or panels read in place; one without dots no packing of A
  * from a matrix). The GEMM's functions were much of a module's compile time: instructions
  * executed by hloc (callgrind), mlp 606 -> 432 M, bert_base 1439 -> 1272 M (the same for
- * resnet_block, 1066 -> 1046 M, and the training step, which has both kinds). A constant B (weights frozen into the module) is
- * packed that way at compile time, into read-only data that replaces the constant: the run
- * packs nothing of it (gm_const_packed_b).
+ * resnet_block, 1066 -> 1046 M, and the training step, which has both kinds). A constant B
+ * (weights frozen into the module) is packed that way at compile time, into read-only data
+ * that replaces the constant: the run packs nothing of it (gm_const_packed_b).
  *
  * The same function packs A straight from a convolution input when given the convolution's
  * geometry (implicit GEMM): rows are output pixels (image, oh, ow), so one call can span the
