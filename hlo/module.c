@@ -337,3 +337,11 @@ double hlo_instr_flops(const HInstr *in) {
   }
   return 0;
 }
+
+bool hlo_comp_is_add(const HComp *r, DType dt) {
+  if (!r || r->nparams != 2 || r->ninstrs != 3 || !r->root) return false;
+  const HInstr *a = r->root;
+  if (a->op != OP_ADD || a->nops != 2 || a->shape.rank != 0 || a->shape.dt != dt) return false;
+  const HInstr *p = r->params[0], *q = r->params[1];
+  return p && q && ((a->ops[0] == p && a->ops[1] == q) || (a->ops[0] == q && a->ops[1] == p));
+}

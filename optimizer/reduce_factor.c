@@ -126,15 +126,6 @@ static void note_reduce(Ctx *cx, HInstr *r) {
   cx->red[cx->nred++] = r;
 }
 
-/* The reducer computation is a scalar add of its two parameters. */
-static bool is_add_reducer(const HComp *r, DType dt) {
-  if (!r || r->nparams != 2 || r->ninstrs != 3 || !r->root) return false;
-  const HInstr *a = r->root;
-  if (a->op != OP_ADD || a->nops != 2 || a->shape.rank != 0 || a->shape.dt != dt) return false;
-  const HInstr *p = r->params[0], *q = r->params[1];
-  return p && q && ((a->ops[0] == p && a->ops[1] == q) || (a->ops[0] == q && a->ops[1] == p));
-}
-
 /* in is a single-operand sum: reducer add, init a constant 0, an array result of the
  * operand's type (float or integer). */
 static bool is_sum(const HInstr *in) {
@@ -142,7 +133,7 @@ static bool is_sum(const HInstr *in) {
   const HInstr *x = in->ops[0], *init = in->ops[1];
   DType dt = in->shape.dt;
   return hlo_shape_is_array(&in->shape) && hlo_shape_is_array(&x->shape) && x->shape.dt == dt &&
-         (hlo_dtype_is_float(dt) || hlo_dtype_is_int(dt)) && is_add_reducer(in->calls[0], dt) &&
+         (hlo_dtype_is_float(dt) || hlo_dtype_is_int(dt)) && hlo_comp_is_add(in->calls[0], dt) &&
          init->shape.rank == 0 && opt_uniform_is(init, 0);
 }
 

@@ -104,6 +104,58 @@ Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
     "}\n", 1e-4, true);
 }
 
+/* A convolution whose epilogue (bias, residual, relu) a sum over the image reads: the fusion's
+ * root is the reduce (optimizer: reduction joins the convolution's group), computed slice by
+ * slice into partial sums per chunk that a last kernel adds to the init (0.5 here). Rows span
+ * three images (several slices, an edge micro-tile), N = 37 (an edge column panel); the sum
+ * over (oh, ow) keeps [3, 37], the one over ow alone [3, 13, 37]. The same fusions through
+ * the generic kernels (HLOC_CPU_NO_GEMM) give the same results. */
+static const char *tg_conv_sum =
+    "HloModule m\n"
+    "add {\n"
+    "  p = f32[] parameter(0)\n"
+    "  q = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(p, q)\n"
+    "}\n"
+    "f {\n"
+    "  x = f32[3,13,17,50] parameter(0)\n"
+    "  w = f32[3,3,50,37] parameter(1)\n"
+    "  b = f32[37] parameter(2)\n"
+    "  r = f32[3,13,17,37] parameter(3)\n"
+    "  c = f32[3,13,17,37] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  bb = f32[3,13,17,37] broadcast(b), dimensions={3}\n"
+    "  s = f32[3,13,17,37] add(c, bb)\n"
+    "  t = f32[3,13,17,37] add(s, r)\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
+    "  o = f32[3,13,17,37] maximum(t, zb)\n"
+    "  h = f32[] constant(0.5)\n"
+    "  ROOT m = %s reduce(o, h), dimensions={%s}, to_apply=add\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[3,13,17,50] parameter(0)\n"
+    "  w0 = f32[3,3,50,37] parameter(1)\n"
+    "  b0 = f32[37] parameter(2)\n"
+    "  r0 = f32[3,13,17,37] parameter(3)\n"
+    "  ROOT f0 = %s fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
+    "}\n";
+
+static void tg_conv_sums(bool gemm) {
+  static const char *const shape[2] = {"f32[3,37]", "f32[3,13,37]"}, *const dims[2] = {"1,2", "2"};
+  for (int j = 0; j < 2; j++) {
+    char text[4096];
+    snprintf(text, sizeof text, tg_conv_sum, shape[j], dims[j], shape[j]);
+    tg_check(dims[j], text, 1e-4, gemm);
+  }
+}
+
+Test(cpu_gemm, conv_epilogue_summed_by_blocks, .timeout = 300) { tg_conv_sums(true); }
+
+Test(cpu_gemm, conv_epilogue_summed_generic, .timeout = 300) {
+  setenv("HLOC_CPU_NO_GEMM", "1", 1);
+  tg_conv_sums(false);
+}
+
 /* B too large to stay resident (K = 360, 720 columns), with an epilogue; a strided and
  * dilated convolution with asymmetric padding in the same module. */
 Test(cpu_gemm, conv_wide_and_dilated, .timeout = 300) {

@@ -619,17 +619,47 @@ Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
     o.conv_epilogue_to_reduce = ask;
     tu_run_opts(m, opt_fusion, &o);
     HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
-    cr_assert(red, "the reduction is a kInput fusion");
     if (ask) {
       /* the convolution stands alone (no kOutput fusion), the reduction computes scale and relu */
+      cr_assert(red, "the reduction is a kInput fusion");
       cr_expect_null(conv);
       cr_expect_eq(tu_count(red->calls[0], OP_MAXIMUM), 1);
       cr_expect_eq(tu_count(red->calls[0], OP_CONVOLUTION), 0);
     } else {
-      cr_assert(conv, "by default the convolution takes its epilogue");
+      /* by default the convolution takes its epilogue and the sum over it: one kernel */
+      cr_expect_null(red);
+      cr_assert(conv, "the convolution's fusion");
+      cr_expect_eq(conv->calls[0]->root->op, OP_REDUCE);
       cr_expect_eq(tu_count(conv->calls[0], OP_MAXIMUM), 1);
-      cr_expect_eq(tu_count(red->calls[0], OP_MAXIMUM), 0);
+      cr_expect_eq(tu_count(conv->calls[0], OP_CONVOLUTION), 1);
     }
+    tu_expect_same(eval(m, ar), before, 1e-5);
+    hlo_arena_free(ar);
+    hlo_module_free(m);
+  }
+}
+
+Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_and_the_feature) {
+  /* dims={1,2} keeps 8 of 512 (joins); {2} keeps 64 (1/8: joins); {0} keeps 256 (stays a
+     kInput fusion of its own); {1,2,3} sums the feature dimension (stays) */
+  static const struct {
+    const char *dims, *shape;
+    bool joins;
+  } cases[] = {{"1,2", "f32[2,4]", true}, {"2", "f32[2,8,4]", true}, {"0", "f32[8,8,4]", false}, {"1,2,3", "f32[2]", false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[2048];
+    const char *tail = strstr(conv_pool, "  ROOT m");
+    snprintf(text, sizeof text, "%.*s  ROOT m = %s reduce(r, z), dimensions={%s}, to_apply=add\n}\n",
+             (int)(tail - conv_pool), conv_pool, cases[i].shape, cases[i].dims);
+    HModule *m = tu_parse(text);
+    HArena *ar = hlo_arena_new();
+    Literal *before = eval(m, ar);
+    OptOpts o = {0};
+    tu_run_opts(m, opt_fusion, &o);
+    HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
+    cr_assert(conv, "dims {%s}: the convolution's fusion", cases[i].dims);
+    cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "dims {%s}", cases[i].dims);
+    cr_expect_eq(red == NULL, cases[i].joins, "dims {%s}", cases[i].dims);
     tu_expect_same(eval(m, ar), before, 1e-5);
     hlo_arena_free(ar);
     hlo_module_free(m);

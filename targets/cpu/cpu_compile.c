@@ -505,7 +505,7 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
  * when one instruction has several kernels; a loop's copies, exit test and back edge by the
  * loop's name. NAME_task_flops[t]: the floating-point operations of the dots and
  * convolutions it computes, counted on the last kernel of its instruction (the earlier ones
- * pack operands). */
+ * pack operands) that does not only finish another's work (CpuTask.finish). */
 static void cp_task_names(CpuCg *cg) {
   LLVMValueRef *v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)(cg->ntasks + 1));
   LLVMValueRef *fl = hlo_arena_alloc(cg->scratch, sizeof *fl * (size_t)(cg->ntasks + 1));
@@ -526,12 +526,15 @@ static void cp_task_names(CpuCg *cg) {
           if (op == OP_DOT || op == OP_CONVOLUTION) hero = r->calls[0]->instrs[i];
         }
       }
-      int nth = 1, of = 0;
+      int nth = 1, of = 0, last = -1;
       for (int u = 0; u < cg->ntasks; u++)
-        if (cg->tasks[u].op == CPU_TASK_KERNEL && cg->tasks[u].root == r) of++, nth += u < t;
+        if (cg->tasks[u].op == CPU_TASK_KERNEL && cg->tasks[u].root == r) {
+          of++, nth += u < t;
+          if (!cg->tasks[u].finish) last = u;
+        }
       int at = snprintf(s, sizeof s, "%s (%s)", r->name, hlo_op_name(hero->op));
       if (of > 1 && at > 0 && (size_t)at < sizeof s) snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
-      if (nth == of) {
+      if (t == last) {
         flops = hlo_instr_flops(r);
         if (r->op == OP_FUSION)
           for (int i = 0; i < r->calls[0]->ninstrs; i++) flops += hlo_instr_flops(r->calls[0]->instrs[i]);

@@ -65,7 +65,13 @@
  * split into chunks). The serial run packs A that way too (its calls, one per column block,
  * would each pack it again), but not B. An output fusion's elementwise epilogue
  * is applied to each finished block: with B resident, the rows go through the GEMM in slices
- * of 2 * MC, each followed by its epilogue while its C block is still in cache. */
+ * of 2 * MC, each followed by its epilogue while its C block is still in cache. A fusion whose
+ * root sums the epilogue (a global average pool after conv, batch norm, relu) has no C at all:
+ * each slice is computed into a buffer of its chunk in private scratch, put through the
+ * epilogue and added into the chunk's partial sums (the reduce's shape); a last kernel adds
+ * the chunks' partials to the init in chunk order, so the result does not depend on the
+ * thread count. simple_cnn's second convolution so no longer writes its 822 MB output, nor does
+ * its average pool read it back (on this VM's 2 cores, the pool's 48-50 ms are gone). */
 #include "cpu_impl.h"
 
 #include <llvm-c/DebugInfo.h>
@@ -1649,6 +1655,86 @@ static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const GmProb
   cpu_loop_close(k, &lm);
 }
 
+/* The root of fusion `in` when it is a sum that cpu_gemm_kernel can take block by block: a
+ * reduce in f32 whose reducer adds, of the hero's epilogue value (hero dims, reached from the
+ * hero through elementwise ops), with a scalar init. */
+static const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
+  if (in->op != OP_FUSION || in->ncalls < 1 || !hlo_shape_is_array(&in->shape)) return NULL;
+  const HComp *c = in->calls[0];
+  const HInstr *r = c->root;
+  if (!r || r->op != OP_REDUCE || r->nops != 2 || r->ncalls != 1 || r->shape.dt != DT_F32) return NULL;
+  const HInstr *v = r->ops[0];
+  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || !hlo_comp_is_add(r->calls[0], DT_F32) ||
+      !hlo_shape_same_dims(&v->shape, &hero->shape) || !cpu_elem_path(c, hero, v))
+    return NULL;
+  return r;
+}
+
+const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
+  if (in->op != OP_FUSION || in->ncalls < 1) return NULL;
+  const HComp *c = in->calls[0];
+  const HInstr *hero = NULL;
+  for (int i = 0; i < c->ninstrs; i++)
+    if (c->instrs[i]->op == OP_DOT || c->instrs[i]->op == OP_CONVOLUTION) {
+      if (hero) return NULL;
+      hero = c->instrs[i];
+    }
+  return hero && gm_reduce_root(in, hero) ? hero : NULL;
+}
+
+/* The epilogue of a fusion whose root sums the hero's epilogue (red): the block [m0, m1) x
+ * [n0, n1) of the product, computed into a slice buffer that V addresses as if it were the
+ * whole product, goes through the epilogue and into this chunk's partial sums P (red's shape,
+ * row-major). Rows are outer, columns inner: the columns of one row add into consecutive
+ * partial sums (vectors, with the feature dimension minor and not reduced). */
+static void gm_reduce_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+                               const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
+                               LLVMValueRef n1, LLVMValueRef V, LLVMValueRef P) {
+  cpu_kern_materialized(k, hero, V);
+  const Shape *s = &hero->shape;
+  int64_t rst[HLO_MAX_RANK];
+  gm_rowmajor(&red->shape, rst);
+  LLVMValueRef idx[HLO_MAX_RANK];
+  for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
+  for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
+  CpuLoop lm, ln;
+  gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
+  gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
+  LLVMValueRef v = cpu_gen(k, red->ops[0], idx);
+  if (v) {
+    LLVMValueRef pos = gi(k, 0);
+    for (int d = 0, o = 0; d < s->rank; d++)
+      if (!gm_has(&red->dims, d)) pos = gadd(k, pos, gmul(k, idx[d], gi(k, rst[o++])));
+    LLVMValueRef q = gfp(k, P, pos);
+    gstore(k, LLVMBuildFAdd(k->B, gload(k, k->cg->f32, q, 4), v, ""), q, 4);
+  }
+  cpu_loop_close(k, &ln);
+  cpu_loop_close(k, &lm);
+}
+
+/* The kernel after a summing GEMM's: red's output = init + the chunks' partial sums, in
+ * chunk order (the same at any thread count). */
+static bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off, int64_t part_bytes,
+                             int64_t nchunks) {
+  CpuKern *k = cpu_kern_begin(cg, in);
+  k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  LLVMValueRef P = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + part_off});
+  LLVMValueRef out = cpu_buffer(k, in);
+  LLVMValueRef idx[HLO_MAX_RANK];
+  CpuLoop l;
+  LLVMValueRef pos = gloop(k, &l, gi(k, 0), gi(k, hlo_shape_elems(&red->shape)), 1);
+  gm_unflatten(k, &red->shape, pos, 0, red->shape.rank, idx);
+  LLVMValueRef acc = cpu_gen(k, red->ops[1], idx);
+  for (int64_t j = 0; acc && j < nchunks; j++)
+    acc = LLVMBuildFAdd(k->B, acc, gload(k, cg->f32, gfp(k, P, gadd(k, pos, gi(k, j * part_bytes / 4))), 4), "");
+  if (acc) cpu_store_elem(k, out, &in->shape, idx, acc);
+  cpu_loop_close(k, &l);
+  k->nbind--;
+  if (!cpu_kern_end(k, 1)) return false;
+  cg->tasks[cg->ntasks - 1].finish = true;
+  return true;
+}
+
 /* ------------------------------------------------------------------ few rows */
 
 /* A product of few rows (batch-1 or small-batch inference: x[1, 4096] . W[4096, 1024]) is
@@ -1886,6 +1972,9 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (getenv("HLOC_CPU_NO_GEMM")) return 0;
   const HInstr *fusion = hero == in ? NULL : in;
+  /* a fusion summing the epilogue: the product is computed in slices into private scratch,
+     each slice summed into its chunk's partial sums, which a last kernel adds up */
+  const HInstr *red = fusion ? gm_reduce_root(in, hero) : NULL;
   GmProb p;
   memset(&p, 0, sizeof p);
   /* operands as views where possible, else staged row-major (which makes them mergeable) */
@@ -1945,7 +2034,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
-  if (gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
+  if (!red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
      the GEMM's (chunks over the operand's blocks and K blocks). The serial run (the whole
@@ -1960,6 +2049,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (pre == 1) pre_bytes = (nnb > 1 ? nnb * nblk : gm_roundup(p.N, c.nr)) * Kp * 4;
   if (pre == 2) pre_bytes = gm_roundup(p.M, c.mr) * Kp * 4;
   int64_t need = pre_off + memplan_align(pre_bytes);
+  /* summing: a slice buffer (2 * MC rows of C) and the partial sums per chunk */
+  bool resident = gm_resident(&c, nblk, p.K);
+  int64_t slice_rows = gm_min(2 * c.mc, p.M), slice_off = need, slice_bytes = memplan_align(slice_rows * p.ldc * 4);
+  int64_t part_off = slice_off + nchunks * slice_bytes, part_bytes = red ? memplan_align(hlo_shape_elems(&red->shape) * 4) : 0;
+  if (red) need = part_off + nchunks * part_bytes;
   if (need > cg->extra_temp) cg->extra_temp = need;
   if (pre) {
     /* B: chunk (column block of the items, K block); A: (MC row block, K block) */
@@ -1997,7 +2091,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   /* a B packed at compile time is all the calls read: the constant itself is not referenced
      (and leaves the object when nothing else reads it) */
   LLVMValueRef A = gm_view_ptr(k, &p.a), Bm = bconst ? LLVMConstNull(cg->ptr) : gm_view_ptr(k, &p.b);
-  LLVMValueRef C = cpu_buffer(k, in);
+  LLVMValueRef C = red ? NULL : cpu_buffer(k, in);
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
   LLVMValueRef geo = NULL;
   if (p.conv) {
@@ -2014,6 +2108,13 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef chunk, lo, hi;
   LLVMValueRef whole = gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
+  LLVMValueRef Cs = NULL, P = NULL;
+  if (red) {
+    LLVMValueRef base = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
+    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gadd(k, gi(k, slice_off), gmul(k, chunk, gi(k, slice_bytes)))}, 1, "");
+    P = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gadd(k, gi(k, part_off), gmul(k, chunk, gi(k, part_bytes)))}, 1, "");
+    LLVMBuildMemSet(B, P, LLVMConstInt(cg->i8, 0, 0), gi(k, part_bytes), 64);
+  }
   LLVMValueRef itv = gvar(k, lo);
   GWhile items_loop;
   LLVMValueRef it = gwhile_open(k, &items_loop, itv, hi, "item", "itemb", "iteme");
@@ -2031,7 +2132,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */
-  bool slices = fusion && p.conv && gm_resident(&c, nblk, p.K);
+  bool slices = fusion && ((p.conv && resident) || red);
   CpuLoop lsl;
   LLVMValueRef s0 = m0, s1 = m1;
   if (slices) {
@@ -2055,11 +2156,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   args[GP_B] = bconst ? Bm : gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p.bcs))));
   args[GP_BRS] = gi(k, p.brs);
   args[GP_BCS] = gi(k, p.bcs);
-  args[GP_C] = gfp(k, C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p.ldc)), n0)));
+  args[GP_C] = red ? gfp(k, Cs, n0) : gfp(k, C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p.ldc)), n0)));
   args[GP_LDC] = gi(k, p.ldc);
   args[GP_PACK] = packp;
   args[GP_CONV] = p.conv ? geo : LLVMConstNull(cg->ptr);
-  args[GP_BKEEP] = slices ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "") : gi(k, 0);
+  args[GP_BKEEP] = slices && p.conv && resident ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "") : gi(k, 0);
   args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
   if (bconst) args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, bconst, 0}), gmul(k, n0, gi(k, p.K)));
   if (pre) {
@@ -2069,11 +2170,19 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     args[pre == 1 ? GP_BPRE : GP_APRE] = prep;
   }
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
-  if (fusion && !k->failed) gm_epilogue(k, in, hero, &p, lidx, s0, s1, n0, n1, C);
+  if (red && !k->failed) {
+    /* the slice buffer seen as the whole product: element (s0, 0) of the loop index at Cs */
+    LLVMValueRef V = LLVMBuildGEP2(B, cg->f32, Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p.ldc))))}, 1, "");
+    gm_reduce_epilogue(k, in, hero, red, &p, lidx, s0, s1, n0, n1, V, P);
+  } else if (fusion && !k->failed) {
+    gm_epilogue(k, in, hero, &p, lidx, s0, s1, n0, n1, C);
+  }
   if (slices) cpu_loop_close(k, &lsl);
   gwhile_close(k, &items_loop);
   k->ncache = cache_mark;
   if (!cpu_kern_end(k, nchunks)) return -1;
-  cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  /* summing: every chunk runs, the serial run too (each fills its own partial sums) */
+  cg->tasks[cg->ntasks - 1].whole = nchunks > 1 && !red;
+  if (red && !gm_reduce_finish(cg, in, red, part_off, part_bytes, nchunks)) return -1;
   return 1;
 }

@@ -742,8 +742,8 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
   return true;
 }
 
-/* Whether v reaches the root of c through elementwise ops of v's dimensions only. */
-static bool kn_elem_path(const HComp *c, const HInstr *v) {
+bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to) {
+  if (v == to) return true;
   bool used = false;
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *u = c->instrs[i];
@@ -751,11 +751,13 @@ static bool kn_elem_path(const HComp *c, const HInstr *v) {
       if (u->ops[q] != v) continue;
       used = true;
       if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape)) return false;
-      if (!kn_elem_path(c, u)) return false;
+      if (!cpu_elem_path(c, u, to)) return false;
     }
   }
-  return used || v == c->root;
+  return used;
 }
+
+static bool kn_elem_path(const HComp *c, const HInstr *v) { return cpu_elem_path(c, v, c->root); }
 
 /* The dot/convolution of an output fusion whose epilogue is elementwise in it (NULL if the
  * fusion is not of that form). */
@@ -1311,6 +1313,11 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     int g = cpu_gemm_kernel(cg, in, hero);
     if (g != 0) return g > 0;
     return kn_accum_kernel(cg, in, hero);
+  }
+  /* a convolution whose epilogue a reduction sums (else the reduction's generic kernels) */
+  if ((hero = cpu_gemm_reduce_hero(in))) {
+    int g = cpu_gemm_kernel(cg, in, hero);
+    if (g != 0) return g > 0;
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
   if (in->op == OP_SORT) return cpu_sort_kernel(cg, in);
