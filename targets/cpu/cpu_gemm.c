@@ -746,32 +746,45 @@ static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueR
                                     LLVMValueRef pix0, LLVMValueRef mrv, LLVMValueRef *off, LLVMValueRef *rstride) {
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
+  /* the pixel and tap tests (five divisions) only for a full panel of an NHWC input with an
+     even channel count */
+  LLVMValueRef pre = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
+                                  LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, g[GC_CI], gi(k, 1), ""), gi(k, 0), ""), "");
+  pre = LLVMBuildAnd(B, pre, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), "");
+  LLVMValueRef vok = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0));
+  GIf fp;
+  gif_open(k, &fp, pre, false);
   LLVMValueRef img = LLVMBuildSDiv(B, pix0, g[GC_OHW], ""), q = LLVMBuildSRem(B, pix0, g[GC_OHW], "");
   LLVMValueRef oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
   LLVMValueRef kh = LLVMBuildSDiv(B, P[GP_K], gmul(k, g[GC_KW], g[GC_CI]), "");
   LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]), iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
   LLVMValueRef ihl = gadd(k, ih0, gmul(k, gsub(k, kh, gi(k, 1)), g[GC_DH]));
   LLVMValueRef iwl = gadd(k, gadd(k, iw0, gmul(k, gi(k, MR - 1), g[GC_SW])), gmul(k, gsub(k, g[GC_KW], gi(k, 1)), g[GC_DW]));
-  LLVMValueRef conds[8] = {
-      LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
-      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, g[GC_CI], gi(k, 1), ""), gi(k, 0), ""),
-      LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
+  LLVMValueRef conds[5] = {
       LLVMBuildICmp(B, LLVMIntSLE, ow, gsub(k, g[GC_OW], gi(k, MR)), ""),
       LLVMBuildICmp(B, LLVMIntSGE, ih0, gi(k, 0), ""),
       gslt(k, ihl, g[GC_H]),
       LLVMBuildICmp(B, LLVMIntSGE, iw0, gi(k, 0), ""),
       gslt(k, iwl, g[GC_W])};
   LLVMValueRef ok = conds[0];
-  for (int j = 1; j < 8; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
+  for (int j = 1; j < 5; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
   LLVMValueRef o = gadd(k, gmul(k, img, g[GC_XSB]), gadd(k, gmul(k, ih0, g[GC_XSH]), gmul(k, iw0, g[GC_XSW])));
-  *off = LLVMBuildSelect(B, ok, o, gi(k, 0), "");
+  LLVMBuildStore(B, LLVMBuildZExt(B, ok, k->cg->i64, ""), vok);
+  LLVMBuildStore(B, LLVMBuildSelect(B, ok, o, gi(k, 0), ""), voff);
+  gif_close(k, &fp);
+  *off = gget(k, voff);
   *rstride = gmul(k, g[GC_SW], g[GC_XSW]);
-  return ok;
+  return LLVMBuildICmp(B, LLVMIntNE, gget(k, vok), gi(k, 0), "");
 }
 
 /* Pack A[ic + 0..mc, pc + 0..kc] from a convolution input (implicit GEMM) into MR-tall
  * panels at ap. Row r of a panel is output pixel m0 + ic + ir + r, decoded once per panel into
- * its image and window origin; K is walked in runs of input channels at one tap (kh, kw),
+ * its image and window origin (row 0 by division, the others by stepping: with 3 input
+ * channels, K = 27, the MR rows' divisions had cost as much as the panel's FMAs); a panel in
+ * one output row of an NCHW input whose tap lies inside the image is one vector load per
+ * channel from row 0's pointer, with nothing computed per row (simple_cnn's first
+ * convolution on this VM's EPYC, one core, without its output: 200 -> 125-130 ms, the
+ * packing's instructions 52 -> 19 M per image pair); K is walked in runs of input channels at one tap (kh, kw),
  * the run shared by the MR rows: each row reads its run through a pointer and a stride, a
  * row whose tap falls in the padding (or past the last row) reads the one zero at zp with
  * stride 0, and the MR rows are interleaved into the panel with the rows unrolled (MR
@@ -785,6 +798,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   gm_conv_geom(k, P, g);
   LLVMValueRef kh0, kw0, ci0;
   gm_tap(k, g, pc, &kh0, &kw0, &ci0);
+  LLVMValueRef OH = LLVMBuildSDiv(B, g[GC_OHW], g[GC_OW], "");
   CpuLoop li, lt;
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
@@ -796,12 +810,23 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
     LLVMValueRef direct = gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &doff, &drs);
     gif_open(k, &fd, LLVMBuildNot(B, direct, ""), false);
   }
-  LLVMValueRef ih0[16], iw0[16], xb[16], valid[16], ow0 = NULL;
+  /* the panel's pixels: row 0's (image, oh, ow) by division, the next rows' by stepping ow
+     (with K of a few dozen, as with 3 input channels, MR rows' divisions cost as much as the
+     panel's FMAs) */
+  LLVMValueRef ih0[16], iw0[16], xb[16], valid[16], ow0 = NULL, img = NULL, oh = NULL, ow = NULL;
   for (int r = 0; r < MR; r++) {
-    LLVMValueRef pix = gadd(k, gadd(k, gadd(k, ic, ir), gi(k, r)), g[GC_M0]);
-    LLVMValueRef img = LLVMBuildSDiv(B, pix, g[GC_OHW], "");
-    LLVMValueRef q = LLVMBuildSRem(B, pix, g[GC_OHW], "");
-    LLVMValueRef oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+    if (r == 0) {
+      LLVMValueRef pix = gadd(k, gadd(k, ic, ir), g[GC_M0]);
+      LLVMValueRef q = LLVMBuildSRem(B, pix, g[GC_OHW], "");
+      img = LLVMBuildSDiv(B, pix, g[GC_OHW], "");
+      oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+    } else {
+      LLVMValueRef w = LLVMBuildICmp(B, LLVMIntEQ, ow = gadd(k, ow, gi(k, 1)), g[GC_OW], "");
+      ow = LLVMBuildSelect(B, w, gi(k, 0), ow, "");
+      LLVMValueRef h = LLVMBuildICmp(B, LLVMIntEQ, oh = gadd(k, oh, LLVMBuildZExt(B, w, cg->i64, "")), OH, "");
+      oh = LLVMBuildSelect(B, h, gi(k, 0), oh, "");
+      img = gadd(k, img, LLVMBuildZExt(B, h, cg->i64, ""));
+    }
     ih0[r] = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]);
     iw0[r] = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
     xb[r] = gmul(k, img, g[GC_XSB]);
@@ -822,20 +847,40 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef kh = gget(k, vkh), kw = gget(k, vkw), ci = gget(k, vci);
   LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
   LLVMValueRef dh = gmul(k, kh, g[GC_DH]), dw = gmul(k, kw, g[GC_DW]);
+  LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, MR)));
+  /* a panel in one output row of an NCHW input with the tap inside the image for its first and
+     last pixel (so for all): row 0's pointer and one vector load per channel (width stride 1
+     or 2); nothing per row */
+  LLVMValueRef ih = gadd(k, ih0[0], dh), iw = gadd(k, iw0[0], dw), iwl = gadd(k, iw0[MR - 1], dw);
+  LLVMValueRef fast = LLVMBuildAnd(B, row1, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""), "");
+  fast = LLVMBuildAnd(B, fast, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iwl, g[GC_W]), ""), "");
+  fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntULE, gsub(k, g[GC_SW], gi(k, 1)), gi(k, 1), ""), "");
+  GIf ff;
+  gif_open(k, &ff, fast, true);
+  {
+    LLVMValueRef off = gadd(k, gadd(k, xb[0], gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+    LLVMValueRef src0 = gfp(k, P[GP_A], off);
+    GIf fs;
+    gif_open(k, &fs, LLVMBuildICmp(B, LLVMIntEQ, g[GC_SW], gi(k, 1), ""), true);
+    gm_pack_strided(k, c, src0, g[GC_XSC], 1, n, dst);
+    gif_else(k, &fs);
+    gm_pack_strided(k, c, src0, g[GC_XSC], 2, n, dst);
+    gif_close(k, &fs);
+  }
+  gif_else(k, &ff);
   LLVMValueRef src[16], st[16], all = NULL;
   for (int r = 0; r < MR; r++) {
-    LLVMValueRef ih = gadd(k, ih0[r], dh), iw = gadd(k, iw0[r], dw);
-    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""),
-                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iw, g[GC_W]), ""), "");
+    LLVMValueRef ihr = gadd(k, ih0[r], dh), iwr = gadd(k, iw0[r], dw);
+    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ihr, gi(k, 0), ""), gslt(k, ihr, g[GC_H]), ""),
+                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iwr, gi(k, 0), ""), gslt(k, iwr, g[GC_W]), ""), "");
     ok = LLVMBuildAnd(B, ok, valid[r], "");
-    LLVMValueRef off = gadd(k, gadd(k, xb[r], gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+    LLVMValueRef off = gadd(k, gadd(k, xb[r], gadd(k, gmul(k, ihr, g[GC_XSH]), gmul(k, iwr, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
     /* the offset is only formed for taps inside the image; zp otherwise */
     off = LLVMBuildSelect(B, ok, off, gi(k, 0), "");
     src[r] = LLVMBuildSelect(B, ok, gfp(k, P[GP_A], off), zp, "");
     st[r] = LLVMBuildSelect(B, ok, g[GC_XSC], gi(k, 0), "");
     all = all ? LLVMBuildAnd(B, all, ok, "") : ok;
   }
-  LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, MR)));
   /* every row inside the image (the common case): one shared channel offset, so the MR row
      pointers and it fit in registers; else a stride per row */
   GIf fa;
@@ -848,17 +893,6 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
                          LLVMBuildAnd(B, n, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
     gm_call_rows_t(k, c, src, gi(k, 0), t0, dst);
   }
-  /* strided rows (an NCHW input, stride 1 or 2 along the width): per channel one vector
-     load of row 0's span and a shuffle; the scalar loop below then has nothing left */
-  LLVMValueRef vt0 = gvar(k, t0);
-  for (int sw = 1; sw <= 2; sw++) {
-    GIf fs;
-    gif_open(k, &fs, LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntEQ, g[GC_SW], gi(k, sw), ""), ""), false);
-    gm_pack_strided(k, c, src[0], g[GC_XSC], sw, n, dst);
-    LLVMBuildStore(B, n, vt0);
-    gif_close(k, &fs);
-  }
-  t0 = gget(k, vt0);
   for (int v = 0; v < 2; v++) {
     LLVMValueRef t = gloop(k, &lt, v == 0 ? t0 : gi(k, 0), n, 1);
     LLVMValueRef d = gfp(k, dst, gmul(k, t, gi(k, MR)));
@@ -869,6 +903,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
     if (v == 0) gif_else(k, &fa);
   }
   gif_close(k, &fa);
+  gif_close(k, &ff);
   LLVMBuildStore(B, gadd(k, kk, n), vkk);
   LLVMBuildStore(B, gi(k, 0), vci);
   LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
