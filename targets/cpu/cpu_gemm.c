@@ -351,10 +351,17 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  /* A and B are walked by pointers advanced once per u steps, every load at a constant
+     offset from them: indexes scaled per step were 5 integer instructions per step, which on
+     Intel cores share ports 0 and 5 with the 512-bit FMAs */
+  int64_t astep = a->rstride ? 1 : MR;
+  LLVMValueRef pa0 = gfp(k, a->p, gmul(k, k0, gi(k, astep))), pb0 = gfp(k, bp, gmul(k, k0, gi(k, c->nr)));
   GPhiLoop pl = gphi_open(k, "uk", "ukb", "ukd");
   LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k"), pa = LLVMBuildPhi(B, cg->ptr, "pa"), pb = LLVMBuildPhi(B, cg->ptr, "pb");
   LLVMAddIncoming(kv, &k0, &pre, 1);
+  LLVMAddIncoming(pa, &pa0, &pre, 1);
+  LLVMAddIncoming(pb, &pb0, &pre, 1);
   LLVMValueRef acc[16][4];
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < NV; j++) {
@@ -368,23 +375,22 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
   LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
   for (int q = 0; q < u; q++) {
-    LLVMValueRef kq = gadd(k, kv, gi(k, q));
     LLVMValueRef bv[4];
-    LLVMValueRef boff = gmul(k, kq, gi(k, c->nr));
-    for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, bp, gadd(k, boff, gi(k, j * c->vw))), 64);
-    LLVMValueRef aoff = a->rstride ? kq : gmul(k, kq, gi(k, MR));
+    for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, pb, gi(k, q * c->nr + j * c->vw)), 64);
     for (int r = 0; r < MR; r++) {
-      LLVMValueRef ro = a->rstride ? gmul(k, gi(k, r), a->rstride) : gi(k, r);
-      LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, a->p, gadd(k, aoff, ro)), 4), c->vw);
+      LLVMValueRef ao = a->rstride ? gadd(k, gi(k, q), gmul(k, gi(k, r), a->rstride)) : gi(k, q * MR + r);
+      LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, pa, ao), 4), c->vw);
       for (int j = 0; j < NV; j++) {
         LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
         acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
       }
     }
   }
-  LLVMValueRef kn = gadd(k, kv, gi(k, u));
+  LLVMValueRef kn = gadd(k, kv, gi(k, u)), pan = gfp(k, pa, gi(k, u * astep)), pbn = gfp(k, pb, gi(k, u * c->nr));
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMAddIncoming(kv, &kn, &latch, 1);
+  LLVMAddIncoming(pa, &pan, &latch, 1);
+  LLVMAddIncoming(pb, &pbn, &latch, 1);
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < NV; j++) LLVMAddIncoming(out[r][j], &acc[r][j], &latch, 1);
   gm_novec(k, LLVMBuildBr(B, hdr));
