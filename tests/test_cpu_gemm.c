@@ -77,40 +77,11 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   hlo_module_free(ml);
 }
 
-/* An output fusion (bias, residual, relu) on an NHWC convolution whose rows span three
- * images (663 rows: several row slices and an edge micro-tile), K = 450 (two balanced K
- * blocks, B resident), N = 37 (an edge column panel). */
-Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
-  tg_check("conv rows over the batch", "HloModule m\n"
-    "f {\n"
-    "  x = f32[3,13,17,50] parameter(0)\n"
-    "  w = f32[3,3,50,37] parameter(1)\n"
-    "  b = f32[37] parameter(2)\n"
-    "  r = f32[3,13,17,37] parameter(3)\n"
-    "  c = f32[3,13,17,37] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  bb = f32[3,13,17,37] broadcast(b), dimensions={3}\n"
-    "  s = f32[3,13,17,37] add(c, bb)\n"
-    "  t = f32[3,13,17,37] add(s, r)\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
-    "  ROOT o = f32[3,13,17,37] maximum(t, zb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[3,13,17,50] parameter(0)\n"
-    "  w0 = f32[3,3,50,37] parameter(1)\n"
-    "  b0 = f32[37] parameter(2)\n"
-    "  r0 = f32[3,13,17,37] parameter(3)\n"
-    "  ROOT f0 = f32[3,13,17,37] fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
-    "}\n", 1e-4, true);
-}
-
-/* A convolution whose epilogue (bias, residual, relu) a sum over the image reads: the fusion's
- * root is the reduce (optimizer: reduction joins the convolution's group), computed slice by
- * slice into partial sums per chunk that a last kernel adds to the init (0.5 here). Rows span
- * three images (several slices, an edge micro-tile), N = 37 (an edge column panel); the sum
- * over (oh, ow) keeps [3, 37], the one over ow alone [3, 13, 37]. The same fusions through
- * the generic kernels (HLOC_CPU_NO_GEMM) give the same results. */
-static const char *tg_conv_sum =
+/* A convolution with an epilogue (bias, residual, relu), its rows spanning three images (663
+ * rows: several row slices and an edge micro-tile), K = 450 (two balanced K blocks, B
+ * resident), N = 37 (an edge column panel). The fusion's root (after the relu) and the
+ * entry's result shape are filled in: the relu itself, or a sum over it. */
+static const char *tg_conv_fused =
     "HloModule m\n"
     "add {\n"
     "  p = f32[] parameter(0)\n"
@@ -128,9 +99,7 @@ static const char *tg_conv_sum =
     "  t = f32[3,13,17,37] add(s, r)\n"
     "  z = f32[] constant(0)\n"
     "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
-    "  o = f32[3,13,17,37] maximum(t, zb)\n"
-    "  h = f32[] constant(0.5)\n"
-    "  ROOT m = %s reduce(o, h), dimensions={%s}, to_apply=add\n"
+    "%s"
     "}\n"
     "ENTRY e {\n"
     "  x0 = f32[3,13,17,50] parameter(0)\n"
@@ -140,11 +109,26 @@ static const char *tg_conv_sum =
     "  ROOT f0 = %s fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
     "}\n";
 
+/* The epilogue as the fusion's output. */
+Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
+  char text[4096];
+  snprintf(text, sizeof text, tg_conv_fused, "  ROOT o = f32[3,13,17,37] maximum(t, zb)\n", "f32[3,13,17,37]");
+  tg_check("conv rows over the batch", text, 1e-4, true);
+}
+
+/* A sum over the epilogue as the fusion's root (the optimizer: a reduction joins the
+ * convolution's group), computed slice by slice into partial sums per chunk that a last
+ * kernel adds to the init (0.5 here): the sum over (oh, ow) keeps [3, 37], the one over ow
+ * alone [3, 13, 37]. The same fusions through the generic kernels (HLOC_CPU_NO_GEMM) give the
+ * same results. */
 static void tg_conv_sums(bool gemm) {
   static const char *const shape[2] = {"f32[3,37]", "f32[3,13,37]"}, *const dims[2] = {"1,2", "2"};
   for (int j = 0; j < 2; j++) {
-    char text[4096];
-    snprintf(text, sizeof text, tg_conv_sum, shape[j], dims[j], shape[j]);
+    char root[256], text[4096];
+    snprintf(root, sizeof root,
+             "  o = f32[3,13,17,37] maximum(t, zb)\n  h = f32[] constant(0.5)\n"
+             "  ROOT m = %s reduce(o, h), dimensions={%s}, to_apply=add\n", shape[j], dims[j]);
+    snprintf(text, sizeof text, tg_conv_fused, root, shape[j]);
     tg_check(dims[j], text, 1e-4, gemm);
   }
 }

@@ -1677,25 +1677,6 @@ static void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMVa
   }
 }
 
-/* The elementwise epilogue of an output fusion on the block [m0, m1) x [n0, n1) of C just
- * computed (at the loop indices lidx): every element of the fusion's root, which reads the
- * product from C. */
-static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const GmProb *p, const LLVMValueRef *lidx,
-                        LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1, LLVMValueRef C) {
-  cpu_kern_materialized(k, hero, C);
-  const Shape *s = &in->shape;
-  LLVMValueRef idx[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
-  for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
-  CpuLoop lm, ln;
-  gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
-  gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
-  LLVMValueRef v = cpu_gen(k, in->calls[0]->root, idx);
-  if (v) cpu_store_elem(k, C, s, idx, v);
-  cpu_loop_close(k, &ln);
-  cpu_loop_close(k, &lm);
-}
-
 /* The root of fusion `in` when it is a sum that cpu_gemm_kernel can take block by block: a
  * reduce in f32 whose reducer adds, of the hero's epilogue value (hero dims, reached from the
  * hero through elementwise ops), with a scalar init. */
@@ -1723,26 +1704,28 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
   return hero && gm_reduce_root(in, hero) ? hero : NULL;
 }
 
-/* The epilogue of a fusion whose root sums the hero's epilogue (red): the block [m0, m1) x
- * [n0, n1) of the product, computed into a slice buffer that V addresses as if it were the
- * whole product, goes through the epilogue and into this chunk's partial sums P (red's shape,
- * row-major). Rows are outer, columns inner: the columns of one row add into consecutive
- * partial sums (vectors, with the feature dimension minor and not reduced). */
-static void gm_reduce_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
-                               const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
-                               LLVMValueRef n1, LLVMValueRef V, LLVMValueRef P) {
-  cpu_kern_materialized(k, hero, V);
+/* The epilogue of an output fusion on the block [m0, m1) x [n0, n1) of the product just
+ * computed (at the loop indices lidx), which generation reads from C: every element of the
+ * fusion's root, stored in place in C; or, for a fusion whose root sums the hero's epilogue
+ * (red), every element of the summed value added into this chunk's partial sums P (red's
+ * shape, row-major). Rows are outer, columns inner: the columns of one row go to consecutive
+ * elements (vectors: the feature dimension is minor and, for a sum, not reduced). */
+static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+                        const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
+                        LLVMValueRef C, LLVMValueRef P) {
+  cpu_kern_materialized(k, hero, C);
   const Shape *s = &hero->shape;
   int64_t rst[HLO_MAX_RANK];
-  gm_rowmajor(&red->shape, rst);
+  if (red) gm_rowmajor(&red->shape, rst);
   LLVMValueRef idx[HLO_MAX_RANK];
   for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
   for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
   CpuLoop lm, ln;
   gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
   gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
-  LLVMValueRef v = cpu_gen(k, red->ops[0], idx);
-  if (v) {
+  LLVMValueRef v = cpu_gen(k, red ? red->ops[0] : in->calls[0]->root, idx);
+  if (v && !red) cpu_store_elem(k, C, &in->shape, idx, v);
+  if (v && red) {
     LLVMValueRef pos = gi(k, 0);
     for (int d = 0, o = 0; d < s->rank; d++)
       if (!gm_has(&red->dims, d)) pos = gadd(k, pos, gmul(k, idx[d], gi(k, rst[o++])));
@@ -2002,7 +1985,7 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
     gm_close(k, &lk);
   }
   if (fusion && !k->failed)
-    gm_epilogue(k, in, hero, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)), gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C);
+    gm_epilogue(k, in, hero, NULL, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)), gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C, NULL);
   k->ncache = cache_mark;
   gm_close(k, &li);
   if (!cpu_kern_end(k, nchunks)) return -1;
@@ -2211,12 +2194,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     args[pre == 1 ? GP_BPRE : GP_APRE] = prep;
   }
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
-  if (red && !k->failed) {
-    /* the slice buffer seen as the whole product: element (s0, 0) of the loop index at Cs */
-    LLVMValueRef V = LLVMBuildGEP2(B, cg->f32, Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p.ldc))))}, 1, "");
-    gm_reduce_epilogue(k, in, hero, red, &p, lidx, s0, s1, n0, n1, V, P);
-  } else if (fusion && !k->failed) {
-    gm_epilogue(k, in, hero, &p, lidx, s0, s1, n0, n1, C);
+  if (fusion && !k->failed) {
+    /* summing: the slice buffer seen as the whole product (element (s0, 0) of the loop index
+       at Cs) */
+    LLVMValueRef V = !red ? C : LLVMBuildGEP2(B, cg->f32, Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p.ldc))))}, 1, "");
+    gm_epilogue(k, in, hero, red, &p, lidx, s0, s1, n0, n1, V, P);
   }
   if (slices) cpu_loop_close(k, &lsl);
   gwhile_close(k, &items_loop);
