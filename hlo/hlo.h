@@ -406,7 +406,9 @@ bool hlo_module_remove_unreachable(HModule *m);
 /* Floating-point operations of a dot or convolution (a multiply-add counts 2; a grouped
  * convolution's kernel as given); 0 for other instructions (their callees not included). */
 double hlo_instr_flops(const HInstr *in);
-/* Whether reducer computation r is a scalar add of its two parameters in type dt. */
+/* The opcode of reducer computation r when it is one scalar op of type dt on its two
+ * parameters (in either order), else -1; hlo_comp_is_add: whether that op is an add. */
+int hlo_comp_binary_op(const HComp *r, DType dt);
 bool hlo_comp_is_add(const HComp *r, DType dt);
 /* flatten.c: every tuple-shaped entry parameter becomes one array parameter per leaf, depth
  * first, named NAME.i(.j...), numbered from its own position on; its users read a tuple of

@@ -338,10 +338,13 @@ double hlo_instr_flops(const HInstr *in) {
   return 0;
 }
 
-bool hlo_comp_is_add(const HComp *r, DType dt) {
-  if (!r || r->nparams != 2 || r->ninstrs != 3 || !r->root) return false;
+int hlo_comp_binary_op(const HComp *r, DType dt) {
+  if (!r || r->nparams != 2 || r->ninstrs != 3 || !r->root) return -1;
   const HInstr *a = r->root;
-  if (a->op != OP_ADD || a->nops != 2 || a->shape.rank != 0 || a->shape.dt != dt) return false;
+  if (a->nops != 2 || a->shape.rank != 0 || a->shape.dt != dt) return -1;
   const HInstr *p = r->params[0], *q = r->params[1];
-  return p && q && ((a->ops[0] == p && a->ops[1] == q) || (a->ops[0] == q && a->ops[1] == p));
+  bool ok = p && q && ((a->ops[0] == p && a->ops[1] == q) || (a->ops[0] == q && a->ops[1] == p));
+  return ok ? (int)a->op : -1;
 }
+
+bool hlo_comp_is_add(const HComp *r, DType dt) { return hlo_comp_binary_op(r, dt) == OP_ADD; }

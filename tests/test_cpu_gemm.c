@@ -88,6 +88,16 @@ static const char *tg_conv_fused =
     "  q = f32[] parameter(1)\n"
     "  ROOT s = f32[] add(p, q)\n"
     "}\n"
+    "mx {\n"
+    "  p1 = f32[] parameter(0)\n"
+    "  q1 = f32[] parameter(1)\n"
+    "  ROOT s1 = f32[] maximum(p1, q1)\n"
+    "}\n"
+    "mn {\n"
+    "  p2 = f32[] parameter(0)\n"
+    "  q2 = f32[] parameter(1)\n"
+    "  ROOT s2 = f32[] minimum(p2, q2)\n"
+    "}\n"
     "f {\n"
     "  x = f32[3,13,17,50] parameter(0)\n"
     "  w = f32[3,3,50,37] parameter(1)\n"
@@ -116,20 +126,31 @@ Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
   tg_check("conv rows over the batch", text, 1e-4, true);
 }
 
-/* A sum over the epilogue as the fusion's root (the optimizer: a reduction joins the
- * convolution's group), computed slice by slice into partial sums per chunk that a last
- * kernel adds to the init (0.5 here): the sum over (oh, ow) keeps [3, 37], the one over ow
- * alone [3, 13, 37]. The same fusions through the generic kernels (HLOC_CPU_NO_GEMM) give the
- * same results. */
+/* A reduction over the epilogue as the fusion's root (the optimizer: a reduction joins the
+ * convolution's group), computed slice by slice into partial results per chunk (starting from
+ * the reducer's identity) that a last kernel combines with the init, applied once: sums of the
+ * relu with init 0.5 over (oh, ow), keeping [3, 37], and over ow alone, keeping [3, 13, 37];
+ * a maximum of values all below zero and a minimum of values all above it, with infinite
+ * inits, over (oh, ow) (a partial that started from 0 would show). The same fusions through
+ * the generic kernels (HLOC_CPU_NO_GEMM) give the same results. */
 static void tg_conv_sums(bool gemm) {
-  static const char *const shape[2] = {"f32[3,37]", "f32[3,13,37]"}, *const dims[2] = {"1,2", "2"};
-  for (int j = 0; j < 2; j++) {
-    char root[256], text[4096];
-    snprintf(root, sizeof root,
-             "  o = f32[3,13,17,37] maximum(t, zb)\n  h = f32[] constant(0.5)\n"
-             "  ROOT m = %s reduce(o, h), dimensions={%s}, to_apply=add\n", shape[j], dims[j]);
-    snprintf(text, sizeof text, tg_conv_fused, root, shape[j]);
-    tg_check(dims[j], text, 1e-4, gemm);
+  static const char *const roots[4] = {
+      "  o = f32[3,13,17,37] maximum(t, zb)\n  h = f32[] constant(0.5)\n"
+      "  ROOT m = f32[3,37] reduce(o, h), dimensions={1,2}, to_apply=add\n",
+      "  o = f32[3,13,17,37] maximum(t, zb)\n  h = f32[] constant(0.5)\n"
+      "  ROOT m = f32[3,13,37] reduce(o, h), dimensions={2}, to_apply=add\n",
+      "  k = f32[] constant(-1000)\n  kb = f32[3,13,17,37] broadcast(k), dimensions={}\n"
+      "  o = f32[3,13,17,37] add(t, kb)\n  h = f32[] constant(-inf)\n"
+      "  ROOT m = f32[3,37] reduce(o, h), dimensions={1,2}, to_apply=mx\n",
+      "  k = f32[] constant(1000)\n  kb = f32[3,13,17,37] broadcast(k), dimensions={}\n"
+      "  o = f32[3,13,17,37] add(t, kb)\n  h = f32[] constant(inf)\n"
+      "  ROOT m = f32[3,37] reduce(o, h), dimensions={1,2}, to_apply=mn\n"};
+  static const char *const shape[4] = {"f32[3,37]", "f32[3,13,37]", "f32[3,37]", "f32[3,37]"};
+  static const char *const what[4] = {"sum over (oh, ow)", "sum over ow", "maximum", "minimum"};
+  for (int j = 0; j < 4; j++) {
+    char text[4096];
+    snprintf(text, sizeof text, tg_conv_fused, roots[j], shape[j]);
+    tg_check(what[j], text, 1e-4, gemm);
   }
 }
 

@@ -641,25 +641,31 @@ Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
 
 Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_and_the_feature) {
   /* dims={1,2} keeps 8 of 512 (joins); {2} keeps 64 (1/8: joins); {0} keeps 256 (stays a
-     kInput fusion of its own); {1,2,3} sums the feature dimension (stays) */
+     kInput fusion of its own); {1,2,3} sums the feature dimension (stays); a maximum joins,
+     a product does not */
   static const struct {
-    const char *dims, *shape;
+    const char *dims, *shape, *fn;
     bool joins;
-  } cases[] = {{"1,2", "f32[2,4]", true}, {"2", "f32[2,8,4]", true}, {"0", "f32[8,8,4]", false}, {"1,2,3", "f32[2]", false}};
+  } cases[] = {{"1,2", "f32[2,4]", "add", true},    {"2", "f32[2,8,4]", "add", true},
+               {"0", "f32[8,8,4]", "add", false},   {"1,2,3", "f32[2]", "add", false},
+               {"1,2", "f32[2,4]", "mx", true},     {"1,2", "f32[2,4]", "mul", false}};
+  static const char *reducers = "mx {\n  p1 = f32[] parameter(0)\n  q1 = f32[] parameter(1)\n  ROOT t1 = f32[] maximum(p1, q1)\n}\n"
+                                "mul {\n  p2 = f32[] parameter(0)\n  q2 = f32[] parameter(1)\n  ROOT t2 = f32[] multiply(p2, q2)\n}\n";
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    char text[2048];
-    const char *tail = strstr(conv_pool, "  ROOT m");
-    snprintf(text, sizeof text, "%.*s  ROOT m = %s reduce(r, z), dimensions={%s}, to_apply=add\n}\n",
-             (int)(tail - conv_pool), conv_pool, cases[i].shape, cases[i].dims);
+    char text[4096];
+    const char *entry = strstr(conv_pool, "ENTRY"), *tail = strstr(conv_pool, "  ROOT m");
+    snprintf(text, sizeof text, "%.*s%s%.*s  ROOT m = %s reduce(r, z), dimensions={%s}, to_apply=%s\n}\n",
+             (int)(entry - conv_pool), conv_pool, reducers, (int)(tail - entry), entry, cases[i].shape, cases[i].dims,
+             cases[i].fn);
     HModule *m = tu_parse(text);
     HArena *ar = hlo_arena_new();
     Literal *before = eval(m, ar);
     OptOpts o = {0};
     tu_run_opts(m, opt_fusion, &o);
     HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
-    cr_assert(conv, "dims {%s}: the convolution's fusion", cases[i].dims);
-    cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "dims {%s}", cases[i].dims);
-    cr_expect_eq(red == NULL, cases[i].joins, "dims {%s}", cases[i].dims);
+    cr_assert(conv, "%s over {%s}: the convolution's fusion", cases[i].fn, cases[i].dims);
+    cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
+    cr_expect_eq(red == NULL, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
     tu_expect_same(eval(m, ar), before, 1e-5);
     hlo_arena_free(ar);
     hlo_module_free(m);
