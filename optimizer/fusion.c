@@ -210,12 +210,17 @@ static const char *kind_of(const Group *g) {
 /* The reduction that alone reads v, the value of convolution d's epilogue, when it may join
  * d's group as its root: a sum, maximum or minimum (of v's type, a scalar init) over output
  * dimensions other than the feature, keeping at most FUSION_REDUCE_KEEP elements and at most
- * 1/8 of v's (a global average or max pool after conv, batch norm, relu). The CPU target then
+ * 1/8 of v's (a global average or max pool after conv, batch norm, relu), of an f32
+ * convolution with two spatial dimensions and no grouping. The CPU target then
  * reduces each block of the product while it is in cache, and the convolution's output is
  * never written. */
 enum { FUSION_REDUCE_KEEP = 1 << 16 };
 static HInstr *reduce_reader(Fuser *f, const HInstr *d, const HInstr *v) {
-  if (d->op != OP_CONVOLUTION || !d->conv || v == f->c->root || f->us.n[v->idx] != 1) return NULL;
+  /* the convolutions the CPU's implicit GEMM takes (others would reduce through the generic
+     kernels, an elemental convolution inside a reduction) */
+  if (d->op != OP_CONVOLUTION || !d->conv || d->conv->in_sp.n != 2 || d->feature_groups != 1 || d->batch_groups != 1 ||
+      d->shape.dt != DT_F32 || v == f->c->root || f->us.n[v->idx] != 1)
+    return NULL;
   HInstr *r = f->us.list[v->idx][0];
   if (!is_reduce_hero(r) || f->placed[r->idx] || r->ops[0] != v || r->ops[1] == v || r->ops[1]->shape.rank != 0 ||
       !hlo_dtype_is_float(v->shape.dt) || r->shape.dt != v->shape.dt)

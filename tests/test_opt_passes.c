@@ -672,6 +672,30 @@ Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_a
   }
 }
 
+Test(opt_fusion, reduction_stays_out_of_a_grouped_convolution) {
+  /* a grouped convolution is not one the CPU's implicit GEMM takes: its pool stays a kInput
+     fusion of its own */
+  HModule *m = tu_parse("HloModule t\n"
+                        "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2,8,8,4] parameter(0)\n"
+                        "  k = f32[3,3,2,4] parameter(1)\n"
+                        "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2\n"
+                        "  z = f32[] constant(0)\n"
+                        "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
+                        "  r = f32[2,8,8,4] maximum(c, zb)\n"
+                        "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
+                        "}\n");
+  HArena *ar = hlo_arena_new();
+  Literal *before = eval(m, ar);
+  OptOpts o = {0};
+  tu_run_opts(m, opt_fusion, &o);
+  cr_expect(find_fusion(m->entry, FK_INPUT, 0) != NULL, "the pool is a kInput fusion of its own");
+  tu_expect_same(eval(m, ar), before, 1e-5);
+  hlo_arena_free(ar);
+  hlo_module_free(m);
+}
+
 Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
   /* d = dy * 2 (1M+ elements) read by two convolutions: duplicated into both operands by
      default, computed once by its own kernel when the target stages convolution operands */
