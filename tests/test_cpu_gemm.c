@@ -154,6 +154,27 @@ static void tg_conv_sums(bool gemm) {
   }
 }
 
+/* A dot's epilogue summed over its rows (a fusion written by hand: the optimizer joins
+ * reductions to convolutions only), 70 rows in several row blocks, 40 columns. */
+Test(cpu_gemm, dot_epilogue_summed_by_blocks, .timeout = 300) {
+  tg_check("dot summed over rows", "HloModule m\n"
+    "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+    "f {\n"
+    "  a = f32[70,300] parameter(0)\n"
+    "  b = f32[300,40] parameter(1)\n"
+    "  d = f32[70,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[70,40] broadcast(z), dimensions={}\n"
+    "  r = f32[70,40] maximum(d, zb)\n"
+    "  ROOT m = f32[40] reduce(r, z), dimensions={0}, to_apply=add\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  a0 = f32[70,300] parameter(0)\n"
+    "  b0 = f32[300,40] parameter(1)\n"
+    "  ROOT f0 = f32[40] fusion(a0, b0), kind=kOutput, calls=f\n"
+    "}\n", 1e-4, true);
+}
+
 Test(cpu_gemm, conv_epilogue_summed_by_blocks, .timeout = 300) { tg_conv_sums(true); }
 
 Test(cpu_gemm, conv_epilogue_summed_generic, .timeout = 300) {

@@ -1696,6 +1696,8 @@ static const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
   return r;
 }
 
+enum { GM_RED_KEEP = 1 << 20 }; /* elements a reduction over a product may keep */
+
 /* The identity of reduction red's reducer (0 for a sum, -inf for a maximum, +inf for a
  * minimum): what the partial results start from, the init being applied once, at the end. */
 static float gm_reduce_identity(const HInstr *red) {
@@ -2016,6 +2018,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   /* a fusion summing the epilogue: the product is computed in slices into private scratch,
      each slice summed into its chunk's partial sums, which a last kernel adds up */
   const HInstr *red = fusion ? gm_reduce_root(in, hero) : NULL;
+  /* (partial results per chunk: a reduction keeping many elements goes to the generic kernels) */
+  if (red && hlo_shape_elems(&red->shape) > GM_RED_KEEP) return 0;
   GmProb p;
   memset(&p, 0, sizeof p);
   /* operands as views where possible, else staged row-major (which makes them mergeable) */
@@ -2122,8 +2126,9 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
     gif_close(k, &f);
     if (!cpu_kern_end(k, pch)) return -1;
-    /* the serial run: nothing to do for B; A is used by every column block, once packed */
-    cg->tasks[cg->ntasks - 1].whole = pre == 1;
+    /* the serial run: nothing to do for B (unless reducing: its chunks run one by one and
+       read the packed B); A is used by every column block, once packed */
+    cg->tasks[cg->ntasks - 1].whole = pre == 1 && !red;
   }
 
   CpuKern *k = cpu_kern_begin(cg, in);
