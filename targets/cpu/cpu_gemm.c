@@ -788,15 +788,15 @@ static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueR
 /* Pack A[ic + 0..mc, pc + 0..kc] from a convolution input (implicit GEMM) into MR-tall
  * panels at ap. Row r of a panel is output pixel m0 + ic + ir + r, decoded once per panel into
  * its image and window origin (row 0 by division, the others by stepping: with 3 input
- * channels, K = 27, the MR rows' divisions had cost as much as the panel's FMAs); a panel in
+ * channels, K = 27, the MR rows' divisions had cost as much as the panel's FMAs). K is walked
+ * in runs of input channels at one tap (kh, kw), the run shared by the MR rows. A panel in
  * one output row of an NCHW input whose tap lies inside the image is one vector load per
- * channel from row 0's pointer, with nothing computed per row (simple_cnn's first
- * convolution on this VM's EPYC, one core, without its output: 200 -> 125-130 ms, the
- * packing's instructions 52 -> 19 M per image pair); K is walked in runs of input channels at one tap (kh, kw),
- * the run shared by the MR rows: each row reads its run through a pointer and a stride, a
- * row whose tap falls in the padding (or past the last row) reads the one zero at zp with
- * stride 0, and the MR rows are interleaved into the panel with the rows unrolled (MR
- * contiguous stores per step). */
+ * channel from row 0's pointer, nothing computed per row (simple_cnn's first convolution on
+ * this VM's EPYC, one core, without its output: 200 -> 101-118 ms; the packing's
+ * instructions 52 -> 19 M per pair of images). Otherwise each row reads its run through a
+ * pointer and a stride, a row whose tap falls in the padding (or past the last row) reads the
+ * one zero at zp with stride 0, and the MR rows are interleaved into the panel with the rows
+ * unrolled (MR contiguous stores per step). */
 static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
                            LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp) {
   CpuCg *cg = k->cg;
