@@ -180,6 +180,36 @@ static void tc_check_text_both(const char *what, const char *text, double rtol, 
   tc_check_text_ex(opt, text, rtol, int_range, true);
 }
 
+/* Global pools after convolutions, as JAX writes them (NCHW, bias, relu, then a reduction
+ * over the image), through the optimizer, which joins each reduction to its convolution's
+ * fusion: a sum whose init is an argument, a maximum with -inf. As written they go through the
+ * generic kernels. */
+Test(cpu, conv_global_pools, .timeout = 300) {
+  tc_check_text_both("convolution pools",
+                     "HloModule pools\n"
+                     "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+                     "mx {\n  p1 = f32[] parameter(0)\n  q1 = f32[] parameter(1)\n  ROOT s1 = f32[] maximum(p1, q1)\n}\n"
+                     "ENTRY e {\n"
+                     "  x = f32[2,5,14,11] parameter(0)\n"
+                     "  w = f32[16,5,3,3] parameter(1)\n"
+                     "  b = f32[16] parameter(2)\n"
+                     "  h = f32[] parameter(3)\n"
+                     "  w2 = f32[16,5,3,3] parameter(4)\n"
+                     "  c = f32[2,16,14,11] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                     "  bb = f32[2,16,14,11] broadcast(b), dimensions={1}\n"
+                     "  cb = f32[2,16,14,11] add(c, bb)\n"
+                     "  z = f32[] constant(0)\n"
+                     "  zb = f32[2,16,14,11] broadcast(z), dimensions={}\n"
+                     "  r = f32[2,16,14,11] maximum(cb, zb)\n"
+                     "  sum = f32[2,16] reduce(r, h), dimensions={2,3}, to_apply=add\n"
+                     "  c2 = f32[2,16,14,11] convolution(x, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                     "  ninf = f32[] constant(-inf)\n"
+                     "  big = f32[2,16] reduce(c2, ninf), dimensions={2,3}, to_apply=mx\n"
+                     "  ROOT t = (f32[2,16], f32[2,16]) tuple(sum, big)\n"
+                     "}\n",
+                     1e-4, 0);
+}
+
 /* maximum and minimum as XLA and the interpreter define them: isnan(a) || a >= b ? a : b, so
  * NaN in either operand propagates and of +0 and -0 the first operand wins (seen through
  * 1 / result, +-inf); elementwise, in clamp and in an unrolled max-pool window. x * 0 is a
