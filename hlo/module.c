@@ -8,6 +8,7 @@
  * control predecessors. */
 #include "hlo.h"
 
+#include <math.h>
 #include <string.h>
 
 static void nameset_add(HModule *m, const char *name);
@@ -348,3 +349,10 @@ int hlo_comp_binary_op(const HComp *r, DType dt) {
 }
 
 bool hlo_comp_is_add(const HComp *r, DType dt) { return hlo_comp_binary_op(r, dt) == OP_ADD; }
+
+bool hlo_comp_identity(const HComp *r, DType dt, double *id) {
+  int op = hlo_comp_binary_op(r, dt);
+  if (op != OP_ADD && op != OP_MAXIMUM && op != OP_MINIMUM) return false;
+  *id = op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0.0;
+  return true;
+}

@@ -9,10 +9,10 @@
  *  2. Live ranges: the last use of a value is its last user's position (the root lives to the
  *     end); a buffer's last use is the latest last use of every view of it.
  *  3. Results: each leaf of the root, flattened in tuple order (nested tuples too), is
- *     resolved through views to the instruction owning the storage. When that instruction computes exactly this leaf
- *     and is not already a result, it computes straight into results[k] (MEM_RESULT);
- *     otherwise (a parameter, a constant, a leaf used twice, a leaf inside a block) the
- *     leaf is copied into results[k] at the end.
+ *     resolved through views to the instruction owning the storage. When that instruction
+ *     computes exactly this leaf and is not already a result, it computes straight into
+ *     results[k] (MEM_RESULT); otherwise (a parameter, a constant, a leaf used twice, a leaf
+ *     inside a block) the leaf is copied into results[k] at the end.
  *  4. In place: an instruction reading an operand only at the index it writes (an
  *     elementwise op, or a fusion whose parameter reaches the root through elementwise ops
  *     only, unless the fusion holds a dot or convolution, which the CPU target accumulates
@@ -29,7 +29,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
 
 int64_t memplan_value_bytes(const Shape *s) {
   if (s->dt != DT_TUPLE) return (int64_t)hlo_shape_bytes(s);

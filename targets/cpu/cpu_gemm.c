@@ -76,7 +76,6 @@
 #include "cpu_impl.h"
 
 #include <llvm-c/DebugInfo.h>
-#include <math.h>
 #include <llvm-c/TargetMachine.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,6 +407,15 @@ static void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValue
   *kh = LLVMBuildSDiv(k->B, pc, kwci, "");
   *kw = LLVMBuildSDiv(k->B, rem0, g[GC_CI], "");
   *ci = LLVMBuildSRem(k->B, rem0, g[GC_CI], "");
+}
+
+/* Output pixel pix of a convolution as its image and output row and column. */
+static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMValueRef *img, LLVMValueRef *oh,
+                     LLVMValueRef *ow) {
+  LLVMValueRef q = LLVMBuildSRem(k->B, pix, g[GC_OHW], "");
+  *img = LLVMBuildSDiv(k->B, pix, g[GC_OHW], "");
+  *oh = LLVMBuildSDiv(k->B, q, g[GC_OW], "");
+  *ow = LLVMBuildSRem(k->B, q, g[GC_OW], "");
 }
 
 /* A convolution panel the micro-kernel may read in place, as the GEMM function knows it: its
@@ -762,8 +770,8 @@ static LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueR
   LLVMValueRef vok = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0));
   GIf fp;
   gif_open(k, &fp, pre, false);
-  LLVMValueRef img = LLVMBuildSDiv(B, pix0, g[GC_OHW], ""), q = LLVMBuildSRem(B, pix0, g[GC_OHW], "");
-  LLVMValueRef oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+  LLVMValueRef img, oh, ow;
+  gm_pixel(k, g, pix0, &img, &oh, &ow);
   LLVMValueRef kh = LLVMBuildSDiv(B, P[GP_K], gmul(k, g[GC_KW], g[GC_CI]), "");
   LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]), iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
   LLVMValueRef ihl = gadd(k, ih0, gmul(k, gsub(k, kh, gi(k, 1)), g[GC_DH]));
@@ -824,10 +832,7 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef ih0[16], iw0[16], xb[16], valid[16], ow0 = NULL, img = NULL, oh = NULL, ow = NULL;
   for (int r = 0; r < MR; r++) {
     if (r == 0) {
-      LLVMValueRef pix = gadd(k, gadd(k, ic, ir), g[GC_M0]);
-      LLVMValueRef q = LLVMBuildSRem(B, pix, g[GC_OHW], "");
-      img = LLVMBuildSDiv(B, pix, g[GC_OHW], "");
-      oh = LLVMBuildSDiv(B, q, g[GC_OW], ""), ow = LLVMBuildSRem(B, q, g[GC_OW], "");
+      gm_pixel(k, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), &img, &oh, &ow);
     } else {
       LLVMValueRef w = LLVMBuildICmp(B, LLVMIntEQ, ow = gadd(k, ow, gi(k, 1)), g[GC_OW], "");
       ow = LLVMBuildSelect(B, w, gi(k, 0), ow, "");
@@ -1689,21 +1694,14 @@ static const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
   const HInstr *r = c->root;
   if (!r || r->op != OP_REDUCE || r->nops != 2 || r->ncalls != 1 || r->shape.dt != DT_F32) return NULL;
   const HInstr *v = r->ops[0];
-  int op = hlo_comp_binary_op(r->calls[0], DT_F32);
-  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || (op != OP_ADD && op != OP_MAXIMUM && op != OP_MINIMUM) ||
+  double id;
+  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || !hlo_comp_identity(r->calls[0], DT_F32, &id) ||
       !hlo_shape_same_dims(&v->shape, &hero->shape) || !cpu_elem_path(c, hero, v))
     return NULL;
   return r;
 }
 
 enum { GM_RED_KEEP = 1 << 20 }; /* elements a reduction over a product may keep */
-
-/* The identity of reduction red's reducer (0 for a sum, -inf for a maximum, +inf for a
- * minimum): what the partial results start from, the init being applied once, at the end. */
-static float gm_reduce_identity(const HInstr *red) {
-  int op = hlo_comp_binary_op(red->calls[0], DT_F32);
-  return op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0.0f;
-}
 
 /* a (+) b with reduction red's reducer. */
 static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRef a, LLVMValueRef b) {
@@ -1712,23 +1710,17 @@ static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRe
 }
 
 const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
-  if (in->op != OP_FUSION || in->ncalls < 1) return NULL;
-  const HComp *c = in->calls[0];
-  const HInstr *hero = NULL;
-  for (int i = 0; i < c->ninstrs; i++)
-    if (c->instrs[i]->op == OP_DOT || c->instrs[i]->op == OP_CONVOLUTION) {
-      if (hero) return NULL;
-      hero = c->instrs[i];
-    }
+  const HInstr *hero = cpu_fusion_hero(in);
   return hero && gm_reduce_root(in, hero) ? hero : NULL;
 }
 
 /* The epilogue of an output fusion on the block [m0, m1) x [n0, n1) of the product just
  * computed (at the loop indices lidx), which generation reads from C: every element of the
- * fusion's root, stored in place in C; or, for a fusion whose root sums the hero's epilogue
- * (red), every element of the summed value added into this chunk's partial sums P (red's
- * shape, row-major). Rows are outer, columns inner: the columns of one row go to consecutive
- * elements (vectors: the feature dimension is minor and, for a sum, not reduced). */
+ * fusion's root, stored in place in C; or, for a fusion whose root reduces the hero's
+ * epilogue (red), every element of the reduced value combined into this chunk's partial
+ * results P (red's shape, row-major). Rows are outer, columns inner: the columns of one row go
+ * to consecutive elements (vectors: the feature dimension is minor and, when reducing, not
+ * reduced). */
 static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                         const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
                         LLVMValueRef C, LLVMValueRef P) {
@@ -2015,8 +2007,8 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (getenv("HLOC_CPU_NO_GEMM")) return 0;
   const HInstr *fusion = hero == in ? NULL : in;
-  /* a fusion summing the epilogue: the product is computed in slices into private scratch,
-     each slice summed into its chunk's partial sums, which a last kernel adds up */
+  /* a fusion reducing the epilogue: the product is computed in slices into private scratch,
+     each slice reduced into its chunk's partial results, which a last kernel combines */
   const HInstr *red = fusion ? gm_reduce_root(in, hero) : NULL;
   /* (partial results per chunk: a reduction keeping many elements goes to the generic kernels) */
   if (red && hlo_shape_elems(&red->shape) > GM_RED_KEEP) return 0;
@@ -2094,7 +2086,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (pre == 1) pre_bytes = (nnb > 1 ? nnb * nblk : gm_roundup(p.N, c.nr)) * Kp * 4;
   if (pre == 2) pre_bytes = gm_roundup(p.M, c.mr) * Kp * 4;
   int64_t need = pre_off + memplan_align(pre_bytes);
-  /* summing: a slice buffer (2 * MC rows of C) and the partial sums per chunk */
+  /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk */
   bool resident = gm_resident(&c, nblk, p.K);
   int64_t slice_rows = gm_min(2 * c.mc, p.M), slice_off = need, slice_bytes = memplan_align(slice_rows * p.ldc * 4);
   int64_t part_off = slice_off + nchunks * slice_bytes, part_bytes = red ? memplan_align(hlo_shape_elems(&red->shape) * 4) : 0;
@@ -2154,20 +2146,18 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef chunk, lo, hi;
   LLVMValueRef whole = gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
+  /* reducing: the chunk's slice buffer and its partial results, which start from the
+     reducer's identity (offsets in the private scratch, as scratch's own) */
   LLVMValueRef Cs = NULL, P = NULL;
   if (red) {
-    LLVMValueRef base = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
-    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gadd(k, gi(k, slice_off), gmul(k, chunk, gi(k, slice_bytes)))}, 1, "");
-    P = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gadd(k, gi(k, part_off), gmul(k, chunk, gi(k, part_bytes)))}, 1, "");
-    float id = gm_reduce_identity(red);
-    if (id == 0.0f) {
-      LLVMBuildMemSet(B, P, LLVMConstInt(cg->i8, 0, 0), gi(k, part_bytes), 64);
-    } else {
-      CpuLoop lz;
-      LLVMValueRef z = gloop(k, &lz, gi(k, 0), gi(k, part_bytes / 4), 1);
-      gstore(k, LLVMConstReal(cg->f32, id), gfp(k, P, z), 4);
-      cpu_loop_close(k, &lz);
-    }
+    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, slice_off - stage_bytes), gmul(k, chunk, gi(k, slice_bytes)))}, 1, "");
+    P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, part_off - stage_bytes), gmul(k, chunk, gi(k, part_bytes)))}, 1, "");
+    double id = 0;
+    hlo_comp_identity(red->calls[0], DT_F32, &id);
+    CpuLoop lz;
+    LLVMValueRef z = gloop(k, &lz, gi(k, 0), gi(k, part_bytes / 4), 1);
+    gstore(k, LLVMConstReal(cg->f32, id), gfp(k, P, z), 4);
+    cpu_loop_close(k, &lz);
   }
   LLVMValueRef itv = gvar(k, lo);
   GWhile items_loop;
@@ -2225,7 +2215,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   }
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   if (fusion && !k->failed) {
-    /* summing: the slice buffer seen as the whole product (element (s0, 0) of the loop index
+    /* reducing: the slice buffer seen as the whole product (element (s0, 0) of the loop index
        at Cs) */
     LLVMValueRef V = !red ? C : LLVMBuildGEP2(B, cg->f32, Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p.ldc))))}, 1, "");
     gm_epilogue(k, in, hero, red, &p, lidx, s0, s1, n0, n1, V, P);
@@ -2234,7 +2224,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   gwhile_close(k, &items_loop);
   k->ncache = cache_mark;
   if (!cpu_kern_end(k, nchunks)) return -1;
-  /* summing: every chunk runs, the serial run too (each fills its own partial sums) */
+  /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1 && !red;
   if (red && !gm_reduce_finish(cg, in, red, part_off, part_bytes, nchunks)) return -1;
   return 1;

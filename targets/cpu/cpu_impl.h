@@ -225,6 +225,8 @@ CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root);
 bool cpu_kern_end(CpuKern *k, int64_t nchunks);
 /* Generation of `in` inside this kernel loads it from row-major buffer p. */
 void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
+/* The one dot or convolution of fusion in (NULL when it has none, or several). */
+const HInstr *cpu_fusion_hero(const HInstr *in);
 /* Whether every use of v in c reaches `to` through elementwise ops of v's dimensions (v may
  * be `to` itself). */
 bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to);
@@ -312,9 +314,9 @@ LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
  * operands are strided views of buffers in f32: 1 when emitted, 0 when another path must
  * emit it, -1 after a located error. */
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero);
-/* The dot or convolution of fusion in whose root is a sum over the hero's epilogue (an
- * elementwise path from the hero to the reduce's operand), which cpu_gemm_kernel sums block
- * by block; NULL when in is not of that form. */
+/* The dot or convolution of fusion in whose root is a sum, maximum or minimum over the hero's
+ * epilogue (an elementwise path from the hero to the reduce's operand), which cpu_gemm_kernel
+ * reduces block by block; NULL when in is not of that form. */
 const HInstr *cpu_gemm_reduce_hero(const HInstr *in);
 /* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
  * AVX, else 4); cached in cg. */

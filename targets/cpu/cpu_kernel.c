@@ -761,8 +761,8 @@ static bool kn_elem_path(const HComp *c, const HInstr *v) { return cpu_elem_path
 
 /* The dot/convolution of an output fusion whose epilogue is elementwise in it (NULL if the
  * fusion is not of that form). */
-static const HInstr *kn_output_hero(const HInstr *in) {
-  if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
+const HInstr *cpu_fusion_hero(const HInstr *in) {
+  if (in->op != OP_FUSION || in->ncalls < 1) return NULL;
   const HComp *c = in->calls[0];
   const HInstr *hero = NULL;
   for (int i = 0; i < c->ninstrs; i++) {
@@ -772,8 +772,14 @@ static const HInstr *kn_output_hero(const HInstr *in) {
       hero = x;
     }
   }
+  return hero;
+}
+
+static const HInstr *kn_output_hero(const HInstr *in) {
+  if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
+  const HInstr *hero = cpu_fusion_hero(in);
   if (!hero || hero->shape.dt != in->shape.dt || hero->shape.dt == DT_PRED ||
-      !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(c, hero))
+      !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(in->calls[0], hero))
     return NULL;
   return hero;
 }
@@ -1314,7 +1320,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     if (g != 0) return g > 0;
     return kn_accum_kernel(cg, in, hero);
   }
-  /* a convolution whose epilogue a reduction sums (else the reduction's generic kernels) */
+  /* a product whose epilogue a reduction reduces (else the reduction's generic kernels) */
   if ((hero = cpu_gemm_reduce_hero(in))) {
     int g = cpu_gemm_kernel(cg, in, hero);
     if (g != 0) return g > 0;
