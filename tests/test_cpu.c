@@ -43,9 +43,8 @@ static int tc_build_run(const char *dir, const char *name, const char *src, cons
   return system(cmd);
 }
 
-
-/* Compile m to DIR/NAME.o + DIR/NAME.h. */
-static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
+/* Compile m to DIR/NAME.o + DIR/NAME.h (with --profile's entry point when profile). */
+static bool tc_compile_ex(HModule *m, const char *dir, const char *name, int64_t par_min, bool profile, HErr *err) {
   char obj[512], hdr[512];
   snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
   snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
@@ -56,7 +55,12 @@ static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t pa
   o.opt_level = 2;
   o.emit = CPU_EMIT_OBJ;
   o.par_min_elems = par_min;
+  o.profile = profile;
   return cpu_compile(m, &o, err);
+}
+
+static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
+  return tc_compile_ex(m, dir, name, par_min, false, err);
 }
 
 /* ------------------------------------------------------------------ corpus fixtures */
@@ -868,12 +872,10 @@ Test(cpu, profile_entry_point, .timeout = 300) {
     "  xm = f32[2,2] reshape(x)\n  d = f32[2,2] dot(xm, xm), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[4], f32[2,2]) tuple(out, d)\n}\n");
   char *dir = ct_tmpdir("hloc_cpu");
-  char obj[512], hdr[512];
-  snprintf(obj, sizeof obj, "%s/model.o", dir);
-  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
-  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ, .profile = true};
   HErr err = {0};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  cr_assert(tc_compile_ex(m, dir, "model", 0, true, &err), "%s", err.msg);
+  char hdr[512];
+  snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   char *h = ct_slurp(hdr, NULL);
   cr_expect(strstr(h, "#define MODEL_NUM_TASKS "), "%s", h);
   cr_expect(strstr(h, "extern const char *const model_task_names[];"));
