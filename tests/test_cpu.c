@@ -1395,6 +1395,40 @@ Test(cpu, emit_llvm_and_asm) {
   free(dir);
 }
 
+/* Alias scopes from the memory plan (cpu_kernel.c's kn_alias_scopes): a kernel reading an
+ * argument and writing scratch, or reading scratch and an argument and writing a result,
+ * vectorizes without a runtime overlap check; the one computed in place of its operand (b
+ * takes a's buffer) keeps its check, since its two pointers are the same memory. */
+Test(cpu, alias_scopes_from_the_plan) {
+  static const char *src =
+      "HloModule alias\n"
+      "ENTRY e {\n"
+      "  p = f32[4096] parameter(0)\n"
+      "  a = f32[4096] exponential(p)\n"
+      "  b = f32[4096] negate(a)\n"
+      "  ROOT c = f32[4096] multiply(b, p)\n"
+      "}\n";
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  char ll[512];
+  snprintf(ll, sizeof ll, "%s/m.ll", dir);
+  HModule *m = ct_parse(src);
+  CpuOpts o = {.name = "alias", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *t = ct_slurp(ll, NULL);
+  int checks = 0;
+  for (const char *q = t; (q = strstr(q, "define internal")); q++) {
+    const char *end = strstr(q, "\n}");
+    const char *c1 = strstr(q, "found.conflict"), *c2 = strstr(q, "diff.check");
+    checks += (c1 && c1 < end) || (c2 && c2 < end);
+  }
+  cr_expect_eq(checks, 1, "kernels with a runtime overlap check: %d (expected only the in-place one)\n%s", checks, t);
+  free(t);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 Test(cpu, unsupported_op_is_a_located_error) {
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};

@@ -500,6 +500,45 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   }
 }
 
+CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
+  CpuMem m = {CPU_MEM_UNKNOWN, 0, 0, 0};
+  if (sl->kind == CPU_SLOT_GLOBAL) {
+    m.kind = CPU_MEM_RODATA;
+  } else if (sl->kind == CPU_SLOT_TEMP) {
+    /* kernel-private scratch: above every plan's heap, its extent not recorded */
+    if (sl->off >= cg->temp_base) m = (CpuMem){CPU_MEM_SCRATCH, 0, sl->off, INT64_MAX};
+  } else if (rg && rg->entry) {
+    int64_t off = 0;
+    int bi = memplan_base(rg->plan, sl->in->idx, &off);
+    const MemBuf *mb = &rg->plan->bufs[bi];
+    switch (mb->kind) {
+    case MEM_PARAM: m = (CpuMem){CPU_MEM_ARG, mb->param, 0, 0}; break;
+    case MEM_RESULT: m = (CpuMem){CPU_MEM_RESULT, mb->result, 0, 0}; break;
+    case MEM_TEMP: m = (CpuMem){CPU_MEM_SCRATCH, 0, mb->offset, mb->offset + mb->size}; break;
+    case MEM_CONST: m.kind = CPU_MEM_RODATA; break;
+    case MEM_NONE: case MEM_ALIAS: break;
+    }
+  }
+  return m;
+}
+
+bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
+  if (a->kind == CPU_MEM_UNKNOWN || b->kind == CPU_MEM_UNKNOWN) return false;
+  if (a->kind != b->kind) {
+    const CpuMem *arg = a->kind == CPU_MEM_ARG ? a : b->kind == CPU_MEM_ARG ? b : NULL;
+    const CpuMem *res = a->kind == CPU_MEM_RESULT ? a : b->kind == CPU_MEM_RESULT ? b : NULL;
+    /* input_output_alias: the caller may pass one buffer as both */
+    return !(arg && res && cg->plan.results[res->index].alias_param == arg->index);
+  }
+  switch (a->kind) {
+  case CPU_MEM_ARG: case CPU_MEM_RODATA: return true; /* never written */
+  case CPU_MEM_RESULT: return a->index != b->index;
+  case CPU_MEM_SCRATCH: return a->hi <= b->lo || b->hi <= a->lo;
+  case CPU_MEM_UNKNOWN: break;
+  }
+  return false;
+}
+
 /* --profile: NAME_task_names[t], what task t does: the instruction a kernel computes and
  * what computes it (the dot or convolution of a fusion, else its root's opcode), numbered
  * when one instruction has several kernels; a loop's copies, exit test and back edge by the

@@ -91,6 +91,7 @@ typedef struct GmCfg {
   int64_t nc;  /* columns of B per packed block */
   bool direct; /* convolution panels inside the image read in place (gm_direct_panel) */
   bool stream; /* large outputs written past the caches pay off (cpu_stream_stores) */
+  bool x86;    /* the target is x86 (register transposes get optimization barriers) */
 } GmCfg;
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -139,9 +140,11 @@ static GmCfg gm_cfg(CpuCg *cg) {
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false};
-  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false};
-  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false};
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false, true};
+  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, true};
+  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, true};
+  const char *triple = cg->o->triple;
+  c.x86 = !triple || !strncmp(triple, "x86_64", 6) || (triple[0] == 'i' && !strncmp(triple + 2, "86", 2));
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
   for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
@@ -566,13 +569,30 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   gif_close(k, &f);
 }
 
+/* v passed through an empty inline-assembly statement (in and out in one vector register): an
+ * optimization barrier LLVM's instruction selection cannot look through. */
+static LLVMValueRef gm_opaque(CpuKern *k, LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+  static const char cons[] = "=v,0";
+  LLVMValueRef asm_ = LLVMGetInlineAsm(ft, "", 0, (char *)cons, sizeof cons - 1, 0, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(k->B, ft, asm_, &v, 1, "");
+}
+
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power
  * of two): log2(n) stages, each swapping the off-diagonal s x s blocks of every 2s x 2s block
  * (s = n/2 .. 1) with two shuffles per pair of rows, which x86 lowers to lane permutes,
- * unpacks and blends. */
+ * unpacks and blends. On x86 each stage's inputs pass an optimization barrier (gm_opaque):
+ * without it the DAG combiner's demanded-elements analysis walks the whole shuffle tree back
+ * from every node, and a 16 x 16 transpose cost ~18 ms of instruction selection (the B and
+ * row packing functions were 50 and 20 ms of code generation on AVX-512); each stage alone
+ * selects the same instructions. */
 void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n) {
   LLVMValueRef m0[16], m1[16];
+  bool barrier = gm_cfg(k->cg).x86 && n > 4;
   for (int s = n / 2; s >= 1; s /= 2) {
+    if (barrier)
+      for (int i = 0; i < n; i++) v[i] = gm_opaque(k, v[i]);
     for (int e = 0; e < n; e++) {
       /* row i (bit s clear) keeps its elements with bit s clear and takes row j's from s to
          the left; row j takes row i's from s to the right and keeps its own */

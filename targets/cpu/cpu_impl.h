@@ -127,6 +127,28 @@ typedef struct CpuCg {
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
 #define CPU_LIGHT_ATTR "hloc-light"
 
+/* The memory a kernel's slot reaches, as far as the plan tells (cpu_slot_mem): for the alias
+ * scopes that let LLVM vectorize without runtime overlap checks (cpu_kernel.c). */
+typedef enum CpuMemKind {
+  CPU_MEM_UNKNOWN, /* not known (a while loop's region): may overlap anything */
+  CPU_MEM_ARG,     /* args[index], read-only */
+  CPU_MEM_RESULT,  /* results[index] */
+  CPU_MEM_SCRATCH, /* the scratch bytes [lo, hi) */
+  CPU_MEM_RODATA,  /* read-only data of the object */
+} CpuMemKind;
+typedef struct CpuMem {
+  CpuMemKind kind;
+  int64_t index;  /* CPU_MEM_ARG, CPU_MEM_RESULT */
+  int64_t lo, hi; /* CPU_MEM_SCRATCH */
+} CpuMem;
+/* What slot sl of a task placed in region rg reaches. */
+CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl);
+/* Whether no byte written through one of a and b can be accessed through the other: read-only
+ * data, arguments (never written) and the scratch are apart from each other and from the
+ * results (the caller passes distinct buffers, but for a declared input/output alias);
+ * scratch ranges by overlap. */
+bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b);
+
 /* A new task at the end of the schedule: a kernel task of one chunk in the current region,
  * all else zero. */
 CpuTask *cpu_task_push(CpuCg *cg);
