@@ -65,6 +65,22 @@ static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t pa
 
 /* ------------------------------------------------------------------ corpus fixtures */
 
+/* The LLVM IR cpu_compile() emits for HLO text src at opt_level (the caller frees it). */
+static char *tc_llvm_ir(const char *src, const char *name, int opt_level) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  char ll[512];
+  snprintf(ll, sizeof ll, "%s/m.ll", dir);
+  HModule *m = ct_parse(src);
+  CpuOpts o = {.name = name, .out_path = ll, .opt_level = opt_level, .emit = CPU_EMIT_LLVM};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *t = ct_slurp(ll, NULL);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+  return t;
+}
+
 /* Compile datadir/file (optimized or not), run it through the driver on datadir's inputs and
  * compare with its outputs, serially and on 2 threads. */
 static void tc_case(const char *datadir, const char *file, const char *name, double rtol, bool optimize) {
@@ -1271,21 +1287,11 @@ Test(cpu, transpose_tiled, .timeout = 300) {
     "  p = f32[3,24,11,11] reduce-window(x, c), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
     "  ROOT t = f32[3,11,11,24] transpose(p), dimensions={0,2,3,1}\n"
     "}\n", 0, 4, true);
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/m.ll", dir);
-  HModule *m = ct_parse(tc_transposes);
-  CpuOpts o = {.name = "tt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *t = ct_slurp(ll, NULL);
+  char *t = tc_llvm_ir(tc_transposes, "tt", 0);
   int tiled = 0;
   for (const char *q = t; (q = strstr(q, "\ntiled")); q++) tiled++;
   cr_expect_eq(tiled, 5, "each transpose in a tiled kernel: %d", tiled);
   free(t);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
 }
 
 /* A transposing kernel whose output (8 MiB in scratch, rows of whole vectors) is stored past
@@ -1408,14 +1414,7 @@ Test(cpu, alias_scopes_from_the_plan) {
       "  b = f32[4096] negate(a)\n"
       "  ROOT c = f32[4096] multiply(b, p)\n"
       "}\n";
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/m.ll", dir);
-  HModule *m = ct_parse(src);
-  CpuOpts o = {.name = "alias", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *t = ct_slurp(ll, NULL);
+  char *t = tc_llvm_ir(src, "alias", 2);
   int checks = 0;
   for (const char *q = t; (q = strstr(q, "define internal")); q++) {
     const char *end = strstr(q, "\n}");
@@ -1424,9 +1423,6 @@ Test(cpu, alias_scopes_from_the_plan) {
   }
   cr_expect_eq(checks, 1, "kernels with a runtime overlap check: %d (expected only the in-place one)\n%s", checks, t);
   free(t);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
 }
 
 Test(cpu, unsupported_op_is_a_located_error) {
