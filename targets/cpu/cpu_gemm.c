@@ -144,9 +144,9 @@ static GmCfg gm_cfg(CpuCg *cg) {
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false, true};
-  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, true};
-  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, true};
+  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false, false};
+  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, false};
+  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, false};
   const char *triple = cg->o->triple;
   c.x86 = !triple || !strncmp(triple, "x86_64", 6) || (triple[0] == 'i' && !strncmp(triple + 2, "86", 2));
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
@@ -330,13 +330,13 @@ static void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
   }
 }
 
+/* Rows of the micro-kernel's variant for a last panel that short (below MR). */
+#define GM_TAIL_ROWS 4
+
 /* Where the micro-kernel's k loop reads A: a packed panel (rstride NULL: depth k of row r at
  * p[k * MR + r]) or rows of a convolution input read in place (depth k of row r at
  * p[k + r * rstride], p moved back by the run's first depth, so that the loop's one induction
  * variable indexes both A and B). */
-/* Rows of the micro-kernel's variant for a last panel that short (below MR). */
-#define GM_TAIL_ROWS 4
-
 typedef struct GmArow {
   LLVMValueRef p, rstride;
 } GmArow;
