@@ -488,6 +488,23 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMPositionBuilderAtEnd(B, done);
 }
 
+/* Close the if f whose then branch ended in block tend with the tile tv[][] and whose else
+ * branch ends here with the tile phis[][]: phis[][] become the joined tile. */
+static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef tend, LLVMValueRef tv[16][4],
+                          LLVMValueRef phis[16][4]) {
+  LLVMBasicBlockRef fend = LLVMGetInsertBlock(k->B);
+  gif_close(k, f);
+  LLVMTypeRef vt = LLVMVectorType(k->cg->f32, (unsigned)c->vw);
+  for (int r = 0; r < c->mr; r++)
+    for (int j = 0; j < c->nr / c->vw; j++) {
+      LLVMValueRef ph = LLVMBuildPhi(k->B, vt, "");
+      LLVMValueRef vals[2] = {tv[r][j], phis[r][j]};
+      LLVMBasicBlockRef bbs[2] = {tend, fend};
+      LLVMAddIncoming(ph, vals, bbs, 2);
+      phis[r][j] = ph;
+    }
+}
+
 /* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp; with dr, a
  * convolution panel is read in place instead where dr->ok holds (one tile store for both). */
 static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect *dr, LLVMValueRef bp,
@@ -541,30 +558,8 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   }
   gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, MR, init, mid);
   gm_kloop(k, c, &a, bp, k4, kc, 1, MR, mid, phis);
-  if (TR) {
-    LLVMBasicBlockRef fend = LLVMGetInsertBlock(B);
-    gif_close(k, &ft);
-    for (int r = 0; r < MR; r++)
-      for (int j = 0; j < NV; j++) {
-        LLVMValueRef ph = LLVMBuildPhi(B, vt, "");
-        LLVMValueRef vals[2] = {tph[r][j], phis[r][j]};
-        LLVMBasicBlockRef bbs[2] = {tend, fend};
-        LLVMAddIncoming(ph, vals, bbs, 2);
-        phis[r][j] = ph;
-      }
-  }
-  if (dr) {
-    LLVMBasicBlockRef pend = LLVMGetInsertBlock(B);
-    gif_close(k, &fd);
-    for (int r = 0; r < MR; r++)
-      for (int j = 0; j < NV; j++) {
-        LLVMValueRef ph = LLVMBuildPhi(B, vt, "");
-        LLVMValueRef vals[2] = {dacc[r][j], phis[r][j]};
-        LLVMBasicBlockRef bbs[2] = {dend, pend};
-        LLVMAddIncoming(ph, vals, bbs, 2);
-        phis[r][j] = ph;
-      }
-  }
+  if (TR) gm_join_tiles(k, c, &ft, tend, tph, phis);
+  if (dr) gm_join_tiles(k, c, &fd, dend, dacc, phis);
   /* store: full tiles straight to C (set on the first K block, added after), edge tiles
      through the stack tile */
   LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
