@@ -148,7 +148,8 @@ static GmCfg gm_cfg(CpuCg *cg) {
   else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, false};
   else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, false};
   const char *triple = cg->o->triple;
-  c.x86 = !triple || !strncmp(triple, "x86_64", 6) || (triple[0] == 'i' && !strncmp(triple + 2, "86", 2));
+  c.x86 = !triple || !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
+          (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
   for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
