@@ -410,8 +410,8 @@ double hlo_instr_flops(const HInstr *in);
  * parameters (in either order), else -1; hlo_comp_is_add: whether that op is an add. */
 int hlo_comp_binary_op(const HComp *r, DType dt);
 bool hlo_comp_is_add(const HComp *r, DType dt);
-/* Whether reducer r is a sum, maximum or minimum (hlo_comp_binary_op), with *id its identity
- * (0, -inf, +inf): the value partial reductions start from. */
+/* Whether reducer r is a sum, maximum or minimum (hlo_comp_binary_op), with *id (unless id is
+ * NULL) its identity (0, -inf, +inf): the value partial reductions start from. */
 bool hlo_comp_identity(const HComp *r, DType dt, double *id);
 /* flatten.c: every tuple-shaped entry parameter becomes one array parameter per leaf, depth
  * first, named NAME.i(.j...), numbered from its own position on; its users read a tuple of

@@ -353,6 +353,6 @@ bool hlo_comp_is_add(const HComp *r, DType dt) { return hlo_comp_binary_op(r, dt
 bool hlo_comp_identity(const HComp *r, DType dt, double *id) {
   int op = hlo_comp_binary_op(r, dt);
   if (op != OP_ADD && op != OP_MAXIMUM && op != OP_MINIMUM) return false;
-  *id = op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0.0;
+  if (id) *id = op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0.0;
   return true;
 }

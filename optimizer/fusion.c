@@ -223,10 +223,8 @@ static HInstr *reduce_reader(Fuser *f, const HInstr *d, const HInstr *v) {
     return NULL;
   HInstr *r = f->us.list[v->idx][0];
   if (!is_reduce_hero(r) || f->placed[r->idx] || r->ops[0] != v || r->ops[1] == v || r->ops[1]->shape.rank != 0 ||
-      !hlo_dtype_is_float(v->shape.dt) || r->shape.dt != v->shape.dt)
+      !hlo_dtype_is_float(v->shape.dt) || r->shape.dt != v->shape.dt || !hlo_comp_identity(r->calls[0], v->shape.dt, NULL))
     return NULL;
-  double id;
-  if (!hlo_comp_identity(r->calls[0], v->shape.dt, &id)) return NULL;
   if (opt_ilist_has(&r->dims, d->conv->out_feat)) return NULL;
   int64_t keep = hlo_shape_elems(&r->shape);
   return keep <= FUSION_REDUCE_KEEP && keep * 8 <= hlo_shape_elems(&v->shape) ? r : NULL;

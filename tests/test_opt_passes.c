@@ -588,6 +588,15 @@ Test(opt_fusion, dot_bias_relu_is_one_output_fusion) {
   hlo_module_free(m);
 }
 
+/* opt_fusion with options o on m, whose values must stay what they were before it. */
+static void fuse_keeping_values(HModule *m, const OptOpts *o) {
+  HArena *ar = hlo_arena_new();
+  Literal *before = eval(m, ar);
+  tu_run_opts(m, opt_fusion, o);
+  tu_expect_same(eval(m, ar), before, 1e-5);
+  hlo_arena_free(ar);
+}
+
 /* conv -> per-channel scale -> relu -> mean over the spatial dims (NHWC); and a large
    gradient-like value read by two convolutions */
 static const char *conv_pool =
@@ -613,11 +622,9 @@ static const char *conv_pool =
 Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
   for (int ask = 0; ask < 2; ask++) {
     HModule *m = tu_parse(conv_pool);
-    HArena *ar = hlo_arena_new();
-    Literal *before = eval(m, ar);
     OptOpts o = {0};
     o.conv_epilogue_to_reduce = ask;
-    tu_run_opts(m, opt_fusion, &o);
+    fuse_keeping_values(m, &o);
     HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
     if (ask) {
       /* the convolution stands alone (no kOutput fusion), the reduction computes scale and relu */
@@ -633,8 +640,6 @@ Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
       cr_expect_eq(tu_count(conv->calls[0], OP_MAXIMUM), 1);
       cr_expect_eq(tu_count(conv->calls[0], OP_CONVOLUTION), 1);
     }
-    tu_expect_same(eval(m, ar), before, 1e-5);
-    hlo_arena_free(ar);
     hlo_module_free(m);
   }
 }
@@ -658,16 +663,11 @@ Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_a
              (int)(entry - conv_pool), conv_pool, reducers, (int)(tail - entry), entry, cases[i].shape, cases[i].dims,
              cases[i].fn);
     HModule *m = tu_parse(text);
-    HArena *ar = hlo_arena_new();
-    Literal *before = eval(m, ar);
-    OptOpts o = {0};
-    tu_run_opts(m, opt_fusion, &o);
+    fuse_keeping_values(m, &(OptOpts){0});
     HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
     cr_assert(conv, "%s over {%s}: the convolution's fusion", cases[i].fn, cases[i].dims);
     cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
     cr_expect_eq(red == NULL, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
-    tu_expect_same(eval(m, ar), before, 1e-5);
-    hlo_arena_free(ar);
     hlo_module_free(m);
   }
 }
@@ -686,13 +686,8 @@ Test(opt_fusion, reduction_stays_out_of_a_grouped_convolution) {
                         "  r = f32[2,8,8,4] maximum(c, zb)\n"
                         "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
                         "}\n");
-  HArena *ar = hlo_arena_new();
-  Literal *before = eval(m, ar);
-  OptOpts o = {0};
-  tu_run_opts(m, opt_fusion, &o);
+  fuse_keeping_values(m, &(OptOpts){0});
   cr_expect(find_fusion(m->entry, FK_INPUT, 0) != NULL, "the pool is a kInput fusion of its own");
-  tu_expect_same(eval(m, ar), before, 1e-5);
-  hlo_arena_free(ar);
   hlo_module_free(m);
 }
 

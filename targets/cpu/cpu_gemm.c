@@ -430,6 +430,18 @@ static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMVa
   *ow = LLVMBuildSRem(k->B, q, g[GC_OW], "");
 }
 
+/* Whether the span [first, last] of input rows or columns lies inside [0, n). */
+static LLVMValueRef gm_inside(CpuKern *k, LLVMValueRef first, LLVMValueRef last, LLVMValueRef n) {
+  return LLVMBuildAnd(k->B, LLVMBuildICmp(k->B, LLVMIntSGE, first, gi(k, 0), ""), gslt(k, last, n), "");
+}
+
+/* Element offset in a convolution input of row ih, column iw and channel ci of the image
+ * whose offset is xb. */
+static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, LLVMValueRef ih, LLVMValueRef iw,
+                            LLVMValueRef ci) {
+  return gadd(k, gadd(k, xb, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+}
+
 /* A convolution panel the micro-kernel may read in place, as the GEMM function knows it: its
  * parameters, whether the panel is read in place (gm_direct_panel), row 0's offset in the
  * input at tap (0, 0) and channel 0, the distance between rows, the K block's first depth. */
@@ -600,14 +612,15 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   gif_close(k, &f);
 }
 
-/* v passed through an empty inline-assembly statement (in and out in one vector register): an
- * optimization barrier LLVM's instruction selection cannot look through. */
-static LLVMValueRef gm_opaque(CpuKern *k, LLVMValueRef v) {
-  LLVMTypeRef t = LLVMTypeOf(v);
+/* Each of the n vectors v[] (of one type) passed through an empty inline-assembly statement
+ * (in and out in one vector register): an optimization barrier LLVM's instruction selection
+ * cannot look through. */
+static void gm_opaque(CpuKern *k, LLVMValueRef *v, int n) {
+  LLVMTypeRef t = LLVMTypeOf(v[0]);
   LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
   static const char cons[] = "=v,0";
   LLVMValueRef asm_ = LLVMGetInlineAsm(ft, "", 0, (char *)cons, sizeof cons - 1, 0, 0, LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(k->B, ft, asm_, &v, 1, "");
+  for (int i = 0; i < n; i++) v[i] = LLVMBuildCall2(k->B, ft, asm_, &v[i], 1, "");
 }
 
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power
@@ -622,8 +635,7 @@ void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n) {
   LLVMValueRef m0[16], m1[16];
   bool barrier = gm_cfg(k->cg).x86 && n > 4;
   for (int s = n / 2; s >= 1; s /= 2) {
-    if (barrier)
-      for (int i = 0; i < n; i++) v[i] = gm_opaque(k, v[i]);
+    if (barrier) gm_opaque(k, v, n);
     for (int e = 0; e < n; e++) {
       /* row i (bit s clear) keeps its elements with bit s clear and takes row j's from s to
          the left; row j takes row i's from s to the right and keeps its own */
@@ -916,14 +928,13 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
      last pixel (so for all): row 0's pointer and one vector load per channel (width stride 1
      or 2); nothing per row */
   LLVMValueRef ih = gadd(k, ih0[0], dh), iw = gadd(k, iw0[0], dw), iwl = gadd(k, iw0[MR - 1], dw);
-  LLVMValueRef fast = LLVMBuildAnd(B, row1, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ih, gi(k, 0), ""), gslt(k, ih, g[GC_H]), ""), "");
-  fast = LLVMBuildAnd(B, fast, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iw, gi(k, 0), ""), gslt(k, iwl, g[GC_W]), ""), "");
+  LLVMValueRef fast = LLVMBuildAnd(B, row1, gm_inside(k, ih, ih, g[GC_H]), "");
+  fast = LLVMBuildAnd(B, fast, gm_inside(k, iw, iwl, g[GC_W]), "");
   fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntULE, gsub(k, g[GC_SW], gi(k, 1)), gi(k, 1), ""), "");
   GIf ff;
   gif_open(k, &ff, fast, true);
   {
-    LLVMValueRef off = gadd(k, gadd(k, xb[0], gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
-    LLVMValueRef src0 = gfp(k, P[GP_A], off);
+    LLVMValueRef src0 = gfp(k, P[GP_A], gm_xoff(k, g, xb[0], ih, iw, ci));
     GIf fs;
     gif_open(k, &fs, LLVMBuildICmp(B, LLVMIntEQ, g[GC_SW], gi(k, 1), ""), true);
     gm_pack_strided(k, c, src0, g[GC_XSC], 1, n, dst);
@@ -935,10 +946,9 @@ static void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValu
   LLVMValueRef src[16], st[16], all = NULL;
   for (int r = 0; r < MR; r++) {
     LLVMValueRef ihr = gadd(k, ih0[r], dh), iwr = gadd(k, iw0[r], dw);
-    LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, ihr, gi(k, 0), ""), gslt(k, ihr, g[GC_H]), ""),
-                                   LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, iwr, gi(k, 0), ""), gslt(k, iwr, g[GC_W]), ""), "");
+    LLVMValueRef ok = LLVMBuildAnd(B, gm_inside(k, ihr, ihr, g[GC_H]), gm_inside(k, iwr, iwr, g[GC_W]), "");
     ok = LLVMBuildAnd(B, ok, valid[r], "");
-    LLVMValueRef off = gadd(k, gadd(k, xb[r], gadd(k, gmul(k, ihr, g[GC_XSH]), gmul(k, iwr, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+    LLVMValueRef off = gm_xoff(k, g, xb[r], ihr, iwr, ci);
     /* the offset is only formed for taps inside the image; zp otherwise */
     off = LLVMBuildSelect(B, ok, off, gi(k, 0), "");
     src[r] = LLVMBuildSelect(B, ok, gfp(k, P[GP_A], off), zp, "");
@@ -1745,8 +1755,7 @@ static const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
   const HInstr *r = c->root;
   if (!r || r->op != OP_REDUCE || r->nops != 2 || r->ncalls != 1 || r->shape.dt != DT_F32) return NULL;
   const HInstr *v = r->ops[0];
-  double id;
-  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || !hlo_comp_identity(r->calls[0], DT_F32, &id) ||
+  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || !hlo_comp_identity(r->calls[0], DT_F32, NULL) ||
       !hlo_shape_same_dims(&v->shape, &hero->shape) || !cpu_elem_path(c, hero, v))
     return NULL;
   return r;
