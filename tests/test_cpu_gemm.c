@@ -183,8 +183,9 @@ Test(cpu_gemm, conv_epilogue_summed_generic, .timeout = 300) {
 }
 
 /* B too large to stay resident (K = 360, 720 columns), with an epilogue; a strided and
- * dilated convolution with asymmetric padding in the same module. */
+ * dilated convolution with asymmetric padding in the same module (not through Winograd). */
 Test(cpu_gemm, conv_wide_and_dilated, .timeout = 300) {
+  setenv("HLOC_CPU_WINOGRAD", "0", 1); /* the implicit GEMM's path (40 and 720 channels are whole AVX2 vectors) */
   tg_check("wide and dilated convolutions", "HloModule m\n"
     "f {\n"
     "  x = f32[2,5,6,40] parameter(0)\n"
@@ -562,17 +563,18 @@ Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
 }
 
 /* The GEMM function has only the paths the module's products can take: no convolution
- * packing in a module of dots, no packing of A from a matrix in a module of convolutions;
+ * packing in a module of dots, no packing of A from a matrix in a module of convolutions
+ * (of stride 2: not Winograd's, whose products are plain);
  * both where there are both (then checked against the interpreter). */
 Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
   const char *dots = "HloModule m\nENTRY e {\n  x = f32[40,70] parameter(0)\n  y = f32[70,50] parameter(1)\n"
     "  ROOT d = f32[40,50] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   const char *convs = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
-    "  ROOT c = f32[2,9,9,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+    "  ROOT c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
   const char *both = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
-    "  c = f32[2,9,9,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  r = f32[162,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
-    "  ROOT d = f32[162,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
+    "  ROOT d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(tg_ir_contains(dots, "@model_gemm_f32_pack_a("), "dots: no A packing");
   cr_expect(!tg_ir_contains(dots, "@model_gemm_f32_pack_conv("), "dots: convolution packing made");
   cr_expect(tg_ir_contains(convs, "@model_gemm_f32_pack_conv("), "convolutions: no convolution packing");
@@ -582,6 +584,69 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
   tg_check("dots only", dots, 1e-5, true);
   tg_check("convolutions only", convs, 1e-5, true);
   tg_check("convolution and dot", both, 1e-5, true);
+}
+
+/* Winograd's F(2x2, 3x3) (3x3 convolutions of unit stride, NHWC input, channel counts in
+ * whole vectors at any vector width): with a bias and relu epilogue over three images of
+ * 13 x 11 (odd: the last tile row and column half outside the output); asymmetric padding
+ * (2_0 x 0_1); a relu summed over the image (the reduction joined to the convolution, through
+ * partial results per chunk); a lone convolution without padding whose 2 x 3 outputs per
+ * image are one tile row, both images in one slice. */
+static const char *const tg_wino =
+    "HloModule m\n"
+    "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+    "f {\n"
+    "  x = f32[3,13,11,16] parameter(0)\n"
+    "  w = f32[3,3,16,32] parameter(1)\n"
+    "  b = f32[32] parameter(2)\n"
+    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  bb = f32[3,13,11,32] broadcast(b), dimensions={3}\n"
+    "  s = f32[3,13,11,32] add(c, bb)\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[3,13,11,32] broadcast(z), dimensions={}\n"
+    "  ROOT r = f32[3,13,11,32] maximum(s, zb)\n"
+    "}\n"
+    "g {\n"
+    "  x = f32[3,13,11,16] parameter(0)\n"
+    "  w = f32[3,3,16,16] parameter(1)\n"
+    "  c = f32[3,13,10,16] convolution(x, w), window={size=3x3 pad=2_0x0_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT t = f32[3,13,10,16] tanh(c)\n"
+    "}\n"
+    "h {\n"
+    "  x = f32[3,13,11,16] parameter(0)\n"
+    "  w = f32[3,3,16,32] parameter(1)\n"
+    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  z = f32[] constant(0)\n"
+    "  zb = f32[3,13,11,32] broadcast(z), dimensions={}\n"
+    "  r = f32[3,13,11,32] maximum(c, zb)\n"
+    "  ROOT m = f32[3,32] reduce(r, z), dimensions={1,2}, to_apply=add\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x0 = f32[3,13,11,16] parameter(0)\n"
+    "  w0 = f32[3,3,16,32] parameter(1)\n"
+    "  b0 = f32[32] parameter(2)\n"
+    "  w1 = f32[3,3,16,16] parameter(3)\n"
+    "  y0 = f32[2,4,5,32] parameter(4)\n"
+    "  v0 = f32[3,3,32,16] parameter(5)\n"
+    "  br = f32[3,13,11,32] fusion(x0, w0, b0), kind=kOutput, calls=f\n"
+    "  as = f32[3,13,10,16] fusion(x0, w1), kind=kOutput, calls=g\n"
+    "  po = f32[3,32] fusion(x0, w0), kind=kOutput, calls=h\n"
+    "  lo = f32[2,2,3,16] convolution(y0, v0), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16]) tuple(br, as, po, lo)\n"
+    "}\n";
+
+Test(cpu_gemm, conv_winograd, .timeout = 300) {
+  cr_expect(tg_ir_contains(tg_wino, "wino"), "no Winograd kernel");
+  tg_check("Winograd", tg_wino, 1e-4, true);
+  setenv("HLOC_CPU_WINOGRAD", "0", 1);
+  cr_expect(!tg_ir_contains(tg_wino, "wino"), "Winograd kernel made with HLOC_CPU_WINOGRAD=0");
+}
+
+/* The same in slices of 8 tiles (HLOC_CPU_WINOGRAD=8: two tile rows of 6, or three of 3):
+ * many slices and chunks, slices that cross from one image to the next. */
+Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
+  setenv("HLOC_CPU_WINOGRAD", "8", 1);
+  tg_check("Winograd, slices of 8 tiles", tg_wino, 1e-4, true);
 }
 
 /* A dot whose rows are split over the chunks packs its B once, ahead of the GEMM, in a kernel

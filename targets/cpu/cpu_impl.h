@@ -119,6 +119,7 @@ typedef struct CpuCg {
                                  first use */
   LLVMValueRef gemm_packa_fn; /* and its A-packing function */
   LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
+  LLVMValueRef wino_fn[3];      /* cpu_gemm.c's Winograd transforms (GmWino) */
   LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
   struct GmCfg *gemm_cfg;       /* cpu_gemm.c's configuration for the target CPU, once known */
 } CpuCg;
