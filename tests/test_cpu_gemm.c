@@ -591,7 +591,8 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
  * 13 x 11 (odd: the last tile row and column half outside the output); asymmetric padding
  * (2_0 x 0_1); a relu summed over the image (the reduction joined to the convolution, through
  * partial results per chunk); a lone convolution without padding whose 2 x 3 outputs per
- * image are one tile row, both images in one slice. */
+ * image are one tile row, both images in one slice; 24 and 48 output channels, a last
+ * column panel of the transformed taps half padding (24 at AVX2, 48 at AVX-512). */
 static const char *const tg_wino =
     "HloModule m\n"
     "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
@@ -632,7 +633,12 @@ static const char *const tg_wino =
     "  as = f32[3,13,10,16] fusion(x0, w1), kind=kOutput, calls=g\n"
     "  po = f32[3,32] fusion(x0, w0), kind=kOutput, calls=h\n"
     "  lo = f32[2,2,3,16] convolution(y0, v0), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16]) tuple(br, as, po, lo)\n"
+    "  v1 = f32[3,3,32,24] parameter(6)\n"
+    "  v2 = f32[3,3,32,48] parameter(7)\n"
+    "  c24 = f32[2,4,5,24] convolution(y0, v1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  c48 = f32[2,4,5,48] convolution(y0, v2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16], f32[2,4,5,24], f32[2,4,5,48]) "
+    "tuple(br, as, po, lo, c24, c48)\n"
     "}\n";
 
 Test(cpu_gemm, conv_winograd, .timeout = 300) {
@@ -647,6 +653,14 @@ Test(cpu_gemm, conv_winograd, .timeout = 300) {
 Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
   setenv("HLOC_CPU_WINOGRAD", "8", 1);
   tg_check("Winograd, slices of 8 tiles", tg_wino, 1e-4, true);
+}
+
+/* The same with small GEMM blocks (HLOC_CPU_GEMM_BLOCKS: MC 24, KC 24, NC 32): the transformed
+ * taps, written as the GEMM reads a B packed beforehand, in two K blocks of 16 input channels
+ * and (48 output channels) two column blocks. */
+Test(cpu_gemm, conv_winograd_small_blocks, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,24,32", 1);
+  tg_check("Winograd, small GEMM blocks", tg_wino, 1e-4, true);
 }
 
 /* A dot whose rows are split over the chunks packs its B once, ahead of the GEMM, in a kernel

@@ -2173,13 +2173,15 @@ static bool gm_wino_layout(const GmProb *p) { return p->conv && p->nloop == 0 &&
  *   GW_OUT (M, C, q0, q1, CO, T, TC, TR, OH, OW): the output transform of the same tiles
  *     from M[xi][t][co] into C (pixel p, channel co at C + p * CO + co), pixels past the
  *     output's last row or column not written;
- *   GW_U (W, U, ci0, ci1, CI, CO, RS): the taps' transform of input channels [ci0, ci1):
- *     U[xi][ci][co] = (G g Gt)[xi] for the taps g[kh][kw] at W + ((kh * 3 + kw) * CI + ci) * RS
- *     + co, with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
+ *   GW_U (W, U, ci0, ci1, CI, CO, RS, KSTEP): the taps' transform of input channels
+ *     [ci0, ci1): U[xi] = (G g Gt)[xi] for the taps g[kh][kw] of (ci, co) at
+ *     W + ((kh * 3 + kw) * CI + ci) * RS + co, with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *     each U[xi] a [CI x CO] B written as the GEMM function reads one packed beforehand
+ *     (GP_BPRE; K blocks KSTEP deep), at U + xi * CI * roundup(CO, NR): no call packs it.
  * Tile rows are walked row by row, so a tile's position costs no division. */
 typedef enum { GW_IN, GW_OUT, GW_U, GW_COUNT } GmWino;
 
-static const int gm_wino_nargs[GW_COUNT] = {15, 10, 7};
+static const int gm_wino_nargs[GW_COUNT] = {15, 10, 8};
 
 static LLVMTypeRef gm_wino_type(CpuCg *cg, GmWino which) {
   LLVMTypeRef ps[16];
@@ -2270,17 +2272,31 @@ static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) 
 static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  enum { W, U, CI0, CI1, CI, CO, RS };
+  enum { W, U, CI0, CI1, CI, CO, RS, KSTEP };
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   CpuLoop lc, lo;
   LLVMValueRef ci = gloop(k, &lc, P[CI0], P[CI1], 1);
-  LLVMValueRef co = gloop(k, &lo, gi(k, 0), P[CO], c->vw);
-  LLVMValueRef h[16], g[9], t[12];
+  /* ci's K block [pc, pc + kc) and row in it */
+  LLVMValueRef pc = gmul(k, LLVMBuildSDiv(B, ci, P[KSTEP], ""), P[KSTEP]);
+  LLVMValueRef kc = gmin(k, P[KSTEP], gsub(k, P[CI], pc)), row = gsub(k, ci, pc);
+  /* every column of the panels, those past CO (the last panel's padding) zero */
+  LLVMValueRef cor = LLVMBuildAnd(B, gadd(k, P[CO], gi(k, c->nr - 1)), gi(k, ~(int64_t)(c->nr - 1)), "");
+  LLVMValueRef co = gloop(k, &lo, gi(k, 0), cor, c->vw);
+  LLVMValueRef in = gslt(k, co, P[CO]), col = gmin(k, co, gsub(k, P[CO], gi(k, c->vw)));
+  LLVMValueRef h[16], g[9], t[12], zero = LLVMConstNull(vt);
   for (int j = 0; j < c->vw; j++) h[j] = LLVMConstReal(cg->f32, 0.5);
   LLVMValueRef half = LLVMConstVector(h, (unsigned)c->vw);
   for (int tap = 0; tap < 9; tap++)
-    g[tap] = gload(k, vt, gfp(k, P[W], gadd(k, gmul(k, gadd(k, gmul(k, gi(k, tap), P[CI]), ci), P[RS]), co)), 4);
-  LLVMValueRef blk = gmul(k, P[CI], P[CO]), at = gadd(k, gmul(k, ci, P[CO]), co);
+    g[tap] = gload(k, vt, gfp(k, P[W], gadd(k, gmul(k, gadd(k, gmul(k, gi(k, tap), P[CI]), ci), P[RS]), col)), 4);
+  /* where column co of row ci goes: column block jc (NC wide), its K block at
+     jc * CI + pc * roundup(nc, NR), the NR-wide panel of co, its row, co's place in it */
+  LLVMValueRef jc = gmul(k, LLVMBuildSDiv(B, co, gi(k, c->nc), ""), gi(k, c->nc));
+  LLVMValueRef ncr = LLVMBuildAnd(B, gadd(k, gmin(k, gi(k, c->nc), gsub(k, P[CO], jc)), gi(k, c->nr - 1)),
+                                  gi(k, ~(int64_t)(c->nr - 1)), "");
+  LLVMValueRef pan = LLVMBuildAnd(B, gsub(k, co, jc), gi(k, ~(int64_t)(c->nr - 1)), "");
+  LLVMValueRef at = gadd(k, gadd(k, gmul(k, jc, P[CI]), gmul(k, pc, ncr)),
+                         gadd(k, gmul(k, pan, kc), gadd(k, gmul(k, row, gi(k, c->nr)), LLVMBuildAnd(B, co, gi(k, c->nr - 1), ""))));
+  LLVMValueRef blk = gmul(k, P[CI], cor);
   /* t = G g (4 x 3), column by column of g; then U = t Gt (4 x 4), row by row of t */
   for (int pass = 0; pass < 2; pass++)
     for (int r = 0; r < (pass ? 4 : 3); r++) {
@@ -2290,7 +2306,7 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
                            LLVMBuildFMul(B, LLVMBuildFSub(B, ae, b, ""), half, ""), e};
       for (int q = 0; q < 4; q++) {
         if (!pass) t[q * 3 + r] = o[q];
-        else gstore(k, o[q], gfp(k, P[U], gadd(k, gmul(k, gi(k, r * 4 + q), blk), at)), 4);
+        else gstore(k, LLVMBuildSelect(B, in, o[q], zero, ""), gfp(k, P[U], gadd(k, gmul(k, gi(k, r * 4 + q), blk), at)), 4);
       }
     }
   gm_close(k, &lo);
@@ -2342,7 +2358,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   if (gq > Q) gq = Q;
   int64_t T = gq * TC, items = (Q + gq - 1) / gq;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
-  int64_t u_bytes = memplan_align(16 * CI * CO * 4), v_bytes = memplan_align(16 * T * CI * 4);
+  int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = memplan_align(16 * ublk * 4), v_bytes = memplan_align(16 * T * CI * 4);
   int64_t m_bytes = memplan_align(16 * T * CO * 4), pack = gm_pack_bytes(c, T, CO, CI, false);
   int64_t slice_bytes = red ? memplan_align(2 * gq * OW * CO * 4) : 0, per = v_bytes + m_bytes + pack + slice_bytes;
   int64_t u_off = stage_bytes, ch_off = u_off + u_bytes, part_off = ch_off + nchunks * per;
@@ -2357,7 +2373,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   LLVMValueRef U = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
   LLVMValueRef chunk, lo, hi;
   gm_chunk_items(k, CI, uch, &chunk, &lo, &hi);
-  LLVMValueRef ua[7] = {gm_view_ptr(k, &p->b), U, lo, hi, gi(k, CI), gi(k, CO), gi(k, p->brs)};
+  LLVMValueRef ua[8] = {gm_view_ptr(k, &p->b), U, lo, hi, gi(k, CI), gi(k, CO), gi(k, p->brs), gi(k, gm_kstep(c, CI))};
   gm_wino_call(k, GW_U, ua);
   if (!cpu_kern_end(k, uch)) return -1;
   cg->tasks[cg->ntasks - 1].whole = uch > 1;
@@ -2410,13 +2426,14 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
     args[GP_A] = gfp(k, Vb, gmul(k, xi, gi(k, T * CI)));
     args[GP_ARS] = gi(k, CI);
     args[GP_ACS] = gi(k, 1);
-    args[GP_B] = gfp(k, U, gmul(k, xi, gi(k, CI * CO)));
+    args[GP_B] = LLVMConstNull(cg->ptr);
     args[GP_BRS] = gi(k, CO);
     args[GP_BCS] = gi(k, 1);
     args[GP_C] = gfp(k, Mb, gmul(k, xi, gi(k, T * CO)));
     args[GP_LDC] = gi(k, CO);
     args[GP_PACK] = packp;
-    args[GP_CONV] = args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+    args[GP_CONV] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+    args[GP_BPRE] = gfp(k, U, gmul(k, xi, gi(k, ublk)));
     args[GP_BKEEP] = gi(k, 0);
     LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
     gm_close(k, &lx);
