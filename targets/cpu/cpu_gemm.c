@@ -2145,7 +2145,7 @@ static void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_
  * unit strides, no dilation or reversal, f32, no grouping, channel counts in whole vectors.
  * Decided from the instruction alone, so that the GEMM function, made by the module's first
  * product, knows that it needs its packing of A from a matrix; the kernel checks the
- * operands' layout on top (gm_wino_layout). */
+ * operands' layout and the scratch on top (gm_wino_fits). */
 static bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
   GmCfg c = gm_cfg(cg);
   if (!c.wino || cv->op != OP_CONVOLUTION || cv->nops != 2 || cv->shape.dt != DT_F32) return false;
@@ -2161,9 +2161,15 @@ static bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
   return ws->dims[cd->k_in] % c.vw == 0 && ws->dims[cd->k_out] % c.vw == 0;
 }
 
-/* The layout the Winograd kernel needs on top: rows over the whole batch (NHWC output), the
- * input's channels and the taps' output channels contiguous. */
-static bool gm_wino_layout(const GmProb *p) { return p->conv && p->nloop == 0 && p->geo[GC_XSC] == 1 && p->bcs == 1; }
+/* What the Winograd kernel needs on top: rows over the whole batch (NHWC output), the
+ * input's channels and the taps' output channels contiguous, and one row of tiles whose
+ * transformed inputs and products (a slice's least) take at most 4 MiB: images up to 1024
+ * pixels wide at 64 + 64 channels, 128 at 512 + 512 (a wider one would need more scratch per
+ * chunk, and is computed directly). */
+static bool gm_wino_fits(const GmProb *p) {
+  if (!p->conv || p->nloop != 0 || p->geo[GC_XSC] != 1 || p->bcs != 1) return false;
+  return 64 * ((p->geo[GC_OW] + 1) / 2) * (p->geo[GC_CI] + p->N) <= ((int64_t)4 << 20);
+}
 
 /* The module's Winograd functions (made once each, shared by its convolutions, whose shapes
  * are arguments; vectorized by hand over channels, so given the light pipeline):
@@ -2520,7 +2526,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
   if (!red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
-  if (gm_wino_layout(&p) && gm_wino_conv(cg, hero)) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
+  if (gm_wino_fits(&p) && gm_wino_conv(cg, hero)) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
      the GEMM's (chunks over the operand's blocks and K blocks). The serial run (the whole
