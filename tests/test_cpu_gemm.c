@@ -592,7 +592,8 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
  * (2_0 x 0_1); a relu summed over the image (the reduction joined to the convolution, through
  * partial results per chunk); a lone convolution without padding whose 2 x 3 outputs per
  * image are one tile row, both images in one slice; 24 and 48 output channels, a last
- * column panel of the transformed taps half padding (24 at AVX2, 48 at AVX-512). */
+ * column panel of the transformed taps half padding (24 at AVX2, 48 at AVX-512); OIHW weights,
+ * read in place through their strides. */
 static const char *const tg_wino =
     "HloModule m\n"
     "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
@@ -637,8 +638,10 @@ static const char *const tg_wino =
     "  v2 = f32[3,3,32,48] parameter(7)\n"
     "  c24 = f32[2,4,5,24] convolution(y0, v1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
     "  c48 = f32[2,4,5,48] convolution(y0, v2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16], f32[2,4,5,24], f32[2,4,5,48]) "
-    "tuple(br, as, po, lo, c24, c48)\n"
+    "  v3 = f32[16,32,3,3] parameter(8)\n"
+    "  oi = f32[2,4,5,16] convolution(y0, v3), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_oi01->b01f\n"
+    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16], f32[2,4,5,24], f32[2,4,5,48], "
+    "f32[2,4,5,16]) tuple(br, as, po, lo, c24, c48, oi)\n"
     "}\n";
 
 Test(cpu_gemm, conv_winograd, .timeout = 300) {

@@ -1512,6 +1512,8 @@ typedef struct GmProb {
   bool conv;                    /* implicit-GEMM convolution */
   int64_t geo[GC_COUNT];        /* convolution geometry */
   int64_t xsb;                  /* convolution: input batch stride (elements) */
+  bool wino;                    /* convolution through Winograd (gm_winograd): B need not merge */
+  int64_t wk[4];                /* convolution: strides of (kh, kw, ci, co) in B's view */
   GmView a, b;                  /* operand views */
 } GmProb;
 
@@ -1578,7 +1580,7 @@ static bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int 
   return true;
 }
 
-static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, GmProb *p) {
+static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino, GmProb *p) {
   const ConvDims *cd = cv->conv;
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
   if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
@@ -1598,7 +1600,11 @@ static bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int 
   int64_t KH = ws->dims[cd->k_sp.v[0]], KW = ws->dims[cd->k_sp.v[1]];
   /* B = weights as [(kh, kw, ci), co]: strides must flatten */
   int64_t kl[3] = {cd->k_sp.v[0], cd->k_sp.v[1], cd->k_in};
-  if (!gm_merge(p->b.st, ws->dims, kl, 3, &p->brs)) return false;
+  for (int j = 0; j < 3; j++) p->wk[j] = p->b.st[kl[j]];
+  p->wk[3] = p->b.st[cd->k_out];
+  /* (Winograd reads the taps through their own strides: OIHW weights need no staging) */
+  p->wino = wino;
+  if (!gm_merge(p->b.st, ws->dims, kl, 3, &p->brs) && !wino) return false;
   p->bcs = p->b.st[cd->k_out];
   /* C: feature minor with unit stride, (oh, ow) flatten */
   if (ost[cd->out_feat] != 1) return false;
@@ -2162,12 +2168,12 @@ static bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
 }
 
 /* What the Winograd kernel needs on top: rows over the whole batch (NHWC output), the
- * input's channels and the taps' output channels contiguous, and one row of tiles whose
+ * input's channels contiguous, and one row of tiles whose
  * transformed inputs and products (a slice's least) take at most 4 MiB: images up to 1024
  * pixels wide at 64 + 64 channels, 128 at 512 + 512 (a wider one would need more scratch per
  * chunk, and is computed directly). */
 static bool gm_wino_fits(const GmProb *p) {
-  if (!p->conv || p->nloop != 0 || p->geo[GC_XSC] != 1 || p->bcs != 1) return false;
+  if (!p->conv || p->nloop != 0 || p->geo[GC_XSC] != 1) return false;
   return 64 * ((p->geo[GC_OW] + 1) / 2) * (p->geo[GC_CI] + p->N) <= ((int64_t)4 << 20);
 }
 
@@ -2179,15 +2185,15 @@ static bool gm_wino_fits(const GmProb *p) {
  *   GW_OUT (M, C, q0, q1, CO, T, TC, TR, OH, OW): the output transform of the same tiles
  *     from M[xi][t][co] into C (pixel p, channel co at C + p * CO + co), pixels past the
  *     output's last row or column not written;
- *   GW_U (W, U, ci0, ci1, CI, CO, RS, KSTEP): the taps' transform of input channels
- *     [ci0, ci1): U[xi] = (G g Gt)[xi] for the taps g[kh][kw] of (ci, co) at
- *     W + ((kh * 3 + kw) * CI + ci) * RS + co, with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *   GW_U (W, U, ci0, ci1, CI, CO, SKH, SKW, SCI, SCO, KSTEP): the taps' transform of input
+ *     channels [ci0, ci1): U[xi] = (G g Gt)[xi] for the taps g[kh][kw] of (ci, co) at
+ *     W + kh * SKH + kw * SKW + ci * SCI + co * SCO, with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
  *     each U[xi] a [CI x CO] B written as the GEMM function reads one packed beforehand
  *     (GP_BPRE; K blocks KSTEP deep), at U + xi * CI * roundup(CO, NR): no call packs it.
  * Tile rows are walked row by row, so a tile's position costs no division. */
 typedef enum { GW_IN, GW_OUT, GW_U, GW_COUNT } GmWino;
 
-static const int gm_wino_nargs[GW_COUNT] = {15, 10, 8};
+static const int gm_wino_nargs[GW_COUNT] = {15, 10, 11};
 
 static LLVMTypeRef gm_wino_type(CpuCg *cg, GmWino which) {
   LLVMTypeRef ps[16];
@@ -2278,7 +2284,7 @@ static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) 
 static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  enum { W, U, CI0, CI1, CI, CO, RS, KSTEP };
+  enum { W, U, CI0, CI1, CI, CO, SKH, SKW, SCI, SCO, KSTEP };
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   CpuLoop lc, lo;
   LLVMValueRef ci = gloop(k, &lc, P[CI0], P[CI1], 1);
@@ -2292,8 +2298,33 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   LLVMValueRef h[16], g[9], t[12], zero = LLVMConstNull(vt);
   for (int j = 0; j < c->vw; j++) h[j] = LLVMConstReal(cg->f32, 0.5);
   LLVMValueRef half = LLVMConstVector(h, (unsigned)c->vw);
-  for (int tap = 0; tap < 9; tap++)
-    g[tap] = gload(k, vt, gfp(k, P[W], gadd(k, gmul(k, gadd(k, gmul(k, gi(k, tap), P[CI]), ci), P[RS]), col)), 4);
+  /* the taps of (ci, co .. co + VW): a vector load where the output channels are contiguous
+     (HWIO), else one element at a time (OIHW weights read in place) */
+  LLVMValueRef wci = gfp(k, P[W], gmul(k, ci, P[SCI])), gt[2][9];
+  LLVMBasicBlockRef from[2];
+  GIf f;
+  gif_open(k, &f, LLVMBuildICmp(B, LLVMIntEQ, P[SCO], gi(k, 1), ""), true);
+  for (int path = 0; path < 2; path++) {
+    if (path) gif_else(k, &f);
+    for (int tap = 0; tap < 9; tap++) {
+      LLVMValueRef tp = gfp(k, wci, gadd(k, gmul(k, gi(k, tap / 3), P[SKH]), gmul(k, gi(k, tap % 3), P[SKW])));
+      if (!path) {
+        gt[0][tap] = gload(k, vt, gfp(k, tp, col), 4);
+        continue;
+      }
+      LLVMValueRef v = LLVMGetUndef(vt);
+      for (int j = 0; j < c->vw; j++)
+        v = LLVMBuildInsertElement(B, v, gload(k, cg->f32, gfp(k, tp, gmul(k, gadd(k, col, gi(k, j)), P[SCO])), 4),
+                                   LLVMConstInt(cg->i32, (unsigned long long)j, 0), "");
+      gt[1][tap] = v;
+    }
+    from[path] = LLVMGetInsertBlock(B);
+  }
+  gif_close(k, &f);
+  for (int tap = 0; tap < 9; tap++) {
+    g[tap] = LLVMBuildPhi(B, vt, "");
+    LLVMAddIncoming(g[tap], (LLVMValueRef[]){gt[0][tap], gt[1][tap]}, from, 2);
+  }
   /* where column co of row ci goes: column block jc (NC wide), its K block at
      jc * CI + pc * roundup(nc, NR), the NR-wide panel of co, its row, co's place in it */
   LLVMValueRef jc = gmul(k, LLVMBuildSDiv(B, co, gi(k, c->nc), ""), gi(k, c->nc));
@@ -2379,7 +2410,8 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   LLVMValueRef U = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
   LLVMValueRef chunk, lo, hi;
   gm_chunk_items(k, CI, uch, &chunk, &lo, &hi);
-  LLVMValueRef ua[8] = {gm_view_ptr(k, &p->b), U, lo, hi, gi(k, CI), gi(k, CO), gi(k, p->brs), gi(k, gm_kstep(c, CI))};
+  LLVMValueRef ua[11] = {gm_view_ptr(k, &p->b), U, lo, hi, gi(k, CI), gi(k, CO), gi(k, p->wk[0]), gi(k, p->wk[1]),
+                         gi(k, p->wk[2]), gi(k, p->wk[3]), gi(k, gm_kstep(c, CI))};
   gm_wino_call(k, GW_U, ua);
   if (!cpu_kern_end(k, uch)) return -1;
   cg->tasks[cg->ntasks - 1].whole = uch > 1;
@@ -2470,10 +2502,15 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   memset(&p, 0, sizeof p);
   /* operands as views where possible, else staged row-major (which makes them mergeable) */
   bool ok = false;
-  for (int stage = 0; stage < 4 && !ok; stage++) {
-    memset(&p, 0, sizeof p);
-    ok = hero->op == OP_DOT ? gm_dot_prob(cg, fusion, hero, stage, &p) : gm_conv_prob(cg, fusion, hero, stage, &p);
-  }
+  /* a convolution Winograd may take is first seen as such (B through any strides); the
+     implicit GEMM's view is the fallback (gm_wino_fits) */
+  for (int wino = hero->op == OP_CONVOLUTION && gm_wino_conv(cg, hero); wino >= 0 && !ok; wino--)
+    for (int stage = 0; stage < 4 && !ok; stage++) {
+      memset(&p, 0, sizeof p);
+      ok = hero->op == OP_DOT ? gm_dot_prob(cg, fusion, hero, stage, &p)
+                              : gm_conv_prob(cg, fusion, hero, stage, wino, &p);
+      if (ok && wino && !gm_wino_fits(&p)) ok = false;
+    }
   if (!ok || p.M < 1 || p.N < 1) return 0;
   GmCfg c = gm_cfg(cg);
   /* work items: (loop index, row block, column block) */
@@ -2526,7 +2563,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
   if (!red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
-  if (gm_wino_fits(&p) && gm_wino_conv(cg, hero)) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
+  if (p.wino) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
      the GEMM's (chunks over the operand's blocks and K blocks). The serial run (the whole
