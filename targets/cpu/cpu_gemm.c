@@ -2299,8 +2299,15 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   for (int j = 0; j < c->vw; j++) h[j] = LLVMConstReal(cg->f32, 0.5);
   LLVMValueRef half = LLVMConstVector(h, (unsigned)c->vw);
   /* the taps of (ci, co .. co + VW): a vector load where the output channels are contiguous
-     (HWIO), else one element at a time (OIHW weights read in place) */
+     (HWIO), else a gather (OIHW weights read in place) */
   LLVMValueRef wci = gfp(k, P[W], gmul(k, ci, P[SCI])), gt[2][9];
+  LLVMTypeRef gty[2] = {vt, LLVMVectorType(cg->ptr, (unsigned)c->vw)};
+  LLVMValueRef gather = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
+  LLVMValueRef lane[16];
+  for (int j = 0; j < c->vw; j++) lane[j] = LLVMConstInt(cg->i64, (unsigned long long)j, 0);
+  /* the gather's element offsets (col + lane) * SCO */
+  LLVMValueRef idx = LLVMBuildMul(B, LLVMBuildAdd(B, cpu_splat(k, col, c->vw), LLVMConstVector(lane, (unsigned)c->vw), ""),
+                                  cpu_splat(k, P[SCO], c->vw), "");
   LLVMBasicBlockRef from[2];
   GIf f;
   gif_open(k, &f, LLVMBuildICmp(B, LLVMIntEQ, P[SCO], gi(k, 1), ""), true);
@@ -2312,11 +2319,10 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
         gt[0][tap] = gload(k, vt, gfp(k, tp, col), 4);
         continue;
       }
-      LLVMValueRef v = LLVMGetUndef(vt);
-      for (int j = 0; j < c->vw; j++)
-        v = LLVMBuildInsertElement(B, v, gload(k, cg->f32, gfp(k, tp, gmul(k, gadd(k, col, gi(k, j)), P[SCO])), 4),
-                                   LLVMConstInt(cg->i32, (unsigned long long)j, 0), "");
-      gt[1][tap] = v;
+      gt[1][tap] = LLVMBuildCall2(B, LLVMGlobalGetValueType(gather), gather,
+                                  (LLVMValueRef[]){LLVMBuildGEP2(B, cg->f32, tp, &idx, 1, ""), LLVMConstInt(cg->i32, 4, 0),
+                                                   LLVMConstAllOnes(LLVMVectorType(cg->i1, (unsigned)c->vw)), LLVMGetUndef(vt)},
+                                  4, "");
     }
     from[path] = LLVMGetInsertBlock(B);
   }
