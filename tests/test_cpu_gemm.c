@@ -651,15 +651,6 @@ Test(cpu_gemm, conv_winograd, .timeout = 300) {
   cr_expect(!tg_ir_contains(tg_wino, "wino"), "Winograd kernel made with HLOC_CPU_WINOGRAD=0");
 }
 
-/* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
- * transformed values) is computed directly. */
-Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {
-  const char *wide = "HloModule m\nENTRY e {\n  x = f32[1,3,1031,64] parameter(0)\n  w = f32[3,3,64,64] parameter(1)\n"
-    "  ROOT c = f32[1,3,1031,64] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
-  cr_expect(!tg_ir_contains(wide, "wino"), "Winograd for a row of 516 tiles");
-  tg_check("too wide for Winograd", wide, 1e-4, true);
-}
-
 /* The same in slices of 8 tiles (HLOC_CPU_WINOGRAD=8: two tile rows of 6, or three of 3):
  * many slices and chunks, slices that cross from one image to the next. */
 Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
@@ -673,6 +664,15 @@ Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
 Test(cpu_gemm, conv_winograd_small_blocks, .timeout = 300) {
   setenv("HLOC_CPU_GEMM_BLOCKS", "24,24,32", 1);
   tg_check("Winograd, small GEMM blocks", tg_wino, 1e-4, true);
+}
+
+/* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
+ * transformed values) is computed directly. */
+Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {
+  const char *wide = "HloModule m\nENTRY e {\n  x = f32[1,3,1031,64] parameter(0)\n  w = f32[3,3,64,64] parameter(1)\n"
+    "  ROOT c = f32[1,3,1031,64] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+  cr_expect(!tg_ir_contains(wide, "wino"), "Winograd for a row of 516 tiles");
+  tg_check("too wide for Winograd", wide, 1e-4, true);
 }
 
 /* A dot whose rows are split over the chunks packs its B once, ahead of the GEMM, in a kernel

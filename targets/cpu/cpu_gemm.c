@@ -2397,7 +2397,19 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   int64_t tgt = ((int64_t)1 << 20) / (64 * (CI + CO));
   if (tgt < 2 * c->mr) tgt = 2 * c->mr;
   if (c->wino > 1) tgt = c->wino;
-  int64_t gq = (tgt + TC - 1) / TC;
+  int64_t g0 = (tgt + TC - 1) / TC, gq = g0;
+  if (c->wino <= 1) {
+    /* within half of that either way, the fewest rows computed for nothing by the products
+       (M = tiles: a last panel of more than GM_TAIL_ROWS rows is padded to MR; one of fewer
+       runs the short kernel, counted at twice its rows), the nearest to it on a tie:
+       resnet_block's 14 tiles a row, 5 rows (70 tiles, a last panel of 10) -> 6 (84) */
+    double best = 1e9;
+    for (int64_t g = g0 - g0 / 2; g <= g0 + g0 / 2 && g <= Q; g++) {
+      int64_t t = g * TC, r = t % c->mr, cost = t - r + (r == 0 ? 0 : r <= GM_TAIL_ROWS ? 2 * r : c->mr);
+      double w = (double)cost / (double)t;
+      if (w < best - 1e-9 || (w < best + 1e-9 && llabs(g - g0) < llabs(gq - g0))) best = w, gq = g;
+    }
+  }
   if (gq > Q) gq = Q;
   int64_t T = gq * TC, items = (Q + gq - 1) / gq;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
