@@ -931,6 +931,38 @@ Test(cpu, profile_entry_point, .timeout = 300) {
   free(dir);
 }
 
+/* --profile's task names say how a kernel computes its instruction: a 3x3 convolution through
+ * Winograd (its taps' kernel, then its own), a dot over several chunks whose B is packed
+ * once ahead; the tasks of the default paths carry no note. */
+Test(cpu, profile_task_names_say_how, .timeout = 300) {
+  HModule *m = ct_parse("HloModule m\nENTRY e {\n  x = f32[2,6,6,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
+    "  c = f32[2,6,6,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  a = f32[300,64] parameter(2)\n  b = f32[64,64] parameter(3)\n"
+    "  d = f32[300,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = (f32[2,6,6,16], f32[300,64]) tuple(c, d)\n}\n");
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  cr_assert(tc_compile_ex(m, dir, "model", 1, true, &err), "%s", err.msg);
+  const char *src =
+          "#include \"model.h\"\n#include <stdio.h>\n#include <string.h>\n"
+          "int main(void) {\n"
+          "  int taps = 0, wino = 0, packed = 0, plain = 0;\n"
+          "  for (int t = 0; t < MODEL_NUM_TASKS; t++) {\n"
+          "    printf(\"%s\\n\", model_task_names[t]);\n"
+          "    taps += !strcmp(model_task_names[t], \"c (convolution, Winograd taps) 1/2\");\n"
+          "    wino += !strcmp(model_task_names[t], \"c (convolution, Winograd) 2/2\");\n"
+          "    packed += !strcmp(model_task_names[t], \"d (dot, B packed) 1/2\");\n"
+          "    plain += !strcmp(model_task_names[t], \"d (dot) 2/2\");\n"
+          "  }\n"
+          "  return taps == 1 && wino == 1 && packed == 1 && plain == 1 ? 0 : 1;\n}\n";
+  char cmd[2048];
+  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
+  cr_expect_eq(rc, 0, "%s", cmd);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* An op the CPU target cannot compile inside a loop body is still a located error. */
 Test(cpu, op_while_unsupported_body_op_is_a_located_error) {
   tc_expect_located_error("HloModule m\n"

@@ -540,8 +540,9 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
 }
 
 /* --profile: NAME_task_names[t], what task t does: the instruction a kernel computes and
- * what computes it (the dot or convolution of a fusion, else its root's opcode), numbered
- * when one instruction has several kernels; a loop's copies, exit test and back edge by the
+ * what computes it (the dot or convolution of a fusion, else its root's opcode) and how
+ * (CpuTask.note: "fusion.72 (convolution, Winograd) 2/2"), numbered when one instruction has
+ * several kernels; a loop's copies, exit test and back edge by the
  * loop's name. NAME_task_flops[t]: the floating-point operations of the dots and
  * convolutions it computes, counted on the last kernel of its instruction (the earlier ones
  * pack operands) that does not only finish another's work (CpuTask.finish). */
@@ -571,7 +572,8 @@ static void cp_task_names(CpuCg *cg) {
           of++, nth += u < t;
           if (!cg->tasks[u].finish) last = u;
         }
-      int at = snprintf(s, sizeof s, "%s (%s)", r->name, hlo_op_name(hero->op));
+      int at = snprintf(s, sizeof s, "%s (%s%s%s)", r->name, hlo_op_name(hero->op), task->note ? ", " : "",
+                        task->note ? task->note : "");
       if (of > 1 && at > 0 && (size_t)at < sizeof s) snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
       if (t == last) {
         flops = hlo_instr_flops(r);

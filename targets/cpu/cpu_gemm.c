@@ -1683,6 +1683,7 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
   if (val) cpu_store_elem(k, dst, s, idx, val);
   for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
   if (!cpu_kern_end(k, nch)) return false;
+  cg->tasks[cg->ntasks - 1].note = "operand staged";
   *out = (GmView){NULL, false, off, 0, {0}};
   gm_rowmajor(s, out->st);
   return true;
@@ -1845,6 +1846,7 @@ static bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t p
   k->nbind--;
   if (!cpu_kern_end(k, 1)) return false;
   cg->tasks[cg->ntasks - 1].finish = true;
+  cg->tasks[cg->ntasks - 1].note = "partial results combined";
   return true;
 }
 
@@ -2433,6 +2435,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   gm_wino_call(k, GW_U, ua);
   if (!cpu_kern_end(k, uch)) return -1;
   cg->tasks[cg->ntasks - 1].whole = uch > 1;
+  cg->tasks[cg->ntasks - 1].note = "Winograd taps";
 
   /* the convolution */
   k = cpu_kern_begin(cg, in);
@@ -2504,6 +2507,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   gwhile_close(k, &lit);
   if (!cpu_kern_end(k, nchunks)) return -1;
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1 && !red;
+  cg->tasks[cg->ntasks - 1].note = "Winograd";
   if (red && !gm_reduce_finish(cg, in, red, part_off, part_bytes, nchunks)) return -1;
   return 1;
 }
@@ -2631,6 +2635,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     /* the serial run: nothing to do for B (unless reducing: its chunks run one by one and
        read the packed B); A is used by every column block, once packed */
     cg->tasks[cg->ntasks - 1].whole = pre == 1 && !red;
+    cg->tasks[cg->ntasks - 1].note = pre == 1 ? "B packed" : "A packed";
   }
 
   CpuKern *k = cpu_kern_begin(cg, in);

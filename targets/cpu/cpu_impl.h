@@ -78,6 +78,8 @@ typedef struct CpuTask {
                       instead of every chunk in turn) */
   const HInstr *root; /* the entry instruction it computes */
   bool finish;     /* combines what the kernel before it left (its FLOPs are counted there) */
+  const char *note; /* how it computes its instruction, for --profile's task names (a
+                       string literal: "Winograd", "B packed", ...), or NULL */
 } CpuTask;
 
 /* Module-wide state of one compilation. */
