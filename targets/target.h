@@ -33,6 +33,8 @@ typedef struct CpuOpts {
                               one task even with a parallel-for callback */
   bool profile;            /* also emit NAME_run_profile (time-stamp counter ticks per task),
                               NAME_task_names[] and NAME_task_flops[] */
+  bool direct_conv;        /* every convolution as an implicit GEMM (hloc --conv-algo=direct);
+                              false: 3x3 ones of unit stride through Winograd's F(2x2, 3x3) */
 } CpuOpts;
 
 /* Compile m for the CPU: writes o->out_path and, when set, o->header_path atomically (no

@@ -117,6 +117,32 @@ Test(tools, bad_inputs_one_line_exit_1) {
   run("rm -rf %s", dir);
 }
 
+/* --conv-algo: a 3x3 convolution of unit stride goes through Winograd by default (its slice
+ * loop, "wino", in the IR), directly with --conv-algo=direct; another value is an error. */
+Test(tools, conv_algo_option) {
+  char dir[] = "/tmp/hloc_algo_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512], ll[600];
+  static char buf[1 << 20];
+  snprintf(path, sizeof path, "%s/c.hlo", dir);
+  const char *txt = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
+                    "  ROOT c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+  write_file(path, txt, strlen(txt));
+  snprintf(ll, sizeof ll, "%s/c.ll", dir);
+  Run *r = run(HLOC " %s --emit=llvm -o %s", path, ll);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  slurp(ll, buf, sizeof buf);
+  cr_expect(strstr(buf, "wino"), "default: no Winograd kernel");
+  r = run(HLOC " %s --emit=llvm --conv-algo=direct -o %s", path, ll);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  slurp(ll, buf, sizeof buf);
+  cr_expect(!strstr(buf, "wino"), "--conv-algo=direct: a Winograd kernel");
+  r = run(HLOC " %s --conv-algo=fft -o %s", path, ll);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  run("rm -rf %s", dir);
+}
+
 Test(tools, emit_hlo_reads_back) {
   char dir[] = "/tmp/hloc_emit_XXXXXX";
   cr_assert(mkdtemp(dir));

@@ -44,6 +44,10 @@ static void usage(FILE *f) {
         "  --features LIST      CPU features, LLVM syntax (+avx2,-avx512f); default: the\n"
         "                       host's for the host CPU, else what LLVM derives from --cpu\n"
         "  -O0 .. -O3           optimization level (default -O2)\n"
+        "  --conv-algo=A        cpu: auto (default: 3x3 convolutions of unit stride through\n"
+        "                       Winograd's F(2x2, 3x3), 2.25x fewer multiply-adds, rounding\n"
+        "                       within ~1e-5 relative of the direct sum) or direct (every\n"
+        "                       convolution as an implicit GEMM)\n"
         "  --profile            cpu: also emit NAME_run_profile(), which adds each task's\n"
         "                       time-stamp counter ticks to a caller array, the task names\n"
         "                       and FLOPs (NAME_task_names[], NAME_task_flops[],\n"
@@ -114,7 +118,7 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
-  const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL;
+  const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL, *conv_algo = NULL;
 #ifdef HLOC_HAVE_CUDA
   /* --target=cuda options (targets/cuda) */
   const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL, *conv_ws = NULL;
@@ -177,6 +181,8 @@ int main(int argc, char **argv) {
       features = v;
     } else if ((v = flag_value(argc, argv, &i, "--conv-layout"))) {
       conv_layout = v;
+    } else if ((v = flag_value(argc, argv, &i, "--conv-algo"))) {
+      conv_algo = v;
 #ifdef HLOC_HAVE_CUDA
     } else if ((v = flag_value(argc, argv, &i, "--gpu-arch"))) {
       gpu_arch = v;
@@ -226,6 +232,10 @@ int main(int argc, char **argv) {
 
   if (conv_layout && strcmp(conv_layout, "nhwc") && strcmp(conv_layout, "nchw")) {
     fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n");
+    return 1;
+  }
+  if (conv_algo && strcmp(conv_algo, "auto") && strcmp(conv_algo, "direct")) {
+    fprintf(stderr, "hloc: --conv-algo must be auto or direct\n");
     return 1;
   }
 #ifdef HLOC_HAVE_CUDA
@@ -353,6 +363,7 @@ int main(int argc, char **argv) {
     o.features = features;
     o.opt_level = opt;
     o.profile = profile;
+    o.direct_conv = conv_algo && !strcmp(conv_algo, "direct");
     o.emit = !emit || !strcmp(emit, "obj") ? CPU_EMIT_OBJ
              : !strcmp(emit, "asm")          ? CPU_EMIT_ASM
                                              : CPU_EMIT_LLVM;

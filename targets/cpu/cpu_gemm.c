@@ -177,6 +177,7 @@ static GmCfg gm_cfg(CpuCg *cg) {
     c.mc = gm_roundup(c.mc, mr);
     c.nc = gm_roundup(c.nc, nr);
   }
+  if (cg->o->direct_conv) c.wino = 0;
   const char *wino = getenv("HLOC_CPU_WINOGRAD"); /* tests, experiments: 0, 1 or tiles per slice */
   if (wino && *wino) c.wino = atoi(wino) < 0 ? 0 : atoi(wino);
   const char *direct = getenv("HLOC_CPU_GEMM_DIRECT"); /* experiments: 0 packs every panel */
