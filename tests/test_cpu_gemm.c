@@ -324,13 +324,14 @@ static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
   return t;
 }
 
-/* Whether the optimized LLVM IR of text contains needle. */
-static bool tg_ir_contains(const char *text, const char *needle) {
+/* Whether the optimized LLVM IR (or, as_asm: the assembly; cpu: for that CPU) of text contains needle. */
+static bool tg_out_contains(const char *text, const char *needle, bool as_asm, const char *cpu) {
   HModule *m = ct_parse(text);
   char *dir = ct_tmpdir("hloc_gemm_g");
   char ll[512];
-  snprintf(ll, sizeof ll, "%s/model.ll", dir);
-  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  snprintf(ll, sizeof ll, "%s/model.%s", dir, as_asm ? "s" : "ll");
+  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
+               .par_min_elems = 1, .cpu = cpu, .features = cpu ? "" : NULL};
   HErr err = {0};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   char *ir = ct_slurp(ll, NULL);
@@ -341,6 +342,8 @@ static bool tg_ir_contains(const char *text, const char *needle) {
   hlo_module_free(m);
   return found;
 }
+
+static bool tg_ir_contains(const char *text, const char *needle) { return tg_out_contains(text, needle, false, NULL); }
 
 /* Whether compiling text defines the global @name. */
 static bool tg_has_global(const char *text, const char *name) {
@@ -584,6 +587,19 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
   tg_check("dots only", dots, 1e-5, true);
   tg_check("convolutions only", convs, 1e-5, true);
   tg_check("convolution and dot", both, 1e-5, true);
+}
+
+/* On a CPU without FMA (generic x86-64: SSE2) the micro-kernels multiply and add rather than
+ * call fmaf for every element (which made resnet_block 37x slower there), a product and a
+ * Winograd convolution alike; with FMA they fuse. */
+Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
+  const char *t = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
+    "  c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  a = f32[40,70] parameter(2)\n  b = f32[70,50] parameter(3)\n"
+    "  d = f32[40,50] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = (f32[2,8,8,16], f32[40,50]) tuple(c, d)\n}\n";
+  cr_expect(!tg_out_contains(t, "fmaf", true, "x86-64"), "calls to fmaf on x86-64");
+  cr_expect(tg_out_contains(t, "vfmadd", true, "haswell"), "no FMA instructions on haswell");
 }
 
 /* Winograd's F(2x2, 3x3) (3x3 convolutions of unit stride, NHWC input, channel counts in

@@ -397,7 +397,7 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
     }
   LLVMBuildCondBr(B, gslt(k, kv, k1), body, done);
   LLVMPositionBuilderAtEnd(B, body);
-  unsigned fid = LLVMLookupIntrinsicID("llvm.fma", 8);
+  unsigned fid = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
   LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
   for (int q = 0; q < u; q++) {
@@ -1911,7 +1911,7 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   LLVMBuilderRef B = k->B;
   int VW = c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)VW);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fma", 8), &vt, 1);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   int64_t kv_end = p->K / VW * VW, rem = p->K % VW;
@@ -1973,7 +1973,7 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   LLVMBuilderRef B = k->B;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   int V = nv + (mask != NULL);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fma", 8), &vt, 1);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
 #define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) : cpu_masked_load(k, vt, (q), mask))
