@@ -591,7 +591,7 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
 
 /* On a CPU without FMA (generic x86-64: SSE2) the micro-kernels multiply and add rather than
  * call fmaf for every element (which made resnet_block 37x slower there), a product and a
- * Winograd convolution alike; with FMA they fuse. */
+ * Winograd convolution alike; with FMA they fuse; without AVX the vectors are 128-bit. */
 Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
   const char *t = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
     "  c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
@@ -600,6 +600,8 @@ Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
     "  ROOT o = (f32[2,8,8,16], f32[40,50]) tuple(c, d)\n}\n";
   cr_expect(!tg_out_contains(t, "fmaf", true, "x86-64"), "calls to fmaf on x86-64");
   cr_expect(tg_out_contains(t, "vfmadd", true, "haswell"), "no FMA instructions on haswell");
+  /* a named CPU without AVX gets 128-bit vectors, not 256-bit ones split in two */
+  cr_expect(!tg_out_contains(t, "ymm", true, "nehalem"), "256-bit registers on nehalem");
 }
 
 /* Winograd's F(2x2, 3x3) (3x3 convolutions of unit stride, NHWC input, channel counts in

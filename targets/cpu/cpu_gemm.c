@@ -122,6 +122,19 @@ static bool gm_cpu_has_avx512(const char *cpu) {
   return false;
 }
 
+/* x86 CPU names (LLVM's) without AVX, for a named --cpu without --features: 128-bit vectors
+ * (the 256-bit ones would be split in two). */
+static bool gm_cpu_pre_avx(const char *cpu) {
+  static const char *const names[] = {
+      "x86-64-v2", "nehalem", "corei7", "westmere", "core2", "penryn", "bonnell", "atom", "silvermont",
+      "slm", "goldmont", "goldmont-plus", "tremont", "k8", "k8-sse3", "opteron", "opteron-sse3",
+      "athlon64", "athlon64-sse3", "athlon-fx", "amdfam10", "barcelona", "btver1", "pentium4",
+      "prescott", "nocona", "i686", "pentium-m", "yonah", "lakemont"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(cpu, names[i])) return true;
+  return false;
+}
+
 static GmCfg gm_cfg(CpuCg *cg);
 static bool gm_wino_conv(CpuCg *cg, const HInstr *cv);
 
@@ -145,8 +158,11 @@ static GmCfg gm_cfg(CpuCg *cg) {
   const char *cpu = cg->o->cpu ? cg->o->cpu : is_host ? hostcpu : "generic";
   if (!feat) feat = is_host && !strcmp(cpu, hostcpu) ? (hostfeat = LLVMGetHostCPUFeatures()) : "";
   bool avx512 = strstr(feat, "+avx512f") || (gm_cpu_has_avx512(cpu) && !strstr(feat, "-avx512f"));
-  bool avx = avx512 || strstr(feat, "+avx") || (strcmp(cpu, "generic") && strcmp(cpu, "x86-64") &&
-                                                !strstr(feat, "-avx"));
+  const char *triple = cg->o->triple;
+  bool x86 = !triple || !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
+             (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
+  bool avx = avx512 || strstr(feat, "+avx") ||
+             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !gm_cpu_pre_avx(cpu) && !strstr(feat, "-avx"));
   GmCfg c;
   /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) measured
      faster than 384, and 384 faster than 256, on the device host's Xeon (2 cores, variants
@@ -157,9 +173,7 @@ static GmCfg gm_cfg(CpuCg *cg) {
   if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false, false, 1};
   else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, false, 1};
   else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, false, 1};
-  const char *triple = cg->o->triple;
-  c.x86 = !triple || !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
-          (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
+  c.x86 = x86;
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
   for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
