@@ -2185,10 +2185,9 @@ static bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
 }
 
 /* What the Winograd kernel needs on top: rows over the whole batch (NHWC output), the
- * input's channels contiguous, and one row of tiles whose
- * transformed inputs and products (a slice's least) take at most 4 MiB: images up to 1024
- * pixels wide at 64 + 64 channels, 128 at 512 + 512 (a wider one would need more scratch per
- * chunk, and is computed directly). */
+ * input's channels contiguous, and one row of tiles whose transformed inputs and products (a
+ * slice's least) take at most 4 MiB: images up to 1024 pixels wide at 64 + 64 channels, 128
+ * at 512 + 512 (a wider one would need more scratch per chunk, and is computed directly). */
 static bool gm_wino_fits(const GmProb *p) {
   if (!p->conv || p->nloop != 0 || p->geo[GC_XSC] != 1) return false;
   return 64 * ((p->geo[GC_OW] + 1) / 2) * (p->geo[GC_CI] + p->N) <= ((int64_t)4 << 20);
