@@ -872,6 +872,17 @@ Test(cpu, op_while_data_dependent, .timeout = 300) {
     tc_check_text_both(what[t], texts[t], 1e-5, range[t]);
 }
 
+/* Build src (a main.c beside model.o in dir) strictly, run it and expect exit status 0; then
+ * free m and dir. */
+static void tc_main_ok(HModule *m, char *dir, const char *src) {
+  char cmd[2048];
+  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
+  cr_expect_eq(rc, 0, "%s", cmd);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* --profile: NAME_run_profile adds each task's ticks to the caller's array, names every task
  * (kernels by instruction and op, the loop's copies, exit test and back edge by the loop), and
  * computes what NAME_run computes; NULL ticks is allowed. */
@@ -923,12 +934,7 @@ Test(cpu, profile_entry_point, .timeout = 300) {
           "    else if (model_task_flops[t] != 0) return 7;\n"
           "  }\n"
           "  return exit_test == 1 && back == 1 && copy >= 1 && mul == 1 && dot == 1 ? 0 : 6;\n}\n";
-  char cmd[2048];
-  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
-  cr_expect_eq(rc, 0, "%s", cmd);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
+  tc_main_ok(m, dir, src);
 }
 
 /* --profile's task names say how a kernel computes its instruction: a 3x3 convolution through
@@ -955,12 +961,7 @@ Test(cpu, profile_task_names_say_how, .timeout = 300) {
           "    plain += !strcmp(model_task_names[t], \"d (dot) 2/2\");\n"
           "  }\n"
           "  return taps == 1 && wino == 1 && packed == 1 && plain == 1 ? 0 : 1;\n}\n";
-  char cmd[2048];
-  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
-  cr_expect_eq(rc, 0, "%s", cmd);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
+  tc_main_ok(m, dir, src);
 }
 
 /* An op the CPU target cannot compile inside a loop body is still a located error. */
