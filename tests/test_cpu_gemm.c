@@ -684,6 +684,21 @@ Test(cpu_gemm, conv_winograd_small_blocks, .timeout = 300) {
   tg_check("Winograd, small GEMM blocks", tg_wino, 1e-4, true);
 }
 
+/* Winograd at the edges of its geometry: a 2 x 2 image padded to a 2 x 2 output (one tile, all
+ * taps of its border rows in the padding), padding 2 on every side (outputs larger than the
+ * input), and no padding on 4 x 4 (one tile, every tap inside). */
+Test(cpu_gemm, conv_winograd_edges, .timeout = 300) {
+  const char *t = "HloModule m\nENTRY e {\n"
+    "  a = f32[1,2,2,16] parameter(0)\n  b = f32[2,3,5,16] parameter(1)\n  c = f32[1,4,4,16] parameter(2)\n"
+    "  w = f32[3,3,16,16] parameter(3)\n"
+    "  x = f32[1,2,2,16] convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  y = f32[2,5,7,16] convolution(b, w), window={size=3x3 pad=2_2x2_2}, dim_labels=b01f_01io->b01f\n"
+    "  z = f32[1,2,2,16] convolution(c, w), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT o = (f32[1,2,2,16], f32[2,5,7,16], f32[1,2,2,16]) tuple(x, y, z)\n}\n";
+  cr_expect(tg_ir_contains(t, "wino"), "no Winograd kernel");
+  tg_check("Winograd at its edges", t, 1e-4, true);
+}
+
 /* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
  * transformed values) is computed directly. */
 Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {
