@@ -699,6 +699,41 @@ Test(cpu_gemm, conv_winograd_edges, .timeout = 300) {
   tg_check("Winograd at its edges", t, 1e-4, true);
 }
 
+/* Constant taps (frozen weights, OIHW as exported) are transformed at compile time into
+ * read-only data, so no taps kernel runs (nor is the taps function made); checked against the
+ * interpreter, also with small GEMM blocks (two K blocks and two column blocks of the
+ * transformed taps' panels). */
+static void tg_wino_const(void) {
+  size_t cap = 48 * 32 * 9 * 16 + 4096, n = 0;
+  char *t = malloc(cap);
+  cr_assert(t);
+  n += (size_t)snprintf(t + n, cap - n, "HloModule m\nENTRY e {\n  x = f32[2,6,7,32] parameter(0)\n  w = f32[48,32,3,3] constant({");
+  for (int o = 0; o < 48; o++) {
+    n += (size_t)snprintf(t + n, cap - n, "%s{", o ? ", " : "");
+    for (int i = 0; i < 32; i++) {
+      n += (size_t)snprintf(t + n, cap - n, "%s{", i ? ", " : "");
+      for (int h = 0; h < 3; h++) {
+        n += (size_t)snprintf(t + n, cap - n, "%s{", h ? ", " : "");
+        for (int v = 0; v < 3; v++)
+          n += (size_t)snprintf(t + n, cap - n, "%s%.5g", v ? ", " : "", sin(0.37 * (double)(((o * 32 + i) * 3 + h) * 3 + v)) / 8);
+        n += (size_t)snprintf(t + n, cap - n, "}");
+      }
+      n += (size_t)snprintf(t + n, cap - n, "}");
+    }
+    n += (size_t)snprintf(t + n, cap - n, "}");
+  }
+  snprintf(t + n, cap - n, "})\n  ROOT c = f32[2,6,7,48] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                           "dim_labels=b01f_oi01->b01f\n}\n");
+  cr_expect(tg_has_global(t, "model_wu"), "the taps not transformed at compile time");
+  cr_expect(!tg_ir_contains(t, "@model_wino_taps("), "a taps function made for constant taps");
+  tg_check("Winograd, constant taps", t, 1e-4, true);
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,16,32", 1);
+  tg_check("Winograd, constant taps, small GEMM blocks", t, 1e-4, true);
+  free(t);
+}
+
+Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) { tg_wino_const(); }
+
 /* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
  * transformed values) is computed directly. */
 Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {

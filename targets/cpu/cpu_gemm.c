@@ -1704,6 +1704,25 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
   return true;
 }
 
+/* The K x N matrix B (element (k, n) at src[k * rs + n * cs]) in the layout of a B packed
+ * beforehand (GP_BPRE) for nnb column blocks of nblk columns, K blocks kstep deep, into dst
+ * (zeroed by the caller: the panels' columns past N stay zero). */
+static void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t nblk,
+                      int64_t nnb, int64_t kstep, float *dst) {
+  int64_t NR = c->nr;
+  for (int64_t ni = 0; ni < nnb; ni++) {
+    int64_t n0 = ni * nblk, ncall = gm_min(nblk, N - n0), ncr = gm_roundup(ncall, NR);
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = gm_min(kstep, K - pc);
+      float *blk = dst + n0 * K + pc * ncr;
+      for (int64_t jr = 0; jr < ncr; jr += NR)
+        for (int64_t kk = 0; kk < kc; kk++)
+          for (int64_t cc = 0; cc < NR && jr + cc < ncall; cc++)
+            blk[jr * kc + kk * NR + cc] = src[(pc + kk) * rs + (n0 + jr + cc) * cs];
+    }
+  }
+}
+
 /* A constant B (frozen weights) packed at compile time into read-only data, in the layout of
  * a B packed beforehand (GP_BPRE) for the column blocks of the items (nnb blocks of nblk
  * columns from column 0; each a single column block of the GEMM function, nblk <= NC): block
@@ -1721,18 +1740,7 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
   int64_t total = (nnb > 1 ? nnb * nblk : gm_roundup(N, NR)) * K;
   float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)total);
   memset(buf, 0, sizeof(float) * (size_t)total);
-  const float *src = (const float *)v->base->literal->data + v->off;
-  for (int64_t ni = 0; ni < nnb; ni++) {
-    int64_t n0 = ni * nblk, ncall = gm_min(nblk, N - n0), ncr = gm_roundup(ncall, NR);
-    for (int64_t pc = 0; pc < K; pc += kstep) {
-      int64_t kc = gm_min(kstep, K - pc);
-      float *blk = buf + n0 * K + pc * ncr;
-      for (int64_t jr = 0; jr < ncr; jr += NR)
-        for (int64_t kk = 0; kk < kc; kk++)
-          for (int64_t cc = 0; cc < NR && jr + cc < ncall; cc++)
-            blk[jr * kc + kk * NR + cc] = src[(pc + kk) * p->brs + (n0 + jr + cc) * p->bcs];
-    }
-  }
+  gm_panels(c, (const float *)v->base->literal->data + v->off, p->brs, p->bcs, K, N, nblk, nnb, kstep, buf);
   char name[512];
   snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
@@ -2398,6 +2406,46 @@ static void gm_wino_call(CpuKern *k, GmWino which, LLVMValueRef *args) {
                  (unsigned)gm_wino_nargs[which], "");
 }
 
+/* Whether the convolution's taps are a constant literal read in place (frozen weights). */
+static bool gm_wino_taps_const(const GmProb *p) {
+  const GmView *v = &p->b;
+  return v->staged == -1 && v->base && v->base->op == OP_CONSTANT && v->base->literal &&
+         v->base->shape.dt == DT_F32 && !getenv("HLOC_CPU_GEMM_NO_CONST_PACK");
+}
+
+/* Constant taps transformed at compile time: U[xi] = (G g Gt)[xi] with the operations of
+ * GW_U in the same order (so the same floats), each U[xi] in the layout of a B packed
+ * beforehand, xi * CI * roundup(CO, NR) apart, in read-only data; NULL when the taps are not a
+ * constant. */
+static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *p) {
+  if (!gm_wino_taps_const(p)) return NULL;
+  int64_t CI = p->geo[GC_CI], CO = p->N, ublk = CI * gm_roundup(CO, c->nr);
+  const float *w = (const float *)p->b.base->literal->data + p->b.off;
+  float *raw = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * CI * CO));
+  float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * ublk));
+  memset(buf, 0, sizeof(float) * (size_t)(16 * ublk));
+  for (int64_t ci = 0; ci < CI; ci++)
+    for (int64_t co = 0; co < CO; co++) {
+      float g[9], t[12];
+      for (int tap = 0; tap < 9; tap++)
+        g[tap] = w[(tap / 3) * p->wk[0] + (tap % 3) * p->wk[1] + ci * p->wk[2] + co * p->wk[3]];
+      for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < (pass ? 4 : 3); r++) {
+          float a = pass ? t[r * 3] : g[r], b = pass ? t[r * 3 + 1] : g[3 + r], e = pass ? t[r * 3 + 2] : g[6 + r];
+          float ae = a + e, o[4] = {a, (ae + b) * 0.5f, (ae - b) * 0.5f, e};
+          for (int q = 0; q < 4; q++) {
+            if (!pass) t[q * 3 + r] = o[q];
+            else raw[((r * 4 + q) * CI + ci) * CO + co] = o[q];
+          }
+        }
+    }
+  int64_t kstep = gm_kstep(c, CI), nnb = (CO + c->nc - 1) / c->nc;
+  for (int xi = 0; xi < 16; xi++) gm_panels(c, raw + xi * CI * CO, CO, 1, CI, CO, c->nc, nnb, kstep, buf + xi * ublk);
+  char name[512];
+  snprintf(name, sizeof name, "%s_wu%d", cg->o->name, cg->ntasks);
+  return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)(16 * ublk));
+}
+
 /* The Winograd kernels of convolution hero (alone, or the hero of output fusion `in`, whose
  * root may reduce it: red) in problem p: the taps' transform (chunks over input channels),
  * then the convolution, in slices of whole tile rows split into chunks. Private scratch from
@@ -2429,7 +2477,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   if (gq > Q) gq = Q;
   int64_t T = gq * TC, items = (Q + gq - 1) / gq;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
-  int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = memplan_align(16 * ublk * 4), v_bytes = memplan_align(16 * T * CI * 4);
+  int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = gm_wino_taps_const(p) ? 0 : memplan_align(16 * ublk * 4), v_bytes = memplan_align(16 * T * CI * 4);
   int64_t m_bytes = memplan_align(16 * T * CO * 4), pack = gm_pack_bytes(c, T, CO, CI, false);
   int64_t slice_bytes = red ? memplan_align(2 * gq * OW * CO * 4) : 0, per = v_bytes + m_bytes + pack + slice_bytes;
   int64_t u_off = stage_bytes, ch_off = u_off + u_bytes, part_off = ch_off + nchunks * per;
@@ -2437,27 +2485,30 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   int64_t need = part_off + nchunks * part_bytes;
   if (need > cg->extra_temp) cg->extra_temp = need;
 
-  /* the taps' transform */
-  int64_t uch = CI < 16 ? CI : 16;
-  CpuKern *k = cpu_kern_begin(cg, in);
-  LLVMBuilderRef B = k->B;
-  LLVMValueRef U = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
-  LLVMValueRef chunk, lo, hi;
-  gm_chunk_items(k, CI, uch, &chunk, &lo, &hi);
-  LLVMValueRef ua[11] = {gm_view_ptr(k, &p->b), U, lo, hi, gi(k, CI), gi(k, CO), gi(k, p->wk[0]), gi(k, p->wk[1]),
-                         gi(k, p->wk[2]), gi(k, p->wk[3]), gi(k, gm_kstep(c, CI))};
-  gm_wino_call(k, GW_U, ua);
-  if (!cpu_kern_end(k, uch)) return -1;
-  cg->tasks[cg->ntasks - 1].whole = uch > 1;
-  cg->tasks[cg->ntasks - 1].note = "Winograd taps";
+  /* the taps' transform: at compile time for constant taps (frozen weights), into read-only
+     data; else a kernel of its own each run */
+  LLVMValueRef uconst = gm_wino_const_taps(cg, c, p), chunk, lo, hi;
+  if (!uconst) {
+    int64_t uch = CI < 16 ? CI : 16;
+    CpuKern *kt = cpu_kern_begin(cg, in);
+    LLVMValueRef Ut = cpu_slot(kt, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
+    gm_chunk_items(kt, CI, uch, &chunk, &lo, &hi);
+    LLVMValueRef ua[11] = {gm_view_ptr(kt, &p->b), Ut, lo, hi, gi(kt, CI), gi(kt, CO), gi(kt, p->wk[0]), gi(kt, p->wk[1]),
+                           gi(kt, p->wk[2]), gi(kt, p->wk[3]), gi(kt, gm_kstep(c, CI))};
+    gm_wino_call(kt, GW_U, ua);
+    if (!cpu_kern_end(kt, uch)) return -1;
+    cg->tasks[cg->ntasks - 1].whole = uch > 1;
+    cg->tasks[cg->ntasks - 1].note = "Winograd taps";
+  }
 
   /* the convolution */
-  k = cpu_kern_begin(cg, in);
-  B = k->B;
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
   const HInstr *fusion = hero == in ? NULL : in;
   if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef X = gm_view_ptr(k, &p->a), C = red ? NULL : cpu_buffer(k, in);
-  U = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
+  LLVMValueRef U = uconst ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
+                          : cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + ch_off});
   gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
