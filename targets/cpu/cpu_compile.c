@@ -542,10 +542,10 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
 /* --profile: NAME_task_names[t], what task t does: the instruction a kernel computes and
  * what computes it (the dot or convolution of a fusion, else its root's opcode) and how
  * (CpuTask.note: "fusion.72 (convolution, Winograd) 2/2"), numbered when one instruction has
- * several kernels; a loop's copies, exit test and back edge by the
- * loop's name. NAME_task_flops[t]: the floating-point operations of the dots and
- * convolutions it computes, counted on the last kernel of its instruction (the earlier ones
- * pack operands) that does not only finish another's work (CpuTask.finish). */
+ * several kernels; a loop's copies, exit test and back edge by the loop's name.
+ * NAME_task_flops[t]: the floating-point operations of the dots and convolutions it computes,
+ * counted on the last kernel of its instruction (the earlier ones pack operands) that does not
+ * only finish another's work (CpuTask.finish). */
 static void cp_task_names(CpuCg *cg) {
   LLVMValueRef *v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)(cg->ntasks + 1));
   LLVMValueRef *fl = hlo_arena_alloc(cg->scratch, sizeof *fl * (size_t)(cg->ntasks + 1));

@@ -1723,6 +1723,15 @@ static void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, 
   }
 }
 
+/* The floats of view v when it reads a constant literal in place (frozen weights: what the
+ * dots' constant B and Winograd's constant taps are made from at compile time), else NULL. */
+static const float *gm_view_const(const GmView *v) {
+  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal || v->base->shape.dt != DT_F32 ||
+      getenv("HLOC_CPU_GEMM_NO_CONST_PACK"))
+    return NULL;
+  return (const float *)v->base->literal->data + v->off;
+}
+
 /* A constant B (frozen weights) packed at compile time into read-only data, in the layout of
  * a B packed beforehand (GP_BPRE) for the column blocks of the items (nnb blocks of nblk
  * columns from column 0; each a single column block of the GEMM function, nblk <= NC): block
@@ -1732,15 +1741,13 @@ static void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, 
  * constant literal read in place. */
 static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb,
                                       int64_t kstep) {
-  const GmView *v = &p->b;
-  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal ||
-      v->base->shape.dt != DT_F32 || p->K < 1 || p->N < 1 || getenv("HLOC_CPU_GEMM_NO_CONST_PACK"))
-    return NULL;
+  const float *src = gm_view_const(&p->b);
+  if (!src || p->K < 1 || p->N < 1) return NULL;
   int64_t K = p->K, N = p->N, NR = c->nr;
   int64_t total = (nnb > 1 ? nnb * nblk : gm_roundup(N, NR)) * K;
   float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)total);
   memset(buf, 0, sizeof(float) * (size_t)total);
-  gm_panels(c, (const float *)v->base->literal->data + v->off, p->brs, p->bcs, K, N, nblk, nnb, kstep, buf);
+  gm_panels(c, src, p->brs, p->bcs, K, N, nblk, nnb, kstep, buf);
   char name[512];
   snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
@@ -1847,6 +1854,16 @@ static void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr
   }
   cpu_loop_close(k, &ln);
   cpu_loop_close(k, &lm);
+}
+
+/* The partial results P of a reducing kernel's chunk set to the reducer's identity. */
+static void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes) {
+  double id = 0;
+  hlo_comp_identity(red->calls[0], DT_F32, &id);
+  CpuLoop lz;
+  LLVMValueRef z = gloop(k, &lz, gi(k, 0), gi(k, part_bytes / 4), 1);
+  gstore(k, LLVMConstReal(k->cg->f32, id), gfp(k, P, z), 4);
+  cpu_loop_close(k, &lz);
 }
 
 /* The kernel after a reducing GEMM's: red's output = init (+) the chunks' partial results, in
@@ -2162,16 +2179,6 @@ static void gm_wino_out(CpuKern *k, const LLVMValueRef *m, LLVMValueRef *y) {
   }
 }
 
-/* The partial results P of a reducing kernel's chunk set to the reducer's identity. */
-static void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes) {
-  double id = 0;
-  hlo_comp_identity(red->calls[0], DT_F32, &id);
-  CpuLoop lz;
-  LLVMValueRef z = gloop(k, &lz, gi(k, 0), gi(k, part_bytes / 4), 1);
-  gstore(k, LLVMConstReal(k->cg->f32, id), gfp(k, P, z), 4);
-  cpu_loop_close(k, &lz);
-}
-
 /* Whether convolution cv may be computed by Winograd's F(2x2, 3x3) (gm_winograd): 3x3 taps,
  * unit strides, no dilation or reversal, f32, no grouping, channel counts in whole vectors.
  * Decided from the instruction alone, so that the GEMM function, made by the module's first
@@ -2327,16 +2334,18 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   LLVMValueRef wci = gfp(k, P[W], gmul(k, ci, P[SCI])), gt[2][9];
   LLVMTypeRef gty[2] = {vt, LLVMVectorType(cg->ptr, (unsigned)c->vw)};
   LLVMValueRef gather = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
-  LLVMValueRef lane[16];
+  LLVMValueRef lane[16], idx = NULL;
   for (int j = 0; j < c->vw; j++) lane[j] = LLVMConstInt(cg->i64, (unsigned long long)j, 0);
-  /* the gather's element offsets (col + lane) * SCO */
-  LLVMValueRef idx = LLVMBuildMul(B, LLVMBuildAdd(B, cpu_splat(k, col, c->vw), LLVMConstVector(lane, (unsigned)c->vw), ""),
-                                  cpu_splat(k, P[SCO], c->vw), "");
   LLVMBasicBlockRef from[2];
   GIf f;
   gif_open(k, &f, LLVMBuildICmp(B, LLVMIntEQ, P[SCO], gi(k, 1), ""), true);
   for (int path = 0; path < 2; path++) {
-    if (path) gif_else(k, &f);
+    if (path) {
+      gif_else(k, &f);
+      /* the gather's element offsets (col + lane) * SCO */
+      idx = LLVMBuildMul(B, LLVMBuildAdd(B, cpu_splat(k, col, c->vw), LLVMConstVector(lane, (unsigned)c->vw), ""),
+                         cpu_splat(k, P[SCO], c->vw), "");
+    }
     for (int tap = 0; tap < 9; tap++) {
       LLVMValueRef tp = gfp(k, wci, gadd(k, gmul(k, gi(k, tap / 3), P[SKH]), gmul(k, gi(k, tap % 3), P[SKW])));
       if (!path) {
@@ -2406,21 +2415,14 @@ static void gm_wino_call(CpuKern *k, GmWino which, LLVMValueRef *args) {
                  (unsigned)gm_wino_nargs[which], "");
 }
 
-/* Whether the convolution's taps are a constant literal read in place (frozen weights). */
-static bool gm_wino_taps_const(const GmProb *p) {
-  const GmView *v = &p->b;
-  return v->staged == -1 && v->base && v->base->op == OP_CONSTANT && v->base->literal &&
-         v->base->shape.dt == DT_F32 && !getenv("HLOC_CPU_GEMM_NO_CONST_PACK");
-}
-
 /* Constant taps transformed at compile time: U[xi] = (G g Gt)[xi] with the operations of
  * GW_U in the same order (so the same floats), each U[xi] in the layout of a B packed
  * beforehand, xi * CI * roundup(CO, NR) apart, in read-only data; NULL when the taps are not a
  * constant. */
 static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *p) {
-  if (!gm_wino_taps_const(p)) return NULL;
+  const float *w = gm_view_const(&p->b);
+  if (!w) return NULL;
   int64_t CI = p->geo[GC_CI], CO = p->N, ublk = CI * gm_roundup(CO, c->nr);
-  const float *w = (const float *)p->b.base->literal->data + p->b.off;
   float *raw = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * CI * CO));
   float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * ublk));
   memset(buf, 0, sizeof(float) * (size_t)(16 * ublk));
@@ -2449,7 +2451,8 @@ static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *
 /* The Winograd kernels of convolution hero (alone, or the hero of output fusion `in`, whose
  * root may reduce it: red) in problem p: the taps' transform (chunks over input channels),
  * then the convolution, in slices of whole tile rows split into chunks. Private scratch from
- * stage_bytes: U, then per chunk the transformed inputs V[16][T][CI], the products
+ * stage_bytes: U (unless the taps are constant), then per chunk the transformed inputs
+ * V[16][T][CI], the products
  * M[16][T][CO], the GEMM's packing area and (reducing) a slice of C, then the chunks' partial
  * results. */
 static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p, const GmCfg *c,
@@ -2477,7 +2480,11 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   if (gq > Q) gq = Q;
   int64_t T = gq * TC, items = (Q + gq - 1) / gq;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
-  int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = gm_wino_taps_const(p) ? 0 : memplan_align(16 * ublk * 4), v_bytes = memplan_align(16 * T * CI * 4);
+  /* the taps' transform: at compile time for constant taps (frozen weights), into read-only
+     data; else a kernel of its own each run, into U in the private scratch */
+  LLVMValueRef uconst = gm_wino_const_taps(cg, c, p), chunk, lo, hi;
+  int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = uconst ? 0 : memplan_align(16 * ublk * 4);
+  int64_t v_bytes = memplan_align(16 * T * CI * 4);
   int64_t m_bytes = memplan_align(16 * T * CO * 4), pack = gm_pack_bytes(c, T, CO, CI, false);
   int64_t slice_bytes = red ? memplan_align(2 * gq * OW * CO * 4) : 0, per = v_bytes + m_bytes + pack + slice_bytes;
   int64_t u_off = stage_bytes, ch_off = u_off + u_bytes, part_off = ch_off + nchunks * per;
@@ -2485,9 +2492,6 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   int64_t need = part_off + nchunks * part_bytes;
   if (need > cg->extra_temp) cg->extra_temp = need;
 
-  /* the taps' transform: at compile time for constant taps (frozen weights), into read-only
-     data; else a kernel of its own each run */
-  LLVMValueRef uconst = gm_wino_const_taps(cg, c, p), chunk, lo, hi;
   if (!uconst) {
     int64_t uch = CI < 16 ? CI : 16;
     CpuKern *kt = cpu_kern_begin(cg, in);
