@@ -67,18 +67,7 @@ static bool tc_compile(HModule *m, const char *dir, const char *name, int64_t pa
 
 /* The LLVM IR cpu_compile() emits for HLO text src at opt_level (the caller frees it). */
 static char *tc_llvm_ir(const char *src, const char *name, int opt_level) {
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/m.ll", dir);
-  HModule *m = ct_parse(src);
-  CpuOpts o = {.name = name, .out_path = ll, .opt_level = opt_level, .emit = CPU_EMIT_LLVM};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *t = ct_slurp(ll, NULL);
-  hlo_module_free(m);
-  ct_rmdir(dir);
-  free(dir);
-  return t;
+  return ct_cpu_text(src, (CpuOpts){.name = name, .opt_level = opt_level, .emit = CPU_EMIT_LLVM});
 }
 
 /* Compile datadir/file (optimized or not), run it through the driver on datadir's inputs and

@@ -326,20 +326,10 @@ static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
 
 /* Whether the optimized LLVM IR (or, as_asm: the assembly; cpu: for that CPU) of text contains needle. */
 static bool tg_out_contains(const char *text, const char *needle, bool as_asm, const char *cpu) {
-  HModule *m = ct_parse(text);
-  char *dir = ct_tmpdir("hloc_gemm_g");
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/model.%s", dir, as_asm ? "s" : "ll");
-  CpuOpts o = {.name = "model", .out_path = ll, .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
-               .par_min_elems = 1, .cpu = cpu, .features = cpu ? "" : NULL};
-  HErr err = {0};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  char *ir = ct_slurp(ll, NULL);
-  bool found = strstr(ir, needle) != NULL;
-  free(ir);
-  ct_rmdir(dir);
-  free(dir);
-  hlo_module_free(m);
+  char *t = ct_cpu_text(text, (CpuOpts){.name = "model", .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
+                                        .par_min_elems = 1, .cpu = cpu, .features = cpu ? "" : NULL});
+  bool found = strstr(t, needle) != NULL;
+  free(t);
   return found;
 }
 

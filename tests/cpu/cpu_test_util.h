@@ -1,7 +1,7 @@
 /* tests/cpu/cpu_test_util.h: helpers shared by the CPU target's test files (test_cpu.c,
  * test_cpu_gemm.c, test_cpu_parallel.c; test_cuda.c's folders and files): temporary
- * folders, files, parsed modules, deterministic argument values, .npy results, and the
- * tests/cpu_driver.c build and runs. Header-only (static functions), for
+ * folders, files, parsed modules, the text cpu_compile() emits, deterministic argument
+ * values, .npy results, and the tests/cpu_driver.c build and runs. Header-only (static functions), for
  * Criterion test files. */
 #ifndef HLOC_CPU_TEST_UTIL_H
 #define HLOC_CPU_TEST_UTIL_H
@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "hlo.h"
+#include "target.h"
 
 /* Build tests/cpu_driver.c against DIR/model.{o,h} into DIR/driver. */
 static inline void ct_build_driver(const char *dir) {
@@ -73,6 +74,22 @@ static inline HModule *ct_parse(const char *text) {
   HModule *m = hlo_parse_text(text, strlen(text), "<test>", &err);
   cr_assert(m, "%s", err.msg);
   return m;
+}
+
+/* What cpu_compile() writes for HLO text src with options o (its output path set here, in a
+ * fresh folder): LLVM IR or assembly text, malloc'd. */
+static inline char *ct_cpu_text(const char *src, CpuOpts o) {
+  char *dir = ct_tmpdir("hloc_cpu_text"), path[512];
+  snprintf(path, sizeof path, "%s/model.%s", dir, o.emit == CPU_EMIT_ASM ? "s" : "ll");
+  o.out_path = path;
+  HModule *m = ct_parse(src);
+  HErr err = {0};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  char *t = ct_slurp(path, NULL);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+  return t;
 }
 
 /* Deterministic argument values: floats in [-2, 2), integers in [0, int_range), preds
