@@ -213,6 +213,9 @@ static int64_t gm_min(int64_t a, int64_t b) { return a < b ? a : b; }
  * block rounded to NR) is at most this many floats (1 MiB: the L2 or a share of L3). */
 #define GM_RESIDENT (256 * 1024)
 
+/* Rows of a unit-stride B that gm_pack_b copies into every panel before the next rows. */
+#define GM_PACK_ROWS 16
+
 /* Columns of the packed B of a column block of N (rounded up to whole panels). */
 static int64_t gm_ncr(const GmCfg *c, int64_t N) { return gm_roundup(gm_min(c->nc, N < 1 ? 1 : N), c->nr); }
 
@@ -696,15 +699,21 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef 
   GIf fu;
   gif_open(k, &fu, unit, true);
   {
-    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
-    LLVMValueRef src = gfp(k, P[GP_B], gadd(k, gmul(k, gadd(k, pc, kk), P[GP_BRS]), jc));
-    LLVMValueRef dst = gfp(k, bp, gmul(k, kk, gi(k, c->nr)));
+    /* GM_PACK_ROWS rows at a time, each panel's part of them written in one contiguous run:
+       one row at a time across all panels stores at a stride of a whole panel (a multiple of
+       4 KiB), which kept every store in one cache set (a seventh of mlp's time on AVX2) */
+    CpuLoop lb;
+    LLVMValueRef kb = gloop(k, &lb, gi(k, 0), kc, GM_PACK_ROWS);
+    LLVMValueRef ke = gmin(k, kc, gadd(k, kb, gi(k, GM_PACK_ROWS)));
     LLVMValueRef jr = gloop(k, &lj, gi(k, 0), nfull, c->nr);
-    LLVMValueRef d = gfp(k, dst, gmul(k, jr, kc));
+    LLVMValueRef kk = gloop(k, &lk, kb, ke, 1);
+    LLVMValueRef src = gfp(k, P[GP_B], gadd(k, gmul(k, gadd(k, pc, kk), P[GP_BRS]), gadd(k, jc, jr)));
+    LLVMValueRef d = gfp(k, bp, gadd(k, gmul(k, jr, kc), gmul(k, kk, gi(k, c->nr))));
     for (int j = 0; j < c->nr / c->vw; j++)
-      gstore(k, gload(k, vt, gfp(k, src, gadd(k, jr, gi(k, j * c->vw))), 4), gfp(k, d, gi(k, j * c->vw)), 64);
-    gm_close(k, &lj);
+      gstore(k, gload(k, vt, gfp(k, src, gi(k, j * c->vw)), 4), gfp(k, d, gi(k, j * c->vw)), 64);
     gm_close(k, &lk);
+    gm_close(k, &lj);
+    gm_close(k, &lb);
   }
   gif_else(k, &fu);
   {
