@@ -419,6 +419,55 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   tg_check("15 rows", tall, 1e-5, true);
 }
 
+/* Products of many rows and few columns (a classifier's head) in the dot form (gm_few_n): 50
+ * and 51 rows (whole groups of 2 or 3 rows, and a partial last group), K = 70 (whole vectors
+ * and a masked partial one), N from 1 to 15 (column blocks of 6 or 8 and a partial one),
+ * against the interpreter: B row-major (copied transposed into the chunk's scratch) and
+ * stored [N, K] (read in place), a fused bias and relu, a constant B fused transposed; the
+ * kernel is also chosen for AVX-512 (3-row groups, 8-column blocks); A transposed (its rows
+ * not along K) and 17 columns take the blocked path. */
+Test(cpu_gemm, dot_few_columns, .timeout = 300) {
+  char text[4096];
+  const int cols[] = {1, 7, 10, 15};
+  for (int mi = 0; mi < 2; mi++)
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+      int M = 50 + mi, N = cols[i];
+      snprintf(text, sizeof text, "HloModule m\n"
+        "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,%d] parameter(1)\n  b = f32[%d] parameter(2)\n"
+        "  d = f32[%d,%d] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  bb = f32[%d,%d] broadcast(b), dimensions={1}\n  s = f32[%d,%d] add(d, bb)\n"
+        "  z = f32[] constant(0)\n  zb = f32[%d,%d] broadcast(z), dimensions={}\n"
+        "  ROOT r = f32[%d,%d] maximum(s, zb)\n}\n"
+        "ENTRY e {\n"
+        "  x = f32[%d,70] parameter(0)\n  y = f32[70,%d] parameter(1)\n  bias = f32[%d] parameter(2)\n"
+        "  wt = f32[%d,70] parameter(3)\n"
+        "  d1 = f32[%d,%d] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  d2 = f32[%d,%d] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+        "  d3 = f32[%d,%d] fusion(x, y, bias), kind=kOutput, calls=f\n"
+        "  ROOT o = (f32[%d,%d], f32[%d,%d], f32[%d,%d]) tuple(d1, d2, d3)\n}\n",
+        M, N, N, M, N, M, N, M, N, M, N, M, N, M, N, N, N, M, N, M, N, M, N, M, N, M, N, M, N);
+      char what[64];
+      snprintf(what, sizeof what, "%d rows, %d columns", M, N);
+      cr_expect(tg_ir_contains(text, "smalld"), "%s: not the few-columns kernel", what);
+      tg_check(what, text, 1e-5, false);
+    }
+  char *t = tg_const_b_text(51, 70, 10, true);
+  cr_expect(tg_ir_contains(t, "smalld"), "constant B: not the few-columns kernel");
+  tg_check("few columns, constant B", t, 1e-5, false);
+  free(t);
+  const char *head = "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,10] parameter(1)\n"
+    "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(tg_out_contains(head, "smalld", false, "skylake-avx512"), "AVX-512: not the few-columns kernel");
+  const char *xt = "HloModule m\nENTRY e {\n  x = f32[70,51] parameter(0)\n  y = f32[70,10] parameter(1)\n"
+    "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(!tg_ir_contains(xt, "smalld"), "A transposed took the few-columns kernel");
+  tg_check("few columns, A transposed", xt, 1e-5, true);
+  const char *wide = "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,17] parameter(1)\n"
+    "  ROOT d = f32[51,17] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(!tg_ir_contains(wide, "smalld"), "17 columns took the few-columns kernel");
+  tg_check("17 columns", wide, 1e-5, true);
+}
+
 /* The weight-gradient form of a training step's backward pass (as the layout pass writes
  * it): a window as large as the image, a few output pixels per "image" (an input channel),
  * K over the spatial positions and the real batch; all images in one GEMM. */

@@ -1952,9 +1952,10 @@ static bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
 
 /* Dot form: C[0..R) x [0..nn) at Cp (B's column j at Bp + j * bcs): R x nn accumulators
  * along K, a vector of K at a time (the last one under a lane mask), each reduced to its sum
- * at the end. */
+ * at the end. With nrows (not NULL), rows from nrows on are row nrows - 1 again (the same
+ * values read and stored): a partial group of rows runs the same code. */
 static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
-                          const GmProb *p, int R, int nn) {
+                          const GmProb *p, int R, int nn, LLVMValueRef nrows) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int VW = c->vw;
@@ -1963,7 +1964,12 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   int64_t kv_end = p->K / VW * VW, rem = p->K % VW;
-  LLVMValueRef acc[16][8], nacc[16][8];
+  LLVMValueRef acc[16][8], nacc[16][8], aoff[16], coff[16];
+  for (int r = 0; r < R; r++) {
+    LLVMValueRef rr = nrows && r > 0 ? gmin(k, gi(k, r), gsub(k, nrows, gi(k, 1))) : gi(k, r);
+    aoff[r] = gmul(k, rr, gi(k, p->ars));
+    coff[r] = gmul(k, rr, gi(k, p->ldc));
+  }
   for (int r = 0; r < R; r++)
     for (int j = 0; j < nn; j++) nacc[r][j] = zero;
   /* the whole vectors of K */
@@ -1981,7 +1987,7 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
         LLVMAddIncoming(acc[r][j], &zero, &pre, 1);
       }
     LLVMValueRef av[16];
-    for (int r = 0; r < R; r++) av[r] = gload(k, vt, gfp(k, A, gadd(k, gi(k, r * p->ars), kv)), 4);
+    for (int r = 0; r < R; r++) av[r] = gload(k, vt, gfp(k, A, gadd(k, aoff[r], kv)), 4);
     for (int j = 0; j < nn; j++) {
       LLVMValueRef bv = gload(k, vt, gfp(k, Bp, gadd(k, gi(k, j * p->bcs), kv)), 4);
       for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, acc[r][j]}, 3, "");
@@ -1997,7 +2003,7 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   /* the partial vector at the end of K */
   if (rem) {
     LLVMValueRef mask = cpu_lane_mask(k, VW, (int)rem), av[16];
-    for (int r = 0; r < R; r++) av[r] = cpu_masked_load(k, vt, gfp(k, A, gi(k, r * p->ars + kv_end)), mask);
+    for (int r = 0; r < R; r++) av[r] = cpu_masked_load(k, vt, gfp(k, A, gadd(k, aoff[r], gi(k, kv_end))), mask);
     for (int j = 0; j < nn; j++) {
       LLVMValueRef bv = cpu_masked_load(k, vt, gfp(k, Bp, gi(k, j * p->bcs + kv_end)), mask);
       for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, nacc[r][j]}, 3, "");
@@ -2009,7 +2015,7 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
     for (int j = 0; j < nn; j++) {
       LLVMValueRef sum = LLVMBuildCall2(B, rty, red, (LLVMValueRef[]){LLVMConstReal(cg->f32, -0.0), nacc[r][j]}, 2, "");
       LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
-      gstore(k, sum, gfp(k, Cp, gi(k, r * p->ldc + j)), 4);
+      gstore(k, sum, gfp(k, Cp, gadd(k, coff[r], gi(k, j))), 4);
     }
 }
 
@@ -2099,10 +2105,10 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
     LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
     LLVMValueRef Bp = gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))), Cp = gfp(k, C, gadd(k, offc, n0));
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
-    gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)NBc);
+    gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)NBc, NULL);
     if (tail) {
       gif_else(k, &f);
-      gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)tail);
+      gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)tail, NULL);
       gif_close(k, &f);
     }
     gm_close(k, &lb);
@@ -2130,6 +2136,89 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
   gm_close(k, &li);
   if (!cpu_kern_end(k, nchunks)) return -1;
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  return 1;
+}
+
+/* ------------------------------------------------------------------ few columns */
+
+/* A product of many rows and few columns (a classifier's head: mlp's 256 x 1024 x 10) would
+ * fill the blocked path's NR-wide panels mostly with zero columns (10 of 32 at AVX-512) and
+ * pack all of A for it. When N is at most 16 and under NR, A's rows run along K and the
+ * product is not batched, it takes the dot form of the few-rows kernel instead
+ * (gm_small_dots): groups of R rows of A, read in place, against B's columns held along K, R
+ * x w sums in vector registers (R = 3 with 32 vector registers, R = 2 with 16; N in blocks
+ * of equal width w, at most 8 or 6: 10 columns are two blocks of 5), reduced to the outputs
+ * at the end; the rows of a group pass over K once per block. One copy of that code serves
+ * every group and block (mlp's head took 34 ms to compile with the partial ones apart). B's columns are contiguous along K already when its rows are (weights stored
+ * [out, in]); otherwise each chunk first copies B transposed, N x K floats (at most
+ * GM_FEW_BT), into its private scratch. The parallel-for splits the row groups; the fusion's
+ * epilogue follows on each chunk's rows. */
+#define GM_FEW_BT (64 * 1024)
+
+static bool gm_few_n_fits(const GmCfg *c, const GmProb *p) {
+  if (p->conv || p->nloop || p->acs != 1 || p->K < 4 * c->vw || p->N > 16 || p->N >= c->nr || p->M < 2 * c->mr ||
+      getenv("HLOC_CPU_GEMM_NO_SMALL"))
+    return false;
+  return p->brs == 1 || p->N * p->K <= GM_FEW_BT;
+}
+
+static int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t want,
+                    int64_t stage_bytes) {
+  const HInstr *fusion = hero == in ? NULL : in;
+  /* column blocks of one width w (the last one ends at N, overlapping the one before: its
+     common columns are computed twice, to the same values) */
+  int R = c->vw >= 16 ? 3 : 2, nn = gm_small_n(c, R);
+  int64_t nbl = (p->N + nn - 1) / nn, w = (p->N + nbl - 1) / nbl;
+  int64_t groups = (p->M + R - 1) / R;
+  int64_t nchunks = want <= 1 ? 1 : groups < want ? groups : want;
+  bool copy = p->brs != 1;
+  int64_t bt_bytes = copy ? memplan_align(p->N * p->K * 4) : 0;
+  if (stage_bytes + nchunks * bt_bytes > cg->extra_temp) cg->extra_temp = stage_bytes + nchunks * bt_bytes;
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  LLVMValueRef A = gm_view_ptr(k, &p->a), Bm = gm_view_ptr(k, &p->b), C = cpu_buffer(k, in);
+  LLVMValueRef chunk, lo, hi;
+  gm_chunk_items(k, groups, nchunks, &chunk, &lo, &hi);
+  int cache_mark = k->ncache;
+  GmProb q = *p;
+  LLVMValueRef Bt = Bm;
+  if (copy) {
+    /* B transposed into the chunk's scratch, Bt[n * K + kk] = B(kk, n), written in order (the
+       other order would store at a stride of K floats, a multiple of 4 KiB at K = 1024) */
+    LLVMValueRef off = gmul(k, chunk, gi(k, bt_bytes));
+    LLVMValueRef base = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
+    Bt = LLVMBuildInBoundsGEP2(B, cg->i8, base, &off, 1, "");
+    CpuLoop lk, ln;
+    LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, p->N), 1);
+    LLVMValueRef kk = gloop(k, &lk, gi(k, 0), gi(k, p->K), 1);
+    LLVMValueRef v = gload(k, cg->f32, gfp(k, Bm, gadd(k, gmul(k, kk, gi(k, p->brs)), gmul(k, n, gi(k, p->bcs)))), 4);
+    gstore(k, v, gfp(k, Bt, gadd(k, gmul(k, n, gi(k, p->K)), kk)), 4);
+    gm_close(k, &lk);
+    gm_close(k, &ln);
+    q.brs = 1;
+    q.bcs = p->K;
+  }
+  /* groups of R rows, the last one partial when R does not divide M (its missing rows are
+     its last row again) */
+  CpuLoop lg, lj;
+  LLVMValueRef g = gloop(k, &lg, lo, hi, 1);
+  LLVMValueRef m0 = gmul(k, g, gi(k, R)), nrows = gmin(k, gi(k, R), gsub(k, gi(k, p->M), m0));
+  LLVMValueRef Ap = gfp(k, A, gmul(k, m0, gi(k, p->ars))), Cp = gfp(k, C, gmul(k, m0, gi(k, p->ldc)));
+  LLVMValueRef jb = gloop(k, &lj, gi(k, 0), gi(k, nbl), 1);
+  LLVMValueRef j0 = gmin(k, gmul(k, jb, gi(k, w)), gi(k, p->N - w));
+  gm_small_dots(k, c, Ap, gfp(k, Bt, gmul(k, j0, gi(k, q.bcs))), gfp(k, Cp, j0), &q, R, (int)w, nrows);
+  gm_close(k, &lj);
+  gm_close(k, &lg);
+  if (fusion && !k->failed) {
+    LLVMValueRef lidx[HLO_MAX_RANK] = {0}; /* no loop dimensions */
+    gm_epilogue(k, in, hero, NULL, p, lidx, gmul(k, lo, gi(k, R)), gmin(k, gmul(k, hi, gi(k, R)), gi(k, p->M)),
+                gi(k, 0), gi(k, p->N), C, NULL);
+  }
+  k->ncache = cache_mark;
+  if (!cpu_kern_end(k, nchunks)) return -1;
+  cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  cg->tasks[cg->ntasks - 1].note = "few columns";
   return 1;
 }
 
@@ -2663,6 +2752,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
   if (!red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
+  if (!red && gm_few_n_fits(&c, &p)) return gm_few_n(cg, in, hero, &p, &c, want, stage_bytes);
   if (p.wino) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
