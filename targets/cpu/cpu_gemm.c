@@ -78,6 +78,10 @@
  * count. simple_cnn's second convolution so no longer writes its 822 MB output, nor does
  * its average pool read it back (on this VM's 2 cores, the pool's 48-50 ms are gone).
  *
+ * Products of few rows (batch-1 inference) or of few columns (a classifier's head) skip the
+ * blocked path for kernels of their own that read A in place (sections "few rows" and "few
+ * columns"): their MR x NR tiles would be mostly zero padding.
+ *
  * A 3x3 convolution of unit stride (NHWC, channel counts in whole vectors) goes through
  * Winograd's F(2x2, 3x3) instead (gm_winograd, section "Winograd"): 16 plain products of
  * transformed tiles through the same GEMM function, 2.25x fewer multiply-adds, the same
