@@ -2772,6 +2772,13 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (pre == 1) pre_bytes = (nnb > 1 ? nnb * nblk : gm_roundup(p.N, c.nr)) * Kp * 4;
   if (pre == 2) pre_bytes = gm_roundup(p.M, c.mr) * Kp * 4;
   int64_t need = pre_off + memplan_align(pre_bytes);
+  /* the serial run of a dot split by columns with A packed beforehand makes one call over all
+     its columns instead of one per chunk's block (with N within one column block of the GEMM,
+     A is then packed once, inside the call, each block used while in cache; the packing
+     kernel does nothing in that run), in a packing area of its own after the rest */
+  bool merge = pre == 2 && !red && p.N <= c.nc;
+  int64_t merge_off = need;
+  if (merge) need += gm_pack_bytes(&c, p.M, p.N, p.K, false);
   /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk */
   bool resident = gm_resident(&c, nblk, p.K);
   int64_t slice_rows = gm_min(2 * c.mc, p.M), slice_off = need, slice_bytes = memplan_align(slice_rows * p.ldc * 4);
@@ -2806,7 +2813,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     if (!cpu_kern_end(k, pch)) return -1;
     /* the serial run: nothing to do for B (unless reducing: its chunks run one by one and
        read the packed B); A is used by every column block, once packed */
-    cg->tasks[cg->ntasks - 1].whole = pre == 1 && !red;
+    cg->tasks[cg->ntasks - 1].whole = (pre == 1 && !red) || merge;
     cg->tasks[cg->ntasks - 1].note = pre == 1 ? "B packed" : "A packed";
   }
 
@@ -2851,11 +2858,16 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef bi = LLVMBuildSDiv(B, rest, gi(k, nnb), "");
   LLVMValueRef gend = gmin(k, hi, gmul(k, gadd(k, rest, gi(k, 1)), gi(k, nmb)));
   LLVMValueRef mlast = LLVMBuildSRem(B, gsub(k, gend, gi(k, 1)), gi(k, nmb), "");
-  LLVMBuildStore(B, gend, itv);
+  LLVMBuildStore(B, merge ? LLVMBuildSelect(B, whole, hi, gend, "") : gend, itv);
   LLVMValueRef lidx[HLO_MAX_RANK], offa, offb, offc;
   gm_loop_offsets(k, &p, bi, lidx, &offa, &offb, &offc);
   LLVMValueRef m0 = gmul(k, mi, gi(k, mblk)), n0 = gmul(k, ni, gi(k, nblk));
   LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
+  if (merge) {
+    n0 = LLVMBuildSelect(B, whole, gi(k, 0), n0, "");
+    n1 = LLVMBuildSelect(B, whole, gi(k, p.N), n1, "");
+    packp = LLVMBuildSelect(B, whole, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + merge_off}), packp, "");
+  }
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */
   bool slices = fusion && ((p.conv && resident) || red);
@@ -2893,7 +2905,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     /* the call's block of the packed operand (A: all rows, pre == 2 means nmb == 1) */
     LLVMValueRef prep = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
     if (pre == 1) prep = LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), gfp(k, prep, gmul(k, n0, gi(k, p.K))), "");
-    args[pre == 1 ? GP_BPRE : GP_APRE] = prep;
+    args[pre == 1 ? GP_BPRE : GP_APRE] = merge ? LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), prep, "") : prep;
   }
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   if (fusion && !k->failed) {
