@@ -66,8 +66,10 @@
  * GEMM's (its chunks over the operand's blocks and K blocks), into shared scratch that every
  * chunk reads (a 128-row chunk of a 1024 x 768 x 768 product packed 590K elements of B for
  * its 75M FMAs; measured on 2 cores at AVX2, this removed a tenth of the time of the products
- * split into chunks). The serial run packs A that way too (its calls, one per column block,
- * would each pack it again), but not B. An output fusion's elementwise epilogue
+ * split into chunks). The serial run does not pack B that way, and instead of reading the
+ * packed A in one call per column block it makes one call over all the columns when they fit
+ * one column block of the GEMM (which packs A block by block while in cache; otherwise it
+ * uses the packed A). An output fusion's elementwise epilogue
  * is applied to each finished block: with B resident, the rows go through the GEMM in slices
  * of 2 * MC, each followed by its epilogue while its C block is still in cache. A fusion whose
  * root reduces the epilogue (a sum, maximum or minimum: a global average or max pool after
