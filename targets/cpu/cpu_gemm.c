@@ -2777,10 +2777,12 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   /* the serial run of a dot split by columns with A packed beforehand makes one call over all
      its columns instead of one per chunk's block (with N within one column block of the GEMM,
      A is then packed once, inside the call, each block used while in cache; the packing
-     kernel does nothing in that run), in a packing area of its own after the rest */
+     kernel does nothing in that run), in the chunks' packing areas, which that run does not
+     use otherwise, when they hold it (else in an area of its own after the rest) */
   bool merge = pre == 2 && !red && p.N <= c.nc;
-  int64_t merge_off = need;
-  if (merge) need += gm_pack_bytes(&c, p.M, p.N, p.K, false);
+  int64_t merge_bytes = merge ? gm_pack_bytes(&c, p.M, p.N, p.K, false) : 0;
+  int64_t merge_off = merge_bytes <= pack * nchunks ? stage_bytes : need;
+  if (merge && merge_off == need) need += merge_bytes;
   /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk */
   bool resident = gm_resident(&c, nblk, p.K);
   int64_t slice_rows = gm_min(2 * c.mc, p.M), slice_off = need, slice_bytes = memplan_align(slice_rows * p.ldc * 4);
