@@ -2078,6 +2078,21 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
     }
 }
 
+/* The kernel of a product that reads its operands in place (the few-rows and few-columns
+ * kernels): bound to the fusion's computation, A, B and C's addresses, and this chunk's share
+ * [lo, hi) of items. */
+static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, int64_t items, int64_t nchunks,
+                              LLVMValueRef *A, LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk, LLVMValueRef *lo,
+                              LLVMValueRef *hi) {
+  CpuKern *k = cpu_kern_begin(cg, in);
+  if (hero != in) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  *A = gm_view_ptr(k, &p->a);
+  *Bm = gm_view_ptr(k, &p->b);
+  *C = cpu_buffer(k, in);
+  gm_chunk_items(k, items, nchunks, chunk, lo, hi);
+  return k;
+}
+
 static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t nb,
                       int64_t want, int64_t stage_bytes) {
   const HInstr *fusion = hero == in ? NULL : in;
@@ -2088,12 +2103,9 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
   int64_t nr = want <= 1 ? 1 : want < nnb ? want : nnb, items = nb * nr;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
   if (stage_bytes > cg->extra_temp) cg->extra_temp = stage_bytes;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMValueRef A, Bm, C, chunk, lo, hi;
+  CpuKern *k = gm_items_kern(cg, in, hero, p, items, nchunks, &A, &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
-  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
-  LLVMValueRef A = gm_view_ptr(k, &p->a), Bm = gm_view_ptr(k, &p->b), C = cpu_buffer(k, in);
-  LLVMValueRef chunk, lo, hi;
-  gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   CpuLoop li, lk, lb;
   LLVMValueRef it = gloop(k, &li, lo, hi, 1);
   int cache_mark = k->ncache;
@@ -2180,12 +2192,9 @@ static int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, 
   bool copy = p->brs != 1;
   int64_t bt_bytes = copy ? memplan_align(p->N * p->K * 4) : 0;
   if (stage_bytes + nchunks * bt_bytes > cg->extra_temp) cg->extra_temp = stage_bytes + nchunks * bt_bytes;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMValueRef A, Bm, C, chunk, lo, hi;
+  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, &A, &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
-  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
-  LLVMValueRef A = gm_view_ptr(k, &p->a), Bm = gm_view_ptr(k, &p->b), C = cpu_buffer(k, in);
-  LLVMValueRef chunk, lo, hi;
-  gm_chunk_items(k, groups, nchunks, &chunk, &lo, &hi);
   int cache_mark = k->ncache;
   GmProb q = *p;
   LLVMValueRef Bt = Bm;
