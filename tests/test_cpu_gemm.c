@@ -345,7 +345,8 @@ static bool tg_has_global(const char *text, const char *name) {
 /* A constant B is packed at compile time into read-only data (no packing at run time):
  * small blocks (HLOC_CPU_GEMM_BLOCKS: MC 24, KC 64, NC 64) so that the 150-deep, 90-wide
  * product has three K blocks, two column blocks and an edge panel; as an entry constant and
- * transposed inside an output fusion; and with the compile-time packing off. */
+ * transposed inside an output fusion; and with the compile-time packing off; then 256 columns
+ * split over the chunks with A packed ahead. */
 Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
   for (int fused = 0; fused < 2; fused++) {
@@ -356,6 +357,16 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
     cr_expect(!tg_has_global(t, "model_cb"), "HLOC_CPU_GEMM_NO_CONST_PACK ignored");
     tg_check("constant B packed at run time", t, 1e-4, true);
     unsetenv("HLOC_CPU_GEMM_NO_CONST_PACK");
+    free(t);
+  }
+  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  /* 256 columns within one column block of the GEMM (NC 1024), split over the chunks, and the
+     rows not: A is packed ahead, and the serial run must read the constant B's packed column
+     blocks, three K blocks deep (KC 64) */
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,1024", 1);
+  for (int fused = 0; fused < 2; fused++) {
+    char *t = tg_const_b_text(50, 150, 256, fused);
+    tg_check(fused ? "constant B, transposed, fused, A packed ahead" : "constant B, A packed ahead", t, 1e-4, true);
     free(t);
   }
   unsetenv("HLOC_CPU_GEMM_BLOCKS");

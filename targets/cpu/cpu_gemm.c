@@ -2787,8 +2787,10 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      its columns instead of one per chunk's block (with N within one column block of the GEMM,
      A is then packed once, inside the call, each block used while in cache; the packing
      kernel does nothing in that run), in the chunks' packing areas, which that run does not
-     use otherwise, when they hold it (else in an area of its own after the rest) */
-  bool merge = pre == 2 && !red && p.N <= c.nc;
+     use otherwise, when they hold it (else in an area of its own after the rest). Not with a
+     B packed at compile time: its layout is per chunk's column block (its K blocks within
+     each), which a call over all the columns would read as one block */
+  bool merge = pre == 2 && !red && !bconst && p.N <= c.nc;
   int64_t merge_bytes = merge ? gm_pack_bytes(&c, p.M, p.N, p.K, false) : 0;
   int64_t merge_off = merge_bytes <= pack * nchunks ? stage_bytes : need;
   if (merge && merge_off == need) need += merge_bytes;
