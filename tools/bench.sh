@@ -13,12 +13,14 @@
 #   - GFLOP/s (dot + convolution FLOPs counted from the HLO by hloc-bench-ref) or, for models
 #     without dot/convolution, GB/s (bytes of parameters + results);
 #   - the reference interpreter on the same inputs (hloc-bench-ref --interp, capped), which also
-#     checks the compiled results against the interpreter's;
+#     checks the 2-thread run's results against the interpreter's; the serial run's are checked
+#     against those, element by element (bench_model --expect);
 #   - ONNX Runtime on the same workloads at 1 and 2 threads (../shared/peers/ort_bench.mjs;
 #     onnxruntime-node is installed into the build folder when missing);
 #   - for the models ONNX Runtime has, a row MODEL_frozen: the same model compiled with its
 #     weights frozen (--freeze of arguments 1.., the driver's values), as ONNX Runtime's
-#     initializers are constants it pre-packs; checked against the unfrozen results;
+#     initializers are constants it pre-packs; both its runs checked against the unfrozen
+#     2-thread run's results, element by element;
 #   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (tools/bench/sgemm.c, memcpy.c);
 # and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
 # goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
@@ -78,6 +80,9 @@ cc=${CC:-cc}
 now() { date +%s.%N; }
 # value of key=value field $1 in line $2 ("" when absent)
 kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
+# A run's check of its results against the 2-thread run's (bench_model --expect): "ok" or
+# "DIFF (N elements)".
+expect_check() { [ "$(kv expect "$1")" = ok ] && echo ok || echo "DIFF ($(kv expect_bad "$1") elements, $(kv expect "$1"))"; }
 # $1 - $2 for decimal seconds
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f\n", a - b }'; }
 # median of the numbers on stdin
@@ -298,7 +303,7 @@ for m in $models; do
   flops=$(kv flops "$info"); flops=${flops:-0}
   bytes=$(( $(kv param_bytes "$info") + $(kv result_bytes "$info") ))
   ct=$(compile_model "$m" "$w")
-  t1=- t2=- r1=0 r2=0 it=- check=- asum=- nonfin=-
+  t1=- t2=- r1=0 r2=0 it=- check=- asum=- nonfin=- s1=ok
   if [ "$ct" = F ]; then
     echo "  compile failed: $(tail -n 1 "$w/compile.log")"
   elif ! link_driver "$w" "$w/bench" "$m"; then
@@ -312,8 +317,9 @@ for m in $models; do
     esac
     echo "  2 threads: $line"
     if [ "$t2" != T ]; then # a model over the cap on 2 threads is not retried serially
-      line=$(run_capped "$run_cap" "$w/run1.log" "$w/bench" --threads 1 --budget "$budget")
-      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line") ;; esac
+      # the serial run's results checked too, against the 2-thread run's
+      line=$(run_capped "$run_cap" "$w/run1.log" "$w/bench" --threads 1 --budget "$budget" --expect "$w/out")
+      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line"); s1=$(expect_check "$line") ;; esac
       echo "  serial:    $line"
     fi
     if [ "$t1" != T ] && [ "$t2" != T ] && [ "$t2" != F ]; then
@@ -327,6 +333,7 @@ for m in $models; do
       else it=$(kv interp_s "$line"); check=$(kv check "$line")
         [ "$check" = FAIL ] && check="FAIL (max rel $(kv max_rel "$line"))"
       fi
+      [ "$s1" != ok ] && check="serial run $s1"
       echo "  interpreter: ${line:-timed out or failed}"
     fi
   fi
@@ -343,11 +350,12 @@ for m in $models; do
     ctf=$(compile_model "$m" "$wf" $ff)
     t1=- t2=- r1=0 r2=0 check=-
     if [ "$ctf" != F ] && link_driver "$wf" "$wf/bench" "${m}_frozen"; then
-      line=$(run_capped "$run_cap" "$wf/run2.log" "$wf/bench" --threads 2 --budget "$budget")
-      case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line")
-        check=$(awk -v a="$(kv asum "$line")" -v b="$asum" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; print d <= 1e-4 * s ? "ok (= unfrozen)" : "DIFF" }') ;; esac
-      line=$(run_capped "$run_cap" "$wf/run1.log" "$wf/bench" --threads 1 --budget "$budget")
-      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line") ;; esac
+      line=$(run_capped "$run_cap" "$wf/run2.log" "$wf/bench" --threads 2 --budget "$budget" --expect "$w/out")
+      case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); check=$(expect_check "$line") ;; esac
+      line=$(run_capped "$run_cap" "$wf/run1.log" "$wf/bench" --threads 1 --budget "$budget" --expect "$w/out")
+      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line")
+        s1=$(expect_check "$line"); [ "$s1" != ok ] && check="serial run $s1" ;; esac
+      [ "$check" = ok ] && check="ok (= unfrozen)"
       echo "  weights frozen: compile ${ctf}s, 2 threads ${t2}s, serial ${t1}s, $check"
     else
       ctf=F; echo "  weights frozen: compile or link failed ($wf/compile.log)"

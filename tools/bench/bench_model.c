@@ -8,7 +8,7 @@
  * nothing but libc, libm and pthreads, so it links statically for the device bundle.
  *
  *   bench_m [--threads N] [--budget S] [--min-runs N] [--max-runs N]
- *           [--save-inputs DIR] [--save-outputs DIR]
+ *           [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]
  *
  * Arguments are filled by bench_fill.h (the values bench_ref.c gives the interpreter).
  * --threads 1 (default) times NAME_run, the serial entry point; N > 1 times NAME_run_mt with
@@ -23,7 +23,10 @@
  * Output: one line of key=value fields (model, threads, runs, median_s, min_s, first_s,
  * cold, temp_bytes, and asum/nonfinite: a position-weighted sum of |x| over the
  * floating-point results and the count of non-finite ones, a checksum for runs on other
- * machines) that tools/bench.sh parses. --save-outputs writes the results as
+ * machines; expect/expect_bad: with --expect DIR, whether every result matches
+ * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that tools/bench.sh parses (it
+ * checks the serial run and the weights-frozen twin against the 2-thread run's results,
+ * which the interpreter checked). --save-outputs writes the results as
  * DIR/out<k>.npy for bench_ref.c to compare with the interpreter; --save-inputs writes the
  * arguments as DIR/in<k>.npy for hloc-run.
  *
@@ -45,6 +48,7 @@
 #include "bench_fill.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -251,6 +255,34 @@ static bool npy_save(const char *dir, const char *stem, int k, const hloc_tensor
   return true;
 }
 
+/* Compare result k with DIR/out<k>.npy (what --save-outputs wrote, e.g. from a run on
+ * another thread count): f32 elements within 1e-4 relative (1e-6 absolute), other dtypes
+ * byte for byte. Adds the elements outside that to *bad; false when the file is missing or
+ * does not match the tensor's size. */
+static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const void *d, long long *bad) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  unsigned char pre[10];
+  bool ok = fread(pre, 1, 10, f) == 10 && !memcmp(pre, "\x93NUMPY", 6) && pre[6] == 1 &&
+            fseek(f, 10 + (long)(pre[8] | pre[9] << 8), SEEK_SET) == 0;
+  unsigned char *e = ok ? malloc(t->bytes + 1) : NULL;
+  ok = ok && e && fread(e, 1, t->bytes + 1, f) == t->bytes;
+  fclose(f);
+  if (ok && !strcmp(t->dtype, "f32")) {
+    const float *a = d, *b = (const float *)e;
+    for (size_t i = 0; i < t->bytes / 4; i++) {
+      double x = a[i], y = b[i], m = fabs(x) > fabs(y) ? fabs(x) : fabs(y);
+      *bad += !(fabs(x - y) <= 1e-4 * m + 1e-6) && !(x != x && y != y);
+    }
+  } else if (ok) {
+    *bad += memcmp(d, e, t->bytes) != 0;
+  }
+  free(e);
+  return ok;
+}
+
 /* Position-weighted sum of |x| (weight 1 + i mod 7) over the floating-point results and the
  * count of non-finite elements: a checksum that run.sh compares across machines (summation
  * order differs with the vector width, so it is compared with a relative tolerance). */
@@ -332,12 +364,12 @@ static double arg_double(const char *flag, const char *v) {
 int main(int argc, char **argv) {
   int threads = 1, min_runs = 3, max_runs = 200;
   double budget = 10;
-  const char *save_in = NULL, *save_out = NULL;
+  const char *save_in = NULL, *save_out = NULL, *expect = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: %s [--threads N] [--budget S] [--min-runs N] [--max-runs N]\n"
-             "          [--save-inputs DIR] [--save-outputs DIR]\n",
+             "          [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]\n",
              argv[0]);
       return 0;
     }
@@ -351,6 +383,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--max-runs")) max_runs = (int)arg_double(a, v);
     else if (!strcmp(a, "--save-inputs")) save_in = v;
     else if (!strcmp(a, "--save-outputs")) save_out = v;
+    else if (!strcmp(a, "--expect")) expect = v;
     else {
       fprintf(stderr, "bench: unknown option '%s'\n", a);
       return 2;
@@ -422,12 +455,18 @@ int main(int argc, char **argv) {
   if (threads > 1) pool_stop(pool);
   qsort(ts, (size_t)runs, sizeof *ts, cmp_double);
   double median = runs % 2 ? ts[runs / 2] : 0.5 * (ts[runs / 2 - 1] + ts[runs / 2]);
-  long long nonfinite;
+  long long nonfinite, bad = 0;
   double asum = result_asum(results, &nonfinite);
+  const char *expected = "-";
+  if (expect) {
+    bool found = true;
+    for (int k = 0; k < NRESULTS; k++) found &= npy_expect(expect, k, &SYM(_result_info)[k], results[k], &bad);
+    expected = !found ? "missing" : bad ? "FAIL" : "ok";
+  }
   printf("model=%s threads=%d runs=%d median_s=%.9f min_s=%.9f first_s=%.9f cold=%d "
-         "temp_bytes=%lld asum=%.9g nonfinite=%lld\n",
+         "temp_bytes=%lld asum=%.9g nonfinite=%lld expect=%s expect_bad=%lld\n",
          BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, asum,
-         nonfinite);
+         nonfinite, expected, bad);
 #ifdef BENCH_PROFILE
   if (!cold) print_profile(ticks, spent / runs);
 #endif
