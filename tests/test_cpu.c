@@ -872,6 +872,15 @@ static void tc_main_ok(HModule *m, char *dir, const char *src) {
   free(dir);
 }
 
+/* m compiled with --profile into a fresh folder (returned, malloc'd); par_min_elems as
+ * tc_compile_ex takes it. */
+static char *tc_profile_compile(HModule *m, int64_t par_min) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  cr_assert(tc_compile_ex(m, dir, "model", par_min, true, &err), "%s", err.msg);
+  return dir;
+}
+
 /* --profile: NAME_run_profile adds each task's ticks to the caller's array, names every task
  * (kernels by instruction and op, the loop's copies, exit test and back edge by the loop), and
  * computes what NAME_run computes; NULL ticks is allowed. */
@@ -887,9 +896,7 @@ Test(cpu, profile_entry_point, .timeout = 300) {
     "  wl = f32[4] while(sq), condition=c, body=b\n  out = f32[4] add(wl, x)\n"
     "  xm = f32[2,2] reshape(x)\n  d = f32[2,2] dot(xm, xm), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[4], f32[2,2]) tuple(out, d)\n}\n");
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  cr_assert(tc_compile_ex(m, dir, "model", 0, true, &err), "%s", err.msg);
+  char *dir = tc_profile_compile(m, 0);
   char hdr[512];
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   char *h = ct_slurp(hdr, NULL);
@@ -935,9 +942,7 @@ Test(cpu, profile_task_names_say_how, .timeout = 300) {
     "  a = f32[300,64] parameter(2)\n  b = f32[64,64] parameter(3)\n"
     "  d = f32[300,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[2,6,6,16], f32[300,64]) tuple(c, d)\n}\n");
-  char *dir = ct_tmpdir("hloc_cpu");
-  HErr err = {0};
-  cr_assert(tc_compile_ex(m, dir, "model", 1, true, &err), "%s", err.msg);
+  char *dir = tc_profile_compile(m, 1);
   const char *src =
           "#include \"model.h\"\n#include <stdio.h>\n#include <string.h>\n"
           "int main(void) {\n"

@@ -434,8 +434,9 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
  * and 51 rows (whole groups of 2 or 3 rows, and a partial last group), K = 70 (whole vectors
  * and a masked partial one), N from 1 to 15 (column blocks of 6 or 8 and a partial one),
  * against the interpreter: B row-major (copied transposed into the chunk's scratch) and
- * stored [N, K] (read in place), a fused bias and relu, a constant B fused transposed; the
- * kernel is also chosen for AVX-512 (3-row groups, 8-column blocks); A transposed (its rows
+ * stored [N, K] (read in place), a fused bias and relu, a constant B fused transposed and one
+ * stored [K, N] (transposed at compile time into read-only data); the kernel is also chosen
+ * for AVX-512 (3-row groups, 8-column blocks); A transposed (its rows
  * not along K) and 17 columns take the blocked path. */
 Test(cpu_gemm, dot_few_columns, .timeout = 300) {
   char text[4096];
@@ -465,6 +466,10 @@ Test(cpu_gemm, dot_few_columns, .timeout = 300) {
   char *t = tg_const_b_text(51, 70, 10, true);
   cr_expect(tg_ir_contains(t, "smalld"), "constant B: not the few-columns kernel");
   tg_check("few columns, constant B", t, 1e-5, false);
+  free(t);
+  t = tg_const_b_text(51, 70, 10, false);
+  cr_expect(tg_has_global(t, "model_bt"), "constant B [K, N]: not transposed at compile time");
+  tg_check("few columns, constant B [K, N]", t, 1e-5, false);
   free(t);
   const char *head = "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,10] parameter(1)\n"
     "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
@@ -753,7 +758,7 @@ Test(cpu_gemm, conv_winograd_edges, .timeout = 300) {
  * read-only data, so no taps kernel runs (nor is the taps function made); checked against the
  * interpreter, also with small GEMM blocks (two K blocks and two column blocks of the
  * transformed taps' panels). */
-static void tg_wino_const(void) {
+Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) {
   size_t cap = 48 * 32 * 9 * 16 + 4096, n = 0;
   char *t = malloc(cap);
   cr_assert(t);
@@ -781,8 +786,6 @@ static void tg_wino_const(void) {
   tg_check("Winograd, constant taps, small GEMM blocks", t, 1e-4, true);
   free(t);
 }
-
-Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) { tg_wino_const(); }
 
 /* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
  * transformed values) is computed directly. */

@@ -2079,15 +2079,15 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
 }
 
 /* The kernel of a product that reads its operands in place (the few-rows and few-columns
- * kernels): bound to the fusion's computation, A, B and C's addresses, and this chunk's share
- * [lo, hi) of items. */
+ * kernels): bound to the fusion's computation, A, B (unless Bm is NULL: B not read) and C's
+ * addresses, and this chunk's share [lo, hi) of items. */
 static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, int64_t items, int64_t nchunks,
                               LLVMValueRef *A, LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk, LLVMValueRef *lo,
                               LLVMValueRef *hi) {
   CpuKern *k = cpu_kern_begin(cg, in);
   if (hero != in) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   *A = gm_view_ptr(k, &p->a);
-  *Bm = gm_view_ptr(k, &p->b);
+  if (Bm) *Bm = gm_view_ptr(k, &p->b);
   *C = cpu_buffer(k, in);
   gm_chunk_items(k, items, nchunks, chunk, lo, hi);
   return k;
@@ -2167,10 +2167,12 @@ static int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p
  * x w sums in vector registers (R = 3 with 32 vector registers, R = 2 with 16; N in blocks
  * of equal width w, at most 8 or 6: 10 columns are two blocks of 5), reduced to the outputs
  * at the end; the rows of a group pass over K once per block. One copy of that code serves
- * every group and block (mlp's head took 34 ms to compile with the partial ones apart). B's columns are contiguous along K already when its rows are (weights stored
- * [out, in]); otherwise each chunk first copies B transposed, N x K floats (at most
- * GM_FEW_BT), into its private scratch. The parallel-for splits the row groups; the fusion's
- * epilogue follows on each chunk's rows. */
+ * every group and block (mlp's head took 34 ms to compile with the partial ones apart). B's
+ * columns are contiguous along K already when its rows are (weights stored [out, in]); a
+ * constant B (frozen weights) is transposed at compile time into read-only data; otherwise
+ * each chunk first copies B transposed, N x K floats (at most GM_FEW_BT), into its private
+ * scratch. The parallel-for splits the row groups; the fusion's epilogue follows on each
+ * chunk's rows. */
 #define GM_FEW_BT (64 * 1024)
 
 static bool gm_few_n_fits(const GmCfg *c, const GmProb *p) {
@@ -2189,15 +2191,26 @@ static int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, 
   int64_t nbl = (p->N + nn - 1) / nn, w = (p->N + nbl - 1) / nbl;
   int64_t groups = (p->M + R - 1) / R;
   int64_t nchunks = want <= 1 ? 1 : groups < want ? groups : want;
-  bool copy = p->brs != 1;
+  /* B's columns along K: B itself, B transposed at compile time (a constant), or a copy */
+  const float *bsrc = p->brs != 1 ? gm_view_const(&p->b) : NULL;
+  LLVMValueRef bconst = NULL;
+  if (bsrc) {
+    float *t = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(p->N * p->K));
+    for (int64_t n = 0; n < p->N; n++)
+      for (int64_t kk = 0; kk < p->K; kk++) t[n * p->K + kk] = bsrc[kk * p->brs + n * p->bcs];
+    char name[512];
+    snprintf(name, sizeof name, "%s_bt%d", cg->o->name, cg->ntasks);
+    bconst = cpu_rodata(cg, name, t, sizeof(float) * (size_t)(p->N * p->K));
+  }
+  bool copy = p->brs != 1 && !bconst;
   int64_t bt_bytes = copy ? memplan_align(p->N * p->K * 4) : 0;
   if (stage_bytes + nchunks * bt_bytes > cg->extra_temp) cg->extra_temp = stage_bytes + nchunks * bt_bytes;
-  LLVMValueRef A, Bm, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, &A, &Bm, &C, &chunk, &lo, &hi);
+  LLVMValueRef A, Bm = NULL, C, chunk, lo, hi;
+  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, &A, bconst ? NULL : &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   int cache_mark = k->ncache;
   GmProb q = *p;
-  LLVMValueRef Bt = Bm;
+  LLVMValueRef Bt = bconst ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, bconst, 0}) : Bm;
   if (copy) {
     /* B transposed into the chunk's scratch, Bt[n * K + kk] = B(kk, n), written in order (the
        other order would store at a stride of K floats, a multiple of 4 KiB at K = 1024) */
@@ -2211,6 +2224,8 @@ static int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, 
     gstore(k, v, gfp(k, Bt, gadd(k, gmul(k, n, gi(k, p->K)), kk)), 4);
     gm_close(k, &lk);
     gm_close(k, &ln);
+  }
+  if (p->brs != 1) { /* the transposed B, compile-time or copied: K contiguous */
     q.brs = 1;
     q.bcs = p->K;
   }
@@ -2792,8 +2807,9 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      each), which a call over all the columns would read as one block */
   bool merge = pre == 2 && !red && !bconst && p.N <= c.nc;
   int64_t merge_bytes = merge ? gm_pack_bytes(&c, p.M, p.N, p.K, false) : 0;
-  int64_t merge_off = merge_bytes <= pack * nchunks ? stage_bytes : need;
-  if (merge && merge_off == need) need += merge_bytes;
+  bool merge_apart = merge_bytes > pack * nchunks; /* else at chunk 0's, the serial run's own */
+  int64_t merge_off = need;
+  if (merge_apart) need += merge_bytes;
   /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk */
   bool resident = gm_resident(&c, nblk, p.K);
   int64_t slice_rows = gm_min(2 * c.mc, p.M), slice_off = need, slice_bytes = memplan_align(slice_rows * p.ldc * 4);
@@ -2881,7 +2897,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (merge) {
     n0 = LLVMBuildSelect(B, whole, gi(k, 0), n0, "");
     n1 = LLVMBuildSelect(B, whole, gi(k, p.N), n1, "");
-    packp = LLVMBuildSelect(B, whole, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + merge_off}), packp, "");
+    if (merge_apart)
+      packp = LLVMBuildSelect(B, whole, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + merge_off}), packp, "");
   }
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */

@@ -1,8 +1,8 @@
 /* tests/cpu/cpu_test_util.h: helpers shared by the CPU target's test files (test_cpu.c,
  * test_cpu_gemm.c, test_cpu_parallel.c; test_cuda.c's folders and files): temporary
  * folders, files, parsed modules, the text cpu_compile() emits, deterministic argument
- * values, .npy results, and the tests/cpu_driver.c build and runs. Header-only (static functions), for
- * Criterion test files. */
+ * values, .npy results, and the tests/cpu_driver.c build and runs. Header-only (static
+ * functions), for Criterion test files. */
 #ifndef HLOC_CPU_TEST_UTIL_H
 #define HLOC_CPU_TEST_UTIL_H
 
