@@ -1236,6 +1236,128 @@ Test(cpu, deterministic_output) {
   free(dir);
 }
 
+/* cpu_share.c's magic numbers for signed division (internal to the target, declared here for
+ * their test). */
+void cpu_sdiv_magic(int64_t d, int64_t mv[4]);
+int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
+
+/* The magic-number division merged kernels use for a divisor that differs between them equals
+ * C's truncating division for every divisor 1..3000 and a spread of large ones, on dividends
+ * of both signs, the extremes and the neighbours of multiples. */
+Test(cpu, share_magic_division) {
+  int64_t ds[3000 + 12];
+  int nd = 0;
+  for (int64_t d = 1; d <= 3000; d++) ds[nd++] = d;
+  const int64_t big[] = {4095, 4097, 65535, 1000003, (1ll << 31) - 1, 1ll << 31, (1ll << 31) + 1,
+                         1000000007ll * 1000, (1ll << 62) - 1, 1ll << 62, INT64_MAX - 1, INT64_MAX};
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++) ds[nd++] = big[i];
+  uint64_t x = 88172645463325252ull;
+  int bad = 0;
+  for (int i = 0; i < nd; i++) {
+    int64_t d = ds[i], mv[4];
+    cpu_sdiv_magic(d, mv);
+    int64_t ns[64];
+    int nn = 0;
+    const int64_t fixed[] = {0, 1, -1, 2, -2, INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1};
+    for (size_t j = 0; j < sizeof fixed / sizeof *fixed; j++) ns[nn++] = fixed[j];
+    for (int64_t m = -3; m <= 3; m++) {
+      if (d > INT64_MAX / 4) break; /* d * m would overflow */
+      int64_t c = d * m;
+      ns[nn++] = c - 1, ns[nn++] = c, ns[nn++] = c + 1;
+    }
+    while (nn < 64) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ns[nn] = (int64_t)(nn & 1 ? x : x >> (x % 60));
+      nn++;
+    }
+    for (int j = 0; j < nn; j++) {
+      int64_t got = cpu_sdiv_by_magic(ns[j], mv), want = ns[j] / d;
+      if (got != want && bad++ < 5)
+        cr_log_error("%lld / %lld: %lld, want %lld", (long long)ns[j], (long long)d, (long long)got, (long long)want);
+    }
+  }
+  cr_expect_eq(bad, 0, "%d wrong quotients", bad);
+}
+
+/* Kernels merged up to integer constants (cpu_share.c): loop fusions of one structure at other
+ * sizes and constants (a subtraction, then signed division or remainder by 7, 13 and 3 over
+ * dividends of both signs; a broadcast add of two shapes) are one function each at -O2,
+ * reading their constants at run time, and compute what the interpreter does serially and on
+ * two threads; at -O3, or with HLOC_CPU_SHARE=exact, every fusion keeps its own function. */
+static const char *tc_share_text =
+    "HloModule share\n"
+    "fd7 {\n  p_fd7 = s64[40] parameter(0)\n  c_fd7 = s64[] constant(500)\n  q_fd7 = s64[] constant(7)\n"
+    "  bc_fd7 = s64[40] broadcast(c_fd7), dimensions={}\n  bq_fd7 = s64[40] broadcast(q_fd7), dimensions={}\n"
+    "  s_fd7 = s64[40] subtract(p_fd7, bc_fd7)\n  ROOT d_fd7 = s64[40] divide(s_fd7, bq_fd7)\n}\n"
+    "fd13 {\n  p_fd13 = s64[150] parameter(0)\n  c_fd13 = s64[] constant(300)\n  q_fd13 = s64[] constant(13)\n"
+    "  bc_fd13 = s64[150] broadcast(c_fd13), dimensions={}\n  bq_fd13 = s64[150] broadcast(q_fd13), dimensions={}\n"
+    "  s_fd13 = s64[150] subtract(p_fd13, bc_fd13)\n  ROOT d_fd13 = s64[150] divide(s_fd13, bq_fd13)\n}\n"
+    "fd1 {\n  p_fd1 = s64[33] parameter(0)\n  c_fd1 = s64[] constant(100)\n  q_fd1 = s64[] constant(3)\n"
+    "  bc_fd1 = s64[33] broadcast(c_fd1), dimensions={}\n  bq_fd1 = s64[33] broadcast(q_fd1), dimensions={}\n"
+    "  s_fd1 = s64[33] subtract(p_fd1, bc_fd1)\n  ROOT d_fd1 = s64[33] divide(s_fd1, bq_fd1)\n}\n"
+    "fr7 {\n  p_fr7 = s64[40] parameter(0)\n  c_fr7 = s64[] constant(500)\n  q_fr7 = s64[] constant(7)\n"
+    "  bc_fr7 = s64[40] broadcast(c_fr7), dimensions={}\n  bq_fr7 = s64[40] broadcast(q_fr7), dimensions={}\n"
+    "  s_fr7 = s64[40] subtract(p_fr7, bc_fr7)\n  ROOT d_fr7 = s64[40] remainder(s_fr7, bq_fr7)\n}\n"
+    "fr13 {\n  p_fr13 = s64[150] parameter(0)\n  c_fr13 = s64[] constant(300)\n  q_fr13 = s64[] constant(13)\n"
+    "  bc_fr13 = s64[150] broadcast(c_fr13), dimensions={}\n  bq_fr13 = s64[150] broadcast(q_fr13), dimensions={}\n"
+    "  s_fr13 = s64[150] subtract(p_fr13, bc_fr13)\n  ROOT d_fr13 = s64[150] remainder(s_fr13, bq_fr13)\n}\n"
+    "fa1 {\n  x_fa1 = f32[12,20] parameter(0)\n  u_fa1 = f32[20] parameter(1)\n"
+    "  bu_fa1 = f32[12,20] broadcast(u_fa1), dimensions={1}\n  ROOT a_fa1 = f32[12,20] add(x_fa1, bu_fa1)\n}\n"
+    "fa2 {\n  x_fa2 = f32[7,33] parameter(0)\n  u_fa2 = f32[33] parameter(1)\n"
+    "  bu_fa2 = f32[7,33] broadcast(u_fa2), dimensions={1}\n  ROOT a_fa2 = f32[7,33] add(x_fa2, bu_fa2)\n}\n"
+    "ENTRY e {\n"
+    "  a = s64[40] parameter(0)\n  b = s64[150] parameter(1)\n  c = s64[33] parameter(2)\n"
+    "  x = f32[12,20] parameter(3)\n  y = f32[7,33] parameter(4)\n"
+    "  u = f32[20] parameter(5)\n  w = f32[33] parameter(6)\n"
+    "  d1 = s64[40] fusion(a), kind=kLoop, calls=fd7\n"
+    "  d2 = s64[150] fusion(b), kind=kLoop, calls=fd13\n"
+    "  d3 = s64[33] fusion(c), kind=kLoop, calls=fd1\n"
+    "  r1 = s64[40] fusion(a), kind=kLoop, calls=fr7\n"
+    "  r2 = s64[150] fusion(b), kind=kLoop, calls=fr13\n"
+    "  xu = f32[12,20] fusion(x, u), kind=kLoop, calls=fa1\n"
+    "  yw = f32[7,33] fusion(y, w), kind=kLoop, calls=fa2\n"
+    "  ROOT t = (s64[40], s64[150], s64[33], s64[40], s64[150], f32[12,20], f32[7,33]) "
+    "tuple(d1, d2, d3, r1, r2, xu, yw)\n"
+    "}\n";
+
+/* Functions defined in IR text t whose name starts with prefix ("@share_k"). */
+static int tc_count_defs(const char *t, const char *prefix) {
+  int n = 0;
+  size_t len = strlen(prefix);
+  for (size_t i = 0, line = 0; t[i]; i++) {
+    if (t[i] == '\n') {
+      line = i + 1;
+      continue;
+    }
+    /* at a line starting "define": the prefix before the line ends */
+    if (i == line && strncmp(t + i, "define ", 7) == 0) {
+      size_t j = i;
+      while (t[j] && t[j] != '\n' && strncmp(t + j, prefix, len) != 0) j++;
+      n += t[j] && t[j] != '\n';
+    }
+  }
+  return n;
+}
+
+Test(cpu, share_kernels_up_to_constants, .timeout = 300) {
+  tc_check_text("kernels merged up to constants", tc_share_text, 0, 1000);
+  char *t = tc_llvm_ir(tc_share_text, "share", 2);
+  cr_expect_eq(tc_count_defs(t, "@share_k"), 3, "%s", t);
+  cr_expect(strstr(t, "@share_kp") != NULL, "no constant tables");
+  /* the divisors by their magic numbers, not by a division instruction */
+  cr_expect(!strstr(t, "sdiv") && !strstr(t, "srem"), "%s", t);
+  free(t);
+  t = tc_llvm_ir(tc_share_text, "share", 3);
+  cr_expect_eq(tc_count_defs(t, "@share_k"), 7);
+  free(t);
+  setenv("HLOC_CPU_SHARE", "exact", 1);
+  t = tc_llvm_ir(tc_share_text, "share", 2);
+  unsetenv("HLOC_CPU_SHARE");
+  cr_expect_eq(tc_count_defs(t, "@share_k"), 7);
+  cr_expect(!strstr(t, "@share_kp"));
+  free(t);
+}
+
 /* Tuple-shaped entry parameters (flatten-params): the object takes one argument per leaf,
  * depth first, as the module was read (the target flattens it) and after the optimizer; a leaf
  * passed through to the result is copied. Against the interpreter on the flattened module

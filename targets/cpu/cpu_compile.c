@@ -11,7 +11,8 @@
  *      (cpu_kernel.c, with the elemental generator of cpu_elemental.c; dots and convolutions
  *      through the shared blocked GEMM of cpu_gemm.c). Kernels see memory only through a
  *      per-task table of pointers (their ctx), so kernels whose IR is identical (repeated
- *      layers) are merged into one function before optimization; kernel-private scratch
+ *      layers), or identical but for integer constants (a layer at another size), are merged
+ *      into one function before optimization (cpu_share.c); kernel-private scratch
  *      (GEMM packing, staged operands) is appended to the plan's heap. A while loop the
  *      optimizer did not unroll gets plans for its condition and body, and
  *      their kernels are tasks too, between the copies, branch and jump of the loop (see
@@ -31,7 +32,8 @@
  * Output is deterministic: names and order depend on the module only.
  *
  * Environment knobs for measurements and experiments (none changes the generated interface):
- * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_NO_GEMM,
+ * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_SHARE=exact merges
+ * only identical kernels (cpu_share.c); HLOC_CPU_NO_GEMM,
  * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
  * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) steer cpu_gemm.c;
  * cpu_emit.c lists the emission's own. */
@@ -877,287 +879,6 @@ static double cp_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* ------------------------------------------------------------------ kernel sharing */
-
-/* Kernels reach all memory through their pointer table, so two kernels whose IR is the same
- * (all but the function's and the values' names) compute the same thing on different
- * buffers: the later one is deleted and its task runs the earlier function. Repeated layers of
- * a network then cost one kernel each to optimize and to generate code for.
- *
- * "The same" is decided on a fingerprint of each function: a sequence of 64-bit tokens that
- * spells out, block by block and instruction by instruction, the opcode, the type, every
- * operand (values of the function itself by their position in it; constants, globals,
- * functions, types, attributes and metadata by identity, since the LLVMContext uniques them)
- * and every property an instruction carries outside its operands (predicates, flags,
- * alignment, orderings, indices, masks, call attributes, metadata attachments; a loop ID,
- * distinct per loop, by its options). Two functions
- * are merged only when their fingerprints are equal, which makes their IR equal up to names;
- * a function using an instruction the fingerprint does not know is never merged. This walk
- * replaced comparing printed IR: printing a function alone walks the whole module's metadata
- * each time (quadratic), and even one print of the module cost ~40 ms on bert_base. */
-typedef struct CpFp {
-  uint64_t *t;   /* tokens */
-  size_t n, cap; /* count and capacity */
-  bool opaque;   /* holds an instruction the fingerprint cannot describe */
-} CpFp;
-
-static void cp_tok(CpFp *f, uint64_t v) {
-  if (f->n == f->cap) {
-    f->cap = f->cap ? f->cap * 2 : 1024;
-    f->t = realloc(f->t, f->cap * sizeof *f->t);
-    HLO_ASSERT(f->t);
-  }
-  f->t[f->n++] = v;
-}
-
-static void cp_tokp(CpFp *f, const void *p) { cp_tok(f, (uint64_t)(uintptr_t)p); }
-
-/* Position of a local value (argument, block, instruction) in the function: an open-addressing
- * table from the pointer to its number. */
-typedef struct CpLocals {
-  LLVMValueRef *key; /* pointers, NULL: empty */
-  uint32_t *val;     /* numbers */
-  size_t mask;       /* size - 1 (a power of two) */
-} CpLocals;
-
-static size_t cp_slot(const CpLocals *l, LLVMValueRef v) {
-  uint64_t h = (uint64_t)(uintptr_t)v * 0x9E3779B97F4A7C15ull;
-  size_t i = (size_t)(h >> 20) & l->mask;
-  while (l->key[i] && l->key[i] != v) i = (i + 1) & l->mask;
-  return i;
-}
-
-static void cp_local_add(CpLocals *l, LLVMValueRef v, uint32_t n) {
-  size_t i = cp_slot(l, v);
-  l->key[i] = v;
-  l->val[i] = n;
-}
-
-/* Token of an operand: tag 1 + number for local values, the pointer for everything else
- * (pointers are at least 8-byte aligned, so the low bits tell the two apart). */
-static void cp_tok_operand(CpFp *f, const CpLocals *l, LLVMValueRef v) {
-  if (v) {
-    size_t i = cp_slot(l, v);
-    if (l->key[i]) {
-      cp_tok(f, ((uint64_t)l->val[i] << 3) | 1);
-      return;
-    }
-  }
-  cp_tokp(f, v);
-}
-
-static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned nparams) {
-  for (long idx = -1; idx <= (long)nparams; idx++) {
-    LLVMAttributeIndex ai = idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
-    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai) : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
-    cp_tok(f, n);
-    if (!n) continue;
-    LLVMAttributeRef a[64];
-    if (n > 64) {
-      f->opaque = true;
-      return;
-    }
-    if (call) LLVMGetCallSiteAttributes(fn_or_call, ai, a);
-    else LLVMGetAttributesAtIndex(fn_or_call, ai, a);
-    for (unsigned k = 0; k < n; k++) cp_tokp(f, a[k]);
-  }
-}
-
-static void cp_fingerprint(LLVMValueRef fn, CpFp *f) {
-  f->n = 0;
-  f->opaque = false;
-  LLVMContextRef C = LLVMGetTypeContext(LLVMTypeOf(fn));
-  unsigned loop_kind = LLVMGetMDKindIDInContext(C, "llvm.loop", 9);
-  size_t nv = LLVMCountParams(fn) + 1;
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    nv++;
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) nv++;
-  }
-  size_t cap = 16;
-  while (cap < 2 * nv) cap *= 2;
-  CpLocals l = {calloc(cap, sizeof(LLVMValueRef)), calloc(cap, sizeof(uint32_t)), cap - 1};
-  HLO_ASSERT(l.key && l.val);
-  uint32_t num = 0;
-  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p)) cp_local_add(&l, p, num++);
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    cp_local_add(&l, LLVMBasicBlockAsValue(b), num++);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) cp_local_add(&l, i, num++);
-  }
-  /* the function: type, calling convention, attributes, metadata */
-  cp_tokp(f, LLVMGlobalGetValueType(fn));
-  cp_tok(f, LLVMGetFunctionCallConv(fn));
-  cp_tok(f, (uint64_t)LLVMGetLinkage(fn));
-  cp_tok_attrs(f, fn, false, LLVMCountParams(fn));
-  size_t nmd = 0;
-  LLVMValueMetadataEntry *md = LLVMGlobalCopyAllMetadata(fn, &nmd);
-  cp_tok(f, nmd);
-  for (size_t k = 0; k < nmd; k++) {
-    cp_tok(f, LLVMValueMetadataEntriesGetKind(md, (unsigned)k));
-    cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(md, (unsigned)k));
-  }
-  if (md) LLVMDisposeValueMetadataEntries(md);
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    cp_tok(f, 0xB10C);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque; i = LLVMGetNextInstruction(i)) {
-      LLVMOpcode op = LLVMGetInstructionOpcode(i);
-      cp_tok(f, (uint64_t)op);
-      cp_tokp(f, LLVMTypeOf(i));
-      int no = LLVMGetNumOperands(i);
-      cp_tok(f, (uint64_t)no);
-      for (int k = 0; k < no; k++) cp_tok_operand(f, &l, LLVMGetOperand(i, k));
-      if (LLVMCanValueUseFastMathFlags(i)) cp_tok(f, LLVMGetFastMathFlags(i));
-      switch (op) {
-      case LLVMAdd: case LLVMSub: case LLVMMul: case LLVMShl:
-        cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i));
-        break;
-      case LLVMUDiv: case LLVMSDiv: case LLVMLShr: case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
-      case LLVMOr: cp_tok(f, LLVMGetIsDisjoint(i)); break;
-      case LLVMZExt: cp_tok(f, LLVMGetNNeg(i)); break;
-      case LLVMFNeg: case LLVMFAdd: case LLVMFSub: case LLVMFMul: case LLVMFDiv: case LLVMURem:
-      case LLVMSRem: case LLVMFRem: case LLVMAnd: case LLVMXor: case LLVMTrunc: case LLVMSExt:
-      case LLVMFPToUI: case LLVMFPToSI: case LLVMSIToFP: case LLVMFPTrunc: case LLVMFPExt:
-      case LLVMPtrToInt: case LLVMIntToPtr: case LLVMBitCast: case LLVMAddrSpaceCast:
-      case LLVMSelect: case LLVMExtractElement: case LLVMInsertElement: case LLVMFreeze:
-      case LLVMRet: case LLVMBr: case LLVMSwitch: case LLVMUnreachable:
-        break;
-      case LLVMUIToFP: /* LLVM 19's nneg on uitofp has no C accessor; the builder never sets it */
-        break;
-      case LLVMICmp: cp_tok(f, LLVMGetICmpPredicate(i)); break;
-      case LLVMFCmp: cp_tok(f, LLVMGetFCmpPredicate(i)); break;
-      case LLVMAlloca:
-        cp_tokp(f, LLVMGetAllocatedType(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMLoad: case LLVMStore:
-        cp_tok(f, LLVMGetAlignment(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMGetOrdering(i));
-        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic) cp_tok(f, LLVMIsAtomicSingleThread(i));
-        break;
-      case LLVMGetElementPtr:
-        cp_tokp(f, LLVMGetGEPSourceElementType(i));
-        cp_tok(f, LLVMIsInBounds(i));
-        break;
-      case LLVMCall:
-        cp_tokp(f, LLVMGetCalledFunctionType(i));
-        cp_tok(f, LLVMGetTailCallKind(i));
-        cp_tok(f, LLVMGetInstructionCallConv(i));
-        cp_tok_attrs(f, i, true, LLVMGetNumArgOperands(i));
-        break;
-      case LLVMPHI: {
-        unsigned n = LLVMCountIncoming(i);
-        for (unsigned k = 0; k < n; k++) cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
-        break;
-      }
-      case LLVMExtractValue: case LLVMInsertValue: {
-        unsigned n = LLVMGetNumIndices(i);
-        const unsigned *ix = LLVMGetIndices(i);
-        cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++) cp_tok(f, ix[k]);
-        break;
-      }
-      case LLVMShuffleVector: {
-        unsigned n = LLVMGetNumMaskElements(i);
-        cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++) cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
-        break;
-      }
-      case LLVMAtomicRMW:
-        cp_tok(f, LLVMGetAtomicRMWBinOp(i));
-        cp_tok(f, LLVMGetOrdering(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMAtomicCmpXchg:
-        cp_tok(f, LLVMGetCmpXchgSuccessOrdering(i));
-        cp_tok(f, LLVMGetCmpXchgFailureOrdering(i));
-        cp_tok(f, LLVMGetWeak(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMFence:
-        cp_tok(f, LLVMGetOrdering(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        break;
-      case LLVMIndirectBr: case LLVMInvoke: case LLVMCallBr: case LLVMUserOp1: case LLVMUserOp2:
-      case LLVMVAArg: case LLVMResume: case LLVMLandingPad: case LLVMCleanupRet:
-      case LLVMCatchRet: case LLVMCatchPad: case LLVMCleanupPad: case LLVMCatchSwitch:
-        f->opaque = true;
-        break;
-      }
-      if (LLVMHasMetadata(i)) {
-        size_t nm = 0;
-        LLVMValueMetadataEntry *e = LLVMInstructionGetAllMetadataOtherThanDebugLoc(i, &nm);
-        cp_tok(f, 0x3D00 + nm);
-        for (size_t k = 0; k < nm; k++) {
-          unsigned kind = LLVMValueMetadataEntriesGetKind(e, (unsigned)k);
-          LLVMMetadataRef md = LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k);
-          cp_tok(f, kind);
-          if (kind != loop_kind) {
-            cp_tokp(f, md);
-            continue;
-          }
-          /* a loop ID is distinct (its first operand is itself): its options by identity */
-          LLVMValueRef mv = LLVMMetadataAsValue(C, md), ops[8];
-          unsigned nops = LLVMGetMDNodeNumOperands(mv);
-          if (nops > 8) {
-            f->opaque = true;
-            continue;
-          }
-          LLVMGetMDNodeOperands(mv, ops);
-          cp_tok(f, nops);
-          for (unsigned q = 1; q < nops; q++) cp_tokp(f, ops[q]);
-        }
-        if (e) LLVMDisposeValueMetadataEntries(e);
-      }
-    }
-  }
-  free(l.key);
-  free(l.val);
-}
-
-static void cp_share_kernels(CpuCg *cg) {
-  int n = cg->ntasks;
-  if (n < 2) return;
-  CpFp *fp = calloc((size_t)n, sizeof *fp); /* per task whose function is first seen there */
-  uint64_t *hash = calloc((size_t)n, sizeof *hash);
-  bool *have = calloc((size_t)n, sizeof *have);
-  LLVMValueRef *orig = calloc((size_t)n, sizeof *orig);
-  HLO_ASSERT(fp && hash && have && orig);
-  for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
-  for (int t = 0; t < n; t++) {
-    LLVMValueRef fn = orig[t];
-    if (!fn) continue; /* a control task */
-    bool seen = false;
-    for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
-    if (seen) continue; /* several tasks of one function (not made by the kernels today) */
-    cp_fingerprint(fn, &fp[t]);
-    if (fp[t].opaque) continue;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < fp[t].n; i++) h = (h ^ fp[t].t[i]) * 1099511628211ull;
-    int same = -1;
-    for (int u = 0; u < t && same < 0; u++)
-      if (have[u] && hash[u] == h && fp[u].n == fp[t].n &&
-          memcmp(fp[u].t, fp[t].t, fp[t].n * sizeof *fp[t].t) == 0)
-        same = u;
-    if (same >= 0) {
-      for (int v = t; v < n; v++)
-        if (orig[v] == fn) cg->tasks[v].fn = orig[same];
-      LLVMDeleteFunction(fn);
-      continue;
-    }
-    have[t] = true;
-    hash[t] = h;
-  }
-  for (int t = 0; t < n; t++) free(fp[t].t);
-  free(fp);
-  free(hash);
-  free(have);
-  free(orig);
-}
-
 /* ------------------------------------------------------------------ driver */
 
 static bool cp_valid_name(const char *s) {
@@ -1227,7 +948,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   double tk = cp_now();
   int nk = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;
-  cp_share_kernels(&cg);
+  cpu_share_kernels(&cg);
   if (getenv("HLOC_CPU_TIME")) {
     int nk2 = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk2 += LLVMCountBasicBlocks(f) > 0;

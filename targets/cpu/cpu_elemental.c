@@ -310,6 +310,12 @@ static LLVMValueRef el_int_div(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef
   LLVMTypeRef ty = LLVMTypeOf(a);
   bool s = hlo_dtype_kind(t) == DK_SINT;
   unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+  /* a constant divisor other than 0 and -1 needs neither case: the plain instruction (which
+     LLVM strength-reduces, and kernel sharing sees as a divisor: cpu_share.c) */
+  if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0 && (!s || LLVMConstIntGetSExtValue(b) != -1)) {
+    if (rem) return s ? LLVMBuildSRem(B, a, b, "") : LLVMBuildURem(B, a, b, "");
+    return s ? LLVMBuildSDiv(B, a, b, "") : LLVMBuildUDiv(B, a, b, "");
+  }
   LLVMValueRef zero = LLVMConstInt(ty, 0, 0), one = LLVMConstInt(ty, 1, 0);
   LLVMValueRef dz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
   LLVMValueRef bad = dz;

@@ -378,6 +378,17 @@ void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
 /* The guarded hloc_tensor_info / parallel-for types every generated header declares. */
 void cpu_header_runtime_types(HStr *b);
 
+/* ------------------------------------------------------------------ cpu_share.c */
+
+/* Merge kernels before optimization: those whose IR is the same, then (at -O0..-O2) those
+ * whose IR differs only in integer constants, which become values read at run time from a
+ * table in read-only data given to each task as one more slot. */
+void cpu_share_kernels(CpuCg *cg);
+/* Magic numbers of signed division by d >= 1 (mv: multiplier, shift, add mask, rounding mask)
+ * and the division they make, as the merged kernels compute it (for tests). */
+void cpu_sdiv_magic(int64_t d, int64_t mv[4]);
+int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
+
 /* ------------------------------------------------------------------ cpu_emit.c
  * (added with the two-thread emission; the driver's last step) */
 

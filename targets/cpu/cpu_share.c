@@ -1,0 +1,571 @@
+/* targets/cpu/cpu_share.c: kernels merged before optimization, cpu_share_kernels(), called by
+ * the driver (cpu_compile.c) once every kernel is built.
+ *
+ * Kernels reach all memory through their pointer table (cpu_kernel.c), so kernels that differ
+ * only in the buffers they touch are one function. Two rounds, each comparing the task
+ * functions in task order by a fingerprint (below):
+ *   - exact: IR equal up to names (repeated layers of one shape): the later function is
+ *     deleted and its tasks run the earlier one;
+ *   - up to integer constants (at -O0..-O2; -O3 keeps every kernel specialized): IR equal
+ *     but for some i32/i64 constants in positions where LLVM takes any value (cp_hole_kind:
+ *     the same layer at another size: loop bounds, strides, offsets, the GEMM's dimensions).
+ *     The first function of a group keeps them as constants where every member has the same
+ *     value; each differing one becomes a load, at the top of the entry block, from a table
+ *     of int64s in read-only data (NAME_kpT, one per member) that the run function passes to
+ *     the member's tasks as one more slot. A signed divisor that differs becomes four table
+ *     entries, its magic numbers (cpu_sdiv_magic, the multiply-high LLVM makes of a constant
+ *     divisor), so index arithmetic costs a multiplication, not a division instruction.
+ * On resnet18 the second round takes its 32 kernel functions to 17 (the four stages repeat
+ * one block at four sizes), about a sixth of its compile time; the generated code ran as
+ * fast (tools/bench drivers, the bench models, within noise).
+ *
+ * The fingerprint is a sequence of 64-bit tokens that spells out, block by block and
+ * instruction by instruction, the opcode, the type, every operand (values of the function
+ * itself by their position in it; constants, globals, functions, types, attributes and
+ * metadata by identity, since the LLVMContext uniques them; in the second round a hole by its
+ * kind and width only) and every property an instruction carries outside its operands
+ * (predicates, flags, alignment, orderings, indices, masks, call attributes, metadata
+ * attachments; a loop ID, distinct per loop, by its options). Equal fingerprints make IR equal
+ * up to names (and hole values); a function using an instruction the fingerprint does not
+ * know is never merged. The walk replaced comparing printed IR: printing a function alone
+ * walks the whole module's metadata each time (quadratic), and even one print of the module
+ * cost ~40 ms on bert_base. */
+#include "cpu_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ fingerprints */
+
+/* A function's fingerprint (see the top of the file). */
+typedef struct CpFp {
+  uint64_t *t;   /* tokens */
+  size_t n, cap; /* count and capacity */
+  bool opaque;   /* holds an instruction the fingerprint cannot describe */
+} CpFp;
+
+static void cp_tok(CpFp *f, uint64_t v) {
+  if (f->n == f->cap) {
+    f->cap = f->cap ? f->cap * 2 : 1024;
+    f->t = realloc(f->t, f->cap * sizeof *f->t);
+    HLO_ASSERT(f->t);
+  }
+  f->t[f->n++] = v;
+}
+
+static void cp_tokp(CpFp *f, const void *p) { cp_tok(f, (uint64_t)(uintptr_t)p); }
+
+/* Position of a local value (argument, block, instruction) in the function: an open-addressing
+ * table from the pointer to its number. */
+typedef struct CpLocals {
+  LLVMValueRef *key; /* pointers, NULL: empty */
+  uint32_t *val;     /* numbers */
+  size_t mask;       /* size - 1 (a power of two) */
+} CpLocals;
+
+static size_t cp_slot(const CpLocals *l, LLVMValueRef v) {
+  uint64_t h = (uint64_t)(uintptr_t)v * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(h >> 20) & l->mask;
+  while (l->key[i] && l->key[i] != v) i = (i + 1) & l->mask;
+  return i;
+}
+
+static void cp_local_add(CpLocals *l, LLVMValueRef v, uint32_t n) {
+  size_t i = cp_slot(l, v);
+  l->key[i] = v;
+  l->val[i] = n;
+}
+
+/* Token of an operand: tag 1 + number for local values, the pointer for everything else
+ * (pointers are at least 8-byte aligned, so the low bits tell the two apart). */
+static void cp_tok_operand(CpFp *f, const CpLocals *l, LLVMValueRef v) {
+  if (v) {
+    size_t i = cp_slot(l, v);
+    if (l->key[i]) {
+      cp_tok(f, ((uint64_t)l->val[i] << 3) | 1);
+      return;
+    }
+  }
+  cp_tokp(f, v);
+}
+
+static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned nparams) {
+  for (long idx = -1; idx <= (long)nparams; idx++) {
+    LLVMAttributeIndex ai = idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
+    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai) : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
+    cp_tok(f, n);
+    if (!n) continue;
+    LLVMAttributeRef a[64];
+    if (n > 64) {
+      f->opaque = true;
+      return;
+    }
+    if (call) LLVMGetCallSiteAttributes(fn_or_call, ai, a);
+    else LLVMGetAttributesAtIndex(fn_or_call, ai, a);
+    for (unsigned k = 0; k < n; k++) cp_tokp(f, a[k]);
+  }
+}
+
+/* ------------------------------------------------------------------ holes */
+
+/* Parametric sharing (below) looks at the integer constants of an instruction an operand at a
+ * time: CP_EXACT ones are part of the fingerprint, the others (holes) only by their kind and
+ * width, and are recorded as sites so that a merged function can read them at run time. */
+enum { CP_EXACT, CP_HOLE_PLAIN, CP_HOLE_DIV };
+
+typedef struct CpSite {
+  LLVMValueRef in; /* the instruction */
+  int op;          /* its operand number */
+  int64_t v;       /* the constant, sign-extended */
+  int kind;        /* CP_HOLE_PLAIN: any value; CP_HOLE_DIV: a signed divisor >= 1 */
+  unsigned bits;   /* its width: 32 or 64 */
+} CpSite;
+
+typedef struct CpHoles {
+  CpSite *s;     /* sites in fingerprint order */
+  size_t n, cap; /* count and capacity */
+} CpHoles;
+
+static void cp_site_add(CpHoles *h, CpSite s) {
+  if (h->n == h->cap) {
+    h->cap = h->cap ? h->cap * 2 : 64;
+    h->s = realloc(h->s, h->cap * sizeof *h->s);
+    HLO_ASSERT(h->s);
+  }
+  h->s[h->n++] = s;
+}
+
+/* Whether operand k (value v) of instruction in may become a value read at run time. Only i32
+ * and i64 constants, and only where LLVM takes any value: arithmetic, comparisons, selected
+ * and stored values, phi inputs, the index of a one-index GEP into a non-struct type (not
+ * into the slot table: which slot a kernel reads stays fixed), the arguments of a call to a
+ * function of the module (never an intrinsic: their immediates must stay constants). A
+ * signed divisor is a hole of its own kind (division by a run-time divisor is strength
+ * reduced by the merge); unsigned divisors, shuffle lanes, alloca sizes, switch cases and the
+ * rest stay exact. */
+static int cp_hole_kind(LLVMValueRef in, LLVMOpcode op, int k, LLVMValueRef v) {
+  if (!v || !LLVMIsAConstantInt(v)) return CP_EXACT;
+  unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(v));
+  if (bits != 32 && bits != 64) return CP_EXACT;
+  if (op == LLVMAdd || op == LLVMSub || op == LLVMMul || op == LLVMAnd || op == LLVMOr || op == LLVMXor ||
+      op == LLVMShl || op == LLVMLShr || op == LLVMAShr || op == LLVMICmp || op == LLVMPHI)
+    return CP_HOLE_PLAIN;
+  if (op == LLVMSelect) return k >= 1 ? CP_HOLE_PLAIN : CP_EXACT;
+  if (op == LLVMStore) return k == 0 ? CP_HOLE_PLAIN : CP_EXACT;
+  if (op == LLVMSDiv || op == LLVMSRem) {
+    if (k == 0) return CP_HOLE_PLAIN;
+    return bits == 64 && LLVMConstIntGetSExtValue(v) >= 1 ? CP_HOLE_DIV : CP_EXACT;
+  }
+  if (op == LLVMUDiv || op == LLVMURem) return k == 0 ? CP_HOLE_PLAIN : CP_EXACT;
+  if (op == LLVMGetElementPtr) {
+    if (k != 1 || LLVMGetNumOperands(in) != 2 || LLVMIsAArgument(LLVMGetOperand(in, 0))) return CP_EXACT;
+    return LLVMGetTypeKind(LLVMGetGEPSourceElementType(in)) == LLVMStructTypeKind ? CP_EXACT : CP_HOLE_PLAIN;
+  }
+  if (op == LLVMCall) {
+    LLVMValueRef callee = LLVMGetCalledValue(in);
+    if (k >= (int)LLVMGetNumArgOperands(in) || !LLVMIsAFunction(callee) || LLVMGetIntrinsicID(callee)) return CP_EXACT;
+    return CP_HOLE_PLAIN;
+  }
+  return CP_EXACT;
+}
+
+static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
+  f->n = 0;
+  f->opaque = false;
+  if (h) h->n = 0;
+  LLVMContextRef C = LLVMGetTypeContext(LLVMTypeOf(fn));
+  unsigned loop_kind = LLVMGetMDKindIDInContext(C, "llvm.loop", 9);
+  size_t nv = LLVMCountParams(fn) + 1;
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    nv++;
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) nv++;
+  }
+  size_t cap = 16;
+  while (cap < 2 * nv) cap *= 2;
+  CpLocals l = {calloc(cap, sizeof(LLVMValueRef)), calloc(cap, sizeof(uint32_t)), cap - 1};
+  HLO_ASSERT(l.key && l.val);
+  uint32_t num = 0;
+  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p)) cp_local_add(&l, p, num++);
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    cp_local_add(&l, LLVMBasicBlockAsValue(b), num++);
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) cp_local_add(&l, i, num++);
+  }
+  /* the function: type, calling convention, attributes, metadata */
+  cp_tokp(f, LLVMGlobalGetValueType(fn));
+  cp_tok(f, LLVMGetFunctionCallConv(fn));
+  cp_tok(f, (uint64_t)LLVMGetLinkage(fn));
+  cp_tok_attrs(f, fn, false, LLVMCountParams(fn));
+  size_t nmd = 0;
+  LLVMValueMetadataEntry *md = LLVMGlobalCopyAllMetadata(fn, &nmd);
+  cp_tok(f, nmd);
+  for (size_t k = 0; k < nmd; k++) {
+    cp_tok(f, LLVMValueMetadataEntriesGetKind(md, (unsigned)k));
+    cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(md, (unsigned)k));
+  }
+  if (md) LLVMDisposeValueMetadataEntries(md);
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
+    cp_tok(f, 0xB10C);
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque; i = LLVMGetNextInstruction(i)) {
+      LLVMOpcode op = LLVMGetInstructionOpcode(i);
+      cp_tok(f, (uint64_t)op);
+      cp_tokp(f, LLVMTypeOf(i));
+      int no = LLVMGetNumOperands(i);
+      cp_tok(f, (uint64_t)no);
+      for (int k = 0; k < no; k++) {
+        LLVMValueRef v = LLVMGetOperand(i, k);
+        int hk = h ? cp_hole_kind(i, op, k, v) : CP_EXACT;
+        if (hk == CP_EXACT) {
+          cp_tok_operand(f, &l, v);
+          continue;
+        }
+        unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(v));
+        cp_tok(f, ((uint64_t)(hk * 128 + (int)bits) << 3) | 2);
+        cp_site_add(h, (CpSite){i, k, LLVMConstIntGetSExtValue(v), hk, bits});
+      }
+      if (LLVMCanValueUseFastMathFlags(i)) cp_tok(f, LLVMGetFastMathFlags(i));
+      switch (op) {
+      case LLVMAdd: case LLVMSub: case LLVMMul: case LLVMShl:
+        cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i));
+        break;
+      case LLVMUDiv: case LLVMSDiv: case LLVMLShr: case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
+      case LLVMOr: cp_tok(f, LLVMGetIsDisjoint(i)); break;
+      case LLVMZExt: cp_tok(f, LLVMGetNNeg(i)); break;
+      case LLVMFNeg: case LLVMFAdd: case LLVMFSub: case LLVMFMul: case LLVMFDiv: case LLVMURem:
+      case LLVMSRem: case LLVMFRem: case LLVMAnd: case LLVMXor: case LLVMTrunc: case LLVMSExt:
+      case LLVMFPToUI: case LLVMFPToSI: case LLVMSIToFP: case LLVMFPTrunc: case LLVMFPExt:
+      case LLVMPtrToInt: case LLVMIntToPtr: case LLVMBitCast: case LLVMAddrSpaceCast:
+      case LLVMSelect: case LLVMExtractElement: case LLVMInsertElement: case LLVMFreeze:
+      case LLVMRet: case LLVMBr: case LLVMSwitch: case LLVMUnreachable:
+        break;
+      case LLVMUIToFP: /* LLVM 19's nneg on uitofp has no C accessor; the builder never sets it */
+        break;
+      case LLVMICmp: cp_tok(f, LLVMGetICmpPredicate(i)); break;
+      case LLVMFCmp: cp_tok(f, LLVMGetFCmpPredicate(i)); break;
+      case LLVMAlloca:
+        cp_tokp(f, LLVMGetAllocatedType(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMLoad: case LLVMStore:
+        cp_tok(f, LLVMGetAlignment(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMGetOrdering(i));
+        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic) cp_tok(f, LLVMIsAtomicSingleThread(i));
+        break;
+      case LLVMGetElementPtr:
+        cp_tokp(f, LLVMGetGEPSourceElementType(i));
+        cp_tok(f, LLVMIsInBounds(i));
+        break;
+      case LLVMCall:
+        cp_tokp(f, LLVMGetCalledFunctionType(i));
+        cp_tok(f, LLVMGetTailCallKind(i));
+        cp_tok(f, LLVMGetInstructionCallConv(i));
+        cp_tok_attrs(f, i, true, LLVMGetNumArgOperands(i));
+        break;
+      case LLVMPHI: {
+        unsigned n = LLVMCountIncoming(i);
+        for (unsigned k = 0; k < n; k++) cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
+        break;
+      }
+      case LLVMExtractValue: case LLVMInsertValue: {
+        unsigned n = LLVMGetNumIndices(i);
+        const unsigned *ix = LLVMGetIndices(i);
+        cp_tok(f, n);
+        for (unsigned k = 0; k < n; k++) cp_tok(f, ix[k]);
+        break;
+      }
+      case LLVMShuffleVector: {
+        unsigned n = LLVMGetNumMaskElements(i);
+        cp_tok(f, n);
+        for (unsigned k = 0; k < n; k++) cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
+        break;
+      }
+      case LLVMAtomicRMW:
+        cp_tok(f, LLVMGetAtomicRMWBinOp(i));
+        cp_tok(f, LLVMGetOrdering(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMAtomicCmpXchg:
+        cp_tok(f, LLVMGetCmpXchgSuccessOrdering(i));
+        cp_tok(f, LLVMGetCmpXchgFailureOrdering(i));
+        cp_tok(f, LLVMGetWeak(i));
+        cp_tok(f, LLVMGetVolatile(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        cp_tok(f, LLVMGetAlignment(i));
+        break;
+      case LLVMFence:
+        cp_tok(f, LLVMGetOrdering(i));
+        cp_tok(f, LLVMIsAtomicSingleThread(i));
+        break;
+      case LLVMIndirectBr: case LLVMInvoke: case LLVMCallBr: case LLVMUserOp1: case LLVMUserOp2:
+      case LLVMVAArg: case LLVMResume: case LLVMLandingPad: case LLVMCleanupRet:
+      case LLVMCatchRet: case LLVMCatchPad: case LLVMCleanupPad: case LLVMCatchSwitch:
+        f->opaque = true;
+        break;
+      }
+      if (LLVMHasMetadata(i)) {
+        size_t nm = 0;
+        LLVMValueMetadataEntry *e = LLVMInstructionGetAllMetadataOtherThanDebugLoc(i, &nm);
+        cp_tok(f, 0x3D00 + nm);
+        for (size_t k = 0; k < nm; k++) {
+          unsigned kind = LLVMValueMetadataEntriesGetKind(e, (unsigned)k);
+          LLVMMetadataRef md = LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k);
+          cp_tok(f, kind);
+          if (kind != loop_kind) {
+            cp_tokp(f, md);
+            continue;
+          }
+          /* a loop ID is distinct (its first operand is itself): its options by identity */
+          LLVMValueRef mv = LLVMMetadataAsValue(C, md), ops[8];
+          unsigned nops = LLVMGetMDNodeNumOperands(mv);
+          if (nops > 8) {
+            f->opaque = true;
+            continue;
+          }
+          LLVMGetMDNodeOperands(mv, ops);
+          cp_tok(f, nops);
+          for (unsigned q = 1; q < nops; q++) cp_tokp(f, ops[q]);
+        }
+        if (e) LLVMDisposeValueMetadataEntries(e);
+      }
+    }
+  }
+  free(l.key);
+  free(l.val);
+}
+
+/* ------------------------------------------------------------------ merging */
+
+void cpu_sdiv_magic(int64_t d, int64_t mv[4]) {
+  if (d == 1) { /* q = n: no product, all of n added, no rounding step */
+    mv[0] = 0, mv[1] = 0, mv[2] = -1, mv[3] = 0;
+    return;
+  }
+  /* the smallest p >= 64 with 2^p > nc * (d - 2^p mod d), nc the largest n with n mod d ==
+     d - 1; M = 2^p / d + 1 (Granlund and Montgomery; Hacker's Delight 10-1) */
+  const uint64_t two63 = 1ull << 63, ad = (uint64_t)d;
+  uint64_t anc = two63 - 1 - (two63 - 1) % ad; /* nc */
+  int p = 63;
+  uint64_t q1 = two63 / anc, r1 = two63 - q1 * anc;
+  uint64_t q2 = two63 / ad, r2 = two63 - q2 * ad, delta;
+  do {
+    p++;
+    q1 *= 2, r1 *= 2;
+    if (r1 >= anc) q1++, r1 -= anc;
+    q2 *= 2, r2 *= 2;
+    if (r2 >= ad) q2++, r2 -= ad;
+    delta = ad - r2;
+  } while (q1 < delta || (q1 == delta && r1 == 0));
+  mv[0] = (int64_t)(q2 + 1);
+  mv[1] = p - 64;
+  mv[2] = mv[0] < 0 ? -1 : 0; /* M over 2^63: the product's high half lacks one n */
+  mv[3] = -1;                 /* truncation toward zero: +1 for a negative n */
+}
+
+int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]) {
+  __int128 prod = (__int128)n * (__int128)mv[0];
+  uint64_t t = (uint64_t)(int64_t)(prod >> 64) + ((uint64_t)n & (uint64_t)mv[2]);
+  int64_t q = (int64_t)t >> mv[1];
+  return (int64_t)((uint64_t)q + (((uint64_t)n >> 63) & (uint64_t)mv[3]));
+}
+
+/* One run-time value of a merged function: a hole whose constant differs between the
+ * members, identified by its kind, width and the members' constants (sites with the same
+ * ones share it). */
+typedef struct CpParam {
+  int kind;      /* CP_HOLE_PLAIN or CP_HOLE_DIV */
+  unsigned bits; /* 32 or 64 */
+  int at;        /* its first entry in the members' tables */
+  int64_t *v;    /* each member's constant */
+  LLVMValueRef val[5]; /* in the merged function: the value (CP_HOLE_PLAIN), or the divisor
+                          and its four magic entries (CP_HOLE_DIV) */
+} CpParam;
+
+/* Merge the functions of tasks mt[0..m-1] (fingerprints equal with holes hs[mt[i]]) into the
+ * first one: each differing constant becomes a load from a per-member table of int64s in
+ * read-only data (NAME_kpT), which the tasks receive as one more slot; a division by a
+ * differing divisor becomes a multiply-high by the divisor's magic number (cpu_sdiv_magic,
+ * computed here per member), as LLVM would have made of a constant divisor. */
+static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
+  LLVMValueRef f0 = cg->tasks[mt[0]].fn;
+  LLVMValueRef *mf = calloc((size_t)m, sizeof *mf);
+  HLO_ASSERT(mf);
+  for (int i = 0; i < m; i++) mf[i] = cg->tasks[mt[i]].fn;
+  const CpHoles *h0 = &hs[mt[0]];
+  size_t L = h0->n;
+  int *sp = calloc(L + 1, sizeof *sp);
+  CpParam *ps = calloc(L + 1, sizeof *ps);
+  HLO_ASSERT(sp && ps);
+  int np = 0, nv = 0;
+  for (size_t s = 0; s < L; s++) {
+    const CpSite *st = &h0->s[s];
+    bool same = true;
+    for (int i = 1; i < m && same; i++) same = hs[mt[i]].s[s].v == st->v;
+    sp[s] = -1;
+    if (same) continue;
+    for (int q = 0; q < np && sp[s] < 0; q++) {
+      bool eq = ps[q].kind == st->kind && ps[q].bits == st->bits;
+      for (int i = 0; i < m && eq; i++) eq = ps[q].v[i] == hs[mt[i]].s[s].v;
+      if (eq) sp[s] = q;
+    }
+    if (sp[s] >= 0) continue;
+    ps[np] = (CpParam){st->kind, st->bits, nv, calloc((size_t)m, sizeof(int64_t)), {0}};
+    HLO_ASSERT(ps[np].v);
+    for (int i = 0; i < m; i++) ps[np].v[i] = hs[mt[i]].s[s].v;
+    nv += st->kind == CP_HOLE_DIV ? 5 : 1;
+    sp[s] = np++;
+  }
+  /* the slot of the table: after every slot any member's task has */
+  int pslot = 0;
+  for (int t = 0; t < cg->ntasks; t++)
+    for (int i = 0; i < m; i++)
+      if (cg->tasks[t].fn == mf[i] && cg->tasks[t].nslots > pslot) pslot = cg->tasks[t].nslots;
+  LLVMBuilderRef B = cg->B;
+  if (nv > 0) {
+    /* the values, read once at the top of the entry block */
+    LLVMPositionBuilderBefore(B, LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(f0)));
+    LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)pslot, 0);
+    LLVMValueRef tab = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, LLVMGetParam(f0, 0), &ix, 1, ""), "kparams");
+    for (int q = 0; q < np; q++)
+      for (int j = 0; j < (ps[q].kind == CP_HOLE_DIV ? 5 : 1); j++) {
+        ix = LLVMConstInt(cg->i64, (unsigned long long)(ps[q].at + j), 0);
+        LLVMValueRef v = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, tab, &ix, 1, ""), "kparam");
+        ps[q].val[j] = ps[q].bits == 32 ? LLVMBuildTrunc(B, v, cg->i32, "") : v;
+      }
+    /* plain holes first: a divisor's instruction may have one in its dividend */
+    for (size_t s = 0; s < L; s++)
+      if (sp[s] >= 0 && h0->s[s].kind == CP_HOLE_PLAIN) LLVMSetOperand(h0->s[s].in, (unsigned)h0->s[s].op, ps[sp[s]].val[0]);
+    LLVMTypeRef i128 = LLVMInt128TypeInContext(cg->C);
+    for (size_t s = 0; s < L; s++) {
+      if (sp[s] < 0 || h0->s[s].kind != CP_HOLE_DIV) continue;
+      LLVMValueRef in = h0->s[s].in, *pv = ps[sp[s]].val;
+      LLVMPositionBuilderBefore(B, in);
+      LLVMValueRef n = LLVMGetOperand(in, 0);
+      LLVMValueRef prod = LLVMBuildMul(B, LLVMBuildSExt(B, n, i128, ""), LLVMBuildSExt(B, pv[1], i128, ""), "");
+      LLVMValueRef t = LLVMBuildTrunc(B, LLVMBuildAShr(B, prod, LLVMConstInt(i128, 64, 0), ""), cg->i64, "");
+      t = LLVMBuildAdd(B, t, LLVMBuildAnd(B, n, pv[3], ""), "");
+      t = LLVMBuildAShr(B, t, pv[2], "");
+      LLVMValueRef sign = LLVMBuildLShr(B, n, LLVMConstInt(cg->i64, 63, 0), "");
+      LLVMValueRef q = LLVMBuildAdd(B, t, LLVMBuildAnd(B, sign, pv[4], ""), "");
+      if (LLVMGetInstructionOpcode(in) == LLVMSRem) q = LLVMBuildSub(B, n, LLVMBuildMul(B, q, pv[0], ""), "");
+      LLVMReplaceAllUsesWith(in, q);
+      LLVMInstructionEraseFromParent(in);
+    }
+  }
+  /* every member's table, and its tasks moved to f0 with the table's slot */
+  int64_t *vals = calloc((size_t)nv + 1, sizeof *vals);
+  LLVMValueRef *cv = calloc((size_t)nv + 1, sizeof *cv);
+  HLO_ASSERT(vals && cv);
+  for (int i = 0; i < m; i++) {
+    LLVMValueRef gv = NULL;
+    if (nv > 0) {
+      for (int q = 0; q < np; q++) {
+        vals[ps[q].at] = ps[q].v[i];
+        if (ps[q].kind == CP_HOLE_DIV) cpu_sdiv_magic(ps[q].v[i], &vals[ps[q].at + 1]);
+      }
+      for (int j = 0; j < nv; j++) cv[j] = LLVMConstInt(cg->i64, (unsigned long long)vals[j], 1);
+      LLVMValueRef init = LLVMConstArray2(cg->i64, cv, (uint64_t)nv);
+      char name[300];
+      snprintf(name, sizeof name, "%s_kp%d", cg->o->name, mt[i]);
+      gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
+      LLVMSetInitializer(gv, init);
+      LLVMSetGlobalConstant(gv, 1);
+      LLVMSetLinkage(gv, LLVMPrivateLinkage);
+      LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+      LLVMSetAlignment(gv, 8);
+    }
+    for (int t = 0; t < cg->ntasks; t++) {
+      CpuTask *task = &cg->tasks[t];
+      if (task->fn != mf[i]) continue;
+      task->fn = f0;
+      if (!gv) continue;
+      CpuSlot *ns = hlo_arena_alloc(cg->scratch, sizeof *ns * (size_t)(pslot + 1));
+      for (int j = 0; j <= pslot; j++) ns[j] = j < task->nslots ? task->slots[j] : (CpuSlot){CPU_SLOT_GLOBAL, NULL, gv, 0};
+      task->slots = ns;
+      task->nslots = pslot + 1;
+    }
+    if (i > 0) LLVMDeleteFunction(mf[i]);
+  }
+  for (int q = 0; q < np; q++) free(ps[q].v);
+  free(ps);
+  free(sp);
+  free(vals);
+  free(cv);
+  free(mf);
+}
+
+/* One round of sharing over the tasks' functions: exact (param false), or up to integer
+ * constants. Functions are compared in task order; a group is led by its first function. */
+static void cp_share_round(CpuCg *cg, bool param) {
+  int n = cg->ntasks;
+  CpFp *fp = calloc((size_t)n, sizeof *fp); /* per task whose function is first seen there */
+  CpHoles *hs = calloc((size_t)n, sizeof *hs);
+  uint64_t *hash = calloc((size_t)n, sizeof *hash);
+  bool *have = calloc((size_t)n, sizeof *have);
+  int *lead = calloc((size_t)n, sizeof *lead);
+  LLVMValueRef *orig = calloc((size_t)n, sizeof *orig);
+  HLO_ASSERT(fp && hs && hash && have && lead && orig);
+  for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
+  bool any = false;
+  for (int t = 0; t < n; t++) {
+    LLVMValueRef fn = orig[t];
+    lead[t] = -1;
+    if (!fn) continue; /* a control task */
+    bool seen = false;
+    for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
+    if (seen) continue; /* another task of a function met already */
+    cp_fingerprint(fn, &fp[t], param ? &hs[t] : NULL);
+    if (fp[t].opaque) continue;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < fp[t].n; i++) h = (h ^ fp[t].t[i]) * 1099511628211ull;
+    int same = -1;
+    for (int u = 0; u < t && same < 0; u++)
+      if (have[u] && hash[u] == h && fp[u].n == fp[t].n &&
+          memcmp(fp[u].t, fp[t].t, fp[t].n * sizeof *fp[t].t) == 0)
+        same = u;
+    if (same < 0) {
+      have[t] = true;
+      hash[t] = h;
+      continue;
+    }
+    if (param) {
+      lead[t] = same;
+      any = true;
+      continue;
+    }
+    for (int v = t; v < n; v++)
+      if (orig[v] == fn) cg->tasks[v].fn = orig[same];
+    LLVMDeleteFunction(fn);
+  }
+  if (any) {
+    int *mt = calloc((size_t)n, sizeof *mt);
+    HLO_ASSERT(mt);
+    for (int t = 0; t < n; t++) {
+      if (!have[t]) continue;
+      int m = 0;
+      mt[m++] = t;
+      for (int u = t + 1; u < n; u++)
+        if (lead[u] == t) mt[m++] = u;
+      if (m > 1) cp_merge(cg, mt, m, hs);
+    }
+    free(mt);
+  }
+  for (int t = 0; t < n; t++) {
+    free(fp[t].t);
+    free(hs[t].s);
+  }
+  free(fp);
+  free(hs);
+  free(hash);
+  free(have);
+  free(lead);
+  free(orig);
+}
+
+void cpu_share_kernels(CpuCg *cg) {
+  if (cg->ntasks < 2) return;
+  cp_share_round(cg, false);
+  const char *e = getenv("HLOC_CPU_SHARE"); /* "exact": no merging up to constants (A/B) */
+  if (cg->o->opt_level <= 2 && !(e && strcmp(e, "exact") == 0)) cp_share_round(cg, true);
+}
