@@ -18,11 +18,12 @@
  *     functions and the global variables (the task and slot tables, the constants); the
  *     other parts' functions become declarations;
  *   - parts 1..K-1 go to a pool of threads (one per part when there are CPUs for all, else
- *     one per CPU, the calling thread among them; CePool): each thread reads the module's
- *     bitcode (written with large constants as declarations: the parts only declare the
- *     globals) into an LLVMContext of its own (a context is single-threaded), cuts it down to
- *     its parts (ce_cut: the other kernels and the run functions become declarations, global
- *     variables external declarations), and compiles each part from a clone of that.
+ *     one per CPU, the calling thread among them once part 0 is done; CePool), each taking
+ *     the next part left: a thread reads the module's bitcode (written with large constants
+ *     as declarations: the parts only declare the globals) into an LLVMContext of its own (a
+ *     context is single-threaded), and compiles each part it takes from a clone of that cut
+ *     down to the part (ce_cut: the other kernels and the run functions become declarations,
+ *     global variables external declarations).
  * In all, a part's own kernels are external during optimization (interprocedural passes must
  * neither delete a kernel only the other module's table refers to nor change the signature
  * of a function another part calls, such as the GEMM) and internal again before code
@@ -64,6 +65,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -413,71 +415,77 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
     if (!LLVMIsDeclaration(g)) ce_declare(sp, g);
 }
 
-/* The parts other than 0 are compiled by nthreads threads, part p >= 1 by thread
- * ((p - 1) mod nthreads) + 1 (when there are fewer CPUs than parts, thread nthreads is the
- * calling one, after part 0). Each thread reads the module's bitcode once into a context of its own and cuts
- * it down to its parts; each part but its last is compiled from a clone of that module, which
- * then drops the part (later clones are smaller). */
+/* The parts other than 0 are compiled by nthreads threads (when there are fewer CPUs than
+ * parts, the calling one among them, after part 0), each taking the next part not yet taken
+ * (an atomic counter: part costs are only estimated by their weights, so a static share left
+ * one thread waiting for the other ~10% of the time on 2 cores). A thread reads the module's
+ * bitcode once, into a context of its own, when it takes its first part; every part it takes
+ * is compiled from a clone of that module cut down to the part, and the module itself drops
+ * the parts taken so far before each clone (later clones are smaller); the last part of all
+ * is compiled from the module itself. Which thread compiles a part changes nothing in its
+ * object. */
 typedef struct CePool {
   const CeSetup *s;            /* target and pipelines */
   const CeSplit *sp;           /* the partition */
   LLVMMemoryBufferRef bc;      /* the module's bitcode */
   int nthreads;                /* threads sharing parts 1.. */
+  atomic_int next;             /* the next part to take */
   CeJob job[CE_MAX_PARTS];     /* per part: its job (object, error, times) */
   bool ok[CE_MAX_PARTS];       /* per part: its job succeeded */
   double t_parse[CE_MAX_PARTS]; /* per part: seconds to read or clone and cut it */
+  atomic_int ids;              /* worker threads that took a part so far */
+  pthread_t caller;            /* the calling thread */
+  int by[CE_MAX_PARTS];        /* per part: which of them took it (0: the calling thread) */
+  double t0, t_done[CE_MAX_PARTS]; /* the pool's start; per part: seconds from it to its end */
 } CePool;
 
-typedef struct CeThread {
-  CePool *pl; /* the pool */
-  int t;      /* thread number, 1 .. nthreads */
-} CeThread;
-
-static int ce_owner(const CePool *pl, int p) { return (p - 1) % pl->nthreads + 1; }
-
 static void *ce_pool_thread(void *arg) {
-  const CeThread *me = arg;
-  CePool *pl = me->pl;
+  CePool *pl = arg;
   const CeSplit *sp = pl->sp;
-  int mine[CE_MAX_PARTS], nm = 0;
-  for (int p = 1; p < sp->nparts; p++)
-    if (ce_owner(pl, p) == me->t) mine[nm++] = p;
-  if (nm == 0) return NULL;
-  double t0 = ce_now();
-  LLVMContextRef C = LLVMContextCreate();
+  LLVMContextRef C = NULL;
   LLVMModuleRef M0 = NULL;
-  if (LLVMParseBitcodeInContext2(C, pl->bc, &M0)) {
-    for (int i = 0; i < nm; i++)
-      snprintf(pl->job[mine[i]].err, sizeof pl->job[mine[i]].err, "LLVM: cannot read back the module's bitcode");
-    LLVMContextDispose(C);
-    return NULL;
-  }
-  bool keep[CE_MAX_PARTS] = {0};
-  for (int i = 0; i < nm; i++) keep[mine[i]] = true;
-  ce_cut(M0, sp, keep, NULL, false);
-  double t_read = ce_now() - t0;
-  for (int i = 0; i < nm; i++) {
-    int p = mine[i];
-    bool last = i == nm - 1;
+  int me = -1;
+  for (;;) {
+    int p = atomic_fetch_add(&pl->next, 1);
+    if (p >= sp->nparts) break;
+    if (me < 0) me = pthread_equal(pthread_self(), pl->caller) ? 0 : atomic_fetch_add(&pl->ids, 1);
+    pl->by[p] = me;
     CeJob *j = &pl->job[p];
+    double t0 = ce_now();
+    if (!C) {
+      C = LLVMContextCreate();
+      if (LLVMParseBitcodeInContext2(C, pl->bc, &M0)) {
+        /* this part and every one after it that this thread takes */
+        snprintf(j->err, sizeof j->err, "LLVM: cannot read back the module's bitcode");
+        M0 = NULL;
+        continue;
+      }
+    }
+    if (!M0) {
+      snprintf(j->err, sizeof j->err, "LLVM: cannot read back the module's bitcode");
+      continue;
+    }
+    /* parts below p are taken: M0 keeps p and those after it */
+    bool keep[CE_MAX_PARTS] = {0};
+    for (int q = p; q < sp->nparts; q++) keep[q] = true;
+    ce_cut(M0, sp, keep, NULL, false);
+    bool last = p == sp->nparts - 1;
     j->s = pl->s;
     j->ft = LLVMObjectFile;
     j->C = C;
-    t0 = ce_now();
     j->M = last ? M0 : LLVMCloneModule(M0);
+    if (last) M0 = NULL;
     bool only[CE_MAX_PARTS] = {0};
     only[p] = true;
     ce_cut(j->M, sp, only, j, false);
-    pl->t_parse[p] = ce_now() - t0 + (i == 0 ? t_read : 0);
+    pl->t_parse[p] = ce_now() - t0;
     pl->ok[p] = ce_run_job(j, true);
+    pl->t_done[p] = ce_now() - pl->t0;
     LLVMDisposeModule(j->M);
     j->M = NULL;
-    if (!last) {
-      keep[p] = false;
-      ce_cut(M0, sp, keep, NULL, false);
-    }
   }
-  LLVMContextDispose(C);
+  if (M0) LLVMDisposeModule(M0);
+  if (C) LLVMContextDispose(C);
   return NULL;
 }
 
@@ -641,17 +649,17 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   int cpus = ce_cpus();
   bool shares = cpus < sp->nparts;
   pl->nthreads = shares ? cpus : sp->nparts - 1;
+  atomic_init(&pl->next, 1);
+  atomic_init(&pl->ids, 1);
+  pl->t0 = ce_now();
+  pl->caller = pthread_self();
   int nworkers = shares ? pl->nthreads - 1 : pl->nthreads;
-  CeThread ths[CE_MAX_PARTS + 1];
   pthread_t th[CE_MAX_PARTS + 1];
   bool started[CE_MAX_PARTS + 1] = {0};
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setstacksize(&at, (size_t)16 << 20); /* LLVM recurses deeply on big functions */
-  for (int t = 1; t <= pl->nthreads; t++) {
-    ths[t] = (CeThread){pl, t};
-    if (t <= nworkers) started[t] = pthread_create(&th[t], &at, ce_pool_thread, &ths[t]) == 0;
-  }
+  for (int t = 1; t <= nworkers; t++) started[t] = pthread_create(&th[t], &at, ce_pool_thread, pl) == 0;
   pthread_attr_destroy(&at);
   /* this thread: the driver's module keeps part 0, the run functions and the globals */
   double t1 = ce_now();
@@ -683,11 +691,11 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   }
   pl->t_parse[0] = ce_now() - t1;
   pl->ok[0] = ce_run_job(j0, true);
+  pl->t_done[0] = ce_now() - pl->t0;
   j0->M = NULL; /* the driver's module: not ours to dispose */
-  /* then this thread's share of the other parts, and that of any thread that did not start */
-  if (shares) ce_pool_thread(&ths[pl->nthreads]);
-  for (int t = 1; t <= nworkers; t++)
-    if (!started[t]) ce_pool_thread(&ths[t]);
+  /* then parts with the workers (any left when every part has a thread of its own; all of
+     them when no worker started) */
+  ce_pool_thread(pl);
   t1 = ce_now();
   for (int t = 1; t <= nworkers; t++)
     if (started[t]) pthread_join(th[t], NULL);
@@ -729,9 +737,9 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
             sp->n, sp->nparts, sp->total, pl->nthreads, t_ipo, t_bc);
     for (int p = 0; p < sp->nparts; p++) {
       const CeJob *j = &pl->job[p];
-      fprintf(stderr, "hloc cpu: part %d (weight %d%s) %s %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n",
-              p, sp->load[p], p ? "" : ", with the run functions", p ? "read or clone, cut" : "cut", pl->t_parse[p],
-              j->t_opt, j->c_opt, j->t_cg, j->c_cg);
+      fprintf(stderr, "hloc cpu: part %d (weight %d%s, thread %d, done at %.3f s) %s %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n",
+              p, sp->load[p], p ? "" : ", with the run functions", pl->by[p], pl->t_done[p], p ? "read or clone, cut" : "cut",
+              pl->t_parse[p], j->t_opt, j->c_opt, j->t_cg, j->c_cg);
     }
     fprintf(stderr, "hloc cpu: wait for the threads %.3f s, join %.3f s\n", t_wait, t_join);
   }
