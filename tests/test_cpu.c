@@ -1358,6 +1358,63 @@ Test(cpu, share_kernels_up_to_constants, .timeout = 300) {
   free(t);
 }
 
+/* The body of function @name in IR text t (from its define line to its closing brace), or an
+ * empty string; malloc'd. */
+static char *tc_ir_function(const char *t, const char *name) {
+  char key[256];
+  snprintf(key, sizeof key, "@%s(", name);
+  for (const char *p = strstr(t, "define "); p; p = strstr(p + 1, "\ndefine ")) {
+    const char *eol = strchr(p + 1, '\n'), *at = strstr(p, key);
+    if (!at || (eol && at > eol)) continue;
+    const char *end = strstr(p, "\n}\n");
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    char *b = malloc(n + 1);
+    cr_assert(b);
+    memcpy(b, p, n);
+    b[n] = 0;
+    return b;
+  }
+  char *b = malloc(1);
+  cr_assert(b);
+  b[0] = 0;
+  return b;
+}
+
+/* Small kernels (cpu_compile.c's cp_mark_small) get the scalar pipeline: beside a large
+ * multiply, an 8x8 add's kernel has no vector code, the multiply's has, and the results match
+ * the interpreter; the same add alone in its module (all of its work) stays vectorized, and so
+ * does it with HLOC_CPU_SMALL=0. */
+static const char *tc_small_pair =
+    "HloModule sp\n"
+    "ENTRY e {\n"
+    "  a = f32[8,8] parameter(0)\n  b = f32[512,512] parameter(1)\n"
+    "  s = f32[8,8] add(a, a)\n  t = f32[512,512] multiply(b, b)\n"
+    "  ROOT r = (f32[8,8], f32[512,512]) tuple(s, t)\n"
+    "}\n";
+
+Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
+  tc_check_text("small kernel beside a large one", tc_small_pair, 0, 4);
+  char *t = tc_llvm_ir(tc_small_pair, "sp", 2);
+  char *k0 = tc_ir_function(t, "sp_k0"), *k1 = tc_ir_function(t, "sp_k1");
+  cr_expect(k0[0] && !strstr(k0, "x float>"), "the small kernel is vectorized:\n%s", k0);
+  cr_expect(strstr(k1, "x float>") != NULL, "the large kernel is not vectorized:\n%s", k1);
+  free(k0);
+  free(k1);
+  free(t);
+  setenv("HLOC_CPU_SMALL", "0", 1);
+  t = tc_llvm_ir(tc_small_pair, "sp", 2);
+  unsetenv("HLOC_CPU_SMALL");
+  k0 = tc_ir_function(t, "sp_k0");
+  cr_expect(strstr(k0, "x float>") != NULL, "HLOC_CPU_SMALL=0: not vectorized:\n%s", k0);
+  free(k0);
+  free(t);
+  t = tc_llvm_ir("HloModule one\nENTRY e {\n  a = f32[8,8] parameter(0)\n  ROOT s = f32[8,8] add(a, a)\n}\n", "one", 2);
+  k0 = tc_ir_function(t, "one_k0");
+  cr_expect(strstr(k0, "x float>") != NULL, "a module's only kernel is not vectorized:\n%s", k0);
+  free(k0);
+  free(t);
+}
+
 /* Tuple-shaped entry parameters (flatten-params): the object takes one argument per leaf,
  * depth first, as the module was read (the target flattens it) and after the optimizer; a leaf
  * passed through to the result is copied. Against the interpreter on the flattened module

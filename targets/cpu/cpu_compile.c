@@ -879,6 +879,86 @@ static double cp_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* ------------------------------------------------------------------ small kernels */
+
+/* Kernels whose work is small (a weight's layout change, a bias gradient's last step, a
+ * scalar) run for microseconds, but LLVM's vectorizing pipeline spends several milliseconds on
+ * each (runtime checks, vector bodies, remainder loops), and a training step has dozens of
+ * them. A kernel of elementwise, data-movement and reduce operations only, whose operands and
+ * result hold at most CP_SMALL_ELEMS elements, is marked CPU_SMALL_ATTR (cpu_emit.c gives it
+ * a scalar pipeline), smallest first while the marked kernels' elements stay under
+ * 1/CP_SMALL_SHARE of the module's (so at most that share of the element traffic runs
+ * unvectorized; a module of one elementwise kernel keeps its vector loop). Products,
+ * convolutions, windows and sorts are never marked. HLOC_CPU_SMALL=N sets CP_SMALL_ELEMS (0:
+ * none). */
+#define CP_SMALL_ELEMS 32768
+#define CP_SMALL_SHARE 64
+
+static int64_t cp_leaf_elems(const Shape *s) {
+  if (s->dt == DT_TUPLE) {
+    int64_t n = 0;
+    for (int i = 0; i < s->ntuple; i++) n += cp_leaf_elems(&s->tuple[i]);
+    return n;
+  }
+  return s->dt == DT_TOKEN ? 0 : hlo_shape_elems(s);
+}
+
+static bool cp_simple_comp(const HComp *c) {
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *in = c->instrs[i];
+    unsigned fl = hlo_op_flags(in->op);
+    bool ok = (fl & (OPF_ELEM | OPF_MOVE)) || in->op == OP_PARAMETER || in->op == OP_CONSTANT || in->op == OP_IOTA ||
+              in->op == OP_TUPLE || in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_BITCAST || in->op == OP_REDUCE;
+    if (!ok || (in->op == OP_FUSION && !cp_simple_comp(in->calls[0]))) return false;
+  }
+  return true;
+}
+
+/* Elements a task's kernel reads and writes; -1 when it is not a simple kernel. */
+static int64_t cp_task_elems(const CpuTask *t) {
+  const HInstr *r = t->root;
+  if (t->op != CPU_TASK_KERNEL || !r) return -1;
+  if (r->op == OP_FUSION ? !cp_simple_comp(r->calls[0]) : !cp_simple_comp(&(HComp){.ninstrs = 1, .instrs = (HInstr **)&r}))
+    return -1;
+  int64_t n = cp_leaf_elems(&r->shape);
+  for (int i = 0; i < r->nops; i++) n += cp_leaf_elems(&r->ops[i]->shape);
+  return n;
+}
+
+static void cp_mark_small(CpuCg *cg) {
+  int64_t limit = CP_SMALL_ELEMS;
+  const char *e = getenv("HLOC_CPU_SMALL");
+  if (e && *e) limit = atoll(e);
+  int n = cg->ntasks;
+  int64_t total = 0;
+  int64_t *fe = hlo_arena_alloc(cg->scratch, sizeof *fe * (size_t)(n + 1)); /* per function, at its first task */
+  int *first = hlo_arena_alloc(cg->scratch, sizeof *first * (size_t)(n + 1));
+  for (int t = 0; t < n; t++) {
+    const CpuTask *task = &cg->tasks[t];
+    int64_t w = cp_task_elems(task);
+    if (task->root) total += w > 0 ? w : cp_leaf_elems(&task->root->shape);
+    first[t] = -1;
+    fe[t] = 0;
+    if (!task->fn) continue;
+    int f = t;
+    for (int u = 0; u < t && f == t; u++)
+      if (cg->tasks[u].fn == task->fn) f = u;
+    first[t] = f;
+    fe[f] = w < 0 || fe[f] < 0 ? -1 : fe[f] > w ? fe[f] : w;
+  }
+  /* smallest first, ties in task order, while the share allows */
+  int64_t used = 0;
+  for (;;) {
+    int best = -1;
+    for (int t = 0; t < n; t++)
+      if (first[t] == t && fe[t] > 0 && fe[t] <= limit && (best < 0 || fe[t] < fe[best])) best = t;
+    if (best < 0 || (used + fe[best]) * CP_SMALL_SHARE > total) break;
+    used += fe[best];
+    LLVMAddTargetDependentFunctionAttr(cg->tasks[best].fn, CPU_SMALL_ATTR, "1");
+    fe[best] = 0;
+  }
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static bool cp_valid_name(const char *s) {
@@ -949,6 +1029,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   int nk = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;
   cpu_share_kernels(&cg);
+  if (o->opt_level >= 2) cp_mark_small(&cg);
   if (getenv("HLOC_CPU_TIME")) {
     int nk2 = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk2 += LLVMCountBasicBlocks(f) > 0;

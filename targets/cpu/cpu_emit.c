@@ -4,8 +4,8 @@
  * Serial path (IR or assembly output, -O0, small modules, object formats other than 64-bit
  * little-endian ELF): the module gets the target triple,
  * data layout, CPU and features, is verified, optimized (default<On> on the kernels and run
- * functions, a light cleanup pipeline on the already vectorized GEMM function:
- * ce_run_pipelines) and emitted to memory.
+ * functions, a light cleanup pipeline on the already vectorized GEMM function and, unvectorized,
+ * on kernels of little work: ce_run_pipelines) and emitted to memory.
  *
  * Split path (objects of larger modules, on several threads): LLVM optimizes and generates
  * code one function at a time, and the kernels of a module are independent functions (they
@@ -46,7 +46,8 @@
  * affected unless it runs concurrently with a CPU one).
  *
  * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
- * replaces the LLVM pass pipeline of everything but the GEMM function; HLOC_CPU_DUMP_IR=PATH
+ * replaces the LLVM pass pipeline of everything but the GEMM function and the small kernels,
+ * HLOC_CPU_SMALL_PIPELINE that of the small kernels; HLOC_CPU_DUMP_IR=PATH
  * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
  * one (any object of two or more kernel functions); HLOC_CPU_PARTS=K sets the number of parts,
  * HLOC_CPU_THREADS=N the CPUs assumed; HLOC_CPU_LSR=1 keeps loop strength
@@ -96,6 +97,7 @@ typedef struct CeSetup {
   LLVMCodeGenOptLevel cgl;   /* matching codegen level */
   const char *pipeline;      /* pass pipeline of the kernels and run functions */
   const char *gemm_pipeline; /* pass pipeline of the GEMM function (NULL: pipeline) */
+  const char *small_pipeline; /* pass pipeline of the small kernels (NULL: pipeline) */
 } CeSetup;
 
 /* Errors LLVM reports through a context's diagnostic handler rather than a return value (by
@@ -180,60 +182,72 @@ static void ce_llvm_args(void) {
 
 /* ------------------------------------------------------------------ pipelines */
 
-/* Whether f is defined and marked for the light pipeline (CPU_LIGHT_ATTR: the GEMM and its
- * packing steps). */
-static bool ce_light(LLVMValueRef f) {
+/* Whether f is defined and carries string attribute attr (CPU_LIGHT_ATTR: the GEMM and its
+ * packing steps; CPU_SMALL_ATTR: kernels of little work). */
+static bool ce_marked(LLVMValueRef f, const char *attr) {
   return LLVMCountBasicBlocks(f) > 0 &&
-         LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, CPU_LIGHT_ATTR, (unsigned)strlen(CPU_LIGHT_ATTR));
+         LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, attr, (unsigned)strlen(attr));
+}
+
+static bool ce_light(LLVMValueRef f) { return ce_marked(f, CPU_LIGHT_ATTR); }
+
+/* Which pipeline optimizes defined function f: 0 s->pipeline, 1 the GEMM's, 2 the small
+ * kernels'. */
+static int ce_class(const CeSetup *s, LLVMValueRef f) {
+  if (s->gemm_pipeline && ce_light(f)) return 1;
+  if (s->small_pipeline && ce_marked(f, CPU_SMALL_ATTR)) return 2;
+  return 0;
 }
 
 /* Optimize M with s->pipeline, the GEMM's functions (CPU_LIGHT_ATTR) with the much lighter
- * s->gemm_pipeline. The GEMM's IR is vectorized, blocked and tiled by construction:
- * default<O2> spends ~50 ms on it (instcombine, indvars, GVN, LICM, loop rotation over its
- * deep nests) for no measurable speed, while cleanup and hoisting keep its code as fast (same
- * GFLOP/s in tests/cpu/cpu_gemm_bench.c). The new pass manager skips optnone functions, so
- * the light functions are optnone during the first run and every other function during the
- * second (optnone needs noinline, added where missing); the marks are removed before code
- * generation, which would otherwise select instructions without optimization. The light
- * functions are found again by their attribute: interprocedural passes (dead argument
- * elimination) may replace them. */
+ * s->gemm_pipeline, and kernels of little work (CPU_SMALL_ATTR) with s->small_pipeline. The
+ * GEMM's IR is vectorized, blocked and tiled by construction: default<O2> spends ~50 ms on it
+ * (instcombine, indvars, GVN, LICM, loop rotation over its deep nests) for no measurable
+ * speed, while cleanup and hoisting keep its code as fast (same GFLOP/s in
+ * tests/cpu/cpu_gemm_bench.c). A small kernel runs for microseconds: the same cleanup without
+ * vectorization is enough (cpu_compile.c's cp_mark_small). The new pass manager skips optnone
+ * functions, so each pipeline runs with every function of another class optnone (optnone needs
+ * noinline, added where missing; the GEMM's functions keep theirs, so no kernel inlines them);
+ * the marks are removed before code generation, which would otherwise select instructions
+ * without optimization. Functions are classed again after each run by their attributes:
+ * interprocedural passes (dead argument elimination) may replace them. */
 static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
   const CeSetup *s = j->s;
-  int nf = 0, nlight = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), nf++) nlight += ce_light(f);
-  if (!s->gemm_pipeline || nlight == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
+  int count[3] = {0};
+  int nf = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), nf++)
+    if (LLVMCountBasicBlocks(f) > 0) count[ce_class(s, f)]++;
+  if (count[1] + count[2] == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
+  const char *pipes[3] = {s->pipeline, s->gemm_pipeline, s->small_pipeline};
   unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
   unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
   unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) {
-    if (!ce_light(f)) continue;
-    if (!LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
-      LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
-    LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
-  }
-  LLVMErrorRef pe = LLVMRunPasses(j->M, s->pipeline, TM, po);
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
-    if (ce_light(f)) LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
-  if (pe) return pe;
-  nf = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
-  bool *added = calloc((size_t)nf + 1, sizeof *added);
-  HLO_ASSERT(added);
-  int i = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
-    if (ce_light(f) || LLVMCountBasicBlocks(f) == 0) continue;
-    added[i] = !LLVMGetEnumAttributeAtIndex(f, fi, nik);
-    if (added[i]) LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
-    LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+    if (ce_class(s, f) == 1 && !LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
+      LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
+  LLVMErrorRef pe = NULL;
+  for (int c = 0; c < 3 && !pe; c++) {
+    if (count[c] == 0) continue;
+    nf = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
+    bool *added = calloc((size_t)nf + 1, sizeof *added);
+    HLO_ASSERT(added);
+    int i = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
+      if (LLVMCountBasicBlocks(f) == 0 || ce_class(s, f) == c) continue;
+      added[i] = !LLVMGetEnumAttributeAtIndex(f, fi, nik);
+      if (added[i]) LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
+      LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, onk, 0));
+    }
+    pe = LLVMRunPasses(j->M, pipes[c], TM, po);
+    i = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f && i < nf; f = LLVMGetNextFunction(f), i++) {
+      if (LLVMCountBasicBlocks(f) == 0 || !LLVMGetEnumAttributeAtIndex(f, fi, onk)) continue;
+      LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
+      if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
+    }
+    free(added);
   }
-  pe = LLVMRunPasses(j->M, s->gemm_pipeline, TM, po);
-  i = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), i++) {
-    if (ce_light(f) || LLVMCountBasicBlocks(f) == 0) continue;
-    LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
-    if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
-  }
-  free(added);
   return pe;
 }
 
@@ -856,6 +870,9 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
       ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
         "instcombine<no-verify-fixpoint>,simplifycfg)"
       : NULL;
+  /* small kernels (-O2 and up): that cleanup, scalar (HLOC_CPU_SMALL_PIPELINE replaces it) */
+  const char *small = getenv("HLOC_CPU_SMALL_PIPELINE");
+  s.small_pipeline = s.lvl >= 2 ? (small && *small ? small : s.gemm_pipeline) : NULL;
   const char *lsr = getenv("HLOC_CPU_LSR");
   pthread_mutex_lock(&ce_cl_lock);
   locked = true;

@@ -129,6 +129,9 @@ typedef struct CpuCg {
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
 #define CPU_LIGHT_ATTR "hloc-light"
+/* String attribute of kernels whose work is too small for vectorization to matter (cpu_compile.c's
+ * cp_mark_small): cpu_emit.c optimizes them with a scalar pipeline. */
+#define CPU_SMALL_ATTR "hloc-small"
 
 /* The memory a kernel's slot reaches, as far as the plan tells (cpu_slot_mem): for the alias
  * scopes that let LLVM vectorize without runtime overlap checks (cpu_kernel.c). */
