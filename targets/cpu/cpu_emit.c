@@ -3,9 +3,10 @@
  *
  * Serial path (IR or assembly output, -O0, small modules, object formats other than 64-bit
  * little-endian ELF): the module gets the target triple,
- * data layout, CPU and features, is verified, optimized (default<On> on the kernels and run
- * functions, a light cleanup pipeline on the already vectorized GEMM function and, unvectorized,
- * on kernels of little work: ce_run_pipelines) and emitted to memory.
+ * data layout, CPU and features, is verified, optimized (default<On> on the run functions and,
+ * at -O2 without its interprocedural passes, on the kernels; a light cleanup pipeline on the
+ * already vectorized GEMM function and, unvectorized, on kernels of little work:
+ * ce_run_pipelines) and emitted to memory.
  *
  * Split path (objects of larger modules, on several threads): LLVM optimizes and generates
  * code one function at a time, and the kernels of a module are independent functions (they
@@ -87,6 +88,35 @@
 #define CE_PART_WEIGHT 600
 #define CE_MAX_PARTS 16
 
+/* default<O2>'s function passes as LLVM 19 builds them with hloc's options (no unrolling;
+ * vectorization and interleaving on), without its module passes: a kernel is only reached
+ * through the task table and calls nothing but the GEMM's functions, so interprocedural
+ * constant propagation, called-value propagation, the inliner, attribute inference and global
+ * optimization found nothing to do there, and cost ~10% of the pass time (ipsccp alone 9% on
+ * the training step). Printed by `opt -passes='default<O2>' -print-pipeline-passes`; the
+ * kernels' code is the same as under default<O2> (the bench modules' kernels compared). */
+#define CE_SCFG(fwd, r2i, lut, keep, hoist, spec) \
+  "simplifycfg<bonus-inst-threshold=1;" fwd "forward-switch-cond;" r2i "switch-range-to-icmp;" lut "switch-to-lookup;" \
+  keep "keep-loops;" hoist "hoist-common-insts;" hoist "sink-common-insts;speculate-blocks;simplify-cond-branch;" spec \
+  "speculate-unpredictables>"
+#define CE_IC "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>"
+#define CE_SCFG_EARLY CE_SCFG("no-", "no-", "no-", "", "no-", "no-")
+#define CE_SCFG_MID CE_SCFG("no-", "", "no-", "", "no-", "no-")
+#define CE_KERNEL_O2                                                                                                 \
+  "function<eager-inv>(lower-expect," CE_SCFG_EARLY ",sroa<modify-cfg>,early-cse<>,mem2reg," CE_IC "," CE_SCFG_MID     \
+  ",sroa<modify-cfg>,early-cse<memssa>,jump-threading,correlated-propagation," CE_SCFG_MID "," CE_IC                  \
+  ",aggressive-instcombine," CE_SCFG_MID ",reassociate,constraint-elimination,loop-mssa(loop-instsimplify,"           \
+  "loop-simplifycfg,licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>,"                    \
+  "licm<allowspeculation>,simple-loop-unswitch<no-nontrivial;trivial>)," CE_SCFG_MID "," CE_IC                         \
+  ",loop(loop-idiom,indvars,simple-loop-unswitch<no-nontrivial;trivial>,loop-deletion),sroa<modify-cfg>,"             \
+  "vector-combine,mldst-motion<no-split-footer-bb>,gvn<>,sccp,bdce," CE_IC ",jump-threading,correlated-propagation,"  \
+  "adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>)," CE_SCFG("no-", "", "no-", "", "", "no-") "," CE_IC          \
+  ",float2int,lower-constant-intrinsics,loop(loop-rotate<header-duplication;no-prepare-for-lto>,loop-deletion),"     \
+  "loop-distribute,inject-tli-mappings,loop-vectorize<no-interleave-forced-only;no-vectorize-forced-only;>,"          \
+  "infer-alignment,loop-load-elim," CE_IC "," CE_SCFG("", "", "", "no-", "", "no-") ",slp-vectorizer,vector-combine," \
+  CE_IC ",transform-warning,sroa<preserve-cfg>,infer-alignment," CE_IC ",loop-mssa(licm<allowspeculation>),"          \
+  "alignment-from-assumptions,loop-sink,instsimplify,div-rem-pairs,tailcallelim," CE_SCFG("no-", "", "no-", "", "no-", "") ")"
+
 /* Everything the target machine is made from (shared read-only by both threads). */
 typedef struct CeSetup {
   LLVMTargetRef T;           /* target of the triple */
@@ -95,7 +125,8 @@ typedef struct CeSetup {
   const char *feat;          /* CPU features */
   int lvl;                   /* optimization level 0..3 */
   LLVMCodeGenOptLevel cgl;   /* matching codegen level */
-  const char *pipeline;      /* pass pipeline of the kernels and run functions */
+  const char *pipeline;      /* pass pipeline of the kernels */
+  const char *run_pipeline;  /* pass pipeline of the run functions (NULL: pipeline) */
   const char *gemm_pipeline; /* pass pipeline of the GEMM function (NULL: pipeline) */
   const char *small_pipeline; /* pass pipeline of the small kernels (NULL: pipeline) */
 } CeSetup;
@@ -191,11 +222,15 @@ static bool ce_marked(LLVMValueRef f, const char *attr) {
 
 static bool ce_light(LLVMValueRef f) { return ce_marked(f, CPU_LIGHT_ATTR); }
 
-/* Which pipeline optimizes defined function f: 0 s->pipeline, 1 the GEMM's, 2 the small
- * kernels'. */
+/* Which pipeline optimizes defined function f: 0 s->pipeline (kernels), 1 the GEMM's, 2 the
+ * small kernels', 3 the run functions' (the interface: external with default visibility; a
+ * part's kernels are external but hidden while it is optimized). */
+enum { CE_NCLASS = 4 };
 static int ce_class(const CeSetup *s, LLVMValueRef f) {
   if (s->gemm_pipeline && ce_light(f)) return 1;
   if (s->small_pipeline && ce_marked(f, CPU_SMALL_ATTR)) return 2;
+  if (s->run_pipeline && LLVMGetLinkage(f) == LLVMExternalLinkage && LLVMGetVisibility(f) == LLVMDefaultVisibility)
+    return 3;
   return 0;
 }
 
@@ -213,12 +248,12 @@ static int ce_class(const CeSetup *s, LLVMValueRef f) {
  * interprocedural passes (dead argument elimination) may replace them. */
 static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
   const CeSetup *s = j->s;
-  int count[3] = {0};
+  int count[CE_NCLASS] = {0};
   int nf = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), nf++)
     if (LLVMCountBasicBlocks(f) > 0) count[ce_class(s, f)]++;
-  if (count[1] + count[2] == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
-  const char *pipes[3] = {s->pipeline, s->gemm_pipeline, s->small_pipeline};
+  if (count[1] + count[2] + count[3] == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
+  const char *pipes[CE_NCLASS] = {s->pipeline, s->gemm_pipeline, s->small_pipeline, s->run_pipeline};
   unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
   unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
   unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
@@ -226,7 +261,7 @@ static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPass
     if (ce_class(s, f) == 1 && !LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
       LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
   LLVMErrorRef pe = NULL;
-  for (int c = 0; c < 3 && !pe; c++) {
+  for (int c = 0; c < CE_NCLASS && !pe; c++) {
     if (count[c] == 0) continue;
     nf = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
@@ -902,7 +937,10 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   const char *dump = getenv("HLOC_CPU_DUMP_IR"); /* experiments: the IR before optimization */
   if (dump && *dump) LLVMPrintModuleToFile(cg->M, dump, NULL);
   const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
-  s.pipeline = custom && *custom ? custom : pipeline;
+  /* at -O2 the kernels get default<O2>'s function passes without its interprocedural ones
+     (CE_KERNEL_O2), the run functions default<O2> */
+  s.pipeline = custom && *custom ? custom : s.lvl == 2 ? CE_KERNEL_O2 : pipeline;
+  s.run_pipeline = s.lvl == 2 && !(custom && *custom) ? "default<O2>" : NULL;
   /* the GEMM's own pipeline: scalar replacement, cleanup, loop-invariant hoisting */
   s.gemm_pipeline = s.lvl >= 1
       ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
