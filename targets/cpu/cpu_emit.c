@@ -960,6 +960,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
+  if (s.lvl >= 1) ce_specialize(cg->M); /* as the split path does */
   CeJob j = {0};
   j.s = &s;
   j.C = cg->C;
