@@ -638,7 +638,7 @@ static void ce_free_job(CeJob *j) {
 /* Constants that every call of a GEMM function (CPU_LIGHT_ATTR, internal, only called
  * directly) passes for a parameter replace it in the body: what interprocedural sparse
  * conditional constant propagation (ipsccp, default<On>'s first pass) did here, without
- * solving every kernel of the module (11 ms of the serial start on resnet18, the 2-core EPYC).
+ * solving every kernel of the module (11 ms of the serial start on resnet18, 2-core Xeon VM).
  * Rounds until nothing changes: a packing step is called by the GEMM with the GEMM's
  * parameters. The objects of the bench modules are the same but for a few instructions of
  * bert_base's GEMM set-up (ipsccp also knew K > 0: a shift where a signed division by a
