@@ -44,14 +44,22 @@
  * increments by construction; see tools/bench.sh), so it is disabled through LLVM's command
  * line option -disable-lsr, a process-wide setting: it is set before the CPU target's code
  * generation and reset after, under a lock (a CUDA compilation in the same process is not
- * affected unless it runs concurrently with a CPU one).
+ * affected unless it runs concurrently with a CPU one). The pre-register-allocation machine
+ * scheduler is off the same way (-enable-misched=false): 8-10% of code generation on resnet18
+ * and the training step, and the out-of-order cores reorder anyway; without it the bench
+ * models ran as fast or faster (2-core Xeon VM, three interleaved rounds: mlp 6.37-6.57 ms
+ * against 6.44-6.76 on one thread, resnet18 171-180 against 174-189, bert_base 0.67-0.70 s
+ * against 0.69-0.71 on two; resnet_block, transformer_layer and simple_cnn within noise). In
+ * the GEMM's micro-kernel it had hoisted B loads of unrolled steps over the FMAs, at the
+ * price of spills (cpu_gemm.c's gm_direct_kloops).
  *
  * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
  * replaces the LLVM pass pipeline of everything but the GEMM function and the small kernels,
  * HLOC_CPU_SMALL_PIPELINE that of the small kernels; HLOC_CPU_DUMP_IR=PATH
  * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
  * one (any object of two or more kernel functions); HLOC_CPU_PARTS=K sets the number of parts,
- * HLOC_CPU_THREADS=N the CPUs assumed; HLOC_CPU_LSR=1 keeps loop strength
+ * HLOC_CPU_THREADS=N the CPUs assumed; HLOC_CPU_MISCHED=1 keeps the machine scheduler,
+ * HLOC_CPU_LSR=1 loop strength
  * reduction; HLOC_CPU_LLVM_ARGS passes options to LLVM (-time-passes, ...); HLOC_CPU_TIME
  * prints the phase times (wall, and each thread's CPU time); HLOC_CPU_FNTIME times each function
  * compiled alone (ce_time_functions). */
@@ -190,12 +198,14 @@ static void ce_diag_handler(LLVMDiagnosticInfoRef di, void *ctx) {
 /* ------------------------------------------------------------------ LLVM command line */
 
 /* LLVM's command-line options are process-wide: cpu_emit() holds this lock from setting
- * -disable-lsr to resetting it, so concurrent CPU compilations in one process take turns. */
+ * the code generation options to resetting them, so concurrent CPU compilations in one process
+ * take turns. */
 static pthread_mutex_t ce_cl_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void ce_set_lsr(bool disable) {
-  const char *argv[2] = {"hloc", disable ? "-disable-lsr=true" : "-disable-lsr=false"};
-  LLVMParseCommandLineOptions(2, argv, NULL);
+static void ce_set_codegen_options(bool disable_lsr, bool disable_misched) {
+  const char *argv[3] = {"hloc", disable_lsr ? "-disable-lsr=true" : "-disable-lsr=false",
+                         disable_misched ? "-enable-misched=false" : "-enable-misched=true"};
+  LLVMParseCommandLineOptions(3, argv, NULL);
 }
 
 /* HLOC_CPU_LLVM_ARGS: LLVM command line options for experiments (-time-passes, ...), given to
@@ -952,7 +962,8 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   const char *lsr = getenv("HLOC_CPU_LSR");
   pthread_mutex_lock(&ce_cl_lock);
   locked = true;
-  ce_set_lsr(!(lsr && *lsr == '1'));
+  const char *misched = getenv("HLOC_CPU_MISCHED"); /* experiments: 1 keeps the scheduler */
+  ce_set_codegen_options(!(lsr && *lsr == '1'), !(misched && *misched == '1'));
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
@@ -988,7 +999,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ok = true;
 done:
   if (locked) {
-    ce_set_lsr(false);
+    ce_set_codegen_options(false, false);
     pthread_mutex_unlock(&ce_cl_lock);
   }
   ce_free_split(&sp);
