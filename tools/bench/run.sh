@@ -11,7 +11,9 @@
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
 # SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
 # bundle has the statically linked hloc), ONNX Runtime on the same cores (when the machine has
-# its Python package; ort_bench.py, serial and THREADS), then per model the median run time serial and on
+# its Python package; ort_bench.py, serial and THREADS, each run right after hloc's run of the
+# same model and thread count: on a shared host a figure taken a few seconds apart can see
+# another machine), then per model the median run time serial and on
 # THREADS threads, GFLOP/s (or GB/s for models without dot/convolution), XLA's CPU time on 2
 # cores from baselines.json (measured pinned to 2 cores on the 16-core Xeon of the H200 host),
 # the ratio, and a check of the results against the checksum recorded on the build host
@@ -32,6 +34,14 @@ run() { # cap, command...: the key=value line, T on timeout, F on failure
   local c=$1 line rc; shift
   line=$(timeout "$c" "$@" 2>>"$here/run.log"); rc=$?
   if [ $rc = 124 ] || [ $rc = 137 ]; then echo T; elif [ $rc != 0 ] || [ -z "$line" ]; then echo F; else echo "$line"; fi
+}
+
+ort_run() { # threads: ONNX Runtime on model $ort_m, its median appended to $ort and printed
+  timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$1" "$ort_m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
+    python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l); print("%s\t%s\t%.9f\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"]))' >>"$ort"
+  echo "   ONNX Runtime:$(tail -n 1 "$ort" | awk -F'\t' '{ printf " %st %s s", $2, $3 }')"
 }
 
 stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -96,13 +106,19 @@ for rd in $(seq 1 "$rounds"); do
   while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
     [ -x "$here/bin/$m" ] || continue
     echo "== $m"
+    # ONNX Runtime right after hloc at each thread count (not for MODEL_frozen), so that each
+    # pair of figures comes from the same moment of a shared host
+    ort_m=""
+    [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ] && ort_m=$m
     l2=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads "$threads" --budget "$budget")
     echo "   $threads threads: $l2"
+    [ -n "$ort_m" ] && ort_run "$threads"
     l1=T
     if [ "$l2" != T ]; then
       l1=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads 1 --budget "$budget")
       echo "   serial:    $l1"
     fi
+    [ -n "$ort_m" ] && ort_run 1
     t1=$l1 t2=$l2 ck="–"
     case $l1 in T|F) ;; *) t1=$(kv median_s "$l1") ;; esac
     case $l2 in T|F) ;; *) t2=$(kv median_s "$l2") ;; esac
@@ -120,15 +136,7 @@ for rd in $(seq 1 "$rounds"); do
     for l in "$l1" "$l2"; do # the fastest single runs, for the table of minima
       case $l in T|F) ;; *) printf '%s\t%s\t%s\n' "$m" "$(kv threads "$l")" "$(kv min_s "$l")" >>"$fast" ;; esac
     done
-    if [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ]; then # (not again for MODEL_frozen)
-      for t in 1 "$threads"; do
-        timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$t" "$m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
-          python3 -c 'import json,sys
-for l in sys.stdin:
-    d = json.loads(l); print("%s\t%s\t%.9f\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"]))' >>"$ort"
-      done
-      echo "   ONNX Runtime:$(tail -n 2 "$ort" | awk -F'\t' '{ printf " %st %s s", $2, $3 }')"
-    fi
+
   done <"$here/models.tsv"
 done
 # the median over the rounds of each figure: med("v1 v2 ..."), a timeout (T) or failure (F)
@@ -152,7 +160,7 @@ mv "$ort.med" "$ort"
 out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
 {
   echo "hloc device run, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx."
-  echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s; $rounds round(s), hloc and ONNX Runtime interleaved model by model, each figure the median over the rounds. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
+  echo "Pinned: taskset -c $cores; $threads threads; budget $budget s per configuration, cap $cap s; $rounds round(s), hloc and ONNX Runtime interleaved model by model and thread count (each ONNX Runtime figure right after hloc's), each figure the median over the rounds. Bundle: $(sed -n 2,4p "$here/README.txt" | tr '\n' ' ')"
   echo
   echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | ORT 1t ms | ORT ${threads}t ms | ORT / hloc (1t, ${threads}t) | check |"
   echo "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
