@@ -810,13 +810,16 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   }
   /* the parts' objects joined in part order: the object depends on the module only */
   t1 = ce_now();
-  char *acc = pl->job[0].out;
-  size_t accn = pl->job[0].outlen;
-  pl->job[0].out = NULL;
-  for (int p = 1; p < sp->nparts; p++) {
+  /* right to left, (p0 (p1 (p2 ...))): part 0 holds the module's data (megabytes of frozen
+     weights), which a left-to-right join copied once per part */
+  int last = sp->nparts - 1;
+  char *acc = pl->job[last].out;
+  size_t accn = pl->job[last].outlen;
+  pl->job[last].out = NULL;
+  for (int p = last - 1; p >= 0; p--) {
     char jm[300], *joined = NULL;
     size_t jn = 0;
-    bool jok = cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
+    bool jok = cpu_elf_join(pl->job[p].out, pl->job[p].outlen, acc, accn, &joined, &jn, jm, sizeof jm);
     free(acc);
     acc = joined;
     accn = jn;
