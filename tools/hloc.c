@@ -17,6 +17,9 @@
 #endif
 
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -119,6 +122,16 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
+  /* A compilation copies a model's constants several times (the .npy of a frozen weight, its
+     literal, its packed form, LLVM's object, the joined object): served from the heap and
+     reused once freed rather than from fresh mappings, the copies stop paying a page fault per
+     4 KiB (transformer_layer with 28 MB of frozen weights: 0.28 -> 0.25 s, a third less system
+     time, on the 2-core Xeon VM). A process that exits right after keeps what it freed. */
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_TOP_PAD, 64 << 20);
+#endif
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
   const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL, *conv_algo = NULL;
 #ifdef HLOC_HAVE_CUDA
