@@ -101,8 +101,9 @@
  * through the task table and calls nothing but the GEMM's functions, so interprocedural
  * constant propagation, called-value propagation, the inliner, attribute inference and global
  * optimization found nothing to do there, and cost ~10% of the pass time (ipsccp alone 9% on
- * the training step). Printed by `opt -passes='default<O2>' -print-pipeline-passes`; the
- * kernels' code is the same as under default<O2> (the bench modules' kernels compared). */
+ * the training step). Printed by `opt -passes='default<O2>' -print-pipeline-passes`. Against
+ * default<O2>, the bench modules' kernels differed only in register choices of some
+ * GEMM-calling kernels and in set-up code, and ran as fast. */
 #define CE_SCFG(fwd, r2i, lut, keep, hoist, spec) \
   "simplifycfg<bonus-inst-threshold=1;" fwd "forward-switch-cond;" r2i "switch-range-to-icmp;" lut "switch-to-lookup;" \
   keep "keep-loops;" hoist "hoist-common-insts;" hoist "sink-common-insts;speculate-blocks;simplify-cond-branch;" spec \
