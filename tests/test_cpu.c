@@ -1320,22 +1320,24 @@ static const char *tc_share_text =
     "tuple(d1, d2, d3, r1, r2, xu, yw)\n"
     "}\n";
 
-/* Functions defined in IR text t whose name starts with prefix ("@share_k"). */
+/* The first line at or after p of IR text that defines a function whose name starts with
+ * prefix ("@share_k", "@sp_k0("), or NULL. */
+static const char *tc_define_line(const char *p, const char *prefix) {
+  while (p && *p) {
+    const char *eol = strchr(p, '\n');
+    if (!strncmp(p, "define ", 7)) {
+      const char *at = strstr(p, prefix);
+      if (at && (!eol || at < eol)) return p;
+    }
+    p = eol ? eol + 1 : NULL;
+  }
+  return NULL;
+}
+
+/* Functions defined in IR text t whose name starts with prefix. */
 static int tc_count_defs(const char *t, const char *prefix) {
   int n = 0;
-  size_t len = strlen(prefix);
-  for (size_t i = 0, line = 0; t[i]; i++) {
-    if (t[i] == '\n') {
-      line = i + 1;
-      continue;
-    }
-    /* at a line starting "define": the prefix before the line ends */
-    if (i == line && strncmp(t + i, "define ", 7) == 0) {
-      size_t j = i;
-      while (t[j] && t[j] != '\n' && strncmp(t + j, prefix, len) != 0) j++;
-      n += t[j] && t[j] != '\n';
-    }
-  }
+  for (const char *p = tc_define_line(t, prefix); p; p = tc_define_line(strchr(p, '\n'), prefix)) n++;
   return n;
 }
 
@@ -1363,20 +1365,12 @@ Test(cpu, share_kernels_up_to_constants, .timeout = 300) {
 static char *tc_ir_function(const char *t, const char *name) {
   char key[256];
   snprintf(key, sizeof key, "@%s(", name);
-  for (const char *p = strstr(t, "define "); p; p = strstr(p + 1, "\ndefine ")) {
-    const char *eol = strchr(p + 1, '\n'), *at = strstr(p, key);
-    if (!at || (eol && at > eol)) continue;
-    const char *end = strstr(p, "\n}\n");
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    char *b = malloc(n + 1);
-    cr_assert(b);
-    memcpy(b, p, n);
-    b[n] = 0;
-    return b;
-  }
-  char *b = malloc(1);
+  const char *p = tc_define_line(t, key), *end = p ? strstr(p, "\n}\n") : NULL;
+  size_t n = !p ? 0 : end ? (size_t)(end - p) : strlen(p);
+  char *b = malloc(n + 1);
   cr_assert(b);
-  b[0] = 0;
+  if (n) memcpy(b, p, n);
+  b[n] = 0;
   return b;
 }
 

@@ -903,23 +903,26 @@ static int64_t cp_leaf_elems(const Shape *s) {
   return s->dt == DT_TOKEN ? 0 : hlo_shape_elems(s);
 }
 
-static bool cp_simple_comp(const HComp *c) {
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *in = c->instrs[i];
-    unsigned fl = hlo_op_flags(in->op);
-    bool ok = (fl & (OPF_ELEM | OPF_MOVE)) || in->op == OP_PARAMETER || in->op == OP_CONSTANT || in->op == OP_IOTA ||
-              in->op == OP_TUPLE || in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_BITCAST || in->op == OP_REDUCE;
-    if (!ok || (in->op == OP_FUSION && !cp_simple_comp(in->calls[0]))) return false;
-  }
+/* Whether in is elementwise, data movement or a reduce. */
+static bool cp_simple_op(const HInstr *in) {
+  return (hlo_op_flags(in->op) & (OPF_ELEM | OPF_MOVE)) || in->op == OP_PARAMETER || in->op == OP_CONSTANT ||
+         in->op == OP_IOTA || in->op == OP_TUPLE || in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_BITCAST ||
+         in->op == OP_REDUCE;
+}
+
+/* The same of a task's root: of every instruction of a fusion's computation. */
+static bool cp_simple(const HInstr *r) {
+  if (r->op != OP_FUSION) return cp_simple_op(r);
+  const HComp *c = r->calls[0];
+  for (int i = 0; i < c->ninstrs; i++)
+    if (!cp_simple_op(c->instrs[i])) return false;
   return true;
 }
 
 /* Elements a task's kernel reads and writes; -1 when it is not a simple kernel. */
 static int64_t cp_task_elems(const CpuTask *t) {
   const HInstr *r = t->root;
-  if (t->op != CPU_TASK_KERNEL || !r) return -1;
-  if (r->op == OP_FUSION ? !cp_simple_comp(r->calls[0]) : !cp_simple_comp(&(HComp){.ninstrs = 1, .instrs = (HInstr **)&r}))
-    return -1;
+  if (t->op != CPU_TASK_KERNEL || !r || !cp_simple(r)) return -1;
   int64_t n = cp_leaf_elems(&r->shape);
   for (int i = 0; i < r->nops; i++) n += cp_leaf_elems(&r->ops[i]->shape);
   return n;

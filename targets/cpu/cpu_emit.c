@@ -260,8 +260,7 @@ static int ce_class(const CeSetup *s, LLVMValueRef f) {
 static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
   const CeSetup *s = j->s;
   int count[CE_NCLASS] = {0};
-  int nf = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f), nf++)
+  for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
     if (LLVMCountBasicBlocks(f) > 0) count[ce_class(s, f)]++;
   if (count[1] + count[2] + count[3] == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
   const char *pipes[CE_NCLASS] = {s->pipeline, s->gemm_pipeline, s->small_pipeline, s->run_pipeline};
@@ -274,7 +273,7 @@ static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPass
   LLVMErrorRef pe = NULL;
   for (int c = 0; c < CE_NCLASS && !pe; c++) {
     if (count[c] == 0) continue;
-    nf = 0;
+    int nf = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
     bool *added = calloc((size_t)nf + 1, sizeof *added);
     HLO_ASSERT(added);
@@ -514,14 +513,9 @@ static void *ce_pool_thread(void *arg) {
     double t0 = ce_now();
     if (!C) {
       C = LLVMContextCreate();
-      if (LLVMParseBitcodeInContext2(C, pl->bc, &M0)) {
-        /* this part and every one after it that this thread takes */
-        snprintf(j->err, sizeof j->err, "LLVM: cannot read back the module's bitcode");
-        M0 = NULL;
-        continue;
-      }
+      if (LLVMParseBitcodeInContext2(C, pl->bc, &M0)) M0 = NULL;
     }
-    if (!M0) {
+    if (!M0) { /* this part and every one after it that this thread takes */
       snprintf(j->err, sizeof j->err, "LLVM: cannot read back the module's bitcode");
       continue;
     }

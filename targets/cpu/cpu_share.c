@@ -372,13 +372,14 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]) {
 
 /* One run-time value of a merged function: a hole whose constant differs between the
  * members, identified by its kind, width and the members' constants (sites with the same
- * ones share it). */
+ * ones share it). A divisor takes CP_DIV_VALUES table entries: itself and its magic numbers. */
+enum { CP_DIV_VALUES = 5 };
 typedef struct CpParam {
   int kind;      /* CP_HOLE_PLAIN or CP_HOLE_DIV */
   unsigned bits; /* 32 or 64 */
   int at;        /* its first entry in the members' tables */
   int64_t *v;    /* each member's constant */
-  LLVMValueRef val[5]; /* in the merged function: the value (CP_HOLE_PLAIN), or the divisor
+  LLVMValueRef val[CP_DIV_VALUES]; /* in the merged function: the value (CP_HOLE_PLAIN), or the divisor
                           and its four magic entries (CP_HOLE_DIV) */
 } CpParam;
 
@@ -413,7 +414,7 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     ps[np] = (CpParam){st->kind, st->bits, nv, calloc((size_t)m, sizeof(int64_t)), {0}};
     HLO_ASSERT(ps[np].v);
     for (int i = 0; i < m; i++) ps[np].v[i] = hs[mt[i]].s[s].v;
-    nv += st->kind == CP_HOLE_DIV ? 5 : 1;
+    nv += st->kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1;
     sp[s] = np++;
   }
   /* the slot of the table: after every slot any member's task has */
@@ -428,7 +429,7 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)pslot, 0);
     LLVMValueRef tab = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, LLVMGetParam(f0, 0), &ix, 1, ""), "kparams");
     for (int q = 0; q < np; q++)
-      for (int j = 0; j < (ps[q].kind == CP_HOLE_DIV ? 5 : 1); j++) {
+      for (int j = 0; j < (ps[q].kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1); j++) {
         ix = LLVMConstInt(cg->i64, (unsigned long long)(ps[q].at + j), 0);
         LLVMValueRef v = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, tab, &ix, 1, ""), "kparam");
         ps[q].val[j] = ps[q].bits == 32 ? LLVMBuildTrunc(B, v, cg->i32, "") : v;

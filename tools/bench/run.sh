@@ -136,7 +136,6 @@ for rd in $(seq 1 "$rounds"); do
     for l in "$l1" "$l2"; do # the fastest single runs, for the table of minima
       case $l in T|F) ;; *) printf '%s\t%s\t%s\n' "$m" "$(kv threads "$l")" "$(kv min_s "$l")" >>"$fast" ;; esac
     done
-
   done <"$here/models.tsv"
 done
 # the median over the rounds of each figure: med("v1 v2 ..."), a timeout (T) or failure (F)
