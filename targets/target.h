@@ -37,6 +37,23 @@ typedef struct CpuOpts {
                               false: 3x3 ones of unit stride through Winograd's F(2x2, 3x3) */
 } CpuOpts;
 
+/* The CPU target's prebuilt library: the GEMM's functions (blocked matrix products, their
+ * packing steps, Winograd's transforms), the same for every module, compiled once per x86 ISA
+ * level when hloc is built (targets/cpu/cpu_prebuilt.c, tools/hloc_genlib.c) and joined into
+ * the objects of the modules that can use them instead of being compiled with each. */
+typedef struct CpuPrebuiltObj {
+  const char *isa;          /* LLVM CPU name of the level: "x86-64-v4", "x86-64-v3" */
+  const unsigned char *obj; /* its ELF relocatable object (16-byte aligned) */
+  size_t size;              /* bytes */
+} CpuPrebuiltObj;
+/* The objects linked into this program (hloc-genlib's output; none in hloc-genlib itself). */
+extern const CpuPrebuiltObj cpu_prebuilt_objs[];
+extern const int cpu_prebuilt_count;
+/* The levels built, NULL-terminated. */
+extern const char *const cpu_prebuilt_isas[];
+/* Compile the library for level isa (one of cpu_prebuilt_isas) into a malloc'd object. */
+bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err);
+
 /* Compile m for the CPU: writes o->out_path and, when set, o->header_path atomically (no
  * partial file is left behind on failure). The module is lowered in place first (calls are
  * inlined into the entry and fused computations). false with a located error when an

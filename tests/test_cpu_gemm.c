@@ -10,7 +10,9 @@
  * deeper than one K block, B too large to stay resident; and for the reductions: several sums
  * of one fusion sharing a pass, results reshaped and scaled, the split dimension reduced
  * (partials combined) or kept. */
+#define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
+#include <elf.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,18 @@ static bool tg_has_fn(const char *dir, const char *fn) {
 
 static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also);
 
+/* The prebuilt library's GEMM function (cpu_prebuilt.c), as its object names it. */
+#define CPU_LIB_SYMBOL "__hloc_gemm_f32"
+
+/* Whether the object file at path holds the string s (a symbol's name). */
+static bool tg_obj_has(const char *path, const char *s) {
+  size_t n = 0;
+  char *b = ct_slurp(path, &n);
+  bool found = memmem(b, n, s, strlen(s)) != NULL;
+  free(b);
+  return found;
+}
+
 /* Compile text, evaluate it with the interpreter, run the compiled code serially and on 2
  * threads, compare within rtol; want_gemm: whether the GEMM function must be called. */
 static void tg_check(const char *what, const char *text, double rtol, bool want_gemm) {
@@ -51,29 +65,38 @@ static void tg_check(const char *what, const char *text, double rtol, bool want_
 
 /* The same; also (when not NULL) names another function the module must define. */
 static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also) {
-  HModule *ref = ct_parse(text), *m = ct_parse(text), *ml = ct_parse(text);
+  HModule *ref = ct_parse(text), *ml = ct_parse(text);
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_gemm");
   HErr err = {0};
   ct_reference(ref, a, dir, 5);
-  char obj[512], hdr[512], ll[512];
+  char obj[512], hdr[512], ll[512], tag[600];
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   snprintf(ll, sizeof ll, "%s/model.ll", dir);
-  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
-               .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
-  cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
   CpuOpts ol = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
   cr_expect_eq(tg_has_fn(dir, "model_gemm_f32"), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
   if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
-  ct_build_driver(dir);
-  ct_check_driver(dir, dir, rtol, "cpu_gemm", what);
+  /* the object with the prebuilt library where the host can use it (cpu_prebuilt.c), then
+     with the module's own GEMM functions */
+  for (int own = 0; own < 2; own++) {
+    if (own) setenv("HLOC_CPU_PREBUILT", "0", 1);
+    HModule *m = ct_parse(text);
+    CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
+                 .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
+    cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
+    unsetenv("HLOC_CPU_PREBUILT");
+    hlo_module_free(m);
+    if (own) cr_expect(!tg_obj_has(obj, CPU_LIB_SYMBOL), "%s: HLOC_CPU_PREBUILT=0 joined the library", what);
+    snprintf(tag, sizeof tag, "%s%s", what, own ? ", own GEMM functions" : "");
+    ct_build_driver(dir);
+    ct_check_driver(dir, dir, rtol, "cpu_gemm", tag);
+  }
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);
   hlo_module_free(ref);
-  hlo_module_free(m);
   hlo_module_free(ml);
 }
 
@@ -642,6 +665,118 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
   tg_check("dots only", dots, 1e-5, true);
   tg_check("convolutions only", convs, 1e-5, true);
   tg_check("convolution and dot", both, 1e-5, true);
+}
+
+/* The .text bytes of the prebuilt library of level isa (NULL when this build has none). */
+static const unsigned char *tg_lib_text(const char *isa, size_t *n) {
+  for (int i = 0; i < cpu_prebuilt_count; i++) {
+    if (strcmp(cpu_prebuilt_objs[i].isa, isa)) continue;
+    const unsigned char *b = cpu_prebuilt_objs[i].obj;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+    const char *names = (const char *)b + sh[eh->e_shstrndx].sh_offset;
+    for (int k = 1; k < eh->e_shnum; k++)
+      if (!strcmp(names + sh[k].sh_name, ".text")) {
+        *n = sh[k].sh_size;
+        return b + sh[k].sh_offset;
+      }
+  }
+  return NULL;
+}
+
+/* Compile text into dir/NAME.o (and .h) for cpu (NULL: the host) with features, at level opt;
+ * which prebuilt library the object holds ("x86-64-v4", "x86-64-v3" or "" for none). */
+static const char *tg_lib_compile(const char *dir, const char *name, const char *text, const char *cpu,
+                                  const char *features, int opt) {
+  char obj[512], hdr[512];
+  snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
+  snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
+  HModule *m = ct_parse(text);
+  HErr err = {0};
+  CpuOpts o = {.name = name, .out_path = obj, .header_path = hdr, .opt_level = opt, .emit = CPU_EMIT_OBJ,
+               .par_min_elems = 1, .cpu = cpu, .features = features};
+  cr_assert(cpu_compile(m, &o, &err), "%s: %s", name, err.msg);
+  hlo_module_free(m);
+  size_t n = 0;
+  char *b = ct_slurp(obj, &n);
+  const char *which = "";
+  for (int i = 0; cpu_prebuilt_isas[i]; i++) {
+    size_t tn = 0;
+    const unsigned char *t = tg_lib_text(cpu_prebuilt_isas[i], &tn);
+    if (t && memmem(b, n, t, tn)) which = cpu_prebuilt_isas[i];
+  }
+  bool sym = memmem(b, n, CPU_LIB_SYMBOL, strlen(CPU_LIB_SYMBOL)) != NULL;
+  cr_expect_eq(sym, *which != 0, "%s: library symbols %s without its code", name, sym ? "present" : "absent");
+  free(b);
+  return which;
+}
+
+/* The prebuilt library (cpu_prebuilt.c). At -O2 an object for a CPU with x86-64-v3's
+ * features holds that level's library (haswell), one with AVX-512 the x86-64-v4 one
+ * (skylake-avx512, or sapphirerapids from its features string), and runs like the module's own
+ * GEMM functions, against the interpreter, where this host can run it; the library's symbols
+ * are local, so two models link into one program. No library: at -O3, for plain x86-64 (SSE2),
+ * a CPU whose features remove one the level needs (avx512f takes the AVX2 level instead), a
+ * GEMM experiment, or HLOC_CPU_PREBUILT=0. */
+Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
+  cr_assert_eq(cpu_prebuilt_count, 2, "this build has %d prebuilt libraries", cpu_prebuilt_count);
+  const char *text = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+    "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
+    "  d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  y = f32[2,8,8,16] parameter(3)\n  u = f32[3,3,16,16] parameter(4)\n"
+    "  g = f32[2,8,8,16] convolution(y, u), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT o = (f32[50,30], f32[2,8,8,16]) tuple(d, g)\n}\n";
+  char *dir = ct_tmpdir("hloc_prebuilt");
+  cr_expect_str_eq(tg_lib_compile(dir, "hsw", text, "haswell", "", 2), "x86-64-v3");
+  cr_expect_str_eq(tg_lib_compile(dir, "skx", text, "skylake-avx512", "", 2), "x86-64-v4");
+  cr_expect_str_eq(tg_lib_compile(dir, "spr", text, "sapphirerapids", "+avx512f,+avx512bw,+avx512dq,+avx512vl", 2),
+                   "x86-64-v4");
+  cr_expect_str_eq(tg_lib_compile(dir, "noavx512", text, "skylake-avx512", "-avx512f", 2), "x86-64-v3");
+  cr_expect_str_eq(tg_lib_compile(dir, "o3", text, "haswell", "", 3), "");
+  cr_expect_str_eq(tg_lib_compile(dir, "sse", text, "x86-64", "", 2), "");
+  cr_expect_str_eq(tg_lib_compile(dir, "nofma", text, "haswell", "-fma", 2), "");
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+  cr_expect_str_eq(tg_lib_compile(dir, "blocks", text, "haswell", "", 2), "");
+  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  setenv("HLOC_CPU_PREBUILT", "0", 1);
+  cr_expect_str_eq(tg_lib_compile(dir, "off", text, "haswell", "", 2), "");
+  unsetenv("HLOC_CPU_PREBUILT");
+  /* two models with the library in one program: a relocatable link refuses duplicate globals */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && ld -r hsw.o skx.o -o two.o && nm two.o | grep -c ' t " CPU_LIB_SYMBOL "$'", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  int nlocal = 0;
+  cr_expect_eq(fscanf(p, "%d", &nlocal), 1);
+  cr_expect_eq(pclose(p), 0, "%s", cmd);
+  cr_expect_eq(nlocal, 2, "two local " CPU_LIB_SYMBOL " expected, %d", nlocal);
+  /* runs, where the host has the level */
+  __builtin_cpu_init();
+  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  HModule *ref = ct_parse(text);
+  HArena *a = hlo_arena_new();
+  ct_reference(ref, a, dir, 5);
+  static const char *const cpus[] = {"haswell", "skylake-avx512", "x86-64"}, *const libs[] = {"x86-64-v3", "x86-64-v4", ""};
+  for (int i = 0; i < 3; i++) {
+    if ((i == 0 && !v3) || (i == 1 && !v4)) {
+      fprintf(stderr, "[cpu_gemm] prebuilt library for %s: not run, the host lacks its ISA level\n", cpus[i]);
+      continue;
+    }
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/run%d", dir, i);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s'/in*.npy '%s'/out*.npy '%s'", sub, dir, dir, sub);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    cr_expect_str_eq(tg_lib_compile(sub, "model", text, cpus[i], "", 2), libs[i]);
+    ct_build_driver(sub);
+    ct_check_driver(sub, sub, 1e-5, "cpu_gemm", cpus[i]);
+  }
+  hlo_arena_free(a);
+  hlo_module_free(ref);
+  ct_rmdir(dir);
+  free(dir);
 }
 
 /* On a CPU without FMA (generic x86-64: SSE2) the micro-kernels multiply and add rather than

@@ -39,6 +39,8 @@
  * cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"
 
+#include <llvm-c/TargetMachine.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -973,6 +975,68 @@ static bool cp_valid_name(const char *s) {
   return true;
 }
 
+int cpu_feature_said(const char *feat, const char *f) {
+  int said = 0;
+  size_t fl = strlen(f);
+  for (const char *p = feat; *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == fl + 1 && (*p == '+' || *p == '-') && !memcmp(p + 1, f, fl)) said = *p == '+' ? 1 : -1;
+    p += n + (e != NULL);
+  }
+  return said;
+}
+
+void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname) {
+  memset(cg, 0, sizeof *cg);
+  cg->o = o;
+  cg->err = err;
+  cg->scratch = hlo_arena_new();
+  /* the target: the host's triple, CPU and features where the options leave them unset (the
+     host's features only for the host CPU itself: for a named CPU, LLVM derives the features
+     from the name, and an explicit --features adds to or removes from them) */
+  char *deftriple = LLVMGetDefaultTargetTriple(), *hostcpu = LLVMGetHostCPUName();
+  bool host = !o->triple || !strcmp(o->triple, deftriple);
+  bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
+  cg->triple = hlo_arena_strdup(cg->scratch, o->triple ? o->triple : deftriple);
+  cg->tcpu = hlo_arena_strdup(cg->scratch, o->cpu ? o->cpu : host ? hostcpu : "generic");
+  if (o->features || !host_cpu) {
+    cg->tfeat = hlo_arena_strdup(cg->scratch, o->features ? o->features : "");
+  } else {
+    char *hf = LLVMGetHostCPUFeatures();
+    cg->tfeat = hlo_arena_strdup(cg->scratch, hf);
+    LLVMDisposeMessage(hf);
+  }
+  LLVMDisposeMessage(deftriple);
+  LLVMDisposeMessage(hostcpu);
+  cg->C = LLVMContextCreate();
+  cg->M = LLVMModuleCreateWithNameInContext(modname ? modname : "hloc", cg->C);
+  LLVMSetSourceFileName(cg->M, "hloc", 4);
+  cg->B = LLVMCreateBuilderInContext(cg->C);
+  cg->i1 = LLVMInt1TypeInContext(cg->C);
+  cg->i8 = LLVMInt8TypeInContext(cg->C);
+  cg->i16 = LLVMInt16TypeInContext(cg->C);
+  cg->i32 = LLVMInt32TypeInContext(cg->C);
+  cg->i64 = LLVMInt64TypeInContext(cg->C);
+  cg->f16 = LLVMHalfTypeInContext(cg->C);
+  cg->bf16 = LLVMBFloatTypeInContext(cg->C);
+  cg->f32 = LLVMFloatTypeInContext(cg->C);
+  cg->f64 = LLVMDoubleTypeInContext(cg->C);
+  cg->ptr = LLVMPointerTypeInContext(cg->C, 0);
+  cg->vd = LLVMVoidTypeInContext(cg->C);
+  LLVMTypeRef cf[3] = {cg->ptr, cg->ptr, cg->ptr};
+  cg->ctx_ty = LLVMStructTypeInContext(cg->C, cf, 3, 0);
+  LLVMTypeRef tp[2] = {cg->ptr, cg->i64};
+  cg->task_ty = LLVMFunctionType(cg->vd, tp, 2, 0);
+}
+
+void cpu_cg_free(CpuCg *cg) {
+  LLVMDisposeBuilder(cg->B);
+  LLVMDisposeModule(cg->M);
+  LLVMContextDispose(cg->C);
+  hlo_arena_free(cg->scratch);
+}
+
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   if (!m->entry) {
     hlo_err(err, m->file, NULL, NULL, "CPU target: module has no entry computation");
@@ -988,34 +1052,14 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
     return false;
   }
   double tstart = cp_now();
-  CpuCg cg = {0};
+  CpuCg cg;
+  cpu_cg_init(&cg, o, err, m->name);
   cg.m = m;
   cg.entry = m->entry;
-  cg.o = o;
-  cg.err = err;
-  cg.scratch = hlo_arena_new();
   bool ok = false;
   char *obj = NULL, *hdr = NULL;
   size_t objlen = 0, hdrlen = 0;
-  cg.C = LLVMContextCreate();
-  cg.M = LLVMModuleCreateWithNameInContext(m->name ? m->name : "hloc", cg.C);
-  LLVMSetSourceFileName(cg.M, "hloc", 4);
-  cg.B = LLVMCreateBuilderInContext(cg.C);
-  cg.i1 = LLVMInt1TypeInContext(cg.C);
-  cg.i8 = LLVMInt8TypeInContext(cg.C);
-  cg.i16 = LLVMInt16TypeInContext(cg.C);
-  cg.i32 = LLVMInt32TypeInContext(cg.C);
-  cg.i64 = LLVMInt64TypeInContext(cg.C);
-  cg.f16 = LLVMHalfTypeInContext(cg.C);
-  cg.bf16 = LLVMBFloatTypeInContext(cg.C);
-  cg.f32 = LLVMFloatTypeInContext(cg.C);
-  cg.f64 = LLVMDoubleTypeInContext(cg.C);
-  cg.ptr = LLVMPointerTypeInContext(cg.C, 0);
-  cg.vd = LLVMVoidTypeInContext(cg.C);
-  LLVMTypeRef cf[3] = {cg.ptr, cg.ptr, cg.ptr};
-  cg.ctx_ty = LLVMStructTypeInContext(cg.C, cf, 3, 0);
-  LLVMTypeRef tp[2] = {cg.ptr, cg.i64};
-  cg.task_ty = LLVMFunctionType(cg.vd, tp, 2, 0);
+  cg.prebuilt = cpu_prebuilt_find(&cg);
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
@@ -1052,9 +1096,6 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
 done:
   free(obj);
   free(hdr);
-  LLVMDisposeBuilder(cg.B);
-  LLVMDisposeModule(cg.M);
-  LLVMContextDispose(cg.C);
-  hlo_arena_free(cg.scratch);
+  cpu_cg_free(&cg);
   return ok;
 }

@@ -13,7 +13,8 @@
  * reach memory only through their pointer table), so the kernel functions (with the GEMM) are
  * shared between K parts by instruction count, largest first, each to the lightest part
  * (part 0 starts with the run functions' share; the GEMM counts 3/5, its pipeline being
- * light); K = weight / CE_PART_WEIGHT, 2..CE_MAX_PARTS, a function of the module only. Each
+ * light); K = weight / CE_PART_WEIGHT rounded down to even, 2..CE_MAX_PARTS, a function of the
+ * module only. Each
  * part is optimized and compiled to an object on its own:
  *   - part 0 stays in the driver's module and context, on the calling thread, with the run
  *     functions and the global variables (the task and slot tables, the constants); the
@@ -37,6 +38,11 @@
  * deterministic: the partition depends on the IR only, not on the threads that compile it.
  * Splitting costs a bitcode round trip, contexts and threads, so modules under CE_SPLIT_MIN
  * instructions stay serial.
+ *
+ * Where the compilation uses the prebuilt library (cg->prebuilt, cpu_prebuilt.c) the module
+ * only declares the GEMM's functions, and the library's object is joined after the module's
+ * (after the last part on the split path, so part 0's data is still copied once). When
+ * compiling the library itself (cg->lib) the path is serial and nothing is specialized.
  *
  * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
  * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
@@ -88,11 +94,14 @@
  * other core was busy; from simple_cnn (1444: 0.31 s of CPU, ~0.18 s on two cores) up it
  * pays clearly. A module of one kernel function is never split. */
 #define CE_SPLIT_MIN 1300
-/* Parts of a split module: one per CE_PART_WEIGHT of weight, 2 to CE_MAX_PARTS. The count
- * depends on the module only, so the object is the same whatever the machine; each part
- * beyond the threads that run them costs a module clone and a pipeline setup (~5-10 ms of
- * CPU). On the 16-core device host (tools/bench.sh's compile-time run) 600 put every bench
- * module's compile under 0.2 s; on 2 cores it costs up to ~10% over two parts. */
+/* Parts of a split module: one per CE_PART_WEIGHT of weight, rounded down to an even count, 2
+ * to CE_MAX_PARTS. The count depends on the module only, so the object is the same whatever
+ * the machine; each part beyond the threads that run them costs a module clone and a pipeline
+ * setup (~5-10 ms of CPU). On the 16-core device host (tools/bench.sh's compile-time run) 600
+ * put every bench module's compile under 0.2 s; on 2 cores it costs up to ~10% over two parts.
+ * An odd count left one of two CPUs a part more to do: bert_base's 3 parts 0.154 s against 0.133
+ * with 2, the training step's 5 parts 0.175 against 0.157 with 4 (2-core Xeon VM, pinned,
+ * median of 7; resnet18, resnet_block, simple_cnn, transformer_layer within noise). */
 #define CE_PART_WEIGHT 600
 #define CE_MAX_PARTS 16
 
@@ -584,7 +593,7 @@ static bool ce_plan_split(LLVMModuleRef M, CeSplit *sp) {
   if (go) {
     /* the number of parts depends on the module only (the object is the same on any
        machine); how many run at once depends on the CPUs */
-    int k = total / CE_PART_WEIGHT;
+    int k = total / CE_PART_WEIGHT / 2 * 2; /* even: two CPUs finish together */
     const char *want = getenv("HLOC_CPU_PARTS"); /* experiments */
     if (want && atoi(want) > 0) k = atoi(want);
     k = k < 2 ? 2 : k > CE_MAX_PARTS ? CE_MAX_PARTS : k;
@@ -676,6 +685,16 @@ static void ce_specialize(LLVMModuleRef M) {
     }
     if (!changed) break;
   }
+}
+
+/* *out = the object a joined with the prebuilt library's (cg->prebuilt): the calls of a's
+ * kernels to the GEMM's functions resolve to the library's local definitions. */
+static bool ce_join_prebuilt(CpuCg *cg, const char *a, size_t an, char **out, size_t *outlen) {
+  char jm[300];
+  if (cpu_elf_join(a, an, cg->prebuilt->obj, cg->prebuilt->size, out, outlen, jm, sizeof jm)) return true;
+  hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining the prebuilt library (%s) failed: %s",
+          cg->prebuilt->isa, jm);
+  return false;
 }
 
 /* The split path (see the top of the file). */
@@ -811,6 +830,15 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   char *acc = pl->job[last].out;
   size_t accn = pl->job[last].outlen;
   pl->job[last].out = NULL;
+  if (cg->prebuilt) { /* the library's functions last */
+    char *lib = NULL;
+    size_t libn = 0;
+    bool jok = ce_join_prebuilt(cg, acc, accn, &lib, &libn);
+    free(acc);
+    acc = lib;
+    accn = libn;
+    if (!jok) goto done;
+  }
   for (int p = last - 1; p >= 0; p--) {
     char jm[300], *joined = NULL;
     size_t jn = 0;
@@ -896,17 +924,11 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
   LLVMInitializeAllAsmPrinters();
-  char *deftriple = LLVMGetDefaultTargetTriple();
-  const char *triple = o->triple ? o->triple : deftriple;
-  bool host = !o->triple || strcmp(o->triple, deftriple) == 0;
-  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = LLVMGetHostCPUFeatures();
+  const char *triple = cg->triple;
   CeSetup s = {0};
   s.triple = triple;
-  s.cpu = o->cpu ? o->cpu : host ? hostcpu : "generic";
-  /* the host's features only when generating for the host CPU itself: for a named CPU, LLVM
-   * derives the features from the name (an explicit --features adds to or removes from them) */
-  bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
-  s.feat = o->features ? o->features : host_cpu ? hostfeat : "";
+  s.cpu = cg->tcpu;
+  s.feat = cg->tfeat;
   s.lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
   s.cgl = s.lvl == 0 ? LLVMCodeGenLevelNone : s.lvl == 1 ? LLVMCodeGenLevelLess
           : s.lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
@@ -965,11 +987,12 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
-  if (o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
+  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
-  if (s.lvl >= 1) ce_specialize(cg->M); /* as the split path does */
+  /* as the split path does; not the library's functions, which no call here specializes */
+  if (s.lvl >= 1 && !cg->lib) ce_specialize(cg->M);
   CeJob j = {0};
   j.s = &s;
   j.C = cg->C;
@@ -985,6 +1008,11 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     *outlen = strlen(t);
     *out = ce_strdup(t, *outlen);
     LLVMDisposeMessage(t);
+  } else if (cg->prebuilt) {
+    if (!ce_join_prebuilt(cg, j.out, j.outlen, out, outlen)) {
+      ce_free_job(&j);
+      goto done;
+    }
   } else {
     *out = j.out;
     *outlen = j.outlen;
@@ -1003,8 +1031,5 @@ done:
   ce_free_split(&sp);
   if (msg) LLVMDisposeMessage(msg);
   if (TM) LLVMDisposeTargetMachine(TM);
-  LLVMDisposeMessage(deftriple);
-  LLVMDisposeMessage(hostcpu);
-  LLVMDisposeMessage(hostfeat);
   return ok;
 }

@@ -154,31 +154,29 @@ bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
 /* The configuration for the compilation's target CPU, worked out on first use (it asks LLVM
  * for the host's CPU and features) and kept in cg. */
+static const GmCfg gm_defaults[3] = {
+    {16, 12, 32, 96, 512, 2048, true, false, false, 1}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1},  /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1},     /* others */
+};
+
 static GmCfg gm_cfg(CpuCg *cg) {
   if (cg->gemm_cfg) return *cg->gemm_cfg;
-  const char *feat = cg->o->features;
-  char *dt = LLVMGetDefaultTargetTriple();
-  bool is_host = !cg->o->triple || strcmp(cg->o->triple, dt) == 0;
-  LLVMDisposeMessage(dt);
-  char *hostcpu = LLVMGetHostCPUName(), *hostfeat = NULL;
-  const char *cpu = cg->o->cpu ? cg->o->cpu : is_host ? hostcpu : "generic";
-  if (!feat) feat = is_host && !strcmp(cpu, hostcpu) ? (hostfeat = LLVMGetHostCPUFeatures()) : "";
-  bool avx512 = strstr(feat, "+avx512f") || (gm_cpu_has_avx512(cpu) && !strstr(feat, "-avx512f"));
-  const char *triple = cg->o->triple;
-  bool x86 = !triple || !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
+  const char *feat = cg->tfeat, *cpu = cg->tcpu;
+  int said512 = cpu_feature_said(feat, "avx512f"), said_avx = cpu_feature_said(feat, "avx");
+  bool avx512 = said512 > 0 || (gm_cpu_has_avx512(cpu) && said512 == 0);
+  const char *triple = cg->triple;
+  bool x86 = !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
              (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
-  bool avx = avx512 || strstr(feat, "+avx") ||
-             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !gm_cpu_pre_avx(cpu) && !strstr(feat, "-avx"));
-  GmCfg c;
+  bool avx = avx512 || said_avx > 0 ||
+             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !gm_cpu_pre_avx(cpu) && said_avx == 0);
   /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) measured
      faster than 384, and 384 faster than 256, on the device host's Xeon (2 cores, variants
      interleaved, two rounds each: 384 vs 256 on mlp, simple_cnn and bert_base, e.g.
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
-  if (avx512) c = (GmCfg){16, 12, 32, 96, 512, 2048, true, false, false, 1};
-  else if (avx) c = (GmCfg){8, 6, 16, 144, 384, 1024, true, false, false, 1};
-  else c = (GmCfg){4, 6, 8, 96, 256, 256, true, false, false, 1};
+  GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
@@ -186,8 +184,6 @@ static GmCfg gm_cfg(CpuCg *cg) {
     if (!strncmp(cpu, amd[i], strlen(amd[i]))) c.stream = false;
   const char *stream = getenv("HLOC_CPU_STREAM_STORES"); /* tests and experiments: 0 or 1 */
   if (stream && (*stream == '0' || *stream == '1')) c.stream = *stream == '1';
-  LLVMDisposeMessage(hostcpu);
-  if (hostfeat) LLVMDisposeMessage(hostfeat);
   const char *tile = getenv("HLOC_CPU_GEMM_TILE"); /* experiments: "MR,NR" (NR = VW, 2 VW or 4 VW) */
   int mr, nr;
   if (tile && sscanf(tile, "%d,%d", &mr, &nr) == 2 && mr >= 1 && mr <= 16 &&
@@ -792,6 +788,20 @@ static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMV
 static CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft);
 static void gm_mark(LLVMValueRef fn, const GmCfg *c);
 
+/* The symbol prefix of the GEMM's functions: the module's name, or, where they come from the
+ * prebuilt library (or are being compiled into it), the library's. */
+static const char *gm_prefix(const CpuCg *cg) { return cg->prebuilt || cg->lib ? CPU_LIB_PREFIX : cg->o->name; }
+
+/* With a prebuilt library (cg->prebuilt) a function of the GEMM is only declared, hidden, and
+ * kept in *slot: its definition is in the library's object, joined to the module's by
+ * cpu_emit(). false when the function is to be made here. */
+static bool gm_declared(CpuCg *cg, LLVMValueRef *slot, const char *name, LLVMTypeRef ft) {
+  if (!cg->prebuilt) return false;
+  *slot = LLVMAddFunction(cg->M, name, ft);
+  LLVMSetVisibility(*slot, LLVMHiddenVisibility);
+  return true;
+}
+
 /* gm_pack_rows_t as a function of its own, void (ptr rows, i64 k0, i64 k1, ptr dst) with rows
  * the MR row pointers, shared by A's packing and the convolution packing: its register
  * transpose is the costliest code of both to compile (made once per module). */
@@ -799,8 +809,9 @@ static LLVMValueRef gm_rows_t_function(CpuCg *cg) {
   if (cg->gemm_rows_fn) return cg->gemm_rows_fn;
   GmCfg c = gm_cfg(cg);
   char name[512];
-  snprintf(name, sizeof name, "%s_gemm_f32_rows_t", cg->o->name);
+  snprintf(name, sizeof name, "%s_gemm_f32_rows_t", gm_prefix(cg));
   LLVMTypeRef ps[4] = {cg->ptr, cg->i64, cg->i64, cg->ptr};
+  if (gm_declared(cg, &cg->gemm_rows_fn, name, LLVMFunctionType(cg->vd, ps, 4, 0))) return cg->gemm_rows_fn;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, 4, 0));
   gm_mark(k->fn, &c);
@@ -1155,7 +1166,8 @@ static LLVMValueRef gm_step_function(CpuCg *cg, GmStep which) {
   GmCfg c = gm_cfg(cg);
   static const char *const names[GS_COUNT] = {"pack_b", "pack_a", "pack_conv"};
   char name[512];
-  snprintf(name, sizeof name, "%s_gemm_f32_%s", cg->o->name, names[which]);
+  snprintf(name, sizeof name, "%s_gemm_f32_%s", gm_prefix(cg), names[which]);
+  if (gm_declared(cg, slot, name, gm_step_type(cg))) return *slot;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
   gm_mark(k->fn, &c);
@@ -1198,11 +1210,14 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef *slot = &cg->gemm_fn[0];
   if (*slot) return *slot;
   GmCfg c = gm_cfg(cg);
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_f32", gm_prefix(cg));
+  if (gm_declared(cg, slot, name, gm_fn_type(cg))) return *slot;
   /* the paths the module's products can take: a module without convolutions has no
      convolution packing, resident B or panels read in place; one without dots no packing of
-     A from a matrix (its packing step functions are not made) */
-  bool has_conv = false, has_dot = false;
-  for (int i = 0; i < cg->m->ncomps; i++)
+     A from a matrix (its packing step functions are not made); the prebuilt library has all */
+  bool has_conv = cg->lib, has_dot = cg->lib;
+  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
     for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
       const HInstr *x = cg->m->comps[i]->instrs[j];
       has_conv |= x->op == OP_CONVOLUTION;
@@ -1211,8 +1226,6 @@ static LLVMValueRef gm_function(CpuCg *cg) {
   gm_step_function(cg, GS_PACK_B);
   if (has_dot) gm_step_function(cg, GS_PACK_A);
   if (has_conv) gm_step_function(cg, GS_PACK_CONV);
-  char name[512];
-  snprintf(name, sizeof name, "%s_gemm_f32", cg->o->name);
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   LLVMValueRef fn = k->fn;
@@ -1365,10 +1378,11 @@ static LLVMValueRef gm_packx_function(CpuCg *cg, bool b) {
   if (*slot) return *slot;
   GmCfg c = gm_cfg(cg);
   char name[512];
-  snprintf(name, sizeof name, "%s_gemm_pack%c_f32", cg->o->name, b ? 'b' : 'a');
+  snprintf(name, sizeof name, "%s_gemm_pack%c_f32", gm_prefix(cg), b ? 'b' : 'a');
   LLVMTypeRef ps[GB_COUNT];
   for (int j = 0; j < GB_COUNT; j++) ps[j] = cg->i64;
   ps[GB_X] = ps[GB_DST] = cg->ptr;
+  if (gm_declared(cg, slot, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0))) return *slot;
   /* one call per chunk: kept a function, shared by the products of the module; the packing
      itself is the GEMM's step function (the other GEMM arguments are not read by it) */
   gm_step_function(cg, b ? GS_PACK_B : GS_PACK_A);
@@ -2523,7 +2537,8 @@ static LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which) {
   GmCfg c = gm_cfg(cg);
   static const char *const names[GW_COUNT] = {"in", "out", "taps"};
   char name[512];
-  snprintf(name, sizeof name, "%s_wino_%s", cg->o->name, names[which]);
+  snprintf(name, sizeof name, "%s_wino_%s", gm_prefix(cg), names[which]);
+  if (gm_declared(cg, slot, name, gm_wino_type(cg, which))) return *slot;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_wino_type(cg, which));
   gm_mark(k->fn, &c);
@@ -2954,4 +2969,35 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1 && !red;
   if (red && !gm_reduce_finish(cg, in, red, part_off, part_bytes, nchunks)) return -1;
   return 1;
+}
+
+/* ------------------------------------------------------------------ the prebuilt library */
+
+const char *cpu_gemm_isa(CpuCg *cg) {
+  GmCfg c = gm_cfg(cg);
+  static const char *const isa[2] = {"x86-64-v4", "x86-64-v3"};
+  for (int i = 0; i < 2; i++) {
+    const GmCfg *d = &gm_defaults[i];
+    if (c.x86 && c.vw == d->vw && c.mr == d->mr && c.nr == d->nr && c.mc == d->mc && c.kc == d->kc &&
+        c.nc == d->nc && c.direct == d->direct)
+      return isa[i];
+  }
+  return NULL;
+}
+
+void cpu_gemm_library(CpuCg *cg) {
+  LLVMValueRef fn[GS_COUNT + GW_COUNT + 4];
+  int n = 0;
+  fn[n++] = gm_function(cg); /* with every packing step (cg->lib) */
+  for (int s = 0; s < GS_COUNT; s++) fn[n++] = cg->gemm_step_fn[s];
+  fn[n++] = gm_packx_function(cg, true);
+  fn[n++] = gm_packx_function(cg, false);
+  fn[n++] = gm_rows_t_function(cg);
+  for (int w = 0; w < GW_COUNT; w++) fn[n++] = gm_wino_function(cg, (GmWino)w);
+  /* internal (local symbols of the object) and kept although nothing here calls them */
+  LLVMValueRef arr = LLVMConstArray2(cg->ptr, fn, (uint64_t)n);
+  LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
+  LLVMSetInitializer(u, arr);
+  LLVMSetLinkage(u, LLVMAppendingLinkage);
+  LLVMSetSection(u, "llvm.metadata");
 }

@@ -87,6 +87,8 @@ typedef struct CpuCg {
   HModule *m;        /* module compiled */
   HComp *entry;      /* its entry computation */
   const CpuOpts *o;  /* options */
+  const char *triple, *tcpu, *tfeat; /* the target's triple, CPU and features as LLVM gets
+                                        them (the options', else the host's: cpu_cg_init) */
   HErr *err;         /* first error */
   HArena *scratch;   /* plan and bookkeeping, freed at the end */
   MemPlan plan;      /* buffers of the entry computation */
@@ -124,7 +126,15 @@ typedef struct CpuCg {
   LLVMValueRef wino_fn[3];      /* cpu_gemm.c's Winograd transforms (GmWino) */
   LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
   struct GmCfg *gemm_cfg;       /* cpu_gemm.c's configuration for the target CPU, once known */
+  bool lib;                     /* compiling the prebuilt library (cpu_prebuilt.c): the GEMM's
+                                   functions with every path, named CPU_LIB_PREFIX_* */
+  const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
+                                     (its GEMM functions are declarations here), or NULL */
 } CpuCg;
+
+/* Symbol prefix of the prebuilt library's functions (local symbols of the objects). */
+#define CPU_LIB_PREFIX "__hloc"
+
 
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
@@ -155,6 +165,13 @@ CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl);
  * scratch ranges by overlap. */
 bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b);
 
+/* cg zeroed and set up for options o: the resolved target, an LLVM context, module (named
+ * modname) and builder, the common types, a scratch arena; cpu_cg_free releases them. */
+void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname);
+void cpu_cg_free(CpuCg *cg);
+/* What an LLVM features string ("+avx2,-avx512f,...") says of feature f ("avx2"): +1 on, -1
+ * off (the last mention decides), 0 nothing. */
+int cpu_feature_said(const char *feat, const char *f);
 /* A new task at the end of the schedule: a kernel task of one chunk in the current region,
  * all else zero. */
 CpuTask *cpu_task_push(CpuCg *cg);
@@ -335,6 +352,12 @@ int cpu_conv_red_dims(const HInstr *in, int64_t *ext);
 /* Scalar binary arithmetic used by accumulating kernels (fadd / add). */
 LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
 
+/* ------------------------------------------------------------------ cpu_prebuilt.c */
+
+/* The prebuilt library of compilation cg's target, when its object may be joined with this
+ * compilation's instead of compiling the GEMM's functions (see cpu_prebuilt.c), or NULL. */
+const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg);
+
 /* ------------------------------------------------------------------ cpu_gemm.c */
 
 /* The dot or convolution kernel of entry instruction in (hero: in itself, or the dot /
@@ -349,6 +372,13 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in);
 /* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
  * AVX, else 4); cached in cg. */
 int cpu_vector_width(CpuCg *cg);
+/* The ISA level (an LLVM CPU name: "x86-64-v4", "x86-64-v3") whose prebuilt library holds
+ * exactly the GEMM functions this compilation would make (its configuration is that level's
+ * default, on x86), or NULL. The caller checks that the target has the level's features. */
+const char *cpu_gemm_isa(CpuCg *cg);
+/* Make every GEMM function with every path (cg->lib), internal and kept (llvm.compiler.used):
+ * the prebuilt library's module. */
+void cpu_gemm_library(CpuCg *cg);
 /* Whether the target CPU gains from storing large outputs past the caches (not AMD's). */
 bool cpu_stream_stores(CpuCg *cg);
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power of

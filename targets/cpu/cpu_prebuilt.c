@@ -1,0 +1,110 @@
+/* targets/cpu/cpu_prebuilt.c: the GEMM's functions compiled once, when hloc is built.
+ *
+ * The GEMM function, its packing steps and Winograd's transforms (cpu_gemm.c) depend on the
+ * target's vector configuration, not on the module: every module of a product or convolution
+ * used to compile them again, and they were the largest single share of a compilation (on the
+ * 2-core Xeon VM, resnet18: ~0.11 s of its ~0.33 s of CPU; with HLOC_CPU_FNTIME, pack_conv
+ * 33 ms, the GEMM 29 ms, pack_b 14 ms, the three transforms 26 ms). So hloc's build runs
+ * hloc-genlib (tools/hloc_genlib.c), which compiles them with every path (cg->lib: convolution
+ * and matrix packing both, no specialization on a module's call sites) for each ISA level of
+ * cpu_prebuilt_isas (x86-64-v4: AVX-512; x86-64-v3: AVX2 and FMA), for x86_64 Linux, at -O2,
+ * and writes the objects as C arrays linked into hloc (cpu_prebuilt_objs). A compilation that
+ * can use one (cpu_prebuilt_find) only declares those functions (hidden, under the library's
+ * prefix CPU_LIB_PREFIX), and cpu_emit() joins the library's object after the module's
+ * (cpu_elf.c), where the calls resolve to the library's definitions: local symbols, so two
+ * models linked into one program do not clash, and the object still needs nothing else.
+ *
+ * A compilation uses the library when all of these hold, and otherwise compiles the functions
+ * as before (the same generator, tuned for its own CPU and specialized on the module's calls):
+ *   - an object at -O2 (the default): IR and assembly output show the module's own functions;
+ *     -O0, -O1 and -O3 keep their own optimization and code generation levels;
+ *   - an x86_64 Linux triple, and a GEMM configuration that is the level's default (none of
+ *     the HLOC_CPU_GEMM_* experiments), no codegen experiments (HLOC_CPU_LLVM_ARGS,
+ *     HLOC_CPU_MISCHED, HLOC_CPU_LSR), and not HLOC_CPU_PREBUILT=0;
+ *   - the target has the level's features: those the features string names (+f / -f, the
+ *     last mention deciding: the host's string names them all), else those of the CPU name
+ *     (a named --cpu without --features: the names below that have the level).
+ * The library's code is tuned for the level's generic CPU, not for --cpu: its loops are
+ * blocked, unrolled and vectorized by construction, so there is little left to tune.
+ * The object depends on the inputs and flags only, as before: the library's bytes are fixed
+ * when hloc is built. */
+#include "cpu_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const cpu_prebuilt_isas[] = {"x86-64-v4", "x86-64-v3", NULL};
+
+/* The triple the library is built for; objects for any x86_64 Linux triple join with it. */
+#define CPB_TRIPLE "x86_64-pc-linux-gnu"
+
+/* Features of each level that the generated code may use beyond the previous one. */
+static const char *const cpb_v3_feats[] = {"avx", "avx2", "fma", "bmi", "bmi2", "f16c", "lzcnt", "movbe", NULL};
+static const char *const cpb_v4_feats[] = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", NULL};
+/* LLVM CPU names with all of x86-64-v4's features. */
+static const char *const cpb_v4_cpus[] = {
+    "x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server",
+    "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+    "diamondrapids", "znver4", "znver5", NULL};
+/* and those with x86-64-v3's but not v4's. */
+static const char *const cpb_v3_cpus[] = {
+    "x86-64-v3", "haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake",
+    "arrowlake-s", "lunarlake", "pantherlake", "gracemont", "znver1", "znver2", "znver3", NULL};
+
+static bool cpb_listed(const char *const *list, const char *s) {
+  for (; *list; list++)
+    if (!strcmp(*list, s)) return true;
+  return false;
+}
+
+/* Whether feature f is on for a target of CPU name cpu and features string feat. */
+static bool cpb_feature(const char *cpu, const char *feat, const char *f, bool v4) {
+  int said = cpu_feature_said(feat, f);
+  if (said) return said > 0;
+  return cpb_listed(cpb_v4_cpus, cpu) || (!v4 && cpb_listed(cpb_v3_cpus, cpu));
+}
+
+const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg) {
+  const CpuOpts *o = cg->o;
+  if (cg->lib || o->emit != CPU_EMIT_OBJ || o->opt_level != 2) return NULL;
+  static const char *const knobs[] = {"HLOC_CPU_LLVM_ARGS", "HLOC_CPU_MISCHED", "HLOC_CPU_LSR"};
+  for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++) {
+    const char *v = getenv(knobs[i]);
+    if (v && *v) return NULL;
+  }
+  const char *env = getenv("HLOC_CPU_PREBUILT");
+  if (env && !strcmp(env, "0")) return NULL;
+  if (strncmp(cg->triple, "x86_64-", 7) || !strstr(cg->triple, "-linux")) return NULL;
+  const char *isa = cpu_gemm_isa(cg);
+  if (!isa) return NULL;
+  bool v4 = !strcmp(isa, "x86-64-v4");
+  for (int i = 0; cpb_v3_feats[i]; i++)
+    if (!cpb_feature(cg->tcpu, cg->tfeat, cpb_v3_feats[i], false)) return NULL;
+  for (int i = 0; v4 && cpb_v4_feats[i]; i++)
+    if (!cpb_feature(cg->tcpu, cg->tfeat, cpb_v4_feats[i], true)) return NULL;
+  for (int i = 0; i < cpu_prebuilt_count; i++)
+    if (!strcmp(cpu_prebuilt_objs[i].isa, isa)) return &cpu_prebuilt_objs[i];
+  return NULL;
+}
+
+bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err) {
+  CpuOpts o = {.name = CPU_LIB_PREFIX, .out_path = "<prebuilt library>", .triple = CPB_TRIPLE, .cpu = isa,
+               .features = "", .opt_level = 2, .emit = CPU_EMIT_OBJ};
+  HModule none = {.name = "hloc-prebuilt", .file = "<prebuilt library>"};
+  CpuCg cg;
+  cpu_cg_init(&cg, &o, err, none.name);
+  cg.m = &none;
+  cg.lib = true;
+  bool ok = false;
+  const char *level = cpu_gemm_isa(&cg);
+  if (!level || strcmp(level, isa)) {
+    hlo_err(err, o.out_path, NULL, NULL,
+            "CPU target: the GEMM configuration for %s is not that level's default (an HLOC_CPU_GEMM_* "
+            "experiment set?)", isa);
+  } else {
+    cpu_gemm_library(&cg);
+    ok = cpu_emit(&cg, obj, size);
+  }
+  cpu_cg_free(&cg);
+  return ok;
+}
