@@ -120,7 +120,7 @@ link_static_hloc() {
   local o=$1 libs
   libs=$(llvm-config-19 --link-static --libs all 2>/dev/null | tr ' ' '\n' | grep -v -i polly | tr '\n' ' ')
   [ -n "$libs" ] && [ -f "$build/CMakeFiles/hloc.dir/tools/hloc.c.o" ] || return 1
-  (cd "$build" && c++ -O2 -o "$o" CMakeFiles/hloc.dir/tools/hloc.c.o libhloc_proto.a libhloc_targets.a libhloc_prebuilt.a \
+  (cd "$build" && c++ -O2 -no-pie -o "$o" CMakeFiles/hloc.dir/tools/hloc.c.o libhloc_proto.a libhloc_targets.a libhloc_prebuilt.a \
     libhloc_optimizer.a libhloc_layout.a libhloc_memplan.a libhloc_hlo.a /usr/lib/x86_64-linux-gnu/libprotobuf-c.a \
     libhloc_optimizer.a libhloc_layout.a libhloc_memplan.a libhloc_hlo.a -L"$(llvm-config-19 --libdir)" $libs \
     -static-libstdc++ -static-libgcc -lrt -ldl -lm -lz -l:libzstd.so.1 -lpthread -Wl,--gc-sections) >"$o.log" 2>&1 &&
