@@ -1013,6 +1013,10 @@ void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname) {
   cg->M = LLVMModuleCreateWithNameInContext(modname ? modname : "hloc", cg->C);
   LLVMSetSourceFileName(cg->M, "hloc", 4);
   cg->B = LLVMCreateBuilderInContext(cg->C);
+  cpu_cg_types(cg);
+}
+
+void cpu_cg_types(CpuCg *cg) {
   cg->i1 = LLVMInt1TypeInContext(cg->C);
   cg->i8 = LLVMInt8TypeInContext(cg->C);
   cg->i16 = LLVMInt16TypeInContext(cg->C);

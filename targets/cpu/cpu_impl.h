@@ -169,6 +169,9 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b);
  * modname) and builder, the common types, a scratch arena; cpu_cg_free releases them. */
 void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname);
 void cpu_cg_free(CpuCg *cg);
+/* The common types of cg (i1 .. vd, the kernel context and task types) in context cg->C (also
+ * the CUDA target's, which reuses the elemental generator). */
+void cpu_cg_types(CpuCg *cg);
 /* What an LLVM features string ("+avx2,-avx512f,...") says of feature f ("avx2"): +1 on, -1
  * off (the last mention decides), 0 nothing. */
 int cpu_feature_said(const char *feat, const char *f);

@@ -273,17 +273,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   char *dl = LLVMCopyStringRepOfTargetData(td);
   LLVMSetModuleDataLayout(cg->M, td);
   LLVMDisposeTargetData(td);
-  cg->i1 = LLVMInt1TypeInContext(cg->C);
-  cg->i8 = LLVMInt8TypeInContext(cg->C);
-  cg->i16 = LLVMInt16TypeInContext(cg->C);
-  cg->i32 = LLVMInt32TypeInContext(cg->C);
-  cg->i64 = LLVMInt64TypeInContext(cg->C);
-  cg->f16 = LLVMHalfTypeInContext(cg->C);
-  cg->bf16 = LLVMBFloatTypeInContext(cg->C);
-  cg->f32 = LLVMFloatTypeInContext(cg->C);
-  cg->f64 = LLVMDoubleTypeInContext(cg->C);
-  cg->ptr = LLVMPointerTypeInContext(cg->C, 0);
-  cg->vd = LLVMVoidTypeInContext(cg->C);
+  cpu_cg_types(cg);
 
   bool gen_ok = true;
   for (int i = 0; i < m->entry->ninstrs && gen_ok; i++) gen_ok = cuda_emit_instr(cc, m->entry->instrs[i]);
