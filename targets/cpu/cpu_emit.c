@@ -14,8 +14,7 @@
  * shared between K parts by instruction count, largest first, each to the lightest part
  * (part 0 starts with the run functions' share; the GEMM counts 3/5, its pipeline being
  * light); K = weight / CE_PART_WEIGHT rounded down to even, 2..CE_MAX_PARTS, a function of the
- * module only. Each
- * part is optimized and compiled to an object on its own:
+ * module only. Each part is optimized and compiled to an object on its own:
  *   - part 0 stays in the driver's module and context, on the calling thread, with the run
  *     functions and the global variables (the task and slot tables, the constants); the
  *     other parts' functions become declarations;
