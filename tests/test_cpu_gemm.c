@@ -779,6 +779,27 @@ Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   free(dir);
 }
 
+/* Read-only data of 64 KiB or more (CPU_RAW_MIN: here a constant B of 200 x 96 floats, packed
+ * at compile time, as an entry constant and fused) goes into the object past LLVM: declared in
+ * the module, its bytes joined to the object as a local symbol of .rodata; serially and on
+ * the split path, with the prebuilt library and without. */
+Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
+  char *dir = ct_tmpdir("hloc_rawdata"), cmd[1024];
+  for (int fused = 0; fused < 2; fused++) {
+    char *t = tg_const_b_text(50, 200, 96, fused);
+    tg_lib_compile(dir, "big", t, NULL, NULL, 2);
+    snprintf(cmd, sizeof cmd, "nm '%s/big.o' | grep -q ' r big_cb0$'", dir);
+    cr_expect_eq(system(cmd), 0, "no local read-only symbol big_cb0 (%s)", fused ? "fused" : "entry constant");
+    tg_check(fused ? "large constant B, fused" : "large constant B", t, 1e-4, true);
+    setenv("HLOC_CPU_SPLIT", "1", 1);
+    tg_check(fused ? "large constant B, fused, split" : "large constant B, split", t, 1e-4, true);
+    unsetenv("HLOC_CPU_SPLIT");
+    free(t);
+  }
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* On a CPU without FMA (generic x86-64: SSE2) the micro-kernels multiply and add rather than
  * call fmaf for every element (which made resnet_block 37x slower there), a product and a
  * Winograd convolution alike; with FMA they fuse; without AVX the vectors are 128-bit. */

@@ -363,6 +363,29 @@ LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
 LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) { return t == DT_PRED ? cg->i8 : cpu_reg_type(cg, t); }
 
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n) {
+  if (cg->raw_ok && n >= CPU_RAW_MIN) {
+    /* declared here, defined by the data block that cpu_emit() joins to the object */
+    LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMArrayType2(cg->i8, n), name);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetVisibility(gv, LLVMHiddenVisibility);
+    LLVMSetAlignment(gv, 64);
+    size_t off = (cg->raw_n + 63) / 64 * 64;
+    if (off + n > cg->raw_cap) {
+      cg->raw_cap = (off + n) * 2;
+      cg->raw = realloc(cg->raw, cg->raw_cap);
+      HLO_ASSERT(cg->raw);
+    }
+    memset(cg->raw + cg->raw_n, 0, off - cg->raw_n);
+    memcpy(cg->raw + off, data, n);
+    cg->raw_n = off + n;
+    if (cg->nraw == cg->raw_symcap) {
+      cg->raw_symcap = cg->raw_symcap ? 2 * cg->raw_symcap : 16;
+      cg->raw_sym = realloc(cg->raw_sym, sizeof *cg->raw_sym * (size_t)cg->raw_symcap);
+      HLO_ASSERT(cg->raw_sym);
+    }
+    cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), off, n};
+    return gv;
+  }
   LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)data, (unsigned)n, 1);
   LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
   LLVMSetInitializer(gv, init);
@@ -1035,6 +1058,8 @@ void cpu_cg_types(CpuCg *cg) {
 }
 
 void cpu_cg_free(CpuCg *cg) {
+  free(cg->raw);
+  free(cg->raw_sym);
   LLVMDisposeBuilder(cg->B);
   LLVMDisposeModule(cg->M);
   LLVMContextDispose(cg->C);
@@ -1064,6 +1089,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   char *obj = NULL, *hdr = NULL;
   size_t objlen = 0, hdrlen = 0;
   cg.prebuilt = cpu_prebuilt_find(&cg);
+  cg.raw_ok = o->emit == CPU_EMIT_OBJ && cpu_elf64le(cg.triple);
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;

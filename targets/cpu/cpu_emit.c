@@ -700,6 +700,26 @@ static bool ce_join_prebuilt(CpuCg *cg, const char *a, size_t an, char **out, si
   return false;
 }
 
+/* *obj (*n bytes) joined with the data block of cg->raw (cpu_rodata): the large constants, as
+ * local symbols of .rodata; one copy of the bytes, none through LLVM. */
+static bool ce_join_raw(CpuCg *cg, char **obj, size_t *n) {
+  if (!cg->nraw) return true;
+  unsigned machine = *n >= 20 ? (unsigned)((unsigned char)(*obj)[18] | (unsigned char)(*obj)[19] << 8) : 0;
+  char *data = NULL, *joined = NULL, jm[300];
+  size_t dn = 0, jn = 0;
+  cpu_elf_data(machine, cg->raw, cg->raw_n, cg->raw_sym, cg->nraw, &data, &dn);
+  bool ok = cpu_elf_join(*obj, *n, data, dn, &joined, &jn, jm, sizeof jm);
+  free(data);
+  if (!ok) {
+    hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining the constants' data failed: %s", jm);
+    return false;
+  }
+  free(*obj);
+  *obj = joined;
+  *n = jn;
+  return true;
+}
+
 /* The split path (see the top of the file). */
 static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, size_t *outlen) {
   HErr *err = cg->err;
@@ -731,32 +751,12 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   HLO_ASSERT(pl);
   pl->s = s;
   pl->sp = sp;
-  /* Large constants (a model's literals, frozen weights) leave the bitcode as declarations:
-     the other parts only declare every global anyway (ce_cut), and writing megabytes of
-     initializers and reading them back in every thread cost more than compiling the kernels
-     (transformer_layer with frozen weights, 28 MB: 0.6 s to write, 0.5 s per part to read, on
-     the 2-core EPYC). They are declared as ce_cut would leave them, then restored. */
-  enum { CE_BIG_CONST = 1 << 16 };
-  int nheld = 0;
-  for (LLVMValueRef g = LLVMGetFirstGlobal(cg->M); g; g = LLVMGetNextGlobal(g)) nheld++;
-  struct CeHeld { LLVMValueRef g, init; LLVMLinkage link; LLVMVisibility vis; } *held = calloc((size_t)nheld + 1, sizeof *held);
-  HLO_ASSERT(held);
-  nheld = 0;
-  for (LLVMValueRef g = LLVMGetFirstGlobal(cg->M); g; g = LLVMGetNextGlobal(g)) {
-    LLVMTypeRef ty = LLVMGlobalGetValueType(g);
-    if (LLVMIsDeclaration(g) || LLVMGetTypeKind(ty) != LLVMArrayTypeKind || LLVMGetArrayLength2(ty) < CE_BIG_CONST ||
-        LLVMGetElementType(ty) != LLVMInt8TypeInContext(cg->C))
-      continue;
-    held[nheld++] = (struct CeHeld){g, LLVMGetInitializer(g), LLVMGetLinkage(g), LLVMGetVisibility(g)};
-    ce_declare(sp, g);
-  }
+  /* Large constants (a model's literals, frozen weights) are not in the module: they are
+     declarations there, their bytes joined to the object at the end (cpu_rodata,
+     ce_join_raw); writing megabytes of initializers to the bitcode and reading them back in
+     every thread cost more than compiling the kernels (transformer_layer with frozen weights,
+     28 MB: 0.6 s to write, 0.5 s per part to read, on the 2-core EPYC). */
   pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
-  for (int i = 0; i < nheld; i++) {
-    LLVMSetInitializer(held[i].g, held[i].init);
-    LLVMSetLinkage(held[i].g, held[i].link);
-    LLVMSetVisibility(held[i].g, held[i].vis);
-  }
-  free(held);
   double t_bc = ce_now() - t0;
   /* threads: a thread of its own for every other part when there are CPUs for all;
      otherwise one per CPU, this thread sharing the other parts after part 0 */
@@ -792,15 +792,17 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
     int nu = 0;
     for (int i = 0; i < sp->nglob; i++) {
       LLVMValueRef g = LLVMGetNamedGlobal(cg->M, sp->glob[i]);
-      if (!g) continue;
+      if (!g || LLVMIsDeclaration(g)) continue; /* a large constant's: joined at the end */
       if (LLVMGetLinkage(g) == LLVMPrivateLinkage) LLVMSetLinkage(g, LLVMInternalLinkage);
       used[nu++] = g;
     }
-    LLVMValueRef arr = LLVMConstArray2(cg->ptr, used, (uint64_t)nu);
-    LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
-    LLVMSetInitializer(u, arr);
-    LLVMSetLinkage(u, LLVMAppendingLinkage);
-    LLVMSetSection(u, "llvm.metadata");
+    if (nu > 0) {
+      LLVMValueRef arr = LLVMConstArray2(cg->ptr, used, (uint64_t)nu);
+      LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
+      LLVMSetInitializer(u, arr);
+      LLVMSetLinkage(u, LLVMAppendingLinkage);
+      LLVMSetSection(u, "llvm.metadata");
+    }
     free(used);
   }
   pl->t_parse[0] = ce_now() - t1;
@@ -854,6 +856,10 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
       goto done;
     }
   }
+  if (!ce_join_raw(cg, &acc, &accn)) {
+    free(acc);
+    goto done;
+  }
   *out = acc;
   *outlen = accn;
   t_join = ce_now() - t1;
@@ -906,16 +912,6 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
     LLVMDisposeModule(M);
     free(fname);
   }
-}
-
-/* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads: the
- * split is used only for those (other formats are compiled serially). */
-static bool ce_elf64le(const char *triple) {
-  bool arch = !strncmp(triple, "x86_64-", 7) || !strncmp(triple, "aarch64-", 8) ||
-              !strncmp(triple, "riscv64-", 8);
-  bool elf = strstr(triple, "-linux") || strstr(triple, "-freebsd") || strstr(triple, "-netbsd") ||
-             strstr(triple, "-openbsd") || strstr(triple, "-elf") || strstr(triple, "-none");
-  return arch && elf;
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -990,7 +986,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;
-  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && ce_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
+  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
@@ -1011,12 +1007,23 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     *outlen = strlen(t);
     *out = ce_strdup(t, *outlen);
     LLVMDisposeMessage(t);
-  } else if (cg->prebuilt) {
-    if (!ce_join_prebuilt(cg, j.out, j.outlen, out, outlen)) {
+  } else {
+    if (cg->prebuilt) {
+      char *lib = NULL;
+      size_t libn = 0;
+      bool jok = ce_join_prebuilt(cg, j.out, j.outlen, &lib, &libn);
+      free(j.out);
+      j.out = lib;
+      j.outlen = libn;
+      if (!jok) {
+        ce_free_job(&j);
+        goto done;
+      }
+    }
+    if (o->emit == CPU_EMIT_OBJ && !ce_join_raw(cg, &j.out, &j.outlen)) {
       ce_free_job(&j);
       goto done;
     }
-  } else {
     *out = j.out;
     *outlen = j.outlen;
     j.out = NULL;

@@ -82,6 +82,13 @@ typedef struct CpuTask {
                        string literal: "Winograd", "B packed", ...), or NULL */
 } CpuTask;
 
+/* Read-only data written into the object directly rather than through LLVM (cpu_rodata): its
+ * symbol, offset and size in the data block. */
+typedef struct CpuElfSym {
+  const char *name;
+  uint64_t off, size;
+} CpuElfSym;
+
 /* Module-wide state of one compilation. */
 typedef struct CpuCg {
   HModule *m;        /* module compiled */
@@ -130,6 +137,11 @@ typedef struct CpuCg {
                                    functions with every path, named CPU_LIB_PREFIX_* */
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
                                      (its GEMM functions are declarations here), or NULL */
+  bool raw_ok;         /* large read-only data goes straight into the object (cpu_rodata) */
+  unsigned char *raw;  /* that data, each entry 64-byte aligned (malloc'd) */
+  size_t raw_n, raw_cap; /* its bytes and capacity */
+  CpuElfSym *raw_sym;  /* its entries */
+  int nraw, raw_symcap; /* entries and capacity */
 } CpuCg;
 
 /* Symbol prefix of the prebuilt library's functions (local symbols of the objects). */
@@ -178,8 +190,12 @@ int cpu_feature_said(const char *feat, const char *f);
 /* A new task at the end of the schedule: a kernel task of one chunk in the current region,
  * all else zero. */
 CpuTask *cpu_task_push(CpuCg *cg);
-/* A private, read-only, 64-byte aligned global holding n bytes of data, named name. */
+/* A private, read-only, 64-byte aligned global holding n bytes of data, named name. From
+ * CPU_RAW_MIN bytes on, where the output is an ELF64 object (cg->raw_ok), a hidden declaration
+ * instead, the bytes copied to cg->raw: cpu_emit() joins them to the object as a local symbol
+ * of .rodata, past LLVM. */
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n);
+#define CPU_RAW_MIN (64 << 10)
 /* The read-only global holding a constant instruction's literal (made once). */
 LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
 /* LLVM register type of a dtype (pred: i1) and storage type (pred: i8). */
@@ -441,5 +457,14 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen);
  * undefined symbols of one resolved to the other's definitions. false with msg. */
 bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out, size_t *outlen,
                   char *msg, size_t msgn);
+/* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads (the split
+ * compilation, the prebuilt library and data written straight into the object need it). */
+bool cpu_elf64le(const char *triple);
+/* A relocatable ELF64 little-endian object for machine (e_machine) whose one section, .rodata
+ * (64-byte aligned, allocated, read-only), holds the n bytes of data, with a local object
+ * symbol per entry of sym (name, offset, size) for another object's references to resolve to
+ * when joined with it. malloc'd into *out. */
+void cpu_elf_data(unsigned machine, const void *data, size_t n, const CpuElfSym *sym, int nsym, char **out,
+                  size_t *outlen);
 
 #endif
