@@ -186,7 +186,14 @@ bool opt_fold_batchnorm(HModule *m, PassCtx *pc) {
   return changed;
 }
 
+/* opt_freeze with a value the module may keep as it is (in m's arena) or must copy. */
+static bool freeze_value(HModule *m, int64_t param, const Literal *value, bool adopt, HErr *err);
+
 bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err) {
+  return freeze_value(m, param, value, false, err);
+}
+
+static bool freeze_value(HModule *m, int64_t param, const Literal *value, bool adopt, HErr *err) {
   HComp *e = m->entry;
   if (!e) {
     hlo_err(err, m->file, NULL, NULL, "module has no entry computation");
@@ -206,7 +213,7 @@ bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err) {
     return false;
   }
   p->op = OP_CONSTANT;
-  p->literal = hlo_literal_clone(m->arena, value);
+  p->literal = adopt ? (Literal *)value : hlo_literal_clone(m->arena, value);
   hlo_shape_copy(m->arena, &p->literal->shape, &p->shape);
   p->param_num = 0;
   p->nraw = 0; /* sharding and replication annotations described the argument */
@@ -256,7 +263,7 @@ bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err) {
     return false;
   }
   hlo_comp_renumber(e);
-  HArena *a = hlo_arena_new(); /* the values until opt_freeze copies them into the module */
+  HArena *a = hlo_arena_new(); /* the specs' bookkeeping (the values are read into the module) */
   int64_t *num = hlo_arena_alloc(a, sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
   Literal **val = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(n > 0 ? n : 1));
   bool ok = true;
@@ -273,13 +280,14 @@ bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err) {
         hlo_err_comp(err, e, "--freeze: parameter %lld given twice", (long long)num[i]);
         ok = false;
       }
-    if (ok) ok = (val[i] = hlo_npy_read(a, eq + 1, err)) != NULL;
+    /* read into the module's arena, where the constant keeps it (no copy of megabytes) */
+    if (ok) ok = (val[i] = hlo_npy_read(m->arena, eq + 1, err)) != NULL;
   }
   for (int done = 0; ok && done < n; done++) { /* highest parameter number first */
     int at = -1;
     for (int i = 0; i < n; i++)
       if (val[i] && (at < 0 || num[i] > num[at])) at = i;
-    ok = opt_freeze(m, num[at], val[at], err);
+    ok = freeze_value(m, num[at], val[at], true, err);
     val[at] = NULL;
   }
   hlo_arena_free(a);

@@ -369,21 +369,12 @@ LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n)
     LLVMSetGlobalConstant(gv, 1);
     LLVMSetVisibility(gv, LLVMHiddenVisibility);
     LLVMSetAlignment(gv, 64);
-    size_t off = (cg->raw_n + 63) / 64 * 64;
-    if (off + n > cg->raw_cap) {
-      cg->raw_cap = (off + n) * 2;
-      cg->raw = realloc(cg->raw, cg->raw_cap);
-      HLO_ASSERT(cg->raw);
-    }
-    memset(cg->raw + cg->raw_n, 0, off - cg->raw_n);
-    memcpy(cg->raw + off, data, n);
-    cg->raw_n = off + n;
     if (cg->nraw == cg->raw_symcap) {
       cg->raw_symcap = cg->raw_symcap ? 2 * cg->raw_symcap : 16;
       cg->raw_sym = realloc(cg->raw_sym, sizeof *cg->raw_sym * (size_t)cg->raw_symcap);
       HLO_ASSERT(cg->raw_sym);
     }
-    cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), off, n};
+    cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), data, n};
     return gv;
   }
   LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)data, (unsigned)n, 1);
@@ -1058,7 +1049,6 @@ void cpu_cg_types(CpuCg *cg) {
 }
 
 void cpu_cg_free(CpuCg *cg) {
-  free(cg->raw);
   free(cg->raw_sym);
   LLVMDisposeBuilder(cg->B);
   LLVMDisposeModule(cg->M);

@@ -24,10 +24,11 @@
  * (cpu_rodata: 64 KiB and more, frozen weights, packed operands) as one .rodata section with a
  * local symbol each, which the module only declares, so their megabytes do not go through
  * LLVM (its constant arrays and its assembler each held a copy): transformer_layer with 28 MB
- * of frozen weights compiled in 0.19-0.20 s instead of 0.21-0.23 on the 2-core Xeon VM, pinned
- * (LLVM's code generation 0.071 -> 0.030 s). Each input section is copied once, into an output
- * buffer allocated once (it was copied into a growing section buffer, then into a growing
- * object). */
+ * of frozen weights compiled in 0.19-0.21 s instead of 0.24-0.25 on the 2-core Xeon VM, pinned,
+ * with the changes beside it (LLVM's code generation 0.071 -> 0.030 s; the constants referred
+ * to, not copied, until this writes them; .npy files read into a buffer of their size and kept
+ * by the module as they are parsed). Each input section is copied once, into an output buffer
+ * allocated once (it was copied into a growing section buffer, then into a growing object). */
 #include "cpu_impl.h"
 
 #include <elf.h>
@@ -452,8 +453,7 @@ done:
   return ok;
 }
 
-void cpu_elf_data(unsigned machine, const void *data, size_t n, const CpuElfSym *sym, int nsym, char **out,
-                  size_t *outlen) {
+void cpu_elf_data(unsigned machine, const CpuElfSym *sym, int nsym, char **out, size_t *outlen) {
   /* sections: [1] .rodata (the data), [2] .symtab, [3] .strtab, [4] .shstrtab; symbols: the null
      one, .rodata's section symbol, then one local object per entry */
   ElBuf obj = {0}, syms = {0}, strs = {0}, shstr = {0};
@@ -470,6 +470,8 @@ void cpu_elf_data(unsigned machine, const void *data, size_t n, const CpuElfSym 
   eh.e_version = EV_CURRENT;
   eh.e_ehsize = sizeof eh;
   eh.e_shentsize = sizeof(Elf64_Shdr);
+  size_t n = 0;
+  for (int i = 0; i < nsym; i++) n = (n + 63) / 64 * 64 + sym[i].size;
   el_reserve(&obj, sizeof eh + n + 64 + (size_t)(nsym + 2) * (sizeof(Elf64_Sym) + 64) + 4096);
   el_put(&obj, NULL, sizeof eh);
   el_str(&shstr, "");
@@ -480,19 +482,26 @@ void cpu_elf_data(unsigned machine, const void *data, size_t n, const CpuElfSym 
   s0.st_info = ELF64_ST_INFO(STB_LOCAL, STT_SECTION);
   s0.st_shndx = 1;
   el_put(&syms, &s0, sizeof s0);
+  /* .rodata: the entries, each copied once, straight into the object */
+  sh[1].sh_name = el_str(&shstr, ".rodata");
+  sh[1].sh_type = SHT_PROGBITS;
+  sh[1].sh_flags = SHF_ALLOC;
+  sh[1].sh_addralign = 64;
+  el_align(&obj, 64);
+  sh[1].sh_offset = obj.n;
   for (int i = 0; i < nsym; i++) {
+    el_align(&obj, 64);
     Elf64_Sym s;
     memset(&s, 0, sizeof s);
     s.st_name = el_str(&strs, sym[i].name);
     s.st_info = ELF64_ST_INFO(STB_LOCAL, STT_OBJECT);
     s.st_shndx = 1;
-    s.st_value = sym[i].off;
+    s.st_value = obj.n - sh[1].sh_offset;
     s.st_size = sym[i].size;
     el_put(&syms, &s, sizeof s);
+    el_put(&obj, sym[i].data, sym[i].size);
   }
-  ElBuf d = {(unsigned char *)data, n, n};
-  el_table(&obj, &sh[1], &shstr, ".rodata", SHT_PROGBITS, 64, &d);
-  sh[1].sh_flags = SHF_ALLOC;
+  sh[1].sh_size = obj.n - sh[1].sh_offset;
   sh[2].sh_link = 3;
   sh[2].sh_info = (Elf64_Word)(nsym + 2); /* every symbol local */
   sh[2].sh_entsize = sizeof(Elf64_Sym);

@@ -707,7 +707,7 @@ static bool ce_join_raw(CpuCg *cg, char **obj, size_t *n) {
   unsigned machine = *n >= 20 ? (unsigned)((unsigned char)(*obj)[18] | (unsigned char)(*obj)[19] << 8) : 0;
   char *data = NULL, *joined = NULL, jm[300];
   size_t dn = 0, jn = 0;
-  cpu_elf_data(machine, cg->raw, cg->raw_n, cg->raw_sym, cg->nraw, &data, &dn);
+  cpu_elf_data(machine, cg->raw_sym, cg->nraw, &data, &dn);
   bool ok = cpu_elf_join(*obj, *n, data, dn, &joined, &jn, jm, sizeof jm);
   free(data);
   if (!ok) {

@@ -83,10 +83,11 @@ typedef struct CpuTask {
 } CpuTask;
 
 /* Read-only data written into the object directly rather than through LLVM (cpu_rodata): its
- * symbol, offset and size in the data block. */
+ * symbol, bytes and size. */
 typedef struct CpuElfSym {
   const char *name;
-  uint64_t off, size;
+  const void *data;
+  uint64_t size;
 } CpuElfSym;
 
 /* Module-wide state of one compilation. */
@@ -138,9 +139,7 @@ typedef struct CpuCg {
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
                                      (its GEMM functions are declarations here), or NULL */
   bool raw_ok;         /* large read-only data goes straight into the object (cpu_rodata) */
-  unsigned char *raw;  /* that data, each entry 64-byte aligned (malloc'd) */
-  size_t raw_n, raw_cap; /* its bytes and capacity */
-  CpuElfSym *raw_sym;  /* its entries */
+  CpuElfSym *raw_sym;  /* that data (malloc'd array) */
   int nraw, raw_symcap; /* entries and capacity */
 } CpuCg;
 
@@ -192,8 +191,9 @@ int cpu_feature_said(const char *feat, const char *f);
 CpuTask *cpu_task_push(CpuCg *cg);
 /* A private, read-only, 64-byte aligned global holding n bytes of data, named name. From
  * CPU_RAW_MIN bytes on, where the output is an ELF64 object (cg->raw_ok), a hidden declaration
- * instead, the bytes copied to cg->raw: cpu_emit() joins them to the object as a local symbol
- * of .rodata, past LLVM. */
+ * instead, the bytes kept by reference (data must live as long as the compilation: the module's
+ * or cg->scratch's): cpu_emit() joins them to the object as a local symbol of .rodata, past
+ * LLVM. */
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n);
 #define CPU_RAW_MIN (64 << 10)
 /* The read-only global holding a constant instruction's literal (made once). */
@@ -461,10 +461,9 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
  * compilation, the prebuilt library and data written straight into the object need it). */
 bool cpu_elf64le(const char *triple);
 /* A relocatable ELF64 little-endian object for machine (e_machine) whose one section, .rodata
- * (64-byte aligned, allocated, read-only), holds the n bytes of data, with a local object
- * symbol per entry of sym (name, offset, size) for another object's references to resolve to
- * when joined with it. malloc'd into *out. */
-void cpu_elf_data(unsigned machine, const void *data, size_t n, const CpuElfSym *sym, int nsym, char **out,
-                  size_t *outlen);
+ * (allocated, read-only), holds the entries of sym one after the other, each 64-byte aligned,
+ * with a local object symbol each for another object's references to resolve to when joined
+ * with it. malloc'd into *out. */
+void cpu_elf_data(unsigned machine, const CpuElfSym *sym, int nsym, char **out, size_t *outlen);
 
 #endif
