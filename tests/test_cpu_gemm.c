@@ -717,7 +717,7 @@ static const char *tg_lib_compile(const char *dir, const char *name, const char 
  * GEMM functions, against the interpreter, where this host can run it; the library's symbols
  * are local, so two models link into one program. No library: at -O3, for plain x86-64 (SSE2),
  * a CPU whose features remove one the level needs (avx512f takes the AVX2 level instead), a
- * GEMM experiment, or HLOC_CPU_PREBUILT=0. */
+ * GEMM experiment, HLOC_CPU_PREBUILT=0, or a module without products. */
 Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   cr_assert_eq(cpu_prebuilt_count, 2, "this build has %d prebuilt libraries", cpu_prebuilt_count);
   const char *text = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
@@ -742,6 +742,9 @@ Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   setenv("HLOC_CPU_PREBUILT", "0", 1);
   cr_expect_str_eq(tg_lib_compile(dir, "off", text, "haswell", "", 2), "");
   unsetenv("HLOC_CPU_PREBUILT");
+  /* nor in an object without products */
+  cr_expect_str_eq(tg_lib_compile(dir, "plain", "HloModule m\nENTRY e {\n  x = f32[64,64] parameter(0)\n"
+                                  "  ROOT y = f32[64,64] add(x, x)\n}\n", "haswell", "", 2), "");
   /* two models with the library in one program: a relocatable link refuses duplicate globals */
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "cd '%s' && ld -r hsw.o skx.o -o two.o && nm two.o | grep -c ' t " CPU_LIB_SYMBOL "$'", dir);

@@ -1091,6 +1091,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   if (!cp_plan_loops(&cg, cg.entry, &cg.entry_region, 0)) goto done;
   cg.temp_base = memplan_align(cg.loop_top);
   if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
+  if (cg.prebuilt && !cpu_gemm_made(&cg)) cg.prebuilt = NULL; /* no product: no library */
   if (cg.extra_temp > 0 || cg.nloops > 0) cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;

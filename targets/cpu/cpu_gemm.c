@@ -2986,6 +2986,13 @@ const char *cpu_gemm_isa(CpuCg *cg) {
   return NULL;
 }
 
+bool cpu_gemm_made(const CpuCg *cg) {
+  bool any = cg->gemm_fn[0] || cg->gemm_rows_fn || cg->gemm_packa_fn || cg->gemm_packb_fn;
+  for (int s = 0; s < GS_COUNT; s++) any |= cg->gemm_step_fn[s] != NULL;
+  for (int w = 0; w < GW_COUNT; w++) any |= cg->wino_fn[w] != NULL;
+  return any;
+}
+
 void cpu_gemm_library(CpuCg *cg) {
   LLVMValueRef fn[GS_COUNT + GW_COUNT + 4];
   int n = 0;

@@ -395,6 +395,8 @@ int cpu_vector_width(CpuCg *cg);
  * exactly the GEMM functions this compilation would make (its configuration is that level's
  * default, on x86), or NULL. The caller checks that the target has the level's features. */
 const char *cpu_gemm_isa(CpuCg *cg);
+/* Whether the module's kernels made (or declared) any of the GEMM's functions. */
+bool cpu_gemm_made(const CpuCg *cg);
 /* Make every GEMM function with every path (cg->lib), internal and kept (llvm.compiler.used):
  * the prebuilt library's module. */
 void cpu_gemm_library(CpuCg *cg);
