@@ -196,7 +196,7 @@ bool cpu_elf64le(const char *triple) {
   bool arch = !strncmp(triple, "x86_64-", 7) || !strncmp(triple, "aarch64-", 8) || !strncmp(triple, "riscv64-", 8);
   bool elf = strstr(triple, "-linux") || strstr(triple, "-freebsd") || strstr(triple, "-netbsd") ||
              strstr(triple, "-openbsd") || strstr(triple, "-elf") || strstr(triple, "-none");
-  return arch && elf;
+  return arch && elf && !strstr(triple, "x32"); /* gnux32: ELF32 objects */
 }
 
 bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out, size_t *outlen,
