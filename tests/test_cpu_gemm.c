@@ -803,6 +803,40 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
   free(dir);
 }
 
+/* Whether compiling text for haswell with --profile (task names in the object) names a task
+ * "few columns". */
+static bool tg_few_columns_task(const char *dir, const char *text) {
+  char obj[512];
+  snprintf(obj, sizeof obj, "%s/tiny.o", dir);
+  HModule *m = ct_parse(text);
+  HErr err = {0};
+  CpuOpts o = {.name = "tiny", .out_path = obj, .opt_level = 2, .emit = CPU_EMIT_OBJ, .cpu = "haswell",
+               .features = "", .profile = true};
+  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
+  hlo_module_free(m);
+  return tg_obj_has(obj, "few columns");
+}
+
+/* A product of at most 65536 multiply-adds (GM_TINY_MACS: a few microseconds) goes through the
+ * prebuilt library's blocked GEMM instead of a few-columns kernel made for it (5-15 ms of
+ * compilation each); without the library, or when larger, it keeps that kernel. Against the
+ * interpreter with the library and without (tg_check). */
+Test(cpu_gemm, tiny_products_through_the_library, .timeout = 300) {
+  const char *tiny = "HloModule m\nENTRY e {\n  x = f32[32,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
+    "  ROOT d = f32[32,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *larger = "HloModule m\nENTRY e {\n  x = f32[64,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
+    "  ROOT d = f32[64,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  char *dir = ct_tmpdir("hloc_tiny");
+  cr_expect(!tg_few_columns_task(dir, tiny), "a tiny product kept its few-columns kernel");
+  cr_expect(tg_few_columns_task(dir, larger), "81920 multiply-adds lost the few-columns kernel");
+  setenv("HLOC_CPU_PREBUILT", "0", 1);
+  cr_expect(tg_few_columns_task(dir, tiny), "no library, yet no few-columns kernel");
+  unsetenv("HLOC_CPU_PREBUILT");
+  tg_check("tiny product", tiny, 1e-5, false); /* IR output (no library): the few-columns kernel */
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* On a CPU without FMA (generic x86-64: SSE2) the micro-kernels multiply and add rather than
  * call fmaf for every element (which made resnet_block 37x slower there), a product and a
  * Winograd convolution alike; with FMA they fuse; without AVX the vectors are 128-bit. */

@@ -1841,6 +1841,7 @@ static const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
 }
 
 enum { GM_RED_KEEP = 1 << 20 }; /* elements a reduction over a product may keep */
+enum { GM_TINY_MACS = 1 << 16 }; /* products below this many multiply-adds: cpu_gemm_kernel */
 
 /* a (+) b with reduction red's reducer. */
 static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRef a, LLVMValueRef b) {
@@ -2797,8 +2798,13 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
       stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
       if (!gm_stage(cg, in, ops[j]->base, off, ops[j])) return -1;
     }
-  if (!red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
-  if (!red && gm_few_n_fits(&c, &p)) return gm_few_n(cg, in, hero, &p, &c, want, stage_bytes);
+  /* a product of a few microseconds' work (at most GM_TINY_MACS multiply-adds) takes the
+     blocked GEMM when it is prebuilt: the few-rows and few-columns kernels are made for each
+     product and cost 5-15 ms of compilation each (the training step's three dense-layer
+     products: 0.198 -> 0.174 s of CPU in all), for nothing measurable at run time */
+  bool tiny = cg->prebuilt && nb * p.M * p.N * p.K <= GM_TINY_MACS;
+  if (!tiny && !red && gm_small_m_fits(&c, &p)) return gm_small_m(cg, in, hero, &p, &c, nb, want, stage_bytes);
+  if (!tiny && !red && gm_few_n_fits(&c, &p)) return gm_few_n(cg, in, hero, &p, &c, want, stage_bytes);
   if (p.wino) return gm_winograd(cg, in, hero, red, &p, &c, stage_bytes, want);
   /* a dot split over several chunks that would each pack the same operand (B when the rows
      are split, A when only the columns are) packs it once, in a kernel of its own run before
