@@ -1,8 +1,9 @@
 """tools/bench/ort_bench.py: ONNX Runtime (CPU, Python package) on the bench workloads, the
 same measurement as ../shared/peers/ort_bench.mjs for machines with the onnxruntime Python
 package instead of Node (the device host): argument 0 filled with sin(i * 0.37), one warm-up
-run, then the median of 10 runs (3 for simple_cnn), intra-op threads as given, inter-op 1,
-sequential execution, all graph optimizations. Prints one JSON line per model.
+run, then the median of 10 runs (3 for simple_cnn; ORT_BENCH_RUNS=N sets another count),
+intra-op threads as given, inter-op 1, sequential execution, all graph optimizations. Prints
+one JSON line per model.
 
     python3 ort_bench.py ONNX_DIR THREADS [MODEL ...]
 """
@@ -44,7 +45,8 @@ def main():
         feeds = {"x": x}
         s.run(None, feeds)
         ts = []
-        for _ in range(3 if name == "simple_cnn" else 10):
+        runs = int(os.environ.get("ORT_BENCH_RUNS", "0")) or (3 if name == "simple_cnn" else 10)
+        for _ in range(runs):
             t = time.perf_counter()
             s.run(None, feeds)
             ts.append(time.perf_counter() - t)
