@@ -29,9 +29,10 @@
  * has only the paths the module's products can take (a module without convolutions has no
  * convolution packing, resident B or panels read in place; one without dots no packing of A
  * from a matrix), or, in the prebuilt library (cpu_prebuilt.c: these functions compiled once
- * per x86 ISA level when hloc is built, used by -O2 objects), all of them. The GEMM's functions were much of a module's compile time: instructions
- * executed by hloc (callgrind), mlp 606 -> 432 M, bert_base 1439 -> 1272 M (the same for
- * resnet_block, 1066 -> 1046 M, and the training step, which has both kinds). A constant B
+ * per x86 ISA level when hloc is built, used by -O2 objects), all of them. The GEMM's
+ * functions were much of a module's compile time: instructions executed by hloc (callgrind),
+ * mlp 606 -> 432 M, bert_base 1439 -> 1272 M (the same for resnet_block, 1066 -> 1046 M, and
+ * the training step, which has both kinds). A constant B
  * (weights frozen into the module) is packed that way at compile time, into read-only data
  * that replaces the constant: the run packs nothing of it (gm_const_packed_b).
  *
