@@ -40,8 +40,9 @@
  *
  * Where the compilation uses the prebuilt library (cg->prebuilt, cpu_prebuilt.c) the module
  * only declares the GEMM's functions, and the library's object is joined after the module's
- * (after the last part on the split path, so part 0's data is still copied once). When
- * compiling the library itself (cg->lib) the path is serial and nothing is specialized.
+ * (after the last part on the split path), then the block of large constants, which the
+ * module only declares too (ce_join_tail). When compiling the library itself (cg->lib) the
+ * path is serial and nothing is specialized.
  *
  * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
  * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
@@ -690,33 +691,27 @@ static void ce_specialize(LLVMModuleRef M) {
   }
 }
 
-/* *out = the object a joined with the prebuilt library's (cg->prebuilt): the calls of a's
- * kernels to the GEMM's functions resolve to the library's local definitions. */
-static bool ce_join_prebuilt(CpuCg *cg, const char *a, size_t an, char **out, size_t *outlen) {
-  char jm[300];
-  if (cpu_elf_join(a, an, cg->prebuilt->obj, cg->prebuilt->size, out, outlen, jm, sizeof jm)) return true;
-  hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining the prebuilt library (%s) failed: %s",
-          cg->prebuilt->isa, jm);
-  return false;
-}
-
-/* *obj (*n bytes) joined with the data block of cg->raw (cpu_rodata): the large constants, as
- * local symbols of .rodata; one copy of the bytes, none through LLVM. */
-static bool ce_join_raw(CpuCg *cg, char **obj, size_t *n) {
-  if (!cg->nraw) return true;
-  unsigned machine = *n >= 20 ? (unsigned)((unsigned char)(*obj)[18] | (unsigned char)(*obj)[19] << 8) : 0;
-  char *data = NULL, *joined = NULL, jm[300];
-  size_t dn = 0, jn = 0;
-  cpu_elf_data(machine, cg->raw_sym, cg->nraw, &data, &dn);
-  bool ok = cpu_elf_join(*obj, *n, data, dn, &joined, &jn, jm, sizeof jm);
-  free(data);
-  if (!ok) {
-    hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining the constants' data failed: %s", jm);
-    return false;
+/* *obj (malloc'd, *n bytes) followed by what every object of the compilation gets after its
+ * code: the prebuilt library's object (cg->prebuilt; the kernels' calls to the GEMM's
+ * functions resolve to its local definitions), then the block of large constants (cg->raw_sym,
+ * cpu_rodata: their bytes copied once, none through LLVM). */
+static bool ce_join_tail(CpuCg *cg, char **obj, size_t *n) {
+  for (int step = 0; step < 2; step++) {
+    if (step == 0 ? !cg->prebuilt : !cg->nraw) continue;
+    char jm[300], *joined = NULL;
+    size_t jn = 0;
+    bool ok = step == 0
+        ? cpu_elf_join(*obj, *n, cg->prebuilt->obj, cg->prebuilt->size, &joined, &jn, jm, sizeof jm)
+        : cpu_elf_join_data(*obj, *n, cg->raw_sym, cg->nraw, &joined, &jn, jm, sizeof jm);
+    if (!ok) {
+      hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s",
+              step == 0 ? "the prebuilt library" : "the constants' data", jm);
+      return false;
+    }
+    free(*obj);
+    *obj = joined;
+    *n = jn;
   }
-  free(*obj);
-  *obj = joined;
-  *n = jn;
   return true;
 }
 
@@ -753,7 +748,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   pl->sp = sp;
   /* Large constants (a model's literals, frozen weights) are not in the module: they are
      declarations there, their bytes joined to the object at the end (cpu_rodata,
-     ce_join_raw); writing megabytes of initializers to the bitcode and reading them back in
+     ce_join_tail); writing megabytes of initializers to the bitcode and reading them back in
      every thread cost more than compiling the kernels (transformer_layer with frozen weights,
      28 MB: 0.6 s to write, 0.5 s per part to read, on the 2-core EPYC). */
   pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
@@ -829,25 +824,13 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   }
   /* the parts' objects joined in part order: the object depends on the module only */
   t1 = ce_now();
-  /* right to left, (p0 (p1 (p2 ...))): part 0 holds the module's data (megabytes of frozen
-     weights), which a left-to-right join copied once per part */
-  int last = sp->nparts - 1;
-  char *acc = pl->job[last].out;
-  size_t accn = pl->job[last].outlen;
-  pl->job[last].out = NULL;
-  if (cg->prebuilt) { /* the library's functions last */
-    char *lib = NULL;
-    size_t libn = 0;
-    bool jok = ce_join_prebuilt(cg, acc, accn, &lib, &libn);
-    free(acc);
-    acc = lib;
-    accn = libn;
-    if (!jok) goto done;
-  }
-  for (int p = last - 1; p >= 0; p--) {
+  char *acc = pl->job[0].out;
+  size_t accn = pl->job[0].outlen;
+  pl->job[0].out = NULL;
+  for (int p = 1; p < sp->nparts; p++) {
     char jm[300], *joined = NULL;
     size_t jn = 0;
-    bool jok = cpu_elf_join(pl->job[p].out, pl->job[p].outlen, acc, accn, &joined, &jn, jm, sizeof jm);
+    bool jok = cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
     free(acc);
     acc = joined;
     accn = jn;
@@ -856,7 +839,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
       goto done;
     }
   }
-  if (!ce_join_raw(cg, &acc, &accn)) {
+  if (!ce_join_tail(cg, &acc, &accn)) {
     free(acc);
     goto done;
   }
@@ -1008,19 +991,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     *out = ce_strdup(t, *outlen);
     LLVMDisposeMessage(t);
   } else {
-    if (cg->prebuilt) {
-      char *lib = NULL;
-      size_t libn = 0;
-      bool jok = ce_join_prebuilt(cg, j.out, j.outlen, &lib, &libn);
-      free(j.out);
-      j.out = lib;
-      j.outlen = libn;
-      if (!jok) {
-        ce_free_job(&j);
-        goto done;
-      }
-    }
-    if (o->emit == CPU_EMIT_OBJ && !ce_join_raw(cg, &j.out, &j.outlen)) {
+    if (!ce_join_tail(cg, &j.out, &j.outlen)) { /* nothing to join but into an object */
       ce_free_job(&j);
       goto done;
     }

@@ -462,10 +462,10 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
 /* Whether objects for triple are 64-bit little-endian ELF, what cpu_elf_join() reads (the split
  * compilation, the prebuilt library and data written straight into the object need it). */
 bool cpu_elf64le(const char *triple);
-/* A relocatable ELF64 little-endian object for machine (e_machine) whose one section, .rodata
+/* cpu_elf_join of object a and an object of a's machine whose one section, .rodata
  * (allocated, read-only), holds the entries of sym one after the other, each 64-byte aligned,
- * with a local object symbol each for another object's references to resolve to when joined
- * with it. malloc'd into *out. */
-void cpu_elf_data(unsigned machine, const CpuElfSym *sym, int nsym, char **out, size_t *outlen);
+ * with a local object symbol each, where a's references to them resolve. */
+bool cpu_elf_join_data(const void *a, size_t an, const CpuElfSym *sym, int nsym, char **out, size_t *outlen,
+                       char *msg, size_t msgn);
 
 #endif
