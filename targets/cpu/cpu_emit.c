@@ -235,6 +235,17 @@ static void ce_llvm_args(void) {
   LLVMParseCommandLineOptions(argc, argv, NULL);
 }
 
+/* Whether experiment knob name (HLOC_CPU_LSR, HLOC_CPU_MISCHED) is 1. */
+static bool ce_knob_on(const char *name) {
+  const char *v = getenv(name);
+  return v && *v == '1';
+}
+
+bool cpu_codegen_experiment(void) {
+  const char *args = getenv("HLOC_CPU_LLVM_ARGS");
+  return ce_knob_on("HLOC_CPU_LSR") || ce_knob_on("HLOC_CPU_MISCHED") || (args && *args);
+}
+
 /* ------------------------------------------------------------------ pipelines */
 
 /* Whether f is defined and carries string attribute attr (CPU_LIGHT_ATTR: the GEMM and its
@@ -961,11 +972,9 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   /* small kernels (-O2 and up): that cleanup, scalar (HLOC_CPU_SMALL_PIPELINE replaces it) */
   const char *small = getenv("HLOC_CPU_SMALL_PIPELINE");
   s.small_pipeline = s.lvl >= 2 ? (small && *small ? small : s.gemm_pipeline) : NULL;
-  const char *lsr = getenv("HLOC_CPU_LSR");
   pthread_mutex_lock(&ce_cl_lock);
   locked = true;
-  const char *misched = getenv("HLOC_CPU_MISCHED"); /* experiments: 1 keeps the scheduler */
-  ce_set_codegen_options(!(lsr && *lsr == '1'), !(misched && *misched == '1'));
+  ce_set_codegen_options(!ce_knob_on("HLOC_CPU_LSR"), !ce_knob_on("HLOC_CPU_MISCHED")); /* experiments: 1 keeps them */
   ce_llvm_args();
   if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
   bool timing = getenv("HLOC_CPU_TIME") != NULL;

@@ -117,30 +117,42 @@ typedef struct GmCfg {
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-/* x86 CPU names (LLVM's) whose feature set includes AVX-512F, for a named --cpu without
- * --features (LLVM's C API cannot list the features a CPU name implies). */
-static bool gm_cpu_has_avx512(const char *cpu) {
-  static const char *const names[] = {
-      "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
-      "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids",
-      "graniterapids", "graniterapids-d", "diamondrapids", "znver4", "znver5", "x86-64-v4",
-      "knl", "knm"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(cpu, names[i])) return true;
-  return false;
-}
+/* What LLVM's x86 CPU names imply, for a named --cpu without --features (LLVM's C API cannot
+ * list the features a CPU name implies): AVX-512F; all of x86-64-v3's features (AVX2, FMA,
+ * BMI1/2, F16C, LZCNT, MOVBE) or x86-64-v4's (v3 and AVX-512 F/BW/CD/DQ/VL), which the prebuilt
+ * library's levels need (cpu_prebuilt.c); no AVX at all (128-bit vectors: the 256-bit ones
+ * would be split in two). Names not listed imply none of these. */
+static const struct {
+  const char *name;
+  unsigned traits;
+} gm_x86_cpus[] = {
+#define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
+    {"skylake-avx512", GM_V4}, {"cascadelake", GM_V4}, {"cooperlake", GM_V4}, {"cannonlake", GM_V4},
+    {"icelake-client", GM_V4}, {"icelake-server", GM_V4}, {"tigerlake", GM_V4}, {"rocketlake", GM_V4},
+    {"sapphirerapids", GM_V4}, {"emeraldrapids", GM_V4}, {"graniterapids", GM_V4}, {"graniterapids-d", GM_V4},
+    {"diamondrapids", GM_V4}, {"znver4", GM_V4}, {"znver5", GM_V4}, {"x86-64-v4", GM_V4},
+#undef GM_V4
+    {"knl", CPU_X86_AVX512F}, {"knm", CPU_X86_AVX512F},
+    {"x86-64-v3", CPU_X86_V3}, {"haswell", CPU_X86_V3}, {"broadwell", CPU_X86_V3}, {"skylake", CPU_X86_V3},
+    {"alderlake", CPU_X86_V3}, {"raptorlake", CPU_X86_V3}, {"meteorlake", CPU_X86_V3}, {"arrowlake", CPU_X86_V3},
+    {"arrowlake-s", CPU_X86_V3}, {"lunarlake", CPU_X86_V3}, {"pantherlake", CPU_X86_V3}, {"gracemont", CPU_X86_V3},
+    {"znver1", CPU_X86_V3}, {"znver2", CPU_X86_V3}, {"znver3", CPU_X86_V3},
+    {"x86-64-v2", CPU_X86_PRE_AVX}, {"nehalem", CPU_X86_PRE_AVX}, {"corei7", CPU_X86_PRE_AVX},
+    {"westmere", CPU_X86_PRE_AVX}, {"core2", CPU_X86_PRE_AVX}, {"penryn", CPU_X86_PRE_AVX},
+    {"bonnell", CPU_X86_PRE_AVX}, {"atom", CPU_X86_PRE_AVX}, {"silvermont", CPU_X86_PRE_AVX},
+    {"slm", CPU_X86_PRE_AVX}, {"goldmont", CPU_X86_PRE_AVX}, {"goldmont-plus", CPU_X86_PRE_AVX},
+    {"tremont", CPU_X86_PRE_AVX}, {"k8", CPU_X86_PRE_AVX}, {"k8-sse3", CPU_X86_PRE_AVX},
+    {"opteron", CPU_X86_PRE_AVX}, {"opteron-sse3", CPU_X86_PRE_AVX}, {"athlon64", CPU_X86_PRE_AVX},
+    {"athlon64-sse3", CPU_X86_PRE_AVX}, {"athlon-fx", CPU_X86_PRE_AVX}, {"amdfam10", CPU_X86_PRE_AVX},
+    {"barcelona", CPU_X86_PRE_AVX}, {"btver1", CPU_X86_PRE_AVX}, {"pentium4", CPU_X86_PRE_AVX},
+    {"prescott", CPU_X86_PRE_AVX}, {"nocona", CPU_X86_PRE_AVX}, {"i686", CPU_X86_PRE_AVX},
+    {"pentium-m", CPU_X86_PRE_AVX}, {"yonah", CPU_X86_PRE_AVX}, {"lakemont", CPU_X86_PRE_AVX},
+};
 
-/* x86 CPU names (LLVM's) without AVX, for a named --cpu without --features: 128-bit vectors
- * (the 256-bit ones would be split in two). */
-static bool gm_cpu_pre_avx(const char *cpu) {
-  static const char *const names[] = {
-      "x86-64-v2", "nehalem", "corei7", "westmere", "core2", "penryn", "bonnell", "atom", "silvermont",
-      "slm", "goldmont", "goldmont-plus", "tremont", "k8", "k8-sse3", "opteron", "opteron-sse3",
-      "athlon64", "athlon64-sse3", "athlon-fx", "amdfam10", "barcelona", "btver1", "pentium4",
-      "prescott", "nocona", "i686", "pentium-m", "yonah", "lakemont"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(cpu, names[i])) return true;
-  return false;
+unsigned cpu_x86_traits(const char *cpu) {
+  for (size_t i = 0; i < sizeof gm_x86_cpus / sizeof *gm_x86_cpus; i++)
+    if (!strcmp(cpu, gm_x86_cpus[i].name)) return gm_x86_cpus[i].traits;
+  return 0;
 }
 
 static GmCfg gm_cfg(CpuCg *cg);
@@ -166,12 +178,13 @@ static GmCfg gm_cfg(CpuCg *cg) {
   if (cg->gemm_cfg) return *cg->gemm_cfg;
   const char *feat = cg->tfeat, *cpu = cg->tcpu;
   int said512 = cpu_feature_said(feat, "avx512f"), said_avx = cpu_feature_said(feat, "avx");
-  bool avx512 = said512 > 0 || (gm_cpu_has_avx512(cpu) && said512 == 0);
+  unsigned traits = cpu_x86_traits(cpu);
+  bool avx512 = said512 > 0 || ((traits & CPU_X86_AVX512F) && said512 == 0);
   const char *triple = cg->triple;
   bool x86 = !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
              (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
   bool avx = avx512 || said_avx > 0 ||
-             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !gm_cpu_pre_avx(cpu) && said_avx == 0);
+             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !(traits & CPU_X86_PRE_AVX) && said_avx == 0);
   /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) measured
      faster than 384, and 384 faster than 256, on the device host's Xeon (2 cores, variants
      interleaved, two rounds each: 384 vs 256 on mlp, simple_cnn and bert_base, e.g.

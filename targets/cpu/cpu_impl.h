@@ -391,6 +391,14 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in);
 /* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
  * AVX, else 4); cached in cg. */
 int cpu_vector_width(CpuCg *cg);
+/* What an LLVM x86 CPU name implies (a table in cpu_gemm.c; 0 for names it does not list). */
+enum {
+  CPU_X86_AVX512F = 1, /* AVX-512F */
+  CPU_X86_V3 = 2,      /* all of x86-64-v3's features */
+  CPU_X86_V4 = 4,      /* all of x86-64-v4's */
+  CPU_X86_PRE_AVX = 8, /* no AVX */
+};
+unsigned cpu_x86_traits(const char *cpu);
 /* The ISA level (an LLVM CPU name: "x86-64-v4", "x86-64-v3") whose prebuilt library holds
  * exactly the GEMM functions this compilation would make (its configuration is that level's
  * default, on x86), or NULL. The caller checks that the target has the level's features. */
@@ -451,6 +459,9 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
  * code-generated on two threads and joined into one object. cg->M is consumed (left in an
  * unspecified state). false with a located error. */
 bool cpu_emit(CpuCg *cg, char **out, size_t *outlen);
+/* Whether an experiment knob changes code generation (HLOC_CPU_LSR=1, HLOC_CPU_MISCHED=1,
+ * HLOC_CPU_LLVM_ARGS): the prebuilt library, compiled without it, would not match. */
+bool cpu_codegen_experiment(void);
 
 /* ------------------------------------------------------------------ cpu_elf.c
  * (added with the two-thread emission) */

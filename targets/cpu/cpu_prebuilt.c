@@ -19,11 +19,11 @@
  *   - an object at -O2 (the default): IR and assembly output show the module's own functions;
  *     -O0, -O1 and -O3 keep their own optimization and code generation levels;
  *   - an x86_64 Linux triple, and a GEMM configuration that is the level's default (none of
- *     the HLOC_CPU_GEMM_* experiments), no codegen experiments (HLOC_CPU_LLVM_ARGS,
- *     HLOC_CPU_MISCHED, HLOC_CPU_LSR), and not HLOC_CPU_PREBUILT=0;
+ *     the HLOC_CPU_GEMM_* experiments), no codegen experiments (cpu_codegen_experiment:
+ *     HLOC_CPU_LLVM_ARGS, HLOC_CPU_MISCHED=1, HLOC_CPU_LSR=1), and not HLOC_CPU_PREBUILT=0;
  *   - the target has the level's features: those the features string names (+f / -f, the
  *     last mention deciding: the host's string names them all), else those of the CPU name
- *     (a named --cpu without --features: the names below that have the level).
+ *     (a named --cpu without --features: cpu_x86_traits, cpu_gemm.c's table of CPU names).
  * The library's code is tuned for the level's generic CPU, not for --cpu: its loops are
  * blocked, unrolled and vectorized by construction, so there is little left to tune.
  * The object depends on the inputs and flags only, as before: the library's bytes are fixed
@@ -41,37 +41,18 @@ const char *const cpu_prebuilt_isas[] = {"x86-64-v4", "x86-64-v3", NULL};
 /* Features of each level that the generated code may use beyond the previous one. */
 static const char *const cpb_v3_feats[] = {"avx", "avx2", "fma", "bmi", "bmi2", "f16c", "lzcnt", "movbe", NULL};
 static const char *const cpb_v4_feats[] = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", NULL};
-/* LLVM CPU names with all of x86-64-v4's features. */
-static const char *const cpb_v4_cpus[] = {
-    "x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server",
-    "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
-    "diamondrapids", "znver4", "znver5", NULL};
-/* and those with x86-64-v3's but not v4's. */
-static const char *const cpb_v3_cpus[] = {
-    "x86-64-v3", "haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake",
-    "arrowlake-s", "lunarlake", "pantherlake", "gracemont", "znver1", "znver2", "znver3", NULL};
-
-static bool cpb_listed(const char *const *list, const char *s) {
-  for (; *list; list++)
-    if (!strcmp(*list, s)) return true;
-  return false;
-}
 
 /* Whether feature f is on for a target of CPU name cpu and features string feat. */
 static bool cpb_feature(const char *cpu, const char *feat, const char *f, bool v4) {
   int said = cpu_feature_said(feat, f);
   if (said) return said > 0;
-  return cpb_listed(cpb_v4_cpus, cpu) || (!v4 && cpb_listed(cpb_v3_cpus, cpu));
+  return cpu_x86_traits(cpu) & (v4 ? CPU_X86_V4 : CPU_X86_V3);
 }
 
 const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg) {
   const CpuOpts *o = cg->o;
   if (cg->lib || o->emit != CPU_EMIT_OBJ || o->opt_level != 2) return NULL;
-  static const char *const knobs[] = {"HLOC_CPU_LLVM_ARGS", "HLOC_CPU_MISCHED", "HLOC_CPU_LSR"};
-  for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++) {
-    const char *v = getenv(knobs[i]);
-    if (v && *v) return NULL;
-  }
+  if (cpu_codegen_experiment()) return NULL;
   const char *env = getenv("HLOC_CPU_PREBUILT");
   if (env && !strcmp(env, "0")) return NULL;
   if (strncmp(cg->triple, "x86_64-", 7) || !strstr(cg->triple, "-linux")) return NULL;
