@@ -667,6 +667,21 @@ Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
   tg_check("convolution and dot", both, 1e-5, true);
 }
 
+/* Compile text as an object dir/NAME.o, with its header dir/NAME.h (o.name: NAME), the rest of
+ * the options as o gives them; the object's path into obj. */
+static void tg_compile_obj(const char *dir, const char *text, CpuOpts o, char *obj, size_t on) {
+  char hdr[512];
+  snprintf(obj, on, "%s/%s.o", dir, o.name);
+  snprintf(hdr, sizeof hdr, "%s/%s.h", dir, o.name);
+  o.out_path = obj;
+  o.header_path = hdr;
+  o.emit = CPU_EMIT_OBJ;
+  HModule *m = ct_parse(text);
+  HErr err = {0};
+  cr_assert(cpu_compile(m, &o, &err), "%s: %s", o.name, err.msg);
+  hlo_module_free(m);
+}
+
 /* The .text bytes of the prebuilt library of level isa (NULL when this build has none). */
 static const unsigned char *tg_lib_text(const char *isa, size_t *n) {
   for (int i = 0; i < cpu_prebuilt_count; i++) {
@@ -688,15 +703,9 @@ static const unsigned char *tg_lib_text(const char *isa, size_t *n) {
  * which prebuilt library the object holds ("x86-64-v4", "x86-64-v3" or "" for none). */
 static const char *tg_lib_compile(const char *dir, const char *name, const char *text, const char *cpu,
                                   const char *features, int opt) {
-  char obj[512], hdr[512];
-  snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
-  snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
-  HModule *m = ct_parse(text);
-  HErr err = {0};
-  CpuOpts o = {.name = name, .out_path = obj, .header_path = hdr, .opt_level = opt, .emit = CPU_EMIT_OBJ,
-               .par_min_elems = 1, .cpu = cpu, .features = features};
-  cr_assert(cpu_compile(m, &o, &err), "%s: %s", name, err.msg);
-  hlo_module_free(m);
+  char obj[512];
+  tg_compile_obj(dir, text, (CpuOpts){.name = name, .opt_level = opt, .par_min_elems = 1, .cpu = cpu, .features = features},
+                 obj, sizeof obj);
   size_t n = 0;
   char *b = ct_slurp(obj, &n);
   const char *which = "";
@@ -807,13 +816,8 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
  * "few columns". */
 static bool tg_few_columns_task(const char *dir, const char *text) {
   char obj[512];
-  snprintf(obj, sizeof obj, "%s/tiny.o", dir);
-  HModule *m = ct_parse(text);
-  HErr err = {0};
-  CpuOpts o = {.name = "tiny", .out_path = obj, .opt_level = 2, .emit = CPU_EMIT_OBJ, .cpu = "haswell",
-               .features = "", .profile = true};
-  cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  hlo_module_free(m);
+  tg_compile_obj(dir, text, (CpuOpts){.name = "tiny", .opt_level = 2, .cpu = "haswell", .features = "", .profile = true},
+                 obj, sizeof obj);
   return tg_obj_has(obj, "few columns");
 }
 
