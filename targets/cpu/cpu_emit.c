@@ -41,8 +41,8 @@
  * Where the compilation uses the prebuilt library (cg->prebuilt, cpu_prebuilt.c) the module
  * only declares the GEMM's functions, and the library's object is joined after the module's
  * (after the last part on the split path), then the block of large constants, which the
- * module only declares too (ce_join_tail). When compiling the library itself (cg->lib) the
- * path is serial and nothing is specialized.
+ * module only declares too (ce_join_tail). The library itself (cg->lib) is compiled on the
+ * serial path.
  *
  * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
  * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
@@ -982,8 +982,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
-  /* as the split path does; not the library's functions, which no call here specializes */
-  if (s.lvl >= 1 && !cg->lib) ce_specialize(cg->M);
+  if (s.lvl >= 1) ce_specialize(cg->M); /* as the split path does (the library's functions have no calls) */
   CeJob j = {0};
   j.s = &s;
   j.C = cg->C;
