@@ -369,11 +369,7 @@ LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n)
     LLVMSetGlobalConstant(gv, 1);
     LLVMSetVisibility(gv, LLVMHiddenVisibility);
     LLVMSetAlignment(gv, 64);
-    if (cg->nraw == cg->raw_symcap) {
-      cg->raw_symcap = cg->raw_symcap ? 2 * cg->raw_symcap : 16;
-      cg->raw_sym = realloc(cg->raw_sym, sizeof *cg->raw_sym * (size_t)cg->raw_symcap);
-      HLO_ASSERT(cg->raw_sym);
-    }
+    cg->raw_sym = hlo_arena_grow(cg->scratch, cg->raw_sym, cg->nraw, &cg->raw_symcap, 16, sizeof *cg->raw_sym);
     cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), data, n};
     return gv;
   }
@@ -1049,7 +1045,6 @@ void cpu_cg_types(CpuCg *cg) {
 }
 
 void cpu_cg_free(CpuCg *cg) {
-  free(cg->raw_sym);
   LLVMDisposeBuilder(cg->B);
   LLVMDisposeModule(cg->M);
   LLVMContextDispose(cg->C);

@@ -139,7 +139,7 @@ typedef struct CpuCg {
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
                                      (its GEMM functions are declarations here), or NULL */
   bool raw_ok;         /* large read-only data goes straight into the object (cpu_rodata) */
-  CpuElfSym *raw_sym;  /* that data (malloc'd array) */
+  CpuElfSym *raw_sym;  /* that data (in scratch) */
   int nraw, raw_symcap; /* entries and capacity */
 } CpuCg;
 

@@ -500,13 +500,14 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
  * constants. Functions are compared in task order; a group is led by its first function. */
 static void cp_share_round(CpuCg *cg, bool param) {
   int n = cg->ntasks;
-  CpFp *fp = calloc((size_t)n, sizeof *fp); /* per task whose function is first seen there */
-  CpHoles *hs = calloc((size_t)n, sizeof *hs);
-  uint64_t *hash = calloc((size_t)n, sizeof *hash);
-  bool *have = calloc((size_t)n, sizeof *have);
-  int *lead = calloc((size_t)n, sizeof *lead);
-  LLVMValueRef *orig = calloc((size_t)n, sizeof *orig);
-  HLO_ASSERT(fp && hs && hash && have && lead && orig);
+  size_t un = (size_t)n;
+  HArena *a = cg->scratch;
+  CpFp *fp = hlo_arena_alloc(a, un * sizeof *fp); /* per task whose function is first seen there */
+  CpHoles *hs = hlo_arena_alloc(a, un * sizeof *hs);
+  uint64_t *hash = hlo_arena_alloc(a, un * sizeof *hash);
+  bool *have = hlo_arena_alloc(a, un * sizeof *have);
+  int *lead = hlo_arena_alloc(a, un * sizeof *lead);
+  LLVMValueRef *orig = hlo_arena_alloc(a, un * sizeof *orig);
   for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
   bool any = false;
   for (int t = 0; t < n; t++) {
@@ -540,8 +541,7 @@ static void cp_share_round(CpuCg *cg, bool param) {
     LLVMDeleteFunction(fn);
   }
   if (any) {
-    int *mt = calloc((size_t)n, sizeof *mt);
-    HLO_ASSERT(mt);
+    int *mt = hlo_arena_alloc(a, un * sizeof *mt);
     for (int t = 0; t < n; t++) {
       if (!have[t]) continue;
       int m = 0;
@@ -550,18 +550,11 @@ static void cp_share_round(CpuCg *cg, bool param) {
         if (lead[u] == t) mt[m++] = u;
       if (m > 1) cp_merge(cg, mt, m, hs);
     }
-    free(mt);
   }
-  for (int t = 0; t < n; t++) {
+  for (int t = 0; t < n; t++) { /* the token buffers grow by realloc */
     free(fp[t].t);
     free(hs[t].s);
   }
-  free(fp);
-  free(hs);
-  free(hash);
-  free(have);
-  free(lead);
-  free(orig);
 }
 
 void cpu_share_kernels(CpuCg *cg) {
