@@ -187,12 +187,6 @@ bool opt_fold_batchnorm(HModule *m, PassCtx *pc) {
 }
 
 /* opt_freeze with a value the module may keep as it is (in m's arena) or must copy. */
-static bool freeze_value(HModule *m, int64_t param, const Literal *value, bool adopt, HErr *err);
-
-bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err) {
-  return freeze_value(m, param, value, false, err);
-}
-
 static bool freeze_value(HModule *m, int64_t param, const Literal *value, bool adopt, HErr *err) {
   HComp *e = m->entry;
   if (!e) {
@@ -236,6 +230,10 @@ static bool freeze_value(HModule *m, int64_t param, const Literal *value, bool a
   m->nalias = k;
   hlo_comp_renumber(e);
   return true;
+}
+
+bool opt_freeze(HModule *m, int64_t param, const Literal *value, HErr *err) {
+  return freeze_value(m, param, value, false, err);
 }
 
 /* The entry parameter number spec `arg` names (a number, or a parameter's name or op_name;
