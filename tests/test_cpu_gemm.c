@@ -854,6 +854,12 @@ Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
   cr_expect(tg_out_contains(t, "vfmadd", true, "haswell"), "no FMA instructions on haswell");
   /* a named CPU without AVX gets 128-bit vectors, not 256-bit ones split in two */
   cr_expect(!tg_out_contains(t, "ymm", true, "nehalem"), "256-bit registers on nehalem");
+  /* an AVX-512 CPU whose features remove AVX2 (which LLVM's AVX-512 needs) gets 256-bit
+     vectors: the 512-bit configuration failed in LLVM's register allocation */
+  char *s = ct_cpu_text(t, (CpuOpts){.name = "model", .opt_level = 2, .emit = CPU_EMIT_ASM, .par_min_elems = 1,
+                                     .cpu = "rocketlake", .features = "-avx2"});
+  cr_expect(!strstr(s, "zmm") && strstr(s, "ymm"), "rocketlake -avx2: not 256-bit vectors");
+  free(s);
 }
 
 /* Winograd's F(2x2, 3x3) (3x3 convolutions of unit stride, NHWC input, channel counts in

@@ -179,7 +179,10 @@ static GmCfg gm_cfg(CpuCg *cg) {
   const char *feat = cg->tfeat, *cpu = cg->tcpu;
   int said512 = cpu_feature_said(feat, "avx512f"), said_avx = cpu_feature_said(feat, "avx");
   unsigned traits = cpu_x86_traits(cpu);
-  bool avx512 = said512 > 0 || ((traits & CPU_X86_AVX512F) && said512 == 0);
+  /* AVX-512F needs AVX2, FMA and F16C: LLVM drops it with any of them */
+  bool below512 = cpu_feature_said(feat, "avx2") < 0 || cpu_feature_said(feat, "fma") < 0 ||
+                  cpu_feature_said(feat, "f16c") < 0 || said_avx < 0;
+  bool avx512 = said512 > 0 || ((traits & CPU_X86_AVX512F) && said512 == 0 && !below512);
   const char *triple = cg->triple;
   bool x86 = !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
              (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
