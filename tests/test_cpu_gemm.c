@@ -310,6 +310,37 @@ Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
   tg_check("packing paths, 8-row tiles", tg_pack_paths, 1e-4, true);
 }
 
+/* Both orders of a block's micro-tiles (HLOC_CPU_GEMM_ORDER: column panels outermost, the
+ * AVX2 default, and row panels outermost, AVX-512's), whichever the host's is: the packing
+ * paths' convolutions, and a dot with edge tiles in both directions cut by small blocks (MC
+ * 24, KC 64, NC 64: three K blocks, two column blocks) under a bias epilogue. */
+Test(cpu_gemm, panel_orders, .timeout = 300) {
+  const char *dot = "HloModule m\n"
+    "f {\n"
+    "  a = f32[70,150] parameter(0)\n"
+    "  b = f32[150,90] parameter(1)\n"
+    "  d = f32[70,90] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  c = f32[90] parameter(2)\n"
+    "  cb = f32[70,90] broadcast(c), dimensions={1}\n"
+    "  ROOT e = f32[70,90] add(d, cb)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  a0 = f32[70,150] parameter(0)\n"
+    "  b0 = f32[150,90] parameter(1)\n"
+    "  c0 = f32[90] parameter(2)\n"
+    "  ROOT x = f32[70,90] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
+    "}\n";
+  for (int order = 0; order < 2; order++) {
+    setenv("HLOC_CPU_GEMM_ORDER", order ? "1" : "0", 1);
+    tg_check(order ? "packing paths, row panels outermost" : "packing paths, column panels outermost", tg_pack_paths,
+             1e-4, true);
+    setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+    tg_check(order ? "dot, small blocks, row panels outermost" : "dot, small blocks, column panels outermost", dot, 1e-4,
+             true);
+    unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  }
+}
+
 /* The same with every panel packed (HLOC_CPU_GEMM_DIRECT=0: no panel read in place), so the
  * NHWC transposing path packs the interior panels too. */
 Test(cpu_gemm, conv_pack_vector_paths_all_packed, .timeout = 300) {
@@ -1028,9 +1059,11 @@ Test(cpu_gemm, dot_rows_split_b_packed_once, .timeout = 300) {
     "  c0 = f32[70] parameter(2)\n"
     "  ROOT x = f32[300,70] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
     "}\n", 1e-4, true, "model_gemm_packb_f32");
-  /* N = 1100 > NC on every target: two column blocks of equal width, each with its packed
-     B, M = 1200 split in row blocks */
-  tg_check_fn("B packed once, two column blocks", "HloModule m\n"
+  /* N = 1100 > NC on every target: column blocks of equal width (5 on AVX-512, 2 on AVX2),
+     each with its packed B, M = 1200 split in row blocks (8 chunks asked: AVX-512's five
+     column blocks alone are enough items for the 4 chunks of a product this size) */
+  setenv("HLOC_CPU_GEMM_CHUNKS", "8", 1);
+  tg_check_fn("B packed once, several column blocks", "HloModule m\n"
     "ENTRY e {\n"
     "  a = f32[1200,40] parameter(0)\n"
     "  b = f32[40,1100] parameter(1)\n"

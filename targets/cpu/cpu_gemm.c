@@ -5,9 +5,15 @@
  * Goto/BLIS do:
  *   for jc (NC columns): for pc (KC of K): pack B[pc.., jc..] into NR-wide panels
  *     for ic (MC rows): pack A[ic.., pc..] into MR-tall panels
- *       for jr (NR): for ir (MR): the micro-kernel: an MR x NR tile held in MR * NR / VW
+ *       for ir (MR): for jr (NR): the micro-kernel: an MR x NR tile held in MR * NR / VW
  *         vector registers, one FMA per (row, vector) per k on a broadcast of A and a vector
  *         load of B; the tile is stored (first K block) or added to C.
+ * On AVX-512 the row panels are outermost in a block: A's MR x KC micro-panel (24 KiB) stays in
+ * L1 while B's KC x NC block (512 KiB, NC = 256) streams from L2; with the column panels
+ * outermost (AVX2 and older, whose smaller tiles leave B's micro-panel in L1) B's 64 KiB
+ * micro-panel did not fit L1 and its 2 MiB block of N = 1024 not L2 (on this VM's Xeon, three
+ * interleaved rounds: mlp 6.70 -> 6.11 ms on one core, transformer_layer 59.5 -> 55.8 ms and
+ * bert_base 696 -> 677 ms on two, the others level).
  * K is cut into blocks of equal depth (at most KC), so there is no thin last block. When the
  * whole K of a column block of B fits in GM_RESIDENT floats (convolutions only: their M is
  * huge), B is packed once and stays resident, and the row blocks go outermost instead (for jc: for ic: for pc): each MC x NC
@@ -113,6 +119,9 @@ typedef struct GmCfg {
   bool x86;    /* the target is x86 (register transposes get optimization barriers) */
   int wino;    /* 3x3 convolutions of unit stride through Winograd's F(2x2, 3x3) (gm_winograd):
                   0 no, 1 yes, more: yes, with slices of about that many tiles */
+  int order;   /* within a block: 0 column panels outer, row panels inner (B's micro-panel
+                  reused from L1); 1 row panels outer, column panels inner (A's micro-panel
+                  stays in L1 while the packed B block streams from L2) */
 } GmCfg;
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -169,9 +178,9 @@ bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 /* The configuration for the compilation's target CPU, worked out on first use (it asks LLVM
  * for the host's CPU and features) and kept in cg. */
 static const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 2048, true, false, false, 1}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1},  /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1},     /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0},    /* others */
 };
 
 static GmCfg gm_cfg(CpuCg *cg) {
@@ -193,7 +202,9 @@ static GmCfg gm_cfg(CpuCg *cg) {
      interleaved, two rounds each: 384 vs 256 on mlp, simple_cnn and bert_base, e.g.
      simple_cnn 1.75 -> 1.31/1.45 s; 512 vs 384 on mlp, transformer_layer and bert_base in
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
-     6x64 (HLOC_CPU_GEMM_TILE) were no better overall */
+     6x64 (HLOC_CPU_GEMM_TILE) were no better overall. With the row panels outermost (order 1)
+     NC 256 and 512 measured level, 2048 (B's block past L2) slower; a software prefetch of B
+     8 or 16 steps ahead in the micro-kernel, and KC 256 were no faster. */
   GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
@@ -223,6 +234,8 @@ static GmCfg gm_cfg(CpuCg *cg) {
     c.kc = kc;
     c.nc = gm_roundup(nc, c.nr);
   }
+  const char *order = getenv("HLOC_CPU_GEMM_ORDER"); /* experiments: 0 or 1 (GmCfg.order) */
+  if (order && (*order == '0' || *order == '1')) c.order = *order == '1';
   cg->gemm_cfg = hlo_arena_memdup(cg->scratch, &c, sizeof c);
   return c;
 }
@@ -1341,9 +1354,15 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     gif_close(k, &fc);
     gm_close(k, &lp);
   }
-  LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
+  LLVMValueRef jr, ir;
+  if (c.order) {
+    ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
+    jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
+  } else {
+    jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
+    ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
+  }
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
-  LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
   LLVMValueRef bpj = gfp(k, bpc, gmul(k, jr, kc));
@@ -1356,8 +1375,13 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     dr = &dat;
   }
   gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
-  gm_close(k, &lir);
-  gm_close(k, &ljr);
+  if (c.order) {
+    gm_close(k, &ljr);
+    gm_close(k, &lir);
+  } else {
+    gm_close(k, &lir);
+    gm_close(k, &ljr);
+  }
   gm_close(k, &lic);
   gm_close(k, &lpc);
   gm_close(k, &lio);
@@ -3003,7 +3027,7 @@ const char *cpu_gemm_isa(CpuCg *cg) {
   for (int i = 0; i < 2; i++) {
     const GmCfg *d = &gm_defaults[i];
     if (c.x86 && c.vw == d->vw && c.mr == d->mr && c.nr == d->nr && c.mc == d->mc && c.kc == d->kc &&
-        c.nc == d->nc && c.direct == d->direct)
+        c.nc == d->nc && c.direct == d->direct && c.order == d->order)
       return isa[i];
   }
   return NULL;
