@@ -5,7 +5,8 @@
 #   bash run.sh                      every model pinned to cores 0,1, serial and 2 threads
 #   CORES=0-15 THREADS=16 bash run.sh
 #   BUDGET=5 CAP=300 bash run.sh     seconds of timed runs per model and thread count; cap per run
-#   ROUNDS=3 bash run.sh             three interleaved rounds, the median of each figure over them
+#   ROUNDS=3 bash run.sh             three interleaved rounds, the median of each figure over them,
+#                                    and ONNX Runtime / hloc of each round's pair with their median
 #   COMPILE_ONLY=1 bash run.sh       only the machine line and the compile times
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
@@ -217,6 +218,33 @@ for m in order:
     a1, a2, o1, o2 = h.get((m, 1), 1e30), h.get((m, th), 1e30), o.get((b, 1), 1e30), o.get((b, th), 1e30)
     q = "%.2f, %.2f" % (o1 / a1, o2 / a2) if max(a1, a2, o1, o2) < 1e29 else "–"
     print("| %s | %s | %s | %s | %s | %s |" % (m, ms(a1), ms(a2), ms(o1), ms(o2), q))
+PY
+  fi
+  if [ "$rounds" -gt 1 ] && [ -s "$here/ort.jsonl" ] && command -v python3 >/dev/null; then
+    echo
+    echo "Round pairs: ONNX Runtime's median over hloc's in each round (the two measured one right after the other, so both saw the same moment of a shared host), and the median of those ratios:"
+    echo
+    python3 - "$raw" "$here/ort.jsonl" "$threads" <<'PY'
+import json, statistics, sys
+raw, ortf, th = sys.argv[1], sys.argv[2], int(sys.argv[3])
+h, o, order = {}, {}, []  # (model, threads) -> per-round figures, in round order
+for l in open(raw):
+    f = l.rstrip("\n").split("\t")
+    if f[0] not in order: order.append(f[0])
+    for t, v in ((1, f[1]), (th, f[2])):
+        h.setdefault((f[0], t), []).append(float(v) if v not in ("T", "F", "") else None)
+for l in open(ortf):
+    d = json.loads(l)
+    o.setdefault((d["model"], int(d["threads"])), []).append(float(d["run_median_s"]))
+def pairs(m, t):
+    b = m[:-7] if m.endswith("_frozen") else m
+    r = [ov / hv for hv, ov in zip(h.get((m, t), []), o.get((b, t), [])) if hv and ov]
+    return ("%s (median %.2f)" % (", ".join("%.2f" % x for x in r), statistics.median(r))) if r else None
+print("| model | ORT / hloc, 1t | ORT / hloc, %dt |" % th)
+print("|---|---|---|")
+for m in order:
+    p1, p2 = pairs(m, 1), pairs(m, th)
+    if p1 or p2: print("| %s | %s | %s |" % (m, p1 or "–", p2 or "–"))
 PY
   fi
   if [ -s "$ctimes" ]; then
