@@ -390,14 +390,13 @@ typedef struct CpParam {
  * computed here per member), as LLVM would have made of a constant divisor. */
 static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   LLVMValueRef f0 = cg->tasks[mt[0]].fn;
-  LLVMValueRef *mf = calloc((size_t)m, sizeof *mf);
-  HLO_ASSERT(mf);
+  HArena *a = cg->scratch; /* zeroed, freed with the compilation's scratch */
+  LLVMValueRef *mf = hlo_arena_alloc(a, (size_t)m * sizeof *mf);
   for (int i = 0; i < m; i++) mf[i] = cg->tasks[mt[i]].fn;
   const CpHoles *h0 = &hs[mt[0]];
   size_t L = h0->n;
-  int *sp = calloc(L + 1, sizeof *sp);
-  CpParam *ps = calloc(L + 1, sizeof *ps);
-  HLO_ASSERT(sp && ps);
+  int *sp = hlo_arena_alloc(a, (L + 1) * sizeof *sp);
+  CpParam *ps = hlo_arena_alloc(a, (L + 1) * sizeof *ps);
   int np = 0, nv = 0;
   for (size_t s = 0; s < L; s++) {
     const CpSite *st = &h0->s[s];
@@ -411,7 +410,7 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
       if (eq) sp[s] = q;
     }
     if (sp[s] >= 0) continue;
-    ps[np] = (CpParam){st->kind, st->bits, nv, calloc((size_t)m, sizeof(int64_t)), {0}};
+    ps[np] = (CpParam){st->kind, st->bits, nv, hlo_arena_alloc(a, (size_t)m * sizeof(int64_t)), {0}};
     HLO_ASSERT(ps[np].v);
     for (int i = 0; i < m; i++) ps[np].v[i] = hs[mt[i]].s[s].v;
     nv += st->kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1;
@@ -455,8 +454,8 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     }
   }
   /* every member's table, and its tasks moved to f0 with the table's slot */
-  int64_t *vals = calloc((size_t)nv + 1, sizeof *vals);
-  LLVMValueRef *cv = calloc((size_t)nv + 1, sizeof *cv);
+  int64_t *vals = hlo_arena_alloc(a, ((size_t)nv + 1) * sizeof *vals);
+  LLVMValueRef *cv = hlo_arena_alloc(a, ((size_t)nv + 1) * sizeof *cv);
   HLO_ASSERT(vals && cv);
   for (int i = 0; i < m; i++) {
     LLVMValueRef gv = NULL;
@@ -488,12 +487,6 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     }
     if (i > 0) LLVMDeleteFunction(mf[i]);
   }
-  for (int q = 0; q < np; q++) free(ps[q].v);
-  free(ps);
-  free(sp);
-  free(vals);
-  free(cv);
-  free(mf);
 }
 
 /* One round of sharing over the tasks' functions: exact (param false), or up to integer
