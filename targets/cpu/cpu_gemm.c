@@ -1284,7 +1284,7 @@ static LLVMValueRef gm_function(CpuCg *cg) {
      outermost, every K block of one before the next, so its C block stays in cache and is
      finished before moving on; else the K blocks outermost with B packed per block */
   LLVMValueRef keep = LLVMBuildAnd(k->B, res, LLVMBuildICmp(k->B, LLVMIntNE, P[GP_BKEEP], gi(k, 0), ""), "");
-  CpuLoop ljc, lio, lpc, lic, ljr, lir;
+  CpuLoop ljc, lio, lpc, lic, lout, lin;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, c.nc);
   LLVMValueRef nc = gmin(k, gi(k, c.nc), gsub(k, N, jc));
   LLVMValueRef io = gloop(k, &lio, gi(k, 0), LLVMBuildSelect(k->B, res, M, gi(k, 1), ""), c.mc);
@@ -1354,14 +1354,10 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     gif_close(k, &fc);
     gm_close(k, &lp);
   }
-  LLVMValueRef jr, ir;
-  if (c.order) {
-    ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
-    jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
-  } else {
-    jr = gloop(k, &ljr, gi(k, 0), nc, c.nr);
-    ir = gloop(k, &lir, gi(k, 0), mc, c.mr);
-  }
+  /* the block's micro-tiles: row panels outer (GmCfg.order 1) or column panels outer */
+  LLVMValueRef outer = c.order ? gloop(k, &lout, gi(k, 0), mc, c.mr) : gloop(k, &lout, gi(k, 0), nc, c.nr);
+  LLVMValueRef inner = c.order ? gloop(k, &lin, gi(k, 0), nc, c.nr) : gloop(k, &lin, gi(k, 0), mc, c.mr);
+  LLVMValueRef ir = c.order ? outer : inner, jr = c.order ? inner : outer;
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
@@ -1375,13 +1371,8 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     dr = &dat;
   }
   gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
-  if (c.order) {
-    gm_close(k, &ljr);
-    gm_close(k, &lir);
-  } else {
-    gm_close(k, &lir);
-    gm_close(k, &ljr);
-  }
+  gm_close(k, &lin);
+  gm_close(k, &lout);
   gm_close(k, &lic);
   gm_close(k, &lpc);
   gm_close(k, &lio);

@@ -411,7 +411,6 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     }
     if (sp[s] >= 0) continue;
     ps[np] = (CpParam){st->kind, st->bits, nv, hlo_arena_alloc(a, (size_t)m * sizeof(int64_t)), {0}};
-    HLO_ASSERT(ps[np].v);
     for (int i = 0; i < m; i++) ps[np].v[i] = hs[mt[i]].s[s].v;
     nv += st->kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1;
     sp[s] = np++;
@@ -456,7 +455,6 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   /* every member's table, and its tasks moved to f0 with the table's slot */
   int64_t *vals = hlo_arena_alloc(a, ((size_t)nv + 1) * sizeof *vals);
   LLVMValueRef *cv = hlo_arena_alloc(a, ((size_t)nv + 1) * sizeof *cv);
-  HLO_ASSERT(vals && cv);
   for (int i = 0; i < m; i++) {
     LLVMValueRef gv = NULL;
     if (nv > 0) {
