@@ -37,11 +37,11 @@ run() { # cap, command...: the key=value line, T on timeout, F on failure
   if [ $rc = 124 ] || [ $rc = 137 ]; then echo T; elif [ $rc != 0 ] || [ -z "$line" ]; then echo F; else echo "$line"; fi
 }
 
-ort_run() { # threads: ONNX Runtime on model $ort_m, its median appended to $ort and printed
+ort_run() { # threads: ONNX Runtime on model $ort_m, its median appended to $ort (with round $rd) and printed
   timeout 900 "${pin[@]}" python3 "$here/ort_bench.py" "$here/onnx" "$1" "$ort_m" 2>>"$here/run.log" | tee -a "$here/ort.jsonl" |
     python3 -c 'import json,sys
 for l in sys.stdin:
-    d = json.loads(l); print("%s\t%s\t%.9f\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"]))' >>"$ort"
+    d = json.loads(l); print("%s\t%s\t%.9f\t%s\t%s" % (d["model"], d["threads"], d["run_median_s"], d["ort_version"], sys.argv[1]))' "$rd" >>"$ort"
   echo "   ONNX Runtime:$(tail -n 1 "$ort" | awk -F'\t' '{ printf " %st %s s", $2, $3 }')"
 }
 
@@ -155,6 +155,7 @@ awk -F'\t' "$awk_med"'
   !(($1, $2) in seen) { seen[$1, $2] = 1; key[++nk] = $1 "\t" $2 }
   { v[$1, $2] = v[$1, $2] " " $3; ver = $4 }
   END { for (i = 1; i <= nk; i++) { split(key[i], k, "\t"); printf "%s\t%s\t%.9f\t%s\n", k[1], k[2], med(v[k[1], k[2]]), ver } }' "$ort" >"$ort.med"
+mv "$ort" "$here/ort_rounds.tsv" # each round's figure (model, threads, median, version, round)
 mv "$ort.med" "$ort"
 
 out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
@@ -192,12 +193,11 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       END { for (i = 1; i <= n; i++) printf "- %s:%s\n", o[i], r[o[i]] }' "$raw"
   fi
   if [ -s "$fast" ] && [ -s "$here/ort.jsonl" ] && command -v python3 >/dev/null; then
-    echo
-    echo "Fastest single run of each over all rounds (hloc's driver and ONNX Runtime both report their minimum; on a shared host, the figure least disturbed by the neighbours):"
-    echo
-    python3 - "$fast" "$here/ort.jsonl" "$threads" <<'PY'
-import json, sys
-fast, ortf, th = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    # the fastest single runs; with ROUNDS > 1 also each round's pair (ONNX Runtime's median
+    # over hloc's, measured one right after the other) and the median of those ratios
+    python3 - "$fast" "$here/ort.jsonl" "$raw" "$here/ort_rounds.tsv" "$threads" "$rounds" <<'PY'
+import json, statistics, sys
+fast, ortf, raw, ortr, th, rounds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 h, o, order = {}, {}, []
 for l in open(fast):
     m, t, v = l.split("\t")
@@ -207,44 +207,36 @@ for l in open(ortf):
     d = json.loads(l)
     k = (d["model"], int(d["threads"]))
     o[k] = min(o.get(k, 1e30), float(d["run_min_s"]))
+def base(m): return m[:-7] if m.endswith("_frozen") else m  # a frozen twin meets its model's ONNX Runtime figure
 def ms(x):
     if x >= 1e29: return "–"
     x *= 1e3
     return "%.2f" % x if x < 10 else "%.1f" % x if x < 100 else "%.0f" % x
+print("\nFastest single run of each over all rounds (hloc's driver and ONNX Runtime both report their minimum; on a shared host, the figure least disturbed by the neighbours):\n")
 print("| model | hloc 1t ms | hloc %dt ms | ORT 1t ms | ORT %dt ms | ORT / hloc (1t, %dt) |" % (th, th, th))
 print("|---|---:|---:|---:|---:|---|")
 for m in order:
-    b = m[:-7] if m.endswith("_frozen") else m
-    a1, a2, o1, o2 = h.get((m, 1), 1e30), h.get((m, th), 1e30), o.get((b, 1), 1e30), o.get((b, th), 1e30)
+    a1, a2, o1, o2 = h.get((m, 1), 1e30), h.get((m, th), 1e30), o.get((base(m), 1), 1e30), o.get((base(m), th), 1e30)
     q = "%.2f, %.2f" % (o1 / a1, o2 / a2) if max(a1, a2, o1, o2) < 1e29 else "–"
     print("| %s | %s | %s | %s | %s | %s |" % (m, ms(a1), ms(a2), ms(o1), ms(o2), q))
-PY
-  fi
-  if [ "$rounds" -gt 1 ] && [ -s "$here/ort.jsonl" ] && command -v python3 >/dev/null; then
-    echo
-    echo "Round pairs: ONNX Runtime's median over hloc's in each round (the two measured one right after the other, so both saw the same moment of a shared host), and the median of those ratios:"
-    echo
-    python3 - "$raw" "$here/ort.jsonl" "$threads" <<'PY'
-import json, statistics, sys
-raw, ortf, th = sys.argv[1], sys.argv[2], int(sys.argv[3])
-h, o, order = {}, {}, []  # (model, threads) -> per-round figures, in round order
-for l in open(raw):
-    f = l.rstrip("\n").split("\t")
-    if f[0] not in order: order.append(f[0])
-    for t, v in ((1, f[1]), (th, f[2])):
-        h.setdefault((f[0], t), []).append(float(v) if v not in ("T", "F", "") else None)
-for l in open(ortf):
-    d = json.loads(l)
-    o.setdefault((d["model"], int(d["threads"])), []).append(float(d["run_median_s"]))
-def pairs(m, t):
-    b = m[:-7] if m.endswith("_frozen") else m
-    r = [ov / hv for hv, ov in zip(h.get((m, t), []), o.get((b, t), [])) if hv and ov]
-    return ("%s (median %.2f)" % (", ".join("%.2f" % x for x in r), statistics.median(r))) if r else None
-print("| model | ORT / hloc, 1t | ORT / hloc, %dt |" % th)
-print("|---|---|---|")
-for m in order:
-    p1, p2 = pairs(m, 1), pairs(m, th)
-    if p1 or p2: print("| %s | %s | %s |" % (m, p1 or "–", p2 or "–"))
+if rounds > 1:
+    hr, orr = {}, {}  # (model, threads, round) -> that round's median
+    for l in open(raw):
+        f = l.rstrip("\n").split("\t")
+        for t, v in ((1, f[1]), (th, f[2])):
+            if v not in ("T", "F", ""): hr[f[0], t, f[8]] = float(v)
+    for l in open(ortr):
+        f = l.rstrip("\n").split("\t")
+        orr[f[0], int(f[1]), f[4]] = float(f[2])
+    def pairs(m, t):
+        r = [orr[base(m), t, rd] / hr[m, t, rd] for rd in map(str, range(1, rounds + 1)) if (m, t, rd) in hr and (base(m), t, rd) in orr]
+        return "%s (median %.2f)" % (", ".join("%.2f" % x for x in r), statistics.median(r)) if r else None
+    print("\nRound pairs: ONNX Runtime's median over hloc's in each round (the two measured one right after the other, so both saw the same moment of a shared host), and the median of those ratios:\n")
+    print("| model | ORT / hloc, 1t | ORT / hloc, %dt |" % th)
+    print("|---|---|---|")
+    for m in order:
+        p1, p2 = pairs(m, 1), pairs(m, th)
+        if p1 or p2: print("| %s | %s | %s |" % (m, p1 or "–", p2 or "–"))
 PY
   fi
   if [ -s "$ctimes" ]; then
