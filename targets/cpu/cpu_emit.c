@@ -702,6 +702,20 @@ static void ce_specialize(LLVMModuleRef M) {
   }
 }
 
+/* The outcome of a join into *obj (malloc'd, *n bytes): the joined object replaces it, or the
+ * failure (message jm; a failed join outputs nothing) is reported, *obj left as it was. */
+static bool ce_joined(CpuCg *cg, bool ok, char *joined, size_t jn, const char *jm, const char *what, char **obj,
+                      size_t *n) {
+  if (!ok) {
+    hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s", what, jm);
+    return false;
+  }
+  free(*obj);
+  *obj = joined;
+  *n = jn;
+  return true;
+}
+
 /* *obj (malloc'd, *n bytes) followed by what every object of the compilation gets after its
  * code: the prebuilt library's object (cg->prebuilt; the kernels' calls to the GEMM's
  * functions resolve to its local definitions), then the block of large constants (cg->raw_sym,
@@ -714,14 +728,8 @@ static bool ce_join_tail(CpuCg *cg, char **obj, size_t *n) {
     bool ok = step == 0
         ? cpu_elf_join(*obj, *n, cg->prebuilt->obj, cg->prebuilt->size, &joined, &jn, jm, sizeof jm)
         : cpu_elf_join_data(*obj, *n, cg->raw_sym, cg->nraw, &joined, &jn, jm, sizeof jm);
-    if (!ok) {
-      hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s",
-              step == 0 ? "the prebuilt library" : "the constants' data", jm);
+    if (!ce_joined(cg, ok, joined, jn, jm, step == 0 ? "the prebuilt library" : "the constants' data", obj, n))
       return false;
-    }
-    free(*obj);
-    *obj = joined;
-    *n = jn;
   }
   return true;
 }
@@ -842,11 +850,8 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
     char jm[300], *joined = NULL;
     size_t jn = 0;
     bool jok = cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
-    free(acc);
-    acc = joined;
-    accn = jn;
-    if (!jok) {
-      hlo_err(err, cg->o->out_path, NULL, NULL, "CPU target: joining the parts' objects failed: %s", jm);
+    if (!ce_joined(cg, jok, joined, jn, jm, "the parts' objects", &acc, &accn)) {
+      free(acc);
       goto done;
     }
   }
