@@ -11,8 +11,12 @@
  * tensor's scale). Prints the worst error of each result; exits 0 when all are within
  * tolerance, 1 on a mismatch, 2 on a usage or file error. Scratch and results are filled
  * with NaN bytes first, so reading unwritten memory shows up as a mismatch, and each ends
- * right before an inaccessible page, so an access past its end kills the driver. Only the header
- * is used: the point is to check the generated interface like a user would. */
+ * right before an inaccessible page, so an access past its end kills the driver. Then the same
+ * run through the packed weights: model_run_packed (or _mt) without packed weights, then after
+ * model_pack, must give the same bytes as the run before; with the packed weights overwritten by NaN bytes (when there
+ * are any) the results must change (they are read); a packed pointer not 64-byte aligned is
+ * refused. Only the header is used: the point is to check the generated interface like a user
+ * would. */
 #define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 
@@ -218,5 +222,38 @@ int main(int argc, char **argv) {
     if (!(worst <= rtol)) bad = 1;
   }
   if (threads > 0) printf("parallel-for calls: %ld\n", pool.calls);
-  return bad;
+  if (bad) return bad;
+  /* the packed weights: the same results, bit for bit */
+  void *packed = guarded((size_t)MODEL_PACKED_BYTES, 64);
+  void *first[MODEL_NUM_RESULTS + 1];
+  if (!packed) {
+    fprintf(stderr, "cannot map %lld bytes of packed weights\n", (long long)MODEL_PACKED_BYTES);
+    return 2;
+  }
+  if (model_pack(args, (char *)packed + 4) != 1 || model_run_packed(args, results, temp, (char *)packed + 4) != 1) {
+    fprintf(stderr, "a packed pointer not 64-byte aligned was accepted\n");
+    return 1;
+  }
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
+    first[k] = malloc(model_result_info[k].bytes + 1);
+    memcpy(first[k], results[k], model_result_info[k].bytes);
+    memset(results[k], 0xff, model_result_info[k].bytes);
+  }
+  /* none given (NULL), packed, packed then overwritten by NaN bytes */
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass == 1 && model_pack(args, packed) != 0) return 1;
+    if (pass == 2 && MODEL_PACKED_BYTES == 0) break;
+    if (pass == 2) memset(packed, 0xff, (size_t)MODEL_PACKED_BYTES);
+    void *pk = pass ? packed : NULL;
+    rc = threads > 0 ? model_run_packed_mt(args, results, temp, pk, pool_for, &pool)
+                     : model_run_packed(args, results, temp, pk);
+    int same = rc == 0;
+    for (int k = 0; same && k < MODEL_NUM_RESULTS; k++) same = !memcmp(first[k], results[k], model_result_info[k].bytes);
+    static const char *const what[3] = {"none given", "packed", "packed, then NaN"};
+    printf("packed weights (%lld bytes, %s): %s\n", (long long)MODEL_PACKED_BYTES, what[pass],
+           rc ? "run failed" : same ? "same results" : "other results");
+    if (rc || same != (pass < 2)) return 1;
+    for (int k = 0; k < MODEL_NUM_RESULTS; k++) memset(results[k], 0xff, model_result_info[k].bytes);
+  }
+  return 0;
 }

@@ -20,7 +20,10 @@
 #   - for the models ONNX Runtime has, a row MODEL_frozen: the same model compiled with its
 #     weights frozen (--freeze of arguments 1.., the driver's values), as ONNX Runtime's
 #     initializers are constants it pre-packs; both its runs checked against the unfrozen
-#     2-thread run's results, element by element;
+#     2-thread run's results, element by element; and, where the model has weights to pack
+#     (M_PACKED_BYTES > 0), a row MODEL_packed: the same object, its weights packed once
+#     before the runs (bench_model --packed: NAME_pack, then NAME_run_packed[_mt]), checked
+#     the same way;
 #   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (tools/bench/sgemm.c, memcpy.c);
 # and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
 # goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
@@ -39,7 +42,7 @@
 #
 # Limits (environment): HLOC_BENCH_BUDGET seconds of timed runs per model and thread count
 # (default 5), HLOC_BENCH_RUN_CAP seconds per driver process (default 60; a model slower than
-# that is reported as "> cap"), HLOC_BENCH_FROZEN (the models given a weights-frozen twin;
+# that is reported as "> cap"), HLOC_BENCH_FROZEN (the models given weights-frozen and -packed twins;
 # default every model ONNX Runtime has), HLOC_BENCH_PROFILE=1 (models compiled with --profile and
 # drivers built with -DBENCH_PROFILE: each driver's stderr, BUILD/bench/MODEL/run1.log and
 # run2.log, then holds the time per task; for finding hot kernels, not for the figures),
@@ -179,6 +182,14 @@ freeze_flags() {
   for ((k = 1; k < n; k++)); do printf -- '--freeze %s=%s ' "$k" "$w/inputs/in$k.npy"; done
 }
 
+# Whether model $1 (compiled in $2) gets a row with its weights packed ahead of the runs:
+# ONNX Runtime has it and its header packs something (prints "yes" then).
+packed_twin() {
+  [ -f "$peers/onnx/$1.onnx" ] || return 0
+  case " ${HLOC_BENCH_FROZEN-$1} " in *" $1 "*) ;; *) return 0 ;; esac
+  [ "$(sed -n 's/^#define M_PACKED_BYTES \([0-9]*\).*/\1/p' "$2/m.h")" -gt 0 ] 2>/dev/null && echo yes
+}
+
 # ------------------------------------------------------------------ device bundle
 if [ -n "$bundle" ]; then
   build_tools
@@ -213,6 +224,11 @@ if [ -n "$bundle" ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "${flops:-0}" "$bytes" "$asum" "$nonfin" \
       "$(baseline "$m" xla_cpu_2c_run_s)" "$(baseline "$m" xla_cpu_16c_run_s)" >>"$bundle/models.tsv"
     echo "  $m: compiled in ${ct}s, $(du -h "$bundle/bin/$m" | cut -f1), host checksum $asum"
+    # its weights packed ahead of the runs (run.sh runs bin/$m --packed for the row)
+    if [ -n "$(packed_twin "$m" "$w/target")" ]; then
+      printf '%s\t%s\t%s\t%s\t%s\t-\t-\n' "${m}_packed" "${flops:-0}" "$bytes" "$asum" "$nonfin" >>"$bundle/models.tsv"
+      echo "  ${m}_packed: weights packed ahead ($(sed -n 's/^#define M_PACKED_BYTES //p' "$w/target/m.h") bytes)"
+    fi
     # its weights-frozen twin (for the comparison with ONNX Runtime's pre-packed initializers)
     if [ -f "$peers/onnx/$m.onnx" ] && { [ -x "$w/host/bench" ] ||
         { [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; }; }; then
@@ -340,6 +356,20 @@ for m in $models; do
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\t%s\t%s\n' "$m" "$ct" "$t1" "$r1" "$t2" "$r2" \
     "$flops" "$bytes" "$it" "$check" "$(baseline "$m" xla_cpu_2c_run_s)" \
     "$(baseline "$m" xla_cpu_16c_run_s)" "$asum" "$nonfin" >>"$tsv"
+  # the same object with its weights packed once ahead of the runs, beside ONNX Runtime's
+  # pre-packed initializers; checked against the same results
+  if [ -n "$(packed_twin "$m" "$w")" ] && [ "$t2" != T ] && [ "$t2" != F ]; then
+    t1=- t2=- r1=0 r2=0 check=-
+    line=$(run_capped "$run_cap" "$w/run2p.log" "$w/bench" --packed --threads 2 --budget "$budget" --expect "$w/out")
+    case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); check=$(expect_check "$line") ;; esac
+    line=$(run_capped "$run_cap" "$w/run1p.log" "$w/bench" --packed --threads 1 --budget "$budget" --expect "$w/out")
+    case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line")
+      s1=$(expect_check "$line"); [ "$s1" != ok ] && check="serial run $s1" ;; esac
+    [ "$check" = ok ] && check="ok (= unpacked)"
+    echo "  weights packed ahead: 2 threads ${t2}s, serial ${t1}s, pack $(kv pack_s "$line")s, $check"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t-\n' "${m}_packed" "$ct" "$t1" "$r1" "$t2" "$r2" \
+      "$flops" "$bytes" "$check" >>"$tsv"
+  fi
   # the weights-frozen twin, beside ONNX Runtime's pre-packed initializers (no XLA figure:
   # XLA's takes the weights as arguments); checked against the same results
   ff=""
@@ -390,7 +420,7 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
         m=$(printf '%s' "$j" | sed -n 's/.*"model":"\([^"]*\)".*/\1/p')
         v=$(printf '%s' "$j" | sed -n 's/.*"run_median_s":\([-0-9.eE+]*\).*/\1/p')
         [ -n "$m" ] && [ -n "$v" ] && awk -F'\t' -v OFS='\t' -v m="$m" -v v="$v" -v c="$col" \
-          '$1 == m || $1 == m "_frozen" { $c = v } { print }' "$tsv" >"$tsv.tmp" && mv "$tsv.tmp" "$tsv"
+          '$1 == m || $1 == m "_frozen" || $1 == m "_packed" { $c = v } { print }' "$tsv" >"$tsv.tmp" && mv "$tsv.tmp" "$tsv"
       done <"$ort/ort$th.jsonl"
     done
   fi

@@ -17,11 +17,12 @@
  *      optimizer did not unroll gets plans for its condition and body, and
  *      their kernels are tasks too, between the copies, branch and jump of the loop (see
  *      "while loops" below);
- *   4. interface: NAME_run_mt(args, results, temp, pf, runner) fills each task's pointer table
- *      and calls every kernel in order,
+ *   4. interface: NAME_run_packed_mt(args, results, temp, packed, pf, runner) fills each
+ *      task's pointer table and calls every kernel in order,
  *      chunked kernels through pf when given, then copies result leaves that were not
- *      computed in place; NAME_run() is NAME_run_mt without pf; NAME_arg_info[] and
- *      NAME_result_info[] describe the tensors;
+ *      computed in place; NAME_run(), NAME_run_mt() and NAME_run_packed() call it without
+ *      what they lack (packed: the weights NAME_pack() packed ahead, cpu_gemm.c; NULL packs
+ *      them in each run); NAME_arg_info[] and NAME_result_info[] describe the tensors;
  *   5. cpu_emit() (cpu_emit.c): LLVMVerifyModule, the new pass manager's default<On> pipeline
  *      with the target machine (host CPU and features unless told otherwise, so loops
  *      vectorize for the host) on the kernels and run functions, a light cleanup pipeline on
@@ -31,11 +32,12 @@
  *      atomically with the header.
  * Output is deterministic: names and order depend on the module only.
  *
- * Environment knobs for measurements and experiments (none changes the generated interface):
+ * Environment knobs for measurements and experiments (none changes the generated functions):
  * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_SHARE=exact merges
  * only identical kernels (cpu_share.c); HLOC_CPU_NO_GEMM,
  * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
  * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) steer cpu_gemm.c;
+ * HLOC_CPU_NO_PACKED_WEIGHTS gives NAME_pack nothing to pack (PACKED_BYTES 0);
  * cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"
 
@@ -482,8 +484,8 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
 }
 
 /* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
- * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv; plus *off
- * bytes. */
+ * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
+ * weights (NULL when none were given); plus *off bytes. */
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
                        int64_t *off, LLVMValueRef *gv) {
   *kind = 2, *index = 0, *off = 0;
@@ -491,7 +493,8 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
     *kind = 3, *gv = sl->gv;
     return;
   }
-  if (sl->kind == CPU_SLOT_TEMP) {
+  if (sl->kind == CPU_SLOT_TEMP || sl->kind == CPU_SLOT_PACKED) {
+    *kind = sl->kind == CPU_SLOT_PACKED ? 4 : 2;
     *off = sl->off;
     return;
   }
@@ -516,8 +519,8 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
 
 CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
   CpuMem m = {CPU_MEM_UNKNOWN, 0, 0, 0};
-  if (sl->kind == CPU_SLOT_GLOBAL) {
-    m.kind = CPU_MEM_RODATA;
+  if (sl->kind == CPU_SLOT_GLOBAL || sl->kind == CPU_SLOT_PACKED) {
+    m.kind = CPU_MEM_RODATA; /* never written by a run */
   } else if (sl->kind == CPU_SLOT_TEMP) {
     /* kernel-private scratch: above every plan's heap, its extent not recorded */
     if (sl->off >= cg->temp_base) m = (CpuMem){CPU_MEM_SCRATCH, 0, sl->off, INT64_MAX};
@@ -616,16 +619,17 @@ static void cp_run_functions(CpuCg *cg) {
   char name[512];
   LLVMTypeRef pf_ps[4] = {cg->ptr, cg->i64, cg->ptr, cg->ptr};
   LLVMTypeRef pf_ty = LLVMFunctionType(cg->vd, pf_ps, 4, 0);
-  /* --profile: the walk below is NAME_run_profile, with a sixth parameter (ticks), and
-     NAME_run_mt calls it with ticks NULL; otherwise the walk is NAME_run_mt itself */
+  /* The walk over the tasks is NAME_run_packed_mt(args, results, temp, packed, pf, runner);
+     with --profile it is NAME_run_profile, with a seventh parameter (ticks), and
+     NAME_run_packed_mt calls it with ticks NULL. NAME_run, NAME_run_mt and NAME_run_packed
+     call the walk with NULL for what they lack. */
   bool prof = cg->o->profile;
-  LLVMTypeRef mt_ps[6] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
-  LLVMTypeRef mt_ty = LLVMFunctionType(cg->i32, mt_ps, 5, 0);
-  LLVMTypeRef walk_ty = LLVMFunctionType(cg->i32, mt_ps, prof ? 6 : 5, 0);
-  snprintf(name, sizeof name, prof ? "%s_run_profile" : "%s_run_mt", n);
+  LLVMTypeRef mt_ps[7] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
+  LLVMTypeRef walk_ty = LLVMFunctionType(cg->i32, mt_ps, prof ? 7 : 6, 0);
+  snprintf(name, sizeof name, prof ? "%s_run_profile" : "%s_run_packed_mt", n);
   LLVMValueRef mt = LLVMAddFunction(cg->M, name, walk_ty);
   LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1), temp = LLVMGetParam(mt, 2);
-  LLVMValueRef pf = LLVMGetParam(mt, 3), runner = LLVMGetParam(mt, 4);
+  LLVMValueRef packed = LLVMGetParam(mt, 3), pf = LLVMGetParam(mt, 4), runner = LLVMGetParam(mt, 5);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->C, mt, "entry");
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, mt, "bad");
   LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, mt, "go");
@@ -636,7 +640,7 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->ptr, (uint64_t)maxslots), "ctx");
   /* profile: the counter (the time-stamp counter on x86) read before and after each task;
      the difference goes to ticks[t], or to a local when ticks is NULL */
-  LLVMValueRef ticks = prof ? LLVMGetParam(mt, 5) : NULL, tick_sink = NULL, tick_fn = NULL, tick0 = NULL;
+  LLVMValueRef ticks = prof ? LLVMGetParam(mt, 6) : NULL, tick_sink = NULL, tick_fn = NULL, tick0 = NULL;
   LLVMTypeRef tick_ty = NULL;
   if (prof) {
     tick_sink = LLVMBuildAlloca(B, cg->i64, "tick_sink");
@@ -649,6 +653,9 @@ static void cp_run_functions(CpuCg *cg) {
   if (cg->entry->nparams > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
   if (cg->plan.nresults > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
   if (cg->plan.temp_bytes > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
+  /* packed weights: 64-byte aligned (the GEMM's aligned loads) */
+  LLVMValueRef pmis = LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), cp_i64(cg, 63), "");
+  isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntNE, pmis, cp_i64(cg, 0), ""), "");
   LLVMBuildCondBr(B, isbad, bad, go);
   LLVMPositionBuilderAtEnd(B, bad);
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
@@ -656,7 +663,7 @@ static void cp_run_functions(CpuCg *cg) {
   /* The schedule is data: a table of tasks {fn, nchunks, whole, first slot, slot count} and
      one of slots {kind, index, byte offset, global}, walked by one loop, so this function's
      size does not grow with the module (kinds: 0 args[index], 1 results[index], 2 temp,
-     3 the global). */
+     3 the global, 4 the packed weights: NULL when none were given). */
   LLVMTypeRef sf[4] = {cg->i64, cg->i64, cg->i64, cg->ptr};
   LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->C, sf, 4, 0);
   LLVMTypeRef tf[6] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64, cg->i64};
@@ -737,6 +744,7 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef soff = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 2, ""), "");
   LLVMValueRef sgv = LLVMBuildLoad2(B, cg->ptr, LLVMBuildStructGEP2(B, slot_ty, sgp, 3, ""), "");
   LLVMValueRef tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 2), ""), temp, sgv, "");
+  tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 4), ""), packed, tg, "");
   LLVMValueRef sw = LLVMBuildSwitch(B, skind, kj, 2);
   LLVMAddCase(sw, zero64, k0);
   LLVMAddCase(sw, one64, k1);
@@ -752,6 +760,9 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBasicBlockRef incb[3] = {k0, k1, sbody};
   LLVMAddIncoming(base, inc, incb, 3);
   LLVMValueRef sp = LLVMBuildInBoundsGEP2(B, cg->i8, base, &soff, 1, "");
+  LLVMValueRef nopk = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 4), ""),
+                                   LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
+  sp = LLVMBuildSelect(B, nopk, nul, sp, ""); /* no packed weights given */
   LLVMBuildStore(B, sp, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &sj, 1, ""));
   LLVMValueRef sjn = LLVMBuildNSWAdd(B, sj, one64, "");
   LLVMAddIncoming(sj, &sjn, &kj, 1);
@@ -850,22 +861,28 @@ static void cp_run_functions(CpuCg *cg) {
   }
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
 
-  LLVMTypeRef r_ps[3] = {cg->ptr, cg->ptr, cg->ptr};
-  LLVMTypeRef r_ty = LLVMFunctionType(cg->i32, r_ps, 3, 0);
-  snprintf(name, sizeof name, "%s_run", n);
-  LLVMValueRef run = LLVMAddFunction(cg->M, name, r_ty);
-  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, run, "entry"));
-  LLVMValueRef ca[6] = {LLVMGetParam(run, 0), LLVMGetParam(run, 1), LLVMGetParam(run, 2), nul, nul, nul};
-  LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, prof ? 6 : 5, ""));
-  if (prof) {
-    snprintf(name, sizeof name, "%s_run_mt", n);
-    LLVMValueRef w = LLVMAddFunction(cg->M, name, mt_ty);
+  /* the entry points that call the walk: which of its parameters each takes (-1: NULL) */
+  static const struct {
+    const char *suffix;
+    int nparams;
+    int from[7];
+  } entries[4] = {
+      {"run", 3, {0, 1, 2, -1, -1, -1, -1}},
+      {"run_mt", 5, {0, 1, 2, -1, 3, 4, -1}},
+      {"run_packed", 4, {0, 1, 2, 3, -1, -1, -1}},
+      {"run_packed_mt", 6, {0, 1, 2, 3, 4, 5, -1}},
+  };
+  for (int e = 0; e < 4; e++) {
+    if (!prof && e == 3) break; /* the walk itself */
+    snprintf(name, sizeof name, "%s_%s", n, entries[e].suffix);
+    LLVMValueRef w = LLVMAddFunction(cg->M, name, LLVMFunctionType(cg->i32, mt_ps, (unsigned)entries[e].nparams, 0));
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, w, "entry"));
-    for (unsigned j = 0; j < 5; j++) ca[j] = LLVMGetParam(w, j);
-    ca[5] = nul;
-    LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, 6, ""));
-    cp_task_names(cg);
+    LLVMValueRef ca[7];
+    for (int j = 0; j < 7; j++) ca[j] = entries[e].from[j] < 0 ? nul : LLVMGetParam(w, (unsigned)entries[e].from[j]);
+    LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, prof ? 7 : 6, ""));
   }
+  if (prof) cp_task_names(cg);
+  cpu_gemm_pack_function(cg);
 
   /* tensor tables */
   HComp *e = cg->entry;
@@ -1101,7 +1118,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   }
   cp_run_functions(&cg);
   if (!cpu_emit(&cg, &obj, &objlen)) goto done;
-  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, &hdrlen);
+  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, cg.packs, cg.npacks, cg.packed_bytes, &hdrlen);
   /* write the header first: a failure then leaves neither file half-made under its name */
   if (hdr && !hlo_write_file_atomic(o->header_path, hdr, hdrlen, err)) goto done;
   if (!hlo_write_file_atomic(o->out_path, obj, objlen, err)) {

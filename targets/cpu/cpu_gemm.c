@@ -1815,6 +1815,93 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
 }
 
+/* The byte offset in the packed weights (NAME_pack) of B of product p (no batch) when B is an
+ * entry parameter read in place by the entry's kernels (not one a result may alias: the run would
+ * change it), packed for nnb column blocks of nblk columns; -1 otherwise. A B already
+ * registered with the same view and blocks (a weight two products share) keeps its place. */
+static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
+  const GmView *v = &p->b;
+  if (p->conv || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
+      v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1 ||
+      getenv("HLOC_CPU_NO_PACKED_WEIGHTS"))
+    return -1;
+  int64_t boff = 0;
+  const MemBuf *mb = &cg->plan.bufs[memplan_base(&cg->plan, v->base->idx, &boff)];
+  if (mb->kind != MEM_PARAM || boff != 0) return -1;
+  int param = (int)mb->param;
+  for (int r = 0; r < cg->plan.nresults; r++)
+    if (cg->plan.results[r].alias_param == param) return -1;
+  for (int i = 0; i < cg->npacks; i++) {
+    const CpuPackJob *j = &cg->packs[i];
+    if (j->param == param && j->off == v->off && j->rs == p->brs && j->cs == p->bcs && j->K == p->K && j->N == p->N &&
+        j->nblk == nblk && j->nnb == nnb)
+      return j->dst;
+  }
+  if (cg->npacks == cg->pack_cap) {
+    int nc = cg->pack_cap ? 2 * cg->pack_cap : 8;
+    CpuPackJob *np = hlo_arena_alloc(cg->scratch, sizeof *np * (size_t)nc);
+    if (cg->npacks) memcpy(np, cg->packs, sizeof *np * (size_t)cg->npacks);
+    cg->packs = np;
+    cg->pack_cap = nc;
+  }
+  int64_t floats = (nnb > 1 ? nnb * nblk : gm_roundup(p->N, gm_cfg(cg).nr)) * p->K;
+  CpuPackJob *j = &cg->packs[cg->npacks++];
+  *j = (CpuPackJob){param, v->off, p->brs, p->bcs, p->K, p->N, nblk, nnb, cg->packed_bytes};
+  cg->packed_bytes += memplan_align(floats * 4);
+  return j->dst;
+}
+
+void cpu_gemm_pack_function(CpuCg *cg) {
+  char name[512];
+  snprintf(name, sizeof name, "%s_pack", cg->o->name);
+  LLVMTypeRef ps[2] = {cg->ptr, cg->ptr};
+  LLVMValueRef fn = LLVMAddFunction(cg->M, name, LLVMFunctionType(cg->i32, ps, 2, 0));
+  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
+  k->cg = cg;
+  k->B = cg->B;
+  k->fn = fn;
+  k->entry = LLVMAppendBasicBlockInContext(cg->C, fn, "entry");
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
+  LLVMBuilderRef B = cg->B;
+  LLVMPositionBuilderAtEnd(B, k->entry);
+  LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1), nul = LLVMConstNull(cg->ptr);
+  LLVMValueRef isbad = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""), gi(k, 0), "");
+  if (cg->npacks) {
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
+  }
+  LLVMBuildCondBr(B, isbad, bad, go);
+  LLVMPositionBuilderAtEnd(B, bad);
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
+  LLVMPositionBuilderAtEnd(B, go);
+  if (cg->npacks) {
+    GmCfg c = gm_cfg(cg);
+    LLVMValueRef pf = gm_packx_function(cg, true);
+    LLVMPositionBuilderAtEnd(B, go);
+    for (int i = 0; i < cg->npacks; i++) {
+      const CpuPackJob *j = &cg->packs[i];
+      LLVMValueRef ix = gi(k, j->param);
+      LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+      int64_t nkb = (j->K + gm_kstep(&c, j->K) - 1) / gm_kstep(&c, j->K);
+      for (int64_t xi = 0; xi < j->nnb; xi++) {
+        int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
+        LLVMValueRef a[GB_COUNT];
+        a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
+        a[GB_RS] = gi(k, j->rs);
+        a[GB_CS] = gi(k, j->cs);
+        a[GB_N] = gi(k, x1 - x0);
+        a[GB_K] = gi(k, j->K);
+        a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
+        a[GB_KB0] = gi(k, 0);
+        a[GB_KB1] = gi(k, nkb);
+        LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
+      }
+    }
+  }
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
+}
+
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
 static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int n, LLVMValueRef *idx) {
   for (int d = d0 + n - 1; d >= d0; d--) {
@@ -2870,6 +2957,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int64_t part_off = slice_off + nchunks * slice_bytes, part_bytes = red ? memplan_align(hlo_shape_elems(&red->shape) * 4) : 0;
   if (red) need = part_off + nchunks * part_bytes;
   if (need > cg->extra_temp) cg->extra_temp = need;
+  /* B an entry parameter: the caller may pass it packed ahead of the runs (NAME_pack,
+     NAME_run_packed), in the layout of a B packed beforehand for the items' column blocks;
+     when it does, nothing packs B (the packing kernel below does nothing). Not where the
+     serial run merges the column blocks into one call, which reads B as one block */
+  int64_t pk_off = !bconst && !merge && nb == 1 ? gm_pack_job(cg, &p, nblk, nnb) : -1;
   if (pre) {
     /* B: chunk (column block of the items, K block); A: (MC row block, K block) */
     int64_t nx = pre == 1 ? nnb : (p.M + c.mc - 1) / c.mc, xb = pre == 1 ? nblk : c.mc;
@@ -2879,7 +2971,10 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMValueRef X = gm_view_ptr(k, pre == 1 ? &p.b : &p.a);
     LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
     GIf f;
-    gif_open(k, &f, gslt(k, k->chunk, gi(k, nx * nkb)), false);
+    LLVMValueRef todo = gslt(k, k->chunk, gi(k, nx * nkb));
+    if (pre == 1 && pk_off >= 0)
+      todo = LLVMBuildAnd(B, todo, LLVMBuildIsNull(B, cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}), ""), "");
+    gif_open(k, &f, todo, false);
     LLVMValueRef xi = LLVMBuildSDiv(B, k->chunk, gi(k, nkb), ""), kb = LLVMBuildSRem(B, k->chunk, gi(k, nkb), "");
     int64_t ext = pre == 1 ? p.N : p.M;
     LLVMValueRef x0 = gmul(k, xi, gi(k, xb)), x1 = gmin(k, gadd(k, x0, gi(k, xb)), gi(k, ext));
@@ -2924,6 +3019,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      with the packing area of chunk 0 */
   LLVMValueRef chunk, lo, hi;
   LLVMValueRef whole = gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
+  LLVMValueRef pkd = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
   LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
   /* reducing: the chunk's slice buffer and its partial results, which start from the
      reducer's identity (offsets in the private scratch, as scratch's own) */
@@ -2993,6 +3089,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     if (pre == 1) prep = LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), gfp(k, prep, gmul(k, n0, gi(k, p.K))), "");
     args[pre == 1 ? GP_BPRE : GP_APRE] = merge ? LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), prep, "") : prep;
   }
+  if (pkd)
+    args[GP_BPRE] = LLVMBuildSelect(B, LLVMBuildIsNull(B, pkd, ""), args[GP_BPRE], gfp(k, pkd, gmul(k, n0, gi(k, p.K))), "");
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   if (fusion && !k->failed) {
     /* reducing: the slice buffer seen as the whole product (element (s0, 0) of the loop index

@@ -47,7 +47,8 @@ void cpu_header_runtime_types(HStr *b) {
             "#endif\n\n");
 }
 
-char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, size_t *len) {
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, const CpuPackJob *packs,
+                      int npacks, int64_t packed_bytes, size_t *len) {
   HStr b = {0};
   const char *n = o->name;
   char U[256];
@@ -95,9 +96,33 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
             "int %s_run_mt(const void *const args[], void *const results[], void *temp,\n"
             "    hloc_parallel_for_fn pf, void *runner);\n\n",
             n);
+  /* the packed weights: which arguments, once each */
+  HStr pl = {0};
+  for (int i = 0; i < nargs; i++)
+    for (int j = 0; j < npacks; j++)
+      if (packs[j].param == i) {
+        hlo_str_printf(&pl, "%s%d (%s)", pl.n ? ", " : "", i, e->params[i]->name);
+        break;
+      }
+  hlo_str_printf(&b,
+            "/* Weights packed once, ahead of the runs: %s_pack(args, packed) packs arguments\n"
+            " * read as the right-hand side of a product (here: %s) into packed,\n"
+            " * %s_PACKED_BYTES bytes aligned to %s_TEMP_ALIGN that the caller keeps. %s_run_packed()\n"
+            " * and %s_run_packed_mt() compute as %s_run() and %s_run_mt() but read that copy\n"
+            " * where the products would pack those arguments on every run: args[] must hold the\n"
+            " * values packed (pack again after changing them). packed == NULL runs as %s_run().\n"
+            " * They return 0, or 1 for a NULL array or a packed pointer not so aligned. */\n"
+            "#define %s_PACKED_BYTES %lld\n"
+            "int %s_pack(const void *const args[], void *packed);\n"
+            "int %s_run_packed(const void *const args[], void *const results[], void *temp,\n"
+            "    const void *packed);\n"
+            "int %s_run_packed_mt(const void *const args[], void *const results[], void *temp,\n"
+            "    const void *packed, hloc_parallel_for_fn pf, void *runner);\n\n",
+            n, pl.n ? pl.p : "none", U, U, n, n, n, n, n, U, (long long)packed_bytes, n, n, n);
+  free(pl.p);
   if (o->profile)
     hlo_str_printf(&b,
-              "/* Compiled with --profile. %s_run_profile() is %s_run_mt() that also adds to\n"
+              "/* Compiled with --profile. %s_run_profile() is %s_run_packed_mt() that also adds to\n"
               " * ticks[t] the processor's time-stamp counter ticks task t took on the calling\n"
               " * thread (the parallel-for included), for each of the %s_NUM_TASKS tasks (a task\n"
               " * inside a while loop adds once per iteration); the caller zeroes ticks first.\n"
@@ -107,7 +132,7 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
               "extern const char *const %s_task_names[];\n"
               "extern const double %s_task_flops[];\n"
               "int %s_run_profile(const void *const args[], void *const results[], void *temp,\n"
-              "    hloc_parallel_for_fn pf, void *runner, uint64_t ticks[]);\n\n",
+              "    const void *packed, hloc_parallel_for_fn pf, void *runner, uint64_t ticks[]);\n\n",
               n, n, U, n, n, U, ntasks, n, n, n);
   hlo_str_printf(&b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
   *len = b.n;

@@ -31,6 +31,8 @@ typedef enum CpuSlotKind {
                       task runs in), plus `off` bytes */
   CPU_SLOT_GLOBAL, /* the global `gv` (a constant's literal) */
   CPU_SLOT_TEMP,   /* the scratch heap at byte offset `off` (kernel-private scratch) */
+  CPU_SLOT_PACKED, /* the caller's packed weights (NAME_run_packed) at byte offset `off`, or
+                      NULL when the run was given none */
 } CpuSlotKind;
 
 typedef struct CpuSlot {
@@ -38,8 +40,21 @@ typedef struct CpuSlot {
   const HInstr *in;  /* CPU_SLOT_INSTR: the entry instruction */
   LLVMValueRef gv;   /* CPU_SLOT_GLOBAL: the global */
   int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap; CPU_SLOT_INSTR: byte
-                        offset inside the instruction's storage (a leaf of a block) */
+                        offset inside the instruction's storage (a leaf of a block);
+                        CPU_SLOT_PACKED: byte offset in the packed weights */
 } CpuSlot;
+
+/* A weight packed ahead of the runs (NAME_pack, cpu_gemm.c): an entry parameter read in place
+ * as the B of a blocked product, laid out as that product's GEMM reads a B packed beforehand
+ * (GP_BPRE) for nnb column blocks of nblk columns, at byte offset dst of the packed weights. */
+typedef struct CpuPackJob {
+  int param;          /* the entry parameter */
+  int64_t off;        /* element offset of B in it */
+  int64_t rs, cs;     /* element strides of B's rows (K) and columns (N) */
+  int64_t K, N;       /* B's extent */
+  int64_t nblk, nnb;  /* column blocks */
+  int64_t dst;        /* byte offset in the packed weights */
+} CpuPackJob;
 
 /* Where the values of one computation live: the entry's (args, results, the plan's heap), or
  * a while loop's condition or body (cpu_compile.c): its heap at heap_off in the scratch,
@@ -138,6 +153,9 @@ typedef struct CpuCg {
                                    functions with every path, named CPU_LIB_PREFIX_* */
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
                                      (its GEMM functions are declarations here), or NULL */
+  int npacks, pack_cap; /* weights packed ahead of the runs (NAME_pack) and capacity */
+  CpuPackJob *packs;    /* them (in scratch) */
+  int64_t packed_bytes; /* NAME_PACKED_BYTES: the packed weights' size */
   bool raw_ok;         /* large read-only data goes straight into the object (cpu_rodata) */
   CpuElfSym *raw_sym;  /* that data (in scratch) */
   int nraw, raw_symcap; /* entries and capacity */
@@ -405,6 +423,9 @@ unsigned cpu_x86_traits(const char *cpu);
 const char *cpu_gemm_isa(CpuCg *cg);
 /* Whether the module's kernels made (or declared) any of the GEMM's functions. */
 bool cpu_gemm_made(const CpuCg *cg);
+/* NAME_pack(args, packed) -> i32: packs every weight of cg->packs (0; 1 for a NULL array or a
+ * packed pointer not 64-byte aligned). */
+void cpu_gemm_pack_function(CpuCg *cg);
 /* Make every GEMM function with every path (cg->lib), internal and kept (llvm.compiler.used):
  * the prebuilt library's module. */
 void cpu_gemm_library(CpuCg *cg);
@@ -432,7 +453,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in);
 /* ------------------------------------------------------------------ cpu_header.c */
 
 /* Text of the generated header (malloc'd, NUL-terminated). */
-char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, size_t *len);
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, const CpuPackJob *packs,
+                      int npacks, int64_t packed_bytes, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
 /* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */

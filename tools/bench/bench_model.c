@@ -7,12 +7,15 @@
  * macro prefix); -DBENCH_LABEL='"mlp"' names the model in the output. The driver needs
  * nothing but libc, libm and pthreads, so it links statically for the device bundle.
  *
- *   bench_m [--threads N] [--budget S] [--min-runs N] [--max-runs N]
+ *   bench_m [--threads N] [--budget S] [--min-runs N] [--max-runs N] [--packed]
  *           [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]
  *
  * Arguments are filled by bench_fill.h (the values bench_ref.c gives the interpreter).
  * --threads 1 (default) times NAME_run, the serial entry point; N > 1 times NAME_run_mt with
- * an N-wide parallel-for (the caller plus N-1 pthreads that persist across calls). Method:
+ * an N-wide parallel-for (the caller plus N-1 pthreads that persist across calls). With
+ * --packed, NAME_pack packs the weights once before the runs (timed apart: pack_s) and the
+ * runs go through NAME_run_packed / NAME_run_packed_mt (as ONNX Runtime packs its constant
+ * weights once, at session creation). Method:
  * one warm-up run (page faults, caches), then timed runs with CLOCK_MONOTONIC until at least
  * --min-runs are done and --budget seconds have passed, or --max-runs are done; the median
  * and the minimum are printed. When the warm-up alone takes more than twice the budget the
@@ -21,7 +24,7 @@
  * first touch of the scratch memory, which an inference server pays once).
  *
  * Output: one line of key=value fields (model, threads, runs, median_s, min_s, first_s,
- * cold, temp_bytes, and asum/nonfinite: a position-weighted sum of |x| over the
+ * cold, temp_bytes, packed (0/1) and pack_s, and asum/nonfinite: a position-weighted sum of |x| over the
  * floating-point results and the count of non-finite ones, a checksum for runs on other
  * machines; expect/expect_bad: with --expect DIR, whether every result matches
  * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that tools/bench.sh parses (it
@@ -365,13 +368,18 @@ int main(int argc, char **argv) {
   int threads = 1, min_runs = 3, max_runs = 200;
   double budget = 10;
   const char *save_in = NULL, *save_out = NULL, *expect = NULL;
+  bool use_packed = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: %s [--threads N] [--budget S] [--min-runs N] [--max-runs N]\n"
+      printf("usage: %s [--threads N] [--budget S] [--min-runs N] [--max-runs N] [--packed]\n"
              "          [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]\n",
              argv[0]);
       return 0;
+    }
+    if (!strcmp(a, "--packed")) {
+      use_packed = true;
+      continue;
     }
     if (!v) {
       fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a);
@@ -418,6 +426,18 @@ int main(int argc, char **argv) {
       if (!npy_save(save_in, "in", k, &SYM(_arg_info)[k], args[k])) return 1;
   }
 
+  void *packed = NULL;
+  double pack_s = 0;
+  if (use_packed) {
+    packed = alloc64(USYM(_PACKED_BYTES) > 0 ? (size_t)USYM(_PACKED_BYTES) : 64);
+    double t0 = now_s();
+    int rc = SYM(_pack)(args, packed);
+    pack_s = now_s() - t0;
+    if (rc) {
+      fprintf(stderr, "bench: %s_pack returned %d\n", BENCH_STR(BENCH_NAME), rc);
+      return 1;
+    }
+  }
   Pool *pool = calloc(1, sizeof *pool);
   if (threads > 1 && !pool_start(pool, threads)) return 1;
   double *ts = malloc(sizeof(double) * (size_t)max_runs);
@@ -429,10 +449,12 @@ int main(int argc, char **argv) {
   for (int r = -1; r < max_runs; r++) {
     double t0 = now_s();
 #ifdef BENCH_PROFILE
-    int rc = SYM(_run_profile)(args, results, temp, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
+    int rc = SYM(_run_profile)(args, results, temp, packed, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
 #else
-    int rc = threads > 1 ? SYM(_run_mt)(args, results, temp, pool_for, pool)
-                         : SYM(_run)(args, results, temp);
+    int rc = packed ? (threads > 1 ? SYM(_run_packed_mt)(args, results, temp, packed, pool_for, pool)
+                                   : SYM(_run_packed)(args, results, temp, packed))
+                    : threads > 1 ? SYM(_run_mt)(args, results, temp, pool_for, pool)
+                                  : SYM(_run)(args, results, temp);
 #endif
     double dt = now_s() - t0;
     if (rc) {
@@ -464,9 +486,9 @@ int main(int argc, char **argv) {
     expected = !found ? "missing" : bad ? "FAIL" : "ok";
   }
   printf("model=%s threads=%d runs=%d median_s=%.9f min_s=%.9f first_s=%.9f cold=%d "
-         "temp_bytes=%lld asum=%.9g nonfinite=%lld expect=%s expect_bad=%lld\n",
-         BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, asum,
-         nonfinite, expected, bad);
+         "temp_bytes=%lld packed=%d pack_s=%.9f asum=%.9g nonfinite=%lld expect=%s expect_bad=%lld\n",
+         BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, packed != NULL, pack_s,
+         asum, nonfinite, expected, bad);
 #ifdef BENCH_PROFILE
   if (!cold) print_profile(ticks, spent / runs);
 #endif

@@ -20,7 +20,9 @@
 # the ratio, and a check of the results against the checksum recorded on the build host
 # ("ok" within 1e-3 relative; "DIFF" is worth a look, summation order differs with the vector
 # width). Rows MODEL_frozen are the model compiled with its weights frozen (constants, as ONNX
-# Runtime's initializers are), set beside the same ONNX Runtime figures.
+# Runtime's initializers are), rows MODEL_packed the model's own driver run with --packed (its
+# weights packed once before the runs, NAME_pack, as ONNX Runtime packs its initializers at
+# session creation); both set beside the same ONNX Runtime figures.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cores=${CORES:-0,1}
@@ -105,18 +107,20 @@ if [ -f "$here/ort_bench.py" ] && [ -d "$here/onnx" ] && python3 -c 'import onnx
 for rd in $(seq 1 "$rounds"); do
   [ "$rounds" -gt 1 ] && echo "== round $rd of $rounds"
   while IFS=$'\t' read -r m flops bytes asum nonfin x2 x16; do
-    [ -x "$here/bin/$m" ] || continue
+    bin=$m opt=()
+    case $m in *_packed) bin=${m%_packed} opt=(--packed) ;; esac
+    [ -x "$here/bin/$bin" ] || continue
     echo "== $m"
-    # ONNX Runtime right after hloc at each thread count (not for MODEL_frozen), so that each
-    # pair of figures comes from the same moment of a shared host
+    # ONNX Runtime right after hloc at each thread count (not for MODEL_frozen or
+    # MODEL_packed), so that each pair of figures comes from the same moment of a shared host
     ort_m=""
     [ "$have_ort" = 1 ] && [ -f "$here/onnx/$m.onnx" ] && ort_m=$m
-    l2=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads "$threads" --budget "$budget")
+    l2=$(run "$cap" "${pin[@]}" "$here/bin/$bin" "${opt[@]}" --threads "$threads" --budget "$budget")
     echo "   $threads threads: $l2"
     [ -n "$ort_m" ] && ort_run "$threads"
     l1=T
     if [ "$l2" != T ]; then
-      l1=$(run "$cap" "${pin[@]}" "$here/bin/$m" --threads 1 --budget "$budget")
+      l1=$(run "$cap" "${pin[@]}" "$here/bin/$bin" "${opt[@]}" --threads 1 --budget "$budget")
       echo "   serial:    $l1"
     fi
     [ -n "$ort_m" ] && ort_run 1
@@ -179,7 +183,7 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
       if (num($3)) rate = $4 > 0 ? sprintf("%.1f GFLOP/s", $4 / $3 * 1e-9) : sprintf("%.1f GB/s", $5 / $3 * 1e-9)
       if (num($3) && num($6)) { r = sprintf("%.2f", $3 / $6); v = $3 <= $6 ? "yes" : "no" }
       else if ($3 == "T" && num($6)) v = "no"
-      b = $1; sub(/_frozen$/, "", b) # the weights-frozen twin is compared with the same ONNX Runtime run
+      b = $1; sub(/_(frozen|packed)$/, "", b) # the frozen and packed twins meet the same ONNX Runtime run
       o1 = o[b, 1]; o2 = o[b, th]; q = "–"
       if (num(o1) && num(o2) && num($2) && num($3)) q = sprintf("%.2f, %.2f", o1 / $2, o2 / $3)
       printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, ms($2), ms($3), rate, num($6) ? ms($6) : "–", r, v,
@@ -207,7 +211,7 @@ for l in open(ortf):
     d = json.loads(l)
     k = (d["model"], int(d["threads"]))
     o[k] = min(o.get(k, 1e30), float(d["run_min_s"]))
-def base(m): return m[:-7] if m.endswith("_frozen") else m  # a frozen twin meets its model's ONNX Runtime figure
+def base(m): return m[:-7] if m.endswith(("_frozen", "_packed")) else m  # a twin meets its model's ONNX Runtime figure
 def ms(x):
     if x >= 1e29: return "–"
     x *= 1e3
