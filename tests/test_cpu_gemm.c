@@ -426,6 +426,28 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
+/* A B read packed (a constant packed at compile time, or a parameter the caller packs ahead:
+ * the driver's packed runs) whose product the split cut into narrower column blocks: a run
+ * with B packed splits rows of full-width column blocks instead (A packed in the calls), and
+ * its serial run packs A once for the full-width blocks. Small blocks (MC 24, KC 64, NC 128)
+ * give any ISA two 128-column blocks cut into four (three K blocks, an edge row block): as a
+ * constant (entry and fused, transposed) and as a parameter. */
+Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
+  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,128", 1);
+  for (int fused = 0; fused < 2; fused++) {
+    char *t = tg_const_b_text(60, 150, 256, fused);
+    tg_check(fused ? "constant B, rows split, fused" : "constant B, rows split", t, 1e-4, true);
+    free(t);
+  }
+  tg_check("B packed ahead, rows split", "HloModule m\n"
+    "ENTRY e {\n"
+    "  a = f32[60,150] parameter(0)\n"
+    "  b = f32[150,256] parameter(1)\n"
+    "  ROOT d = f32[60,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n", 1e-4, true);
+  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+}
+
 /* Whether the optimized IR of text has the few-rows kernel's K loop (products of few rows read
  * B in place, without the GEMM function). */
 static bool tg_small_m(const char *text) { return tg_ir_contains(text, "smallk"); }

@@ -1279,7 +1279,9 @@ static LLVMValueRef gm_function(CpuCg *cg) {
                                   LLVMBuildICmp(k->B, LLVMIntSLE, gmul(k, K, ncr), gi(k, GM_RESIDENT), ""), "");
   LLVMValueRef belems = gmul(k, LLVMBuildSelect(k->B, res, K, kcb, ""), ncr);
   LLVMValueRef bp = P[GP_PACK];
-  LLVMValueRef ap = gfp(k, bp, LLVMBuildAnd(k->B, gadd(k, belems, gi(k, 15)), gi(k, ~(int64_t)15), ""));
+  /* (a B packed beforehand takes no room: A's block at the start) */
+  LLVMValueRef boff = LLVMBuildAnd(k->B, gadd(k, belems, gi(k, 15)), gi(k, ~(int64_t)15), "");
+  LLVMValueRef ap = gfp(k, bp, LLVMBuildSelect(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gi(k, 0), boff, ""));
   /* B resident (whole K of a column block packed once, blocks at bp + pc * ncr): row blocks
      outermost, every K block of one before the next, so its C block stays in cache and is
      finished before moving on; else the K blocks outermost with B packed per block */
@@ -1817,9 +1819,10 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
 
 /* The byte offset in the packed weights (NAME_pack) of B of product p (no batch) when B is an
  * entry parameter read in place by the entry's kernels (not one a result may alias: the run would
- * change it), packed for nnb column blocks of nblk columns; -1 otherwise. A B already
- * registered with the same view and blocks (a weight two products share) keeps its place. */
-static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
+ * change it; gm_pack_param: that parameter, else -1), packed for nnb column blocks of nblk
+ * columns; -1 otherwise. A B already registered with the same view and blocks (a weight two
+ * products share) keeps its place. */
+static int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   const GmView *v = &p->b;
   if (p->conv || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
       v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1 ||
@@ -1828,9 +1831,15 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
   int64_t boff = 0;
   const MemBuf *mb = &cg->plan.bufs[memplan_base(&cg->plan, v->base->idx, &boff)];
   if (mb->kind != MEM_PARAM || boff != 0) return -1;
-  int param = (int)mb->param;
   for (int r = 0; r < cg->plan.nresults; r++)
-    if (cg->plan.results[r].alias_param == param) return -1;
+    if (cg->plan.results[r].alias_param == mb->param) return -1;
+  return (int)mb->param;
+}
+
+static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
+  int param = gm_pack_param(cg, p);
+  if (param < 0) return -1;
+  const GmView *v = &p->b;
   for (int i = 0; i < cg->npacks; i++) {
     const CpuPackJob *j = &cg->packs[i];
     if (j->param == param && j->off == v->off && j->rs == p->brs && j->cs == p->bcs && j->K == p->K && j->N == p->N &&
@@ -1916,16 +1925,19 @@ static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int
 
 /* A chunk's items [*lo, *hi) of items split into nchunks (chunk nchunks, the serial run: all
  * of them); *chunk is the chunk number, 0 for the serial run; returns whether this is the
- * serial run. */
-static LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk, LLVMValueRef *lo,
-                                   LLVMValueRef *hi) {
+ * serial run. gm_chunk_items_v: the item count known at run time. */
+static LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
+                                     LLVMValueRef *lo, LLVMValueRef *hi) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
   *chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
-  *lo = LLVMBuildSDiv(B, gmul(k, *chunk, gi(k, items)), gi(k, nchunks), "");
-  *hi = LLVMBuildSelect(B, whole, gi(k, items),
-                        LLVMBuildSDiv(B, gmul(k, gadd(k, *chunk, gi(k, 1)), gi(k, items)), gi(k, nchunks), ""), "");
+  *lo = LLVMBuildSDiv(B, gmul(k, *chunk, items), gi(k, nchunks), "");
+  *hi = LLVMBuildSelect(B, whole, items, LLVMBuildSDiv(B, gmul(k, gadd(k, *chunk, gi(k, 1)), items), gi(k, nchunks), ""), "");
   return whole;
+}
+static LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk, LLVMValueRef *lo,
+                                   LLVMValueRef *hi) {
+  return gm_chunk_items_v(k, gi(k, items), nchunks, chunk, lo, hi);
 }
 
 /* The loop dimensions' indices lidx from their linear index bi, and the element offsets they
@@ -2885,6 +2897,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     int64_t q = (p.N + c.nc - 1) / c.nc;
     nblk = gm_roundup((p.N + q - 1) / q, c.nr);
   }
+  int64_t nblk0 = nblk; /* before any split */
   if (want > 1) {
     /* split until there are enough items, halving first the dimension whose split repacks
        the smaller operand (a row split repacks B, a column split repacks A) */
@@ -2905,6 +2918,22 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int64_t nchunks = items <= 2 * want && !tuned ? items : items < want ? items : want;
   if (want <= 1) nchunks = 1;
   if (nchunks < 1) nchunks = 1;
+  /* A dot whose B is read packed (frozen weights, packed at compile time, or weights the
+     caller packed ahead, known at run time) repacks nothing when its rows are split: when the
+     split above narrowed the column blocks (only the columns split, A packed once ahead), a
+     run with B packed splits into as many items of rows of the full-width column blocks
+     instead (alt: the chunks pack their A rows in their calls, the A-packing kernel does
+     nothing), and its serial run makes one call per full-width column block with A packed
+     once ahead. On the device host's Xeon, mlp with its weights packed ahead on two cores,
+     ten interleaved rounds: 3.80 -> 3.36 ms (median), 3.34 -> 3.27 (fastest); on the
+     development VM 3.51 -> 3.36. The packed B is laid out for the full-width blocks. */
+  int64_t nnb0 = (p.N + nblk0 - 1) / nblk0, mblk1 = p.M;
+  while (nnb0 * ((p.M + mblk1 - 1) / mblk1) < items && mblk1 >= 4 * c.mr) mblk1 = gm_roundup((mblk1 + 1) / 2, c.mr);
+  int64_t nmb1 = (p.M + mblk1 - 1) / mblk1;
+  bool alt = !p.conv && nb == 1 && !red && nchunks > 1 && nblk < nblk0 && nmb == 1 && nnb0 * nmb1 == items && p.N > c.nc &&
+             (gm_view_const(&p.b) || gm_pack_param(cg, &p) >= 0) && !getenv("HLOC_CPU_GEMM_NO_PREPACK") &&
+             !getenv("HLOC_CPU_GEMM_NO_ALT");
+  int64_t lnblk = alt ? nblk0 : nblk, lnnb = alt ? nnb0 : nnb; /* the packed B's column blocks */
   /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
      them), so its A block is sized for the whole M, not for mblk */
   int64_t pack = gm_pack_bytes(&c, p.M, nblk, p.K, p.conv);
@@ -2932,7 +2961,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      packed A, which its calls (one per column block) would each pack again. */
   int pre = 0; /* 1: B packed beforehand, 2: A */
   int64_t kstep = gm_kstep(&c, p.K), nkb = p.K < 1 ? 1 : (p.K + kstep - 1) / kstep;
-  LLVMValueRef bconst = !p.conv && nb == 1 ? gm_const_packed_b(cg, &c, &p, nblk, nnb, kstep) : NULL;
+  LLVMValueRef bconst = !p.conv && nb == 1 ? gm_const_packed_b(cg, &c, &p, lnblk, lnnb, kstep) : NULL;
   if (!p.conv && nb == 1 && nchunks > 1 && !getenv("HLOC_CPU_GEMM_NO_PREPACK"))
     pre = !bconst ? (nmb > 1 ? 1 : nnb > 1 ? 2 : 0) : (nmb == 1 && nnb > 1 ? 2 : 0);
   int64_t pre_off = stage_bytes + pack * nchunks, pre_bytes = 0, Kp = p.K < 1 ? 1 : p.K;
@@ -2961,7 +2990,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      NAME_run_packed), in the layout of a B packed beforehand for the items' column blocks;
      when it does, nothing packs B (the packing kernel below does nothing). Not where the
      serial run merges the column blocks into one call, which reads B as one block */
-  int64_t pk_off = !bconst && !merge && nb == 1 ? gm_pack_job(cg, &p, nblk, nnb) : -1;
+  int64_t pk_off = !bconst && !merge && nb == 1 ? gm_pack_job(cg, &p, lnblk, lnnb) : -1;
   if (pre) {
     /* B: chunk (column block of the items, K block); A: (MC row block, K block) */
     int64_t nx = pre == 1 ? nnb : (p.M + c.mc - 1) / c.mc, xb = pre == 1 ? nblk : c.mc;
@@ -2970,12 +2999,23 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMBuilderRef B = k->B;
     LLVMValueRef X = gm_view_ptr(k, pre == 1 ? &p.b : &p.a);
     LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
-    GIf f;
-    LLVMValueRef todo = gslt(k, k->chunk, gi(k, nx * nkb));
-    if (pre == 1 && pk_off >= 0)
-      todo = LLVMBuildAnd(B, todo, LLVMBuildIsNull(B, cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}), ""), "");
-    gif_open(k, &f, todo, false);
-    LLVMValueRef xi = LLVMBuildSDiv(B, k->chunk, gi(k, nkb), ""), kb = LLVMBuildSRem(B, k->chunk, gi(k, nkb), "");
+    /* a chunk packs its block, [c0, c1); nothing when B comes packed (pre == 1), or when A
+       is packed in the calls (alt, a parallel run with B packed); alt's serial run (the
+       task's whole call, chunk pch) packs every block */
+    LLVMValueRef c0 = k->chunk, c1 = gmin(k, gadd(k, k->chunk, gi(k, 1)), gi(k, nx * nkb)), skip = NULL;
+    LLVMValueRef pks = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
+    if (pre == 1 && pks) skip = LLVMBuildIsNotNull(B, pks, "");
+    if (alt) {
+      LLVMValueRef serial = LLVMBuildICmp(B, LLVMIntEQ, k->chunk, gi(k, pch), "");
+      LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pks ? LLVMBuildIsNotNull(B, pks, "") : LLVMConstInt(cg->i1, 0, 0);
+      skip = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, serial, ""), "");
+      c0 = LLVMBuildSelect(B, serial, gi(k, 0), c0, "");
+      c1 = LLVMBuildSelect(B, serial, gi(k, nx * nkb), c1, "");
+    }
+    if (skip) c1 = LLVMBuildSelect(B, skip, c0, c1, "");
+    CpuLoop lcc;
+    LLVMValueRef cc = gloop(k, &lcc, c0, c1, 1);
+    LLVMValueRef xi = LLVMBuildSDiv(B, cc, gi(k, nkb), ""), kb = LLVMBuildSRem(B, cc, gi(k, nkb), "");
     int64_t ext = pre == 1 ? p.N : p.M;
     LLVMValueRef x0 = gmul(k, xi, gi(k, xb)), x1 = gmin(k, gadd(k, x0, gi(k, xb)), gi(k, ext));
     LLVMValueRef a[GB_COUNT];
@@ -2989,11 +3029,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     a[GB_KB1] = gadd(k, kb, gi(k, 1));
     LLVMValueRef pf = gm_packx_function(cg, pre == 1);
     LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
-    gif_close(k, &f);
+    gm_close(k, &lcc);
     if (!cpu_kern_end(k, pch)) return -1;
     /* the serial run: nothing to do for B (unless reducing: its chunks run one by one and
        read the packed B); A is used by every column block, once packed */
-    cg->tasks[cg->ntasks - 1].whole = (pre == 1 && !red) || merge;
+    cg->tasks[cg->ntasks - 1].whole = (pre == 1 && !red) || merge || alt;
     cg->tasks[cg->ntasks - 1].note = pre == 1 ? "B packed" : "A packed";
   }
 
@@ -3018,8 +3058,22 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      done by one GEMM call (B packed once); chunk nchunks (the serial run) does every item
      with the packing area of chunk 0 */
   LLVMValueRef chunk, lo, hi;
-  LLVMValueRef whole = gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef pkd = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
+  /* the items' blocks: mblk x nblk, nmb x nnb of them; with alt and B packed, rows of
+     full-width column blocks (chunks) or the full-width blocks (the serial run) */
+  LLVMValueRef v_mblk = gi(k, mblk), v_nblk = gi(k, nblk), v_nmb = gi(k, nmb), v_nnb = gi(k, nnb), v_items = gi(k, items);
+  LLVMValueRef use1 = NULL; /* alt's chunks: A packed in the calls */
+  if (alt) {
+    LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pkd ? LLVMBuildIsNotNull(B, pkd, "") : LLVMConstInt(cg->i1, 0, 0);
+    LLVMValueRef ser = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
+    use1 = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, ser, ""), "");
+    v_mblk = LLVMBuildSelect(B, use1, gi(k, mblk1), v_mblk, "");
+    v_nmb = LLVMBuildSelect(B, use1, gi(k, nmb1), v_nmb, "");
+    v_nblk = LLVMBuildSelect(B, pkv, gi(k, nblk0), v_nblk, "");
+    v_nnb = LLVMBuildSelect(B, pkv, gi(k, nnb0), v_nnb, "");
+    v_items = LLVMBuildSelect(B, LLVMBuildAnd(B, pkv, ser, ""), gi(k, nnb0), v_items, "");
+  }
+  LLVMValueRef whole = gm_chunk_items_v(k, v_items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pack))}, 1, "");
   /* reducing: the chunk's slice buffer and its partial results, which start from the
      reducer's identity (offsets in the private scratch, as scratch's own) */
@@ -3033,17 +3087,17 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   GWhile items_loop;
   LLVMValueRef it = gwhile_open(k, &items_loop, itv, hi, "item", "itemb", "iteme");
   int cache_mark = k->ncache;
-  LLVMValueRef mi = LLVMBuildSRem(B, it, gi(k, nmb), "");
-  LLVMValueRef rest = LLVMBuildSDiv(B, it, gi(k, nmb), "");
-  LLVMValueRef ni = LLVMBuildSRem(B, rest, gi(k, nnb), "");
-  LLVMValueRef bi = LLVMBuildSDiv(B, rest, gi(k, nnb), "");
-  LLVMValueRef gend = gmin(k, hi, gmul(k, gadd(k, rest, gi(k, 1)), gi(k, nmb)));
-  LLVMValueRef mlast = LLVMBuildSRem(B, gsub(k, gend, gi(k, 1)), gi(k, nmb), "");
+  LLVMValueRef mi = LLVMBuildSRem(B, it, v_nmb, "");
+  LLVMValueRef rest = LLVMBuildSDiv(B, it, v_nmb, "");
+  LLVMValueRef ni = LLVMBuildSRem(B, rest, v_nnb, "");
+  LLVMValueRef bi = LLVMBuildSDiv(B, rest, v_nnb, "");
+  LLVMValueRef gend = gmin(k, hi, gmul(k, gadd(k, rest, gi(k, 1)), v_nmb));
+  LLVMValueRef mlast = LLVMBuildSRem(B, gsub(k, gend, gi(k, 1)), v_nmb, "");
   LLVMBuildStore(B, merge ? LLVMBuildSelect(B, whole, hi, gend, "") : gend, itv);
   LLVMValueRef lidx[HLO_MAX_RANK], offa, offb, offc;
   gm_loop_offsets(k, &p, bi, lidx, &offa, &offb, &offc);
-  LLVMValueRef m0 = gmul(k, mi, gi(k, mblk)), n0 = gmul(k, ni, gi(k, nblk));
-  LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), gi(k, mblk)), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, gi(k, nblk)), gi(k, p.N));
+  LLVMValueRef m0 = gmul(k, mi, v_mblk), n0 = gmul(k, ni, v_nblk);
+  LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), v_mblk), gi(k, p.M)), n1 = gmin(k, gadd(k, n0, v_nblk), gi(k, p.N));
   if (merge) {
     n0 = LLVMBuildSelect(B, whole, gi(k, 0), n0, "");
     n1 = LLVMBuildSelect(B, whole, gi(k, p.N), n1, "");
@@ -3088,6 +3142,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMValueRef prep = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
     if (pre == 1) prep = LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), gfp(k, prep, gmul(k, n0, gi(k, p.K))), "");
     args[pre == 1 ? GP_BPRE : GP_APRE] = merge ? LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), prep, "") : prep;
+    if (use1) args[GP_APRE] = LLVMBuildSelect(B, use1, LLVMConstNull(cg->ptr), args[GP_APRE], "");
   }
   if (pkd)
     args[GP_BPRE] = LLVMBuildSelect(B, LLVMBuildIsNull(B, pkd, ""), args[GP_BPRE], gfp(k, pkd, gmul(k, n0, gi(k, p.K))), "");
