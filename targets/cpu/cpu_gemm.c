@@ -1864,16 +1864,13 @@ void cpu_gemm_pack_function(CpuCg *cg) {
   char name[512];
   snprintf(name, sizeof name, "%s_pack", cg->o->name);
   LLVMTypeRef ps[2] = {cg->ptr, cg->ptr};
-  LLVMValueRef fn = LLVMAddFunction(cg->M, name, LLVMFunctionType(cg->i32, ps, 2, 0));
-  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
-  k->cg = cg;
-  k->B = cg->B;
-  k->fn = fn;
-  k->entry = LLVMAppendBasicBlockInContext(cg->C, fn, "entry");
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->i32, ps, 2, 0));
+  LLVMValueRef fn = k->fn;
+  LLVMSetLinkage(fn, LLVMExternalLinkage); /* part of the interface */
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
   LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
   LLVMBuilderRef B = cg->B;
-  LLVMPositionBuilderAtEnd(B, k->entry);
   LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1), nul = LLVMConstNull(cg->ptr);
   LLVMValueRef isbad = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""), gi(k, 0), "");
   if (cg->npacks) {
@@ -1909,6 +1906,7 @@ void cpu_gemm_pack_function(CpuCg *cg) {
     }
   }
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
 }
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
