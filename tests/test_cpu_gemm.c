@@ -428,8 +428,8 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
 
 /* A B read packed (a constant packed at compile time, or a parameter the caller packs ahead:
  * the driver's packed runs) whose product the split cut into narrower column blocks: a run
- * with B packed splits rows of full-width column blocks instead (A packed in the calls), and
- * its serial run packs A once for the full-width blocks. Small blocks (MC 24, KC 64, NC 128)
+ * with B packed splits rows of full-width column blocks instead (A packed once ahead for those
+ * row blocks), and its serial run packs A once for the full-width blocks. Small blocks (MC 24, KC 64, NC 128)
  * give any ISA two 128-column blocks cut into four (three K blocks, an edge row block): as a
  * constant (entry and fused, transposed) and as a parameter. */
 Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {

@@ -2920,9 +2920,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      caller packed ahead, known at run time) repacks nothing when its rows are split: when the
      split above narrowed the column blocks (only the columns split, A packed once ahead), a
      run with B packed splits into as many items of rows of the full-width column blocks
-     instead (alt: the chunks pack their A rows in their calls, the A-packing kernel does
-     nothing), and its serial run makes one call per full-width column block with A packed
-     once ahead. On the device host's Xeon, mlp with its weights packed ahead on two cores,
+     instead (alt: A packed once ahead for those row blocks), and its serial run makes one
+     call per full-width column block with A packed once ahead (for all the rows). On the device host's Xeon, mlp with its weights packed ahead on two cores,
      ten interleaved rounds: 3.80 -> 3.36 ms (median), 3.34 -> 3.27 (fastest); on the
      development VM 3.51 -> 3.36. The packed B is laid out for the full-width blocks. */
   int64_t nnb0 = (p.N + nblk0 - 1) / nblk0, mblk1 = p.M;
@@ -2992,30 +2991,38 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (pre) {
     /* B: chunk (column block of the items, K block); A: (MC row block, K block) */
     int64_t nx = pre == 1 ? nnb : (p.M + c.mc - 1) / c.mc, xb = pre == 1 ? nblk : c.mc;
-    int64_t pch = nx * nkb < 2 ? 2 : nx * nkb;
+    int64_t pch = (alt && nmb1 > nx ? nmb1 : nx) * nkb;
+    if (pch < 2) pch = 2;
     CpuKern *k = cpu_kern_begin(cg, in);
     LLVMBuilderRef B = k->B;
     LLVMValueRef X = gm_view_ptr(k, pre == 1 ? &p.b : &p.a);
     LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
-    /* a chunk packs its block, [c0, c1); nothing when B comes packed (pre == 1), or when A
-       is packed in the calls (alt, a parallel run with B packed); alt's serial run (the
-       task's whole call, chunk pch) packs every block */
-    LLVMValueRef c0 = k->chunk, c1 = gmin(k, gadd(k, k->chunk, gi(k, 1)), gi(k, nx * nkb)), skip = NULL;
+    /* a chunk packs its block, [c0, c1); nothing when B comes packed (pre == 1). With alt,
+       the serial run (the task's whole call, chunk pch) packs every block, and a parallel
+       run with B packed packs A for alt's row blocks (mblk1 rows each, laid out as a call
+       starting at the block's first row reads it: MC blocks within) */
+    LLVMValueRef v_xb = gi(k, xb), v_nx = gi(k, nx);
+    LLVMValueRef c0 = k->chunk, c1 = NULL, skip = NULL;
     LLVMValueRef pks = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
     if (pre == 1 && pks) skip = LLVMBuildIsNotNull(B, pks, "");
+    LLVMValueRef serial = NULL;
     if (alt) {
-      LLVMValueRef serial = LLVMBuildICmp(B, LLVMIntEQ, k->chunk, gi(k, pch), "");
+      serial = LLVMBuildICmp(B, LLVMIntEQ, k->chunk, gi(k, pch), "");
       LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pks ? LLVMBuildIsNotNull(B, pks, "") : LLVMConstInt(cg->i1, 0, 0);
-      skip = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, serial, ""), "");
+      LLVMValueRef rows = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, serial, ""), "");
+      v_xb = LLVMBuildSelect(B, rows, gi(k, mblk1), v_xb, "");
+      v_nx = LLVMBuildSelect(B, rows, gi(k, nmb1), v_nx, "");
       c0 = LLVMBuildSelect(B, serial, gi(k, 0), c0, "");
-      c1 = LLVMBuildSelect(B, serial, gi(k, nx * nkb), c1, "");
     }
+    LLVMValueRef nxk = gmul(k, v_nx, gi(k, nkb));
+    c1 = gmin(k, gadd(k, k->chunk, gi(k, 1)), nxk);
+    if (serial) c1 = LLVMBuildSelect(B, serial, nxk, c1, "");
     if (skip) c1 = LLVMBuildSelect(B, skip, c0, c1, "");
     CpuLoop lcc;
     LLVMValueRef cc = gloop(k, &lcc, c0, c1, 1);
     LLVMValueRef xi = LLVMBuildSDiv(B, cc, gi(k, nkb), ""), kb = LLVMBuildSRem(B, cc, gi(k, nkb), "");
     int64_t ext = pre == 1 ? p.N : p.M;
-    LLVMValueRef x0 = gmul(k, xi, gi(k, xb)), x1 = gmin(k, gadd(k, x0, gi(k, xb)), gi(k, ext));
+    LLVMValueRef x0 = gmul(k, xi, v_xb), x1 = gmin(k, gadd(k, x0, v_xb), gi(k, ext));
     LLVMValueRef a[GB_COUNT];
     a[GB_X] = gfp(k, X, gmul(k, x0, gi(k, pre == 1 ? p.bcs : p.ars)));
     a[GB_RS] = gi(k, pre == 1 ? p.brs : p.ars);
@@ -3060,7 +3067,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   /* the items' blocks: mblk x nblk, nmb x nnb of them; with alt and B packed, rows of
      full-width column blocks (chunks) or the full-width blocks (the serial run) */
   LLVMValueRef v_mblk = gi(k, mblk), v_nblk = gi(k, nblk), v_nmb = gi(k, nmb), v_nnb = gi(k, nnb), v_items = gi(k, items);
-  LLVMValueRef use1 = NULL; /* alt's chunks: A packed in the calls */
+  LLVMValueRef use1 = NULL; /* alt's chunks (rows of full-width blocks) */
   if (alt) {
     LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pkd ? LLVMBuildIsNotNull(B, pkd, "") : LLVMConstInt(cg->i1, 0, 0);
     LLVMValueRef ser = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
@@ -3140,7 +3147,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMValueRef prep = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
     if (pre == 1) prep = LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), gfp(k, prep, gmul(k, n0, gi(k, p.K))), "");
     args[pre == 1 ? GP_BPRE : GP_APRE] = merge ? LLVMBuildSelect(B, whole, LLVMConstNull(cg->ptr), prep, "") : prep;
-    if (use1) args[GP_APRE] = LLVMBuildSelect(B, use1, LLVMConstNull(cg->ptr), args[GP_APRE], "");
+    /* alt's chunks: their row block's A, packed for a call starting at its first row */
+    if (use1) args[GP_APRE] = LLVMBuildSelect(B, use1, gfp(k, prep, gmul(k, m0, gi(k, p.K))), args[GP_APRE], "");
   }
   if (pkd)
     args[GP_BPRE] = LLVMBuildSelect(B, LLVMBuildIsNull(B, pkd, ""), args[GP_BPRE], gfp(k, pkd, gmul(k, n0, gi(k, p.K))), "");
