@@ -2921,9 +2921,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      split above narrowed the column blocks (only the columns split, A packed once ahead), a
      run with B packed splits into as many items of rows of the full-width column blocks
      instead (alt: A packed once ahead for those row blocks), and its serial run makes one
-     call per full-width column block with A packed once ahead (for all the rows). On the device host's Xeon, mlp with its weights packed ahead on two cores,
-     ten interleaved rounds: 3.80 -> 3.36 ms (median), 3.34 -> 3.27 (fastest); on the
-     development VM 3.51 -> 3.36. The packed B is laid out for the full-width blocks. */
+     call per full-width column block with A packed once ahead (for all the rows). The
+     packed B is laid out for the full-width blocks. mlp with its weights packed ahead, two
+     cores: on the device host's Xeon (ten interleaved rounds, A then packed in the chunks'
+     calls) 3.80 -> 3.36 ms median, 3.34 -> 3.27 fastest; on the development VM 3.51 -> 3.36,
+     then 2.99 -> 2.89 with A packed once ahead per row block. One core: level. */
   int64_t nnb0 = (p.N + nblk0 - 1) / nblk0, mblk1 = p.M;
   while (nnb0 * ((p.M + mblk1 - 1) / mblk1) < items && mblk1 >= 4 * c.mr) mblk1 = gm_roundup((mblk1 + 1) / 2, c.mr);
   int64_t nmb1 = (p.M + mblk1 - 1) / mblk1;
