@@ -36,7 +36,8 @@
  * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_SHARE=exact merges
  * only identical kernels (cpu_share.c); HLOC_CPU_NO_GEMM,
  * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
- * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) steer cpu_gemm.c;
+ * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) and HLOC_CPU_GEMM_NO_ALT (a
+ * split dot with B packed keeps its narrower column blocks) steer cpu_gemm.c;
  * HLOC_CPU_NO_PACKED_WEIGHTS gives NAME_pack nothing to pack (PACKED_BYTES 0);
  * cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"
