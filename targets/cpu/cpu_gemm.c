@@ -1860,6 +1860,13 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
   return j->dst;
 }
 
+/* Whether a product's B is read packed in this run: packed at compile time (bconst), or by
+ * the caller ahead of the runs (its packed-weights slot pks not NULL). */
+static LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pks) {
+  if (bconst || !pks) return LLVMConstInt(k->cg->i1, bconst ? 1 : 0, 0);
+  return LLVMBuildIsNotNull(k->B, pks, "");
+}
+
 void cpu_gemm_pack_function(CpuCg *cg) {
   char name[512];
   snprintf(name, sizeof name, "%s_pack", cg->o->name);
@@ -3010,7 +3017,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     LLVMValueRef serial = NULL;
     if (alt) {
       serial = LLVMBuildICmp(B, LLVMIntEQ, k->chunk, gi(k, pch), "");
-      LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pks ? LLVMBuildIsNotNull(B, pks, "") : LLVMConstInt(cg->i1, 0, 0);
+      LLVMValueRef pkv = gm_b_packed(k, bconst, pks);
       LLVMValueRef rows = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, serial, ""), "");
       v_xb = LLVMBuildSelect(B, rows, gi(k, mblk1), v_xb, "");
       v_nx = LLVMBuildSelect(B, rows, gi(k, nmb1), v_nx, "");
@@ -3071,7 +3078,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef v_mblk = gi(k, mblk), v_nblk = gi(k, nblk), v_nmb = gi(k, nmb), v_nnb = gi(k, nnb), v_items = gi(k, items);
   LLVMValueRef use1 = NULL; /* alt's chunks (rows of full-width blocks) */
   if (alt) {
-    LLVMValueRef pkv = bconst ? LLVMConstInt(cg->i1, 1, 0) : pkd ? LLVMBuildIsNotNull(B, pkd, "") : LLVMConstInt(cg->i1, 0, 0);
+    LLVMValueRef pkv = gm_b_packed(k, bconst, pkd);
     LLVMValueRef ser = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
     use1 = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, ser, ""), "");
     v_mblk = LLVMBuildSelect(B, use1, gi(k, mblk1), v_mblk, "");
