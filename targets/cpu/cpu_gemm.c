@@ -1820,11 +1820,12 @@ static LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p
 /* The byte offset in the packed weights (NAME_pack) of B of product p (no batch) when B is an
  * entry parameter read in place by the entry's kernels (not one a result may alias: the run would
  * change it; gm_pack_param: that parameter, else -1), packed for nnb column blocks of nblk
- * columns; -1 otherwise. A B already registered with the same view and blocks (a weight two
- * products share) keeps its place. */
+ * columns, or for a Winograd convolution its taps transformed (as GW_U does); -1 otherwise. A B
+ * already registered with the same view and blocks (a weight two products share) keeps its
+ * place. */
 static int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   const GmView *v = &p->b;
-  if (p->conv || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
+  if ((p->conv && !p->wino) || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
       v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1 ||
       getenv("HLOC_CPU_NO_PACKED_WEIGHTS"))
     return -1;
@@ -1840,10 +1841,14 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
   int param = gm_pack_param(cg, p);
   if (param < 0) return -1;
   const GmView *v = &p->b;
+  int kind = p->wino ? 1 : 0;
+  int64_t K = p->wino ? p->geo[GC_CI] : p->K, NR = gm_cfg(cg).nr;
+  int64_t wk[4] = {0};
+  if (p->wino) memcpy(wk, p->wk, sizeof wk);
   for (int i = 0; i < cg->npacks; i++) {
     const CpuPackJob *j = &cg->packs[i];
-    if (j->param == param && j->off == v->off && j->rs == p->brs && j->cs == p->bcs && j->K == p->K && j->N == p->N &&
-        j->nblk == nblk && j->nnb == nnb)
+    if (j->kind == kind && j->param == param && j->off == v->off && j->rs == p->brs && j->cs == p->bcs && j->K == K &&
+        j->N == p->N && j->nblk == nblk && j->nnb == nnb && !memcmp(j->wk, wk, sizeof wk))
       return j->dst;
   }
   if (cg->npacks == cg->pack_cap) {
@@ -1853,9 +1858,9 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
     cg->packs = np;
     cg->pack_cap = nc;
   }
-  int64_t floats = (nnb > 1 ? nnb * nblk : gm_roundup(p->N, gm_cfg(cg).nr)) * p->K;
+  int64_t floats = kind ? 16 * K * gm_roundup(p->N, NR) : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
-  *j = (CpuPackJob){param, v->off, p->brs, p->bcs, p->K, p->N, nblk, nnb, cg->packed_bytes};
+  *j = (CpuPackJob){kind, param, v->off, p->brs, p->bcs, K, p->N, nblk, nnb, cg->packed_bytes, {wk[0], wk[1], wk[2], wk[3]}};
   cg->packed_bytes += memplan_align(floats * 4);
   return j->dst;
 }
@@ -1865,55 +1870,6 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
 static LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pks) {
   if (bconst || !pks) return LLVMConstInt(k->cg->i1, bconst ? 1 : 0, 0);
   return LLVMBuildIsNotNull(k->B, pks, "");
-}
-
-void cpu_gemm_pack_function(CpuCg *cg) {
-  char name[512];
-  snprintf(name, sizeof name, "%s_pack", cg->o->name);
-  LLVMTypeRef ps[2] = {cg->ptr, cg->ptr};
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->i32, ps, 2, 0));
-  LLVMValueRef fn = k->fn;
-  LLVMSetLinkage(fn, LLVMExternalLinkage); /* part of the interface */
-  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
-  LLVMBuilderRef B = cg->B;
-  LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1), nul = LLVMConstNull(cg->ptr);
-  LLVMValueRef isbad = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""), gi(k, 0), "");
-  if (cg->npacks) {
-    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
-    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
-  }
-  LLVMBuildCondBr(B, isbad, bad, go);
-  LLVMPositionBuilderAtEnd(B, bad);
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
-  LLVMPositionBuilderAtEnd(B, go);
-  if (cg->npacks) {
-    GmCfg c = gm_cfg(cg);
-    LLVMValueRef pf = gm_packx_function(cg, true);
-    LLVMPositionBuilderAtEnd(B, go);
-    for (int i = 0; i < cg->npacks; i++) {
-      const CpuPackJob *j = &cg->packs[i];
-      LLVMValueRef ix = gi(k, j->param);
-      LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
-      int64_t nkb = (j->K + gm_kstep(&c, j->K) - 1) / gm_kstep(&c, j->K);
-      for (int64_t xi = 0; xi < j->nnb; xi++) {
-        int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
-        LLVMValueRef a[GB_COUNT];
-        a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
-        a[GB_RS] = gi(k, j->rs);
-        a[GB_CS] = gi(k, j->cs);
-        a[GB_N] = gi(k, x1 - x0);
-        a[GB_K] = gi(k, j->K);
-        a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
-        a[GB_KB0] = gi(k, 0);
-        a[GB_KB1] = gi(k, nkb);
-        LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
-      }
-    }
-  }
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
 }
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
@@ -2773,11 +2729,16 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   int64_t need = part_off + nchunks * part_bytes;
   if (need > cg->extra_temp) cg->extra_temp = need;
 
+  /* taps that are an entry parameter: the caller may pass them transformed ahead of the runs
+     (NAME_pack); then the taps' kernel does nothing and the products read them there */
+  int64_t pk_off = uconst ? -1 : gm_pack_job(cg, p, 0, 0);
   if (!uconst) {
     int64_t uch = CI < 16 ? CI : 16;
     CpuKern *kt = cpu_kern_begin(cg, in);
     LLVMValueRef Ut = cpu_slot(kt, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
     gm_chunk_items(kt, CI, uch, &chunk, &lo, &hi);
+    if (pk_off >= 0)
+      hi = LLVMBuildSelect(kt->B, LLVMBuildIsNull(kt->B, cpu_slot(kt, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}), ""), hi, lo, "");
     LLVMValueRef ua[11] = {gm_view_ptr(kt, &p->b), Ut, lo, hi, gi(kt, CI), gi(kt, CO), gi(kt, p->wk[0]), gi(kt, p->wk[1]),
                            gi(kt, p->wk[2]), gi(kt, p->wk[3]), gi(kt, gm_kstep(c, CI))};
     gm_wino_call(kt, GW_U, ua);
@@ -2794,6 +2755,10 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   LLVMValueRef X = gm_view_ptr(k, &p->a), C = red ? NULL : cpu_buffer(k, in);
   LLVMValueRef U = uconst ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
                           : cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
+  if (pk_off >= 0) {
+    LLVMValueRef pu = cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off});
+    U = LLVMBuildSelect(B, LLVMBuildIsNull(B, pu, ""), U, pu, "");
+  }
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + ch_off});
   gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
@@ -2860,6 +2825,65 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   cg->tasks[cg->ntasks - 1].note = "Winograd";
   if (red && !gm_reduce_finish(cg, in, red, part_off, part_bytes, nchunks)) return -1;
   return 1;
+}
+
+void cpu_gemm_pack_function(CpuCg *cg) {
+  char name[512];
+  snprintf(name, sizeof name, "%s_pack", cg->o->name);
+  LLVMTypeRef ps[2] = {cg->ptr, cg->ptr};
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->i32, ps, 2, 0));
+  LLVMValueRef fn = k->fn;
+  LLVMSetLinkage(fn, LLVMExternalLinkage); /* part of the interface */
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
+  LLVMBuilderRef B = cg->B;
+  LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1), nul = LLVMConstNull(cg->ptr);
+  LLVMValueRef isbad = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""), gi(k, 0), "");
+  if (cg->npacks) {
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
+  }
+  LLVMBuildCondBr(B, isbad, bad, go);
+  LLVMPositionBuilderAtEnd(B, bad);
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
+  LLVMPositionBuilderAtEnd(B, go);
+  if (cg->npacks) {
+    GmCfg c = gm_cfg(cg);
+    LLVMValueRef pf = gm_packx_function(cg, true);
+    for (int i = 0; i < cg->npacks; i++)
+      if (cg->packs[i].kind == 1) gm_wino_function(cg, GW_U);
+    LLVMPositionBuilderAtEnd(B, go);
+    for (int i = 0; i < cg->npacks; i++) {
+      const CpuPackJob *j = &cg->packs[i];
+      LLVMValueRef ix = gi(k, j->param);
+      LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+      if (j->kind == 1) {
+        /* a Winograd convolution's taps, transformed for all input channels */
+        LLVMValueRef ua[11] = {gfp(k, X, gi(k, j->off)), LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
+                               gi(k, 0), gi(k, j->K), gi(k, j->K), gi(k, j->N), gi(k, j->wk[0]), gi(k, j->wk[1]),
+                               gi(k, j->wk[2]), gi(k, j->wk[3]), gi(k, gm_kstep(&c, j->K))};
+        gm_wino_call(k, GW_U, ua);
+        continue;
+      }
+      int64_t nkb = (j->K + gm_kstep(&c, j->K) - 1) / gm_kstep(&c, j->K);
+      for (int64_t xi = 0; xi < j->nnb; xi++) {
+        int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
+        LLVMValueRef a[GB_COUNT];
+        a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
+        a[GB_RS] = gi(k, j->rs);
+        a[GB_CS] = gi(k, j->cs);
+        a[GB_N] = gi(k, x1 - x0);
+        a[GB_K] = gi(k, j->K);
+        a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
+        a[GB_KB0] = gi(k, 0);
+        a[GB_KB1] = gi(k, nkb);
+        LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
+      }
+    }
+  }
+  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
 }
 
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {

@@ -106,11 +106,13 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
       }
   hlo_str_printf(&b,
             "/* Weights packed once, ahead of the runs: %s_pack(args, packed) packs arguments\n"
-            " * read as the right-hand side of a product (here: %s) into packed,\n"
-            " * %s_PACKED_BYTES bytes aligned to %s_TEMP_ALIGN that the caller keeps. %s_run_packed()\n"
+            " * read as the right-hand side of a product or as a convolution's taps (here: %s)\n"
+            " * into packed,"
+            " %s_PACKED_BYTES bytes aligned to %s_TEMP_ALIGN that the caller keeps. %s_run_packed()\n"
             " * and %s_run_packed_mt() compute as %s_run() and %s_run_mt() but read that copy\n"
-            " * where the products would pack those arguments on every run: args[] must hold the\n"
-            " * values packed (pack again after changing them). packed == NULL runs as %s_run().\n"
+            " * where the products would pack (or transform) those arguments on every run: args[]\n"
+            " * must hold the"
+            " values packed (pack again after changing them). packed == NULL runs as %s_run().\n"
             " * They return 0, or 1 for a NULL array or a packed pointer not so aligned. */\n"
             "#define %s_PACKED_BYTES %lld\n"
             "int %s_pack(const void *const args[], void *packed);\n"

@@ -46,14 +46,18 @@ typedef struct CpuSlot {
 
 /* A weight packed ahead of the runs (NAME_pack, cpu_gemm.c): an entry parameter read in place
  * as the B of a blocked product, laid out as that product's GEMM reads a B packed beforehand
- * (GP_BPRE) for nnb column blocks of nblk columns, at byte offset dst of the packed weights. */
+ * (GP_BPRE) for nnb column blocks of nblk columns, or as the taps of a Winograd convolution,
+ * transformed (K input and N output channels, strides wk), at byte offset dst of the packed
+ * weights. */
 typedef struct CpuPackJob {
+  int kind;           /* 0: a product's B; 1: a Winograd convolution's taps */
   int param;          /* the entry parameter */
   int64_t off;        /* element offset of B in it */
   int64_t rs, cs;     /* element strides of B's rows (K) and columns (N) */
   int64_t K, N;       /* B's extent */
   int64_t nblk, nnb;  /* column blocks */
   int64_t dst;        /* byte offset in the packed weights */
+  int64_t wk[4];      /* kind 1: the taps' strides of (kh, kw, ci, co) */
 } CpuPackJob;
 
 /* Where the values of one computation live: the entry's (args, results, the plan's heap), or
