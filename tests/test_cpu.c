@@ -1213,6 +1213,29 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
   free(dir);
 }
 
+/* Names are arbitrary strings in a module proto: a module, argument or result name holding the
+ * end of a C comment or a line break still gives a header that compiles (C and C++), and the
+ * tensor tables keep the names as they are. */
+Test(cpu, header_comments_survive_any_name) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  HModule *m = ct_parse(tc_small);
+  m->name = "mod */ int broken; /*";
+  m->entry->params[0]->name = "x*/\nint bad;";
+  m->entry->instrs[m->entry->ninstrs - 1]->name = "t*//";
+  cr_assert(tc_compile(m, dir, "odd", 0, &err), "%s", err.msg);
+  const char *src = "#include \"odd.h\"\n#include <string.h>\n"
+                    "int main(void) { return strcmp(odd_arg_info[0].name, \"x*/\\nint bad;\") != 0; }\n";
+  char cmd[2048];
+  cr_expect_eq(tc_build_run(dir, "main.c", src,
+                            "cc -std=c11 -Wall -Wextra -Werror main.c odd.o -lm -o main && ./main && "
+                            "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c", cmd, sizeof cmd),
+               0, "%s", cmd);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 Test(cpu, deterministic_output) {
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};

@@ -461,6 +461,10 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
                       int npacks, int64_t packed_bytes, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
+/* s as text safe inside a C comment of a generated header (HLO names are arbitrary strings in
+ * a module proto): "*" followed by "/" becomes "* /", "/" followed by "*" "/ *", control
+ * characters '?'; at most n - 1 bytes into dst. */
+const char *cpu_comment_safe(char *dst, size_t n, const char *s);
 /* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */
 void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
 /* The guarded hloc_tensor_info / parallel-for types every generated header declares. */

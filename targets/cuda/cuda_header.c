@@ -43,6 +43,7 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
   const char *n = cc->o->name;
   char U[256];
   upper(U, sizeof U, n);
+  char mname[512];
   const char *libs = cc->uses_cublas && cc->nconvs ? "-lcuda -lcublas -lcudnn"
                      : cc->uses_cublas             ? "-lcuda -lcublas"
                      : cc->nconvs                  ? "-lcuda -lcudnn"
@@ -64,7 +65,7 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
      " * from several threads are safe given distinct temp buffers.\n"
      " *\n"
      " * Arguments:\n",
-     n, cc->arch, m->name ? m->name : "", libs, n, U, U, n);
+     n, cc->arch, cpu_comment_safe(mname, sizeof mname, m->name), libs, n, U, U, n);
   for (int i = 0; i < e->nparams; i++) cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
   hlo_str_printf(&b, " * Results:\n");
   for (int k = 0; k < plan->nresults; k++) cpu_header_shape_line(&b, k, e->instrs[plan->results[k].name]->name, &plan->results[k].shape);
