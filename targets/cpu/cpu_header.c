@@ -108,31 +108,39 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
             "int %s_run_mt(const void *const args[], void *const results[], void *temp,\n"
             "    hloc_parallel_for_fn pf, void *runner);\n\n",
             n);
-  /* the packed weights: which arguments, once each */
+  /* the packed weights: which arguments, once each, in lines of about 90 columns */
   HStr pl = {0};
+  size_t line0 = 0;
   for (int i = 0; i < nargs; i++)
     for (int j = 0; j < npacks; j++)
       if (packs[j].param == i) {
-        hlo_str_printf(&pl, "%s%d (%s)", pl.n ? ", " : "", i, cpu_comment_safe(pname, sizeof pname, e->params[i]->name));
+        if (pl.n && pl.n - line0 > 62) {
+          hlo_str_printf(&pl, ",\n *   ");
+          line0 = pl.n;
+        } else if (pl.n) {
+          hlo_str_printf(&pl, ", ");
+        }
+        hlo_str_printf(&pl, "%d (%s)", i, cpu_comment_safe(pname, sizeof pname, e->params[i]->name));
         break;
       }
   hlo_str_printf(&b,
-            "/* Weights packed once, ahead of the runs: %s_pack(args, packed) packs arguments\n"
-            " * read as the right-hand side of a product or as a convolution's taps (here: %s)\n"
-            " * into packed,"
-            " %s_PACKED_BYTES bytes aligned to %s_TEMP_ALIGN that the caller keeps. %s_run_packed()\n"
-            " * and %s_run_packed_mt() compute as %s_run() and %s_run_mt() but read that copy\n"
-            " * where the products would pack (or transform) those arguments on every run: args[]\n"
-            " * must hold the"
-            " values packed (pack again after changing them). packed == NULL runs as %s_run().\n"
-            " * They return 0, or 1 for a NULL array or a packed pointer not so aligned. */\n"
+            "/* Weights packed once, ahead of the runs: %s_pack(args, packed) packs the arguments\n"
+            " * listed below (read as the right-hand side of a product, or as a convolution's\n"
+            " * taps, which it stores transformed) into packed, %s_PACKED_BYTES bytes aligned to\n"
+            " * %s_TEMP_ALIGN that the caller keeps. %s_run_packed() and %s_run_packed_mt() compute\n"
+            " * as %s_run() and %s_run_mt() but read that copy where the products would pack (or\n"
+            " * transform) those arguments on every run: args[] must hold the values packed (pack\n"
+            " * again after changing them). packed == NULL runs as %s_run(). They return 0, or 1\n"
+            " * for a NULL array or a packed pointer not so aligned.\n"
+            " * Packed arguments: %s\n"
+            " */\n"
             "#define %s_PACKED_BYTES %lld\n"
             "int %s_pack(const void *const args[], void *packed);\n"
             "int %s_run_packed(const void *const args[], void *const results[], void *temp,\n"
             "    const void *packed);\n"
             "int %s_run_packed_mt(const void *const args[], void *const results[], void *temp,\n"
             "    const void *packed, hloc_parallel_for_fn pf, void *runner);\n\n",
-            n, pl.n ? pl.p : "none", U, U, n, n, n, n, n, U, (long long)packed_bytes, n, n, n);
+            n, U, U, n, n, n, n, n, pl.n ? pl.p : "none", U, (long long)packed_bytes, n, n, n);
   free(pl.p);
   if (o->profile)
     hlo_str_printf(&b,
