@@ -486,7 +486,7 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
 
 /* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
  * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
- * weights (NULL when none were given); plus *off bytes. */
+ * weights' base (NULL when none were given); plus *off bytes. */
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
                        int64_t *off, LLVMValueRef *gv) {
   *kind = 2, *index = 0, *off = 0;
@@ -494,8 +494,11 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
     *kind = 3, *gv = sl->gv;
     return;
   }
-  if (sl->kind == CPU_SLOT_TEMP || sl->kind == CPU_SLOT_PACKED) {
-    *kind = sl->kind == CPU_SLOT_PACKED ? 4 : 2;
+  if (sl->kind == CPU_SLOT_PACKED) {
+    *kind = 4;
+    return;
+  }
+  if (sl->kind == CPU_SLOT_TEMP) {
     *off = sl->off;
     return;
   }
@@ -664,7 +667,7 @@ static void cp_run_functions(CpuCg *cg) {
   /* The schedule is data: a table of tasks {fn, nchunks, whole, first slot, slot count} and
      one of slots {kind, index, byte offset, global}, walked by one loop, so this function's
      size does not grow with the module (kinds: 0 args[index], 1 results[index], 2 temp,
-     3 the global, 4 the packed weights: NULL when none were given). */
+     3 the global, 4 the packed weights: their base, NULL when none were given). */
   LLVMTypeRef sf[4] = {cg->i64, cg->i64, cg->i64, cg->ptr};
   LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->C, sf, 4, 0);
   LLVMTypeRef tf[6] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64, cg->i64};
@@ -761,9 +764,6 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBasicBlockRef incb[3] = {k0, k1, sbody};
   LLVMAddIncoming(base, inc, incb, 3);
   LLVMValueRef sp = LLVMBuildInBoundsGEP2(B, cg->i8, base, &soff, 1, "");
-  LLVMValueRef nopk = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 4), ""),
-                                   LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
-  sp = LLVMBuildSelect(B, nopk, nul, sp, ""); /* no packed weights given */
   LLVMBuildStore(B, sp, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &sj, 1, ""));
   LLVMValueRef sjn = LLVMBuildNSWAdd(B, sj, one64, "");
   LLVMAddIncoming(sj, &sjn, &kj, 1);

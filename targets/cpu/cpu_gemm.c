@@ -1865,11 +1865,24 @@ static int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb
   return j->dst;
 }
 
+/* The caller's packed weights as a kernel sees them (CPU_SLOT_PACKED: NULL when the run was
+ * given none), or NULL when the operand has no place there (pk_off < 0). */
+static LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off) {
+  return pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, 0}) : NULL;
+}
+
+/* Element eoff of the operand's place at byte pk_off of the packed weights base when the run
+ * was given them, else other. */
+static LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff, LLVMValueRef other) {
+  LLVMValueRef p = gfp(k, LLVMBuildGEP2(k->B, k->cg->i8, base, (LLVMValueRef[]){gi(k, pk_off)}, 1, ""), eoff);
+  return LLVMBuildSelect(k->B, LLVMBuildIsNull(k->B, base, ""), other, p, "");
+}
+
 /* Whether a product's B is read packed in this run: packed at compile time (bconst), or by
- * the caller ahead of the runs (its packed-weights slot pks not NULL). */
-static LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pks) {
-  if (bconst || !pks) return LLVMConstInt(k->cg->i1, bconst ? 1 : 0, 0);
-  return LLVMBuildIsNotNull(k->B, pks, "");
+ * the caller ahead of the runs (the packed weights' base pkb not NULL). */
+static LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb) {
+  if (bconst || !pkb) return LLVMConstInt(k->cg->i1, bconst ? 1 : 0, 0);
+  return LLVMBuildIsNotNull(k->B, pkb, "");
 }
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
@@ -2737,8 +2750,8 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
     CpuKern *kt = cpu_kern_begin(cg, in);
     LLVMValueRef Ut = cpu_slot(kt, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
     gm_chunk_items(kt, CI, uch, &chunk, &lo, &hi);
-    if (pk_off >= 0)
-      hi = LLVMBuildSelect(kt->B, LLVMBuildIsNull(kt->B, cpu_slot(kt, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}), ""), hi, lo, "");
+    LLVMValueRef pkb = gm_packed_base(kt, pk_off);
+    if (pkb) hi = LLVMBuildSelect(kt->B, LLVMBuildIsNull(kt->B, pkb, ""), hi, lo, "");
     LLVMValueRef ua[11] = {gm_view_ptr(kt, &p->b), Ut, lo, hi, gi(kt, CI), gi(kt, CO), gi(kt, p->wk[0]), gi(kt, p->wk[1]),
                            gi(kt, p->wk[2]), gi(kt, p->wk[3]), gi(kt, gm_kstep(c, CI))};
     gm_wino_call(kt, GW_U, ua);
@@ -2755,10 +2768,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
   LLVMValueRef X = gm_view_ptr(k, &p->a), C = red ? NULL : cpu_buffer(k, in);
   LLVMValueRef U = uconst ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
                           : cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
-  if (pk_off >= 0) {
-    LLVMValueRef pu = cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off});
-    U = LLVMBuildSelect(B, LLVMBuildIsNull(B, pu, ""), U, pu, "");
-  }
+  if (pk_off >= 0) U = gm_or_packed(k, gm_packed_base(k, pk_off), pk_off, gi(k, 0), U);
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + ch_off});
   gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
   LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
@@ -3036,7 +3046,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
        starting at the block's first row reads it: MC blocks within) */
     LLVMValueRef v_xb = gi(k, xb), v_nx = gi(k, nx);
     LLVMValueRef c0 = k->chunk, c1 = NULL, skip = NULL;
-    LLVMValueRef pks = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
+    LLVMValueRef pks = gm_packed_base(k, pk_off);
     if (pre == 1 && pks) skip = LLVMBuildIsNotNull(B, pks, "");
     LLVMValueRef serial = NULL;
     if (alt) {
@@ -3096,7 +3106,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
      done by one GEMM call (B packed once); chunk nchunks (the serial run) does every item
      with the packing area of chunk 0 */
   LLVMValueRef chunk, lo, hi;
-  LLVMValueRef pkd = pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, pk_off}) : NULL;
+  LLVMValueRef pkd = gm_packed_base(k, pk_off);
   /* the items' blocks: mblk x nblk, nmb x nnb of them; with alt and B packed, rows of
      full-width column blocks (chunks) or the full-width blocks (the serial run) */
   LLVMValueRef v_mblk = gi(k, mblk), v_nblk = gi(k, nblk), v_nmb = gi(k, nmb), v_nnb = gi(k, nnb), v_items = gi(k, items);
@@ -3183,8 +3193,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     /* alt's chunks: their row block's A, packed for a call starting at its first row */
     if (use1) args[GP_APRE] = LLVMBuildSelect(B, use1, gfp(k, prep, gmul(k, m0, gi(k, p.K))), args[GP_APRE], "");
   }
-  if (pkd)
-    args[GP_BPRE] = LLVMBuildSelect(B, LLVMBuildIsNull(B, pkd, ""), args[GP_BPRE], gfp(k, pkd, gmul(k, n0, gi(k, p.K))), "");
+  if (pkd) args[GP_BPRE] = gm_or_packed(k, pkd, pk_off, gmul(k, n0, gi(k, p.K)), args[GP_BPRE]);
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
   if (fusion && !k->failed) {
     /* reducing: the slice buffer seen as the whole product (element (s0, 0) of the loop index

@@ -31,8 +31,8 @@ typedef enum CpuSlotKind {
                       task runs in), plus `off` bytes */
   CPU_SLOT_GLOBAL, /* the global `gv` (a constant's literal) */
   CPU_SLOT_TEMP,   /* the scratch heap at byte offset `off` (kernel-private scratch) */
-  CPU_SLOT_PACKED, /* the caller's packed weights (NAME_run_packed) at byte offset `off`, or
-                      NULL when the run was given none */
+  CPU_SLOT_PACKED, /* the base of the caller's packed weights (NAME_run_packed), NULL when
+                      the run was given none: kernels test it and add their operand's place */
 } CpuSlotKind;
 
 typedef struct CpuSlot {
@@ -40,8 +40,7 @@ typedef struct CpuSlot {
   const HInstr *in;  /* CPU_SLOT_INSTR: the entry instruction */
   LLVMValueRef gv;   /* CPU_SLOT_GLOBAL: the global */
   int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap; CPU_SLOT_INSTR: byte
-                        offset inside the instruction's storage (a leaf of a block);
-                        CPU_SLOT_PACKED: byte offset in the packed weights */
+                        offset inside the instruction's storage (a leaf of a block) */
 } CpuSlot;
 
 /* A weight packed ahead of the runs (NAME_pack, cpu_gemm.c): an entry parameter read in place

@@ -178,8 +178,8 @@ static bool kn_same_slot(const CpuSlot *a, const CpuSlot *b) {
   switch (a->kind) {
   case CPU_SLOT_INSTR: return a->in == b->in && a->off == b->off;
   case CPU_SLOT_GLOBAL: return a->gv == b->gv;
-  case CPU_SLOT_TEMP:
-  case CPU_SLOT_PACKED: return a->off == b->off;
+  case CPU_SLOT_TEMP: return a->off == b->off;
+  case CPU_SLOT_PACKED: return true;
   }
   return false;
 }
