@@ -13,10 +13,10 @@
  * with NaN bytes first, so reading unwritten memory shows up as a mismatch, and each ends
  * right before an inaccessible page, so an access past its end kills the driver. Then the same
  * run through the packed weights: model_run_packed (or _mt) without packed weights, then after
- * model_pack, must give the same bytes as the run before; with the packed weights overwritten by NaN bytes (when there
- * are any) the results must change (they are read); a packed pointer not 64-byte aligned is
- * refused. Only the header is used: the point is to check the generated interface like a user
- * would. */
+ * model_pack, must give the same bytes as the run before; with the packed weights overwritten
+ * by NaN bytes (when there are any) the results must change (they are read); a packed pointer
+ * not 64-byte aligned is refused. Only the header is used: the point is to check the generated
+ * interface like a user would. */
 #define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 

@@ -861,12 +861,19 @@ Test(cpu, op_while_data_dependent, .timeout = 300) {
     tc_check_text_both(what[t], texts[t], 1e-5, range[t]);
 }
 
+/* DIR/main.c from src, built as C11 with the objects objs (warnings as errors) and run (it
+ * must exit 0); with cxx also compiled as C++. */
+static void tc_main_build(const char *dir, const char *src, const char *objs, bool cxx) {
+  char build[512], cmd[2048];
+  snprintf(build, sizeof build, "cc -std=c11 -Wall -Wextra -Werror main.c %s -lm -o main && ./main%s", objs,
+           cxx ? " && c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c" : "");
+  cr_expect_eq(tc_build_run(dir, "main.c", src, build, cmd, sizeof cmd), 0, "%s", cmd);
+}
+
 /* Build src (a main.c beside model.o in dir) strictly, run it and expect exit status 0; then
  * free m and dir. */
 static void tc_main_ok(HModule *m, char *dir, const char *src) {
-  char cmd[2048];
-  int rc = tc_build_run(dir, "main.c", src, "cc -std=c11 -Wall -Wextra -Werror main.c model.o -lm -o main && ./main", cmd, sizeof cmd);
-  cr_expect_eq(rc, 0, "%s", cmd);
+  tc_main_build(dir, src, "model.o", false);
   hlo_module_free(m);
   ct_rmdir(dir);
   free(dir);
@@ -1202,11 +1209,7 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
           "    if (fabsf(ya[i] - want) > 1e-6f || ya[i] != yb[i]) { printf(\"%d %g %g\\n\", i, ya[i], want); return 5; }\n"
           "  }\n"
           "  return 0;\n}\n";
-  char cmd[2048];
-  cr_expect_eq(tc_build_run(dir, "main.c", src,
-                            "cc -std=c11 -Wall -Wextra -Werror main.c alpha.o beta.o -lm -o main && ./main && "
-                            "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c", cmd, sizeof cmd),
-               0, "%s", cmd);
+  tc_main_build(dir, src, "alpha.o beta.o", true);
   hlo_module_free(m1);
   hlo_module_free(m2);
   ct_rmdir(dir);
@@ -1226,11 +1229,7 @@ Test(cpu, header_comments_survive_any_name) {
   cr_assert(tc_compile(m, dir, "odd", 0, &err), "%s", err.msg);
   const char *src = "#include \"odd.h\"\n#include <string.h>\n"
                     "int main(void) { return strcmp(odd_arg_info[0].name, \"x*/\\nint bad;\") != 0; }\n";
-  char cmd[2048];
-  cr_expect_eq(tc_build_run(dir, "main.c", src,
-                            "cc -std=c11 -Wall -Wextra -Werror main.c odd.o -lm -o main && ./main && "
-                            "c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c", cmd, sizeof cmd),
-               0, "%s", cmd);
+  tc_main_build(dir, src, "odd.o", true);
   hlo_module_free(m);
   ct_rmdir(dir);
   free(dir);

@@ -164,14 +164,21 @@ run_capped() {
   else echo "$line"; fi
 }
 
-# The weights-frozen twin of model $1 (compiled in $2 with its driver $2/bench): when ONNX
-# Runtime has the model (its weights are initializers, constants it pre-packs), writes the
+# Whether model $1 gets weights-frozen and -packed twins: ONNX Runtime has it (its weights are
+# initializers, constants it pre-packs) and HLOC_BENCH_FROZEN names it (default: all).
+twins() {
+  [ -f "$peers/onnx/$1.onnx" ] || return 1
+  case " ${HLOC_BENCH_FROZEN-$1} " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+
+# The weights-frozen twin of model $1 (compiled in $2 with its driver $2/bench): when it gets
+# twins (twins), writes the
 # driver's arguments 1.. (the weights; argument 0 is the input) to $2/inputs and prints the
 # hloc flags that freeze them (--freeze k=FILE); prints nothing otherwise.
 freeze_flags() {
   local m=$1 w=$2 n k
-  [ -f "$peers/onnx/$m.onnx" ] || return 0
-  case " ${HLOC_BENCH_FROZEN-$m} " in *" $m "*) ;; *) return 0 ;; esac
+  twins "$m" || return 0
   n=$(sed -n 's/^#define M_NUM_ARGS \([0-9]*\).*/\1/p' "$w/m.h")
   [ "${n:-0}" -gt 1 ] || return 0
   rm -rf "$w/inputs"
@@ -183,11 +190,33 @@ freeze_flags() {
 }
 
 # Whether model $1 (compiled in $2) gets a row with its weights packed ahead of the runs:
-# ONNX Runtime has it and its header packs something (prints "yes" then).
+# it gets twins and its header packs something (prints "yes" then).
 packed_twin() {
-  [ -f "$peers/onnx/$1.onnx" ] || return 0
-  case " ${HLOC_BENCH_FROZEN-$1} " in *" $1 "*) ;; *) return 0 ;; esac
+  twins "$1" || return 0
   [ "$(sed -n 's/^#define M_PACKED_BYTES \([0-9]*\).*/\1/p' "$2/m.h")" -gt 0 ] 2>/dev/null && echo yes
+}
+
+# A twin of model $m (frozen or packed) timed with its driver $3 (options after $4) on 2 threads
+# and serially, its results checked against the model's 2-thread run ($w/out); logs
+# $1/run2$2.log and $1/run1$2.log. Sets t1 t2 r1 r2, check ("ok (= $4)" when both match) and
+# line (the serial run's).
+twin_runs() {
+  local d=$1 sfx=$2 exe=$3 what=$4 s1
+  shift 4
+  t1=- t2=- r1=0 r2=0 check=-
+  line=$(run_capped "$run_cap" "$d/run2$sfx.log" "$exe" "$@" --threads 2 --budget "$budget" --expect "$w/out")
+  case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); check=$(expect_check "$line") ;; esac
+  line=$(run_capped "$run_cap" "$d/run1$sfx.log" "$exe" "$@" --threads 1 --budget "$budget" --expect "$w/out")
+  case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line")
+    s1=$(expect_check "$line"); [ "$s1" != ok ] && check="serial run $s1" ;; esac
+  [ "$check" = ok ] && check="ok (= $what)"
+}
+
+# The table row of twin $1 (compile time $2) from twin_runs's figures (no interpreter or XLA
+# figure: XLA's takes the weights as arguments).
+twin_row() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t-\n' "$1" "$2" "$t1" "$r1" "$t2" "$r2" \
+    "$flops" "$bytes" "$check" >>"$tsv"
 }
 
 # ------------------------------------------------------------------ device bundle
@@ -230,7 +259,7 @@ if [ -n "$bundle" ]; then
       echo "  ${m}_packed: weights packed ahead ($(sed -n 's/^#define M_PACKED_BYTES //p' "$w/target/m.h") bytes)"
     fi
     # its weights-frozen twin (for the comparison with ONNX Runtime's pre-packed initializers)
-    if [ -f "$peers/onnx/$m.onnx" ] && { [ -x "$w/host/bench" ] ||
+    if twins "$m" && { [ -x "$w/host/bench" ] ||
         { [ "$(compile_model "$m" "$w/host")" != F ] && link_driver "$w/host" "$w/host/bench" "$m"; }; }; then
       # shellcheck disable=SC2046
       ff=$(freeze_flags "$m" "$w/host")
@@ -359,16 +388,9 @@ for m in $models; do
   # the same object with its weights packed once ahead of the runs, beside ONNX Runtime's
   # pre-packed initializers; checked against the same results
   if [ -n "$(packed_twin "$m" "$w")" ] && [ "$t2" != T ] && [ "$t2" != F ]; then
-    t1=- t2=- r1=0 r2=0 check=-
-    line=$(run_capped "$run_cap" "$w/run2p.log" "$w/bench" --packed --threads 2 --budget "$budget" --expect "$w/out")
-    case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); check=$(expect_check "$line") ;; esac
-    line=$(run_capped "$run_cap" "$w/run1p.log" "$w/bench" --packed --threads 1 --budget "$budget" --expect "$w/out")
-    case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line")
-      s1=$(expect_check "$line"); [ "$s1" != ok ] && check="serial run $s1" ;; esac
-    [ "$check" = ok ] && check="ok (= unpacked)"
+    twin_runs "$w" p "$w/bench" unpacked --packed
     echo "  weights packed ahead: 2 threads ${t2}s, serial ${t1}s, pack $(kv pack_s "$line")s, $check"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t-\n' "${m}_packed" "$ct" "$t1" "$r1" "$t2" "$r2" \
-      "$flops" "$bytes" "$check" >>"$tsv"
+    twin_row "${m}_packed" "$ct"
   fi
   # the weights-frozen twin, beside ONNX Runtime's pre-packed initializers (no XLA figure:
   # XLA's takes the weights as arguments); checked against the same results
@@ -380,18 +402,12 @@ for m in $models; do
     ctf=$(compile_model "$m" "$wf" $ff)
     t1=- t2=- r1=0 r2=0 check=-
     if [ "$ctf" != F ] && link_driver "$wf" "$wf/bench" "${m}_frozen"; then
-      line=$(run_capped "$run_cap" "$wf/run2.log" "$wf/bench" --threads 2 --budget "$budget" --expect "$w/out")
-      case $line in T|F) t2=$line ;; *) t2=$(kv median_s "$line"); r2=$(kv runs "$line"); check=$(expect_check "$line") ;; esac
-      line=$(run_capped "$run_cap" "$wf/run1.log" "$wf/bench" --threads 1 --budget "$budget" --expect "$w/out")
-      case $line in T|F) t1=$line ;; *) t1=$(kv median_s "$line"); r1=$(kv runs "$line")
-        s1=$(expect_check "$line"); [ "$s1" != ok ] && check="serial run $s1" ;; esac
-      [ "$check" = ok ] && check="ok (= unfrozen)"
+      twin_runs "$wf" "" "$wf/bench" unfrozen
       echo "  weights frozen: compile ${ctf}s, 2 threads ${t2}s, serial ${t1}s, $check"
     else
       ctf=F; echo "  weights frozen: compile or link failed ($wf/compile.log)"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t-\n' "${m}_frozen" "$ctf" "$t1" "$r1" "$t2" "$r2" \
-      "$flops" "$bytes" "$check" >>"$tsv"
+    twin_row "${m}_frozen" "$ctf"
   fi
 done
 

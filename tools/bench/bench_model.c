@@ -11,11 +11,11 @@
  *           [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]
  *
  * Arguments are filled by bench_fill.h (the values bench_ref.c gives the interpreter).
- * --threads 1 (default) times NAME_run, the serial entry point; N > 1 times NAME_run_mt with
- * an N-wide parallel-for (the caller plus N-1 pthreads that persist across calls). With
- * --packed, NAME_pack packs the weights once before the runs (timed apart: pack_s) and the
- * runs go through NAME_run_packed / NAME_run_packed_mt (as ONNX Runtime packs its constant
- * weights once, at session creation). Method:
+ * --threads 1 (default) times the serial entry point; N > 1 the one with an N-wide
+ * parallel-for (the caller plus N-1 pthreads that persist across calls): NAME_run_packed and
+ * NAME_run_packed_mt, given no packed weights (the work of NAME_run and NAME_run_mt) unless
+ * --packed, which packs the weights once before the runs with NAME_pack (timed apart: pack_s;
+ * as ONNX Runtime packs its constant weights once, at session creation). Method:
  * one warm-up run (page faults, caches), then timed runs with CLOCK_MONOTONIC until at least
  * --min-runs are done and --budget seconds have passed, or --max-runs are done; the median
  * and the minimum are printed. When the warm-up alone takes more than twice the budget the
@@ -451,10 +451,9 @@ int main(int argc, char **argv) {
 #ifdef BENCH_PROFILE
     int rc = SYM(_run_profile)(args, results, temp, packed, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
 #else
-    int rc = packed ? (threads > 1 ? SYM(_run_packed_mt)(args, results, temp, packed, pool_for, pool)
-                                   : SYM(_run_packed)(args, results, temp, packed))
-                    : threads > 1 ? SYM(_run_mt)(args, results, temp, pool_for, pool)
-                                  : SYM(_run)(args, results, temp);
+    /* packed == NULL: the same work as NAME_run / NAME_run_mt */
+    int rc = threads > 1 ? SYM(_run_packed_mt)(args, results, temp, packed, pool_for, pool)
+                         : SYM(_run_packed)(args, results, temp, packed);
 #endif
     double dt = now_s() - t0;
     if (rc) {
