@@ -2665,6 +2665,15 @@ static void gm_wino_call(CpuKern *k, GmWino which, LLVMValueRef *args) {
                  (unsigned)gm_wino_nargs[which], "");
 }
 
+/* The taps' transform (GW_U) of input channels [lo, hi) of taps w (CI x CO, strides wk of (kh,
+ * kw, ci, co)) into U. */
+static void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo, LLVMValueRef hi,
+                         int64_t CI, int64_t CO, const int64_t *wk) {
+  LLVMValueRef ua[11] = {w, U, lo, hi, gi(k, CI), gi(k, CO), gi(k, wk[0]), gi(k, wk[1]), gi(k, wk[2]), gi(k, wk[3]),
+                         gi(k, gm_kstep(c, CI))};
+  gm_wino_call(k, GW_U, ua);
+}
+
 /* Constant taps transformed at compile time: U[xi] = (G g Gt)[xi] with the operations of
  * GW_U in the same order (so the same floats), each U[xi] in the layout of a B packed
  * beforehand, xi * CI * roundup(CO, NR) apart, in read-only data; NULL when the taps are not a
@@ -2752,9 +2761,7 @@ static int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *
     gm_chunk_items(kt, CI, uch, &chunk, &lo, &hi);
     LLVMValueRef pkb = gm_packed_base(kt, pk_off);
     if (pkb) hi = LLVMBuildSelect(kt->B, LLVMBuildIsNull(kt->B, pkb, ""), hi, lo, "");
-    LLVMValueRef ua[11] = {gm_view_ptr(kt, &p->b), Ut, lo, hi, gi(kt, CI), gi(kt, CO), gi(kt, p->wk[0]), gi(kt, p->wk[1]),
-                           gi(kt, p->wk[2]), gi(kt, p->wk[3]), gi(kt, gm_kstep(c, CI))};
-    gm_wino_call(kt, GW_U, ua);
+    gm_wino_taps(kt, c, gm_view_ptr(kt, &p->b), Ut, lo, hi, CI, CO, p->wk);
     if (!cpu_kern_end(kt, uch)) return -1;
     cg->tasks[cg->ntasks - 1].whole = uch > 1;
     cg->tasks[cg->ntasks - 1].note = "Winograd taps";
@@ -2858,38 +2865,32 @@ void cpu_gemm_pack_function(CpuCg *cg) {
   LLVMPositionBuilderAtEnd(B, bad);
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
   LLVMPositionBuilderAtEnd(B, go);
-  if (cg->npacks) {
-    GmCfg c = gm_cfg(cg);
+  /* (the functions called are made on first use; their makers leave the builder where it was) */
+  GmCfg c = gm_cfg(cg);
+  for (int i = 0; i < cg->npacks; i++) {
+    const CpuPackJob *j = &cg->packs[i];
+    LLVMValueRef ix = gi(k, j->param);
+    LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+    if (j->kind == 1) {
+      /* a Winograd convolution's taps, transformed for all input channels */
+      gm_wino_taps(k, &c, gfp(k, X, gi(k, j->off)), LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
+                   gi(k, 0), gi(k, j->K), j->K, j->N, j->wk);
+      continue;
+    }
+    int64_t ks = gm_kstep(&c, j->K), nkb = (j->K + ks - 1) / ks;
     LLVMValueRef pf = gm_packx_function(cg, true);
-    for (int i = 0; i < cg->npacks; i++)
-      if (cg->packs[i].kind == 1) gm_wino_function(cg, GW_U);
-    LLVMPositionBuilderAtEnd(B, go);
-    for (int i = 0; i < cg->npacks; i++) {
-      const CpuPackJob *j = &cg->packs[i];
-      LLVMValueRef ix = gi(k, j->param);
-      LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
-      if (j->kind == 1) {
-        /* a Winograd convolution's taps, transformed for all input channels */
-        LLVMValueRef ua[11] = {gfp(k, X, gi(k, j->off)), LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
-                               gi(k, 0), gi(k, j->K), gi(k, j->K), gi(k, j->N), gi(k, j->wk[0]), gi(k, j->wk[1]),
-                               gi(k, j->wk[2]), gi(k, j->wk[3]), gi(k, gm_kstep(&c, j->K))};
-        gm_wino_call(k, GW_U, ua);
-        continue;
-      }
-      int64_t nkb = (j->K + gm_kstep(&c, j->K) - 1) / gm_kstep(&c, j->K);
-      for (int64_t xi = 0; xi < j->nnb; xi++) {
-        int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
-        LLVMValueRef a[GB_COUNT];
-        a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
-        a[GB_RS] = gi(k, j->rs);
-        a[GB_CS] = gi(k, j->cs);
-        a[GB_N] = gi(k, x1 - x0);
-        a[GB_K] = gi(k, j->K);
-        a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
-        a[GB_KB0] = gi(k, 0);
-        a[GB_KB1] = gi(k, nkb);
-        LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
-      }
+    for (int64_t xi = 0; xi < j->nnb; xi++) {
+      int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
+      LLVMValueRef a[GB_COUNT];
+      a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
+      a[GB_RS] = gi(k, j->rs);
+      a[GB_CS] = gi(k, j->cs);
+      a[GB_N] = gi(k, x1 - x0);
+      a[GB_K] = gi(k, j->K);
+      a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
+      a[GB_KB0] = gi(k, 0);
+      a[GB_KB1] = gi(k, nkb);
+      LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
     }
   }
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
