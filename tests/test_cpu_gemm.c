@@ -448,6 +448,20 @@ Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
+/* On AVX-512 the micro-kernel prefetches the next block of a B given packed into L2
+ * (gm_next_lines: prefetcht1 in its k loop); not with HLOC_CPU_GEMM_PREFETCH=0, nor on AVX2,
+ * whose blocking takes the column panels outermost. (The results with it are checked by every
+ * product test on an AVX-512 host and by the fixtures' packed runs in cpu_driver.c.) */
+Test(cpu_gemm, next_block_prefetched, .timeout = 300) {
+  const char *t = "HloModule m\nENTRY e {\n  a = f32[60,150] parameter(0)\n  b = f32[150,256] parameter(1)\n"
+    "  ROOT d = f32[60,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "no prefetch of the next block on AVX-512");
+  cr_expect(!tg_out_contains(t, "prefetcht1", true, "haswell"), "a prefetch of the next block on AVX2");
+  setenv("HLOC_CPU_GEMM_PREFETCH", "0", 1);
+  cr_expect(!tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "HLOC_CPU_GEMM_PREFETCH=0 ignored");
+  unsetenv("HLOC_CPU_GEMM_PREFETCH");
+}
+
 /* Whether the optimized IR of text has the few-rows kernel's K loop (products of few rows read
  * B in place, without the GEMM function). */
 static bool tg_small_m(const char *text) { return tg_ir_contains(text, "smallk"); }

@@ -13,7 +13,12 @@
  * outermost (AVX2 and older, whose smaller tiles leave B's micro-panel in L1) B's 64 KiB
  * micro-panel did not fit L1 and its 2 MiB block of N = 1024 not L2 (on this VM's Xeon, three
  * interleaved rounds: mlp 6.70 -> 6.11 ms on one core, transformer_layer 59.5 -> 55.8 ms and
- * bert_base 696 -> 677 ms on two, the others level).
+ * bert_base 696 -> 677 ms on two, the others level). A B given packed (weights packed by the
+ * caller or at compile time, or shared by a split product's chunks) has its next block
+ * prefetched into L2 by the micro-kernel calls of the current one, a line per unrolled k step
+ * (gm_next_lines): the first row panel would otherwise pull each block from L3 or memory
+ * faster than a core streams it (on the device host's Xeon mlp's products went 156 -> 166
+ * GFLOP/s on one core).
  * K is cut into blocks of equal depth (at most KC), so there is no thin last block. When the
  * whole K of a column block of B fits in GM_RESIDENT floats (convolutions only: their M is
  * huge), B is packed once and stays resident, and the row blocks go outermost instead (for jc: for ic: for pc): each MC x NC
@@ -122,6 +127,8 @@ typedef struct GmCfg {
   int order;   /* within a block: 0 column panels outer, row panels inner (B's micro-panel
                   reused from L1); 1 row panels outer, column panels inner (A's micro-panel
                   stays in L1 while the packed B block streams from L2) */
+  bool pfb;    /* B given packed (GP_BPRE): the micro-kernel calls prefetch the next block into
+                  L2 while this one is used (gm_next_lines) */
 } GmCfg;
 
 static int64_t gm_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -178,9 +185,9 @@ bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 /* The configuration for the compilation's target CPU, worked out on first use (it asks LLVM
  * for the host's CPU and features) and kept in cg. */
 static const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0},    /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false},    /* others */
 };
 
 static GmCfg gm_cfg(CpuCg *cg) {
@@ -204,7 +211,12 @@ static GmCfg gm_cfg(CpuCg *cg) {
      all six, bert_base 0.94/0.98 -> 0.77/0.80 s); MC 144/192, NC 1024 and tiles 14x32, 8x32,
      6x64 (HLOC_CPU_GEMM_TILE) were no better overall. With the row panels outermost (order 1)
      NC 256 and 512 measured level, 2048 (B's block past L2) slower; a software prefetch of B
-     8 or 16 steps ahead in the micro-kernel, and KC 256 were no faster. */
+     8 or 16 steps ahead in the micro-kernel, and KC 256 were no faster. The next block of a B
+     given packed prefetched into L2 along the calls of the current one (GmCfg.pfb,
+     gm_next_lines): on the device host's Xeon, mlp with its weights packed, one core, twelve
+     interleaved rounds: products 156 -> 166 GFLOP/s, runs 6.33 -> 5.97 ms (11 rounds of 12
+     faster); the same product alone 157 -> 170 GFLOP/s with B in L3, 153 -> 156 with B in
+     memory. On this VM's Xeon level (its GEMM lost no time to the first row panel's fetch). */
   GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
@@ -236,6 +248,8 @@ static GmCfg gm_cfg(CpuCg *cg) {
   }
   const char *order = getenv("HLOC_CPU_GEMM_ORDER"); /* experiments: 0 or 1 (GmCfg.order) */
   if (order && (*order == '0' || *order == '1')) c.order = *order == '1';
+  const char *pfb = getenv("HLOC_CPU_GEMM_PREFETCH"); /* experiments: 0 or 1 (GmCfg.pfb) */
+  if (pfb && (*pfb == '0' || *pfb == '1')) c.pfb = *pfb == '1';
   cg->gemm_cfg = hlo_arena_memdup(cg->scratch, &c, sizeof c);
   return c;
 }
@@ -405,6 +419,18 @@ typedef struct GmArow {
   LLVMValueRef p, rstride;
 } GmArow;
 
+/* A prefetch of the cache line at p: for writing into L1 (level < 0), or for reading into
+ * the cache of that locality (3 L1, 2 L2; x86's prefetcht0 / prefetcht1). */
+static void gm_prefetch(CpuKern *k, LLVMValueRef p, int level) {
+  CpuCg *cg = k->cg;
+  unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+  LLVMTypeRef pty = cg->ptr;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, pid, &pty, 1);
+  LLVMValueRef pa[4] = {p, LLVMConstInt(cg->i32, level < 0, 0), LLVMConstInt(cg->i32, (unsigned long long)(level < 0 ? 3 : level), 0),
+                        LLVMConstInt(cg->i32, 1, 0)};
+  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(cg->C, pid, &pty, 1), f, pa, 4, "");
+}
+
 /* A loop whose values are phis: a header entered from the current block (pre), a body and an
  * exit; the builder is left in the header, where the caller adds the phis and the test. */
 typedef struct GPhiLoop {
@@ -420,9 +446,11 @@ static GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, cons
 
 /* The micro-kernel's k loop over [k0, k1) (a multiple of u steps) for the first R rows of the
  * tile (R <= MR; the panel stays MR tall): in[][] are the incoming accumulators, out[][]
- * receives their values after the loop (rows below R untouched). */
+ * receives their values after the loop (rows below R untouched). With pf, each iteration
+ * also prefetches one cache line into L2, pf + 64 bytes per iteration (gm_next_lines). */
 static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef bp, LLVMValueRef k0,
-                     LLVMValueRef k1, int u, int R, LLVMValueRef in[16][4], LLVMValueRef out[16][4]) {
+                     LLVMValueRef k1, int u, int R, LLVMValueRef in[16][4], LLVMValueRef out[16][4],
+                     LLVMValueRef pf) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
@@ -438,6 +466,11 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMAddIncoming(kv, &k0, &pre, 1);
   LLVMAddIncoming(pa, &pa0, &pre, 1);
   LLVMAddIncoming(pb, &pb0, &pre, 1);
+  LLVMValueRef pp = NULL;
+  if (pf) {
+    pp = LLVMBuildPhi(B, cg->ptr, "pp");
+    LLVMAddIncoming(pp, &pf, &pre, 1);
+  }
   LLVMValueRef acc[16][4];
   for (int r = 0; r < R; r++)
     for (int j = 0; j < NV; j++) {
@@ -453,6 +486,7 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   for (int q = 0; q < u; q++) {
     LLVMValueRef bv[4];
     for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, pb, gi(k, q * c->nr + j * c->vw)), 64);
+    if (pp && q == 0) gm_prefetch(k, pp, 2);
     for (int r = 0; r < R; r++) {
       LLVMValueRef ao = a->rstride ? gadd(k, gi(k, q), gmul(k, gi(k, r), a->rstride)) : gi(k, q * MR + r);
       LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, pa, ao), 4), c->vw);
@@ -467,6 +501,10 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMAddIncoming(kv, &kn, &latch, 1);
   LLVMAddIncoming(pa, &pan, &latch, 1);
   LLVMAddIncoming(pb, &pbn, &latch, 1);
+  if (pp) {
+    LLVMValueRef ppn = gfp(k, pp, gi(k, 16));
+    LLVMAddIncoming(pp, &ppn, &latch, 1);
+  }
   for (int r = 0; r < R; r++)
     for (int j = 0; j < NV; j++) LLVMAddIncoming(out[r][j], &acc[r][j], &latch, 1);
   gm_novec(k, LLVMBuildBr(B, hdr));
@@ -551,7 +589,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
      of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12; the runs
      are even (gm_direct_panel), so no remainder loop */
   LLVMValueRef nx[16][4];
-  gm_kloop(k, c, &a, bp, kk, gadd(k, kk, n), 2, MR, acc, nx);
+  gm_kloop(k, c, &a, bp, kk, gadd(k, kk, n), 2, MR, acc, nx, NULL);
   LLVMValueRef kw1 = gadd(k, kw, gi(k, 1));
   LLVMValueRef wrap = LLVMBuildICmp(B, LLVMIntEQ, kw1, g[GC_KW], "");
   LLVMValueRef nv[4] = {gadd(k, kk, n), LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""),
@@ -582,26 +620,20 @@ static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef 
 }
 
 /* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp; with dr, a
- * convolution panel is read in place instead where dr->ok holds (one tile store for both). */
+ * convolution panel is read in place instead where dr->ok holds (one tile store for both);
+ * with pf, kc / 4 cache lines from pf on are prefetched into L2 along the way. */
 static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect *dr, LLVMValueRef bp,
                      LLVMValueRef kc, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
-                     LLVMValueRef first, LLVMValueRef tile) {
+                     LLVMValueRef first, LLVMValueRef tile, LLVMValueRef pf) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   LLVMValueRef zero = LLVMConstNull(vt);
   /* prefetch the C tile (written after the k loop) */
-  unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-  LLVMTypeRef pty = cg->ptr;
-  LLVMValueRef pf = LLVMGetIntrinsicDeclaration(cg->M, pid, &pty, 1);
-  LLVMTypeRef pft = LLVMIntrinsicGetType(cg->C, pid, &pty, 1);
   for (int r = 0; r < MR; r++)
-    for (int e = 0; e < c->nr; e += 16) {
-      LLVMValueRef pa[4] = {gfp(k, cp, gadd(k, gmul(k, gi(k, r), ldc), gi(k, e + (e + 16 >= c->nr ? c->nr - 1 - e : 0)))),
-                            LLVMConstInt(cg->i32, 1, 0), LLVMConstInt(cg->i32, 3, 0), LLVMConstInt(cg->i32, 1, 0)};
-      LLVMBuildCall2(B, pft, pf, pa, 4, "");
-    }
+    for (int e = 0; e < c->nr; e += 16)
+      gm_prefetch(k, gfp(k, cp, gadd(k, gmul(k, gi(k, r), ldc), gi(k, e + (e + 16 >= c->nr ? c->nr - 1 - e : 0)))), -1);
   /* k loops with the accumulators as phis: unrolled by 4, then the remaining steps */
   LLVMValueRef init[16][4], mid[16][4], phis[16][4];
   for (int r = 0; r < MR; r++)
@@ -625,15 +657,15 @@ static void gm_micro(CpuKern *k, const GmCfg *c, LLVMValueRef ap, const GmDirect
   LLVMBasicBlockRef tend = NULL;
   if (TR) {
     gif_open(k, &ft, LLVMBuildICmp(B, LLVMIntSLE, mrv, gi(k, TR), ""), true);
-    gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, TR, init, mid);
-    gm_kloop(k, c, &a, bp, k4, kc, 1, TR, mid, tph);
+    gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, TR, init, mid, pf);
+    gm_kloop(k, c, &a, bp, k4, kc, 1, TR, mid, tph, NULL);
     for (int r = TR; r < MR; r++)
       for (int j = 0; j < NV; j++) tph[r][j] = zero;
     tend = LLVMGetInsertBlock(B);
     gif_else(k, &ft);
   }
-  gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, MR, init, mid);
-  gm_kloop(k, c, &a, bp, k4, kc, 1, MR, mid, phis);
+  gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, MR, init, mid, pf);
+  gm_kloop(k, c, &a, bp, k4, kc, 1, MR, mid, phis, NULL);
   if (TR) gm_join_tiles(k, c, &ft, tend, tph, phis);
   if (dr) gm_join_tiles(k, c, &fd, dend, dacc, phis);
   /* store: full tiles straight to C (set on the first K block, added after), edge tiles
@@ -1235,6 +1267,28 @@ static void gm_call_step(CpuKern *k, GmStep which, const LLVMValueRef *P, LLVMVa
   LLVMBuildCall2(k->B, gm_step_type(k->cg), k->cg->gemm_step_fn[which], args, GP_COUNT + 5, "");
 }
 
+/* Where the micro-kernel call on column panel jr of row panel ir prefetches its kc / 4 lines
+ * (gm_micro's pf) when B was given packed (GP_BPRE): the blocks of a packed B lie one after
+ * the other in the order the calls take them (the next K block, else the next column block,
+ * which may be the next call's), so the next block starts just past this one; the block's
+ * calls, numbered in the order they run, take its lines in turn, kc / 4 each, until all are
+ * asked for (the first 8192 / 128 = 64 of 176 calls for a 512 x 256 block and 256 rows).
+ * Calls past that, and calls without a packed B, prefetch their own panel again: lines
+ * already at hand, no branch in the loop. A block pulled from L3 or memory by its first row
+ * panel alone could not be streamed as fast as that panel consumed it. */
+static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bpc, LLVMValueRef bpj,
+                                  LLVMValueRef kc, LLVMValueRef ncrj, LLVMValueRef ic, LLVMValueRef ir, LLVMValueRef jr) {
+  LLVMValueRef per = LLVMBuildSDiv(k->B, kc, gi(k, 4), "");
+  LLVMValueRef lines = LLVMBuildSDiv(k->B, gmul(k, kc, ncrj), gi(k, 16), "");
+  LLVMValueRef cols = LLVMBuildSDiv(k->B, ncrj, gi(k, c->nr), "");
+  LLVMValueRef t = gadd(k, gmul(k, LLVMBuildSDiv(k->B, gadd(k, ic, ir), gi(k, c->mr), ""), cols),
+                        LLVMBuildSDiv(k->B, jr, gi(k, c->nr), ""));
+  LLVMValueRef l0 = gmul(k, t, per);
+  LLVMValueRef take = LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gslt(k, l0, lines), "");
+  LLVMValueRef nb = gfp(k, bpc, gmul(k, kc, ncrj));
+  return LLVMBuildSelect(k->B, take, gfp(k, nb, gmul(k, l0, gi(k, 16))), bpj, "");
+}
+
 /* The GEMM function of the module, made once: A is read through strides, or (when its conv
  * argument is not NULL) packed from a convolution input. */
 static LLVMValueRef gm_function(CpuCg *cg) {
@@ -1372,7 +1426,8 @@ static LLVMValueRef gm_function(CpuCg *cg) {
     dat = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
     dr = &dat;
   }
-  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile);
+  LLVMValueRef pfl = c.pfb ? gm_next_lines(k, &c, P, bpc, bpj, kc, ncrj, ic, ir, jr) : NULL;
+  gm_micro(k, &c, gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile, pfl);
   gm_close(k, &lin);
   gm_close(k, &lout);
   gm_close(k, &lic);
@@ -3220,7 +3275,7 @@ const char *cpu_gemm_isa(CpuCg *cg) {
   for (int i = 0; i < 2; i++) {
     const GmCfg *d = &gm_defaults[i];
     if (c.x86 && c.vw == d->vw && c.mr == d->mr && c.nr == d->nr && c.mc == d->mc && c.kc == d->kc &&
-        c.nc == d->nc && c.direct == d->direct && c.order == d->order)
+        c.nc == d->nc && c.direct == d->direct && c.order == d->order && c.pfb == d->pfb)
       return isa[i];
   }
   return NULL;
