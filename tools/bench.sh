@@ -290,7 +290,7 @@ if [ -n "$bundle" ]; then
   if [ -d "$peers/onnx" ]; then
     mkdir -p "$bundle/onnx"
     for m in $models; do [ -f "$peers/onnx/$m.onnx" ] && cp "$peers/onnx/$m.onnx" "$bundle/onnx/"; done
-    cp "$root/tools/bench/ort_bench.py" "$bundle/"
+    cp "$root/tools/bench/ort_bench.py" "$root/tools/bench/ort_pair.py" "$bundle/"
   fi
   $cc -O2 -static "$root/tools/bench/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
   strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" 2>/dev/null || true

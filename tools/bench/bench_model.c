@@ -8,7 +8,7 @@
  * nothing but libc, libm and pthreads, so it links statically for the device bundle.
  *
  *   bench_m [--threads N] [--budget S] [--min-runs N] [--max-runs N] [--packed]
- *           [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]
+ *           [--save-inputs DIR] [--save-outputs DIR] [--expect DIR] [--lockstep]
  *
  * Arguments are filled by bench_fill.h (the values bench_ref.c gives the interpreter).
  * --threads 1 (default) times the serial entry point; N > 1 the one with an N-wide
@@ -32,6 +32,13 @@
  * which the interpreter checked). --save-outputs writes the results as
  * DIR/out<k>.npy for bench_ref.c to compare with the interpreter; --save-inputs writes the
  * arguments as DIR/in<k>.npy for hloc-run.
+ *
+ * --lockstep: after the warm-up, instead of timing runs by itself the driver waits for lines
+ * on stdin, each a count n, makes n runs and prints their seconds on one line (flushed), until
+ * EOF; then the result line as usual (runs and median over every run made). A program that
+ * times another implementation of the model drives it, alternating blocks of runs of the two,
+ * so that a host whose speed drifts within seconds treats both alike
+ * (tools/bench/ort_pair.py against ONNX Runtime).
  *
  * Built with -DBENCH_PROFILE against a model compiled with hloc --profile, the timed runs go
  * through NAME_run_profile and the driver also prints to stderr each task's share of the
@@ -368,17 +375,17 @@ int main(int argc, char **argv) {
   int threads = 1, min_runs = 3, max_runs = 200;
   double budget = 10;
   const char *save_in = NULL, *save_out = NULL, *expect = NULL;
-  bool use_packed = false;
+  bool use_packed = false, lockstep = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: %s [--threads N] [--budget S] [--min-runs N] [--max-runs N] [--packed]\n"
-             "          [--save-inputs DIR] [--save-outputs DIR] [--expect DIR]\n",
+             "          [--save-inputs DIR] [--save-outputs DIR] [--expect DIR] [--lockstep]\n",
              argv[0]);
       return 0;
     }
-    if (!strcmp(a, "--packed")) {
-      use_packed = true;
+    if (!strcmp(a, "--packed") || !strcmp(a, "--lockstep")) {
+      *(!strcmp(a, "--packed") ? &use_packed : &lockstep) = true;
       continue;
     }
     if (!v) {
@@ -440,13 +447,30 @@ int main(int argc, char **argv) {
   }
   Pool *pool = calloc(1, sizeof *pool);
   if (threads > 1 && !pool_start(pool, threads)) return 1;
-  double *ts = malloc(sizeof(double) * (size_t)max_runs);
+  int cap = lockstep ? 1024 : max_runs;
+  double *ts = malloc(sizeof(double) * (size_t)cap);
   int runs = 0, cold = 0;
   double first = 0, spent = 0;
 #ifdef BENCH_PROFILE
   static uint64_t ticks[USYM(_NUM_TASKS) + 1];
 #endif
+  int asked = 0, block = 0; /* lockstep: runs asked for by the last line, made of them */
+  if (lockstep) max_runs = 1 << 30;
   for (int r = -1; r < max_runs; r++) {
+    if (lockstep && r >= 0 && block == asked) {
+      if (asked) printf("\n");
+      fflush(stdout);
+      char line[64];
+      asked = block = 0;
+      while (!asked && fgets(line, sizeof line, stdin)) asked = atoi(line) > 0 ? atoi(line) : 0;
+      if (!asked) break;
+      if (runs + asked > cap) {
+        cap = 2 * (runs + asked);
+        double *grown = realloc(ts, sizeof(double) * (size_t)cap);
+        if (!grown) return 1;
+        ts = grown;
+      }
+    }
     double t0 = now_s();
 #ifdef BENCH_PROFILE
     int rc = SYM(_run_profile)(args, results, temp, packed, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
@@ -462,7 +486,7 @@ int main(int argc, char **argv) {
     }
     if (r < 0) {
       first = dt;
-      if (dt > 2 * budget) { /* too slow to repeat: the cold run it is */
+      if (!lockstep && dt > 2 * budget) { /* too slow to repeat: the cold run it is */
         ts[runs++] = dt;
         cold = 1;
         break;
@@ -471,7 +495,15 @@ int main(int argc, char **argv) {
     }
     ts[runs++] = dt;
     spent += dt;
+    if (lockstep) {
+      printf("%s%.9f", block++ ? " " : "", dt);
+      continue;
+    }
     if (runs >= min_runs && spent >= budget) break;
+  }
+  if (lockstep && !runs) {
+    fprintf(stderr, "bench: --lockstep was asked for no runs\n");
+    return 1;
   }
   if (threads > 1) pool_stop(pool);
   qsort(ts, (size_t)runs, sizeof *ts, cmp_double);

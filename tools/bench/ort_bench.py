@@ -24,33 +24,46 @@ SHAPES = {
 }
 
 
+def session(onnx_dir, name, threads):
+    """The model's session (intra-op threads as given, inter-op 1, sequential, all graph
+    optimizations), its feeds and the seconds its creation took; None when there is no model."""
+    path = os.path.join(onnx_dir, name + ".onnx")
+    if name not in SHAPES or not os.path.exists(path):
+        return None
+    dims = SHAPES[name]
+    n = int(np.prod(dims))
+    x = np.sin(np.arange(n, dtype=np.float64) * 0.37).astype(np.float32).reshape(dims)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    t0 = time.perf_counter()
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return s, {"x": x}, time.perf_counter() - t0
+
+
+def timed_runs(s, feeds, runs):
+    """Seconds of each of runs calls of the session."""
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        s.run(None, feeds)
+        ts.append(time.perf_counter() - t)
+    return ts
+
+
 def main():
     onnx_dir, threads = sys.argv[1], int(sys.argv[2])
     names = sys.argv[3:] or list(SHAPES)
     for name in names:
-        path = os.path.join(onnx_dir, name + ".onnx")
-        if name not in SHAPES or not os.path.exists(path):
+        made = session(onnx_dir, name, threads)
+        if made is None:
             continue
-        dims = SHAPES[name]
-        n = int(np.prod(dims))
-        x = np.sin(np.arange(n, dtype=np.float64) * 0.37).astype(np.float32).reshape(dims)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        t0 = time.perf_counter()
-        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        tload = time.perf_counter() - t0
-        feeds = {"x": x}
+        s, feeds, tload = made
         s.run(None, feeds)
-        ts = []
         runs = int(os.environ.get("ORT_BENCH_RUNS", "0")) or (3 if name == "simple_cnn" else 10)
-        for _ in range(runs):
-            t = time.perf_counter()
-            s.run(None, feeds)
-            ts.append(time.perf_counter() - t)
-        ts.sort()
+        ts = sorted(timed_runs(s, feeds, runs))
         print(json.dumps({"model": name, "threads": threads, "ort_version": ort.__version__,
                           "session_create_s": tload, "run_median_s": ts[len(ts) // 2],
                           "run_min_s": ts[0]}), flush=True)

@@ -8,6 +8,8 @@
 #   ROUNDS=3 bash run.sh             three interleaved rounds, the median of each figure over them,
 #                                    and ONNX Runtime / hloc of each round's pair with their median
 #   COMPILE_ONLY=1 bash run.sh       only the machine line and the compile times
+#   PAIRED="mlp mlp_packed" bash run.sh   also those models against ONNX Runtime alternated in
+#                                    blocks of a few runs (ort_pair.py), serial and THREADS
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
 # SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
@@ -160,6 +162,27 @@ awk -F'\t' "$awk_med"'
   { v[$1, $2] = v[$1, $2] " " $3; ver = $4 }
   END { for (i = 1; i <= nk; i++) { split(key[i], k, "\t"); printf "%s\t%s\t%.9f\t%s\n", k[1], k[2], med(v[k[1], k[2]]), ver } }' "$ort" >"$ort.med"
 mv "$ort" "$here/ort_rounds.tsv" # each round's figure (model, threads, median, version, round)
+
+# PAIRED models: ONNX Runtime and hloc alternated in blocks of runs, one process each, the
+# ratio per round (ort_pair.py; PAIR_SECONDS bounds each, default 30 s)
+: >"$here/paired.jsonl"
+if [ -n "${PAIRED:-}" ] && [ "$have_ort" = 1 ] && [ -f "$here/ort_pair.py" ]; then
+  for m in $PAIRED; do
+    bin=$m opt=()
+    case $m in *_packed) bin=${m%_packed} opt=(--packed) ;; esac
+    b=${bin%_frozen}
+    [ -x "$here/bin/$bin" ] && [ -f "$here/onnx/$b.onnx" ] || { echo "   paired: no $m or no $b.onnx"; continue; }
+    for t in 1 "$threads"; do
+      PAIR_SECONDS=${PAIR_SECONDS:-30} timeout 900 "${pin[@]}" python3 "$here/ort_pair.py" "$here/onnx" "$b" "$t" "$here/bin/$bin" "${opt[@]}" 2>>"$here/run.log" |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l); d["label"] = sys.argv[1]; print(json.dumps(d))' "$m" | tee -a "$here/paired.jsonl" |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l); print("   paired %s %dt: ORT / hloc %.3f [%.3f, %.3f] over %d rounds" % (d["label"], d["threads"], d["ratio_median"], d["ratio_q1"], d["ratio_q3"], d["rounds"]))'
+    done
+  done
+fi
 mv "$ort.med" "$ort"
 
 out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
@@ -242,6 +265,17 @@ if rounds > 1:
         p1, p2 = pairs(m, 1), pairs(m, th)
         if p1 or p2: print("| %s | %s | %s |" % (m, p1 or "–", p2 or "–"))
 PY
+  fi
+  if [ -s "$here/paired.jsonl" ]; then
+    echo
+    echo "Paired (ort_pair.py: hloc and ONNX Runtime alternated in blocks of $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["block"])' "$here/paired.jsonl") runs after a pause, the first run of each block dropped, each block's median its figure; per round the ratio ONNX Runtime / hloc; quartiles over the rounds):"
+    echo
+    echo "| model | threads | rounds | hloc ms | ORT ms | ORT / hloc, median [q1, q3] | rounds hloc faster | hloc p10 ms | ORT p10 ms | ORT / hloc, p10 |"
+    echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    print("| %s | %d | %d | %.3f | %.3f | %.3f [%.3f, %.3f] | %.0f%% | %.3f | %.3f | %.3f |" % (d["label"], d["threads"], d["rounds"], 1e3 * d["hloc_median_s"], 1e3 * d["ort_median_s"], d["ratio_median"], d["ratio_q1"], d["ratio_q3"], 100 * d["hloc_faster_share"], 1e3 * d["hloc_p10_s"], 1e3 * d["ort_p10_s"], d["ort_p10_s"] / d["hloc_p10_s"]))' "$here/paired.jsonl"
   fi
   if [ -s "$ctimes" ]; then
     echo
