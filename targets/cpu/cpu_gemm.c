@@ -17,8 +17,8 @@
  * caller or at compile time, or shared by a split product's chunks) has its next block
  * prefetched into L2 by the micro-kernel calls of the current one, a line per unrolled k step
  * (gm_next_lines): the first row panel would otherwise pull each block from L3 or memory
- * faster than a core streams it (on the device host's Xeon mlp's products went 156 -> 166
- * GFLOP/s on one core).
+ * faster than a core streams it (on the device host's Xeon a 256 x 1024 x 1024 product went
+ * 157 -> 170 GFLOP/s on one core; mlp's products gained up to 6%, in some runs nothing).
  * K is cut into blocks of equal depth (at most KC), so there is no thin last block. When the
  * whole K of a column block of B fits in GM_RESIDENT floats (convolutions only: their M is
  * huge), B is packed once and stays resident, and the row blocks go outermost instead (for jc: for ic: for pc): each MC x NC
@@ -213,10 +213,11 @@ static GmCfg gm_cfg(CpuCg *cg) {
      NC 256 and 512 measured level, 2048 (B's block past L2) slower; a software prefetch of B
      8 or 16 steps ahead in the micro-kernel, and KC 256 were no faster. The next block of a B
      given packed prefetched into L2 along the calls of the current one (GmCfg.pfb,
-     gm_next_lines): on the device host's Xeon, mlp with its weights packed, one core, twelve
-     interleaved rounds: products 156 -> 166 GFLOP/s, runs 6.33 -> 5.97 ms (11 rounds of 12
-     faster); the same product alone 157 -> 170 GFLOP/s with B in L3, 153 -> 156 with B in
-     memory. On this VM's Xeon level (its GEMM lost no time to the first row panel's fetch). */
+     gm_next_lines): on the device host's Xeon, one core, a 256 x 1024 x 1024 product alone
+     157 -> 170 GFLOP/s with B in L3 (twice, 00:38 and 00:53 UTC), 153-156 -> 156-165 with B in
+     memory; mlp with its weights packed, interleaved rounds: products 156 -> 166 GFLOP/s at
+     00:38 (11 rounds of 12 faster), level at 00:53 (162 / 162, 14 rounds). On this VM's Xeon
+     level. Kept: never slower where measured. */
   GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
   static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
