@@ -14,7 +14,11 @@ and on the same cores they would take one from hloc's next block); the first run
 block is dropped (its caches, its workers waking), each block's median is its figure. A
 block of 3 runs of mlp takes about 20 ms, far less than the drifts seen on the device host
 (its speed moved by 1.5x within a minute), so each round's ratio compares the two at nearly
-one speed. PAIR_SECONDS (default 0: none) stops after the round that spends that many seconds,
+one speed. The rounds are shared by PAIR_PROCS driver processes (default 3) started one after
+the other: on the device host one process of the same driver ran mlp at 8.5 ms for its whole
+life while the processes after it ran 6.0-6.1 ms (its physical pages, or the host's state
+when it started), a state that alternating blocks within one process cannot average out.
+PAIR_SECONDS (default 0: none) stops after the round that spends that many seconds,
 once PAIR_MIN_ROUNDS (default 6) are done: a model of seconds per run gets its few rounds in a
 bounded time. Prints one JSON line: the medians over the rounds of each
 side's block medians, the ratio ONNX Runtime / hloc per round with its median, quartiles and
@@ -54,11 +58,24 @@ def main():
         sys.exit("ort_pair: no ONNX model %s in %s" % (model, onnx_dir))
     s, feeds, _ = made
     s.run(None, feeds)
-    p = subprocess.Popen([driver, "--lockstep", "--threads", str(threads)] + sys.argv[5:],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cmd = [driver, "--lockstep", "--threads", str(threads)] + sys.argv[5:]
+    procs = max(1, int(os.environ.get("PAIR_PROCS", "3")))
+    state = {"p": None, "tails": []}
+
+    def start():
+        state["p"] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def stop():
+        p = state["p"]
+        p.stdin.close()
+        tail = p.stdout.read()
+        if p.wait() != 0:
+            sys.exit("ort_pair: the driver failed")
+        state["tails"].append(tail.strip())
 
     def hloc_block():
         time.sleep(gap)
+        p = state["p"]
         p.stdin.write("%d\n" % (block + 1))
         p.stdin.flush()
         line = p.stdout.readline()
@@ -72,9 +89,18 @@ def main():
 
     hl, ox, ratio = [], [], []
     t0 = time.perf_counter()
+    start()
+    part, part_rounds = 0, 0
     for r in range(rounds):
-        if seconds > 0 and r >= min_rounds and time.perf_counter() - t0 > seconds:
+        spent = time.perf_counter() - t0
+        if seconds > 0 and r >= min_rounds and spent > seconds:
             break
+        # the next driver process after this one's share of the rounds (or of the seconds)
+        due = r >= (part + 1) * -(-rounds // procs) or (seconds > 0 and spent > (part + 1) * seconds / procs)
+        if part + 1 < procs and part_rounds >= 2 and due:
+            stop()
+            start()
+            part, part_rounds = part + 1, 0
         if r % 2 == 0:
             h = statistics.median(hloc_block())
             o = statistics.median(ort_block())
@@ -84,10 +110,8 @@ def main():
         hl.append(h)
         ox.append(o)
         ratio.append(o / h)
-    p.stdin.close()
-    tail = p.stdout.read()
-    if p.wait() != 0:
-        sys.exit("ort_pair: the driver failed")
+        part_rounds += 1
+    stop()
     q1, q3 = quartiles(ratio)
     print(json.dumps({"model": model, "threads": threads, "rounds": len(ratio), "block": block, "gap_s": gap,
                       "hloc_median_s": statistics.median(hl), "ort_median_s": statistics.median(ox),
@@ -95,7 +119,7 @@ def main():
                       "hloc_faster_share": sum(x > 1 for x in ratio) / len(ratio),
                       "hloc_p10_s": p10(hl), "ort_p10_s": p10(ox),
                       "ort_version": ort_bench.ort.__version__,
-                      "driver": tail.strip()}), flush=True)
+                      "procs": part + 1, "driver": " | ".join(state["tails"])}), flush=True)
 
 
 if __name__ == "__main__":

@@ -268,7 +268,7 @@ PY
   fi
   if [ -s "$here/paired.jsonl" ]; then
     echo
-    echo "Paired (ort_pair.py: hloc and ONNX Runtime alternated in blocks of $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["block"])' "$here/paired.jsonl") runs after a pause, the first run of each block dropped, each block's median its figure; per round the ratio ONNX Runtime / hloc; quartiles over the rounds):"
+    echo "Paired (ort_pair.py: hloc and ONNX Runtime alternated in blocks of $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["block"])' "$here/paired.jsonl") runs after a pause, the first run of each block dropped, each block's median its figure; the rounds shared by $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["procs"])' "$here/paired.jsonl") driver processes in turn; per round the ratio ONNX Runtime / hloc; quartiles over the rounds):"
     echo
     echo "| model | threads | rounds | hloc ms | ORT ms | ORT / hloc, median [q1, q3] | rounds hloc faster | hloc p10 ms | ORT p10 ms | ORT / hloc, p10 |"
     echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
