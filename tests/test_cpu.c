@@ -1216,6 +1216,58 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
   free(dir);
 }
 
+/* The benchmark's driver (tools/bench/bench_model.c, built against a model as bench.sh does)
+ * in --lockstep mode, which tools/bench/ort_pair.py drives: after the warm-up, each line of
+ * stdin asks for that many runs (blank and zero lines are skipped), and the driver answers
+ * with their seconds on one line; at EOF its usual result line covers every run made. Given
+ * no line asking for runs it fails. */
+Test(cpu, bench_driver_lockstep, .timeout = 300) {
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  HModule *m = ct_parse("HloModule m\nENTRY e {\n  x = f32[8,16] parameter(0)\n  w = f32[16,8] parameter(1)\n"
+                        "  ROOT d = f32[8,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  cr_assert(tc_compile(m, dir, "m", 0, &err), "%s", err.msg);
+  char build[2048], cmd[4096];
+  snprintf(build, sizeof build,
+           "cc -O1 -std=gnu17 -I. -I%s/../tools/bench -DBENCH_HEADER='\"m.h\"' -DBENCH_NAME=m -DBENCH_UNAME=M "
+           "%s/../tools/bench/bench_model.c m.o -lm -lpthread -o bench && "
+           "printf '2\\n\\n0\\n3\\n' | ./bench --lockstep --packed > out.txt && "
+           "! printf '' | ./bench --lockstep 2>/dev/null",
+           HLOC_TEST_DIR, HLOC_TEST_DIR);
+  cr_assert_eq(tc_build_run(dir, "unused.c", "", build, cmd, sizeof cmd), 0, "%s", cmd);
+  char path[512], buf[4096] = {0};
+  snprintf(path, sizeof path, "%s/out.txt", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *l1 = buf, *l2 = strchr(l1, '\n');
+  cr_assert(l2, "no second line: %s", buf);
+  *l2++ = 0;
+  char *l3 = strchr(l2, '\n');
+  cr_assert(l3, "no third line: %s", buf);
+  *l3++ = 0;
+  int words[2] = {0, 0};
+  const char *ls[2] = {l1, l2};
+  for (int i = 0; i < 2; i++) {
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", ls[i]);
+    for (char *t = strtok(copy, " "); t; t = strtok(NULL, " ")) {
+      char *end;
+      double v = strtod(t, &end);
+      cr_expect(*end == 0 && v > 0 && v < 10, "not a run's seconds: '%s'", t);
+      words[i]++;
+    }
+  }
+  cr_expect_eq(words[0], 2, "first line: %s", l1);
+  cr_expect_eq(words[1], 3, "second line: %s", l2);
+  cr_expect(strncmp(l3, "model=", 6) == 0 && strstr(l3, " runs=5 ") && strstr(l3, " packed=1 "), "result line: %s", l3);
+  hlo_module_free(m);
+  ct_rmdir(dir);
+  free(dir);
+}
+
 /* Names are arbitrary strings in a module proto: a module, argument or result name holding the
  * end of a C comment or a line break still gives a header that compiles (C and C++), and the
  * tensor tables keep the names as they are. */
