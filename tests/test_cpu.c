@@ -1231,17 +1231,12 @@ Test(cpu, bench_driver_lockstep, .timeout = 300) {
   snprintf(build, sizeof build,
            "cc -O1 -std=gnu17 -I. -I%s/../tools/bench -DBENCH_HEADER='\"m.h\"' -DBENCH_NAME=m -DBENCH_UNAME=M "
            "%s/../tools/bench/bench_model.c m.o -lm -lpthread -o bench && "
-           "printf '2\\n\\n0\\n3\\n' | ./bench --lockstep --packed > out.txt && "
-           "! printf '' | ./bench --lockstep 2>/dev/null",
+           "./bench --lockstep --packed < asks.txt > out.txt && ! ./bench --lockstep < /dev/null 2>/dev/null",
            HLOC_TEST_DIR, HLOC_TEST_DIR);
-  cr_assert_eq(tc_build_run(dir, "unused.c", "", build, cmd, sizeof cmd), 0, "%s", cmd);
-  char path[512], buf[4096] = {0};
+  cr_assert_eq(tc_build_run(dir, "asks.txt", "2\n\n0\n3\n", build, cmd, sizeof cmd), 0, "%s", cmd);
+  char path[512];
   snprintf(path, sizeof path, "%s/out.txt", dir);
-  FILE *f = fopen(path, "r");
-  cr_assert(f);
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
+  char *buf = ct_slurp(path, NULL);
   char *l1 = buf, *l2 = strchr(l1, '\n');
   cr_assert(l2, "no second line: %s", buf);
   *l2++ = 0;
@@ -1263,6 +1258,7 @@ Test(cpu, bench_driver_lockstep, .timeout = 300) {
   cr_expect_eq(words[0], 2, "first line: %s", l1);
   cr_expect_eq(words[1], 3, "second line: %s", l2);
   cr_expect(strncmp(l3, "model=", 6) == 0 && strstr(l3, " runs=5 ") && strstr(l3, " packed=1 "), "result line: %s", l3);
+  free(buf);
   hlo_module_free(m);
   ct_rmdir(dir);
   free(dir);

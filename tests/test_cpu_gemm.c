@@ -426,6 +426,11 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
+/* A 60 x 150 x 256 product whose B is an entry parameter (packable by the caller). */
+static const char *const tg_dot_param_b =
+    "HloModule m\nENTRY e {\n  a = f32[60,150] parameter(0)\n  b = f32[150,256] parameter(1)\n"
+    "  ROOT d = f32[60,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+
 /* A B read packed (a constant packed at compile time, or a parameter the caller packs ahead:
  * the driver's packed runs) whose product the split cut into narrower column blocks: a run
  * with B packed splits rows of full-width column blocks instead (A packed once ahead for those
@@ -439,12 +444,7 @@ Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
     tg_check(fused ? "constant B, rows split, fused" : "constant B, rows split", t, 1e-4, true);
     free(t);
   }
-  tg_check("B packed ahead, rows split", "HloModule m\n"
-    "ENTRY e {\n"
-    "  a = f32[60,150] parameter(0)\n"
-    "  b = f32[150,256] parameter(1)\n"
-    "  ROOT d = f32[60,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "}\n", 1e-4, true);
+  tg_check("B packed ahead, rows split", tg_dot_param_b, 1e-4, true);
   unsetenv("HLOC_CPU_GEMM_BLOCKS");
 }
 
@@ -453,8 +453,7 @@ Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
  * whose blocking takes the column panels outermost. (The results with it are checked by every
  * product test on an AVX-512 host and by the fixtures' packed runs in cpu_driver.c.) */
 Test(cpu_gemm, next_block_prefetched, .timeout = 300) {
-  const char *t = "HloModule m\nENTRY e {\n  a = f32[60,150] parameter(0)\n  b = f32[150,256] parameter(1)\n"
-    "  ROOT d = f32[60,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *t = tg_dot_param_b;
   cr_expect(tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "no prefetch of the next block on AVX-512");
   cr_expect(!tg_out_contains(t, "prefetcht1", true, "haswell"), "a prefetch of the next block on AVX2");
   setenv("HLOC_CPU_GEMM_PREFETCH", "0", 1);

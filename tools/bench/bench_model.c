@@ -384,8 +384,12 @@ int main(int argc, char **argv) {
              argv[0]);
       return 0;
     }
-    if (!strcmp(a, "--packed") || !strcmp(a, "--lockstep")) {
-      *(!strcmp(a, "--packed") ? &use_packed : &lockstep) = true;
+    if (!strcmp(a, "--packed")) {
+      use_packed = true;
+      continue;
+    }
+    if (!strcmp(a, "--lockstep")) {
+      lockstep = true;
       continue;
     }
     if (!v) {
@@ -462,7 +466,8 @@ int main(int argc, char **argv) {
       fflush(stdout);
       char line[64];
       asked = block = 0;
-      while (!asked && fgets(line, sizeof line, stdin)) asked = atoi(line) > 0 ? atoi(line) : 0;
+      while (asked <= 0 && fgets(line, sizeof line, stdin)) asked = atoi(line);
+      if (asked < 0) asked = 0;
       if (!asked) break;
       if (runs + asked > cap) {
         cap = 2 * (runs + asked);

@@ -23,7 +23,8 @@ once PAIR_MIN_ROUNDS (default 6) are done: a model of seconds per run gets its f
 bounded time. Prints one JSON line: the medians over the rounds of each
 side's block medians, the ratio ONNX Runtime / hloc per round with its median, quartiles and
 the share of rounds in which hloc was faster, and each side's tenth percentile of its block
-medians (the figure of the host's quieter moments; their ratio beside the median's). */
+medians (the figure of the host's quieter moments; their ratio beside the median's). The
+line carries PAIR_LABEL (default MODEL) as its label.
 """
 import json
 import os
@@ -60,22 +61,20 @@ def main():
     s.run(None, feeds)
     cmd = [driver, "--lockstep", "--threads", str(threads)] + sys.argv[5:]
     procs = max(1, int(os.environ.get("PAIR_PROCS", "3")))
-    state = {"p": None, "tails": []}
+    p, tails = None, []
 
     def start():
-        state["p"] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        nonlocal p
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def stop():
-        p = state["p"]
         p.stdin.close()
-        tail = p.stdout.read()
+        tails.append(p.stdout.read().strip())
         if p.wait() != 0:
             sys.exit("ort_pair: the driver failed")
-        state["tails"].append(tail.strip())
 
     def hloc_block():
         time.sleep(gap)
-        p = state["p"]
         p.stdin.write("%d\n" % (block + 1))
         p.stdin.flush()
         line = p.stdout.readline()
@@ -113,13 +112,13 @@ def main():
         part_rounds += 1
     stop()
     q1, q3 = quartiles(ratio)
-    print(json.dumps({"model": model, "threads": threads, "rounds": len(ratio), "block": block, "gap_s": gap,
+    print(json.dumps({"label": os.environ.get("PAIR_LABEL", model), "model": model, "threads": threads, "rounds": len(ratio), "block": block, "gap_s": gap,
                       "hloc_median_s": statistics.median(hl), "ort_median_s": statistics.median(ox),
                       "ratio_median": statistics.median(ratio), "ratio_q1": q1, "ratio_q3": q3,
                       "hloc_faster_share": sum(x > 1 for x in ratio) / len(ratio),
                       "hloc_p10_s": p10(hl), "ort_p10_s": p10(ox),
                       "ort_version": ort_bench.ort.__version__,
-                      "procs": part + 1, "driver": " | ".join(state["tails"])}), flush=True)
+                      "procs": part + 1, "driver": " | ".join(tails)}), flush=True)
 
 
 if __name__ == "__main__":

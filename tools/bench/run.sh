@@ -173,11 +173,8 @@ if [ -n "${PAIRED:-}" ] && [ "$have_ort" = 1 ] && [ -f "$here/ort_pair.py" ]; th
     b=${bin%_frozen}
     [ -x "$here/bin/$bin" ] && [ -f "$here/onnx/$b.onnx" ] || { echo "   paired: no $m or no $b.onnx"; continue; }
     for t in 1 "$threads"; do
-      PAIR_SECONDS=${PAIR_SECONDS:-30} timeout 900 "${pin[@]}" python3 "$here/ort_pair.py" "$here/onnx" "$b" "$t" "$here/bin/$bin" "${opt[@]}" 2>>"$here/run.log" |
-        python3 -c 'import json,sys
-for l in sys.stdin:
-    d = json.loads(l); d["label"] = sys.argv[1]; print(json.dumps(d))' "$m" | tee -a "$here/paired.jsonl" |
-        python3 -c 'import json,sys
+      PAIR_LABEL=$m PAIR_SECONDS=${PAIR_SECONDS:-30} timeout 900 "${pin[@]}" python3 "$here/ort_pair.py" "$here/onnx" "$b" "$t" "$here/bin/$bin" "${opt[@]}" 2>>"$here/run.log" |
+        tee -a "$here/paired.jsonl" | python3 -c 'import json,sys
 for l in sys.stdin:
     d = json.loads(l); print("   paired %s %dt: ORT / hloc %.3f [%.3f, %.3f] over %d rounds" % (d["label"], d["threads"], d["ratio_median"], d["ratio_q1"], d["ratio_q3"], d["rounds"]))'
     done
@@ -267,14 +264,12 @@ if rounds > 1:
 PY
   fi
   if [ -s "$here/paired.jsonl" ]; then
-    echo
-    echo "Paired (ort_pair.py: hloc and ONNX Runtime alternated in blocks of $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["block"])' "$here/paired.jsonl") runs after a pause, the first run of each block dropped, each block's median its figure; the rounds shared by $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["procs"])' "$here/paired.jsonl") driver processes in turn; per round the ratio ONNX Runtime / hloc; quartiles over the rounds):"
-    echo
-    echo "| model | threads | rounds | hloc ms | ORT ms | ORT / hloc, median [q1, q3] | rounds hloc faster | hloc p10 ms | ORT p10 ms | ORT / hloc, p10 |"
-    echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
     python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    d = json.loads(l)
+ds = [json.loads(l) for l in open(sys.argv[1])]
+print("\nPaired (ort_pair.py: hloc and ONNX Runtime alternated in blocks of %d runs after a pause, the first run of each block dropped, each block'"'"'s median its figure; the rounds shared by %d driver processes in turn; per round the ratio ONNX Runtime / hloc; quartiles over the rounds):\n" % (ds[0]["block"], ds[0]["procs"]))
+print("| model | threads | rounds | hloc ms | ORT ms | ORT / hloc, median [q1, q3] | rounds hloc faster | hloc p10 ms | ORT p10 ms | ORT / hloc, p10 |")
+print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+for d in ds:
     print("| %s | %d | %d | %.3f | %.3f | %.3f [%.3f, %.3f] | %.0f%% | %.3f | %.3f | %.3f |" % (d["label"], d["threads"], d["rounds"], 1e3 * d["hloc_median_s"], 1e3 * d["ort_median_s"], d["ratio_median"], d["ratio_q1"], d["ratio_q3"], 100 * d["hloc_faster_share"], 1e3 * d["hloc_p10_s"], 1e3 * d["ort_p10_s"], d["ort_p10_s"] / d["hloc_p10_s"]))' "$here/paired.jsonl"
   fi
   if [ -s "$ctimes" ]; then
