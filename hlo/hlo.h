@@ -189,6 +189,11 @@ double hlo_literal_get_f64(const Literal *l, int64_t i);
 int64_t hlo_literal_get_i64(const Literal *l, int64_t i);
 void hlo_literal_set_f64(Literal *l, int64_t i, double v);
 void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
+/* Take l's elements as bit patterns of `want` when l holds unsigned integers of its size (a
+ * bf16 or f16 array read from .npy as '<u2'); true when l now has type want. */
+bool hlo_literal_bits_as(Literal *l, DType want);
+/* Largest |element| of an array literal (0 for an empty one; NaNs ignored). */
+double hlo_literal_max_abs(const Literal *l);
 /* Scalar conversions for 16-bit floats. */
 float hlo_f16_to_f32(uint16_t h);
 uint16_t hlo_f32_to_f16(float f);

@@ -191,6 +191,24 @@ int64_t hlo_literal_get_i64(const Literal *l, int64_t i) { return hlo_load_i64(l
 void hlo_literal_set_f64(Literal *l, int64_t i, double v) { hlo_store_f64(l->shape.dt, l->data, i, v); }
 void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v) { hlo_store_i64(l->shape.dt, l->data, i, v); }
 
+bool hlo_literal_bits_as(Literal *l, DType want) {
+  DType have = l->shape.dt;
+  if (have == want) return true;
+  bool carrier = hlo_dtype_kind(have) == DK_UINT && hlo_dtype_kind(want) == DK_FLOAT;
+  if (!carrier || hlo_dtype_size(have) != hlo_dtype_size(want)) return false;
+  l->shape.dt = want;
+  return true;
+}
+
+double hlo_literal_max_abs(const Literal *l) {
+  double m = 0;
+  for (int64_t i = 0, n = hlo_shape_elems(&l->shape); i < n; i++) {
+    double v = fabs(hlo_literal_get_f64(l, i));
+    if (v > m) m = v;
+  }
+  return m;
+}
+
 void hlo_literal_from_layout(const Shape *s, const void *src, void *dst) {
   size_t es = hlo_dtype_size(s->dt);
   int64_t n = hlo_shape_elems(s);

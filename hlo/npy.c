@@ -4,8 +4,10 @@
  * then an ASCII Python dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } and
  * the raw C-order data. The reader accepts little-endian (or byte-order-free) descr codes
  * for every supported dtype and fortran_order=False only; everything is checked against the
- * buffer length, and a malformed file is one located error. The writer emits v1.0 and writes
- * atomically. */
+ * buffer length, and a malformed file is one located error. NumPy has no bfloat16: such
+ * arrays arrive as 2-byte bit patterns ('<u2', or ml_dtypes' '|V2'), read as u16 and typed by
+ * the module's parameter through hlo_literal_bits_as; bf16 is written as '<u2' bits, the
+ * corpus's convention. The writer emits v1.0 and writes atomically. */
 #include "hlo.h"
 
 #include <ctype.h>
@@ -19,6 +21,8 @@ static const struct {
     {"b1", DT_PRED}, {"i1", DT_S8},  {"i2", DT_S16}, {"i4", DT_S32}, {"i8", DT_S64},
     {"u1", DT_U8},   {"u2", DT_U16}, {"u4", DT_U32}, {"u8", DT_U64}, {"f2", DT_F16},
     {"f4", DT_F32},  {"f8", DT_F64},
+    /* ml_dtypes' bfloat16 and float8 arrays: raw element bits, typed by the module */
+    {"V2", DT_U16},  {"V1", DT_U8},
 };
 
 /* Find `'key':` in the header dict; returns pointer after the colon and spaces, or NULL. */
@@ -197,17 +201,10 @@ bool hlo_npy_write(const char *path, const Literal *l, HErr *err) {
   DType dt = s->dt;
   const void *data = l->data;
   size_t n = (size_t)hlo_shape_elems(s);
-  float *tmp = NULL;
-  if (dt == DT_BF16) { /* NumPy has no bfloat16: widen to f32 */
-    tmp = malloc(n * 4 + 1);
-    for (size_t i = 0; i < n; i++) tmp[i] = hlo_bf16_to_f32(((const uint16_t *)data)[i]);
-    data = tmp;
-    dt = DT_F32;
-  }
+  if (dt == DT_BF16) dt = DT_U16; /* bit patterns: .view(ml_dtypes.bfloat16) reads them back */
   const char *descr = npy_descr(dt);
   if (!descr) {
     hlo_err(err, path, NULL, NULL, "cannot write a %s value as .npy", hlo_dtype_name(s->dt));
-    free(tmp);
     return false;
   }
   char hdr[512];
@@ -231,6 +228,5 @@ bool hlo_npy_write(const char *path, const Literal *l, HErr *err) {
   memcpy(out + 10 + hlen, data, bytes);
   bool ok = hlo_write_file_atomic(path, out, 10 + hlen + bytes, err);
   free(out);
-  free(tmp);
   return ok;
 }

@@ -67,6 +67,42 @@ Test(npy, scalar_and_rank1_headers) {
   hlo_arena_free(a);
 }
 
+/* bf16 is written as '<u2' bits and typed back by the module (hlo_literal_bits_as); ml_dtypes'
+ * '|V2' reads the same; an integer array is not taken as floats of another size. */
+Test(npy, bf16_bits) {
+  HArena *a = hlo_arena_new();
+  HErr err = {0};
+  char path[] = "/tmp/hloc_npy_XXXXXX";
+  close(mkstemp(path));
+  int64_t dims[] = {4};
+  Shape s = hlo_shape_array(DT_BF16, 1, dims);
+  Literal *l = hlo_literal_new(a, &s);
+  for (int i = 0; i < 4; i++) hlo_literal_set_f64(l, i, 1.5 * i - 2.25);
+  cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
+  Literal *r = hlo_npy_read(a, path, &err);
+  cr_assert(r, "%s", err.msg);
+  cr_expect_eq(r->shape.dt, DT_U16);
+  cr_expect(hlo_literal_bits_as(r, DT_BF16));
+  cr_expect_eq(hlo_literal_get_f64(r, 3), 2.25);
+  cr_expect(!memcmp(r->data, l->data, 8));
+  cr_expect_eq(hlo_literal_max_abs(r), 2.25);
+  cr_expect(!hlo_literal_bits_as(r, DT_F32), "bf16 taken as f32");
+  char *buf;
+  size_t len;
+  cr_assert(hlo_read_file(path, &buf, &len, &err));
+  char *d = strstr(buf + 10, "'<u2'");
+  cr_assert(d, "header: %s", buf + 10);
+  memcpy(d, "'|V2'", 5);
+  Literal *v = hlo_npy_parse(a, buf, len, path, &err);
+  cr_assert(v, "%s", err.msg);
+  cr_expect(hlo_literal_bits_as(v, DT_BF16) && !memcmp(v->data, l->data, 8));
+  free(buf);
+  Shape si = hlo_shape_array(DT_S16, 1, dims);
+  cr_expect(!hlo_literal_bits_as(hlo_literal_new(a, &si), DT_BF16), "s16 taken as bf16");
+  unlink(path);
+  hlo_arena_free(a);
+}
+
 static const char *parse_err(const void *buf, size_t len) {
   static HErr err;
   memset(&err, 0, sizeof err);

@@ -182,6 +182,43 @@ Test(tools, hloc_run_matches_xla) {
   run("rm -rf %s", dir);
 }
 
+/* A bf16 model: arguments as the corpus stores them ('<u2' bit patterns) and as ml_dtypes
+ * writes them ('|V2'), results compared within the bf16 bar and written back as '<u2' bits
+ * that read again as the same expectation. */
+Test(tools, hloc_run_bf16) {
+  char dir[] = "/tmp/hloc_run_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  const char *f = HLOC_CORPUS_DIR "/fixtures/llama_decode_bf16";
+  char args[4096] = "";
+  for (int i = 0, k = 0; i < 13; i++)
+    k += snprintf(args + k, sizeof args - (size_t)k, " %s/in%d.npy", f, i);
+  Run *r = run(HLOC_RUN " %s/module.pb%s -o %s --expect %s/out0.npy %s/out1.npy %s/out2.npy", f,
+               args, dir, f, f, f);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "result 2: max abs err"), "%s", r->out);
+  /* the written results are bf16 bits ('<u2') and match the reference again */
+  r = run("head -c 128 %s/out0.npy | grep -c \"'<u2'\"", dir);
+  cr_expect_eq(r->rc, 0, "out0.npy is not written as <u2 bits");
+  r = run(HLOC_RUN " %s/module.pb%s --expect %s/out0.npy %s/out1.npy %s/out2.npy", f, args, dir,
+          dir, dir);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  /* the first argument re-labelled '|V2' (ml_dtypes' bfloat16) runs the same */
+  r = run("sed \"1s/'<u2'/'|V2'/\" %s/in0.npy > %s/v2.npy && grep -c \"'|V2'\" %s/v2.npy", f,
+          dir, dir);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  char v2args[4096];
+  snprintf(v2args, sizeof v2args, " %s/v2.npy%s", dir, strchr(args + 1, ' '));
+  r = run(HLOC_RUN " %s/module.pb%s --expect %s/out0.npy %s/out1.npy %s/out2.npy", f, v2args, f,
+          f, f);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  /* the bar is the reference's largest magnitude: the layer's input is not its output */
+  r = run(HLOC_RUN " %s/module.pb%s --expect %s/in0.npy %s/out1.npy %s/out2.npy", f, args, f, f,
+          f);
+  cr_expect(r->rc == 1 && strstr(r->out, "result 0:") && strstr(r->out, "FAIL"), "%s%s", r->out,
+            r->err);
+  run("rm -rf %s", dir);
+}
+
 /* hlo_write_file_atomic: a regular file is replaced through a temporary and a rename; a path
  * that is not a regular file (a FIFO here, /dev/null for users) is written in place and stays
  * what it was (a rename over /dev/null as root replaced the device with a file); a directory
