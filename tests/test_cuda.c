@@ -179,6 +179,26 @@ FIXTURE_TEST(resnet_block)
 FIXTURE_TEST(resnet18)
 FIXTURE_TEST(bert_base)
 FIXTURE_TEST(simple_cnn_train_step)
+FIXTURE_TEST(llama_layer_bf16)
+FIXTURE_TEST(llama_decode_bf16)
+
+/* bf16 dots run on the tensor cores through cuBLAS with f32 accumulation: a bf16 result
+ * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. */
+Test(cuda_ptx, bf16_dots_through_cublas) {
+  static const char *const fx[] = {"llama_layer_bf16", "llama_decode_bf16"};
+  for (int f = 0; f < 2; f++) {
+    size_t n = 0;
+    char *bin;
+    char *js = tu_kernels(tu_load(fx[f]), fx[f], CUDA_EMIT_CUBIN, 3, &bin, &n);
+    free(bin);
+    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), 9, "%s: %s", fx[f], js);
+    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", \"compute\": \"CUBLAS_COMPUTE_32F\""), 8,
+                 "%s: bf16 x bf16 -> bf16 products", fx[f]);
+    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_32F\""), 1,
+                 "%s: the scores, bf16 x bf16 -> f32", fx[f]);
+    free(js);
+  }
+}
 
 /* ------------------------------------------------------------------ PTX text, stats, determinism */
 
@@ -519,6 +539,7 @@ Test(cuda_exec, elementwise_chain) { tu_exec("elementwise_chain", "1e-4"); }
 Test(cuda_exec, mlp) { tu_exec("mlp", "1e-4"); }
 Test(cuda_exec, transformer_layer) { tu_exec("transformer_layer", "1e-4"); }
 Test(cuda_exec, simple_cnn_train_step) { tu_exec("simple_cnn_train_step", "1e-3"); }
+Test(cuda_exec, llama_layer_bf16) { tu_exec("llama_layer_bf16", "1e-4"); }
 
 #else
 

@@ -36,6 +36,33 @@
 
 /* ------------------------------------------------------------------ steps and addresses */
 
+/* The cudaDataType_t of an operand or result type (values from library_types.h). */
+static int cu_data_type(DType t, const char **name) {
+  if (t == DT_F64) return *name = "CUDA_R_64F", 1;
+  if (t == DT_F16) return *name = "CUDA_R_16F", 2;
+  if (t == DT_S8) return *name = "CUDA_R_8I", 3;
+  if (t == DT_S32) return *name = "CUDA_R_32I", 10;
+  if (t == DT_BF16) return *name = "CUDA_R_16BF", 14;
+  return *name = "CUDA_R_32F", 0; /* the GEMM step's other types */
+}
+
+CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s) {
+  CuGemmTypes t = {0};
+  t.ab = cu_data_type(s->at, &t.ab_name);
+  t.c = cu_data_type(s->dt, &t.c_name);
+  t.scalar = DT_F32;
+  if (s->dt == DT_F64) {
+    t.compute = 70, t.compute_name = "CUBLAS_COMPUTE_64F", t.scalar = DT_F64;
+  } else if (s->at == DT_S8) {
+    t.compute = 72, t.compute_name = "CUBLAS_COMPUTE_32I", t.scalar = DT_S32;
+  } else if (s->at == DT_F32 && cc->o->precision == CUDA_PRECISION_TF32) {
+    t.compute = 77, t.compute_name = "CUBLAS_COMPUTE_32F_FAST_TF32";
+  } else { /* f32, and 16-bit operands on the tensor cores with f32 accumulation */
+    t.compute = 68, t.compute_name = "CUBLAS_COMPUTE_32F";
+  }
+  return t;
+}
+
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
   cc->steps = hlo_arena_grow(cc->cg.scratch, cc->steps, cc->nsteps, &cc->step_cap, 64, sizeof *cc->steps);
   CuStep *s = &cc->steps[cc->nsteps++];
@@ -185,9 +212,10 @@ static void cc_stats(CudaCg *cc, FILE *f) {
               s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st, s->spill_ld,
               s->in->name);
     else if (s->kind == CU_STEP_GEMM)
-      gemms++, fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld  (%s)\n", s->transa ? 'T' : 'N',
-                       s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
-                       (long long)s->batch, s->in->name);
+      gemms++, fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
+                       s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
+                       (long long)s->k, (long long)s->batch, hlo_dtype_name(s->at), hlo_dtype_name(s->at),
+                       hlo_dtype_name(s->dt), s->in->name);
     else if (s->kind == CU_STEP_CONV)
       fprintf(f, "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld groups=%lld  (%s)\n",
               s->wgrad ? "wgrad" : "conv", s->nchw ? "NCHW" : "NHWC", (long long)s->cn, (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,

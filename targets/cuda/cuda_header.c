@@ -146,14 +146,12 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
       }
       hlo_str_printf(&b, "]");
     } else if (s->kind == CU_STEP_GEMM) {
-      hlo_str_printf(&b, "\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\", \"type\": \"%s\", \"compute\": \"%s\", "
+      CuGemmTypes gt = cuda_gemm_types(cc, s);
+      hlo_str_printf(&b, "\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\", \"type\": \"%s\", \"type_c\": \"%s\", \"compute\": \"%s\", "
               "\"transa\": \"%c\", \"transb\": \"%c\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"lda\": %lld, "
               "\"ldb\": %lld, \"ldc\": %lld, \"stride_a\": %lld, \"stride_b\": %lld, \"stride_c\": %lld, "
               "\"batch\": %lld, \"alpha\": 1, \"beta\": 0, \"a\": ",
-         s->dt == DT_F64 ? "CUDA_R_64F" : "CUDA_R_32F",
-         s->dt == DT_F64 ? "CUBLAS_COMPUTE_64F"
-         : cc->o->precision == CUDA_PRECISION_TF32 ? "CUBLAS_COMPUTE_32F_FAST_TF32"
-                                                   : "CUBLAS_COMPUTE_32F",
+         gt.ab_name, gt.c_name, gt.compute_name,
          s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
          (long long)s->lda, (long long)s->ldb, (long long)s->ldc, (long long)s->sa, (long long)s->sb,
          (long long)s->sc, (long long)s->batch);

@@ -376,18 +376,17 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
                              h_i32(h, 1), h_i32(h, 0), stream, pp, nul};
       h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
     } else if (s->kind == CU_STEP_GEMM) {
-      bool dbl = s->dt == DT_F64;
-      if (dbl) {
+      CuGemmTypes gt = cuda_gemm_types(cc, s);
+      if (gt.scalar == DT_F64) {
         LLVMBuildStore(B, LLVMConstReal(h->f64, 1.0), alpha);
         LLVMBuildStore(B, LLVMConstReal(h->f64, 0.0), beta);
+      } else if (gt.scalar == DT_S32) {
+        LLVMBuildStore(B, h_i32(h, 1), alpha);
+        LLVMBuildStore(B, h_i32(h, 0), beta);
       } else {
         LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
         LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
       }
-      int dtype = dbl ? 1 /* CUDA_R_64F */ : 0 /* CUDA_R_32F */;
-      int compute = dbl ? 70 /* CUBLAS_COMPUTE_64F */
-                    : cc->o->precision == CUDA_PRECISION_TF32 ? 77 /* CUBLAS_COMPUTE_32F_FAST_TF32 */
-                                                              : 68 /* CUBLAS_COMPUTE_32F */;
       h_lock(h, true);
       LLVMTypeRef sp[2] = {h->ptr, h->ptr};
       LLVMValueRef sa[2] = {handle, stream};
@@ -395,11 +394,11 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->ptr,
                             h->i32, h->i32, h->i64, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
       LLVMValueRef ga[23] = {handle, h_i32(h, s->transa), h_i32(h, s->transb), h_i32(h, s->m), h_i32(h, s->n),
-                             h_i32(h, s->k), alpha, h_addr(h, &s->a, args, results, temp), h_i32(h, dtype),
+                             h_i32(h, s->k), alpha, h_addr(h, &s->a, args, results, temp), h_i32(h, gt.ab),
                              h_i32(h, s->lda), h_i64(h, s->sa), h_addr(h, &s->b, args, results, temp),
-                             h_i32(h, dtype), h_i32(h, s->ldb), h_i64(h, s->sb), beta,
-                             h_addr(h, &s->c, args, results, temp), h_i32(h, dtype), h_i32(h, s->ldc),
-                             h_i64(h, s->sc), h_i32(h, s->batch), h_i32(h, compute), h_i32(h, -1)};
+                             h_i32(h, gt.ab), h_i32(h, s->ldb), h_i64(h, s->sb), beta,
+                             h_addr(h, &s->c, args, results, temp), h_i32(h, gt.c), h_i32(h, s->ldc),
+                             h_i64(h, s->sc), h_i32(h, s->batch), h_i32(h, gt.compute), h_i32(h, -1)};
       LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
       h_lock(h, false);
       LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");

@@ -64,7 +64,8 @@ typedef struct CuStep {
   int64_t lda, ldb, ldc;  /* leading dimensions */
   int64_t sa, sb, sc;     /* batch strides (elements) */
   int64_t batch;          /* batch count */
-  DType dt;               /* f32 or f64 */
+  DType dt;               /* result type: f32, f64, bf16, f16 (s32 for s8 operands) */
+  DType at;               /* operand type: dt, or bf16 / f16 / s8 under a wider result */
   CuPtr a, b, c;          /* operands */
   /* CU_STEP_COPY */
   CuPtr src, dst;         /* addresses */
@@ -111,6 +112,15 @@ typedef struct CudaCg {
 bool cuda_ptr_of(CudaCg *cc, const HInstr *in, CuPtr *out);
 /* Append a step (zeroed, kind set). */
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in);
+
+/* How cublasGemmStridedBatchedEx runs a GEMM step: cudaDataType_t of A/B and of C,
+ * cublasComputeType_t, their names (header, manifest, --stats), and the scalars' type. */
+typedef struct CuGemmTypes {
+  int ab, c, compute;                     /* enum values */
+  const char *ab_name, *c_name, *compute_name; /* their names */
+  DType scalar;                           /* alpha and beta: f32, f64 or s32 */
+} CuGemmTypes;
+CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s);
 
 /* ------------------------------------------------------------------ cuda_kernel.c */
 

@@ -1261,11 +1261,11 @@ static const HInstr *ck_direct(const HInstr *in, const HInstr *expr) {
 
 static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   CpuCg *cg = &cc->cg;
-  DType t = dot->shape.dt;
+  DType t = dot->shape.dt, at = dot->ops[0]->shape.dt; /* result, operands */
   DotSide L, R;
   ck_dot_side(dot, 0, &L);
   ck_dot_side(dot, 1, &R);
-  int64_t esz = (int64_t)hlo_dtype_size(t);
+  int64_t esz = (int64_t)hlo_dtype_size(t), asz = (int64_t)hlo_dtype_size(at);
   int64_t stage = cg->plan.temp_bytes, used = 0;
   int form[2];   /* 0: N ([B,F,K] lhs / [B,K,F] rhs), 1: T */
   CuPtr ptr[2];
@@ -1284,8 +1284,8 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     ptr[j] = (CuPtr){CU_TEMP, 0, stage + used};
     int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
     Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
-    *cs = hlo_shape_array(t, 3, dims);
-    used += memplan_align(s->B * s->F * s->K * esz);
+    *cs = hlo_shape_array(at, 3, dims);
+    used += memplan_align(s->B * s->F * s->K * asz);
     CuStep *st;
     LLVMValueRef dst;
     CpuKern *k = ck_begin(cc, in, "stage", 1, &ptr[j], &dst, &st);
@@ -1309,6 +1309,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   int64_t M = L.F, N = R.F, K = L.K;
   CuStep *g = cuda_add_step(cc, CU_STEP_GEMM, in);
   g->dt = t;
+  g->at = at;
   g->m = N, g->n = M, g->k = K;
   g->a = ptr[1], g->b = ptr[0], g->c = out;
   g->transa = form[1];
@@ -1324,11 +1325,19 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   return ck_epilogue(cc, in, dot, out); /* reads the product where cuBLAS left it */
 }
 
+/* The operand and result types cublasGemmEx computes as XLA does: f32 and f64 alone; bf16 and
+ * f16 operands on the tensor cores, accumulated in f32 and rounded once to a 16-bit result or
+ * kept f32 (a dot with preferred_element_type=f32). */
+static bool ck_gemm_types_ok(DType at, DType t) {
+  if (at == DT_F32 || at == DT_F64) return t == at;
+  if (at == DT_BF16 || at == DT_F16) return t == at || t == DT_F32;
+  return false;
+}
+
 static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   if (cc->o->no_cublas || !dot) return false;
-  DType t = dot->shape.dt;
-  if (t != DT_F32 && t != DT_F64) return false;
-  if (dot->ops[0]->shape.dt != t || dot->ops[1]->shape.dt != t) return false;
+  DType at = dot->ops[0]->shape.dt;
+  if (dot->ops[1]->shape.dt != at || !ck_gemm_types_ok(at, dot->shape.dt)) return false;
   DotSide L, R;
   ck_dot_side(dot, 0, &L);
   ck_dot_side(dot, 1, &R);

@@ -24,6 +24,7 @@
 
 #include <cuda.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,24 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* bf16 bits of v, rounded to nearest even (v finite). */
+static uint16_t bf16_bits(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* f16 bits of v (|v| <= 1 here: normal or subnormal, truncated). */
+static uint16_t f16_bits(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  int e = (int)((u >> 23) & 0xff) - 127 + 15;
+  uint32_t m = u & 0x7fffffu;
+  if (e <= 0) return e < -10 ? sign : (uint16_t)(sign | ((m | 0x800000u) >> (14 - e)));
+  return (uint16_t)(sign | (uint32_t)e << 10 | m >> 13);
+}
+
 /* Fill host buffer h (ti's dtype) deterministically. */
 static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
   size_t n = 1;
@@ -70,6 +89,13 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
       double v = ((double)(x >> 8) / 8388608.0 - 1.0) * scale;
       if (ti->dtype[1] == '3') ((float *)h)[i] = (float)v;
       else ((double *)h)[i] = v;
+    }
+  } else if (!strcmp(ti->dtype, "bf16") || !strcmp(ti->dtype, "f16")) {
+    bool bf = ti->dtype[0] == 'b';
+    for (size_t i = 0; i < n; i++) {
+      x = x * 1664525u + 1013904223u;
+      float v = (float)(((double)(x >> 8) / 8388608.0 - 1.0) * scale);
+      ((uint16_t *)h)[i] = bf ? bf16_bits(v) : f16_bits(v);
     }
   } else if (!strcmp(ti->dtype, "s32") || !strcmp(ti->dtype, "u32")) {
     for (size_t i = 0; i < n; i++) ((int32_t *)h)[i] = (int32_t)(i % 10);
