@@ -183,19 +183,24 @@ FIXTURE_TEST(llama_layer_bf16)
 FIXTURE_TEST(llama_decode_bf16)
 
 /* bf16 dots run on the tensor cores through cuBLAS with f32 accumulation: a bf16 result
- * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. */
+ * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. The
+ * decode step's key cache ([batch, seq, kv_heads, dim], batch dims 0 and 2) is read in place,
+ * one strided-batched call per sequence, not staged; the value cache, which the product reads
+ * transposed, is staged (one call). */
 Test(cuda_ptx, bf16_dots_through_cublas) {
   static const char *const fx[] = {"llama_layer_bf16", "llama_decode_bf16"};
+  static const int calls[] = {9, 10}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
   for (int f = 0; f < 2; f++) {
     size_t n = 0;
     char *bin;
     char *js = tu_kernels(tu_load(fx[f]), fx[f], CUDA_EMIT_CUBIN, 3, &bin, &n);
     free(bin);
-    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), 9, "%s: %s", fx[f], js);
-    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", \"compute\": \"CUBLAS_COMPUTE_32F\""), 8,
-                 "%s: bf16 x bf16 -> bf16 products", fx[f]);
-    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_32F\""), 1,
+    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), calls[f], "%s: %s", fx[f], js);
+    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", \"compute\": \"CUBLAS_COMPUTE_32F\""),
+                 bf16_out[f], "%s: bf16 x bf16 -> bf16 products", fx[f]);
+    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_32F\""), f32_out[f],
                  "%s: the scores, bf16 x bf16 -> f32", fx[f]);
+    cr_expect_eq(tu_count(js, "\"shape\": \"stage\""), stages[f], "%s: staged operands", fx[f]);
     free(js);
   }
 }

@@ -1209,18 +1209,6 @@ static void ck_dot_side(const HInstr *dot, int j, DotSide *s) {
     if (!il_has(bl, d) && !il_has(cl, d)) s->f[s->nf++] = d, s->F *= os->dims[d];
 }
 
-/* Whether the operand's row-major storage is [batch, X, Y] with X, Y the given lists. */
-static bool ck_side_is(const DotSide *s, const int64_t *x, int nx, const int64_t *y, int ny) {
-  int p = 0;
-  for (int i = 0; i < s->nb; i++)
-    if (s->b[i] != p++) return false;
-  for (int i = 0; i < nx; i++)
-    if (x[i] != p++) return false;
-  for (int i = 0; i < ny; i++)
-    if (y[i] != p++) return false;
-  return true;
-}
-
 typedef struct StageCtx {
   const HInstr *expr; /* the operand expression */
   const DotSide *s;   /* its dims */
@@ -1259,40 +1247,116 @@ static const HInstr *ck_direct(const HInstr *in, const HInstr *expr) {
   return NULL;
 }
 
+/* How cuBLAS reads one operand of a dot: in place from its buffer (any strides that fold into
+ * a matrix with one unit-stride side, batches in at most two strided groups), or staged. */
+typedef struct GemmOperand {
+  bool direct;       /* read in place */
+  CuPtr ptr;         /* matrix 0 of batch 0 */
+  int form;          /* 0: lhs [F,K] / rhs [K,F] rows (cuBLAS N); 1: the transpose (T) */
+  int64_t ld;        /* leading dimension (elements) */
+  int64_t bin, bout; /* strides of the inner and outer batch groups (elements) */
+} GemmOperand;
+
+/* Size and stride of dims l[0..n) of shape os (row-major strides st) when they fold into one
+ * strided dimension (unit dims skipped); false when they do not. */
+static bool ck_fold(const Shape *os, const int64_t *st, const int64_t *l, int n, int64_t *stride, int64_t *size) {
+  int64_t last = -1;
+  *size = 1, *stride = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t d = l[i], e = os->dims[d];
+    *size *= e;
+    if (e == 1) continue;
+    if (last >= 0 && st[last] != st[d] * e) return false;
+    last = d;
+  }
+  if (last >= 0) *stride = st[last];
+  return true;
+}
+
+/* The in-place view of operand j (0 lhs) with its batch dims cut at p: dims [0, p) the outer
+ * group (one cuBLAS call each), [p, nb) the inner (the strided batch of one call). */
+static bool ck_view(const Shape *os, const DotSide *s, int j, int p, GemmOperand *g) {
+  int64_t st[HLO_MAX_RANK], acc = 1;
+  for (int d = os->rank - 1; d >= 0; d--) st[d] = acc, acc *= os->dims[d];
+  int64_t sf, nf, sk, nk, so, no, si, ni;
+  if (!ck_fold(os, st, s->f, s->nf, &sf, &nf) || !ck_fold(os, st, s->c, s->nc, &sk, &nk) ||
+      !ck_fold(os, st, s->b, p, &so, &no) || !ck_fold(os, st, s->b + p, s->nb - p, &si, &ni))
+    return false;
+  bool kunit = nk == 1 || sk == 1, funit = nf == 1 || sf == 1;
+  int64_t ld_k = nf == 1 ? nk : sf, ld_f = nk == 1 ? nf : sk; /* rows of K / of F contiguous */
+  bool k_rows = kunit && ld_k >= nk, f_rows = funit && ld_f >= nf;
+  /* lhs form 0 and rhs form 1 have K contiguous */
+  bool f0 = j ? f_rows : k_rows, f1 = j ? k_rows : f_rows;
+  if (!f0 && !f1) return false;
+  g->form = f0 ? 0 : 1;
+  g->ld = (g->form == 0) == (j == 0) ? ld_k : ld_f;
+  g->bin = si, g->bout = so;
+  return g->ld <= INT32_MAX;
+}
+
+/* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs) into temp at *used. */
+static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s, int64_t *used,
+                     GemmOperand *g) {
+  CpuCg *cg = &cc->cg;
+  DType at = dot->ops[j]->shape.dt;
+  *g = (GemmOperand){false, {CU_TEMP, 0, cg->plan.temp_bytes + *used}, 0, j ? s->F : s->K, s->F * s->K, 0};
+  int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
+  Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
+  *cs = hlo_shape_array(at, 3, dims);
+  *used += memplan_align(s->B * s->F * s->K * (int64_t)hlo_dtype_size(at));
+  CuStep *st;
+  LLVMValueRef dst;
+  CpuKern *k = ck_begin(cc, in, "stage", 1, &g->ptr, &dst, &st);
+  ck_bind_fusion(k, in);
+  StageCtx c = {dot->ops[j], s, j == 1, dst, cs};
+  ck_grid_loop(k, st, cs, ck_stage_body, &c);
+  return ck_end(k);
+}
+
+/* Where the batch dims are cut (see ck_view) so that most operands are read in place, then
+ * with the fewest cuBLAS calls; the operands read in place at that cut in g[]. */
+static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide *side, GemmOperand *g) {
+  int best = 0, best_direct = -1;
+  int64_t best_calls = 0;
+  for (int p = 0; p <= side[0].nb; p++) {
+    GemmOperand t[2] = {{0}, {0}};
+    int direct = 0;
+    int64_t calls = 1;
+    for (int i = 0; i < p; i++) calls *= dot->ops[0]->shape.dims[side[0].b[i]];
+    for (int j = 0; j < 2; j++) {
+      const HInstr *d = ck_direct(in, dot->ops[j]);
+      /* across several calls only untransposed views: cuBLAS's kernels for a transposed
+       * strided operand of few rows read it slower than a staging copy does */
+      if (d && ck_view(&dot->ops[j]->shape, &side[j], j, p, &t[j]) && (p == 0 || t[j].form == 0) &&
+          cuda_ptr_of(cc, d, &t[j].ptr))
+        t[j].direct = true, direct++;
+    }
+    if (calls > 64 && p > 0) continue; /* host calls cost more than a staging copy */
+    if (direct > best_direct || (direct == best_direct && calls < best_calls)) {
+      best = p, best_direct = direct, best_calls = calls;
+      g[0] = t[0], g[1] = t[1];
+    }
+  }
+  return best;
+}
+
 static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   CpuCg *cg = &cc->cg;
   DType t = dot->shape.dt, at = dot->ops[0]->shape.dt; /* result, operands */
-  DotSide L, R;
-  ck_dot_side(dot, 0, &L);
-  ck_dot_side(dot, 1, &R);
+  DotSide side[2];
+  ck_dot_side(dot, 0, &side[0]);
+  ck_dot_side(dot, 1, &side[1]);
+  const DotSide *L = &side[0], *R = &side[1];
   int64_t esz = (int64_t)hlo_dtype_size(t), asz = (int64_t)hlo_dtype_size(at);
   int64_t stage = cg->plan.temp_bytes, used = 0;
-  int form[2];   /* 0: N ([B,F,K] lhs / [B,K,F] rhs), 1: T */
-  CuPtr ptr[2];
+  GemmOperand g[2];
+  int p = ck_batch_cut(cc, in, dot, side, g);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < L->nb; i++) *(i < p ? &outer : &inner) *= dot->ops[0]->shape.dims[L->b[i]];
   for (int j = 0; j < 2; j++) {
-    const DotSide *s = j ? &R : &L;
-    const HInstr *expr = dot->ops[j];
-    const HInstr *d = ck_direct(in, expr);
-    bool nform = j ? ck_side_is(s, s->c, s->nc, s->f, s->nf) : ck_side_is(s, s->f, s->nf, s->c, s->nc);
-    bool tform = j ? ck_side_is(s, s->f, s->nf, s->c, s->nc) : ck_side_is(s, s->c, s->nc, s->f, s->nf);
-    if (d && (nform || tform) && cuda_ptr_of(cc, d, &ptr[j])) {
-      form[j] = nform ? 0 : 1;
-      continue;
-    }
-    /* stage the operand as [B, F, K] (lhs) / [B, K, F] (rhs) */
-    form[j] = 0;
-    ptr[j] = (CuPtr){CU_TEMP, 0, stage + used};
-    int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
-    Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
-    *cs = hlo_shape_array(at, 3, dims);
-    used += memplan_align(s->B * s->F * s->K * asz);
-    CuStep *st;
-    LLVMValueRef dst;
-    CpuKern *k = ck_begin(cc, in, "stage", 1, &ptr[j], &dst, &st);
-    ck_bind_fusion(k, in);
-    StageCtx c = {expr, s, j == 1, dst, cs};
-    ck_grid_loop(k, st, cs, ck_stage_body, &c);
-    if (!ck_end(k)) return false;
+    if (g[j].direct) continue;
+    if (!ck_stage(cc, in, dot, j, &side[j], &used, &g[j])) return false;
+    g[j].bout = inner * g[j].bin;
   }
   /* where the product goes: the fusion's own buffer when it is not shared with an operand */
   CuPtr out;
@@ -1305,20 +1369,23 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     used += memplan_align(hlo_shape_elems(&dot->shape) * esz);
   }
   if (used > cc->stage_bytes) cc->stage_bytes = used;
-  /* row-major C[B,M,N] = A[B,M,K] B[B,K,N] is column-major C^T = B^T A^T */
-  int64_t M = L.F, N = R.F, K = L.K;
-  CuStep *g = cuda_add_step(cc, CU_STEP_GEMM, in);
-  g->dt = t;
-  g->at = at;
-  g->m = N, g->n = M, g->k = K;
-  g->a = ptr[1], g->b = ptr[0], g->c = out;
-  g->transa = form[1];
-  g->lda = form[1] == 0 ? N : K;
-  g->transb = form[0];
-  g->ldb = form[0] == 0 ? K : M;
-  g->ldc = N;
-  g->sa = K * N, g->sb = M * K, g->sc = M * N;
-  g->batch = L.B;
+  /* row-major C[B,M,N] = A[B,M,K] B[B,K,N] is column-major C^T = B^T A^T; one call per outer
+   * batch */
+  int64_t M = L->F, N = R->F, K = L->K;
+  for (int64_t o = 0; o < outer; o++) {
+    CuStep *s = cuda_add_step(cc, CU_STEP_GEMM, in);
+    s->dt = t;
+    s->at = at;
+    s->m = N, s->n = M, s->k = K;
+    s->a = g[1].ptr, s->b = g[0].ptr, s->c = out;
+    s->a.offset += o * g[1].bout * asz, s->b.offset += o * g[0].bout * asz;
+    s->c.offset += o * inner * M * N * esz;
+    s->transa = g[1].form, s->lda = g[1].ld;
+    s->transb = g[0].form, s->ldb = g[0].ld;
+    s->ldc = N;
+    s->sa = g[1].bin, s->sb = g[0].bin, s->sc = M * N;
+    s->batch = inner;
+  }
   cc->uses_cublas = true;
   /* a fusion whose root is the dot (a prologue only) has no epilogue: cuBLAS wrote it */
   if (!epi || (in->op == OP_FUSION && in->calls[0]->root == dot && own)) return true;
