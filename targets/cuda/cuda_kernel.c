@@ -466,17 +466,25 @@ static void ck_ancestors(const HComp *c, const HInstr *from, const HInstr *stop,
   }
 }
 
-/* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) output whose
- * element count is a multiple of 4, computed by elementwise ops only (a lone elementwise op,
+/* Lanes of the vectorized loop kernel for an output of type t: 16 bytes of it (4 f32/s32/u32,
+ * 8 bf16/f16/s16/u16), 0 for the other types. */
+static int ck_vec_lanes(DType t) {
+  if (t == DT_F32 || t == DT_S32 || t == DT_U32) return 4;
+  if (t == DT_BF16 || t == DT_F16 || t == DT_S16 || t == DT_U16) return 8;
+  return 0;
+}
+
+/* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) or 2-byte output
+ * whose element count is a multiple of its lanes, computed by elementwise ops only (a lone elementwise op,
  * or a fusion of elementwise ops, parameters, constants and broadcasts), so that every
  * operand is read at the output's own index or is small (a scalar, a per-channel vector
  * behind a broadcast: read per lane). With hero (a dot or convolution whose value a library
  * wrote), only the members the epilogue computes count; hero must have the output's dims. */
 static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
   const Shape *s = &in->shape;
-  if (s->dt != DT_F32 && s->dt != DT_S32 && s->dt != DT_U32) return false;
+  int lanes = ck_vec_lanes(s->dt);
   int64_t n = hlo_shape_elems(s);
-  if (n < 4 || n % 4) return false;
+  if (!lanes || n < lanes || n % lanes) return false;
   if (in->op != OP_FUSION) {
     for (int j = 0; j < in->nops; j++) {
       const Shape *os = &in->ops[j]->shape;
@@ -503,10 +511,11 @@ static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
 }
 
 /* The vectorized loop kernel (ck_vec_ok): each thread of a CU_VEC_GRID-block grid-stride
- * loop takes 4 consecutive elements 4i..4i+3: every operand of the output's dims held in a
- * buffer (not a constant) is read with one 16-byte vector load (ld.global.v4), its lanes
+ * loop takes L consecutive elements Li..Li+L-1 (L = 4 for a 4-byte output, 8 for a 2-byte
+ * one): every 2- or 4-byte operand of the output's dims held in a buffer (not a constant) is
+ * read with 16-byte vector loads (ld.global.v4; two for a 4-byte operand of 8 lanes), its lanes
  * entered in cpu_gen's value cache at the lanes' indices, the generator runs once per lane,
- * and the 4 results are written with one 16-byte vector store. Buffers are normally 16-byte
+ * and the L results are written with one 16-byte vector store. Buffers are normally 16-byte
  * aligned (the plan's temp offsets are multiples of 64, cudaMalloc returns 256-aligned
  * memory), but a caller may pass any pointer: the kernel tests the addresses it vectorizes
  * and otherwise runs the scalar grid-stride loop (the same body as ck_loop_kernel). */
@@ -514,11 +523,13 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   CpuCg *cg = &cc->cg;
   CuStep *st;
   LLVMValueRef hv = NULL;
-  CpuKern *k = ck_begin(cc, in, hero ? "epilogue-v4" : "loop-v4", hero ? 1 : 0, &hp, &hv, &st);
+  const Shape *s = &in->shape;
+  int L = ck_vec_lanes(s->dt);
+  const char *what = L == 8 ? (hero ? "epilogue-v8" : "loop-v8") : hero ? "epilogue-v4" : "loop-v4";
+  CpuKern *k = ck_begin(cc, in, what, hero ? 1 : 0, &hp, &hv, &st);
   ck_bind_fusion(k, in);
   LLVMBuilderRef B = k->B;
-  const Shape *s = &in->shape;
-  int64_t nvec = hlo_shape_elems(s) / 4;
+  int64_t nvec = hlo_shape_elems(s) / L;
   LLVMValueRef out = ck_buffer(k, in);
   /* operands loaded as vectors, and the alignment test of their addresses and the output's */
   const HInstr *vops[CU_MAX_PARAMS + 1];
@@ -538,8 +549,9 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     const HInstr *op = in->ops[j];
     bool dup = false;
     for (int q = 0; q < nvops; q++) dup |= vops[q] == op;
-    if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED ||
-        hlo_dtype_size(op->shape.dt) != 4)
+    size_t osz = hlo_dtype_size(op->shape.dt);
+    if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED || (osz != 4 && osz != 2) ||
+        (L == 4 && osz != 4))
       continue;
     if (epi) { /* operands only the hero reads (its input) are not the epilogue's */
       bool used = false;
@@ -572,23 +584,23 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   LLVMValueRef start = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
   CpuLoop l;
   LLVMValueRef i = cpu_loop_open_step(k, &l, start, cpu_i64(k, nvec), cpu_i64(k, st->grid * CU_BLOCK));
-  LLVMValueRef base = LLVMBuildNSWMul(B, i, cpu_i64(k, 4), "");
-  LLVMValueRef lin[4], idx[4][HLO_MAX_RANK];
-  for (int ln = 0; ln < 4; ln++) {
+  LLVMValueRef base = LLVMBuildNSWMul(B, i, cpu_i64(k, L), "");
+  LLVMValueRef lin[8], idx[8][HLO_MAX_RANK];
+  for (int ln = 0; ln < L; ln++) {
     lin[ln] = ln ? LLVMBuildNSWAdd(B, base, cpu_i64(k, ln), "") : base;
     ck_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
   }
   for (int q = 0; q < nvops; q++) {
     LLVMTypeRef mt = cpu_mem_type(cg, vops[q]->shape.dt);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(B, mt, vptr[q], &base, 1, "");
-    LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, 4), p, "");
+    LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, (unsigned)L), p, "");
     LLVMSetAlignment(v, 16);
-    for (int ln = 0; ln < 4; ln++)
+    for (int ln = 0; ln < L; ln++)
       ck_cache_add(k, vops[q], s->rank, idx[ln], LLVMBuildExtractElement(B, v, cpu_i64(k, ln), ""));
   }
   LLVMTypeRef ot = cpu_mem_type(cg, s->dt);
-  LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, 4));
-  for (int ln = 0; ln < 4 && !k->failed; ln++) {
+  LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, (unsigned)L));
+  for (int ln = 0; ln < L && !k->failed; ln++) {
     k->lin_idx = idx[ln];
     k->lin = lin[ln];
     k->lin_shape = s;
@@ -1827,6 +1839,56 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   return ck_end(k);
 }
 
+/* ------------------------------------------------------------------ dynamic-update-slice */
+
+typedef struct DusCtx {
+  const HInstr *in; /* the dynamic-update-slice */
+  LLVMValueRef out; /* its storage */
+} DusCtx;
+
+/* Output element start + ui = update element ui; starts clamped as XLA clamps them. */
+static bool ck_dus_body(CpuKern *k, LLVMValueRef *ui, void *vctx) {
+  DusCtx *c = vctx;
+  const HInstr *in = c->in;
+  const Shape *os = &in->shape, *us = &in->ops[1]->shape;
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef oi[HLO_MAX_RANK];
+  for (int d = 0; d < os->rank; d++) {
+    const HInstr *si = in->ops[2 + d];
+    LLVMValueRef v = cpu_gen(k, si, NULL);
+    if (!v) return false;
+    v = hlo_dtype_kind(si->shape.dt) == DK_UINT ? LLVMBuildZExtOrBitCast(B, v, k->cg->i64, "")
+                                                : LLVMBuildSExtOrBitCast(B, v, k->cg->i64, "");
+    LLVMValueRef hi = cpu_i64(k, os->dims[d] - us->dims[d]);
+    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cpu_i64(k, 0), ""), cpu_i64(k, 0), v, "");
+    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, hi, ""), hi, v, "");
+    oi[d] = LLVMBuildNSWAdd(B, v, ui[d], "");
+  }
+  LLVMValueRef v = cpu_gen(k, in->ops[1], ui);
+  if (v) cpu_store_elem(k, c->out, os, oi, v);
+  return v != NULL;
+}
+
+/* A lone dynamic-update-slice whose operand has storage: the operand copied to the output
+ * (a device-to-device copy at the copy bandwidth, none when the plan put the update in place),
+ * then a kernel over the update's elements only (a KV cache's new entry, not the cache). */
+static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
+  CuPtr src, dst;
+  *taken = in->op == OP_DYNAMIC_UPDATE_SLICE && hlo_shape_elems(&in->ops[1]->shape) > 0 &&
+           cuda_ptr_of(cc, in->ops[0], &src) && cuda_ptr_of(cc, in, &dst);
+  if (!*taken) return true;
+  if (!ptr_eq(&src, &dst)) {
+    CuStep *c = cuda_add_step(cc, CU_STEP_COPY, in);
+    c->src = src, c->dst = dst;
+    c->bytes = (int64_t)hlo_shape_bytes(&in->shape);
+  }
+  CuStep *st;
+  CpuKern *k = ck_begin(cc, in, "update-slice", 0, NULL, NULL, &st);
+  DusCtx c = {in, ck_buffer(k, in)};
+  ck_grid_loop(k, st, &in->ops[1]->shape, ck_dus_body, &c);
+  return ck_end(k);
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
@@ -1840,6 +1902,9 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
+  bool taken;
+  bool dus_ok = ck_dus(cc, in, &taken);
+  if (taken) return dus_ok;
   RowPlan rp;
   if (ck_row_plan(in, &rp, cg->scratch)) return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
   const Shape *s = &in->shape;
