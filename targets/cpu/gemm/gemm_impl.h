@@ -302,6 +302,57 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
 /* The address of view v's element 0 inside kernel k. */
 LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v);
 
+/* ------------------------------------------------------------------ plan.c */
+
+/* Which kernel takes a product. */
+typedef enum {
+  GM_PATH_BLOCKED,  /* the blocked GEMM function (kernel.c) */
+  GM_PATH_FEW_ROWS, /* few.c's few-rows kernel */
+  GM_PATH_FEW_COLS, /* few.c's few-columns kernel */
+  GM_PATH_WINOGRAD, /* winograd.c */
+} GmPath;
+
+/* What cpu_gemm_kernel decided for one product before emitting anything (gm_plan). Items are
+ * (loop index, row block, column block); scratch offsets are bytes into the kernel-private
+ * scratch: staged operands, one packing area per chunk, then the operand packed once, the
+ * merged serial call's area, the slice buffers and the partial results. */
+typedef struct GmPlan {
+  GmCfg c;                 /* the configuration */
+  GmProb p;                /* the problem (staged operands: staged == -2 until staged) */
+  const HInstr *fusion;    /* the output fusion, or NULL */
+  const HInstr *red;       /* its root, when it reduces the epilogue block by block, or NULL */
+  GmPath path;             /* the kernel that takes it */
+  int64_t nb;              /* iterations of the loop dimensions */
+  int64_t want;            /* chunks wanted */
+  int64_t mblk, nblk;      /* rows and columns of an item's block */
+  int64_t nmb, nnb;        /* row and column blocks */
+  int64_t items, nchunks;  /* items, and the chunks made of them */
+  int64_t nblk0, nnb0;     /* column blocks before any split (the packed B's, with alt) */
+  int64_t mblk1, nmb1;     /* alt's row blocks */
+  bool alt;                /* with B read packed, the chunks split rows of full-width blocks */
+  int64_t lnblk, lnnb;     /* the column blocks a packed B is laid out for */
+  int64_t pack;            /* bytes of a chunk's packing area */
+  int64_t stage_bytes;     /* bytes of the staged operands (the scratch's start) */
+  int64_t kstep, nkb;      /* depth and count of the K blocks */
+  bool bconst;             /* B a constant, packed at compile time (gm_const_packed_b) */
+  int pre;                 /* an operand packed once ahead of the GEMM: 1 B, 2 A, 0 none */
+  int64_t pre_off;         /* where it is packed */
+  bool merge;              /* the serial run makes one call over all the columns */
+  bool merge_apart;        /* its packing area is its own (at merge_off), not chunk 0's */
+  int64_t merge_off;       /* that area */
+  bool resident;           /* convolution calls keep B resident */
+  bool slices;             /* the rows go in slices of 2 * MC, each finished by the epilogue */
+  int64_t slice_off, slice_bytes; /* reducing: the chunks' slice buffers */
+  int64_t part_off, part_bytes;   /* reducing: the chunks' partial results */
+  int64_t need;            /* bytes of private scratch in all */
+  bool pack_ahead;         /* B may be packed by the caller ahead of the runs (gm_pack_job) */
+} GmPlan;
+
+/* The plan of the dot or convolution kernel of entry instruction in (hero: in itself, or the
+ * hero of output fusion in); false when the GEMM cannot take it. Reads the configuration and
+ * the memory plan, emits nothing. */
+bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl);
+
 /* ------------------------------------------------------------------ weights.c */
 
 /* B (element (k, n) at src[k * rs + n * cs]) in the layout of a B packed beforehand; the
