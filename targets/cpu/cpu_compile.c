@@ -9,7 +9,7 @@
  *   2. plan: memplan_assign() places every entry value (args, results, rodata, scratch);
  *   3. kernels: one internal function per computing entry instruction, in entry order
  *      (cpu_kernel.c, with the elemental generator of cpu_elemental.c; dots and convolutions
- *      through the shared blocked GEMM of cpu_gemm.c). Kernels see memory only through a
+ *      through the shared blocked GEMM of gemm/). Kernels see memory only through a
  *      per-task table of pointers (their ctx), so kernels whose IR is identical (repeated
  *      layers), or identical but for integer constants (a layer at another size), are merged
  *      into one function before optimization (cpu_share.c); kernel-private scratch
@@ -21,7 +21,7 @@
  *      task's pointer table and calls every kernel in order,
  *      chunked kernels through pf when given, then copies result leaves that were not
  *      computed in place; NAME_run(), NAME_run_mt() and NAME_run_packed() call it without
- *      what they lack (packed: the weights NAME_pack() packed ahead, cpu_gemm.c; NULL packs
+ *      what they lack (packed: the weights NAME_pack() packed ahead, gemm/weights.c; NULL packs
  *      them in each run); NAME_arg_info[] and NAME_result_info[] describe the tensors;
  *   5. cpu_emit() (cpu_emit.c): LLVMVerifyModule, the new pass manager's default<On> pipeline
  *      with the target machine (host CPU and features unless told otherwise, so loops
@@ -37,7 +37,7 @@
  * only identical kernels (cpu_share.c); HLOC_CPU_NO_GEMM,
  * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
  * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) and HLOC_CPU_GEMM_NO_ALT (a
- * split dot with B packed keeps its narrower column blocks) steer cpu_gemm.c;
+ * split dot with B packed keeps its narrower column blocks) steer gemm/;
  * HLOC_CPU_NO_PACKED_WEIGHTS gives NAME_pack nothing to pack (PACKED_BYTES 0);
  * cpu_emit.c lists the emission's own. */
 #include "cpu_impl.h"

@@ -57,7 +57,7 @@
  * against 6.44-6.76 on one thread, resnet18 171-180 against 174-189, bert_base 0.67-0.70 s
  * against 0.69-0.71 on two; resnet_block, transformer_layer and simple_cnn within noise). In
  * the GEMM's micro-kernel it had hoisted B loads of unrolled steps over the FMAs, at the
- * price of spills (cpu_gemm.c's gm_direct_kloops).
+ * price of spills (gemm/micro_fma.c's gm_direct_kloops).
  *
  * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
  * replaces the LLVM pass pipeline of everything but the GEMM function and the small kernels,

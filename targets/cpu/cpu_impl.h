@@ -10,7 +10,9 @@
  *   cpu_sort.c      the sort kernel (stable merge sort of a permutation per row)
  *   cpu_select_scatter.c the select-and-scatter kernel (init, then window scans per source
  *                   element in order)
- *   cpu_header.c    the generated C header */
+ *   cpu_header.c    the generated C header
+ *   gemm/           the blocked GEMM of dots and convolutions (its own private header,
+ *                   gemm/gemm_impl.h; the entry points are the section "gemm/" below) */
 #ifndef HLOC_CPU_IMPL_H
 #define HLOC_CPU_IMPL_H
 
@@ -43,7 +45,7 @@ typedef struct CpuSlot {
                         offset inside the instruction's storage (a leaf of a block) */
 } CpuSlot;
 
-/* A weight packed ahead of the runs (NAME_pack, cpu_gemm.c): an entry parameter read in place
+/* A weight packed ahead of the runs (NAME_pack, gemm/weights.c): an entry parameter read in place
  * as the B of a blocked product, laid out as that product's GEMM reads a B packed beforehand
  * (GP_BPRE) for nnb column blocks of nblk columns, or as the taps of a Winograd convolution,
  * transformed (K input and N output channels, strides wk), at byte offset dst of the packed
@@ -140,18 +142,11 @@ typedef struct CpuCg {
   int64_t extra_temp;     /* kernel-private scratch (GEMM packing, staged operands) appended
                              to the plan's heap at offset plan.temp_bytes (before growth) */
   int64_t temp_base;      /* the plan's own heap size: where the private scratch starts */
-  LLVMValueRef gemm_fn[2]; /* the shared GEMM functions (f32; [1] reserved for f64), made on
-                              first use */
+  struct GmState *gemm;   /* the GEMM's state (gemm/gemm_impl.h: its configuration for the
+                             target CPU and the functions made), made on first use */
   /* Optional hook for another target reusing the elemental generator (targets/cuda): the
      storage of an entry value read during generation; NULL: cpu_buffer(). */
   LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);
-  LLVMValueRef gemm_packb_fn; /* cpu_gemm.c's B-packing function (split products), made on
-                                 first use */
-  LLVMValueRef gemm_packa_fn; /* and its A-packing function */
-  LLVMValueRef gemm_step_fn[3]; /* the GEMM's block-packing steps (cpu_gemm.c's GmStep) */
-  LLVMValueRef wino_fn[3];      /* cpu_gemm.c's Winograd transforms (GmWino) */
-  LLVMValueRef gemm_rows_fn;    /* their shared row interleave (cpu_gemm.c's gm_rows_t_function) */
-  struct GmCfg *gemm_cfg;       /* cpu_gemm.c's configuration for the target CPU, once known */
   bool lib;                     /* compiling the prebuilt library (cpu_prebuilt.c): the GEMM's
                                    functions with every path, named CPU_LIB_PREFIX_* */
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
@@ -398,7 +393,8 @@ LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
  * compilation's instead of compiling the GEMM's functions (see cpu_prebuilt.c), or NULL. */
 const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg);
 
-/* ------------------------------------------------------------------ cpu_gemm.c */
+/* ------------------------------------------------------------------ gemm/ (kernel.c, epilogue.c,
+ * gemm_config.c, library.c, weights.c, gemm_ir.c) */
 
 /* The dot or convolution kernel of entry instruction in (hero: in itself, or the dot /
  * convolution of an output fusion) as calls of the shared blocked GEMM function, when its
@@ -412,7 +408,8 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in);
 /* f32 lanes of the widest vector the GEMM uses for the target CPU (16 with AVX-512, 8 with
  * AVX, else 4); cached in cg. */
 int cpu_vector_width(CpuCg *cg);
-/* What an LLVM x86 CPU name implies (a table in cpu_gemm.c; 0 for names it does not list). */
+/* What an LLVM x86 CPU name implies (a table in gemm/gemm_config.c; 0 for names it does not
+ * list). */
 enum {
   CPU_X86_AVX512F = 1, /* AVX-512F */
   CPU_X86_V3 = 2,      /* all of x86-64-v3's features */

@@ -10,7 +10,7 @@
  *   - transposing kernel: an f32 loop kernel whose root is a transpose of the minor dimension,
  *     computed in tiles along the operand's rows and transposed in registers
  *     (kn_transpose_kernel);
- *   - dot / convolution: the blocked GEMM of cpu_gemm.c when the operands allow it, else an
+ *   - dot / convolution: the blocked GEMM of gemm/ when the operands allow it, else an
  *     accumulating kernel: outer loops over all output dims but the last,
  *     then the reduction loops, then the last output dim innermost, accumulating into the
  *     output row (i-k-j order for a matrix product), so the innermost loop streams through

@@ -1,6 +1,6 @@
 /* targets/cpu/cpu_prebuilt.c: the GEMM's functions compiled once, when hloc is built.
  *
- * The GEMM function, its packing steps and Winograd's transforms (cpu_gemm.c) depend on the
+ * The GEMM function, its packing steps and Winograd's transforms (gemm/) depend on the
  * target's vector configuration, not on the module: every module of a product or convolution
  * used to compile them again, and they were the largest single share of a compilation (on the
  * 2-core Xeon VM, resnet18: ~0.11 s of its ~0.33 s of CPU; with HLOC_CPU_FNTIME, pack_conv
@@ -23,7 +23,7 @@
  *     HLOC_CPU_LLVM_ARGS, HLOC_CPU_MISCHED=1, HLOC_CPU_LSR=1), and not HLOC_CPU_PREBUILT=0;
  *   - the target has the level's features: those the features string names (+f / -f, the
  *     last mention deciding: the host's string names them all), else those of the CPU name
- *     (a named --cpu without --features: cpu_x86_traits, cpu_gemm.c's table of CPU names).
+ *     (a named --cpu without --features: cpu_x86_traits, gemm/gemm_config.c's table of CPU names).
  * The library's code is tuned for the level's generic CPU, not for --cpu: its loops are
  * blocked, unrolled and vectorized by construction, so there is little left to tune.
  * The object depends on the inputs and flags only, as before: the library's bytes are fixed

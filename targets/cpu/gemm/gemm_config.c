@@ -1,0 +1,158 @@
+/* targets/cpu/gemm/gemm_config.c: the GEMM's configuration for the target CPU.
+ *
+ * The vector width, the micro-tile (MR x NR), the block sizes (MC, KC, NC), the panel order
+ * and the optional paths follow the target's features, worked out once per compilation from
+ * LLVM's CPU name and features string (gm_state keeps them in the compilation's GmState):
+ * 16-wide with 12 x 32 tiles on AVX-512, 8-wide with 6 x 16 on AVX and AVX2, 4-wide
+ * otherwise; the blocks are sized so that A's micro-panel stays in L1 and B's block in L2.
+ * LLVM's C API cannot list the features a CPU name implies, so the x86 names that matter are
+ * a table here (cpu_x86_traits), which the prebuilt library's level test reads as well. The
+ * HLOC_CPU_GEMM_* and related environment knobs override the defaults for experiments. A new
+ * micro-kernel family (micro_*.c) is chosen here, in gm_cfg_make, from the features it needs. */
+#include "gemm_impl.h"
+
+/* What LLVM's x86 CPU names imply, for a named --cpu without --features (LLVM's C API cannot
+ * list the features a CPU name implies): AVX-512F; all of x86-64-v3's features (AVX2, FMA,
+ * BMI1/2, F16C, LZCNT, MOVBE) or x86-64-v4's (v3 and AVX-512 F/BW/CD/DQ/VL), which the prebuilt
+ * library's levels need (cpu_prebuilt.c); no AVX at all (128-bit vectors: the 256-bit ones
+ * would be split in two). Names not listed imply none of these. */
+static const struct {
+  const char *name;
+  unsigned traits;
+} gm_x86_cpus[] = {
+#define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
+    {"skylake-avx512", GM_V4}, {"cascadelake", GM_V4}, {"cooperlake", GM_V4}, {"cannonlake", GM_V4},
+    {"icelake-client", GM_V4}, {"icelake-server", GM_V4}, {"tigerlake", GM_V4}, {"rocketlake", GM_V4},
+    {"sapphirerapids", GM_V4}, {"emeraldrapids", GM_V4}, {"graniterapids", GM_V4}, {"graniterapids-d", GM_V4},
+    {"diamondrapids", GM_V4}, {"znver4", GM_V4}, {"znver5", GM_V4}, {"x86-64-v4", GM_V4},
+#undef GM_V4
+    {"knl", CPU_X86_AVX512F}, {"knm", CPU_X86_AVX512F},
+    {"x86-64-v3", CPU_X86_V3}, {"haswell", CPU_X86_V3}, {"broadwell", CPU_X86_V3}, {"skylake", CPU_X86_V3},
+    {"alderlake", CPU_X86_V3}, {"raptorlake", CPU_X86_V3}, {"meteorlake", CPU_X86_V3}, {"arrowlake", CPU_X86_V3},
+    {"arrowlake-s", CPU_X86_V3}, {"lunarlake", CPU_X86_V3}, {"pantherlake", CPU_X86_V3}, {"gracemont", CPU_X86_V3},
+    {"znver1", CPU_X86_V3}, {"znver2", CPU_X86_V3}, {"znver3", CPU_X86_V3},
+    {"x86-64-v2", CPU_X86_PRE_AVX}, {"nehalem", CPU_X86_PRE_AVX}, {"corei7", CPU_X86_PRE_AVX},
+    {"westmere", CPU_X86_PRE_AVX}, {"core2", CPU_X86_PRE_AVX}, {"penryn", CPU_X86_PRE_AVX},
+    {"bonnell", CPU_X86_PRE_AVX}, {"atom", CPU_X86_PRE_AVX}, {"silvermont", CPU_X86_PRE_AVX},
+    {"slm", CPU_X86_PRE_AVX}, {"goldmont", CPU_X86_PRE_AVX}, {"goldmont-plus", CPU_X86_PRE_AVX},
+    {"tremont", CPU_X86_PRE_AVX}, {"k8", CPU_X86_PRE_AVX}, {"k8-sse3", CPU_X86_PRE_AVX},
+    {"opteron", CPU_X86_PRE_AVX}, {"opteron-sse3", CPU_X86_PRE_AVX}, {"athlon64", CPU_X86_PRE_AVX},
+    {"athlon64-sse3", CPU_X86_PRE_AVX}, {"athlon-fx", CPU_X86_PRE_AVX}, {"amdfam10", CPU_X86_PRE_AVX},
+    {"barcelona", CPU_X86_PRE_AVX}, {"btver1", CPU_X86_PRE_AVX}, {"pentium4", CPU_X86_PRE_AVX},
+    {"prescott", CPU_X86_PRE_AVX}, {"nocona", CPU_X86_PRE_AVX}, {"i686", CPU_X86_PRE_AVX},
+    {"pentium-m", CPU_X86_PRE_AVX}, {"yonah", CPU_X86_PRE_AVX}, {"lakemont", CPU_X86_PRE_AVX},
+};
+
+unsigned cpu_x86_traits(const char *cpu) {
+  for (size_t i = 0; i < sizeof gm_x86_cpus / sizeof *gm_x86_cpus; i++)
+    if (!strcmp(cpu, gm_x86_cpus[i].name)) return gm_x86_cpus[i].traits;
+  return 0;
+}
+
+int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
+
+/* Whether stores past the caches (nontemporal) of a large output pay off on the target CPU:
+ * they did on Intel's cores and cost on AMD's, so named CPUs other than AMD's (not the
+ * generic ones). */
+bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
+
+const GmCfg gm_defaults[3] = {
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma},    /* others */
+};
+
+/* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
+ * features), then the experiments' overrides. */
+static GmCfg gm_cfg_make(CpuCg *cg) {
+  const char *feat = cg->tfeat, *cpu = cg->tcpu;
+  int said512 = cpu_feature_said(feat, "avx512f"), said_avx = cpu_feature_said(feat, "avx");
+  unsigned traits = cpu_x86_traits(cpu);
+  /* AVX-512F needs AVX2, FMA and F16C: LLVM drops it with any of them */
+  bool below512 = cpu_feature_said(feat, "avx2") < 0 || cpu_feature_said(feat, "fma") < 0 ||
+                  cpu_feature_said(feat, "f16c") < 0 || said_avx < 0;
+  bool avx512 = said512 > 0 || ((traits & CPU_X86_AVX512F) && said512 == 0 && !below512);
+  const char *triple = cg->triple;
+  bool x86 = !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
+             (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
+  bool avx = avx512 || said_avx > 0 ||
+             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !(traits & CPU_X86_PRE_AVX) && said_avx == 0);
+  /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) and, with the
+     row panels outermost, NC = 256 (B's block within L2); the next block of a B given packed
+     is prefetched into L2 (GmCfg.pfb), which was never slower where measured */
+  GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
+  c.x86 = x86;
+  static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
+  c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
+  for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
+    if (!strncmp(cpu, amd[i], strlen(amd[i]))) c.stream = false;
+  const char *stream = getenv("HLOC_CPU_STREAM_STORES"); /* tests and experiments: 0 or 1 */
+  if (stream && (*stream == '0' || *stream == '1')) c.stream = *stream == '1';
+  const char *tile = getenv("HLOC_CPU_GEMM_TILE"); /* experiments: "MR,NR" (NR = VW, 2 VW or 4 VW) */
+  int mr, nr;
+  if (tile && sscanf(tile, "%d,%d", &mr, &nr) == 2 && mr >= 1 && mr <= 16 &&
+      (nr == c.vw || nr == 2 * c.vw || nr == 4 * c.vw)) {
+    c.mr = mr;
+    c.nr = nr;
+    c.mc = gm_roundup(c.mc, mr);
+    c.nc = gm_roundup(c.nc, nr);
+  }
+  if (cg->o->direct_conv) c.wino = 0;
+  const char *wino = getenv("HLOC_CPU_WINOGRAD"); /* tests, experiments: 0, 1 or tiles per slice */
+  if (wino && *wino) c.wino = atoi(wino) < 0 ? 0 : atoi(wino);
+  const char *direct = getenv("HLOC_CPU_GEMM_DIRECT"); /* experiments: 0 packs every panel */
+  if (direct && !strcmp(direct, "0")) c.direct = false;
+  const char *tune = getenv("HLOC_CPU_GEMM_BLOCKS"); /* experiments: "MC,KC,NC" */
+  long long mc, kc, nc;
+  if (tune && sscanf(tune, "%lld,%lld,%lld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
+    c.mc = gm_roundup(mc, c.mr);
+    c.kc = kc;
+    c.nc = gm_roundup(nc, c.nr);
+  }
+  const char *order = getenv("HLOC_CPU_GEMM_ORDER"); /* experiments: 0 or 1 (GmCfg.order) */
+  if (order && (*order == '0' || *order == '1')) c.order = *order == '1';
+  const char *pfb = getenv("HLOC_CPU_GEMM_PREFETCH"); /* experiments: 0 or 1 (GmCfg.pfb) */
+  if (pfb && (*pfb == '0' || *pfb == '1')) c.pfb = *pfb == '1';
+  return c;
+}
+
+GmState *gm_state(CpuCg *cg) {
+  if (cg->gemm) return cg->gemm;
+  GmCfg c = gm_cfg_make(cg);
+  GmState *st = hlo_arena_alloc(cg->scratch, sizeof *st);
+  memset(st, 0, sizeof *st);
+  st->cfg = c;
+  cg->gemm = st;
+  return st;
+}
+
+GmCfg gm_cfg(CpuCg *cg) { return gm_state(cg)->cfg; }
+
+/* Columns of the packed B of a column block of N (rounded up to whole panels). */
+static int64_t gm_ncr(const GmCfg *c, int64_t N) { return gm_roundup(gm_min(c->nc, N < 1 ? 1 : N), c->nr); }
+
+/* Whether convolution calls of at most N columns and depth K keep B resident (as the GEMM
+ * function decides at run time for its N; dots keep the K blocks outermost, which measured
+ * faster for the transformer models). */
+bool gm_resident(const GmCfg *c, int64_t N, int64_t K) { return K * gm_ncr(c, N) <= GM_RESIDENT; }
+
+/* Bytes of packing scratch the GEMM function uses for products of at most M x N x K (conv:
+ * implicit-GEMM convolution calls, which may keep B resident). */
+int64_t gm_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K, bool conv) {
+  int64_t mc = gm_min(c->mc, gm_roundup(M, c->mr)), kc = gm_min(c->kc, K < 1 ? 1 : K);
+  int64_t ncr = gm_ncr(c, N);
+  /* B: one K block, or resident: a smaller call (fewer columns) may be resident when this
+     size is not, within GM_RESIDENT floats */
+  int64_t b = kc * ncr, res = conv ? gm_min(GM_RESIDENT, (K < 1 ? 1 : K) * ncr) : 0;
+  if (res > b) b = res;
+  return memplan_align((gm_roundup(b, 16) + mc * kc) * 4);
+}
+
+/* Depth of the K blocks of a product of depth K: K cut into blocks of equal depth (a multiple
+ * of 8, at most KC), so there is no thin last block. gm_kstep_ir computes the same in IR. */
+int64_t gm_kstep(const GmCfg *c, int64_t K) {
+  int64_t nkb = (K + c->kc - 1) / c->kc;
+  if (nkb < 1) nkb = 1;
+  int64_t ks = ((K + nkb - 1) / nkb + 7) & ~(int64_t)7;
+  return ks < c->kc ? ks : c->kc;
+}
