@@ -16,6 +16,8 @@ echo "== setup and build (Release, -Werror)"
 cmake --build "$root/build-test" -j"$jobs" 2>&1 | grep -E "warning|error|Error" || true
 cmake --build "$root/build-test" -j"$jobs" >/dev/null
 
+echo "== docs"; bash "$root/tools/check_docs.sh"
+
 echo "== tests"
 "$root/build-test/hloc_tests" --jobs "$jobs"
 
