@@ -186,7 +186,7 @@ FIXTURE_TEST(llama_decode_bf16)
  * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. The
  * decode step's key cache ([batch, seq, kv_heads, dim], batch dims 0 and 2) is read in place,
  * one strided-batched call per sequence, not staged; the value cache, which the product reads
- * transposed, is staged (one call). */
+ * transposed, is staged (one call) through shared-memory tiles. */
 Test(cuda_ptx, bf16_dots_through_cublas) {
   static const char *const fx[] = {"llama_layer_bf16", "llama_decode_bf16"};
   static const int calls[] = {9, 10}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
@@ -200,7 +200,10 @@ Test(cuda_ptx, bf16_dots_through_cublas) {
                  bf16_out[f], "%s: bf16 x bf16 -> bf16 products", fx[f]);
     cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_32F\""), f32_out[f],
                  "%s: the scores, bf16 x bf16 -> f32", fx[f]);
-    cr_expect_eq(tu_count(js, "\"shape\": \"stage\""), stages[f], "%s: staged operands", fx[f]);
+    cr_expect_eq(tu_count(js, "\"shape\": \"stage"), stages[f], "%s: staged operands", fx[f]);
+    /* the rotary-embedded keys, the values and the probabilities are read across their minor
+     * dim: staged through shared-memory tiles */
+    cr_expect_eq(tu_count(js, "\"shape\": \"stage-tiled\""), 3, "%s: tiled staging", fx[f]);
     free(js);
   }
 }

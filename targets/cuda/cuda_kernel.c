@@ -1229,11 +1229,11 @@ typedef struct StageCtx {
   const Shape *cs;    /* staged shape */
 } StageCtx;
 
-static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
-  StageCtx *c = vctx;
+/* The operand expression's index of staged element idx ([B, F, K], or [B, K, F] k_first). */
+static void ck_stage_index(CpuKern *k, const StageCtx *c, LLVMValueRef *idx, LLVMValueRef *oi) {
   const DotSide *s = c->s;
   const Shape *os = &c->expr->shape;
-  LLVMValueRef oi[HLO_MAX_RANK], t[HLO_MAX_RANK];
+  LLVMValueRef t[HLO_MAX_RANK];
   int64_t ext[HLO_MAX_RANK];
   for (int i = 0; i < s->nb; i++) ext[i] = os->dims[s->b[i]];
   ck_delin(k, idx[0], ext, s->nb, t);
@@ -1244,9 +1244,100 @@ static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   for (int i = 0; i < s->nc; i++) ext[i] = os->dims[s->c[i]];
   ck_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
   for (int i = 0; i < s->nc; i++) oi[s->c[i]] = t[i];
+}
+
+static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+  StageCtx *c = vctx;
+  LLVMValueRef oi[HLO_MAX_RANK];
+  ck_stage_index(k, c, idx, oi);
   LLVMValueRef v = cpu_gen(k, c->expr, oi);
   if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
   return v != NULL;
+}
+
+#define CU_TILE 32 /* a tiled transpose's tile: 32 x 32 elements, 32 x 8 threads */
+
+/* Whether staging reads the expression across its minor dimension: its last dim is one of the
+ * staged shape's middle (row) dims, so consecutive staged elements lie far apart in it. */
+static bool ck_stage_transposes(const StageCtx *c) {
+  const DotSide *s = c->s;
+  int last = c->expr->shape.rank - 1;
+  const int64_t *rows = c->k_first ? s->c : s->f;
+  int nrows = c->k_first ? s->nc : s->nf;
+  for (int i = 0; i < nrows; i++)
+    if (rows[i] == last) return c->expr->shape.dims[last] > 1;
+  return false;
+}
+
+/* One phase of a tile: for the 4 (row, col) pairs of this thread, read (the expression at
+ * rows r0 + tx, cols c0 + ty + 8i, into tile[col][row]) or write (staged [b, r0 + ty + 8i,
+ * c0 + tx] from tile[col][row]): reads run along the expression's minor dim, writes along the
+ * staged one. */
+static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef r0, LLVMValueRef c0,
+                          LLVMValueRef tx, LLVMValueRef ty, LLVMValueRef *tile, const char *name, bool read) {
+  LLVMBuilderRef B = k->B;
+  CpuCg *cg = k->cg;
+  int64_t R = c->cs->dims[1], C = c->cs->dims[2];
+  for (int i = 0; i < CU_TILE / 8; i++) {
+    LLVMValueRef tyi = LLVMBuildNSWAdd(B, ty, cpu_i64(k, 8 * i), "");
+    LLVMValueRef rr = read ? tx : tyi, cc = read ? tyi : tx; /* within the tile */
+    LLVMValueRef idx[3] = {b, LLVMBuildNSWAdd(B, r0, rr, ""), LLVMBuildNSWAdd(B, c0, cc, "")};
+    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, idx[1], cpu_i64(k, R), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLT, idx[2], cpu_i64(k, C), ""), "");
+    int mark;
+    LLVMBasicBlockRef join = ck_if(k, in, &mark);
+    LLVMValueRef slot = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, cpu_i64(k, CU_TILE + 1), ""), rr, "");
+    if (read) {
+      LLVMValueRef oi[HLO_MAX_RANK];
+      ck_stage_index(k, c, idx, oi);
+      LLVMValueRef v = cpu_gen(k, c->expr, oi);
+      if (!v) return false;
+      if (!*tile) { /* the tile's element type is the generator's value type */
+        LLVMTypeRef at = LLVMArrayType2(LLVMTypeOf(v), (uint64_t)CU_TILE * (CU_TILE + 1));
+        char nm[128];
+        snprintf(nm, sizeof nm, "%s_tile", name); /* named like ck_smem's arrays, for ck_dedupe */
+        *tile = LLVMAddGlobalInAddressSpace(cg->M, at, nm, 3);
+        LLVMSetInitializer(*tile, LLVMGetUndef(at));
+        LLVMSetLinkage(*tile, LLVMInternalLinkage);
+      }
+      LLVMBuildStore(B, v, ck_smem_at(k, *tile, slot));
+    } else {
+      LLVMTypeRef et = LLVMGetElementType(LLVMGlobalGetValueType(*tile));
+      cpu_store_elem(k, c->dst, c->cs, idx, LLVMBuildLoad2(B, et, ck_smem_at(k, *tile, slot), ""));
+    }
+    ck_endif(k, join, mark);
+  }
+  return true;
+}
+
+/* Staging that transposes (ck_stage_transposes), through shared-memory tiles: each block
+ * takes 32 x 32 tiles of (rows, cols) of the staged [B, R, C] in a grid-stride loop, reads a
+ * tile along the expression's minor dim and writes it along the staged minor dim, so both
+ * sides are coalesced (the element-per-thread loop read a transposed KV cache at a tenth of
+ * the bandwidth). */
+static bool ck_stage_tiled(CpuKern *k, CuStep *st, StageCtx *c) {
+  LLVMBuilderRef B = k->B;
+  int64_t R = c->cs->dims[1], C = c->cs->dims[2];
+  int64_t tr = (R + CU_TILE - 1) / CU_TILE, tc = (C + CU_TILE - 1) / CU_TILE, tiles = c->cs->dims[0] * tr * tc;
+  st->block = CU_TILE * 8;
+  st->grid = tiles < CU_MAX_GRID ? tiles : CU_MAX_GRID;
+  st->smem = (int64_t)hlo_dtype_size(c->cs->dt) * CU_TILE * (CU_TILE + 1);
+  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef tx = LLVMBuildURem(B, tid, cpu_i64(k, CU_TILE), ""), ty = LLVMBuildUDiv(B, tid, cpu_i64(k, CU_TILE), "");
+  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  CpuLoop l;
+  LLVMValueRef t = cpu_loop_open_step(k, &l, bid, cpu_i64(k, tiles), cpu_i64(k, st->grid));
+  int64_t ext[3] = {c->cs->dims[0], tr, tc};
+  LLVMValueRef ti[3];
+  ck_delin(k, t, ext, 3, ti);
+  LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], cpu_i64(k, CU_TILE), ""), c0 = LLVMBuildNSWMul(B, ti[2], cpu_i64(k, CU_TILE), "");
+  LLVMValueRef tile = NULL;
+  bool ok = ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, true);
+  ck_barrier(k);
+  ok = ok && ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, false);
+  ck_barrier(k); /* the tile is refilled by the next iteration */
+  cpu_loop_close(k, &l);
+  return ok;
 }
 
 /* The entry value an operand expression reads directly (a fusion parameter's argument, or
@@ -1321,7 +1412,12 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   CpuKern *k = ck_begin(cc, in, "stage", 1, &g->ptr, &dst, &st);
   ck_bind_fusion(k, in);
   StageCtx c = {dot->ops[j], s, j == 1, dst, cs};
-  ck_grid_loop(k, st, cs, ck_stage_body, &c);
+  if (ck_stage_transposes(&c) && cs->dims[1] > 1 && cs->dims[2] > 1) {
+    st->what = "stage-tiled";
+    if (!ck_stage_tiled(k, st, &c)) k->failed = true;
+  } else {
+    ck_grid_loop(k, st, cs, ck_stage_body, &c);
+  }
   return ck_end(k);
 }
 
