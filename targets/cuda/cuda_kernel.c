@@ -1421,6 +1421,13 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   return ck_end(k);
 }
 
+/* s8 operands: cuBLAS's integer GEMMs want leading dimensions, batch strides and addresses in
+ * multiples of 4 bytes (staged copies have them: ck_gemm_ok asks K and F to be multiples of 4). */
+static bool ck_int8_ok(const HInstr *dot, const GemmOperand *g) {
+  if (dot->ops[0]->shape.dt != DT_S8) return true;
+  return g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 && g->ptr.offset % 4 == 0;
+}
+
 /* Where the batch dims are cut (see ck_view) so that most operands are read in place, then
  * with the fewest cuBLAS calls; the operands read in place at that cut in g[]. */
 static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide *side, GemmOperand *g) {
@@ -1436,7 +1443,7 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
       /* across several calls only untransposed views: cuBLAS's kernels for a transposed
        * strided operand of few rows read it slower than a staging copy does */
       if (d && ck_view(&dot->ops[j]->shape, &side[j], j, p, &t[j]) && (p == 0 || t[j].form == 0) &&
-          cuda_ptr_of(cc, d, &t[j].ptr))
+          cuda_ptr_of(cc, d, &t[j].ptr) && ck_int8_ok(dot, &t[j]))
         t[j].direct = true, direct++;
     }
     if (calls > 64 && p > 0) continue; /* host calls cost more than a staging copy */
@@ -1506,7 +1513,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
 static bool ck_gemm_types_ok(DType at, DType t) {
   if (at == DT_F32 || at == DT_F64) return t == at;
   if (at == DT_BF16 || at == DT_F16) return t == at || t == DT_F32;
-  return false;
+  return at == DT_S8 && t == DT_S32; /* the integer tensor cores, exact */
 }
 
 static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
@@ -1517,6 +1524,7 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   ck_dot_side(dot, 0, &L);
   ck_dot_side(dot, 1, &R);
   if (L.F * L.K * R.F * L.B == 0) return false;
+  if (at == DT_S8 && (L.K % 4 || L.F % 4 || R.F % 4)) return false; /* see ck_int8_ok */
   return L.F <= INT32_MAX && R.F <= INT32_MAX && L.K <= INT32_MAX && L.B <= INT32_MAX;
 }
 
