@@ -69,8 +69,8 @@ Test(cpu, header_contents_and_two_models_in_one_program) {
   free(dir);
 }
 
-/* The benchmark's driver (tools/bench/bench_model.c, built against a model as bench.sh does)
- * in --lockstep mode, which tools/bench/ort_pair.py drives: after the warm-up, each line of
+/* The benchmark's driver (bench/cpu/bench_model.c, built against a model as bench/cpu.sh does)
+ * in --lockstep mode, which bench/cpu/ort_pair.py drives: after the warm-up, each line of
  * stdin asks for that many runs (blank and zero lines are skipped), and the driver answers
  * with their seconds on one line; at EOF its usual result line covers every run made. Given
  * no line asking for runs it fails. */
@@ -82,8 +82,8 @@ Test(cpu, bench_driver_lockstep, .timeout = 300) {
   cr_assert(ct_compile(m, dir, "m", 0, &err), "%s", err.msg);
   char build[2048], cmd[4096];
   snprintf(build, sizeof build,
-           "cc -O1 -std=gnu17 -I. -I%s/../tools/bench -DBENCH_HEADER='\"m.h\"' -DBENCH_NAME=m -DBENCH_UNAME=M "
-           "%s/../tools/bench/bench_model.c m.o -lm -lpthread -o bench && "
+           "cc -O1 -std=gnu17 -I. -I%s/../bench/cpu -DBENCH_HEADER='\"m.h\"' -DBENCH_NAME=m -DBENCH_UNAME=M "
+           "%s/../bench/cpu/bench_model.c m.o -lm -lpthread -o bench && "
            "./bench --lockstep --packed < asks.txt > out.txt && ! ./bench --lockstep < /dev/null 2>/dev/null",
            HLOC_TEST_DIR, HLOC_TEST_DIR);
   cr_assert_eq(ct_build_run(dir, "asks.txt", "2\n\n0\n3\n", build, cmd, sizeof cmd), 0, "%s", cmd);

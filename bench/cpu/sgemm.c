@@ -1,4 +1,4 @@
-/* tools/bench/sgemm.c: OpenBLAS SGEMM throughput, the benchmark's compute ceiling.
+/* bench/cpu/sgemm.c: OpenBLAS SGEMM throughput, the benchmark's compute ceiling.
  *
  *   bench-sgemm [N] [RUNS]      (defaults 2048 and 5)
  *

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/cuda_bench.sh: build the CUDA benchmark of every bench model into device/bench
+# bench/cuda.sh: build the CUDA benchmark of every bench model into device/bench
 # (git-ignored), ready to be carried to a GPU machine and run there with
 #   sh device/bench/run.sh [ITERS]
 # which prints, per model and precision, hloc's run time (median of ITERS runs, CUDA events
@@ -9,8 +9,8 @@
 # Everything is compiled here (the GPU machine needs neither LLVM nor protobuf-c): hloc
 # --target=cuda per model (--precision=highest, and --precision=tf32 where baselines.json
 # has xla_gpu_tf32_run_s), timed with the wall clock (hloc's whole run: load, optimize,
-# LLVM, ptxas, object); tools/cuda_bench/bench_driver.c linked with each model object.
-# Usage: tools/cuda_bench.sh [BUILD_DIR]   (default build-cudarel, configured Release if needed)
+# LLVM, ptxas, object); bench/cuda/bench_driver.c linked with each model object.
+# Usage: bench/cuda.sh [BUILD_DIR]   (default build-cudarel, configured Release if needed)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-cudarel}
@@ -21,7 +21,7 @@ OUT=$ROOT/device/bench
 cmake --build "$BUILD" --target hloc -j2 >/dev/null
 rm -rf "$OUT"
 mkdir -p "$OUT"
-cp "$CORPUS/baselines.json" "$ROOT/tools/cuda_bench/table.py" "$OUT/"
+cp "$CORPUS/baselines.json" "$ROOT/bench/cuda/table.py" "$OUT/"
 : >"$OUT/compile.txt"
 for f in "$CORPUS"/bench/*/; do
   n=$(basename "$f")
@@ -35,14 +35,14 @@ for f in "$CORPUS"/bench/*/; do
     t1=$(date +%s.%N)
     echo "$n $p $(echo "$t1 - $t0" | bc)" >>"$OUT/compile.txt"
     libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$d/model.h")
-    cc -O2 -std=gnu17 -I"$d" -I"$CUDA/include" "$ROOT/tools/cuda_bench/bench_driver.c" "$d/model.o" \
+    cc -O2 -std=gnu17 -I"$d" -I"$CUDA/include" "$ROOT/bench/cuda/bench_driver.c" "$d/model.o" \
       -L"$CUDA/lib64/stubs" -L"$CUDA/lib64" $libs -lpthread -lm -o "$d/bench"
     rm -f "$d/model.o"
   done
 done
 cat >"$OUT/run.sh" <<'RUN'
 #!/bin/sh
-# Run every benchmark built by tools/cuda_bench.sh and print the table (table.py).
+# Run every benchmark built by bench/cuda.sh and print the table (table.py).
 cd "$(dirname "$0")"
 ITERS=${1:-50}
 LIBS=

@@ -1,4 +1,4 @@
-/* tools/bench/memcpy.c: memory bandwidth, the benchmark's ceiling for memory-bound models.
+/* bench/cpu/memcpy.c: memory bandwidth, the benchmark's ceiling for memory-bound models.
  *
  *   bench-memcpy [MIB] [RUNS]   (defaults 64 and 20)
  *

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# tools/bench.sh: hloc's CPU benchmark (a command to run by hand; the tests and CI do not).
+# bench/cpu.sh: hloc's CPU benchmark (a command to run by hand; the tests and CI do not).
 #
-#   bash tools/bench.sh [--build-dir DIR] [--no-build] [--models "mlp bert_base ..."]
+#   bash bench/cpu.sh [--build-dir DIR] [--no-build] [--models "mlp bert_base ..."]
 #                       [--update-docs] [--quick]
-#   bash tools/bench.sh --device-bundle DIR [--build-dir DIR] [--no-build] [--models ...]
+#   bash bench/cpu.sh --device-bundle DIR [--build-dir DIR] [--no-build] [--models ...]
 #
 # For every module in ../shared/corpus/bench it measures, in one run on this machine:
 #   - compile time: wall time of `hloc module.pb -o m.o --name m`, median of 3;
-#   - run time of the generated code: tools/bench/bench_model.c linked against the object,
+#   - run time of the generated code: bench/cpu/bench_model.c linked against the object,
 #     serial (m_run) and with a 2-thread parallel-for (m_run_mt): median of the timed runs
 #     that fit a time budget (see bench_model.c);
 #   - GFLOP/s (dot + convolution FLOPs counted from the HLO by hloc-bench-ref) or, for models
@@ -24,7 +24,7 @@
 #     (M_PACKED_BYTES > 0), a row MODEL_packed: the same object, its weights packed once
 #     before the runs (bench_model --packed: NAME_pack, then NAME_run_packed[_mt]), checked
 #     the same way;
-#   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (tools/bench/sgemm.c, memcpy.c);
+#   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (bench/cpu/sgemm.c, memcpy.c);
 # and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
 # goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
 # into docs/benchmarks.md between the <!-- cpu-bench --> and <!-- /cpu-bench --> markers.
@@ -35,7 +35,7 @@
 # HLOC_BENCH_BUNDLE_CPU / HLOC_BENCH_BUNDLE_FEATURES), statically linked drivers, SGEMM and
 # memcpy, and DIR/run.sh, which runs each model pinned to cores 0,1 (taskset) and prints a table
 # beside xla_cpu_2c_run_s and ONNX Runtime there (its Python package, when the machine has it:
-# tools/bench/ort_bench.py on the peers' ONNX models, pinned the same way), and hloc's compile
+# bench/cpu/ort_bench.py on the peers' ONNX models, pinned the same way), and hloc's compile
 # time there (a statically linked hloc, default
 # flags: the host CPU; median of 5, on all cores and pinned to the same two). Result checksums
 # from this host are recorded so run.sh can flag a result that differs.
@@ -61,7 +61,7 @@ run_cap=${HLOC_BENCH_RUN_CAP:-60}
 interp_cap=${HLOC_BENCH_INTERP_CAP:-60}
 compile_reps=${HLOC_BENCH_COMPILE_REPS:-3}
 profile=; [ "${HLOC_BENCH_PROFILE:-0}" != 0 ] && profile=1
-command_line="bash tools/bench.sh $*"
+command_line="bash bench/cpu.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
     --build-dir) build=$(realpath -m "$2"); shift ;;
@@ -149,8 +149,8 @@ compile_model() {
 # link the driver for the model compiled in $1 to $2 (extra cc flags after)
 link_driver() {
   local w=$1 exe=$2 m=$3; shift 3
-  $cc -O2 -std=gnu17 -I"$root/tools/bench" -DBENCH_HEADER="\"$w/m.h\"" -DBENCH_NAME=m \
-    -DBENCH_UNAME=M -DBENCH_LABEL="\"$m\"" ${profile:+-DBENCH_PROFILE} "$root/tools/bench/bench_model.c" "$w/m.o" \
+  $cc -O2 -std=gnu17 -I"$root/bench/cpu" -DBENCH_HEADER="\"$w/m.h\"" -DBENCH_NAME=m \
+    -DBENCH_UNAME=M -DBENCH_LABEL="\"$m\"" ${profile:+-DBENCH_PROFILE} "$root/bench/cpu/bench_model.c" "$w/m.o" \
     "$@" -lm -lpthread -o "$exe" >"$w/link.log" 2>&1
 }
 # run a driver with a time cap; prints its key=value line, "T" on timeout, "F" on failure
@@ -280,19 +280,19 @@ if [ -n "$bundle" ]; then
   # Prescott kernels there, and took 25 MB of the bundle), statically where asked
   blas_a=$(ls /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -n 1)
   if [ "${HLOC_BENCH_BUNDLE_STATIC_BLAS:-0}" = 1 ] && [ -n "$blas_a" ] &&
-      $cc -O2 -static "$root/tools/bench/sgemm.c" "$blas_a" -lpthread -lm -o "$bundle/bin/sgemm" 2>"$work/sgemm-link.log"; then
+      $cc -O2 -static "$root/bench/cpu/sgemm.c" "$blas_a" -lpthread -lm -o "$bundle/bin/sgemm" 2>"$work/sgemm-link.log"; then
     echo "  sgemm: static OpenBLAS"
   else
-    $cc -O2 "$root/tools/bench/sgemm.c" -lopenblas -lm -o "$bundle/bin/sgemm" &&
+    $cc -O2 "$root/bench/cpu/sgemm.c" -lopenblas -lm -o "$bundle/bin/sgemm" &&
       echo "  sgemm: linked against the machine's libopenblas.so"
   fi
   # ONNX Runtime on the same machine when it has the Python package: the peers' models
   if [ -d "$peers/onnx" ]; then
     mkdir -p "$bundle/onnx"
     for m in $models; do [ -f "$peers/onnx/$m.onnx" ] && cp "$peers/onnx/$m.onnx" "$bundle/onnx/"; done
-    cp "$root/tools/bench/ort_bench.py" "$root/tools/bench/ort_pair.py" "$bundle/"
+    cp "$root/bench/cpu/ort_bench.py" "$root/bench/cpu/ort_pair.py" "$bundle/"
   fi
-  $cc -O2 -static "$root/tools/bench/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
+  $cc -O2 -static "$root/bench/cpu/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
   strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" 2>/dev/null || true
   cat >"$bundle/README.txt" <<EOF
 hloc CPU benchmark bundle. Run: bash run.sh   (or CORES=0-15 THREADS=16 bash run.sh)
@@ -317,7 +317,7 @@ EOF
   else
     echo "  hloc: static link failed ($work/hloc-static.log): no compile times on the device"
   fi
-  cp "$root/tools/bench/run.sh" "$bundle/run.sh"
+  cp "$root/bench/cpu/run.sh" "$bundle/run.sh"
   chmod +x "$bundle/run.sh"
   echo "bundle: $(du -sh "$bundle" | cut -f1) in $bundle; on the device: bash $bundle/run.sh"
   exit 0
@@ -331,9 +331,9 @@ t_start=$(now)
 machine=$(machine_line)
 echo "== $started, $machine, load average $load0"
 echo "== peers: OpenBLAS SGEMM and memcpy"
-$cc -O2 "$root/tools/bench/sgemm.c" -lopenblas -lm -o "$out/sgemm" &&
+$cc -O2 "$root/bench/cpu/sgemm.c" -lopenblas -lm -o "$out/sgemm" &&
   sgemm=$("$out/sgemm" 2048 5) || sgemm=""
-$cc -O2 "$root/tools/bench/memcpy.c" -lpthread -o "$out/memcpy" && memcpy=$("$out/memcpy") || memcpy=""
+$cc -O2 "$root/bench/cpu/memcpy.c" -lpthread -o "$out/memcpy" && memcpy=$("$out/memcpy") || memcpy=""
 printf '%s\n%s\n' "$sgemm" "$memcpy"
 
 tsv=$out/results.tsv

@@ -1,4 +1,4 @@
-/* tools/cuda_bench/bench_driver.c: times one model compiled with --target=cuda --name model.
+/* bench/cuda/bench_driver.c: times one model compiled with --target=cuda --name model.
  *
  *   bench_driver LABEL [ITERS [WARMUP]]
  *
