@@ -3,6 +3,8 @@
  * Built once per model against the generated header and object (bench/cpu.sh does this):
  *     cc -O2 -DBENCH_HEADER='"m.h"' -DBENCH_NAME=m -DBENCH_UNAME=M \
  *        bench/cpu/bench_model.c m.o -lm -lpthread -o bench_m
+ * (CMake builds it against bench/cpu/smoke.hlo, as BUILD/hloc-bench-model and, with
+ * -DBENCH_PROFILE, hloc-bench-model-profile, so that every build compiles it.)
  * BENCH_NAME is the --name given to hloc, BENCH_UNAME the same in upper case (the header's
  * macro prefix); -DBENCH_LABEL='"mlp"' names the model in the output. The driver needs
  * nothing but libc, libm and pthreads, so it links statically for the device bundle.
