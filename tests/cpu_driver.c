@@ -1,7 +1,7 @@
 /* tests/cpu_driver.c: a user program for a model compiled by the CPU target (tests only).
  *
- * Built by tests/test_cpu.c with the system C compiler against a generated header and object
- * whose symbol prefix is "model":
+ * Built by the CPU target's tests (tests/test_cpu_*.c, through cpu/cpu_test_util.h) with the
+ * system C compiler against a generated header and object whose symbol prefix is "model":
  *     cc -O1 -I<dir> cpu_driver.c model.o -lm -lpthread
  * Usage: driver DIR THREADS RTOL
  * Reads DIR/in<k>.npy for every argument (checking dtype and shape against model_arg_info),

@@ -220,7 +220,7 @@ Test(opt_corpus, bench_compile_time) {
     HModule *m = optimized_bench(bench[i], &dt);
     printf("opt_optimize %-22s %8.2f ms\n", bench[i], 1e3 * dt);
     /* a guard against super-linear blowups, not a benchmark: the compile-time figures come
-     * from tools/bench.sh; loose enough for sanitizer builds on a loaded 2-core machine */
+     * from bench/cpu.sh; loose enough for sanitizer builds on a loaded 2-core machine */
     cr_expect(dt < 3.0, "%s: %.3f s", bench[i], dt);
     hlo_module_free(m);
   }

@@ -354,7 +354,7 @@ Test(parse, bert_bench_is_fast) {
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     if (ms < best) best = ms;
   }
-  /* a guard against super-linear blowups, not a benchmark (figures: tools/bench.sh); loose
+  /* a guard against super-linear blowups, not a benchmark (figures: bench/cpu.sh); loose
    * enough for sanitizer builds on a loaded machine */
   double limit = 2000;
   cr_expect_lt(best, limit, "bert_base bench module.hlo took %.1f ms", best);

@@ -13,7 +13,7 @@
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
 # (hloc-bench-ref --save: the benchmark's deterministic inputs). device/bench
-# (tools/cuda_bench.sh) is left alone.
+# (bench/cuda.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -23,8 +23,9 @@ installed (the GPU machine has it):
 
     JAX_PLATFORMS=cpu OUT=tests/xla_cases python3 tools/export_xla_cases.py
 
-tests/test_interp.c and tests/test_cpu.c check the interpreter and the CPU target against
-these outputs (the rp_* cases bit for bit); tools/cuda_device_test.sh the CUDA target.
+tests/test_interp.c and tests/test_cpu_fixtures.c (test_cpu_reduce_precision.c for rp_*) check
+the interpreter and the CPU target against these outputs (the rp_* cases bit for bit);
+tools/cuda_device_test.sh the CUDA target.
 """
 import os
 import numpy as np

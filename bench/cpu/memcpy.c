@@ -1,6 +1,6 @@
-/* tools/bench/memcpy.c: memory bandwidth, the benchmark's ceiling for memory-bound models.
+/* bench/cpu/memcpy.c: memory bandwidth, the benchmark's ceiling for memory-bound models.
  *
- *   bench-memcpy [MIB] [RUNS]   (defaults 64 and 20)
+ *   bench-memcpy [MIB] [RUNS]   (defaults 64 and 20; CMake builds it as BUILD/hloc-bench-memcpy)
  *
  * Copies a MIB-MiB buffer with memcpy, first on one thread, then split in two halves copied
  * by two threads at once, and prints per thread count one line of key=value fields:

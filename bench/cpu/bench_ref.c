@@ -1,4 +1,4 @@
-/* tools/bench/bench_ref.c: the reference side of the benchmark (hloc-bench-ref).
+/* bench/cpu/bench_ref.c: the reference side of the benchmark (hloc-bench-ref).
  *
  *   hloc-bench-ref FILE                   work of the module: FLOPs of dot and convolution,
  *                                         bytes of parameters and results
@@ -12,7 +12,7 @@
  *                                         DIR/in<k>.npy and DIR/out<k>.npy (test cases for
  *                                         drivers that compare against .npy files)
  *
- * Output: one line of key=value fields for tools/bench.sh: flops, param_bytes, result_bytes,
+ * Output: one line of key=value fields for bench/cpu.sh: flops, param_bytes, result_bytes,
  * dots, convs, while_loops (dots/convs inside while bodies are counted once: the trip count is
  * not known statically), then with --interp: interp_s (wall time of hlo_interp_run alone,
  * inputs built beforehand), and with --expect: max_abs, max_rel, bad (elements outside

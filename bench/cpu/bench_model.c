@@ -1,8 +1,10 @@
-/* tools/bench/bench_model.c: time one model compiled by hloc (the benchmark's driver).
+/* bench/cpu/bench_model.c: time one model compiled by hloc (the benchmark's driver).
  *
- * Built once per model against the generated header and object (tools/bench.sh does this):
+ * Built once per model against the generated header and object (bench/cpu.sh does this):
  *     cc -O2 -DBENCH_HEADER='"m.h"' -DBENCH_NAME=m -DBENCH_UNAME=M \
- *        tools/bench/bench_model.c m.o -lm -lpthread -o bench_m
+ *        bench/cpu/bench_model.c m.o -lm -lpthread -o bench_m
+ * (CMake builds it against bench/cpu/smoke.hlo, as BUILD/hloc-bench-model and, with
+ * -DBENCH_PROFILE, hloc-bench-model-profile, so that every build compiles it.)
  * BENCH_NAME is the --name given to hloc, BENCH_UNAME the same in upper case (the header's
  * macro prefix); -DBENCH_LABEL='"mlp"' names the model in the output. The driver needs
  * nothing but libc, libm and pthreads, so it links statically for the device bundle.
@@ -27,7 +29,7 @@
  * cold, temp_bytes, packed (0/1) and pack_s, and asum/nonfinite: a position-weighted sum of |x| over the
  * floating-point results and the count of non-finite ones, a checksum for runs on other
  * machines; expect/expect_bad: with --expect DIR, whether every result matches
- * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that tools/bench.sh parses (it
+ * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that bench/cpu.sh parses (it
  * checks the serial run and the weights-frozen twin against the 2-thread run's results,
  * which the interpreter checked). --save-outputs writes the results as
  * DIR/out<k>.npy for bench_ref.c to compare with the interpreter; --save-inputs writes the
@@ -38,7 +40,7 @@
  * EOF; then the result line as usual (runs and median over every run made). A program that
  * times another implementation of the model drives it, alternating blocks of runs of the two,
  * so that a host whose speed drifts within seconds treats both alike
- * (tools/bench/ort_pair.py against ONNX Runtime).
+ * (bench/cpu/ort_pair.py against ONNX Runtime).
  *
  * Built with -DBENCH_PROFILE against a model compiled with hloc --profile, the timed runs go
  * through NAME_run_profile and the driver also prints to stderr each task's share of the

@@ -1,9 +1,12 @@
-/* tests/cpu/cpu_gemm_bench.c: single-thread SGEMM of a compiled dot against OpenBLAS (a manual
+/* bench/cpu/gemm_bench.c: single-thread SGEMM of a compiled dot against OpenBLAS (a manual
  * tool, not a test).
  *
- * Build against a model compiled from "f32[N,N] dot(a, b)" (symbol prefix "model"):
- *     cc -O2 -I<dir> tests/cpu/cpu_gemm_bench.c <dir>/model.o -lopenblas -lm -o gemm_bench
- * Usage: gemm_bench [REPS]. Fills a and b with sin(i * 0.37), runs model_run and
+ * Built against a model compiled from "f32[N,N] dot(a, b)" (symbol prefix "model"): CMake
+ * builds BUILD/hloc-bench-gemm against bench/cpu/gemm_square.hlo (N = 512) where OpenBLAS is
+ * found; for another N, compile such a module and link by hand:
+ *     hloc dot.hlo -o DIR/model.o --name model
+ *     cc -O2 -IDIR bench/cpu/gemm_bench.c DIR/model.o -lopenblas -lm -o gemm_bench
+ * Usage: hloc-bench-gemm [REPS]. Fills a and b with sin(i * 0.37), runs model_run and
  * cblas_sgemm REPS times each, checks that the results agree, and prints the best GFLOP/s. */
 #include "model.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/cuda_bench/table.py: the benchmark table of device/bench/run.sh.
+"""bench/cuda/table.py: the benchmark table of device/bench/run.sh.
 
 Reads results.txt (one key=value line per bench_driver run), compile.txt (model precision
 seconds, measured where hloc ran) and baselines.json (XLA's and torch's host-timed medians),

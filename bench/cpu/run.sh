@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: the hloc CPU benchmark on a machine without the toolchain (from a device bundle that
-# `tools/bench.sh --device-bundle DIR` built; this file is tools/bench/run.sh of the hloc tree).
+# `bench/cpu.sh --device-bundle DIR` built; this file is bench/cpu/run.sh of the hloc tree).
 #
 #   bash run.sh                      every model pinned to cores 0,1, serial and 2 threads
 #   CORES=0-15 THREADS=16 bash run.sh

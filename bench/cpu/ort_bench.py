@@ -1,4 +1,4 @@
-"""tools/bench/ort_bench.py: ONNX Runtime (CPU, Python package) on the bench workloads, the
+"""bench/cpu/ort_bench.py: ONNX Runtime (CPU, Python package) on the bench workloads, the
 same measurement as ../shared/peers/ort_bench.mjs for machines with the onnxruntime Python
 package instead of Node (the device host): argument 0 filled with sin(i * 0.37), one warm-up
 run, then the median of 10 runs (3 for simple_cnn; ORT_BENCH_RUNS=N sets another count),

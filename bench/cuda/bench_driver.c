@@ -1,6 +1,9 @@
-/* tools/cuda_bench/bench_driver.c: times one model compiled with --target=cuda --name model.
+/* bench/cuda/bench_driver.c: times one model compiled with --target=cuda --name model.
  *
  *   bench_driver LABEL [ITERS [WARMUP]]
+ *
+ * bench/cuda.sh links it with each bench model's object; CMake, where the CUDA target is
+ * built, against bench/cuda/smoke.hlo (BUILD/hloc-bench-cuda), so that every build compiles it.
  *
  * Allocates every argument in device memory and fills it with deterministic values made on
  * the host (floating point: a fixed linear congruential sequence mapped to [-1, 1), scaled

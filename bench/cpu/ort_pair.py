@@ -1,9 +1,9 @@
-"""tools/bench/ort_pair.py: hloc's model and ONNX Runtime's timed alternately, in one run, on
+"""bench/cpu/ort_pair.py: hloc's model and ONNX Runtime's timed alternately, in one run, on
 the same cores: the ratio of the two on a host whose speed drifts.
 
     python3 ort_pair.py ONNX_DIR MODEL THREADS BENCH_DRIVER [DRIVER_ARGS ...]
 
-BENCH_DRIVER is the model's bench driver (tools/bench/bench_model.c), started here with
+BENCH_DRIVER is the model's bench driver (bench/cpu/bench_model.c), started here with
 --lockstep --threads THREADS and DRIVER_ARGS (e.g. --packed): after its warm-up it makes the
 runs asked for on its stdin. ONNX Runtime runs the same model in this process (ort_bench.py's
 session: argument 0 filled with sin(i * 0.37), THREADS intra-op threads). Then PAIR_ROUNDS

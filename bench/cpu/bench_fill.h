@@ -1,4 +1,4 @@
-/* tools/bench/bench_fill.h: the benchmark's input values, shared by the compiled-model driver
+/* bench/cpu/bench_fill.h: the benchmark's input values, shared by the compiled-model driver
  * (bench_model.c) and the reference side (bench_ref.c) so both compute on identical inputs.
  *
  * Values depend only on the argument number, its dims and the flat element index:

@@ -1,6 +1,6 @@
-/* tools/bench/sgemm.c: OpenBLAS SGEMM throughput, the benchmark's compute ceiling.
+/* bench/cpu/sgemm.c: OpenBLAS SGEMM throughput, the benchmark's compute ceiling.
  *
- *   bench-sgemm [N] [RUNS]      (defaults 2048 and 5)
+ *   bench-sgemm [N] [RUNS]      (defaults 2048 and 5; CMake builds it as BUILD/hloc-bench-sgemm)
  *
  * Times cblas_sgemm on N x N x N row-major matrices (C = A B, 2 N^3 FLOPs per call) with
  * OpenBLAS limited to 1 and then 2 threads (openblas_set_num_threads): one warm-up call,

@@ -1,12 +1,10 @@
-/* tests/cpu/cpu_compile_bench.c: time hloc's CPU compilation of one module (a manual tool).
+/* bench/cpu/compile_bench.c: time hloc's CPU compilation of one module (a manual tool).
  *
  * Loads a module (binary proto or text), runs the optimizer (opt_optimize, default options)
  * and cpu_compile at -O2 for the host, writing OUT.o and OUT.h with symbol prefix "model",
- * and prints the wall time of each phase. Build against the project's static libraries:
- *     cc -O2 -I hlo -I proto -I optimizer -I targets tests/cpu/cpu_compile_bench.c \
- *        build/libhloc_targets.a build/libhloc_memplan.a build/libhloc_optimizer.a \
- *        build/libhloc_proto.a build/libhloc_hlo.a -lLLVM-19 -lprotobuf-c -lm
- * Usage: cpu_compile_bench MODULE OUT_BASE [OPT_LEVEL] */
+ * and prints the wall time of each phase. Built by CMake against the project's libraries as
+ * BUILD/hloc-bench-compile.
+ * Usage: hloc-bench-compile MODULE OUT_BASE [OPT_LEVEL] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

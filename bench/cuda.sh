@@ -1,0 +1,68 @@
+#!/bin/sh
+# bench/cuda.sh: build the CUDA benchmark of every bench model into device/bench
+# (git-ignored), ready to be carried to a GPU machine and run there with
+#   sh device/bench/run.sh [ITERS]
+# which prints, per model and precision, hloc's run time (median of ITERS runs, CUDA events
+# and host wall clock around a synchronized call) beside XLA's and torch's figures from
+# baselines.json, hloc's compile time (measured here) and the device-to-device copy
+# bandwidth; the elementwise_chain line gives its GB/s against that copy.
+# Everything is compiled here (the GPU machine needs neither LLVM nor protobuf-c): hloc
+# --target=cuda per model (--precision=highest, and --precision=tf32 where baselines.json
+# has xla_gpu_tf32_run_s), timed with the wall clock (hloc's whole run: load, optimize,
+# LLVM, ptxas, object); bench/cuda/bench_driver.c linked with each model object.
+# Usage: bench/cuda.sh [BUILD_DIR]   (default build-cudarel, configured Release if needed)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-cudarel}
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+CORPUS=${HLOC_CORPUS:-$ROOT/../shared/corpus}
+OUT=$ROOT/device/bench
+[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" --target hloc -j2 >/dev/null
+rm -rf "$OUT"
+mkdir -p "$OUT"
+cp "$CORPUS/baselines.json" "$ROOT/bench/cuda/table.py" "$OUT/"
+: >"$OUT/compile.txt"
+for f in "$CORPUS"/bench/*/; do
+  n=$(basename "$f")
+  precs=highest
+  grep -A 20 "\"$n\": {" "$CORPUS/baselines.json" | sed '/}/q' | grep -q xla_gpu_tf32_run_s && precs="highest tf32"
+  for p in $precs; do
+    d=$OUT/${n}_$p
+    mkdir -p "$d"
+    t0=$(date +%s.%N)
+    "$BUILD/hloc" "$f/module.pb" --target=cuda --precision=$p --name model -o "$d/model.o" --stats 2>"$d/stats.txt"
+    t1=$(date +%s.%N)
+    echo "$n $p $(echo "$t1 - $t0" | bc)" >>"$OUT/compile.txt"
+    libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$d/model.h")
+    cc -O2 -std=gnu17 -I"$d" -I"$CUDA/include" "$ROOT/bench/cuda/bench_driver.c" "$d/model.o" \
+      -L"$CUDA/lib64/stubs" -L"$CUDA/lib64" $libs -lpthread -lm -o "$d/bench"
+    rm -f "$d/model.o"
+  done
+done
+cat >"$OUT/run.sh" <<'RUN'
+#!/bin/sh
+# Run every benchmark built by bench/cuda.sh and print the table (table.py).
+cd "$(dirname "$0")"
+ITERS=${1:-50}
+LIBS=
+for lib in libcublas.so.13 libcudnn.so.9; do
+  f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
+  [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
+  [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"
+done
+export LD_LIBRARY_PATH="${LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
+: >results.txt
+first=$(ls -d */ | head -n 1)
+"./${first}bench" copy "$ITERS" >>results.txt 2>&1
+for d in */; do
+  n=${d%/}
+  [ -x "$n/bench" ] || continue
+  "./$n/bench" "$n" "$ITERS" >>results.txt 2>"$n/stderr.txt" || echo "label=$n failed: $(tail -n 2 "$n/stderr.txt" | tr '\n' ' ')" >>results.txt
+done
+python3 table.py
+RUN
+chmod +x "$OUT/run.sh"
+cat "$OUT/compile.txt"
+du -sh "$OUT" | sed 's/^/bench folder: /'
