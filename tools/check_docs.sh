@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 doc=$root/docs/architecture.md
-dirs=(proto hlo optimizer layout memplan targets tools tests)
+dirs=(proto hlo optimizer layout memplan targets tools tests bench)
 if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   files=$(git -C "$root" ls-files -- "${dirs[@]}")
 else

@@ -47,7 +47,7 @@
  * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
  * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
  * time, and disabling it changed no measured run time (the GEMM's inner loops use pointer
- * increments by construction; see tools/bench.sh), so it is disabled through LLVM's command
+ * increments by construction; see bench/cpu.sh), so it is disabled through LLVM's command
  * line option -disable-lsr, a process-wide setting: it is set before the CPU target's code
  * generation and reset after, under a lock (a CUDA compilation in the same process is not
  * affected unless it runs concurrently with a CPU one). The pre-register-allocation machine
@@ -97,7 +97,7 @@
 /* Parts of a split module: one per CE_PART_WEIGHT of weight, rounded down to an even count, 2
  * to CE_MAX_PARTS. The count depends on the module only, so the object is the same whatever
  * the machine; each part beyond the threads that run them costs a module clone and a pipeline
- * setup (~5-10 ms of CPU). On the 16-core device host (tools/bench.sh's compile-time run) 600
+ * setup (~5-10 ms of CPU). On the 16-core device host (bench/cpu.sh's compile-time run) 600
  * put every bench module's compile under 0.2 s; on 2 cores it costs up to ~10% over two parts.
  * An odd count left one of two CPUs a part more to do: bert_base's 3 parts 0.154 s against 0.133
  * with 2, the training step's 5 parts 0.175 against 0.157 with 4 (2-core Xeon VM, pinned,
@@ -274,7 +274,7 @@ static int ce_class(const CeSetup *s, LLVMValueRef f) {
  * GEMM's IR is vectorized, blocked and tiled by construction: default<O2> spends ~50 ms on it
  * (instcombine, indvars, GVN, LICM, loop rotation over its deep nests) for no measurable
  * speed, while cleanup and hoisting keep its code as fast (same GFLOP/s in
- * tests/cpu/cpu_gemm_bench.c). A small kernel runs for microseconds: the same cleanup without
+ * bench/cpu/gemm_bench.c). A small kernel runs for microseconds: the same cleanup without
  * vectorization is enough (cpu_compile.c's cp_mark_small). The new pass manager skips optnone
  * functions, so each pipeline runs with every function of another class optnone (optnone needs
  * noinline, added where missing; the GEMM's functions keep theirs, so no kernel inlines them);
