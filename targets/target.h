@@ -17,6 +17,23 @@ typedef enum CpuEmit {
   CPU_EMIT_LLVM, /* LLVM IR text (.ll), after optimization */
 } CpuEmit;
 
+/* The CPU target's tuning, debug and test knobs (targets/cpu/cpu_knobs.def): each slot is the
+ * knob's text, NULL when unset (its default). Tools fill them from the environment
+ * (cpu_knobs_from_env); tests set the slots. */
+typedef enum CpuKnob {
+#define KNOB(id, env, cls, tuning, summary) CPU_KNOB_##id,
+#include "cpu/cpu_knobs.def"
+#undef KNOB
+  CPU_KNOB_COUNT
+} CpuKnob;
+typedef struct CpuKnobs {
+  const char *v[CPU_KNOB_COUNT]; /* text of each knob, NULL: unset */
+} CpuKnobs;
+/* Every knob from its environment variable (the only place hloc reads them). */
+void cpu_knobs_from_env(CpuKnobs *k);
+/* The table: variable, class, whether it changes the code, and what it does; a line each. */
+void cpu_knobs_print(FILE *f);
+
 typedef struct CpuOpts {
   const char *name;        /* C symbol prefix, a C identifier (lower case recommended); header
                               macros use it in upper case */
@@ -35,6 +52,7 @@ typedef struct CpuOpts {
                               NAME_task_names[] and NAME_task_flops[] */
   bool direct_conv;        /* every convolution as an implicit GEMM (hloc --conv-algo=direct);
                               false: 3x3 ones of unit stride through Winograd's F(2x2, 3x3) */
+  const CpuKnobs *knobs;   /* tuning and debug knobs; NULL: every one at its default */
 } CpuOpts;
 
 /* The CPU target's prebuilt library: the GEMM's functions (blocked matrix products, their

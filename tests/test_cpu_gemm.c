@@ -74,19 +74,19 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   snprintf(ll, sizeof ll, "%s/model.ll", dir);
-  CpuOpts ol = {.name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  CpuOpts ol = {.knobs = &ct_knobs, .name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
   cr_expect_eq(tg_has_fn(dir, "model_gemm_f32"), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
   if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
   /* the object with the prebuilt library where the host can use it (cpu_prebuilt.c), then
      with the module's own GEMM functions */
   for (int own = 0; own < 2; own++) {
-    if (own) setenv("HLOC_CPU_PREBUILT", "0", 1);
+    if (own) ct_knob(CPU_KNOB_PREBUILT, "0");
     HModule *m = ct_parse(text);
-    CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
+    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
                  .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
     cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
-    unsetenv("HLOC_CPU_PREBUILT");
+    ct_knob(CPU_KNOB_PREBUILT, NULL);
     hlo_module_free(m);
     if (own) cr_expect(!tg_obj_has(obj, CPU_LIB_SYMBOL), "%s: HLOC_CPU_PREBUILT=0 joined the library", what);
     snprintf(tag, sizeof tag, "%s%s", what, own ? ", own GEMM functions" : "");
@@ -201,14 +201,14 @@ Test(cpu_gemm, dot_epilogue_summed_by_blocks, .timeout = 300) {
 Test(cpu_gemm, conv_epilogue_summed_by_blocks, .timeout = 300) { tg_conv_sums(true); }
 
 Test(cpu_gemm, conv_epilogue_summed_generic, .timeout = 300) {
-  setenv("HLOC_CPU_NO_GEMM", "1", 1);
+  ct_knob(CPU_KNOB_NO_GEMM, "1");
   tg_conv_sums(false);
 }
 
 /* B too large to stay resident (K = 360, 720 columns), with an epilogue; a strided and
  * dilated convolution with asymmetric padding in the same module (not through Winograd). */
 Test(cpu_gemm, conv_wide_and_dilated, .timeout = 300) {
-  setenv("HLOC_CPU_WINOGRAD", "0", 1); /* the implicit GEMM's path (40 and 720 channels are whole AVX2 vectors) */
+  ct_knob(CPU_KNOB_WINOGRAD, "0"); /* the implicit GEMM's path (40 and 720 channels are whole AVX2 vectors) */
   tg_check("wide and dilated convolutions", "HloModule m\n"
     "f {\n"
     "  x = f32[2,5,6,40] parameter(0)\n"
@@ -301,12 +301,12 @@ Test(cpu_gemm, conv_pack_vector_paths, .timeout = 300) {
 }
 
 Test(cpu_gemm, conv_pack_vector_paths_odd_tile, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_TILE", "7,16", 1);
+  ct_knob(CPU_KNOB_GEMM_TILE, "7,16");
   tg_check("packing paths, 7-row tiles", tg_pack_paths, 1e-4, true);
 }
 
 Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_TILE", "8,16", 1);
+  ct_knob(CPU_KNOB_GEMM_TILE, "8,16");
   tg_check("packing paths, 8-row tiles", tg_pack_paths, 1e-4, true);
 }
 
@@ -331,20 +331,20 @@ Test(cpu_gemm, panel_orders, .timeout = 300) {
     "  ROOT x = f32[70,90] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
     "}\n";
   for (int order = 0; order < 2; order++) {
-    setenv("HLOC_CPU_GEMM_ORDER", order ? "1" : "0", 1);
+    ct_knob(CPU_KNOB_GEMM_ORDER, order ? "1" : "0");
     tg_check(order ? "packing paths, row panels outermost" : "packing paths, column panels outermost", tg_pack_paths,
              1e-4, true);
-    setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+    ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,64");
     tg_check(order ? "dot, small blocks, row panels outermost" : "dot, small blocks, column panels outermost", dot, 1e-4,
              true);
-    unsetenv("HLOC_CPU_GEMM_BLOCKS");
+    ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
   }
 }
 
 /* The same with every panel packed (HLOC_CPU_GEMM_DIRECT=0: no panel read in place), so the
  * NHWC transposing path packs the interior panels too. */
 Test(cpu_gemm, conv_pack_vector_paths_all_packed, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_DIRECT", "0", 1);
+  ct_knob(CPU_KNOB_GEMM_DIRECT, "0");
   tg_check("packing paths, all panels packed", tg_pack_paths, 1e-4, true);
 }
 
@@ -380,7 +380,7 @@ static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
 
 /* Whether the optimized LLVM IR (or, as_asm: the assembly; cpu: for that CPU) of text contains needle. */
 static bool tg_out_contains(const char *text, const char *needle, bool as_asm, const char *cpu) {
-  char *t = ct_cpu_text(text, (CpuOpts){.name = "model", .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
+  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs, .name = "model", .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
                                         .par_min_elems = 1, .cpu = cpu, .features = cpu ? "" : NULL});
   bool found = strstr(t, needle) != NULL;
   free(t);
@@ -402,28 +402,28 @@ static bool tg_has_global(const char *text, const char *name) {
  * transposed inside an output fusion; and with the compile-time packing off; then 256 columns
  * split over the chunks with A packed ahead. */
 Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,64");
   for (int fused = 0; fused < 2; fused++) {
     char *t = tg_const_b_text(50, 150, 90, fused);
     cr_expect(tg_has_global(t, "model_cb"), "no compile-time packed B (%s)", fused ? "fused" : "entry constant");
     tg_check(fused ? "constant B, transposed, fused" : "constant B", t, 1e-4, true);
-    setenv("HLOC_CPU_GEMM_NO_CONST_PACK", "1", 1);
+    ct_knob(CPU_KNOB_GEMM_NO_CONST_PACK, "1");
     cr_expect(!tg_has_global(t, "model_cb"), "HLOC_CPU_GEMM_NO_CONST_PACK ignored");
     tg_check("constant B packed at run time", t, 1e-4, true);
-    unsetenv("HLOC_CPU_GEMM_NO_CONST_PACK");
+    ct_knob(CPU_KNOB_GEMM_NO_CONST_PACK, NULL);
     free(t);
   }
-  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
   /* 256 columns within one column block of the GEMM (NC 1024), split over the chunks, and the
      rows not: A is packed ahead, and the serial run must read the constant B's packed column
      blocks, three K blocks deep (KC 64) */
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,1024", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,1024");
   for (int fused = 0; fused < 2; fused++) {
     char *t = tg_const_b_text(50, 150, 256, fused);
     tg_check(fused ? "constant B, transposed, fused, A packed ahead" : "constant B, A packed ahead", t, 1e-4, true);
     free(t);
   }
-  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
 }
 
 /* A 60 x 150 x 256 product whose B is an entry parameter (packable by the caller). */
@@ -438,14 +438,14 @@ static const char *const tg_dot_param_b =
  * give any ISA two 128-column blocks cut into four (three K blocks, an edge row block): as a
  * constant (entry and fused, transposed) and as a parameter. */
 Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,128", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,128");
   for (int fused = 0; fused < 2; fused++) {
     char *t = tg_const_b_text(60, 150, 256, fused);
     tg_check(fused ? "constant B, rows split, fused" : "constant B, rows split", t, 1e-4, true);
     free(t);
   }
   tg_check("B packed ahead, rows split", tg_dot_param_b, 1e-4, true);
-  unsetenv("HLOC_CPU_GEMM_BLOCKS");
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
 }
 
 /* On AVX-512 the micro-kernel prefetches the next block of a B given packed into L2
@@ -456,9 +456,9 @@ Test(cpu_gemm, next_block_prefetched, .timeout = 300) {
   const char *t = tg_dot_param_b;
   cr_expect(tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "no prefetch of the next block on AVX-512");
   cr_expect(!tg_out_contains(t, "prefetcht1", true, "haswell"), "a prefetch of the next block on AVX2");
-  setenv("HLOC_CPU_GEMM_PREFETCH", "0", 1);
+  ct_knob(CPU_KNOB_GEMM_PREFETCH, "0");
   cr_expect(!tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "HLOC_CPU_GEMM_PREFETCH=0 ignored");
-  unsetenv("HLOC_CPU_GEMM_PREFETCH");
+  ct_knob(CPU_KNOB_GEMM_PREFETCH, NULL);
 }
 
 /* Whether the optimized IR of text has the few-rows kernel's K loop (products of few rows read
@@ -688,7 +688,7 @@ Test(cpu_gemm, reduce_window_unrolled, .timeout = 300) {
  * span consecutive row blocks (one call of more rows than a row block) while its neighbours
  * run: every chunk's packing area must hold such a call. */
 Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_CHUNKS", "7", 1);
+  ct_knob(CPU_KNOB_GEMM_CHUNKS, "7");
   tg_check("7 chunks", "HloModule m\n"
     "f {\n"
     "  a = f32[300,40] parameter(0)\n"
@@ -706,7 +706,7 @@ Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
     "  y = f32[70,70] dot(c0, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  ROOT o = (f32[300,70], f32[70,70]) tuple(x, y)\n"
     "}\n", 1e-4, true);
-  unsetenv("HLOC_CPU_GEMM_CHUNKS");
+  ct_knob(CPU_KNOB_GEMM_CHUNKS, NULL);
 }
 
 /* The GEMM function has only the paths the module's products can take: no convolution
@@ -770,7 +770,7 @@ static const unsigned char *tg_lib_text(const char *isa, size_t *n) {
 static const char *tg_lib_compile(const char *dir, const char *name, const char *text, const char *cpu,
                                   const char *features, int opt) {
   char obj[512];
-  tg_compile_obj(dir, text, (CpuOpts){.name = name, .opt_level = opt, .par_min_elems = 1, .cpu = cpu, .features = features},
+  tg_compile_obj(dir, text, (CpuOpts){.knobs = &ct_knobs, .name = name, .opt_level = opt, .par_min_elems = 1, .cpu = cpu, .features = features},
                  obj, sizeof obj);
   size_t n = 0;
   char *b = ct_slurp(obj, &n);
@@ -811,12 +811,20 @@ Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   cr_expect_str_eq(tg_lib_compile(dir, "o3", text, "haswell", "", 3), "");
   cr_expect_str_eq(tg_lib_compile(dir, "sse", text, "x86-64", "", 2), "");
   cr_expect_str_eq(tg_lib_compile(dir, "nofma", text, "haswell", "-fma", 2), "");
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,64,64", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,64");
   cr_expect_str_eq(tg_lib_compile(dir, "blocks", text, "haswell", "", 2), "");
-  unsetenv("HLOC_CPU_GEMM_BLOCKS");
-  setenv("HLOC_CPU_PREBUILT", "0", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
+  ct_knob(CPU_KNOB_PREBUILT, "0");
   cr_expect_str_eq(tg_lib_compile(dir, "off", text, "haswell", "", 2), "");
-  unsetenv("HLOC_CPU_PREBUILT");
+  ct_knob(CPU_KNOB_PREBUILT, NULL);
+  /* exactly when no knob that changes the code is set (cpu_knobs.def's TUNING column): not with
+     one that steers kernels outside the GEMM, still with one that only steers the emission */
+  ct_knob(CPU_KNOB_SHARE, "exact");
+  cr_expect_str_eq(tg_lib_compile(dir, "share", text, "haswell", "", 2), "");
+  ct_knob(CPU_KNOB_SHARE, NULL);
+  ct_knob(CPU_KNOB_SPLIT, "1");
+  cr_expect_str_eq(tg_lib_compile(dir, "split", text, "haswell", "", 2), "x86-64-v3");
+  ct_knob(CPU_KNOB_SPLIT, NULL);
   /* nor in an object without products */
   cr_expect_str_eq(tg_lib_compile(dir, "plain", "HloModule m\nENTRY e {\n  x = f32[64,64] parameter(0)\n"
                                   "  ROOT y = f32[64,64] add(x, x)\n}\n", "haswell", "", 2), "");
@@ -869,9 +877,9 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
     snprintf(cmd, sizeof cmd, "nm '%s/big.o' | grep -q ' r big_cb0$'", dir);
     cr_expect_eq(system(cmd), 0, "no local read-only symbol big_cb0 (%s)", fused ? "fused" : "entry constant");
     tg_check(fused ? "large constant B, fused" : "large constant B", t, 1e-4, true);
-    setenv("HLOC_CPU_SPLIT", "1", 1);
+    ct_knob(CPU_KNOB_SPLIT, "1");
     tg_check(fused ? "large constant B, fused, split" : "large constant B, split", t, 1e-4, true);
-    unsetenv("HLOC_CPU_SPLIT");
+    ct_knob(CPU_KNOB_SPLIT, NULL);
     free(t);
   }
   ct_rmdir(dir);
@@ -882,7 +890,7 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
  * "few columns". */
 static bool tg_few_columns_task(const char *dir, const char *text) {
   char obj[512];
-  tg_compile_obj(dir, text, (CpuOpts){.name = "tiny", .opt_level = 2, .cpu = "haswell", .features = "", .profile = true},
+  tg_compile_obj(dir, text, (CpuOpts){.knobs = &ct_knobs, .name = "tiny", .opt_level = 2, .cpu = "haswell", .features = "", .profile = true},
                  obj, sizeof obj);
   return tg_obj_has(obj, "few columns");
 }
@@ -899,9 +907,9 @@ Test(cpu_gemm, tiny_products_through_the_library, .timeout = 300) {
   char *dir = ct_tmpdir("hloc_tiny");
   cr_expect(!tg_few_columns_task(dir, tiny), "a tiny product kept its few-columns kernel");
   cr_expect(tg_few_columns_task(dir, larger), "81920 multiply-adds lost the few-columns kernel");
-  setenv("HLOC_CPU_PREBUILT", "0", 1);
+  ct_knob(CPU_KNOB_PREBUILT, "0");
   cr_expect(tg_few_columns_task(dir, tiny), "no library, yet no few-columns kernel");
-  unsetenv("HLOC_CPU_PREBUILT");
+  ct_knob(CPU_KNOB_PREBUILT, NULL);
   tg_check("tiny product", tiny, 1e-5, false); /* IR output (no library): the few-columns kernel */
   ct_rmdir(dir);
   free(dir);
@@ -922,7 +930,7 @@ Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
   cr_expect(!tg_out_contains(t, "ymm", true, "nehalem"), "256-bit registers on nehalem");
   /* an AVX-512 CPU whose features remove AVX2 (which LLVM's AVX-512 needs) gets 256-bit
      vectors: the 512-bit configuration failed in LLVM's register allocation */
-  char *s = ct_cpu_text(t, (CpuOpts){.name = "model", .opt_level = 2, .emit = CPU_EMIT_ASM, .par_min_elems = 1,
+  char *s = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs, .name = "model", .opt_level = 2, .emit = CPU_EMIT_ASM, .par_min_elems = 1,
                                      .cpu = "rocketlake", .features = "-avx2"});
   cr_expect(!strstr(s, "zmm") && strstr(s, "ymm"), "rocketlake -avx2: not 256-bit vectors");
   free(s);
@@ -989,14 +997,14 @@ static const char *const tg_wino =
 Test(cpu_gemm, conv_winograd, .timeout = 300) {
   cr_expect(tg_ir_contains(tg_wino, "wino"), "no Winograd kernel");
   tg_check("Winograd", tg_wino, 1e-4, true);
-  setenv("HLOC_CPU_WINOGRAD", "0", 1);
+  ct_knob(CPU_KNOB_WINOGRAD, "0");
   cr_expect(!tg_ir_contains(tg_wino, "wino"), "Winograd kernel made with HLOC_CPU_WINOGRAD=0");
 }
 
 /* The same in slices of 8 tiles (HLOC_CPU_WINOGRAD=8: two tile rows of 6, or three of 3):
  * many slices and chunks, slices that cross from one image to the next. */
 Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
-  setenv("HLOC_CPU_WINOGRAD", "8", 1);
+  ct_knob(CPU_KNOB_WINOGRAD, "8");
   tg_check("Winograd, slices of 8 tiles", tg_wino, 1e-4, true);
 }
 
@@ -1004,7 +1012,7 @@ Test(cpu_gemm, conv_winograd_small_slices, .timeout = 300) {
  * taps, written as the GEMM reads a B packed beforehand, in two K blocks of 16 input channels
  * and (48 output channels) two column blocks. */
 Test(cpu_gemm, conv_winograd_small_blocks, .timeout = 300) {
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,24,32", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,24,32");
   tg_check("Winograd, small GEMM blocks", tg_wino, 1e-4, true);
 }
 
@@ -1051,7 +1059,7 @@ Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) {
   cr_expect(tg_has_global(t, "model_wu"), "the taps not transformed at compile time");
   cr_expect(!tg_ir_contains(t, "@model_wino_taps("), "a taps function made for constant taps");
   tg_check("Winograd, constant taps", t, 1e-4, true);
-  setenv("HLOC_CPU_GEMM_BLOCKS", "24,16,32", 1);
+  ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,16,32");
   tg_check("Winograd, constant taps, small GEMM blocks", t, 1e-4, true);
   free(t);
 }
@@ -1097,7 +1105,7 @@ Test(cpu_gemm, dot_rows_split_b_packed_once, .timeout = 300) {
   /* N = 1100 > NC on every target: column blocks of equal width (5 on AVX-512, 2 on AVX2),
      each with its packed B, M = 1200 split in row blocks (8 chunks asked: AVX-512's five
      column blocks alone are enough items for the 4 chunks of a product this size) */
-  setenv("HLOC_CPU_GEMM_CHUNKS", "8", 1);
+  ct_knob(CPU_KNOB_GEMM_CHUNKS, "8");
   tg_check_fn("B packed once, several column blocks", "HloModule m\n"
     "ENTRY e {\n"
     "  a = f32[1200,40] parameter(0)\n"
@@ -1117,7 +1125,7 @@ Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
     "  b = f32[450,700] parameter(1)\n"
     "  ROOT d = f32[300,700] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "}\n", 1e-4, true, "model_gemm_packa_f32");
-  setenv("HLOC_CPU_GEMM_CHUNKS", "7", 1);
+  ct_knob(CPU_KNOB_GEMM_CHUNKS, "7");
   tg_check_fn("A packed once, transposed, epilogue, 7 chunks", "HloModule m\n"
     "f {\n"
     "  a = f32[450,300] parameter(0)\n"
@@ -1132,5 +1140,5 @@ Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
     "  b0 = f32[450,700] parameter(1)\n"
     "  ROOT x = f32[300,700] fusion(a0, b0), kind=kOutput, calls=f\n"
     "}\n", 1e-4, true, "model_gemm_packa_f32");
-  unsetenv("HLOC_CPU_GEMM_CHUNKS");
+  ct_knob(CPU_KNOB_GEMM_CHUNKS, NULL);
 }

@@ -147,7 +147,7 @@ Test(cpu, deterministic_output) {
   cr_assert(ct_compile(m, dir, "model", 0, &err), "%s", err.msg);
   hlo_module_free(m);
   m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
-  CpuOpts o = {.name = "model", .out_path = p2, .opt_level = 2, .emit = CPU_EMIT_OBJ};
+  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = p2, .opt_level = 2, .emit = CPU_EMIT_OBJ};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   hlo_module_free(m);
   size_t n1, n2;
@@ -166,7 +166,7 @@ Test(cpu, emit_llvm_and_asm) {
   snprintf(ll, sizeof ll, "%s/m.ll", dir);
   snprintf(s, sizeof s, "%s/m.s", dir);
   HModule *m = ct_parse(ti_small);
-  CpuOpts o = {.name = "small", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+  CpuOpts o = {.knobs = &ct_knobs, .name = "small", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   o.out_path = s;
   o.emit = CPU_EMIT_ASM;
@@ -372,7 +372,7 @@ Test(cpu, unwritable_output_leaves_no_file) {
   HModule *m = ct_parse(ti_small);
   char hdr[512];
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
-  CpuOpts o = {.name = "model", .out_path = "/nonexistent-dir/model.o", .header_path = hdr,
+  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = "/nonexistent-dir/model.o", .header_path = hdr,
                .opt_level = 1, .emit = CPU_EMIT_OBJ};
   cr_expect(!cpu_compile(m, &o, &err));
   cr_expect(strstr(err.msg, "/nonexistent-dir/model.o"), "%s", err.msg);
@@ -388,7 +388,7 @@ Test(cpu, unwritable_output_leaves_no_file) {
 Test(cpu, bad_symbol_prefix) {
   HErr err = {0};
   HModule *m = ct_parse(ti_small);
-  CpuOpts o = {.name = "my-model", .out_path = "/tmp/unused.o", .opt_level = 1};
+  CpuOpts o = {.knobs = &ct_knobs, .name = "my-model", .out_path = "/tmp/unused.o", .opt_level = 1};
   cr_expect(!cpu_compile(m, &o, &err));
   cr_expect(strstr(err.msg, "my-model"), "%s", err.msg);
   hlo_module_free(m);

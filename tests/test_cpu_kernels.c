@@ -25,7 +25,7 @@ static bool tk_emits(const char *text, const char *suffix) {
   char *dir = ct_tmpdir("hloc_cpu");
   char path[512];
   snprintf(path, sizeof path, "%s/m.ll", dir);
-  CpuOpts o = {0};
+  CpuOpts o = {.knobs = &ct_knobs};
   o.name = "model";
   o.out_path = path;
   o.opt_level = 2;
@@ -280,9 +280,9 @@ Test(cpu, share_kernels_up_to_constants, .timeout = 300) {
   t = ct_llvm_ir(tk_share_text, "share", 3);
   cr_expect_eq(tk_count_defs(t, "@share_k"), 7);
   free(t);
-  setenv("HLOC_CPU_SHARE", "exact", 1);
+  ct_knob(CPU_KNOB_SHARE, "exact");
   t = ct_llvm_ir(tk_share_text, "share", 2);
-  unsetenv("HLOC_CPU_SHARE");
+  ct_knob(CPU_KNOB_SHARE, NULL);
   cr_expect_eq(tk_count_defs(t, "@share_k"), 7);
   cr_expect(!strstr(t, "@share_kp"));
   free(t);
@@ -323,9 +323,9 @@ Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
   free(k0);
   free(k1);
   free(t);
-  setenv("HLOC_CPU_SMALL", "0", 1);
+  ct_knob(CPU_KNOB_SMALL, "0");
   t = ct_llvm_ir(tk_small_pair, "sp", 2);
-  unsetenv("HLOC_CPU_SMALL");
+  ct_knob(CPU_KNOB_SMALL, NULL);
   k0 = tk_ir_function(t, "sp_k0");
   cr_expect(strstr(k0, "x float>") != NULL, "HLOC_CPU_SMALL=0: not vectorized:\n%s", k0);
   free(k0);
@@ -381,9 +381,9 @@ Test(cpu, transpose_tiled_nontemporal, .timeout = 300) {
     "  z = f32[] constant(0)\n"
     "  ROOT r = f32[8,64] reduce(t, z), dimensions={1,2}, to_apply=add\n"
     "}\n";
-  setenv("HLOC_CPU_STREAM_STORES", "1", 1);
+  ct_knob(CPU_KNOB_STREAM_STORES, "1");
   ct_check_text("nontemporal transpose", text, 1e-5, 0);
-  unsetenv("HLOC_CPU_STREAM_STORES");
+  ct_knob(CPU_KNOB_STREAM_STORES, NULL);
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
   char ll[512];
@@ -391,7 +391,7 @@ Test(cpu, transpose_tiled_nontemporal, .timeout = 300) {
   const char *cpus[2] = {"sapphirerapids", "znver3"};
   for (int i = 0; i < 2; i++) {
     HModule *m = ct_parse(text);
-    CpuOpts o = {.name = "nt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM, .cpu = cpus[i]};
+    CpuOpts o = {.knobs = &ct_knobs, .name = "nt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM, .cpu = cpus[i]};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
     char *ir = ct_slurp(ll, NULL);
     cr_expect_eq(strstr(ir, "!nontemporal") != NULL, i == 0, "%s: nontemporal stores %s", cpus[i], i ? "made" : "missing");

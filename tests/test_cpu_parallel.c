@@ -35,11 +35,11 @@ static void tp_compile_fixture(const char *name, const char *dir, bool split, co
   cr_assert(m, "%s", err.msg);
   OptOpts oo = {0};
   cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
-  cr_assert_eq(setenv("HLOC_CPU_SPLIT", split ? "1" : "0", 1), 0);
-  CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
+  ct_knob(CPU_KNOB_SPLIT, split ? "1" : "0");
+  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
                .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
   cr_assert(cpu_compile(m, &o, &err), "%s: %s", name, err.msg);
-  unsetenv("HLOC_CPU_SPLIT");
+  ct_knob(CPU_KNOB_SPLIT, NULL);
   hlo_module_free(m);
 }
 
@@ -106,11 +106,11 @@ Test(cpu_parallel, split_with_large_constants, .timeout = 300) {
     ct_write_leaves(dir, res, 0);
     snprintf(obj, sizeof obj, "%s/model.o", dir);
     snprintf(hdr, sizeof hdr, "%s/model.h", dir);
-    cr_assert_eq(setenv("HLOC_CPU_SPLIT", split ? "1" : "0", 1), 0);
-    CpuOpts o = {.name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ,
+    ct_knob(CPU_KNOB_SPLIT, split ? "1" : "0");
+    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ,
                  .par_min_elems = 1};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-    unsetenv("HLOC_CPU_SPLIT");
+    ct_knob(CPU_KNOB_SPLIT, NULL);
     ct_build_driver(dir);
     ct_check_driver(dir, dir, 1e-5, "cpu_parallel", split ? "large constants, split" : "large constants, serial");
     ct_rmdir(dir);
@@ -125,14 +125,14 @@ Test(cpu_parallel, split_with_large_constants, .timeout = 300) {
  * whatever the number of threads (the partition depends on the module only). */
 Test(cpu_parallel, parts_are_independent_of_threads, .timeout = 300) {
   char *dir = ct_tmpdir("hloc_cpupar");
-  cr_assert_eq(setenv("HLOC_CPU_PARTS", "5", 1), 0);
+  ct_knob(CPU_KNOB_PARTS, "5");
   const char *threads[] = {"1", "2", "5"};
   char *ref = NULL;
   size_t nref = 0;
   for (int t = 0; t < 3; t++) {
     char obj[600];
     snprintf(obj, sizeof obj, "%s/model.o", dir);
-    cr_assert_eq(setenv("HLOC_CPU_THREADS", threads[t], 1), 0);
+    ct_knob(CPU_KNOB_THREADS, threads[t]);
     tp_compile_fixture("transformer_layer", dir, true, obj);
     size_t n;
     char *b = ct_slurp(obj, &n);
@@ -145,8 +145,8 @@ Test(cpu_parallel, parts_are_independent_of_threads, .timeout = 300) {
     cr_expect(n == nref && memcmp(ref, b, n) == 0, "objects compiled by 1 and %s threads differ", threads[t]);
     free(b);
   }
-  unsetenv("HLOC_CPU_PARTS");
-  unsetenv("HLOC_CPU_THREADS");
+  ct_knob(CPU_KNOB_PARTS, NULL);
+  ct_knob(CPU_KNOB_THREADS, NULL);
   free(ref);
   ct_rmdir(dir);
   free(dir);
@@ -239,9 +239,9 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   char path[600];
   HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
   cr_assert(m, "%s", err.msg);
-  cr_assert_eq(setenv("HLOC_CPU_SPLIT", "1", 1), 0);
+  ct_knob(CPU_KNOB_SPLIT, "1");
   snprintf(path, sizeof path, "%s/m.s", dir);
-  CpuOpts o = {.name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
+  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   size_t n;
   char *t = ct_slurp(path, &n);
@@ -258,7 +258,7 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   cr_expect(strstr(t, "define i32 @model_run_mt(") || strstr(t, "@model_run_mt("), "IR lacks model_run_mt");
   free(t);
   hlo_module_free(m);
-  unsetenv("HLOC_CPU_SPLIT");
+  ct_knob(CPU_KNOB_SPLIT, NULL);
   ct_rmdir(dir);
   free(dir);
 }
@@ -272,11 +272,11 @@ Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
   snprintf(path, sizeof path, "%s/m.o", dir);
   HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
   cr_assert(m, "%s", err.msg);
-  cr_assert_eq(setenv("HLOC_CPU_SPLIT", "1", 1), 0);
-  CpuOpts o = {.name = "model", .out_path = path, .triple = "x86_64-apple-macosx10.15", .opt_level = 2,
+  ct_knob(CPU_KNOB_SPLIT, "1");
+  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .triple = "x86_64-apple-macosx10.15", .opt_level = 2,
                .emit = CPU_EMIT_OBJ};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
-  unsetenv("HLOC_CPU_SPLIT");
+  ct_knob(CPU_KNOB_SPLIT, NULL);
   size_t n;
   char *t = ct_slurp(path, &n);
   const unsigned char macho64[4] = {0xcf, 0xfa, 0xed, 0xfe};
@@ -323,7 +323,7 @@ Test(cpu_parallel, row_reduction_split_by_work, .timeout = 300) {
     snprintf(path, sizeof path, "%s/m.ll", dir);
     HModule *m = ct_parse(texts[i]);
     HErr err = {0};
-    CpuOpts o = {.name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_LLVM};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
     size_t n;
     char *ir = ct_slurp(path, &n);

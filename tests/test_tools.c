@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hlo.h"
+#include "target.h"
 
 typedef struct Run {
   int rc;           /* exit status */
@@ -180,6 +181,16 @@ Test(tools, hloc_run_matches_xla) {
   cr_expect_eq(r->rc, 1);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   run("rm -rf %s", dir);
+}
+
+/* --list-knobs prints the table of knobs (cpu_knobs.def) a line each under its heading; an
+ * unknown HLOC_CPU_ variable is not in it. */
+Test(tools, list_knobs) {
+  Run *r = run(HLOC " --list-knobs");
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect_eq(lines(r->out), CPU_KNOB_COUNT + 1, "%s", r->out);
+  cr_expect(strstr(r->out, "HLOC_CPU_THREADS") && strstr(r->out, "HLOC_CPU_GEMM_BLOCKS"), "%s", r->out);
+  cr_expect(!strstr(r->out, "HLOC_CPU_PIPELINE"), "a removed experiment is listed: %s", r->out);
 }
 
 /* A bf16 model: arguments as the corpus stores them ('<u2' bit patterns) and as ml_dtypes

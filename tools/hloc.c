@@ -65,6 +65,7 @@ static void usage(FILE *f) {
         "  --disable-pass=NAME  do not run pass NAME (repeatable)\n"
         "  --stop-after=NAME    stop the pipeline after pass NAME\n"
         "  --list-passes        list the optimizer passes\n"
+        "  --list-knobs         list the CPU target's tuning, debug and test knobs (environment)\n"
         "  --freeze ARG=FILE    turn entry parameter ARG (number or name) into a constant\n"
         "                       holding FILE (.npy) before optimization (repeatable)\n"
         "  --stats              print kernels, fusions, instructions, TEMP_BYTES, the\n"
@@ -154,6 +155,14 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
       return 0;
+    } else if (!strcmp(argv[i], "--list-knobs")) {
+#ifdef HLOC_HAVE_CPU
+      cpu_knobs_print(stdout);
+      return 0;
+#else
+      fputs("hloc: this build has no CPU target, so no knobs\n", stderr);
+      return 1;
+#endif
     } else if (!strcmp(argv[i], "--list-passes")) {
       for (int k = 0; k < opt_pass_count(); k++)
         printf("%-20s %s\n", opt_pass_at(k)->name, opt_pass_at(k)->summary);
@@ -373,7 +382,10 @@ int main(int argc, char **argv) {
     }
     char *nm = name ? strdup(name) : stem_identifier(out);
     char *hdr = NULL;
+    static CpuKnobs knobs;
+    cpu_knobs_from_env(&knobs);
     CpuOpts o = {0};
+    o.knobs = &knobs;
     o.name = nm;
     o.out_path = out;
     o.cpu = cpu;

@@ -42,7 +42,10 @@ int main(int argc, char **argv) {
   char obj[1024], hdr[1024];
   snprintf(obj, sizeof obj, "%s.o", argv[2]);
   snprintf(hdr, sizeof hdr, "%s.h", argv[2]);
+  static CpuKnobs knobs;
+  cpu_knobs_from_env(&knobs);
   CpuOpts o = {0};
+  o.knobs = &knobs;
   o.name = "model";
   o.out_path = obj;
   o.header_path = hdr;

@@ -32,14 +32,9 @@
  *      atomically with the header.
  * Output is deterministic: names and order depend on the module only.
  *
- * Environment knobs for measurements and experiments (none changes the generated functions):
- * HLOC_CPU_TIME prints the phase times and kernel counts to stderr; HLOC_CPU_SHARE=exact merges
- * only identical kernels (cpu_share.c); HLOC_CPU_NO_GEMM,
- * HLOC_CPU_GEMM_BLOCKS=MC,KC,NC, HLOC_CPU_GEMM_CHUNKS=N (chunks of a split product) and
- * HLOC_CPU_GEMM_NO_PREPACK (no shared packing before a split dot) and HLOC_CPU_GEMM_NO_ALT (a
- * split dot with B packed keeps its narrower column blocks) steer gemm/;
- * HLOC_CPU_NO_PACKED_WEIGHTS gives NAME_pack nothing to pack (PACKED_BYTES 0);
- * cpu_emit.c lists the emission's own. */
+ * Knobs (cpu_knobs.def, in CpuOpts.knobs; `hloc --list-knobs`): TIME prints the phase times and
+ * kernel counts to stderr, SMALL sets the small-kernel limit; the others steer cpu_share.c,
+ * gemm/ and cpu_emit.c. */
 #include "cpu_impl.h"
 
 #include <llvm-c/TargetMachine.h>
@@ -960,7 +955,7 @@ static int64_t cp_task_elems(const CpuTask *t) {
 
 static void cp_mark_small(CpuCg *cg) {
   int64_t limit = CP_SMALL_ELEMS;
-  const char *e = getenv("HLOC_CPU_SMALL");
+  const char *e = cpu_knob(cg, CPU_KNOB_SMALL);
   if (e && *e) limit = atoll(e);
   int n = cg->ntasks;
   int64_t total = 0;
@@ -1111,7 +1106,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;
   cpu_share_kernels(&cg);
   if (o->opt_level >= 2) cp_mark_small(&cg);
-  if (getenv("HLOC_CPU_TIME")) {
+  if (cpu_knob(&cg, CPU_KNOB_TIME)) {
     int nk2 = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk2 += LLVMCountBasicBlocks(f) > 0;
     fprintf(stderr, "hloc cpu: %d tasks, %d functions, %d after sharing (%.3f s); IR built in %.3f s\n",

@@ -59,16 +59,10 @@
  * the GEMM's micro-kernel it had hoisted B loads of unrolled steps over the FMAs, at the
  * price of spills (gemm/micro_fma.c's gm_direct_kloops).
  *
- * Environment knobs (experiments; none changes the generated interface): HLOC_CPU_PIPELINE
- * replaces the LLVM pass pipeline of everything but the GEMM function and the small kernels,
- * HLOC_CPU_SMALL_PIPELINE that of the small kernels; HLOC_CPU_DUMP_IR=PATH
- * writes the IR before optimization; HLOC_CPU_SPLIT=0 forces the serial path, =1 the split
- * one (any object of two or more kernel functions); HLOC_CPU_PARTS=K sets the number of parts,
- * HLOC_CPU_THREADS=N the CPUs assumed; HLOC_CPU_MISCHED=1 keeps the machine scheduler,
- * HLOC_CPU_LSR=1 loop strength
- * reduction; HLOC_CPU_LLVM_ARGS passes options to LLVM (-time-passes, ...); HLOC_CPU_TIME
- * prints the phase times (wall, and each thread's CPU time); HLOC_CPU_FNTIME times each function
- * compiled alone (ce_time_functions). */
+ * Knobs (cpu_knobs.def): SPLIT forces the serial (0) or the split (1) path, PARTS the number
+ * of parts, THREADS the CPUs assumed; LLVM_ARGS passes options to LLVM, TIME prints the phase
+ * times (wall, and each thread's CPU time), FNTIME times each function compiled alone
+ * (ce_time_functions). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "cpu_impl.h"
 
@@ -222,28 +216,16 @@ static void ce_set_codegen_options(bool disable_lsr, bool disable_misched) {
   LLVMParseCommandLineOptions(3, argv, NULL);
 }
 
-/* HLOC_CPU_LLVM_ARGS: LLVM command line options for experiments (-time-passes, ...), given to
+/* The LLVM_ARGS knob: LLVM command line options for diagnostics (-time-passes, ...), given to
  * LLVM once per process. */
-static void ce_llvm_args(void) {
+static void ce_llvm_args(const char *e) {
   static char *buf; /* kept: LLVM may keep pointers into the arguments */
-  const char *e = getenv("HLOC_CPU_LLVM_ARGS");
   if (buf || !e || !*e) return;
   buf = ce_strdup(e, strlen(e));
   const char *argv[64] = {"hloc"};
   int argc = 1;
   for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " ")) argv[argc++] = t;
   LLVMParseCommandLineOptions(argc, argv, NULL);
-}
-
-/* Whether experiment knob name (HLOC_CPU_LSR, HLOC_CPU_MISCHED) is 1. */
-static bool ce_knob_on(const char *name) {
-  const char *v = getenv(name);
-  return v && *v == '1';
-}
-
-bool cpu_codegen_experiment(void) {
-  const char *args = getenv("HLOC_CPU_LLVM_ARGS");
-  return ce_knob_on("HLOC_CPU_LSR") || ce_knob_on("HLOC_CPU_MISCHED") || (args && *args);
 }
 
 /* ------------------------------------------------------------------ pipelines */
@@ -567,10 +549,10 @@ static void *ce_pool_thread(void *arg) {
   return NULL;
 }
 
-/* CPUs this process may run on (its affinity mask: taskset limits it; HLOC_CPU_THREADS=N
+/* CPUs this process may run on (its affinity mask: taskset limits it; the THREADS knob
  * overrides). */
-static int ce_cpus(void) {
-  const char *force = getenv("HLOC_CPU_THREADS"); /* tests and experiments */
+static int ce_cpus(const CpuCg *cg) {
+  const char *force = cpu_knob(cg, CPU_KNOB_THREADS);
   if (force && atoi(force) > 0) return atoi(force);
 #ifdef __linux__
   cpu_set_t set;
@@ -581,8 +563,8 @@ static int ce_cpus(void) {
 }
 
 /* Kernel functions of M and their weights; decides the partition. false: stay serial. */
-static bool ce_plan_split(LLVMModuleRef M, CeSplit *sp) {
-  const char *force = getenv("HLOC_CPU_SPLIT");
+static bool ce_plan_split(const CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
+  const char *force = cpu_knob(cg, CPU_KNOB_SPLIT);
   if (force && *force == '0') return false;
   int nf = 0, total = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) nf++;
@@ -609,7 +591,7 @@ static bool ce_plan_split(LLVMModuleRef M, CeSplit *sp) {
     /* the number of parts depends on the module only (the object is the same on any
        machine); how many run at once depends on the CPUs */
     int k = total / CE_PART_WEIGHT / 2 * 2; /* even: two CPUs finish together */
-    const char *want = getenv("HLOC_CPU_PARTS"); /* experiments */
+    const char *want = cpu_knob(cg, CPU_KNOB_PARTS);
     if (want && atoi(want) > 0) k = atoi(want);
     k = k < 2 ? 2 : k > CE_MAX_PARTS ? CE_MAX_PARTS : k;
     if (k > n) k = n;
@@ -737,7 +719,7 @@ static bool ce_join_tail(CpuCg *cg, char **obj, size_t *n) {
 /* The split path (see the top of the file). */
 static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, size_t *outlen) {
   HErr *err = cg->err;
-  bool timing = getenv("HLOC_CPU_TIME") != NULL;
+  bool timing = cpu_knob(cg, CPU_KNOB_TIME) != NULL;
   bool ok = false;
   double t0 = ce_now();
   /* The GEMM's functions specialized on the arguments that are the same constant at every
@@ -774,7 +756,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   double t_bc = ce_now() - t0;
   /* threads: a thread of its own for every other part when there are CPUs for all;
      otherwise one per CPU, this thread sharing the other parts after part 0 */
-  int cpus = ce_cpus();
+  int cpus = ce_cpus(cg);
   bool shares = cpus < sp->nparts;
   pl->nthreads = shares ? cpus : sp->nparts - 1;
   atomic_init(&pl->next, 1);
@@ -962,28 +944,24 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   if (msg) LLVMDisposeMessage(msg), msg = NULL;
   char pipeline[32];
   snprintf(pipeline, sizeof pipeline, "default<O%d>", s.lvl);
-  const char *dump = getenv("HLOC_CPU_DUMP_IR"); /* experiments: the IR before optimization */
-  if (dump && *dump) LLVMPrintModuleToFile(cg->M, dump, NULL);
-  const char *custom = getenv("HLOC_CPU_PIPELINE"); /* experiments: another pass pipeline */
   /* at -O2 the kernels get default<O2>'s function passes without its interprocedural ones
      (CE_KERNEL_O2), the run functions default<O2> */
-  s.pipeline = custom && *custom ? custom : s.lvl == 2 ? CE_KERNEL_O2 : pipeline;
-  s.run_pipeline = s.lvl == 2 && !(custom && *custom) ? "default<O2>" : NULL;
+  s.pipeline = s.lvl == 2 ? CE_KERNEL_O2 : pipeline;
+  s.run_pipeline = s.lvl == 2 ? "default<O2>" : NULL;
   /* the GEMM's own pipeline: scalar replacement, cleanup, loop-invariant hoisting */
   s.gemm_pipeline = s.lvl >= 1
       ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
         "instcombine<no-verify-fixpoint>,simplifycfg)"
       : NULL;
-  /* small kernels (-O2 and up): that cleanup, scalar (HLOC_CPU_SMALL_PIPELINE replaces it) */
-  const char *small = getenv("HLOC_CPU_SMALL_PIPELINE");
-  s.small_pipeline = s.lvl >= 2 ? (small && *small ? small : s.gemm_pipeline) : NULL;
+  /* small kernels (-O2 and up): that cleanup, scalar */
+  s.small_pipeline = s.lvl >= 2 ? s.gemm_pipeline : NULL;
   pthread_mutex_lock(&ce_cl_lock);
   locked = true;
-  ce_set_codegen_options(!ce_knob_on("HLOC_CPU_LSR"), !ce_knob_on("HLOC_CPU_MISCHED")); /* experiments: 1 keeps them */
-  ce_llvm_args();
-  if (getenv("HLOC_CPU_FNTIME")) ce_time_functions(cg, &s);
-  bool timing = getenv("HLOC_CPU_TIME") != NULL;
-  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) && ce_plan_split(cg->M, &sp)) {
+  ce_set_codegen_options(true, true);
+  ce_llvm_args(cpu_knob(cg, CPU_KNOB_LLVM_ARGS));
+  if (cpu_knob(cg, CPU_KNOB_FNTIME)) ce_time_functions(cg, &s);
+  bool timing = cpu_knob(cg, CPU_KNOB_TIME) != NULL;
+  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) && ce_plan_split(cg, cg->M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }

@@ -485,9 +485,14 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
  * code-generated on two threads and joined into one object. cg->M is consumed (left in an
  * unspecified state). false with a located error. */
 bool cpu_emit(CpuCg *cg, char **out, size_t *outlen);
-/* Whether an experiment knob changes code generation (HLOC_CPU_LSR=1, HLOC_CPU_MISCHED=1,
- * HLOC_CPU_LLVM_ARGS): the prebuilt library, compiled without it, would not match. */
-bool cpu_codegen_experiment(void);
+
+/* ------------------------------------------------------------------ cpu_knobs.c */
+
+/* Knob k's text for this compilation (NULL: unset, the default). */
+const char *cpu_knob(const CpuCg *cg, CpuKnob k);
+const char *cpu_knob_of(const CpuOpts *o, CpuKnob k);
+/* Whether a knob that changes the generated code is set (then no prebuilt library). */
+bool cpu_knobs_tuned(const CpuOpts *o);
 
 /* ------------------------------------------------------------------ cpu_elf.c
  * (added with the two-thread emission) */

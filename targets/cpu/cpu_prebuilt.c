@@ -18,9 +18,8 @@
  * as before (the same generator, tuned for its own CPU and specialized on the module's calls):
  *   - an object at -O2 (the default): IR and assembly output show the module's own functions;
  *     -O0, -O1 and -O3 keep their own optimization and code generation levels;
- *   - an x86_64 Linux triple, and a GEMM configuration that is the level's default (none of
- *     the HLOC_CPU_GEMM_* experiments), no codegen experiments (cpu_codegen_experiment:
- *     HLOC_CPU_LLVM_ARGS, HLOC_CPU_MISCHED=1, HLOC_CPU_LSR=1), and not HLOC_CPU_PREBUILT=0;
+ *   - an x86_64 Linux triple, no knob that changes the generated code (cpu_knobs_tuned: the
+ *     library was compiled with none set), and not the PREBUILT knob at 0;
  *   - the target has the level's features: those the features string names (+f / -f, the
  *     last mention deciding: the host's string names them all), else those of the CPU name
  *     (a named --cpu without --features: cpu_x86_traits, gemm/gemm_config.c's table of CPU names).
@@ -52,9 +51,9 @@ static bool cpb_feature(const char *cpu, const char *feat, const char *f, bool v
 const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg) {
   const CpuOpts *o = cg->o;
   if (cg->lib || o->emit != CPU_EMIT_OBJ || o->opt_level != 2) return NULL;
-  if (cpu_codegen_experiment()) return NULL;
-  const char *env = getenv("HLOC_CPU_PREBUILT");
-  if (env && !strcmp(env, "0")) return NULL;
+  if (cpu_knobs_tuned(o)) return NULL; /* the library was compiled with every knob unset */
+  const char *pre = cpu_knob(cg, CPU_KNOB_PREBUILT);
+  if (pre && !strcmp(pre, "0")) return NULL;
   if (strncmp(cg->triple, "x86_64-", 7) || !strstr(cg->triple, "-linux")) return NULL;
   const char *isa = cpu_gemm_isa(cg);
   if (!isa) return NULL;

@@ -551,6 +551,6 @@ static void cp_share_round(CpuCg *cg, bool param) {
 void cpu_share_kernels(CpuCg *cg) {
   if (cg->ntasks < 2) return;
   cp_share_round(cg, false);
-  const char *e = getenv("HLOC_CPU_SHARE"); /* "exact": no merging up to constants (A/B) */
+  const char *e = cpu_knob(cg, CPU_KNOB_SHARE); /* "exact": no merging up to constants */
   if (cg->o->opt_level <= 2 && !(e && strcmp(e, "exact") == 0)) cp_share_round(cg, true);
 }

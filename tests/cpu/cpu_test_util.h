@@ -88,6 +88,11 @@ static inline HModule *ct_parse_named(const char *text, const char *file) {
 
 static inline HModule *ct_parse(const char *text) { return ct_parse_named(text, "<test>"); }
 
+/* The knobs (targets/cpu/cpu_knobs.def) of every compilation a test makes: each CpuOpts the
+ * tests build points here (Criterion runs each test in a process of its own). */
+static CpuKnobs ct_knobs;
+static inline void ct_knob(CpuKnob k, const char *v) { ct_knobs.v[k] = v; }
+
 /* What cpu_compile() writes for HLO text src with options o (its output path set here, in a
  * fresh folder): LLVM IR or assembly text, malloc'd. */
 static inline char *ct_cpu_text(const char *src, CpuOpts o) {
@@ -178,7 +183,7 @@ static inline bool ct_compile_ex(HModule *m, const char *dir, const char *name, 
   char obj[512], hdr[512];
   snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
   snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
-  CpuOpts o = {0};
+  CpuOpts o = {.knobs = &ct_knobs};
   o.name = name;
   o.out_path = obj;
   o.header_path = hdr;
@@ -195,7 +200,7 @@ static inline bool ct_compile(HModule *m, const char *dir, const char *name, int
 
 /* The LLVM IR cpu_compile() emits for HLO text src at opt_level (the caller frees it). */
 static inline char *ct_llvm_ir(const char *src, const char *name, int opt_level) {
-  return ct_cpu_text(src, (CpuOpts){.name = name, .opt_level = opt_level, .emit = CPU_EMIT_LLVM});
+  return ct_cpu_text(src, (CpuOpts){.knobs = &ct_knobs, .name = name, .opt_level = opt_level, .emit = CPU_EMIT_LLVM});
 }
 
 /* Compile text (after the optimizer when optimize) with every kernel split into chunks down

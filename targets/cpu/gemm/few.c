@@ -47,7 +47,7 @@ static int gm_small_n(const GmCfg *c, int64_t M) {
 /* Whether the product takes the few-rows kernel: its streaming form (B's columns contiguous)
  * or its dot form (B's rows and A's rows contiguous, K at least a vector). */
 bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
-  if (p->conv || p->K < 1 || getenv("HLOC_CPU_GEMM_NO_SMALL")) return false;
+  if (p->conv || p->K < 1) return false;
   if (p->bcs == 1) return gm_small_v(c, p->M) >= 2;
   return p->brs == 1 && p->acs == 1 && p->K >= c->vw && gm_small_n(c, p->M) >= 2;
 }
@@ -270,8 +270,7 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
 #define GM_FEW_BT (64 * 1024)
 
 bool gm_few_n_fits(const GmCfg *c, const GmProb *p) {
-  if (p->conv || p->nloop || p->acs != 1 || p->K < 4 * c->vw || p->N > 16 || p->N >= c->nr || p->M < 2 * c->mr ||
-      getenv("HLOC_CPU_GEMM_NO_SMALL"))
+  if (p->conv || p->nloop || p->acs != 1 || p->K < 4 * c->vw || p->N > 16 || p->N >= c->nr || p->M < 2 * c->mr)
     return false;
   return p->brs == 1 || p->N * p->K <= GM_FEW_BT;
 }
@@ -286,7 +285,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   int64_t groups = (p->M + R - 1) / R;
   int64_t nchunks = want <= 1 ? 1 : groups < want ? groups : want;
   /* B's columns along K: B itself, B transposed at compile time (a constant), or a copy */
-  const float *bsrc = p->brs != 1 ? gm_view_const(&p->b) : NULL;
+  const float *bsrc = p->brs != 1 ? gm_view_const(c, &p->b) : NULL;
   LLVMValueRef bconst = NULL;
   if (bsrc) {
     float *t = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(p->N * p->K));

@@ -57,9 +57,9 @@ int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
 const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma},    /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0},    /* others */
 };
 
 /* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
@@ -86,9 +86,9 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
   for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
     if (!strncmp(cpu, amd[i], strlen(amd[i]))) c.stream = false;
-  const char *stream = getenv("HLOC_CPU_STREAM_STORES"); /* tests and experiments: 0 or 1 */
+  const char *stream = cpu_knob(cg, CPU_KNOB_STREAM_STORES);
   if (stream && (*stream == '0' || *stream == '1')) c.stream = *stream == '1';
-  const char *tile = getenv("HLOC_CPU_GEMM_TILE"); /* experiments: "MR,NR" (NR = VW, 2 VW or 4 VW) */
+  const char *tile = cpu_knob(cg, CPU_KNOB_GEMM_TILE); /* "MR,NR" (NR = VW, 2 VW or 4 VW) */
   int mr, nr;
   if (tile && sscanf(tile, "%d,%d", &mr, &nr) == 2 && mr >= 1 && mr <= 16 &&
       (nr == c.vw || nr == 2 * c.vw || nr == 4 * c.vw)) {
@@ -98,21 +98,24 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
     c.nc = gm_roundup(c.nc, nr);
   }
   if (cg->o->direct_conv) c.wino = 0;
-  const char *wino = getenv("HLOC_CPU_WINOGRAD"); /* tests, experiments: 0, 1 or tiles per slice */
+  const char *wino = cpu_knob(cg, CPU_KNOB_WINOGRAD); /* 0, 1 or tiles per slice */
   if (wino && *wino) c.wino = atoi(wino) < 0 ? 0 : atoi(wino);
-  const char *direct = getenv("HLOC_CPU_GEMM_DIRECT"); /* experiments: 0 packs every panel */
+  const char *direct = cpu_knob(cg, CPU_KNOB_GEMM_DIRECT); /* 0 packs every panel */
   if (direct && !strcmp(direct, "0")) c.direct = false;
-  const char *tune = getenv("HLOC_CPU_GEMM_BLOCKS"); /* experiments: "MC,KC,NC" */
+  const char *tune = cpu_knob(cg, CPU_KNOB_GEMM_BLOCKS); /* "MC,KC,NC" */
   long long mc, kc, nc;
   if (tune && sscanf(tune, "%lld,%lld,%lld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
     c.mc = gm_roundup(mc, c.mr);
     c.kc = kc;
     c.nc = gm_roundup(nc, c.nr);
   }
-  const char *order = getenv("HLOC_CPU_GEMM_ORDER"); /* experiments: 0 or 1 (GmCfg.order) */
+  const char *order = cpu_knob(cg, CPU_KNOB_GEMM_ORDER); /* 0 or 1 (GmCfg.order) */
   if (order && (*order == '0' || *order == '1')) c.order = *order == '1';
-  const char *pfb = getenv("HLOC_CPU_GEMM_PREFETCH"); /* experiments: 0 or 1 (GmCfg.pfb) */
+  const char *pfb = cpu_knob(cg, CPU_KNOB_GEMM_PREFETCH); /* 0 or 1 (GmCfg.pfb) */
   if (pfb && (*pfb == '0' || *pfb == '1')) c.pfb = *pfb == '1';
+  c.const_pack = !cpu_knob(cg, CPU_KNOB_GEMM_NO_CONST_PACK);
+  const char *chunks = cpu_knob(cg, CPU_KNOB_GEMM_CHUNKS);
+  c.chunks = chunks && atoi(chunks) > 0 ? atoi(chunks) : 0;
   return c;
 }
 

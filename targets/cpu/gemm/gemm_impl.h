@@ -60,6 +60,8 @@ typedef struct GmCfg {
   bool pfb;    /* B given packed (GP_BPRE): the micro-kernel calls prefetch the next block into
                   L2 while this one is used (gm_next_lines) */
   const struct GmMicro *micro; /* the micro-kernel family that emits the tiles (micro_*.c) */
+  bool const_pack; /* a constant B is packed at compile time (knob GEMM_NO_CONST_PACK clears it) */
+  int chunks;      /* chunks of a split product (knob GEMM_CHUNKS); 0: 4 or 8 by its work */
 } GmCfg;
 
 /* The GEMM's functions of a module: the packing steps (GmStep) and Winograd's transforms
@@ -363,7 +365,7 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl);
  * run was given them (else other), and whether B is read packed in this run. */
 void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t nblk,
                int64_t nnb, int64_t kstep, float *dst);
-const float *gm_view_const(const GmView *v);
+const float *gm_view_const(const GmCfg *c, const GmView *v);
 LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
 int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb);

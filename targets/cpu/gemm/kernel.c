@@ -303,7 +303,7 @@ static bool gm_stage_operands(CpuCg *cg, HInstr *in, GmProb *p) {
 }
 
 int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
-  if (getenv("HLOC_CPU_NO_GEMM")) return 0;
+  if (cpu_knob(cg, CPU_KNOB_NO_GEMM)) return 0;
   GmPlan pl;
   if (!gm_plan(cg, in, hero, &pl)) return 0;
   if (!gm_stage_operands(cg, in, &pl.p)) return -1;

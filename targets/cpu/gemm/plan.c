@@ -42,9 +42,8 @@ static void gm_plan_chunks(CpuCg *cg, GmPlan *pl) {
   double flops = 2.0 * (double)nb * (double)p->M * (double)p->N * (double)p->K;
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   int64_t want = flops / 64.0 < (double)min ? 1 : flops < 2.5e8 ? 4 : 8;
-  const char *tune = getenv("HLOC_CPU_GEMM_CHUNKS"); /* experiments: chunks of a split product */
-  bool tuned = want > 1 && tune && atoi(tune) > 0;
-  if (tuned) want = atoi(tune);
+  bool tuned = want > 1 && c->chunks > 0;
+  if (tuned) want = c->chunks;
   int64_t mblk = p->M, nblk = p->N;
   if (nblk > c->nc) nblk = c->nc;
   if (!p->conv && p->N > c->nc) {
@@ -97,8 +96,7 @@ static void gm_plan_alt(CpuCg *cg, GmPlan *pl) {
     pl->mblk1 = gm_roundup((pl->mblk1 + 1) / 2, c->mr);
   pl->nmb1 = (p->M + pl->mblk1 - 1) / pl->mblk1;
   pl->alt = !p->conv && pl->nb == 1 && !pl->red && pl->nchunks > 1 && pl->nblk < pl->nblk0 && pl->nmb == 1 &&
-            pl->nnb0 * pl->nmb1 == pl->items && p->N > c->nc && (gm_view_const(&p->b) || gm_pack_param(cg, p) >= 0) &&
-            !getenv("HLOC_CPU_GEMM_NO_PREPACK") && !getenv("HLOC_CPU_GEMM_NO_ALT");
+            pl->nnb0 * pl->nmb1 == pl->items && p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
   pl->lnblk = pl->alt ? pl->nblk0 : pl->nblk;
   pl->lnnb = pl->alt ? pl->nnb0 : pl->nnb;
 }
@@ -136,9 +134,9 @@ static void gm_plan_blocked(GmPlan *pl) {
   pl->kstep = gm_kstep(c, p->K);
   pl->nkb = p->K < 1 ? 1 : (p->K + pl->kstep - 1) / pl->kstep;
   /* (gm_const_packed_b packs exactly such a B) */
-  pl->bconst = !p->conv && pl->nb == 1 && gm_view_const(&p->b) && p->K >= 1 && p->N >= 1;
+  pl->bconst = !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1;
   pl->pre = 0;
-  if (!p->conv && pl->nb == 1 && pl->nchunks > 1 && !getenv("HLOC_CPU_GEMM_NO_PREPACK"))
+  if (!p->conv && pl->nb == 1 && pl->nchunks > 1)
     pl->pre = !pl->bconst ? (pl->nmb > 1 ? 1 : pl->nnb > 1 ? 2 : 0) : (pl->nmb == 1 && pl->nnb > 1 ? 2 : 0);
   pl->pre_off = pl->stage_bytes + pl->pack * pl->nchunks;
   int64_t pre_bytes = 0, Kp = p->K < 1 ? 1 : p->K;

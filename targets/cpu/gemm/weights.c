@@ -29,9 +29,9 @@ void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t
 
 /* The floats of view v when it reads a constant literal in place (frozen weights: what the
  * dots' constant B and Winograd's constant taps are made from at compile time), else NULL. */
-const float *gm_view_const(const GmView *v) {
+const float *gm_view_const(const GmCfg *c, const GmView *v) {
   if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal || v->base->shape.dt != DT_F32 ||
-      getenv("HLOC_CPU_GEMM_NO_CONST_PACK"))
+      !c->const_pack)
     return NULL;
   return (const float *)v->base->literal->data + v->off;
 }
@@ -45,7 +45,7 @@ const float *gm_view_const(const GmView *v) {
  * constant literal read in place. */
 LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb,
                                       int64_t kstep) {
-  const float *src = gm_view_const(&p->b);
+  const float *src = gm_view_const(c, &p->b);
   if (!src || p->K < 1 || p->N < 1) return NULL;
   int64_t K = p->K, N = p->N, NR = c->nr;
   int64_t total = (nnb > 1 ? nnb * nblk : gm_roundup(N, NR)) * K;
@@ -66,8 +66,7 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64
 int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   const GmView *v = &p->b;
   if ((p->conv && !p->wino) || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
-      v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1 ||
-      getenv("HLOC_CPU_NO_PACKED_WEIGHTS"))
+      v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1)
     return -1;
   int64_t boff = 0;
   const MemBuf *mb = &cg->plan.bufs[memplan_base(&cg->plan, v->base->idx, &boff)];

@@ -289,7 +289,7 @@ void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LL
  * beforehand, xi * CI * roundup(CO, NR) apart, in read-only data; NULL when the taps are not a
  * constant. */
 static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *p) {
-  const float *w = gm_view_const(&p->b);
+  const float *w = gm_view_const(c, &p->b);
   if (!w) return NULL;
   int64_t CI = p->geo[GC_CI], CO = p->N, ublk = CI * gm_roundup(CO, c->nr);
   float *raw = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * CI * CO));
