@@ -1397,13 +1397,15 @@ static bool ck_view(const Shape *os, const DotSide *s, int j, int p, GemmOperand
   return g->ld <= INT32_MAX;
 }
 
-/* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs) into temp at *used. */
+/* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs; [B, F, K] for s8, see
+ * ck_int8_ok) into temp at *used. */
 static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s, int64_t *used,
                      GemmOperand *g) {
   CpuCg *cg = &cc->cg;
   DType at = dot->ops[j]->shape.dt;
-  *g = (GemmOperand){false, {CU_TEMP, 0, cg->plan.temp_bytes + *used}, 0, j ? s->F : s->K, s->F * s->K, 0};
-  int64_t dims[3] = {s->B, j ? s->K : s->F, j ? s->F : s->K};
+  bool kf = j == 1 && at != DT_S8; /* staged K-major: [B, K, F] */
+  *g = (GemmOperand){false, {CU_TEMP, 0, cg->plan.temp_bytes + *used}, kf ? 0 : j, kf ? s->F : s->K, s->F * s->K, 0};
+  int64_t dims[3] = {s->B, kf ? s->K : s->F, kf ? s->F : s->K};
   Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
   *cs = hlo_shape_array(at, 3, dims);
   *used += memplan_align(s->B * s->F * s->K * (int64_t)hlo_dtype_size(at));
@@ -1411,7 +1413,7 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   LLVMValueRef dst;
   CpuKern *k = ck_begin(cc, in, "stage", 1, &g->ptr, &dst, &st);
   ck_bind_fusion(k, in);
-  StageCtx c = {dot->ops[j], s, j == 1, dst, cs};
+  StageCtx c = {dot->ops[j], s, kf, dst, cs};
   if (ck_stage_transposes(&c) && cs->dims[1] > 1 && cs->dims[2] > 1) {
     st->what = "stage-tiled";
     if (!ck_stage_tiled(k, st, &c)) k->failed = true;
@@ -1421,11 +1423,13 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   return ck_end(k);
 }
 
-/* s8 operands: cuBLAS's integer GEMMs want leading dimensions, batch strides and addresses in
- * multiples of 4 bytes (staged copies have them: ck_gemm_ok asks K and F to be multiples of 4). */
-static bool ck_int8_ok(const HInstr *dot, const GemmOperand *g) {
+/* s8 operands: cuBLAS's integer GEMMs take only K-contiguous operands (column-major op(A) = T,
+ * op(B) = N: the lhs [F, K] and the rhs [F, K] row by row) and want leading dimensions, batch
+ * strides and addresses in multiples of 4 bytes (staged copies have them: ck_gemm_ok asks K and
+ * F to be multiples of 4, ck_stage stages an s8 rhs as [B, F, K]). */
+static bool ck_int8_ok(const HInstr *dot, int j, const GemmOperand *g) {
   if (dot->ops[0]->shape.dt != DT_S8) return true;
-  return g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 && g->ptr.offset % 4 == 0;
+  return g->form == j && g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 && g->ptr.offset % 4 == 0;
 }
 
 /* Where the batch dims are cut (see ck_view) so that most operands are read in place, then
@@ -1443,7 +1447,7 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
       /* across several calls only untransposed views: cuBLAS's kernels for a transposed
        * strided operand of few rows read it slower than a staging copy does */
       if (d && ck_view(&dot->ops[j]->shape, &side[j], j, p, &t[j]) && (p == 0 || t[j].form == 0) &&
-          cuda_ptr_of(cc, d, &t[j].ptr) && ck_int8_ok(dot, &t[j]))
+          cuda_ptr_of(cc, d, &t[j].ptr) && ck_int8_ok(dot, j, &t[j]))
         t[j].direct = true, direct++;
     }
     if (calls > 64 && p > 0) continue; /* host calls cost more than a staging copy */
