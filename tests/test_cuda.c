@@ -487,6 +487,19 @@ Test(cuda_ptx, weight_gradients_through_backward_filter) {
     }
 }
 
+/* s8 x s8 -> s32 dots on the integer tensor cores, every call TN (both operands K-contiguous;
+ * run on a GPU against the interpreter by tools/cuda_device_test.sh); f16 dots likewise. */
+Test(cuda_ptx, integer_and_f16_dots_through_cublas) {
+  char *js = tu_case_manifest("dot_s8", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_8I\", \"type_c\": \"CUDA_R_32I\", \"compute\": \"CUBLAS_COMPUTE_32I\", "
+                            "\"transa\": \"T\", \"transb\": \"N\""), 3, "%s", js);
+  free(js);
+  js = tu_case_manifest("dot_f16", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16F\", \"type_c\": \"CUDA_R_16F\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16F\", \"type_c\": \"CUDA_R_32F\""), 1, "%s", js);
+  free(js);
+}
+
 /* Variadic scatter: one copy step writing both operands, one single-thread scatter step
  * updating both outputs (run on a GPU by tools/cuda_device_test.sh against the interpreter). */
 Test(cuda_ptx, variadic_scatter_steps) {
