@@ -71,7 +71,7 @@ typedef enum DKind {
   DK_PRED,  /* boolean stored as one byte, 0 or 1 */
   DK_SINT,  /* two's complement signed integer */
   DK_UINT,  /* unsigned integer */
-  DK_FLOAT, /* IEEE binary float (f16, f32, f64) or bfloat16 */
+  DK_FLOAT, /* IEEE binary float (f16, f32, f64), bfloat16, or fp8 (f8e4m3fn, f8e5m2) */
   DK_OTHER, /* token, tuple: no element data */
 } DKind;
 
@@ -86,7 +86,9 @@ typedef enum DType {
 const char *hlo_dtype_name(DType t);
 size_t hlo_dtype_size(DType t);
 /* The binary format of float type t (f16, bf16, f32, f64): total, exponent and mantissa bits;
- * false for other types. */
+ * false for other types, the fp8 ones included (f8e4m3fn's special values are not IEEE's,
+ * and targets hold fp8 values as f32, so bit-level ops such as reduce-precision do not
+ * apply to them as they are). */
 bool hlo_float_format(DType t, int *nbits, int *exp, int *man);
 DKind hlo_dtype_kind(DType t);
 int hlo_dtype_proto(DType t);                      /* xla.PrimitiveType value */
@@ -94,6 +96,8 @@ DType hlo_dtype_from_proto(int v);                 /* DT_INVALID when unsupporte
 DType hlo_dtype_from_name(const char *s, size_t n); /* DT_INVALID when unknown */
 const char *hlo_proto_type_name(int v); /* any PrimitiveType's text name, for messages */
 static inline bool hlo_dtype_is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
+/* f8e4m3fn or f8e5m2: stored as one byte, computed through f32 (targets keep them in f32). */
+static inline bool hlo_dtype_is_fp8(DType t) { return t == DT_F8E4M3FN || t == DT_F8E5M2; }
 static inline bool hlo_dtype_is_int(DType t) {
   return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT;
 }
@@ -190,7 +194,8 @@ int64_t hlo_literal_get_i64(const Literal *l, int64_t i);
 void hlo_literal_set_f64(Literal *l, int64_t i, double v);
 void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
 /* Take l's elements as bit patterns of `want` when l holds unsigned integers of its size (a
- * bf16 or f16 array read from .npy as '<u2'); true when l now has type want. */
+ * bf16 or f16 array read from .npy as '<u2', an fp8 one as '|u1' or '|V1'); true when l now
+ * has type want. */
 bool hlo_literal_bits_as(Literal *l, DType want);
 /* Largest |element| of an array literal (0 for an empty one; NaNs ignored). */
 double hlo_literal_max_abs(const Literal *l);
@@ -199,6 +204,16 @@ float hlo_f16_to_f32(uint16_t h);
 uint16_t hlo_f32_to_f16(float f);
 float hlo_bf16_to_f32(uint16_t h);
 uint16_t hlo_f32_to_bf16(float f); /* round to nearest even, NaN preserved */
+/* Scalar conversions for the fp8 types (literal.c says the rules): to f32 exact; from f32 or
+ * f64 round to nearest even, subnormals kept, overflow past the largest finite value to NaN
+ * (f8e4m3fn, which has no infinity) or infinity (f8e5m2), a NaN to a NaN of its sign (f8e5m2
+ * keeping the top mantissa bits), so each of the 256 codes comes back through f32. */
+float hlo_f8e4m3fn_to_f32(uint8_t c);
+float hlo_f8e5m2_to_f32(uint8_t c);
+uint8_t hlo_f32_to_f8e4m3fn(float f);
+uint8_t hlo_f32_to_f8e5m2(float f);
+uint8_t hlo_f64_to_f8e4m3fn(double d);
+uint8_t hlo_f64_to_f8e5m2(double d);
 /* Load element i of raw data of type t as double / int64; store likewise. */
 double hlo_load_f64(DType t, const void *data, int64_t i);
 int64_t hlo_load_i64(DType t, const void *data, int64_t i);

@@ -17,7 +17,9 @@
  * accumulates in double (floats) or int64 (integers); any other reducer, sort comparators and
  * map bodies are evaluated per element in a scratch arena that is recycled, so memory stays
  * bounded however many elements there are. dot packs both operands into double (or int64)
- * matrices [batch][M][K] and [batch][K][N] and multiplies in i-k-j order. while loops
+ * matrices [batch][M][K] and [batch][K][N] and multiplies in i-k-j order (accumulating in
+ * f32 when an operand or the result is fp8; fp8 values are otherwise computed through double
+ * like bf16's, rounded once per instruction by hlo_store_f64). while loops
  * evaluate each iteration in a fresh arena and free the previous one once the new loop
  * state has been copied out.
  *
@@ -1329,9 +1331,21 @@ static Literal *eval_dot(IState *st, const HInstr *in, Literal *x, Literal *y, H
   int64_t on = B * M * N;
   void *acc = calloc((size_t)(on ? on : 1), 8);
   HLO_ASSERT(acc);
+  /* fp8 operands (or result) accumulate in f32, as the targets do: each product and sum
+     rounded to f32 (a double operation on floats rounded to float is the float operation) */
+  bool f32acc = fl && os->dt != DT_F64 &&
+                (hlo_dtype_is_fp8(os->dt) || hlo_dtype_is_fp8(xs->dt) || hlo_dtype_is_fp8(ys->dt));
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++) {
-      if (fl) {
+      if (f32acc) {
+        double *o = (double *)acc + (b * M + i) * N;
+        const double *l = (const double *)L + (b * M + i) * K;
+        for (int64_t k = 0; k < K; k++) {
+          double lv = l[k];
+          const double *rr = (const double *)R + (b * K + k) * N;
+          for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] + (double)(float)(lv * rr[j]));
+        }
+      } else if (fl) {
         double *o = (double *)acc + (b * M + i) * N;
         const double *l = (const double *)L + (b * M + i) * K;
         for (int64_t k = 0; k < K; k++) {

@@ -89,6 +89,93 @@ uint16_t hlo_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+/* The two fp8 formats, one routine each way parameterized by the format: exponent bits e,
+ * mantissa bits m, bias 2^(e-1) - 1, and whether it is IEEE-like (f8e5m2: an all-ones
+ * exponent is infinity or NaN) or "fn" (f8e4m3fn: no infinities, the all-ones exponent holds
+ * normal values but for S.1111.111, the only NaN).
+ *
+ * From double (every f16, bf16 and f32 value is one exactly, so rounding from it is the
+ * correct rounding from those too): round to nearest even at the quantum of the value's
+ * binade (or the subnormals' quantum below the smallest normal), by nearbyint on the value
+ * scaled to an integer number of quanta, which is exact. A result above the largest finite
+ * value overflows: to infinity for f8e5m2 (IEEE), to NaN for f8e4m3fn, which has no infinity.
+ * That is ml_dtypes' rule (its non-saturating ConvertImpl, which XLA's interpreter uses) and
+ * XLA's compiled convert's: xla/codegen/intrinsic/fptrunc.cc, EmitFxxToF8E, says "For fn/fnuz
+ * formats, overflow and input Inf/NaN become NaN" and "For standard formats, overflow
+ * becomes infinity". So 464 (halfway between 448 and the missing 480) rounds to even, 448,
+ * and anything above it is NaN in f8e4m3fn; f8e5m2 rounds 61440 (halfway past its 57344) to
+ * infinity. Infinity is NaN in f8e4m3fn, infinity in f8e5m2.
+ *
+ * NaNs: f8e4m3fn has one per sign. An f8e5m2 NaN keeps the top two bits of the source's
+ * mantissa (a quiet NaN, 0x7fc00000, gives S.11111.10, the canonical one XLA and ml_dtypes
+ * always produce) and is made quiet when they are zero; to f32 its two bits go back to the
+ * top of the mantissa (as f16 -> f32 does). So every one of the 256 codes of each type comes
+ * back unchanged through f32, and targets, which hold fp8 values as f32 (targets/cpu), move
+ * them bit-exactly; XLA differs only for NaNs whose second mantissa bit is set. */
+static uint8_t f8_nan(int m, bool ieee, uint8_t sign, unsigned top /* source mantissa's top m bits */) {
+  if (!ieee) return sign | 0x7f;
+  unsigned man = top & ((1u << m) - 1);
+  return sign | (uint8_t)(((1u << (7 - m)) - 1) << m) | (uint8_t)(man ? man : 1u << (m - 1));
+}
+
+static uint8_t f8_from_f64(double d, int e, int m, bool ieee) {
+  uint8_t sign = signbit(d) ? 0x80 : 0;
+  if (isnan(d)) {
+    uint64_t bits;
+    memcpy(&bits, &d, 8);
+    return f8_nan(m, ieee, sign, (unsigned)(bits >> (52 - m)));
+  }
+  uint8_t inf = (uint8_t)(((1u << e) - 1) << m), ovf = ieee ? inf : f8_nan(m, ieee, 0, 0);
+  double a = fabs(d);
+  int bias = (1 << (e - 1)) - 1, emin = 1 - bias;
+  /* the largest finite value: all-ones exponent less one (IEEE), or all ones but the NaN */
+  int emax = ieee ? (1 << e) - 2 - bias : (1 << e) - 1 - bias;
+  double maxf = ldexp(ieee ? 2.0 - ldexp(1.0, -m) : 2.0 - ldexp(1.0, 1 - m), emax);
+  if (isinf(a)) return sign | ovf;
+  if (a == 0) return sign;
+  int be = ilogb(a);
+  if (be < emin) be = emin;
+  double q = ldexp(1.0, be - m);      /* the quantum at a */
+  double r = nearbyint(a / q) * q;    /* round to nearest even; a / q and the product exact */
+  if (r > maxf) return sign | ovf;
+  if (r < ldexp(1.0, emin)) return sign | (uint8_t)(r / ldexp(1.0, emin - m)); /* subnormal */
+  int re = ilogb(r);
+  uint8_t man = (uint8_t)((r / ldexp(1.0, re) - 1.0) * (double)(1 << m));
+  return sign | (uint8_t)((re + bias) << m) | man;
+}
+
+/* From float: as from double, but a NaN's bits taken from the float itself (converting a
+ * signalling NaN to double would set its quiet bit). */
+static uint8_t f8_from_f32(float f, int e, int m, bool ieee) {
+  if (!isnan(f)) return f8_from_f64(f, e, m, ieee);
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return f8_nan(m, ieee, bits >> 31 ? 0x80 : 0, bits >> (23 - m));
+}
+
+static float f8_to_f32(uint8_t c, int e, int m, bool ieee) {
+  int bias = (1 << (e - 1)) - 1;
+  unsigned ex = (c & 0x7f) >> m, man = c & ((1u << m) - 1), expall = (1u << e) - 1;
+  bool neg = c & 0x80;
+  if (ieee && ex == expall) {
+    /* infinity, or a NaN with its mantissa at the top of f32's */
+    uint32_t bits = (neg ? 0x80000000u : 0) | 0x7f800000u | (man << (23 - m));
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  if (!ieee && ex == expall && man == (1u << m) - 1) return neg ? -NAN : NAN;
+  double v = ex == 0 ? ldexp((double)man, 1 - bias - m) : ldexp(1.0 + ldexp((double)man, -m), (int)ex - bias);
+  return (float)(neg ? -v : v);
+}
+
+float hlo_f8e4m3fn_to_f32(uint8_t c) { return f8_to_f32(c, 4, 3, false); }
+float hlo_f8e5m2_to_f32(uint8_t c) { return f8_to_f32(c, 5, 2, true); }
+uint8_t hlo_f32_to_f8e4m3fn(float f) { return f8_from_f32(f, 4, 3, false); }
+uint8_t hlo_f32_to_f8e5m2(float f) { return f8_from_f32(f, 5, 2, true); }
+uint8_t hlo_f64_to_f8e4m3fn(double d) { return f8_from_f64(d, 4, 3, false); }
+uint8_t hlo_f64_to_f8e5m2(double d) { return f8_from_f64(d, 5, 2, true); }
+
 double hlo_load_f64(DType t, const void *d, int64_t i) {
   switch (t) {
   case DT_PRED: return ((const uint8_t *)d)[i] != 0;
@@ -102,6 +189,8 @@ double hlo_load_f64(DType t, const void *d, int64_t i) {
   case DT_U64: return (double)((const uint64_t *)d)[i];
   case DT_F16: return hlo_f16_to_f32(((const uint16_t *)d)[i]);
   case DT_BF16: return hlo_bf16_to_f32(((const uint16_t *)d)[i]);
+  case DT_F8E4M3FN: return hlo_f8e4m3fn_to_f32(((const uint8_t *)d)[i]);
+  case DT_F8E5M2: return hlo_f8e5m2_to_f32(((const uint8_t *)d)[i]);
   case DT_F32: return ((const float *)d)[i];
   case DT_F64: return ((const double *)d)[i];
   case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
@@ -120,7 +209,7 @@ int64_t hlo_load_i64(DType t, const void *d, int64_t i) {
   case DT_U16: return ((const uint16_t *)d)[i];
   case DT_U32: return ((const uint32_t *)d)[i];
   case DT_U64: return (int64_t)((const uint64_t *)d)[i];
-  case DT_F16: case DT_BF16: case DT_F32: case DT_F64: {
+  case DT_F16: case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: case DT_F32: case DT_F64: {
     double v = hlo_load_f64(t, d, i);
     if (isnan(v)) return 0;
     if (v >= 9223372036854775807.0) return INT64_MAX;
@@ -162,6 +251,8 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
     return;
   case DT_F16: ((uint16_t *)d)[i] = hlo_f32_to_f16((float)v); return;
   case DT_BF16: ((uint16_t *)d)[i] = hlo_f32_to_bf16((float)v); return;
+  case DT_F8E4M3FN: ((uint8_t *)d)[i] = hlo_f64_to_f8e4m3fn(v); return;
+  case DT_F8E5M2: ((uint8_t *)d)[i] = hlo_f64_to_f8e5m2(v); return;
   case DT_F32: ((float *)d)[i] = (float)v; return;
   case DT_F64: ((double *)d)[i] = v; return;
   case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
@@ -180,7 +271,9 @@ void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
   case DT_U16: ((uint16_t *)d)[i] = (uint16_t)v; return;
   case DT_U32: ((uint32_t *)d)[i] = (uint32_t)v; return;
   case DT_U64: ((uint64_t *)d)[i] = (uint64_t)v; return;
-  case DT_F16: case DT_BF16: case DT_F32: case DT_F64: hlo_store_f64(t, d, i, (double)v); return;
+  case DT_F16: case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: case DT_F32: case DT_F64:
+    hlo_store_f64(t, d, i, (double)v);
+    return;
   case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
   }
   HLO_ASSERT(!"store of non-array type");

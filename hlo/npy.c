@@ -7,7 +7,8 @@
  * buffer length, and a malformed file is one located error. NumPy has no bfloat16: such
  * arrays arrive as 2-byte bit patterns ('<u2', or ml_dtypes' '|V2'), read as u16 and typed by
  * the module's parameter through hlo_literal_bits_as; bf16 is written as '<u2' bits, the
- * corpus's convention. The writer emits v1.0 and writes atomically. */
+ * corpus's convention. The fp8 types (f8e4m3fn, f8e5m2) likewise: read from '|u1' or ml_dtypes'
+ * '|V1' as u8 bits, written as '|u1' bits. The writer emits v1.0 and writes atomically. */
 #include "hlo.h"
 
 #include <ctype.h>
@@ -191,7 +192,8 @@ static const char *npy_descr(DType t) {
   case DT_F16: return "<f2";
   case DT_F32: return "<f4";
   case DT_F64: return "<f8";
-  case DT_BF16: case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: /* written as bits: hlo_npy_write */
+  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
   }
   return NULL;
 }
@@ -201,7 +203,9 @@ bool hlo_npy_write(const char *path, const Literal *l, HErr *err) {
   DType dt = s->dt;
   const void *data = l->data;
   size_t n = (size_t)hlo_shape_elems(s);
-  if (dt == DT_BF16) dt = DT_U16; /* bit patterns: .view(ml_dtypes.bfloat16) reads them back */
+  /* bit patterns: .view(ml_dtypes.bfloat16) (or float8_e4m3fn, float8_e5m2) reads them back */
+  if (dt == DT_BF16) dt = DT_U16;
+  if (hlo_dtype_is_fp8(dt)) dt = DT_U8;
   const char *descr = npy_descr(dt);
   if (!descr) {
     hlo_err(err, path, NULL, NULL, "cannot write a %s value as .npy", hlo_dtype_name(s->dt));

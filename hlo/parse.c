@@ -440,9 +440,9 @@ static bool raw_value(Parser *p, const char **s, size_t *n) {
 /* ------------------------------------------------------------------ shapes */
 
 static const char *const unsupported_types[] = {
-    "c64",      "c128",       "f8e5m2",     "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
-    "f8e4m3",   "f8e3m4",     "f8e8m0fnu",  "f4e2m1fn", "s4",            "u4",         "s2",
-    "u2",       "s1",         "u1",         "opaque",   "f4e2m1fnuz",
+    "c64",      "c128",       "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
+    "f8e8m0fnu", "f4e2m1fn",  "s4",            "u4",         "s2",         "u2",     "s1",
+    "u1",       "opaque",     "f4e2m1fnuz",
 };
 
 static bool parse_shape(Parser *p, Shape *s);
@@ -601,7 +601,8 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
   }
   case DK_FLOAT: {
     double v = 0;
-    if (!parse_double(p, &v, dt != DT_F64, "floating-point constant")) return false;
+    /* fp8 from the number's double, so rounded once */
+    if (!parse_double(p, &v, dt != DT_F64 && !hlo_dtype_is_fp8(dt), "floating-point constant")) return false;
     hlo_store_f64(dt, data, i, v);
     return true;
   }

@@ -8,7 +8,8 @@
  * backend_config), so print -> parse -> print is the identity on text this printer wrote.
  *
  * Floats print like XLA's RoundTripFpToString: 6 significant digits when that reads back to
- * the same value, else 9 (f32, f16, bf16 via f32); 15 else 17 for f64; `inf`, `-inf`, `nan`.
+ * the same value, else 9 (f32, f16, bf16 via f32); 15 else 17 for f64; the fp8 types' own
+ * max_digits10 (3 for f8e4m3fn, 2 for f8e5m2); `inf`, `-inf`, `nan`.
  * Strings are written with C escapes; a backend_config that is a balanced {...} blob is
  * written bare like XLA does, anything else quoted. */
 #include "hlo.h"
@@ -93,7 +94,11 @@ static void print_float(FILE *f, DType dt, double v) {
     return;
   }
   char buf[40];
-  if (dt == DT_F64) {
+  if (hlo_dtype_is_fp8(dt)) {
+    /* XLA's RoundTripFpToString: %.*g with the type's max_digits10 (3 for f8e4m3fn, 2 for
+       f8e5m2), enough to read back to the same fp8 value */
+    snprintf(buf, sizeof buf, "%.*g", dt == DT_F8E4M3FN ? 3 : 2, v);
+  } else if (dt == DT_F64) {
     snprintf(buf, sizeof buf, "%.15g", v);
     if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
   } else {

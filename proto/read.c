@@ -358,6 +358,8 @@ static size_t literal_count(const Xla__LiteralProto *lp, DType dt) {
   case DT_PRED: return lp->n_preds;
   case DT_S8: return lp->s8s.len;
   case DT_U8: return lp->u8s.len;
+  case DT_F8E4M3FN: return lp->f8e4m3fns.len;
+  case DT_F8E5M2: return lp->f8e5m2s.len;
   case DT_S16: return lp->s16s.len % 2 ? SIZE_MAX : lp->s16s.len / 2;
   case DT_U16: return lp->u16s.len % 2 ? SIZE_MAX : lp->u16s.len / 2;
   case DT_F16: return lp->f16s.len % 2 ? SIZE_MAX : lp->f16s.len / 2;
@@ -384,6 +386,8 @@ static void literal_copy(const Xla__LiteralProto *lp, DType dt, void *dst, size_
     return;
   case DT_S8: memcpy(dst, lp->s8s.data, n); return;
   case DT_U8: memcpy(dst, lp->u8s.data, n); return;
+  case DT_F8E4M3FN: memcpy(dst, lp->f8e4m3fns.data, n); return;
+  case DT_F8E5M2: memcpy(dst, lp->f8e5m2s.data, n); return;
   case DT_S16:
   case DT_U16:
   case DT_F16:

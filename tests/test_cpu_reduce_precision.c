@@ -1,7 +1,8 @@
-/* tests/test_cpu_reduce_precision.c: reduce-precision on the CPU target, bit for bit.
+/* tests/test_cpu_reduce_precision.c: rounding on the CPU target, bit for bit: reduce-precision
+ * and the fp8 types.
  *
- * Compiled reduce-precision must equal the interpreter's (and XLA's, tests/xla_cases/rp_*) bit
- * for bit, through a driver of its own (below). */
+ * Compiled reduce-precision and fp8 conversions must equal the interpreter's (and XLA's,
+ * tests/xla_cases/rp_*) bit for bit, through a driver of its own (below). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -202,10 +203,13 @@ static int tr_compare(HArena *a, const char *dir, const Literal *l, int k, const
   return k + 1;
 }
 
-/* Compile text (after the optimizer when optimize), run it on chosen arguments and compare with
- * the interpreter bit for bit. Returns the number of reduce-precision instructions compiled
- * inside fusions with other instructions (after the optimizer). */
-static int tr_check_bits(const char *what, const char *text, bool optimize) {
+/* An argument of shape s for module m (numbered seed) for tr_check_bits_gen. */
+typedef Literal *(*TrArgFn)(HArena *a, const Shape *s, const HModule *m, int seed);
+
+/* Compile text (after the optimizer when optimize), run it on arguments made by gen and compare
+ * with the interpreter bit for bit. Returns the number of reduce-precision instructions
+ * compiled inside fusions with other instructions (after the optimizer). */
+static int tr_check_bits_gen(const char *what, const char *text, bool optimize, TrArgFn gen) {
   HModule *ref = ct_parse(text);
   HModule *m = ct_parse(text);
   HArena *a = hlo_arena_new();
@@ -226,7 +230,7 @@ static int tr_check_bits(const char *what, const char *text, bool optimize) {
   hlo_comp_renumber(ref->entry);
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
-    args[i] = tr_arg(a, &ref->entry->params[i]->shape, ref, i);
+    args[i] = gen(a, &ref->entry->params[i]->shape, ref, i);
     char path[512];
     snprintf(path, sizeof path, "%s/in%d.bin", dir, i);
     FILE *f = fopen(path, "wb");
@@ -246,6 +250,11 @@ static int tr_check_bits(const char *what, const char *text, bool optimize) {
   hlo_module_free(ref);
   hlo_module_free(m);
   return fused;
+}
+
+/* tr_check_bits_gen on reduce-precision's edge values (tr_arg). */
+static int tr_check_bits(const char *what, const char *text, bool optimize) {
+  return tr_check_bits_gen(what, text, optimize, tr_arg);
 }
 
 /* f32 to bf16-like (8,7), f16-like (5,10), fp8-like (4,3) and (5,2), a tiny (2,1), the one
@@ -400,4 +409,173 @@ Test(cpu, reduce_precision_xla_cases, .timeout = 300) {
     hlo_module_free(m);
     hlo_arena_free(a);
   }
+}
+
+/* ------------------------------------------------------------------ fp8, bit for bit
+ *
+ * f8e4m3fn and f8e5m2 are f32 in registers and their byte in memory (cpu_elemental.c): loads
+ * decode, stores encode, and every fp8 result is rounded once, with the rules of the scalar
+ * conversions (hlo/literal.c), which the interpreter uses. The compiled values must equal the
+ * interpreter's bit for bit (a NaN matching any NaN). Arguments: an fp8 one holds all 256 codes
+ * (then random bytes); a 2-D fp8 one (a dot operand) only codes of exponents near 1, so that
+ * every sum of products is exact in f32 and any order of accumulation gives the interpreter's;
+ * an f32 or f64 one every value of both fp8 types, the ties between neighbours and the values
+ * one ulp either side, the overflow thresholds, signed zeros, infinities, NaNs, then random
+ * values of fp8's range and random bits; an integer one values in [-600, 600). */
+
+static double tr_f8_val(DType t, unsigned c) {
+  return t == DT_F8E5M2 ? hlo_f8e5m2_to_f32((uint8_t)c) : hlo_f8e4m3fn_to_f32((uint8_t)c);
+}
+
+static Literal *tr_fp8_arg(HArena *a, const Shape *s, const HModule *m, int seed) {
+  (void)m;
+  Literal *l = hlo_literal_new(a, s);
+  int64_t n = hlo_shape_elems(s), k = 0;
+  uint32_t r = 2463534242u + 7919u * (uint32_t)seed;
+#define TC_RND() (r ^= r << 13, r ^= r >> 17, r ^= r << 5, r)
+  if (hlo_dtype_is_fp8(s->dt)) {
+    uint8_t *b = l->data;
+    unsigned ebias = s->dt == DT_F8E5M2 ? 15 : 7, m8 = s->dt == DT_F8E5M2 ? 2 : 3;
+    for (; k < n; k++) {
+      unsigned c = k < 256 ? (unsigned)(k + 37 * seed) & 0xff : TC_RND() & 0xff;
+      if (s->rank == 2) /* exponent within 2 of the bias */
+        c = (c & 0x80) | ((ebias - 2 + (c >> m8) % 5) << m8) | (c & ((1u << m8) - 1));
+      b[k] = (uint8_t)c;
+    }
+    return l;
+  }
+  if (!hlo_dtype_is_float(s->dt)) {
+    for (; k < n; k++) hlo_literal_set_i64(l, k, (int64_t)(TC_RND() % 1200) - 600);
+    return l;
+  }
+  static const DType f8t[2] = {DT_F8E4M3FN, DT_F8E5M2};
+  double specials[] = {0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 464, 480, 61440, 65536, 1e30, 1e-30};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials && k < n; i++) hlo_literal_set_f64(l, k++, specials[i]);
+  for (int t = 0; t < 2; t++)
+    for (unsigned c = 0; c < 0x7f && k + 8 <= n; c++) {
+      double v = tr_f8_val(f8t[t], c), w = tr_f8_val(f8t[t], c + 1);
+      if (isnan(v) || isnan(w) || isinf(w)) continue;
+      double mid = (v + w) / 2;
+      for (int sg = 1; sg >= -1; sg -= 2) {
+        hlo_literal_set_f64(l, k++, sg * v);
+        hlo_literal_set_f64(l, k++, sg * mid);
+        hlo_literal_set_f64(l, k++, sg * (double)nextafterf((float)mid, 0));
+        hlo_literal_set_f64(l, k++, sg * (double)nextafterf((float)mid, INFINITY));
+      }
+    }
+  for (; k < n; k++) {
+    uint32_t x = TC_RND();
+    if (k % 3 == 0) {
+      float f;
+      memcpy(&f, &x, 4);
+      hlo_literal_set_f64(l, k, f);
+    } else {
+      hlo_literal_set_f64(l, k, ((double)(x >> 8) / (1 << 24) * 2 - 1) * (k % 3 == 1 ? 70000.0 : 0.02));
+    }
+  }
+#undef TC_RND
+  return l;
+}
+
+/* text bit for bit on tr_fp8_arg's arguments, as written and after the optimizer. */
+static void tr_fp8_both(const char *what, const char *text) {
+  char opt[256];
+  snprintf(opt, sizeof opt, "%s, optimized", what);
+  tr_check_bits_gen(what, text, false, tr_fp8_arg);
+  tr_check_bits_gen(opt, text, true, tr_fp8_arg);
+}
+
+/* Conversions between f32, f64, f16, bf16, s32, pred and both fp8 types. */
+Test(cpu, fp8_converts_bit_for_bit, .timeout = 300) {
+  tr_check_bits_gen("fp8 converts",
+                    "HloModule m\n"
+                    "ENTRY e {\n"
+                    "  x = f32[2048] parameter(0)\n"
+                    "  xd = f64[2048] parameter(1)\n"
+                    "  i = s32[2048] parameter(2)\n"
+                    "  a = f8e4m3fn[2048] convert(x)\n"
+                    "  b = f8e5m2[2048] convert(x)\n"
+                    "  ab = f8e5m2[2048] convert(a)\n"
+                    "  ba = f8e4m3fn[2048] convert(b)\n"
+                    "  xa = f32[2048] convert(a)\n"
+                    "  da = f8e4m3fn[2048] convert(xd)\n"
+                    "  db = f8e5m2[2048] convert(xd)\n"
+                    "  ia = f8e4m3fn[2048] convert(i)\n"
+                    "  ai = s32[2048] convert(b)\n"
+                    "  h = f16[2048] convert(x)\n"
+                    "  hb = f8e5m2[2048] convert(h)\n"
+                    "  bf = bf16[2048] convert(a)\n"
+                    "  pb = pred[2048] convert(b)\n"
+                    "  bp = f8e4m3fn[2048] convert(pb)\n"
+                    "  ROOT t = (f8e4m3fn[2048], f8e5m2[2048], f8e5m2[2048], f8e4m3fn[2048], f32[2048], f8e4m3fn[2048], "
+                    "f8e5m2[2048], f8e4m3fn[2048], s32[2048], f8e5m2[2048], bf16[2048], f8e4m3fn[2048]) "
+                    "tuple(a, b, ab, ba, xa, da, db, ia, ai, hb, bf, bp)\n"
+                    "}\n",
+                    false, tr_fp8_arg);
+}
+
+/* Elementwise arithmetic on fp8 operands, each result rounded to fp8 (as written, one kernel
+ * per instruction through memory, and fused by the optimizer, in registers), compare, select,
+ * bitcast-convert both ways, a constant, and a maximum reduction (exact in any order). */
+Test(cpu, fp8_elementwise_bit_for_bit, .timeout = 300) {
+  static const char text[] =
+      "HloModule m\n"
+      "mx { p = f8e5m2[] parameter(0)\n q = f8e5m2[] parameter(1)\n ROOT r = f8e5m2[] maximum(p, q) }\n"
+      "ENTRY e {\n"
+      "  x = f8e4m3fn[1024] parameter(0)\n"
+      "  y = f8e4m3fn[1024] parameter(1)\n"
+      "  u = f8e5m2[64,16] parameter(2)\n"
+      "  s = f8e4m3fn[1024] add(x, y)\n"
+      "  d = f8e4m3fn[1024] subtract(s, y)\n"
+      "  p = f8e4m3fn[1024] multiply(d, x)\n"
+      "  q = f8e4m3fn[1024] divide(p, y)\n"
+      "  k = f8e4m3fn[] constant(1.375)\n"
+      "  kb = f8e4m3fn[1024] broadcast(k), dimensions={}\n"
+      "  n = f8e4m3fn[1024] negate(q)\n"
+      "  m1 = f8e4m3fn[1024] maximum(n, kb)\n"
+      "  c = pred[1024] compare(x, y), direction=LT\n"
+      "  sel = f8e4m3fn[1024] select(c, m1, s)\n"
+      "  sq = f8e4m3fn[1024] sqrt(sel)\n"
+      "  bc = u8[1024] bitcast-convert(sel)\n"
+      "  z = f8e5m2[] constant(-inf)\n"
+      "  r = f8e5m2[64] reduce(u, z), dimensions={1}, to_apply=mx\n"
+      "  ub = f8e5m2[64,16] multiply(u, u)\n"
+      "  ROOT t = (f8e4m3fn[1024], f8e4m3fn[1024], pred[1024], u8[1024], f8e5m2[64], f8e5m2[64,16]) "
+      "tuple(sel, sq, c, bc, r, ub)\n"
+      "}\n";
+  tr_fp8_both("fp8 elementwise", text);
+}
+
+/* Dots of fp8 operands (mixed types) accumulating in f32, to f32 (the accumulating kernel),
+ * bf16 and fp8 results (the elemental one), alone and after the optimizer (fused epilogue). */
+Test(cpu, fp8_dots_bit_for_bit, .timeout = 300) {
+  static const char text[] =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  x = f8e4m3fn[12,16] parameter(0)\n"
+      "  y = f8e5m2[16,10] parameter(1)\n"
+      "  d = f32[12,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  db = bf16[12,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  d8 = f8e4m3fn[12,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  r = f32[12,10] maximum(d, d)\n"
+      "  ROOT t = (f32[12,10], bf16[12,10], f8e4m3fn[12,10]) tuple(r, db, d8)\n"
+      "}\n";
+  tr_fp8_both("fp8 dots", text);
+}
+
+/* An fp8 op the CPU target cannot do is one located line: reduce-precision on fp8. */
+Test(cpu, fp8_unsupported_is_a_located_error) {
+  static const char text[] = "HloModule m\nENTRY e {\n  x = f8e4m3fn[4] parameter(0)\n"
+                             "  ROOT r = f8e4m3fn[4] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n}\n";
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, sizeof text - 1, "rp8.hlo", &err);
+  cr_assert(m, "%s", err.msg);
+  char *dir = ct_tmpdir("hloc_cpu");
+  cr_expect_not(ct_compile(m, dir, "model", 1, &err));
+  cr_expect(strstr(err.msg, "rp8.hlo") && strstr(err.msg, "computation 'e'") && strstr(err.msg, "instruction 'r'") &&
+                strstr(err.msg, "f8e4m3fn") && !strchr(err.msg, '\n'),
+            "%s", err.msg);
+  ct_rmdir(dir);
+  free(dir);
+  hlo_module_free(m);
 }

@@ -298,6 +298,33 @@ Test(cuda_ptx, bad_arch_is_a_located_error) {
   hlo_module_free(m);
 }
 
+/* fp8 through the shared elemental generator (f32 in registers, bytes in memory): a dot of
+ * f8e4m3fn and f8e5m2 operands with an f32 epilogue converted to fp8, and fp8 arithmetic,
+ * compile to PTX and through ptxas. */
+Test(cuda_ptx, fp8_module_compiles) {
+  static const char text[] =
+      "HloModule fp8m\n"
+      "ENTRY e {\n"
+      "  x = f8e4m3fn[64,32] parameter(0)\n  y = f8e5m2[32,16] parameter(1)\n  s = f32[64] parameter(2)\n"
+      "  d = f32[64,16] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  sb = f32[64,16] broadcast(s), dimensions={0}\n  m = f32[64,16] multiply(d, sb)\n"
+      "  q = f8e4m3fn[64,16] convert(m)\n  a = f8e4m3fn[64,32] add(x, x)\n"
+      "  ROOT t = (f8e4m3fn[64,16], f8e4m3fn[64,32]) tuple(q, a)\n"
+      "}\n";
+  HErr err = {0};
+  HModule *m = hlo_parse_text(text, sizeof text - 1, "fp8.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  size_t n = 0;
+  char *bin;
+  char *js = tu_kernels(m, "fp8", CUDA_EMIT_CUBIN, 2, &bin, &n);
+  cr_expect(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "the cubin is not an ELF image");
+  cr_expect_geq(tu_count(js, "\"kind\": \"kernel\""), 2, "%s", js);
+  free(bin);
+  free(js);
+}
+
 Test(cuda_ptx, unsupported_op_is_a_located_error) {
   static const char text[] =
       "HloModule s\n"

@@ -752,7 +752,7 @@ Test(parse, bad_names_and_types) {
   BAD("HloModule t\nENTRY e {\n  a = q32[2] parameter(0)\n}\n", "bad.hlo:3:7", "instruction 'a'",
       "unknown element type 'q32'");
   BAD("HloModule t\nENTRY e {\n  a = c64[2] parameter(0)\n}\n", "unsupported element type 'c64'");
-  BAD("HloModule t\nENTRY e {\n  a = f8e4m3fn[2] parameter(0)\n}\n", "unsupported element type 'f8e4m3fn'");
+  BAD("HloModule t\nENTRY e {\n  a = f8e4m3fnuz[2] parameter(0)\n}\n", "unsupported element type 'f8e4m3fnuz'");
   BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] call(a), to_apply=nowhere\n}\n",
       "instruction 'r'", "undefined computation 'nowhere'");
   BAD("HloModule t\nENTRY e {\n  a = f32[] parameter()\n}\n", "instruction 'a'", "missing parameter number");

@@ -9,6 +9,7 @@
  * proto/ may use) with one defect each, checked by message substring. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,7 +78,8 @@ static void pb_float(PB *p, int field, float f) {
 
 /* xla.PrimitiveType values used below */
 enum { T_PRED = 1, T_S8 = 2, T_S16 = 3, T_S32 = 4, T_S64 = 5, T_U64 = 9, T_F16 = 10,
-       T_F32 = 11, T_TUPLE = 13, T_C64 = 15, T_BF16 = 16 };
+       T_F32 = 11, T_TUPLE = 13, T_C64 = 15, T_BF16 = 16, T_F8E5M2 = 19, T_F8E4M3FN = 20,
+       T_F8E4M3FNUZ = 25 };
 
 /* ShapeProto with the given dims and the default layout (rank <= 16 here). */
 static PB sh(int et, int rank, const int64_t *dims) {
@@ -857,6 +859,28 @@ Test(proto, literals_all_encodings) {
     uint8_t odd[5] = {0};
     expect_error(simple_module(const_instr(T_F16, 1, &d3, 11, odd, 5, sh(T_F16, 1, &d3)), 2),
                  "odd number of bytes");
+  }
+  { /* fp8: one byte per element in LiteralProto's f8e4m3fns (20) and f8e5m2s (19) */
+    uint8_t e4[3] = {0x38, 0xfe, 0x01}; /* 1, -448, 2^-9 */
+    Literal *l = load_const(const_instr(T_F8E4M3FN, 1, &d3, 20, e4, 3, sh(T_F8E4M3FN, 1, &d3)));
+    cr_expect_eq(l->shape.dt, DT_F8E4M3FN);
+    cr_expect_eq(hlo_literal_get_f64(l, 0), 1.0);
+    cr_expect_eq(hlo_literal_get_f64(l, 1), -448.0);
+    cr_expect_eq(hlo_literal_get_f64(l, 2), 0.001953125);
+    uint8_t e5[3] = {0x7b, 0xb4, 0x7c}; /* 57344, -0.25, inf */
+    l = load_const(const_instr(T_F8E5M2, 1, &d3, 19, e5, 3, sh(T_F8E5M2, 1, &d3)));
+    cr_expect_eq(l->shape.dt, DT_F8E5M2);
+    cr_expect_eq(hlo_literal_get_f64(l, 0), 57344.0);
+    cr_expect_eq(hlo_literal_get_f64(l, 1), -0.25);
+    cr_expect(isinf(hlo_literal_get_f64(l, 2)));
+    /* the other type's field, or too few bytes: the count is wrong */
+    expect_error(simple_module(const_instr(T_F8E5M2, 1, &d3, 20, e5, 3, sh(T_F8E5M2, 1, &d3)), 2),
+                 "literal has 0 elements");
+    expect_error(simple_module(const_instr(T_F8E4M3FN, 1, &d3, 20, e4, 2, sh(T_F8E4M3FN, 1, &d3)), 2),
+                 "literal has 2 elements");
+    /* the fp8 formats hloc does not model stay located errors */
+    expect_error(simple_module(const_instr(T_F8E4M3FNUZ, 1, &d3, 25, e4, 3, sh(T_F8E4M3FNUZ, 1, &d3)), 2),
+                 "unsupported element type f8e4m3fnuz");
   }
   { /* s16 little-endian bytes, s8 bytes */
     uint8_t s16[6] = {0xff, 0xff, 0x02, 0x01, 0x00, 0x80}; /* -1, 258, -32768 */

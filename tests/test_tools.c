@@ -230,6 +230,47 @@ Test(tools, hloc_run_bf16) {
   run("rm -rf %s", dir);
 }
 
+/* hloc-run with fp8: a f8e4m3fn parameter read from ml_dtypes' '|V1' bytes, an f8e5m2 result
+ * written as '|u1' bits that are the scalar conversion of the f32 values, and --expect of them
+ * passes. */
+Test(tools, hloc_run_fp8) {
+  char dir[] = "/tmp/hloc_run_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512];
+  snprintf(path, sizeof path, "%s/m.hlo", dir);
+  const char *text = "HloModule m\nENTRY e {\n  x = f8e4m3fn[8] parameter(0)\n"
+                     "  y = f8e4m3fn[8] add(x, x)\n  ROOT z = f8e5m2[8] convert(y)\n}\n";
+  write_file(path, text, strlen(text));
+  HArena *a = hlo_arena_new();
+  HErr err = {0};
+  int64_t n = 8;
+  Shape s = hlo_shape_array(DT_F8E4M3FN, 1, &n);
+  Literal *x = hlo_literal_new(a, &s);
+  const float xs[8] = {0.5f, -1.5f, 3.25f, 200, 448, -0.0f, 0.001953125f, 13};
+  for (int i = 0; i < 8; i++) ((uint8_t *)x->data)[i] = hlo_f32_to_f8e4m3fn(xs[i]);
+  snprintf(path, sizeof path, "%s/in0.npy", dir);
+  cr_assert(hlo_npy_write(path, x, &err), "%s", err.msg);
+  Run *r = run("sed -i \"1s/'|u1'/'|V1'/\" %s && grep -c \"'|V1'\" %s", path, path);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  r = run(HLOC_RUN " %s/m.hlo %s -o %s", dir, path, dir);
+  cr_assert_eq(r->rc, 0, "%s%s", r->out, r->err);
+  r = run("head -c 128 %s/out0.npy | grep -c \"'|u1'\"", dir);
+  cr_expect_eq(r->rc, 0, "out0.npy is not written as |u1 bits");
+  snprintf(path, sizeof path, "%s/out0.npy", dir);
+  Literal *o = hlo_npy_read(a, path, &err);
+  cr_assert(o, "%s", err.msg);
+  cr_assert(hlo_literal_bits_as(o, DT_F8E5M2));
+  for (int i = 0; i < 8; i++) {
+    float y = hlo_f8e4m3fn_to_f32(hlo_f32_to_f8e4m3fn(2 * hlo_f8e4m3fn_to_f32(((uint8_t *)x->data)[i])));
+    uint8_t want = hlo_f32_to_f8e5m2(y);
+    cr_expect_eq(((uint8_t *)o->data)[i], want, "out[%d] = 0x%02x, want 0x%02x", i, ((uint8_t *)o->data)[i], want);
+  }
+  r = run(HLOC_RUN " %s/m.hlo %s/in0.npy --expect %s/out0.npy", dir, dir, dir);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  hlo_arena_free(a);
+  run("rm -rf %s", dir);
+}
+
 /* hlo_write_file_atomic: a regular file is replaced through a temporary and a rename; a path
  * that is not a regular file (a FIFO here, /dev/null for users) is written in place and stays
  * what it was (a rename over /dev/null as root replaced the device with a file); a directory

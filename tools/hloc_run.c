@@ -4,8 +4,9 @@
  *            [--max-tol F]
  *
  * Inputs are .npy files, one per entry parameter in parameter order; a bf16 or f16 parameter
- * also takes 2-byte bit patterns ('<u2', ml_dtypes' '|V2'). Results (the root, or each leaf of
- * a tuple root, flattened in order) are written to DIR/out<k>.npy (bf16 as '<u2' bits). With
+ * also takes 2-byte bit patterns ('<u2', ml_dtypes' '|V2'), an fp8 one (f8e4m3fn, f8e5m2)
+ * byte patterns ('|u1', ml_dtypes' '|V1'). Results (the root, or each leaf of a tuple root,
+ * flattened in order) are written to DIR/out<k>.npy (bf16 as '<u2' bits, fp8 as '|u1'). With
  * --expect, each result is compared with a reference and the max absolute and relative
  * errors are printed; the exit code is 1 when any element is outside the tolerance. A 16-bit
  * float result is also within tolerance when off by at most F (default 3e-2) of the reference's

@@ -350,6 +350,7 @@ LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
   case DT_S64: case DT_U64: return cg->i64;
   case DT_F16: return cg->f16;
   case DT_BF16: return cg->bf16;
+  case DT_F8E4M3FN: case DT_F8E5M2: return cg->f32; /* LLVM has no fp8 type: held as f32 */
   case DT_F32: return cg->f32;
   case DT_F64: return cg->f64;
   case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
@@ -358,7 +359,9 @@ LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
   return NULL;
 }
 
-LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) { return t == DT_PRED ? cg->i8 : cpu_reg_type(cg, t); }
+LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) {
+  return t == DT_PRED || hlo_dtype_is_fp8(t) ? cg->i8 : cpu_reg_type(cg, t);
+}
 
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n) {
   if (cg->raw_ok && n >= CPU_RAW_MIN) {

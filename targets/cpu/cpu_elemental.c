@@ -22,7 +22,12 @@
  * emitted once. Math: LLVM intrinsics where they exist (exp, log, sqrt, sin, cos, pow, ...),
  * a rational approximation for tanh (vectorizable, ~2 ulp) and a polynomial one for f32 exp
  * (vectorizable, ~1 ulp; llvm.exp is a libm call per element), libm calls for the rare rest;
- * reduce-precision as integer arithmetic on the value's bits in its own format (vectorizable). */
+ * reduce-precision as integer arithmetic on the value's bits in its own format (vectorizable).
+ * fp8 (f8e4m3fn, f8e5m2; LLVM 19 has no such IR type) is held as f32 in registers and as its
+ * byte in memory: loads decode and stores encode with integer IR (cpu_fp8_decode/_encode, the
+ * rules of hlo/literal.c's scalar conversions), and every op that makes a new fp8 value rounds
+ * its f32 result to fp8 (el_fp8_round), so each fp8 instruction rounds once as the
+ * interpreter's does; dots and convolutions touching fp8 accumulate in f32. */
 #include "cpu_impl.h"
 
 #include <math.h>
@@ -206,8 +211,136 @@ static LLVMValueRef el_exp_f32(CpuKern *k, LLVMValueRef x) {
 
 /* ------------------------------------------------------------------ conversions */
 
+/* fp8 format of t: exponent and mantissa bits, whether IEEE-like (f8e5m2) or without
+ * infinities and with S.1111.111 its only NaN (f8e4m3fn). */
+static void el_fp8_format(DType t, int *e, int *m, bool *ieee) {
+  HLO_ASSERT(hlo_dtype_is_fp8(t));
+  bool e5 = t == DT_F8E5M2;
+  *e = e5 ? 5 : 4, *m = e5 ? 2 : 3, *ieee = e5;
+}
+
+static LLVMValueRef el_i32(CpuKern *k, uint64_t v) { return LLVMConstInt(k->cg->i32, v, 0); }
+
+/* bits (i8) -> f32: the magnitude shifted into f32's exponent and mantissa and rebiased
+ * (normals); subnormals as their mantissa times 2^(1 - bias - m), exact; an all-ones exponent
+ * (f8e5m2) becomes f32's with the mantissa bits on top; f8e4m3fn's NaN f32's quiet NaN. */
+LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits) {
+  LLVMBuilderRef B = k->B;
+  int e, m;
+  bool ieee;
+  el_fp8_format(t, &e, &m, &ieee);
+  int bias = (1 << (e - 1)) - 1;
+  LLVMValueRef c = LLVMBuildZExt(B, bits, k->cg->i32, "");
+  LLVMValueRef a = LLVMBuildAnd(B, c, el_i32(k, 0x7f), "");
+  LLVMValueRef sign = LLVMBuildShl(B, LLVMBuildAnd(B, c, el_i32(k, 0x80), ""), el_i32(k, 24), "");
+  LLVMValueRef sh = LLVMBuildShl(B, a, el_i32(k, (uint64_t)(23 - m)), "");
+  LLVMValueRef r = LLVMBuildAdd(B, sh, el_i32(k, (uint64_t)(127 - bias) << 23), "");
+  LLVMValueRef sub = LLVMBuildFMul(B, LLVMBuildUIToFP(B, a, k->cg->f32, ""),
+                                   LLVMConstReal(k->cg->f32, ldexp(1.0, 1 - bias - m)), "");
+  LLVMValueRef is_sub = LLVMBuildICmp(B, LLVMIntULT, a, el_i32(k, 1u << m), "");
+  r = LLVMBuildSelect(B, is_sub, LLVMBuildBitCast(B, sub, k->cg->i32, ""), r, "");
+  if (ieee) {
+    LLVMValueRef special = LLVMBuildICmp(B, LLVMIntUGE, a, el_i32(k, ((1u << e) - 1) << m), "");
+    r = LLVMBuildSelect(B, special, LLVMBuildOr(B, sh, el_i32(k, 0x7f800000), ""), r, "");
+  } else {
+    LLVMValueRef nan = LLVMBuildICmp(B, LLVMIntEQ, a, el_i32(k, 0x7f), "");
+    r = LLVMBuildSelect(B, nan, el_i32(k, 0x7fc00000), r, "");
+  }
+  return LLVMBuildBitCast(B, LLVMBuildOr(B, r, sign, ""), k->cg->f32, "");
+}
+
+/* f32 -> bits (i8), on the f32 bits a of |x|: normals round to nearest even by adding half an
+ * ulp of the fp8 mantissa less one plus its lowest kept bit, then shift and rebias (a carry
+ * moves into the next binade); a result past the largest finite code overflows to infinity
+ * (f8e5m2) or NaN (f8e4m3fn). Below fp8's smallest normal the value scaled to units of the
+ * subnormal quantum (exact: a power of two) is rounded to an integer by adding 2^23 in f32
+ * (round to nearest even: the sum's low bits are the result). A NaN keeps the top mantissa
+ * bits (f8e5m2, made quiet when they are zero) or is S.1111.111. The sign is copied. */
+LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  CpuCg *cg = k->cg;
+  int e, m;
+  bool ieee;
+  el_fp8_format(t, &e, &m, &ieee);
+  int bias = (1 << (e - 1)) - 1, sh = 23 - m;
+  LLVMValueRef xb = LLVMBuildBitCast(B, x, cg->i32, "");
+  LLVMValueRef sign = LLVMBuildAnd(B, LLVMBuildLShr(B, xb, el_i32(k, 24), ""), el_i32(k, 0x80), "");
+  LLVMValueRef a = LLVMBuildAnd(B, xb, el_i32(k, 0x7fffffff), "");
+  /* normal */
+  LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""), el_i32(k, 1), "");
+  LLVMValueRef rn = LLVMBuildAdd(B, a, LLVMBuildAdd(B, lsb, el_i32(k, (1u << (sh - 1)) - 1), ""), "");
+  LLVMValueRef cn = LLVMBuildSub(B, LLVMBuildLShr(B, rn, el_i32(k, (uint64_t)sh), ""),
+                                 el_i32(k, (uint64_t)(127 - bias) << m), "");
+  uint64_t expall = (1u << e) - 1;
+  uint64_t maxc = ieee ? ((expall - 1) << m) | ((1u << m) - 1) : 0x7e, ovc = ieee ? expall << m : 0x7f;
+  LLVMValueRef over = LLVMBuildICmp(B, LLVMIntUGT, cn, el_i32(k, maxc), "");
+  LLVMValueRef r = LLVMBuildSelect(B, over, el_i32(k, ovc), cn, "");
+  /* subnormal (and zero) */
+  LLVMValueRef af = LLVMBuildBitCast(B, a, cg->f32, "");
+  LLVMValueRef sc = LLVMBuildFMul(B, af, LLVMConstReal(cg->f32, ldexp(1.0, bias + m - 1)), "");
+  LLVMValueRef mg = LLVMBuildFAdd(B, sc, LLVMConstReal(cg->f32, 8388608.0), "");
+  LLVMValueRef cs = LLVMBuildSub(B, LLVMBuildBitCast(B, mg, cg->i32, ""), el_i32(k, 0x4b000000), "");
+  LLVMValueRef is_sub = LLVMBuildICmp(B, LLVMIntULT, a, el_i32(k, (uint64_t)(128 - bias) << 23), "");
+  r = LLVMBuildSelect(B, is_sub, cs, r, "");
+  /* NaN */
+  LLVMValueRef nanc = el_i32(k, 0x7f);
+  if (ieee) {
+    LLVMValueRef top = LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""), el_i32(k, (1u << m) - 1), "");
+    LLVMValueRef q = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, top, el_i32(k, 0), ""),
+                                     el_i32(k, 1u << (m - 1)), top, "");
+    nanc = LLVMBuildOr(B, q, el_i32(k, expall << m), "");
+  }
+  LLVMValueRef is_nan = LLVMBuildICmp(B, LLVMIntUGT, a, el_i32(k, 0x7f800000), "");
+  r = LLVMBuildSelect(B, is_nan, nanc, r, "");
+  return LLVMBuildTrunc(B, LLVMBuildOr(B, r, sign, ""), cg->i8, "");
+}
+
+/* f32 x rounded to the nearest value of fp8 type t, still as f32. */
+static LLVMValueRef el_fp8_round(CpuKern *k, DType t, LLVMValueRef x) {
+  return cpu_fp8_decode(k, t, cpu_fp8_encode(k, t, x));
+}
+
+/* f64 -> f32 rounded to odd (truncated, the lowest bit set when inexact): rounding that to
+ * the far narrower fp8 gives the correctly rounded fp8 value, where f64 -> f32 -> fp8 by
+ * nearest twice could round twice the same way. */
+static LLVMValueRef el_f64_to_f32_odd(CpuKern *k, LLVMValueRef d) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef f = LLVMBuildFPTrunc(B, d, k->cg->f32, "");
+  LLVMValueRef back = LLVMBuildFPExt(B, f, k->cg->f64, "");
+  LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, back, d, "");
+  LLVMValueRef away = LLVMBuildAnd(B, inexact, LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", back),
+                                                           el_intr1(k, "llvm.fabs", d), ""), "");
+  LLVMValueRef bits = LLVMBuildBitCast(B, f, k->cg->i32, "");
+  bits = LLVMBuildSub(B, bits, LLVMBuildZExt(B, away, k->cg->i32, ""), "");
+  bits = LLVMBuildOr(B, bits, LLVMBuildZExt(B, inexact, k->cg->i32, ""), "");
+  return LLVMBuildBitCast(B, bits, k->cg->f32, "");
+}
+
+/* f32 -> bf16 as hlo_f32_to_bf16 does (to nearest even, a NaN made quiet), in integer IR: for
+ * the values of fp8 code (an fptrunc to bfloat is a call of __truncsfbf2 on x86 without
+ * AVX512-BF16, which not every libgcc has). */
+static LLVMValueRef el_f32_to_bf16(CpuKern *k, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef b = LLVMBuildBitCast(B, x, k->cg->i32, "");
+  LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, b, el_i32(k, 16), ""), el_i32(k, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(B, b, LLVMBuildAdd(B, lsb, el_i32(k, 0x7fff), ""), "");
+  LLVMValueRef nan = LLVMBuildICmp(B, LLVMIntUGT, LLVMBuildAnd(B, b, el_i32(k, 0x7fffffff), ""), el_i32(k, 0x7f800000), "");
+  r = LLVMBuildSelect(B, nan, LLVMBuildOr(B, b, el_i32(k, 0x400000), ""), r, "");
+  LLVMValueRef h = LLVMBuildTrunc(B, LLVMBuildLShr(B, r, el_i32(k, 16), ""), k->cg->i16, "");
+  return LLVMBuildBitCast(B, h, k->cg->bf16, "");
+}
+
 LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to) {
   if (from == to) return v;
+  /* fp8 values are f32 in registers: from one, convert as from f32 (to bf16 exactly, in
+     integer IR); to one, get f32 (by odd rounding from f64) and round it to the type */
+  if (hlo_dtype_is_fp8(from) && to == DT_BF16) return el_f32_to_bf16(k, v);
+  if (hlo_dtype_is_fp8(from) && !hlo_dtype_is_fp8(to)) return cpu_convert(k, v, DT_F32, to);
+  if (hlo_dtype_is_fp8(to)) {
+    if (from == DT_F64) v = el_f64_to_f32_odd(k, v);
+    else if (!hlo_dtype_is_fp8(from)) v = cpu_convert(k, v, from, DT_F32);
+    return el_fp8_round(k, to, v);
+  }
   LLVMBuilderRef B = k->B;
   LLVMTypeRef tt = cpu_reg_type(k->cg, to);
   DKind fk = hlo_dtype_kind(from), tk = hlo_dtype_kind(to);
@@ -270,9 +403,10 @@ static LLVMValueRef el_compare(CpuKern *k, const HInstr *in, LLVMValueRef a, LLV
   CmpType ct = in->cmp_type;
   if (hlo_dtype_is_float(t) && ct == CMPT_TOTALORDER) {
     /* total order: compare sign-magnitude bit patterns mapped to two's complement */
-    LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, (unsigned)hlo_dtype_size(t) * 8);
+    /* (fp8 as its f32 register value: the same order) */
+    unsigned bits = hlo_dtype_is_fp8(t) ? 32 : (unsigned)hlo_dtype_size(t) * 8;
+    LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, bits);
     LLVMValueRef ia = LLVMBuildBitCast(B, a, it, ""), ib = LLVMBuildBitCast(B, b, it, "");
-    unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
     LLVMValueRef sh = LLVMConstInt(it, bits - 1, 0);
     LLVMValueRef mag = LLVMConstInt(it, ~0ull >> (65 - bits), 0);
     ia = LLVMBuildXor(B, ia, LLVMBuildAnd(B, LLVMBuildAShr(B, ia, sh, ""), mag, ""), "");
@@ -615,7 +749,13 @@ static LLVMValueRef el_elementwise(CpuKern *k, const HInstr *in, LLVMValueRef *i
     v[j] = cpu_gen(k, o, o->shape.rank == 0 && in->shape.rank > 0 ? empty : idx);
     if (!v[j]) return NULL;
   }
-  return el_scalar(k, in, v);
+  LLVMValueRef r = el_scalar(k, in, v);
+  /* an fp8 result computed in f32 is rounded to fp8 (convert rounds itself; the other ops
+     named give one of their operands' values, its negation or +-1, already fp8) */
+  HOp op = in->op;
+  bool exact = op == OP_CONVERT || op == OP_SELECT || op == OP_CLAMP || op == OP_MAXIMUM ||
+               op == OP_MINIMUM || op == OP_NEGATE || op == OP_ABS || op == OP_COPY || op == OP_SIGN;
+  return r && !exact && hlo_dtype_is_fp8(in->shape.dt) ? el_fp8_round(k, in->shape.dt, r) : r;
 }
 
 LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
@@ -658,7 +798,8 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     if (rank == 0) {
       DType t = in->shape.dt;
       LLVMTypeRef ty = cpu_reg_type(cg, t);
-      if (hlo_dtype_is_float(t)) r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
+      if (hlo_dtype_is_fp8(t)) r = cpu_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
+      else if (hlo_dtype_is_float(t)) r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
       else r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
     } else {
       r = cpu_load_elem(k, cpu_const_ptr(k, in), &in->shape, idx);
@@ -794,7 +935,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   case OP_CONVOLUTION: {
     int64_t ext[HLO_MAX_RANK * 2];
     int nr = in->op == OP_DOT ? cpu_dot_red_dims(in, ext) : cpu_conv_red_dims(in, ext);
-    DType t = in->shape.dt;
+    DType t = cpu_dot_acc_type(in);
     LLVMValueRef acc = cpu_alloca(k, cpu_reg_type(cg, t));
     LLVMBuildStore(B, el_zero(k, t), acc);
     CpuLoop loops[HLO_MAX_RANK * 2];
@@ -808,6 +949,8 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     LLVMBuildStore(B, sum, acc);
     for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
     r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+    if (t != in->shape.dt) /* an fp8 dot's f32 sum */
+      r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : cpu_convert(k, r, t, in->shape.dt);
     break;
   }
   case OP_FUSION:
@@ -833,7 +976,9 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
     LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
     if (!v) return NULL;
-    r = LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
+    /* fp8 registers are f32: go through the bits */
+    if (hlo_dtype_is_fp8(ft)) v = cpu_fp8_encode(k, ft, v);
+    r = hlo_dtype_is_fp8(tt) ? cpu_fp8_decode(k, tt, v) : LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
     break;
   }
   case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP:
@@ -1111,7 +1256,7 @@ LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMV
     li[dd->lhs_contract.v[j]] = red[j];
     ri[dd->rhs_contract.v[j]] = red[j];
   }
-  DType t = in->shape.dt;
+  DType t = cpu_dot_acc_type(in);
   LLVMValueRef a = cpu_gen(k, l, li);
   if (!a) return NULL;
   LLVMValueRef b = cpu_gen(k, r, ri);
@@ -1119,6 +1264,13 @@ LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMV
   a = cpu_convert(k, a, l->shape.dt, t);
   b = cpu_convert(k, b, r->shape.dt, t);
   return el_mul(k, t, a, b);
+}
+
+DType cpu_dot_acc_type(const HInstr *in) {
+  DType t = in->shape.dt;
+  bool fp8 = hlo_dtype_is_fp8(t);
+  for (int j = 0; j < in->nops && j < 2; j++) fp8 |= hlo_dtype_is_fp8(in->ops[j]->shape.dt);
+  return fp8 && t != DT_F64 ? DT_F32 : t;
 }
 
 int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {
@@ -1172,7 +1324,7 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
     }
     xi[xd] = ok ? ix_clamp(k, p, 0, xs->dims[xd] - 1) : p;
   }
-  DType t = in->shape.dt;
+  DType t = cpu_dot_acc_type(in);
   LLVMValueRef a = cpu_gen(k, x, xi);
   if (!a) return NULL;
   LLVMValueRef b = cpu_gen(k, w, wi);

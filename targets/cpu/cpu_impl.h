@@ -214,7 +214,8 @@ LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n)
 #define CPU_RAW_MIN (64 << 10)
 /* The read-only global holding a constant instruction's literal (made once). */
 LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
-/* LLVM register type of a dtype (pred: i1) and storage type (pred: i8). */
+/* LLVM register type of a dtype (pred: i1; fp8: f32, cpu_fp8_decode) and storage type (pred,
+ * fp8: i8). */
 LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t);
 LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t);
 
@@ -376,6 +377,13 @@ bool cpu_op_supported(const HInstr *in, HErr *err);
 bool cpu_op_own_kernel(HOp op);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
+/* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value
+ * -> fp8 bits rounded as hlo_f32_to_f8e4m3fn / _f8e5m2 do (integer IR, branch-free). */
+LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits);
+LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x);
+/* The type a dot or convolution accumulates in: f32 when an operand or the result is fp8
+ * (and the result is not f64), else the result type. */
+DType cpu_dot_acc_type(const HInstr *in);
 /* Products for accumulating kernels: the term of a dot / convolution at output index idx
  * and reduction variables red (dot: contracting dims in lhs order; convolution: kernel input
  * feature then kernel spatial dims). */

@@ -245,6 +245,7 @@ LLVMValueRef cpu_load_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValue
   LLVMValueRef v = LLVMBuildLoad2(k->B, mt, q, "");
   LLVMSetAlignment(v, (unsigned)hlo_dtype_size(s->dt));
   if (s->dt == DT_PRED) v = LLVMBuildICmp(k->B, LLVMIntNE, v, LLVMConstInt(k->cg->i8, 0, 0), "");
+  if (hlo_dtype_is_fp8(s->dt)) v = cpu_fp8_decode(k, s->dt, v);
   return v;
 }
 
@@ -253,6 +254,7 @@ void cpu_store_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *id
   LLVMValueRef lin = kn_linear(k, s, idx);
   LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, mt, p, &lin, 1, "");
   if (s->dt == DT_PRED) v = LLVMBuildZExt(k->B, v, k->cg->i8, "");
+  if (hlo_dtype_is_fp8(s->dt)) v = cpu_fp8_encode(k, s->dt, v);
   LLVMValueRef st = LLVMBuildStore(k->B, v, q);
   LLVMSetAlignment(st, (unsigned)hlo_dtype_size(s->dt));
 }
@@ -833,6 +835,7 @@ static const HInstr *kn_output_hero(const HInstr *in) {
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
   const HInstr *hero = cpu_fusion_hero(in);
   if (!hero || hero->shape.dt != in->shape.dt || hero->shape.dt == DT_PRED ||
+      cpu_dot_acc_type(hero) != hero->shape.dt ||
       !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(in->calls[0], hero))
     return NULL;
   return hero;
@@ -1365,7 +1368,10 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (!computes) return true;
   if (hlo_shape_elems(&in->shape) == 0 && in->shape.dt != DT_TUPLE) return true;
   const HInstr *hero = NULL;
-  if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 && in->shape.dt != DT_PRED)
+  /* (a dot accumulating in a wider type than its result, fp8 -> bf16 say, is elemental: the
+     accumulating kernel adds into the result's own storage) */
+  if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 && in->shape.dt != DT_PRED &&
+      cpu_dot_acc_type(in) == in->shape.dt)
     hero = in;
   else
     hero = kn_output_hero(in);
