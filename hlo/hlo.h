@@ -229,6 +229,12 @@ typedef struct IList {
   int n;                     /* number of entries */
   int64_t v[HLO_MAX_RANK];   /* entries */
 } IList;
+/* Whether v is one of l's entries. */
+static inline bool hlo_ilist_has(const IList *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
 
 typedef struct WinDim {
   int64_t size;     /* window size */

@@ -158,12 +158,6 @@ static Shape arr(DType dt, int rank, const int64_t *dims) {
 }
 
 /* Does list l contain v? */
-static bool il_has(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return true;
-  return false;
-}
-
 /* A dimension-number list: within [0, bound), distinct, and strictly increasing when
  * `sorted`. what names it in the message. */
 static bool check_dims(HErr *err, const HInstr *in, const IList *l, int64_t bound, bool sorted,
@@ -763,11 +757,11 @@ static bool infer_gather(const HInstr *in, Shape *out, HErr *err) {
       !check_dims(err, in, &g->start_index_map, op->rank, false, "start_index_map"))
     return false;
   for (int i = 0; i < g->collapsed_slice_dims.n; i++)
-    if (il_has(&g->operand_batching_dims, g->collapsed_slice_dims.v[i]))
+    if (hlo_ilist_has(&g->operand_batching_dims, g->collapsed_slice_dims.v[i]))
       return bad(err, in, "dimension %lld is both collapsed and batching",
                  (long long)g->collapsed_slice_dims.v[i]);
   for (int i = 0; i < g->start_index_map.n; i++)
-    if (il_has(&g->operand_batching_dims, g->start_index_map.v[i]))
+    if (hlo_ilist_has(&g->operand_batching_dims, g->start_index_map.v[i]))
       return bad(err, in, "start_index_map names batching dimension %lld",
                  (long long)g->start_index_map.v[i]);
   if (g->slice_sizes.n != op->rank)
@@ -779,7 +773,7 @@ static bool infer_gather(const HInstr *in, Shape *out, HErr *err) {
     if (sz < 0 || sz > op->dims[i])
       return bad(err, in, "slice size %lld is out of range for dimension %d of %s",
                  (long long)sz, i, SS(op));
-    bool coll = il_has(&g->collapsed_slice_dims, i), bat = il_has(&g->operand_batching_dims, i);
+    bool coll = hlo_ilist_has(&g->collapsed_slice_dims, i), bat = hlo_ilist_has(&g->operand_batching_dims, i);
     if ((coll || bat) && sz > 1)
       return bad(err, in, "%s dimension %d has slice size %lld, must be at most 1",
                  coll ? "collapsed" : "batching", i, (long long)sz);
@@ -793,7 +787,7 @@ static bool infer_gather(const HInstr *in, Shape *out, HErr *err) {
   if (!check_dims(err, in, &g->offset_dims, orank, true, "offset_dims")) return false;
   int64_t d[HLO_MAX_RANK];
   for (int i = 0, ko = 0, kb = 0; i < orank; i++)
-    d[i] = il_has(&g->offset_dims, i) ? offsz[ko++] : bd[kb++];
+    d[i] = hlo_ilist_has(&g->offset_dims, i) ? offsz[ko++] : bd[kb++];
   *out = arr(op->dt, orank, d);
   return true;
 }
@@ -830,11 +824,11 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
     return bad(err, in, "scatter_dims_to_operand_dims has %d entries but the index vector of %s "
                "has %lld", sd->scatter_dims_to_operand_dims.n, SS(ix), (long long)ivsize);
   for (int i = 0; i < sd->inserted_window_dims.n; i++)
-    if (il_has(&sd->input_batching_dims, sd->inserted_window_dims.v[i]))
+    if (hlo_ilist_has(&sd->input_batching_dims, sd->inserted_window_dims.v[i]))
       return bad(err, in, "dimension %lld is both inserted and batching",
                  (long long)sd->inserted_window_dims.v[i]);
   for (int i = 0; i < sd->scatter_dims_to_operand_dims.n; i++)
-    if (il_has(&sd->input_batching_dims, sd->scatter_dims_to_operand_dims.v[i]))
+    if (hlo_ilist_has(&sd->input_batching_dims, sd->scatter_dims_to_operand_dims.v[i]))
       return bad(err, in, "scatter_dims_to_operand_dims names batching dimension %lld",
                  (long long)sd->scatter_dims_to_operand_dims.v[i]);
   int nwin = sd->update_window_dims.n;
@@ -847,8 +841,8 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
                SS(up), nwin + nbd, SS(ix));
   /* scatter dims of the updates follow the indices' batch dims; window dims fit the operand */
   for (int i = 0, kb = 0, kw = 0, od = 0; i < up->rank; i++) {
-    if (il_has(&sd->update_window_dims, i)) {
-      while (il_has(&sd->inserted_window_dims, od) || il_has(&sd->input_batching_dims, od)) od++;
+    if (hlo_ilist_has(&sd->update_window_dims, i)) {
+      while (hlo_ilist_has(&sd->inserted_window_dims, od) || hlo_ilist_has(&sd->input_batching_dims, od)) od++;
       if (up->dims[i] > op->dims[od])
         return bad(err, in, "update window dimension %d (size %lld) exceeds operand %s "
                    "dimension %d", i, (long long)up->dims[i], SS(op), od);
@@ -1066,8 +1060,8 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
     return bad(err, in, "dot has %d lhs and %d rhs contracting dims", dd->lhs_contract.n,
                dd->rhs_contract.n);
   for (int i = 0; i < dd->lhs_batch.n; i++) {
-    if (il_has(&dd->lhs_contract, dd->lhs_batch.v[i]) ||
-        il_has(&dd->rhs_contract, dd->rhs_batch.v[i]))
+    if (hlo_ilist_has(&dd->lhs_contract, dd->lhs_batch.v[i]) ||
+        hlo_ilist_has(&dd->rhs_contract, dd->rhs_batch.v[i]))
       return bad(err, in, "dot batch dimension %d is also contracting", i);
     if (l->dims[dd->lhs_batch.v[i]] != r->dims[dd->rhs_batch.v[i]])
       return bad(err, in, "dot batch dimension sizes differ: lhs %s dim %lld, rhs %s dim %lld",
@@ -1086,9 +1080,9 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
   int n = 0;
   for (int i = 0; i < dd->lhs_batch.n; i++) d[n++] = l->dims[dd->lhs_batch.v[i]];
   for (int i = 0; i < l->rank; i++)
-    if (!il_has(&dd->lhs_batch, i) && !il_has(&dd->lhs_contract, i)) d[n++] = l->dims[i];
+    if (!hlo_ilist_has(&dd->lhs_batch, i) && !hlo_ilist_has(&dd->lhs_contract, i)) d[n++] = l->dims[i];
   for (int i = 0; i < r->rank; i++)
-    if (!il_has(&dd->rhs_batch, i) && !il_has(&dd->rhs_contract, i)) d[n++] = r->dims[i];
+    if (!hlo_ilist_has(&dd->rhs_batch, i) && !hlo_ilist_has(&dd->rhs_contract, i)) d[n++] = r->dims[i];
   if (n > HLO_MAX_RANK) return bad(err, in, "dot result rank %d is too large", n);
   DType t = in->shape.dt;
   if (t == DT_INVALID) t = l->dt;
@@ -1121,7 +1115,7 @@ static bool infer_reduce(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   int64_t d[HLO_MAX_RANK];
   int r = 0;
   for (int i = 0; i < s0->rank; i++)
-    if (!il_has(&in->dims, i)) d[r++] = s0->dims[i];
+    if (!hlo_ilist_has(&in->dims, i)) d[r++] = s0->dims[i];
   if (n == 1) {
     *out = arr(acc[0], r, d);
   } else {

@@ -1184,12 +1184,6 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
 
 /* ------------------------------------------------------------------ gather */
 
-static bool il_has(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return true;
-  return false;
-}
-
 static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   const GatherDims *g = in->gather;
   const HInstr *op = in->ops[0], *ind = in->ops[1];
@@ -1199,7 +1193,7 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   LLVMValueRef bidx[HLO_MAX_RANK];
   int nb = 0;
   for (int d = 0; d < orank; d++)
-    if (!il_has(&g->offset_dims, d)) bidx[nb++] = idx[d];
+    if (!hlo_ilist_has(&g->offset_dims, d)) bidx[nb++] = idx[d];
   /* indices array index for component c: batch dims with index_vector_dim inserted */
   int64_t ivd = g->index_vector_dim;
   LLVMValueRef start[HLO_MAX_RANK];
@@ -1221,7 +1215,7 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   LLVMValueRef oi[HLO_MAX_RANK];
   int off = 0;
   for (int d = 0; d < os->rank; d++) {
-    if (il_has(&g->collapsed_slice_dims, d) || il_has(&g->operand_batching_dims, d)) {
+    if (hlo_ilist_has(&g->collapsed_slice_dims, d) || hlo_ilist_has(&g->operand_batching_dims, d)) {
       oi[d] = start[d];
       continue;
     }
@@ -1249,9 +1243,9 @@ LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMV
     o++;
   }
   for (int d = 0; d < l->shape.rank; d++)
-    if (!il_has(&dd->lhs_batch, d) && !il_has(&dd->lhs_contract, d)) li[d] = idx[o++];
+    if (!hlo_ilist_has(&dd->lhs_batch, d) && !hlo_ilist_has(&dd->lhs_contract, d)) li[d] = idx[o++];
   for (int d = 0; d < r->shape.rank; d++)
-    if (!il_has(&dd->rhs_batch, d) && !il_has(&dd->rhs_contract, d)) ri[d] = idx[o++];
+    if (!hlo_ilist_has(&dd->rhs_batch, d) && !hlo_ilist_has(&dd->rhs_contract, d)) ri[d] = idx[o++];
   for (int j = 0; j < dd->lhs_contract.n; j++) {
     li[dd->lhs_contract.v[j]] = red[j];
     ri[dd->rhs_contract.v[j]] = red[j];

@@ -938,12 +938,6 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   return cpu_kern_end(k, sp.n);
 }
 
-static bool il_has(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return true;
-  return false;
-}
-
 /* Scatter: copy the operand, then combine every update in order. */
 /* A reduce over dimensions that leave the operand's minor dimension in place (a column
  * reduction: a global pool over NHWC, batch statistics), computed by the kernel of entry
@@ -1278,7 +1272,7 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
   LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
   int ns = 0;
   for (int d = 0; d < us->rank; d++)
-    if (!il_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
+    if (!hlo_ilist_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
   int64_t ivd = sd->index_vector_dim;
   LLVMValueRef start[HLO_MAX_RANK];
   for (int d = 0; d < s->rank; d++) start[d] = cpu_i64(k, 0);
@@ -1300,7 +1294,7 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
   for (int d = 0; d < s->rank; d++) {
     int64_t wsize = 1;
     oi[d] = start[d];
-    if (!il_has(&sd->inserted_window_dims, d) && !il_has(&sd->input_batching_dims, d)) {
+    if (!hlo_ilist_has(&sd->inserted_window_dims, d) && !hlo_ilist_has(&sd->input_batching_dims, d)) {
       int64_t ud = sd->update_window_dims.v[w++];
       wsize = us->dims[ud];
       oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");

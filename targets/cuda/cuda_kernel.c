@@ -1196,12 +1196,6 @@ static const HInstr *ck_hero(const HInstr *in, HOp want) {
   return hero;
 }
 
-static bool il_has(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return true;
-  return false;
-}
-
 /* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
 typedef struct DotSide {
   int nb, nf, nc;                       /* counts */
@@ -1218,7 +1212,7 @@ static void ck_dot_side(const HInstr *dot, int j, DotSide *s) {
   for (int i = 0; i < bl->n; i++) s->b[s->nb++] = bl->v[i], s->B *= os->dims[bl->v[i]];
   for (int i = 0; i < cl->n; i++) s->c[s->nc++] = cl->v[i], s->K *= os->dims[cl->v[i]];
   for (int d = 0; d < os->rank; d++)
-    if (!il_has(bl, d) && !il_has(cl, d)) s->f[s->nf++] = d, s->F *= os->dims[d];
+    if (!hlo_ilist_has(bl, d) && !hlo_ilist_has(cl, d)) s->f[s->nf++] = d, s->F *= os->dims[d];
 }
 
 typedef struct StageCtx {
