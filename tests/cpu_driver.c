@@ -20,6 +20,8 @@
 #define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 
+#include "../bench/cpu/bench_bf16.h" /* __truncsfbf2 for toolchains without it */
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -103,14 +105,29 @@ static int npy_read(const char *path, Npy *a) {
 static const char *npy_descr(const char *dt) {
   static const char *map[][2] = {{"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"}, {"s64", "<i8"},
                                  {"u32", "<u4"}, {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"},
-                                 {"f16", "<f2"}, {"s16", "<i2"}, {"u16", "<u2"}, {"u64", "<u8"}};
+                                 {"f16", "<f2"}, {"s16", "<i2"}, {"u16", "<u2"}, {"u64", "<u8"},
+                                 {"bf16", "<u2"}}; /* (NumPy has no bf16: its bits, as XLA's outputs hold them) */
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(map[i][0], dt) == 0) return map[i][1];
   return "?";
 }
 
+/* An f16's or bf16's bits as a double. */
+static double half_bits(uint16_t h, int bf) {
+  if (bf) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
 static double elem(const char *dt, const void *p, size_t i) {
   if (!strcmp(dt, "f32")) return ((const float *)p)[i];
+  if (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) return half_bits(((const uint16_t *)p)[i], dt[0] == 'b');
   if (!strcmp(dt, "f64")) return ((const double *)p)[i];
   if (!strcmp(dt, "s32")) return ((const int32_t *)p)[i];
   if (!strcmp(dt, "s64")) return (double)((const int64_t *)p)[i];
@@ -205,7 +222,7 @@ int main(int argc, char **argv) {
     }
     const char *dt = model_result_info[k].dtype;
     size_t n = w.bytes / (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8")
-                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8 : 4) : 1);
+                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8 : strstr(dt, "16") ? 2 : 4) : 1);
     double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0, ww = n ? elem(dt, w.data, 0) : 0;
     size_t wi = 0;
     for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(elem(dt, w.data, i)));

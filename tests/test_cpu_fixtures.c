@@ -93,6 +93,12 @@ Test(cpu, fixture_resnet_block, .timeout = 300) { tf_fixture("resnet_block", 1e-
 Test(cpu, fixture_resnet18, .timeout = 300) { tf_fixture("resnet18", 1e-4); }
 Test(cpu, fixture_bert_base, .timeout = 300) { tf_fixture("bert_base", 1e-4); }
 Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) { tf_fixture("simple_cnn_train_step", 1e-3); }
+/* bf16 Llama layers (prefill and decode; XLA's outputs bf16, as bits): the bf16 bar, 3e-2 of
+ * each result's scale. Their dots go through the GEMM (bf16 operands, f32 sums). */
+Test(cpu, fixture_llama_layer_bf16, .timeout = 300) { tf_fixture("llama_layer_bf16", 3e-2); }
+Test(cpu, fixture_llama_decode_bf16, .timeout = 300) { tf_fixture("llama_decode_bf16", 3e-2); }
+Test(cpu, fused_llama_layer_bf16, .timeout = 300) { tf_fixture_opt("llama_layer_bf16", 3e-2); }
+Test(cpu, fused_llama_decode_bf16, .timeout = 300) { tf_fixture_opt("llama_decode_bf16", 3e-2); }
 
 /* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's
  * outputs, through the optimizer (while-unroll); and two lax.while_loops whose trip count

@@ -44,6 +44,8 @@ static bool tg_has_fn(const char *dir, const char *fn) {
 }
 
 static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also);
+static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm, bool want_gemm,
+                          const char *also);
 
 /* The prebuilt library's GEMM function (cpu_prebuilt.c), as its object names it. */
 #define CPU_LIB_SYMBOL "__hloc_gemm_f32"
@@ -65,6 +67,12 @@ static void tg_check(const char *what, const char *text, double rtol, bool want_
 
 /* The same; also (when not NULL) names another function the module must define. */
 static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also) {
+  tg_check_gemm(what, text, rtol, "model_gemm_f32", want_gemm, also);
+}
+
+/* The same, the GEMM function being gemm (the one of the operands' type: model_gemm_bf16 ...). */
+static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm, bool want_gemm,
+                          const char *also) {
   HModule *ref = ct_parse(text), *ml = ct_parse(text);
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_gemm");
@@ -76,7 +84,7 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   snprintf(ll, sizeof ll, "%s/model.ll", dir);
   CpuOpts ol = {.knobs = &ct_knobs, .name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
-  cr_expect_eq(tg_has_fn(dir, "model_gemm_f32"), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
+  cr_expect_eq(tg_has_fn(dir, gemm), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
   if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
   /* the object with the prebuilt library where the host can use it (cpu_prebuilt.c), then
      with the module's own GEMM functions */
@@ -1141,4 +1149,102 @@ Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
     "  ROOT x = f32[300,700] fusion(a0, b0), kind=kOutput, calls=f\n"
     "}\n", 1e-4, true, "model_gemm_packa_f32");
   ct_knob(CPU_KNOB_GEMM_CHUNKS, NULL);
+}
+
+/* ------------------------------------------------------------------ 16-bit operands */
+
+/* Products of bf16 or f16 operands (both of one type, ty), summed in f32 and stored as ty or
+ * f32 (rty), through the GEMM: the operands widened as they are packed or loaded, a 16-bit
+ * result rounded once from the f32 sums (the interpreter sums in double and rounds once).
+ * tg_lowp_text writes the module of one product: M x K times K x N, A stored [K, M] when ta,
+ * B stored [N, K] when tb, nb > 0 batches, with a fused epilogue (a bias added, then a
+ * multiply by the product itself) when fused. */
+static char *tg_lowp_text(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta, bool tb, bool fused) {
+  char bat[32] = "", a[96], b[96], o[96], dn[256];
+  if (nb) snprintf(bat, sizeof bat, "%d,", nb);
+  snprintf(a, sizeof a, "%s[%s%d,%d]", ty, bat, ta ? K : M, ta ? M : K);
+  snprintf(b, sizeof b, "%s[%s%d,%d]", ty, bat, tb ? N : K, tb ? K : N);
+  snprintf(o, sizeof o, "%s[%s%d,%d]", rty, bat, M, N);
+  int o0 = nb ? 1 : 0;
+  snprintf(dn, sizeof dn, "%slhs_contracting_dims={%d}, rhs_contracting_dims={%d}",
+           nb ? "lhs_batch_dims={0}, rhs_batch_dims={0}, " : "", o0 + (ta ? 0 : 1), o0 + (tb ? 1 : 0));
+  char *t = malloc(4096);
+  if (!fused) {
+    snprintf(t, 4096, "HloModule m\nENTRY e {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT d = %s dot(x, y), %s\n}\n",
+             a, b, o, dn);
+    return t;
+  }
+  snprintf(t, 4096,
+           "HloModule m\nf {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  c = %s[%d] parameter(2)\n"
+           "  d = %s dot(x, y), %s\n  cb = %s broadcast(c), dimensions={%d}\n  s = %s add(d, cb)\n"
+           "  ROOT r = %s multiply(s, d)\n}\n"
+           "ENTRY e {\n  x0 = %s parameter(0)\n  y0 = %s parameter(1)\n  c0 = %s[%d] parameter(2)\n"
+           "  ROOT f0 = %s fusion(x0, y0, c0), kind=kOutput, calls=f\n}\n",
+           a, b, rty, N, o, dn, o, o0 + 1, o, o, a, b, rty, N, o);
+  return t;
+}
+
+/* Whether the IR of text has the few-rows (or few-columns: the dot form) kernel. */
+static bool tg_few_kernel(const char *text) { return tg_ir_contains(text, "smallk") || tg_ir_contains(text, "smalld"); }
+
+/* One product of tg_lowp_text against the interpreter, through the GEMM of ty (blocked: its
+ * function; else the few-rows or few-columns kernel, which make none). The bar: 3e-2 of the
+ * result's scale for 16-bit results (an ulp of bf16 is 2^-8 of the value), 1e-4 for f32 ones. */
+static void tg_lowp(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta, bool tb, bool fused,
+                    bool blocked) {
+  char *t = tg_lowp_text(ty, rty, nb, M, K, N, ta, tb, fused), what[160], fn[64];
+  snprintf(what, sizeof what, "%s x %s -> %s, %s%dx%dx%d%s%s%s", ty, ty, rty, nb ? "batched " : "", M, K, N,
+           ta ? ", A transposed" : "", tb ? ", B transposed" : "", fused ? ", fused" : "");
+  snprintf(fn, sizeof fn, "model_gemm_%s", ty);
+  if (!blocked) cr_expect(tg_few_kernel(t), "%s: not the few-rows or few-columns kernel", what);
+  tg_check_gemm(what, t, strcmp(rty, "f32") ? 3e-2 : 1e-4, fn, blocked, NULL);
+  free(t);
+}
+
+/* The blocked GEMM: K = 450 (two K blocks at AVX2's KC of 384), M and N not multiples of the
+ * tile (37 rows: six 6-row panels and one of 1; 70 columns: an edge panel), each operand
+ * transposed, batched, and inside an output fusion; bf16 -> bf16, bf16 -> f32, f16 -> f16. */
+Test(cpu_gemm_lowp, bf16_blocked, .timeout = 300) {
+  tg_lowp("bf16", "bf16", 0, 37, 450, 70, false, false, false, true);
+  tg_lowp("bf16", "bf16", 0, 37, 450, 70, true, true, false, true);
+  tg_lowp("bf16", "bf16", 3, 29, 100, 33, false, true, true, true);
+}
+
+Test(cpu_gemm_lowp, bf16_to_f32_blocked, .timeout = 300) {
+  tg_lowp("bf16", "f32", 0, 37, 450, 70, false, false, false, true);
+  tg_lowp("bf16", "f32", 3, 29, 100, 33, true, false, false, true);
+  tg_lowp("bf16", "f32", 0, 40, 130, 50, false, false, true, true);
+}
+
+Test(cpu_gemm_lowp, f16_blocked, .timeout = 300) {
+  tg_lowp("f16", "f16", 0, 37, 450, 70, false, false, false, true);
+  tg_lowp("f16", "f16", 0, 37, 450, 70, true, true, true, true);
+  tg_lowp("f16", "f32", 3, 29, 100, 33, false, true, false, true);
+}
+
+/* Few rows (decode): M = 1 and 3 with B [K, N] (the streaming form, B's rows read once, K in
+ * blocks of 16 rows summed into the f32 scratch) and B [N, K] (the dot form), batched and
+ * fused; M = 8, which takes the few-rows kernel with AVX-512's 32 registers and the blocked
+ * path with AVX2's 16 (either way through the GEMM); few columns (N = 10). */
+Test(cpu_gemm_lowp, bf16_few_rows_and_columns, .timeout = 300) {
+  tg_lowp("bf16", "bf16", 0, 1, 300, 100, false, false, false, false);
+  tg_lowp("bf16", "bf16", 0, 1, 300, 100, false, true, false, false);
+  tg_lowp("bf16", "f32", 2, 3, 70, 45, false, false, true, false);
+  tg_lowp("f16", "f16", 0, 3, 70, 45, false, true, true, false);
+  char *t = tg_lowp_text("bf16", "bf16", 0, 8, 300, 100, false, false, false);
+  bool few = tg_few_kernel(t);
+  free(t);
+  tg_lowp("bf16", "bf16", 0, 8, 300, 100, false, false, false, !few);
+  tg_lowp("bf16", "bf16", 0, 50, 70, 10, false, false, false, false);
+  tg_lowp("bf16", "bf16", 0, 50, 70, 10, false, true, true, false);
+}
+
+/* Mixed operand types stay with the elemental kernels: no GEMM function of either type. */
+Test(cpu_gemm_lowp, mixed_types_elemental, .timeout = 300) {
+  const char *t = "HloModule m\nENTRY e {\n  x = bf16[20,30] parameter(0)\n  y = f16[30,40] parameter(1)\n"
+                  "  ROOT d = f32[20,40] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(!tg_ir_contains(t, "model_gemm_bf16") && !tg_ir_contains(t, "model_gemm_f16") &&
+                !tg_ir_contains(t, "model_gemm_f32") && !tg_few_kernel(t),
+            "mixed bf16 x f16 went through the GEMM");
+  tg_check_gemm("bf16 x f16 -> f32", t, 1e-4, "model_gemm_bf16", false, NULL);
 }

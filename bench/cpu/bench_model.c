@@ -57,6 +57,7 @@
 #else
 #include "m.h"
 #endif
+#include "bench_bf16.h"
 #include "bench_fill.h"
 
 #include <errno.h>
@@ -205,9 +206,9 @@ static const char *npy_descr(const char *dt) {
 /* Fill one argument with bench_fill.h's values; false for a dtype the driver cannot fill. */
 static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   const char *dt = t->dtype;
-  bool f32 = !strcmp(dt, "f32"), f64 = !strcmp(dt, "f64");
+  bool f32 = !strcmp(dt, "f32"), f64 = !strcmp(dt, "f64"), bf16 = !strcmp(dt, "bf16");
   size_t esz = !strcmp(dt, "pred") || !strcmp(dt, "s8") || !strcmp(dt, "u8")     ? 1
-               : !strcmp(dt, "s16") || !strcmp(dt, "u16")                         ? 2
+               : !strcmp(dt, "s16") || !strcmp(dt, "u16") || bf16                 ? 2
                : f32 || !strcmp(dt, "s32") || !strcmp(dt, "u32")                  ? 4
                : f64 || !strcmp(dt, "s64") || !strcmp(dt, "u64")                  ? 8
                                                                                   : 0;
@@ -218,8 +219,9 @@ static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   }
   int64_t n = (int64_t)(t->bytes / esz);
   for (int64_t i = 0; i < n; i++) {
-    double v = bench_fill_value(k, t->rank, t->dims, i, f32 || f64);
+    double v = bench_fill_value(k, t->rank, t->dims, i, f32 || f64 || bf16);
     if (f32) ((float *)d)[i] = (float)v;
+    else if (bf16) ((uint16_t *)d)[i] = bench_f32_to_bf16((float)v); /* the value rounded to bf16 */
     else if (f64) ((double *)d)[i] = v;
     else if (!strcmp(dt, "pred")) ((uint8_t *)d)[i] = v != 0;
     else if (esz == 1) ((uint8_t *)d)[i] = (uint8_t)(int)v;

@@ -377,6 +377,43 @@ LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to) {
   return fk == DK_SINT ? LLVMBuildSExt(B, v, tt, "") : LLVMBuildZExt(B, v, tt, "");
 }
 
+/* The integer constant x of type t (a vector type: in every lane, at most 64). */
+static LLVMValueRef el_const_int(LLVMTypeRef t, unsigned long long x) {
+  if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return LLVMConstInt(t, x, 0);
+  LLVMValueRef e[64];
+  unsigned n = LLVMGetVectorSize(t);
+  for (unsigned j = 0; j < n && j < 64; j++) e[j] = LLVMConstInt(LLVMGetElementType(t), x, 0);
+  return LLVMConstVector(e, n < 64 ? n : 64);
+}
+
+LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef ft = LLVMTypeOf(v);
+  bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
+  unsigned n = vec ? LLVMGetVectorSize(ft) : 0;
+  LLVMTypeRef i32 = vec ? LLVMVectorType(k->cg->i32, n) : k->cg->i32, i16 = vec ? LLVMVectorType(k->cg->i16, n) : k->cg->i16;
+  LLVMTypeRef bt = vec ? LLVMVectorType(k->cg->bf16, n) : k->cg->bf16;
+  LLVMValueRef u = LLVMBuildBitCast(B, v, i32, "");
+  LLVMValueRef hi = LLVMBuildLShr(B, u, el_const_int(i32, 16), "");
+  LLVMValueRef lsb = LLVMBuildAnd(B, hi, el_const_int(i32, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildAdd(B, u, el_const_int(i32, 0x7fff), ""), lsb, "");
+  LLVMValueRef h = LLVMBuildTrunc(B, LLVMBuildLShr(B, r, el_const_int(i32, 16), ""), i16, "");
+  LLVMValueRef q = LLVMBuildTrunc(B, LLVMBuildOr(B, hi, el_const_int(i32, 0x40), ""), i16, "");
+  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
+  return LLVMBuildBitCast(B, LLVMBuildSelect(B, nan, q, h, ""), bt, "");
+}
+
+/* A materialized value at idx: loaded from its buffer, converted when the buffer holds another
+ * type (a 16-bit product's f32 sums, rounded once to it). */
+static LLVMValueRef el_materialized(CpuKern *k, const CpuMat *m, LLVMValueRef *idx) {
+  const Shape *s = &m->in->shape;
+  if (m->dt == DT_INVALID || m->dt == s->dt) return cpu_load_elem(k, m->p, s, idx);
+  Shape t = *s;
+  t.dt = m->dt;
+  LLVMValueRef v = cpu_load_elem(k, m->p, &t, idx);
+  return m->dt == DT_F32 && s->dt == DT_BF16 ? cpu_round_bf16(k, v) : cpu_convert(k, v, m->dt, s->dt);
+}
+
 LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
   if (hlo_dtype_is_float(t)) return LLVMBuildFAdd(k->B, a, b, "");
   if (t == DT_PRED) return LLVMBuildOr(k->B, a, b, "");
@@ -766,7 +803,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   bool boundary = in->parent == cg->entry && in != k->root;
   if (boundary && in->shape.dt == DT_TUPLE) return el_fail(k, in, "tuple value used as an array");
   for (int i = 0; i < k->nmat; i++)
-    if (k->mat[i].in == in) return cpu_load_elem(k, k->mat[i].p, &in->shape, idx);
+    if (k->mat[i].in == in) return el_materialized(k, &k->mat[i], idx);
   if (in->op == OP_PARAMETER && !boundary) {
     CpuBind *b = el_find_bind(k, in->parent);
     if (!b) return el_fail(k, in, "parameter of an unbound computation");

@@ -59,6 +59,7 @@ typedef struct CpuPackJob {
   int64_t nblk, nnb;  /* column blocks */
   int64_t dst;        /* byte offset in the packed weights */
   int64_t wk[4];      /* kind 1: the taps' strides of (kh, kw, ci, co) */
+  int et;             /* kind 0: B's element type (gemm/'s GmElt: f32, bf16, f16), packed as f32 */
 } CpuPackJob;
 
 /* Where the values of one computation live: the entry's (args, results, the plan's heap), or
@@ -247,6 +248,8 @@ typedef struct CpuCacheEnt {
 typedef struct CpuMat {
   const HInstr *in; /* the instruction */
   LLVMValueRef p;   /* its row-major buffer */
+  DType dt;         /* the buffer's element type when not in's own (DT_INVALID: in's): the
+                       f32 sums of a 16-bit product, rounded to in's type as they are loaded */
 } CpuMat;
 
 /* One kernel function being emitted. */
@@ -304,8 +307,10 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in);
  * failed). */
 CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root);
 bool cpu_kern_end(CpuKern *k, int64_t nchunks);
-/* Generation of `in` inside this kernel loads it from row-major buffer p. */
+/* Generation of `in` inside this kernel loads it from row-major buffer p (_as: whose elements
+ * are of type dt, DT_INVALID meaning in's own, converted to in's type as they are loaded). */
 void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
+void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DType dt);
 /* The one dot or convolution of fusion in (NULL when it has none, or several). */
 const HInstr *cpu_fusion_hero(const HInstr *in);
 /* Whether every use of v in c reaches `to` through elementwise ops of v's dimensions (v may
@@ -384,6 +389,10 @@ LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x);
 /* The type a dot or convolution accumulates in: f32 when an operand or the result is fp8
  * (and the result is not f64), else the result type. */
 DType cpu_dot_acc_type(const HInstr *in);
+/* An f32 value (scalar or vector) rounded to bf16 to nearest even, NaNs made quiet, in integer
+ * operations (hlo_f32_to_bf16's): LLVM lowers fptrunc to bfloat to a library call per element
+ * on x86 without AVX512-BF16, which the rounded results of the GEMM cannot afford. */
+LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v);
 /* Products for accumulating kernels: the term of a dot / convolution at output index idx
  * and reduction variables red (dot: contracting dims in lhs order; convolution: kernel input
  * feature then kernel spatial dims). */

@@ -472,8 +472,10 @@ static LLVMValueRef kn_leaf_ptr(CpuKern *k, const HInstr *in, int j) {
   return lp;
 }
 
-void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
-  if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p};
+void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) { cpu_kern_materialized_as(k, in, p, DT_INVALID); }
+
+void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DType dt) {
+  if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p, dt};
 }
 
 /* Where a loop over an output dimension of extent n of kernel in is split, so that its

@@ -439,7 +439,7 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
   LoopCtx c = {in, leaves, ck_buffer(k, in)};
   if (mat)
     for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
-      if (mat[j]) k->mat[k->nmat++] = (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j)};
+      if (mat[j]) k->mat[k->nmat++] = (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
   ck_grid_loop(k, st, ls, ck_loop_body, &c);
   return ck_end(k);
 }
@@ -540,7 +540,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   if (hero) { /* the dot/convolution's result, where the library wrote it */
     epi = hlo_arena_alloc(cg->scratch, (size_t)in->calls[0]->ninstrs + 1);
     ck_ancestors(in->calls[0], in->calls[0]->root, hero, epi);
-    k->mat[k->nmat++] = (CpuMat){hero, hv};
+    k->mat[k->nmat++] = (CpuMat){hero, hv, DT_INVALID};
     vops[nvops] = hero;
     vptr[nvops++] = hv;
     bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, hv, cg->i64, ""), "");
@@ -657,7 +657,7 @@ static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
   LLVMValueRef dp;
   CpuKern *k = ck_begin(cc, in, "epilogue", 1, &hp, &dp, &st);
   ck_bind_fusion(k, in);
-  k->mat[k->nmat++] = (CpuMat){hero, dp};
+  k->mat[k->nmat++] = (CpuMat){hero, dp, DT_INVALID};
   LoopCtx c = {in, NULL, ck_buffer(k, in)};
   ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
   return ck_end(k);

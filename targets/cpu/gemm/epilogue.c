@@ -6,7 +6,10 @@
  * whose root reduces the epilogue (a sum, maximum or minimum: a global pool after a
  * convolution) has no C at all: each block is reduced into its chunk's partial results, and
  * a last kernel combines the chunks' partials with the init in chunk order, so the result does
- * not depend on the thread count. */
+ * not depend on the thread count. A product whose result is bf16 or f16 has its f32 sums in
+ * scratch: the epilogue reads them as the product's value rounded once to its type (XLA's
+ * round to nearest even: cpu_kern_materialized_as), then stores the fusion's root, or that
+ * value alone, in the instruction's buffer. */
 #include "gemm_impl.h"
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
@@ -91,7 +94,9 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
 void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                         const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
                         LLVMValueRef C, LLVMValueRef P) {
-  cpu_kern_materialized(k, hero, C);
+  bool low = gm_cbuf(p);
+  cpu_kern_materialized_as(k, hero, C, low ? DT_F32 : DT_INVALID);
+  LLVMValueRef out = low && !red ? cpu_buffer(k, in) : C;
   const Shape *s = &hero->shape;
   int64_t rst[HLO_MAX_RANK];
   if (red) gm_rowmajor(&red->shape, rst);
@@ -101,8 +106,8 @@ void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, 
   CpuLoop lm, ln;
   gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
   gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
-  LLVMValueRef v = cpu_gen(k, red ? red->ops[0] : in->calls[0]->root, idx);
-  if (v && !red) cpu_store_elem(k, C, &in->shape, idx, v);
+  LLVMValueRef v = cpu_gen(k, red ? red->ops[0] : hero == in ? in : in->calls[0]->root, idx);
+  if (v && !red) cpu_store_elem(k, out, &in->shape, idx, v);
   if (v && red) {
     LLVMValueRef pos = gi(k, 0);
     for (int d = 0, o = 0; d < s->rank; d++)

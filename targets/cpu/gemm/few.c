@@ -6,7 +6,10 @@
  * B streamed once in its row order (or, with B's rows contiguous, sums along K in the dot
  * form). Few columns: groups of rows of A against B's columns held along K, in the dot form,
  * with B transposed at compile time or into the chunk's scratch when its columns are not
- * contiguous. */
+ * contiguous. Operands of bf16 or f16 are read in place as well, widened to f32 by the loads
+ * themselves (gm_load_f32), so a decode step reads its 16-bit weights once, at their own size;
+ * a 16-bit result is summed into f32 scratch laid out as the result, which the epilogue
+ * rounds into it (the streaming form adds to C once per K block). */
 #include "gemm_impl.h"
 
 /* A product of few rows (batch-1 or small-batch inference: x[1, 4096] . W[4096, 1024]) is
@@ -56,8 +59,8 @@ bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
  * along K, a vector of K at a time (the last one under a lane mask), each reduced to its sum
  * at the end. With nrows (not NULL), rows from nrows on are row nrows - 1 again (the same
  * values read and stored): a partial group of rows runs the same code. */
-static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
-                          const GmProb *p, int R, int nn, LLVMValueRef nrows) {
+static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMValueRef A, LLVMValueRef Bp,
+                          LLVMValueRef Cp, const GmProb *p, int R, int nn, LLVMValueRef nrows) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int VW = c->vw;
@@ -89,9 +92,9 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
         LLVMAddIncoming(acc[r][j], &zero, &pre, 1);
       }
     LLVMValueRef av[16];
-    for (int r = 0; r < R; r++) av[r] = gload(k, vt, gfp(k, A, gadd(k, aoff[r], kv)), 4);
+    for (int r = 0; r < R; r++) av[r] = gm_load_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], kv)), VW, 4);
     for (int j = 0; j < nn; j++) {
-      LLVMValueRef bv = gload(k, vt, gfp(k, Bp, gadd(k, gi(k, j * p->bcs), kv)), 4);
+      LLVMValueRef bv = gm_load_f32(k, eb, gep_e(k, eb, Bp, gadd(k, gi(k, j * p->bcs), kv)), VW, 4);
       for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, acc[r][j]}, 3, "");
     }
     LLVMValueRef kn = gadd(k, kv, gi(k, VW));
@@ -105,9 +108,9 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueR
   /* the partial vector at the end of K */
   if (rem) {
     LLVMValueRef mask = cpu_lane_mask(k, VW, (int)rem), av[16];
-    for (int r = 0; r < R; r++) av[r] = cpu_masked_load(k, vt, gfp(k, A, gadd(k, aoff[r], gi(k, kv_end))), mask);
+    for (int r = 0; r < R; r++) av[r] = gm_masked_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], gi(k, kv_end))), VW, mask);
     for (int j = 0; j < nn; j++) {
-      LLVMValueRef bv = cpu_masked_load(k, vt, gfp(k, Bp, gi(k, j * p->bcs + kv_end)), mask);
+      LLVMValueRef bv = gm_masked_f32(k, eb, gep_e(k, eb, Bp, gi(k, j * p->bcs + kv_end)), VW, mask);
       for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, nacc[r][j]}, 3, "");
     }
   }
@@ -132,7 +135,9 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
+  GmElt e = p->et;
 #define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) : cpu_masked_load(k, vt, (q), mask))
+#define GM_BLOAD(q, j) ((j) < nv ? gm_load_f32(k, e, (q), c->vw, 4) : gm_masked_f32(k, e, (q), c->vw, mask))
   /* the tile: C's (nothing before the first K block) */
   LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, k0, gi(k, 0), "");
   LLVMValueRef acc[16][4], nacc[16][4], bv[4], cq[16][4];
@@ -153,13 +158,14 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
       acc[r][j] = LLVMBuildPhi(B, vt, "acc");
       LLVMAddIncoming(acc[r][j], &nacc[r][j], &pre, 1);
     }
-  LLVMValueRef brow = gfp(k, Bp, gmul(k, kv, gi(k, p->brs)));
-  for (int j = 0; j < V; j++) bv[j] = GM_VLOAD(gfp(k, brow, gi(k, (int64_t)j * c->vw)), j);
+  LLVMValueRef brow = gep_e(k, e, Bp, gmul(k, kv, gi(k, p->brs)));
+  for (int j = 0; j < V; j++) bv[j] = GM_BLOAD(gep_e(k, e, brow, gi(k, (int64_t)j * c->vw)), j);
   for (int r = 0; r < R; r++) {
-    LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 4), c->vw);
+    LLVMValueRef av = cpu_splat(k, gm_load_f32(k, e, gep_e(k, e, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 0, 4), c->vw);
     for (int j = 0; j < V; j++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av, bv[j], acc[r][j]}, 3, "");
   }
 #undef GM_VLOAD
+#undef GM_BLOAD
   LLVMValueRef kn = gadd(k, kv, gi(k, 1));
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMAddIncoming(kv, &kn, &latch, 1);
@@ -176,15 +182,16 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
 
 /* The kernel of a product that reads its operands in place (the few-rows and few-columns
  * kernels): bound to the fusion's computation, A, B (unless Bm is NULL: B not read) and C's
- * addresses, and this chunk's share [lo, hi) of items. */
+ * addresses (C: the f32 sums at byte coff of the private scratch when the result is 16-bit,
+ * gm_cbuf), and this chunk's share [lo, hi) of items. */
 static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, int64_t items, int64_t nchunks,
-                              LLVMValueRef *A, LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk, LLVMValueRef *lo,
-                              LLVMValueRef *hi) {
+                              int64_t coff, LLVMValueRef *A, LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk,
+                              LLVMValueRef *lo, LLVMValueRef *hi) {
   CpuKern *k = cpu_kern_begin(cg, in);
   if (hero != in) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   *A = gm_view_ptr(k, &p->a);
   if (Bm) *Bm = gm_view_ptr(k, &p->b);
-  *C = cpu_buffer(k, in);
+  *C = gm_cbuf(p) ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + coff}) : cpu_buffer(k, in);
   gm_chunk_items(k, items, nchunks, chunk, lo, hi);
   return k;
 }
@@ -198,9 +205,10 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   /* column ranges: as many as chunks are wanted (whole blocks each), times the loop dims */
   int64_t nr = want <= 1 ? 1 : want < nnb ? want : nnb, items = nb * nr;
   int64_t nchunks = want <= 1 ? 1 : items < want ? items : want;
-  if (stage_bytes > cg->extra_temp) cg->extra_temp = stage_bytes;
+  int64_t cbytes = gm_cbuf(p) ? memplan_align(nb * p->M * p->N * 4) : 0;
+  if (stage_bytes + cbytes > cg->extra_temp) cg->extra_temp = stage_bytes + cbytes;
   LLVMValueRef A, Bm, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, items, nchunks, &A, &Bm, &C, &chunk, &lo, &hi);
+  CpuKern *k = gm_items_kern(cg, in, hero, p, items, nchunks, stage_bytes, &A, &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   CpuLoop li, lk, lb;
   LLVMValueRef it = gloop(k, &li, lo, hi, 1);
@@ -211,18 +219,18 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   /* the range's column blocks [b0, b1) */
   LLVMValueRef b0 = LLVMBuildSDiv(B, gmul(k, ri, gi(k, nnb)), gi(k, nr), "");
   LLVMValueRef b1 = LLVMBuildSDiv(B, gmul(k, gadd(k, ri, gi(k, 1)), gi(k, nnb)), gi(k, nr), "");
-  LLVMValueRef Ap = gfp(k, A, offa);
+  LLVMValueRef Ap = gep_e(k, p->et, A, offa);
   int64_t tail = p->N % NBc;
   GIf f = {0};
   if (dots) {
     LLVMValueRef bj = gloop(k, &lb, b0, b1, 1);
     LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
-    LLVMValueRef Bp = gfp(k, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))), Cp = gfp(k, C, gadd(k, offc, n0));
+    LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))), Cp = gfp(k, C, gadd(k, offc, n0));
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
-    gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)NBc, NULL);
+    gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, (int)NBc, NULL);
     if (tail) {
       gif_else(k, &f);
-      gm_small_dots(k, c, Ap, Bp, Cp, p, R, (int)tail, NULL);
+      gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, (int)tail, NULL);
       gif_close(k, &f);
     }
     gm_close(k, &lb);
@@ -231,7 +239,7 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
     LLVMValueRef k1 = gmin(k, gadd(k, k0, gi(k, GM_SMALL_K)), gi(k, p->K));
     LLVMValueRef bj = gloop(k, &lb, b0, b1, 1);
     LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
-    LLVMValueRef Bp = gfp(k, Bm, gadd(k, offb, n0)), Cp = gfp(k, C, gadd(k, offc, n0));
+    LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, n0)), Cp = gfp(k, C, gadd(k, offc, n0));
     /* whole blocks; the last block of a ragged N: its whole vectors, then one under a mask */
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
     gm_small_group(k, c, Ap, Bp, Cp, p, R, NV, NULL, k0, k1);
@@ -244,7 +252,7 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
     gm_close(k, &lb);
     gm_close(k, &lk);
   }
-  if (fusion && !k->failed)
+  if ((fusion || gm_cbuf(p)) && !k->failed)
     gm_epilogue(k, in, hero, NULL, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)), gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C, NULL);
   k->ncache = cache_mark;
   gm_close(k, &li);
@@ -297,9 +305,10 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   }
   bool copy = p->brs != 1 && !bconst;
   int64_t bt_bytes = copy ? memplan_align(p->N * p->K * 4) : 0;
-  if (stage_bytes + nchunks * bt_bytes > cg->extra_temp) cg->extra_temp = stage_bytes + nchunks * bt_bytes;
+  int64_t coff = stage_bytes + nchunks * bt_bytes, cbytes = gm_cbuf(p) ? memplan_align(p->M * p->N * 4) : 0;
+  if (coff + cbytes > cg->extra_temp) cg->extra_temp = coff + cbytes;
   LLVMValueRef A, Bm = NULL, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, &A, bconst ? NULL : &Bm, &C, &chunk, &lo, &hi);
+  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, coff, &A, bconst ? NULL : &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   int cache_mark = k->ncache;
   GmProb q = *p;
@@ -313,7 +322,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
     CpuLoop lk, ln;
     LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, p->N), 1);
     LLVMValueRef kk = gloop(k, &lk, gi(k, 0), gi(k, p->K), 1);
-    LLVMValueRef v = gload(k, cg->f32, gfp(k, Bm, gadd(k, gmul(k, kk, gi(k, p->brs)), gmul(k, n, gi(k, p->bcs)))), 4);
+    LLVMValueRef v = gm_load_f32(k, p->et, gep_e(k, p->et, Bm, gadd(k, gmul(k, kk, gi(k, p->brs)), gmul(k, n, gi(k, p->bcs)))), 0, 4);
     gstore(k, v, gfp(k, Bt, gadd(k, gmul(k, n, gi(k, p->K)), kk)), 4);
     gm_close(k, &lk);
     gm_close(k, &ln);
@@ -327,13 +336,15 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   CpuLoop lg, lj;
   LLVMValueRef g = gloop(k, &lg, lo, hi, 1);
   LLVMValueRef m0 = gmul(k, g, gi(k, R)), nrows = gmin(k, gi(k, R), gsub(k, gi(k, p->M), m0));
-  LLVMValueRef Ap = gfp(k, A, gmul(k, m0, gi(k, p->ars))), Cp = gfp(k, C, gmul(k, m0, gi(k, p->ldc)));
+  LLVMValueRef Ap = gep_e(k, p->et, A, gmul(k, m0, gi(k, p->ars))), Cp = gfp(k, C, gmul(k, m0, gi(k, p->ldc)));
   LLVMValueRef jb = gloop(k, &lj, gi(k, 0), gi(k, nbl), 1);
   LLVMValueRef j0 = gmin(k, gmul(k, jb, gi(k, w)), gi(k, p->N - w));
-  gm_small_dots(k, c, Ap, gfp(k, Bt, gmul(k, j0, gi(k, q.bcs))), gfp(k, Cp, j0), &q, R, (int)w, nrows);
+  /* (B: in place in its own type, or its f32 copy) */
+  GmElt eb = p->brs != 1 ? GE_F32 : p->et;
+  gm_small_dots(k, c, p->et, eb, Ap, gep_e(k, eb, Bt, gmul(k, j0, gi(k, q.bcs))), gfp(k, Cp, j0), &q, R, (int)w, nrows);
   gm_close(k, &lj);
   gm_close(k, &lg);
-  if (fusion && !k->failed) {
+  if ((fusion || gm_cbuf(p)) && !k->failed) {
     LLVMValueRef lidx[HLO_MAX_RANK] = {0}; /* no loop dimensions */
     gm_epilogue(k, in, hero, NULL, p, lidx, gmul(k, lo, gi(k, R)), gmin(k, gmul(k, hi, gi(k, R)), gi(k, p->M)),
                 gi(k, 0), gi(k, p->N), C, NULL);

@@ -9,7 +9,10 @@
  * resident and the row blocks go outermost, so each block of C is finished while in cache. A
  * caller may pass B or A packed already (GP_BPRE, GP_APRE) and the function reads the blocks
  * in place; a packed B's next block is prefetched into L2 by the current block's calls. The
- * function has only the paths the module's products can take (the prebuilt library: all). */
+ * function has only the paths the module's products can take (the prebuilt library: all).
+ * Operands of bf16 or f16 get a function of their own (gm_function's e), the same but for the
+ * packing steps it calls, which widen them to f32 (pack.c): the panels, the micro-kernels and
+ * C stay f32 (a 16-bit result is rounded from C by the caller's epilogue, kernel.c). */
 #include "gemm_impl.h"
 
 /* gm_kstep in IR, for a run-time K. */
@@ -51,26 +54,26 @@ static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, L
 
 /* The GEMM function of the module, made once: A is read through strides, or (when its conv
  * argument is not NULL) packed from a convolution input. */
-LLVMValueRef gm_function(CpuCg *cg) {
-  LLVMValueRef *slot = &gm_state(cg)->fn;
+LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
+  LLVMValueRef *slot = &gm_state(cg)->fn[e];
   if (*slot) return *slot;
   GmCfg c = gm_cfg(cg);
   char name[512];
-  snprintf(name, sizeof name, "%s_gemm_f32", gm_prefix(cg));
-  if (gm_declared(cg, slot, name, gm_fn_type(cg))) return *slot;
+  snprintf(name, sizeof name, "%s_gemm_%s", gm_prefix(cg), gm_elt_name(e));
+  if (gm_declared_e(cg, e, slot, name, gm_fn_type(cg))) return *slot;
   /* the paths the module's products can take: a module without convolutions has no
      convolution packing, resident B or panels read in place; one without dots no packing of
      A from a matrix (its packing step functions are not made); the prebuilt library has all */
-  bool has_conv = cg->lib, has_dot = cg->lib;
-  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
+  bool has_conv = cg->lib && e == GE_F32, has_dot = cg->lib || e != GE_F32;
+  for (int i = 0; !cg->lib && e == GE_F32 && i < cg->m->ncomps; i++)
     for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
       const HInstr *x = cg->m->comps[i]->instrs[j];
       has_conv |= x->op == OP_CONVOLUTION;
       has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x); /* Winograd's products are plain */
     }
-  gm_step_function(cg, GS_PACK_B);
-  if (has_dot) gm_step_function(cg, GS_PACK_A);
-  if (has_conv) gm_step_function(cg, GS_PACK_CONV);
+  gm_step_function(cg, e, GS_PACK_B);
+  if (has_dot) gm_step_function(cg, e, GS_PACK_A);
+  if (has_conv) gm_step_function(cg, e, GS_PACK_CONV);
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   LLVMValueRef fn = k->fn;
@@ -120,7 +123,7 @@ LLVMValueRef gm_function(CpuCg *cg) {
     skip = LLVMBuildOr(k->B, skip, pre, "");
     GIf pb;
     gif_open(k, &pb, LLVMBuildNot(k->B, skip, ""), false);
-    gm_call_step(k, GS_PACK_B, P, bpc, pc, kc, jc, nc);
+    gm_call_step(k, e, GS_PACK_B, P, bpc, pc, kc, jc, nc);
     gif_close(k, &pb);
   }
   LLVMValueRef ic = gloop(k, &lic, io, LLVMBuildSelect(k->B, res, gmin(k, M, gadd(k, io, gi(k, c.mc))), M, ""), c.mc);
@@ -132,11 +135,11 @@ LLVMValueRef gm_function(CpuCg *cg) {
   LLVMValueRef apc = LLVMBuildSelect(k->B, apre, gfp(k, P[GP_APRE], gadd(k, gmul(k, ic, K), gmul(k, pc, mcr))), ap, "");
   GIf pk, pn;
   if (has_conv && has_dot) gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
-  if (has_conv) gm_call_step(k, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
+  if (has_conv) gm_call_step(k, e, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
   if (has_conv && has_dot) gif_else(k, &pk);
   if (has_dot) {
     gif_open(k, &pn, LLVMBuildNot(k->B, apre, ""), false);
-    gm_call_step(k, GS_PACK_A, P, ap, ic, mc, pc, kc);
+    gm_call_step(k, e, GS_PACK_A, P, ap, ic, mc, pc, kc);
     gif_close(k, &pn);
   }
   if (has_conv && has_dot) gif_close(k, &pk);

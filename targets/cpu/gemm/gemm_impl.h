@@ -1,7 +1,8 @@
 /* targets/cpu/gemm/gemm_impl.h: the CPU target's blocked GEMM, private interface.
  *
  * Dots and convolutions (alone, or the hero of an output fusion) whose operands are strided
- * views of f32 buffers become calls of one shared function per module that computes
+ * views of f32 buffers (dots also of bf16 or f16 ones, GmElt) become calls of one shared
+ * function per module and operand type that computes
  * C = A * B the way Goto and BLIS do: B is packed into NR-wide panels per (NC, KC) block, A
  * into MR-tall panels per (MC, KC) block, and a micro-kernel keeps an MR x NR tile of C in
  * vector registers across the K block, so that every loaded value feeds several FMAs and the
@@ -41,6 +42,12 @@
 
 struct GmMicro;
 
+/* The element type a GEMM function family reads its operands in. 16-bit floats are widened to
+ * f32 where they are loaded (as they are packed, or in the few-rows kernels' loads), so the
+ * panels and the micro-kernels stay f32 and one family of functions per type (GmState) reads
+ * them; GE_F32's functions keep the names and code they had before the others existed. */
+typedef enum { GE_F32, GE_BF16, GE_F16, GE_COUNT } GmElt;
+
 /* ------------------------------------------------------------------ gemm_config.c */
 
 typedef struct GmCfg {
@@ -72,13 +79,13 @@ typedef enum { GW_IN, GW_OUT, GW_U, GW_COUNT } GmWino;
 /* The GEMM's state of one compilation (CpuCg.gemm), made with the configuration on first use:
  * the configuration and the functions made (or, with a prebuilt library, declared) so far. */
 typedef struct GmState {
-  GmCfg cfg;                      /* the configuration for the target CPU */
-  LLVMValueRef fn;                /* the GEMM function (gm_function) */
-  LLVMValueRef step_fn[GS_COUNT]; /* its block-packing steps (gm_step_function) */
-  LLVMValueRef packb_fn;          /* B packed whole ahead of the GEMM (gm_packx_function) */
-  LLVMValueRef packa_fn;          /* and A */
-  LLVMValueRef rows_fn;           /* the row interleave of both packings (gm_rows_t_function) */
-  LLVMValueRef wino_fn[GW_COUNT]; /* Winograd's transforms (gm_wino_function) */
+  GmCfg cfg;                                /* the configuration for the target CPU */
+  LLVMValueRef fn[GE_COUNT];                /* the GEMM function per operand type (gm_function) */
+  LLVMValueRef step_fn[GE_COUNT][GS_COUNT]; /* its block-packing steps (gm_step_function) */
+  LLVMValueRef packb_fn[GE_COUNT];          /* B packed whole ahead of the GEMM (gm_packx_function) */
+  LLVMValueRef packa_fn[GE_COUNT];          /* and A */
+  LLVMValueRef rows_fn[GE_COUNT];           /* the row interleave of both packings (gm_rows_t_function) */
+  LLVMValueRef wino_fn[GW_COUNT];           /* Winograd's transforms (gm_wino_function) */
 } GmState;
 
 /* The level defaults: AVX-512, AVX and AVX2, others (cpu_gemm_isa compares with the first two). */
@@ -116,6 +123,18 @@ static inline LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { re
 static inline LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
 }
+/* Operand elements of type e (gemm_ir.c): the GmElt of a dtype (GE_F32 for any but bf16 and
+ * f16) and whether the GEMM reads it at all; e's memory type; &p[i]; n of them (0: a scalar;
+ * align: f32's alignment) loaded at p and widened to f32, or those of the first lanes of mask;
+ * f32 values v rounded to the 16-bit dtype dt where the product's result is stored. */
+GmElt gm_elt(DType dt);
+bool gm_elt_ok(DType dt);
+LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e);
+static inline LLVMValueRef gep_e(CpuKern *k, GmElt e, LLVMValueRef p, LLVMValueRef i) {
+  return e == GE_F32 ? gfp(k, p, i) : LLVMBuildInBoundsGEP2(k->B, gm_elt_type(k->cg, e), p, &i, 1, "");
+}
+LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align);
+LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask);
 static inline LLVMValueRef gload(CpuKern *k, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
   LLVMValueRef v = LLVMBuildLoad2(k->B, t, p, "");
   LLVMSetAlignment(v, align);
@@ -164,6 +183,10 @@ void gm_close(CpuKern *k, CpuLoop *l);
 void gm_prefetch(CpuKern *k, LLVMValueRef p, int level);
 /* The symbol prefix of the GEMM's functions: the module's name, or the prebuilt library's. */
 const char *gm_prefix(const CpuCg *cg);
+/* The name of type e in its functions' names ("f32", "bf16", "f16"); gm_declared for a function
+ * of type e's family (the prebuilt library holds GE_F32's only: the others are made here). */
+const char *gm_elt_name(GmElt e);
+bool gm_declared_e(CpuCg *cg, GmElt e, LLVMValueRef *slot, const char *name, LLVMTypeRef ft);
 /* With a prebuilt library, the function name of type ft only declared (hidden) into *slot:
  * true; false when the function is to be made here. */
 bool gm_declared(CpuCg *cg, LLVMValueRef *slot, const char *name, LLVMTypeRef ft);
@@ -186,9 +209,9 @@ enum {
   GP_COUNT
 };
 
-/* The GEMM function's type, and the function of the module (made once). */
+/* The GEMM function's type, and the function of the module for operands of type e (made once). */
 LLVMTypeRef gm_fn_type(CpuCg *cg);
-LLVMValueRef gm_function(CpuCg *cg);
+LLVMValueRef gm_function(CpuCg *cg, GmElt e);
 /* gm_kstep in IR, for a run-time K. */
 LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
 
@@ -244,12 +267,12 @@ enum { GB_X, GB_RS, GB_CS, GB_N, GB_K, GB_DST, GB_KB0, GB_KB1, GB_COUNT };
  * the whole-operand packing functions (b: B, else A), the shared row interleave and a call of
  * it on the MR row pointers rows. */
 LLVMTypeRef gm_step_type(CpuCg *cg);
-LLVMValueRef gm_step_function(CpuCg *cg, GmStep which);
-void gm_call_step(CpuKern *k, GmStep which, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef a0,
+LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which);
+void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef a0,
                   LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3);
-LLVMValueRef gm_packx_function(CpuCg *cg, bool b);
-LLVMValueRef gm_rows_t_function(CpuCg *cg);
-void gm_call_rows_t(CpuKern *k, const GmCfg *c, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
+LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b);
+LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e);
+void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
                     LLVMValueRef dst);
 
 /* pack_conv.c: the geometry from the conv parameter; depth pc as its tap and channel; whether
@@ -273,6 +296,7 @@ typedef struct GmView {
                          (base the value); -1: a view */
   int64_t off;        /* element offset */
   int64_t st[HLO_MAX_RANK]; /* element strides per dimension of the value */
+  GmElt et;           /* its element type (offsets and strides count these) */
 } GmView;
 
 /* A GEMM problem: loop dims (with the strides of their index in A, B, C), then M x N x K. */
@@ -291,7 +315,14 @@ typedef struct GmProb {
   bool wino;                    /* convolution through Winograd (gm_winograd): B need not merge */
   int64_t wk[4];                /* convolution: strides of (kh, kw, ci, co) in B's view */
   GmView a, b;                  /* operand views */
+  GmElt et;                     /* the operands' element type (both have it) */
+  DType cdt;                    /* the result's: f32, or (et 16-bit) et's own, rounded from
+                                   f32 sums kept in scratch (gm_cbuf) */
 } GmProb;
+
+/* Whether product p's result is not f32: its kernels compute it into f32 scratch, which the
+ * epilogue reads rounded to the result type (gm_epilogue). */
+static inline bool gm_cbuf(const GmProb *p) { return p->cdt == DT_BF16 || p->cdt == DT_F16; }
 
 /* Row-major strides of s; whether IList l holds v. */
 void gm_rowmajor(const Shape *s, int64_t *st);
@@ -344,6 +375,8 @@ typedef struct GmPlan {
   int64_t merge_off;       /* that area */
   bool resident;           /* convolution calls keep B resident */
   bool slices;             /* the rows go in slices of 2 * MC, each finished by the epilogue */
+  bool cbuf;               /* the calls write the chunk's slice buffer, not C (reducing, or a
+                              result that is not f32: gm_cbuf) */
   int64_t slice_off, slice_bytes; /* reducing: the chunks' slice buffers */
   int64_t part_off, part_bytes;   /* reducing: the chunks' partial results */
   int64_t need;            /* bytes of private scratch in all */
@@ -388,8 +421,9 @@ void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef 
 /* The reduce at the root of fusion in that the GEMM reduces block by block, or NULL. */
 const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero);
 /* The epilogue of output fusion in on block [m0, m1) x [n0, n1) of C (red: combined into the
- * chunk's partial results P instead); P set to the reducer's identity; the kernel combining
- * the chunks' partial results with the init. */
+ * chunk's partial results P instead; a result that is not f32: C holds the product's f32 sums,
+ * which are rounded to it and stored in in's buffer, through the fusion or alone); P set to
+ * the reducer's identity; the kernel combining the chunks' partial results with the init. */
 void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                  const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
                  LLVMValueRef C, LLVMValueRef P);

@@ -161,3 +161,47 @@ void gm_mark(LLVMValueRef fn, const GmCfg *c) {
   LLVMAddTargetDependentFunctionAttr(fn, CPU_LIGHT_ATTR, "1");
   if (c->vw == 16) LLVMAddTargetDependentFunctionAttr(fn, "min-legal-vector-width", "512");
 }
+
+/* ------------------------------------------------------------------ operand element types */
+
+GmElt gm_elt(DType dt) { return dt == DT_BF16 ? GE_BF16 : dt == DT_F16 ? GE_F16 : GE_F32; }
+
+bool gm_elt_ok(DType dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
+
+LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) { return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : cg->f32; }
+
+const char *gm_elt_name(GmElt e) { return e == GE_BF16 ? "bf16" : e == GE_F16 ? "f16" : "f32"; }
+
+bool gm_declared_e(CpuCg *cg, GmElt e, LLVMValueRef *slot, const char *name, LLVMTypeRef ft) {
+  return e == GE_F32 && gm_declared(cg, slot, name, ft);
+}
+
+/* v (n elements of type e, 0: a scalar) widened to f32: bf16 is the upper half of an f32, so
+ * its bits are zero-extended and shifted up by 16 (exact, NaNs and denormals included); f16
+ * goes through fpext (F16C's vcvtph2ps on x86). */
+static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
+  CpuCg *cg = k->cg;
+  LLVMTypeRef f = n ? LLVMVectorType(cg->f32, (unsigned)n) : cg->f32;
+  if (e == GE_F16) return LLVMBuildFPExt(k->B, v, f, "");
+  LLVMTypeRef it = n ? LLVMVectorType(cg->i32, (unsigned)n) : cg->i32;
+  LLVMValueRef sh[16], s16 = LLVMConstInt(cg->i32, 16, 0);
+  for (int j = 0; j < n; j++) sh[j] = s16;
+  LLVMValueRef w = LLVMBuildShl(k->B, LLVMBuildZExt(k->B, v, it, ""), n ? LLVMConstVector(sh, (unsigned)n) : s16, "");
+  return LLVMBuildBitCast(k->B, w, f, "");
+}
+
+LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align) {
+  LLVMTypeRef et = gm_elt_type(k->cg, e), t = n ? LLVMVectorType(et, (unsigned)n) : et;
+  if (e == GE_F32) return gload(k, t, p, align);
+  return gm_widen(k, e, gload(k, t, p, 2), n);
+}
+
+LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask) {
+  CpuCg *cg = k->cg;
+  LLVMTypeRef vt = LLVMVectorType(gm_elt_type(cg, e), (unsigned)n);
+  if (e == GE_F32) return cpu_masked_load(k, vt, p, mask);
+  LLVMTypeRef ty[2] = {vt, cg->ptr};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
+  LLVMValueRef a[4] = {p, LLVMConstInt(cg->i32, 2, 0), mask, LLVMConstNull(vt)};
+  return gm_widen(k, e, LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, ""), n);
+}

@@ -5,7 +5,12 @@
  * few-columns or Winograd kernels where they fit, else emits the blocked kernels: an optional
  * kernel that packs an operand once for all the chunks (a dot split by rows would otherwise
  * pack its B in every chunk), then the kernel whose chunks call the GEMM function on their
- * items, with the output fusion's epilogue (or the reduction by slices) after each call. */
+ * items, with the output fusion's epilogue (or the reduction by slices) after each call. A
+ * product whose result is bf16 or f16 goes the way of the reduction by slices: each call of
+ * at most 2 * MC rows writes its f32 sums into the chunk's slice buffer, from which the
+ * epilogue rounds them once into the result (alone, or as the fusion's value of the product)
+ * while they are in cache. The GEMM accumulates into C across its K blocks, so a 16-bit C
+ * could not be stored along the way without rounding each block's partial sum. */
 #include "gemm_impl.h"
 
 /* Stage operand v of the hero of entry instruction `fusion` (a fusion, or the dot/convolution
@@ -39,7 +44,7 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
   for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
   if (!cpu_kern_end(k, nch)) return false;
   cg->tasks[cg->ntasks - 1].note = "operand staged";
-  *out = (GmView){NULL, false, off, 0, {0}};
+  *out = (GmView){NULL, false, off, 0, {0}, gm_elt(s->dt)};
   gm_rowmajor(s, out->st);
   return true;
 }
@@ -88,7 +93,7 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
   int64_t ext = pre == 1 ? p.N : p.M;
   LLVMValueRef x0 = gmul(k, xi, v_xb), x1 = gmin(k, gadd(k, x0, v_xb), gi(k, ext));
   LLVMValueRef a[GB_COUNT];
-  a[GB_X] = gfp(k, X, gmul(k, x0, gi(k, pre == 1 ? p.bcs : p.ars)));
+  a[GB_X] = gep_e(k, p.et, X, gmul(k, x0, gi(k, pre == 1 ? p.bcs : p.ars)));
   a[GB_RS] = gi(k, pre == 1 ? p.brs : p.ars);
   a[GB_CS] = gi(k, pre == 1 ? p.bcs : p.acs);
   a[GB_N] = gsub(k, x1, x0);
@@ -96,7 +101,7 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
   a[GB_DST] = gfp(k, dst, gmul(k, x0, gi(k, p.K)));
   a[GB_KB0] = kb;
   a[GB_KB1] = gadd(k, kb, gi(k, 1));
-  LLVMValueRef pf = gm_packx_function(cg, pre == 1);
+  LLVMValueRef pf = gm_packx_function(cg, p.et, pre == 1);
   LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
   gm_close(k, &lcc);
   if (!cpu_kern_end(k, pch)) return false;
@@ -171,8 +176,9 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
   /* reducing: the chunk's slice buffer and its partial results, which start from the
      reducer's identity (offsets in the private scratch, as scratch's own) */
   r->Cs = r->P = NULL;
-  if (red) {
+  if (pl->cbuf)
     r->Cs = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, pl->slice_off - pl->stage_bytes), gmul(k, chunk, gi(k, pl->slice_bytes)))}, 1, "");
+  if (red) {
     r->P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, pl->part_off - pl->stage_bytes), gmul(k, chunk, gi(k, pl->part_bytes)))}, 1, "");
     gm_reduce_init(k, red, r->P, pl->part_bytes);
   }
@@ -196,14 +202,14 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
     LLVMValueRef ix = gi(k, GC_M0);
     LLVMBuildStore(B, s0, LLVMBuildInBoundsGEP2(B, cg->i64, r->geo, &ix, 1, ""));
   } else {
-    args[GP_A] = gfp(k, r->A, gadd(k, offa, gmul(k, s0, gi(k, p->ars))));
+    args[GP_A] = gep_e(k, p->et, r->A, gadd(k, offa, gmul(k, s0, gi(k, p->ars))));
   }
   args[GP_ARS] = gi(k, p->ars);
   args[GP_ACS] = gi(k, p->acs);
-  args[GP_B] = r->bconst ? r->Bm : gfp(k, r->Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs))));
+  args[GP_B] = r->bconst ? r->Bm : gep_e(k, p->et, r->Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs))));
   args[GP_BRS] = gi(k, p->brs);
   args[GP_BCS] = gi(k, p->bcs);
-  args[GP_C] = pl->red ? gfp(k, r->Cs, n0) : gfp(k, r->C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p->ldc)), n0)));
+  args[GP_C] = pl->cbuf ? gfp(k, r->Cs, n0) : gfp(k, r->C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p->ldc)), n0)));
   args[GP_LDC] = gi(k, p->ldc);
   args[GP_PACK] = packp;
   args[GP_CONV] = p->conv ? r->geo : LLVMConstNull(cg->ptr);
@@ -219,7 +225,7 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
     if (r->use1) args[GP_APRE] = LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
   }
   if (r->pkd) args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, p->K)), args[GP_BPRE]);
-  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
+  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, p->et), args, GP_COUNT, "");
 }
 
 /* The chunk's items, each a GEMM call over consecutive row blocks of one column block (in
@@ -257,10 +263,10 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
     s1 = gmin(k, gadd(k, s0, gi(k, 2 * pl->c.mc)), m1);
   }
   gm_run_call(cg, pl, r, s0, s1, m0, n0, n1, packp, offa, offb, offc);
-  if (pl->fusion && !k->failed) {
-    /* reducing: the slice buffer seen as the whole product (element (s0, 0) of the loop index
-       at Cs) */
-    LLVMValueRef V = !pl->red ? r->C : LLVMBuildGEP2(B, cg->f32, r->Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p->ldc))))}, 1, "");
+  if ((pl->fusion || gm_cbuf(p)) && !k->failed) {
+    /* reducing or a 16-bit result: the slice buffer seen as the whole product (element (s0, 0)
+       of the loop index at Cs) */
+    LLVMValueRef V = !pl->cbuf ? r->C : LLVMBuildGEP2(B, cg->f32, r->Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p->ldc))))}, 1, "");
     gm_epilogue(k, in, hero, pl->red, p, lidx, s0, s1, n0, n1, V, r->P);
   }
   if (pl->slices) cpu_loop_close(k, &lsl);

@@ -22,8 +22,11 @@ const char *cpu_gemm_isa(CpuCg *cg) {
 bool cpu_gemm_made(const CpuCg *cg) {
   const GmState *st = cg->gemm;
   if (!st) return false;
-  bool any = st->fn || st->rows_fn || st->packa_fn || st->packb_fn;
-  for (int s = 0; s < GS_COUNT; s++) any |= st->step_fn[s] != NULL;
+  bool any = false;
+  for (int e = 0; e < GE_COUNT; e++) {
+    any |= st->fn[e] || st->rows_fn[e] || st->packa_fn[e] || st->packb_fn[e];
+    for (int s = 0; s < GS_COUNT; s++) any |= st->step_fn[e][s] != NULL;
+  }
   for (int w = 0; w < GW_COUNT; w++) any |= st->wino_fn[w] != NULL;
   return any;
 }
@@ -31,11 +34,12 @@ bool cpu_gemm_made(const CpuCg *cg) {
 void cpu_gemm_library(CpuCg *cg) {
   LLVMValueRef fn[GS_COUNT + GW_COUNT + 4];
   int n = 0;
-  fn[n++] = gm_function(cg); /* with every packing step (cg->lib) */
-  for (int s = 0; s < GS_COUNT; s++) fn[n++] = gm_state(cg)->step_fn[s];
-  fn[n++] = gm_packx_function(cg, true);
-  fn[n++] = gm_packx_function(cg, false);
-  fn[n++] = gm_rows_t_function(cg);
+  /* (f32 operands only: the other types' functions are made by the modules that use them) */
+  fn[n++] = gm_function(cg, GE_F32); /* with every packing step (cg->lib) */
+  for (int s = 0; s < GS_COUNT; s++) fn[n++] = gm_state(cg)->step_fn[GE_F32][s];
+  fn[n++] = gm_packx_function(cg, GE_F32, true);
+  fn[n++] = gm_packx_function(cg, GE_F32, false);
+  fn[n++] = gm_rows_t_function(cg, GE_F32);
   for (int w = 0; w < GW_COUNT; w++) fn[n++] = gm_wino_function(cg, (GmWino)w);
   /* internal (local symbols of the object) and kept although nothing here calls them */
   LLVMValueRef arr = LLVMConstArray2(cg->ptr, fn, (uint64_t)n);

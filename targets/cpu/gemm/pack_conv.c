@@ -227,7 +227,7 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
        block transposed in registers as in gm_pack_a; the channels left over go below */
     t0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
                          LLVMBuildAnd(B, n, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
-    gm_call_rows_t(k, c, src, gi(k, 0), t0, dst);
+    gm_call_rows_t(k, c, GE_F32, src, gi(k, 0), t0, dst);
   }
   for (int v = 0; v < 2; v++) {
     LLVMValueRef t = gloop(k, &lt, v == 0 ? t0 : gi(k, 0), n, 1);

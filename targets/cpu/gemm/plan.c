@@ -95,7 +95,7 @@ static void gm_plan_alt(CpuCg *cg, GmPlan *pl) {
   while (pl->nnb0 * ((p->M + pl->mblk1 - 1) / pl->mblk1) < pl->items && pl->mblk1 >= 4 * c->mr)
     pl->mblk1 = gm_roundup((pl->mblk1 + 1) / 2, c->mr);
   pl->nmb1 = (p->M + pl->mblk1 - 1) / pl->mblk1;
-  pl->alt = !p->conv && pl->nb == 1 && !pl->red && pl->nchunks > 1 && pl->nblk < pl->nblk0 && pl->nmb == 1 &&
+  pl->alt = !p->conv && pl->nb == 1 && !pl->red && !gm_cbuf(p) && pl->nchunks > 1 && pl->nblk < pl->nblk0 && pl->nmb == 1 &&
             pl->nnb0 * pl->nmb1 == pl->items && p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
   pl->lnblk = pl->alt ? pl->nblk0 : pl->nblk;
   pl->lnnb = pl->alt ? pl->nnb0 : pl->nnb;
@@ -150,19 +150,21 @@ static void gm_plan_blocked(GmPlan *pl) {
      use otherwise, when they hold it (else in an area of its own after the rest). Not with a
      B packed at compile time: its layout is per chunk's column block (its K blocks within
      each), which a call over all the columns would read as one block */
-  pl->merge = pl->pre == 2 && !pl->red && !pl->bconst && p->N <= c->nc;
+  pl->merge = pl->pre == 2 && !pl->red && !gm_cbuf(p) && !pl->bconst && p->N <= c->nc;
   int64_t merge_bytes = pl->merge ? gm_pack_bytes(c, p->M, p->N, p->K, false) : 0;
   pl->merge_apart = merge_bytes > pl->pack * pl->nchunks; /* else at chunk 0's, the serial run's own */
   pl->merge_off = need;
   if (pl->merge_apart) need += merge_bytes;
-  /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk */
+  /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk; a 16-bit
+     result: the slice buffer (f32 sums, rounded by the epilogue) */
+  pl->cbuf = pl->red || gm_cbuf(p);
   pl->resident = gm_resident(c, pl->nblk, p->K);
   int64_t slice_rows = gm_min(2 * c->mc, p->M);
   pl->slice_off = need;
   pl->slice_bytes = memplan_align(slice_rows * p->ldc * 4);
   pl->part_off = pl->slice_off + pl->nchunks * pl->slice_bytes;
   pl->part_bytes = pl->red ? memplan_align(hlo_shape_elems(&pl->red->shape) * 4) : 0;
-  if (pl->red) need = pl->part_off + pl->nchunks * pl->part_bytes;
+  if (pl->cbuf) need = pl->part_off + pl->nchunks * pl->part_bytes;
   pl->need = need;
   /* B an entry parameter: the caller may pass it packed ahead of the runs, in the layout of a
      B packed beforehand for the items' column blocks; not where the serial run merges the
@@ -170,7 +172,7 @@ static void gm_plan_blocked(GmPlan *pl) {
   pl->pack_ahead = !pl->bconst && !pl->merge && pl->nb == 1;
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */
-  pl->slices = pl->fusion && ((p->conv && pl->resident) || pl->red);
+  pl->slices = (pl->fusion && ((p->conv && pl->resident) || pl->red)) || gm_cbuf(p);
 }
 
 bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {

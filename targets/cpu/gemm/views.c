@@ -7,16 +7,18 @@
  * as far as they can (the rest are looped like batch dimensions); a convolution needs two
  * spatial dimensions, no grouping, base dilation or reversal, a kernel whose (kh, kw, ci)
  * flatten and an output with the feature dimension minor. The result, GmProb, is plain data
- * that the planning and every kernel read. */
+ * that the planning and every kernel read. Dots also take operands of bf16 or f16 (both of one
+ * type: mixed ones go to the elemental kernels), with a result of that type or f32 (XLA's
+ * preferred_element_type), summed in f32 either way; convolutions stay f32. */
 #include "gemm_impl.h"
 
 void gm_rowmajor(const Shape *s, int64_t *st) { hlo_shape_strides(s, st); }
 
 static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out, int depth) {
-  if (depth > 32 || v->shape.dt != DT_F32 || v->shape.rank > HLO_MAX_RANK) return false;
+  if (depth > 32 || !gm_elt_ok(v->shape.dt) || v->shape.rank > HLO_MAX_RANK) return false;
   if (v->parent == cg->entry) {
     if (v->shape.dt == DT_TUPLE) return false;
-    *out = (GmView){v, false, -1, 0, {0}};
+    *out = (GmView){v, false, -1, 0, {0}, gm_elt(v->shape.dt)};
     gm_rowmajor(&v->shape, out->st);
     return true;
   }
@@ -30,7 +32,7 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
   }
   if (v->op == OP_CONSTANT) {
     if (!v->literal || s->rank == 0) return false;
-    *out = (GmView){v, true, -1, 0, {0}};
+    *out = (GmView){v, true, -1, 0, {0}, gm_elt(v->shape.dt)};
     gm_rowmajor(s, out->st);
     return true;
   }
@@ -86,9 +88,9 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
  * fused instruction, row-major strides). */
 static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, bool stage, GmView *out) {
   if (!stage && gm_view(cg, fusion, v, out, 0)) return true;
-  if (v->shape.dt != DT_F32 || !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
+  if (!gm_elt_ok(v->shape.dt) || !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
     return false;
-  *out = (GmView){v, false, -2, 0, {0}};
+  *out = (GmView){v, false, -2, 0, {0}, gm_elt(v->shape.dt)};
   gm_rowmajor(&v->shape, out->st);
   return true;
 }
@@ -112,7 +114,7 @@ LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v) {
   if (v->off == 0) return p;
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
-  p = gfp(k, p, gi(k, v->off));
+  p = gep_e(k, v->et, p, gi(k, v->off));
   LLVMPositionBuilderAtEnd(k->B, cur);
   return p;
 }
@@ -126,7 +128,10 @@ bool gm_has(const IList *l, int64_t v) {
 bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, GmProb *p) {
   const DotDims *dd = dot->dot;
   const HInstr *l = dot->ops[0], *r = dot->ops[1];
-  if (dot->shape.dt != DT_F32 || l->shape.dt != DT_F32 || r->shape.dt != DT_F32) return false;
+  DType dt = l->shape.dt;
+  if (!gm_elt_ok(dt) || r->shape.dt != dt || (dot->shape.dt != dt && dot->shape.dt != DT_F32)) return false;
+  p->et = gm_elt(dt);
+  p->cdt = dot->shape.dt;
   if (!gm_operand(cg, fusion, l, stage & 1, &p->a) || !gm_operand(cg, fusion, r, stage & 2, &p->b)) return false;
   const Shape *ls = &l->shape, *rs = &r->shape, *os = &dot->shape;
   int64_t ost[HLO_MAX_RANK];
@@ -184,6 +189,8 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
   const ConvDims *cd = cv->conv;
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
   if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
+  p->et = GE_F32;
+  p->cdt = DT_F32;
   if (cd->in_sp.n != 2 || cv->feature_groups != 1 || cv->batch_groups != 1) return false;
   for (int j = 0; j < 2; j++) {
     const WinDim *wd = &cv->window->d[j];

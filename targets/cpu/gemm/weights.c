@@ -5,7 +5,10 @@
  * B packed beforehand, and replaces the constant; a B that is an entry parameter is registered
  * as a pack job (CpuCg.packs), which NAME_pack packs into the caller's buffer once, and the
  * kernels read it there when the run is given it (CPU_SLOT_PACKED), packing it themselves
- * otherwise. Winograd's taps go the same two ways, transformed. */
+ * otherwise. Winograd's taps go the same two ways, transformed. A B of bf16 or f16 is packed
+ * ahead the same way, widened to the f32 panels the GEMM reads (twice its own size: a
+ * weight read packed costs that memory, and its bandwidth, for the packing it saves; a frozen
+ * 16-bit constant is packed by the GEMM at run time, gm_view_const being f32 only). */
 #include "gemm_impl.h"
 
 /* The K x N matrix B (element (k, n) at src[k * rs + n * cs]) in the layout of a B packed
@@ -99,7 +102,7 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
   }
   int64_t floats = kind ? 16 * K * gm_roundup(p->N, NR) : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
-  *j = (CpuPackJob){kind, param, v->off, p->brs, p->bcs, K, p->N, nblk, nnb, cg->packed_bytes, {wk[0], wk[1], wk[2], wk[3]}};
+  *j = (CpuPackJob){kind, param, v->off, p->brs, p->bcs, K, p->N, nblk, nnb, cg->packed_bytes, {wk[0], wk[1], wk[2], wk[3]}, (int)p->et};
   cg->packed_bytes += memplan_align(floats * 4);
   return j->dst;
 }
@@ -158,11 +161,11 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       continue;
     }
     int64_t ks = gm_kstep(&c, j->K), nkb = (j->K + ks - 1) / ks;
-    LLVMValueRef pf = gm_packx_function(cg, true);
+    LLVMValueRef pf = gm_packx_function(cg, (GmElt)j->et, true);
     for (int64_t xi = 0; xi < j->nnb; xi++) {
       int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
       LLVMValueRef a[GB_COUNT];
-      a[GB_X] = gfp(k, X, gi(k, j->off + x0 * j->cs));
+      a[GB_X] = gep_e(k, (GmElt)j->et, X, gi(k, j->off + x0 * j->cs));
       a[GB_RS] = gi(k, j->rs);
       a[GB_CS] = gi(k, j->cs);
       a[GB_N] = gi(k, x1 - x0);

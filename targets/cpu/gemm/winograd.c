@@ -436,7 +436,7 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
     args[GP_CONV] = args[GP_APRE] = LLVMConstNull(cg->ptr);
     args[GP_BPRE] = gfp(k, U, gmul(k, xi, gi(k, ublk)));
     args[GP_BKEEP] = gi(k, 0);
-    LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg), args, GP_COUNT, "");
+    LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, GE_F32), args, GP_COUNT, "");
     gm_close(k, &lx);
   }
   LLVMValueRef oa[10] = {Mb, Cw, q0, q1, gi(k, CO), gi(k, T), gi(k, TC), gi(k, TR), gi(k, OH), gi(k, OW)};
