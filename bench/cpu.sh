@@ -55,7 +55,7 @@ corpus=$root/../shared/corpus
 peers=$root/../shared/peers
 build=${BUILD_DIR:-$root/build}
 do_build=1 update_docs=0 bundle=""
-models="elementwise_chain mlp simple_cnn transformer_layer resnet_block resnet18 bert_base simple_cnn_train_step"
+models="elementwise_chain mlp simple_cnn transformer_layer resnet_block resnet18 bert_base simple_cnn_train_step llama_layer_bf16 llama_decode_bf16"
 budget=${HLOC_BENCH_BUDGET:-5}
 run_cap=${HLOC_BENCH_RUN_CAP:-60}
 interp_cap=${HLOC_BENCH_INTERP_CAP:-60}
