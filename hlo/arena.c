@@ -9,16 +9,16 @@
 #include <string.h>
 
 typedef struct Chunk {
-  struct Chunk *next; /* previously filled chunk */
-  size_t size;        /* usable bytes in data */
-  size_t used;        /* bytes handed out */
+  struct Chunk *next;                /* previously filled chunk */
+  size_t size;                       /* usable bytes in data */
+  size_t used;                       /* bytes handed out */
   _Alignas(64) unsigned char data[]; /* payload */
 } Chunk;
 
 struct HArena {
-  Chunk *head;     /* current chunk */
-  size_t next_sz;  /* size of the next regular chunk */
-  size_t total;    /* bytes handed out */
+  Chunk *head;    /* current chunk */
+  size_t next_sz; /* size of the next regular chunk */
+  size_t total;   /* bytes handed out */
 };
 
 static Chunk *chunk_new(size_t size) {

@@ -32,8 +32,7 @@ void hlo_verr(HErr *e, const char *file, const char *comp, const char *instr, co
   e->set = true;
 }
 
-void hlo_err(HErr *e, const char *file, const char *comp, const char *instr, const char *fmt,
-             ...) {
+void hlo_err(HErr *e, const char *file, const char *comp, const char *instr, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   hlo_verr(e, file, comp, instr, fmt, ap);

@@ -25,7 +25,8 @@ static int fp_flat_index(const Shape *s, const int64_t *index, int depth) {
   int pos = 0;
   for (int d = 0; d < depth; d++) {
     if (s->dt != DT_TUPLE || index[d] < 0 || index[d] >= s->ntuple) return -1;
-    for (int i = 0; i < index[d]; i++) pos += hlo_shape_leaves(&s->tuple[i]);
+    for (int i = 0; i < index[d]; i++)
+      pos += hlo_shape_leaves(&s->tuple[i]);
     s = &s->tuple[index[d]];
   }
   return s->dt == DT_TUPLE ? -1 : pos;
@@ -41,11 +42,13 @@ static HInstr *fp_build(HComp *c, const Shape *s, const char *name, int64_t *nex
     p->param_num = (*next)++;
     return p;
   }
-  HInstr **elems = hlo_arena_alloc(c->mod->arena, sizeof(HInstr *) * (size_t)(s->ntuple ? s->ntuple : 1));
+  HInstr **elems =
+      hlo_arena_alloc(c->mod->arena, sizeof(HInstr *) * (size_t)(s->ntuple ? s->ntuple : 1));
   for (int i = 0; i < s->ntuple; i++) {
     char sub[256];
     snprintf(sub, sizeof sub, "%s.%d", name, i);
-    const Shape *li = layout && layout->dt == DT_TUPLE && i < layout->ntuple ? &layout->tuple[i] : NULL;
+    const Shape *li =
+        layout && layout->dt == DT_TUPLE && i < layout->ntuple ? &layout->tuple[i] : NULL;
     elems[i] = fp_build(c, &s->tuple[i], sub, next, layouts, li);
   }
   char tn[280];
@@ -68,7 +71,8 @@ bool hlo_flatten_entry_params(HModule *m, HArena *scratch) {
   /* base[i]: the first flattened number of parameter i */
   int64_t *base = hlo_arena_alloc(scratch, sizeof(int64_t) * (size_t)(np + 1));
   bool layouts = m->has_entry_layout && m->nentry_layout == np;
-  Shape *nl = layouts ? hlo_arena_alloc(m->arena, sizeof(Shape) * (size_t)(total ? total : 1)) : NULL;
+  Shape *nl =
+      layouts ? hlo_arena_alloc(m->arena, sizeof(Shape) * (size_t)(total ? total : 1)) : NULL;
   int64_t next = 0;
   HInstr **old = hlo_arena_memdup(scratch, c->params, sizeof(HInstr *) * (size_t)np);
   int n0 = c->ninstrs;
@@ -81,16 +85,19 @@ bool hlo_flatten_entry_params(HModule *m, HArena *scratch) {
       p->param_num = next++;
       continue;
     }
-    HInstr *v = fp_build(c, &p->shape, p->name, &next, nl, layouts ? &m->entry_layout_params[i] : NULL);
+    HInstr *v =
+        fp_build(c, &p->shape, p->name, &next, nl, layouts ? &m->entry_layout_params[i] : NULL);
     hlo_instr_replace_uses(p, v);
     if (c->root == p) c->root = v;
     dead[p->idx] = true; /* (the new instructions are appended: old indices stand) */
   }
   bool *keep = hlo_arena_alloc(scratch, (size_t)c->ninstrs + 1);
-  for (int i = 0; i < c->ninstrs; i++) keep[i] = i >= n0 || !dead[i];
+  for (int i = 0; i < c->ninstrs; i++)
+    keep[i] = i >= n0 || !dead[i];
   hlo_comp_filter(c, keep);
   /* the new parameters and tuples were appended: back to an order where operands come first */
-  HInstr **order = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)(c->ninstrs ? c->ninstrs : 1));
+  HInstr **order =
+      hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)(c->ninstrs ? c->ninstrs : 1));
   hlo_comp_postorder(c, scratch, NULL, NULL, order);
   memcpy(c->instrs, order, sizeof(HInstr *) * (size_t)c->ninstrs);
   hlo_comp_renumber(c);
@@ -113,4 +120,3 @@ bool hlo_flatten_entry_params(HModule *m, HArena *scratch) {
   }
   return true;
 }
-

@@ -59,9 +59,9 @@ void hlo_err_comp(HErr *e, const struct HComp *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Internal invariant: prints the C file and line and aborts. Never for input checks. */
-#define HLO_ASSERT(c)                                                                          \
-  do {                                                                                         \
-    if (!(c)) hlo_assert_fail(__FILE__, __LINE__, #c);                                         \
+#define HLO_ASSERT(c)                                                                              \
+  do {                                                                                             \
+    if (!(c)) hlo_assert_fail(__FILE__, __LINE__, #c);                                             \
   } while (0)
 _Noreturn void hlo_assert_fail(const char *file, int line, const char *what);
 
@@ -91,8 +91,8 @@ size_t hlo_dtype_size(DType t);
  * apply to them as they are). */
 bool hlo_float_format(DType t, int *nbits, int *exp, int *man);
 DKind hlo_dtype_kind(DType t);
-int hlo_dtype_proto(DType t);                      /* xla.PrimitiveType value */
-DType hlo_dtype_from_proto(int v);                 /* DT_INVALID when unsupported */
+int hlo_dtype_proto(DType t);                       /* xla.PrimitiveType value */
+DType hlo_dtype_from_proto(int v);                  /* DT_INVALID when unsupported */
 DType hlo_dtype_from_name(const char *s, size_t n); /* DT_INVALID when unknown */
 const char *hlo_proto_type_name(int v); /* any PrimitiveType's text name, for messages */
 static inline bool hlo_dtype_is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
@@ -132,13 +132,13 @@ typedef enum CmpType {
 } CmpType;
 typedef enum FusionKind { FK_NONE, FK_LOOP, FK_INPUT, FK_OUTPUT, FK_CUSTOM } FusionKind;
 
-const char *hlo_cmp_dir_name(CmpDir d);                     /* "EQ" ... */
+const char *hlo_cmp_dir_name(CmpDir d); /* "EQ" ... */
 /* x <d> y for integers of type dt (unsigned types compared unsigned). */
 bool hlo_cmp_i64(CmpDir d, DType dt, int64_t x, int64_t y);
 bool hlo_cmp_dir_from_name(const char *s, size_t n, CmpDir *out);
-const char *hlo_cmp_type_name(CmpType t);                   /* "" for default, "FLOAT" ... */
+const char *hlo_cmp_type_name(CmpType t); /* "" for default, "FLOAT" ... */
 bool hlo_cmp_type_from_name(const char *s, size_t n, CmpType *out);
-const char *hlo_fusion_kind_name(FusionKind k);             /* "kLoop" ... */
+const char *hlo_fusion_kind_name(FusionKind k); /* "kLoop" ... */
 bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out);
 
 /* ------------------------------------------------------------------ shape.c */
@@ -146,30 +146,30 @@ bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out);
 #define HLO_MAX_RANK 8 /* deeper arrays are rejected with a located error */
 
 typedef struct Shape {
-  DType dt;                     /* element type; DT_TUPLE for tuples */
-  int rank;                     /* number of dimensions (0 for scalars and tuples) */
-  bool has_layout;              /* m2m below is meaningful */
-  int64_t dims[HLO_MAX_RANK];   /* dimension sizes, dim 0 first */
-  int8_t m2m[HLO_MAX_RANK];     /* layout: dimensions from minor (fastest) to major */
-  const char *layout_extra;     /* layout text after ':' (tiles, memory space), kept verbatim */
-  int ntuple;                   /* DT_TUPLE: number of elements */
-  struct Shape *tuple;          /* DT_TUPLE: element shapes (arena) */
+  DType dt;                   /* element type; DT_TUPLE for tuples */
+  int rank;                   /* number of dimensions (0 for scalars and tuples) */
+  bool has_layout;            /* m2m below is meaningful */
+  int64_t dims[HLO_MAX_RANK]; /* dimension sizes, dim 0 first */
+  int8_t m2m[HLO_MAX_RANK];   /* layout: dimensions from minor (fastest) to major */
+  const char *layout_extra;   /* layout text after ':' (tiles, memory space), kept verbatim */
+  int ntuple;                 /* DT_TUPLE: number of elements */
+  struct Shape *tuple;        /* DT_TUPLE: element shapes (arena) */
 } Shape;
 
 Shape hlo_shape_array(DType dt, int rank, const int64_t *dims); /* with row-major layout */
 Shape hlo_shape_scalar(DType dt);
-Shape hlo_shape_tuple(HArena *a, int n, const Shape *elems);    /* elems deep-copied */
-void hlo_shape_copy(HArena *a, Shape *dst, const Shape *src);   /* deep copy */
-void hlo_shape_set_default_layout(Shape *s);                    /* recursive */
+Shape hlo_shape_tuple(HArena *a, int n, const Shape *elems);  /* elems deep-copied */
+void hlo_shape_copy(HArena *a, Shape *dst, const Shape *src); /* deep copy */
+void hlo_shape_set_default_layout(Shape *s);                  /* recursive */
 bool hlo_shape_is_array(const Shape *s);
 bool hlo_shape_is_tuple(const Shape *s);
-int hlo_shape_leaves(const Shape *s);     /* array leaves of a (nested) tuple; 1 for an array */
-int64_t hlo_shape_elems(const Shape *s);  /* product of dims (1 for scalars) */
-size_t hlo_shape_bytes(const Shape *s);   /* elems * element size; 0 for tuples/tokens */
-bool hlo_shape_eq(const Shape *a, const Shape *b);         /* types and dims, ignoring layout */
-bool hlo_shape_eq_layout(const Shape *a, const Shape *b);  /* also layouts */
-bool hlo_shape_same_dims(const Shape *a, const Shape *b);  /* arrays with equal dims */
-bool hlo_layout_is_default(const Shape *s);                /* no layout or row-major */
+int hlo_shape_leaves(const Shape *s);    /* array leaves of a (nested) tuple; 1 for an array */
+int64_t hlo_shape_elems(const Shape *s); /* product of dims (1 for scalars) */
+size_t hlo_shape_bytes(const Shape *s);  /* elems * element size; 0 for tuples/tokens */
+bool hlo_shape_eq(const Shape *a, const Shape *b);        /* types and dims, ignoring layout */
+bool hlo_shape_eq_layout(const Shape *a, const Shape *b); /* also layouts */
+bool hlo_shape_same_dims(const Shape *a, const Shape *b); /* arrays with equal dims */
+bool hlo_layout_is_default(const Shape *s);               /* no layout or row-major */
 /* Row-major strides in elements. */
 void hlo_shape_strides(const Shape *s, int64_t *strides);
 /* Text as XLA prints it: "f32[2,3]{1,0}", "(f32[2]{0}, s32[])". with_layout adds {..}. */
@@ -226,8 +226,8 @@ void hlo_literal_from_layout(const Shape *s, const void *src, void *dst_row_majo
 
 /* A list of small integers (dimension numbers, sizes); bounded by the maximum rank. */
 typedef struct IList {
-  int n;                     /* number of entries */
-  int64_t v[HLO_MAX_RANK];   /* entries */
+  int n;                   /* number of entries */
+  int64_t v[HLO_MAX_RANK]; /* entries */
 } IList;
 /* Whether v is one of l's entries. */
 static inline bool hlo_ilist_has(const IList *l, int64_t v) {
@@ -247,8 +247,8 @@ typedef struct WinDim {
 } WinDim;
 
 typedef struct Window {
-  int n;                     /* number of window dimensions */
-  WinDim d[HLO_MAX_RANK];    /* one per spatial dim (conv) or operand dim (reduce-window) */
+  int n;                  /* number of window dimensions */
+  WinDim d[HLO_MAX_RANK]; /* one per spatial dim (conv) or operand dim (reduce-window) */
 } Window;
 
 typedef struct ConvDims {
@@ -283,17 +283,17 @@ typedef struct ScatterDims {
 } ScatterDims;
 
 typedef struct SliceDims {
-  int n;                                     /* = rank */
-  int64_t start[HLO_MAX_RANK];               /* inclusive */
-  int64_t limit[HLO_MAX_RANK];               /* exclusive */
-  int64_t stride[HLO_MAX_RANK];              /* >= 1 */
+  int n;                        /* = rank */
+  int64_t start[HLO_MAX_RANK];  /* inclusive */
+  int64_t limit[HLO_MAX_RANK];  /* exclusive */
+  int64_t stride[HLO_MAX_RANK]; /* >= 1 */
 } SliceDims;
 
 typedef struct PadDims {
-  int n;                                     /* = rank */
-  int64_t lo[HLO_MAX_RANK];                  /* edge padding low (may be negative) */
-  int64_t hi[HLO_MAX_RANK];                  /* edge padding high (may be negative) */
-  int64_t interior[HLO_MAX_RANK];            /* interior padding, >= 0 */
+  int n;                          /* = rank */
+  int64_t lo[HLO_MAX_RANK];       /* edge padding low (may be negative) */
+  int64_t hi[HLO_MAX_RANK];       /* edge padding high (may be negative) */
+  int64_t interior[HLO_MAX_RANK]; /* interior padding, >= 0 */
 } PadDims;
 
 /* An attribute carried verbatim (sharding, frontend_attributes, unmodelled attributes). */
@@ -306,72 +306,72 @@ typedef struct HComp HComp;
 typedef struct HModule HModule;
 
 typedef struct HInstr {
-  HOp op;                   /* opcode */
-  const char *name;         /* unique within the module; stable, printed in dumps */
-  Shape shape;              /* result shape */
-  int nops;                 /* operand count */
-  struct HInstr **ops;      /* operands, same computation */
-  int ncalls;               /* called computation count */
-  HComp **calls;            /* called computations (XLA's index conventions, see below) */
-  int nctrl;                /* control predecessor count */
-  struct HInstr **ctrl;     /* control predecessors, same computation */
-  HComp *parent;            /* owning computation */
-  int idx;                  /* position in parent->instrs (hlo_comp_renumber) */
-  int64_t uid;              /* id from the input (proto id), or assigned */
+  HOp op;               /* opcode */
+  const char *name;     /* unique within the module; stable, printed in dumps */
+  Shape shape;          /* result shape */
+  int nops;             /* operand count */
+  struct HInstr **ops;  /* operands, same computation */
+  int ncalls;           /* called computation count */
+  HComp **calls;        /* called computations (XLA's index conventions, see below) */
+  int nctrl;            /* control predecessor count */
+  struct HInstr **ctrl; /* control predecessors, same computation */
+  HComp *parent;        /* owning computation */
+  int idx;              /* position in parent->instrs (hlo_comp_renumber) */
+  int64_t uid;          /* id from the input (proto id), or assigned */
 
   /* Attributes; which ones are meaningful depends on op. */
-  int64_t param_num;        /* parameter: parameter number */
-  int64_t tuple_index;      /* get-tuple-element: index */
-  int64_t iota_dim;         /* iota: iota_dimension */
-  IList dims;               /* broadcast, transpose, reduce, reverse, concatenate, sort, map */
-  IList dslice_sizes;       /* dynamic-slice: dynamic_slice_sizes */
-  Literal *literal;         /* constant: value */
-  Window *window;           /* convolution, reduce-window, select-and-scatter */
-  ConvDims *conv;           /* convolution: dimension numbers */
-  int64_t feature_groups;   /* convolution: feature_group_count (1 default) */
-  int64_t batch_groups;     /* convolution: batch_group_count (1 default) */
-  DotDims *dot;             /* dot: dimension numbers */
-  IList precision;          /* dot/convolution: operand_precision (0 default,1 high,2 highest) */
-  SliceDims *slice;         /* slice */
-  PadDims *pad;             /* pad */
-  GatherDims *gather;       /* gather */
-  ScatterDims *scatter;     /* scatter */
-  CmpDir cmp_dir;           /* compare: direction */
-  CmpType cmp_type;         /* compare: type */
-  FusionKind fusion_kind;   /* fusion: kind */
-  bool is_stable;           /* sort */
-  bool indices_are_sorted;  /* gather, scatter */
-  bool unique_indices;      /* scatter */
-  int32_t exponent_bits;    /* reduce-precision */
-  int32_t mantissa_bits;    /* reduce-precision */
-  float epsilon;            /* batch-norm-* */
-  int64_t feature_index;    /* batch-norm-* */
+  int64_t param_num;       /* parameter: parameter number */
+  int64_t tuple_index;     /* get-tuple-element: index */
+  int64_t iota_dim;        /* iota: iota_dimension */
+  IList dims;              /* broadcast, transpose, reduce, reverse, concatenate, sort, map */
+  IList dslice_sizes;      /* dynamic-slice: dynamic_slice_sizes */
+  Literal *literal;        /* constant: value */
+  Window *window;          /* convolution, reduce-window, select-and-scatter */
+  ConvDims *conv;          /* convolution: dimension numbers */
+  int64_t feature_groups;  /* convolution: feature_group_count (1 default) */
+  int64_t batch_groups;    /* convolution: batch_group_count (1 default) */
+  DotDims *dot;            /* dot: dimension numbers */
+  IList precision;         /* dot/convolution: operand_precision (0 default,1 high,2 highest) */
+  SliceDims *slice;        /* slice */
+  PadDims *pad;            /* pad */
+  GatherDims *gather;      /* gather */
+  ScatterDims *scatter;    /* scatter */
+  CmpDir cmp_dir;          /* compare: direction */
+  CmpType cmp_type;        /* compare: type */
+  FusionKind fusion_kind;  /* fusion: kind */
+  bool is_stable;          /* sort */
+  bool indices_are_sorted; /* gather, scatter */
+  bool unique_indices;     /* scatter */
+  int32_t exponent_bits;   /* reduce-precision */
+  int32_t mantissa_bits;   /* reduce-precision */
+  float epsilon;           /* batch-norm-* */
+  int64_t feature_index;   /* batch-norm-* */
   const char *custom_call_target; /* custom-call: target name */
   const char *backend_config;     /* raw backend_config text (NULL when absent) */
-  const char *op_type;      /* metadata: op_type (NULL when absent) */
-  const char *op_name;      /* metadata: op_name */
-  const char *source_file;  /* metadata: source_file */
-  int64_t source_line;      /* metadata: source_line (0 when absent) */
-  int nraw;                 /* verbatim attributes count */
-  HAttr *raw;               /* verbatim attributes, printed back in order */
-  void *aux;                /* scratch slot for the pass currently running */
+  const char *op_type;            /* metadata: op_type (NULL when absent) */
+  const char *op_name;            /* metadata: op_name */
+  const char *source_file;        /* metadata: source_file */
+  int64_t source_line;            /* metadata: source_line (0 when absent) */
+  int nraw;                       /* verbatim attributes count */
+  HAttr *raw;                     /* verbatim attributes, printed back in order */
+  void *aux;                      /* scratch slot for the pass currently running */
 } HInstr;
 /* calls[] conventions: while [0]=body [1]=condition; conditional: branches in order;
  * select-and-scatter [0]=select [1]=scatter; fusion, call, reduce, reduce-window, map, sort,
  * scatter, all-reduce: [0]=to_apply / fused computation; custom-call: called_computations. */
 
 struct HComp {
-  const char *name;         /* unique within the module */
-  int64_t uid;              /* id from the input, or assigned */
-  int ninstrs;              /* instruction count */
-  int cap;                  /* capacity of instrs */
-  HInstr **instrs;          /* instructions, operands before users */
-  HInstr *root;             /* result instruction */
-  int nparams;              /* parameter count */
-  HInstr **params;          /* parameters by parameter number (hlo_comp_renumber) */
-  bool is_fusion;           /* body of a fusion instruction */
-  HModule *mod;             /* owning module */
-  int idx;                  /* position in mod->comps */
+  const char *name; /* unique within the module */
+  int64_t uid;      /* id from the input, or assigned */
+  int ninstrs;      /* instruction count */
+  int cap;          /* capacity of instrs */
+  HInstr **instrs;  /* instructions, operands before users */
+  HInstr *root;     /* result instruction */
+  int nparams;      /* parameter count */
+  HInstr **params;  /* parameters by parameter number (hlo_comp_renumber) */
+  bool is_fusion;   /* body of a fusion instruction */
+  HModule *mod;     /* owning module */
+  int idx;          /* position in mod->comps */
 };
 
 /* Input/output aliasing declared by the module (buffer donation). */
@@ -383,30 +383,30 @@ typedef struct HAlias {
 } HAlias;
 
 struct HModule {
-  HArena *arena;        /* owns everything below */
-  const char *name;     /* module name */
-  const char *file;     /* path it was read from, for messages ("<input>" if none) */
-  int64_t uid;          /* module id from the input */
-  int ncomps;           /* computation count */
-  int cap;              /* capacity of comps */
-  HComp **comps;        /* computations, callees before callers */
-  HComp *entry;         /* entry computation */
-  bool has_entry_layout; /* entry_layout_params/result below are set */
-  int nentry_layout;    /* parameters in entry_computation_layout */
+  HArena *arena;              /* owns everything below */
+  const char *name;           /* module name */
+  const char *file;           /* path it was read from, for messages ("<input>" if none) */
+  int64_t uid;                /* module id from the input */
+  int ncomps;                 /* computation count */
+  int cap;                    /* capacity of comps */
+  HComp **comps;              /* computations, callees before callers */
+  HComp *entry;               /* entry computation */
+  bool has_entry_layout;      /* entry_layout_params/result below are set */
+  int nentry_layout;          /* parameters in entry_computation_layout */
   Shape *entry_layout_params; /* entry parameter shapes with layouts */
   Shape entry_layout_result;  /* entry result shape with layout */
-  int nalias;           /* input/output alias entries */
-  HAlias *alias;        /* input/output alias entries */
-  int nraw;             /* verbatim module attributes (text header) */
-  HAttr *raw;           /* verbatim module attributes */
-  int64_t next_uid;     /* next unused instruction/computation id */
-  struct HNameSet *names; /* names in use, built on first hlo_module_unique_name call */
-  int64_t next_name;    /* next suffix tried by hlo_module_unique_name */
+  int nalias;                 /* input/output alias entries */
+  HAlias *alias;              /* input/output alias entries */
+  int nraw;                   /* verbatim module attributes (text header) */
+  HAttr *raw;                 /* verbatim module attributes */
+  int64_t next_uid;           /* next unused instruction/computation id */
+  struct HNameSet *names;     /* names in use, built on first hlo_module_unique_name call */
+  int64_t next_name;          /* next suffix tried by hlo_module_unique_name */
 };
 
 HModule *hlo_module_new(const char *name, const char *file);
 void hlo_module_free(HModule *m);
-HComp *hlo_comp_new(HModule *m, const char *name);  /* appended to m->comps */
+HComp *hlo_comp_new(HModule *m, const char *name); /* appended to m->comps */
 HComp *hlo_module_find_comp(const HModule *m, const char *name);
 /* New instruction appended at the end of c; ops copied. Attributes zero except
  * feature_groups = batch_groups = 1. */
@@ -445,8 +445,8 @@ bool hlo_comp_identity(const HComp *r, DType dt, double *id);
 bool hlo_flatten_entry_params(HModule *m, HArena *scratch);
 /* Users of every instruction of c: users[i] lists instructions using c->instrs[i]. */
 typedef struct HUsers {
-  int *n;            /* per instruction: number of users (with multiplicity) */
-  HInstr ***list;    /* per instruction: the users */
+  int *n;         /* per instruction: number of users (with multiplicity) */
+  HInstr ***list; /* per instruction: the users */
 } HUsers;
 HUsers hlo_comp_users(HArena *scratch, HComp *c);
 /* Depth-first post-order of c's instructions over operands and control predecessors into
@@ -462,9 +462,9 @@ void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const in
 /* ------------------------------------------------------------------ print.c */
 
 typedef struct HPrintOpts {
-  bool no_metadata;    /* omit metadata={...} */
-  bool no_raw_attrs;   /* omit verbatim attributes (sharding, frontend_attributes) */
-  bool elide_large;    /* print constant({...}) for literals above 16 elements */
+  bool no_metadata;  /* omit metadata={...} */
+  bool no_raw_attrs; /* omit verbatim attributes (sharding, frontend_attributes) */
+  bool elide_large;  /* print constant({...}) for literals above 16 elements */
 } HPrintOpts;
 
 /* Print the module as HLO text that hlo_parse_text reads back (unless elide_large). */
@@ -512,12 +512,12 @@ Literal *hlo_interp_comp(HComp *c, HArena *a, Literal *const *args, int nargs, H
 
 /* Element-wise comparison of a computed array against a reference (e.g. XLA's output). */
 typedef struct HCompare {
-  double max_abs;   /* largest |got - want| */
-  double max_rel;   /* largest |got - want| / max(|want|, tiny) */
-  int64_t worst;    /* flat index of the element furthest outside tolerance (or max_abs) */
-  double worst_got; /* that element's computed value */
+  double max_abs;    /* largest |got - want| */
+  double max_rel;    /* largest |got - want| / max(|want|, tiny) */
+  int64_t worst;     /* flat index of the element furthest outside tolerance (or max_abs) */
+  double worst_got;  /* that element's computed value */
   double worst_want; /* that element's reference value */
-  int64_t bad;      /* elements outside tolerance (NaN vs number counts as bad) */
+  int64_t bad;       /* elements outside tolerance (NaN vs number counts as bad) */
 } HCompare;
 
 /* Compare arrays of equal dims (dtypes may differ); within tolerance when every element

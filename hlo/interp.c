@@ -96,7 +96,8 @@ static bool next_index(int rank, const int64_t *dims, int64_t *idx) {
 static void strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                          const int64_t *sstr, int64_t base) {
   int64_t n = 1;
-  for (int d = 0; d < rank; d++) n *= dims[d];
+  for (int d = 0; d < rank; d++)
+    n *= dims[d];
   if (n == 0) return;
   if (rank == 0) {
     memcpy(dst, (const char *)src + base * (int64_t)es, es);
@@ -110,13 +111,15 @@ static void strided_copy(void *dst, const void *src, size_t es, int rank, const 
     case 1: {
       const uint8_t *s = (const uint8_t *)src + off;
       uint8_t *o = (uint8_t *)d;
-      for (int64_t j = 0; j < inner; j++) o[j] = s[j * is];
+      for (int64_t j = 0; j < inner; j++)
+        o[j] = s[j * is];
       break;
     }
     case 2: {
       const uint16_t *s = (const uint16_t *)src + off;
       uint16_t *o = (uint16_t *)d;
-      for (int64_t j = 0; j < inner; j++) o[j] = s[j * is];
+      for (int64_t j = 0; j < inner; j++)
+        o[j] = s[j * is];
       break;
     }
     case 4: {
@@ -125,13 +128,15 @@ static void strided_copy(void *dst, const void *src, size_t es, int rank, const 
       if (is == 1)
         memcpy(o, s, (size_t)inner * 4);
       else
-        for (int64_t j = 0; j < inner; j++) o[j] = s[j * is];
+        for (int64_t j = 0; j < inner; j++)
+          o[j] = s[j * is];
       break;
     }
     case 8: {
       const uint64_t *s = (const uint64_t *)src + off;
       uint64_t *o = (uint64_t *)d;
-      for (int64_t j = 0; j < inner; j++) o[j] = s[j * is];
+      for (int64_t j = 0; j < inner; j++)
+        o[j] = s[j * is];
       break;
     }
     default:
@@ -167,9 +172,14 @@ int64_t interp_binop_i64(HOp op, DType dt, int64_t a, int64_t b) {
   if (hlo_dtype_kind(dt) == DK_PRED) {
     /* pred arithmetic behaves like int8 arithmetic followed by != 0 */
     switch ((int)op) {
-    case OP_ADD: case OP_MAXIMUM: case OP_OR: return (a | b) != 0;
-    case OP_MULTIPLY: case OP_MINIMUM: case OP_AND: return (a & b) != 0;
-    case OP_XOR: case OP_SUBTRACT: return (a ^ b) != 0;
+    case OP_ADD:
+    case OP_MAXIMUM:
+    case OP_OR: return (a | b) != 0;
+    case OP_MULTIPLY:
+    case OP_MINIMUM:
+    case OP_AND: return (a & b) != 0;
+    case OP_XOR:
+    case OP_SUBTRACT: return (a ^ b) != 0;
     default: return 0;
     }
   }
@@ -255,13 +265,22 @@ double interp_binop_f64(HOp op, DType dt, double a, double b) {
 static bool binop_valid(HOp op, DType dt) {
   DKind k = hlo_dtype_kind(dt);
   switch ((int)op) {
-  case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM:
-    return k != DK_OTHER && (k != DK_PRED || op != OP_SUBTRACT);
-  case OP_DIVIDE: case OP_REMAINDER: case OP_POWER: return k == DK_FLOAT || k == DK_SINT || k == DK_UINT;
+  case OP_ADD:
+  case OP_SUBTRACT:
+  case OP_MULTIPLY:
+  case OP_MAXIMUM:
+  case OP_MINIMUM: return k != DK_OTHER && (k != DK_PRED || op != OP_SUBTRACT);
+  case OP_DIVIDE:
+  case OP_REMAINDER:
+  case OP_POWER: return k == DK_FLOAT || k == DK_SINT || k == DK_UINT;
   case OP_ATAN2: return k == DK_FLOAT;
-  case OP_AND: case OP_OR: case OP_XOR: return k == DK_PRED || k == DK_SINT || k == DK_UINT;
-  case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL: case OP_MULHI:
-    return k == DK_SINT || k == DK_UINT;
+  case OP_AND:
+  case OP_OR:
+  case OP_XOR: return k == DK_PRED || k == DK_SINT || k == DK_UINT;
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL:
+  case OP_MULHI: return k == DK_SINT || k == DK_UINT;
   default: return false;
   }
 }
@@ -275,7 +294,8 @@ bool interp_binop_of(const HComp *c, HOp *op) {
   if (x->shape.dt != r->shape.dt || y->shape.dt != r->shape.dt || x->shape.rank || y->shape.rank)
     return false;
   int nparams = 0;
-  for (int i = 0; i < c->ninstrs; i++) nparams += c->instrs[i]->op == OP_PARAMETER;
+  for (int i = 0; i < c->ninstrs; i++)
+    nparams += c->instrs[i]->op == OP_PARAMETER;
   if (nparams != 2) return false;
   bool straight = x->param_num == 0 && y->param_num == 1;
   bool swapped = x->param_num == 1 && y->param_num == 0 && (hlo_op_flags(r->op) & OPF_COMMUT);
@@ -340,8 +360,10 @@ static bool cmp_elems(DType t, CmpDir d, CmpType ct, const void *a, int64_t i, c
  * clamped when narrower (above the reduced format's largest: a signed infinity; at or below
  * its smallest normal's: a signed zero, the reduced format having no denormals); a NaN is
  * kept as it is (XLA's CPU results for mbits 0 too: tests/xla_cases/rp_*). */
-static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits, int mbits) {
-  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man, manmask = (UINT64_C(1) << src_man) - 1;
+static uint64_t reduce_precision_bits(uint64_t x, int nbits, int src_exp, int src_man, int ebits,
+                                      int mbits) {
+  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man,
+           manmask = (UINT64_C(1) << src_man) - 1;
   if ((x & expmask) == expmask && (x & manmask)) return x; /* NaN */
   if (mbits < src_man) {
     uint64_t last = UINT64_C(1) << (src_man - mbits);
@@ -423,7 +445,8 @@ static int64_t unary_i(HOp op, DType t, int64_t x, bool *ok) {
   case OP_CLZ: {
     if (pred) break;
     int n = 0;
-    for (int b = bits - 1; b >= 0 && !((u >> b) & 1); b--) n++;
+    for (int b = bits - 1; b >= 0 && !((u >> b) & 1); b--)
+      n++;
     return n;
   }
   case OP_POPCNT:
@@ -466,7 +489,8 @@ static Literal *eval_unary(IState *st, const HInstr *in, Literal *x, HErr *err) 
   bool ok = true;
   if (in->op == OP_IS_FINITE) {
     if (!hlo_dtype_is_float(it) || ot != DT_PRED) goto bad;
-    for (int64_t i = 0; i < n; i++) ((uint8_t *)r->data)[i] = isfinite(hlo_load_f64(it, x->data, i * s));
+    for (int64_t i = 0; i < n; i++)
+      ((uint8_t *)r->data)[i] = isfinite(hlo_load_f64(it, x->data, i * s));
     return r;
   }
   if (it != ot) goto bad;
@@ -475,10 +499,17 @@ static Literal *eval_unary(IState *st, const HInstr *in, Literal *x, HErr *err) 
       const float *xs = x->data;
       float *o = r->data;
       switch ((int)in->op) {
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = -xs[i * s]; return r;
-      case OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabsf(xs[i * s]); return r;
+      case OP_NEGATE:
+        for (int64_t i = 0; i < n; i++)
+          o[i] = -xs[i * s];
+        return r;
+      case OP_ABS:
+        for (int64_t i = 0; i < n; i++)
+          o[i] = fabsf(xs[i * s]);
+        return r;
       default:
-        for (int64_t i = 0; i < n && ok; i++) o[i] = (float)unary_f(in->op, xs[i * s], &ok);
+        for (int64_t i = 0; i < n && ok; i++)
+          o[i] = (float)unary_f(in->op, xs[i * s], &ok);
       }
     } else {
       for (int64_t i = 0; i < n && ok; i++)
@@ -512,9 +543,11 @@ static Literal *eval_convert(IState *st, const HInstr *in, Literal *x, HErr *err
   }
   if (hlo_dtype_is_float(it)) {
     if (ot == DT_PRED) {
-      for (int64_t i = 0; i < n; i++) ((uint8_t *)r->data)[i] = hlo_load_f64(it, x->data, i * s) != 0;
+      for (int64_t i = 0; i < n; i++)
+        ((uint8_t *)r->data)[i] = hlo_load_f64(it, x->data, i * s) != 0;
     } else {
-      for (int64_t i = 0; i < n; i++) hlo_store_f64(ot, r->data, i, hlo_load_f64(it, x->data, i * s));
+      for (int64_t i = 0; i < n; i++)
+        hlo_store_f64(ot, r->data, i, hlo_load_f64(it, x->data, i * s));
     }
   } else if (hlo_dtype_is_float(ot)) {
     /* integer -> float with a single rounding */
@@ -531,7 +564,8 @@ static Literal *eval_convert(IState *st, const HInstr *in, Literal *x, HErr *err
       }
     }
   } else {
-    for (int64_t i = 0; i < n; i++) hlo_store_i64(ot, r->data, i, hlo_load_i64(it, x->data, i * s));
+    for (int64_t i = 0; i < n; i++)
+      hlo_store_i64(ot, r->data, i, hlo_load_i64(it, x->data, i * s));
   }
   return r;
 }
@@ -550,15 +584,29 @@ static Literal *eval_binary(IState *st, const HInstr *in, Literal *x, Literal *y
     const float *a = x->data, *b = y->data;
     float *o = r->data;
     switch ((int)in->op) {
-    case OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] + b[i * sy]; break;
-    case OP_SUBTRACT: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] - b[i * sy]; break;
-    case OP_MULTIPLY: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] * b[i * sy]; break;
-    case OP_DIVIDE: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] / b[i * sy]; break;
+    case OP_ADD:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] + b[i * sy];
+      break;
+    case OP_SUBTRACT:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] - b[i * sy];
+      break;
+    case OP_MULTIPLY:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] * b[i * sy];
+      break;
+    case OP_DIVIDE:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] / b[i * sy];
+      break;
     case OP_MAXIMUM:
-      for (int64_t i = 0; i < n; i++) o[i] = (float)fmax_nan(a[i * sx], b[i * sy]);
+      for (int64_t i = 0; i < n; i++)
+        o[i] = (float)fmax_nan(a[i * sx], b[i * sy]);
       break;
     case OP_MINIMUM:
-      for (int64_t i = 0; i < n; i++) o[i] = (float)fmin_nan(a[i * sx], b[i * sy]);
+      for (int64_t i = 0; i < n; i++)
+        o[i] = (float)fmin_nan(a[i * sx], b[i * sy]);
       break;
     default:
       for (int64_t i = 0; i < n; i++)
@@ -592,12 +640,30 @@ static Literal *eval_compare(IState *st, const HInstr *in, Literal *x, Literal *
   if (t == DT_F32 && in->cmp_type != CMPT_TOTALORDER) {
     const float *a = x->data, *b = y->data;
     switch (in->cmp_dir) {
-    case CMP_EQ: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] == b[i * sy]; break;
-    case CMP_NE: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] != b[i * sy]; break;
-    case CMP_LT: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] < b[i * sy]; break;
-    case CMP_LE: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] <= b[i * sy]; break;
-    case CMP_GT: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] > b[i * sy]; break;
-    case CMP_GE: for (int64_t i = 0; i < n; i++) o[i] = a[i * sx] >= b[i * sy]; break;
+    case CMP_EQ:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] == b[i * sy];
+      break;
+    case CMP_NE:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] != b[i * sy];
+      break;
+    case CMP_LT:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] < b[i * sy];
+      break;
+    case CMP_LE:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] <= b[i * sy];
+      break;
+    case CMP_GT:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] > b[i * sy];
+      break;
+    case CMP_GE:
+      for (int64_t i = 0; i < n; i++)
+        o[i] = a[i * sx] >= b[i * sy];
+      break;
     }
     return r;
   }
@@ -622,7 +688,8 @@ static Literal *eval_select(IState *st, const HInstr *in, Literal *const *ops, H
   if (es == 4) {
     const uint32_t *a = ops[1]->data, *b = ops[2]->data;
     uint32_t *o = r->data;
-    for (int64_t i = 0; i < n; i++) o[i] = p[i * sp] ? a[i * sa] : b[i * sb];
+    for (int64_t i = 0; i < n; i++)
+      o[i] = p[i * sp] ? a[i * sa] : b[i * sb];
   } else {
     for (int64_t i = 0; i < n; i++)
       memcpy((char *)r->data + i * (int64_t)es,
@@ -665,7 +732,8 @@ static Literal *eval_reduce_precision(IState *st, const HInstr *in, Literal *x, 
   if (!elem_operand(in, 0, x, n, &s, err)) return NULL;
   DType t = in->shape.dt;
   int nbits, se, sm;
-  if (!hlo_float_format(t, &nbits, &se, &sm) || x->shape.dt != t || in->exponent_bits < 1 || in->mantissa_bits < 0) {
+  if (!hlo_float_format(t, &nbits, &se, &sm) || x->shape.dt != t || in->exponent_bits < 1 ||
+      in->mantissa_bits < 0) {
     hlo_err_at(err, in, "reduce-precision with exponent_bits=%d mantissa_bits=%d on %s",
                in->exponent_bits, in->mantissa_bits, hlo_dtype_name(t));
     return NULL;
@@ -729,8 +797,8 @@ static Literal *eval_reshape(IState *st, const HInstr *in, Literal *x, HErr *err
   if (!is_array_result(in, err)) return NULL;
   if (!hlo_shape_is_array(&x->shape) || x->shape.dt != in->shape.dt ||
       hlo_shape_elems(&x->shape) != hlo_shape_elems(&in->shape)) {
-    hlo_err_at(err, in, "%s from %s to %s changes the element count or type",
-               hlo_op_name(in->op), shape_s(st, &x->shape), shape_s(st, &in->shape));
+    hlo_err_at(err, in, "%s from %s to %s changes the element count or type", hlo_op_name(in->op),
+               shape_s(st, &x->shape), shape_s(st, &in->shape));
     return NULL;
   }
   return alias_lit(st, &in->shape, x->data);
@@ -827,7 +895,8 @@ static Literal *eval_concatenate(IState *st, const HInstr *in, Literal *const *o
   for (int i = 0; i < in->nops; i++) {
     const Shape *s = &ops[i]->shape;
     bool ok = hlo_shape_is_array(s) && s->dt == os->dt && s->rank == os->rank;
-    for (int d = 0; ok && d < os->rank; d++) ok = d == k || s->dims[d] == os->dims[d];
+    for (int d = 0; ok && d < os->rank; d++)
+      ok = d == k || s->dims[d] == os->dims[d];
     if (!ok) {
       hlo_err_at(err, in, "operand %d (%s) does not fit %s", i, shape_s(st, s), shape_s(st, os));
       return NULL;
@@ -835,15 +904,17 @@ static Literal *eval_concatenate(IState *st, const HInstr *in, Literal *const *o
     total += s->dims[k];
   }
   if (total != os->dims[k]) {
-    hlo_err_at(err, in, "operand sizes along dimension %lld add up to %lld, not %lld",
-               (long long)k, (long long)total, (long long)os->dims[k]);
+    hlo_err_at(err, in, "operand sizes along dimension %lld add up to %lld, not %lld", (long long)k,
+               (long long)total, (long long)os->dims[k]);
     return NULL;
   }
   Literal *r = new_lit(st, os);
   size_t es = hlo_dtype_size(os->dt);
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < k; d++) outer *= os->dims[d];
-  for (int d = (int)k + 1; d < os->rank; d++) inner *= os->dims[d];
+  for (int d = 0; d < k; d++)
+    outer *= os->dims[d];
+  for (int d = (int)k + 1; d < os->rank; d++)
+    inner *= os->dims[d];
   char *o = r->data;
   for (int64_t q = 0; q < outer; q++)
     for (int i = 0; i < in->nops; i++) {
@@ -1069,11 +1140,13 @@ static void reduce_binop(HOp op, const Literal *x, const Literal *init, Literal 
   if (fl) {
     accf = malloc(sizeof(double) * (size_t)(on ? on : 1));
     double iv = hlo_load_f64(t, init->data, 0);
-    for (int64_t i = 0; i < on; i++) accf[i] = iv;
+    for (int64_t i = 0; i < on; i++)
+      accf[i] = iv;
   } else {
     acci = malloc(sizeof(int64_t) * (size_t)(on ? on : 1));
     int64_t iv = hlo_load_i64(t, init->data, 0);
-    for (int64_t i = 0; i < on; i++) acci[i] = iv;
+    for (int64_t i = 0; i < on; i++)
+      acci[i] = iv;
   }
   if (!accf && !acci) HLO_ASSERT(!"out of memory");
   if (n > 0) {
@@ -1085,17 +1158,33 @@ static void reduce_binop(HOp op, const Literal *x, const Literal *init, Literal 
         if (istr == 0) {
           double a = accf[off];
           switch ((int)op) {
-          case OP_ADD: for (int64_t j = 0; j < inner; j++) a += src[j]; break;
-          case OP_MAXIMUM: for (int64_t j = 0; j < inner; j++) a = fmax_nan(a, src[j]); break;
-          case OP_MINIMUM: for (int64_t j = 0; j < inner; j++) a = fmin_nan(a, src[j]); break;
-          default: for (int64_t j = 0; j < inner; j++) a = interp_binop_f64(op, t, a, src[j]);
+          case OP_ADD:
+            for (int64_t j = 0; j < inner; j++)
+              a += src[j];
+            break;
+          case OP_MAXIMUM:
+            for (int64_t j = 0; j < inner; j++)
+              a = fmax_nan(a, src[j]);
+            break;
+          case OP_MINIMUM:
+            for (int64_t j = 0; j < inner; j++)
+              a = fmin_nan(a, src[j]);
+            break;
+          default:
+            for (int64_t j = 0; j < inner; j++)
+              a = interp_binop_f64(op, t, a, src[j]);
           }
           accf[off] = a;
         } else {
           double *a = accf + off;
           switch ((int)op) {
-          case OP_ADD: for (int64_t j = 0; j < inner; j++) a[j] += src[j]; break;
-          default: for (int64_t j = 0; j < inner; j++) a[j] = interp_binop_f64(op, t, a[j], src[j]);
+          case OP_ADD:
+            for (int64_t j = 0; j < inner; j++)
+              a[j] += src[j];
+            break;
+          default:
+            for (int64_t j = 0; j < inner; j++)
+              a[j] = interp_binop_f64(op, t, a[j], src[j]);
           }
         }
       } else if (fl) {
@@ -1154,13 +1243,14 @@ static Literal *eval_reduce(IState *st, const HInstr *in, Literal *const *ops, H
     if (!reduced[d]) kept[nk++] = xs->dims[d];
   for (int i = 0; i < n; i++) {
     const Shape *s = &ops[i]->shape, *is = &ops[n + i]->shape;
-    const Shape *want = n == 1 ? &in->shape
+    const Shape *want = n == 1                                              ? &in->shape
                         : in->shape.dt == DT_TUPLE && in->shape.ntuple == n ? &in->shape.tuple[i]
                                                                             : NULL;
     bool ok = want && hlo_shape_is_array(s) && hlo_shape_same_dims(s, xs) &&
               hlo_shape_is_array(is) && is->rank == 0 && is->dt == s->dt &&
               hlo_shape_is_array(want) && want->dt == s->dt && want->rank == nk;
-    for (int d = 0; ok && d < nk; d++) ok = want->dims[d] == kept[d];
+    for (int d = 0; ok && d < nk; d++)
+      ok = want->dims[d] == kept[d];
     if (!ok) {
       hlo_err_at(err, in, "reduce operand %d (%s, init %s) does not match the result %s", i,
                  shape_s(st, s), shape_s(st, is), shape_s(st, &in->shape));
@@ -1172,7 +1262,8 @@ static Literal *eval_reduce(IState *st, const HInstr *in, Literal *const *ops, H
   int64_t ostr[HLO_MAX_RANK], rstr[HLO_MAX_RANK];
   Shape os0 = hlo_shape_array(xs->dt, nk, kept);
   hlo_shape_strides(&os0, rstr);
-  for (int d = 0, k = 0; d < xs->rank; d++) ostr[d] = reduced[d] ? 0 : rstr[k++];
+  for (int d = 0, k = 0; d < xs->rank; d++)
+    ostr[d] = reduced[d] ? 0 : rstr[k++];
 
   HOp bop;
   if (n == 1 && interp_binop_of(c, &bop) && c->root->shape.dt == xs->dt) {
@@ -1203,17 +1294,20 @@ static Literal *eval_reduce(IState *st, const HInstr *in, Literal *const *ops, H
     }
   }
   int64_t on = hlo_shape_elems(&rs[0]), rn = 1;
-  for (int d = 0; d < rrank; d++) rn *= rdims[d];
+  for (int d = 0; d < rrank; d++)
+    rn *= rdims[d];
   int64_t oidx[HLO_MAX_RANK] = {0};
   for (int64_t o = 0; o < on; o++) {
     int64_t base = 0;
-    for (int k = 0; k < nk; k++) base += oidx[k] * kin[k];
+    for (int k = 0; k < nk; k++)
+      base += oidx[k] * kin[k];
     for (int i = 0; i < n; i++)
       memcpy(args[i]->data, ops[n + i]->data, hlo_dtype_size(ops[i]->shape.dt));
     int64_t ridx[HLO_MAX_RANK] = {0};
     for (int64_t q = 0; q < rn; q++) {
       int64_t off = base;
-      for (int d = 0; d < rrank; d++) off += ridx[d] * rin[d];
+      for (int d = 0; d < rrank; d++)
+        off += ridx[d] * rin[d];
       for (int i = 0; i < n; i++) {
         size_t es = hlo_dtype_size(ops[i]->shape.dt);
         memcpy(args[n + i]->data, (char *)ops[i]->data + (size_t)off * es, es);
@@ -1252,7 +1346,8 @@ static void *pack_operand(const Literal *x, const int *perm, bool fl) {
   int64_t idx[HLO_MAX_RANK] = {0};
   for (int64_t i = 0; i < n; i++) {
     int64_t off = 0;
-    for (int d = 0; d < s->rank; d++) off += idx[d] * pstr[d];
+    for (int d = 0; d < s->rank; d++)
+      off += idx[d] * pstr[d];
     if (fl)
       ((double *)buf)[i] = hlo_load_f64(s->dt, x->data, off);
     else
@@ -1343,7 +1438,8 @@ static Literal *eval_dot(IState *st, const HInstr *in, Literal *x, Literal *y, H
         for (int64_t k = 0; k < K; k++) {
           double lv = l[k];
           const double *rr = (const double *)R + (b * K + k) * N;
-          for (int64_t j = 0; j < N; j++) o[j] = (float)(o[j] + (double)(float)(lv * rr[j]));
+          for (int64_t j = 0; j < N; j++)
+            o[j] = (float)(o[j] + (double)(float)(lv * rr[j]));
         }
       } else if (fl) {
         double *o = (double *)acc + (b * M + i) * N;
@@ -1351,7 +1447,8 @@ static Literal *eval_dot(IState *st, const HInstr *in, Literal *x, Literal *y, H
         for (int64_t k = 0; k < K; k++) {
           double lv = l[k];
           const double *rr = (const double *)R + (b * K + k) * N;
-          for (int64_t j = 0; j < N; j++) o[j] += lv * rr[j];
+          for (int64_t j = 0; j < N; j++)
+            o[j] += lv * rr[j];
         }
       } else {
         uint64_t *o = (uint64_t *)acc + (b * M + i) * N;
@@ -1359,7 +1456,8 @@ static Literal *eval_dot(IState *st, const HInstr *in, Literal *x, Literal *y, H
         for (int64_t k = 0; k < K; k++) {
           uint64_t lv = (uint64_t)l[k];
           const int64_t *rr = (const int64_t *)R + (b * K + k) * N;
-          for (int64_t j = 0; j < N; j++) o[j] += lv * (uint64_t)rr[j];
+          for (int64_t j = 0; j < N; j++)
+            o[j] += lv * (uint64_t)rr[j];
         }
       }
     }
@@ -1401,7 +1499,8 @@ static bool sort_less(SortCtx *s, int64_t a, int64_t b) {
   if (s->failed) return false;
   int64_t ia = s->base + a * s->stride, ib = s->base + b * s->stride;
   if (s->fast_dir == OP_COMPARE)
-    return cmp_elems(s->ops[0]->shape.dt, s->dir, s->ctype, s->ops[0]->data, ia, s->ops[0]->data, ib);
+    return cmp_elems(s->ops[0]->shape.dt, s->dir, s->ctype, s->ops[0]->data, ia, s->ops[0]->data,
+                     ib);
   for (int i = 0; i < s->n; i++) {
     size_t es = hlo_dtype_size(s->ops[i]->shape.dt);
     memcpy(s->args[2 * i]->data, (char *)s->ops[i]->data + (size_t)ia * es, es);
@@ -1434,9 +1533,12 @@ static void merge_sort(SortCtx *s, int64_t *perm, int64_t *tmp, int64_t n) {
   merge_sort(s, perm, tmp, h);
   merge_sort(s, perm + h, tmp, n - h);
   int64_t i = 0, j = h, k = 0;
-  while (i < h && j < n) tmp[k++] = sort_less(s, perm[j], perm[i]) ? perm[j++] : perm[i++];
-  while (i < h) tmp[k++] = perm[i++];
-  while (j < n) tmp[k++] = perm[j++];
+  while (i < h && j < n)
+    tmp[k++] = sort_less(s, perm[j], perm[i]) ? perm[j++] : perm[i++];
+  while (i < h)
+    tmp[k++] = perm[i++];
+  while (j < n)
+    tmp[k++] = perm[j++];
   memcpy(perm, tmp, sizeof(int64_t) * (size_t)n);
 }
 
@@ -1454,7 +1556,7 @@ static Literal *eval_sort(IState *st, const HInstr *in, Literal *const *ops, HEr
     return NULL;
   }
   for (int i = 0; i < n; i++) {
-    const Shape *want = n == 1 ? &in->shape
+    const Shape *want = n == 1                                              ? &in->shape
                         : in->shape.dt == DT_TUPLE && in->shape.ntuple == n ? &in->shape.tuple[i]
                                                                             : NULL;
     if (!want || !hlo_shape_eq(want, &ops[i]->shape) || !hlo_shape_same_dims(&ops[i]->shape, xs)) {
@@ -1495,9 +1597,11 @@ static Literal *eval_sort(IState *st, const HInstr *in, Literal *const *ops, HEr
     }
   for (int64_t row = 0; row < rows && !s.failed; row++) {
     s.base = 0;
-    for (int d = 0; d < orank; d++) s.base += oidx[d] * ostr[d];
+    for (int d = 0; d < orank; d++)
+      s.base += oidx[d] * ostr[d];
     s.stride = str[dim];
-    for (int64_t k = 0; k < len; k++) perm[k] = k;
+    for (int64_t k = 0; k < len; k++)
+      perm[k] = k;
     merge_sort(&s, perm, perm + len, len);
     for (int i = 0; i < n; i++) {
       Literal *o = n == 1 ? res : res->elems[i];
@@ -1526,7 +1630,8 @@ static bool bn_geometry(IState *st, const HInstr *in, const Literal *x, int64_t 
   }
   *nf = xs->dims[in->feature_index];
   *inner = 1;
-  for (int d = (int)in->feature_index + 1; d < xs->rank; d++) *inner *= xs->dims[d];
+  for (int d = (int)in->feature_index + 1; d < xs->rank; d++)
+    *inner *= xs->dims[d];
   return true;
 }
 
@@ -1554,15 +1659,13 @@ static Literal *eval_batch_norm(IState *st, const HInstr *in, Literal *const *op
     names[0] = "scale", names[1] = "offset", names[2] = "mean", names[3] = "variance", nv = 4;
     break;
   case OP_BATCH_NORM_TRAINING: names[0] = "scale", names[1] = "offset", nv = 2; break;
-  default:
-    names[0] = "scale", names[1] = "mean", names[2] = "variance", nv = 3;
-    break;
+  default: names[0] = "scale", names[1] = "mean", names[2] = "variance", nv = 3; break;
   }
   for (int i = 0; i < nv; i++)
     if (!bn_vec(st, in, ops[1 + i], nf, names[i], err)) return NULL;
-  const Shape *want0 = in->op == OP_BATCH_NORM_INFERENCE ? &in->shape
+  const Shape *want0 = in->op == OP_BATCH_NORM_INFERENCE                   ? &in->shape
                        : in->shape.dt == DT_TUPLE && in->shape.ntuple == 3 ? &in->shape.tuple[0]
-                                                                          : NULL;
+                                                                           : NULL;
   if (!want0 || !hlo_shape_eq(want0, &x->shape)) {
     hlo_err_at(err, in, "result shape %s does not fit operand %s", shape_s(st, &in->shape),
                shape_s(st, &x->shape));
@@ -1582,13 +1685,16 @@ static Literal *eval_batch_norm(IState *st, const HInstr *in, Literal *const *op
 #define FEAT(i) (((i) / inner) % nf)
 #define VEC(l, f) hlo_load_f64((l)->shape.dt, (l)->data, f)
   if (in->op == OP_BATCH_NORM_TRAINING) {
-    for (int64_t i = 0; i < n; i++) mean[FEAT(i)] += hlo_load_f64(t, x->data, i);
-    for (int64_t f = 0; f < nf; f++) mean[f] /= (double)(per ? per : 1);
+    for (int64_t i = 0; i < n; i++)
+      mean[FEAT(i)] += hlo_load_f64(t, x->data, i);
+    for (int64_t f = 0; f < nf; f++)
+      mean[f] /= (double)(per ? per : 1);
     for (int64_t i = 0; i < n; i++) {
       double dv = hlo_load_f64(t, x->data, i) - mean[FEAT(i)];
       var[FEAT(i)] += dv * dv;
     }
-    for (int64_t f = 0; f < nf; f++) var[f] /= (double)(per ? per : 1);
+    for (int64_t f = 0; f < nf; f++)
+      var[f] /= (double)(per ? per : 1);
   } else {
     int mi = in->op == OP_BATCH_NORM_INFERENCE ? 3 : 2;
     for (int64_t f = 0; f < nf; f++) {
@@ -1673,20 +1779,46 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   }
   case OP_CONSTANT:
     if (!in->literal) {
-      hlo_err_at(err, in, "the constant's value was elided in the input ({...}): its data is lost; "
-                         "read the module's .pb or dump with --xla_dump_large_constants");
+      hlo_err_at(err, in,
+                 "the constant's value was elided in the input ({...}): its data is lost; "
+                 "read the module's .pb or dump with --xla_dump_large_constants");
       return NULL;
     }
     return in->literal;
   case OP_IOTA: return eval_iota(st, in, err);
 
-  case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF:
-  case OP_EXP: case OP_EXPM1: case OP_FLOOR: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P:
-  case OP_LOGISTIC: case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_ROUND_AFZ:
-  case OP_ROUND_EVEN: case OP_RSQRT: case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN:
-  case OP_TANH: case OP_ACOS: case OP_ACOSH: case OP_ASIN: case OP_ASINH: case OP_ATAN:
-  case OP_ATANH: case OP_COSH: case OP_SINH:
-    return eval_unary(st, in, ops[0], err);
+  case OP_ABS:
+  case OP_CBRT:
+  case OP_CEIL:
+  case OP_COSINE:
+  case OP_CLZ:
+  case OP_ERF:
+  case OP_EXP:
+  case OP_EXPM1:
+  case OP_FLOOR:
+  case OP_IS_FINITE:
+  case OP_LOG:
+  case OP_LOG1P:
+  case OP_LOGISTIC:
+  case OP_NEGATE:
+  case OP_NOT:
+  case OP_POPCNT:
+  case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN:
+  case OP_RSQRT:
+  case OP_SIGN:
+  case OP_SINE:
+  case OP_SQRT:
+  case OP_TAN:
+  case OP_TANH:
+  case OP_ACOS:
+  case OP_ACOSH:
+  case OP_ASIN:
+  case OP_ASINH:
+  case OP_ATAN:
+  case OP_ATANH:
+  case OP_COSH:
+  case OP_SINH: return eval_unary(st, in, ops[0], err);
   case OP_COPY:
     if (!hlo_shape_eq(&ops[0]->shape, &in->shape)) {
       hlo_err_at(err, in, "copy changes the shape");
@@ -1697,10 +1829,22 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   case OP_BITCAST_CONVERT: return eval_bitcast_convert(st, in, ops[0], err);
   case OP_REDUCE_PRECISION: return eval_reduce_precision(st, in, ops[0], err);
 
-  case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_REMAINDER:
-  case OP_POWER: case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM: case OP_MULHI: case OP_AND:
-  case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL:
-    return eval_binary(st, in, ops[0], ops[1], err);
+  case OP_ADD:
+  case OP_SUBTRACT:
+  case OP_MULTIPLY:
+  case OP_DIVIDE:
+  case OP_REMAINDER:
+  case OP_POWER:
+  case OP_ATAN2:
+  case OP_MAXIMUM:
+  case OP_MINIMUM:
+  case OP_MULHI:
+  case OP_AND:
+  case OP_OR:
+  case OP_XOR:
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL: return eval_binary(st, in, ops[0], ops[1], err);
   case OP_COMPARE: return eval_compare(st, in, ops[0], ops[1], err);
   case OP_SELECT: return eval_select(st, in, ops, err);
   case OP_CLAMP: return eval_clamp(st, in, ops, err);
@@ -1710,13 +1854,15 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   case OP_REDUCE_WINDOW: return interp_reduce_window(st, in, ops, err);
   case OP_SELECT_AND_SCATTER: return interp_select_and_scatter(st, in, ops, err);
   case OP_SORT: return eval_sort(st, in, ops, err);
-  case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
-    return eval_batch_norm(st, in, ops, err);
+  case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD: return eval_batch_norm(st, in, ops, err);
 
   case OP_DOT: return eval_dot(st, in, ops[0], ops[1], err);
   case OP_CONVOLUTION: return interp_convolution(st, in, ops, err);
 
-  case OP_BITCAST: case OP_RESHAPE: return eval_reshape(st, in, ops[0], err);
+  case OP_BITCAST:
+  case OP_RESHAPE: return eval_reshape(st, in, ops[0], err);
   case OP_BROADCAST: return eval_broadcast(st, in, ops[0], err);
   case OP_TRANSPOSE: return eval_transpose(st, in, ops[0], err);
   case OP_REVERSE: return eval_reverse(st, in, ops[0], err);
@@ -1735,7 +1881,8 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
     Literal *t = hlo_arena_alloc(st->arena, sizeof *t);
     hlo_shape_copy(st->arena, &t->shape, &in->shape);
     t->elems = hlo_arena_alloc(st->arena, sizeof(Literal *) * (size_t)(in->nops ? in->nops : 1));
-    for (int i = 0; i < in->nops; i++) t->elems[i] = ops[i];
+    for (int i = 0; i < in->nops; i++)
+      t->elems[i] = ops[i];
     return t;
   }
   case OP_GET_TUPLE_ELEMENT: {
@@ -1748,7 +1895,8 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
     return t->elems[in->tuple_index];
   }
 
-  case OP_CALL: case OP_FUSION:
+  case OP_CALL:
+  case OP_FUSION:
     return eval_call_like(st, in, in->ncalls ? in->calls[0] : NULL, ops, in->nops, err);
   case OP_CONDITIONAL: return eval_conditional(st, in, ops, err);
   case OP_WHILE: return eval_while(st, in, ops[0], err);
@@ -1763,19 +1911,53 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
                in->custom_call_target ? in->custom_call_target : "(none)");
     return NULL;
 
-  case OP_PARTITION_ID: case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE: case OP_IMAG:
-  case OP_REAL: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT: case OP_TOPK: case OP_SCAN:
-  case OP_FFT: case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT:
-  case OP_SCALED_DOT: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
-  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
-  case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE: case OP_DOMAIN:
-  case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE: case OP_ALL_GATHER:
-  case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL: case OP_REDUCE_SCATTER:
-  case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START: case OP_COLLECTIVE_PERMUTE_DONE:
-  case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL: case OP_COLLECTIVE_REDUCE:
-  case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE: case OP_INFEED:
-  case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_COUNT:
-    return unsupported(in, err);
+  case OP_PARTITION_ID:
+  case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_IMAG:
+  case OP_REAL:
+  case OP_COMPLEX:
+  case OP_STOCHASTIC_CONVERT:
+  case OP_TOPK:
+  case OP_SCAN:
+  case OP_FFT:
+  case OP_CHOLESKY:
+  case OP_TRIANGULAR_SOLVE:
+  case OP_RAGGED_DOT:
+  case OP_SCALED_DOT:
+  case OP_COPY_START:
+  case OP_COPY_DONE:
+  case OP_SHUFFLE:
+  case OP_GET_DIMENSION_SIZE:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE:
+  case OP_ASYNC_START:
+  case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE:
+  case OP_DOMAIN:
+  case OP_ALL_REDUCE:
+  case OP_ALL_REDUCE_START:
+  case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER:
+  case OP_ALL_GATHER_START:
+  case OP_ALL_GATHER_DONE:
+  case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE:
+  case OP_COLLECTIVE_BROADCAST:
+  case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE:
+  case OP_SEND:
+  case OP_SEND_DONE:
+  case OP_RECV:
+  case OP_RECV_DONE:
+  case OP_INFEED:
+  case OP_OUTFEED:
+  case OP_RNG:
+  case OP_RNG_BIT_GENERATOR:
+  case OP_COUNT: return unsupported(in, err);
   }
   return unsupported(in, err);
 }
@@ -1791,7 +1973,8 @@ static Literal *eval_comp(IState *st, HComp *c, Literal *const *args, int nargs,
     return NULL;
   }
   bool numbered = c->params != NULL;
-  for (int i = 0; numbered && i < c->ninstrs; i++) numbered = c->instrs[i]->idx == i;
+  for (int i = 0; numbered && i < c->ninstrs; i++)
+    numbered = c->instrs[i]->idx == i;
   if (!numbered) hlo_comp_renumber(c);
   if (nargs != c->nparams) {
     hlo_err_comp(err, c, "called with %d argument(s), has %d parameter(s)", nargs, c->nparams);

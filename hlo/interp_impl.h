@@ -33,8 +33,7 @@ Literal *interp_select_and_scatter(IState *st, const HInstr *in, Literal *const 
 Literal *interp_gather(IState *st, const HInstr *in, Literal *const *ops, HErr *err);
 Literal *interp_scatter(IState *st, const HInstr *in, Literal *const *ops, HErr *err);
 Literal *interp_dynamic_slice(IState *st, const HInstr *in, Literal *const *ops, HErr *err);
-Literal *interp_dynamic_update_slice(IState *st, const HInstr *in, Literal *const *ops,
-                                     HErr *err);
+Literal *interp_dynamic_update_slice(IState *st, const HInstr *in, Literal *const *ops, HErr *err);
 Literal *interp_pad(IState *st, const HInstr *in, Literal *const *ops, HErr *err);
 
 #endif

@@ -739,7 +739,7 @@ Literal *interp_select_and_scatter(IState *st, const HInstr *in, Literal *const 
         keep =
             xfl ? cmp_f64(sf.dir, hlo_load_f64(xdt, x->data, sel), hlo_load_f64(xdt, x->data, ii))
                 : hlo_cmp_i64(sf.dir, xdt, hlo_load_i64(xdt, x->data, sel),
-                          hlo_load_i64(xdt, x->data, ii));
+                              hlo_load_i64(xdt, x->data, ii));
       } else {
         memcpy(sargs[0]->data, (const char *)x->data + (size_t)sel * xes, xes);
         memcpy(sargs[1]->data, (const char *)x->data + (size_t)ii * xes, xes);
@@ -1188,14 +1188,16 @@ static void box_copy(void *big, const Shape *bs, const int64_t *start, void *sma
                      const int64_t *box, bool to_big) {
   int R = bs->rank;
   int64_t n = 1;
-  for (int d = 0; d < R; d++) n *= box[d];
+  for (int d = 0; d < R; d++)
+    n *= box[d];
   if (n == 0) return;
   int64_t st[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0}, k = 0;
   hlo_shape_strides(bs, st);
   size_t es = hlo_dtype_size(bs->dt);
   do {
     int64_t off = 0;
-    for (int d = 0; d < R; d++) off += (start[d] + idx[d]) * st[d];
+    for (int d = 0; d < R; d++)
+      off += (start[d] + idx[d]) * st[d];
     char *b = (char *)big + (size_t)off * es, *s = (char *)small + (size_t)k * es;
     memcpy(to_big ? b : s, to_big ? s : b, es);
     k++;

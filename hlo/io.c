@@ -23,7 +23,8 @@ bool hlo_read_file(const char *path, char **buf, size_t *len, HErr *err) {
      buffer copied a 28 MB .npy of frozen weights several times over) */
   size_t cap = 1 << 16, n = 0;
   struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) cap = (size_t)st.st_size + 1;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    cap = (size_t)st.st_size + 1;
   char *b = malloc(cap + 1);
   if (!b) {
     fclose(f);

@@ -13,7 +13,8 @@ Literal *hlo_literal_new(HArena *a, const Shape *s) {
   hlo_shape_copy(a, &l->shape, s);
   if (s->dt == DT_TUPLE) {
     l->elems = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(s->ntuple ? s->ntuple : 1));
-    for (int i = 0; i < s->ntuple; i++) l->elems[i] = hlo_literal_new(a, &s->tuple[i]);
+    for (int i = 0; i < s->ntuple; i++)
+      l->elems[i] = hlo_literal_new(a, &s->tuple[i]);
   } else {
     l->data = hlo_arena_alloc(a, hlo_shape_bytes(s));
   }
@@ -23,7 +24,8 @@ Literal *hlo_literal_new(HArena *a, const Shape *s) {
 Literal *hlo_literal_clone(HArena *a, const Literal *src) {
   Literal *l = hlo_literal_new(a, &src->shape);
   if (src->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < src->shape.ntuple; i++) l->elems[i] = hlo_literal_clone(a, src->elems[i]);
+    for (int i = 0; i < src->shape.ntuple; i++)
+      l->elems[i] = hlo_literal_clone(a, src->elems[i]);
   } else {
     memcpy(l->data, src->data, hlo_shape_bytes(&src->shape));
   }
@@ -112,7 +114,8 @@ uint16_t hlo_f32_to_bf16(float f) {
  * top of the mantissa (as f16 -> f32 does). So every one of the 256 codes of each type comes
  * back unchanged through f32, and targets, which hold fp8 values as f32 (targets/cpu), move
  * them bit-exactly; XLA differs only for NaNs whose second mantissa bit is set. */
-static uint8_t f8_nan(int m, bool ieee, uint8_t sign, unsigned top /* source mantissa's top m bits */) {
+static uint8_t f8_nan(int m, bool ieee, uint8_t sign,
+                      unsigned top /* source mantissa's top m bits */) {
   if (!ieee) return sign | 0x7f;
   unsigned man = top & ((1u << m) - 1);
   return sign | (uint8_t)(((1u << (7 - m)) - 1) << m) | (uint8_t)(man ? man : 1u << (m - 1));
@@ -135,8 +138,8 @@ static uint8_t f8_from_f64(double d, int e, int m, bool ieee) {
   if (a == 0) return sign;
   int be = ilogb(a);
   if (be < emin) be = emin;
-  double q = ldexp(1.0, be - m);      /* the quantum at a */
-  double r = nearbyint(a / q) * q;    /* round to nearest even; a / q and the product exact */
+  double q = ldexp(1.0, be - m);   /* the quantum at a */
+  double r = nearbyint(a / q) * q; /* round to nearest even; a / q and the product exact */
   if (r > maxf) return sign | ovf;
   if (r < ldexp(1.0, emin)) return sign | (uint8_t)(r / ldexp(1.0, emin - m)); /* subnormal */
   int re = ilogb(r);
@@ -165,7 +168,8 @@ static float f8_to_f32(uint8_t c, int e, int m, bool ieee) {
     return f;
   }
   if (!ieee && ex == expall && man == (1u << m) - 1) return neg ? -NAN : NAN;
-  double v = ex == 0 ? ldexp((double)man, 1 - bias - m) : ldexp(1.0 + ldexp((double)man, -m), (int)ex - bias);
+  double v = ex == 0 ? ldexp((double)man, 1 - bias - m)
+                     : ldexp(1.0 + ldexp((double)man, -m), (int)ex - bias);
   return (float)(neg ? -v : v);
 }
 
@@ -193,7 +197,10 @@ double hlo_load_f64(DType t, const void *d, int64_t i) {
   case DT_F8E5M2: return hlo_f8e5m2_to_f32(((const uint8_t *)d)[i]);
   case DT_F32: return ((const float *)d)[i];
   case DT_F64: return ((const double *)d)[i];
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   HLO_ASSERT(!"load of non-array type");
 }
@@ -209,14 +216,22 @@ int64_t hlo_load_i64(DType t, const void *d, int64_t i) {
   case DT_U16: return ((const uint16_t *)d)[i];
   case DT_U32: return ((const uint32_t *)d)[i];
   case DT_U64: return (int64_t)((const uint64_t *)d)[i];
-  case DT_F16: case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: case DT_F32: case DT_F64: {
+  case DT_F16:
+  case DT_BF16:
+  case DT_F8E4M3FN:
+  case DT_F8E5M2:
+  case DT_F32:
+  case DT_F64: {
     double v = hlo_load_f64(t, d, i);
     if (isnan(v)) return 0;
     if (v >= 9223372036854775807.0) return INT64_MAX;
     if (v <= -9223372036854775808.0) return INT64_MIN;
     return (int64_t)v;
   }
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   HLO_ASSERT(!"load of non-array type");
 }
@@ -236,7 +251,7 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
   case DT_S16: ((int16_t *)d)[i] = (int16_t)sat(v, -32768, 32767); return;
   case DT_S32: ((int32_t *)d)[i] = (int32_t)sat(v, -2147483648.0, 2147483647.0); return;
   case DT_S64:
-    ((int64_t *)d)[i] = isnan(v) ? 0
+    ((int64_t *)d)[i] = isnan(v)                      ? 0
                         : v >= 9223372036854775807.0  ? INT64_MAX
                         : v <= -9223372036854775808.0 ? INT64_MIN
                                                       : (int64_t)v;
@@ -245,7 +260,7 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
   case DT_U16: ((uint16_t *)d)[i] = (uint16_t)sat(v, 0, 65535); return;
   case DT_U32: ((uint32_t *)d)[i] = (uint32_t)sat(v, 0, 4294967295.0); return;
   case DT_U64:
-    ((uint64_t *)d)[i] = isnan(v) || v <= 0 ? 0
+    ((uint64_t *)d)[i] = isnan(v) || v <= 0            ? 0
                          : v >= 18446744073709551615.0 ? UINT64_MAX
                                                        : (uint64_t)v;
     return;
@@ -255,7 +270,10 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
   case DT_F8E5M2: ((uint8_t *)d)[i] = hlo_f64_to_f8e5m2(v); return;
   case DT_F32: ((float *)d)[i] = (float)v; return;
   case DT_F64: ((double *)d)[i] = v; return;
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   HLO_ASSERT(!"store of non-array type");
 }
@@ -271,18 +289,32 @@ void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
   case DT_U16: ((uint16_t *)d)[i] = (uint16_t)v; return;
   case DT_U32: ((uint32_t *)d)[i] = (uint32_t)v; return;
   case DT_U64: ((uint64_t *)d)[i] = (uint64_t)v; return;
-  case DT_F16: case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: case DT_F32: case DT_F64:
-    hlo_store_f64(t, d, i, (double)v);
-    return;
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_F16:
+  case DT_BF16:
+  case DT_F8E4M3FN:
+  case DT_F8E5M2:
+  case DT_F32:
+  case DT_F64: hlo_store_f64(t, d, i, (double)v); return;
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   HLO_ASSERT(!"store of non-array type");
 }
 
-double hlo_literal_get_f64(const Literal *l, int64_t i) { return hlo_load_f64(l->shape.dt, l->data, i); }
-int64_t hlo_literal_get_i64(const Literal *l, int64_t i) { return hlo_load_i64(l->shape.dt, l->data, i); }
-void hlo_literal_set_f64(Literal *l, int64_t i, double v) { hlo_store_f64(l->shape.dt, l->data, i, v); }
-void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v) { hlo_store_i64(l->shape.dt, l->data, i, v); }
+double hlo_literal_get_f64(const Literal *l, int64_t i) {
+  return hlo_load_f64(l->shape.dt, l->data, i);
+}
+int64_t hlo_literal_get_i64(const Literal *l, int64_t i) {
+  return hlo_load_i64(l->shape.dt, l->data, i);
+}
+void hlo_literal_set_f64(Literal *l, int64_t i, double v) {
+  hlo_store_f64(l->shape.dt, l->data, i, v);
+}
+void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v) {
+  hlo_store_i64(l->shape.dt, l->data, i, v);
+}
 
 bool hlo_literal_bits_as(Literal *l, DType want) {
   DType have = l->shape.dt;
@@ -317,7 +349,8 @@ void hlo_literal_from_layout(const Shape *s, const void *src, void *dst) {
   }
   for (int64_t k = 0; k < n; k++) {
     int64_t off = 0;
-    for (int d = 0; d < s->rank; d++) off += idx[d] * pstride[d];
+    for (int d = 0; d < s->rank; d++)
+      off += idx[d] * pstride[d];
     memcpy((char *)dst + (size_t)k * es, (const char *)src + (size_t)off * es, es);
     for (int d = s->rank - 1; d >= 0; d--) {
       if (++idx[d] < s->dims[d]) break;

@@ -55,7 +55,8 @@ HInstr *hlo_instr_new(HComp *c, HOp op, const char *name, const Shape *shape, in
   if (shape) hlo_shape_copy(a, &in->shape, shape);
   in->nops = nops;
   in->ops = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nops ? nops : 1));
-  for (int i = 0; i < nops; i++) in->ops[i] = ops[i];
+  for (int i = 0; i < nops; i++)
+    in->ops[i] = ops[i];
   in->parent = c;
   in->uid = c->mod->next_uid++;
   in->feature_groups = 1;
@@ -70,7 +71,8 @@ void hlo_instr_set_calls(HInstr *in, int n, HComp *const *calls) {
   HArena *a = in->parent->mod->arena;
   in->ncalls = n;
   in->calls = hlo_arena_alloc(a, sizeof(HComp *) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) in->calls[i] = calls[i];
+  for (int i = 0; i < n; i++)
+    in->calls[i] = calls[i];
 }
 
 void hlo_comp_renumber(HComp *c) {
@@ -99,14 +101,15 @@ void hlo_module_renumber(HModule *m) {
 
 /* Open-addressing hash set of the names in use, so that fresh names cost O(1). */
 struct HNameSet {
-  size_t cap;         /* slots, a power of two */
-  size_t n;           /* names stored */
-  const char **slot;  /* NULL = empty */
+  size_t cap;        /* slots, a power of two */
+  size_t n;          /* names stored */
+  const char **slot; /* NULL = empty */
 };
 
 static uint64_t name_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
@@ -121,11 +124,13 @@ static void nameset_add(HModule *m, const char *name) {
   struct HNameSet *ns = m->names;
   if (!ns) return;
   if (2 * (ns->n + 1) > ns->cap) {
-    struct HNameSet grown = {ns->cap * 2, 0, hlo_arena_alloc(m->arena, sizeof(char *) * ns->cap * 2)};
+    struct HNameSet grown = {ns->cap * 2, 0,
+                             hlo_arena_alloc(m->arena, sizeof(char *) * ns->cap * 2)};
     for (size_t i = 0; i < ns->cap; i++)
       if (ns->slot[i]) {
         size_t j = name_hash(ns->slot[i]) & (grown.cap - 1);
-        while (grown.slot[j]) j = (j + 1) & (grown.cap - 1);
+        while (grown.slot[j])
+          j = (j + 1) & (grown.cap - 1);
         grown.slot[j] = ns->slot[i];
         grown.n++;
       }
@@ -148,7 +153,8 @@ static bool name_used(HModule *m, const char *name) {
     for (int i = 0; i < m->ncomps; i++) {
       const HComp *c = m->comps[i];
       nameset_add(m, c->name);
-      for (int j = 0; j < c->ninstrs; j++) nameset_add(m, c->instrs[j]->name);
+      for (int j = 0; j < c->ninstrs; j++)
+        nameset_add(m, c->instrs[j]->name);
     }
   }
   return nameset_has(m->names, name);
@@ -158,7 +164,8 @@ const char *hlo_module_unique_name(HModule *m, const char *base) {
   /* strip a trailing ".N" so that names stay short: add.3 -> add.N */
   size_t n = strlen(base);
   size_t k = n;
-  while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9') k--;
+  while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9')
+    k--;
   if (k > 0 && k < n && base[k - 1] == '.') n = k - 1;
   char buf[256];
   if (n > 200) n = 200;
@@ -196,9 +203,11 @@ HUsers hlo_comp_users(HArena *scratch, HComp *c) {
   int n = c->ninstrs;
   u.n = hlo_arena_alloc(scratch, sizeof(int) * (size_t)(n ? n : 1));
   u.list = hlo_arena_alloc(scratch, sizeof(HInstr **) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < c->instrs[i]->nops; k++) u.n[c->instrs[i]->ops[k]->idx]++;
+    c->instrs[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < c->instrs[i]->nops; k++)
+      u.n[c->instrs[i]->ops[k]->idx]++;
   for (int i = 0; i < n; i++) {
     u.list[i] = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)(u.n[i] ? u.n[i] : 1));
     u.n[i] = 0;
@@ -246,11 +255,13 @@ static void mark_reachable(HComp *c, bool *seen) {
   if (seen[c->idx]) return;
   seen[c->idx] = true;
   for (int i = 0; i < c->ninstrs; i++)
-    for (int k = 0; k < c->instrs[i]->ncalls; k++) mark_reachable(c->instrs[i]->calls[k], seen);
+    for (int k = 0; k < c->instrs[i]->ncalls; k++)
+      mark_reachable(c->instrs[i]->calls[k], seen);
 }
 
 bool hlo_module_remove_unreachable(HModule *m) {
-  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < m->ncomps; i++)
+    m->comps[i]->idx = i;
   bool *seen = hlo_arena_alloc(m->arena, (size_t)m->ncomps + 1);
   mark_reachable(m->entry, seen);
   int k = 0;
@@ -258,7 +269,8 @@ bool hlo_module_remove_unreachable(HModule *m) {
     if (seen[i]) m->comps[k++] = m->comps[i];
   bool changed = k != m->ncomps;
   m->ncomps = k;
-  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < m->ncomps; i++)
+    m->comps[i]->idx = i;
   return changed;
 }
 
@@ -277,7 +289,8 @@ static HInstr *po_dep(const HInstr *in, int k) {
 static HInstr **po_sorted_deps(HArena *a, const HInstr *in, const int64_t *weight) {
   int nd = in->nops + in->nctrl;
   HInstr **d = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(nd ? nd : 1));
-  for (int j = 0; j < nd; j++) d[j] = po_dep(in, j);
+  for (int j = 0; j < nd; j++)
+    d[j] = po_dep(in, j);
   for (int x = 1; x < nd; x++)
     for (int y = x; y > 0 && weight[d[y]->idx] > weight[d[y - 1]->idx]; y--) {
       HInstr *t = d[y];
@@ -291,7 +304,8 @@ void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const in
                         HInstr **order) {
   int n = c->ninstrs;
   if (n == 0) return;
-  for (int i = 0; i < n; i++) c->instrs[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    c->instrs[i]->idx = i;
   uint8_t *state = hlo_arena_alloc(scratch, (size_t)n); /* 0 unvisited, 1 on stack, 2 emitted */
   HInstr **stk = hlo_arena_alloc(scratch, sizeof(HInstr *) * (size_t)n);
   int *next = hlo_arena_alloc(scratch, sizeof(int) * (size_t)n); /* next dependency to enter */
@@ -328,7 +342,8 @@ double hlo_instr_flops(const HInstr *in) {
   double out = (double)hlo_shape_elems(&in->shape);
   if (in->op == OP_DOT && in->dot && in->nops == 2) {
     double k = 1;
-    for (int d = 0; d < in->dot->lhs_contract.n; d++) k *= (double)in->ops[0]->shape.dims[in->dot->lhs_contract.v[d]];
+    for (int d = 0; d < in->dot->lhs_contract.n; d++)
+      k *= (double)in->ops[0]->shape.dims[in->dot->lhs_contract.v[d]];
     return 2 * out * k;
   }
   if (in->op == OP_CONVOLUTION && in->conv && in->nops == 2) {

@@ -19,11 +19,21 @@ static const struct {
   const char *descr; /* descr without byte-order char */
   DType dt;
 } npy_types[] = {
-    {"b1", DT_PRED}, {"i1", DT_S8},  {"i2", DT_S16}, {"i4", DT_S32}, {"i8", DT_S64},
-    {"u1", DT_U8},   {"u2", DT_U16}, {"u4", DT_U32}, {"u8", DT_U64}, {"f2", DT_F16},
-    {"f4", DT_F32},  {"f8", DT_F64},
+    {"b1", DT_PRED},
+    {"i1", DT_S8},
+    {"i2", DT_S16},
+    {"i4", DT_S32},
+    {"i8", DT_S64},
+    {"u1", DT_U8},
+    {"u2", DT_U16},
+    {"u4", DT_U32},
+    {"u8", DT_U64},
+    {"f2", DT_F16},
+    {"f4", DT_F32},
+    {"f8", DT_F64},
     /* ml_dtypes' bfloat16 and float8 arrays: raw element bits, typed by the module */
-    {"V2", DT_U16},  {"V1", DT_U8},
+    {"V2", DT_U16},
+    {"V1", DT_U8},
 };
 
 /* Find `'key':` in the header dict; returns pointer after the colon and spaces, or NULL. */
@@ -32,10 +42,12 @@ static const char *dict_find(const char *h, size_t n, const char *key) {
   for (size_t i = 0; i + kl + 2 < n; i++) {
     if ((h[i] == '\'' || h[i] == '"') && !memcmp(h + i + 1, key, kl) && h[i + 1 + kl] == h[i]) {
       size_t j = i + kl + 2;
-      while (j < n && h[j] == ' ') j++;
+      while (j < n && h[j] == ' ')
+        j++;
       if (j >= n || h[j] != ':') continue;
       j++;
-      while (j < n && h[j] == ' ') j++;
+      while (j < n && h[j] == ' ')
+        j++;
       return j < n ? h + j : NULL;
     }
   }
@@ -65,8 +77,8 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
     return NULL;
   }
   if (hlen > len - off) {
-    hlo_err(err, file, NULL, NULL, "truncated .npy header (%zu bytes announced, %zu present)",
-            hlen, len - off);
+    hlo_err(err, file, NULL, NULL, "truncated .npy header (%zu bytes announced, %zu present)", hlen,
+            len - off);
     return NULL;
   }
   const char *h = (const char *)b + off;
@@ -121,7 +133,8 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
   int rank = 0;
   const char *p = sh + 1;
   for (;;) {
-    while (p < hend && (*p == ' ' || *p == ',')) p++;
+    while (p < hend && (*p == ' ' || *p == ','))
+      p++;
     if (p >= hend) {
       hlo_err(err, file, NULL, NULL, "malformed .npy header: unterminated shape");
       return NULL;
@@ -143,7 +156,8 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
       }
       v = v * 10 + (*p++ - '0');
     }
-    while (p < hend && *p == 'L') p++;
+    while (p < hend && *p == 'L')
+      p++;
     dims[rank++] = v;
   }
   Shape s = hlo_shape_array(dt, rank, dims);
@@ -165,7 +179,8 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
   Literal *l = hlo_literal_new(a, &s);
   memcpy(l->data, b + off + hlen, need);
   if (dt == DT_PRED)
-    for (size_t i = 0; i < count; i++) ((uint8_t *)l->data)[i] = ((uint8_t *)l->data)[i] != 0;
+    for (size_t i = 0; i < count; i++)
+      ((uint8_t *)l->data)[i] = ((uint8_t *)l->data)[i] != 0;
   return l;
 }
 
@@ -192,8 +207,13 @@ static const char *npy_descr(DType t) {
   case DT_F16: return "<f2";
   case DT_F32: return "<f4";
   case DT_F64: return "<f8";
-  case DT_BF16: case DT_F8E4M3FN: case DT_F8E5M2: /* written as bits: hlo_npy_write */
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_BF16:
+  case DT_F8E4M3FN:
+  case DT_F8E5M2: /* written as bits: hlo_npy_write */
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   return NULL;
 }

@@ -45,49 +45,49 @@ typedef struct Ref {
 
 /* An instruction whose names still have to be resolved. */
 typedef struct PInstr {
-  HInstr *in;  /* the instruction (operands not yet set) */
-  size_t pos;  /* offset of its name */
-  int nops;    /* operand names */
+  HInstr *in; /* the instruction (operands not yet set) */
+  size_t pos; /* offset of its name */
+  int nops;   /* operand names */
   Ref *ops;
-  int nctrl;   /* control-predecessors names */
+  int nctrl; /* control-predecessors names */
   Ref *ctrl;
-  int ncalls;  /* called computation names, already in the calls[] convention order */
+  int ncalls; /* called computation names, already in the calls[] convention order */
   Ref *calls;
 } PInstr;
 
 /* Open-addressing hash map from a name (pointer + length) to a pointer. */
 typedef struct NameMap {
-  size_t cap;        /* slots, a power of two (0 before first use) */
-  size_t n;          /* used slots */
-  const char **key;  /* key text (not NUL-terminated in general) */
-  int *klen;         /* key length */
-  void **val;        /* value */
+  size_t cap;       /* slots, a power of two (0 before first use) */
+  size_t n;         /* used slots */
+  const char **key; /* key text (not NUL-terminated in general) */
+  int *klen;        /* key length */
+  void **val;       /* value */
 } NameMap;
 
 /* A growable array of fixed-size elements, malloc'd, reused between instructions. */
 typedef struct Vec {
-  void *a;     /* elements */
-  int n, cap;  /* count, capacity (elements) */
+  void *a;    /* elements */
+  int n, cap; /* count, capacity (elements) */
 } Vec;
 
 typedef struct Parser {
-  const char *t;      /* input text */
-  size_t len;         /* its length */
-  size_t pos;         /* current offset */
-  const char *file;   /* input name for messages */
-  HErr *err;          /* where the first error goes */
-  HModule *m;         /* module under construction */
-  HArena *scratch;    /* pending references, freed at the end */
-  const char *comp;   /* computation being read (messages) */
-  const char *instr;  /* instruction being read (messages) */
-  int depth;          /* current recursion depth */
-  PInstr *pi;         /* every instruction of the module, in text order */
+  const char *t;     /* input text */
+  size_t len;        /* its length */
+  size_t pos;        /* current offset */
+  const char *file;  /* input name for messages */
+  HErr *err;         /* where the first error goes */
+  HModule *m;        /* module under construction */
+  HArena *scratch;   /* pending references, freed at the end */
+  const char *comp;  /* computation being read (messages) */
+  const char *instr; /* instruction being read (messages) */
+  int depth;         /* current recursion depth */
+  PInstr *pi;        /* every instruction of the module, in text order */
   int npi, capi;
-  HComp *entry;       /* the ENTRY computation, if marked */
-  NameMap comps;      /* computation name -> HComp */
-  NameMap names;      /* instruction name -> HInstr, current computation only */
+  HComp *entry;                       /* the ENTRY computation, if marked */
+  NameMap comps;                      /* computation name -> HComp */
+  NameMap names;                      /* instruction name -> HInstr, current computation only */
   Vec v_ops, v_ctrl, v_calls, v_attr; /* per-instruction scratch lists */
-  char near[48];      /* "found ..." text for messages */
+  char near[48];                      /* "found ..." text for messages */
 } Parser;
 
 /* ------------------------------------------------------------------ small utilities */
@@ -111,7 +111,8 @@ static void *vec_push(Vec *v, size_t elem) {
 
 static uint64_t name_hash(const char *s, int n) {
   uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  for (int i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
   return h;
 }
 
@@ -181,7 +182,9 @@ static bool is_name_char(int c) {
          c == '.' || c == '-' || c == '$';
 }
 
-static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_space(int c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 /* ------------------------------------------------------------------ errors */
 
@@ -232,10 +235,12 @@ static void ws(Parser *p) {
       p->pos++;
     } else if (c == '/' && p->pos + 1 < p->len && p->t[p->pos + 1] == '*') {
       size_t i = p->pos + 2;
-      while (i + 1 < p->len && !(p->t[i] == '*' && p->t[i + 1] == '/')) i++;
+      while (i + 1 < p->len && !(p->t[i] == '*' && p->t[i + 1] == '/'))
+        i++;
       p->pos = i + 1 < p->len ? i + 2 : p->len;
     } else if (c == '/' && p->pos + 1 < p->len && p->t[p->pos + 1] == '/') {
-      while (p->pos < p->len && p->t[p->pos] != '\n') p->pos++;
+      while (p->pos < p->len && p->t[p->pos] != '\n')
+        p->pos++;
     } else {
       break;
     }
@@ -248,9 +253,7 @@ static int peek(Parser *p) {
 }
 
 /* The character right at pos, no whitespace skipped. */
-static int peek_raw(const Parser *p) {
-  return p->pos < p->len ? (unsigned char)p->t[p->pos] : -1;
-}
+static int peek_raw(const Parser *p) { return p->pos < p->len ? (unsigned char)p->t[p->pos] : -1; }
 
 static bool accept(Parser *p, char c) {
   if (peek(p) != (unsigned char)c) return false;
@@ -269,7 +272,8 @@ static bool name(Parser *p, Ref *r, const char *what) {
   if (peek_raw(p) == '%') p->pos++;
   r->pos = p->pos;
   r->s = p->t + p->pos;
-  while (p->pos < p->len && is_name_char((unsigned char)p->t[p->pos])) p->pos++;
+  while (p->pos < p->len && is_name_char((unsigned char)p->t[p->pos]))
+    p->pos++;
   r->n = (int)(p->pos - r->pos);
   if (r->n == 0) return perr(p, p->pos, "expected %s, found %s", what, near_text(p, p->pos));
   if (r->n > 4096) return perr(p, r->pos, "%s is too long", what);
@@ -290,7 +294,8 @@ static bool parse_i64(Parser *p, int64_t *out, const char *what) {
     v = v * 10 + dig;
     p->pos++;
   }
-  if (p->pos == d0) return perr(p, start, "expected %s (an integer), found %s", what, near_text(p, start));
+  if (p->pos == d0)
+    return perr(p, start, "expected %s (an integer), found %s", what, near_text(p, start));
   if (p->pos < p->len && (is_name_char((unsigned char)p->t[p->pos]) && p->t[p->pos] != 'x' &&
                           p->t[p->pos] != '_' && p->t[p->pos] != '-'))
     return perr(p, start, "malformed integer %s in %s", near_text(p, start), what);
@@ -335,9 +340,12 @@ static bool parse_double(Parser *p, double *out, bool single, const char *what) 
 static bool parse_bool(Parser *p, bool *out, const char *what) {
   Ref r;
   if (!name(p, &r, what)) return false;
-  if (ref_is(r, "true")) *out = true;
-  else if (ref_is(r, "false")) *out = false;
-  else return perr(p, r.pos, "expected true or false for %s, found '%.*s'", what, r.n, r.s);
+  if (ref_is(r, "true"))
+    *out = true;
+  else if (ref_is(r, "false"))
+    *out = false;
+  else
+    return perr(p, r.pos, "expected true or false for %s, found '%.*s'", what, r.n, r.s);
   return true;
 }
 
@@ -360,7 +368,8 @@ static bool skip_string(Parser *p) {
 
 /* A quoted string with C escapes, unescaped into the module arena. */
 static bool parse_string(Parser *p, const char **out, const char *what) {
-  if (peek(p) != '"') return perr(p, p->pos, "expected a quoted string for %s, found %s", what, near_text(p, p->pos));
+  if (peek(p) != '"')
+    return perr(p, p->pos, "expected a quoted string for %s, found %s", what, near_text(p, p->pos));
   size_t start = p->pos;
   if (!skip_string(p)) return false;
   const char *s = p->t + start + 1, *e = p->t + p->pos - 1;
@@ -385,10 +394,14 @@ static bool parse_string(Parser *p, const char **out, const char *what) {
       int k = 0;
       for (; k < 2 && s < e; k++, s++) {
         char h = *s;
-        if (h >= '0' && h <= '9') v = v * 16 + (unsigned)(h - '0');
-        else if (h >= 'a' && h <= 'f') v = v * 16 + (unsigned)(h - 'a' + 10);
-        else if (h >= 'A' && h <= 'F') v = v * 16 + (unsigned)(h - 'A' + 10);
-        else break;
+        if (h >= '0' && h <= '9')
+          v = v * 16 + (unsigned)(h - '0');
+        else if (h >= 'a' && h <= 'f')
+          v = v * 16 + (unsigned)(h - 'a' + 10);
+        else if (h >= 'A' && h <= 'F')
+          v = v * 16 + (unsigned)(h - 'A' + 10);
+        else
+          break;
       }
       *o++ = k ? (char)v : 'x';
       break;
@@ -396,7 +409,8 @@ static bool parse_string(Parser *p, const char **out, const char *what) {
     default:
       if (c >= '0' && c <= '7') {
         unsigned v = (unsigned)(c - '0');
-        for (int k = 0; k < 2 && s < e && *s >= '0' && *s <= '7'; k++) v = v * 8 + (unsigned)(*s++ - '0');
+        for (int k = 0; k < 2 && s < e && *s >= '0' && *s <= '7'; k++)
+          v = v * 8 + (unsigned)(*s++ - '0');
         *o++ = (char)v;
       } else {
         *o++ = c; /* \\ \" \' \? and anything unknown: the character itself */
@@ -431,7 +445,8 @@ static bool raw_value(Parser *p, const char **s, size_t *n) {
     p->pos++;
   }
   if (depth > 0) return perr(p, start, "unterminated attribute value (unexpected end of input)");
-  if (p->pos == start) return perr(p, start, "expected an attribute value, found %s", near_text(p, start));
+  if (p->pos == start)
+    return perr(p, start, "expected an attribute value, found %s", near_text(p, start));
   *s = p->t + start;
   *n = p->pos - start;
   return true;
@@ -440,16 +455,20 @@ static bool raw_value(Parser *p, const char **s, size_t *n) {
 /* ------------------------------------------------------------------ shapes */
 
 static const char *const unsupported_types[] = {
-    "c64",      "c128",       "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
-    "f8e8m0fnu", "f4e2m1fn",  "s4",            "u4",         "s2",         "u2",     "s1",
-    "u1",       "opaque",     "f4e2m1fnuz",
+    "c64",        "c128",       "f8e4m3b11fnuz",
+    "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3",
+    "f8e3m4",     "f8e8m0fnu",  "f4e2m1fn",
+    "s4",         "u4",         "s2",
+    "u2",         "s1",         "u1",
+    "opaque",     "f4e2m1fnuz",
 };
 
 static bool parse_shape(Parser *p, Shape *s);
 
 static bool parse_tuple_shape(Parser *p, Shape *s) {
   size_t start = p->pos;
-  if (++p->depth > PARSE_MAX_DEPTH) return perr(p, start, "shape nested too deeply (limit %d)", PARSE_MAX_DEPTH);
+  if (++p->depth > PARSE_MAX_DEPTH)
+    return perr(p, start, "shape nested too deeply (limit %d)", PARSE_MAX_DEPTH);
   p->pos++; /* '(' */
   int n = 0, cap = 0;
   Shape *el = NULL;
@@ -480,7 +499,8 @@ static bool parse_shape(Parser *p, Shape *s) {
   if (peek(p) == '(') return parse_tuple_shape(p, s);
   memset(s, 0, sizeof *s);
   size_t start = p->pos;
-  while (p->pos < p->len && ((p->t[p->pos] >= 'a' && p->t[p->pos] <= 'z') || (p->t[p->pos] >= '0' && p->t[p->pos] <= '9')))
+  while (p->pos < p->len && ((p->t[p->pos] >= 'a' && p->t[p->pos] <= 'z') ||
+                             (p->t[p->pos] >= '0' && p->t[p->pos] <= '9')))
     p->pos++;
   size_t n = p->pos - start;
   if (n == 0) return perr(p, start, "expected a shape, found %s", near_text(p, start));
@@ -492,7 +512,8 @@ static bool parse_shape(Parser *p, Shape *s) {
     return perr(p, start, "unknown element type '%.*s'", (int)(n > 32 ? 32 : n), p->t + start);
   }
   s->dt = dt;
-  if (peek_raw(p) != '[') return perr(p, p->pos, "expected '[' after element type, found %s", near_text(p, p->pos));
+  if (peek_raw(p) != '[')
+    return perr(p, p->pos, "expected '[' after element type, found %s", near_text(p, p->pos));
   p->pos++;
   int64_t total = 1;
   if (!accept(p, ']')) {
@@ -504,8 +525,10 @@ static bool parse_shape(Parser *p, Shape *s) {
       int64_t d;
       if (!parse_i64(p, &d, "dimension size")) return false;
       if (d < 0) return perr(p, dpos, "negative dimension size %lld", (long long)d);
-      if (s->rank == HLO_MAX_RANK) return perr(p, dpos, "rank above HLO_MAX_RANK (%d)", HLO_MAX_RANK);
-      if (d > 0 && total > (INT64_MAX / 16) / d) return perr(p, dpos, "shape has too many elements");
+      if (s->rank == HLO_MAX_RANK)
+        return perr(p, dpos, "rank above HLO_MAX_RANK (%d)", HLO_MAX_RANK);
+      if (d > 0 && total > (INT64_MAX / 16) / d)
+        return perr(p, dpos, "shape has too many elements");
       total *= d;
       s->dims[s->rank++] = d;
       if (accept(p, ',')) continue;
@@ -518,7 +541,8 @@ static bool parse_shape(Parser *p, Shape *s) {
     return true;
   }
   s->has_layout = s->rank == 0;
-  for (int i = 0; i < s->rank; i++) s->m2m[i] = (int8_t)(s->rank - 1 - i);
+  for (int i = 0; i < s->rank; i++)
+    s->m2m[i] = (int8_t)(s->rank - 1 - i);
   if (peek_raw(p) != '{') return true; /* a layout follows immediately, never after a space */
   size_t lpos = p->pos++;
   int k = 0;
@@ -542,9 +566,12 @@ static bool parse_shape(Parser *p, Shape *s) {
     int d = 0;
     while (p->pos < p->len && (p->t[p->pos] != '}' || d > 0)) {
       char c = p->t[p->pos];
-      if (c == '(') d++;
-      else if (c == ')' && d > 0) d--;
-      else if (c == '{' || c == '\n' || !c) break;
+      if (c == '(')
+        d++;
+      else if (c == ')' && d > 0)
+        d--;
+      else if (c == '{' || c == '\n' || !c)
+        break;
       p->pos++;
     }
     s->layout_extra = hlo_arena_strndup(p->m->arena, p->t + es, p->pos - es);
@@ -573,7 +600,8 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
     hlo_store_i64(dt, data, i, b);
     return true;
   }
-  case DK_SINT: case DK_UINT: {
+  case DK_SINT:
+  case DK_UINT: {
     char buf[64];
     size_t start;
     if (!num_token(p, buf, sizeof buf, &start, "integer constant")) return false;
@@ -581,7 +609,8 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
     errno = 0;
     int64_t v;
     if (hlo_dtype_kind(dt) == DK_UINT) {
-      if (buf[0] == '-') return perr(p, start, "value %s out of range for %s", buf, hlo_dtype_name(dt));
+      if (buf[0] == '-')
+        return perr(p, start, "value %s out of range for %s", buf, hlo_dtype_name(dt));
       unsigned long long u = strtoull(buf, &end, 10);
       if (end == buf || *end) return perr(p, start, "malformed integer '%s'", buf);
       if (errno == ERANGE || (dt != DT_U64 && u >> (8 * hlo_dtype_size(dt))))
@@ -602,7 +631,8 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
   case DK_FLOAT: {
     double v = 0;
     /* fp8 from the number's double, so rounded once */
-    if (!parse_double(p, &v, dt != DT_F64 && !hlo_dtype_is_fp8(dt), "floating-point constant")) return false;
+    if (!parse_double(p, &v, dt != DT_F64 && !hlo_dtype_is_fp8(dt), "floating-point constant"))
+      return false;
     hlo_store_f64(dt, data, i, v);
     return true;
   }
@@ -639,7 +669,8 @@ static bool lit_array(Parser *p, Literal *l, int d, int64_t *idx) {
 static bool lit_fill(Parser *p, Literal *l) {
   const Shape *s = &l->shape;
   if (s->dt == DT_TUPLE) {
-    if (++p->depth > PARSE_MAX_DEPTH) return perr(p, p->pos, "constant nested too deeply (limit %d)", PARSE_MAX_DEPTH);
+    if (++p->depth > PARSE_MAX_DEPTH)
+      return perr(p, p->pos, "constant nested too deeply (limit %d)", PARSE_MAX_DEPTH);
     if (!expect(p, '(', "at the start of a tuple constant")) return false;
     for (int i = 0; i < s->ntuple; i++) {
       if (i > 0 && !expect(p, ',', "between tuple constant elements")) return false;
@@ -677,7 +708,8 @@ static bool parse_literal(Parser *p, const Shape *s, Literal **out) {
     *out = NULL;
     return true;
   }
-  if (!lit_fits(s, p->len - p->pos)) return perr(p, p->pos, "constant has fewer elements than its shape");
+  if (!lit_fits(s, p->len - p->pos))
+    return perr(p, p->pos, "constant has fewer elements than its shape");
   Literal *l = hlo_literal_new(p->m->arena, s);
   if (!lit_fill(p, l)) return false;
   *out = l;
@@ -694,7 +726,8 @@ static bool parse_ilist(Parser *p, IList *l, const char *what) {
     size_t pos = p->pos;
     int64_t v;
     if (!parse_i64(p, &v, what)) return false;
-    if (l->n == HLO_MAX_RANK) return perr(p, pos, "%s has more than %d entries", what, HLO_MAX_RANK);
+    if (l->n == HLO_MAX_RANK)
+      return perr(p, pos, "%s has more than %d entries", what, HLO_MAX_RANK);
     l->v[l->n++] = v;
     if (accept(p, ',')) continue;
     return expect(p, '}', what);
@@ -716,7 +749,8 @@ static bool parse_window(Parser *p, Window *w) {
     int k = 0;
     for (;;) {
       size_t pos = p->pos;
-      if (k == HLO_MAX_RANK) return perr(p, pos, "window has more than %d dimensions", HLO_MAX_RANK);
+      if (k == HLO_MAX_RANK)
+        return perr(p, pos, "window has more than %d dimensions", HLO_MAX_RANK);
       WinDim *d = &w->d[k];
       int64_t v;
       if (!parse_i64(p, &v, "window")) return false;
@@ -742,7 +776,9 @@ static bool parse_window(Parser *p, Window *w) {
       if (peek_raw(p) != 'x') break;
       p->pos++;
     }
-    if (n >= 0 && k != n) return perr(p, key.pos, "window field '%.*s' has %d dimensions, expected %d", key.n, key.s, k, n);
+    if (n >= 0 && k != n)
+      return perr(p, key.pos, "window field '%.*s' has %d dimensions, expected %d", key.n, key.s, k,
+                  n);
     n = k;
   }
   w->n = n < 0 ? 0 : n;
@@ -753,8 +789,8 @@ static bool parse_window(Parser *p, Window *w) {
 }
 
 /* One label string of dim_labels: b/f (or o/i for the kernel) and spatial digits. */
-static bool parse_labels(Parser *p, const char *s, int n, size_t pos, char c0, char c1,
-                         int64_t *d0, int64_t *d1, IList *sp) {
+static bool parse_labels(Parser *p, const char *s, int n, size_t pos, char c0, char c1, int64_t *d0,
+                         int64_t *d1, IList *sp) {
   if (n > HLO_MAX_RANK || n < 2) return perr(p, pos, "dim_labels: bad rank %d", n);
   *d0 = *d1 = -1;
   int nsp = n - 2;
@@ -762,8 +798,10 @@ static bool parse_labels(Parser *p, const char *s, int n, size_t pos, char c0, c
   sp->n = nsp;
   for (int i = 0; i < n; i++) {
     char c = s[i];
-    if (c == c0 && *d0 < 0) *d0 = i;
-    else if (c == c1 && *d1 < 0) *d1 = i;
+    if (c == c0 && *d0 < 0)
+      *d0 = i;
+    else if (c == c1 && *d1 < 0)
+      *d1 = i;
     else if (c >= '0' && c - '0' < nsp && !seen[c - '0']) {
       seen[c - '0'] = true;
       sp->v[c - '0'] = i;
@@ -771,7 +809,8 @@ static bool parse_labels(Parser *p, const char *s, int n, size_t pos, char c0, c
       return perr(p, pos, "dim_labels: unexpected '%c' in '%.*s'", c, n, s);
     }
   }
-  if (*d0 < 0 || *d1 < 0) return perr(p, pos, "dim_labels: '%.*s' needs '%c' and '%c'", n, s, c0, c1);
+  if (*d0 < 0 || *d1 < 0)
+    return perr(p, pos, "dim_labels: '%.*s' needs '%c' and '%c'", n, s, c0, c1);
   return true;
 }
 
@@ -779,17 +818,25 @@ static bool parse_labels(Parser *p, const char *s, int n, size_t pos, char c0, c
 static bool parse_dim_labels(Parser *p, ConvDims *cd) {
   ws(p);
   size_t start = p->pos;
-  while (p->pos < p->len && (is_name_char((unsigned char)p->t[p->pos]) || p->t[p->pos] == '>')) p->pos++;
+  while (p->pos < p->len && (is_name_char((unsigned char)p->t[p->pos]) || p->t[p->pos] == '>'))
+    p->pos++;
   const char *s = p->t + start;
   size_t n = p->pos - start;
   const char *us = memchr(s, '_', n);
   const char *ar = NULL;
   for (size_t i = 0; i + 1 < n; i++)
     if (s[i] == '-' && s[i + 1] == '>') ar = s + i;
-  if (!us || !ar || ar < us) return perr(p, start, "malformed dim_labels %s (expected like b01f_01io->b01f)", near_text(p, start));
-  if (!parse_labels(p, s, (int)(us - s), start, 'b', 'f', &cd->in_batch, &cd->in_feat, &cd->in_sp)) return false;
-  if (!parse_labels(p, us + 1, (int)(ar - us - 1), start, 'i', 'o', &cd->k_in, &cd->k_out, &cd->k_sp)) return false;
-  if (!parse_labels(p, ar + 2, (int)(s + n - ar - 2), start, 'b', 'f', &cd->out_batch, &cd->out_feat, &cd->out_sp)) return false;
+  if (!us || !ar || ar < us)
+    return perr(p, start, "malformed dim_labels %s (expected like b01f_01io->b01f)",
+                near_text(p, start));
+  if (!parse_labels(p, s, (int)(us - s), start, 'b', 'f', &cd->in_batch, &cd->in_feat, &cd->in_sp))
+    return false;
+  if (!parse_labels(p, us + 1, (int)(ar - us - 1), start, 'i', 'o', &cd->k_in, &cd->k_out,
+                    &cd->k_sp))
+    return false;
+  if (!parse_labels(p, ar + 2, (int)(s + n - ar - 2), start, 'b', 'f', &cd->out_batch,
+                    &cd->out_feat, &cd->out_sp))
+    return false;
   if (cd->in_sp.n != cd->k_sp.n || cd->in_sp.n != cd->out_sp.n)
     return perr(p, start, "dim_labels: input, kernel and output have different spatial ranks");
   return true;
@@ -802,7 +849,8 @@ static bool parse_slice(Parser *p, SliceDims *sl) {
   if (accept(p, '}')) return true;
   for (;;) {
     size_t pos = p->pos;
-    if (sl->n == HLO_MAX_RANK) return perr(p, pos, "slice has more than %d dimensions", HLO_MAX_RANK);
+    if (sl->n == HLO_MAX_RANK)
+      return perr(p, pos, "slice has more than %d dimensions", HLO_MAX_RANK);
     int k = sl->n++;
     sl->stride[k] = 1;
     if (!expect(p, '[', "in slice")) return false;
@@ -824,7 +872,8 @@ static bool parse_padding(Parser *p, PadDims *pd) {
   if (!(c == '-' || c == '+' || (c >= '0' && c <= '9'))) return true;
   for (;;) {
     size_t pos = p->pos;
-    if (pd->n == HLO_MAX_RANK) return perr(p, pos, "padding has more than %d dimensions", HLO_MAX_RANK);
+    if (pd->n == HLO_MAX_RANK)
+      return perr(p, pos, "padding has more than %d dimensions", HLO_MAX_RANK);
     int k = pd->n++;
     if (!parse_i64(p, &pd->lo[k], "padding")) return false;
     if (peek_raw(p) != '_') return perr(p, p->pos, "expected LOW_HIGH in padding");
@@ -848,10 +897,14 @@ static bool parse_precision(Parser *p, IList *l) {
     Ref r;
     if (!name(p, &r, "precision")) return false;
     int v;
-    if (r.n == 7 && !strncasecmp(r.s, "default", 7)) v = 0;
-    else if (r.n == 4 && !strncasecmp(r.s, "high", 4)) v = 1;
-    else if (r.n == 7 && !strncasecmp(r.s, "highest", 7)) v = 2;
-    else return perr(p, r.pos, "unknown precision '%.*s'", r.n, r.s);
+    if (r.n == 7 && !strncasecmp(r.s, "default", 7))
+      v = 0;
+    else if (r.n == 4 && !strncasecmp(r.s, "high", 4))
+      v = 1;
+    else if (r.n == 7 && !strncasecmp(r.s, "highest", 7))
+      v = 2;
+    else
+      return perr(p, r.pos, "unknown precision '%.*s'", r.n, r.s);
     if (l->n == HLO_MAX_RANK) return perr(p, r.pos, "too many operand precisions");
     l->v[l->n++] = v;
     if (accept(p, ',')) continue;
@@ -911,7 +964,8 @@ static bool op_uses_window(HOp op) {
 
 static bool op_uses_to_apply(HOp op) {
   return op != OP_WHILE && op != OP_CONDITIONAL && op != OP_SELECT_AND_SCATTER && op != OP_FUSION &&
-         op != OP_CUSTOM_CALL && op != OP_ASYNC_START && op != OP_ASYNC_UPDATE && op != OP_ASYNC_DONE;
+         op != OP_CUSTOM_CALL && op != OP_ASYNC_START && op != OP_ASYNC_UPDATE &&
+         op != OP_ASYNC_DONE;
 }
 
 static bool op_uses_calls(HOp op) {
@@ -985,7 +1039,8 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
     if (!name(p, &r, key.s[0] == 'd' ? "comparison direction" : "comparison type")) return false;
     if (KEY("direction") ? !hlo_cmp_dir_from_name(r.s, (size_t)r.n, &in->cmp_dir)
                          : !hlo_cmp_type_from_name(r.s, (size_t)r.n, &in->cmp_type))
-      return perr(p, r.pos, "unknown comparison %s '%.*s'", KEY("direction") ? "direction" : "type", r.n, r.s);
+      return perr(p, r.pos, "unknown comparison %s '%.*s'", KEY("direction") ? "direction" : "type",
+                  r.n, r.s);
     return true;
   }
   if (KEY("window") && op_uses_window(op)) {
@@ -996,7 +1051,8 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
     in->conv = hlo_arena_alloc(a, sizeof(ConvDims));
     return parse_dim_labels(p, in->conv);
   }
-  if ((KEY("feature_group_count") || KEY("batch_group_count")) && (op == OP_CONVOLUTION || op == OP_CUSTOM_CALL)) {
+  if ((KEY("feature_group_count") || KEY("batch_group_count")) &&
+      (op == OP_CONVOLUTION || op == OP_CUSTOM_CALL)) {
     int64_t *dst = KEY("feature_group_count") ? &in->feature_groups : &in->batch_groups;
     size_t pos = p->pos;
     if (!parse_i64(p, dst, "group count")) return false;
@@ -1005,29 +1061,43 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
   if (op == OP_DOT) {
     if (KEY("lhs_batch_dims")) return parse_ilist(p, &dot_of(p, in)->lhs_batch, "lhs_batch_dims");
     if (KEY("rhs_batch_dims")) return parse_ilist(p, &dot_of(p, in)->rhs_batch, "rhs_batch_dims");
-    if (KEY("lhs_contracting_dims")) return parse_ilist(p, &dot_of(p, in)->lhs_contract, "lhs_contracting_dims");
-    if (KEY("rhs_contracting_dims")) return parse_ilist(p, &dot_of(p, in)->rhs_contract, "rhs_contracting_dims");
+    if (KEY("lhs_contracting_dims"))
+      return parse_ilist(p, &dot_of(p, in)->lhs_contract, "lhs_contracting_dims");
+    if (KEY("rhs_contracting_dims"))
+      return parse_ilist(p, &dot_of(p, in)->rhs_contract, "rhs_contracting_dims");
   }
-  if (KEY("operand_precision") && (op == OP_DOT || op == OP_CONVOLUTION)) return parse_precision(p, &in->precision);
+  if (KEY("operand_precision") && (op == OP_DOT || op == OP_CONVOLUTION))
+    return parse_precision(p, &in->precision);
   if (op == OP_GATHER) {
     if (KEY("offset_dims")) return parse_ilist(p, &gather_of(p, in)->offset_dims, "offset_dims");
-    if (KEY("collapsed_slice_dims")) return parse_ilist(p, &gather_of(p, in)->collapsed_slice_dims, "collapsed_slice_dims");
-    if (KEY("start_index_map")) return parse_ilist(p, &gather_of(p, in)->start_index_map, "start_index_map");
-    if (KEY("operand_batching_dims")) return parse_ilist(p, &gather_of(p, in)->operand_batching_dims, "operand_batching_dims");
+    if (KEY("collapsed_slice_dims"))
+      return parse_ilist(p, &gather_of(p, in)->collapsed_slice_dims, "collapsed_slice_dims");
+    if (KEY("start_index_map"))
+      return parse_ilist(p, &gather_of(p, in)->start_index_map, "start_index_map");
+    if (KEY("operand_batching_dims"))
+      return parse_ilist(p, &gather_of(p, in)->operand_batching_dims, "operand_batching_dims");
     if (KEY("start_indices_batching_dims"))
-      return parse_ilist(p, &gather_of(p, in)->start_indices_batching_dims, "start_indices_batching_dims");
-    if (KEY("index_vector_dim")) return parse_i64(p, &gather_of(p, in)->index_vector_dim, "index_vector_dim");
+      return parse_ilist(p, &gather_of(p, in)->start_indices_batching_dims,
+                         "start_indices_batching_dims");
+    if (KEY("index_vector_dim"))
+      return parse_i64(p, &gather_of(p, in)->index_vector_dim, "index_vector_dim");
     if (KEY("slice_sizes")) return parse_ilist(p, &gather_of(p, in)->slice_sizes, "slice_sizes");
   }
   if (op == OP_SCATTER) {
-    if (KEY("update_window_dims")) return parse_ilist(p, &scatter_of(p, in)->update_window_dims, "update_window_dims");
-    if (KEY("inserted_window_dims")) return parse_ilist(p, &scatter_of(p, in)->inserted_window_dims, "inserted_window_dims");
+    if (KEY("update_window_dims"))
+      return parse_ilist(p, &scatter_of(p, in)->update_window_dims, "update_window_dims");
+    if (KEY("inserted_window_dims"))
+      return parse_ilist(p, &scatter_of(p, in)->inserted_window_dims, "inserted_window_dims");
     if (KEY("scatter_dims_to_operand_dims"))
-      return parse_ilist(p, &scatter_of(p, in)->scatter_dims_to_operand_dims, "scatter_dims_to_operand_dims");
-    if (KEY("input_batching_dims")) return parse_ilist(p, &scatter_of(p, in)->input_batching_dims, "input_batching_dims");
+      return parse_ilist(p, &scatter_of(p, in)->scatter_dims_to_operand_dims,
+                         "scatter_dims_to_operand_dims");
+    if (KEY("input_batching_dims"))
+      return parse_ilist(p, &scatter_of(p, in)->input_batching_dims, "input_batching_dims");
     if (KEY("scatter_indices_batching_dims"))
-      return parse_ilist(p, &scatter_of(p, in)->scatter_indices_batching_dims, "scatter_indices_batching_dims");
-    if (KEY("index_vector_dim")) return parse_i64(p, &scatter_of(p, in)->index_vector_dim, "index_vector_dim");
+      return parse_ilist(p, &scatter_of(p, in)->scatter_indices_batching_dims,
+                         "scatter_indices_batching_dims");
+    if (KEY("index_vector_dim"))
+      return parse_i64(p, &scatter_of(p, in)->index_vector_dim, "index_vector_dim");
     if (KEY("unique_indices")) return parse_bool(p, &in->unique_indices, "unique_indices");
   }
   if (KEY("indices_are_sorted") && (op == OP_GATHER || op == OP_SCATTER))
@@ -1100,12 +1170,15 @@ static bool order_calls(Parser *p, HInstr *in, CallRefs *cr, size_t pos) {
       if (v->n == 0) return perr(p, pos, "conditional needs at least one branch");
     } else {
       if (!cr->tru.n || !cr->fals.n)
-        return perr(p, pos, "conditional needs true_computation= and false_computation= or branch_computations=");
+        return perr(
+            p, pos,
+            "conditional needs true_computation= and false_computation= or branch_computations=");
       PUSH(cr->tru);
       PUSH(cr->fals);
     }
   } else if (in->op == OP_SELECT_AND_SCATTER) {
-    if (!cr->sel.n || !cr->scat.n) return perr(p, pos, "select-and-scatter needs select= and scatter=");
+    if (!cr->sel.n || !cr->scat.n)
+      return perr(p, pos, "select-and-scatter needs select= and scatter=");
     PUSH(cr->sel);
     PUSH(cr->scat);
   } else if (in->op == OP_FUSION) {
@@ -1135,7 +1208,8 @@ static bool parse_instr(Parser *p, HComp *c, HInstr **root) {
   }
   const char *iname = hlo_arena_strndup(p->m->arena, nm.s, (size_t)nm.n);
   p->instr = iname;
-  if (map_get(&p->names, nm.s, nm.n)) return perr(p, nm.pos, "duplicate instruction name '%s'", iname);
+  if (map_get(&p->names, nm.s, nm.n))
+    return perr(p, nm.pos, "duplicate instruction name '%s'", iname);
   if (!expect(p, '=', "after instruction name")) return false;
   Shape sh;
   if (!parse_shape(p, &sh)) return false;
@@ -1173,7 +1247,8 @@ static bool parse_instr(Parser *p, HComp *c, HInstr **root) {
         if (!parse_shape(p, &tmp)) return false;
       } else if (ch != '%') {
         size_t save = p->pos;
-        while (p->pos < p->len && is_name_char((unsigned char)p->t[p->pos])) p->pos++;
+        while (p->pos < p->len && is_name_char((unsigned char)p->t[p->pos]))
+          p->pos++;
         bool is_shape = peek_raw(p) == '[';
         p->pos = save;
         if (is_shape) {
@@ -1234,7 +1309,7 @@ static bool sort_instrs(Parser *p, HComp *c, PInstr *pis) {
       if (in->ctrl[k]->idx >= i) ordered = false;
   }
   if (ordered) return true;
-  char *state = hlo_arena_alloc(p->scratch, (size_t)n);       /* 0 new, 1 open, 2 done */
+  char *state = hlo_arena_alloc(p->scratch, (size_t)n); /* 0 new, 1 open, 2 done */
   int *stack = hlo_arena_alloc(p->scratch, sizeof(int) * (size_t)n);
   int *next = hlo_arena_alloc(p->scratch, sizeof(int) * (size_t)n);
   HInstr **out = hlo_arena_alloc(p->m->arena, sizeof(HInstr *) * (size_t)c->cap);
@@ -1253,7 +1328,8 @@ static bool sort_instrs(Parser *p, HComp *c, PInstr *pis) {
         HInstr *d = k < in->nops ? in->ops[k] : in->ctrl[k - in->nops];
         if (state[d->idx] == 1) {
           p->instr = in->name;
-          return perr(p, pis[i].pos, "cycle: instruction '%s' depends on itself through '%s'", in->name, d->name);
+          return perr(p, pis[i].pos, "cycle: instruction '%s' depends on itself through '%s'",
+                      in->name, d->name);
         }
         if (state[d->idx] == 0) {
           state[d->idx] = 1;
@@ -1268,7 +1344,8 @@ static bool sort_instrs(Parser *p, HComp *c, PInstr *pis) {
     }
   }
   c->instrs = out;
-  for (int i = 0; i < n; i++) out[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    out[i]->idx = i;
   return true;
 }
 
@@ -1295,21 +1372,25 @@ static bool finish_comp(Parser *p, HComp *c, PInstr *pis, int n, HInstr *root) {
     }
   }
   p->instr = NULL;
-  for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->idx = i;
+  for (int i = 0; i < c->ninstrs; i++)
+    c->instrs[i]->idx = i;
   if (!sort_instrs(p, c, pis)) return false;
   c->root = root ? root : c->instrs[c->ninstrs - 1];
   /* parameter numbers must be 0..k-1, each once */
   int np = 0;
-  for (int i = 0; i < c->ninstrs; i++) np += c->instrs[i]->op == OP_PARAMETER;
+  for (int i = 0; i < c->ninstrs; i++)
+    np += c->instrs[i]->op == OP_PARAMETER;
   bool *seen = hlo_arena_alloc(p->scratch, (size_t)(np ? np : 1));
   for (int i = 0; i < n; i++) {
     HInstr *in = pis[i].in;
     if (in->op != OP_PARAMETER) continue;
     p->instr = in->name;
     if (in->param_num >= np)
-      return perr(p, pis[i].pos, "parameter number %lld out of range: the computation has %d parameters",
+      return perr(p, pis[i].pos,
+                  "parameter number %lld out of range: the computation has %d parameters",
                   (long long)in->param_num, np);
-    if (seen[in->param_num]) return perr(p, pis[i].pos, "duplicate parameter number %lld", (long long)in->param_num);
+    if (seen[in->param_num])
+      return perr(p, pis[i].pos, "duplicate parameter number %lld", (long long)in->param_num);
     seen[in->param_num] = true;
   }
   p->instr = NULL;
@@ -1334,14 +1415,15 @@ static bool parse_comp(Parser *p, bool is_entry) {
       for (;;) {
         Ref pn;
         Shape tmp;
-        if (!name(p, &pn, "parameter name") || !expect(p, ':', "after parameter name") || !parse_shape(p, &tmp))
+        if (!name(p, &pn, "parameter name") || !expect(p, ':', "after parameter name") ||
+            !parse_shape(p, &tmp))
           return false;
         if (accept(p, ',')) continue;
         if (!expect(p, ')', "after computation parameters")) return false;
         break;
       }
     }
-    if (!expect(p, '-', "before the result shape") ) return false;
+    if (!expect(p, '-', "before the result shape")) return false;
     if (peek_raw(p) != '>') return perr(p, p->pos, "expected '->' before the result shape");
     p->pos++;
     Shape tmp;
@@ -1378,14 +1460,17 @@ static bool parse_alias(Parser *p) {
       memset(al, 0, sizeof *al);
       al->kind = 1;
       if (!parse_shape_index(p, &al->out_index) || !expect(p, ':', "in input_output_alias") ||
-          !expect(p, '(', "in input_output_alias") || !parse_i64(p, &al->param, "parameter number") ||
+          !expect(p, '(', "in input_output_alias") ||
+          !parse_i64(p, &al->param, "parameter number") ||
           !expect(p, ',', "in input_output_alias") || !parse_shape_index(p, &al->param_index))
         goto out;
       if (accept(p, ',')) {
         Ref k;
         if (!name(p, &k, "alias kind")) goto out;
-        if (ref_is(k, "may-alias")) al->kind = 1;
-        else if (ref_is(k, "must-alias")) al->kind = 2;
+        if (ref_is(k, "may-alias"))
+          al->kind = 1;
+        else if (ref_is(k, "must-alias"))
+          al->kind = 2;
         else {
           perr(p, k.pos, "unknown alias kind '%.*s'", k.n, k.s);
           goto out;
@@ -1408,7 +1493,8 @@ out:
 /* `{(shape, ...)->shape}` */
 static bool parse_entry_layout(Parser *p) {
   HModule *m = p->m;
-  if (!expect(p, '{', "to open entry_computation_layout") || !expect(p, '(', "in entry_computation_layout"))
+  if (!expect(p, '{', "to open entry_computation_layout") ||
+      !expect(p, '(', "in entry_computation_layout"))
     return false;
   int cap = 0;
   m->nentry_layout = 0;
@@ -1417,7 +1503,8 @@ static bool parse_entry_layout(Parser *p) {
       if (m->nentry_layout == cap) {
         cap = cap ? cap * 2 : 8;
         Shape *ns = hlo_arena_alloc(m->arena, sizeof(Shape) * (size_t)cap);
-        if (m->nentry_layout) memcpy(ns, m->entry_layout_params, sizeof(Shape) * (size_t)m->nentry_layout);
+        if (m->nentry_layout)
+          memcpy(ns, m->entry_layout_params, sizeof(Shape) * (size_t)m->nentry_layout);
         m->entry_layout_params = ns;
       }
       if (!parse_shape(p, &m->entry_layout_params[m->nentry_layout])) return false;
@@ -1450,7 +1537,8 @@ static bool skip_section(Parser *p) {
       size_t n;
       if (!raw_value(p, &s, &n)) return false;
     } else {
-      return perr(p, p->pos, "expected a string or {...} in a debug-info section, found %s", near_text(p, p->pos));
+      return perr(p, p->pos, "expected a string or {...} in a debug-info section, found %s",
+                  near_text(p, p->pos));
     }
   }
 }
@@ -1482,7 +1570,8 @@ static bool resolve_calls(Parser *p) {
   p->comp = p->instr = NULL;
 
   int n = m->ncomps;
-  for (int i = 0; i < n; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    m->comps[i]->idx = i;
   char *state = hlo_arena_alloc(p->scratch, (size_t)n);
   int *stack = hlo_arena_alloc(p->scratch, sizeof(int) * (size_t)n);
   int *ni = hlo_arena_alloc(p->scratch, sizeof(int) * (size_t)n); /* next instruction */
@@ -1515,7 +1604,8 @@ static bool resolve_calls(Parser *p) {
       }
       if (state[callee->idx] == 1) {
         p->comp = c->name;
-        return perr(p, 0, "computation '%s' calls itself (recursion through '%s')", callee->name, c->name);
+        return perr(p, 0, "computation '%s' calls itself (recursion through '%s')", callee->name,
+                    c->name);
       }
       if (state[callee->idx] == 0) {
         state[callee->idx] = 1;
@@ -1530,7 +1620,8 @@ static bool resolve_calls(Parser *p) {
 static bool parse_module(Parser *p) {
   Ref kw;
   if (!name(p, &kw, "'HloModule'")) return false;
-  if (!ref_is(kw, "HloModule")) return perr(p, kw.pos, "expected 'HloModule' at the start of the module");
+  if (!ref_is(kw, "HloModule"))
+    return perr(p, kw.pos, "expected 'HloModule' at the start of the module");
   Ref mn;
   if (!name(p, &mn, "module name")) return false;
   HModule *m = p->m;

@@ -31,12 +31,14 @@ static void print_shape(FILE *f, const Shape *s) {
     return;
   }
   fprintf(f, "%s[", hlo_dtype_name(s->dt));
-  for (int i = 0; i < s->rank; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->dims[i]);
+  for (int i = 0; i < s->rank; i++)
+    fprintf(f, "%s%lld", i ? "," : "", (long long)s->dims[i]);
   fputc(']', f);
   if (s->dt == DT_TOKEN || !s->has_layout) return;
   if (s->rank == 0 && !s->layout_extra) return; /* scalars print without {} like XLA */
   fputc('{', f);
-  for (int i = 0; i < s->rank; i++) fprintf(f, "%s%d", i ? "," : "", s->m2m[i]);
+  for (int i = 0; i < s->rank; i++)
+    fprintf(f, "%s%d", i ? "," : "", s->m2m[i]);
   if (s->layout_extra) fprintf(f, ":%s", s->layout_extra);
   fputc('}', f);
 }
@@ -51,8 +53,10 @@ static void print_string(FILE *f, const char *s) {
     case '\t': fputs("\\t", f); break;
     case '\r': fputs("\\r", f); break;
     default:
-      if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\%03o", *c);
-      else fputc(*c, f);
+      if (*c < 0x20 || *c == 0x7f)
+        fprintf(f, "\\%03o", *c);
+      else
+        fputc(*c, f);
     }
   }
   fputc('"', f);
@@ -69,7 +73,8 @@ static bool is_bare_blob(const char *s) {
       if (!*c) return false;
       continue;
     }
-    if (*c == '{' || *c == '[' || *c == '(') depth++;
+    if (*c == '{' || *c == '[' || *c == '(')
+      depth++;
     else if (*c == '}' || *c == ']' || *c == ')') {
       if (--depth < 0) return false;
       if (depth == 0) return c[1] == 0;
@@ -80,7 +85,8 @@ static bool is_bare_blob(const char *s) {
 
 static void print_ilist(FILE *f, const IList *l) {
   fputc('{', f);
-  for (int i = 0; i < l->n; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)l->v[i]);
+  for (int i = 0; i < l->n; i++)
+    fprintf(f, "%s%lld", i ? "," : "", (long long)l->v[i]);
   fputc('}', f);
 }
 
@@ -128,8 +134,10 @@ static void print_dim(FILE *f, const Literal *l, int d, int64_t *idx) {
   if (!inner && s->dims[d]) fputc(' ', f);
   for (int64_t i = 0; i < s->dims[d]; i++) {
     if (i) fputs(", ", f);
-    if (inner) print_elem(f, l, (*idx)++);
-    else print_dim(f, l, d + 1, idx);
+    if (inner)
+      print_elem(f, l, (*idx)++);
+    else
+      print_dim(f, l, d + 1, idx);
   }
   if (!inner && s->dims[d]) fputc(' ', f);
   fputc('}', f);
@@ -156,9 +164,11 @@ void hlo_print_literal(FILE *f, const Literal *l) {
 }
 
 static int64_t literal_elems(const Literal *l) {
-  if (l->shape.dt != DT_TUPLE) return hlo_shape_is_array(&l->shape) ? hlo_shape_elems(&l->shape) : 0;
+  if (l->shape.dt != DT_TUPLE)
+    return hlo_shape_is_array(&l->shape) ? hlo_shape_elems(&l->shape) : 0;
   int64_t n = 0;
-  for (int i = 0; i < l->shape.ntuple; i++) n += literal_elems(l->elems[i]);
+  for (int i = 0; i < l->shape.ntuple; i++)
+    n += literal_elems(l->elems[i]);
   return n;
 }
 
@@ -175,11 +185,13 @@ static void print_window(FILE *f, const Window *w) {
   fputs("window={", f);
   if (w->n) {
     fputs("size=", f);
-    for (int i = 0; i < w->n; i++) fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].size);
+    for (int i = 0; i < w->n; i++)
+      fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].size);
   }
   if (stride) {
     fputs(" stride=", f);
-    for (int i = 0; i < w->n; i++) fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].stride);
+    for (int i = 0; i < w->n; i++)
+      fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].stride);
   }
   if (pad) {
     fputs(" pad=", f);
@@ -188,15 +200,18 @@ static void print_window(FILE *f, const Window *w) {
   }
   if (ldil) {
     fputs(" lhs_dilate=", f);
-    for (int i = 0; i < w->n; i++) fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].base_dil);
+    for (int i = 0; i < w->n; i++)
+      fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].base_dil);
   }
   if (rdil) {
     fputs(" rhs_dilate=", f);
-    for (int i = 0; i < w->n; i++) fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].win_dil);
+    for (int i = 0; i < w->n; i++)
+      fprintf(f, "%s%lld", i ? "x" : "", (long long)w->d[i].win_dil);
   }
   if (rev) {
     fputs(" rhs_reversal=", f);
-    for (int i = 0; i < w->n; i++) fprintf(f, "%s%d", i ? "x" : "", w->d[i].reversal ? 1 : 0);
+    for (int i = 0; i < w->n; i++)
+      fprintf(f, "%s%d", i ? "x" : "", w->d[i].reversal ? 1 : 0);
   }
   fputc('}', f);
 }
@@ -247,16 +262,19 @@ static void print_calls(FILE *f, const HInstr *in) {
       return;
     }
     fputs(", branch_computations={", f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? ", " : "", in->calls[i]->name);
+    for (int i = 0; i < n; i++)
+      fprintf(f, "%s%s", i ? ", " : "", in->calls[i]->name);
     fputc('}', f);
   } else if (op == OP_SELECT_AND_SCATTER) {
     attr_comp(f, "select", in->calls[0]);
     if (n >= 2) attr_comp(f, "scatter", in->calls[1]);
   } else if (op == OP_CUSTOM_CALL) {
     fputs(", called_computations={", f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? ", " : "", in->calls[i]->name);
+    for (int i = 0; i < n; i++)
+      fprintf(f, "%s%s", i ? ", " : "", in->calls[i]->name);
     fputc('}', f);
-  } else if (op == OP_FUSION || op == OP_ASYNC_START || op == OP_ASYNC_UPDATE || op == OP_ASYNC_DONE) {
+  } else if (op == OP_FUSION || op == OP_ASYNC_START || op == OP_ASYNC_UPDATE ||
+             op == OP_ASYNC_DONE) {
     attr_comp(f, "calls", in->calls[0]);
   } else {
     attr_comp(f, "to_apply", in->calls[0]);
@@ -274,10 +292,13 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
     fprintf(f, "%lld", (long long)in->param_num);
   } else if (op == OP_CONSTANT) {
     /* a NULL literal was elided in the input: print it the way it was read */
-    if (!in->literal || (o->elide_large && literal_elems(in->literal) > 16)) fputs("{...}", f);
-    else hlo_print_literal(f, in->literal);
+    if (!in->literal || (o->elide_large && literal_elems(in->literal) > 16))
+      fputs("{...}", f);
+    else
+      hlo_print_literal(f, in->literal);
   }
-  for (int i = 0; i < in->nops; i++) fprintf(f, "%s%s", i ? ", " : "", in->ops[i]->name);
+  for (int i = 0; i < in->nops; i++)
+    fprintf(f, "%s%s", i ? ", " : "", in->ops[i]->name);
   fputc(')', f);
 
   if (op == OP_GET_TUPLE_ELEMENT) fprintf(f, ", index=%lld", (long long)in->tuple_index);
@@ -285,11 +306,13 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
   if (in->dims.n || op == OP_BROADCAST || op == OP_TRANSPOSE || op == OP_REDUCE ||
       op == OP_REVERSE || op == OP_CONCATENATE || op == OP_SORT || op == OP_MAP)
     attr_ilist(f, "dimensions", &in->dims);
-  if (in->dslice_sizes.n || op == OP_DYNAMIC_SLICE) attr_ilist(f, "dynamic_slice_sizes", &in->dslice_sizes);
+  if (in->dslice_sizes.n || op == OP_DYNAMIC_SLICE)
+    attr_ilist(f, "dynamic_slice_sizes", &in->dslice_sizes);
   if (in->slice) {
     fputs(", slice={", f);
     for (int i = 0; i < in->slice->n; i++) {
-      fprintf(f, "%s[%lld:%lld", i ? ", " : "", (long long)in->slice->start[i], (long long)in->slice->limit[i]);
+      fprintf(f, "%s[%lld:%lld", i ? ", " : "", (long long)in->slice->start[i],
+              (long long)in->slice->limit[i]);
       if (in->slice->stride[i] != 1) fprintf(f, ":%lld", (long long)in->slice->stride[i]);
       fputc(']', f);
     }
@@ -314,7 +337,8 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
     fputs(", ", f);
     print_dim_labels(f, in->conv);
   }
-  if (in->feature_groups != 1) fprintf(f, ", feature_group_count=%lld", (long long)in->feature_groups);
+  if (in->feature_groups != 1)
+    fprintf(f, ", feature_group_count=%lld", (long long)in->feature_groups);
   if (in->batch_groups != 1) fprintf(f, ", batch_group_count=%lld", (long long)in->batch_groups);
   if (in->dot) {
     if (in->dot->lhs_batch.n) attr_ilist(f, "lhs_batch_dims", &in->dot->lhs_batch);
@@ -336,7 +360,8 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
     attr_ilist(f, "offset_dims", &g->offset_dims);
     attr_ilist(f, "collapsed_slice_dims", &g->collapsed_slice_dims);
     attr_ilist(f, "start_index_map", &g->start_index_map);
-    if (g->operand_batching_dims.n) attr_ilist(f, "operand_batching_dims", &g->operand_batching_dims);
+    if (g->operand_batching_dims.n)
+      attr_ilist(f, "operand_batching_dims", &g->operand_batching_dims);
     if (g->start_indices_batching_dims.n)
       attr_ilist(f, "start_indices_batching_dims", &g->start_indices_batching_dims);
     fprintf(f, ", index_vector_dim=%lld", (long long)g->index_vector_dim);
@@ -362,7 +387,8 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
     print_float(f, DT_F32, in->epsilon);
     fprintf(f, ", feature_index=%lld", (long long)in->feature_index);
   }
-  if (op == OP_FUSION && in->fusion_kind != FK_NONE) fprintf(f, ", kind=%s", hlo_fusion_kind_name(in->fusion_kind));
+  if (op == OP_FUSION && in->fusion_kind != FK_NONE)
+    fprintf(f, ", kind=%s", hlo_fusion_kind_name(in->fusion_kind));
   if (in->custom_call_target) {
     fputs(", custom_call_target=", f);
     print_string(f, in->custom_call_target);
@@ -370,11 +396,13 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
   print_calls(f, in);
   if (in->nctrl) {
     fputs(", control-predecessors={", f);
-    for (int i = 0; i < in->nctrl; i++) fprintf(f, "%s%s", i ? ", " : "", in->ctrl[i]->name);
+    for (int i = 0; i < in->nctrl; i++)
+      fprintf(f, "%s%s", i ? ", " : "", in->ctrl[i]->name);
     fputc('}', f);
   }
   if (!o->no_raw_attrs)
-    for (int i = 0; i < in->nraw; i++) fprintf(f, ", %s=%s", in->raw[i].name, in->raw[i].value);
+    for (int i = 0; i < in->nraw; i++)
+      fprintf(f, ", %s=%s", in->raw[i].name, in->raw[i].value);
   if (!o->no_metadata && (in->op_type || in->op_name || in->source_file || in->source_line)) {
     const char *sep = "";
     fputs(", metadata={", f);
@@ -398,8 +426,10 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
   }
   if (in->backend_config) {
     fputs(", backend_config=", f);
-    if (is_bare_blob(in->backend_config)) fputs(in->backend_config, f);
-    else print_string(f, in->backend_config);
+    if (is_bare_blob(in->backend_config))
+      fputs(in->backend_config, f);
+    else
+      print_string(f, in->backend_config);
   }
 }
 
@@ -419,7 +449,8 @@ void hlo_print_module(FILE *f, const HModule *m, const HPrintOpts *o) {
   fprintf(f, "HloModule %s", m->name);
   /* is_scheduled first, as XLA prints it */
   for (int i = 0; i < m->nraw; i++)
-    if (!strcmp(m->raw[i].name, "is_scheduled")) fprintf(f, ", %s=%s", m->raw[i].name, m->raw[i].value);
+    if (!strcmp(m->raw[i].name, "is_scheduled"))
+      fprintf(f, ", %s=%s", m->raw[i].name, m->raw[i].value);
   if (m->has_entry_layout) {
     fputs(", entry_computation_layout={(", f);
     for (int i = 0; i < m->nentry_layout; i++) {

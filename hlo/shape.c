@@ -11,7 +11,8 @@ Shape hlo_shape_array(DType dt, int rank, const int64_t *dims) {
   memset(&s, 0, sizeof s);
   s.dt = dt;
   s.rank = rank;
-  for (int i = 0; i < rank; i++) s.dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    s.dims[i] = dims[i];
   hlo_shape_set_default_layout(&s);
   return s;
 }
@@ -24,7 +25,8 @@ Shape hlo_shape_tuple(HArena *a, int n, const Shape *elems) {
   s.dt = DT_TUPLE;
   s.ntuple = n;
   s.tuple = hlo_arena_alloc(a, sizeof(Shape) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) hlo_shape_copy(a, &s.tuple[i], &elems[i]);
+  for (int i = 0; i < n; i++)
+    hlo_shape_copy(a, &s.tuple[i], &elems[i]);
   return s;
 }
 
@@ -32,18 +34,21 @@ void hlo_shape_copy(HArena *a, Shape *dst, const Shape *src) {
   Shape tmp = *src;
   if (src->dt == DT_TUPLE) {
     tmp.tuple = hlo_arena_alloc(a, sizeof(Shape) * (size_t)(src->ntuple ? src->ntuple : 1));
-    for (int i = 0; i < src->ntuple; i++) hlo_shape_copy(a, &tmp.tuple[i], &src->tuple[i]);
+    for (int i = 0; i < src->ntuple; i++)
+      hlo_shape_copy(a, &tmp.tuple[i], &src->tuple[i]);
   }
   *dst = tmp;
 }
 
 void hlo_shape_set_default_layout(Shape *s) {
   if (s->dt == DT_TUPLE) {
-    for (int i = 0; i < s->ntuple; i++) hlo_shape_set_default_layout(&s->tuple[i]);
+    for (int i = 0; i < s->ntuple; i++)
+      hlo_shape_set_default_layout(&s->tuple[i]);
     return;
   }
   s->has_layout = s->dt != DT_TOKEN;
-  for (int i = 0; i < s->rank; i++) s->m2m[i] = (int8_t)(s->rank - 1 - i);
+  for (int i = 0; i < s->rank; i++)
+    s->m2m[i] = (int8_t)(s->rank - 1 - i);
 }
 
 bool hlo_shape_is_array(const Shape *s) { return s->dt != DT_TUPLE && s->dt != DT_TOKEN; }
@@ -52,13 +57,15 @@ bool hlo_shape_is_tuple(const Shape *s) { return s->dt == DT_TUPLE; }
 int hlo_shape_leaves(const Shape *s) {
   if (s->dt != DT_TUPLE) return 1;
   int n = 0;
-  for (int i = 0; i < s->ntuple; i++) n += hlo_shape_leaves(&s->tuple[i]);
+  for (int i = 0; i < s->ntuple; i++)
+    n += hlo_shape_leaves(&s->tuple[i]);
   return n;
 }
 
 int64_t hlo_shape_elems(const Shape *s) {
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->dims[i];
+  for (int i = 0; i < s->rank; i++)
+    n *= s->dims[i];
   return n;
 }
 
@@ -136,11 +143,13 @@ static void shape_print(char *buf, size_t n, size_t *k, const Shape *s, bool wit
     return;
   }
   put(buf, n, k, "%s[", hlo_dtype_name(s->dt));
-  for (int i = 0; i < s->rank; i++) put(buf, n, k, "%s%lld", i ? "," : "", (long long)s->dims[i]);
+  for (int i = 0; i < s->rank; i++)
+    put(buf, n, k, "%s%lld", i ? "," : "", (long long)s->dims[i]);
   put(buf, n, k, "]");
   if (with_layout && s->has_layout && s->dt != DT_TOKEN) {
     put(buf, n, k, "{");
-    for (int i = 0; i < s->rank; i++) put(buf, n, k, "%s%d", i ? "," : "", s->m2m[i]);
+    for (int i = 0; i < s->rank; i++)
+      put(buf, n, k, "%s%d", i ? "," : "", s->m2m[i]);
     if (s->layout_extra) put(buf, n, k, ":%s", s->layout_extra);
     put(buf, n, k, "}");
   }

@@ -24,11 +24,16 @@ DKind hlo_dtype_kind(DType t) { return t < DT_COUNT ? dtypes[t].kind : DK_OTHER;
 int hlo_dtype_proto(DType t) { return t < DT_COUNT ? dtypes[t].proto : 0; }
 
 bool hlo_float_format(DType t, int *nbits, int *exp, int *man) {
-  if (t == DT_F16) *nbits = 16, *exp = 5, *man = 10;
-  else if (t == DT_BF16) *nbits = 16, *exp = 8, *man = 7;
-  else if (t == DT_F32) *nbits = 32, *exp = 8, *man = 23;
-  else if (t == DT_F64) *nbits = 64, *exp = 11, *man = 52;
-  else return false;
+  if (t == DT_F16)
+    *nbits = 16, *exp = 5, *man = 10;
+  else if (t == DT_BF16)
+    *nbits = 16, *exp = 8, *man = 7;
+  else if (t == DT_F32)
+    *nbits = 32, *exp = 8, *man = 23;
+  else if (t == DT_F64)
+    *nbits = 64, *exp = 11, *man = 52;
+  else
+    return false;
   return true;
 }
 
@@ -46,13 +51,13 @@ DType hlo_dtype_from_name(const char *s, size_t n) {
 }
 
 const char *hlo_proto_type_name(int v) {
-  static const char *names[] = {
-      "invalid", "pred",   "s8",        "s16",      "s32",           "s64",
-      "u8",      "u16",    "u32",       "u64",      "f16",           "f32",
-      "f64",     "tuple",  "opaque",    "c64",      "bf16",          "token",
-      "c128",    "f8e5m2", "f8e4m3fn",  "s4",       "u4",            "f8e4m3b11fnuz",
-      "f8e5m2fnuz", "f8e4m3fnuz", "s2", "u2",       "f8e4m3",        "f8e3m4",
-      "s1",      "u1",     "f4e2m1fn",  "f8e8m0fnu", "buffer"};
+  static const char *names[] = {"invalid",    "pred", "s8",       "s16",           "s32",
+                                "s64",        "u8",   "u16",      "u32",           "u64",
+                                "f16",        "f32",  "f64",      "tuple",         "opaque",
+                                "c64",        "bf16", "token",    "c128",          "f8e5m2",
+                                "f8e4m3fn",   "s4",   "u4",       "f8e4m3b11fnuz", "f8e5m2fnuz",
+                                "f8e4m3fnuz", "s2",   "u2",       "f8e4m3",        "f8e3m4",
+                                "s1",         "u1",   "f4e2m1fn", "f8e8m0fnu",     "buffer"};
   if (v >= 0 && v < (int)(sizeof names / sizeof *names)) return names[v];
   return "unknown";
 }

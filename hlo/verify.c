@@ -70,8 +70,8 @@ static bool bad(HErr *err, const HInstr *in, const char *fmt, ...) {
   const HComp *c = in ? in->parent : NULL;
   va_list ap;
   va_start(ap, fmt);
-  hlo_verr(err, c && c->mod ? c->mod->file : NULL, c ? c->name : NULL, in ? in->name : NULL,
-           fmt, ap);
+  hlo_verr(err, c && c->mod ? c->mod->file : NULL, c ? c->name : NULL, in ? in->name : NULL, fmt,
+           ap);
   va_end(ap);
   return false;
 }
@@ -94,9 +94,7 @@ static bool is_arr(const Shape *s) {
   return s->dt != DT_INVALID && s->dt < DT_COUNT && hlo_shape_is_array(s);
 }
 static bool is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
-static bool is_int(DType t) {
-  return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT;
-}
+static bool is_int(DType t) { return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT; }
 static bool is_pred(DType t) { return t == DT_PRED; }
 static bool is_num(DType t) { return is_float(t) || is_int(t); }
 
@@ -132,7 +130,8 @@ static const char *shape_problem(const Shape *s, int depth) {
 /* Deep copy without layout details: default row-major layout everywhere. */
 static void plain_layout(Shape *s) {
   if (s->dt == DT_TUPLE) {
-    for (int i = 0; i < s->ntuple; i++) plain_layout(&s->tuple[i]);
+    for (int i = 0; i < s->ntuple; i++)
+      plain_layout(&s->tuple[i]);
     return;
   }
   s->layout_extra = NULL;
@@ -146,8 +145,7 @@ static void copy_plain(HArena *a, Shape *dst, const Shape *src) {
 /* in->shape as a source of output dims only (broadcast, reshape): the element type may be
  * unset (DT_INVALID) in a new instruction, the dims must be sane. */
 static bool dims_given(const Shape *s) {
-  if (s->dt == DT_TUPLE || s->dt == DT_TOKEN || s->rank < 0 || s->rank > HLO_MAX_RANK)
-    return false;
+  if (s->dt == DT_TUPLE || s->dt == DT_TOKEN || s->rank < 0 || s->rank > HLO_MAX_RANK) return false;
   for (int i = 0; i < s->rank; i++)
     if (s->dims[i] < 0) return false;
   return true;
@@ -170,8 +168,7 @@ static bool check_dims(HErr *err, const HInstr *in, const IList *l, int64_t boun
     for (int j = 0; j < i; j++)
       if (l->v[j] == l->v[i])
         return bad(err, in, "%s repeats dimension %lld", what, (long long)l->v[i]);
-    if (sorted && i > 0 && l->v[i] < l->v[i - 1])
-      return bad(err, in, "%s must be sorted", what);
+    if (sorted && i > 0 && l->v[i] < l->v[i - 1]) return bad(err, in, "%s must be sorted", what);
   }
   return true;
 }
@@ -240,19 +237,18 @@ static bool want_ncalls(HErr *err, const HInstr *in, int n) {
 static bool want_nparams(HErr *err, const HInstr *in, const HComp *c, const char *role, int n) {
   int got = comp_nparams(c);
   if (got != n)
-    return bad(err, in, "%s computation '%s' takes %d parameter%s, expected %d", role, c->name,
-               got, got == 1 ? "" : "s", n);
+    return bad(err, in, "%s computation '%s' takes %d parameter%s, expected %d", role, c->name, got,
+               got == 1 ? "" : "s", n);
   return true;
 }
 
 static bool want_param(HErr *err, const HInstr *in, const HComp *c, const char *role, int k,
                        const Shape *want) {
   const HInstr *p = comp_param(c, k);
-  if (!p)
-    return bad(err, in, "%s computation '%s' has no parameter %d", role, c->name, k);
+  if (!p) return bad(err, in, "%s computation '%s' has no parameter %d", role, c->name, k);
   if (!hlo_shape_eq(&p->shape, want))
-    return bad(err, in, "%s computation '%s' parameter %d has shape %s, expected %s", role,
-               c->name, k, SS(&p->shape), SS(want));
+    return bad(err, in, "%s computation '%s' parameter %d has shape %s, expected %s", role, c->name,
+               k, SS(&p->shape), SS(want));
   return true;
 }
 
@@ -268,14 +264,15 @@ static bool want_root(HErr *err, const HInstr *in, const HComp *c, const char *r
 static Shape scalars(HArena *a, int n, const DType *t) {
   if (n == 1) return hlo_shape_scalar(t[0]);
   Shape *el = hlo_arena_alloc(a, sizeof(Shape) * (size_t)n);
-  for (int i = 0; i < n; i++) el[i] = hlo_shape_scalar(t[i]);
+  for (int i = 0; i < n; i++)
+    el[i] = hlo_shape_scalar(t[i]);
   return hlo_shape_tuple(a, n, el);
 }
 
 /* A reducer of n values: parameters 0..n-1 are accumulators of types acc[], n..2n-1 the
  * incoming elements of types elem[]; it returns n accumulators (a tuple when n > 1). */
-static bool check_reducer(HArena *a, HErr *err, const HInstr *in, const HComp *c,
-                          const char *role, int n, const DType *acc, const DType *elem) {
+static bool check_reducer(HArena *a, HErr *err, const HInstr *in, const HComp *c, const char *role,
+                          int n, const DType *acc, const DType *elem) {
   if (!want_nparams(err, in, c, role, 2 * n)) return false;
   for (int i = 0; i < n; i++) {
     Shape s = hlo_shape_scalar(acc[i]);
@@ -302,37 +299,37 @@ static bool check_operand_params(HArena *a, HErr *err, const HInstr *in, const c
 /* ------------------------------------------------------------------ elementwise */
 
 typedef enum ElemKind {
-  EK_NUM,        /* integers and floats */
-  EK_NUM_PRED,   /* integers, floats and pred */
-  EK_SIGNED,     /* signed integers and floats */
-  EK_FLOAT,      /* floats only */
-  EK_INT,        /* integers only */
-  EK_INT_PRED,   /* integers and pred */
-  EK_ANY,        /* any array element type */
+  EK_NUM,      /* integers and floats */
+  EK_NUM_PRED, /* integers, floats and pred */
+  EK_SIGNED,   /* signed integers and floats */
+  EK_FLOAT,    /* floats only */
+  EK_INT,      /* integers only */
+  EK_INT_PRED, /* integers and pred */
+  EK_ANY,      /* any array element type */
 } ElemKind;
 
 static bool kind_ok(ElemKind k, DType t) {
   switch (k) {
-    case EK_NUM: return is_num(t);
-    case EK_NUM_PRED: return is_num(t) || is_pred(t);
-    case EK_SIGNED: return is_float(t) || hlo_dtype_kind(t) == DK_SINT;
-    case EK_FLOAT: return is_float(t);
-    case EK_INT: return is_int(t);
-    case EK_INT_PRED: return is_int(t) || is_pred(t);
-    case EK_ANY: return true;
+  case EK_NUM: return is_num(t);
+  case EK_NUM_PRED: return is_num(t) || is_pred(t);
+  case EK_SIGNED: return is_float(t) || hlo_dtype_kind(t) == DK_SINT;
+  case EK_FLOAT: return is_float(t);
+  case EK_INT: return is_int(t);
+  case EK_INT_PRED: return is_int(t) || is_pred(t);
+  case EK_ANY: return true;
   }
   return false;
 }
 
 static const char *kind_name(ElemKind k) {
   switch (k) {
-    case EK_NUM: return "an integer or floating-point";
-    case EK_NUM_PRED: return "a numeric or pred";
-    case EK_SIGNED: return "a signed integer or floating-point";
-    case EK_FLOAT: return "a floating-point";
-    case EK_INT: return "an integer";
-    case EK_INT_PRED: return "an integer or pred";
-    case EK_ANY: return "any";
+  case EK_NUM: return "an integer or floating-point";
+  case EK_NUM_PRED: return "a numeric or pred";
+  case EK_SIGNED: return "a signed integer or floating-point";
+  case EK_FLOAT: return "a floating-point";
+  case EK_INT: return "an integer";
+  case EK_INT_PRED: return "an integer or pred";
+  case EK_ANY: return "any";
   }
   return "?";
 }
@@ -364,11 +361,11 @@ static bool infer_compare(const HInstr *in, Shape *out, HErr *err) {
   DType t = in->ops[0]->shape.dt;
   bool ok = true;
   switch (in->cmp_type) {
-    case CMPT_DEFAULT: break;
-    case CMPT_FLOAT:
-    case CMPT_TOTALORDER: ok = is_float(t); break;
-    case CMPT_SIGNED: ok = hlo_dtype_kind(t) == DK_SINT; break;
-    case CMPT_UNSIGNED: ok = hlo_dtype_kind(t) == DK_UINT || is_pred(t); break;
+  case CMPT_DEFAULT: break;
+  case CMPT_FLOAT:
+  case CMPT_TOTALORDER: ok = is_float(t); break;
+  case CMPT_SIGNED: ok = hlo_dtype_kind(t) == DK_SINT; break;
+  case CMPT_UNSIGNED: ok = hlo_dtype_kind(t) == DK_UINT || is_pred(t); break;
   }
   if (!ok)
     return bad(err, in, "comparison type %s does not fit operands of type %s",
@@ -410,8 +407,7 @@ static bool infer_bitcast_convert(const HInstr *in, Shape *out, HErr *err) {
   } else {
     int64_t ratio = (int64_t)(to / from);
     if (to % from || s->rank == 0 || s->dims[s->rank - 1] != ratio)
-      return bad(err, in,
-                 "bitcast-convert from %s to %s needs a minor dimension of size %lld",
+      return bad(err, in, "bitcast-convert from %s to %s needs a minor dimension of size %lld",
                  SS(s), hlo_dtype_name(t), (long long)ratio);
     *out = arr(t, s->rank - 1, s->dims);
   }
@@ -420,8 +416,7 @@ static bool infer_bitcast_convert(const HInstr *in, Shape *out, HErr *err) {
 
 static bool infer_stochastic_convert(const HInstr *in, Shape *out, HErr *err) {
   DType t;
-  if (!target_type(in, &t, err) || !want_arr(err, in, 0) || !want_arr(err, in, 1))
-    return false;
+  if (!target_type(in, &t, err) || !want_arr(err, in, 0) || !want_arr(err, in, 1)) return false;
   const Shape *s = &in->ops[0]->shape, *r = &in->ops[1]->shape;
   if (!is_float(s->dt)) return bad(err, in, "stochastic-convert of non-float %s", SS(s));
   if (hlo_dtype_kind(r->dt) != DK_UINT || hlo_dtype_size(r->dt) != hlo_dtype_size(s->dt) ||
@@ -438,8 +433,7 @@ static bool infer_select(const HInstr *in, Shape *out, HErr *err) {
   for (int k = 0; k < 3; k++)
     if (!want_arr(err, in, k)) return false;
   const Shape *p = &in->ops[0]->shape, *t = &in->ops[1]->shape, *f = &in->ops[2]->shape;
-  if (!hlo_shape_eq(t, f))
-    return bad(err, in, "select branches differ: %s and %s", SS(t), SS(f));
+  if (!hlo_shape_eq(t, f)) return bad(err, in, "select branches differ: %s and %s", SS(t), SS(f));
   if (p->dt != DT_PRED || !hlo_shape_same_dims(p, t))
     return bad(err, in, "select predicate %s must be pred with the dims of %s", SS(p), SS(t));
   *out = arr(t->dt, t->rank, t->dims);
@@ -497,8 +491,7 @@ static bool infer_broadcast(const HInstr *in, Shape *out, HErr *err) {
   if (!dims_given(o))
     return bad(err, in, "broadcast needs its output dims in its shape, got %s", SS(o));
   if (in->dims.n != s->rank)
-    return bad(err, in, "broadcast dimensions has %d entries for operand %s", in->dims.n,
-               SS(s));
+    return bad(err, in, "broadcast dimensions has %d entries for operand %s", in->dims.n, SS(s));
   if (!check_dims(err, in, &in->dims, o->rank, false, "broadcast dimensions")) return false;
   for (int i = 0; i < s->rank; i++)
     if (o->dims[in->dims.v[i]] != s->dims[i])
@@ -517,8 +510,7 @@ static bool infer_reshape(const HInstr *in, Shape *out, HErr *err) {
   if (!dims_given(o))
     return bad(err, in, "reshape needs its output dims in its shape, got %s", SS(o));
   if (hlo_shape_elems(s) != hlo_shape_elems(o))
-    return bad(err, in, "reshape changes the element count: operand %s, result %s", SS(s),
-               SS(o));
+    return bad(err, in, "reshape changes the element count: operand %s, result %s", SS(s), SS(o));
   *out = arr(s->dt, o->rank, o->dims);
   return true;
 }
@@ -528,8 +520,7 @@ static bool infer_bitcast(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   const Shape *s = &in->ops[0]->shape, *o = &in->shape;
   if (!is_arr(o)) return bad(err, in, "bitcast to non-array shape %s", SS(o));
   if (hlo_shape_bytes(s) != hlo_shape_bytes(o))
-    return bad(err, in, "bitcast changes the byte size: operand %s, result %s", SSL(s),
-               SSL(o));
+    return bad(err, in, "bitcast changes the byte size: operand %s, result %s", SSL(s), SSL(o));
   hlo_shape_copy(a, out, o);
   return true;
 }
@@ -543,7 +534,8 @@ static bool infer_transpose(const HInstr *in, Shape *out, HErr *err) {
   if (!check_dims(err, in, &in->dims, s->rank, false, "transpose dimensions (a permutation)"))
     return false;
   int64_t d[HLO_MAX_RANK];
-  for (int i = 0; i < s->rank; i++) d[i] = s->dims[in->dims.v[i]];
+  for (int i = 0; i < s->rank; i++)
+    d[i] = s->dims[in->dims.v[i]];
   *out = arr(s->dt, s->rank, d);
   return true;
 }
@@ -589,11 +581,12 @@ static bool infer_concatenate(const HInstr *in, Shape *out, HErr *err) {
     if (!want_arr(err, in, k)) return false;
     const Shape *s = &in->ops[k]->shape;
     bool ok = s->dt == s0->dt && s->rank == s0->rank;
-    for (int i = 0; ok && i < s->rank; i++) ok = i == cd || s->dims[i] == s0->dims[i];
+    for (int i = 0; ok && i < s->rank; i++)
+      ok = i == cd || s->dims[i] == s0->dims[i];
     if (!ok)
       return bad(err, in,
-                 "concatenate operand %d %s does not match operand 0 %s outside dimension %d",
-                 k, SS(s), SS(s0), cd);
+                 "concatenate operand %d %s does not match operand 0 %s outside dimension %d", k,
+                 SS(s), SS(s0), cd);
     if (__builtin_add_overflow(d[cd], s->dims[cd], &d[cd]))
       return bad(err, in, "concatenated dimension %d overflows", cd);
   }
@@ -604,15 +597,13 @@ static bool infer_concatenate(const HInstr *in, Shape *out, HErr *err) {
 static bool infer_pad(const HInstr *in, Shape *out, HErr *err) {
   if (!want_arr(err, in, 0) || !want_scalar(err, in, 1, "padding value")) return false;
   const Shape *s = &in->ops[0]->shape, *v = &in->ops[1]->shape;
-  if (s->dt != v->dt)
-    return bad(err, in, "pad value %s does not match operand %s", SS(v), SS(s));
+  if (s->dt != v->dt) return bad(err, in, "pad value %s does not match operand %s", SS(v), SS(s));
   const PadDims *p = in->pad;
   if (!p || p->n != s->rank)
     return bad(err, in, "padding has %d entries for operand %s", p ? p->n : 0, SS(s));
   int64_t d[HLO_MAX_RANK];
   for (int i = 0; i < s->rank; i++) {
-    if (p->interior[i] < 0)
-      return bad(err, in, "negative interior padding in dimension %d", i);
+    if (p->interior[i] < 0) return bad(err, in, "negative interior padding in dimension %d", i);
     int64_t n = s->dims[i], inner;
     if (__builtin_mul_overflow(n > 0 ? n - 1 : 0, p->interior[i], &inner) ||
         __builtin_add_overflow(inner, n, &d[i]) || __builtin_add_overflow(d[i], p->lo[i], &d[i]) ||
@@ -641,17 +632,17 @@ static bool infer_dynamic_slice(const HInstr *in, Shape *out, HErr *err) {
   if (in->nops < 1 || !want_arr(err, in, 0)) return false;
   const Shape *s = &in->ops[0]->shape;
   if (in->nops != 1 + s->rank)
-    return bad(err, in, "dynamic-slice of %s needs %d scalar start indices, got %d operands",
-               SS(s), s->rank, in->nops);
+    return bad(err, in, "dynamic-slice of %s needs %d scalar start indices, got %d operands", SS(s),
+               s->rank, in->nops);
   for (int k = 1; k < in->nops; k++) {
     const Shape *ix = &in->ops[k]->shape;
     if (!is_arr(ix) || ix->rank != 0 || !is_int(ix->dt) || ix->dt != in->ops[1]->shape.dt)
-      return bad(err, in, "start index operand %d must be an integer scalar of one type, got %s",
-                 k, SS(ix));
+      return bad(err, in, "start index operand %d must be an integer scalar of one type, got %s", k,
+                 SS(ix));
   }
   if (in->dslice_sizes.n != s->rank)
-    return bad(err, in, "dynamic_slice_sizes has %d entries for operand %s",
-               in->dslice_sizes.n, SS(s));
+    return bad(err, in, "dynamic_slice_sizes has %d entries for operand %s", in->dslice_sizes.n,
+               SS(s));
   for (int i = 0; i < s->rank; i++)
     if (in->dslice_sizes.v[i] < 0 || in->dslice_sizes.v[i] > s->dims[i])
       return bad(err, in, "dynamic slice size %lld exceeds dimension %d of %s",
@@ -669,14 +660,13 @@ static bool infer_dynamic_update_slice(const HInstr *in, Shape *out, HErr *err) 
     if (u->dims[i] > s->dims[i])
       return bad(err, in, "update %s exceeds operand %s in dimension %d", SS(u), SS(s), i);
   if (in->nops != 2 + s->rank)
-    return bad(err, in,
-               "dynamic-update-slice of %s needs %d scalar start indices, got %d operands",
+    return bad(err, in, "dynamic-update-slice of %s needs %d scalar start indices, got %d operands",
                SS(s), s->rank, in->nops);
   for (int k = 2; k < in->nops; k++) {
     const Shape *ix = &in->ops[k]->shape;
     if (!is_arr(ix) || ix->rank != 0 || !is_int(ix->dt) || ix->dt != in->ops[2]->shape.dt)
-      return bad(err, in, "start index operand %d must be an integer scalar of one type, got %s",
-                 k, SS(ix));
+      return bad(err, in, "start index operand %d must be an integer scalar of one type, got %s", k,
+                 SS(ix));
   }
   *out = arr(s->dt, s->rank, s->dims);
   return true;
@@ -684,7 +674,8 @@ static bool infer_dynamic_update_slice(const HInstr *in, Shape *out, HErr *err) 
 
 static bool infer_tuple(HArena *a, const HInstr *in, Shape *out) {
   Shape *el = hlo_arena_alloc(a, sizeof(Shape) * (size_t)(in->nops ? in->nops : 1));
-  for (int k = 0; k < in->nops; k++) copy_plain(a, &el[k], &in->ops[k]->shape);
+  for (int k = 0; k < in->nops; k++)
+    copy_plain(a, &el[k], &in->ops[k]->shape);
   memset(out, 0, sizeof *out);
   out->dt = DT_TUPLE;
   out->ntuple = in->nops;
@@ -707,8 +698,8 @@ static bool infer_gte(HArena *a, const HInstr *in, Shape *out, HErr *err) {
 /* The dims of indices with index_vector_dim removed (XLA's "batch" dims of the indices),
  * after the implicit trailing 1 when index_vector_dim == rank. Returns the index vector size
  * via *ivsize. */
-static bool index_batch_dims(HErr *err, const HInstr *in, const Shape *ix, int64_t ivd,
-                             int64_t *bd, int *nbd, int64_t *ivsize) {
+static bool index_batch_dims(HErr *err, const HInstr *in, const Shape *ix, int64_t ivd, int64_t *bd,
+                             int *nbd, int64_t *ivsize) {
   if (ivd < 0 || ivd > ix->rank)
     return bad(err, in, "index_vector_dim %lld is out of range [0, %d] for indices %s",
                (long long)ivd, ix->rank, SS(ix));
@@ -722,8 +713,8 @@ static bool index_batch_dims(HErr *err, const HInstr *in, const Shape *ix, int64
 /* Batching dims pairs (operand side, indices side): counts match, both distinct and in
  * range, indices side avoids index_vector_dim, sizes agree. */
 static bool check_batching(HErr *err, const HInstr *in, const Shape *op, const Shape *ix,
-                           const IList *obd, const IList *ibd, int64_t ivd,
-                           const char *oname, const char *iname) {
+                           const IList *obd, const IList *ibd, int64_t ivd, const char *oname,
+                           const char *iname) {
   if (!check_dims(err, in, obd, op->rank, true, oname) ||
       !check_dims(err, in, ibd, ix->rank, false, iname))
     return false;
@@ -732,8 +723,10 @@ static bool check_batching(HErr *err, const HInstr *in, const Shape *op, const S
   for (int i = 0; i < ibd->n; i++) {
     if (ibd->v[i] == ivd) return bad(err, in, "%s contains index_vector_dim", iname);
     if (op->dims[obd->v[i]] != ix->dims[ibd->v[i]])
-      return bad(err, in, "batching dimension sizes differ: operand %s dim %lld, indices %s dim "
-                 "%lld", SS(op), (long long)obd->v[i], SS(ix), (long long)ibd->v[i]);
+      return bad(err, in,
+                 "batching dimension sizes differ: operand %s dim %lld, indices %s dim "
+                 "%lld",
+                 SS(op), (long long)obd->v[i], SS(ix), (long long)ibd->v[i]);
   }
   return true;
 }
@@ -771,17 +764,20 @@ static bool infer_gather(const HInstr *in, Shape *out, HErr *err) {
   for (int i = 0; i < op->rank; i++) {
     int64_t sz = g->slice_sizes.v[i];
     if (sz < 0 || sz > op->dims[i])
-      return bad(err, in, "slice size %lld is out of range for dimension %d of %s",
-                 (long long)sz, i, SS(op));
-    bool coll = hlo_ilist_has(&g->collapsed_slice_dims, i), bat = hlo_ilist_has(&g->operand_batching_dims, i);
+      return bad(err, in, "slice size %lld is out of range for dimension %d of %s", (long long)sz,
+                 i, SS(op));
+    bool coll = hlo_ilist_has(&g->collapsed_slice_dims, i),
+         bat = hlo_ilist_has(&g->operand_batching_dims, i);
     if ((coll || bat) && sz > 1)
       return bad(err, in, "%s dimension %d has slice size %lld, must be at most 1",
                  coll ? "collapsed" : "batching", i, (long long)sz);
     if (!coll && !bat) offsz[noff++] = sz;
   }
   if (g->offset_dims.n != noff)
-    return bad(err, in, "offset_dims has %d entries, expected %d (operand rank minus collapsed "
-               "and batching dims)", g->offset_dims.n, noff);
+    return bad(err, in,
+               "offset_dims has %d entries, expected %d (operand rank minus collapsed "
+               "and batching dims)",
+               g->offset_dims.n, noff);
   int orank = noff + nbd;
   if (orank > HLO_MAX_RANK) return bad(err, in, "gather result rank %d is too large", orank);
   if (!check_dims(err, in, &g->offset_dims, orank, true, "offset_dims")) return false;
@@ -803,8 +799,10 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   for (int k = 0; k < n; k++) {
     const Shape *o = &in->ops[k]->shape, *u = &in->ops[n + 1 + k]->shape;
     if (!hlo_shape_same_dims(o, op) || !hlo_shape_same_dims(u, up) || u->dt != o->dt)
-      return bad(err, in, "scatter input %d %s and update %s do not match input 0 %s / update "
-                 "0 %s", k, SS(o), SS(u), SS(op), SS(up));
+      return bad(err, in,
+                 "scatter input %d %s and update %s do not match input 0 %s / update "
+                 "0 %s",
+                 k, SS(o), SS(u), SS(op), SS(up));
   }
   const ScatterDims *sd = in->scatter;
   if (!sd) return bad(err, in, "scatter without dimension numbers");
@@ -814,15 +812,17 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   if (!index_batch_dims(err, in, ix, sd->index_vector_dim, bd, &nbd, &ivsize)) return false;
   if (!check_dims(err, in, &sd->update_window_dims, up->rank, true, "update_window_dims") ||
       !check_dims(err, in, &sd->inserted_window_dims, op->rank, true, "inserted_window_dims") ||
-      !check_batching(err, in, op, ix, &sd->input_batching_dims,
-                      &sd->scatter_indices_batching_dims, sd->index_vector_dim,
-                      "input_batching_dims", "scatter_indices_batching_dims") ||
+      !check_batching(err, in, op, ix, &sd->input_batching_dims, &sd->scatter_indices_batching_dims,
+                      sd->index_vector_dim, "input_batching_dims",
+                      "scatter_indices_batching_dims") ||
       !check_dims(err, in, &sd->scatter_dims_to_operand_dims, op->rank, false,
                   "scatter_dims_to_operand_dims"))
     return false;
   if (sd->scatter_dims_to_operand_dims.n != ivsize)
-    return bad(err, in, "scatter_dims_to_operand_dims has %d entries but the index vector of %s "
-               "has %lld", sd->scatter_dims_to_operand_dims.n, SS(ix), (long long)ivsize);
+    return bad(err, in,
+               "scatter_dims_to_operand_dims has %d entries but the index vector of %s "
+               "has %lld",
+               sd->scatter_dims_to_operand_dims.n, SS(ix), (long long)ivsize);
   for (int i = 0; i < sd->inserted_window_dims.n; i++)
     if (hlo_ilist_has(&sd->input_batching_dims, sd->inserted_window_dims.v[i]))
       return bad(err, in, "dimension %lld is both inserted and batching",
@@ -833,25 +833,32 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
                  (long long)sd->scatter_dims_to_operand_dims.v[i]);
   int nwin = sd->update_window_dims.n;
   if (nwin + sd->inserted_window_dims.n + sd->input_batching_dims.n != op->rank)
-    return bad(err, in, "update_window_dims (%d) + inserted_window_dims (%d) + "
-               "input_batching_dims (%d) must equal the operand rank %d", nwin,
-               sd->inserted_window_dims.n, sd->input_batching_dims.n, op->rank);
+    return bad(err, in,
+               "update_window_dims (%d) + inserted_window_dims (%d) + "
+               "input_batching_dims (%d) must equal the operand rank %d",
+               nwin, sd->inserted_window_dims.n, sd->input_batching_dims.n, op->rank);
   if (up->rank != nwin + nbd)
     return bad(err, in, "updates %s must have rank %d (window dims plus scatter dims of %s)",
                SS(up), nwin + nbd, SS(ix));
   /* scatter dims of the updates follow the indices' batch dims; window dims fit the operand */
   for (int i = 0, kb = 0, kw = 0, od = 0; i < up->rank; i++) {
     if (hlo_ilist_has(&sd->update_window_dims, i)) {
-      while (hlo_ilist_has(&sd->inserted_window_dims, od) || hlo_ilist_has(&sd->input_batching_dims, od)) od++;
+      while (hlo_ilist_has(&sd->inserted_window_dims, od) ||
+             hlo_ilist_has(&sd->input_batching_dims, od))
+        od++;
       if (up->dims[i] > op->dims[od])
-        return bad(err, in, "update window dimension %d (size %lld) exceeds operand %s "
-                   "dimension %d", i, (long long)up->dims[i], SS(op), od);
+        return bad(err, in,
+                   "update window dimension %d (size %lld) exceeds operand %s "
+                   "dimension %d",
+                   i, (long long)up->dims[i], SS(op), od);
       od++;
       kw++;
     } else {
       if (up->dims[i] != bd[kb])
-        return bad(err, in, "update scatter dimension %d has size %lld, the indices %s give "
-                   "%lld", i, (long long)up->dims[i], SS(ix), (long long)bd[kb]);
+        return bad(err, in,
+                   "update scatter dimension %d has size %lld, the indices %s give "
+                   "%lld",
+                   i, (long long)up->dims[i], SS(ix), (long long)bd[kb]);
       kb++;
     }
   }
@@ -859,13 +866,15 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   const HComp *c = callee(err, in, 0, "to_apply");
   if (!c) return false;
   DType *t = hlo_arena_alloc(a, sizeof(DType) * (size_t)n);
-  for (int k = 0; k < n; k++) t[k] = in->ops[k]->shape.dt;
+  for (int k = 0; k < n; k++)
+    t[k] = in->ops[k]->shape.dt;
   if (!check_reducer(a, err, in, c, "to_apply", n, t, t)) return false;
   if (n == 1) {
     *out = arr(op->dt, op->rank, op->dims);
   } else {
     Shape *el = hlo_arena_alloc(a, sizeof(Shape) * (size_t)n);
-    for (int k = 0; k < n; k++) el[k] = arr(t[k], op->rank, op->dims);
+    for (int k = 0; k < n; k++)
+      el[k] = arr(t[k], op->rank, op->dims);
     *out = hlo_shape_tuple(a, n, el);
   }
   return true;
@@ -878,9 +887,11 @@ static bool infer_scatter(HArena *a, const HInstr *in, Shape *out, HErr *err) {
 static bool window_dim(HErr *err, const HInstr *in, int i, const WinDim *w, int64_t base,
                        int64_t *out) {
   if (w->size < 1 || w->stride < 1 || w->win_dil < 1 || w->base_dil < 1)
-    return bad(err, in, "window dimension %d has size %lld stride %lld dilations %lld/%lld; all "
-               "must be >= 1", i, (long long)w->size, (long long)w->stride,
-               (long long)w->base_dil, (long long)w->win_dil);
+    return bad(err, in,
+               "window dimension %d has size %lld stride %lld dilations %lld/%lld; all "
+               "must be >= 1",
+               i, (long long)w->size, (long long)w->stride, (long long)w->base_dil,
+               (long long)w->win_dil);
   int64_t dil_base = 0, padded, dil_win;
   bool ovf = false;
   if (base > 0) {
@@ -925,7 +936,8 @@ static bool infer_reduce_window(HArena *a, const HInstr *in, Shape *out, HErr *e
     *out = arr(acc[0], s0->rank, d);
   } else {
     Shape *el = hlo_arena_alloc(a, sizeof(Shape) * (size_t)n);
-    for (int k = 0; k < n; k++) el[k] = arr(acc[k], s0->rank, d);
+    for (int k = 0; k < n; k++)
+      el[k] = arr(acc[k], s0->rank, d);
     *out = hlo_shape_tuple(a, n, el);
   }
   return true;
@@ -943,8 +955,7 @@ static bool infer_select_and_scatter(HArena *a, const HInstr *in, Shape *out, HE
     if (!window_dim(err, in, i, &w->d[i], s->dims[i], &d[i])) return false;
   Shape want = arr(src->dt, s->rank, d);
   if (!hlo_shape_eq(src, &want))
-    return bad(err, in, "source %s must have the windowed operand's shape %s", SS(src),
-               SS(&want));
+    return bad(err, in, "source %s must have the windowed operand's shape %s", SS(src), SS(&want));
   if (src->dt != s->dt || init->dt != s->dt)
     return bad(err, in, "operand %s, source %s and init %s must share an element type", SS(s),
                SS(src), SS(init));
@@ -970,7 +981,8 @@ static bool conv_dims_ok(HErr *err, const HInstr *in, int rank, int64_t a, int64
   all.v[all.n++] = b;
   if (sp->n < 0 || sp->n + 2 > HLO_MAX_RANK)
     return bad(err, in, "%s has %d spatial dimensions", what, sp->n);
-  for (int i = 0; i < sp->n; i++) all.v[all.n++] = sp->v[i];
+  for (int i = 0; i < sp->n; i++)
+    all.v[all.n++] = sp->v[i];
   if (all.n != rank)
     return bad(err, in, "%s dimension numbers name %d dims, the rank is %d", what, all.n, rank);
   return check_dims(err, in, &all, rank, false, what);
@@ -984,12 +996,13 @@ static bool infer_convolution(const HInstr *in, Shape *out, HErr *err) {
   if (!cd) return bad(err, in, "convolution without dimension numbers");
   int ns = cd->in_sp.n;
   if (cd->k_sp.n != ns || cd->out_sp.n != ns)
-    return bad(err, in, "convolution spatial dimension counts differ: input %d, kernel %d, "
-               "output %d", ns, cd->k_sp.n, cd->out_sp.n);
+    return bad(err, in,
+               "convolution spatial dimension counts differ: input %d, kernel %d, "
+               "output %d",
+               ns, cd->k_sp.n, cd->out_sp.n);
   if (!w && ns > 0) return bad(err, in, "convolution without window");
   if (w && w->n != ns)
-    return bad(err, in, "window has %d dimensions, the convolution has %d spatial dims", w->n,
-               ns);
+    return bad(err, in, "window has %d dimensions, the convolution has %d spatial dims", w->n, ns);
   if (l->rank != ns + 2 || r->rank != ns + 2)
     return bad(err, in, "convolution with %d spatial dims needs rank %d operands, got %s and %s",
                ns, ns + 2, SS(l), SS(r));
@@ -998,8 +1011,10 @@ static bool infer_convolution(const HInstr *in, Shape *out, HErr *err) {
       !conv_dims_ok(err, in, ns + 2, cd->out_batch, cd->out_feat, &cd->out_sp, "output dims"))
     return false;
   if ((is_float(l->dt) != is_float(r->dt)) || !is_num(l->dt) || !is_num(r->dt))
-    return bad(err, in, "convolution operands %s and %s must be both floating-point or both "
-               "integer", SS(l), SS(r));
+    return bad(err, in,
+               "convolution operands %s and %s must be both floating-point or both "
+               "integer",
+               SS(l), SS(r));
   int64_t fg = in->feature_groups, bg = in->batch_groups;
   if (fg < 1 || bg < 1)
     return bad(err, in, "feature_group_count %lld and batch_group_count %lld must be >= 1",
@@ -1013,18 +1028,23 @@ static bool infer_convolution(const HInstr *in, Shape *out, HErr *err) {
                (long long)in_f, (long long)fg);
   int64_t k_in_total;
   if (__builtin_mul_overflow(k_in, fg, &k_in_total) || k_in_total != in_f)
-    return bad(err, in, "kernel input features %lld times feature_group_count %lld must equal "
-               "input features %lld (input %s, kernel %s)", (long long)k_in, (long long)fg,
-               (long long)in_f, SS(l), SS(r));
+    return bad(err, in,
+               "kernel input features %lld times feature_group_count %lld must equal "
+               "input features %lld (input %s, kernel %s)",
+               (long long)k_in, (long long)fg, (long long)in_f, SS(l), SS(r));
   if (k_out % fg)
-    return bad(err, in, "kernel output features %lld are not divisible by feature_group_count "
-               "%lld", (long long)k_out, (long long)fg);
+    return bad(err, in,
+               "kernel output features %lld are not divisible by feature_group_count "
+               "%lld",
+               (long long)k_out, (long long)fg);
   if (in_b % bg)
     return bad(err, in, "input batch %lld is not divisible by batch_group_count %lld",
                (long long)in_b, (long long)bg);
   if (k_out % bg)
-    return bad(err, in, "kernel output features %lld are not divisible by batch_group_count "
-               "%lld", (long long)k_out, (long long)bg);
+    return bad(err, in,
+               "kernel output features %lld are not divisible by batch_group_count "
+               "%lld",
+               (long long)k_out, (long long)bg);
   int64_t d[HLO_MAX_RANK];
   d[cd->out_batch] = in_b / bg;
   d[cd->out_feat] = k_out;
@@ -1054,8 +1074,7 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
       !check_dims(err, in, &dd->rhs_contract, r->rank, false, "rhs_contracting_dims"))
     return false;
   if (dd->lhs_batch.n != dd->rhs_batch.n)
-    return bad(err, in, "dot has %d lhs and %d rhs batch dims", dd->lhs_batch.n,
-               dd->rhs_batch.n);
+    return bad(err, in, "dot has %d lhs and %d rhs batch dims", dd->lhs_batch.n, dd->rhs_batch.n);
   if (dd->lhs_contract.n != dd->rhs_contract.n)
     return bad(err, in, "dot has %d lhs and %d rhs contracting dims", dd->lhs_contract.n,
                dd->rhs_contract.n);
@@ -1069,20 +1088,24 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
   }
   for (int i = 0; i < dd->lhs_contract.n; i++)
     if (l->dims[dd->lhs_contract.v[i]] != r->dims[dd->rhs_contract.v[i]])
-      return bad(err, in, "dot contracting dimension sizes differ: lhs %s dim %lld, rhs %s dim "
-                 "%lld", SS(l), (long long)dd->lhs_contract.v[i], SS(r),
-                 (long long)dd->rhs_contract.v[i]);
+      return bad(err, in,
+                 "dot contracting dimension sizes differ: lhs %s dim %lld, rhs %s dim "
+                 "%lld",
+                 SS(l), (long long)dd->lhs_contract.v[i], SS(r), (long long)dd->rhs_contract.v[i]);
   if ((is_float(l->dt) != is_float(r->dt)) || !kind_ok(EK_NUM_PRED, l->dt) ||
       !kind_ok(EK_NUM_PRED, r->dt))
-    return bad(err, in, "dot operands %s and %s must be both floating-point or both integer",
-               SS(l), SS(r));
+    return bad(err, in, "dot operands %s and %s must be both floating-point or both integer", SS(l),
+               SS(r));
   int64_t d[2 * HLO_MAX_RANK];
   int n = 0;
-  for (int i = 0; i < dd->lhs_batch.n; i++) d[n++] = l->dims[dd->lhs_batch.v[i]];
+  for (int i = 0; i < dd->lhs_batch.n; i++)
+    d[n++] = l->dims[dd->lhs_batch.v[i]];
   for (int i = 0; i < l->rank; i++)
-    if (!hlo_ilist_has(&dd->lhs_batch, i) && !hlo_ilist_has(&dd->lhs_contract, i)) d[n++] = l->dims[i];
+    if (!hlo_ilist_has(&dd->lhs_batch, i) && !hlo_ilist_has(&dd->lhs_contract, i))
+      d[n++] = l->dims[i];
   for (int i = 0; i < r->rank; i++)
-    if (!hlo_ilist_has(&dd->rhs_batch, i) && !hlo_ilist_has(&dd->rhs_contract, i)) d[n++] = r->dims[i];
+    if (!hlo_ilist_has(&dd->rhs_batch, i) && !hlo_ilist_has(&dd->rhs_contract, i))
+      d[n++] = r->dims[i];
   if (n > HLO_MAX_RANK) return bad(err, in, "dot result rank %d is too large", n);
   DType t = in->shape.dt;
   if (t == DT_INVALID) t = l->dt;
@@ -1120,7 +1143,8 @@ static bool infer_reduce(HArena *a, const HInstr *in, Shape *out, HErr *err) {
     *out = arr(acc[0], r, d);
   } else {
     Shape *el = hlo_arena_alloc(a, sizeof(Shape) * (size_t)n);
-    for (int k = 0; k < n; k++) el[k] = arr(acc[k], r, d);
+    for (int k = 0; k < n; k++)
+      el[k] = arr(acc[k], r, d);
     *out = hlo_shape_tuple(a, n, el);
   }
   return true;
@@ -1161,8 +1185,8 @@ static bool bn_common(const HInstr *in, int nvec, const int *vec, HErr *err) {
   const Shape *s = &in->ops[0]->shape;
   if (!is_float(s->dt)) return bad(err, in, "%s of non-float %s", opname(in), SS(s));
   if (in->feature_index < 0 || in->feature_index >= s->rank)
-    return bad(err, in, "feature_index %lld is out of range for %s",
-               (long long)in->feature_index, SS(s));
+    return bad(err, in, "feature_index %lld is out of range for %s", (long long)in->feature_index,
+               SS(s));
   int64_t f = s->dims[in->feature_index];
   Shape v = arr(s->dt, 1, &f);
   for (int i = 0; i < nvec; i++) {
@@ -1186,8 +1210,8 @@ static bool infer_batch_norm(HArena *a, const HInstr *in, Shape *out, HErr *err)
   bool train = in->op == OP_BATCH_NORM_TRAINING;
   if (!bn_common(in, train ? 2 : 3, train ? vt : vg, err)) return false;
   if (!train && !hlo_shape_eq(&in->ops[4]->shape, s))
-    return bad(err, in, "grad_output %s must have the operand's shape %s",
-               SS(&in->ops[4]->shape), SS(s));
+    return bad(err, in, "grad_output %s must have the operand's shape %s", SS(&in->ops[4]->shape),
+               SS(s));
   int64_t f = s->dims[in->feature_index];
   Shape el[3] = {arr(s->dt, s->rank, s->dims), arr(s->dt, 1, &f), arr(s->dt, 1, &f)};
   *out = hlo_shape_tuple(a, 3, el);
@@ -1230,7 +1254,8 @@ static bool infer_conditional(HArena *a, const HInstr *in, Shape *out, HErr *err
     if (!b || !want_nparams(err, in, b, role, 1) ||
         !want_param(err, in, b, role, 0, &in->ops[k + 1]->shape))
       return false;
-    if (!b0) b0 = b;
+    if (!b0)
+      b0 = b;
     else if (!want_root(err, in, b, role, &b0->root->shape))
       return false;
   }
@@ -1260,8 +1285,7 @@ static bool check_arity(const HInstr *in, HErr *err) {
   if (n < 0 || (n > 0 && !in->ops)) return bad(err, in, "bad operand list");
   if (ar >= 0) {
     if (n != ar)
-      return bad(err, in, "%s takes %d operand%s, got %d", opname(in), ar, ar == 1 ? "" : "s",
-                 n);
+      return bad(err, in, "%s takes %d operand%s, got %d", opname(in), ar, ar == 1 ? "" : "s", n);
     return true;
   }
   /* variadic ops: the rules of each; the others (tuple, call, fusion, after-all, custom-call,
@@ -1272,7 +1296,8 @@ static bool check_arity(const HInstr *in, HErr *err) {
   if (op == OP_SCATTER && (n < 3 || n % 2 == 0))
     return bad(err, in, "scatter takes 2N+1 operands (N inputs, indices, N updates), got %d", n);
   if ((op == OP_SORT || op == OP_CONCATENATE || op == OP_MAP || op == OP_DYNAMIC_SLICE ||
-       op == OP_CONDITIONAL) && n < 1)
+       op == OP_CONDITIONAL) &&
+      n < 1)
     return bad(err, in, "%s takes at least 1 operand, got %d", opname(in), n);
   if (op == OP_DYNAMIC_UPDATE_SLICE && n < 2)
     return bad(err, in, "%s takes at least 2 operands, got %d", opname(in), n);
@@ -1286,231 +1311,230 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   for (int k = 0; k < in->nops; k++) {
     if (!in->ops[k]) return bad(err, in, "operand %d is missing", k);
     const char *p = shape_problem(&in->ops[k]->shape, 0);
-    if (p)
-      return bad(err, in, "operand %d '%s' has a malformed shape: %s", k, in->ops[k]->name, p);
+    if (p) return bad(err, in, "operand %d '%s' has a malformed shape: %s", k, in->ops[k]->name, p);
   }
   switch (in->op) {
-    /* leaves */
-    case OP_PARAMETER:
-      if (in->param_num < 0) return bad(err, in, "negative parameter number");
-      hlo_shape_copy(a, out, &in->shape);
-      return true;
-    case OP_CONSTANT:
-      /* a constant whose value was elided in the input keeps its declared shape: the value
-       * is the consumer's concern, the verifier checks shapes */
-      if (in->literal) {
-        const char *p = shape_problem(&in->literal->shape, 0);
-        if (p) return bad(err, in, "literal has a malformed shape: %s", p);
-        if (hlo_shape_is_array(&in->literal->shape) && hlo_shape_elems(&in->literal->shape) &&
-            !in->literal->data)
-          return bad(err, in, "literal %s has no data", SS(&in->literal->shape));
-        copy_plain(a, out, &in->literal->shape);
-      } else {
-        copy_plain(a, out, &in->shape);
-      }
-      return true;
-    case OP_IOTA: return infer_iota(in, out, err);
-
-    /* elementwise unary */
-    case OP_ABS:
-    case OP_NEGATE: return infer_unary(in, EK_NUM, DT_INVALID, out, err);
-    case OP_SIGN: return infer_unary(in, EK_SIGNED, DT_INVALID, out, err);
-    case OP_CBRT:
-    case OP_CEIL:
-    case OP_COSINE:
-    case OP_ERF:
-    case OP_EXP:
-    case OP_EXPM1:
-    case OP_FLOOR:
-    case OP_IMAG:
-    case OP_REAL:
-    case OP_LOG:
-    case OP_LOG1P:
-    case OP_LOGISTIC:
-    case OP_ROUND_AFZ:
-    case OP_ROUND_EVEN:
-    case OP_RSQRT:
-    case OP_SINE:
-    case OP_SQRT:
-    case OP_TAN:
-    case OP_TANH:
-    case OP_ACOS:
-    case OP_ACOSH:
-    case OP_ASIN:
-    case OP_ASINH:
-    case OP_ATAN:
-    case OP_ATANH:
-    case OP_COSH:
-    case OP_SINH: return infer_unary(in, EK_FLOAT, DT_INVALID, out, err);
-    case OP_IS_FINITE: return infer_unary(in, EK_FLOAT, DT_PRED, out, err);
-    case OP_CLZ:
-    case OP_POPCNT: return infer_unary(in, EK_INT, DT_INVALID, out, err);
-    case OP_NOT: return infer_unary(in, EK_INT_PRED, DT_INVALID, out, err);
-    case OP_CONVERT: return infer_convert(in, out, err);
-    case OP_BITCAST_CONVERT: return infer_bitcast_convert(in, out, err);
-    case OP_REDUCE_PRECISION:
-      if (in->exponent_bits < 1 || in->mantissa_bits < 0)
-        return bad(err, in, "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
-      return infer_unary(in, EK_FLOAT, DT_INVALID, out, err);
-    case OP_COPY:
-      if (in->ops[0]->shape.dt == DT_TOKEN) return bad(err, in, "copy of a token");
-      copy_plain(a, out, &in->ops[0]->shape);
-      return true;
-
-    /* elementwise binary */
-    case OP_ADD:
-    case OP_MULTIPLY:
-    case OP_MAXIMUM:
-    case OP_MINIMUM: return infer_binary(in, EK_NUM_PRED, DT_INVALID, out, err);
-    case OP_SUBTRACT:
-    case OP_DIVIDE:
-    case OP_REMAINDER:
-    case OP_POWER: return infer_binary(in, EK_NUM, DT_INVALID, out, err);
-    case OP_ATAN2: return infer_binary(in, EK_FLOAT, DT_INVALID, out, err);
-    case OP_MULHI:
-    case OP_SHL:
-    case OP_SHR_ARITH:
-    case OP_SHR_LOGICAL: return infer_binary(in, EK_INT, DT_INVALID, out, err);
-    case OP_AND:
-    case OP_OR:
-    case OP_XOR: return infer_binary(in, EK_INT_PRED, DT_INVALID, out, err);
-    case OP_COMPARE: return infer_compare(in, out, err);
-    case OP_COMPLEX:
-      return bad(err, in, "complex numbers are not supported (no complex element types)");
-    case OP_STOCHASTIC_CONVERT: return infer_stochastic_convert(in, out, err);
-
-    /* elementwise ternary and map */
-    case OP_SELECT: return infer_select(in, out, err);
-    case OP_CLAMP: return infer_clamp(in, out, err);
-    case OP_MAP: return infer_map(a, in, out, err);
-
-    /* reductions, windows, sorting */
-    case OP_REDUCE: return infer_reduce(a, in, out, err);
-    case OP_REDUCE_WINDOW: return infer_reduce_window(a, in, out, err);
-    case OP_SELECT_AND_SCATTER: return infer_select_and_scatter(a, in, out, err);
-    case OP_SORT: return infer_sort(a, in, out, err);
-    case OP_BATCH_NORM_TRAINING:
-    case OP_BATCH_NORM_INFERENCE:
-    case OP_BATCH_NORM_GRAD: return infer_batch_norm(a, in, out, err);
-
-    /* linear algebra */
-    case OP_DOT: return infer_dot(in, out, err);
-    case OP_CONVOLUTION: return infer_convolution(in, out, err);
-    case OP_CHOLESKY: {
-      const Shape *s = &in->ops[0]->shape;
-      if (!want_arr(err, in, 0)) return false;
-      if (!is_float(s->dt) || s->rank < 2 || s->dims[s->rank - 1] != s->dims[s->rank - 2])
-        return bad(err, in, "cholesky needs floating-point square matrices, got %s", SS(s));
-      *out = arr(s->dt, s->rank, s->dims);
-      return true;
+  /* leaves */
+  case OP_PARAMETER:
+    if (in->param_num < 0) return bad(err, in, "negative parameter number");
+    hlo_shape_copy(a, out, &in->shape);
+    return true;
+  case OP_CONSTANT:
+    /* a constant whose value was elided in the input keeps its declared shape: the value
+     * is the consumer's concern, the verifier checks shapes */
+    if (in->literal) {
+      const char *p = shape_problem(&in->literal->shape, 0);
+      if (p) return bad(err, in, "literal has a malformed shape: %s", p);
+      if (hlo_shape_is_array(&in->literal->shape) && hlo_shape_elems(&in->literal->shape) &&
+          !in->literal->data)
+        return bad(err, in, "literal %s has no data", SS(&in->literal->shape));
+      copy_plain(a, out, &in->literal->shape);
+    } else {
+      copy_plain(a, out, &in->shape);
     }
+    return true;
+  case OP_IOTA: return infer_iota(in, out, err);
 
-    /* data movement and shape */
-    case OP_BITCAST: return infer_bitcast(a, in, out, err);
-    case OP_BROADCAST: return infer_broadcast(in, out, err);
-    case OP_RESHAPE: return infer_reshape(in, out, err);
-    case OP_TRANSPOSE: return infer_transpose(in, out, err);
-    case OP_REVERSE: return infer_reverse(in, out, err);
-    case OP_SLICE: return infer_slice(in, out, err);
-    case OP_CONCATENATE: return infer_concatenate(in, out, err);
-    case OP_PAD: return infer_pad(in, out, err);
-    case OP_DYNAMIC_SLICE: return infer_dynamic_slice(in, out, err);
-    case OP_DYNAMIC_UPDATE_SLICE: return infer_dynamic_update_slice(in, out, err);
-    case OP_GATHER: return infer_gather(in, out, err);
-    case OP_SCATTER: return infer_scatter(a, in, out, err);
-    case OP_TUPLE: return infer_tuple(a, in, out);
-    case OP_GET_TUPLE_ELEMENT: return infer_gte(a, in, out, err);
+  /* elementwise unary */
+  case OP_ABS:
+  case OP_NEGATE: return infer_unary(in, EK_NUM, DT_INVALID, out, err);
+  case OP_SIGN: return infer_unary(in, EK_SIGNED, DT_INVALID, out, err);
+  case OP_CBRT:
+  case OP_CEIL:
+  case OP_COSINE:
+  case OP_ERF:
+  case OP_EXP:
+  case OP_EXPM1:
+  case OP_FLOOR:
+  case OP_IMAG:
+  case OP_REAL:
+  case OP_LOG:
+  case OP_LOG1P:
+  case OP_LOGISTIC:
+  case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN:
+  case OP_RSQRT:
+  case OP_SINE:
+  case OP_SQRT:
+  case OP_TAN:
+  case OP_TANH:
+  case OP_ACOS:
+  case OP_ACOSH:
+  case OP_ASIN:
+  case OP_ASINH:
+  case OP_ATAN:
+  case OP_ATANH:
+  case OP_COSH:
+  case OP_SINH: return infer_unary(in, EK_FLOAT, DT_INVALID, out, err);
+  case OP_IS_FINITE: return infer_unary(in, EK_FLOAT, DT_PRED, out, err);
+  case OP_CLZ:
+  case OP_POPCNT: return infer_unary(in, EK_INT, DT_INVALID, out, err);
+  case OP_NOT: return infer_unary(in, EK_INT_PRED, DT_INVALID, out, err);
+  case OP_CONVERT: return infer_convert(in, out, err);
+  case OP_BITCAST_CONVERT: return infer_bitcast_convert(in, out, err);
+  case OP_REDUCE_PRECISION:
+    if (in->exponent_bits < 1 || in->mantissa_bits < 0)
+      return bad(err, in, "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
+    return infer_unary(in, EK_FLOAT, DT_INVALID, out, err);
+  case OP_COPY:
+    if (in->ops[0]->shape.dt == DT_TOKEN) return bad(err, in, "copy of a token");
+    copy_plain(a, out, &in->ops[0]->shape);
+    return true;
 
-    /* dynamic shapes */
-    case OP_GET_DIMENSION_SIZE:
-      if (!want_arr(err, in, 0)) return false;
-      if (in->dims.n != 1 ||
-          !check_dims(err, in, &in->dims, in->ops[0]->shape.rank, false, "dimensions"))
-        return bad(err, in, "get-dimension-size needs one dimension of its operand");
-      *out = hlo_shape_scalar(DT_S32);
-      return true;
+  /* elementwise binary */
+  case OP_ADD:
+  case OP_MULTIPLY:
+  case OP_MAXIMUM:
+  case OP_MINIMUM: return infer_binary(in, EK_NUM_PRED, DT_INVALID, out, err);
+  case OP_SUBTRACT:
+  case OP_DIVIDE:
+  case OP_REMAINDER:
+  case OP_POWER: return infer_binary(in, EK_NUM, DT_INVALID, out, err);
+  case OP_ATAN2: return infer_binary(in, EK_FLOAT, DT_INVALID, out, err);
+  case OP_MULHI:
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL: return infer_binary(in, EK_INT, DT_INVALID, out, err);
+  case OP_AND:
+  case OP_OR:
+  case OP_XOR: return infer_binary(in, EK_INT_PRED, DT_INVALID, out, err);
+  case OP_COMPARE: return infer_compare(in, out, err);
+  case OP_COMPLEX:
+    return bad(err, in, "complex numbers are not supported (no complex element types)");
+  case OP_STOCHASTIC_CONVERT: return infer_stochastic_convert(in, out, err);
 
-    /* control flow and structure */
-    case OP_CALL: return check_operand_params(a, err, in, "to_apply", out);
-    case OP_FUSION: return check_operand_params(a, err, in, "fused", out);
-    case OP_WHILE: return infer_while(a, in, out, err);
-    case OP_CONDITIONAL: return infer_conditional(a, in, out, err);
-    case OP_OPT_BARRIER: copy_plain(a, out, &in->ops[0]->shape); return true;
-    case OP_AFTER_ALL:
-      for (int k = 0; k < in->nops; k++)
-        if (in->ops[k]->shape.dt != DT_TOKEN)
-          return bad(err, in, "after-all operand %d must be a token, got %s", k,
-                     SS(&in->ops[k]->shape));
-      *out = hlo_shape_scalar(DT_TOKEN);
-      out->has_layout = false;
-      return true;
-    case OP_ADD_DEPENDENCY:
-      if (in->ops[1]->shape.dt != DT_TOKEN)
-        return bad(err, in, "add-dependency operand 1 must be a token, got %s",
-                   SS(&in->ops[1]->shape));
-      copy_plain(a, out, &in->ops[0]->shape);
-      return true;
-    case OP_RNG_BIT_GENERATOR: {
-      const Shape *o = &in->shape;
-      if (o->dt != DT_TUPLE || o->ntuple != 2 || !hlo_shape_eq(&o->tuple[0], &in->ops[0]->shape))
-        return bad(err, in, "rng-bit-generator result %s must be (state %s, values)", SS(o),
-                   SS(&in->ops[0]->shape));
-      hlo_shape_copy(a, out, o);
-      return true;
-    }
+  /* elementwise ternary and map */
+  case OP_SELECT: return infer_select(in, out, err);
+  case OP_CLAMP: return infer_clamp(in, out, err);
+  case OP_MAP: return infer_map(a, in, out, err);
 
-    /* collectives whose reducer can be checked; their shape is taken as given */
-    case OP_ALL_REDUCE:
-    case OP_ALL_REDUCE_START:
-    case OP_REDUCE_SCATTER:
-      if (!check_collective_reducer(a, in, err)) return false;
-      hlo_shape_copy(a, out, &in->shape);
-      return true;
+  /* reductions, windows, sorting */
+  case OP_REDUCE: return infer_reduce(a, in, out, err);
+  case OP_REDUCE_WINDOW: return infer_reduce_window(a, in, out, err);
+  case OP_SELECT_AND_SCATTER: return infer_select_and_scatter(a, in, out, err);
+  case OP_SORT: return infer_sort(a, in, out, err);
+  case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD: return infer_batch_norm(a, in, out, err);
 
-    /* taken as given: custom calls, dynamic shapes, unmodelled attributes, side effects */
-    case OP_CUSTOM_CALL:
-    case OP_SET_DIMENSION_SIZE:
-    case OP_DYNAMIC_RESHAPE:
-    case OP_FFT:
-    case OP_TOPK:
-    case OP_TRIANGULAR_SOLVE:
-    case OP_RAGGED_DOT:
-    case OP_SCALED_DOT:
-    case OP_SCAN:
-    case OP_PARTITION_ID:
-    case OP_REPLICA_ID:
-    case OP_RNG_GET_AND_UPDATE_STATE:
-    case OP_COPY_START:
-    case OP_COPY_DONE:
-    case OP_SHUFFLE:
-    case OP_ASYNC_START:
-    case OP_ASYNC_UPDATE:
-    case OP_ASYNC_DONE:
-    case OP_DOMAIN:
-    case OP_ALL_REDUCE_DONE:
-    case OP_ALL_GATHER:
-    case OP_ALL_GATHER_START:
-    case OP_ALL_GATHER_DONE:
-    case OP_ALL_TO_ALL:
-    case OP_COLLECTIVE_PERMUTE:
-    case OP_COLLECTIVE_PERMUTE_START:
-    case OP_COLLECTIVE_PERMUTE_DONE:
-    case OP_COLLECTIVE_BROADCAST:
-    case OP_RAGGED_ALL_TO_ALL:
-    case OP_COLLECTIVE_REDUCE:
-    case OP_SEND:
-    case OP_SEND_DONE:
-    case OP_RECV:
-    case OP_RECV_DONE:
-    case OP_INFEED:
-    case OP_OUTFEED:
-    case OP_RNG: {
-      const char *p = shape_problem(&in->shape, 0);
-      if (p) return bad(err, in, "malformed shape: %s", p);
-      hlo_shape_copy(a, out, &in->shape);
-      return true;
-    }
-    case OP_COUNT: break;
+  /* linear algebra */
+  case OP_DOT: return infer_dot(in, out, err);
+  case OP_CONVOLUTION: return infer_convolution(in, out, err);
+  case OP_CHOLESKY: {
+    const Shape *s = &in->ops[0]->shape;
+    if (!want_arr(err, in, 0)) return false;
+    if (!is_float(s->dt) || s->rank < 2 || s->dims[s->rank - 1] != s->dims[s->rank - 2])
+      return bad(err, in, "cholesky needs floating-point square matrices, got %s", SS(s));
+    *out = arr(s->dt, s->rank, s->dims);
+    return true;
+  }
+
+  /* data movement and shape */
+  case OP_BITCAST: return infer_bitcast(a, in, out, err);
+  case OP_BROADCAST: return infer_broadcast(in, out, err);
+  case OP_RESHAPE: return infer_reshape(in, out, err);
+  case OP_TRANSPOSE: return infer_transpose(in, out, err);
+  case OP_REVERSE: return infer_reverse(in, out, err);
+  case OP_SLICE: return infer_slice(in, out, err);
+  case OP_CONCATENATE: return infer_concatenate(in, out, err);
+  case OP_PAD: return infer_pad(in, out, err);
+  case OP_DYNAMIC_SLICE: return infer_dynamic_slice(in, out, err);
+  case OP_DYNAMIC_UPDATE_SLICE: return infer_dynamic_update_slice(in, out, err);
+  case OP_GATHER: return infer_gather(in, out, err);
+  case OP_SCATTER: return infer_scatter(a, in, out, err);
+  case OP_TUPLE: return infer_tuple(a, in, out);
+  case OP_GET_TUPLE_ELEMENT: return infer_gte(a, in, out, err);
+
+  /* dynamic shapes */
+  case OP_GET_DIMENSION_SIZE:
+    if (!want_arr(err, in, 0)) return false;
+    if (in->dims.n != 1 ||
+        !check_dims(err, in, &in->dims, in->ops[0]->shape.rank, false, "dimensions"))
+      return bad(err, in, "get-dimension-size needs one dimension of its operand");
+    *out = hlo_shape_scalar(DT_S32);
+    return true;
+
+  /* control flow and structure */
+  case OP_CALL: return check_operand_params(a, err, in, "to_apply", out);
+  case OP_FUSION: return check_operand_params(a, err, in, "fused", out);
+  case OP_WHILE: return infer_while(a, in, out, err);
+  case OP_CONDITIONAL: return infer_conditional(a, in, out, err);
+  case OP_OPT_BARRIER: copy_plain(a, out, &in->ops[0]->shape); return true;
+  case OP_AFTER_ALL:
+    for (int k = 0; k < in->nops; k++)
+      if (in->ops[k]->shape.dt != DT_TOKEN)
+        return bad(err, in, "after-all operand %d must be a token, got %s", k,
+                   SS(&in->ops[k]->shape));
+    *out = hlo_shape_scalar(DT_TOKEN);
+    out->has_layout = false;
+    return true;
+  case OP_ADD_DEPENDENCY:
+    if (in->ops[1]->shape.dt != DT_TOKEN)
+      return bad(err, in, "add-dependency operand 1 must be a token, got %s",
+                 SS(&in->ops[1]->shape));
+    copy_plain(a, out, &in->ops[0]->shape);
+    return true;
+  case OP_RNG_BIT_GENERATOR: {
+    const Shape *o = &in->shape;
+    if (o->dt != DT_TUPLE || o->ntuple != 2 || !hlo_shape_eq(&o->tuple[0], &in->ops[0]->shape))
+      return bad(err, in, "rng-bit-generator result %s must be (state %s, values)", SS(o),
+                 SS(&in->ops[0]->shape));
+    hlo_shape_copy(a, out, o);
+    return true;
+  }
+
+  /* collectives whose reducer can be checked; their shape is taken as given */
+  case OP_ALL_REDUCE:
+  case OP_ALL_REDUCE_START:
+  case OP_REDUCE_SCATTER:
+    if (!check_collective_reducer(a, in, err)) return false;
+    hlo_shape_copy(a, out, &in->shape);
+    return true;
+
+  /* taken as given: custom calls, dynamic shapes, unmodelled attributes, side effects */
+  case OP_CUSTOM_CALL:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE:
+  case OP_FFT:
+  case OP_TOPK:
+  case OP_TRIANGULAR_SOLVE:
+  case OP_RAGGED_DOT:
+  case OP_SCALED_DOT:
+  case OP_SCAN:
+  case OP_PARTITION_ID:
+  case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_COPY_START:
+  case OP_COPY_DONE:
+  case OP_SHUFFLE:
+  case OP_ASYNC_START:
+  case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE:
+  case OP_DOMAIN:
+  case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER:
+  case OP_ALL_GATHER_START:
+  case OP_ALL_GATHER_DONE:
+  case OP_ALL_TO_ALL:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE:
+  case OP_COLLECTIVE_BROADCAST:
+  case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE:
+  case OP_SEND:
+  case OP_SEND_DONE:
+  case OP_RECV:
+  case OP_RECV_DONE:
+  case OP_INFEED:
+  case OP_OUTFEED:
+  case OP_RNG: {
+    const char *p = shape_problem(&in->shape, 0);
+    if (p) return bad(err, in, "malformed shape: %s", p);
+    hlo_shape_copy(a, out, &in->shape);
+    return true;
+  }
+  case OP_COUNT: break;
   }
   return bad(err, in, "unknown opcode %d", (int)in->op);
 }
@@ -1536,7 +1560,8 @@ typedef struct NameSet {
 
 static uint64_t name_hash(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
@@ -1554,7 +1579,8 @@ static bool nameset_add(NameSet *ns, const char *s) {
 static NameSet nameset_new(HArena *a, size_t n) {
   NameSet ns;
   ns.cap = 16;
-  while (ns.cap < 2 * n + 1) ns.cap *= 2;
+  while (ns.cap < 2 * n + 1)
+    ns.cap *= 2;
   ns.slot = hlo_arena_alloc(a, sizeof(char *) * ns.cap);
   return ns;
 }
@@ -1589,8 +1615,10 @@ static bool verify_structure(HArena *s, HModule *m, HComp *c, NameSet *names, HE
     HInstr *in = c->instrs[i];
     if (in->op != OP_PARAMETER) continue;
     if (in->param_num < 0 || in->param_num >= np)
-      return bad(err, in, "parameter number %lld is out of range: the computation has %d "
-                 "parameters", (long long)in->param_num, np);
+      return bad(err, in,
+                 "parameter number %lld is out of range: the computation has %d "
+                 "parameters",
+                 (long long)in->param_num, np);
     if (seen[in->param_num])
       return bad(err, in, "parameter number %lld appears twice", (long long)in->param_num);
     seen[in->param_num] = true;
@@ -1609,8 +1637,10 @@ static bool verify_structure(HArena *s, HModule *m, HComp *c, NameSet *names, HE
         return bad(err, in, "operand %d '%s' belongs to computation '%s'", k,
                    o->name ? o->name : "?", o->parent ? o->parent->name : "(none)");
       if (o->idx < 0 || o->idx >= i || c->instrs[o->idx] != o)
-        return bad(err, in, "operand %d '%s' does not come before its user (cycle or bad "
-                   "order)", k, o->name);
+        return bad(err, in,
+                   "operand %d '%s' does not come before its user (cycle or bad "
+                   "order)",
+                   k, o->name);
     }
     if (in->nctrl < 0 || (in->nctrl > 0 && !in->ctrl))
       return bad(err, in, "bad control predecessor list");
@@ -1621,8 +1651,10 @@ static bool verify_structure(HArena *s, HModule *m, HComp *c, NameSet *names, HE
         return bad(err, in, "control predecessor '%s' belongs to computation '%s'",
                    o->name ? o->name : "?", o->parent ? o->parent->name : "(none)");
       if (o->idx < 0 || o->idx >= i || c->instrs[o->idx] != o)
-        return bad(err, in, "control predecessor '%s' does not come before its successor (cycle "
-                   "or bad order)", o->name);
+        return bad(err, in,
+                   "control predecessor '%s' does not come before its successor (cycle "
+                   "or bad order)",
+                   o->name);
     }
     int want = op_ncalls(in->op);
     if (want >= 0 && in->ncalls != want)
@@ -1652,8 +1684,10 @@ static bool verify_acyclic(HModule *m, HComp *c, uint8_t *state, HErr *err) {
     for (int k = 0; k < in->ncalls; k++) {
       HComp *d = in->calls[k];
       if (state[d->idx] == 1)
-        return bad(err, in, "call graph cycle: computation '%s' is being called from within "
-                   "itself", d->name);
+        return bad(err, in,
+                   "call graph cycle: computation '%s' is being called from within "
+                   "itself",
+                   d->name);
       if (state[d->idx] == 0 && !verify_acyclic(m, d, state, err)) return false;
     }
   }
@@ -1680,8 +1714,10 @@ static bool verify_entry_layout(HModule *m, HErr *err) {
   for (int i = 0; i < e->nparams; i++) {
     const Shape *w = &m->entry_layout_params[i], *g = &e->params[i]->shape;
     if (!layout_agrees(w, g))
-      return bad(err, e->params[i], "entry_computation_layout gives parameter %d as %s, the "
-                 "parameter is %s", i, SSL(w), SSL(g));
+      return bad(err, e->params[i],
+                 "entry_computation_layout gives parameter %d as %s, the "
+                 "parameter is %s",
+                 i, SSL(w), SSL(g));
   }
   if (!layout_agrees(&m->entry_layout_result, &e->root->shape))
     return bad(err, e->root, "entry_computation_layout gives the result as %s, the root is %s",

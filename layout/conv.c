@@ -8,8 +8,8 @@
  * where cuDNN's f32 Winograd and FFT algorithms apply. This pass rewrites every convolution
  * whose dimension numbers differ into the chosen form, e.g. for NHWC:
  *     y = convolution(x, k), dim_labels=bf01_oi01->bf01
- *  -> y = transpose(convolution(transpose(x, pin), transpose(k, pk)), dim_labels=b01f_01io->b01f, qout)
- * with pin = (in_batch, in_spatial..., in_feature), pk = (k_spatial..., k_in, k_out) and qout
+ *  -> y = transpose(convolution(transpose(x, pin), transpose(k, pk)), dim_labels=b01f_01io->b01f,
+ * qout) with pin = (in_batch, in_spatial..., in_feature), pk = (k_spatial..., k_in, k_out) and qout
  * the inverse of (out_batch, out_spatial..., out_feature). The window, group counts and
  * precision are unchanged (window dimension i still pairs the i-th spatial dimensions).
  * Constant kernels are transposed at compile time (layout_transpose builds a new constant);

@@ -37,8 +37,8 @@ Literal *layout_literal_transpose(HArena *a, const Literal *l, const int64_t *p)
  * share batch 0, feature `feat` and spatial dims sp0, sp0+1, ...; the kernel has spatial
  * dims ksp0, ..., input feature kin and output feature kout. */
 typedef struct LayoutConvPos {
-  int feat, sp0;        /* input/output feature dim, first spatial dim */
-  int ksp0, kin, kout;  /* kernel: first spatial dim, input and output feature dims */
+  int feat, sp0;       /* input/output feature dim, first spatial dim */
+  int ksp0, kin, kout; /* kernel: first spatial dim, input and output feature dims */
 } LayoutConvPos;
 LayoutConvPos layout_conv_pos(int r, OptConvLayout form);
 /* Whether convolution in has the canonical dimension numbers of form (b01f_01io->b01f for

@@ -34,7 +34,8 @@ static bool ln_is_row_major(const Shape *s) {
 
 static void ln_clear(Shape *s) {
   if (s->dt == DT_TUPLE) {
-    for (int i = 0; i < s->ntuple; i++) ln_clear(&s->tuple[i]);
+    for (int i = 0; i < s->ntuple; i++)
+      ln_clear(&s->tuple[i]);
     return;
   }
   s->layout_extra = NULL;
@@ -45,7 +46,8 @@ static void ln_clear_literal(Literal *l) {
   if (!l) return;
   ln_clear(&l->shape);
   if (l->elems)
-    for (int i = 0; i < l->shape.ntuple; i++) ln_clear_literal(l->elems[i]);
+    for (int i = 0; i < l->shape.ntuple; i++)
+      ln_clear_literal(l->elems[i]);
 }
 
 bool layout_normalize(HModule *m, PassCtx *pc) {

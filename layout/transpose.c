@@ -32,12 +32,14 @@
 #include <string.h>
 
 void layout_perm_inverse(int n, const int64_t *p, int64_t *inv) {
-  for (int i = 0; i < n; i++) inv[p[i]] = i;
+  for (int i = 0; i < n; i++)
+    inv[p[i]] = i;
 }
 
 Shape layout_permuted_shape(DType dt, int n, const int64_t *dims, const int64_t *p) {
   int64_t d[HLO_MAX_RANK] = {0};
-  for (int i = 0; i < n; i++) d[i] = dims[p[i]];
+  for (int i = 0; i < n; i++)
+    d[i] = dims[p[i]];
   return hlo_shape_array(dt, n, d);
 }
 
@@ -53,7 +55,8 @@ Literal *layout_literal_transpose(HArena *a, const Literal *l, const int64_t *p)
   Literal *r = hlo_literal_new(a, &s);
   int64_t xs[HLO_MAX_RANK], st[HLO_MAX_RANK], idx[HLO_MAX_RANK] = {0};
   hlo_shape_strides(&l->shape, xs);
-  for (int i = 0; i < n; i++) st[i] = xs[p[i]]; /* source stride of output dim i */
+  for (int i = 0; i < n; i++)
+    st[i] = xs[p[i]]; /* source stride of output dim i */
   size_t es = hlo_dtype_size(s.dt);
   int64_t total = hlo_shape_elems(&s), src = 0;
   const uint8_t *from = l->data;
@@ -76,7 +79,8 @@ HInstr *layout_transpose(HComp *c, HInstr *x, const int64_t *p) {
   if (layout_perm_is_identity(n, p)) return x;
   if (x->op == OP_TRANSPOSE && !x->nctrl) {
     int64_t r[HLO_MAX_RANK];
-    for (int i = 0; i < n; i++) r[i] = x->dims.v[p[i]];
+    for (int i = 0; i < n; i++)
+      r[i] = x->dims.v[p[i]];
     return layout_transpose(c, x->ops[0], r);
   }
   Shape s = layout_permuted_shape(x->shape.dt, n, x->shape.dims, p);
@@ -100,14 +104,18 @@ bool layout_conv_is_canonical(const HInstr *in, OptConvLayout form) {
       d->k_in != q.kin || d->k_out != q.kout)
     return false;
   for (int i = 0; i < nsp; i++)
-    if (d->in_sp.v[i] != q.sp0 + i || d->out_sp.v[i] != q.sp0 + i || d->k_sp.v[i] != q.ksp0 + i) return false;
+    if (d->in_sp.v[i] != q.sp0 + i || d->out_sp.v[i] != q.sp0 + i || d->k_sp.v[i] != q.ksp0 + i)
+      return false;
   return true;
 }
 
 LayoutConvPos layout_conv_pos(int r, OptConvLayout form) {
   bool nchw = form == OPT_CONV_NCHW;
-  return (LayoutConvPos){.feat = nchw ? 1 : r - 1, .sp0 = nchw ? 2 : 1, .ksp0 = nchw ? 2 : 0,
-                         .kin = nchw ? 1 : r - 2, .kout = nchw ? 0 : r - 1};
+  return (LayoutConvPos){.feat = nchw ? 1 : r - 1,
+                         .sp0 = nchw ? 2 : 1,
+                         .ksp0 = nchw ? 2 : 0,
+                         .kin = nchw ? 1 : r - 2,
+                         .kout = nchw ? 0 : r - 1};
 }
 
 /* ---------------------------------------------------------------- transpose-fold */
@@ -126,8 +134,10 @@ static bool tf_dot(HModule *m, HInstr *in, int side) {
     if (p[i] < prev) return false; /* free dims would come out reordered */
     prev = p[i];
   }
-  for (int i = 0; i < batch->n; i++) batch->v[i] = p[batch->v[i]];
-  for (int i = 0; i < con->n; i++) con->v[i] = p[con->v[i]];
+  for (int i = 0; i < batch->n; i++)
+    batch->v[i] = p[batch->v[i]];
+  for (int i = 0; i < con->n; i++)
+    con->v[i] = p[con->v[i]];
   in->dot = dd;
   in->ops[side] = t->ops[0];
   return true;
@@ -141,11 +151,13 @@ static bool tf_conv(HModule *m, HInstr *in, int side, OptConvLayout form) {
   if (side == 0) {
     cd->in_batch = p[cd->in_batch];
     cd->in_feat = p[cd->in_feat];
-    for (int i = 0; i < cd->in_sp.n; i++) cd->in_sp.v[i] = p[cd->in_sp.v[i]];
+    for (int i = 0; i < cd->in_sp.n; i++)
+      cd->in_sp.v[i] = p[cd->in_sp.v[i]];
   } else {
     cd->k_in = p[cd->k_in];
     cd->k_out = p[cd->k_out];
-    for (int i = 0; i < cd->k_sp.n; i++) cd->k_sp.v[i] = p[cd->k_sp.v[i]];
+    for (int i = 0; i < cd->k_sp.n; i++)
+      cd->k_sp.v[i] = p[cd->k_sp.v[i]];
   }
   ConvDims *old = in->conv;
   bool was = layout_conv_is_canonical(in, form);
@@ -167,9 +179,11 @@ bool layout_transpose_fold(HModule *m, PassCtx *pc) {
       if (in->nctrl || in->nops != 2) continue;
       for (int side = 0; side < 2; side++) {
         if (in->op == OP_DOT)
-          while (tf_dot(m, in, side)) changed = true;
+          while (tf_dot(m, in, side))
+            changed = true;
         else if (in->op == OP_CONVOLUTION)
-          while (tf_conv(m, in, side, pc->opts->conv_layout)) changed = true;
+          while (tf_conv(m, in, side, pc->opts->conv_layout))
+            changed = true;
       }
     }
   }
@@ -187,13 +201,15 @@ static bool ts_is_transpose(const HInstr *x) {
  * when that would need a new data movement. */
 static HInstr *ts_untranspose(HComp *c, HInstr *o, const int64_t *p, const int64_t *pinv) {
   int n = o->shape.rank;
-  if (ts_is_transpose(o) && o->shape.rank == n && !memcmp(o->dims.v, p, sizeof(int64_t) * (size_t)n))
+  if (ts_is_transpose(o) && o->shape.rank == n &&
+      !memcmp(o->dims.v, p, sizeof(int64_t) * (size_t)n))
     return o->ops[0];
   Shape s = layout_permuted_shape(o->shape.dt, n, o->shape.dims, pinv);
   if (o->op == OP_BROADCAST && !o->nctrl) {
     HInstr *b = opt_new(c, OP_BROADCAST, "broadcast", &s, 1, o->ops);
     b->dims.n = o->dims.n;
-    for (int i = 0; i < o->dims.n; i++) b->dims.v[i] = p[o->dims.v[i]];
+    for (int i = 0; i < o->dims.n; i++)
+      b->dims.v[i] = p[o->dims.v[i]];
     return b;
   }
   if (o->op == OP_IOTA && !o->nctrl) {
@@ -226,7 +242,8 @@ static HInstr *ts_elementwise(HComp *c, HInstr *in, PassCtx *pc) {
     if (!hlo_shape_is_array(&o->shape)) return NULL;
     if (o->shape.rank != 0 && o->shape.rank != n) return NULL;
     /* check before creating anything */
-    if (o->shape.rank == n && !(ts_is_transpose(o) && !memcmp(o->dims.v, p, sizeof(int64_t) * (size_t)n)) &&
+    if (o->shape.rank == n &&
+        !(ts_is_transpose(o) && !memcmp(o->dims.v, p, sizeof(int64_t) * (size_t)n)) &&
         !(o->op == OP_BROADCAST && !o->nctrl) && !(o->op == OP_IOTA && !o->nctrl) &&
         !(o->op == OP_CONSTANT && o->literal))
       return NULL;
@@ -254,13 +271,15 @@ static HInstr *ts_single(HComp *c, HInstr *in) {
   if (in->op == OP_BROADCAST) {
     HInstr *b = opt_new(c, OP_BROADCAST, "broadcast", &in->shape, 1, &x);
     b->dims.n = n;
-    for (int i = 0; i < n; i++) b->dims.v[p[i]] = in->dims.v[i];
+    for (int i = 0; i < n; i++)
+      b->dims.v[p[i]] = in->dims.v[i];
     return b;
   }
   if (in->op == OP_REDUCE) {
     if (in->nops != 2 || !hlo_shape_is_array(&in->shape)) return NULL;
     bool red[HLO_MAX_RANK] = {false};
-    for (int i = 0; i < in->dims.n; i++) red[p[in->dims.v[i]]] = true;
+    for (int i = 0; i < in->dims.n; i++)
+      red[p[in->dims.v[i]]] = true;
     HInstr *ops[2] = {x, in->ops[1]};
     HInstr *r = hlo_instr_clone(c, in, ops);
     r->dims.n = 0;
@@ -283,7 +302,8 @@ static HInstr *ts_single(HComp *c, HInstr *in) {
     int i = 0;
     for (int d = 0; d < n; d++) {
       bool reduced = false;
-      for (int q = 0; q < in->dims.n; q++) reduced |= in->dims.v[q] == d;
+      for (int q = 0; q < in->dims.n; q++)
+        reduced |= in->dims.v[q] == d;
       if (reduced) continue;
       for (int j = 0; j < nk; j++)
         if (kept[j] == p[d]) perm[i] = j;
@@ -294,7 +314,8 @@ static HInstr *ts_single(HComp *c, HInstr *in) {
   if (in->op == OP_REDUCE_WINDOW) {
     if (in->nops != 2 || !in->window || in->window->n != n) return NULL;
     Window *w = hlo_arena_memdup(a, in->window, sizeof *w);
-    for (int i = 0; i < n; i++) w->d[p[i]] = in->window->d[i];
+    for (int i = 0; i < n; i++)
+      w->d[p[i]] = in->window->d[i];
     HInstr *ops[2] = {x, in->ops[1]};
     HInstr *r = ts_clone_permuted(c, in, ops, pinv);
     r->window = w;
@@ -328,7 +349,8 @@ static HInstr *ts_single(HComp *c, HInstr *in) {
   if (in->op == OP_REVERSE) {
     if (in->nops != 1) return NULL;
     HInstr *r = ts_clone_permuted(c, in, &x, pinv);
-    for (int i = 0; i < in->dims.n; i++) r->dims.v[i] = p[in->dims.v[i]];
+    for (int i = 0; i < in->dims.n; i++)
+      r->dims.v[i] = p[in->dims.v[i]];
     return layout_transpose(c, r, p);
   }
   return NULL;
@@ -340,7 +362,7 @@ static HInstr *ts_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
   if (in->nctrl || !hlo_shape_is_array(&in->shape) || in->nops == 0) return NULL;
   unsigned fl = hlo_op_flags(in->op);
   HInstr *r = (fl & OPF_ELEM) && !(fl & OPF_SIDE) && in->shape.rank >= 2 ? ts_elementwise(c, in, pc)
-                                                                        : ts_single(c, in);
+                                                                         : ts_single(c, in);
   HLO_ASSERT(!r || hlo_shape_eq(&r->shape, &in->shape));
   return r;
 }

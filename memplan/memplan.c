@@ -16,8 +16,8 @@
  *  4. In place: an instruction reading an operand only at the index it writes (an
  *     elementwise op, or a fusion whose parameter reaches the root through elementwise ops
  *     only, unless the fusion holds a dot or convolution, which the CPU target accumulates
- *     in the output buffer first) takes that operand's buffer when the buffer is a temporary of the same size
- *     whose every value is dead after this instruction, and no other operand reads it.
+ *     in the output buffer first) takes that operand's buffer when the buffer is a temporary of the
+ * same size whose every value is dead after this instruction, and no other operand reads it.
  *     Buffers merged this way form one group (union-find) with one live range.
  *  5. Placement: groups are sorted by decreasing size (then start, then position) and each is
  *     put at the offset of the smallest free gap among the already placed groups whose live
@@ -33,13 +33,15 @@
 int64_t memplan_value_bytes(const Shape *s) {
   if (s->dt != DT_TUPLE) return (int64_t)hlo_shape_bytes(s);
   int64_t n = 0;
-  for (int i = 0; i < s->ntuple; i++) n += memplan_align(memplan_value_bytes(&s->tuple[i]));
+  for (int i = 0; i < s->ntuple; i++)
+    n += memplan_align(memplan_value_bytes(&s->tuple[i]));
   return n;
 }
 
 int64_t memplan_tuple_offset(const Shape *s, int64_t index) {
   int64_t off = 0;
-  for (int64_t i = 0; i < index && i < s->ntuple; i++) off += memplan_align(memplan_value_bytes(&s->tuple[i]));
+  for (int64_t i = 0; i < index && i < s->ntuple; i++)
+    off += memplan_align(memplan_value_bytes(&s->tuple[i]));
   return off;
 }
 
@@ -71,7 +73,8 @@ static bool mp_elem_path(const HComp *c, const HInstr *v) {
     for (int k = 0; k < u->nops; k++) {
       if (u->ops[k] != v) continue;
       used = true;
-      if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape)) return false;
+      if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape))
+        return false;
       if (!mp_elem_path(c, u)) return false;
     }
   }
@@ -113,10 +116,10 @@ static int mp_find(int *grp, int i) {
 }
 
 typedef struct MpGroup {
-  int leader;        /* instruction owning the storage */
-  int start, end;    /* live range */
-  int64_t size;      /* aligned bytes */
-  int64_t offset;    /* placement */
+  int leader;     /* instruction owning the storage */
+  int start, end; /* live range */
+  int64_t size;   /* aligned bytes */
+  int64_t offset; /* placement */
 } MpGroup;
 
 static int mp_group_cmp(const void *a, const void *b) {
@@ -140,7 +143,8 @@ static MemResult *mp_push_result(MemPlan *p, HArena *a, int *cap) {
 
 /* The leaves of a value of shape s at byte off of the block owned by instruction b, nested
  * tuples flattened in order, as results copied out of the block. */
-static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape *s, int64_t off, int *cap) {
+static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape *s, int64_t off,
+                            int *cap) {
   for (int k = 0; k < s->ntuple; k++) {
     const Shape *es = &s->tuple[k];
     int64_t eo = off + memplan_tuple_offset(s, k);
@@ -154,7 +158,8 @@ static void mp_block_leaves(MemPlan *p, HArena *a, int b, int name, const Shape 
 
 static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
   if (v->op == OP_TUPLE) {
-    for (int k = 0; k < v->nops; k++) mp_leaves(p, a, v->ops[k], cap);
+    for (int k = 0; k < v->nops; k++)
+      mp_leaves(p, a, v->ops[k], cap);
     return;
   }
   int64_t off = 0;
@@ -177,7 +182,6 @@ static void mp_leaves(MemPlan *p, HArena *a, HInstr *v, int *cap) {
   *mp_push_result(p, a, cap) = r;
 }
 
-
 /* Result leaf number of a shape index into the root (depth 0 or 1 only), or -1. */
 static int mp_leaf_of(const Shape *root, const IList *idx) {
   if (idx->n == 0) return root->dt == DT_TUPLE ? -1 : 0;
@@ -185,7 +189,8 @@ static int mp_leaf_of(const Shape *root, const IList *idx) {
       root->tuple[idx->v[0]].dt == DT_TUPLE)
     return -1;
   int k = 0;
-  for (int64_t i = 0; i < idx->v[0]; i++) k += hlo_shape_leaves(&root->tuple[i]);
+  for (int64_t i = 0; i < idx->v[0]; i++)
+    k += hlo_shape_leaves(&root->tuple[i]);
   return k;
 }
 
@@ -246,7 +251,8 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
     HOp op = in->op;
     if (op == OP_PARAMETER) {
       if (in->shape.dt == DT_TUPLE && c->mod && c->mod->entry == c) {
-        hlo_err_at(err, in, "tuple-shaped entry parameter: flatten it first (hlo_flatten_entry_params)");
+        hlo_err_at(err, in,
+                   "tuple-shaped entry parameter: flatten it first (hlo_flatten_entry_params)");
         return false;
       } /* (a loop body's tuple parameter: one block, leaves back to back, viewed by its GTEs) */
       b->kind = MEM_PARAM;
@@ -284,14 +290,16 @@ bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
   /* 2. live ranges: last use per instruction, then per storage owner */
   int *last = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
   int *blast = hlo_arena_alloc(a, sizeof(int) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) last[i] = i;
+  for (int i = 0; i < n; i++)
+    last[i] = i;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < c->instrs[i]->nops; k++) {
       int o = c->instrs[i]->ops[k]->idx;
       if (last[o] < i) last[o] = i;
     }
   if (c->root) last[c->root->idx] = n;
-  for (int i = 0; i < n; i++) blast[i] = -1;
+  for (int i = 0; i < n; i++)
+    blast[i] = -1;
   for (int i = 0; i < n; i++) {
     /* a tuple instruction keeps its elements alive as long as itself */
     if (c->instrs[i]->op == OP_TUPLE)
@@ -416,22 +424,20 @@ void memplan_dump(const MemPlan *p, const HComp *c, FILE *f) {
     case MEM_RESULT:
       fprintf(f, "%12s %12lld  results[%d]\n", "-", (long long)b->size, b->result);
       break;
-    case MEM_CONST:
-      fprintf(f, "%12s %12lld  read-only data\n", "-", (long long)b->size);
-      break;
-    case MEM_NONE:
-      fprintf(f, "%12s %12s  -\n", "-", "-");
-      break;
+    case MEM_CONST: fprintf(f, "%12s %12lld  read-only data\n", "-", (long long)b->size); break;
+    case MEM_NONE: fprintf(f, "%12s %12s  -\n", "-", "-"); break;
     }
   }
   for (int k = 0; k < p->nresults; k++) {
     const MemResult *r = &p->results[k];
     fprintf(f, "result %d: %s +%lld, %lld bytes, %s", k, c->instrs[r->instr]->name,
-            (long long)r->offset, (long long)r->size, r->copy ? "copied there at the end" : "computed straight into it");
+            (long long)r->offset, (long long)r->size,
+            r->copy ? "copied there at the end" : "computed straight into it");
     if (r->alias_param >= 0) fprintf(f, ", may alias args[%lld]", (long long)r->alias_param);
     fputc('\n', f);
   }
-  double frag = p->peak_live ? 100.0 * (double)(p->temp_bytes - p->peak_live) / (double)p->peak_live : 0;
+  double frag =
+      p->peak_live ? 100.0 * (double)(p->temp_bytes - p->peak_live) / (double)p->peak_live : 0;
   fprintf(f, "TEMP_BYTES %lld\npeak-live lower bound %lld\nfragmentation %.2f%%\n",
           (long long)p->temp_bytes, (long long)p->peak_live, frag);
 }

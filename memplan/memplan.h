@@ -15,7 +15,9 @@
 #define MEMPLAN_ALIGN 64 /* alignment of every temporary (bytes) */
 
 /* n rounded up to a multiple of MEMPLAN_ALIGN. */
-static inline int64_t memplan_align(int64_t n) { return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+static inline int64_t memplan_align(int64_t n) {
+  return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+}
 
 typedef enum MemKind {
   MEM_NONE,   /* no storage: tuple instruction, token */
@@ -39,13 +41,13 @@ typedef struct MemBuf {
 
 /* One leaf of the entry result, flattened in tuple order. */
 typedef struct MemResult {
-  int instr;      /* index of the instruction whose buffer holds the leaf value */
-  int64_t offset; /* byte offset of the leaf inside that buffer */
-  int64_t size;   /* bytes */
-  bool copy;      /* the value is not computed into results[k]: copy it there at the end */
-  Shape shape;    /* the leaf's array shape */
-  int name;       /* index of the instruction whose name the leaf takes: the value the root
-                     lists (a leaf inside a block: the block value it belongs to) */
+  int instr;           /* index of the instruction whose buffer holds the leaf value */
+  int64_t offset;      /* byte offset of the leaf inside that buffer */
+  int64_t size;        /* bytes */
+  bool copy;           /* the value is not computed into results[k]: copy it there at the end */
+  Shape shape;         /* the leaf's array shape */
+  int name;            /* index of the instruction whose name the leaf takes: the value the root
+                          lists (a leaf inside a block: the block value it belongs to) */
   int64_t alias_param; /* input_output_alias: the parameter whose buffer the caller may pass
                           as results[k] (same pointer for args[p] and results[k]); -1: the
                           caller must pass distinct buffers (no alias declared, or the plan

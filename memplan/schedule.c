@@ -24,9 +24,9 @@
 typedef struct MsCtx {
   HComp *c;
   int n;
-  int *base;        /* per instruction: the instruction owning its storage (itself if none) */
-  int64_t *alloc;   /* per instruction: bytes it allocates */
-  int *readers;     /* per base: distinct (reader, base) edges still unscheduled */
+  int *base;      /* per instruction: the instruction owning its storage (itself if none) */
+  int64_t *alloc; /* per instruction: bytes it allocates */
+  int *readers;   /* per base: distinct (reader, base) edges still unscheduled */
 } MsCtx;
 
 static bool ms_is_view(const HInstr *in) {
@@ -60,7 +60,8 @@ static int ms_bases(const MsCtx *s, const HInstr *in, int *out, int cap) {
     const HInstr *o = in->ops[j];
     int b = s->base[o->idx];
     bool seen = false;
-    for (int t = 0; t < k; t++) seen |= out[t] == b;
+    for (int t = 0; t < k; t++)
+      seen |= out[t] == b;
     if (!seen && k < cap) out[k++] = b;
   }
   return k;
@@ -73,19 +74,23 @@ static void ms_list(MsCtx *s, HArena *a, HInstr **order) {
   HUsers us = hlo_comp_users(a, c);
   int **succ = hlo_arena_alloc(a, sizeof(int *) * (size_t)n);
   int *nsucc = hlo_arena_alloc(a, sizeof(int) * (size_t)n);
-  for (int i = 0; i < n; i++) succ[i] = hlo_arena_alloc(a, sizeof(int) * (size_t)(us.n[i] + c->ninstrs / 64 + 4));
+  for (int i = 0; i < n; i++)
+    succ[i] = hlo_arena_alloc(a, sizeof(int) * (size_t)(us.n[i] + c->ninstrs / 64 + 4));
   int *scap = hlo_arena_alloc(a, sizeof(int) * (size_t)n);
-  for (int i = 0; i < n; i++) scap[i] = us.n[i] + c->ninstrs / 64 + 4;
+  for (int i = 0; i < n; i++)
+    scap[i] = us.n[i] + c->ninstrs / 64 + 4;
   int bb[64];
   for (int i = 0; i < n; i++) {
     HInstr *in = c->instrs[i];
     int nb = ms_bases(s, in, bb, 64);
-    for (int t = 0; t < nb; t++) s->readers[bb[t]]++;
+    for (int t = 0; t < nb; t++)
+      s->readers[bb[t]]++;
     /* dependencies: distinct operands and control predecessors */
     for (int j = 0; j < in->nops + in->nctrl; j++) {
       HInstr *d = j < in->nops ? in->ops[j] : in->ctrl[j - in->nops];
       bool dup = false;
-      for (int q = 0; q < j; q++) dup |= (q < in->nops ? in->ops[q] : in->ctrl[q - in->nops]) == d;
+      for (int q = 0; q < j; q++)
+        dup |= (q < in->nops ? in->ops[q] : in->ctrl[q - in->nops]) == d;
       if (dup) continue;
       pending[i]++;
       int di = d->idx;
@@ -101,7 +106,8 @@ static void ms_list(MsCtx *s, HArena *a, HInstr **order) {
   int rootb = c->root ? s->base[c->root->idx] : -1;
   bool *keep = hlo_arena_alloc(a, (size_t)n); /* bases never freed: root's, its tuple's */
   if (c->root && c->root->op == OP_TUPLE)
-    for (int j = 0; j < c->root->nops; j++) keep[s->base[c->root->ops[j]->idx]] = true;
+    for (int j = 0; j < c->root->nops; j++)
+      keep[s->base[c->root->ops[j]->idx]] = true;
   if (rootb >= 0) keep[rootb] = true;
   int *ready = hlo_arena_alloc(a, sizeof(int) * (size_t)n);
   int nready = 0, norder = 0;
@@ -127,7 +133,8 @@ static void ms_list(MsCtx *s, HArena *a, HInstr **order) {
     ready[best] = ready[--nready];
     order[norder++] = c->instrs[i];
     int nb = ms_bases(s, c->instrs[i], bb, 64);
-    for (int t = 0; t < nb; t++) s->readers[bb[t]]--;
+    for (int t = 0; t < nb; t++)
+      s->readers[bb[t]]--;
     for (int k = 0; k < nsucc[i]; k++)
       if (--pending[succ[i][k]] == 0) ready[nready++] = succ[i][k];
   }

@@ -30,8 +30,10 @@ static bool is_int(DType t) { return hlo_dtype_is_int(t); }
 static bool int_limit(DType t, bool max, int64_t *out) {
   size_t bits = 8 * hlo_dtype_size(t);
   if (hlo_dtype_kind(t) == DK_SINT) {
-    if (bits >= 64) *out = max ? INT64_MAX : INT64_MIN;
-    else *out = max ? (int64_t)((1ull << (bits - 1)) - 1) : -(int64_t)(1ull << (bits - 1));
+    if (bits >= 64)
+      *out = max ? INT64_MAX : INT64_MIN;
+    else
+      *out = max ? (int64_t)((1ull << (bits - 1)) - 1) : -(int64_t)(1ull << (bits - 1));
     return true;
   }
   if (hlo_dtype_kind(t) == DK_UINT) {
@@ -47,7 +49,8 @@ static bool int_limit(DType t, bool max, int64_t *out) {
 }
 
 static const HInstr *const_of(const HInstr *in) {
-  while (in->op != OP_CONSTANT) in = in->ops[0];
+  while (in->op != OP_CONSTANT)
+    in = in->ops[0];
   return in;
 }
 
@@ -74,11 +77,13 @@ static bool degenerate_map(const Shape *x, const Shape *y, int64_t *map) {
   int j = 0;
   for (int i = 0; i < x->rank; i++) {
     if (x->dims[i] == 1) return false;
-    while (j < y->rank && y->dims[j] == 1) j++;
+    while (j < y->rank && y->dims[j] == 1)
+      j++;
     if (j >= y->rank || y->dims[j] != x->dims[i]) return false;
     map[i] = j++;
   }
-  while (j < y->rank && y->dims[j] == 1) j++;
+  while (j < y->rank && y->dims[j] == 1)
+    j++;
   return j == y->rank;
 }
 
@@ -86,7 +91,8 @@ static HInstr *new_broadcast(HComp *c, HInstr *x, const Shape *s, int n, const i
   Shape bs = *s;
   HInstr *b = opt_new(c, OP_BROADCAST, "broadcast", &bs, 1, &x);
   b->dims.n = n;
-  for (int i = 0; i < n; i++) b->dims.v[i] = dims[i];
+  for (int i = 0; i < n; i++)
+    b->dims.v[i] = dims[i];
   return b;
 }
 
@@ -104,8 +110,7 @@ static HInstr *simplify(HComp *c, HInstr *in) {
     if (opt_uniform_is(b, 0)) return a;
     if (opt_uniform_is(a, 0)) return b;
     return NULL;
-  case OP_SUBTRACT:
-    return opt_uniform_is(b, 0) ? a : NULL;
+  case OP_SUBTRACT: return opt_uniform_is(b, 0) ? a : NULL;
   case OP_MULTIPLY:
     if (opt_uniform_is(b, 1)) return a;
     if (opt_uniform_is(a, 1)) return b;
@@ -113,12 +118,9 @@ static HInstr *simplify(HComp *c, HInstr *in) {
     if (is_int(t) && opt_uniform_is(b, 0)) return b;
     if (is_int(t) && opt_uniform_is(a, 0)) return a;
     return NULL;
-  case OP_DIVIDE:
-    return opt_uniform_is(b, 1) ? a : NULL;
-  case OP_NEGATE:
-    return a->op == OP_NEGATE ? a->ops[0] : NULL;
-  case OP_NOT:
-    return a->op == OP_NOT ? a->ops[0] : NULL;
+  case OP_DIVIDE: return opt_uniform_is(b, 1) ? a : NULL;
+  case OP_NEGATE: return a->op == OP_NEGATE ? a->ops[0] : NULL;
+  case OP_NOT: return a->op == OP_NOT ? a->ops[0] : NULL;
   case OP_MAXIMUM:
     if (a == b) return a;
     if (is_extreme(b, false)) return a; /* max(x, -inf) = x, NaN included */
@@ -161,10 +163,8 @@ static HInstr *simplify(HComp *c, HInstr *in) {
       return a;
     return NULL;
   }
-  case OP_CONVERT:
-    return a->shape.dt == t ? a : NULL;
-  case OP_COPY:
-    return a;
+  case OP_CONVERT: return a->shape.dt == t ? a : NULL;
+  case OP_COPY: return a;
   case OP_RESHAPE:
     if (hlo_shape_same_dims(&a->shape, &in->shape)) return a;
     if (a->op == OP_RESHAPE) {
@@ -177,26 +177,30 @@ static HInstr *simplify(HComp *c, HInstr *in) {
   case OP_BROADCAST: {
     if (hlo_shape_same_dims(&a->shape, &in->shape)) {
       bool ident = in->dims.n == a->shape.rank;
-      for (int i = 0; ident && i < in->dims.n; i++) ident = in->dims.v[i] == i;
+      for (int i = 0; ident && i < in->dims.n; i++)
+        ident = in->dims.v[i] == i;
       if (ident) return a;
     }
     if (a->op == OP_BROADCAST) {
       int64_t d[HLO_MAX_RANK];
-      for (int i = 0; i < a->dims.n; i++) d[i] = in->dims.v[a->dims.v[i]];
+      for (int i = 0; i < a->dims.n; i++)
+        d[i] = in->dims.v[a->dims.v[i]];
       return new_broadcast(c, a->ops[0], &in->shape, a->dims.n, d);
     }
     if (a->op == OP_RESHAPE) {
       HInstr *x = a->ops[0];
       int64_t map[HLO_MAX_RANK], d[HLO_MAX_RANK];
       if (!degenerate_map(&x->shape, &a->shape, map)) return NULL;
-      for (int i = 0; i < x->shape.rank; i++) d[i] = in->dims.v[map[i]];
+      for (int i = 0; i < x->shape.rank; i++)
+        d[i] = in->dims.v[map[i]];
       return new_broadcast(c, x, &in->shape, x->shape.rank, d);
     }
     return NULL;
   }
   case OP_TRANSPOSE: {
     bool ident = true;
-    for (int i = 0; i < in->dims.n; i++) ident &= in->dims.v[i] == i;
+    for (int i = 0; i < in->dims.n; i++)
+      ident &= in->dims.v[i] == i;
     if (ident) return a;
     if (is_scalar_broadcast(a)) return new_broadcast(c, a->ops[0], &in->shape, 0, NULL);
     if (a->op == OP_TRANSPOSE) {
@@ -227,43 +231,131 @@ static HInstr *simplify(HComp *c, HInstr *in) {
       if (in->pad->lo[i] || in->pad->hi[i] || in->pad->interior[i]) return NULL;
     return a;
   }
-  case OP_CONCATENATE:
-    return in->nops == 1 ? a : NULL;
+  case OP_CONCATENATE: return in->nops == 1 ? a : NULL;
   case OP_REVERSE: {
     for (int i = 0; i < in->dims.n; i++)
       if (a->shape.dims[in->dims.v[i]] != 1) return NULL;
     return a;
   }
   case OP_GET_TUPLE_ELEMENT:
-    if (a->op == OP_TUPLE && in->tuple_index >= 0 && in->tuple_index < a->nops) return a->ops[in->tuple_index];
+    if (a->op == OP_TUPLE && in->tuple_index >= 0 && in->tuple_index < a->nops)
+      return a->ops[in->tuple_index];
     return NULL;
-  case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_PARTITION_ID:
-  case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE: case OP_ABS: case OP_CBRT: case OP_CEIL:
-  case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP: case OP_EXPM1: case OP_FLOOR:
-  case OP_IMAG: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P: case OP_LOGISTIC: case OP_POPCNT:
-  case OP_REAL: case OP_ROUND_AFZ: case OP_ROUND_EVEN: case OP_RSQRT: case OP_SIGN: case OP_SINE:
-  case OP_SQRT: case OP_TAN: case OP_TANH: case OP_ACOS: case OP_ACOSH: case OP_ASIN:
-  case OP_ASINH: case OP_ATAN: case OP_ATANH: case OP_COSH: case OP_SINH:
-  case OP_BITCAST_CONVERT: case OP_REDUCE_PRECISION: case OP_REMAINDER: case OP_POWER:
-  case OP_ATAN2: case OP_MULHI: case OP_XOR: case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL:
-  case OP_COMPLEX: case OP_STOCHASTIC_CONVERT: case OP_CLAMP: case OP_MAP: case OP_REDUCE:
-  case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: case OP_SORT: case OP_TOPK:
-  case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
-  case OP_SCAN: case OP_DOT: case OP_CONVOLUTION: case OP_FFT: case OP_CHOLESKY:
-  case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT: case OP_BITCAST:
-  case OP_DYNAMIC_SLICE: case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER:
-  case OP_TUPLE: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
-  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE: case OP_CALL:
-  case OP_CONDITIONAL: case OP_WHILE: case OP_FUSION: case OP_ASYNC_START: case OP_ASYNC_UPDATE:
-  case OP_ASYNC_DONE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
-  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
-  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
-  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
-  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
-  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
-  case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL:
-  case OP_COUNT:
-    return NULL;
+  case OP_PARAMETER:
+  case OP_CONSTANT:
+  case OP_IOTA:
+  case OP_PARTITION_ID:
+  case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_ABS:
+  case OP_CBRT:
+  case OP_CEIL:
+  case OP_COSINE:
+  case OP_CLZ:
+  case OP_ERF:
+  case OP_EXP:
+  case OP_EXPM1:
+  case OP_FLOOR:
+  case OP_IMAG:
+  case OP_IS_FINITE:
+  case OP_LOG:
+  case OP_LOG1P:
+  case OP_LOGISTIC:
+  case OP_POPCNT:
+  case OP_REAL:
+  case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN:
+  case OP_RSQRT:
+  case OP_SIGN:
+  case OP_SINE:
+  case OP_SQRT:
+  case OP_TAN:
+  case OP_TANH:
+  case OP_ACOS:
+  case OP_ACOSH:
+  case OP_ASIN:
+  case OP_ASINH:
+  case OP_ATAN:
+  case OP_ATANH:
+  case OP_COSH:
+  case OP_SINH:
+  case OP_BITCAST_CONVERT:
+  case OP_REDUCE_PRECISION:
+  case OP_REMAINDER:
+  case OP_POWER:
+  case OP_ATAN2:
+  case OP_MULHI:
+  case OP_XOR:
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL:
+  case OP_COMPLEX:
+  case OP_STOCHASTIC_CONVERT:
+  case OP_CLAMP:
+  case OP_MAP:
+  case OP_REDUCE:
+  case OP_REDUCE_WINDOW:
+  case OP_SELECT_AND_SCATTER:
+  case OP_SORT:
+  case OP_TOPK:
+  case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD:
+  case OP_SCAN:
+  case OP_DOT:
+  case OP_CONVOLUTION:
+  case OP_FFT:
+  case OP_CHOLESKY:
+  case OP_TRIANGULAR_SOLVE:
+  case OP_RAGGED_DOT:
+  case OP_SCALED_DOT:
+  case OP_BITCAST:
+  case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE:
+  case OP_GATHER:
+  case OP_SCATTER:
+  case OP_TUPLE:
+  case OP_COPY_START:
+  case OP_COPY_DONE:
+  case OP_SHUFFLE:
+  case OP_GET_DIMENSION_SIZE:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE:
+  case OP_CALL:
+  case OP_CONDITIONAL:
+  case OP_WHILE:
+  case OP_FUSION:
+  case OP_ASYNC_START:
+  case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE:
+  case OP_OPT_BARRIER:
+  case OP_ADD_DEPENDENCY:
+  case OP_AFTER_ALL:
+  case OP_DOMAIN:
+  case OP_ALL_REDUCE:
+  case OP_ALL_REDUCE_START:
+  case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER:
+  case OP_ALL_GATHER_START:
+  case OP_ALL_GATHER_DONE:
+  case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE:
+  case OP_COLLECTIVE_BROADCAST:
+  case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE:
+  case OP_SEND:
+  case OP_SEND_DONE:
+  case OP_RECV:
+  case OP_RECV_DONE:
+  case OP_INFEED:
+  case OP_OUTFEED:
+  case OP_RNG:
+  case OP_RNG_BIT_GENERATOR:
+  case OP_CUSTOM_CALL:
+  case OP_COUNT: return NULL;
   }
   return NULL;
 }
@@ -273,8 +365,7 @@ static HInstr *simplify(HComp *c, HInstr *in) {
  * (the rules guarantee it does not happen; stay safe). */
 static HInstr *simplify_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
   (void)pc, (void)ctx;
-  if (in->nctrl || (!hlo_shape_is_array(&in->shape) && in->op != OP_GET_TUPLE_ELEMENT))
-    return NULL;
+  if (in->nctrl || (!hlo_shape_is_array(&in->shape) && in->op != OP_GET_TUPLE_ELEMENT)) return NULL;
   HInstr *r = simplify(c, in);
   return r && hlo_shape_eq(&r->shape, &in->shape) ? r : NULL;
 }

@@ -63,14 +63,18 @@ static HInstr *cs_cmp(HComp *c, HInstr *a, HInstr *b, CmpDir dir) {
 
 static HInstr *cs_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
   (void)ctx;
-  if (in->op != OP_CONDITIONAL || in->nops < 2 || in->nops != in->ncalls + 1 || in->nctrl) return NULL;
+  if (in->op != OP_CONDITIONAL || in->nops < 2 || in->nops != in->ncalls + 1 || in->nctrl)
+    return NULL;
   const HInstr *sel = in->ops[0];
   int n = in->ncalls;
-  if (sel->shape.rank != 0 || (sel->shape.dt == DT_PRED ? n != 2 : sel->shape.dt != DT_S32)) return NULL;
+  if (sel->shape.rank != 0 || (sel->shape.dt == DT_PRED ? n != 2 : sel->shape.dt != DT_S32))
+    return NULL;
   if (cs_has_token(&in->shape)) return NULL;
   for (int i = 0; i < n; i++) {
     if (!opt_comp_speculable(in->calls[i], pc->scratch)) {
-      if (pc->log) fprintf(pc->log, "conditional %s kept: branch %s has side effects, an rng or a loop\n", in->name, in->calls[i]->name);
+      if (pc->log)
+        fprintf(pc->log, "conditional %s kept: branch %s has side effects, an rng or a loop\n",
+                in->name, in->calls[i]->name);
       return NULL;
     }
   }
@@ -85,15 +89,18 @@ static HInstr *cs_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
   } else {
     /* a selector matching none of 0 .. N-2 (out of range included) ends the chain at the last
        branch, as XLA runs it */
-    for (int i = 0; i < n - 1; i++) pick[i] = cs_cmp(c, in->ops[0], opt_const_scalar(c, DT_S32, i), CMP_EQ);
+    for (int i = 0; i < n - 1; i++)
+      pick[i] = cs_cmp(c, in->ops[0], opt_const_scalar(c, DT_S32, i), CMP_EQ);
   }
-  if (pc->log) fprintf(pc->log, "conditional %s: its %d branches run, the result selected\n", in->name, n);
+  if (pc->log)
+    fprintf(pc->log, "conditional %s: its %d branches run, the result selected\n", in->name, n);
   return cs_choose(c, &in->shape, r, n, pick);
 }
 
 bool opt_cond_select(HModule *m, PassCtx *pc) {
   bool changed = false;
   int ncomps = m->ncomps;
-  for (int i = 0; i < ncomps; i++) changed |= opt_rewrite_comp(m->comps[i], pc, cs_rule, NULL);
+  for (int i = 0; i < ncomps; i++)
+    changed |= opt_rewrite_comp(m->comps[i], pc, cs_rule, NULL);
   return changed;
 }

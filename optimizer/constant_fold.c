@@ -20,8 +20,8 @@
 #include <string.h>
 
 enum {
-  OPT_FOLD_MAX_ELEMS = 65536,    /* largest folded result */
-  OPT_FOLD_MAX_INPUT = 1 << 22,  /* largest operand evaluated */
+  OPT_FOLD_MAX_ELEMS = 65536,   /* largest folded result */
+  OPT_FOLD_MAX_INPUT = 1 << 22, /* largest operand evaluated */
 };
 
 /* A value known at compile time that evaluation may materialise. */
@@ -40,12 +40,30 @@ static bool scalar_splat(const HInstr *in) {
 
 static bool foldable_op(HOp op) {
   /* ops that are not pure functions of their operands' values, or not worth folding */
-  static const HOp never[] = {
-      OP_PARAMETER, OP_CONSTANT, OP_IOTA, OP_BROADCAST, OP_RNG, OP_RNG_BIT_GENERATOR,
-      OP_RNG_GET_AND_UPDATE_STATE, OP_CUSTOM_CALL, OP_WHILE, OP_CONDITIONAL, OP_CALL,
-      OP_FUSION, OP_TUPLE, OP_GET_TUPLE_ELEMENT, OP_AFTER_ALL, OP_ADD_DEPENDENCY,
-      OP_OPT_BARRIER, OP_INFEED, OP_OUTFEED, OP_MAP, OP_BITCAST, OP_GET_DIMENSION_SIZE,
-      OP_SET_DIMENSION_SIZE, OP_DYNAMIC_RESHAPE};
+  static const HOp never[] = {OP_PARAMETER,
+                              OP_CONSTANT,
+                              OP_IOTA,
+                              OP_BROADCAST,
+                              OP_RNG,
+                              OP_RNG_BIT_GENERATOR,
+                              OP_RNG_GET_AND_UPDATE_STATE,
+                              OP_CUSTOM_CALL,
+                              OP_WHILE,
+                              OP_CONDITIONAL,
+                              OP_CALL,
+                              OP_FUSION,
+                              OP_TUPLE,
+                              OP_GET_TUPLE_ELEMENT,
+                              OP_AFTER_ALL,
+                              OP_ADD_DEPENDENCY,
+                              OP_OPT_BARRIER,
+                              OP_INFEED,
+                              OP_OUTFEED,
+                              OP_MAP,
+                              OP_BITCAST,
+                              OP_GET_DIMENSION_SIZE,
+                              OP_SET_DIMENSION_SIZE,
+                              OP_DYNAMIC_RESHAPE};
   if (hlo_op_flags(op) & OPF_SIDE) return false;
   for (size_t i = 0; i < sizeof never / sizeof *never; i++)
     if (never[i] == op) return false;
@@ -72,7 +90,8 @@ static Literal *evaluate(HInstr *in, bool scalar, PassCtx *pc) {
   HComp *tc = hlo_comp_new(tm, "fold");
   tm->entry = tc;
   HInstr **ops = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)(in->nops + 1));
-  for (int k = 0; k < in->nops; k++) ops[k] = materialise(tc, in->ops[k], scalar);
+  for (int k = 0; k < in->nops; k++)
+    ops[k] = materialise(tc, in->ops[k], scalar);
   HInstr *x = hlo_instr_clone(tc, in, ops);
   if (scalar) x->shape = hlo_shape_scalar(in->shape.dt);
   tc->root = x;
@@ -116,6 +135,7 @@ static HInstr *fold(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
 
 bool opt_constant_fold(HModule *m, PassCtx *pc) {
   bool changed = false;
-  for (int ci = 0; ci < m->ncomps; ci++) changed |= opt_rewrite_comp(m->comps[ci], pc, fold, NULL);
+  for (int ci = 0; ci < m->ncomps; ci++)
+    changed |= opt_rewrite_comp(m->comps[ci], pc, fold, NULL);
   return changed;
 }

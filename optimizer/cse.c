@@ -63,8 +63,10 @@ static bool raw_counts(const HAttr *r) {
 static bool raw_eq(const HInstr *a, const HInstr *b) {
   int i = 0, j = 0;
   for (;;) {
-    while (i < a->nraw && !raw_counts(&a->raw[i])) i++;
-    while (j < b->nraw && !raw_counts(&b->raw[j])) j++;
+    while (i < a->nraw && !raw_counts(&a->raw[i]))
+      i++;
+    while (j < b->nraw && !raw_counts(&b->raw[j]))
+      j++;
     if (i == a->nraw || j == b->nraw) return i == a->nraw && j == b->nraw;
     if (strcmp(a->raw[i].name, b->raw[j].name) || !str_eq(a->raw[i].value, b->raw[j].value))
       return false;
@@ -82,16 +84,16 @@ static bool attrs_eq(const HInstr *a, const HInstr *b, int depth) {
       !ilist_eq(&a->dslice_sizes, &b->dslice_sizes) || !literal_eq(a->literal, b->literal) ||
       !window_eq(a->window, b->window) || a->feature_groups != b->feature_groups ||
       a->batch_groups != b->batch_groups || !ilist_eq(&a->precision, &b->precision) ||
-      a->cmp_dir != b->cmp_dir || a->cmp_type != b->cmp_type ||
-      a->fusion_kind != b->fusion_kind || a->is_stable != b->is_stable ||
-      a->indices_are_sorted != b->indices_are_sorted || a->unique_indices != b->unique_indices ||
-      a->exponent_bits != b->exponent_bits || a->mantissa_bits != b->mantissa_bits ||
-      a->epsilon != b->epsilon || a->feature_index != b->feature_index ||
+      a->cmp_dir != b->cmp_dir || a->cmp_type != b->cmp_type || a->fusion_kind != b->fusion_kind ||
+      a->is_stable != b->is_stable || a->indices_are_sorted != b->indices_are_sorted ||
+      a->unique_indices != b->unique_indices || a->exponent_bits != b->exponent_bits ||
+      a->mantissa_bits != b->mantissa_bits || a->epsilon != b->epsilon ||
+      a->feature_index != b->feature_index ||
       !str_eq(a->custom_call_target, b->custom_call_target) ||
       !str_eq(a->backend_config, b->backend_config) || !raw_eq(a, b))
     return false;
-  if (!a->conv != !b->conv || !a->dot != !b->dot || !a->slice != !b->slice ||
-      !a->pad != !b->pad || !a->gather != !b->gather || !a->scatter != !b->scatter)
+  if (!a->conv != !b->conv || !a->dot != !b->dot || !a->slice != !b->slice || !a->pad != !b->pad ||
+      !a->gather != !b->gather || !a->scatter != !b->scatter)
     return false;
   if (a->conv) {
     const ConvDims *x = a->conv, *y = b->conv;
@@ -156,8 +158,8 @@ static bool comp_eq(const HComp *a, const HComp *b, int depth) {
   for (int i = 0; i < a->ninstrs; i++) {
     const HInstr *x = a->instrs[i], *y = b->instrs[i];
     if (x->op != y->op || x->nops != y->nops || x->idx != i || y->idx != i ||
-        !hlo_shape_eq(&x->shape, &y->shape) || (x == a->root) != (y == b->root) ||
-        x->nctrl || y->nctrl)
+        !hlo_shape_eq(&x->shape, &y->shape) || (x == a->root) != (y == b->root) || x->nctrl ||
+        y->nctrl)
       return false;
     for (int k = 0; k < x->nops; k++)
       if (x->ops[k]->idx != y->ops[k]->idx) return false;
@@ -168,10 +170,10 @@ static bool comp_eq(const HComp *a, const HComp *b, int depth) {
 
 static bool mergeable(const HInstr *in) {
   /* ops whose result is not a function of their operands alone */
-  static const HOp never[] = {OP_PARAMETER, OP_RNG, OP_RNG_BIT_GENERATOR,
-                              OP_RNG_GET_AND_UPDATE_STATE, OP_CUSTOM_CALL, OP_INFEED,
-                              OP_OUTFEED, OP_AFTER_ALL, OP_ADD_DEPENDENCY, OP_OPT_BARRIER,
-                              OP_SEND, OP_RECV};
+  static const HOp never[] = {
+      OP_PARAMETER, OP_RNG,     OP_RNG_BIT_GENERATOR, OP_RNG_GET_AND_UPDATE_STATE, OP_CUSTOM_CALL,
+      OP_INFEED,    OP_OUTFEED, OP_AFTER_ALL,         OP_ADD_DEPENDENCY,           OP_OPT_BARRIER,
+      OP_SEND,      OP_RECV};
   if (in->nctrl || (hlo_op_flags(in->op) & OPF_SIDE)) return false;
   for (size_t i = 0; i < sizeof never / sizeof *never; i++)
     if (never[i] == in->op) return false;
@@ -184,14 +186,18 @@ static uint64_t hash_instr(const HInstr *in) {
   uint64_t h = 0xcbf29ce484222325ull;
   h = mix(h, (uint64_t)in->op);
   h = mix(h, (uint64_t)in->shape.dt);
-  for (int i = 0; i < in->shape.rank; i++) h = mix(h, (uint64_t)in->shape.dims[i]);
-  for (int k = 0; k < in->nops; k++) h = mix(h, (uint64_t)(uintptr_t)in->ops[k]);
-  for (int i = 0; i < in->dims.n; i++) h = mix(h, (uint64_t)in->dims.v[i]);
+  for (int i = 0; i < in->shape.rank; i++)
+    h = mix(h, (uint64_t)in->shape.dims[i]);
+  for (int k = 0; k < in->nops; k++)
+    h = mix(h, (uint64_t)(uintptr_t)in->ops[k]);
+  for (int i = 0; i < in->dims.n; i++)
+    h = mix(h, (uint64_t)in->dims.v[i]);
   h = mix(h, (uint64_t)in->tuple_index);
   if (in->op == OP_CONSTANT && in->literal && hlo_shape_is_array(&in->literal->shape)) {
     const uint8_t *d = in->literal->data;
     size_t n = hlo_shape_bytes(&in->literal->shape);
-    for (size_t i = 0; i < n && i < 4096; i++) h = mix(h, d[i]);
+    for (size_t i = 0; i < n && i < 4096; i++)
+      h = mix(h, d[i]);
   }
   return h;
 }
@@ -231,7 +237,8 @@ bool opt_cse(HModule *m, PassCtx *pc) {
   for (int i = 0; i < m->ncomps; i++) {
     HComp *c = m->comps[i];
     CseTable t = {16, NULL, NULL};
-    while (t.cap < 2 * (size_t)c->ninstrs) t.cap *= 2;
+    while (t.cap < 2 * (size_t)c->ninstrs)
+      t.cap *= 2;
     t.tab = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * t.cap);
     t.hs = hlo_arena_alloc(pc->scratch, sizeof(uint64_t) * t.cap);
     changed |= opt_rewrite_comp(c, pc, cse_rule, &t);

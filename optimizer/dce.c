@@ -19,8 +19,10 @@ bool opt_dce(HModule *m, PassCtx *pc) {
       HInstr *in = c->instrs[i];
       if (in->op == OP_PARAMETER || (hlo_op_flags(in->op) & OPF_SIDE)) live[i] = true;
       if (!live[i]) continue;
-      for (int k = 0; k < in->nops; k++) live[in->ops[k]->idx] = true;
-      for (int k = 0; k < in->nctrl; k++) live[in->ctrl[k]->idx] = true;
+      for (int k = 0; k < in->nops; k++)
+        live[in->ops[k]->idx] = true;
+      for (int k = 0; k < in->nctrl; k++)
+        live[in->ctrl[k]->idx] = true;
     }
     int before = c->ninstrs;
     hlo_comp_filter(c, live);

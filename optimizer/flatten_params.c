@@ -3,4 +3,6 @@
  * hlo/flatten.c, which the targets and tools also call on modules given unoptimized). */
 #include "optimizer.h"
 
-bool opt_flatten_params(HModule *m, PassCtx *pc) { return hlo_flatten_entry_params(m, pc->scratch); }
+bool opt_flatten_params(HModule *m, PassCtx *pc) {
+  return hlo_flatten_entry_params(m, pc->scratch);
+}

@@ -30,16 +30,17 @@
 
 /* Where the channel lives: output dimension of the conv/dot and dimension of the weight. */
 typedef struct Chan {
-  int wop;       /* operand index of the constant weight */
-  int out_dim;   /* output dimension indexed by the channel */
-  int w_dim;     /* weight dimension indexed by the channel */
-  int64_t n;     /* number of channels */
+  int wop;     /* operand index of the constant weight */
+  int out_dim; /* output dimension indexed by the channel */
+  int w_dim;   /* weight dimension indexed by the channel */
+  int64_t n;   /* number of channels */
 } Chan;
 
 static bool find_channel(const HInstr *d, Chan *ch) {
   if (!hlo_dtype_is_float(d->shape.dt)) return false;
   if (d->op == OP_CONVOLUTION) {
-    if (!d->conv || d->nops != 2 || d->batch_groups != 1 || d->ops[1]->op != OP_CONSTANT) return false;
+    if (!d->conv || d->nops != 2 || d->batch_groups != 1 || d->ops[1]->op != OP_CONSTANT)
+      return false;
     ch->wop = 1;
     ch->out_dim = (int)d->conv->out_feat;
     ch->w_dim = (int)d->conv->k_out;
@@ -74,14 +75,16 @@ static bool find_channel(const HInstr *d, Chan *ch) {
 static bool channel_values(const HInstr *o, const Chan *ch, double *v) {
   double u;
   if (opt_uniform_value(o, &u)) {
-    for (int64_t i = 0; i < ch->n; i++) v[i] = u;
+    for (int64_t i = 0; i < ch->n; i++)
+      v[i] = u;
     return true;
   }
   if (o->op != OP_BROADCAST || o->dims.n != 1 || o->dims.v[0] != ch->out_dim) return false;
   const HInstr *k = o->ops[0];
   if (k->op != OP_CONSTANT || !k->literal || k->shape.rank != 1 || k->shape.dims[0] != ch->n)
     return false;
-  for (int64_t i = 0; i < ch->n; i++) v[i] = hlo_literal_get_f64(k->literal, i);
+  for (int64_t i = 0; i < ch->n; i++)
+    v[i] = hlo_literal_get_f64(k->literal, i);
   return true;
 }
 
@@ -91,14 +94,16 @@ static bool fold_one(HComp *c, HInstr *d, const HUsers *us, PassCtx *pc) {
   double *s = hlo_arena_alloc(pc->scratch, sizeof(double) * (size_t)ch.n);
   double *t = hlo_arena_alloc(pc->scratch, sizeof(double) * (size_t)ch.n);
   double *v = hlo_arena_alloc(pc->scratch, sizeof(double) * (size_t)ch.n);
-  for (int64_t i = 0; i < ch.n; i++) s[i] = 1, t[i] = 0;
+  for (int64_t i = 0; i < ch.n; i++)
+    s[i] = 1, t[i] = 0;
   HInstr *cur = d, *last = NULL;
   int steps = 0, scales = 0;
   while (cur != c->root && us->n[cur->idx] == 1) {
     HInstr *u = us->list[cur->idx][0];
     if (u->nctrl || !hlo_shape_eq(&u->shape, &d->shape)) break;
     if (u->op == OP_NEGATE) {
-      for (int64_t i = 0; i < ch.n; i++) s[i] = -s[i], t[i] = -t[i];
+      for (int64_t i = 0; i < ch.n; i++)
+        s[i] = -s[i], t[i] = -t[i];
     } else if (u->op == OP_ADD || u->op == OP_SUBTRACT || u->op == OP_MULTIPLY ||
                u->op == OP_DIVIDE) {
       int me = u->ops[0] == cur ? 0 : 1;
@@ -108,8 +113,10 @@ static bool fold_one(HComp *c, HInstr *d, const HUsers *us, PassCtx *pc) {
         if (u->op == OP_ADD) {
           t[i] += v[i];
         } else if (u->op == OP_SUBTRACT) {
-          if (me == 0) t[i] -= v[i];
-          else s[i] = -s[i], t[i] = v[i] - t[i];
+          if (me == 0)
+            t[i] -= v[i];
+          else
+            s[i] = -s[i], t[i] = v[i] - t[i];
         } else if (u->op == OP_MULTIPLY) {
           s[i] *= v[i], t[i] *= v[i];
         } else {
@@ -143,12 +150,14 @@ static bool fold_one(HComp *c, HInstr *d, const HUsers *us, PassCtx *pc) {
   HInstr *nd = hlo_instr_clone(c, d, ops);
   HInstr *res = nd;
   bool bias = false;
-  for (int64_t i = 0; i < ch.n; i++) bias |= t[i] != 0;
+  for (int64_t i = 0; i < ch.n; i++)
+    bias |= t[i] != 0;
   if (bias) {
     Shape bs = hlo_shape_array(d->shape.dt, 1, &ch.n);
     HInstr *bk = opt_new(c, OP_CONSTANT, "constant", &bs, 0, NULL);
     bk->literal = hlo_literal_new(m->arena, &bs);
-    for (int64_t i = 0; i < ch.n; i++) hlo_literal_set_f64(bk->literal, i, t[i]);
+    for (int64_t i = 0; i < ch.n; i++)
+      hlo_literal_set_f64(bk->literal, i, t[i]);
     HInstr *bb = opt_new(c, OP_BROADCAST, "broadcast", &d->shape, 1, &bk);
     bb->dims.n = 1;
     bb->dims.v[0] = ch.out_dim;
@@ -176,7 +185,8 @@ bool opt_fold_batchnorm(HModule *m, PassCtx *pc) {
       if (fold_one(c, d, &us, pc)) {
         any = true;
         /* the rewrite appended instructions and redirected uses: refresh */
-        for (int j = 0; j < c->ninstrs; j++) c->instrs[j]->idx = j;
+        for (int j = 0; j < c->ninstrs; j++)
+          c->instrs[j]->idx = j;
         us = hlo_comp_users(pc->scratch, c);
       }
     }

@@ -48,16 +48,16 @@
  *     (mean and mean of squares). Both check that no path leaves one group and re-enters the
  *     other, so no cycle is created.
  *  D. Building. Groups become fusion instructions (kOutput with a dot/conv hero, its root
- *     possibly a reduce; kInput with a reduce hero, kLoop otherwise; multi-output groups get a tuple root and
- *     get-tuple-elements). A group that is a lone dot/convolution or a lone bitcast-like
+ *     possibly a reduce; kInput with a reduce hero, kLoop otherwise; multi-output groups get a
+ * tuple root and get-tuple-elements). A group that is a lone dot/convolution or a lone bitcast-like
  *     reshape stays unfused. Every decision and its reason goes to pc->log, followed by a
  *     per-kind summary.
  *
  * Fusible as loop members: elementwise ops (not map/rng), broadcast, reshape, bitcast,
  * transpose, slice, concatenate, pad, reverse, iota, dynamic-slice, gather, bitcast-convert,
  * reduce-window (pooling: not cheap, so never duplicated nor put in a dot/convolution
- * operand), copy, scalar constants. Requires a renumbered module in dependency order; runs DCE itself at
- * the end (the originals of fused instructions die). */
+ * operand), copy, scalar constants. Requires a renumbered module in dependency order; runs DCE
+ * itself at the end (the originals of fused instructions die). */
 #include "optimizer.h"
 
 #include <stdarg.h>
@@ -73,15 +73,15 @@ enum {
 };
 
 typedef struct Group {
-  int id;                       /* index in the groups array */
-  bool dead;                    /* merged into another group */
-  HInstr *root;                 /* the group's (first) output */
-  HInstr *hero;                 /* reduce, dot or convolution; NULL for loop groups */
-  int nout;                     /* outputs: outs[0] = root */
-  HInstr *outs[MAX_OUTPUTS];    /* values leaving the group */
-  int n;                        /* members */
-  HInstr *mem[GROUP_CAP];       /* members, any order */
-  uint8_t fl[GROUP_CAP];        /* MF_* per member */
+  int id;                    /* index in the groups array */
+  bool dead;                 /* merged into another group */
+  HInstr *root;              /* the group's (first) output */
+  HInstr *hero;              /* reduce, dot or convolution; NULL for loop groups */
+  int nout;                  /* outputs: outs[0] = root */
+  HInstr *outs[MAX_OUTPUTS]; /* values leaving the group */
+  int n;                     /* members */
+  HInstr *mem[GROUP_CAP];    /* members, any order */
+  uint8_t fl[GROUP_CAP];     /* MF_* per member */
 } Group;
 
 typedef struct Fuser {
@@ -90,10 +90,10 @@ typedef struct Fuser {
   HUsers us;
   int ng, capg;
   Group **g;
-  int *gcount;                  /* per instruction: groups it belongs to */
-  int **glist;                  /* per instruction: their ids */
+  int *gcount; /* per instruction: groups it belongs to */
+  int **glist; /* per instruction: their ids */
   int *gcap;
-  uint8_t *placed;              /* per instruction: member of a group it cannot leave */
+  uint8_t *placed; /* per instruction: member of a group it cannot leave */
 } Fuser;
 
 static void logf_(Fuser *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -113,11 +113,13 @@ static bool loop_fusible(const HInstr *in) {
   unsigned fl = hlo_op_flags(in->op);
   if (fl & OPF_SIDE) return false;
   if (in->op == OP_CONSTANT) return in->shape.rank == 0 && in->literal;
-  if ((fl & OPF_ELEM) && in->op != OP_MAP && in->op != OP_COMPLEX && in->op != OP_STOCHASTIC_CONVERT)
+  if ((fl & OPF_ELEM) && in->op != OP_MAP && in->op != OP_COMPLEX &&
+      in->op != OP_STOCHASTIC_CONVERT)
     return true;
-  static const HOp moves[] = {OP_BROADCAST, OP_RESHAPE, OP_BITCAST, OP_TRANSPOSE, OP_SLICE,
-                              OP_CONCATENATE, OP_PAD, OP_REVERSE, OP_IOTA, OP_DYNAMIC_SLICE,
-                              OP_GATHER, OP_BITCAST_CONVERT, OP_REDUCE_WINDOW};
+  static const HOp moves[] = {OP_BROADCAST,    OP_RESHAPE,       OP_BITCAST, OP_TRANSPOSE,
+                              OP_SLICE,        OP_CONCATENATE,   OP_PAD,     OP_REVERSE,
+                              OP_IOTA,         OP_DYNAMIC_SLICE, OP_GATHER,  OP_BITCAST_CONVERT,
+                              OP_REDUCE_WINDOW};
   for (size_t i = 0; i < sizeof moves / sizeof *moves; i++)
     if (moves[i] == in->op) return true;
   return false;
@@ -137,7 +139,8 @@ static bool cheap(const HInstr *in) { return (hlo_op_flags(in->op) & OPF_CHEAP) 
 
 /* user reads an element of operand more than once per output element */
 static bool reuses(const HInstr *user, const HInstr *operand) {
-  if (user->op == OP_BROADCAST) return hlo_shape_elems(&user->shape) > hlo_shape_elems(&operand->shape);
+  if (user->op == OP_BROADCAST)
+    return hlo_shape_elems(&user->shape) > hlo_shape_elems(&operand->shape);
   return user->op == OP_DOT || user->op == OP_CONVOLUTION || user->op == OP_GATHER ||
          user->op == OP_REDUCE_WINDOW;
 }
@@ -218,12 +221,13 @@ enum { FUSION_REDUCE_KEEP = 1 << 16 };
 static HInstr *reduce_reader(Fuser *f, const HInstr *d, const HInstr *v) {
   /* the convolutions the CPU's implicit GEMM takes (others would reduce through the generic
      kernels, an elemental convolution inside a reduction) */
-  if (d->op != OP_CONVOLUTION || !d->conv || d->conv->in_sp.n != 2 || d->feature_groups != 1 || d->batch_groups != 1 ||
-      d->shape.dt != DT_F32 || v == f->c->root || f->us.n[v->idx] != 1)
+  if (d->op != OP_CONVOLUTION || !d->conv || d->conv->in_sp.n != 2 || d->feature_groups != 1 ||
+      d->batch_groups != 1 || d->shape.dt != DT_F32 || v == f->c->root || f->us.n[v->idx] != 1)
     return NULL;
   HInstr *r = f->us.list[v->idx][0];
-  if (!is_reduce_hero(r) || f->placed[r->idx] || r->ops[0] != v || r->ops[1] == v || r->ops[1]->shape.rank != 0 ||
-      !hlo_dtype_is_float(v->shape.dt) || r->shape.dt != v->shape.dt || !hlo_comp_identity(r->calls[0], v->shape.dt, NULL))
+  if (!is_reduce_hero(r) || f->placed[r->idx] || r->ops[0] != v || r->ops[1] == v ||
+      r->ops[1]->shape.rank != 0 || !hlo_dtype_is_float(v->shape.dt) ||
+      r->shape.dt != v->shape.dt || !hlo_comp_identity(r->calls[0], v->shape.dt, NULL))
     return NULL;
   if (opt_ilist_has(&r->dims, d->conv->out_feat)) return NULL;
   int64_t keep = hlo_shape_elems(&r->shape);
@@ -240,7 +244,8 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
   ext[d->idx] = f->us.n[d->idx] + (d == c->root);
   int outputs = ext[d->idx] > 0, best = 1;
   int reach = d->idx;
-  for (int k = 0; k < f->us.n[d->idx]; k++) reach = reach > f->us.list[d->idx][k]->idx ? reach : f->us.list[d->idx][k]->idx;
+  for (int k = 0; k < f->us.n[d->idx]; k++)
+    reach = reach > f->us.list[d->idx][k]->idx ? reach : f->us.list[d->idx][k]->idx;
   for (int j = d->idx + 1; j <= reach && j < n && g->n < OPT_FUSION_MAX; j++) {
     HInstr *u = c->instrs[j];
     bool touches = false, blocked = false;
@@ -252,7 +257,8 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
     if (!touches) continue;
     bool ok = !blocked && !f->placed[j] && (hlo_op_flags(u->op) & OPF_ELEM) && u->op != OP_MAP &&
               loop_fusible(u) && u->shape.rank == d->shape.rank && !u->nctrl;
-    for (int k = 0; ok && k < d->shape.rank; k++) ok = u->shape.dims[k] == d->shape.dims[k];
+    for (int k = 0; ok && k < d->shape.rank; k++)
+      ok = u->shape.dims[k] == d->shape.dims[k];
     if (!ok) {
       state[j] = 2;
       continue;
@@ -266,7 +272,8 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
     }
     ext[j] = f->us.n[j] + (u == c->root);
     if (ext[j] > 0) outputs++;
-    for (int k = 0; k < f->us.n[j]; k++) reach = reach > f->us.list[j][k]->idx ? reach : f->us.list[j][k]->idx;
+    for (int k = 0; k < f->us.n[j]; k++)
+      reach = reach > f->us.list[j][k]->idx ? reach : f->us.list[j][k]->idx;
     if (outputs == 1 && ext[j] > 0) best = g->n;
   }
   if (best > 1 && d->op == OP_CONVOLUTION && f->pc->opts->conv_epilogue_to_reduce) {
@@ -274,15 +281,21 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
        reductions is cheaper inside them (one pass over the raw result, no activation) */
     HInstr *r = g->mem[best - 1];
     bool only_reduces = f->us.n[r->idx] > 0 && r != c->root;
-    for (int k = 0; k < f->us.n[r->idx]; k++) only_reduces &= f->us.list[r->idx][k]->op == OP_REDUCE;
+    for (int k = 0; k < f->us.n[r->idx]; k++)
+      only_reduces &= f->us.list[r->idx][k]->op == OP_REDUCE;
     bool all_cheap = r != c->root;
-    for (int i = 1; i < best; i++) all_cheap &= cheap(g->mem[i]);
+    for (int i = 1; i < best; i++)
+      all_cheap &= cheap(g->mem[i]);
     if (only_reduces) {
-      logf_(f, "epilogue: %s (%s) leaves its %d elementwise consumer(s) up to %s to the reduction(s) reading them",
+      logf_(f,
+            "epilogue: %s (%s) leaves its %d elementwise consumer(s) up to %s to the reduction(s) "
+            "reading them",
             d->name, hlo_op_name(d->op), best - 1, r->name);
       best = 1;
     } else if (all_cheap) {
-      logf_(f, "epilogue: %s (%s) leaves its %d cheap elementwise consumer(s) up to %s to its readers' fusions",
+      logf_(f,
+            "epilogue: %s (%s) leaves its %d cheap elementwise consumer(s) up to %s to its "
+            "readers' fusions",
             d->name, hlo_op_name(d->op), best - 1, r->name);
       best = 1;
     }
@@ -290,7 +303,8 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
   if (!f->pc->opts->conv_epilogue_to_reduce && g->n >= best && best < OPT_FUSION_MAX) {
     HInstr *r = reduce_reader(f, d, g->mem[best - 1]);
     if (r) {
-      logf_(f, "epilogue: %s (%s) ends in %s (reduce to %lld of %lld elements), which joins its group",
+      logf_(f,
+            "epilogue: %s (%s) ends in %s (reduce to %lld of %lld elements), which joins its group",
             d->name, hlo_op_name(d->op), r->name, (long long)hlo_shape_elems(&r->shape),
             (long long)hlo_shape_elems(&d->shape));
       g->mem[best] = r;
@@ -319,12 +333,14 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
  * convolution reading it. (Kernels, operand 1, are packed whole by the convolution anyway.) */
 static bool transposed_by_producer(Fuser *f, const HInstr *p, const HInstr *hero) {
   if (hero->ops[0] != p) return false;
-  if (f->pc->opts->conv_operands_staged || p->op != OP_TRANSPOSE || hlo_shape_elems(&p->shape) < ((int64_t)1 << 16))
+  if (f->pc->opts->conv_operands_staged || p->op != OP_TRANSPOSE ||
+      hlo_shape_elems(&p->shape) < ((int64_t)1 << 16))
     return false;
   int r = p->shape.rank;
   if (r < 2 || p->dims.v[r - 1] == r - 1) return false;
   const HInstr *q = p->ops[0];
-  return q->op != OP_PARAMETER && q->op != OP_CONSTANT && loop_fusible(q) && f->us.n[q->idx] == 1 && q != f->c->root;
+  return q->op != OP_PARAMETER && q->op != OP_CONSTANT && loop_fusible(q) && f->us.n[q->idx] == 1 &&
+         q != f->c->root;
 }
 
 /* Can p join g? Sets *flags for the new member; reason on failure. */
@@ -352,21 +368,29 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
       int pos = member_pos(g, f->us.list[p->idx][k]);
       if (pos >= 0 && (!(g->fl[pos] & MF_PASSES) || !one_to_one(g->mem[pos]))) passes = false;
     }
-    if (!passes) return *why = "the reduction's value would be read more than once per output element", false;
+    if (!passes)
+      return *why = "the reduction's value would be read more than once per output element", false;
     *flags = 0;
     return true;
   }
   if (is_dot_hero(p)) return *why = "dot/convolution only fuse with their own epilogue", false;
   if (!loop_fusible(p)) return *why = "not loop-fusible", false;
   if (dup && !cheap(p)) return *why = "expensive op would be duplicated", false;
-  if ((fl & MF_PROLOGUE) && !cheap(p)) return *why = "expensive op in a dot/convolution operand would be recomputed", false;
-  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION && f->pc->opts->conv_operands_staged &&
-      (hlo_op_flags(p->op) & OPF_ELEM) && p->op != OP_CONVERT && p->op != OP_COPY &&
-      hlo_shape_elems(&p->shape) >= ((int64_t)1 << 20))
-    return *why = "large arithmetic in a convolution operand: materialized once by its own kernel, read in place", false;
-  if ((fl & MF_REUSED) && !cheap(p)) return *why = "expensive op would be recomputed behind a broadcast/gather", false;
-  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION && transposed_by_producer(f, p, g->hero))
-    return *why = "a transposed operand: its producer's kernel writes it in the convolution's layout", false;
+  if ((fl & MF_PROLOGUE) && !cheap(p))
+    return *why = "expensive op in a dot/convolution operand would be recomputed", false;
+  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION &&
+      f->pc->opts->conv_operands_staged && (hlo_op_flags(p->op) & OPF_ELEM) &&
+      p->op != OP_CONVERT && p->op != OP_COPY && hlo_shape_elems(&p->shape) >= ((int64_t)1 << 20))
+    return *why = "large arithmetic in a convolution operand: materialized once by its own kernel, "
+                  "read in place",
+           false;
+  if ((fl & MF_REUSED) && !cheap(p))
+    return *why = "expensive op would be recomputed behind a broadcast/gather", false;
+  if ((fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_CONVOLUTION &&
+      transposed_by_producer(f, p, g->hero))
+    return *why =
+               "a transposed operand: its producer's kernel writes it in the convolution's layout",
+           false;
   *flags = fl;
   return true;
 }
@@ -395,10 +419,13 @@ static void place_producer(Fuser *f, HInstr *p) {
     }
     for (int j = 0; j < f->gcount[u->idx] && !why; j++) {
       int id = f->glist[u->idx][j], t = 0;
-      while (t < ng && gids[t] != id) t++;
+      while (t < ng && gids[t] != id)
+        t++;
       if (t == ng) {
-        if (ng == 64) why = "too many consumer groups";
-        else gids[ng++] = id;
+        if (ng == 64)
+          why = "too many consumer groups";
+        else
+          gids[ng++] = id;
       }
     }
   }
@@ -410,7 +437,8 @@ static void place_producer(Fuser *f, HInstr *p) {
     if (p->op == OP_CONSTANT) return; /* scalar constant used outside: stays a constant */
     Group *g = new_group(f, p);
     if (f->us.n[p->idx] || p == c->root)
-      logf_(f, "separate: %s (%s) roots %s group: %s", p->name, hlo_op_name(p->op), kind_of(g), why);
+      logf_(f, "separate: %s (%s) roots %s group: %s", p->name, hlo_op_name(p->op), kind_of(g),
+            why);
     return;
   }
   for (int t = 0; t < ng; t++) {
@@ -419,7 +447,9 @@ static void place_producer(Fuser *f, HInstr *p) {
     if (p->op != OP_CONSTANT)
       logf_(f, "fuse: %s (%s) into %s group of %s%s%s", p->name, hlo_op_name(p->op), kind_of(g),
             g->root->name, ng > 1 ? " (duplicated: cheap)" : "",
-            g->hero == p ? " as its hero" : (fls[t] & MF_PROLOGUE) ? " (operand prologue)" : "");
+            g->hero == p             ? " as its hero"
+            : (fls[t] & MF_PROLOGUE) ? " (operand prologue)"
+                                     : "");
   }
   f->placed[p->idx] = 1;
 }
@@ -438,7 +468,8 @@ static bool depends_on(Fuser *f, HInstr *x, HInstr *on, uint8_t *seen, int *stk)
     HInstr *y = f->c->instrs[stk[--sp]];
     for (int k = 0; k < y->nops && !found; k++) {
       HInstr *o = y->ops[k];
-      if (o == on) found = true;
+      if (o == on)
+        found = true;
       else if (o->idx > on->idx && !seen[o->idx]) {
         seen[o->idx] = 1;
         stk[sp++] = o->idx;
@@ -460,7 +491,8 @@ static bool path_between(Fuser *f, const Group *from, const Group *g) {
       HInstr *o = m->ops[k];
       if (member_pos(g, o) >= 0) continue;
       bool is_out = false;
-      for (int t = 0; t < from->nout; t++) is_out |= o == from->outs[t];
+      for (int t = 0; t < from->nout; t++)
+        is_out |= o == from->outs[t];
       if (is_out) continue;
       for (int t = 0; t < from->nout; t++) {
         memset(seen, 0, (size_t)n);
@@ -480,7 +512,8 @@ static void merge_into(Fuser *f, Group *dst, Group *src) {
     dst->fl[dst->n++] = src->fl[i];
     note_member(f, m, dst->id);
   }
-  for (int t = 0; t < src->nout; t++) dst->outs[dst->nout++] = src->outs[t];
+  for (int t = 0; t < src->nout; t++)
+    dst->outs[dst->nout++] = src->outs[t];
   src->dead = true;
 }
 
@@ -517,11 +550,12 @@ static void multi_output(Fuser *f) {
             once = false;
       if (!once) continue;
       if (path_between(f, e, s)) {
-        logf_(f, "multi-output: %s stays separate from %s: a path leaves and re-enters", r->name, s->root->name);
+        logf_(f, "multi-output: %s stays separate from %s: a path leaves and re-enters", r->name,
+              s->root->name);
         continue;
       }
-      logf_(f, "multi-output: %s (%s) becomes an extra output of the kInput group of %s",
-            r->name, hlo_op_name(r->op), s->root->name);
+      logf_(f, "multi-output: %s (%s) becomes an extra output of the kInput group of %s", r->name,
+            hlo_op_name(r->op), s->root->name);
       merge_into(f, s, e);
       break;
     }
@@ -532,14 +566,17 @@ static void multi_output(Fuser *f) {
     if (a->dead || !a->hero || a->hero->op != OP_REDUCE) continue;
     for (int j = i + 1; j < f->ng && a->nout < MAX_OUTPUTS; j++) {
       Group *b = f->g[j];
-      if (b->dead || !b->hero || b->hero->op != OP_REDUCE || a->nout + b->nout > MAX_OUTPUTS) continue;
+      if (b->dead || !b->hero || b->hero->op != OP_REDUCE || a->nout + b->nout > MAX_OUTPUTS)
+        continue;
       if (a->n + b->n > GROUP_CAP - 1) continue;
       const HInstr *ha = a->hero, *hb = b->hero;
-      if (!hlo_shape_same_dims(&ha->ops[0]->shape, &hb->ops[0]->shape) || !hlo_shape_same_dims(&ha->shape, &hb->shape) ||
+      if (!hlo_shape_same_dims(&ha->ops[0]->shape, &hb->ops[0]->shape) ||
+          !hlo_shape_same_dims(&ha->shape, &hb->shape) ||
           !hlo_shape_same_dims(&a->root->shape, &b->root->shape) || ha->dims.n != hb->dims.n)
         continue;
       bool dims_eq = true;
-      for (int t = 0; t < ha->dims.n; t++) dims_eq &= ha->dims.v[t] == hb->dims.v[t];
+      for (int t = 0; t < ha->dims.n; t++)
+        dims_eq &= ha->dims.v[t] == hb->dims.v[t];
       if (!dims_eq) continue;
       /* a shared non-scalar outside operand */
       bool shared = false;
@@ -569,9 +606,9 @@ static int cmp_idx(const void *x, const void *y) {
 }
 
 typedef struct Builder {
-  uint8_t *ismem;               /* per instruction index: member of the group being built */
-  HInstr **map;                 /* per instruction index: its copy or parameter */
-  int *touched;                 /* indices to clear after the build */
+  uint8_t *ismem; /* per instruction index: member of the group being built */
+  HInstr **map;   /* per instruction index: its copy or parameter */
+  int *touched;   /* indices to clear after the build */
   int ntouched;
 } Builder;
 
@@ -591,7 +628,8 @@ static void build(Fuser *f, Builder *b, Group *g, int *counts) {
     b->touched[b->ntouched++] = g->mem[i]->idx;
   }
   int cap = 8;
-  for (int i = 0; i < g->n; i++) cap += g->mem[i]->nops;
+  for (int i = 0; i < g->n; i++)
+    cap += g->mem[i]->nops;
   HInstr **ext = hlo_arena_alloc(f->pc->scratch, sizeof(HInstr *) * (size_t)cap);
   int next = 0;
   for (int i = 0; i < g->n; i++) {
@@ -646,7 +684,8 @@ static void build(Fuser *f, Builder *b, Group *g, int *counts) {
     hlo_instr_replace_uses(g->root, fu);
   } else {
     for (int t = 0; t < g->nout; t++) {
-      HInstr *gte = opt_new(c, OP_GET_TUPLE_ELEMENT, "get-tuple-element", &g->outs[t]->shape, 1, &fu);
+      HInstr *gte =
+          opt_new(c, OP_GET_TUPLE_ELEMENT, "get-tuple-element", &g->outs[t]->shape, 1, &fu);
       gte->tuple_index = t;
       hlo_instr_replace_uses(g->outs[t], gte);
     }
@@ -667,7 +706,8 @@ static bool fuse_comp(HComp *c, PassCtx *pc, int *counts) {
   if (pc->log) fprintf(pc->log, "-- computation %s (%d instructions)\n", c->name, n);
   for (int i = 0; i < n; i++)
     if (is_dot_hero(c->instrs[i]) && !f.placed[i]) grow_epilogue(&f, c->instrs[i]);
-  for (int i = n - 1; i >= 0; i--) place_producer(&f, c->instrs[i]);
+  for (int i = n - 1; i >= 0; i--)
+    place_producer(&f, c->instrs[i]);
   multi_output(&f);
   /* instructions appended while building (fusions, get-tuple-elements) get indices >= n */
   int cap = n + f.ng * (MAX_OUTPUTS + 1) + 8;
@@ -692,7 +732,8 @@ bool opt_fusion(HModule *m, PassCtx *pc) {
     for (int j = 0; j < comps[i]->ninstrs; j++) {
       HInstr *in = comps[i]->instrs[j];
       if (in->op == OP_WHILE || in->op == OP_CONDITIONAL || in->op == OP_CALL)
-        for (int k = 0; k < in->ncalls; k++) flow[in->calls[k]->idx] = true;
+        for (int k = 0; k < in->ncalls; k++)
+          flow[in->calls[k]->idx] = true;
     }
   if (pc->log) fprintf(pc->log, "== fusion\n");
   int counts[5] = {0};

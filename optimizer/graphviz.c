@@ -26,10 +26,12 @@ static void fusion_label(FILE *f, const HInstr *in) {
     HOp op = fc->instrs[i]->op;
     if (op == OP_PARAMETER || op == OP_TUPLE) continue;
     bool seen = false;
-    for (int j = 0; j < i && !seen; j++) seen = fc->instrs[j]->op == op;
+    for (int j = 0; j < i && !seen; j++)
+      seen = fc->instrs[j]->op == op;
     if (seen) continue;
     int n = 0;
-    for (int j = i; j < fc->ninstrs; j++) n += fc->instrs[j]->op == op;
+    for (int j = i; j < fc->ninstrs; j++)
+      n += fc->instrs[j]->op == op;
     fputs(line++ % 3 == 0 ? "\\n" : ", ", f);
     fputs(hlo_op_name(op), f);
     if (n > 1) fprintf(f, " x%d", n);
@@ -39,7 +41,8 @@ static void fusion_label(FILE *f, const HInstr *in) {
 void opt_write_dot(FILE *f, const HComp *c) {
   char buf[512];
   fputs("digraph hlo {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n"
-        "  edge [fontname=\"monospace\", fontsize=8];\n", f);
+        "  edge [fontname=\"monospace\", fontsize=8];\n",
+        f);
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *in = c->instrs[i];
     fprintf(f, "  n%d [label=\"", i);
@@ -51,10 +54,14 @@ void opt_write_dot(FILE *f, const HComp *c) {
       fputs(hlo_op_name(in->op), f);
     }
     fputs("\"", f);
-    if (in->op == OP_PARAMETER || in->op == OP_CONSTANT) fputs(", shape=ellipse, color=gray40", f);
-    else if (in->op == OP_FUSION) fputs(", shape=box, style=filled, fillcolor=lightblue", f);
-    else if (in->op == OP_DOT || in->op == OP_CONVOLUTION) fputs(", shape=box, style=bold", f);
-    else fputs(", shape=box", f);
+    if (in->op == OP_PARAMETER || in->op == OP_CONSTANT)
+      fputs(", shape=ellipse, color=gray40", f);
+    else if (in->op == OP_FUSION)
+      fputs(", shape=box, style=filled, fillcolor=lightblue", f);
+    else if (in->op == OP_DOT || in->op == OP_CONVOLUTION)
+      fputs(", shape=box, style=bold", f);
+    else
+      fputs(", shape=box", f);
     if (in == c->root) fputs(", peripheries=2", f);
     fputs("];\n", f);
   }

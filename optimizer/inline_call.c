@@ -13,24 +13,26 @@
 
 static bool inline_in(HComp *c, PassCtx *pc) {
   bool any = false;
-  for (int i = 0; i < c->ninstrs && !any; i++) any = c->instrs[i]->op == OP_CALL;
+  for (int i = 0; i < c->ninstrs && !any; i++)
+    any = c->instrs[i]->op == OP_CALL;
   if (!any) return false;
   int n = c->ninstrs;
   HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)n);
   /* clones are appended to c; collect the new order in a separate list */
   HInstr **order = NULL;
   int norder = 0, cap = 0;
-#define PUSH(x)                                                                                \
-  do {                                                                                         \
-    if (norder == cap) {                                                                       \
-      cap = cap ? cap * 2 : n + 16;                                                            \
-      HInstr **g = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)cap);              \
-      if (norder) memcpy(g, order, sizeof(HInstr *) * (size_t)norder);                        \
-      order = g;                                                                               \
-    }                                                                                          \
-    order[norder++] = (x);                                                                     \
+#define PUSH(x)                                                                                    \
+  do {                                                                                             \
+    if (norder == cap) {                                                                           \
+      cap = cap ? cap * 2 : n + 16;                                                                \
+      HInstr **g = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)cap);                   \
+      if (norder) memcpy(g, order, sizeof(HInstr *) * (size_t)norder);                             \
+      order = g;                                                                                   \
+    }                                                                                              \
+    order[norder++] = (x);                                                                         \
   } while (0)
-  for (int i = 0; i < n; i++) old[i]->aux = NULL;
+  for (int i = 0; i < n; i++)
+    old[i]->aux = NULL;
   for (int i = 0; i < n; i++) {
     HInstr *in = old[i];
     /* operands may have been inlined calls: redirect to their replacement */
@@ -55,7 +57,8 @@ static bool inline_in(HComp *c, PassCtx *pc) {
         continue;
       }
       HInstr **ops = hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)(ci->nops + 1));
-      for (int k = 0; k < ci->nops; k++) ops[k] = map[ci->ops[k]->idx];
+      for (int k = 0; k < ci->nops; k++)
+        ops[k] = map[ci->ops[k]->idx];
       map[j] = hlo_instr_clone(c, ci, ops);
       PUSH(map[j]);
     }
@@ -68,7 +71,8 @@ static bool inline_in(HComp *c, PassCtx *pc) {
     for (int k = 0; k < in->nctrl; k++)
       if (in->ctrl[k]->aux) in->ctrl[k] = in->ctrl[k]->aux;
   }
-  for (int i = 0; i < n; i++) old[i]->aux = NULL;
+  for (int i = 0; i < n; i++)
+    old[i]->aux = NULL;
   memcpy(c->instrs, order, sizeof(HInstr *) * (size_t)norder);
   c->ninstrs = norder;
   hlo_comp_renumber(c);
@@ -78,6 +82,7 @@ static bool inline_in(HComp *c, PassCtx *pc) {
 bool opt_inline_call(HModule *m, PassCtx *pc) {
   bool changed = false;
   /* callees come before callers in m->comps, so nested calls flatten bottom-up */
-  for (int i = 0; i < m->ncomps && !pc->err->set; i++) changed |= inline_in(m->comps[i], pc);
+  for (int i = 0; i < m->ncomps && !pc->err->set; i++)
+    changed |= inline_in(m->comps[i], pc);
   return changed;
 }

@@ -20,33 +20,33 @@ typedef enum OptConvLayout {
 } OptConvLayout;
 
 typedef struct OptOpts {
-  const char *dump_dir;     /* write dumps here (NULL: no dumps) */
-  bool time_passes;         /* print per-pass wall time to stderr at the end */
-  bool verify_each;         /* run hlo_verify after every changing pass */
-  int ndisabled;            /* passes not to run */
+  const char *dump_dir;                   /* write dumps here (NULL: no dumps) */
+  bool time_passes;                       /* print per-pass wall time to stderr at the end */
+  bool verify_each;                       /* run hlo_verify after every changing pass */
+  int ndisabled;                          /* passes not to run */
   const char *disabled[OPT_MAX_DISABLED]; /* their names */
-  const char *stop_after;   /* stop the pipeline after the first run of this pass */
-  OptConvLayout conv_layout; /* canonical convolution form of the layout passes */
-  bool conv_epilogue_to_reduce; /* fusion: a convolution epilogue read only by reductions,
-                                    or made of cheap ops only, goes into its readers' fusions
-                                    (targets whose convolutions write raw) */
+  const char *stop_after;                 /* stop the pipeline after the first run of this pass */
+  OptConvLayout conv_layout;              /* canonical convolution form of the layout passes */
+  bool conv_epilogue_to_reduce;           /* fusion: a convolution epilogue read only by reductions,
+                                              or made of cheap ops only, goes into its readers' fusions
+                                              (targets whose convolutions write raw) */
   bool conv_operands_staged; /* fusion: no large arithmetic in convolution operands (targets
                                 that copy computed operands before the library call) */
 } OptOpts;
 
 typedef struct PassCtx {
-  const OptOpts *opts;      /* options of this run */
-  HArena *scratch;          /* scratch memory, freed after each pass */
-  HErr *err;                /* where passes report errors */
-  FILE *log;                /* decision log for passes that explain themselves (or NULL) */
+  const OptOpts *opts; /* options of this run */
+  HArena *scratch;     /* scratch memory, freed after each pass */
+  HErr *err;           /* where passes report errors */
+  FILE *log;           /* decision log for passes that explain themselves (or NULL) */
 } PassCtx;
 
 typedef bool (*PassFn)(HModule *m, PassCtx *pc);
 
 typedef struct OptPass {
-  const char *name;         /* pass name (passes.def) */
-  PassFn fn;                /* entry point */
-  const char *summary;      /* one line for --help and docs */
+  const char *name;    /* pass name (passes.def) */
+  PassFn fn;           /* entry point */
+  const char *summary; /* one line for --help and docs */
 } OptPass;
 
 const OptPass *opt_find_pass(const char *name);
@@ -76,8 +76,7 @@ typedef HInstr *(*OptRewriteFn)(HComp *c, HInstr *in, PassCtx *pc, void *ctx);
  * for DCE. Returns whether anything was replaced. */
 bool opt_rewrite_comp(HComp *c, PassCtx *pc, OptRewriteFn fn, void *ctx);
 /* New instruction appended to c with a fresh name "base.N". */
-HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops,
-                HInstr *const *ops);
+HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops, HInstr *const *ops);
 /* A scalar constant of type dt holding v (converted as hlo_store_f64 does). */
 HInstr *opt_const_scalar(HComp *c, DType dt, double v);
 /* broadcast(scalar) to the dims of s (scalar itself when s is a scalar shape). */
@@ -119,13 +118,13 @@ void opt_write_dot(FILE *f, const HComp *c);
 /* ------------------------------------------------------------------ stats.c */
 
 typedef struct OptStats {
-  int kernels;        /* fusions plus unfused ops that do work (what a backend launches) */
-  int fusions;        /* fusion instructions */
-  int by_kind[5];     /* fusions per FusionKind (FK_LOOP, FK_INPUT, FK_OUTPUT, ...) */
-  int multi_output;   /* fusions with a tuple root */
-  int unfused;        /* unfused kernels (dot, convolution, reduce-window, gather, ...) */
-  int unfused_dots;   /* of which dot and convolution */
-  int instrs;         /* instructions in the computations counted */
+  int kernels;      /* fusions plus unfused ops that do work (what a backend launches) */
+  int fusions;      /* fusion instructions */
+  int by_kind[5];   /* fusions per FusionKind (FK_LOOP, FK_INPUT, FK_OUTPUT, ...) */
+  int multi_output; /* fusions with a tuple root */
+  int unfused;      /* unfused kernels (dot, convolution, reduce-window, gather, ...) */
+  int unfused_dots; /* of which dot and convolution */
+  int instrs;       /* instructions in the computations counted */
 } OptStats;
 
 /* Count the kernels of the entry computation and of the control-flow bodies it calls.

@@ -49,18 +49,22 @@ int opt_pass_count(void) { return NPASSES; }
 const OptPass *opt_pass_at(int i) { return &passes[i]; }
 
 typedef struct Stage {
-  const char *name;          /* stage name, used in dump file names */
-  bool fixpoint;             /* repeat until no pass changes anything */
-  const char *passes[8];     /* pass names, NULL-terminated */
+  const char *name;      /* stage name, used in dump file names */
+  bool fixpoint;         /* repeat until no pass changes anything */
+  const char *passes[8]; /* pass names, NULL-terminated */
 } Stage;
 
 /* hloc's pipeline, top to bottom. */
 static const Stage pipeline[] = {
     {"normalize", false, {"flatten-params", "layout-normalize", NULL}},
-    {"simplify", true, {"conditional-select", "while-unroll", "inline-call", "algsimp", "constant-fold", "cse", "dce", NULL}},
+    {"simplify",
+     true,
+     {"conditional-select", "while-unroll", "inline-call", "algsimp", "constant-fold", "cse", "dce",
+      NULL}},
     {"inference", true, {"fold-batchnorm", "algsimp", "constant-fold", "cse", "dce", NULL}},
     {"layout", false, {"transpose-fold", "conv-layout", NULL}},
-    {"layout-cleanup", true,
+    {"layout-cleanup",
+     true,
      {"transpose-sink", "transpose-fold", "algsimp", "reduce-factor", "constant-fold", "cse", "dce",
       NULL}},
     {"fusion", false, {"fusion", "dce", NULL}},
@@ -72,12 +76,12 @@ typedef struct Runner {
   HModule *m;
   const OptOpts *o;
   HErr *err;
-  int step;                  /* dump counter */
-  double secs[NPASSES];      /* wall time per pass */
-  int runs[NPASSES];         /* runs per pass */
-  int changes[NPASSES];      /* runs that changed the module */
-  bool stopped;              /* --stop-after reached */
-  FILE *log;                 /* decision log in the dump folder (NULL when not dumping) */
+  int step;             /* dump counter */
+  double secs[NPASSES]; /* wall time per pass */
+  int runs[NPASSES];    /* runs per pass */
+  int changes[NPASSES]; /* runs that changed the module */
+  bool stopped;         /* --stop-after reached */
+  FILE *log;            /* decision log in the dump folder (NULL when not dumping) */
 } Runner;
 
 static double now(void) {
@@ -160,8 +164,10 @@ static bool dump_buffers(Runner *r) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  if (memplan_assign(r->m->entry, a, &plan, &perr)) memplan_dump(&plan, r->m->entry, f);
-  else fprintf(f, "no buffer assignment: %s\n", perr.msg);
+  if (memplan_assign(r->m->entry, a, &plan, &perr))
+    memplan_dump(&plan, r->m->entry, f);
+  else
+    fprintf(f, "no buffer assignment: %s\n", perr.msg);
   fclose(f);
   bool ok = hlo_write_file_atomic(path, buf, len, r->err);
   free(buf);

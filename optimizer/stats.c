@@ -13,10 +13,11 @@
 #include <string.h>
 
 static bool is_free(const HInstr *in) {
-  static const HOp free_ops[] = {OP_PARAMETER, OP_CONSTANT, OP_TUPLE, OP_GET_TUPLE_ELEMENT,
-                                 OP_BITCAST, OP_AFTER_ALL, OP_ADD_DEPENDENCY, OP_OPT_BARRIER,
-                                 OP_WHILE, OP_CONDITIONAL, OP_CALL, OP_PARTITION_ID,
-                                 OP_REPLICA_ID, OP_DOMAIN};
+  static const HOp free_ops[] = {OP_PARAMETER,         OP_CONSTANT,    OP_TUPLE,
+                                 OP_GET_TUPLE_ELEMENT, OP_BITCAST,     OP_AFTER_ALL,
+                                 OP_ADD_DEPENDENCY,    OP_OPT_BARRIER, OP_WHILE,
+                                 OP_CONDITIONAL,       OP_CALL,        OP_PARTITION_ID,
+                                 OP_REPLICA_ID,        OP_DOMAIN};
   for (size_t i = 0; i < sizeof free_ops / sizeof *free_ops; i++)
     if (free_ops[i] == in->op) return true;
   return in->op == OP_RESHAPE && opt_is_bitcast_reshape(in);
@@ -28,7 +29,8 @@ static void count_comp(const HComp *c, OptStats *s, int depth) {
     const HInstr *in = c->instrs[i];
     s->instrs++;
     if (in->op == OP_WHILE || in->op == OP_CONDITIONAL || in->op == OP_CALL) {
-      for (int k = 0; k < in->ncalls; k++) count_comp(in->calls[k], s, depth + 1);
+      for (int k = 0; k < in->ncalls; k++)
+        count_comp(in->calls[k], s, depth + 1);
       continue;
     }
     if (is_free(in)) continue;
@@ -50,8 +52,9 @@ void opt_stats(const HModule *m, OptStats *s) {
 }
 
 void opt_stats_print(FILE *f, const OptStats *s) {
-  fprintf(f, "kernels %d: fusions %d (kLoop %d, kInput %d, kOutput %d; multi-output %d), "
-             "unfused %d (dot/convolution %d); %d instructions\n",
+  fprintf(f,
+          "kernels %d: fusions %d (kLoop %d, kInput %d, kOutput %d; multi-output %d), "
+          "unfused %d (dot/convolution %d); %d instructions\n",
           s->kernels, s->fusions, s->by_kind[FK_LOOP], s->by_kind[FK_INPUT], s->by_kind[FK_OUTPUT],
           s->multi_output, s->unfused, s->unfused_dots, s->instrs);
 }

@@ -31,7 +31,8 @@ void opt_comp_toposort(HComp *c, HArena *scratch) {
 }
 
 static HInstr *rw_resolve(HInstr *x) {
-  while (x->aux) x = x->aux;
+  while (x->aux)
+    x = x->aux;
   return x;
 }
 
@@ -39,19 +40,23 @@ bool opt_rewrite_comp(HComp *c, PassCtx *pc, OptRewriteFn fn, void *ctx) {
   int n = c->ninstrs;
   /* fn appends to c->instrs (which may move): sweep a copy of the instructions as they are */
   HInstr **old = hlo_arena_memdup(pc->scratch, c->instrs, sizeof(HInstr *) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) old[i]->aux = NULL;
+  for (int i = 0; i < n; i++)
+    old[i]->aux = NULL;
   bool changed = false;
   for (int i = 0; i < n; i++) {
     HInstr *in = old[i];
-    for (int k = 0; k < in->nops; k++) in->ops[k] = rw_resolve(in->ops[k]);
-    for (int k = 0; k < in->nctrl; k++) in->ctrl[k] = rw_resolve(in->ctrl[k]);
+    for (int k = 0; k < in->nops; k++)
+      in->ops[k] = rw_resolve(in->ops[k]);
+    for (int k = 0; k < in->nctrl; k++)
+      in->ctrl[k] = rw_resolve(in->ctrl[k]);
     HInstr *r = fn(c, in, pc, ctx);
     if (!r || r == in) continue;
     in->aux = r;
     changed = true;
   }
   if (c->root) c->root = rw_resolve(c->root);
-  for (int i = 0; i < c->ninstrs; i++) c->instrs[i]->aux = NULL;
+  for (int i = 0; i < c->ninstrs; i++)
+    c->instrs[i]->aux = NULL;
   if (changed || c->ninstrs != n) opt_comp_toposort(c, pc->scratch);
   return changed;
 }
@@ -67,18 +72,20 @@ static void comp_visit(HComp *c, uint8_t *state, HComp **order, int *norder) {
 
 void opt_module_sort_comps(HModule *m, HArena *scratch) {
   int n = m->ncomps;
-  for (int i = 0; i < n; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    m->comps[i]->idx = i;
   uint8_t *state = hlo_arena_alloc(scratch, (size_t)n + 1);
   HComp **order = hlo_arena_alloc(scratch, sizeof(HComp *) * (size_t)(n + 1));
   int norder = 0;
-  for (int i = 0; i < n; i++) comp_visit(m->comps[i], state, order, &norder);
+  for (int i = 0; i < n; i++)
+    comp_visit(m->comps[i], state, order, &norder);
   HLO_ASSERT(norder == n);
   memcpy(m->comps, order, sizeof(HComp *) * (size_t)n);
-  for (int i = 0; i < n; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < n; i++)
+    m->comps[i]->idx = i;
 }
 
-HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops,
-                HInstr *const *ops) {
+HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops, HInstr *const *ops) {
   return hlo_instr_new(c, op, hlo_module_unique_name(c->mod, base), s, nops, ops);
 }
 
@@ -127,7 +134,8 @@ bool opt_uniform_is(const HInstr *in, double want) {
   if (hlo_dtype_is_int(in->shape.dt) || in->shape.dt == DT_PRED) {
     int64_t iv;
     const HInstr *k = in;
-    while (k->op != OP_CONSTANT) k = k->ops[0];
+    while (k->op != OP_CONSTANT)
+      k = k->ops[0];
     iv = hlo_literal_get_i64(k->literal, 0);
     return (double)iv == want;
   }
@@ -152,7 +160,8 @@ static bool sp_visit(const HComp *c, uint8_t *seen, int depth) {
   seen[c->idx] = 1;
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *in = c->instrs[i];
-    if ((hlo_op_flags(in->op) & OPF_SIDE) || in->op == OP_CUSTOM_CALL || in->op == OP_WHILE || in->op == OP_RNG)
+    if ((hlo_op_flags(in->op) & OPF_SIDE) || in->op == OP_CUSTOM_CALL || in->op == OP_WHILE ||
+        in->op == OP_RNG)
       return false;
     for (int k = 0; k < in->ncalls; k++)
       if (!sp_visit(in->calls[k], seen, depth + 1)) return false;
@@ -162,7 +171,8 @@ static bool sp_visit(const HComp *c, uint8_t *seen, int depth) {
 
 bool opt_comp_speculable(const HComp *c, HArena *scratch) {
   HModule *m = c->mod;
-  for (int i = 0; i < m->ncomps; i++) m->comps[i]->idx = i;
+  for (int i = 0; i < m->ncomps; i++)
+    m->comps[i]->idx = i;
   uint8_t *seen = hlo_arena_alloc(scratch, (size_t)m->ncomps + 1);
   memset(seen, 0, (size_t)m->ncomps + 1);
   return sp_visit(c, seen, 0);

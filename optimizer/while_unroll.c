@@ -20,14 +20,16 @@ enum { WU_MAX_TRIPS = 1024, WU_MAX_INSTRS = 200000 };
 
 /* The value of an integer scalar constant (seen through a copy or convert-free chain). */
 static bool wu_const(const HInstr *x, int64_t *v) {
-  if (x->op != OP_CONSTANT || !x->literal || x->shape.rank != 0 || !hlo_dtype_is_int(x->shape.dt)) return false;
+  if (x->op != OP_CONSTANT || !x->literal || x->shape.rank != 0 || !hlo_dtype_is_int(x->shape.dt))
+    return false;
   *v = hlo_literal_get_i64(x->literal, 0);
   return true;
 }
 
 /* get-tuple-element(p, j) of computation c's parameter p: j, else -1. */
 static int64_t wu_elem(const HComp *c, const HInstr *x) {
-  if (x->op != OP_GET_TUPLE_ELEMENT || x->ops[0]->op != OP_PARAMETER || x->ops[0]->parent != c) return -1;
+  if (x->op != OP_GET_TUPLE_ELEMENT || x->ops[0]->op != OP_PARAMETER || x->ops[0]->parent != c)
+    return -1;
   return x->tuple_index;
 }
 
@@ -44,8 +46,8 @@ static int64_t wu_trips(const HInstr *w) {
   const HInstr *init = w->ops[0];
   const HComp *body = w->calls[0], *cond = w->calls[1]; /* HLO's order: body, condition */
   const HInstr *cr = cond->root, *br = body->root;
-  if (init->op != OP_TUPLE || br->op != OP_TUPLE || cr->op != OP_COMPARE || cr->ops[0]->shape.rank != 0 ||
-      !hlo_dtype_is_int(cr->ops[0]->shape.dt))
+  if (init->op != OP_TUPLE || br->op != OP_TUPLE || cr->op != OP_COMPARE ||
+      cr->ops[0]->shape.rank != 0 || !hlo_dtype_is_int(cr->ops[0]->shape.dt))
     return -1;
   /* the induction element j: one side of the comparison, stepped by a constant in the body */
   for (int side = 0; side < 2; side++) {
@@ -54,17 +56,21 @@ static int64_t wu_trips(const HInstr *w) {
     const HInstr *nx = br->ops[j];
     int64_t step, c0, bound;
     if (nx->op != OP_ADD && nx->op != OP_SUBTRACT) continue;
-    int ci = wu_elem(body, nx->ops[0]) == j ? 1 : nx->op == OP_ADD && wu_elem(body, nx->ops[1]) == j ? 0 : -1;
+    int ci = wu_elem(body, nx->ops[0]) == j                       ? 1
+             : nx->op == OP_ADD && wu_elem(body, nx->ops[1]) == j ? 0
+                                                                  : -1;
     if (ci < 0 || !wu_const(nx->ops[ci], &step)) continue;
     if (nx->op == OP_SUBTRACT) step = -step;
     if (!wu_const(init->ops[j], &c0)) continue;
     const HInstr *other = cr->ops[1 - side];
     int64_t k = wu_elem(cond, other);
-    if (!wu_const(other, &bound) && !(k >= 0 && k != j && wu_invariant(init, body, k, &bound))) continue;
+    if (!wu_const(other, &bound) && !(k >= 0 && k != j && wu_invariant(init, body, k, &bound)))
+      continue;
     /* simulate: the comparison is (i dir bound) with i on the left, or (bound dir i) */
     int64_t i = c0, t = 0;
     DType dt = cr->ops[0]->shape.dt;
-    while (side == 0 ? hlo_cmp_i64(cr->cmp_dir, dt, i, bound) : hlo_cmp_i64(cr->cmp_dir, dt, bound, i)) {
+    while (side == 0 ? hlo_cmp_i64(cr->cmp_dir, dt, i, bound)
+                     : hlo_cmp_i64(cr->cmp_dir, dt, bound, i)) {
       if (++t > WU_MAX_TRIPS) return -1;
       i += step;
     }
@@ -81,7 +87,9 @@ static HInstr *wu_rule(HComp *c, HInstr *w, PassCtx *pc, void *ctx) {
   HComp *body = w->calls[0];
   if ((int64_t)body->ninstrs * t > WU_MAX_INSTRS || !opt_comp_speculable(body, pc->scratch) ||
       !opt_comp_speculable(w->calls[1], pc->scratch)) {
-    if (pc->log) fprintf(pc->log, "while %s kept: %lld trips of %d instructions, or side effects\n", w->name, (long long)t, body->ninstrs);
+    if (pc->log)
+      fprintf(pc->log, "while %s kept: %lld trips of %d instructions, or side effects\n", w->name,
+              (long long)t, body->ninstrs);
     return NULL;
   }
   HInstr *s = w->ops[0];
@@ -96,6 +104,7 @@ static HInstr *wu_rule(HComp *c, HInstr *w, PassCtx *pc, void *ctx) {
 bool opt_while_unroll(HModule *m, PassCtx *pc) {
   bool changed = false;
   int ncomps = m->ncomps;
-  for (int i = 0; i < ncomps; i++) changed |= opt_rewrite_comp(m->comps[i], pc, wu_rule, NULL);
+  for (int i = 0; i < ncomps; i++)
+    changed |= opt_rewrite_comp(m->comps[i], pc, wu_rule, NULL);
   return changed;
 }

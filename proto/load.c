@@ -20,10 +20,12 @@ static bool looks_like_text(const char *p, size_t n) {
     if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') {
       p++;
     } else if (end - p >= 2 && p[0] == '/' && p[1] == '/') {
-      while (p < end && *p != '\n') p++;
+      while (p < end && *p != '\n')
+        p++;
     } else if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
       const char *q = p + 2;
-      while (q + 1 < end && !(q[0] == '*' && q[1] == '/')) q++;
+      while (q + 1 < end && !(q[0] == '*' && q[1] == '/'))
+        q++;
       if (q + 1 >= end) return true; /* unterminated comment: text, the parser says so */
       p = q + 2;
     } else {

@@ -80,8 +80,7 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 /* Walk the wire format of a message of type d: every tag, length and fixed-size value must
  * lie inside the buffer, groups are refused, and fields the schema declares as messages are
  * checked recursively up to PROTO_MAX_NEST levels. Unknown fields are only framed. */
-static bool wire_check(const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *d,
-                       int depth) {
+static bool wire_check(const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *d, int depth) {
   if (depth > PROTO_MAX_NEST) return false;
   const uint8_t *end = p + n;
   while (p < end) {
@@ -111,8 +110,7 @@ static bool wire_check(const uint8_t *p, size_t n, const ProtobufCMessageDescrip
       p += v;
       break;
     }
-    default:
-      return false; /* groups (3, 4) and invalid wire types */
+    default: return false; /* groups (3, 4) and invalid wire types */
     }
   }
   return true;
@@ -137,7 +135,8 @@ static uint64_t mix64(uint64_t x) {
 
 static void idmap_init(IdMap *h, HArena *a, size_t n) {
   size_t cap = 16;
-  while (cap < 2 * n) cap *= 2;
+  while (cap < 2 * n)
+    cap *= 2;
   h->keys = hlo_arena_alloc(a, cap * sizeof *h->keys);
   h->vals = hlo_arena_alloc(a, cap * sizeof *h->vals);
   memset(h->vals, 0xff, cap * sizeof *h->vals);
@@ -169,7 +168,8 @@ typedef struct NameSet {
 
 static void nameset_init(NameSet *s, HArena *a, size_t n) {
   size_t cap = 16;
-  while (cap < 2 * n) cap *= 2;
+  while (cap < 2 * n)
+    cap *= 2;
   s->keys = hlo_arena_alloc(a, cap * sizeof *s->keys);
   s->mask = cap - 1;
 }
@@ -177,7 +177,8 @@ static void nameset_init(NameSet *s, HArena *a, size_t n) {
 /* false when name is already present */
 static bool nameset_add(NameSet *s, const char *name) {
   uint64_t h = 1469598103934665603ull;
-  for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (uint8_t)*p) * 1099511628211ull;
   size_t i = mix64(h) & s->mask;
   for (; s->keys[i]; i = (i + 1) & s->mask)
     if (!strcmp(s->keys[i], name)) return false;
@@ -243,7 +244,8 @@ typedef struct SBuf {
 static void sb_putn(SBuf *b, const char *s, size_t n) {
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n + 1) cap *= 2;
+    while (cap < b->n + n + 1)
+      cap *= 2;
     char *ns = hlo_arena_alloc(b->a, cap);
     if (b->n) memcpy(ns, b->s, b->n);
     b->s = ns;
@@ -317,8 +319,7 @@ static bool read_shape(Reader *r, const Xla__ShapeProto *sp, Shape *out, int dep
     return fail(r, "rank %zu above the maximum rank %d", sp->n_dimensions, HLO_MAX_RANK);
   if (dt == DT_TOKEN && sp->n_dimensions) return fail(r, "token shape with dimensions");
   for (size_t i = 0; i < sp->n_is_dynamic_dimension; i++)
-    if (sp->is_dynamic_dimension[i])
-      return fail(r, "dynamic dimension %zu is not supported", i);
+    if (sp->is_dynamic_dimension[i]) return fail(r, "dynamic dimension %zu is not supported", i);
   out->rank = (int)sp->n_dimensions;
   for (int i = 0; i < out->rank; i++) {
     out->dims[i] = sp->dimensions[i];
@@ -382,7 +383,8 @@ static size_t literal_count(const Xla__LiteralProto *lp, DType dt) {
 static void literal_copy(const Xla__LiteralProto *lp, DType dt, void *dst, size_t n) {
   switch (dt) {
   case DT_PRED:
-    for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = lp->preds[i] ? 1 : 0;
+    for (size_t i = 0; i < n; i++)
+      ((uint8_t *)dst)[i] = lp->preds[i] ? 1 : 0;
     return;
   case DT_S8: memcpy(dst, lp->s8s.data, n); return;
   case DT_U8: memcpy(dst, lp->u8s.data, n); return;
@@ -396,7 +398,8 @@ static void literal_copy(const Xla__LiteralProto *lp, DType dt, void *dst, size_
                          : dt == DT_U16 ? lp->u16s.data
                          : dt == DT_F16 ? lp->f16s.data
                                         : lp->bf16s.data;
-    for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = le16(src + 2 * i);
+    for (size_t i = 0; i < n; i++)
+      ((uint16_t *)dst)[i] = le16(src + 2 * i);
     return;
   }
   case DT_S32: memcpy(dst, lp->s32s, n * 4); return;
@@ -470,7 +473,8 @@ static bool read_ilist(Reader *r, IList *dst, const int64_t *v, size_t n, const 
   if (n > HLO_MAX_RANK)
     return fail(r, "%s has %zu entries, above the maximum rank %d", what, n, HLO_MAX_RANK);
   dst->n = (int)n;
-  for (size_t i = 0; i < n; i++) dst->v[i] = v[i];
+  for (size_t i = 0; i < n; i++)
+    dst->v[i] = v[i];
   return true;
 }
 
@@ -634,8 +638,8 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
                     "input_spatial_dimensions") ||
         !read_ilist(r, &cd->k_sp, c->kernel_spatial_dimensions, c->n_kernel_spatial_dimensions,
                     "kernel_spatial_dimensions") ||
-        !read_ilist(r, &cd->out_sp, c->output_spatial_dimensions,
-                    c->n_output_spatial_dimensions, "output_spatial_dimensions"))
+        !read_ilist(r, &cd->out_sp, c->output_spatial_dimensions, c->n_output_spatial_dimensions,
+                    "output_spatial_dimensions"))
       return false;
     in->conv = cd;
   }
@@ -700,16 +704,15 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
   if (pi->gather_dimension_numbers || pi->n_gather_slice_sizes) {
     GatherDims *gd = hlo_arena_alloc(a, sizeof *gd);
     const Xla__GatherDimensionNumbers *g = pi->gather_dimension_numbers;
-    if (g &&
-        (!read_ilist(r, &gd->offset_dims, g->offset_dims, g->n_offset_dims, "offset_dims") ||
-         !read_ilist(r, &gd->collapsed_slice_dims, g->collapsed_slice_dims,
-                     g->n_collapsed_slice_dims, "collapsed_slice_dims") ||
-         !read_ilist(r, &gd->start_index_map, g->start_index_map, g->n_start_index_map,
-                     "start_index_map") ||
-         !read_ilist(r, &gd->operand_batching_dims, g->operand_batching_dims,
-                     g->n_operand_batching_dims, "operand_batching_dims") ||
-         !read_ilist(r, &gd->start_indices_batching_dims, g->start_indices_batching_dims,
-                     g->n_start_indices_batching_dims, "start_indices_batching_dims")))
+    if (g && (!read_ilist(r, &gd->offset_dims, g->offset_dims, g->n_offset_dims, "offset_dims") ||
+              !read_ilist(r, &gd->collapsed_slice_dims, g->collapsed_slice_dims,
+                          g->n_collapsed_slice_dims, "collapsed_slice_dims") ||
+              !read_ilist(r, &gd->start_index_map, g->start_index_map, g->n_start_index_map,
+                          "start_index_map") ||
+              !read_ilist(r, &gd->operand_batching_dims, g->operand_batching_dims,
+                          g->n_operand_batching_dims, "operand_batching_dims") ||
+              !read_ilist(r, &gd->start_indices_batching_dims, g->start_indices_batching_dims,
+                          g->n_start_indices_batching_dims, "start_indices_batching_dims")))
       return false;
     if (g) gd->index_vector_dim = g->index_vector_dim;
     if (!read_ilist(r, &gd->slice_sizes, pi->gather_slice_sizes, pi->n_gather_slice_sizes,
@@ -726,8 +729,8 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
                     s->n_inserted_window_dims, "inserted_window_dims") ||
         !read_ilist(r, &sd->scatter_dims_to_operand_dims, s->scatter_dims_to_operand_dims,
                     s->n_scatter_dims_to_operand_dims, "scatter_dims_to_operand_dims") ||
-        !read_ilist(r, &sd->input_batching_dims, s->input_batching_dims,
-                    s->n_input_batching_dims, "input_batching_dims") ||
+        !read_ilist(r, &sd->input_batching_dims, s->input_batching_dims, s->n_input_batching_dims,
+                    "input_batching_dims") ||
         !read_ilist(r, &sd->scatter_indices_batching_dims, s->scatter_indices_batching_dims,
                     s->n_scatter_indices_batching_dims, "scatter_indices_batching_dims"))
       return false;
@@ -745,7 +748,7 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
   /* XLA writes the type even when it is the default for the operands; HLO text omits it */
   if (in->op == OP_COMPARE && in->nops > 0) {
     DType odt = in->ops[0]->shape.dt;
-    CmpType def = hlo_dtype_is_float(odt)             ? CMPT_FLOAT
+    CmpType def = hlo_dtype_is_float(odt)          ? CMPT_FLOAT
                   : hlo_dtype_kind(odt) == DK_SINT ? CMPT_SIGNED
                                                    : CMPT_UNSIGNED;
     if (in->cmp_type == def) in->cmp_type = CMPT_DEFAULT;
@@ -839,8 +842,8 @@ static bool read_comp(Reader *r, ModCtx *x, int ci) {
     for (size_t j = 0; j < pi->n_operand_ids; j++) {
       int v = idmap_get(&ids, pi->operand_ids[j]);
       if (v < 0)
-        return fail(r, "operand %zu: id %lld does not name an instruction of this computation",
-                    j, (long long)pi->operand_ids[j]);
+        return fail(r, "operand %zu: id %lld does not name an instruction of this computation", j,
+                    (long long)pi->operand_ids[j]);
       g.adj[k++] = v;
     }
     for (size_t j = 0; j < pi->n_control_predecessor_ids; j++) {
@@ -1025,8 +1028,8 @@ static bool read_entry(Reader *r, ModCtx *x) {
   if (!ps || (!ps->n_parameters && !ps->result)) ps = mp->computations[ei]->program_shape;
   if (ps && (ps->n_parameters || ps->result)) {
     if (ps->n_parameters != (size_t)m->entry->nparams)
-      return fail(r, "program shape has %zu parameters, entry computation has %d",
-                  ps->n_parameters, m->entry->nparams);
+      return fail(r, "program shape has %zu parameters, entry computation has %d", ps->n_parameters,
+                  m->entry->nparams);
     if (!ps->result) return fail(r, "program shape without a result");
     m->entry_layout_params =
         hlo_arena_alloc(m->arena, sizeof(Shape) * (ps->n_parameters ? ps->n_parameters : 1));
@@ -1069,12 +1072,14 @@ static HModule *build_module(Reader *r, const Xla__HloModuleProto *mp) {
   ModCtx x = {.mp = mp, .max_id = 0};
   size_t nc = mp->n_computations;
   size_t ninstr = 0;
-  for (size_t i = 0; i < nc; i++) ninstr += mp->computations[i]->n_instructions;
+  for (size_t i = 0; i < nc; i++)
+    ninstr += mp->computations[i]->n_instructions;
   nameset_init(&x.names, r->tmp, ninstr);
   x.built = hlo_arena_alloc(r->tmp, sizeof(HComp *) * (nc + 1));
   int *order = hlo_arena_alloc(r->tmp, sizeof(int) * (nc + 1));
   bool ok = order_comps(r, &x, order);
-  for (size_t i = 0; ok && i < nc; i++) ok = read_comp(r, &x, order[i]);
+  for (size_t i = 0; ok && i < nc; i++)
+    ok = read_comp(r, &x, order[i]);
   r->comp = r->instr = NULL;
   ok = ok && read_entry(r, &x);
   if (ok) {

@@ -49,8 +49,8 @@ typedef struct Npy {
   char descr[16]; /* '<f4' ... */
   int rank;       /* dimensions */
   int64_t dims[8];
-  size_t bytes;   /* data size */
-  void *data;     /* malloc'd */
+  size_t bytes; /* data size */
+  void *data;   /* malloc'd */
 } Npy;
 
 static int npy_read(const char *path, Npy *a) {
@@ -86,14 +86,16 @@ static int npy_read(const char *path, Npy *a) {
   a->rank = 0;
   while (p && *p && *p != ')') {
     p++;
-    while (*p == ' ' || *p == ',') p++;
+    while (*p == ' ' || *p == ',')
+      p++;
     if (*p == ')') break;
     a->dims[a->rank++] = strtoll(p, &p, 10);
   }
   free(h);
   size_t esz = (size_t)atoi(a->descr + 2), n = 1;
   if (a->descr[1] == 'b' && a->descr[2] == '1') esz = 1;
-  for (int i = 0; i < a->rank; i++) n *= (size_t)a->dims[i];
+  for (int i = 0; i < a->rank; i++)
+    n *= (size_t)a->dims[i];
   a->bytes = n * esz;
   a->data = malloc(a->bytes ? a->bytes : 1);
   size_t got = fread(a->data, 1, a->bytes, f);
@@ -106,7 +108,8 @@ static const char *npy_descr(const char *dt) {
   static const char *map[][2] = {{"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"}, {"s64", "<i8"},
                                  {"u32", "<u4"}, {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"},
                                  {"f16", "<f2"}, {"s16", "<i2"}, {"u16", "<u2"}, {"u64", "<u8"},
-                                 {"bf16", "<u2"}}; /* (NumPy has no bf16: its bits, as XLA's outputs hold them) */
+                                 {"bf16", "<u2"}}; /* (NumPy has no bf16: its bits, as XLA's outputs
+                                                      hold them) */
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(map[i][0], dt) == 0) return map[i][1];
   return "?";
@@ -127,7 +130,8 @@ static double half_bits(uint16_t h, int bf) {
 
 static double elem(const char *dt, const void *p, size_t i) {
   if (!strcmp(dt, "f32")) return ((const float *)p)[i];
-  if (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) return half_bits(((const uint16_t *)p)[i], dt[0] == 'b');
+  if (!strcmp(dt, "bf16") || !strcmp(dt, "f16"))
+    return half_bits(((const uint16_t *)p)[i], dt[0] == 'b');
   if (!strcmp(dt, "f64")) return ((const double *)p)[i];
   if (!strcmp(dt, "s32")) return ((const int32_t *)p)[i];
   if (!strcmp(dt, "s64")) return (double)((const int64_t *)p)[i];
@@ -139,13 +143,13 @@ static double elem(const char *dt, const void *p, size_t i) {
 
 /* ---- a pthread parallel-for: T workers take chunks from a shared counter */
 typedef struct Pool {
-  int threads;             /* workers per call */
-  int64_t n;               /* chunks of the current call */
-  int64_t next;            /* next chunk to take */
-  hloc_task_fn fn;         /* task */
-  void *ctx;               /* its context */
-  pthread_mutex_t mu;      /* guards next */
-  long calls;              /* parallel-for calls made */
+  int threads;        /* workers per call */
+  int64_t n;          /* chunks of the current call */
+  int64_t next;       /* next chunk to take */
+  hloc_task_fn fn;    /* task */
+  void *ctx;          /* its context */
+  pthread_mutex_t mu; /* guards next */
+  long calls;         /* parallel-for calls made */
 } Pool;
 
 static void *pool_worker(void *arg) {
@@ -168,8 +172,10 @@ static void pool_for(void *runner, int64_t n, hloc_task_fn fn, void *ctx) {
   p->calls++;
   pthread_t t[64];
   int nt = p->threads < 64 ? p->threads : 64;
-  for (int i = 0; i < nt; i++) pthread_create(&t[i], NULL, pool_worker, p);
-  for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < nt; i++)
+    pthread_create(&t[i], NULL, pool_worker, p);
+  for (int i = 0; i < nt; i++)
+    pthread_join(t[i], NULL);
 }
 
 int main(int argc, char **argv) {
@@ -192,22 +198,27 @@ int main(int argc, char **argv) {
     }
     const hloc_tensor_info *ti = &model_arg_info[i];
     int same = a.rank == ti->rank && a.bytes == ti->bytes && !strcmp(a.descr, npy_descr(ti->dtype));
-    for (int d = 0; same && d < a.rank; d++) same = a.dims[d] == ti->dims[d];
+    for (int d = 0; same && d < a.rank; d++)
+      same = a.dims[d] == ti->dims[d];
     if (!same) {
-      fprintf(stderr, "%s does not match argument %d (%s %s rank %d)\n", path, i, ti->name, ti->dtype, ti->rank);
+      fprintf(stderr, "%s does not match argument %d (%s %s rank %d)\n", path, i, ti->name,
+              ti->dtype, ti->rank);
       return 2;
     }
     args[i] = a.data;
   }
-  for (int k = 0; k < MODEL_NUM_RESULTS; k++) results[k] = guarded(model_result_info[k].bytes, 64);
-  size_t tb = ((size_t)MODEL_TEMP_BYTES + MODEL_TEMP_ALIGN - 1) / MODEL_TEMP_ALIGN * MODEL_TEMP_ALIGN;
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++)
+    results[k] = guarded(model_result_info[k].bytes, 64);
+  size_t tb =
+      ((size_t)MODEL_TEMP_BYTES + MODEL_TEMP_ALIGN - 1) / MODEL_TEMP_ALIGN * MODEL_TEMP_ALIGN;
   void *temp = guarded(tb, MODEL_TEMP_ALIGN);
   if (!temp) {
     fprintf(stderr, "cannot map %zu bytes of scratch\n", tb);
     return 2;
   }
   Pool pool = {threads, 0, 0, NULL, NULL, PTHREAD_MUTEX_INITIALIZER, 0};
-  int rc = threads > 0 ? model_run_mt(args, results, temp, pool_for, &pool) : model_run(args, results, temp);
+  int rc = threads > 0 ? model_run_mt(args, results, temp, pool_for, &pool)
+                       : model_run(args, results, temp);
   if (rc != 0) {
     fprintf(stderr, "run returned %d\n", rc);
     return 1;
@@ -222,16 +233,24 @@ int main(int argc, char **argv) {
     }
     const char *dt = model_result_info[k].dtype;
     size_t n = w.bytes / (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8")
-                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8 : strstr(dt, "16") ? 2 : 4) : 1);
-    double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0, ww = n ? elem(dt, w.data, 0) : 0;
+                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8
+                                 : strstr(dt, "16")                       ? 2
+                                                                          : 4)
+                              : 1);
+    double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0,
+           ww = n ? elem(dt, w.data, 0) : 0;
     size_t wi = 0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(elem(dt, w.data, i)));
+    for (size_t i = 0; i < n; i++)
+      scale = fmax(scale, fabs(elem(dt, w.data, i)));
     for (size_t i = 0; i < n; i++) {
       double g = elem(dt, results[k], i), x = elem(dt, w.data, i);
       double e = g == x ? 0 : fabs(g - x) / (fabs(x) + scale + 1e-30);
-      if (isnan(g) != isnan(x)) e = INFINITY;
-      else if (isnan(g)) e = 0;
-      else if ((isinf(g) || isinf(x)) && g != x) e = INFINITY; /* also +inf against -inf */
+      if (isnan(g) != isnan(x))
+        e = INFINITY;
+      else if (isnan(g))
+        e = 0;
+      else if ((isinf(g) || isinf(x)) && g != x)
+        e = INFINITY; /* also +inf against -inf */
       if (!(e <= worst)) worst = e, wi = i, wg = g, ww = x;
     }
     printf("result %d (%s): %zu elements, worst error %.3g at %zu (got %.9g want %.9g)%s\n", k,
@@ -247,7 +266,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot map %lld bytes of packed weights\n", (long long)MODEL_PACKED_BYTES);
     return 2;
   }
-  if (model_pack(args, (char *)packed + 4) != 1 || model_run_packed(args, results, temp, (char *)packed + 4) != 1) {
+  if (model_pack(args, (char *)packed + 4) != 1 ||
+      model_run_packed(args, results, temp, (char *)packed + 4) != 1) {
     fprintf(stderr, "a packed pointer not 64-byte aligned was accepted\n");
     return 1;
   }
@@ -265,12 +285,16 @@ int main(int argc, char **argv) {
     rc = threads > 0 ? model_run_packed_mt(args, results, temp, pk, pool_for, &pool)
                      : model_run_packed(args, results, temp, pk);
     int same = rc == 0;
-    for (int k = 0; same && k < MODEL_NUM_RESULTS; k++) same = !memcmp(first[k], results[k], model_result_info[k].bytes);
+    for (int k = 0; same && k < MODEL_NUM_RESULTS; k++)
+      same = !memcmp(first[k], results[k], model_result_info[k].bytes);
     static const char *const what[3] = {"none given", "packed", "packed, then NaN"};
     printf("packed weights (%lld bytes, %s): %s\n", (long long)MODEL_PACKED_BYTES, what[pass],
-           rc ? "run failed" : same ? "same results" : "other results");
+           rc     ? "run failed"
+           : same ? "same results"
+                  : "other results");
     if (rc || same != (pass < 2)) return 1;
-    for (int k = 0; k < MODEL_NUM_RESULTS; k++) memset(results[k], 0xff, model_result_info[k].bytes);
+    for (int k = 0; k < MODEL_NUM_RESULTS; k++)
+      memset(results[k], 0xff, model_result_info[k].bytes);
   }
   return 0;
 }

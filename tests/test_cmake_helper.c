@@ -28,19 +28,19 @@ Test(cmake_helper, builds_and_runs_a_model, .timeout = 300) {
              "add_executable(app main.c)\n"
              "target_link_libraries(app PRIVATE model_lib)\n");
   snprintf(path, sizeof path, "%s/main.c", dir);
-  write_text(path,
-             "#include \"model.h\"\n#include <stdio.h>\n#include <stdlib.h>\n"
-             "int main(void) {\n"
-             "  static float x[4 * 64], y[4 * 10];\n"
-             "  for (int i = 0; i < 4 * 64; i++) x[i] = (float)(i % 7) * 0.1f;\n"
-             "  const void *a[MODEL_NUM_ARGS] = {x}; void *r[MODEL_NUM_RESULTS] = {y};\n"
-             "  void *t = aligned_alloc(64, MODEL_TEMP_BYTES + 64);\n"
-             "  if (model_run(a, r, t)) return 2;\n"
-             "  double s = 0; for (int i = 0; i < 10; i++) s += __builtin_exp(y[i]);\n"
-             "  printf(\"sum %.4f\\n\", s); free(t); return 0;\n}\n");
-  snprintf(cmd, sizeof cmd,
-           "cd %s && cmake -S . -B b >/dev/null && cmake --build b >/dev/null 2>&1 && ./b/app > out.txt",
-           dir);
+  write_text(path, "#include \"model.h\"\n#include <stdio.h>\n#include <stdlib.h>\n"
+                   "int main(void) {\n"
+                   "  static float x[4 * 64], y[4 * 10];\n"
+                   "  for (int i = 0; i < 4 * 64; i++) x[i] = (float)(i % 7) * 0.1f;\n"
+                   "  const void *a[MODEL_NUM_ARGS] = {x}; void *r[MODEL_NUM_RESULTS] = {y};\n"
+                   "  void *t = aligned_alloc(64, MODEL_TEMP_BYTES + 64);\n"
+                   "  if (model_run(a, r, t)) return 2;\n"
+                   "  double s = 0; for (int i = 0; i < 10; i++) s += __builtin_exp(y[i]);\n"
+                   "  printf(\"sum %.4f\\n\", s); free(t); return 0;\n}\n");
+  snprintf(
+      cmd, sizeof cmd,
+      "cd %s && cmake -S . -B b >/dev/null && cmake --build b >/dev/null 2>&1 && ./b/app > out.txt",
+      dir);
   cr_assert_eq(system(cmd), 0, "configure/build/run failed in %s", dir);
   snprintf(path, sizeof path, "%s/out.txt", dir);
   FILE *f = fopen(path, "r");

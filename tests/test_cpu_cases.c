@@ -50,12 +50,14 @@ ParameterizedTestParameters(cpu, cases) {
    * read the parameters from) */
   int n = 0, got = 0;
   DIR *d = opendir(CS_DIR);
-  for (struct dirent *e; d && (e = readdir(d));) n += cs_is_case(e->d_name);
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += cs_is_case(e->d_name);
   CpuCase *cs = cr_calloc((size_t)(n ? n : 1), sizeof *cs);
   if (d) rewinddir(d);
   for (struct dirent *e; d && got < n && (e = readdir(d));)
     if (cs_is_case(e->d_name))
-      snprintf(cs[got].name, sizeof cs[got].name, "%.*s", (int)(strlen(e->d_name) - 4), e->d_name), got++;
+      snprintf(cs[got].name, sizeof cs[got].name, "%.*s", (int)(strlen(e->d_name) - 4), e->d_name),
+          got++;
   if (d) closedir(d);
   qsort(cs, (size_t)got, sizeof *cs, cs_cmp);
   /* no case: the one parameter, its name empty, fails */
@@ -64,8 +66,8 @@ ParameterizedTestParameters(cpu, cases) {
 
 /* The case's "// case:" line read into *rtol, *int_range and the modes (written, optimized);
  * any other form fails the test, naming the case. */
-static void cs_directive(const char *name, const char *text, double *rtol, int *int_range, bool *written,
-                         bool *optimized) {
+static void cs_directive(const char *name, const char *text, double *rtol, int *int_range,
+                         bool *written, bool *optimized) {
   const char *p = strstr(text, "// case:");
   cr_assert(p && (p == text || p[-1] == '\n'), "%s.hlo: no '// case:' line", name);
   cr_assert(!strstr(p + 1, "// case:"), "%s.hlo: more than one '// case:' line", name);
@@ -90,9 +92,13 @@ static void cs_directive(const char *name, const char *text, double *rtol, int *
     } else if (!strncmp(w, "modes=", 6)) {
       for (char *m = w + 6; *m;) {
         size_t ml = strcspn(m, ",");
-        if (ml == 7 && !strncmp(m, "written", 7)) *written = true;
-        else if (ml == 9 && !strncmp(m, "optimized", 9)) *optimized = true;
-        else cr_assert(false, "%s.hlo: mode '%.*s' is neither 'written' nor 'optimized'", name, (int)ml, m);
+        if (ml == 7 && !strncmp(m, "written", 7))
+          *written = true;
+        else if (ml == 9 && !strncmp(m, "optimized", 9))
+          *optimized = true;
+        else
+          cr_assert(false, "%s.hlo: mode '%.*s' is neither 'written' nor 'optimized'", name,
+                    (int)ml, m);
         m += ml + (m[ml] == ',');
       }
       have_modes = *written || *optimized;
@@ -100,8 +106,8 @@ static void cs_directive(const char *name, const char *text, double *rtol, int *
       cr_assert(false, "%s.hlo: unknown '%s' on the '// case:' line", name, w);
     }
   }
-  cr_assert(have_rtol && have_range && have_modes, "%s.hlo: the '// case:' line needs rtol=, int_range= and modes=",
-            name);
+  cr_assert(have_rtol && have_range && have_modes,
+            "%s.hlo: the '// case:' line needs rtol=, int_range= and modes=", name);
 }
 
 ParameterizedTest(CpuCase *c, cpu, cases, .timeout = 300) {

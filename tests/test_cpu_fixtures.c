@@ -9,15 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
 
 /* Compile datadir/file (optimized or not), run it through the driver on datadir's inputs and
  * compare with its outputs, serially and on 2 threads. */
-static void tf_case(const char *datadir, const char *file, const char *name, double rtol, bool optimize) {
+static void tf_case(const char *datadir, const char *file, const char *name, double rtol,
+                    bool optimize) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", datadir, file);
   HErr err = {0};
@@ -56,7 +57,9 @@ Test(cpu, fused_transformer_layer, .timeout = 300) { tf_fixture_opt("transformer
 Test(cpu, fused_resnet_block, .timeout = 300) { tf_fixture_opt("resnet_block", 1e-4); }
 Test(cpu, fused_resnet18, .timeout = 300) { tf_fixture_opt("resnet18", 1e-4); }
 Test(cpu, fused_bert_base, .timeout = 300) { tf_fixture_opt("bert_base", 1e-4); }
-Test(cpu, fused_simple_cnn_train_step, .timeout = 300) { tf_fixture_opt("simple_cnn_train_step", 1e-3); }
+Test(cpu, fused_simple_cnn_train_step, .timeout = 300) {
+  tf_fixture_opt("simple_cnn_train_step", 1e-3);
+}
 
 /* tests/xla_cases/NAME for each of names[0..n): after the optimizer, and also as written when
  * as_written. */
@@ -72,7 +75,8 @@ static void tf_xla_cases(const char *const *names, size_t n, double rtol, bool a
 /* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count) exported by
  * JAX with XLA's outputs, as written and after the optimizer. */
 Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
-  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc", "grouped_wgrad"};
+  const char *names[] = {"bgc2_nhwc", "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc",
+                         "grouped_wgrad"};
   tf_xla_cases(names, sizeof names / sizeof *names, 1e-4, true);
 }
 
@@ -80,7 +84,8 @@ Test(cpu, xla_grouped_convolution_cases, .timeout = 300) {
  * lax.switch (run-time index in range, past the end and negative; a cond nested in a branch)
  * with XLA's outputs, through the optimizer (conditional-select runs every branch). */
 Test(cpu, xla_conditional_cases, .timeout = 300) {
-  const char *names[] = {"cond_pred_true", "cond_pred_false", "switch_0", "switch_1", "switch_2", "switch_7", "switch_m3"};
+  const char *names[] = {"cond_pred_true", "cond_pred_false", "switch_0", "switch_1",
+                         "switch_2",       "switch_7",        "switch_m3"};
   tf_xla_cases(names, sizeof names / sizeof *names, 1e-5, false);
 }
 
@@ -92,7 +97,9 @@ Test(cpu, fixture_transformer_layer, .timeout = 300) { tf_fixture("transformer_l
 Test(cpu, fixture_resnet_block, .timeout = 300) { tf_fixture("resnet_block", 1e-4); }
 Test(cpu, fixture_resnet18, .timeout = 300) { tf_fixture("resnet18", 1e-4); }
 Test(cpu, fixture_bert_base, .timeout = 300) { tf_fixture("bert_base", 1e-4); }
-Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) { tf_fixture("simple_cnn_train_step", 1e-3); }
+Test(cpu, fixture_simple_cnn_train_step, .timeout = 300) {
+  tf_fixture("simple_cnn_train_step", 1e-3);
+}
 /* bf16 Llama layers (prefill and decode; XLA's outputs bf16, as bits): the bf16 bar, 3e-2 of
  * each result's scale. Their dots go through the GEMM (bf16 operands, f32 sums). */
 Test(cpu, fixture_llama_layer_bf16, .timeout = 300) { tf_fixture("llama_layer_bf16", 3e-2); }

@@ -19,14 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
-
-
-
-
-
 
 /* Whether the IR in dir/model.ll defines function @fn (the shared GEMM function and its
  * packing functions are made on first use by a kernel that calls them). */
@@ -43,9 +38,10 @@ static bool tg_has_fn(const char *dir, const char *fn) {
   return found;
 }
 
-static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also);
-static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm, bool want_gemm,
-                          const char *also);
+static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm,
+                        const char *also);
+static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm,
+                          bool want_gemm, const char *also);
 
 /* The prebuilt library's GEMM function (cpu_prebuilt.c), as its object names it. */
 #define CPU_LIB_SYMBOL "__hloc_gemm_f32"
@@ -66,13 +62,14 @@ static void tg_check(const char *what, const char *text, double rtol, bool want_
 }
 
 /* The same; also (when not NULL) names another function the module must define. */
-static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm, const char *also) {
+static void tg_check_fn(const char *what, const char *text, double rtol, bool want_gemm,
+                        const char *also) {
   tg_check_gemm(what, text, rtol, "model_gemm_f32", want_gemm, also);
 }
 
 /* The same, the GEMM function being gemm (the one of the operands' type: model_gemm_bf16 ...). */
-static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm, bool want_gemm,
-                          const char *also) {
+static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm,
+                          bool want_gemm, const char *also) {
   HModule *ref = ct_parse(text), *ml = ct_parse(text);
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_gemm");
@@ -82,21 +79,34 @@ static void tg_check_gemm(const char *what, const char *text, double rtol, const
   snprintf(obj, sizeof obj, "%s/model.o", dir);
   snprintf(hdr, sizeof hdr, "%s/model.h", dir);
   snprintf(ll, sizeof ll, "%s/model.ll", dir);
-  CpuOpts ol = {.knobs = &ct_knobs, .name = "model", .out_path = ll, .opt_level = 2, .emit = CPU_EMIT_LLVM, .par_min_elems = 1};
+  CpuOpts ol = {.knobs = &ct_knobs,
+                .name = "model",
+                .out_path = ll,
+                .opt_level = 2,
+                .emit = CPU_EMIT_LLVM,
+                .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
-  cr_expect_eq(tg_has_fn(dir, gemm), want_gemm, "%s: GEMM path %s", what, want_gemm ? "not taken" : "taken");
+  cr_expect_eq(tg_has_fn(dir, gemm), want_gemm, "%s: GEMM path %s", what,
+               want_gemm ? "not taken" : "taken");
   if (also) cr_expect(tg_has_fn(dir, also), "%s: no function %s", what, also);
   /* the object with the prebuilt library where the host can use it (cpu_prebuilt.c), then
      with the module's own GEMM functions */
   for (int own = 0; own < 2; own++) {
     if (own) ct_knob(CPU_KNOB_PREBUILT, "0");
     HModule *m = ct_parse(text);
-    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
-                 .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
+    CpuOpts o = {.knobs = &ct_knobs,
+                 .name = "model",
+                 .out_path = obj,
+                 .header_path = hdr,
+                 .opt_level = 2,
+                 .emit = CPU_EMIT_OBJ,
+                 .par_min_elems = 1};
     cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
     ct_knob(CPU_KNOB_PREBUILT, NULL);
     hlo_module_free(m);
-    if (own) cr_expect(!tg_obj_has(obj, CPU_LIB_SYMBOL), "%s: HLOC_CPU_PREBUILT=0 joined the library", what);
+    if (own)
+      cr_expect(!tg_obj_has(obj, CPU_LIB_SYMBOL), "%s: HLOC_CPU_PREBUILT=0 joined the library",
+                what);
     snprintf(tag, sizeof tag, "%s%s", what, own ? ", own GEMM functions" : "");
     ct_build_driver(dir);
     ct_check_driver(dir, dir, rtol, "cpu_gemm", tag);
@@ -112,48 +122,49 @@ static void tg_check_gemm(const char *what, const char *text, double rtol, const
  * rows: several row slices and an edge micro-tile), K = 450 (two balanced K blocks, B
  * resident), N = 37 (an edge column panel). The fusion's root (after the relu) and the
  * entry's result shape are filled in: the relu itself, or a sum over it. */
-static const char *tg_conv_fused =
-    "HloModule m\n"
-    "add {\n"
-    "  p = f32[] parameter(0)\n"
-    "  q = f32[] parameter(1)\n"
-    "  ROOT s = f32[] add(p, q)\n"
-    "}\n"
-    "mx {\n"
-    "  p1 = f32[] parameter(0)\n"
-    "  q1 = f32[] parameter(1)\n"
-    "  ROOT s1 = f32[] maximum(p1, q1)\n"
-    "}\n"
-    "mn {\n"
-    "  p2 = f32[] parameter(0)\n"
-    "  q2 = f32[] parameter(1)\n"
-    "  ROOT s2 = f32[] minimum(p2, q2)\n"
-    "}\n"
-    "f {\n"
-    "  x = f32[3,13,17,50] parameter(0)\n"
-    "  w = f32[3,3,50,37] parameter(1)\n"
-    "  b = f32[37] parameter(2)\n"
-    "  r = f32[3,13,17,37] parameter(3)\n"
-    "  c = f32[3,13,17,37] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  bb = f32[3,13,17,37] broadcast(b), dimensions={3}\n"
-    "  s = f32[3,13,17,37] add(c, bb)\n"
-    "  t = f32[3,13,17,37] add(s, r)\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
-    "%s"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[3,13,17,50] parameter(0)\n"
-    "  w0 = f32[3,3,50,37] parameter(1)\n"
-    "  b0 = f32[37] parameter(2)\n"
-    "  r0 = f32[3,13,17,37] parameter(3)\n"
-    "  ROOT f0 = %s fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
-    "}\n";
+static const char *tg_conv_fused = "HloModule m\n"
+                                   "add {\n"
+                                   "  p = f32[] parameter(0)\n"
+                                   "  q = f32[] parameter(1)\n"
+                                   "  ROOT s = f32[] add(p, q)\n"
+                                   "}\n"
+                                   "mx {\n"
+                                   "  p1 = f32[] parameter(0)\n"
+                                   "  q1 = f32[] parameter(1)\n"
+                                   "  ROOT s1 = f32[] maximum(p1, q1)\n"
+                                   "}\n"
+                                   "mn {\n"
+                                   "  p2 = f32[] parameter(0)\n"
+                                   "  q2 = f32[] parameter(1)\n"
+                                   "  ROOT s2 = f32[] minimum(p2, q2)\n"
+                                   "}\n"
+                                   "f {\n"
+                                   "  x = f32[3,13,17,50] parameter(0)\n"
+                                   "  w = f32[3,3,50,37] parameter(1)\n"
+                                   "  b = f32[37] parameter(2)\n"
+                                   "  r = f32[3,13,17,37] parameter(3)\n"
+                                   "  c = f32[3,13,17,37] convolution(x, w), window={size=3x3 "
+                                   "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                                   "  bb = f32[3,13,17,37] broadcast(b), dimensions={3}\n"
+                                   "  s = f32[3,13,17,37] add(c, bb)\n"
+                                   "  t = f32[3,13,17,37] add(s, r)\n"
+                                   "  z = f32[] constant(0)\n"
+                                   "  zb = f32[3,13,17,37] broadcast(z), dimensions={}\n"
+                                   "%s"
+                                   "}\n"
+                                   "ENTRY e {\n"
+                                   "  x0 = f32[3,13,17,50] parameter(0)\n"
+                                   "  w0 = f32[3,3,50,37] parameter(1)\n"
+                                   "  b0 = f32[37] parameter(2)\n"
+                                   "  r0 = f32[3,13,17,37] parameter(3)\n"
+                                   "  ROOT f0 = %s fusion(x0, w0, b0, r0), kind=kOutput, calls=f\n"
+                                   "}\n";
 
 /* The epilogue as the fusion's output. */
 Test(cpu_gemm, conv_rows_span_batch_with_epilogue, .timeout = 300) {
   char text[4096];
-  snprintf(text, sizeof text, tg_conv_fused, "  ROOT o = f32[3,13,17,37] maximum(t, zb)\n", "f32[3,13,17,37]");
+  snprintf(text, sizeof text, tg_conv_fused, "  ROOT o = f32[3,13,17,37] maximum(t, zb)\n",
+           "f32[3,13,17,37]");
   tg_check("conv rows over the batch", text, 1e-4, true);
 }
 
@@ -188,22 +199,25 @@ static void tg_conv_sums(bool gemm) {
 /* A dot's epilogue summed over its rows (a fusion written by hand: the optimizer joins
  * reductions to convolutions only), 70 rows in several row blocks, 40 columns. */
 Test(cpu_gemm, dot_epilogue_summed_by_blocks, .timeout = 300) {
-  tg_check("dot summed over rows", "HloModule m\n"
-    "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
-    "f {\n"
-    "  a = f32[70,300] parameter(0)\n"
-    "  b = f32[300,40] parameter(1)\n"
-    "  d = f32[70,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[70,40] broadcast(z), dimensions={}\n"
-    "  r = f32[70,40] maximum(d, zb)\n"
-    "  ROOT m = f32[40] reduce(r, z), dimensions={0}, to_apply=add\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  a0 = f32[70,300] parameter(0)\n"
-    "  b0 = f32[300,40] parameter(1)\n"
-    "  ROOT f0 = f32[40] fusion(a0, b0), kind=kOutput, calls=f\n"
-    "}\n", 1e-4, true);
+  tg_check(
+      "dot summed over rows",
+      "HloModule m\n"
+      "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+      "f {\n"
+      "  a = f32[70,300] parameter(0)\n"
+      "  b = f32[300,40] parameter(1)\n"
+      "  d = f32[70,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  z = f32[] constant(0)\n"
+      "  zb = f32[70,40] broadcast(z), dimensions={}\n"
+      "  r = f32[70,40] maximum(d, zb)\n"
+      "  ROOT m = f32[40] reduce(r, z), dimensions={0}, to_apply=add\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  a0 = f32[70,300] parameter(0)\n"
+      "  b0 = f32[300,40] parameter(1)\n"
+      "  ROOT f0 = f32[40] fusion(a0, b0), kind=kOutput, calls=f\n"
+      "}\n",
+      1e-4, true);
 }
 
 Test(cpu_gemm, conv_epilogue_summed_by_blocks, .timeout = 300) { tg_conv_sums(true); }
@@ -216,54 +230,63 @@ Test(cpu_gemm, conv_epilogue_summed_generic, .timeout = 300) {
 /* B too large to stay resident (K = 360, 720 columns), with an epilogue; a strided and
  * dilated convolution with asymmetric padding in the same module (not through Winograd). */
 Test(cpu_gemm, conv_wide_and_dilated, .timeout = 300) {
-  ct_knob(CPU_KNOB_WINOGRAD, "0"); /* the implicit GEMM's path (40 and 720 channels are whole AVX2 vectors) */
-  tg_check("wide and dilated convolutions", "HloModule m\n"
-    "f {\n"
-    "  x = f32[2,5,6,40] parameter(0)\n"
-    "  w = f32[3,3,40,720] parameter(1)\n"
-    "  c = f32[2,5,6,720] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT t = f32[2,5,6,720] tanh(c)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[2,5,6,40] parameter(0)\n"
-    "  w0 = f32[3,3,40,720] parameter(1)\n"
-    "  y = f32[2,13,11,7] parameter(2)\n"
-    "  v = f32[3,2,7,9] parameter(3)\n"
-    "  wide = f32[2,5,6,720] fusion(x0, w0), kind=kOutput, calls=f\n"
-    "  dil = f32[2,6,5,9] convolution(y, v), window={size=3x2 stride=2x2 pad=0_2x1_0 rhs_dilate=2x3}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT o = (f32[2,5,6,720], f32[2,6,5,9]) tuple(wide, dil)\n"
-    "}\n", 1e-4, true);
+  ct_knob(CPU_KNOB_WINOGRAD,
+          "0"); /* the implicit GEMM's path (40 and 720 channels are whole AVX2 vectors) */
+  tg_check("wide and dilated convolutions",
+           "HloModule m\n"
+           "f {\n"
+           "  x = f32[2,5,6,40] parameter(0)\n"
+           "  w = f32[3,3,40,720] parameter(1)\n"
+           "  c = f32[2,5,6,720] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+           "dim_labels=b01f_01io->b01f\n"
+           "  ROOT t = f32[2,5,6,720] tanh(c)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x0 = f32[2,5,6,40] parameter(0)\n"
+           "  w0 = f32[3,3,40,720] parameter(1)\n"
+           "  y = f32[2,13,11,7] parameter(2)\n"
+           "  v = f32[3,2,7,9] parameter(3)\n"
+           "  wide = f32[2,5,6,720] fusion(x0, w0), kind=kOutput, calls=f\n"
+           "  dil = f32[2,6,5,9] convolution(y, v), window={size=3x2 stride=2x2 pad=0_2x1_0 "
+           "rhs_dilate=2x3}, dim_labels=b01f_01io->b01f\n"
+           "  ROOT o = (f32[2,5,6,720], f32[2,6,5,9]) tuple(wide, dil)\n"
+           "}\n",
+           1e-4, true);
 }
 
 /* NCHW input and OIHW weights seen as NHWC / HWIO through transposes in the fusion (the
  * layout a JAX export gives): the input is packed in place through its channel stride (stride
  * 2 with padding, and stride 1), the weights are staged. */
 Test(cpu_gemm, conv_nchw_input_in_place, .timeout = 300) {
-  tg_check("NCHW convolutions", "HloModule m\n"
-    "f {\n"
-    "  x = f32[2,6,15,13] parameter(0)\n"
-    "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
-    "  w = f32[20,6,3,3] parameter(1)\n"
-    "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
-    "  ROOT c = f32[2,8,7,20] convolution(xt, wt), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "}\n"
-    "g {\n"
-    "  x = f32[2,6,15,13] parameter(0)\n"
-    "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
-    "  w = f32[20,6,3,3] parameter(1)\n"
-    "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
-    "  c = f32[2,15,13,20] convolution(xt, wt), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  one = f32[] constant(1)\n"
-    "  ob = f32[2,15,13,20] broadcast(one), dimensions={}\n"
-    "  ROOT s = f32[2,15,13,20] add(c, ob)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[2,6,15,13] parameter(0)\n"
-    "  w0 = f32[20,6,3,3] parameter(1)\n"
-    "  s2 = f32[2,8,7,20] fusion(x0, w0), kind=kOutput, calls=f\n"
-    "  s1 = f32[2,15,13,20] fusion(x0, w0), kind=kOutput, calls=g\n"
-    "  ROOT o = (f32[2,8,7,20], f32[2,15,13,20]) tuple(s2, s1)\n"
-    "}\n", 1e-4, true);
+  tg_check("NCHW convolutions",
+           "HloModule m\n"
+           "f {\n"
+           "  x = f32[2,6,15,13] parameter(0)\n"
+           "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
+           "  w = f32[20,6,3,3] parameter(1)\n"
+           "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
+           "  ROOT c = f32[2,8,7,20] convolution(xt, wt), window={size=3x3 stride=2x2 "
+           "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+           "}\n"
+           "g {\n"
+           "  x = f32[2,6,15,13] parameter(0)\n"
+           "  xt = f32[2,15,13,6] transpose(x), dimensions={0,2,3,1}\n"
+           "  w = f32[20,6,3,3] parameter(1)\n"
+           "  wt = f32[3,3,6,20] transpose(w), dimensions={2,3,1,0}\n"
+           "  c = f32[2,15,13,20] convolution(xt, wt), window={size=3x3 pad=1_1x1_1}, "
+           "dim_labels=b01f_01io->b01f\n"
+           "  one = f32[] constant(1)\n"
+           "  ob = f32[2,15,13,20] broadcast(one), dimensions={}\n"
+           "  ROOT s = f32[2,15,13,20] add(c, ob)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x0 = f32[2,6,15,13] parameter(0)\n"
+           "  w0 = f32[20,6,3,3] parameter(1)\n"
+           "  s2 = f32[2,8,7,20] fusion(x0, w0), kind=kOutput, calls=f\n"
+           "  s1 = f32[2,15,13,20] fusion(x0, w0), kind=kOutput, calls=g\n"
+           "  ROOT o = (f32[2,8,7,20], f32[2,15,13,20]) tuple(s2, s1)\n"
+           "}\n",
+           1e-4, true);
 }
 
 /* The packing's vector paths and the panels read in place: NCHW inputs whose output rows hold
@@ -279,19 +302,22 @@ static const char *const tg_pack_paths =
     "  xt = f32[2,11,30,5] transpose(x), dimensions={0,2,3,1}\n"
     "  w = f32[9,5,3,3] parameter(1)\n"
     "  wt = f32[3,3,5,9] transpose(w), dimensions={2,3,1,0}\n"
-    "  ROOT c = f32[2,6,15,9] convolution(xt, wt), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT c = f32[2,6,15,9] convolution(xt, wt), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "}\n"
     "g {\n"
     "  x = f32[2,5,11,30] parameter(0)\n"
     "  xt = f32[2,11,30,5] transpose(x), dimensions={0,2,3,1}\n"
     "  w = f32[9,5,3,3] parameter(1)\n"
     "  wt = f32[3,3,5,9] transpose(w), dimensions={2,3,1,0}\n"
-    "  ROOT c = f32[2,11,28,9] convolution(xt, wt), window={size=3x3 pad=1_1x0_0}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT c = f32[2,11,28,9] convolution(xt, wt), window={size=3x3 pad=1_1x0_0}, "
+    "dim_labels=b01f_01io->b01f\n"
     "}\n"
     "h {\n"
     "  y = f32[2,9,14,29] parameter(0)\n"
     "  v = f32[3,3,29,11] parameter(1)\n"
-    "  ROOT c = f32[2,9,14,11] convolution(y, v), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT c = f32[2,9,14,11] convolution(y, v), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "}\n"
     "ENTRY e {\n"
     "  x0 = f32[2,5,11,30] parameter(0)\n"
@@ -323,28 +349,31 @@ Test(cpu_gemm, conv_pack_vector_paths_tall_tile, .timeout = 300) {
  * paths' convolutions, and a dot with edge tiles in both directions cut by small blocks (MC
  * 24, KC 64, NC 64: three K blocks, two column blocks) under a bias epilogue. */
 Test(cpu_gemm, panel_orders, .timeout = 300) {
-  const char *dot = "HloModule m\n"
-    "f {\n"
-    "  a = f32[70,150] parameter(0)\n"
-    "  b = f32[150,90] parameter(1)\n"
-    "  d = f32[70,90] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  c = f32[90] parameter(2)\n"
-    "  cb = f32[70,90] broadcast(c), dimensions={1}\n"
-    "  ROOT e = f32[70,90] add(d, cb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  a0 = f32[70,150] parameter(0)\n"
-    "  b0 = f32[150,90] parameter(1)\n"
-    "  c0 = f32[90] parameter(2)\n"
-    "  ROOT x = f32[70,90] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
-    "}\n";
+  const char *dot =
+      "HloModule m\n"
+      "f {\n"
+      "  a = f32[70,150] parameter(0)\n"
+      "  b = f32[150,90] parameter(1)\n"
+      "  d = f32[70,90] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  c = f32[90] parameter(2)\n"
+      "  cb = f32[70,90] broadcast(c), dimensions={1}\n"
+      "  ROOT e = f32[70,90] add(d, cb)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  a0 = f32[70,150] parameter(0)\n"
+      "  b0 = f32[150,90] parameter(1)\n"
+      "  c0 = f32[90] parameter(2)\n"
+      "  ROOT x = f32[70,90] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
+      "}\n";
   for (int order = 0; order < 2; order++) {
     ct_knob(CPU_KNOB_GEMM_ORDER, order ? "1" : "0");
-    tg_check(order ? "packing paths, row panels outermost" : "packing paths, column panels outermost", tg_pack_paths,
-             1e-4, true);
+    tg_check(order ? "packing paths, row panels outermost"
+                   : "packing paths, column panels outermost",
+             tg_pack_paths, 1e-4, true);
     ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,64");
-    tg_check(order ? "dot, small blocks, row panels outermost" : "dot, small blocks, column panels outermost", dot, 1e-4,
-             true);
+    tg_check(order ? "dot, small blocks, row panels outermost"
+                   : "dot, small blocks, column panels outermost",
+             dot, 1e-4, true);
     ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
   }
 }
@@ -363,39 +392,54 @@ static char *tg_const_b_text(int64_t M, int64_t K, int64_t N, bool fused) {
   char *t = malloc(cap);
   cr_assert(t);
   int64_t r = fused ? N : K, c = fused ? K : N;
-  n += (size_t)snprintf(t + n, cap - n, "HloModule m\n%s", fused ? "f {\n  a = f32[" : "ENTRY e {\n  a = f32[");
-  n += (size_t)snprintf(t + n, cap - n, "%lld,%lld] parameter(0)\n  w = f32[%lld,%lld] constant({", (long long)M,
-                        (long long)K, (long long)r, (long long)c);
+  n += (size_t)snprintf(t + n, cap - n, "HloModule m\n%s",
+                        fused ? "f {\n  a = f32[" : "ENTRY e {\n  a = f32[");
+  n += (size_t)snprintf(t + n, cap - n, "%lld,%lld] parameter(0)\n  w = f32[%lld,%lld] constant({",
+                        (long long)M, (long long)K, (long long)r, (long long)c);
   for (int64_t i = 0; i < r; i++) {
     n += (size_t)snprintf(t + n, cap - n, "%s{", i ? ", " : "");
-    for (int64_t j = 0; j < c; j++) n += (size_t)snprintf(t + n, cap - n, "%s%.6g", j ? ", " : "", sin(0.37 * (double)(i * c + j)));
+    for (int64_t j = 0; j < c; j++)
+      n += (size_t)snprintf(t + n, cap - n, "%s%.6g", j ? ", " : "",
+                            sin(0.37 * (double)(i * c + j)));
     n += (size_t)snprintf(t + n, cap - n, "}");
   }
   if (!fused) {
-    snprintf(t + n, cap - n, "})\n  ROOT d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+    snprintf(t + n, cap - n,
+             "})\n  ROOT d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, "
+             "rhs_contracting_dims={0}\n}\n",
              (long long)M, (long long)N);
   } else {
-    snprintf(t + n, cap - n,
-             "})\n  d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
-             "  z = f32[] constant(0)\n  zb = f32[%lld,%lld] broadcast(z), dimensions={}\n"
-             "  ROOT e = f32[%lld,%lld] maximum(d, zb)\n}\n"
-             "ENTRY e {\n  a0 = f32[%lld,%lld] parameter(0)\n  ROOT x = f32[%lld,%lld] fusion(a0), kind=kOutput, calls=f\n}\n",
-             (long long)M, (long long)N, (long long)M, (long long)N, (long long)M, (long long)N, (long long)M,
-             (long long)K, (long long)M, (long long)N);
+    snprintf(
+        t + n, cap - n,
+        "})\n  d = f32[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+        "  z = f32[] constant(0)\n  zb = f32[%lld,%lld] broadcast(z), dimensions={}\n"
+        "  ROOT e = f32[%lld,%lld] maximum(d, zb)\n}\n"
+        "ENTRY e {\n  a0 = f32[%lld,%lld] parameter(0)\n  ROOT x = f32[%lld,%lld] fusion(a0), "
+        "kind=kOutput, calls=f\n}\n",
+        (long long)M, (long long)N, (long long)M, (long long)N, (long long)M, (long long)N,
+        (long long)M, (long long)K, (long long)M, (long long)N);
   }
   return t;
 }
 
-/* Whether the optimized LLVM IR (or, as_asm: the assembly; cpu: for that CPU) of text contains needle. */
+/* Whether the optimized LLVM IR (or, as_asm: the assembly; cpu: for that CPU) of text contains
+ * needle. */
 static bool tg_out_contains(const char *text, const char *needle, bool as_asm, const char *cpu) {
-  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs, .name = "model", .opt_level = 2, .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
-                                        .par_min_elems = 1, .cpu = cpu, .features = cpu ? "" : NULL});
+  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
+                                        .name = "model",
+                                        .opt_level = 2,
+                                        .emit = as_asm ? CPU_EMIT_ASM : CPU_EMIT_LLVM,
+                                        .par_min_elems = 1,
+                                        .cpu = cpu,
+                                        .features = cpu ? "" : NULL});
   bool found = strstr(t, needle) != NULL;
   free(t);
   return found;
 }
 
-static bool tg_ir_contains(const char *text, const char *needle) { return tg_out_contains(text, needle, false, NULL); }
+static bool tg_ir_contains(const char *text, const char *needle) {
+  return tg_out_contains(text, needle, false, NULL);
+}
 
 /* Whether compiling text defines the global @name. */
 static bool tg_has_global(const char *text, const char *name) {
@@ -413,7 +457,8 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,64");
   for (int fused = 0; fused < 2; fused++) {
     char *t = tg_const_b_text(50, 150, 90, fused);
-    cr_expect(tg_has_global(t, "model_cb"), "no compile-time packed B (%s)", fused ? "fused" : "entry constant");
+    cr_expect(tg_has_global(t, "model_cb"), "no compile-time packed B (%s)",
+              fused ? "fused" : "entry constant");
     tg_check(fused ? "constant B, transposed, fused" : "constant B", t, 1e-4, true);
     ct_knob(CPU_KNOB_GEMM_NO_CONST_PACK, "1");
     cr_expect(!tg_has_global(t, "model_cb"), "HLOC_CPU_GEMM_NO_CONST_PACK ignored");
@@ -428,7 +473,8 @@ Test(cpu_gemm, dot_constant_b_packed_at_compile_time, .timeout = 300) {
   ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,1024");
   for (int fused = 0; fused < 2; fused++) {
     char *t = tg_const_b_text(50, 150, 256, fused);
-    tg_check(fused ? "constant B, transposed, fused, A packed ahead" : "constant B, A packed ahead", t, 1e-4, true);
+    tg_check(fused ? "constant B, transposed, fused, A packed ahead" : "constant B, A packed ahead",
+             t, 1e-4, true);
     free(t);
   }
   ct_knob(CPU_KNOB_GEMM_BLOCKS, NULL);
@@ -442,9 +488,9 @@ static const char *const tg_dot_param_b =
 /* A B read packed (a constant packed at compile time, or a parameter the caller packs ahead:
  * the driver's packed runs) whose product the split cut into narrower column blocks: a run
  * with B packed splits rows of full-width column blocks instead (A packed once ahead for those
- * row blocks), and its serial run packs A once for the full-width blocks. Small blocks (MC 24, KC 64, NC 128)
- * give any ISA two 128-column blocks cut into four (three K blocks, an edge row block): as a
- * constant (entry and fused, transposed) and as a parameter. */
+ * row blocks), and its serial run packs A once for the full-width blocks. Small blocks (MC 24, KC
+ * 64, NC 128) give any ISA two 128-column blocks cut into four (three K blocks, an edge row block):
+ * as a constant (entry and fused, transposed) and as a parameter. */
 Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
   ct_knob(CPU_KNOB_GEMM_BLOCKS, "24,64,128");
   for (int fused = 0; fused < 2; fused++) {
@@ -462,10 +508,13 @@ Test(cpu_gemm, dot_packed_b_splits_rows, .timeout = 300) {
  * product test on an AVX-512 host and by the fixtures' packed runs in cpu_driver.c.) */
 Test(cpu_gemm, next_block_prefetched, .timeout = 300) {
   const char *t = tg_dot_param_b;
-  cr_expect(tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "no prefetch of the next block on AVX-512");
-  cr_expect(!tg_out_contains(t, "prefetcht1", true, "haswell"), "a prefetch of the next block on AVX2");
+  cr_expect(tg_out_contains(t, "prefetcht1", true, "skylake-avx512"),
+            "no prefetch of the next block on AVX-512");
+  cr_expect(!tg_out_contains(t, "prefetcht1", true, "haswell"),
+            "a prefetch of the next block on AVX2");
   ct_knob(CPU_KNOB_GEMM_PREFETCH, "0");
-  cr_expect(!tg_out_contains(t, "prefetcht1", true, "skylake-avx512"), "HLOC_CPU_GEMM_PREFETCH=0 ignored");
+  cr_expect(!tg_out_contains(t, "prefetcht1", true, "skylake-avx512"),
+            "HLOC_CPU_GEMM_PREFETCH=0 ignored");
   ct_knob(CPU_KNOB_GEMM_PREFETCH, NULL);
 }
 
@@ -486,28 +535,34 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   const int rows[] = {1, 2, 3, 4, 5};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     int M = rows[i];
-    snprintf(text, sizeof text, "HloModule m\n"
-      "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,100] parameter(1)\n  b = f32[100] parameter(2)\n"
-      "  d = f32[%d,100] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-      "  bb = f32[%d,100] broadcast(b), dimensions={1}\n  s = f32[%d,100] add(d, bb)\n"
-      "  z = f32[] constant(0)\n  zb = f32[%d,100] broadcast(z), dimensions={}\n"
-      "  ROOT r = f32[%d,100] maximum(s, zb)\n}\n"
-      "ENTRY e {\n"
-      "  x = f32[%d,70] parameter(0)\n  y = f32[70,100] parameter(1)\n  bias = f32[100] parameter(2)\n"
-      "  xt = f32[70,%d] parameter(3)\n  wide = f32[70,130] parameter(4)\n"
-      "  xb = f32[3,%d,70] parameter(5)\n  yb = f32[3,70,9] parameter(6)\n"
-      "  wt = f32[100,70] parameter(7)\n  ybt = f32[3,9,70] parameter(8)\n"
-      "  d6 = f32[%d,100] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
-      "  d7 = f32[3,%d,9] dot(xb, ybt), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}\n"
-      "  d1 = f32[%d,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-      "  d2 = f32[%d,100] dot(xt, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
-      "  ws = f32[70,100] slice(wide), slice={[0:70], [10:110]}\n"
-      "  d3 = f32[%d,100] dot(x, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-      "  d4 = f32[3,%d,9] dot(xb, yb), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
-      "  d5 = f32[%d,100] fusion(x, y, bias), kind=kOutput, calls=f\n"
-      "  ROOT o = (f32[%d,100], f32[%d,100], f32[%d,100], f32[3,%d,9], f32[%d,100], f32[%d,100], f32[3,%d,9]) "
-      "tuple(d1, d2, d3, d4, d5, d6, d7)\n}\n",
-      M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+    snprintf(text, sizeof text,
+             "HloModule m\n"
+             "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,100] parameter(1)\n  b = f32[100] "
+             "parameter(2)\n"
+             "  d = f32[%d,100] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+             "  bb = f32[%d,100] broadcast(b), dimensions={1}\n  s = f32[%d,100] add(d, bb)\n"
+             "  z = f32[] constant(0)\n  zb = f32[%d,100] broadcast(z), dimensions={}\n"
+             "  ROOT r = f32[%d,100] maximum(s, zb)\n}\n"
+             "ENTRY e {\n"
+             "  x = f32[%d,70] parameter(0)\n  y = f32[70,100] parameter(1)\n  bias = f32[100] "
+             "parameter(2)\n"
+             "  xt = f32[70,%d] parameter(3)\n  wide = f32[70,130] parameter(4)\n"
+             "  xb = f32[3,%d,70] parameter(5)\n  yb = f32[3,70,9] parameter(6)\n"
+             "  wt = f32[100,70] parameter(7)\n  ybt = f32[3,9,70] parameter(8)\n"
+             "  d6 = f32[%d,100] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+             "  d7 = f32[3,%d,9] dot(xb, ybt), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+             "lhs_contracting_dims={2}, rhs_contracting_dims={2}\n"
+             "  d1 = f32[%d,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+             "  d2 = f32[%d,100] dot(xt, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+             "  ws = f32[70,100] slice(wide), slice={[0:70], [10:110]}\n"
+             "  d3 = f32[%d,100] dot(x, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+             "  d4 = f32[3,%d,9] dot(xb, yb), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+             "lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+             "  d5 = f32[%d,100] fusion(x, y, bias), kind=kOutput, calls=f\n"
+             "  ROOT o = (f32[%d,100], f32[%d,100], f32[%d,100], f32[3,%d,9], f32[%d,100], "
+             "f32[%d,100], f32[3,%d,9]) "
+             "tuple(d1, d2, d3, d4, d5, d6, d7)\n}\n",
+             M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
     cr_expect(tg_small_m(text), "%d rows: not the few-rows kernel", M);
     char what[64];
     snprintf(what, sizeof what, "%d rows", M);
@@ -517,12 +572,14 @@ Test(cpu_gemm, dot_few_rows, .timeout = 300) {
   cr_expect(tg_small_m(t), "constant B: not the few-rows kernel");
   tg_check("few rows, constant B", t, 1e-5, false);
   free(t);
-  const char *six = "HloModule m\nENTRY e {\n  x = f32[6,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
-    "  ROOT d = f32[6,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *six =
+      "HloModule m\nENTRY e {\n  x = f32[6,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
+      "  ROOT d = f32[6,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(tg_small_m(six), "6 rows: not the few-rows kernel");
   tg_check("6 rows", six, 1e-5, false);
-  const char *tall = "HloModule m\nENTRY e {\n  x = f32[15,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
-    "  ROOT d = f32[15,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *tall =
+      "HloModule m\nENTRY e {\n  x = f32[15,70] parameter(0)\n  y = f32[70,100] parameter(1)\n"
+      "  ROOT d = f32[15,100] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(!tg_small_m(tall), "15 rows took the few-rows kernel");
   tg_check("15 rows", tall, 1e-5, true);
 }
@@ -541,20 +598,24 @@ Test(cpu_gemm, dot_few_columns, .timeout = 300) {
   for (int mi = 0; mi < 2; mi++)
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
       int M = 50 + mi, N = cols[i];
-      snprintf(text, sizeof text, "HloModule m\n"
-        "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,%d] parameter(1)\n  b = f32[%d] parameter(2)\n"
-        "  d = f32[%d,%d] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  bb = f32[%d,%d] broadcast(b), dimensions={1}\n  s = f32[%d,%d] add(d, bb)\n"
-        "  z = f32[] constant(0)\n  zb = f32[%d,%d] broadcast(z), dimensions={}\n"
-        "  ROOT r = f32[%d,%d] maximum(s, zb)\n}\n"
-        "ENTRY e {\n"
-        "  x = f32[%d,70] parameter(0)\n  y = f32[70,%d] parameter(1)\n  bias = f32[%d] parameter(2)\n"
-        "  wt = f32[%d,70] parameter(3)\n"
-        "  d1 = f32[%d,%d] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  d2 = f32[%d,%d] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
-        "  d3 = f32[%d,%d] fusion(x, y, bias), kind=kOutput, calls=f\n"
-        "  ROOT o = (f32[%d,%d], f32[%d,%d], f32[%d,%d]) tuple(d1, d2, d3)\n}\n",
-        M, N, N, M, N, M, N, M, N, M, N, M, N, M, N, N, N, M, N, M, N, M, N, M, N, M, N, M, N);
+      snprintf(text, sizeof text,
+               "HloModule m\n"
+               "f {\n  a = f32[%d,70] parameter(0)\n  w = f32[70,%d] parameter(1)\n  b = f32[%d] "
+               "parameter(2)\n"
+               "  d = f32[%d,%d] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  bb = f32[%d,%d] broadcast(b), dimensions={1}\n  s = f32[%d,%d] add(d, bb)\n"
+               "  z = f32[] constant(0)\n  zb = f32[%d,%d] broadcast(z), dimensions={}\n"
+               "  ROOT r = f32[%d,%d] maximum(s, zb)\n}\n"
+               "ENTRY e {\n"
+               "  x = f32[%d,70] parameter(0)\n  y = f32[70,%d] parameter(1)\n  bias = f32[%d] "
+               "parameter(2)\n"
+               "  wt = f32[%d,70] parameter(3)\n"
+               "  d1 = f32[%d,%d] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  d2 = f32[%d,%d] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+               "  d3 = f32[%d,%d] fusion(x, y, bias), kind=kOutput, calls=f\n"
+               "  ROOT o = (f32[%d,%d], f32[%d,%d], f32[%d,%d]) tuple(d1, d2, d3)\n}\n",
+               M, N, N, M, N, M, N, M, N, M, N, M, N, M, N, N, N, M, N, M, N, M, N, M, N, M, N, M,
+               N);
       char what[64];
       snprintf(what, sizeof what, "%d rows, %d columns", M, N);
       cr_expect(tg_ir_contains(text, "smalld"), "%s: not the few-columns kernel", what);
@@ -568,15 +629,19 @@ Test(cpu_gemm, dot_few_columns, .timeout = 300) {
   cr_expect(tg_has_global(t, "model_bt"), "constant B [K, N]: not transposed at compile time");
   tg_check("few columns, constant B [K, N]", t, 1e-5, false);
   free(t);
-  const char *head = "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,10] parameter(1)\n"
-    "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
-  cr_expect(tg_out_contains(head, "smalld", false, "skylake-avx512"), "AVX-512: not the few-columns kernel");
-  const char *xt = "HloModule m\nENTRY e {\n  x = f32[70,51] parameter(0)\n  y = f32[70,10] parameter(1)\n"
-    "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n";
+  const char *head =
+      "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,10] parameter(1)\n"
+      "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  cr_expect(tg_out_contains(head, "smalld", false, "skylake-avx512"),
+            "AVX-512: not the few-columns kernel");
+  const char *xt =
+      "HloModule m\nENTRY e {\n  x = f32[70,51] parameter(0)\n  y = f32[70,10] parameter(1)\n"
+      "  ROOT d = f32[51,10] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n";
   cr_expect(!tg_ir_contains(xt, "smalld"), "A transposed took the few-columns kernel");
   tg_check("few columns, A transposed", xt, 1e-5, true);
-  const char *wide = "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,17] parameter(1)\n"
-    "  ROOT d = f32[51,17] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *wide =
+      "HloModule m\nENTRY e {\n  x = f32[51,70] parameter(0)\n  y = f32[70,17] parameter(1)\n"
+      "  ROOT d = f32[51,17] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(!tg_ir_contains(wide, "smalld"), "17 columns took the few-columns kernel");
   tg_check("17 columns", wide, 1e-5, true);
 }
@@ -585,111 +650,126 @@ Test(cpu_gemm, dot_few_columns, .timeout = 300) {
  * it): a window as large as the image, a few output pixels per "image" (an input channel),
  * K over the spatial positions and the real batch; all images in one GEMM. */
 Test(cpu_gemm, conv_weight_gradient, .timeout = 300) {
-  tg_check("weight-gradient convolution", "HloModule m\n"
-    "f {\n"
-    "  x = f32[5,3,14,12] parameter(0)\n"
-    "  xt = f32[3,14,12,5] transpose(x), dimensions={1,2,3,0}\n"
-    "  dy = f32[5,14,12,11] parameter(1)\n"
-    "  dyt = f32[14,12,5,11] transpose(dy), dimensions={1,2,0,3}\n"
-    "  c = f32[3,3,3,11] convolution(xt, dyt), window={size=14x12 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  k = f32[] constant(0.01)\n"
-    "  kb = f32[3,3,3,11] broadcast(k), dimensions={}\n"
-    "  ROOT s = f32[3,3,3,11] multiply(c, kb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[5,3,14,12] parameter(0)\n"
-    "  dy0 = f32[5,14,12,11] parameter(1)\n"
-    "  ROOT g = f32[3,3,3,11] fusion(x0, dy0), kind=kOutput, calls=f\n"
-    "}\n", 1e-4, true);
+  tg_check("weight-gradient convolution",
+           "HloModule m\n"
+           "f {\n"
+           "  x = f32[5,3,14,12] parameter(0)\n"
+           "  xt = f32[3,14,12,5] transpose(x), dimensions={1,2,3,0}\n"
+           "  dy = f32[5,14,12,11] parameter(1)\n"
+           "  dyt = f32[14,12,5,11] transpose(dy), dimensions={1,2,0,3}\n"
+           "  c = f32[3,3,3,11] convolution(xt, dyt), window={size=14x12 pad=1_1x1_1}, "
+           "dim_labels=b01f_01io->b01f\n"
+           "  k = f32[] constant(0.01)\n"
+           "  kb = f32[3,3,3,11] broadcast(k), dimensions={}\n"
+           "  ROOT s = f32[3,3,3,11] multiply(c, kb)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x0 = f32[5,3,14,12] parameter(0)\n"
+           "  dy0 = f32[5,14,12,11] parameter(1)\n"
+           "  ROOT g = f32[3,3,3,11] fusion(x0, dy0), kind=kOutput, calls=f\n"
+           "}\n",
+           1e-4, true);
 }
 
 /* Several column reductions of one fusion in one pass, the split (batch) dimension reduced:
  * partial results per chunk combined; results as a tuple, one reshaped and scaled, one a
  * max; an integer sum in its own kernel. */
 Test(cpu_gemm, column_reductions_multi_output, .timeout = 300) {
-  tg_check("batch statistics", "HloModule m\n"
-    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
-    "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
-    "iadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT s = s32[] add(a, b) }\n"
-    "f {\n"
-    "  x = f32[6,7,5,16] parameter(0)\n"
-    "  m = f32[16] parameter(1)\n"
-    "  mb = f32[6,7,5,16] broadcast(m), dimensions={3}\n"
-    "  d = f32[6,7,5,16] subtract(x, mb)\n"
-    "  sq = f32[6,7,5,16] multiply(d, d)\n"
-    "  z = f32[] constant(0)\n"
-    "  ninf = f32[] constant(-inf)\n"
-    "  s1 = f32[16] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
-    "  s2 = f32[16] reduce(sq, z), dimensions={0,1,2}, to_apply=add\n"
-    "  s3 = f32[16] reduce(x, ninf), dimensions={0,1,2}, to_apply=mx\n"
-    "  r2 = f32[1,16,1,1] reshape(s2)\n"
-    "  n = f32[] constant(210)\n"
-    "  nb = f32[1,16,1,1] broadcast(n), dimensions={}\n"
-    "  v = f32[1,16,1,1] divide(r2, nb)\n"
-    "  ROOT t = (f32[16], f32[1,16,1,1], f32[16]) tuple(s1, v, s3)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[6,7,5,16] parameter(0)\n"
-    "  m0 = f32[16] parameter(1)\n"
-    "  i0 = s32[9,4,12] parameter(2)\n"
-    "  zi = s32[] constant(0)\n"
-    "  st = (f32[16], f32[1,16,1,1], f32[16]) fusion(x0, m0), kind=kInput, calls=f\n"
-    "  is = s32[12] reduce(i0, zi), dimensions={0,1}, to_apply=iadd\n"
-    "  a = f32[16] get-tuple-element(st), index=0\n"
-    "  b = f32[1,16,1,1] get-tuple-element(st), index=1\n"
-    "  c = f32[16] get-tuple-element(st), index=2\n"
-    "  ROOT o = (f32[16], f32[1,16,1,1], f32[16], s32[12]) tuple(a, b, c, is)\n"
-    "}\n", 1e-4, false);
+  tg_check("batch statistics",
+           "HloModule m\n"
+           "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+           "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+           "iadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT s = s32[] add(a, b) }\n"
+           "f {\n"
+           "  x = f32[6,7,5,16] parameter(0)\n"
+           "  m = f32[16] parameter(1)\n"
+           "  mb = f32[6,7,5,16] broadcast(m), dimensions={3}\n"
+           "  d = f32[6,7,5,16] subtract(x, mb)\n"
+           "  sq = f32[6,7,5,16] multiply(d, d)\n"
+           "  z = f32[] constant(0)\n"
+           "  ninf = f32[] constant(-inf)\n"
+           "  s1 = f32[16] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
+           "  s2 = f32[16] reduce(sq, z), dimensions={0,1,2}, to_apply=add\n"
+           "  s3 = f32[16] reduce(x, ninf), dimensions={0,1,2}, to_apply=mx\n"
+           "  r2 = f32[1,16,1,1] reshape(s2)\n"
+           "  n = f32[] constant(210)\n"
+           "  nb = f32[1,16,1,1] broadcast(n), dimensions={}\n"
+           "  v = f32[1,16,1,1] divide(r2, nb)\n"
+           "  ROOT t = (f32[16], f32[1,16,1,1], f32[16]) tuple(s1, v, s3)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x0 = f32[6,7,5,16] parameter(0)\n"
+           "  m0 = f32[16] parameter(1)\n"
+           "  i0 = s32[9,4,12] parameter(2)\n"
+           "  zi = s32[] constant(0)\n"
+           "  st = (f32[16], f32[1,16,1,1], f32[16]) fusion(x0, m0), kind=kInput, calls=f\n"
+           "  is = s32[12] reduce(i0, zi), dimensions={0,1}, to_apply=iadd\n"
+           "  a = f32[16] get-tuple-element(st), index=0\n"
+           "  b = f32[1,16,1,1] get-tuple-element(st), index=1\n"
+           "  c = f32[16] get-tuple-element(st), index=2\n"
+           "  ROOT o = (f32[16], f32[1,16,1,1], f32[16], s32[12]) tuple(a, b, c, is)\n"
+           "}\n",
+           1e-4, false);
 }
 
 /* A column reduction whose split dimension is kept (a per-image pool: chunks own disjoint
  * results), with an epilogue; a reduction whose operand needs another reduction of the
  * same fusion (variance from a mean) takes another path. */
 Test(cpu_gemm, column_reductions_kept_split, .timeout = 300) {
-  tg_check("per-image pools", "HloModule m\n"
-    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
-    "f {\n"
-    "  x = f32[5,9,7,24] parameter(0)\n"
-    "  z = f32[] constant(0)\n"
-    "  s = f32[5,24] reduce(x, z), dimensions={1,2}, to_apply=add\n"
-    "  k = f32[] constant(63)\n"
-    "  kb = f32[5,24] broadcast(k), dimensions={}\n"
-    "  ROOT m = f32[5,24] divide(s, kb)\n"
-    "}\n"
-    "g {\n"
-    "  x = f32[5,9,7,24] parameter(0)\n"
-    "  z = f32[] constant(0)\n"
-    "  s = f32[24] reduce(x, z), dimensions={0,1,2}, to_apply=add\n"
-    "  sb = f32[5,9,7,24] broadcast(s), dimensions={3}\n"
-    "  d = f32[5,9,7,24] subtract(x, sb)\n"
-    "  ROOT v = f32[24] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x0 = f32[5,9,7,24] parameter(0)\n"
-    "  p = f32[5,24] fusion(x0), kind=kInput, calls=f\n"
-    "  v = f32[24] fusion(x0), kind=kInput, calls=g\n"
-    "  ROOT o = (f32[5,24], f32[24]) tuple(p, v)\n"
-    "}\n", 1e-4, false);
+  tg_check("per-image pools",
+           "HloModule m\n"
+           "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+           "f {\n"
+           "  x = f32[5,9,7,24] parameter(0)\n"
+           "  z = f32[] constant(0)\n"
+           "  s = f32[5,24] reduce(x, z), dimensions={1,2}, to_apply=add\n"
+           "  k = f32[] constant(63)\n"
+           "  kb = f32[5,24] broadcast(k), dimensions={}\n"
+           "  ROOT m = f32[5,24] divide(s, kb)\n"
+           "}\n"
+           "g {\n"
+           "  x = f32[5,9,7,24] parameter(0)\n"
+           "  z = f32[] constant(0)\n"
+           "  s = f32[24] reduce(x, z), dimensions={0,1,2}, to_apply=add\n"
+           "  sb = f32[5,9,7,24] broadcast(s), dimensions={3}\n"
+           "  d = f32[5,9,7,24] subtract(x, sb)\n"
+           "  ROOT v = f32[24] reduce(d, z), dimensions={0,1,2}, to_apply=add\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x0 = f32[5,9,7,24] parameter(0)\n"
+           "  p = f32[5,24] fusion(x0), kind=kInput, calls=f\n"
+           "  v = f32[24] fusion(x0), kind=kInput, calls=g\n"
+           "  ROOT o = (f32[5,24], f32[24]) tuple(p, v)\n"
+           "}\n",
+           1e-4, false);
 }
 
 /* Reduce-windows unrolled (at most 16 positions) with padding only low, only high, on both
  * sides and none, strides 1 and 2; a 5x5 window keeps the loop. */
 Test(cpu_gemm, reduce_window_unrolled, .timeout = 300) {
-  tg_check("pools", "HloModule m\n"
-    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
-    "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
-    "ENTRY e {\n"
-    "  x = f32[2,3,13,11] parameter(0)\n"
-    "  y = f32[2,12,10,5] parameter(1)\n"
-    "  z = f32[] constant(0)\n"
-    "  ninf = f32[] constant(-inf)\n"
-    "  hi = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
-    "  lo = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_0x1_0}, to_apply=max\n"
-    "  both = f32[2,3,13,11] reduce-window(x, z), window={size=1x1x3x3 pad=0_0x0_0x1_1x1_1}, to_apply=add\n"
-    "  nhwc = f32[2,6,5,5] reduce-window(y, z), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=add\n"
-    "  big = f32[2,3,9,7] reduce-window(x, ninf), window={size=1x1x5x5}, to_apply=max\n"
-    "  ROOT o = (f32[2,3,6,5], f32[2,3,6,5], f32[2,3,13,11], f32[2,6,5,5], f32[2,3,9,7]) tuple(hi, lo, both, nhwc, big)\n"
-    "}\n", 1e-5, false);
+  tg_check(
+      "pools",
+      "HloModule m\n"
+      "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b) }\n"
+      "ENTRY e {\n"
+      "  x = f32[2,3,13,11] parameter(0)\n"
+      "  y = f32[2,12,10,5] parameter(1)\n"
+      "  z = f32[] constant(0)\n"
+      "  ninf = f32[] constant(-inf)\n"
+      "  hi = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 "
+      "pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+      "  lo = f32[2,3,6,5] reduce-window(x, ninf), window={size=1x1x3x3 stride=1x1x2x2 "
+      "pad=0_0x0_0x1_0x1_0}, to_apply=max\n"
+      "  both = f32[2,3,13,11] reduce-window(x, z), window={size=1x1x3x3 pad=0_0x0_0x1_1x1_1}, "
+      "to_apply=add\n"
+      "  nhwc = f32[2,6,5,5] reduce-window(y, z), window={size=1x2x2x1 stride=1x2x2x1}, "
+      "to_apply=add\n"
+      "  big = f32[2,3,9,7] reduce-window(x, ninf), window={size=1x1x5x5}, to_apply=max\n"
+      "  ROOT o = (f32[2,3,6,5], f32[2,3,6,5], f32[2,3,13,11], f32[2,6,5,5], f32[2,3,9,7]) "
+      "tuple(hi, lo, both, nhwc, big)\n"
+      "}\n",
+      1e-5, false);
 }
 
 /* Products split into more chunks than the parallel-for has threads, so that a chunk's items
@@ -697,23 +777,25 @@ Test(cpu_gemm, reduce_window_unrolled, .timeout = 300) {
  * run: every chunk's packing area must hold such a call. */
 Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
   ct_knob(CPU_KNOB_GEMM_CHUNKS, "7");
-  tg_check("7 chunks", "HloModule m\n"
-    "f {\n"
-    "  a = f32[300,40] parameter(0)\n"
-    "  b = f32[40,70] parameter(1)\n"
-    "  d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[300,70] broadcast(z), dimensions={}\n"
-    "  ROOT e = f32[300,70] maximum(d, zb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  a0 = f32[300,40] parameter(0)\n"
-    "  b0 = f32[40,70] parameter(1)\n"
-    "  c0 = f32[70,300] parameter(2)\n"
-    "  x = f32[300,70] fusion(a0, b0), kind=kOutput, calls=f\n"
-    "  y = f32[70,70] dot(c0, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  ROOT o = (f32[300,70], f32[70,70]) tuple(x, y)\n"
-    "}\n", 1e-4, true);
+  tg_check("7 chunks",
+           "HloModule m\n"
+           "f {\n"
+           "  a = f32[300,40] parameter(0)\n"
+           "  b = f32[40,70] parameter(1)\n"
+           "  d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  z = f32[] constant(0)\n"
+           "  zb = f32[300,70] broadcast(z), dimensions={}\n"
+           "  ROOT e = f32[300,70] maximum(d, zb)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  a0 = f32[300,40] parameter(0)\n"
+           "  b0 = f32[40,70] parameter(1)\n"
+           "  c0 = f32[70,300] parameter(2)\n"
+           "  x = f32[300,70] fusion(a0, b0), kind=kOutput, calls=f\n"
+           "  y = f32[70,70] dot(c0, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  ROOT o = (f32[300,70], f32[70,70]) tuple(x, y)\n"
+           "}\n",
+           1e-4, true);
   ct_knob(CPU_KNOB_GEMM_CHUNKS, NULL);
 }
 
@@ -722,19 +804,26 @@ Test(cpu_gemm, dot_chunks_span_row_blocks, .timeout = 300) {
  * (of stride 2: not Winograd's, whose products are plain);
  * both where there are both (then checked against the interpreter). */
 Test(cpu_gemm, gemm_paths_follow_the_module, .timeout = 300) {
-  const char *dots = "HloModule m\nENTRY e {\n  x = f32[40,70] parameter(0)\n  y = f32[70,50] parameter(1)\n"
-    "  ROOT d = f32[40,50] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
-  const char *convs = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
-    "  ROOT c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
-  const char *both = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
-    "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
-    "  ROOT d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *dots =
+      "HloModule m\nENTRY e {\n  x = f32[40,70] parameter(0)\n  y = f32[70,50] parameter(1)\n"
+      "  ROOT d = f32[40,50] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *convs =
+      "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+      "  ROOT c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n}\n";
+  const char *both =
+      "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+      "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
+      "  ROOT d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(tg_ir_contains(dots, "@model_gemm_f32_pack_a("), "dots: no A packing");
   cr_expect(!tg_ir_contains(dots, "@model_gemm_f32_pack_conv("), "dots: convolution packing made");
-  cr_expect(tg_ir_contains(convs, "@model_gemm_f32_pack_conv("), "convolutions: no convolution packing");
+  cr_expect(tg_ir_contains(convs, "@model_gemm_f32_pack_conv("),
+            "convolutions: no convolution packing");
   cr_expect(!tg_ir_contains(convs, "@model_gemm_f32_pack_a("), "convolutions: A packing made");
-  cr_expect(tg_ir_contains(both, "@model_gemm_f32_pack_a(") && tg_ir_contains(both, "@model_gemm_f32_pack_conv("),
+  cr_expect(tg_ir_contains(both, "@model_gemm_f32_pack_a(") &&
+                tg_ir_contains(both, "@model_gemm_f32_pack_conv("),
             "both: a packing path missing");
   tg_check("dots only", dots, 1e-5, true);
   tg_check("convolutions only", convs, 1e-5, true);
@@ -775,10 +864,16 @@ static const unsigned char *tg_lib_text(const char *isa, size_t *n) {
 
 /* Compile text into dir/NAME.o (and .h) for cpu (NULL: the host) with features, at level opt;
  * which prebuilt library the object holds ("x86-64-v4", "x86-64-v3" or "" for none). */
-static const char *tg_lib_compile(const char *dir, const char *name, const char *text, const char *cpu,
-                                  const char *features, int opt) {
+static const char *tg_lib_compile(const char *dir, const char *name, const char *text,
+                                  const char *cpu, const char *features, int opt) {
   char obj[512];
-  tg_compile_obj(dir, text, (CpuOpts){.knobs = &ct_knobs, .name = name, .opt_level = opt, .par_min_elems = 1, .cpu = cpu, .features = features},
+  tg_compile_obj(dir, text,
+                 (CpuOpts){.knobs = &ct_knobs,
+                           .name = name,
+                           .opt_level = opt,
+                           .par_min_elems = 1,
+                           .cpu = cpu,
+                           .features = features},
                  obj, sizeof obj);
   size_t n = 0;
   char *b = ct_slurp(obj, &n);
@@ -789,7 +884,8 @@ static const char *tg_lib_compile(const char *dir, const char *name, const char 
     if (t && memmem(b, n, t, tn)) which = cpu_prebuilt_isas[i];
   }
   bool sym = memmem(b, n, CPU_LIB_SYMBOL, strlen(CPU_LIB_SYMBOL)) != NULL;
-  cr_expect_eq(sym, *which != 0, "%s: library symbols %s without its code", name, sym ? "present" : "absent");
+  cr_expect_eq(sym, *which != 0, "%s: library symbols %s without its code", name,
+               sym ? "present" : "absent");
   free(b);
   return which;
 }
@@ -803,19 +899,24 @@ static const char *tg_lib_compile(const char *dir, const char *name, const char 
  * GEMM experiment, HLOC_CPU_PREBUILT=0, or a module without products. */
 Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   cr_assert_eq(cpu_prebuilt_count, 2, "this build has %d prebuilt libraries", cpu_prebuilt_count);
-  const char *text = "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
-    "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
-    "  d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  y = f32[2,8,8,16] parameter(3)\n  u = f32[3,3,16,16] parameter(4)\n"
-    "  g = f32[2,8,8,16] convolution(y, u), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT o = (f32[50,30], f32[2,8,8,16]) tuple(d, g)\n}\n";
+  const char *text =
+      "HloModule m\nENTRY e {\n  x = f32[2,9,9,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n"
+      "  c = f32[2,5,5,16] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  r = f32[50,16] reshape(c)\n  v = f32[16,30] parameter(2)\n"
+      "  d = f32[50,30] dot(r, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  y = f32[2,8,8,16] parameter(3)\n  u = f32[3,3,16,16] parameter(4)\n"
+      "  g = f32[2,8,8,16] convolution(y, u), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  ROOT o = (f32[50,30], f32[2,8,8,16]) tuple(d, g)\n}\n";
   char *dir = ct_tmpdir("hloc_prebuilt");
   cr_expect_str_eq(tg_lib_compile(dir, "hsw", text, "haswell", "", 2), "x86-64-v3");
   cr_expect_str_eq(tg_lib_compile(dir, "skx", text, "skylake-avx512", "", 2), "x86-64-v4");
-  cr_expect_str_eq(tg_lib_compile(dir, "spr", text, "sapphirerapids", "+avx512f,+avx512bw,+avx512dq,+avx512vl", 2),
+  cr_expect_str_eq(tg_lib_compile(dir, "spr", text, "sapphirerapids",
+                                  "+avx512f,+avx512bw,+avx512dq,+avx512vl", 2),
                    "x86-64-v4");
-  cr_expect_str_eq(tg_lib_compile(dir, "noavx512", text, "skylake-avx512", "-avx512f", 2), "x86-64-v3");
+  cr_expect_str_eq(tg_lib_compile(dir, "noavx512", text, "skylake-avx512", "-avx512f", 2),
+                   "x86-64-v3");
   cr_expect_str_eq(tg_lib_compile(dir, "o3", text, "haswell", "", 3), "");
   cr_expect_str_eq(tg_lib_compile(dir, "sse", text, "x86-64", "", 2), "");
   cr_expect_str_eq(tg_lib_compile(dir, "nofma", text, "haswell", "-fma", 2), "");
@@ -834,11 +935,16 @@ Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   cr_expect_str_eq(tg_lib_compile(dir, "split", text, "haswell", "", 2), "x86-64-v3");
   ct_knob(CPU_KNOB_SPLIT, NULL);
   /* nor in an object without products */
-  cr_expect_str_eq(tg_lib_compile(dir, "plain", "HloModule m\nENTRY e {\n  x = f32[64,64] parameter(0)\n"
-                                  "  ROOT y = f32[64,64] add(x, x)\n}\n", "haswell", "", 2), "");
+  cr_expect_str_eq(tg_lib_compile(dir, "plain",
+                                  "HloModule m\nENTRY e {\n  x = f32[64,64] parameter(0)\n"
+                                  "  ROOT y = f32[64,64] add(x, x)\n}\n",
+                                  "haswell", "", 2),
+                   "");
   /* two models with the library in one program: a relocatable link refuses duplicate globals */
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "cd '%s' && ld -r hsw.o skx.o -o two.o && nm two.o | grep -c ' t " CPU_LIB_SYMBOL "$'", dir);
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && ld -r hsw.o skx.o -o two.o && nm two.o | grep -c ' t " CPU_LIB_SYMBOL "$'",
+           dir);
   FILE *p = popen(cmd, "r");
   cr_assert(p);
   int nlocal = 0;
@@ -847,21 +953,26 @@ Test(cpu_gemm, prebuilt_library_joined, .timeout = 300) {
   cr_expect_eq(nlocal, 2, "two local " CPU_LIB_SYMBOL " expected, %d", nlocal);
   /* runs, where the host has the level */
   __builtin_cpu_init();
-  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("bmi2");
   bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   HModule *ref = ct_parse(text);
   HArena *a = hlo_arena_new();
   ct_reference(ref, a, dir, 5);
-  static const char *const cpus[] = {"haswell", "skylake-avx512", "x86-64"}, *const libs[] = {"x86-64-v3", "x86-64-v4", ""};
+  static const char *const cpus[] = {"haswell", "skylake-avx512", "x86-64"}, *const libs[] = {
+                                                                                 "x86-64-v3",
+                                                                                 "x86-64-v4", ""};
   for (int i = 0; i < 3; i++) {
     if ((i == 0 && !v3) || (i == 1 && !v4)) {
-      fprintf(stderr, "[cpu_gemm] prebuilt library for %s: not run, the host lacks its ISA level\n", cpus[i]);
+      fprintf(stderr, "[cpu_gemm] prebuilt library for %s: not run, the host lacks its ISA level\n",
+              cpus[i]);
       continue;
     }
     char sub[600];
     snprintf(sub, sizeof sub, "%s/run%d", dir, i);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s'/in*.npy '%s'/out*.npy '%s'", sub, dir, dir, sub);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s'/in*.npy '%s'/out*.npy '%s'", sub, dir, dir,
+             sub);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     cr_expect_str_eq(tg_lib_compile(sub, "model", text, cpus[i], "", 2), libs[i]);
     ct_build_driver(sub);
@@ -883,7 +994,8 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
     char *t = tg_const_b_text(50, 200, 96, fused);
     tg_lib_compile(dir, "big", t, NULL, NULL, 2);
     snprintf(cmd, sizeof cmd, "nm '%s/big.o' | grep -q ' r big_cb0$'", dir);
-    cr_expect_eq(system(cmd), 0, "no local read-only symbol big_cb0 (%s)", fused ? "fused" : "entry constant");
+    cr_expect_eq(system(cmd), 0, "no local read-only symbol big_cb0 (%s)",
+                 fused ? "fused" : "entry constant");
     tg_check(fused ? "large constant B, fused" : "large constant B", t, 1e-4, true);
     ct_knob(CPU_KNOB_SPLIT, "1");
     tg_check(fused ? "large constant B, fused, split" : "large constant B, split", t, 1e-4, true);
@@ -898,7 +1010,13 @@ Test(cpu_gemm, large_constants_joined_as_data, .timeout = 300) {
  * "few columns". */
 static bool tg_few_columns_task(const char *dir, const char *text) {
   char obj[512];
-  tg_compile_obj(dir, text, (CpuOpts){.knobs = &ct_knobs, .name = "tiny", .opt_level = 2, .cpu = "haswell", .features = "", .profile = true},
+  tg_compile_obj(dir, text,
+                 (CpuOpts){.knobs = &ct_knobs,
+                           .name = "tiny",
+                           .opt_level = 2,
+                           .cpu = "haswell",
+                           .features = "",
+                           .profile = true},
                  obj, sizeof obj);
   return tg_obj_has(obj, "few columns");
 }
@@ -908,10 +1026,12 @@ static bool tg_few_columns_task(const char *dir, const char *text) {
  * compilation each); without the library, or when larger, it keeps that kernel. Against the
  * interpreter with the library and without (tg_check). */
 Test(cpu_gemm, tiny_products_through_the_library, .timeout = 300) {
-  const char *tiny = "HloModule m\nENTRY e {\n  x = f32[32,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
-    "  ROOT d = f32[32,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
-  const char *larger = "HloModule m\nENTRY e {\n  x = f32[64,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
-    "  ROOT d = f32[64,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *tiny =
+      "HloModule m\nENTRY e {\n  x = f32[32,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
+      "  ROOT d = f32[32,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *larger =
+      "HloModule m\nENTRY e {\n  x = f32[64,128] parameter(0)\n  w = f32[128,10] parameter(1)\n"
+      "  ROOT d = f32[64,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   char *dir = ct_tmpdir("hloc_tiny");
   cr_expect(!tg_few_columns_task(dir, tiny), "a tiny product kept its few-columns kernel");
   cr_expect(tg_few_columns_task(dir, larger), "81920 multiply-adds lost the few-columns kernel");
@@ -927,19 +1047,26 @@ Test(cpu_gemm, tiny_products_through_the_library, .timeout = 300) {
  * call fmaf for every element (which made resnet_block 37x slower there), a product and a
  * Winograd convolution alike; with FMA they fuse; without AVX the vectors are 128-bit. */
 Test(cpu_gemm, no_fma_calls_without_fma, .timeout = 300) {
-  const char *t = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
-    "  c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  a = f32[40,70] parameter(2)\n  b = f32[70,50] parameter(3)\n"
-    "  d = f32[40,50] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  ROOT o = (f32[2,8,8,16], f32[40,50]) tuple(c, d)\n}\n";
+  const char *t = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] "
+                  "parameter(1)\n"
+                  "  c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                  "dim_labels=b01f_01io->b01f\n"
+                  "  a = f32[40,70] parameter(2)\n  b = f32[70,50] parameter(3)\n"
+                  "  d = f32[40,50] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                  "  ROOT o = (f32[2,8,8,16], f32[40,50]) tuple(c, d)\n}\n";
   cr_expect(!tg_out_contains(t, "fmaf", true, "x86-64"), "calls to fmaf on x86-64");
   cr_expect(tg_out_contains(t, "vfmadd", true, "haswell"), "no FMA instructions on haswell");
   /* a named CPU without AVX gets 128-bit vectors, not 256-bit ones split in two */
   cr_expect(!tg_out_contains(t, "ymm", true, "nehalem"), "256-bit registers on nehalem");
   /* an AVX-512 CPU whose features remove AVX2 (which LLVM's AVX-512 needs) gets 256-bit
      vectors: the 512-bit configuration failed in LLVM's register allocation */
-  char *s = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs, .name = "model", .opt_level = 2, .emit = CPU_EMIT_ASM, .par_min_elems = 1,
-                                     .cpu = "rocketlake", .features = "-avx2"});
+  char *s = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                     .name = "model",
+                                     .opt_level = 2,
+                                     .emit = CPU_EMIT_ASM,
+                                     .par_min_elems = 1,
+                                     .cpu = "rocketlake",
+                                     .features = "-avx2"});
   cr_expect(!strstr(s, "zmm") && strstr(s, "ymm"), "rocketlake -avx2: not 256-bit vectors");
   free(s);
 }
@@ -959,7 +1086,8 @@ static const char *const tg_wino =
     "  x = f32[3,13,11,16] parameter(0)\n"
     "  w = f32[3,3,16,32] parameter(1)\n"
     "  b = f32[32] parameter(2)\n"
-    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "  bb = f32[3,13,11,32] broadcast(b), dimensions={3}\n"
     "  s = f32[3,13,11,32] add(c, bb)\n"
     "  z = f32[] constant(0)\n"
@@ -969,13 +1097,15 @@ static const char *const tg_wino =
     "g {\n"
     "  x = f32[3,13,11,16] parameter(0)\n"
     "  w = f32[3,3,16,16] parameter(1)\n"
-    "  c = f32[3,13,10,16] convolution(x, w), window={size=3x3 pad=2_0x0_1}, dim_labels=b01f_01io->b01f\n"
+    "  c = f32[3,13,10,16] convolution(x, w), window={size=3x3 pad=2_0x0_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "  ROOT t = f32[3,13,10,16] tanh(c)\n"
     "}\n"
     "h {\n"
     "  x = f32[3,13,11,16] parameter(0)\n"
     "  w = f32[3,3,16,32] parameter(1)\n"
-    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  c = f32[3,13,11,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "  z = f32[] constant(0)\n"
     "  zb = f32[3,13,11,32] broadcast(z), dimensions={}\n"
     "  r = f32[3,13,11,32] maximum(c, zb)\n"
@@ -994,11 +1124,15 @@ static const char *const tg_wino =
     "  lo = f32[2,2,3,16] convolution(y0, v0), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
     "  v1 = f32[3,3,32,24] parameter(6)\n"
     "  v2 = f32[3,3,32,48] parameter(7)\n"
-    "  c24 = f32[2,4,5,24] convolution(y0, v1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  c48 = f32[2,4,5,48] convolution(y0, v2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  c24 = f32[2,4,5,24] convolution(y0, v1), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
+    "  c48 = f32[2,4,5,48] convolution(y0, v2), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_01io->b01f\n"
     "  v3 = f32[16,32,3,3] parameter(8)\n"
-    "  oi = f32[2,4,5,16] convolution(y0, v3), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_oi01->b01f\n"
-    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16], f32[2,4,5,24], f32[2,4,5,48], "
+    "  oi = f32[2,4,5,16] convolution(y0, v3), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=b01f_oi01->b01f\n"
+    "  ROOT o = (f32[3,13,11,32], f32[3,13,10,16], f32[3,32], f32[2,2,3,16], f32[2,4,5,24], "
+    "f32[2,4,5,48], "
     "f32[2,4,5,16]) tuple(br, as, po, lo, c24, c48, oi)\n"
     "}\n";
 
@@ -1028,13 +1162,17 @@ Test(cpu_gemm, conv_winograd_small_blocks, .timeout = 300) {
  * taps of its border rows in the padding), padding 2 on every side (outputs larger than the
  * input), and no padding on 4 x 4 (one tile, every tap inside). */
 Test(cpu_gemm, conv_winograd_edges, .timeout = 300) {
-  const char *t = "HloModule m\nENTRY e {\n"
-    "  a = f32[1,2,2,16] parameter(0)\n  b = f32[2,3,5,16] parameter(1)\n  c = f32[1,4,4,16] parameter(2)\n"
-    "  w = f32[3,3,16,16] parameter(3)\n"
-    "  x = f32[1,2,2,16] convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  y = f32[2,5,7,16] convolution(b, w), window={size=3x3 pad=2_2x2_2}, dim_labels=b01f_01io->b01f\n"
-    "  z = f32[1,2,2,16] convolution(c, w), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
-    "  ROOT o = (f32[1,2,2,16], f32[2,5,7,16], f32[1,2,2,16]) tuple(x, y, z)\n}\n";
+  const char *t =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[1,2,2,16] parameter(0)\n  b = f32[2,3,5,16] parameter(1)\n  c = f32[1,4,4,16] "
+      "parameter(2)\n"
+      "  w = f32[3,3,16,16] parameter(3)\n"
+      "  x = f32[1,2,2,16] convolution(a, w), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  y = f32[2,5,7,16] convolution(b, w), window={size=3x3 pad=2_2x2_2}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  z = f32[1,2,2,16] convolution(c, w), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
+      "  ROOT o = (f32[1,2,2,16], f32[2,5,7,16], f32[1,2,2,16]) tuple(x, y, z)\n}\n";
   cr_expect(tg_ir_contains(t, "wino"), "no Winograd kernel");
   tg_check("Winograd at its edges", t, 1e-4, true);
 }
@@ -1047,7 +1185,9 @@ Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) {
   size_t cap = 48 * 32 * 9 * 16 + 4096, n = 0;
   char *t = malloc(cap);
   cr_assert(t);
-  n += (size_t)snprintf(t + n, cap - n, "HloModule m\nENTRY e {\n  x = f32[2,6,7,32] parameter(0)\n  w = f32[48,32,3,3] constant({");
+  n += (size_t)snprintf(
+      t + n, cap - n,
+      "HloModule m\nENTRY e {\n  x = f32[2,6,7,32] parameter(0)\n  w = f32[48,32,3,3] constant({");
   for (int o = 0; o < 48; o++) {
     n += (size_t)snprintf(t + n, cap - n, "%s{", o ? ", " : "");
     for (int i = 0; i < 32; i++) {
@@ -1055,15 +1195,17 @@ Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) {
       for (int h = 0; h < 3; h++) {
         n += (size_t)snprintf(t + n, cap - n, "%s{", h ? ", " : "");
         for (int v = 0; v < 3; v++)
-          n += (size_t)snprintf(t + n, cap - n, "%s%.5g", v ? ", " : "", sin(0.37 * (double)(((o * 32 + i) * 3 + h) * 3 + v)) / 8);
+          n += (size_t)snprintf(t + n, cap - n, "%s%.5g", v ? ", " : "",
+                                sin(0.37 * (double)(((o * 32 + i) * 3 + h) * 3 + v)) / 8);
         n += (size_t)snprintf(t + n, cap - n, "}");
       }
       n += (size_t)snprintf(t + n, cap - n, "}");
     }
     n += (size_t)snprintf(t + n, cap - n, "}");
   }
-  snprintf(t + n, cap - n, "})\n  ROOT c = f32[2,6,7,48] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
-                           "dim_labels=b01f_oi01->b01f\n}\n");
+  snprintf(t + n, cap - n,
+           "})\n  ROOT c = f32[2,6,7,48] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+           "dim_labels=b01f_oi01->b01f\n}\n");
   cr_expect(tg_has_global(t, "model_wu"), "the taps not transformed at compile time");
   cr_expect(!tg_ir_contains(t, "@model_wino_taps("), "a taps function made for constant taps");
   tg_check("Winograd, constant taps", t, 1e-4, true);
@@ -1075,8 +1217,10 @@ Test(cpu_gemm, conv_winograd_constant_taps, .timeout = 300) {
 /* An image too wide for Winograd's slices (one row of 516 tiles at 64 + 64 channels: 8 MiB of
  * transformed values) is computed directly. */
 Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {
-  const char *wide = "HloModule m\nENTRY e {\n  x = f32[1,3,1031,64] parameter(0)\n  w = f32[3,3,64,64] parameter(1)\n"
-    "  ROOT c = f32[1,3,1031,64] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+  const char *wide = "HloModule m\nENTRY e {\n  x = f32[1,3,1031,64] parameter(0)\n  w = "
+                     "f32[3,3,64,64] parameter(1)\n"
+                     "  ROOT c = f32[1,3,1031,64] convolution(x, w), window={size=3x3 "
+                     "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
   cr_expect(!tg_ir_contains(wide, "wino"), "Winograd for a row of 516 tiles");
   tg_check("too wide for Winograd", wide, 1e-4, true);
 }
@@ -1088,38 +1232,46 @@ Test(cpu_gemm, conv_winograd_too_wide, .timeout = 300) {
  * element by element), under an output fusion whose lhs is computed (staged); then N past
  * one column block. */
 Test(cpu_gemm, dot_rows_split_b_packed_once, .timeout = 300) {
-  tg_check_fn("B packed once", "HloModule m\n"
-    "ENTRY e {\n"
-    "  a = f32[300,500] parameter(0)\n"
-    "  b = f32[500,70] parameter(1)\n"
-    "  ROOT d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "}\n", 1e-4, true, "model_gemm_packb_f32");
-  tg_check_fn("B packed once, transposed, epilogue", "HloModule m\n"
-    "f {\n"
-    "  a = f32[300,500] parameter(0)\n"
-    "  ea = f32[300,500] exponential(a)\n"
-    "  b = f32[70,500] parameter(1)\n"
-    "  d = f32[300,70] dot(ea, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
-    "  c = f32[70] parameter(2)\n"
-    "  cb = f32[300,70] broadcast(c), dimensions={1}\n"
-    "  ROOT e = f32[300,70] add(d, cb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  a0 = f32[300,500] parameter(0)\n"
-    "  b0 = f32[70,500] parameter(1)\n"
-    "  c0 = f32[70] parameter(2)\n"
-    "  ROOT x = f32[300,70] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
-    "}\n", 1e-4, true, "model_gemm_packb_f32");
+  tg_check_fn(
+      "B packed once",
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[300,500] parameter(0)\n"
+      "  b = f32[500,70] parameter(1)\n"
+      "  ROOT d = f32[300,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n",
+      1e-4, true, "model_gemm_packb_f32");
+  tg_check_fn("B packed once, transposed, epilogue",
+              "HloModule m\n"
+              "f {\n"
+              "  a = f32[300,500] parameter(0)\n"
+              "  ea = f32[300,500] exponential(a)\n"
+              "  b = f32[70,500] parameter(1)\n"
+              "  d = f32[300,70] dot(ea, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+              "  c = f32[70] parameter(2)\n"
+              "  cb = f32[300,70] broadcast(c), dimensions={1}\n"
+              "  ROOT e = f32[300,70] add(d, cb)\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  a0 = f32[300,500] parameter(0)\n"
+              "  b0 = f32[70,500] parameter(1)\n"
+              "  c0 = f32[70] parameter(2)\n"
+              "  ROOT x = f32[300,70] fusion(a0, b0, c0), kind=kOutput, calls=f\n"
+              "}\n",
+              1e-4, true, "model_gemm_packb_f32");
   /* N = 1100 > NC on every target: column blocks of equal width (5 on AVX-512, 2 on AVX2),
      each with its packed B, M = 1200 split in row blocks (8 chunks asked: AVX-512's five
      column blocks alone are enough items for the 4 chunks of a product this size) */
   ct_knob(CPU_KNOB_GEMM_CHUNKS, "8");
-  tg_check_fn("B packed once, several column blocks", "HloModule m\n"
-    "ENTRY e {\n"
-    "  a = f32[1200,40] parameter(0)\n"
-    "  b = f32[40,1100] parameter(1)\n"
-    "  ROOT d = f32[1200,1100] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "}\n", 1e-4, true, "model_gemm_packb_f32");
+  tg_check_fn(
+      "B packed once, several column blocks",
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[1200,40] parameter(0)\n"
+      "  b = f32[40,1100] parameter(1)\n"
+      "  ROOT d = f32[1200,1100] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n",
+      1e-4, true, "model_gemm_packb_f32");
 }
 
 /* A dot whose columns only are split over the chunks packs its A once: M = 300 (three MC row
@@ -1127,27 +1279,32 @@ Test(cpu_gemm, dot_rows_split_b_packed_once, .timeout = 300) {
  * then transposed (row stride 1, column stride 300), with a ReLU epilogue, and with 7 chunks
  * (column blocks of uneven count per chunk). */
 Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
-  tg_check_fn("A packed once", "HloModule m\n"
-    "ENTRY e {\n"
-    "  a = f32[300,450] parameter(0)\n"
-    "  b = f32[450,700] parameter(1)\n"
-    "  ROOT d = f32[300,700] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "}\n", 1e-4, true, "model_gemm_packa_f32");
+  tg_check_fn(
+      "A packed once",
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[300,450] parameter(0)\n"
+      "  b = f32[450,700] parameter(1)\n"
+      "  ROOT d = f32[300,700] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n",
+      1e-4, true, "model_gemm_packa_f32");
   ct_knob(CPU_KNOB_GEMM_CHUNKS, "7");
-  tg_check_fn("A packed once, transposed, epilogue, 7 chunks", "HloModule m\n"
-    "f {\n"
-    "  a = f32[450,300] parameter(0)\n"
-    "  b = f32[450,700] parameter(1)\n"
-    "  d = f32[300,700] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[300,700] broadcast(z), dimensions={}\n"
-    "  ROOT e = f32[300,700] maximum(d, zb)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  a0 = f32[450,300] parameter(0)\n"
-    "  b0 = f32[450,700] parameter(1)\n"
-    "  ROOT x = f32[300,700] fusion(a0, b0), kind=kOutput, calls=f\n"
-    "}\n", 1e-4, true, "model_gemm_packa_f32");
+  tg_check_fn("A packed once, transposed, epilogue, 7 chunks",
+              "HloModule m\n"
+              "f {\n"
+              "  a = f32[450,300] parameter(0)\n"
+              "  b = f32[450,700] parameter(1)\n"
+              "  d = f32[300,700] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+              "  z = f32[] constant(0)\n"
+              "  zb = f32[300,700] broadcast(z), dimensions={}\n"
+              "  ROOT e = f32[300,700] maximum(d, zb)\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  a0 = f32[450,300] parameter(0)\n"
+              "  b0 = f32[450,700] parameter(1)\n"
+              "  ROOT x = f32[300,700] fusion(a0, b0), kind=kOutput, calls=f\n"
+              "}\n",
+              1e-4, true, "model_gemm_packa_f32");
   ct_knob(CPU_KNOB_GEMM_CHUNKS, NULL);
 }
 
@@ -1159,7 +1316,8 @@ Test(cpu_gemm, dot_cols_split_a_packed_once, .timeout = 300) {
  * tg_lowp_text writes the module of one product: M x K times K x N, A stored [K, M] when ta,
  * B stored [N, K] when tb, nb > 0 batches, with a fused epilogue (a bias added, then a
  * multiply by the product itself) when fused. */
-static char *tg_lowp_text(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta, bool tb, bool fused) {
+static char *tg_lowp_text(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta,
+                          bool tb, bool fused) {
   char bat[32] = "", a[96], b[96], o[96], dn[256];
   if (nb) snprintf(bat, sizeof bat, "%d,", nb);
   snprintf(a, sizeof a, "%s[%s%d,%d]", ty, bat, ta ? K : M, ta ? M : K);
@@ -1167,34 +1325,40 @@ static char *tg_lowp_text(const char *ty, const char *rty, int nb, int M, int K,
   snprintf(o, sizeof o, "%s[%s%d,%d]", rty, bat, M, N);
   int o0 = nb ? 1 : 0;
   snprintf(dn, sizeof dn, "%slhs_contracting_dims={%d}, rhs_contracting_dims={%d}",
-           nb ? "lhs_batch_dims={0}, rhs_batch_dims={0}, " : "", o0 + (ta ? 0 : 1), o0 + (tb ? 1 : 0));
+           nb ? "lhs_batch_dims={0}, rhs_batch_dims={0}, " : "", o0 + (ta ? 0 : 1),
+           o0 + (tb ? 1 : 0));
   char *t = malloc(4096);
   if (!fused) {
-    snprintf(t, 4096, "HloModule m\nENTRY e {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT d = %s dot(x, y), %s\n}\n",
+    snprintf(t, 4096,
+             "HloModule m\nENTRY e {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  ROOT d = %s "
+             "dot(x, y), %s\n}\n",
              a, b, o, dn);
     return t;
   }
-  snprintf(t, 4096,
-           "HloModule m\nf {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  c = %s[%d] parameter(2)\n"
-           "  d = %s dot(x, y), %s\n  cb = %s broadcast(c), dimensions={%d}\n  s = %s add(d, cb)\n"
-           "  ROOT r = %s multiply(s, d)\n}\n"
-           "ENTRY e {\n  x0 = %s parameter(0)\n  y0 = %s parameter(1)\n  c0 = %s[%d] parameter(2)\n"
-           "  ROOT f0 = %s fusion(x0, y0, c0), kind=kOutput, calls=f\n}\n",
-           a, b, rty, N, o, dn, o, o0 + 1, o, o, a, b, rty, N, o);
+  snprintf(
+      t, 4096,
+      "HloModule m\nf {\n  x = %s parameter(0)\n  y = %s parameter(1)\n  c = %s[%d] parameter(2)\n"
+      "  d = %s dot(x, y), %s\n  cb = %s broadcast(c), dimensions={%d}\n  s = %s add(d, cb)\n"
+      "  ROOT r = %s multiply(s, d)\n}\n"
+      "ENTRY e {\n  x0 = %s parameter(0)\n  y0 = %s parameter(1)\n  c0 = %s[%d] parameter(2)\n"
+      "  ROOT f0 = %s fusion(x0, y0, c0), kind=kOutput, calls=f\n}\n",
+      a, b, rty, N, o, dn, o, o0 + 1, o, o, a, b, rty, N, o);
   return t;
 }
 
 /* Whether the IR of text has the few-rows (or few-columns: the dot form) kernel. */
-static bool tg_few_kernel(const char *text) { return tg_ir_contains(text, "smallk") || tg_ir_contains(text, "smalld"); }
+static bool tg_few_kernel(const char *text) {
+  return tg_ir_contains(text, "smallk") || tg_ir_contains(text, "smalld");
+}
 
 /* One product of tg_lowp_text against the interpreter, through the GEMM of ty (blocked: its
  * function; else the few-rows or few-columns kernel, which make none). The bar: 3e-2 of the
  * result's scale for 16-bit results (an ulp of bf16 is 2^-8 of the value), 1e-4 for f32 ones. */
-static void tg_lowp(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta, bool tb, bool fused,
-                    bool blocked) {
+static void tg_lowp(const char *ty, const char *rty, int nb, int M, int K, int N, bool ta, bool tb,
+                    bool fused, bool blocked) {
   char *t = tg_lowp_text(ty, rty, nb, M, K, N, ta, tb, fused), what[160], fn[64];
-  snprintf(what, sizeof what, "%s x %s -> %s, %s%dx%dx%d%s%s%s", ty, ty, rty, nb ? "batched " : "", M, K, N,
-           ta ? ", A transposed" : "", tb ? ", B transposed" : "", fused ? ", fused" : "");
+  snprintf(what, sizeof what, "%s x %s -> %s, %s%dx%dx%d%s%s%s", ty, ty, rty, nb ? "batched " : "",
+           M, K, N, ta ? ", A transposed" : "", tb ? ", B transposed" : "", fused ? ", fused" : "");
   snprintf(fn, sizeof fn, "model_gemm_%s", ty);
   if (!blocked) cr_expect(tg_few_kernel(t), "%s: not the few-rows or few-columns kernel", what);
   tg_check_gemm(what, t, strcmp(rty, "f32") ? 3e-2 : 1e-4, fn, blocked, NULL);
@@ -1241,8 +1405,9 @@ Test(cpu_gemm_lowp, bf16_few_rows_and_columns, .timeout = 300) {
 
 /* Mixed operand types stay with the elemental kernels: no GEMM function of either type. */
 Test(cpu_gemm_lowp, mixed_types_elemental, .timeout = 300) {
-  const char *t = "HloModule m\nENTRY e {\n  x = bf16[20,30] parameter(0)\n  y = f16[30,40] parameter(1)\n"
-                  "  ROOT d = f32[20,40] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  const char *t =
+      "HloModule m\nENTRY e {\n  x = bf16[20,30] parameter(0)\n  y = f16[30,40] parameter(1)\n"
+      "  ROOT d = f32[20,40] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
   cr_expect(!tg_ir_contains(t, "model_gemm_bf16") && !tg_ir_contains(t, "model_gemm_f16") &&
                 !tg_ir_contains(t, "model_gemm_f32") && !tg_few_kernel(t),
             "mixed bf16 x f16 went through the GEMM");

@@ -10,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
 
-/* ------------------------------------------------------------------ GEMM and implicit-GEMM paths */
+/* ------------------------------------------------------------------ GEMM and implicit-GEMM paths
+ */
 
 /* Whether compiling text emits the shared function named by suffix (e.g. "_gemm_f32"): the
  * blocked path was taken rather than the generic accumulating loops. */
@@ -46,19 +47,20 @@ static bool tk_emits(const char *text, const char *suffix) {
 /* Plain products of odd sizes (every edge of the 6x16 / 12x32 micro-tiles and of the cache
  * blocks), M, N, K from {1, 3, 17, 64, 65, 257}. */
 Test(cpu, gemm_odd_sizes, .timeout = 300) {
-  static const int sz[][3] = {{1, 1, 1},   {3, 17, 64},  {17, 3, 65},  {64, 65, 257}, {65, 257, 3},
-                              {257, 64, 17}, {1, 257, 65}, {257, 1, 64}, {17, 17, 17}, {65, 65, 1},
-                              {3, 64, 257}, {257, 257, 257}};
+  static const int sz[][3] = {{1, 1, 1},    {3, 17, 64},   {17, 3, 65},  {64, 65, 257},
+                              {65, 257, 3}, {257, 64, 17}, {1, 257, 65}, {257, 1, 64},
+                              {17, 17, 17}, {65, 65, 1},   {3, 64, 257}, {257, 257, 257}};
   int n = (int)(sizeof sz / sizeof sz[0]);
   char text[8192];
   int o = snprintf(text, sizeof text, "HloModule m\nENTRY e {\n");
   char root[2048] = "", rshape[2048] = "";
   for (int i = 0; i < n; i++) {
     int M = sz[i][0], N = sz[i][1], K = sz[i][2];
-    o += snprintf(text + o, sizeof text - (size_t)o,
-                  "  a%d = f32[%d,%d] parameter(%d)\n  b%d = f32[%d,%d] parameter(%d)\n"
-                  "  d%d = f32[%d,%d] dot(a%d, b%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
-                  i, M, K, 2 * i, i, K, N, 2 * i + 1, i, M, N, i, i);
+    o += snprintf(
+        text + o, sizeof text - (size_t)o,
+        "  a%d = f32[%d,%d] parameter(%d)\n  b%d = f32[%d,%d] parameter(%d)\n"
+        "  d%d = f32[%d,%d] dot(a%d, b%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+        i, M, K, 2 * i, i, K, N, 2 * i + 1, i, M, N, i, i);
     char t[64];
     snprintf(t, sizeof t, "%sd%d", i ? ", " : "", i);
     strcat(root, t);
@@ -73,21 +75,26 @@ Test(cpu, gemm_odd_sizes, .timeout = 300) {
 /* Batch dimensions, transposed operands through the dimension numbers, several lhs free
  * dimensions (merged into M) and a contracting pair that does not merge (generic path). */
 Test(cpu, gemm_batch_and_transposes, .timeout = 300) {
-  const char *text = "HloModule m\n"
-    "ENTRY e {\n"
-    "  a = f32[3,17,20] parameter(0)\n"
-    "  b = f32[3,20,33] parameter(1)\n"
-    "  at = f32[3,20,17] parameter(2)\n"
-    "  bt = f32[3,33,20] parameter(3)\n"
-    "  x = f32[4,5,65] parameter(4)\n"
-    "  w = f32[33,65] parameter(5)\n"
-    "  bb = f32[3,17,33] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
-    "  tt = f32[3,17,33] dot(at, bt), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
-    "  mm = f32[4,5,33] dot(x, w), lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
-    "  bl = f32[3,33,17] dot(b, a), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
-    "  nm = f32[17,33] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={0,1}\n"
-    "  ROOT o = (f32[3,17,33], f32[3,17,33], f32[4,5,33], f32[3,33,17], f32[17,33]) tuple(bb, tt, mm, bl, nm)\n"
-    "}\n";
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[3,17,20] parameter(0)\n"
+      "  b = f32[3,20,33] parameter(1)\n"
+      "  at = f32[3,20,17] parameter(2)\n"
+      "  bt = f32[3,33,20] parameter(3)\n"
+      "  x = f32[4,5,65] parameter(4)\n"
+      "  w = f32[33,65] parameter(5)\n"
+      "  bb = f32[3,17,33] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+      "  tt = f32[3,17,33] dot(at, bt), lhs_batch_dims={0}, lhs_contracting_dims={1}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
+      "  mm = f32[4,5,33] dot(x, w), lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+      "  bl = f32[3,33,17] dot(b, a), lhs_batch_dims={0}, lhs_contracting_dims={1}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={2}\n"
+      "  nm = f32[17,33] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={0,1}\n"
+      "  ROOT o = (f32[3,17,33], f32[3,17,33], f32[4,5,33], f32[3,33,17], f32[17,33]) tuple(bb, "
+      "tt, mm, bl, nm)\n"
+      "}\n";
   cr_assert(tk_emits(text, "_gemm_f32"));
   ct_check_text("gemm batch/transposes", text, 1e-4, 4);
 }
@@ -95,49 +102,50 @@ Test(cpu, gemm_batch_and_transposes, .timeout = 300) {
 /* Output fusions: a transposed weight and a broadcast inside the fusion (strided views), a
  * layer-norm-like prologue (staged), epilogues bias + relu, tanh-GELU and a residual add. */
 Test(cpu, gemm_fused_prologue_epilogue, .timeout = 300) {
-  const char *text = "HloModule m\n"
-    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
-    "f1 {\n"
-    "  x = f32[37,70] parameter(0)\n"
-    "  w = f32[50,70] parameter(1)\n"
-    "  bias = f32[50] parameter(2)\n"
-    "  wt = f32[70,50] transpose(w), dimensions={1,0}\n"
-    "  d = f32[37,50] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  bb = f32[37,50] broadcast(bias), dimensions={1}\n"
-    "  s = f32[37,50] add(d, bb)\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[37,50] broadcast(z), dimensions={}\n"
-    "  ROOT r = f32[37,50] maximum(s, zb)\n"
-    "}\n"
-    "f2 {\n"
-    "  x = f32[37,70] parameter(0)\n"
-    "  w = f32[70,50] parameter(1)\n"
-    "  res = f32[37,50] parameter(2)\n"
-    "  z = f32[] constant(0)\n"
-    "  sum = f32[37] reduce(x, z), dimensions={1}, to_apply=add\n"
-    "  sb = f32[37,70] broadcast(sum), dimensions={0}\n"
-    "  xc = f32[37,70] subtract(x, sb)\n"
-    "  d = f32[37,50] dot(xc, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  h = f32[] constant(0.5)\n"
-    "  hb = f32[37,50] broadcast(h), dimensions={}\n"
-    "  t = f32[37,50] tanh(d)\n"
-    "  one = f32[] constant(1)\n"
-    "  ob = f32[37,50] broadcast(one), dimensions={}\n"
-    "  t1 = f32[37,50] add(t, ob)\n"
-    "  g = f32[37,50] multiply(hb, t1)\n"
-    "  gd = f32[37,50] multiply(g, d)\n"
-    "  ROOT o = f32[37,50] add(gd, res)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x = f32[37,70] parameter(0)\n"
-    "  w = f32[50,70] parameter(1)\n"
-    "  bias = f32[50] parameter(2)\n"
-    "  w2 = f32[70,50] parameter(3)\n"
-    "  res = f32[37,50] parameter(4)\n"
-    "  a = f32[37,50] fusion(x, w, bias), kind=kOutput, calls=f1\n"
-    "  b = f32[37,50] fusion(x, w2, res), kind=kOutput, calls=f2\n"
-    "  ROOT o = (f32[37,50], f32[37,50]) tuple(a, b)\n"
-    "}\n";
+  const char *text =
+      "HloModule m\n"
+      "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "f1 {\n"
+      "  x = f32[37,70] parameter(0)\n"
+      "  w = f32[50,70] parameter(1)\n"
+      "  bias = f32[50] parameter(2)\n"
+      "  wt = f32[70,50] transpose(w), dimensions={1,0}\n"
+      "  d = f32[37,50] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bb = f32[37,50] broadcast(bias), dimensions={1}\n"
+      "  s = f32[37,50] add(d, bb)\n"
+      "  z = f32[] constant(0)\n"
+      "  zb = f32[37,50] broadcast(z), dimensions={}\n"
+      "  ROOT r = f32[37,50] maximum(s, zb)\n"
+      "}\n"
+      "f2 {\n"
+      "  x = f32[37,70] parameter(0)\n"
+      "  w = f32[70,50] parameter(1)\n"
+      "  res = f32[37,50] parameter(2)\n"
+      "  z = f32[] constant(0)\n"
+      "  sum = f32[37] reduce(x, z), dimensions={1}, to_apply=add\n"
+      "  sb = f32[37,70] broadcast(sum), dimensions={0}\n"
+      "  xc = f32[37,70] subtract(x, sb)\n"
+      "  d = f32[37,50] dot(xc, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  h = f32[] constant(0.5)\n"
+      "  hb = f32[37,50] broadcast(h), dimensions={}\n"
+      "  t = f32[37,50] tanh(d)\n"
+      "  one = f32[] constant(1)\n"
+      "  ob = f32[37,50] broadcast(one), dimensions={}\n"
+      "  t1 = f32[37,50] add(t, ob)\n"
+      "  g = f32[37,50] multiply(hb, t1)\n"
+      "  gd = f32[37,50] multiply(g, d)\n"
+      "  ROOT o = f32[37,50] add(gd, res)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  x = f32[37,70] parameter(0)\n"
+      "  w = f32[50,70] parameter(1)\n"
+      "  bias = f32[50] parameter(2)\n"
+      "  w2 = f32[70,50] parameter(3)\n"
+      "  res = f32[37,50] parameter(4)\n"
+      "  a = f32[37,50] fusion(x, w, bias), kind=kOutput, calls=f1\n"
+      "  b = f32[37,50] fusion(x, w2, res), kind=kOutput, calls=f2\n"
+      "  ROOT o = (f32[37,50], f32[37,50]) tuple(a, b)\n"
+      "}\n";
   cr_assert(tk_emits(text, "_gemm_f32"));
   ct_check_text("gemm fusions", text, 1e-4, 4);
 }
@@ -145,24 +153,31 @@ Test(cpu, gemm_fused_prologue_epilogue, .timeout = 300) {
 /* NHWC / HWIO convolutions through the implicit GEMM: stride 2 with padding, dilation,
  * asymmetric padding, 1x1; a grouped one takes the generic path. */
 Test(cpu, conv_implicit_gemm, .timeout = 300) {
-  const char *text = "HloModule m\n"
-    "ENTRY e {\n"
-    "  x = f32[2,11,9,5] parameter(0)\n"
-    "  w = f32[3,3,5,19] parameter(1)\n"
-    "  w1 = f32[1,1,5,33] parameter(2)\n"
-    "  wg = f32[3,3,1,10] parameter(3)\n"
-    "  s2 = f32[2,6,5,19] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  dl = f32[2,7,5,19] convolution(x, w), window={size=3x3 pad=0_0x0_0 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f\n"
-    "  ap = f32[2,11,5,19] convolution(x, w), window={size=3x3 stride=1x2 pad=2_0x3_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f\n"
-    "  pw = f32[2,11,9,33] convolution(x, w1), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
-    "  gr = f32[2,9,7,10] convolution(x, wg), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=5\n"
-    "  ROOT o = (f32[2,6,5,19], f32[2,7,5,19], f32[2,11,5,19], f32[2,11,9,33], f32[2,9,7,10]) tuple(s2, dl, ap, pw, gr)\n"
-    "}\n";
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  x = f32[2,11,9,5] parameter(0)\n"
+      "  w = f32[3,3,5,19] parameter(1)\n"
+      "  w1 = f32[1,1,5,33] parameter(2)\n"
+      "  wg = f32[3,3,1,10] parameter(3)\n"
+      "  s2 = f32[2,6,5,19] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  dl = f32[2,7,5,19] convolution(x, w), window={size=3x3 pad=0_0x0_0 rhs_dilate=2x2}, "
+      "dim_labels=b01f_01io->b01f\n"
+      "  ap = f32[2,11,5,19] convolution(x, w), window={size=3x3 stride=1x2 pad=2_0x3_1 "
+      "rhs_dilate=1x2}, dim_labels=b01f_01io->b01f\n"
+      "  pw = f32[2,11,9,33] convolution(x, w1), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+      "  gr = f32[2,9,7,10] convolution(x, wg), window={size=3x3}, dim_labels=b01f_01io->b01f, "
+      "feature_group_count=5\n"
+      "  ROOT o = (f32[2,6,5,19], f32[2,7,5,19], f32[2,11,5,19], f32[2,11,9,33], f32[2,9,7,10]) "
+      "tuple(s2, dl, ap, pw, gr)\n"
+      "}\n";
   cr_assert(tk_emits(text, "_gemm_f32"));
   ct_check_text("implicit-GEMM convolutions", text, 1e-4, 4);
 }
 
-/* ------------------------------------------------------------------ kernels merged up to constants */
+/* ------------------------------------------------------------------ kernels merged up to constants
+ */
 
 /* cpu_share.c's magic numbers for signed division (internal to the target, declared here for
  * their test). */
@@ -175,10 +190,22 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
 Test(cpu, share_magic_division) {
   int64_t ds[3000 + 12];
   int nd = 0;
-  for (int64_t d = 1; d <= 3000; d++) ds[nd++] = d;
-  const int64_t big[] = {4095, 4097, 65535, 1000003, (1ll << 31) - 1, 1ll << 31, (1ll << 31) + 1,
-                         1000000007ll * 1000, (1ll << 62) - 1, 1ll << 62, INT64_MAX - 1, INT64_MAX};
-  for (size_t i = 0; i < sizeof big / sizeof *big; i++) ds[nd++] = big[i];
+  for (int64_t d = 1; d <= 3000; d++)
+    ds[nd++] = d;
+  const int64_t big[] = {4095,
+                         4097,
+                         65535,
+                         1000003,
+                         (1ll << 31) - 1,
+                         1ll << 31,
+                         (1ll << 31) + 1,
+                         1000000007ll * 1000,
+                         (1ll << 62) - 1,
+                         1ll << 62,
+                         INT64_MAX - 1,
+                         INT64_MAX};
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++)
+    ds[nd++] = big[i];
   uint64_t x = 88172645463325252ull;
   int bad = 0;
   for (int i = 0; i < nd; i++) {
@@ -187,7 +214,8 @@ Test(cpu, share_magic_division) {
     int64_t ns[64];
     int nn = 0;
     const int64_t fixed[] = {0, 1, -1, 2, -2, INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1};
-    for (size_t j = 0; j < sizeof fixed / sizeof *fixed; j++) ns[nn++] = fixed[j];
+    for (size_t j = 0; j < sizeof fixed / sizeof *fixed; j++)
+      ns[nn++] = fixed[j];
     for (int64_t m = -3; m <= 3; m++) {
       if (d > INT64_MAX / 4) break; /* d * m would overflow */
       int64_t c = d * m;
@@ -201,7 +229,8 @@ Test(cpu, share_magic_division) {
     for (int j = 0; j < nn; j++) {
       int64_t got = cpu_sdiv_by_magic(ns[j], mv), want = ns[j] / d;
       if (got != want && bad++ < 5)
-        cr_log_error("%lld / %lld: %lld, want %lld", (long long)ns[j], (long long)d, (long long)got, (long long)want);
+        cr_log_error("%lld / %lld: %lld, want %lld", (long long)ns[j], (long long)d, (long long)got,
+                     (long long)want);
     }
   }
   cr_expect_eq(bad, 0, "%d wrong quotients", bad);
@@ -214,25 +243,40 @@ Test(cpu, share_magic_division) {
  * two threads; at -O3, or with HLOC_CPU_SHARE=exact, every fusion keeps its own function. */
 static const char *tk_share_text =
     "HloModule share\n"
-    "fd7 {\n  p_fd7 = s64[40] parameter(0)\n  c_fd7 = s64[] constant(500)\n  q_fd7 = s64[] constant(7)\n"
-    "  bc_fd7 = s64[40] broadcast(c_fd7), dimensions={}\n  bq_fd7 = s64[40] broadcast(q_fd7), dimensions={}\n"
+    "fd7 {\n  p_fd7 = s64[40] parameter(0)\n  c_fd7 = s64[] constant(500)\n  q_fd7 = s64[] "
+    "constant(7)\n"
+    "  bc_fd7 = s64[40] broadcast(c_fd7), dimensions={}\n  bq_fd7 = s64[40] broadcast(q_fd7), "
+    "dimensions={}\n"
     "  s_fd7 = s64[40] subtract(p_fd7, bc_fd7)\n  ROOT d_fd7 = s64[40] divide(s_fd7, bq_fd7)\n}\n"
-    "fd13 {\n  p_fd13 = s64[150] parameter(0)\n  c_fd13 = s64[] constant(300)\n  q_fd13 = s64[] constant(13)\n"
-    "  bc_fd13 = s64[150] broadcast(c_fd13), dimensions={}\n  bq_fd13 = s64[150] broadcast(q_fd13), dimensions={}\n"
-    "  s_fd13 = s64[150] subtract(p_fd13, bc_fd13)\n  ROOT d_fd13 = s64[150] divide(s_fd13, bq_fd13)\n}\n"
-    "fd1 {\n  p_fd1 = s64[33] parameter(0)\n  c_fd1 = s64[] constant(100)\n  q_fd1 = s64[] constant(3)\n"
-    "  bc_fd1 = s64[33] broadcast(c_fd1), dimensions={}\n  bq_fd1 = s64[33] broadcast(q_fd1), dimensions={}\n"
+    "fd13 {\n  p_fd13 = s64[150] parameter(0)\n  c_fd13 = s64[] constant(300)\n  q_fd13 = s64[] "
+    "constant(13)\n"
+    "  bc_fd13 = s64[150] broadcast(c_fd13), dimensions={}\n  bq_fd13 = s64[150] "
+    "broadcast(q_fd13), dimensions={}\n"
+    "  s_fd13 = s64[150] subtract(p_fd13, bc_fd13)\n  ROOT d_fd13 = s64[150] divide(s_fd13, "
+    "bq_fd13)\n}\n"
+    "fd1 {\n  p_fd1 = s64[33] parameter(0)\n  c_fd1 = s64[] constant(100)\n  q_fd1 = s64[] "
+    "constant(3)\n"
+    "  bc_fd1 = s64[33] broadcast(c_fd1), dimensions={}\n  bq_fd1 = s64[33] broadcast(q_fd1), "
+    "dimensions={}\n"
     "  s_fd1 = s64[33] subtract(p_fd1, bc_fd1)\n  ROOT d_fd1 = s64[33] divide(s_fd1, bq_fd1)\n}\n"
-    "fr7 {\n  p_fr7 = s64[40] parameter(0)\n  c_fr7 = s64[] constant(500)\n  q_fr7 = s64[] constant(7)\n"
-    "  bc_fr7 = s64[40] broadcast(c_fr7), dimensions={}\n  bq_fr7 = s64[40] broadcast(q_fr7), dimensions={}\n"
-    "  s_fr7 = s64[40] subtract(p_fr7, bc_fr7)\n  ROOT d_fr7 = s64[40] remainder(s_fr7, bq_fr7)\n}\n"
-    "fr13 {\n  p_fr13 = s64[150] parameter(0)\n  c_fr13 = s64[] constant(300)\n  q_fr13 = s64[] constant(13)\n"
-    "  bc_fr13 = s64[150] broadcast(c_fr13), dimensions={}\n  bq_fr13 = s64[150] broadcast(q_fr13), dimensions={}\n"
-    "  s_fr13 = s64[150] subtract(p_fr13, bc_fr13)\n  ROOT d_fr13 = s64[150] remainder(s_fr13, bq_fr13)\n}\n"
+    "fr7 {\n  p_fr7 = s64[40] parameter(0)\n  c_fr7 = s64[] constant(500)\n  q_fr7 = s64[] "
+    "constant(7)\n"
+    "  bc_fr7 = s64[40] broadcast(c_fr7), dimensions={}\n  bq_fr7 = s64[40] broadcast(q_fr7), "
+    "dimensions={}\n"
+    "  s_fr7 = s64[40] subtract(p_fr7, bc_fr7)\n  ROOT d_fr7 = s64[40] remainder(s_fr7, "
+    "bq_fr7)\n}\n"
+    "fr13 {\n  p_fr13 = s64[150] parameter(0)\n  c_fr13 = s64[] constant(300)\n  q_fr13 = s64[] "
+    "constant(13)\n"
+    "  bc_fr13 = s64[150] broadcast(c_fr13), dimensions={}\n  bq_fr13 = s64[150] "
+    "broadcast(q_fr13), dimensions={}\n"
+    "  s_fr13 = s64[150] subtract(p_fr13, bc_fr13)\n  ROOT d_fr13 = s64[150] remainder(s_fr13, "
+    "bq_fr13)\n}\n"
     "fa1 {\n  x_fa1 = f32[12,20] parameter(0)\n  u_fa1 = f32[20] parameter(1)\n"
-    "  bu_fa1 = f32[12,20] broadcast(u_fa1), dimensions={1}\n  ROOT a_fa1 = f32[12,20] add(x_fa1, bu_fa1)\n}\n"
+    "  bu_fa1 = f32[12,20] broadcast(u_fa1), dimensions={1}\n  ROOT a_fa1 = f32[12,20] add(x_fa1, "
+    "bu_fa1)\n}\n"
     "fa2 {\n  x_fa2 = f32[7,33] parameter(0)\n  u_fa2 = f32[33] parameter(1)\n"
-    "  bu_fa2 = f32[7,33] broadcast(u_fa2), dimensions={1}\n  ROOT a_fa2 = f32[7,33] add(x_fa2, bu_fa2)\n}\n"
+    "  bu_fa2 = f32[7,33] broadcast(u_fa2), dimensions={1}\n  ROOT a_fa2 = f32[7,33] add(x_fa2, "
+    "bu_fa2)\n}\n"
     "ENTRY e {\n"
     "  a = s64[40] parameter(0)\n  b = s64[150] parameter(1)\n  c = s64[33] parameter(2)\n"
     "  x = f32[12,20] parameter(3)\n  y = f32[7,33] parameter(4)\n"
@@ -265,7 +309,8 @@ static const char *tk_define_line(const char *p, const char *prefix) {
 /* Functions defined in IR text t whose name starts with prefix. */
 static int tk_count_defs(const char *t, const char *prefix) {
   int n = 0;
-  for (const char *p = tk_define_line(t, prefix); p; p = tk_define_line(strchr(p, '\n'), prefix)) n++;
+  for (const char *p = tk_define_line(t, prefix); p; p = tk_define_line(strchr(p, '\n'), prefix))
+    n++;
   return n;
 }
 
@@ -306,13 +351,12 @@ static char *tk_ir_function(const char *t, const char *name) {
  * multiply, an 8x8 add's kernel has no vector code, the multiply's has, and the results match
  * the interpreter; the same add alone in its module (all of its work) stays vectorized, and so
  * does it with HLOC_CPU_SMALL=0. */
-static const char *tk_small_pair =
-    "HloModule sp\n"
-    "ENTRY e {\n"
-    "  a = f32[8,8] parameter(0)\n  b = f32[512,512] parameter(1)\n"
-    "  s = f32[8,8] add(a, a)\n  t = f32[512,512] multiply(b, b)\n"
-    "  ROOT r = (f32[8,8], f32[512,512]) tuple(s, t)\n"
-    "}\n";
+static const char *tk_small_pair = "HloModule sp\n"
+                                   "ENTRY e {\n"
+                                   "  a = f32[8,8] parameter(0)\n  b = f32[512,512] parameter(1)\n"
+                                   "  s = f32[8,8] add(a, a)\n  t = f32[512,512] multiply(b, b)\n"
+                                   "  ROOT r = (f32[8,8], f32[512,512]) tuple(s, t)\n"
+                                   "}\n";
 
 Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
   ct_check_text("small kernel beside a large one", tk_small_pair, 0, 4);
@@ -330,7 +374,9 @@ Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
   cr_expect(strstr(k0, "x float>") != NULL, "HLOC_CPU_SMALL=0: not vectorized:\n%s", k0);
   free(k0);
   free(t);
-  t = ct_llvm_ir("HloModule one\nENTRY e {\n  a = f32[8,8] parameter(0)\n  ROOT s = f32[8,8] add(a, a)\n}\n", "one", 2);
+  t = ct_llvm_ir(
+      "HloModule one\nENTRY e {\n  a = f32[8,8] parameter(0)\n  ROOT s = f32[8,8] add(a, a)\n}\n",
+      "one", 2);
   k0 = tk_ir_function(t, "one_k0");
   cr_expect(strstr(k0, "x float>") != NULL, "a module's only kernel is not vectorized:\n%s", k0);
   free(k0);
@@ -345,25 +391,27 @@ Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
  * and in chunks on 2 threads, against the interpreter (and a max-pool fused under a transpose:
  * tests/cpu/cases/transpose_max_pool.hlo). At -O0 the kernel is seen to be tiled. */
 static const char tk_transposes[] = "HloModule m\n"
-    "ENTRY e {\n"
-    "  x = f32[2,19,125] parameter(0)\n"
-    "  y = f32[2,24,13,30] parameter(1)\n"
-    "  z = f32[3,20,300] parameter(2)\n"
-    "  w = f32[1,16,300,64] parameter(3)\n"
-    "  v = f32[37,170] parameter(4)\n"
-    "  tx = f32[2,125,19] transpose(x), dimensions={0,2,1}\n"
-    "  ty = f32[2,13,30,24] transpose(y), dimensions={0,2,3,1}\n"
-    "  tz = f32[3,300,20] transpose(z), dimensions={0,2,1}\n"
-    "  tw = f32[1,300,64,16] transpose(w), dimensions={0,2,3,1}\n"
-    "  tv = f32[170,37] transpose(v), dimensions={1,0}\n"
-    "  ROOT o = (f32[2,125,19], f32[2,13,30,24], f32[3,300,20], f32[1,300,64,16], f32[170,37]) tuple(tx, ty, tz, tw, tv)\n"
-    "}\n";
+                                    "ENTRY e {\n"
+                                    "  x = f32[2,19,125] parameter(0)\n"
+                                    "  y = f32[2,24,13,30] parameter(1)\n"
+                                    "  z = f32[3,20,300] parameter(2)\n"
+                                    "  w = f32[1,16,300,64] parameter(3)\n"
+                                    "  v = f32[37,170] parameter(4)\n"
+                                    "  tx = f32[2,125,19] transpose(x), dimensions={0,2,1}\n"
+                                    "  ty = f32[2,13,30,24] transpose(y), dimensions={0,2,3,1}\n"
+                                    "  tz = f32[3,300,20] transpose(z), dimensions={0,2,1}\n"
+                                    "  tw = f32[1,300,64,16] transpose(w), dimensions={0,2,3,1}\n"
+                                    "  tv = f32[170,37] transpose(v), dimensions={1,0}\n"
+                                    "  ROOT o = (f32[2,125,19], f32[2,13,30,24], f32[3,300,20], "
+                                    "f32[1,300,64,16], f32[170,37]) tuple(tx, ty, tz, tw, tv)\n"
+                                    "}\n";
 
 Test(cpu, transpose_tiled, .timeout = 300) {
   ct_check_text("tiled transposes", tk_transposes, 0, 4);
   char *t = ct_llvm_ir(tk_transposes, "tt", 0);
   int tiled = 0;
-  for (const char *q = t; (q = strstr(q, "\ntiled")); q++) tiled++;
+  for (const char *q = t; (q = strstr(q, "\ntiled")); q++)
+    tiled++;
   cr_expect_eq(tiled, 5, "each transpose in a tiled kernel: %d", tiled);
   free(t);
 }
@@ -373,14 +421,15 @@ Test(cpu, transpose_tiled, .timeout = 300) {
  * on, whatever the host), and the stores marked nontemporal in the IR, with the fence after
  * them, for a Xeon; not for an AMD Zen, where they were slower. */
 Test(cpu, transpose_tiled_nontemporal, .timeout = 300) {
-  const char *text = "HloModule m\n"
-    "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
-    "ENTRY e {\n"
-    "  x = f32[8,64,64,64] parameter(0)\n"
-    "  t = f32[8,64,64,64] transpose(x), dimensions={0,2,3,1}\n"
-    "  z = f32[] constant(0)\n"
-    "  ROOT r = f32[8,64] reduce(t, z), dimensions={1,2}, to_apply=add\n"
-    "}\n";
+  const char *text =
+      "HloModule m\n"
+      "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "ENTRY e {\n"
+      "  x = f32[8,64,64,64] parameter(0)\n"
+      "  t = f32[8,64,64,64] transpose(x), dimensions={0,2,3,1}\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT r = f32[8,64] reduce(t, z), dimensions={1,2}, to_apply=add\n"
+      "}\n";
   ct_knob(CPU_KNOB_STREAM_STORES, "1");
   ct_check_text("nontemporal transpose", text, 1e-5, 0);
   ct_knob(CPU_KNOB_STREAM_STORES, NULL);
@@ -391,11 +440,18 @@ Test(cpu, transpose_tiled_nontemporal, .timeout = 300) {
   const char *cpus[2] = {"sapphirerapids", "znver3"};
   for (int i = 0; i < 2; i++) {
     HModule *m = ct_parse(text);
-    CpuOpts o = {.knobs = &ct_knobs, .name = "nt", .out_path = ll, .opt_level = 0, .emit = CPU_EMIT_LLVM, .cpu = cpus[i]};
+    CpuOpts o = {.knobs = &ct_knobs,
+                 .name = "nt",
+                 .out_path = ll,
+                 .opt_level = 0,
+                 .emit = CPU_EMIT_LLVM,
+                 .cpu = cpus[i]};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
     char *ir = ct_slurp(ll, NULL);
-    cr_expect_eq(strstr(ir, "!nontemporal") != NULL, i == 0, "%s: nontemporal stores %s", cpus[i], i ? "made" : "missing");
-    cr_expect_eq(strstr(ir, "fence seq_cst") != NULL, i == 0, "%s: fence %s", cpus[i], i ? "made" : "missing");
+    cr_expect_eq(strstr(ir, "!nontemporal") != NULL, i == 0, "%s: nontemporal stores %s", cpus[i],
+                 i ? "made" : "missing");
+    cr_expect_eq(strstr(ir, "fence seq_cst") != NULL, i == 0, "%s: fence %s", cpus[i],
+                 i ? "made" : "missing");
     free(ir);
     hlo_module_free(m);
   }
@@ -433,13 +489,17 @@ Test(cpu, transpose_tiled_random, .timeout = 300) {
     int a = 0, b = 0, q = 0;
     for (int i = 0; i < r; i++) {
       a += snprintf(in_s + a, sizeof in_s - (size_t)a, "%s%lld", i ? "," : "", (long long)d[i]);
-      b += snprintf(out_s + b, sizeof out_s - (size_t)b, "%s%lld", i ? "," : "", (long long)d[pm[i]]);
+      b += snprintf(out_s + b, sizeof out_s - (size_t)b, "%s%lld", i ? "," : "",
+                    (long long)d[pm[i]]);
       q += snprintf(perm + q, sizeof perm - (size_t)q, "%s%lld", i ? "," : "", (long long)pm[i]);
     }
-    n += snprintf(text + n, sizeof text - (size_t)n, "  p%d = f32[%s] parameter(%d)\n  t%d = f32[%s] transpose(p%d), dimensions={%s}\n",
-                  nt, in_s, nt, nt, out_s, nt, perm);
+    n +=
+        snprintf(text + n, sizeof text - (size_t)n,
+                 "  p%d = f32[%s] parameter(%d)\n  t%d = f32[%s] transpose(p%d), dimensions={%s}\n",
+                 nt, in_s, nt, nt, out_s, nt, perm);
     snprintf(root + strlen(root), sizeof root - strlen(root), "%st%d", nt ? ", " : "", nt);
-    snprintf(rshape + strlen(rshape), sizeof rshape - strlen(rshape), "%sf32[%s]", nt ? ", " : "", out_s);
+    snprintf(rshape + strlen(rshape), sizeof rshape - strlen(rshape), "%sf32[%s]", nt ? ", " : "",
+             out_s);
     nt++;
   }
   cr_assert_eq(nt, 8);
@@ -453,14 +513,13 @@ Test(cpu, transpose_tiled_random, .timeout = 300) {
  * vectorizes without a runtime overlap check; the one computed in place of its operand (b
  * takes a's buffer) keeps its check, since its two pointers are the same memory. */
 Test(cpu, alias_scopes_from_the_plan) {
-  static const char *src =
-      "HloModule alias\n"
-      "ENTRY e {\n"
-      "  p = f32[4096] parameter(0)\n"
-      "  a = f32[4096] exponential(p)\n"
-      "  b = f32[4096] negate(a)\n"
-      "  ROOT c = f32[4096] multiply(b, p)\n"
-      "}\n";
+  static const char *src = "HloModule alias\n"
+                           "ENTRY e {\n"
+                           "  p = f32[4096] parameter(0)\n"
+                           "  a = f32[4096] exponential(p)\n"
+                           "  b = f32[4096] negate(a)\n"
+                           "  ROOT c = f32[4096] multiply(b, p)\n"
+                           "}\n";
   char *t = ct_llvm_ir(src, "alias", 2);
   int checks = 0;
   for (const char *q = t; (q = strstr(q, "define internal")); q++) {
@@ -468,7 +527,9 @@ Test(cpu, alias_scopes_from_the_plan) {
     const char *c1 = strstr(q, "found.conflict"), *c2 = strstr(q, "diff.check");
     checks += (c1 && c1 < end) || (c2 && c2 < end);
   }
-  cr_expect_eq(checks, 1, "kernels with a runtime overlap check: %d (expected only the in-place one)\n%s", checks, t);
+  cr_expect_eq(checks, 1,
+               "kernels with a runtime overlap check: %d (expected only the in-place one)\n%s",
+               checks, t);
   free(t);
 }
 
@@ -478,19 +539,20 @@ Test(cpu, alias_scopes_from_the_plan) {
 /* After the optimizer: the sort stays a kernel of its own between fusions (the fusion pass
  * does not fuse it), and the compiled module matches the interpreter. */
 Test(cpu, sort_after_optimizer, .timeout = 300) {
-  const char *text = "HloModule m\n"
-    "lt2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
-    "  j = s32[] parameter(3)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
-    "ENTRY e {\n"
-    "  x = f32[16,100] parameter(0)\n"
-    "  y = f32[16,100] exponential(x)\n"
-    "  io = s32[16,100] iota(), iota_dimension=1\n"
-    "  s = (f32[16,100], s32[16,100]) sort(y, io), dimensions={1}, is_stable=true, to_apply=lt2\n"
-    "  k = f32[16,100] get-tuple-element(s), index=0\n"
-    "  v = s32[16,100] get-tuple-element(s), index=1\n"
-    "  n = f32[16,100] negate(k)\n"
-    "  ROOT o = (f32[16,100], s32[16,100]) tuple(n, v)\n"
-    "}\n";
+  const char *text =
+      "HloModule m\n"
+      "lt2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+      "  j = s32[] parameter(3)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+      "ENTRY e {\n"
+      "  x = f32[16,100] parameter(0)\n"
+      "  y = f32[16,100] exponential(x)\n"
+      "  io = s32[16,100] iota(), iota_dimension=1\n"
+      "  s = (f32[16,100], s32[16,100]) sort(y, io), dimensions={1}, is_stable=true, to_apply=lt2\n"
+      "  k = f32[16,100] get-tuple-element(s), index=0\n"
+      "  v = s32[16,100] get-tuple-element(s), index=1\n"
+      "  n = f32[16,100] negate(k)\n"
+      "  ROOT o = (f32[16,100], s32[16,100]) tuple(n, v)\n"
+      "}\n";
   HModule *ref = ct_parse(text);
   HModule *m = ct_parse(text);
   HArena *a = hlo_arena_new();
@@ -499,7 +561,8 @@ Test(cpu, sort_after_optimizer, .timeout = 300) {
   OptOpts oo = {0};
   cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   int nsort = 0;
-  for (int i = 0; i < m->entry->ninstrs; i++) nsort += m->entry->instrs[i]->op == OP_SORT;
+  for (int i = 0; i < m->entry->ninstrs; i++)
+    nsort += m->entry->instrs[i]->op == OP_SORT;
   cr_expect_eq(nsort, 1, "the sort is not an entry instruction of its own after the optimizer");
   hlo_comp_renumber(ref->entry);
   Literal *arg = ct_arg(a, &ref->entry->params[0]->shape, 0, 4);
@@ -523,22 +586,24 @@ Test(cpu, sort_after_optimizer, .timeout = 300) {
  * and backward around the select-and-scatter, which stays a kernel of its own between
  * fusions (the fusion pass does not fuse it) and matches the interpreter. */
 Test(cpu, select_and_scatter_after_optimizer, .timeout = 300) {
-  const char *text = "HloModule m\n" CT_SAS_COMPS("f32")
-    "ENTRY e {\n"
-    "  x = f32[4,8,8,6] parameter(0)\n"
-    "  d = f32[4,4,4,6] parameter(1)\n"
-    "  ninf = f32[] constant(-inf)\n"
-    "  zero = f32[] constant(0)\n"
-    "  t = f32[4,8,8,6] tanh(x)\n"
-    "  mp = f32[4,4,4,6] reduce-window(t, ninf), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=max\n"
-    "  g = f32[4,4,4,6] multiply(d, mp)\n"
-    "  s = f32[4,8,8,6] select-and-scatter(t, g, zero), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add\n"
-    "  one = f32[] constant(1)\n"
-    "  ones = f32[4,8,8,6] broadcast(one), dimensions={}\n"
-    "  tt = f32[4,8,8,6] multiply(t, t)\n"
-    "  dt = f32[4,8,8,6] subtract(ones, tt)\n"
-    "  ROOT dx = f32[4,8,8,6] multiply(s, dt)\n"
-    "}\n";
+  const char *text = "HloModule m\n" CT_SAS_COMPS(
+      "f32") "ENTRY e {\n"
+             "  x = f32[4,8,8,6] parameter(0)\n"
+             "  d = f32[4,4,4,6] parameter(1)\n"
+             "  ninf = f32[] constant(-inf)\n"
+             "  zero = f32[] constant(0)\n"
+             "  t = f32[4,8,8,6] tanh(x)\n"
+             "  mp = f32[4,4,4,6] reduce-window(t, ninf), window={size=1x2x2x1 stride=1x2x2x1}, "
+             "to_apply=max\n"
+             "  g = f32[4,4,4,6] multiply(d, mp)\n"
+             "  s = f32[4,8,8,6] select-and-scatter(t, g, zero), window={size=1x2x2x1 "
+             "stride=1x2x2x1}, select=ge, scatter=add\n"
+             "  one = f32[] constant(1)\n"
+             "  ones = f32[4,8,8,6] broadcast(one), dimensions={}\n"
+             "  tt = f32[4,8,8,6] multiply(t, t)\n"
+             "  dt = f32[4,8,8,6] subtract(ones, tt)\n"
+             "  ROOT dx = f32[4,8,8,6] multiply(s, dt)\n"
+             "}\n";
   HModule *ref = ct_parse(text);
   HModule *m = ct_parse(text);
   HArena *a = hlo_arena_new();
@@ -547,12 +612,15 @@ Test(cpu, select_and_scatter_after_optimizer, .timeout = 300) {
   OptOpts oo = {0};
   cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   int nsas = 0;
-  for (int i = 0; i < m->entry->ninstrs; i++) nsas += m->entry->instrs[i]->op == OP_SELECT_AND_SCATTER;
-  cr_expect_eq(nsas, 1, "the select-and-scatter is not an entry instruction of its own after the optimizer");
+  for (int i = 0; i < m->entry->ninstrs; i++)
+    nsas += m->entry->instrs[i]->op == OP_SELECT_AND_SCATTER;
+  cr_expect_eq(nsas, 1,
+               "the select-and-scatter is not an entry instruction of its own after the optimizer");
   ct_reference(ref, a, dir, 4);
   cr_assert(ct_compile(m, dir, "model", 1, &err), "%s", err.msg);
   ct_build_driver(dir);
-  ct_check_driver(dir, dir, 1e-5, "cpu", "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */
+  ct_check_driver(dir, dir, 1e-5, "cpu",
+                  "select-and-scatter after the optimizer"); /* tanh may differ by an ulp */
   ct_rmdir(dir);
   free(dir);
   hlo_arena_free(a);

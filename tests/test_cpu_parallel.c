@@ -16,13 +16,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
-
-
 
 /* Load fixture name, run the optimizer (fusions, so GEMM kernels and output fusions reach the
  * code generator) and compile it to DIR/model.o + model.h, the split forced on or off. */
@@ -36,8 +34,13 @@ static void tp_compile_fixture(const char *name, const char *dir, bool split, co
   OptOpts oo = {0};
   cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   ct_knob(CPU_KNOB_SPLIT, split ? "1" : "0");
-  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2,
-               .emit = CPU_EMIT_OBJ, .par_min_elems = 1};
+  CpuOpts o = {.knobs = &ct_knobs,
+               .name = "model",
+               .out_path = obj,
+               .header_path = hdr,
+               .opt_level = 2,
+               .emit = CPU_EMIT_OBJ,
+               .par_min_elems = 1};
   cr_assert(cpu_compile(m, &o, &err), "%s: %s", name, err.msg);
   ct_knob(CPU_KNOB_SPLIT, NULL);
   hlo_module_free(m);
@@ -76,7 +79,8 @@ Test(cpu_parallel, split_and_serial_resnet_block, .timeout = 300) {
  * the bitcode the other parts read, part 0 keeps them; split and serial objects compute the
  * interpreter's results. */
 Test(cpu_parallel, split_with_large_constants, .timeout = 300) {
-  static const char text[] = "HloModule big\n"
+  static const char text[] =
+      "HloModule big\n"
       "ENTRY e {\n"
       "  x = f32[8,256] parameter(0)\n"
       "  w = f32[256,256] parameter(1)\n"
@@ -107,19 +111,24 @@ Test(cpu_parallel, split_with_large_constants, .timeout = 300) {
     snprintf(obj, sizeof obj, "%s/model.o", dir);
     snprintf(hdr, sizeof hdr, "%s/model.h", dir);
     ct_knob(CPU_KNOB_SPLIT, split ? "1" : "0");
-    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = obj, .header_path = hdr, .opt_level = 2, .emit = CPU_EMIT_OBJ,
+    CpuOpts o = {.knobs = &ct_knobs,
+                 .name = "model",
+                 .out_path = obj,
+                 .header_path = hdr,
+                 .opt_level = 2,
+                 .emit = CPU_EMIT_OBJ,
                  .par_min_elems = 1};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
     ct_knob(CPU_KNOB_SPLIT, NULL);
     ct_build_driver(dir);
-    ct_check_driver(dir, dir, 1e-5, "cpu_parallel", split ? "large constants, split" : "large constants, serial");
+    ct_check_driver(dir, dir, 1e-5, "cpu_parallel",
+                    split ? "large constants, split" : "large constants, serial");
     ct_rmdir(dir);
     free(dir);
     hlo_arena_free(a);
     hlo_module_free(m);
   }
 }
-
 
 /* Several parts, compiled by one thread or by several: XLA's results, and the same bytes
  * whatever the number of threads (the partition depends on the module only). */
@@ -142,7 +151,8 @@ Test(cpu_parallel, parts_are_independent_of_threads, .timeout = 300) {
       tp_check_results("transformer_layer", dir, 1e-4, "split in five parts");
       continue;
     }
-    cr_expect(n == nref && memcmp(ref, b, n) == 0, "objects compiled by 1 and %s threads differ", threads[t]);
+    cr_expect(n == nref && memcmp(ref, b, n) == 0, "objects compiled by 1 and %s threads differ",
+              threads[t]);
     free(b);
   }
   ct_knob(CPU_KNOB_PARTS, NULL);
@@ -204,9 +214,12 @@ Test(cpu_parallel, join_resolves_own_symbols, .timeout = 300) {
       char f1[512], f2[512], f3[512], kind;
       const char *name;
       int nf = sscanf(line, "%511s %511s %511s", f1, f2, f3);
-      if (nf == 3) kind = f2[0], name = f3;
-      else if (nf == 2) kind = f1[0], name = f2;
-      else continue;
+      if (nf == 3)
+        kind = f2[0], name = f3;
+      else if (nf == 2)
+        kind = f1[0], name = f2;
+      else
+        continue;
       nundef += kind == 'U';
       if (kind == 'U') {
         cr_expect(strncmp(name, "model_", 6) != 0, "%s: undefined reference to own symbol %s",
@@ -215,16 +228,19 @@ Test(cpu_parallel, join_resolves_own_symbols, .timeout = 300) {
       }
       if (kind >= 'A' && kind <= 'Z') {
         nglobal++;
-        cr_expect(!strcmp(name, "model_run") || !strcmp(name, "model_run_mt") || !strcmp(name, "model_pack") ||
-                      !strcmp(name, "model_run_packed") || !strcmp(name, "model_run_packed_mt") ||
-                      !strcmp(name, "model_arg_info") || !strcmp(name, "model_result_info"),
+        cr_expect(!strcmp(name, "model_run") || !strcmp(name, "model_run_mt") ||
+                      !strcmp(name, "model_pack") || !strcmp(name, "model_run_packed") ||
+                      !strcmp(name, "model_run_packed_mt") || !strcmp(name, "model_arg_info") ||
+                      !strcmp(name, "model_result_info"),
                   "%s: unexpected global symbol %s (%c)", fixtures[f], name, kind);
       } else if (kind == 't' && !strncmp(name, "model_", 6)) {
         nlocal_fn++;
       }
     }
-    cr_expect_eq(nglobal, 7, "%s: %d global symbols, want the 7 of the interface", fixtures[f], nglobal);
-    cr_expect(nlocal_fn >= 2, "%s: kernels should be local functions (%d found)", fixtures[f], nlocal_fn);
+    cr_expect_eq(nglobal, 7, "%s: %d global symbols, want the 7 of the interface", fixtures[f],
+                 nglobal);
+    cr_expect(nlocal_fn >= 2, "%s: kernels should be local functions (%d found)", fixtures[f],
+              nlocal_fn);
     fprintf(stderr, "[cpu_parallel] %s: %d global, %d local model_ functions, %d undefined\n",
             fixtures[f], nglobal, nlocal_fn, nundef);
     free(syms);
@@ -241,11 +257,13 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   cr_assert(m, "%s", err.msg);
   ct_knob(CPU_KNOB_SPLIT, "1");
   snprintf(path, sizeof path, "%s/m.s", dir);
-  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
+  CpuOpts o = {
+      .knobs = &ct_knobs, .name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_ASM};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   size_t n;
   char *t = ct_slurp(path, &n);
-  cr_expect(strstr(t, "model_run:") && strstr(t, "model_run_mt:"), "assembly lacks the run functions");
+  cr_expect(strstr(t, "model_run:") && strstr(t, "model_run_mt:"),
+            "assembly lacks the run functions");
   cr_expect(!strstr(t, ".L.hloc"), "assembly output should be emitted serially");
   free(t);
   hlo_module_free(m);
@@ -255,7 +273,8 @@ Test(cpu_parallel, ir_and_assembly_with_split_on, .timeout = 300) {
   o.emit = CPU_EMIT_LLVM;
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   t = ct_slurp(path, &n);
-  cr_expect(strstr(t, "define i32 @model_run_mt(") || strstr(t, "@model_run_mt("), "IR lacks model_run_mt");
+  cr_expect(strstr(t, "define i32 @model_run_mt(") || strstr(t, "@model_run_mt("),
+            "IR lacks model_run_mt");
   free(t);
   hlo_module_free(m);
   ct_knob(CPU_KNOB_SPLIT, NULL);
@@ -273,7 +292,11 @@ Test(cpu_parallel, non_elf_target_stays_serial, .timeout = 300) {
   HModule *m = proto_load_file(HLOC_CORPUS_DIR "/fixtures/mlp/module.pb", &err);
   cr_assert(m, "%s", err.msg);
   ct_knob(CPU_KNOB_SPLIT, "1");
-  CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .triple = "x86_64-apple-macosx10.15", .opt_level = 2,
+  CpuOpts o = {.knobs = &ct_knobs,
+               .name = "model",
+               .out_path = path,
+               .triple = "x86_64-apple-macosx10.15",
+               .opt_level = 2,
                .emit = CPU_EMIT_OBJ};
   cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
   ct_knob(CPU_KNOB_SPLIT, NULL);
@@ -300,7 +323,8 @@ static long tp_chunks(const char *ir, const char *fn) {
   for (size_t at = 0; at + k2 <= n; at++)
     if (!memcmp(ir + at, key2, k2)) {
       size_t b = at; /* back over the chunk count to its "i64 " */
-      while (b > 0 && ir[b - 1] != ' ') b--;
+      while (b > 0 && ir[b - 1] != ' ')
+        b--;
       return strtol(ir + b, NULL, 10);
     }
   return 0;
@@ -311,10 +335,12 @@ static long tp_chunks(const char *ir, const char *fn) {
  * (32768 elements of work), 64 sums of 16 are not. */
 Test(cpu_parallel, row_reduction_split_by_work, .timeout = 300) {
   static const char *const texts[2] = {
-      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, "
+      "b) }\n"
       "ENTRY e {\n x = f32[64,1024] parameter(0)\n z = f32[] constant(0)\n"
       " ROOT r = f32[64] reduce(x, z), dimensions={1}, to_apply=add\n}\n",
-      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, "
+      "b) }\n"
       "ENTRY e {\n x = f32[64,16] parameter(0)\n z = f32[] constant(0)\n"
       " ROOT r = f32[64] reduce(x, z), dimensions={1}, to_apply=add\n}\n"};
   for (int i = 0; i < 2; i++) {
@@ -323,13 +349,20 @@ Test(cpu_parallel, row_reduction_split_by_work, .timeout = 300) {
     snprintf(path, sizeof path, "%s/m.ll", dir);
     HModule *m = ct_parse(texts[i]);
     HErr err = {0};
-    CpuOpts o = {.knobs = &ct_knobs, .name = "model", .out_path = path, .opt_level = 2, .emit = CPU_EMIT_LLVM};
+    CpuOpts o = {.knobs = &ct_knobs,
+                 .name = "model",
+                 .out_path = path,
+                 .opt_level = 2,
+                 .emit = CPU_EMIT_LLVM};
     cr_assert(cpu_compile(m, &o, &err), "%s", err.msg);
     size_t n;
     char *ir = ct_slurp(path, &n);
     long c = tp_chunks(ir, "model_k0");
-    if (i == 0) cr_expect_gt(c, 1, "64 x 1024 row sums in %ld chunk(s)", c);
-    else cr_expect_leq(c, 1, "64 x 16 row sums in %ld chunks", c); /* one chunk: called directly, no task entry */
+    if (i == 0)
+      cr_expect_gt(c, 1, "64 x 1024 row sums in %ld chunk(s)", c);
+    else
+      cr_expect_leq(c, 1, "64 x 16 row sums in %ld chunks",
+                    c); /* one chunk: called directly, no task entry */
     free(ir);
     hlo_module_free(m);
     ct_rmdir(dir);

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "optimizer.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
 
 /* ------------------------------------------------------------------ reduce-precision, bit for bit
  *
@@ -162,9 +162,11 @@ static Literal *tr_arg(HArena *a, const Shape *s, const HModule *m, int seed) {
 /* Build tr_driver against DIR/model.o and run it on DIR (its in<k>.bin to got<k>_<mt>.bin). */
 static void tr_run(const char *dir, const char *what) {
   char cmd[2048];
-  cr_assert_eq(ct_build_run(dir, "driver.c", tr_driver,
-                            "cc -std=c11 -O1 -Wall -Werror -I. driver.c model.o -lm -o driver && ./driver .", cmd, sizeof cmd),
-               0, "%s: %s", what, cmd);
+  cr_assert_eq(
+      ct_build_run(dir, "driver.c", tr_driver,
+                   "cc -std=c11 -O1 -Wall -Werror -I. driver.c model.o -lm -o driver && ./driver .",
+                   cmd, sizeof cmd),
+      0, "%s: %s", what, cmd);
 }
 
 /* Compare result leaf l with the raw bytes of DIR/got<k>_<mt>.bin, bit for bit (NaN as NaN). */
@@ -261,113 +263,126 @@ static int tr_check_bits(const char *what, const char *text, bool optimize) {
  * exponent bit format (1,0) (only zeros and infinities), (8,0) (a NaN becomes an infinity)
  * and the identity (8,23). */
 Test(cpu, reduce_precision_f32_formats, .timeout = 300) {
-  tr_check_bits("reduce-precision f32", "HloModule m\n"
-    "ENTRY e {\n"
-    "  x = f32[4099] parameter(0)\n"
-    "  a = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
-    "  b = f32[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
-    "  c = f32[4099] reduce-precision(x), exponent_bits=4, mantissa_bits=3\n"
-    "  d = f32[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=2\n"
-    "  f = f32[4099] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
-    "  g = f32[4099] reduce-precision(x), exponent_bits=1, mantissa_bits=0\n"
-    "  h = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=0\n"
-    "  i = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=23\n"
-    "  ROOT o = (f32[4099], f32[4099], f32[4099], f32[4099], f32[4099], f32[4099], f32[4099], f32[4099]) "
-    "tuple(a, b, c, d, f, g, h, i)\n"
-    "}\n", false);
+  tr_check_bits("reduce-precision f32",
+                "HloModule m\n"
+                "ENTRY e {\n"
+                "  x = f32[4099] parameter(0)\n"
+                "  a = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
+                "  b = f32[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
+                "  c = f32[4099] reduce-precision(x), exponent_bits=4, mantissa_bits=3\n"
+                "  d = f32[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=2\n"
+                "  f = f32[4099] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
+                "  g = f32[4099] reduce-precision(x), exponent_bits=1, mantissa_bits=0\n"
+                "  h = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=0\n"
+                "  i = f32[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=23\n"
+                "  ROOT o = (f32[4099], f32[4099], f32[4099], f32[4099], f32[4099], f32[4099], "
+                "f32[4099], f32[4099]) "
+                "tuple(a, b, c, d, f, g, h, i)\n"
+                "}\n",
+                false);
 }
 
 /* f64 to f32-like (8,23), bf16-like (8,7), f16-like (5,10), a tiny (2,1), (11,0), a wide
  * exponent with a short mantissa (10,30) and the identity (11,52). */
 Test(cpu, reduce_precision_f64_formats, .timeout = 300) {
-  tr_check_bits("reduce-precision f64", "HloModule m\n"
-    "ENTRY e {\n"
-    "  x = f64[4099] parameter(0)\n"
-    "  a = f64[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=23\n"
-    "  b = f64[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
-    "  c = f64[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
-    "  d = f64[4099] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
-    "  f = f64[4099] reduce-precision(x), exponent_bits=11, mantissa_bits=0\n"
-    "  g = f64[4099] reduce-precision(x), exponent_bits=10, mantissa_bits=30\n"
-    "  h = f64[4099] reduce-precision(x), exponent_bits=11, mantissa_bits=52\n"
-    "  ROOT o = (f64[4099], f64[4099], f64[4099], f64[4099], f64[4099], f64[4099], f64[4099]) tuple(a, b, c, d, f, g, h)\n"
-    "}\n", false);
+  tr_check_bits("reduce-precision f64",
+                "HloModule m\n"
+                "ENTRY e {\n"
+                "  x = f64[4099] parameter(0)\n"
+                "  a = f64[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=23\n"
+                "  b = f64[4099] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
+                "  c = f64[4099] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
+                "  d = f64[4099] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
+                "  f = f64[4099] reduce-precision(x), exponent_bits=11, mantissa_bits=0\n"
+                "  g = f64[4099] reduce-precision(x), exponent_bits=10, mantissa_bits=30\n"
+                "  h = f64[4099] reduce-precision(x), exponent_bits=11, mantissa_bits=52\n"
+                "  ROOT o = (f64[4099], f64[4099], f64[4099], f64[4099], f64[4099], f64[4099], "
+                "f64[4099]) tuple(a, b, c, d, f, g, h)\n"
+                "}\n",
+                false);
 }
 
 /* f16 and bf16 (computed through f32, as the interpreter does): formats narrower than the type,
  * wider in the exponent (f16 to (8,7): rounding past 65504 gives an infinity), (8,0), and
  * the identity (8,23). */
 Test(cpu, reduce_precision_f16_bf16, .timeout = 300) {
-  tr_check_bits("reduce-precision f16/bf16", "HloModule m\n"
-    "ENTRY e {\n"
-    "  x = f16[2051] parameter(0)\n"
-    "  y = bf16[2051] parameter(1)\n"
-    "  a = f16[2051] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
-    "  b = f16[2051] reduce-precision(x), exponent_bits=4, mantissa_bits=3\n"
-    "  c = f16[2051] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
-    "  d = f16[2051] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
-    "  f = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=7\n"
-    "  g = bf16[2051] reduce-precision(y), exponent_bits=5, mantissa_bits=10\n"
-    "  h = bf16[2051] reduce-precision(y), exponent_bits=5, mantissa_bits=2\n"
-    "  i = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=0\n"
-    "  j = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=23\n"
-    "  ROOT o = (f16[2051], f16[2051], f16[2051], f16[2051], bf16[2051], bf16[2051], bf16[2051], bf16[2051], bf16[2051]) "
-    "tuple(a, b, c, d, f, g, h, i, j)\n"
-    "}\n", false);
+  tr_check_bits("reduce-precision f16/bf16",
+                "HloModule m\n"
+                "ENTRY e {\n"
+                "  x = f16[2051] parameter(0)\n"
+                "  y = bf16[2051] parameter(1)\n"
+                "  a = f16[2051] reduce-precision(x), exponent_bits=5, mantissa_bits=10\n"
+                "  b = f16[2051] reduce-precision(x), exponent_bits=4, mantissa_bits=3\n"
+                "  c = f16[2051] reduce-precision(x), exponent_bits=8, mantissa_bits=7\n"
+                "  d = f16[2051] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n"
+                "  f = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=7\n"
+                "  g = bf16[2051] reduce-precision(y), exponent_bits=5, mantissa_bits=10\n"
+                "  h = bf16[2051] reduce-precision(y), exponent_bits=5, mantissa_bits=2\n"
+                "  i = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=0\n"
+                "  j = bf16[2051] reduce-precision(y), exponent_bits=8, mantissa_bits=23\n"
+                "  ROOT o = (f16[2051], f16[2051], f16[2051], f16[2051], bf16[2051], bf16[2051], "
+                "bf16[2051], bf16[2051], bf16[2051]) "
+                "tuple(a, b, c, d, f, g, h, i, j)\n"
+                "}\n",
+                false);
 }
 
 /* reduce-precision among exact elementwise ops (x*2 and x/4 move the edge values by whole
  * binades; negate, abs, subtract, select on a compare, converts to and from f16). */
-#define TR_CHAIN                                                          \
-  "  x = f32[2051] parameter(0)\n"                                           \
-  "  y = f16[2051] parameter(1)\n"                                           \
-  "  two = f32[] constant(2)\n"                                              \
-  "  b2 = f32[2051] broadcast(two), dimensions={}\n"                         \
-  "  m = f32[2051] multiply(x, b2)\n"                                        \
-  "  r1 = f32[2051] reduce-precision(m), exponent_bits=5, mantissa_bits=10\n" \
-  "  n = f32[2051] negate(r1)\n"                                             \
-  "  r2 = f32[2051] reduce-precision(n), exponent_bits=8, mantissa_bits=7\n" \
-  "  s = f32[2051] subtract(r2, r1)\n"                                       \
-  "  q = f32[] constant(0.25)\n"                                             \
-  "  bq = f32[2051] broadcast(q), dimensions={}\n"                           \
-  "  d = f32[2051] multiply(x, bq)\n"                                        \
-  "  ab = f32[2051] abs(d)\n"                                                \
-  "  r3 = f32[2051] reduce-precision(ab), exponent_bits=2, mantissa_bits=1\n" \
-  "  lt = pred[2051] compare(r3, ab), direction=LT\n"                        \
-  "  sel = f32[2051] select(lt, r3, s)\n"                                    \
-  "  yf = f32[2051] convert(y)\n"                                            \
-  "  r4 = f32[2051] reduce-precision(yf), exponent_bits=4, mantissa_bits=3\n" \
-  "  yh = f16[2051] convert(r4)\n"                                           \
-  "  r5 = f16[2051] reduce-precision(yh), exponent_bits=3, mantissa_bits=2\n" \
-  "  r5f = f32[2051] convert(r5)\n"                                          \
+#define TR_CHAIN                                                                                   \
+  "  x = f32[2051] parameter(0)\n"                                                                 \
+  "  y = f16[2051] parameter(1)\n"                                                                 \
+  "  two = f32[] constant(2)\n"                                                                    \
+  "  b2 = f32[2051] broadcast(two), dimensions={}\n"                                               \
+  "  m = f32[2051] multiply(x, b2)\n"                                                              \
+  "  r1 = f32[2051] reduce-precision(m), exponent_bits=5, mantissa_bits=10\n"                      \
+  "  n = f32[2051] negate(r1)\n"                                                                   \
+  "  r2 = f32[2051] reduce-precision(n), exponent_bits=8, mantissa_bits=7\n"                       \
+  "  s = f32[2051] subtract(r2, r1)\n"                                                             \
+  "  q = f32[] constant(0.25)\n"                                                                   \
+  "  bq = f32[2051] broadcast(q), dimensions={}\n"                                                 \
+  "  d = f32[2051] multiply(x, bq)\n"                                                              \
+  "  ab = f32[2051] abs(d)\n"                                                                      \
+  "  r3 = f32[2051] reduce-precision(ab), exponent_bits=2, mantissa_bits=1\n"                      \
+  "  lt = pred[2051] compare(r3, ab), direction=LT\n"                                              \
+  "  sel = f32[2051] select(lt, r3, s)\n"                                                          \
+  "  yf = f32[2051] convert(y)\n"                                                                  \
+  "  r4 = f32[2051] reduce-precision(yf), exponent_bits=4, mantissa_bits=3\n"                      \
+  "  yh = f16[2051] convert(r4)\n"                                                                 \
+  "  r5 = f16[2051] reduce-precision(yh), exponent_bits=3, mantissa_bits=2\n"                      \
+  "  r5f = f32[2051] convert(r5)\n"                                                                \
   "  o = f32[2051] add(sel, r5f)\n"
 
 /* The chain in a loop fusion as written (one loop nest), and reduce-precision of a constant of
  * edge values. */
 Test(cpu, reduce_precision_in_loop_fusion, .timeout = 300) {
-  tr_check_bits("reduce-precision in a loop fusion", "HloModule m\n"
-    "fused {\n" TR_CHAIN "  ROOT t = (f32[2051], f16[2051]) tuple(o, r5)\n}\n"
-    "fused1 {\n" TR_CHAIN "  ROOT neg = f32[2051] negate(o)\n}\n"
-    "ENTRY e {\n"
-    "  x = f32[2051] parameter(0)\n"
-    "  y = f16[2051] parameter(1)\n"
-    "  f = (f32[2051], f16[2051]) fusion(x, y), kind=kLoop, calls=fused\n"
-    "  f0 = f32[2051] get-tuple-element(f), index=0\n"
-    "  f1 = f16[2051] get-tuple-element(f), index=1\n"
-    "  g = f32[2051] fusion(x, y), kind=kLoop, calls=fused1\n"
-    "  k = f32[9] constant({nan, -inf, inf, -0, 1e-45, 65520, 3.75, 0.99999, 1e-38})\n"
-    "  kr = f32[9] reduce-precision(k), exponent_bits=5, mantissa_bits=10\n"
-    "  ROOT t = (f32[2051], f16[2051], f32[2051], f32[9]) tuple(f0, f1, g, kr)\n"
-    "}\n", false);
+  tr_check_bits("reduce-precision in a loop fusion",
+                "HloModule m\n"
+                "fused {\n" TR_CHAIN "  ROOT t = (f32[2051], f16[2051]) tuple(o, r5)\n}\n"
+                "fused1 {\n" TR_CHAIN "  ROOT neg = f32[2051] negate(o)\n}\n"
+                "ENTRY e {\n"
+                "  x = f32[2051] parameter(0)\n"
+                "  y = f16[2051] parameter(1)\n"
+                "  f = (f32[2051], f16[2051]) fusion(x, y), kind=kLoop, calls=fused\n"
+                "  f0 = f32[2051] get-tuple-element(f), index=0\n"
+                "  f1 = f16[2051] get-tuple-element(f), index=1\n"
+                "  g = f32[2051] fusion(x, y), kind=kLoop, calls=fused1\n"
+                "  k = f32[9] constant({nan, -inf, inf, -0, 1e-45, 65520, 3.75, 0.99999, 1e-38})\n"
+                "  kr = f32[9] reduce-precision(k), exponent_bits=5, mantissa_bits=10\n"
+                "  ROOT t = (f32[2051], f16[2051], f32[2051], f32[9]) tuple(f0, f1, g, kr)\n"
+                "}\n",
+                false);
 }
 
 /* The chain after the optimizer: the fusion pass puts the reduce-precision instructions into
  * fusions with the ops around them. */
 Test(cpu, reduce_precision_after_optimizer, .timeout = 300) {
-  int fused = tr_check_bits("reduce-precision after the optimizer", "HloModule m\n"
-    "ENTRY e {\n" TR_CHAIN
-    "  ROOT t = (f32[2051], f16[2051], f32[2051]) tuple(o, r5, r2)\n"
-    "}\n", true);
+  int fused = tr_check_bits("reduce-precision after the optimizer",
+                            "HloModule m\n"
+                            "ENTRY e {\n" TR_CHAIN
+                            "  ROOT t = (f32[2051], f16[2051], f32[2051]) tuple(o, r5, r2)\n"
+                            "}\n",
+                            true);
   cr_expect_geq(fused, 5, "only %d reduce-precision instructions fused with other ops", fused);
 }
 
@@ -376,10 +391,10 @@ Test(cpu, reduce_precision_after_optimizer, .timeout = 300) {
  * (f16 to (8,7) keeps its exponent; NaNs stay NaNs at mantissa_bits 0): compiled, run on the
  * exported argument and compared bit for bit. */
 Test(cpu, reduce_precision_xla_cases, .timeout = 300) {
-  static const char *const names[] = {"rp_f32_e8m7", "rp_f32_e5m10", "rp_f32_e4m3", "rp_f32_e2m1",
-                                      "rp_f32_e5m0", "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10",
-                                      "rp_f16_e4m3", "rp_f16_e8m7", "rp_f16_e5m2", "rp_f16_e3m0",
-                                      "rp_f16_e11m52"};
+  static const char *const names[] = {
+      "rp_f32_e8m7",  "rp_f32_e5m10",  "rp_f32_e4m3",  "rp_f32_e2m1", "rp_f32_e5m0",
+      "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10", "rp_f16_e4m3", "rp_f16_e8m7",
+      "rp_f16_e5m2",  "rp_f16_e3m0",   "rp_f16_e11m52"};
   for (size_t c = 0; c < sizeof names / sizeof *names; c++) {
     char path[4096];
     HErr err = {0};
@@ -445,12 +460,15 @@ static Literal *tr_fp8_arg(HArena *a, const Shape *s, const HModule *m, int seed
     return l;
   }
   if (!hlo_dtype_is_float(s->dt)) {
-    for (; k < n; k++) hlo_literal_set_i64(l, k, (int64_t)(TC_RND() % 1200) - 600);
+    for (; k < n; k++)
+      hlo_literal_set_i64(l, k, (int64_t)(TC_RND() % 1200) - 600);
     return l;
   }
   static const DType f8t[2] = {DT_F8E4M3FN, DT_F8E5M2};
-  double specials[] = {0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 464, 480, 61440, 65536, 1e30, 1e-30};
-  for (size_t i = 0; i < sizeof specials / sizeof *specials && k < n; i++) hlo_literal_set_f64(l, k++, specials[i]);
+  double specials[] = {0,   -0.0, INFINITY, -INFINITY, NAN,  -NAN,
+                       464, 480,  61440,    65536,     1e30, 1e-30};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials && k < n; i++)
+    hlo_literal_set_f64(l, k++, specials[i]);
   for (int t = 0; t < 2; t++)
     for (unsigned c = 0; c < 0x7f && k + 8 <= n; c++) {
       double v = tr_f8_val(f8t[t], c), w = tr_f8_val(f8t[t], c + 1);
@@ -470,7 +488,8 @@ static Literal *tr_fp8_arg(HArena *a, const Shape *s, const HModule *m, int seed
       memcpy(&f, &x, 4);
       hlo_literal_set_f64(l, k, f);
     } else {
-      hlo_literal_set_f64(l, k, ((double)(x >> 8) / (1 << 24) * 2 - 1) * (k % 3 == 1 ? 70000.0 : 0.02));
+      hlo_literal_set_f64(l, k,
+                          ((double)(x >> 8) / (1 << 24) * 2 - 1) * (k % 3 == 1 ? 70000.0 : 0.02));
     }
   }
 #undef TC_RND
@@ -487,62 +506,65 @@ static void tr_fp8_both(const char *what, const char *text) {
 
 /* Conversions between f32, f64, f16, bf16, s32, pred and both fp8 types. */
 Test(cpu, fp8_converts_bit_for_bit, .timeout = 300) {
-  tr_check_bits_gen("fp8 converts",
-                    "HloModule m\n"
-                    "ENTRY e {\n"
-                    "  x = f32[2048] parameter(0)\n"
-                    "  xd = f64[2048] parameter(1)\n"
-                    "  i = s32[2048] parameter(2)\n"
-                    "  a = f8e4m3fn[2048] convert(x)\n"
-                    "  b = f8e5m2[2048] convert(x)\n"
-                    "  ab = f8e5m2[2048] convert(a)\n"
-                    "  ba = f8e4m3fn[2048] convert(b)\n"
-                    "  xa = f32[2048] convert(a)\n"
-                    "  da = f8e4m3fn[2048] convert(xd)\n"
-                    "  db = f8e5m2[2048] convert(xd)\n"
-                    "  ia = f8e4m3fn[2048] convert(i)\n"
-                    "  ai = s32[2048] convert(b)\n"
-                    "  h = f16[2048] convert(x)\n"
-                    "  hb = f8e5m2[2048] convert(h)\n"
-                    "  bf = bf16[2048] convert(a)\n"
-                    "  pb = pred[2048] convert(b)\n"
-                    "  bp = f8e4m3fn[2048] convert(pb)\n"
-                    "  ROOT t = (f8e4m3fn[2048], f8e5m2[2048], f8e5m2[2048], f8e4m3fn[2048], f32[2048], f8e4m3fn[2048], "
-                    "f8e5m2[2048], f8e4m3fn[2048], s32[2048], f8e5m2[2048], bf16[2048], f8e4m3fn[2048]) "
-                    "tuple(a, b, ab, ba, xa, da, db, ia, ai, hb, bf, bp)\n"
-                    "}\n",
-                    false, tr_fp8_arg);
+  tr_check_bits_gen(
+      "fp8 converts",
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  x = f32[2048] parameter(0)\n"
+      "  xd = f64[2048] parameter(1)\n"
+      "  i = s32[2048] parameter(2)\n"
+      "  a = f8e4m3fn[2048] convert(x)\n"
+      "  b = f8e5m2[2048] convert(x)\n"
+      "  ab = f8e5m2[2048] convert(a)\n"
+      "  ba = f8e4m3fn[2048] convert(b)\n"
+      "  xa = f32[2048] convert(a)\n"
+      "  da = f8e4m3fn[2048] convert(xd)\n"
+      "  db = f8e5m2[2048] convert(xd)\n"
+      "  ia = f8e4m3fn[2048] convert(i)\n"
+      "  ai = s32[2048] convert(b)\n"
+      "  h = f16[2048] convert(x)\n"
+      "  hb = f8e5m2[2048] convert(h)\n"
+      "  bf = bf16[2048] convert(a)\n"
+      "  pb = pred[2048] convert(b)\n"
+      "  bp = f8e4m3fn[2048] convert(pb)\n"
+      "  ROOT t = (f8e4m3fn[2048], f8e5m2[2048], f8e5m2[2048], f8e4m3fn[2048], f32[2048], "
+      "f8e4m3fn[2048], "
+      "f8e5m2[2048], f8e4m3fn[2048], s32[2048], f8e5m2[2048], bf16[2048], f8e4m3fn[2048]) "
+      "tuple(a, b, ab, ba, xa, da, db, ia, ai, hb, bf, bp)\n"
+      "}\n",
+      false, tr_fp8_arg);
 }
 
 /* Elementwise arithmetic on fp8 operands, each result rounded to fp8 (as written, one kernel
  * per instruction through memory, and fused by the optimizer, in registers), compare, select,
  * bitcast-convert both ways, a constant, and a maximum reduction (exact in any order). */
 Test(cpu, fp8_elementwise_bit_for_bit, .timeout = 300) {
-  static const char text[] =
-      "HloModule m\n"
-      "mx { p = f8e5m2[] parameter(0)\n q = f8e5m2[] parameter(1)\n ROOT r = f8e5m2[] maximum(p, q) }\n"
-      "ENTRY e {\n"
-      "  x = f8e4m3fn[1024] parameter(0)\n"
-      "  y = f8e4m3fn[1024] parameter(1)\n"
-      "  u = f8e5m2[64,16] parameter(2)\n"
-      "  s = f8e4m3fn[1024] add(x, y)\n"
-      "  d = f8e4m3fn[1024] subtract(s, y)\n"
-      "  p = f8e4m3fn[1024] multiply(d, x)\n"
-      "  q = f8e4m3fn[1024] divide(p, y)\n"
-      "  k = f8e4m3fn[] constant(1.375)\n"
-      "  kb = f8e4m3fn[1024] broadcast(k), dimensions={}\n"
-      "  n = f8e4m3fn[1024] negate(q)\n"
-      "  m1 = f8e4m3fn[1024] maximum(n, kb)\n"
-      "  c = pred[1024] compare(x, y), direction=LT\n"
-      "  sel = f8e4m3fn[1024] select(c, m1, s)\n"
-      "  sq = f8e4m3fn[1024] sqrt(sel)\n"
-      "  bc = u8[1024] bitcast-convert(sel)\n"
-      "  z = f8e5m2[] constant(-inf)\n"
-      "  r = f8e5m2[64] reduce(u, z), dimensions={1}, to_apply=mx\n"
-      "  ub = f8e5m2[64,16] multiply(u, u)\n"
-      "  ROOT t = (f8e4m3fn[1024], f8e4m3fn[1024], pred[1024], u8[1024], f8e5m2[64], f8e5m2[64,16]) "
-      "tuple(sel, sq, c, bc, r, ub)\n"
-      "}\n";
+  static const char text[] = "HloModule m\n"
+                             "mx { p = f8e5m2[] parameter(0)\n q = f8e5m2[] parameter(1)\n ROOT r "
+                             "= f8e5m2[] maximum(p, q) }\n"
+                             "ENTRY e {\n"
+                             "  x = f8e4m3fn[1024] parameter(0)\n"
+                             "  y = f8e4m3fn[1024] parameter(1)\n"
+                             "  u = f8e5m2[64,16] parameter(2)\n"
+                             "  s = f8e4m3fn[1024] add(x, y)\n"
+                             "  d = f8e4m3fn[1024] subtract(s, y)\n"
+                             "  p = f8e4m3fn[1024] multiply(d, x)\n"
+                             "  q = f8e4m3fn[1024] divide(p, y)\n"
+                             "  k = f8e4m3fn[] constant(1.375)\n"
+                             "  kb = f8e4m3fn[1024] broadcast(k), dimensions={}\n"
+                             "  n = f8e4m3fn[1024] negate(q)\n"
+                             "  m1 = f8e4m3fn[1024] maximum(n, kb)\n"
+                             "  c = pred[1024] compare(x, y), direction=LT\n"
+                             "  sel = f8e4m3fn[1024] select(c, m1, s)\n"
+                             "  sq = f8e4m3fn[1024] sqrt(sel)\n"
+                             "  bc = u8[1024] bitcast-convert(sel)\n"
+                             "  z = f8e5m2[] constant(-inf)\n"
+                             "  r = f8e5m2[64] reduce(u, z), dimensions={1}, to_apply=mx\n"
+                             "  ub = f8e5m2[64,16] multiply(u, u)\n"
+                             "  ROOT t = (f8e4m3fn[1024], f8e4m3fn[1024], pred[1024], u8[1024], "
+                             "f8e5m2[64], f8e5m2[64,16]) "
+                             "tuple(sel, sq, c, bc, r, ub)\n"
+                             "}\n";
   tr_fp8_both("fp8 elementwise", text);
 }
 
@@ -565,15 +587,17 @@ Test(cpu, fp8_dots_bit_for_bit, .timeout = 300) {
 
 /* An fp8 op the CPU target cannot do is one located line: reduce-precision on fp8. */
 Test(cpu, fp8_unsupported_is_a_located_error) {
-  static const char text[] = "HloModule m\nENTRY e {\n  x = f8e4m3fn[4] parameter(0)\n"
-                             "  ROOT r = f8e4m3fn[4] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n}\n";
+  static const char text[] =
+      "HloModule m\nENTRY e {\n  x = f8e4m3fn[4] parameter(0)\n"
+      "  ROOT r = f8e4m3fn[4] reduce-precision(x), exponent_bits=2, mantissa_bits=1\n}\n";
   HErr err = {0};
   HModule *m = hlo_parse_text(text, sizeof text - 1, "rp8.hlo", &err);
   cr_assert(m, "%s", err.msg);
   char *dir = ct_tmpdir("hloc_cpu");
   cr_expect_not(ct_compile(m, dir, "model", 1, &err));
-  cr_expect(strstr(err.msg, "rp8.hlo") && strstr(err.msg, "computation 'e'") && strstr(err.msg, "instruction 'r'") &&
-                strstr(err.msg, "f8e4m3fn") && !strchr(err.msg, '\n'),
+  cr_expect(strstr(err.msg, "rp8.hlo") && strstr(err.msg, "computation 'e'") &&
+                strstr(err.msg, "instruction 'r'") && strstr(err.msg, "f8e4m3fn") &&
+                !strchr(err.msg, '\n'),
             "%s", err.msg);
   ct_rmdir(dir);
   free(dir);

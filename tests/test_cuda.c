@@ -18,11 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpu/cpu_test_util.h"
 #include "hlo.h"
 #include "optimizer.h"
 #include "proto.h"
 #include "target.h"
-#include "cpu/cpu_test_util.h"
 
 #ifdef HLOC_HAVE_CUDA
 
@@ -46,7 +46,8 @@ typedef struct Js {
 } Js;
 
 static void js_ws(Js *j) {
-  while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r') j->p++;
+  while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
+    j->p++;
 }
 
 static bool js_value(Js *j);
@@ -118,7 +119,8 @@ static bool js_valid(const char *text) {
 
 static int tu_count(const char *hay, const char *needle) {
   int n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+    n++;
   return n;
 }
 
@@ -127,7 +129,8 @@ static int tu_count(const char *hay, const char *needle) {
 /* m compiled to kernels (emit: CUDA_EMIT_PTX or CUDA_EMIT_CUBIN) with their manifest (m is
  * freed): the manifest's text, checked to be JSON, and the PTX or cubin in *bin (*n bytes)
  * when bin is given. */
-static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin, size_t *n) {
+static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin,
+                        size_t *n) {
   char *d = ct_tmpdir("hloc_cuda");
   char out[600], man[600];
   snprintf(out, sizeof out, "%s/m.%s", d, emit == CUDA_EMIT_PTX ? "ptx" : "cubin");
@@ -153,7 +156,11 @@ static void tu_fixture_cubin(const char *fixture) {
   size_t n = 0;
   char *bin;
   char *js = tu_kernels(tu_load(fixture), fixture, CUDA_EMIT_CUBIN, 3, &bin, &n);
-  cr_assert(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "%s: the cubin is not an ELF image", fixture);
+  cr_assert(n > 64 && !memcmp(bin,
+                              "\x7f"
+                              "ELF",
+                              4),
+            "%s: the cubin is not an ELF image", fixture);
   cr_expect(strstr(js, "\"arch\": \"sm_90\""), "%s: manifest arch", fixture);
   cr_expect_gt(tu_count(js, "\"kind\": \"kernel\""), 0, "%s: no kernel in the manifest", fixture);
   /* every kernel of the manifest is a symbol of the cubin */
@@ -162,13 +169,14 @@ static void tu_fixture_cubin(const char *fixture) {
     const char *s = p + 28;
     size_t l = strcspn(s, "\"");
     snprintf(name, sizeof name, "%.*s", (int)l, s);
-    cr_expect(memmem(bin, n, name, strlen(name)), "%s: kernel %s missing from the cubin", fixture, name);
+    cr_expect(memmem(bin, n, name, strlen(name)), "%s: kernel %s missing from the cubin", fixture,
+              name);
   }
   free(bin);
   free(js);
 }
 
-#define FIXTURE_TEST(f) \
+#define FIXTURE_TEST(f)                                                                            \
   Test(cuda_ptx, f) { tu_fixture_cubin(#f); }
 FIXTURE_TEST(elementwise_chain)
 FIXTURE_TEST(mlp)
@@ -195,8 +203,10 @@ Test(cuda_ptx, bf16_dots_through_cublas) {
     char *bin;
     char *js = tu_kernels(tu_load(fx[f]), fx[f], CUDA_EMIT_CUBIN, 3, &bin, &n);
     free(bin);
-    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), calls[f], "%s: %s", fx[f], js);
-    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", \"compute\": \"CUBLAS_COMPUTE_32F\""),
+    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), calls[f], "%s: %s",
+                 fx[f], js);
+    cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", "
+                              "\"compute\": \"CUBLAS_COMPUTE_32F\""),
                  bf16_out[f], "%s: bf16 x bf16 -> bf16 products", fx[f]);
     cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_32F\""), f32_out[f],
                  "%s: the scores, bf16 x bf16 -> f32", fx[f]);
@@ -208,7 +218,8 @@ Test(cuda_ptx, bf16_dots_through_cublas) {
   }
 }
 
-/* ------------------------------------------------------------------ PTX text, stats, determinism */
+/* ------------------------------------------------------------------ PTX text, stats, determinism
+ */
 
 static char *tu_ptx(const char *fixture, const char *arch, FILE *stats, size_t *len) {
   HModule *m = tu_load(fixture);
@@ -305,7 +316,8 @@ Test(cuda_ptx, fp8_module_compiles) {
   static const char text[] =
       "HloModule fp8m\n"
       "ENTRY e {\n"
-      "  x = f8e4m3fn[64,32] parameter(0)\n  y = f8e5m2[32,16] parameter(1)\n  s = f32[64] parameter(2)\n"
+      "  x = f8e4m3fn[64,32] parameter(0)\n  y = f8e5m2[32,16] parameter(1)\n  s = f32[64] "
+      "parameter(2)\n"
       "  d = f32[64,16] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
       "  sb = f32[64,16] broadcast(s), dimensions={0}\n  m = f32[64,16] multiply(d, sb)\n"
       "  q = f8e4m3fn[64,16] convert(m)\n  a = f8e4m3fn[64,32] add(x, x)\n"
@@ -319,17 +331,22 @@ Test(cuda_ptx, fp8_module_compiles) {
   size_t n = 0;
   char *bin;
   char *js = tu_kernels(m, "fp8", CUDA_EMIT_CUBIN, 2, &bin, &n);
-  cr_expect(n > 64 && !memcmp(bin, "\x7f" "ELF", 4), "the cubin is not an ELF image");
+  cr_expect(n > 64 && !memcmp(bin,
+                              "\x7f"
+                              "ELF",
+                              4),
+            "the cubin is not an ELF image");
   cr_expect_geq(tu_count(js, "\"kind\": \"kernel\""), 2, "%s", js);
   free(bin);
   free(js);
 }
 
 Test(cuda_ptx, unsupported_op_is_a_located_error) {
-  static const char text[] =
-      "HloModule s\n"
-      "cmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
-      "ENTRY e { p = f32[8]{0} parameter(0)\n ROOT s = f32[8]{0} sort(p), dimensions={0}, to_apply=cmp }\n";
+  static const char text[] = "HloModule s\n"
+                             "cmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = "
+                             "pred[] compare(a, b), direction=LT }\n"
+                             "ENTRY e { p = f32[8]{0} parameter(0)\n ROOT s = f32[8]{0} sort(p), "
+                             "dimensions={0}, to_apply=cmp }\n";
   HErr err = {0};
   HModule *m = hlo_parse_text(text, sizeof text - 1, "sort.hlo", &err);
   cr_assert(m, "%s", err.msg);
@@ -338,7 +355,8 @@ Test(cuda_ptx, unsupported_op_is_a_located_error) {
   o.out_path = "/nonexistent/m.ptx";
   o.emit = CUDA_EMIT_PTX;
   cr_expect_not(cuda_compile(m, &o, &err));
-  cr_expect(strstr(err.msg, "sort.hlo") && strstr(err.msg, "CUDA target") && strstr(err.msg, "'s'"), "%s", err.msg);
+  cr_expect(strstr(err.msg, "sort.hlo") && strstr(err.msg, "CUDA target") && strstr(err.msg, "'s'"),
+            "%s", err.msg);
   hlo_module_free(m);
 }
 
@@ -356,8 +374,9 @@ Test(cuda_ptx, data_dependent_while_is_a_located_error) {
   o.out_path = "/nonexistent/m.ptx";
   o.emit = CUDA_EMIT_PTX;
   cr_expect_not(cuda_compile(m, &o, &err));
-  cr_expect(strstr(err.msg, "CUDA target") && strstr(err.msg, "'while.5'") && strstr(err.msg, "counted loops"), "%s",
-            err.msg);
+  cr_expect(strstr(err.msg, "CUDA target") && strstr(err.msg, "'while.5'") &&
+                strstr(err.msg, "counted loops"),
+            "%s", err.msg);
   hlo_module_free(m);
 }
 
@@ -382,8 +401,8 @@ static char *tu_object(const char *fixture, const char *name, char **dir_out) {
   return d;
 }
 
-#define TU_LIBS                                                                                \
-  "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME      \
+#define TU_LIBS                                                                                    \
+  "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME           \
   "/lib -lcublas -lcudnn -lpthread -lm"
 
 Test(cuda_host, header_and_object_link_as_a_user_program) {
@@ -393,7 +412,8 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
   snprintf(hp, sizeof hp, "%s/model.h", d);
   char *h = ct_slurp(hp, NULL);
   cr_expect(strstr(h, "#define MODEL_TEMP_BYTES "));
-  cr_expect(strstr(h, "int model_cuda_run(const void *const args[], void *const results[], void *temp, CUstream s);"));
+  cr_expect(strstr(h, "int model_cuda_run(const void *const args[], void *const results[], void "
+                      "*temp, CUstream s);"));
   cr_expect(strstr(h, "-lcublas"), "mlp's dots go through cuBLAS");
   free(h);
   char src[700], cmd[4096];
@@ -403,14 +423,17 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
   /* cuda.h first, then the model header: the CUstream declarations must agree */
   fputs("#include <cuda.h>\n#include \"model.h\"\n#include <stdio.h>\n"
         "int main(void) {\n"
-        "  printf(\"%d %d %lld %s\\n\", MODEL_NUM_ARGS, MODEL_NUM_RESULTS, (long long)MODEL_TEMP_BYTES,\n"
+        "  printf(\"%d %d %lld %s\\n\", MODEL_NUM_ARGS, MODEL_NUM_RESULTS, (long "
+        "long)MODEL_TEMP_BYTES,\n"
         "         model_arg_info[0].dtype);\n"
-        "  return MODEL_NUM_ARGS > 0 ? 0 : model_cuda_run(0, 0, 0, (CUstream)0) + model_cuda_init();\n"
+        "  return MODEL_NUM_ARGS > 0 ? 0 : model_cuda_run(0, 0, 0, (CUstream)0) + "
+        "model_cuda_init();\n"
         "}\n",
         f);
   fclose(f);
   snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -Wall -Werror -I'%s' -I" HLOC_CUDA_HOME "/include '%s' '%s/model.o' " TU_LIBS " -o '%s/user'"
+           "cc -std=c11 -Wall -Werror -I'%s' -I" HLOC_CUDA_HOME
+           "/include '%s' '%s/model.o' " TU_LIBS " -o '%s/user'"
            " && c++ -x c++ -fsyntax-only -Wall -Werror -I'%s' -include model.h /dev/null",
            d, src, d, d, d);
   cr_expect_eq(system(cmd), 0, "%s", cmd);
@@ -436,12 +459,15 @@ Test(cuda_host, convolutions_through_cudnn) {
   char hp[700];
   snprintf(hp, sizeof hp, "%s/model.h", d2);
   char *h = ct_slurp(hp, NULL);
-  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""), "simple_cnn: cuBLAS and cuDNN");
+  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""),
+            "simple_cnn: cuBLAS and cuDNN");
   free(h);
   char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "printf 'int model_cuda_init(void);\\nint main(void){return model_cuda_init() * 0;}\\n' | "
-           "cc -x c - -x none '%s/model.o' " TU_LIBS " -o '%s/user'", d2, d2);
+  snprintf(
+      cmd, sizeof cmd,
+      "printf 'int model_cuda_init(void);\\nint main(void){return model_cuda_init() * 0;}\\n' | "
+      "cc -x c - -x none '%s/model.o' " TU_LIBS " -o '%s/user'",
+      d2, d2);
   cr_expect_eq(system(cmd), 0, "%s", cmd);
   ct_rmdir(d2);
   free(d2);
@@ -467,7 +493,8 @@ Test(cuda_ptx, identical_kernels_generated_once) {
   free(text);
 }
 
-/* ------------------------------------------------------------------ kernel shapes of tests/cuda/cases */
+/* ------------------------------------------------------------------ kernel shapes of
+ * tests/cuda/cases */
 
 /* The manifest of tests/cuda/cases/NAME.hlo compiled with the target's optimizer options
  * (cuda_optimizer_options) and the given conv layout. */
@@ -507,7 +534,8 @@ Test(cuda_ptx, weight_gradients_through_backward_filter) {
   for (int c = 0; c < 2; c++)
     for (int l = 0; l < 2; l++) {
       char *js = tu_case_manifest(cases[c], (OptConvLayout)l);
-      cr_expect_eq(tu_count(js, "\"function\": \"cudnnConvolutionBackwardFilter\""), 1, "%s %d: %s", cases[c], l, js);
+      cr_expect_eq(tu_count(js, "\"function\": \"cudnnConvolutionBackwardFilter\""), 1, "%s %d: %s",
+                   cases[c], l, js);
       cr_expect_eq(tu_count(js, "\"function\": \"cudnnConvolutionForward\""), 0);
       cr_expect(strstr(js, l ? "\"layout\": \"NCHW\"" : "\"layout\": \"NHWC\""));
       free(js);
@@ -518,8 +546,10 @@ Test(cuda_ptx, weight_gradients_through_backward_filter) {
  * run on a GPU against the interpreter by tools/cuda_device_test.sh); f16 dots likewise. */
 Test(cuda_ptx, integer_and_f16_dots_through_cublas) {
   char *js = tu_case_manifest("dot_s8", OPT_CONV_NHWC);
-  cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_8I\", \"type_c\": \"CUDA_R_32I\", \"compute\": \"CUBLAS_COMPUTE_32I\", "
-                            "\"transa\": \"T\", \"transb\": \"N\""), 3, "%s", js);
+  cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_8I\", \"type_c\": \"CUDA_R_32I\", \"compute\": "
+                            "\"CUBLAS_COMPUTE_32I\", "
+                            "\"transa\": \"T\", \"transb\": \"N\""),
+               3, "%s", js);
   free(js);
   js = tu_case_manifest("dot_f16", OPT_CONV_NHWC);
   cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16F\", \"type_c\": \"CUDA_R_16F\""), 1, "%s", js);
@@ -540,8 +570,8 @@ Test(cuda_ptx, variadic_scatter_steps) {
  * index (run on a GPU by tools/cuda_device_test.sh against the interpreter). */
 Test(cuda_ptx, tuple_parameters_leaf_by_leaf) {
   char *js = tu_case_manifest("tuple_params", OPT_CONV_NHWC);
-  const char *order[5] = {"\"name\": \"x\"", "\"name\": \"p.0\"", "\"name\": \"p.1.0\"", "\"name\": \"p.1.1\"",
-                          "\"name\": \"y\""};
+  const char *order[5] = {"\"name\": \"x\"", "\"name\": \"p.0\"", "\"name\": \"p.1.0\"",
+                          "\"name\": \"p.1.1\"", "\"name\": \"y\""};
   const char *at = strstr(js, "\"args\"");
   cr_assert(at, "%s", js);
   for (int i = 0; i < 5; i++) {
@@ -574,8 +604,9 @@ static void tu_exec(const char *fixture, const char *rtol) {
   tu_object(fixture, "model", &d);
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
-           "cc -std=gnu17 -O1 -I'%s' -I" HLOC_TEST_DIR "/../hlo -I" HLOC_CUDA_HOME "/include '" HLOC_TEST_DIR
-           "/cuda/cuda_driver.c' '%s/model.o' '" HLOC_BIN_DIR "/libhloc_hlo.a' " TU_LIBS " -o '%s/run' && "
+           "cc -std=gnu17 -O1 -I'%s' -I" HLOC_TEST_DIR "/../hlo -I" HLOC_CUDA_HOME
+           "/include '" HLOC_TEST_DIR "/cuda/cuda_driver.c' '%s/model.o' '" HLOC_BIN_DIR
+           "/libhloc_hlo.a' " TU_LIBS " -o '%s/run' && "
            "'%s/run' '" HLOC_CORPUS_DIR "/fixtures/%s' %s 2 | grep -q '^PASS'",
            d, d, d, d, fixture, rtol);
   cr_expect_eq(system(cmd), 0, "%s did not match XLA's outputs on the GPU", fixture);
@@ -591,7 +622,11 @@ Test(cuda_exec, llama_layer_bf16) { tu_exec("llama_layer_bf16", "1e-4"); }
 
 #else
 
-Test(cuda_ptx, not_built) { cr_skip_test("hloc was built without a CUDA toolkit: --target=cuda not tested"); }
-Test(cuda_exec, not_built) { cr_skip_test("hloc was built without a CUDA toolkit: GPU execution not tested"); }
+Test(cuda_ptx, not_built) {
+  cr_skip_test("hloc was built without a CUDA toolkit: --target=cuda not tested");
+}
+Test(cuda_exec, not_built) {
+  cr_skip_test("hloc was built without a CUDA toolkit: GPU execution not tested");
+}
 
 #endif

@@ -19,11 +19,11 @@
 #include "hlo.h"
 
 typedef struct F8 {
-  DType t;                    /* the type */
-  int e, m;                   /* exponent and mantissa bits */
-  bool ieee;                  /* infinities and NaNs as IEEE (f8e5m2) */
-  unsigned maxc;              /* largest finite magnitude code */
-  float (*to)(uint8_t);       /* the conversions under test */
+  DType t;              /* the type */
+  int e, m;             /* exponent and mantissa bits */
+  bool ieee;            /* infinities and NaNs as IEEE (f8e5m2) */
+  unsigned maxc;        /* largest finite magnitude code */
+  float (*to)(uint8_t); /* the conversions under test */
   uint8_t (*from32)(float);
   uint8_t (*from64)(double);
 } F8;
@@ -104,7 +104,8 @@ Test(fp8, decode_every_code) {
         cr_expect(isinf(v), "%s 0x%02x: infinity expected", hlo_dtype_name(f->t), c);
       } else {
         double want = val(f, c & 0x7f) * (neg ? -1 : 1);
-        cr_expect_eq((double)v, want, "%s 0x%02x: got %.9g want %.9g", hlo_dtype_name(f->t), c, v, want);
+        cr_expect_eq((double)v, want, "%s 0x%02x: got %.9g want %.9g", hlo_dtype_name(f->t), c, v,
+                     want);
       }
     }
   }
@@ -126,8 +127,10 @@ Test(fp8, every_code_round_trips) {
     const F8 *f = &f8s[i];
     for (unsigned c = 0; c < 256; c++) {
       float v = f->to((uint8_t)c);
-      cr_expect_eq(f->from32(v), c, "%s 0x%02x -> %#x -> 0x%02x", hlo_dtype_name(f->t), c, fbits(v), f->from32(v));
-      if (!is_nan_code(f, c)) cr_expect_eq(f->from64((double)v), c, "%s 0x%02x via f64", hlo_dtype_name(f->t), c);
+      cr_expect_eq(f->from32(v), c, "%s 0x%02x -> %#x -> 0x%02x", hlo_dtype_name(f->t), c, fbits(v),
+                   f->from32(v));
+      if (!is_nan_code(f, c))
+        cr_expect_eq(f->from64((double)v), c, "%s 0x%02x via f64", hlo_dtype_name(f->t), c);
     }
   }
 }
@@ -150,18 +153,19 @@ Test(fp8, f32_rounding_matches_brute_force) {
     for (int j = 0; j < n; j++) {
       float x = xs[j];
       for (int s = 0; s < 2; s++, x = -x)
-        cr_expect_eq(f->from32(x), brute(f, x), "%s: %.9g -> 0x%02x, want 0x%02x", hlo_dtype_name(f->t), x,
-                     f->from32(x), brute(f, x));
+        cr_expect_eq(f->from32(x), brute(f, x), "%s: %.9g -> 0x%02x, want 0x%02x",
+                     hlo_dtype_name(f->t), x, f->from32(x), brute(f, x));
     }
     uint32_t r = 2463534242u;
     double range = 2 * val(f, f->maxc + 1);
     for (int j = 0; j < 200000; j++) {
       r ^= r << 13, r ^= r >> 17, r ^= r << 5;
-      float x = j & 1 ? bitsf(r) : (float)((double)(r >> 8) / (1 << 24) * range * ((r & 1) ? -1 : 1));
+      float x =
+          j & 1 ? bitsf(r) : (float)((double)(r >> 8) / (1 << 24) * range * ((r & 1) ? -1 : 1));
       if (isnan(x)) continue;
       if (f->from32(x) != brute(f, x)) {
-        cr_expect(false, "%s: %.9g (%#x) -> 0x%02x, want 0x%02x", hlo_dtype_name(f->t), x, fbits(x), f->from32(x),
-                  brute(f, x));
+        cr_expect(false, "%s: %.9g (%#x) -> 0x%02x, want 0x%02x", hlo_dtype_name(f->t), x, fbits(x),
+                  f->from32(x), brute(f, x));
         break;
       }
     }
@@ -179,8 +183,8 @@ Test(fp8, f64_rounds_once) {
       for (int s = -1; s <= 1; s += 2) {
         double x = mid * (1 + s * ldexp(1, -40));
         if (mid == 0) continue;
-        cr_expect_eq(f->from64(x), brute(f, x), "%s: %.17g -> 0x%02x, want 0x%02x", hlo_dtype_name(f->t), x,
-                     f->from64(x), brute(f, x));
+        cr_expect_eq(f->from64(x), brute(f, x), "%s: %.17g -> 0x%02x, want 0x%02x",
+                     hlo_dtype_name(f->t), x, f->from64(x), brute(f, x));
         twice_differs += f->from32((float)x) != brute(f, x);
       }
     }
@@ -205,7 +209,8 @@ Test(fp8, overflow_ties_subnormals_specials) {
   cr_expect_eq(hlo_f32_to_f8e4m3fn(-0.0f), 0x80);
   cr_expect_eq(hlo_f32_to_f8e5m2(-0.0f), 0x80);
   cr_expect_eq(hlo_f32_to_f8e4m3fn(ldexpf(1, -9)), 0x01);
-  cr_expect_eq(hlo_f32_to_f8e4m3fn(ldexpf(1, -10)), 0x00, "half the smallest subnormal: to even, zero");
+  cr_expect_eq(hlo_f32_to_f8e4m3fn(ldexpf(1, -10)), 0x00,
+               "half the smallest subnormal: to even, zero");
   cr_expect_eq(hlo_f32_to_f8e4m3fn(ldexpf(3, -10)), 0x02);
   cr_expect_eq(hlo_f32_to_f8e4m3fn(ldexpf(15, -10)), 0x08, "rounds up into the smallest normal");
   cr_expect_eq(hlo_f32_to_f8e5m2(ldexpf(1, -17)), 0x00);
@@ -226,9 +231,9 @@ Test(fp8, literal_load_store) {
   int64_t d = 4;
   Shape s = hlo_shape_array(DT_F8E4M3FN, 1, &d);
   Literal *l = hlo_literal_new(a, &s);
-  hlo_literal_set_f64(l, 0, 1.0625);  /* tie between 1 and 1.125: to even, 1 */
+  hlo_literal_set_f64(l, 0, 1.0625); /* tie between 1 and 1.125: to even, 1 */
   hlo_literal_set_f64(l, 1, -3.3);
-  hlo_literal_set_i64(l, 2, 1000);    /* past 448: NaN */
+  hlo_literal_set_i64(l, 2, 1000); /* past 448: NaN */
   hlo_literal_set_f64(l, 3, 0.001);
   const uint8_t *b = l->data;
   cr_expect_eq(b[0], 0x38);
@@ -270,14 +275,17 @@ Test(fp8, text_constants_round_trip) {
                         "  b = f8e5m2[4] constant({57344, -0.25, -inf, 1.52587890625e-05})\n"
                         "  ROOT t = (f8e4m3fn[6], f8e5m2[4]) tuple(a, b)\n"
                         "}\n");
-  const uint8_t want_a[6] = {0x30, 0xfe, 0x01, 0x7f, 0x45, 0x7e}, want_b[4] = {0x7b, 0xb4, 0xfc, 0x01};
+  const uint8_t want_a[6] = {0x30, 0xfe, 0x01, 0x7f, 0x45, 0x7e},
+                want_b[4] = {0x7b, 0xb4, 0xfc, 0x01};
   cr_expect(!memcmp(m->entry->instrs[0]->literal->data, want_a, 6));
   cr_expect(!memcmp(m->entry->instrs[1]->literal->data, want_b, 4));
   char *text = print_module(m);
-  cr_expect(strstr(text, "a = f8e4m3fn[6] constant({0.5, -448, 0.00195, nan, 3.25, 448})"), "%s", text);
+  cr_expect(strstr(text, "a = f8e4m3fn[6] constant({0.5, -448, 0.00195, nan, 3.25, 448})"), "%s",
+            text);
   cr_expect(strstr(text, "b = f8e5m2[4] constant({5.7e+04, -0.25, -inf, 1.5e-05})"), "%s", text);
   HModule *m2 = parse_ok(text);
-  cr_expect(!memcmp(m2->entry->instrs[0]->literal->data, want_a, 6), "printed text reads back the same");
+  cr_expect(!memcmp(m2->entry->instrs[0]->literal->data, want_a, 6),
+            "printed text reads back the same");
   cr_expect(!memcmp(m2->entry->instrs[1]->literal->data, want_b, 4));
   char *text2 = print_module(m2);
   cr_expect_str_eq(text2, text);
@@ -290,27 +298,30 @@ Test(fp8, text_constants_round_trip) {
 /* The verifier takes fp8 where floats go: convert, elementwise arithmetic, compare, dots with
  * fp8 operands and any float result (and mixed fp8 operands), reduce. */
 Test(fp8, verifier_accepts_fp8) {
-  HModule *m = parse_ok("HloModule t\n"
-                        "add8 {\n  p = f8e4m3fn[] parameter(0)\n  q = f8e4m3fn[] parameter(1)\n"
-                        "  ROOT s = f8e4m3fn[] add(p, q)\n}\n"
-                        "ENTRY e {\n"
-                        "  x = f32[2,3] parameter(0)\n"
-                        "  y = f8e5m2[3,4] parameter(1)\n"
-                        "  a = f8e4m3fn[2,3] convert(x)\n"
-                        "  b = f8e4m3fn[2,3] multiply(a, a)\n"
-                        "  c = pred[2,3] compare(a, b), direction=LT\n"
-                        "  d = f32[2,4] dot(b, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  d2 = bf16[2,4] dot(a, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  d3 = f8e4m3fn[2,4] dot(a, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  z = f8e4m3fn[] constant(0)\n"
-                        "  r = f8e4m3fn[2] reduce(b, z), dimensions={1}, to_apply=add8\n"
-                        "  i = s8[2,3] bitcast-convert(a)\n"
-                        "  ROOT t = (pred[2,3], f32[2,4], bf16[2,4], f8e4m3fn[2,4], f8e4m3fn[2], s8[2,3]) tuple(c, d, d2, d3, r, i)\n"
-                        "}\n");
+  HModule *m = parse_ok(
+      "HloModule t\n"
+      "add8 {\n  p = f8e4m3fn[] parameter(0)\n  q = f8e4m3fn[] parameter(1)\n"
+      "  ROOT s = f8e4m3fn[] add(p, q)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[2,3] parameter(0)\n"
+      "  y = f8e5m2[3,4] parameter(1)\n"
+      "  a = f8e4m3fn[2,3] convert(x)\n"
+      "  b = f8e4m3fn[2,3] multiply(a, a)\n"
+      "  c = pred[2,3] compare(a, b), direction=LT\n"
+      "  d = f32[2,4] dot(b, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  d2 = bf16[2,4] dot(a, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  d3 = f8e4m3fn[2,4] dot(a, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  z = f8e4m3fn[] constant(0)\n"
+      "  r = f8e4m3fn[2] reduce(b, z), dimensions={1}, to_apply=add8\n"
+      "  i = s8[2,3] bitcast-convert(a)\n"
+      "  ROOT t = (pred[2,3], f32[2,4], bf16[2,4], f8e4m3fn[2,4], f8e4m3fn[2], s8[2,3]) tuple(c, "
+      "d, d2, d3, r, i)\n"
+      "}\n");
   hlo_module_free(m);
   HErr err = {0};
-  const char *bad = "HloModule t\nENTRY e {\n  x = f8e4m3fn[2] parameter(0)\n  y = f8e5m2[2] parameter(1)\n"
-                    "  ROOT s = f8e4m3fn[2] add(x, y)\n}\n";
+  const char *bad =
+      "HloModule t\nENTRY e {\n  x = f8e4m3fn[2] parameter(0)\n  y = f8e5m2[2] parameter(1)\n"
+      "  ROOT s = f8e4m3fn[2] add(x, y)\n}\n";
   HModule *b = hlo_parse_text(bad, strlen(bad), "bad.hlo", &err);
   cr_assert(b, "%s", err.msg);
   cr_expect(!hlo_verify(b, &err), "mixed fp8 types in an add are an error");
@@ -320,7 +331,8 @@ Test(fp8, verifier_accepts_fp8) {
 
 /* The same code, or both NaNs of type t (a NaN's payload may differ through double). */
 static bool same8(DType t, uint8_t got, uint8_t want) {
-  return got == want || (is_nan_code(&f8s[t == DT_F8E5M2], got) && is_nan_code(&f8s[t == DT_F8E5M2], want));
+  return got == want ||
+         (is_nan_code(&f8s[t == DT_F8E5M2], got) && is_nan_code(&f8s[t == DT_F8E5M2], want));
 }
 
 static Literal *run1(HModule *m, HArena *a, Literal *const *args, int n) {
@@ -337,7 +349,8 @@ static Literal *f32_inputs(HArena *a, int64_t n) {
   float *x = l->data;
   int64_t k = 0;
   for (int i = 0; i < 2 && k < n; i++)
-    for (unsigned c = 0; c < 256 && k < n; c++) x[k++] = f8s[i].to((uint8_t)c);
+    for (unsigned c = 0; c < 256 && k < n; c++)
+      x[k++] = f8s[i].to((uint8_t)c);
   for (uint32_t r = 1; k < n; k++) {
     r = r * 1664525u + 1013904223u;
     x[k] = (float)((double)(r >> 8) / (1 << 24) * 1200 - 600) * (k % 3 ? 1.0f : 1e-3f);
@@ -364,7 +377,8 @@ Test(fp8, interp_converts) {
                         "  xd = f64[1024] convert(x)\n"
                         "  da = f8e4m3fn[1024] convert(xd)\n"
                         "  u8 = u8[1024] convert(b)\n"
-                        "  ROOT t = (f8e4m3fn[1024], f8e5m2[1024], f8e5m2[1024], f32[1024], s32[1024], f8e4m3fn[1024], "
+                        "  ROOT t = (f8e4m3fn[1024], f8e5m2[1024], f8e5m2[1024], f32[1024], "
+                        "s32[1024], f8e4m3fn[1024], "
                         "f8e4m3fn[1024], f16[1024], bf16[1024], f8e4m3fn[1024], u8[1024]) "
                         "tuple(a, b, ab, xa, ia, ai, ap, hb, bb, da, u8)\n"
                         "}\n");
@@ -376,22 +390,34 @@ Test(fp8, interp_converts) {
     uint8_t ca = hlo_f32_to_f8e4m3fn(xv[i]), cb = hlo_f32_to_f8e5m2(xv[i]);
     float va = hlo_f8e4m3fn_to_f32(ca), vb = hlo_f8e5m2_to_f32(cb);
     bool nan_a = isnan(va);
-    cr_expect(same8(DT_F8E4M3FN, ((uint8_t *)r->elems[0]->data)[i], ca), "a[%lld] of %.9g", (long long)i, xv[i]);
-    cr_expect(same8(DT_F8E5M2, ((uint8_t *)r->elems[1]->data)[i], cb), "b[%lld] of %.9g", (long long)i, xv[i]);
+    cr_expect(same8(DT_F8E4M3FN, ((uint8_t *)r->elems[0]->data)[i], ca), "a[%lld] of %.9g",
+              (long long)i, xv[i]);
+    cr_expect(same8(DT_F8E5M2, ((uint8_t *)r->elems[1]->data)[i], cb), "b[%lld] of %.9g",
+              (long long)i, xv[i]);
     if (!nan_a) {
-      cr_expect_eq(((uint8_t *)r->elems[2]->data)[i], hlo_f32_to_f8e5m2(va), "ab[%lld]", (long long)i);
+      cr_expect_eq(((uint8_t *)r->elems[2]->data)[i], hlo_f32_to_f8e5m2(va), "ab[%lld]",
+                   (long long)i);
       int32_t ia = ((int32_t *)r->elems[4]->data)[i];
       cr_expect_eq(ia, (int32_t)va, "ia[%lld]", (long long)i);
-      cr_expect_eq(((uint8_t *)r->elems[5]->data)[i], hlo_f32_to_f8e4m3fn((float)ia), "ai[%lld]", (long long)i);
-      cr_expect_eq(hlo_load_f64(DT_BF16, r->elems[8]->data, i), (double)va, "bb[%lld]", (long long)i);
+      cr_expect_eq(((uint8_t *)r->elems[5]->data)[i], hlo_f32_to_f8e4m3fn((float)ia), "ai[%lld]",
+                   (long long)i);
+      cr_expect_eq(hlo_load_f64(DT_BF16, r->elems[8]->data, i), (double)va, "bb[%lld]",
+                   (long long)i);
     }
-    cr_expect(((float *)r->elems[3]->data)[i] == va || (nan_a && isnan(((float *)r->elems[3]->data)[i])));
-    cr_expect_eq(((uint8_t *)r->elems[6]->data)[i], vb != 0 ? 0x38 : 0x00, "ap[%lld]", (long long)i);
+    cr_expect(((float *)r->elems[3]->data)[i] == va ||
+              (nan_a && isnan(((float *)r->elems[3]->data)[i])));
+    cr_expect_eq(((uint8_t *)r->elems[6]->data)[i], vb != 0 ? 0x38 : 0x00, "ap[%lld]",
+                 (long long)i);
     double hb = hlo_load_f64(DT_F16, r->elems[7]->data, i);
     cr_expect(hb == vb || (isnan(hb) && isnan(vb)), "hb[%lld]", (long long)i);
-    cr_expect(same8(DT_F8E4M3FN, ((uint8_t *)r->elems[9]->data)[i], ca), "f64 -> fp8 [%lld]", (long long)i);
+    cr_expect(same8(DT_F8E4M3FN, ((uint8_t *)r->elems[9]->data)[i], ca), "f64 -> fp8 [%lld]",
+              (long long)i);
     uint8_t u = ((uint8_t *)r->elems[10]->data)[i];
-    cr_expect_eq(u, isnan(vb) || vb <= 0 ? 0 : vb >= 255 ? 255 : (uint8_t)vb, "u8[%lld] of %g", (long long)i, vb);
+    cr_expect_eq(u,
+                 isnan(vb) || vb <= 0 ? 0
+                 : vb >= 255          ? 255
+                                      : (uint8_t)vb,
+                 "u8[%lld] of %g", (long long)i, vb);
   }
   hlo_arena_free(a);
   hlo_module_free(m);
@@ -400,25 +426,29 @@ Test(fp8, interp_converts) {
 /* Arithmetic on fp8 rounds each instruction's f32 result once; a dot of fp8 operands
  * accumulates in f32 and rounds to its result type at the end. */
 Test(fp8, interp_arithmetic_and_dot) {
-  HModule *m = parse_ok("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f8e4m3fn[4,8] parameter(0)\n"
-                        "  y = f8e5m2[8,3] parameter(1)\n"
-                        "  s = f8e4m3fn[4,8] add(x, x)\n"
-                        "  p = f8e4m3fn[4,8] multiply(s, x)\n"
-                        "  q = f8e4m3fn[4,8] divide(p, s)\n"
-                        "  d = f32[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  db = bf16[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  d8 = f8e5m2[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  ROOT t = (f8e4m3fn[4,8], f8e4m3fn[4,8], f32[4,3], bf16[4,3], f8e5m2[4,3]) tuple(p, q, d, db, d8)\n"
-                        "}\n");
+  HModule *m =
+      parse_ok("HloModule t\n"
+               "ENTRY e {\n"
+               "  x = f8e4m3fn[4,8] parameter(0)\n"
+               "  y = f8e5m2[8,3] parameter(1)\n"
+               "  s = f8e4m3fn[4,8] add(x, x)\n"
+               "  p = f8e4m3fn[4,8] multiply(s, x)\n"
+               "  q = f8e4m3fn[4,8] divide(p, s)\n"
+               "  d = f32[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  db = bf16[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  d8 = f8e5m2[4,3] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  ROOT t = (f8e4m3fn[4,8], f8e4m3fn[4,8], f32[4,3], bf16[4,3], f8e5m2[4,3]) "
+               "tuple(p, q, d, db, d8)\n"
+               "}\n");
   HArena *a = hlo_arena_new();
   int64_t dx[2] = {4, 8}, dy[2] = {8, 3};
   Shape sx = hlo_shape_array(DT_F8E4M3FN, 2, dx), sy = hlo_shape_array(DT_F8E5M2, 2, dy);
   Literal *args[2] = {hlo_literal_new(a, &sx), hlo_literal_new(a, &sy)};
   uint8_t *xb = args[0]->data, *yb = args[1]->data;
-  for (int i = 0; i < 32; i++) xb[i] = (uint8_t)((i * 37 + 11) % 0x7e) | (i % 3 ? 0 : 0x80);
-  for (int i = 0; i < 24; i++) yb[i] = (uint8_t)((i * 53 + 7) % 0x7b) | (i % 4 ? 0 : 0x80);
+  for (int i = 0; i < 32; i++)
+    xb[i] = (uint8_t)((i * 37 + 11) % 0x7e) | (i % 3 ? 0 : 0x80);
+  for (int i = 0; i < 24; i++)
+    yb[i] = (uint8_t)((i * 53 + 7) % 0x7b) | (i % 4 ? 0 : 0x80);
   Literal *r = run1(m, a, args, 2);
   for (int i = 0; i < 32; i++) {
     float xv = hlo_f8e4m3fn_to_f32(xb[i]);
@@ -426,18 +456,23 @@ Test(fp8, interp_arithmetic_and_dot) {
     uint8_t q = hlo_f32_to_f8e4m3fn(hlo_f8e4m3fn_to_f32(p) / hlo_f8e4m3fn_to_f32(s));
     cr_expect_eq(((uint8_t *)r->elems[0]->data)[i], p, "p[%d]", i);
     uint8_t got = ((uint8_t *)r->elems[1]->data)[i];
-    cr_expect(got == q || (isnan(hlo_f8e4m3fn_to_f32(got)) && isnan(hlo_f8e4m3fn_to_f32(q))), "q[%d]", i);
+    cr_expect(got == q || (isnan(hlo_f8e4m3fn_to_f32(got)) && isnan(hlo_f8e4m3fn_to_f32(q))),
+              "q[%d]", i);
   }
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 3; j++) {
       float acc = 0;
-      for (int k = 0; k < 8; k++) acc += hlo_f8e4m3fn_to_f32(xb[i * 8 + k]) * hlo_f8e5m2_to_f32(yb[k * 3 + j]);
+      for (int k = 0; k < 8; k++)
+        acc += hlo_f8e4m3fn_to_f32(xb[i * 8 + k]) * hlo_f8e5m2_to_f32(yb[k * 3 + j]);
       float got = ((float *)r->elems[2]->data)[i * 3 + j];
-      cr_expect(got == acc || (isnan(got) && isnan(acc)), "d[%d,%d]: got %.9g want %.9g", i, j, got, acc);
+      cr_expect(got == acc || (isnan(got) && isnan(acc)), "d[%d,%d]: got %.9g want %.9g", i, j, got,
+                acc);
       double gb = hlo_load_f64(DT_BF16, r->elems[3]->data, i * 3 + j);
       double wb = hlo_bf16_to_f32(hlo_f32_to_bf16(acc));
-      cr_expect(gb == wb || (isnan(gb) && isnan(wb)), "db[%d,%d]: got %.9g want %.9g", i, j, gb, wb);
-      cr_expect_eq(((uint8_t *)r->elems[4]->data)[i * 3 + j], hlo_f32_to_f8e5m2(acc), "d8[%d,%d]", i, j);
+      cr_expect(gb == wb || (isnan(gb) && isnan(wb)), "db[%d,%d]: got %.9g want %.9g", i, j, gb,
+                wb);
+      cr_expect_eq(((uint8_t *)r->elems[4]->data)[i * 3 + j], hlo_f32_to_f8e5m2(acc), "d8[%d,%d]",
+                   i, j);
     }
   hlo_arena_free(a);
   hlo_module_free(m);
@@ -456,7 +491,8 @@ Test(fp8, npy_bits) {
   for (int i = 0; i < 2; i++) {
     Shape s = hlo_shape_array(f8s[i].t, 2, d);
     Literal *l = hlo_literal_new(a, &s);
-    for (int c = 0; c < 256; c++) ((uint8_t *)l->data)[c] = (uint8_t)c;
+    for (int c = 0; c < 256; c++)
+      ((uint8_t *)l->data)[c] = (uint8_t)c;
     cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
     char *buf;
     size_t len;

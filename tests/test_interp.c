@@ -57,7 +57,8 @@ static void run_fails(const char *text, Literal **args, int nargs, const char *w
 static Literal *mk(HArena *a, DType dt, int rank, const int64_t *dims, const double *v) {
   Shape s = hlo_shape_array(dt, rank, dims);
   Literal *l = hlo_literal_new(a, &s);
-  for (int64_t i = 0; i < hlo_shape_elems(&s); i++) hlo_literal_set_f64(l, i, v[i]);
+  for (int64_t i = 0; i < hlo_shape_elems(&s); i++)
+    hlo_literal_set_f64(l, i, v[i]);
   return l;
 }
 
@@ -211,20 +212,21 @@ Test(interp, integer_division_edge_cases) {
 
 Test(interp, integer_arith_wraps) {
   HArena *a = hlo_arena_new();
-  const char *t = "HloModule t\n"
-                  "ENTRY e {\n"
-                  "  a = s8[4] constant({127, -128, 100, -3})\n"
-                  "  b = s8[4] constant({1, -1, 2, 5})\n"
-                  "  add = s8[4] add(a, b)\n"
-                  "  mul = s8[4] multiply(a, b)\n"
-                  "  ng = s8[4] negate(a)\n"
-                  "  ab = s8[4] abs(a)\n"
-                  "  mx = s8[4] maximum(a, b)\n"
-                  "  p = s32[5] constant({2, 3, 1, -1, 2})\n"
-                  "  q = s32[5] constant({10, 0, -3, -2, -1})\n"
-                  "  pw = s32[5] power(p, q)\n"
-                  "  ROOT r = (s8[4], s8[4], s8[4], s8[4], s8[4], s32[5]) tuple(add, mul, ng, ab, mx, pw)\n"
-                  "}\n";
+  const char *t =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  a = s8[4] constant({127, -128, 100, -3})\n"
+      "  b = s8[4] constant({1, -1, 2, 5})\n"
+      "  add = s8[4] add(a, b)\n"
+      "  mul = s8[4] multiply(a, b)\n"
+      "  ng = s8[4] negate(a)\n"
+      "  ab = s8[4] abs(a)\n"
+      "  mx = s8[4] maximum(a, b)\n"
+      "  p = s32[5] constant({2, 3, 1, -1, 2})\n"
+      "  q = s32[5] constant({10, 0, -3, -2, -1})\n"
+      "  pw = s32[5] power(p, q)\n"
+      "  ROOT r = (s8[4], s8[4], s8[4], s8[4], s8[4], s32[5]) tuple(add, mul, ng, ab, mx, pw)\n"
+      "}\n";
   Literal *r = run(a, t, NULL, 0);
   expect_i(r->elems[0], DT_S8, NI(-128, 127, 102, 2));
   expect_i(r->elems[1], DT_S8, NI(127, -128, -56, -15));
@@ -263,25 +265,26 @@ Test(interp, shifts_out_of_range) {
 
 Test(interp, bitwise_logic_clz_popcnt) {
   HArena *a = hlo_arena_new();
-  const char *t = "HloModule t\n"
-                  "ENTRY e {\n"
-                  "  a = u8[3] constant({12, 255, 1})\n"
-                  "  b = u8[3] constant({10, 15, 0})\n"
-                  "  an = u8[3] and(a, b)\n"
-                  "  o = u8[3] or(a, b)\n"
-                  "  x = u8[3] xor(a, b)\n"
-                  "  n = u8[3] not(a)\n"
-                  "  cz = u8[3] count-leading-zeros(a)\n"
-                  "  pc = u8[3] popcnt(a)\n"
-                  "  p = pred[4] constant({true, true, false, false})\n"
-                  "  q = pred[4] constant({true, false, true, false})\n"
-                  "  pa = pred[4] and(p, q)\n"
-                  "  po = pred[4] or(p, q)\n"
-                  "  px = pred[4] xor(p, q)\n"
-                  "  pn = pred[4] not(p)\n"
-                  "  ROOT r = (u8[3], u8[3], u8[3], u8[3], u8[3], u8[3], pred[4], pred[4], pred[4], "
-                  "pred[4]) tuple(an, o, x, n, cz, pc, pa, po, px, pn)\n"
-                  "}\n";
+  const char *t =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  a = u8[3] constant({12, 255, 1})\n"
+      "  b = u8[3] constant({10, 15, 0})\n"
+      "  an = u8[3] and(a, b)\n"
+      "  o = u8[3] or(a, b)\n"
+      "  x = u8[3] xor(a, b)\n"
+      "  n = u8[3] not(a)\n"
+      "  cz = u8[3] count-leading-zeros(a)\n"
+      "  pc = u8[3] popcnt(a)\n"
+      "  p = pred[4] constant({true, true, false, false})\n"
+      "  q = pred[4] constant({true, false, true, false})\n"
+      "  pa = pred[4] and(p, q)\n"
+      "  po = pred[4] or(p, q)\n"
+      "  px = pred[4] xor(p, q)\n"
+      "  pn = pred[4] not(p)\n"
+      "  ROOT r = (u8[3], u8[3], u8[3], u8[3], u8[3], u8[3], pred[4], pred[4], pred[4], "
+      "pred[4]) tuple(an, o, x, n, cz, pc, pa, po, px, pn)\n"
+      "}\n";
   Literal *r = run(a, t, NULL, 0);
   expect_i(r->elems[0], DT_U8, NI(8, 15, 0));
   expect_i(r->elems[1], DT_U8, NI(14, 255, 1));
@@ -390,24 +393,25 @@ Test(interp, bitcast_convert_and_reduce_precision) {
 
 Test(interp, select_clamp_iota) {
   HArena *a = hlo_arena_new();
-  const char *t = "HloModule t\n"
-                  "ENTRY e {\n"
-                  "  p = pred[4] constant({true, false, true, false})\n"
-                  "  x = f32[4] constant({1, 2, 3, 4})\n"
-                  "  y = f32[4] constant({-1, -2, -3, -4})\n"
-                  "  s = f32[4] select(p, x, y)\n"
-                  "  lo = f32[] constant(0)\n"
-                  "  hi = f32[] constant(2.5)\n"
-                  "  v = f32[5] constant({-1, 0.5, 3, nan, 2.5})\n"
-                  "  c = f32[5] clamp(lo, v, hi)\n"
-                  "  il = s32[4] constant({0, -5, 5, 10})\n"
-                  "  ih = s32[4] constant({3, -1, 6, 20})\n"
-                  "  iv = s32[4] constant({7, -9, 5, 15})\n"
-                  "  ic = s32[4] clamp(il, iv, ih)\n"
-                  "  io = s32[2,3] iota(), iota_dimension=1\n"
-                  "  iof = f32[2,3] iota(), iota_dimension=0\n"
-                  "  ROOT r = (f32[4], f32[5], s32[4], s32[2,3], f32[2,3]) tuple(s, c, ic, io, iof)\n"
-                  "}\n";
+  const char *t =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  p = pred[4] constant({true, false, true, false})\n"
+      "  x = f32[4] constant({1, 2, 3, 4})\n"
+      "  y = f32[4] constant({-1, -2, -3, -4})\n"
+      "  s = f32[4] select(p, x, y)\n"
+      "  lo = f32[] constant(0)\n"
+      "  hi = f32[] constant(2.5)\n"
+      "  v = f32[5] constant({-1, 0.5, 3, nan, 2.5})\n"
+      "  c = f32[5] clamp(lo, v, hi)\n"
+      "  il = s32[4] constant({0, -5, 5, 10})\n"
+      "  ih = s32[4] constant({3, -1, 6, 20})\n"
+      "  iv = s32[4] constant({7, -9, 5, 15})\n"
+      "  ic = s32[4] clamp(il, iv, ih)\n"
+      "  io = s32[2,3] iota(), iota_dimension=1\n"
+      "  iof = f32[2,3] iota(), iota_dimension=0\n"
+      "  ROOT r = (f32[4], f32[5], s32[4], s32[2,3], f32[2,3]) tuple(s, c, ic, io, iof)\n"
+      "}\n";
   Literal *r = run(a, t, NULL, 0);
   expect_f(r->elems[0], DT_F32, NF(1, -2, 3, -4));
   expect_f(r->elems[1], DT_F32, NF(0, 0.5, 2.5, NAN, 2.5));
@@ -444,7 +448,8 @@ Test(interp, broadcast_transpose_reshape) {
   expect_f(r->elems[4], DT_F32, NF(1, 2, 3, 4, 5, 6));
   int64_t want[24];
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 6; j++) want[i * 6 + j] = i; /* t3[i][j][k] = c[j][k][i] = i */
+    for (int j = 0; j < 6; j++)
+      want[i * 6 + j] = i; /* t3[i][j][k] = c[j][k][i] = i */
   expect_i(r->elems[5], DT_S32, 24, want);
   hlo_arena_free(a);
 }
@@ -529,12 +534,14 @@ Test(interp, reduce_multi_dim) {
                   "  ROOT r = (f32[3], f32[2,4], f32[], s32[3]) tuple(r02, r1, all, im)\n"
                   "}\n";
   double v[24];
-  for (int i = 0; i < 24; i++) v[i] = (i * 7) % 11 - 3;
+  for (int i = 0; i < 24; i++)
+    v[i] = (i * 7) % 11 - 3;
   Literal *x = mk(a, DT_F32, 3, (int64_t[]){2, 3, 4}, v);
   Literal *r = run(a, t, &x, 1);
   double w02[3] = {0.5, 0.5, 0.5}, w1[8], wall = 0.5;
   int64_t wm[3] = {-100, -100, -100};
-  for (int i = 0; i < 8; i++) w1[i] = 0.5;
+  for (int i = 0; i < 8; i++)
+    w1[i] = 0.5;
   for (int p = 0; p < 2; p++)
     for (int q = 0; q < 3; q++)
       for (int s = 0; s < 4; s++) {
@@ -620,24 +627,28 @@ Test(interp, dot_batch_and_contracting) {
                   "rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
                   "}\n";
   double xv[12], yv[24], want[16] = {0};
-  for (int i = 0; i < 12; i++) xv[i] = i - 4;
-  for (int i = 0; i < 24; i++) yv[i] = (i % 5) * 0.5;
+  for (int i = 0; i < 12; i++)
+    xv[i] = i - 4;
+  for (int i = 0; i < 24; i++)
+    yv[i] = (i % 5) * 0.5;
   for (int b = 0; b < 2; b++)
     for (int i = 0; i < 2; i++)
       for (int j = 0; j < 4; j++)
-        for (int k = 0; k < 3; k++) want[b * 8 + i * 4 + j] += xv[b * 6 + i * 3 + k] * yv[b * 12 + k * 4 + j];
+        for (int k = 0; k < 3; k++)
+          want[b * 8 + i * 4 + j] += xv[b * 6 + i * 3 + k] * yv[b * 12 + k * 4 + j];
   Literal *args[2] = {mk(a, DT_F32, 3, (int64_t[]){2, 2, 3}, xv),
                       mk(a, DT_F32, 3, (int64_t[]){2, 3, 4}, yv)};
   Literal *r = run(a, t, args, 2);
   expect_f(r, DT_F32, 16, want);
 
   /* contracting the lhs's first dim and the rhs's last; integer operands */
-  const char *t2 = "HloModule t\n"
-                   "ENTRY e {\n"
-                   "  x = s32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
-                   "  y = s32[2,3] constant({{1, 0, -1}, {2, 1, 0}})\n"
-                   "  ROOT d = s32[2,2] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n"
-                   "}\n";
+  const char *t2 =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  x = s32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
+      "  y = s32[2,3] constant({{1, 0, -1}, {2, 1, 0}})\n"
+      "  ROOT d = s32[2,2] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n"
+      "}\n";
   /* d[i][j] = sum_k x[k][i] * y[j][k] */
   Literal *r2 = run(a, t2, NULL, 0);
   expect_i(r2, DT_S32, NI(1 - 5, 2 + 3, 2 - 6, 4 + 4));
@@ -749,30 +760,31 @@ Test(interp, sort_multi_operand) {
   HArena *a = hlo_arena_new();
   /* stable ascending sort by key, values follow; the comparator reads all four parameters so
    * it takes the general (per-comparison call) path */
-  const char *t = "HloModule t\n"
-                  "cmp {\n"
-                  "  a = s32[] parameter(0)\n"
-                  "  b = s32[] parameter(1)\n"
-                  "  c = f32[] parameter(2)\n"
-                  "  d = f32[] parameter(3)\n"
-                  "  ROOT lt = pred[] compare(a, b), direction=LT\n"
-                  "}\n"
-                  "desc {\n"
-                  "  a = f32[] parameter(0)\n"
-                  "  b = f32[] parameter(1)\n"
-                  "  ROOT gt = pred[] compare(a, b), direction=GT, type=TOTALORDER\n"
-                  "}\n"
-                  "ENTRY e {\n"
-                  "  k = s32[2,4] constant({{3, 1, 2, 1}, {0, 0, -1, 5}})\n"
-                  "  v = f32[2,4] constant({{10, 20, 30, 40}, {1, 2, 3, 4}})\n"
-                  "  s = (s32[2,4], f32[2,4]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n"
-                  "  w = f32[5] constant({1, nan, -inf, 3, -0})\n"
-                  "  sd = f32[5] sort(w), dimensions={0}, to_apply=desc\n"
-                  "  c = s32[3,2] constant({{3, 1}, {1, 2}, {2, 0}})\n"
-                  "  cv = f32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
-                  "  s0 = (s32[3,2], f32[3,2]) sort(c, cv), dimensions={0}, to_apply=cmp\n"
-                  "  ROOT r = ((s32[2,4], f32[2,4]), f32[5], (s32[3,2], f32[3,2])) tuple(s, sd, s0)\n"
-                  "}\n";
+  const char *t =
+      "HloModule t\n"
+      "cmp {\n"
+      "  a = s32[] parameter(0)\n"
+      "  b = s32[] parameter(1)\n"
+      "  c = f32[] parameter(2)\n"
+      "  d = f32[] parameter(3)\n"
+      "  ROOT lt = pred[] compare(a, b), direction=LT\n"
+      "}\n"
+      "desc {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT gt = pred[] compare(a, b), direction=GT, type=TOTALORDER\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  k = s32[2,4] constant({{3, 1, 2, 1}, {0, 0, -1, 5}})\n"
+      "  v = f32[2,4] constant({{10, 20, 30, 40}, {1, 2, 3, 4}})\n"
+      "  s = (s32[2,4], f32[2,4]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n"
+      "  w = f32[5] constant({1, nan, -inf, 3, -0})\n"
+      "  sd = f32[5] sort(w), dimensions={0}, to_apply=desc\n"
+      "  c = s32[3,2] constant({{3, 1}, {1, 2}, {2, 0}})\n"
+      "  cv = f32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
+      "  s0 = (s32[3,2], f32[3,2]) sort(c, cv), dimensions={0}, to_apply=cmp\n"
+      "  ROOT r = ((s32[2,4], f32[2,4]), f32[5], (s32[3,2], f32[3,2])) tuple(s, sd, s0)\n"
+      "}\n";
   Literal *r = run(a, t, NULL, 0);
   expect_i(r->elems[0]->elems[0], DT_S32, NI(1, 1, 2, 3, -1, 0, 0, 5));
   expect_f(r->elems[0]->elems[1], DT_F32, NF(20, 40, 30, 10, 3, 1, 2, 4));
@@ -784,24 +796,25 @@ Test(interp, sort_multi_operand) {
 
 Test(interp, batch_norm) {
   HArena *a = hlo_arena_new();
-  const char *t = "HloModule t\n"
-                  "ENTRY e {\n"
-                  "  x = f32[2,2] constant({{1, 10}, {3, 30}})\n"
-                  "  sc = f32[2] constant({2, 1})\n"
-                  "  of = f32[2] constant({0.5, 0})\n"
-                  "  mu = f32[2] constant({1, 0})\n"
-                  "  va = f32[2] constant({4, 100})\n"
-                  "  inf = f32[2,2] batch-norm-inference(x, sc, of, mu, va), epsilon=0, feature_index=1\n"
-                  "  tr = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, sc, of), epsilon=0, "
-                  "feature_index=1\n"
-                  "  gy = f32[2,2] constant({{1, 0}, {0, 1}})\n"
-                  "  tm = f32[2] get-tuple-element(tr), index=1\n"
-                  "  tv = f32[2] get-tuple-element(tr), index=2\n"
-                  "  gr = (f32[2,2], f32[2], f32[2]) batch-norm-grad(x, sc, tm, tv, gy), epsilon=0, "
-                  "feature_index=1\n"
-                  "  ROOT r = (f32[2,2], (f32[2,2], f32[2], f32[2]), (f32[2,2], f32[2], f32[2])) "
-                  "tuple(inf, tr, gr)\n"
-                  "}\n";
+  const char *t =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  x = f32[2,2] constant({{1, 10}, {3, 30}})\n"
+      "  sc = f32[2] constant({2, 1})\n"
+      "  of = f32[2] constant({0.5, 0})\n"
+      "  mu = f32[2] constant({1, 0})\n"
+      "  va = f32[2] constant({4, 100})\n"
+      "  inf = f32[2,2] batch-norm-inference(x, sc, of, mu, va), epsilon=0, feature_index=1\n"
+      "  tr = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, sc, of), epsilon=0, "
+      "feature_index=1\n"
+      "  gy = f32[2,2] constant({{1, 0}, {0, 1}})\n"
+      "  tm = f32[2] get-tuple-element(tr), index=1\n"
+      "  tv = f32[2] get-tuple-element(tr), index=2\n"
+      "  gr = (f32[2,2], f32[2], f32[2]) batch-norm-grad(x, sc, tm, tv, gy), epsilon=0, "
+      "feature_index=1\n"
+      "  ROOT r = (f32[2,2], (f32[2,2], f32[2], f32[2]), (f32[2,2], f32[2], f32[2])) "
+      "tuple(inf, tr, gr)\n"
+      "}\n";
   Literal *r = run(a, t, NULL, 0);
   /* inference: (x - mu) / sqrt(var) * scale + offset */
   expect_f(r->elems[0], DT_F32, NF(0.5, 1, 2.5, 3));
@@ -973,8 +986,9 @@ static bool run_fixture(const char *dir, const char *name, const char *mod_file,
     if (c.max_rel > worst_rel) worst_rel = c.max_rel;
   }
   if (ok)
-    fprintf(stderr, "  %-24s %-10s ok   %.3fs  outputs %d  max abs err %.3g  max rel err %.3g  %s\n",
-            name, mod_file, *secs, nout, worst_abs, worst_rel, worst_at);
+    fprintf(stderr,
+            "  %-24s %-10s ok   %.3fs  outputs %d  max abs err %.3g  max rel err %.3g  %s\n", name,
+            mod_file, *secs, nout, worst_abs, worst_rel, worst_at);
 out:
   free(args);
   hlo_arena_free(a);
@@ -1013,20 +1027,25 @@ Test(interp, corpus_fixtures, .timeout = 300) {
     }
   fprintf(stderr, "interpreter fixtures: %d/%d passed (%d skipped), evaluation time %.2fs\n",
           total - failed, total, nskipped, t_all);
-  for (int i = 0; i < n; i++) free(names[i]);
+  for (int i = 0; i < n; i++)
+    free(names[i]);
   cr_assert_eq(failed, 0, "%d of %d fixture runs failed (see stderr)", failed, total);
   cr_assert_gt(total, 0, "every fixture was skipped");
 }
 
 /* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count),
- * conditionals (lax.cond, lax.switch) and loops (fori_loop, scan, while_loop) exported by JAX with XLA's outputs
- * (tools/export_xla_cases.py), which the corpus does not have. */
+ * conditionals (lax.cond, lax.switch) and loops (fori_loop, scan, while_loop) exported by JAX with
+ * XLA's outputs (tools/export_xla_cases.py), which the corpus does not have. */
 Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   const char *dir = HLOC_TEST_DIR "/xla_cases";
-  const char *names[] = {"bgc2_nhwc",      "bgc3_nchw_stride_pad", "bgc2_dilated", "fgc3_nhwc",
-                         "grouped_wgrad",  "cond_pred_true",       "cond_pred_false", "switch_0",
-                         "switch_1",       "switch_2",             "switch_7",     "switch_m3",
-                         "fori_loop",      "scan",                 "while_down",   "while_newton",
+  const char *names[] = {"bgc2_nhwc",       "bgc3_nchw_stride_pad",
+                         "bgc2_dilated",    "fgc3_nhwc",
+                         "grouped_wgrad",   "cond_pred_true",
+                         "cond_pred_false", "switch_0",
+                         "switch_1",        "switch_2",
+                         "switch_7",        "switch_m3",
+                         "fori_loop",       "scan",
+                         "while_down",      "while_newton",
                          "while_arg_bound"};
   int failed = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -1041,10 +1060,10 @@ Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
  * to formats narrower and wider than the input's, exported by JAX with XLA's results
  * (tools/export_xla_cases.py). The interpreter must match them bit for bit (a NaN matching
  * any NaN). */
-static const char *const rp_cases[] = {"rp_f32_e8m7", "rp_f32_e5m10", "rp_f32_e4m3", "rp_f32_e2m1",
-                                       "rp_f32_e5m0", "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10",
-                                       "rp_f16_e4m3", "rp_f16_e8m7", "rp_f16_e5m2", "rp_f16_e3m0",
-                                       "rp_f16_e11m52"};
+static const char *const rp_cases[] = {
+    "rp_f32_e8m7",  "rp_f32_e5m10",  "rp_f32_e4m3",  "rp_f32_e2m1", "rp_f32_e5m0",
+    "rp_f32_e8m23", "rp_f32_e11m30", "rp_f16_e5m10", "rp_f16_e4m3", "rp_f16_e8m7",
+    "rp_f16_e5m2",  "rp_f16_e3m0",   "rp_f16_e11m52"};
 
 /* Element i of an f16/f32 array as bits, and whether it is a NaN. */
 static uint32_t rp_bits(const Literal *l, int64_t i, bool *nan) {
@@ -1088,9 +1107,12 @@ Test(interp, xla_reduce_precision_cases, .timeout = 60) {
       uint32_t g = rp_bits(got, i, &gn), w = rp_bits(want, i, &wn), xi = rp_bits(x, i, &xn);
       if (g == w || (gn && wn)) continue;
       if (bad++ < 4)
-        fprintf(stderr, "  %s element %lld: input 0x%x, got 0x%x, XLA 0x%x\n", rp_cases[c], (long long)i, xi, g, w);
+        fprintf(stderr, "  %s element %lld: input 0x%x, got 0x%x, XLA 0x%x\n", rp_cases[c],
+                (long long)i, xi, g, w);
     }
-    if (bad) fprintf(stderr, "  %s: %lld of %lld elements differ from XLA\n", rp_cases[c], (long long)bad, (long long)n);
+    if (bad)
+      fprintf(stderr, "  %s: %lld of %lld elements differ from XLA\n", rp_cases[c], (long long)bad,
+              (long long)n);
     bad_cases += bad > 0;
     hlo_module_free(m);
     hlo_arena_free(a);

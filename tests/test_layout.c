@@ -74,27 +74,32 @@ Test(layout_normalize, column_major_entry_interface_is_an_error) {
 Test(transpose_fold, dot_operands_absorb_transposes) {
   /* lhs: transpose of [k,m] -> [m,k] contracting dim 1 becomes dim 0 of x.
      rhs: transpose of a batched [b,n,k] -> [b,k,n]: batch 0 stays 0, contracting 1 -> 2. */
-  HModule *m = tu_parse("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f32[4,3]{1,0} parameter(0)\n"
-                        "  y = f32[4,5]{1,0} parameter(1)\n"
-                        "  xt = f32[3,4]{1,0} transpose(x), dimensions={1,0}\n"
-                        "  d = f32[3,5]{1,0} dot(xt, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  a = f32[2,6,4]{2,1,0} parameter(2)\n"
-                        "  b = f32[2,7,4]{2,1,0} parameter(3)\n"
-                        "  bt = f32[2,4,7]{2,1,0} transpose(b), dimensions={0,2,1}\n"
-                        "  e = f32[2,6,7]{2,1,0} dot(a, bt), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
-                        "  ROOT t = (f32[3,5]{1,0}, f32[2,6,7]{2,1,0}) tuple(d, e)\n"
-                        "}\n");
+  HModule *m = tu_parse(
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  x = f32[4,3]{1,0} parameter(0)\n"
+      "  y = f32[4,5]{1,0} parameter(1)\n"
+      "  xt = f32[3,4]{1,0} transpose(x), dimensions={1,0}\n"
+      "  d = f32[3,5]{1,0} dot(xt, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  a = f32[2,6,4]{2,1,0} parameter(2)\n"
+      "  b = f32[2,7,4]{2,1,0} parameter(3)\n"
+      "  bt = f32[2,4,7]{2,1,0} transpose(b), dimensions={0,2,1}\n"
+      "  e = f32[2,6,7]{2,1,0} dot(a, bt), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+      "  ROOT t = (f32[3,5]{1,0}, f32[2,6,7]{2,1,0}) tuple(d, e)\n"
+      "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
   cr_expect(tu_run(m, layout_transpose_fold));
   cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
   HInstr *r = m->entry->root;
-  lt_expect_attrs(r->ops[0], "f32[3,5]{1,0} dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}");
-  lt_expect_attrs(r->ops[1], "dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}");
+  lt_expect_attrs(r->ops[0],
+                  "f32[3,5]{1,0} dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}");
+  lt_expect_attrs(r->ops[1], "dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                             "rhs_batch_dims={0}, rhs_contracting_dims={2}");
   Literal *after = lt_eval(m, a);
-  for (int k = 0; k < 2; k++) lt_same(after->elems[k], before->elems[k]);
+  for (int k = 0; k < 2; k++)
+    lt_same(after->elems[k], before->elems[k]);
   hlo_arena_free(a);
   hlo_module_free(m);
 }
@@ -106,7 +111,8 @@ Test(transpose_fold, free_dims_reordered_stay) {
                         "  x = f32[3,2,4]{2,1,0} parameter(0)\n"
                         "  y = f32[4,5]{1,0} parameter(1)\n"
                         "  xt = f32[2,3,4]{2,1,0} transpose(x), dimensions={1,0,2}\n"
-                        "  ROOT d = f32[2,3,5]{2,1,0} dot(xt, y), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+                        "  ROOT d = f32[2,3,5]{2,1,0} dot(xt, y), lhs_contracting_dims={2}, "
+                        "rhs_contracting_dims={0}\n"
                         "}\n");
   cr_expect(!tu_run(m, layout_transpose_fold));
   cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 1);
@@ -119,13 +125,15 @@ Test(transpose_fold, convolution_input_absorbs_transpose) {
                         "  x = f32[1,5,5,2]{3,2,1,0} parameter(0)\n"
                         "  k = f32[3,2,3,3]{3,2,1,0} parameter(1)\n"
                         "  xt = f32[1,2,5,5]{3,2,1,0} transpose(x), dimensions={0,3,1,2}\n"
-                        "  ROOT c = f32[1,3,5,5]{3,2,1,0} convolution(xt, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                        "  ROOT c = f32[1,3,5,5]{3,2,1,0} convolution(xt, k), window={size=3x3 "
+                        "pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
   cr_expect(tu_run(m, layout_transpose_fold));
   cr_expect_eq(tu_count(m->entry, OP_TRANSPOSE), 0);
-  lt_expect_attrs(m->entry->root, "convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_oi01->bf01");
+  lt_expect_attrs(m->entry->root,
+                  "convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_oi01->bf01");
   lt_same(lt_eval(m, a), before);
   hlo_arena_free(a);
   hlo_module_free(m);
@@ -137,8 +145,10 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
   HModule *m = tu_parse("HloModule t\n"
                         "ENTRY e {\n"
                         "  x = f32[2,2,4,4]{3,2,1,0} parameter(0)\n"
-                        "  k = f32[3,2,1,2]{3,2,1,0} constant({{{{1,2}},{{3,4}}},{{{5,6}},{{7,8}}},{{{-1,0}},{{0.5,2}}}})\n"
-                        "  ROOT c = f32[2,3,4,4]{3,2,1,0} convolution(x, k), window={size=1x2 pad=0_0x0_1}, dim_labels=bf01_oi01->bf01\n"
+                        "  k = f32[3,2,1,2]{3,2,1,0} "
+                        "constant({{{{1,2}},{{3,4}}},{{{5,6}},{{7,8}}},{{{-1,0}},{{0.5,2}}}})\n"
+                        "  ROOT c = f32[2,3,4,4]{3,2,1,0} convolution(x, k), window={size=1x2 "
+                        "pad=0_0x0_1}, dim_labels=bf01_oi01->bf01\n"
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
@@ -164,13 +174,14 @@ Test(conv_layout, nchw_convolution_becomes_nhwc_with_constant_hwio_weights) {
 Test(conv_layout, nchw_form_for_targets_that_ask) {
   /* an NHWC/HWIO convolution becomes bf01_oi01->bf01 when the target wants NCHW; the parameter
      kernel gets a transpose, the result is transposed back for the NHWC user */
-  HModule *m = tu_parse("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f32[2,5,4,3]{3,2,1,0} parameter(0)\n"
-                        "  k = f32[3,2,3,4]{3,2,1,0} parameter(1)\n"
-                        "  ROOT c = f32[2,5,3,4]{3,2,1,0} convolution(x, k), window={size=3x2 pad=1_1x0_0}, "
-                        "dim_labels=b01f_01io->b01f\n"
-                        "}\n");
+  HModule *m =
+      tu_parse("HloModule t\n"
+               "ENTRY e {\n"
+               "  x = f32[2,5,4,3]{3,2,1,0} parameter(0)\n"
+               "  k = f32[3,2,3,4]{3,2,1,0} parameter(1)\n"
+               "  ROOT c = f32[2,5,3,4]{3,2,1,0} convolution(x, k), window={size=3x2 pad=1_1x0_0}, "
+               "dim_labels=b01f_01io->b01f\n"
+               "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
   OptOpts o = {0};
@@ -195,7 +206,8 @@ Test(conv_layout, grouped_and_1d_convolutions) {
                         "ENTRY e {\n"
                         "  x = f32[2,4,6]{2,1,0} parameter(0)\n"
                         "  k = f32[4,2,3]{2,1,0} parameter(1)\n"
-                        "  ROOT c = f32[2,4,6]{2,1,0} convolution(x, k), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0, feature_group_count=2\n"
+                        "  ROOT c = f32[2,4,6]{2,1,0} convolution(x, k), window={size=3 pad=1_1}, "
+                        "dim_labels=bf0_oi0->bf0, feature_group_count=2\n"
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);
@@ -297,7 +309,8 @@ Test(transpose_sink, pooling_pad_and_mixed_operands) {
                         "  yt = f32[1,2,6,6]{3,2,1,0} transpose(y), dimensions={0,3,1,2}\n"
                         "  n = f32[] constant(-inf)\n"
                         "  p = f32[1,2,8,8]{3,2,1,0} pad(yt, n), padding=0_0x0_0x1_1x1_1\n"
-                        "  w = f32[1,2,4,4]{3,2,1,0} reduce-window(p, n), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_0x1_0}, to_apply=mx\n"
+                        "  w = f32[1,2,4,4]{3,2,1,0} reduce-window(p, n), window={size=1x1x3x3 "
+                        "stride=1x1x2x2 pad=0_0x0_0x1_0x1_0}, to_apply=mx\n"
                         "  ROOT s = f32[1,2,4,4]{3,2,1,0} add(w, q)\n"
                         "}\n");
   HArena *a = hlo_arena_new();
@@ -309,7 +322,8 @@ Test(transpose_sink, pooling_pad_and_mixed_operands) {
   cr_assert_eq(r->ops[0]->op, OP_TRANSPOSE);
   lt_expect_attrs(r->ops[0]->ops[0], "f32[1,4,4,2]{3,2,1,0} reduce-window(");
   lt_expect_attrs(r->ops[0]->ops[0], "window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_0x1_0x0_0}");
-  lt_expect_attrs(r->ops[0]->ops[0]->ops[0], "f32[1,8,8,2]{3,2,1,0} pad(y, n), padding=0_0x1_1x1_1x0_0");
+  lt_expect_attrs(r->ops[0]->ops[0]->ops[0],
+                  "f32[1,8,8,2]{3,2,1,0} pad(y, n), padding=0_0x1_1x1_1x0_0");
   lt_same(lt_eval(m, a), before);
   hlo_arena_free(a);
   hlo_module_free(m);
@@ -324,13 +338,15 @@ Test(layout_pipeline, conv_bn_relu_conv_chain_has_no_transpose_between_convoluti
                         "  k1 = f32[4,2,3,3]{3,2,1,0} parameter(1)\n"
                         "  s1 = f32[4]{0} parameter(2)\n"
                         "  k2 = f32[3,4,3,3]{3,2,1,0} parameter(3)\n"
-                        "  c1 = f32[1,4,6,6]{3,2,1,0} convolution(x, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                        "  c1 = f32[1,4,6,6]{3,2,1,0} convolution(x, k1), window={size=3x3 "
+                        "pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
                         "  sb = f32[1,4,6,6]{3,2,1,0} broadcast(s1), dimensions={1}\n"
                         "  m1 = f32[1,4,6,6]{3,2,1,0} multiply(c1, sb)\n"
                         "  z = f32[] constant(0)\n"
                         "  zb = f32[1,4,6,6]{3,2,1,0} broadcast(z), dimensions={}\n"
                         "  r1 = f32[1,4,6,6]{3,2,1,0} maximum(m1, zb)\n"
-                        "  ROOT c2 = f32[1,3,6,6]{3,2,1,0} convolution(r1, k2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                        "  ROOT c2 = f32[1,3,6,6]{3,2,1,0} convolution(r1, k2), window={size=3x3 "
+                        "pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
                         "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = lt_eval(m, a);

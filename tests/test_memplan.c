@@ -157,18 +157,19 @@ Test(memplan, tuple_block_and_get_tuple_element) {
 }
 
 Test(memplan, output_fusion_is_never_in_place) {
-  TmCase c = tm_plan("HloModule m\n"
-                     "f {\n  a = f32[4,4] parameter(0)\n  b = f32[4,4] parameter(1)\n"
-                     "  d = f32[4,4] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                     "  ROOT s = f32[4,4] add(d, b)\n}\n"
-                     "g {\n  a = f32[4,4] parameter(0)\n  b = f32[4,4] parameter(1)\n"
-                     "  ROOT s = f32[4,4] multiply(a, b)\n}\n"
-                     "ENTRY e {\n  p = f32[4,4] parameter(0)\n"
-                     "  t = f32[4,4] transpose(p), dimensions={1,0}\n"
-                     "  o = f32[4,4] fusion(p, t), kind=kOutput, calls=f\n"
-                     "  u = f32[4,4] transpose(o), dimensions={1,0}\n"
-                     "  l = f32[4,4] fusion(o, u), kind=kLoop, calls=g\n"
-                     "  ROOT r = f32[4,4] negate(l)\n}\n");
+  TmCase c =
+      tm_plan("HloModule m\n"
+              "f {\n  a = f32[4,4] parameter(0)\n  b = f32[4,4] parameter(1)\n"
+              "  d = f32[4,4] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+              "  ROOT s = f32[4,4] add(d, b)\n}\n"
+              "g {\n  a = f32[4,4] parameter(0)\n  b = f32[4,4] parameter(1)\n"
+              "  ROOT s = f32[4,4] multiply(a, b)\n}\n"
+              "ENTRY e {\n  p = f32[4,4] parameter(0)\n"
+              "  t = f32[4,4] transpose(p), dimensions={1,0}\n"
+              "  o = f32[4,4] fusion(p, t), kind=kOutput, calls=f\n"
+              "  u = f32[4,4] transpose(o), dimensions={1,0}\n"
+              "  l = f32[4,4] fusion(o, u), kind=kLoop, calls=g\n"
+              "  ROOT r = f32[4,4] negate(l)\n}\n");
   /* t is the residual of an output fusion: not overwritten by the accumulation */
   cr_expect_eq(tm_buf(&c, "o")->kind, MEM_TEMP);
   cr_expect_neq(tm_buf(&c, "o")->offset, tm_buf(&c, "t")->offset);
@@ -223,13 +224,14 @@ Test(memplan, input_output_alias_is_honoured_only_when_safe) {
   /* leaf 0 (x = exp(p)) aliases p, but p is read again by y after x: x is computed into
      scratch and copied at the end. leaf 1 (y = p + q) aliases p and is p's last reader,
      elementwise: computed straight into results[1], which may be args[0]. */
-  TmCase c = tm_plan("HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, may-alias) }\n"
-                     "ENTRY e {\n"
-                     "  p = f32[8] parameter(0)\n"
-                     "  q = f32[8] parameter(1)\n"
-                     "  x = f32[8] exponential(p)\n"
-                     "  y = f32[8] add(p, q)\n"
-                     "  ROOT t = (f32[8], f32[8]) tuple(x, y)\n}\n");
+  TmCase c = tm_plan(
+      "HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, may-alias) }\n"
+      "ENTRY e {\n"
+      "  p = f32[8] parameter(0)\n"
+      "  q = f32[8] parameter(1)\n"
+      "  x = f32[8] exponential(p)\n"
+      "  y = f32[8] add(p, q)\n"
+      "  ROOT t = (f32[8], f32[8]) tuple(x, y)\n}\n");
   cr_assert_eq(c.plan.nresults, 2);
   cr_expect_eq(c.plan.results[0].alias_param, 0);
   cr_expect(c.plan.results[0].copy);
@@ -239,12 +241,13 @@ Test(memplan, input_output_alias_is_honoured_only_when_safe) {
   cr_expect_eq(tm_buf(&c, "y")->kind, MEM_RESULT);
   tm_free(&c);
   /* a leaf that is the parameter itself, or another leaf copying it: no aliasing */
-  TmCase d = tm_plan("HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias) }\n"
-                     "ENTRY e {\n"
-                     "  p = f32[8] parameter(0)\n"
-                     "  q = f32[8] parameter(1)\n"
-                     "  n = f32[8] negate(q)\n"
-                     "  ROOT t = (f32[8], f32[8], f32[8]) tuple(p, n, q)\n}\n");
+  TmCase d = tm_plan(
+      "HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias) }\n"
+      "ENTRY e {\n"
+      "  p = f32[8] parameter(0)\n"
+      "  q = f32[8] parameter(1)\n"
+      "  n = f32[8] negate(q)\n"
+      "  ROOT t = (f32[8], f32[8], f32[8]) tuple(p, n, q)\n}\n");
   cr_expect_eq(d.plan.results[0].alias_param, -1);
   cr_expect_eq(d.plan.results[1].alias_param, -1);
   cr_expect_eq(d.plan.results[2].alias_param, -1);

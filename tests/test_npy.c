@@ -21,7 +21,7 @@ Test(npy, reads_corpus_fixture) {
 }
 
 Test(npy, write_read_roundtrip_all_dtypes) {
-  DType types[] = {DT_PRED, DT_S8, DT_S16, DT_S32, DT_S64, DT_U8,
+  DType types[] = {DT_PRED, DT_S8,  DT_S16, DT_S32, DT_S64, DT_U8,
                    DT_U16,  DT_U32, DT_U64, DT_F16, DT_F32, DT_F64};
   char path[] = "/tmp/hloc_npy_XXXXXX";
   int fd = mkstemp(path);
@@ -33,7 +33,8 @@ Test(npy, write_read_roundtrip_all_dtypes) {
     int64_t dims[] = {3, 5};
     Shape s = hlo_shape_array(types[t], t % 3 == 0 ? 1 : 2, dims);
     Literal *l = hlo_literal_new(a, &s);
-    for (int64_t i = 0; i < hlo_shape_elems(&s); i++) hlo_literal_set_i64(l, i, (i * 7) % 11 - (types[t] == DT_PRED ? 0 : 3));
+    for (int64_t i = 0; i < hlo_shape_elems(&s); i++)
+      hlo_literal_set_i64(l, i, (i * 7) % 11 - (types[t] == DT_PRED ? 0 : 3));
     cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
     Literal *r = hlo_npy_read(a, path, &err);
     cr_assert(r, "%s: %s", hlo_dtype_name(types[t]), err.msg);
@@ -77,7 +78,8 @@ Test(npy, bf16_bits) {
   int64_t dims[] = {4};
   Shape s = hlo_shape_array(DT_BF16, 1, dims);
   Literal *l = hlo_literal_new(a, &s);
-  for (int i = 0; i < 4; i++) hlo_literal_set_f64(l, i, 1.5 * i - 2.25);
+  for (int i = 0; i < 4; i++)
+    hlo_literal_set_f64(l, i, 1.5 * i - 2.25);
   cr_assert(hlo_npy_write(path, l, &err), "%s", err.msg);
   Literal *r = hlo_npy_read(a, path, &err);
   cr_assert(r, "%s", err.msg);
@@ -115,7 +117,8 @@ static const char *parse_err(const void *buf, size_t len) {
 Test(npy, rejects_bad_files) {
   const char *m;
   cr_expect((m = parse_err("hello", 5)) && strstr(m, "bad.npy: not a .npy file"), "%s", m);
-  static const char hdr[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }        \n";
+  static const char hdr[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': False, "
+                            "'shape': (2, 3), }        \n";
   /* the data is missing: truncated */
   cr_expect((m = parse_err(hdr, sizeof hdr - 1)) && strstr(m, "truncated .npy data"), "%s", m);
   /* header length beyond the file */
@@ -135,7 +138,8 @@ Test(npy, rejects_bad_files) {
   size_t len;
   HErr err = {0};
   cr_assert(hlo_read_file(HLOC_CORPUS_DIR "/fixtures/mlp/in2.npy", &buf, &len, &err));
-  for (size_t cut = 0; cut < len; cut++) cr_expect(parse_err(buf, cut), "cut at %zu accepted", cut);
+  for (size_t cut = 0; cut < len; cut++)
+    cr_expect(parse_err(buf, cut), "cut at %zu accepted", cut);
   free(buf);
 }
 
@@ -166,7 +170,8 @@ Test(compare, tolerance_and_nan) {
 Test(npy, header_ending_inside_a_value) {
   /* found by fuzzing: a key whose value would start at the end of the header */
   static const char h1[] = "\x93NUMPY\x01\x00\x09\x00{'descr':";
-  static const char h2[] = "\x93NUMPY\x01\x00\x33\x00{'shape': (2,), 'descr': '<f4', 'fortran_order': Fa";
+  static const char h2[] =
+      "\x93NUMPY\x01\x00\x33\x00{'shape': (2,), 'descr': '<f4', 'fortran_order': Fa";
   const char *m;
   cr_expect((m = parse_err(h1, sizeof h1 - 1)) && strstr(m, "malformed"), "%s", m);
   cr_expect((m = parse_err(h2, sizeof h2 - 1)) && strstr(m, "fortran_order"), "%s", m);

@@ -18,12 +18,12 @@
 #include "proto.h"
 #include "test_util.h"
 
-static const char *fixtures[] = {"elementwise_chain", "mlp",        "frozen_mlp",
-                                 "simple_cnn",        "transformer_layer", "resnet_block",
-                                 "resnet18",          "bert_base",  "simple_cnn_train_step"};
-static const char *bench[] = {"elementwise_chain", "mlp",      "simple_cnn",
-                              "transformer_layer", "resnet_block", "resnet18",
-                              "bert_base",         "simple_cnn_train_step"};
+static const char *fixtures[] = {"elementwise_chain",    "mlp",          "frozen_mlp", "simple_cnn",
+                                 "transformer_layer",    "resnet_block", "resnet18",   "bert_base",
+                                 "simple_cnn_train_step"};
+static const char *bench[] = {
+    "elementwise_chain", "mlp",      "simple_cnn", "transformer_layer",
+    "resnet_block",      "resnet18", "bert_base",  "simple_cnn_train_step"};
 
 static HModule *load(const char *dir, const char *model, HErr *err) {
   /* the binary proto: text dumps elide large constants (frozen_mlp) */
@@ -62,8 +62,8 @@ static void expect_xla_outputs(const char *model, const Literal *r, const char *
     const Literal *got = hlo_shape_is_tuple(&r->shape) ? r->elems[k] : r;
     HCompare cmp;
     cr_assert(hlo_literal_compare(got, want, rtol, 1e-5, &cmp, &err), "%s", err.msg);
-    cr_expect(cmp.bad == 0, "%s%s out%d: %lld bad, worst [%lld] got %g want %g", model, label,
-              k, (long long)cmp.bad, (long long)cmp.worst, cmp.worst_got, cmp.worst_want);
+    cr_expect(cmp.bad == 0, "%s%s out%d: %lld bad, worst [%lld] got %g want %g", model, label, k,
+              (long long)cmp.bad, (long long)cmp.worst, cmp.worst_got, cmp.worst_want);
   }
   hlo_arena_free(a);
 }
@@ -82,7 +82,8 @@ static void check_fixture(const char *model, bool freeze_weights) {
   int first_arg = np;
   if (freeze_weights) {
     /* freeze every parameter but the first (the data) */
-    for (int i = np - 1; i >= 1; i--) cr_assert(opt_freeze(m, i, args[i], &err), "%s", err.msg);
+    for (int i = np - 1; i >= 1; i--)
+      cr_assert(opt_freeze(m, i, args[i], &err), "%s", err.msg);
     first_arg = 1;
   }
   OptOpts o = {.verify_each = true};
@@ -99,12 +100,14 @@ static void check_fixture(const char *model, bool freeze_weights) {
 }
 
 Test(opt_corpus, fixtures_match_xla_after_optimization, .timeout = 600) {
-  for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) check_fixture(fixtures[i], false);
+  for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++)
+    check_fixture(fixtures[i], false);
 }
 
 Test(opt_corpus, frozen_fixtures_match_xla, .timeout = 600) {
   const char *frozen[] = {"mlp", "simple_cnn", "resnet18", "resnet_block"};
-  for (size_t i = 0; i < sizeof frozen / sizeof *frozen; i++) check_fixture(frozen[i], true);
+  for (size_t i = 0; i < sizeof frozen / sizeof *frozen; i++)
+    check_fixture(frozen[i], true);
 }
 
 /* The driver's --freeze path: mlp's weights frozen from .npy files through
@@ -128,8 +131,8 @@ Test(opt_corpus, freeze_specs_mlp_matches_xla, .timeout = 120) {
     char num[16];
     snprintf(num, sizeof num, "%d", i);
     if (i != 1 && i != 3) arg = num;
-    snprintf(spec[i - 1], sizeof spec[i - 1], "%s=%s/fixtures/mlp/in%d.npy", arg,
-             HLOC_CORPUS_DIR, i);
+    snprintf(spec[i - 1], sizeof spec[i - 1], "%s=%s/fixtures/mlp/in%d.npy", arg, HLOC_CORPUS_DIR,
+             i);
     specs[i - 1] = spec[i - 1];
   }
   cr_assert(opt_freeze_specs(m, np - 1, specs, &err), "%s", err.msg);
@@ -187,7 +190,8 @@ Test(opt_corpus, dumps_parse_back) {
     } else if (strstr(e->d_name, "buffer-assignment.txt")) {
       char *buf = slurp(path, NULL);
       cr_expect(strstr(buf, "TEMP_BYTES ") && strstr(buf, "peak-live lower bound ") &&
-                strstr(buf, "fragmentation ") && strstr(buf, " temp ") && strstr(buf, "result 0: "),
+                    strstr(buf, "fragmentation ") && strstr(buf, " temp ") &&
+                    strstr(buf, "result 0: "),
                 "%s", buf);
       free(buf);
       bufs = true;
@@ -249,11 +253,14 @@ static int xla_kernels(const char *model) {
         q++;
       } while (depth && *q);
     } else {
-      while (*q && *q != ' ') q++;
+      while (*q && *q != ' ')
+        q++;
     }
-    while (*q == ' ') q++;
+    while (*q == ' ')
+      q++;
     size_t len = strcspn(q, "(");
-    static const char *free_ops[] = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"};
+    static const char *free_ops[] = {"parameter", "constant", "tuple", "get-tuple-element",
+                                     "bitcast"};
     bool is_free = false;
     for (size_t k = 0; k < sizeof free_ops / sizeof *free_ops; k++)
       is_free |= len == strlen(free_ops[k]) && !strncmp(q, free_ops[k], len);
@@ -299,7 +306,9 @@ Test(opt_corpus, bench_kernels_and_memory, .timeout = 120) {
     HArena *a = hlo_arena_new();
     MemPlan plan;
     cr_assert(memplan_assign(m->entry, a, &plan, &err), "%s: %s", bench[i], err.msg);
-    double over = plan.peak_live ? 100.0 * (double)(plan.temp_bytes - plan.peak_live) / (double)plan.peak_live : 0;
+    double over = plan.peak_live
+                      ? 100.0 * (double)(plan.temp_bytes - plan.peak_live) / (double)plan.peak_live
+                      : 0;
     printf("%-22s %7d %5d %14lld %14lld %6.2f%% %14lld %9.2f\n", bench[i], s.kernels, x,
            (long long)plan.temp_bytes, (long long)plan.peak_live, over, xla_cpu_temp(bench[i]),
            1e3 * dt);

@@ -24,33 +24,34 @@ static Literal *eval(HModule *m, HArena *a) { return tu_eval(m, a, 0.25, 7, 1, 1
  * lists five parameters and the alias into the tuple's leaf {1, 0} names parameter 2; the
  * value computed from the leaves is the one computed from the tuple. */
 Test(opt_flatten_params, tuple_parameter_becomes_its_leaves) {
-  static const char *text =
-      "HloModule t, input_output_alias={ {}: (1, {1, 0}, may-alias) }, "
-      "entry_computation_layout={(f32[4]{0}, (f32[4]{0}, (f32[4]{0}, s32[4]{0})), f32[4]{0})->f32[4]{0}}\n"
-      "ENTRY e {\n"
-      "  x = f32[4] parameter(0)\n"
-      "  p = (f32[4], (f32[4], s32[4])) parameter(1)\n"
-      "  z = f32[4] parameter(2)\n"
-      "  a = f32[4] get-tuple-element(p), index=0\n"
-      "  q = (f32[4], s32[4]) get-tuple-element(p), index=1\n"
-      "  b = f32[4] get-tuple-element(q), index=0\n"
-      "  c = s32[4] get-tuple-element(q), index=1\n"
-      "  cf = f32[4] convert(c)\n"
-      "  s = f32[4] add(a, b)\n"
-      "  t = f32[4] multiply(s, cf)\n"
-      "  u = f32[4] subtract(t, x)\n"
-      "  ROOT r = f32[4] add(u, z)\n"
-      "}\n";
+  static const char *text = "HloModule t, input_output_alias={ {}: (1, {1, 0}, may-alias) }, "
+                            "entry_computation_layout={(f32[4]{0}, (f32[4]{0}, (f32[4]{0}, "
+                            "s32[4]{0})), f32[4]{0})->f32[4]{0}}\n"
+                            "ENTRY e {\n"
+                            "  x = f32[4] parameter(0)\n"
+                            "  p = (f32[4], (f32[4], s32[4])) parameter(1)\n"
+                            "  z = f32[4] parameter(2)\n"
+                            "  a = f32[4] get-tuple-element(p), index=0\n"
+                            "  q = (f32[4], s32[4]) get-tuple-element(p), index=1\n"
+                            "  b = f32[4] get-tuple-element(q), index=0\n"
+                            "  c = s32[4] get-tuple-element(q), index=1\n"
+                            "  cf = f32[4] convert(c)\n"
+                            "  s = f32[4] add(a, b)\n"
+                            "  t = f32[4] multiply(s, cf)\n"
+                            "  u = f32[4] subtract(t, x)\n"
+                            "  ROOT r = f32[4] add(u, z)\n"
+                            "}\n";
   HModule *m = tu_parse(text);
   HArena *ar = hlo_arena_new();
   /* leaves x, a, b, c, z, and the same values as the tuple argument of the original */
   const Shape *ps = &m->entry->params[1]->shape;
-  const Shape *ls[5] = {&m->entry->params[0]->shape, &ps->tuple[0], &ps->tuple[1].tuple[0], &ps->tuple[1].tuple[1],
-                        &m->entry->params[2]->shape};
+  const Shape *ls[5] = {&m->entry->params[0]->shape, &ps->tuple[0], &ps->tuple[1].tuple[0],
+                        &ps->tuple[1].tuple[1], &m->entry->params[2]->shape};
   Literal *leaf[5];
   for (int i = 0; i < 5; i++) {
     leaf[i] = hlo_literal_new(ar, ls[i]);
-    for (int64_t k = 0; k < 4; k++) hlo_literal_set_f64(leaf[i], k, (double)(3 * i + k) * 0.5 - 2);
+    for (int64_t k = 0; k < 4; k++)
+      hlo_literal_set_f64(leaf[i], k, (double)(3 * i + k) * 0.5 - 2);
   }
   Literal *tup = hlo_literal_new(ar, ps);
   tup->elems[0] = leaf[1];
@@ -321,22 +322,22 @@ Test(opt_cse, never_merges_random_numbers) {
 
 /* ------------------------------------------------------------------ fold-batchnorm, freeze */
 
-static const char *conv_bn =
-    "HloModule t\n"
-    "ENTRY e {\n"
-    "  x = f32[1,2,4,4] parameter(0)\n"
-    "  w = f32[3,2,3,3] parameter(1)\n"
-    "  c = f32[1,3,4,4] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
-    "  m = f32[3] constant({0.5, -1, 2})\n"
-    "  mb = f32[1,3,4,4] broadcast(m), dimensions={1}\n"
-    "  s = f32[1,3,4,4] subtract(c, mb)\n"
-    "  g = f32[3] constant({2, 0.25, -3})\n"
-    "  gb = f32[1,3,4,4] broadcast(g), dimensions={1}\n"
-    "  p = f32[1,3,4,4] multiply(s, gb)\n"
-    "  be = f32[3] constant({1, 2, 3})\n"
-    "  beb = f32[1,3,4,4] broadcast(be), dimensions={1}\n"
-    "  ROOT o = f32[1,3,4,4] add(p, beb)\n"
-    "}\n";
+static const char *conv_bn = "HloModule t\n"
+                             "ENTRY e {\n"
+                             "  x = f32[1,2,4,4] parameter(0)\n"
+                             "  w = f32[3,2,3,3] parameter(1)\n"
+                             "  c = f32[1,3,4,4] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                             "dim_labels=bf01_oi01->bf01\n"
+                             "  m = f32[3] constant({0.5, -1, 2})\n"
+                             "  mb = f32[1,3,4,4] broadcast(m), dimensions={1}\n"
+                             "  s = f32[1,3,4,4] subtract(c, mb)\n"
+                             "  g = f32[3] constant({2, 0.25, -3})\n"
+                             "  gb = f32[1,3,4,4] broadcast(g), dimensions={1}\n"
+                             "  p = f32[1,3,4,4] multiply(s, gb)\n"
+                             "  be = f32[3] constant({1, 2, 3})\n"
+                             "  beb = f32[1,3,4,4] broadcast(be), dimensions={1}\n"
+                             "  ROOT o = f32[1,3,4,4] add(p, beb)\n"
+                             "}\n";
 
 Test(opt_fold_batchnorm, scale_and_shift_fold_into_frozen_conv_weights) {
   HModule *m = tu_parse(conv_bn);
@@ -370,13 +371,14 @@ Test(opt_fold_batchnorm, parameter_weights_are_left_alone) {
 }
 
 Test(opt_freeze, renumbers_parameters_and_layout) {
-  HModule *m = tu_parse("HloModule t, entry_computation_layout={(f32[2]{0}, f32[2]{0}, s32[3]{0})->f32[2]{0}}\n"
-                        "ENTRY e {\n"
-                        "  a = f32[2] parameter(0)\n"
-                        "  b = f32[2] parameter(1)\n"
-                        "  c = s32[3] parameter(2)\n"
-                        "  ROOT s = f32[2] add(a, b)\n"
-                        "}\n");
+  HModule *m = tu_parse(
+      "HloModule t, entry_computation_layout={(f32[2]{0}, f32[2]{0}, s32[3]{0})->f32[2]{0}}\n"
+      "ENTRY e {\n"
+      "  a = f32[2] parameter(0)\n"
+      "  b = f32[2] parameter(1)\n"
+      "  c = s32[3] parameter(2)\n"
+      "  ROOT s = f32[2] add(a, b)\n"
+      "}\n");
   HArena *a = hlo_arena_new();
   int64_t two = 2;
   Shape s = hlo_shape_array(DT_F32, 1, &two);
@@ -402,10 +404,10 @@ Test(opt_freeze, renumbers_parameters_and_layout) {
 /* opt_freeze_specs cases: a module with three f32[2] parameters (b also known by its op_name
  * "weights"), root (a + b) * c, and b.npy = {5, 7}, c.npy = {2, 3} in a fresh directory. */
 typedef struct FreezeCase {
-  HModule *m;     /* the module */
-  char dir[64];   /* the directory holding b.npy and c.npy */
-  char b[128];    /* path of b.npy */
-  char c[128];    /* path of c.npy */
+  HModule *m;        /* the module */
+  char dir[64];      /* the directory holding b.npy and c.npy */
+  char b[128];       /* path of b.npy */
+  char c[128];       /* path of c.npy */
   char spec[4][256]; /* room for the specs a case builds */
 } FreezeCase;
 
@@ -558,18 +560,19 @@ Test(opt_fusion, elementwise_chain_is_one_loop_fusion) {
 }
 
 Test(opt_fusion, dot_bias_relu_is_one_output_fusion) {
-  HModule *m = tu_parse("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f32[8,16] parameter(0)\n"
-                        "  w = f32[16,4] parameter(1)\n"
-                        "  b = f32[4] parameter(2)\n"
-                        "  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  bb = f32[8,4] broadcast(b), dimensions={1}\n"
-                        "  a = f32[8,4] add(d, bb)\n"
-                        "  z = f32[] constant(0)\n"
-                        "  zb = f32[8,4] broadcast(z), dimensions={}\n"
-                        "  ROOT r = f32[8,4] maximum(a, zb)\n"
-                        "}\n");
+  HModule *m =
+      tu_parse("HloModule t\n"
+               "ENTRY e {\n"
+               "  x = f32[8,16] parameter(0)\n"
+               "  w = f32[16,4] parameter(1)\n"
+               "  b = f32[4] parameter(2)\n"
+               "  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  bb = f32[8,4] broadcast(b), dimensions={1}\n"
+               "  a = f32[8,4] add(d, bb)\n"
+               "  z = f32[] constant(0)\n"
+               "  zb = f32[8,4] broadcast(z), dimensions={}\n"
+               "  ROOT r = f32[8,4] maximum(a, zb)\n"
+               "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
   tu_run(m, opt_fusion);
@@ -599,25 +602,25 @@ static void fuse_keeping_values(HModule *m, const OptOpts *o) {
 
 /* conv -> per-channel scale -> relu -> mean over the spatial dims (NHWC); and a large
    gradient-like value read by two convolutions */
-static const char *conv_pool =
-    "HloModule t\n"
-    "add {\n"
-    "  p = f32[] parameter(0)\n"
-    "  q = f32[] parameter(1)\n"
-    "  ROOT s = f32[] add(p, q)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x = f32[2,8,8,3] parameter(0)\n"
-    "  k = f32[3,3,3,4] parameter(1)\n"
-    "  g = f32[4] parameter(2)\n"
-    "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-    "  gb = f32[2,8,8,4] broadcast(g), dimensions={3}\n"
-    "  sc = f32[2,8,8,4] multiply(c, gb)\n"
-    "  z = f32[] constant(0)\n"
-    "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
-    "  r = f32[2,8,8,4] maximum(sc, zb)\n"
-    "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
-    "}\n";
+static const char *conv_pool = "HloModule t\n"
+                               "add {\n"
+                               "  p = f32[] parameter(0)\n"
+                               "  q = f32[] parameter(1)\n"
+                               "  ROOT s = f32[] add(p, q)\n"
+                               "}\n"
+                               "ENTRY e {\n"
+                               "  x = f32[2,8,8,3] parameter(0)\n"
+                               "  k = f32[3,3,3,4] parameter(1)\n"
+                               "  g = f32[4] parameter(2)\n"
+                               "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 "
+                               "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                               "  gb = f32[2,8,8,4] broadcast(g), dimensions={3}\n"
+                               "  sc = f32[2,8,8,4] multiply(c, gb)\n"
+                               "  z = f32[] constant(0)\n"
+                               "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
+                               "  r = f32[2,8,8,4] maximum(sc, zb)\n"
+                               "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
+                               "}\n";
 
 Test(opt_fusion, conv_epilogue_read_by_a_reduction_goes_into_it_when_asked) {
   for (int ask = 0; ask < 2; ask++) {
@@ -651,22 +654,26 @@ Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_a
   static const struct {
     const char *dims, *shape, *fn;
     bool joins;
-  } cases[] = {{"1,2", "f32[2,4]", "add", true},    {"2", "f32[2,8,4]", "add", true},
-               {"0", "f32[8,8,4]", "add", false},   {"1,2,3", "f32[2]", "add", false},
-               {"1,2", "f32[2,4]", "mx", true},     {"1,2", "f32[2,4]", "mul", false}};
-  static const char *reducers = "mx {\n  p1 = f32[] parameter(0)\n  q1 = f32[] parameter(1)\n  ROOT t1 = f32[] maximum(p1, q1)\n}\n"
-                                "mul {\n  p2 = f32[] parameter(0)\n  q2 = f32[] parameter(1)\n  ROOT t2 = f32[] multiply(p2, q2)\n}\n";
+  } cases[] = {{"1,2", "f32[2,4]", "add", true},  {"2", "f32[2,8,4]", "add", true},
+               {"0", "f32[8,8,4]", "add", false}, {"1,2,3", "f32[2]", "add", false},
+               {"1,2", "f32[2,4]", "mx", true},   {"1,2", "f32[2,4]", "mul", false}};
+  static const char *reducers = "mx {\n  p1 = f32[] parameter(0)\n  q1 = f32[] parameter(1)\n  "
+                                "ROOT t1 = f32[] maximum(p1, q1)\n}\n"
+                                "mul {\n  p2 = f32[] parameter(0)\n  q2 = f32[] parameter(1)\n  "
+                                "ROOT t2 = f32[] multiply(p2, q2)\n}\n";
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char text[4096];
     const char *entry = strstr(conv_pool, "ENTRY"), *tail = strstr(conv_pool, "  ROOT m");
-    snprintf(text, sizeof text, "%.*s%s%.*s  ROOT m = %s reduce(r, z), dimensions={%s}, to_apply=%s\n}\n",
-             (int)(entry - conv_pool), conv_pool, reducers, (int)(tail - entry), entry, cases[i].shape, cases[i].dims,
-             cases[i].fn);
+    snprintf(text, sizeof text,
+             "%.*s%s%.*s  ROOT m = %s reduce(r, z), dimensions={%s}, to_apply=%s\n}\n",
+             (int)(entry - conv_pool), conv_pool, reducers, (int)(tail - entry), entry,
+             cases[i].shape, cases[i].dims, cases[i].fn);
     HModule *m = tu_parse(text);
     fuse_keeping_values(m, &(OptOpts){0});
     HInstr *red = find_fusion(m->entry, FK_INPUT, 0), *conv = find_fusion(m->entry, FK_OUTPUT, 0);
     cr_assert(conv, "%s over {%s}: the convolution's fusion", cases[i].fn, cases[i].dims);
-    cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
+    cr_expect_eq(conv->calls[0]->root->op == OP_REDUCE, cases[i].joins, "%s over {%s}", cases[i].fn,
+                 cases[i].dims);
     cr_expect_eq(red == NULL, cases[i].joins, "%s over {%s}", cases[i].fn, cases[i].dims);
     hlo_module_free(m);
   }
@@ -675,17 +682,19 @@ Test(opt_fusion, reduction_joins_conv_epilogue_only_when_it_keeps_few_elements_a
 Test(opt_fusion, reduction_stays_out_of_a_grouped_convolution) {
   /* a grouped convolution is not one the CPU's implicit GEMM takes: its pool stays a kInput
      fusion of its own */
-  HModule *m = tu_parse("HloModule t\n"
-                        "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
-                        "ENTRY e {\n"
-                        "  x = f32[2,8,8,4] parameter(0)\n"
-                        "  k = f32[3,3,2,4] parameter(1)\n"
-                        "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2\n"
-                        "  z = f32[] constant(0)\n"
-                        "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
-                        "  r = f32[2,8,8,4] maximum(c, zb)\n"
-                        "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
-                        "}\n");
+  HModule *m = tu_parse(
+      "HloModule t\n"
+      "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[2,8,8,4] parameter(0)\n"
+      "  k = f32[3,3,2,4] parameter(1)\n"
+      "  c = f32[2,8,8,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f, feature_group_count=2\n"
+      "  z = f32[] constant(0)\n"
+      "  zb = f32[2,8,8,4] broadcast(z), dimensions={}\n"
+      "  r = f32[2,8,8,4] maximum(c, zb)\n"
+      "  ROOT m = f32[2,4] reduce(r, z), dimensions={1,2}, to_apply=add\n"
+      "}\n");
   fuse_keeping_values(m, &(OptOpts){0});
   cr_expect(find_fusion(m->entry, FK_INPUT, 0) != NULL, "the pool is a kInput fusion of its own");
   hlo_module_free(m);
@@ -694,19 +703,20 @@ Test(opt_fusion, reduction_stays_out_of_a_grouped_convolution) {
 Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
   /* d = dy * 2 (1M+ elements) read by two convolutions: duplicated into both operands by
      default, computed once by its own kernel when the target stages convolution operands */
-  static const char *two_convs =
-      "HloModule t\n"
-      "ENTRY e {\n"
-      "  dy = f32[4,128,64,32] parameter(0)\n"
-      "  k1 = f32[3,3,32,8] parameter(1)\n"
-      "  k2 = f32[3,3,32,8] parameter(2)\n"
-      "  two = f32[] constant(2)\n"
-      "  tb = f32[4,128,64,32] broadcast(two), dimensions={}\n"
-      "  d = f32[4,128,64,32] multiply(dy, tb)\n"
-      "  c1 = f32[4,128,64,8] convolution(d, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-      "  c2 = f32[4,128,64,8] convolution(d, k2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-      "  ROOT t = (f32[4,128,64,8], f32[4,128,64,8]) tuple(c1, c2)\n"
-      "}\n";
+  static const char *two_convs = "HloModule t\n"
+                                 "ENTRY e {\n"
+                                 "  dy = f32[4,128,64,32] parameter(0)\n"
+                                 "  k1 = f32[3,3,32,8] parameter(1)\n"
+                                 "  k2 = f32[3,3,32,8] parameter(2)\n"
+                                 "  two = f32[] constant(2)\n"
+                                 "  tb = f32[4,128,64,32] broadcast(two), dimensions={}\n"
+                                 "  d = f32[4,128,64,32] multiply(dy, tb)\n"
+                                 "  c1 = f32[4,128,64,8] convolution(d, k1), window={size=3x3 "
+                                 "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                                 "  c2 = f32[4,128,64,8] convolution(d, k2), window={size=3x3 "
+                                 "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                                 "  ROOT t = (f32[4,128,64,8], f32[4,128,64,8]) tuple(c1, c2)\n"
+                                 "}\n";
   for (int staged = 0; staged < 2; staged++) {
     HModule *m = tu_parse(two_convs);
     OptOpts o = {0};
@@ -738,9 +748,11 @@ Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
       "  k1 = f32[3,3,16,8] parameter(1)\n"
       "  k2 = f32[1,1,16,8] parameter(2)\n"
       "  c = f32[] constant(-inf)\n"
-      "  p = f32[4,16,32,32] reduce-window(x, c), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
+      "  p = f32[4,16,32,32] reduce-window(x, c), window={size=1x1x3x3 stride=1x1x2x2 "
+      "pad=0_0x0_0x0_1x0_1}, to_apply=max\n"
       "  t = f32[4,32,32,16] transpose(p), dimensions={0,2,3,1}\n"
-      "  c1 = f32[4,32,32,8] convolution(t, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  c1 = f32[4,32,32,8] convolution(t, k1), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n"
       "  c2 = f32[4,32,32,8] convolution(t, k2), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
       "  ROOT r = f32[4,32,32,8] add(c1, c2)\n"
       "}\n";
@@ -756,7 +768,9 @@ Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
       HInstr *x = m->entry->instrs[i];
       if (x->op != OP_FUSION) continue;
       const HInstr *root = x->calls[0]->root;
-      if (x->fusion_kind == FK_LOOP && root->op == OP_TRANSPOSE && root->ops[0]->op == OP_REDUCE_WINDOW) pool_loops++;
+      if (x->fusion_kind == FK_LOOP && root->op == OP_TRANSPOSE &&
+          root->ops[0]->op == OP_REDUCE_WINDOW)
+        pool_loops++;
       if (x->fusion_kind == FK_OUTPUT) transposes_in_convs += tu_count(x->calls[0], OP_TRANSPOSE);
     }
     cr_expect_eq(pool_loops, staged ? 0 : 1, "staged=%d", staged);
@@ -767,30 +781,29 @@ Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
   }
 }
 
-static const char *softmax =
-    "HloModule t\n"
-    "mx {\n"
-    "  ma = f32[] parameter(0)\n"
-    "  mb2 = f32[] parameter(1)\n"
-    "  ROOT mm = f32[] maximum(ma, mb2)\n"
-    "}\n"
-    "sm {\n"
-    "  sa = f32[] parameter(0)\n"
-    "  sb2 = f32[] parameter(1)\n"
-    "  ROOT ss = f32[] add(sa, sb2)\n"
-    "}\n"
-    "ENTRY e {\n"
-    "  x = f32[4,16] parameter(0)\n"
-    "  ninf = f32[] constant(-inf)\n"
-    "  m = f32[4] reduce(x, ninf), dimensions={1}, to_apply=mx\n"
-    "  mb = f32[4,16] broadcast(m), dimensions={0}\n"
-    "  d = f32[4,16] subtract(x, mb)\n"
-    "  ex = f32[4,16] exponential(d)\n"
-    "  z = f32[] constant(0)\n"
-    "  s = f32[4] reduce(ex, z), dimensions={1}, to_apply=sm\n"
-    "  sb = f32[4,16] broadcast(s), dimensions={0}\n"
-    "  ROOT r = f32[4,16] divide(ex, sb)\n"
-    "}\n";
+static const char *softmax = "HloModule t\n"
+                             "mx {\n"
+                             "  ma = f32[] parameter(0)\n"
+                             "  mb2 = f32[] parameter(1)\n"
+                             "  ROOT mm = f32[] maximum(ma, mb2)\n"
+                             "}\n"
+                             "sm {\n"
+                             "  sa = f32[] parameter(0)\n"
+                             "  sb2 = f32[] parameter(1)\n"
+                             "  ROOT ss = f32[] add(sa, sb2)\n"
+                             "}\n"
+                             "ENTRY e {\n"
+                             "  x = f32[4,16] parameter(0)\n"
+                             "  ninf = f32[] constant(-inf)\n"
+                             "  m = f32[4] reduce(x, ninf), dimensions={1}, to_apply=mx\n"
+                             "  mb = f32[4,16] broadcast(m), dimensions={0}\n"
+                             "  d = f32[4,16] subtract(x, mb)\n"
+                             "  ex = f32[4,16] exponential(d)\n"
+                             "  z = f32[] constant(0)\n"
+                             "  s = f32[4] reduce(ex, z), dimensions={1}, to_apply=sm\n"
+                             "  sb = f32[4,16] broadcast(s), dimensions={0}\n"
+                             "  ROOT r = f32[4,16] divide(ex, sb)\n"
+                             "}\n";
 
 Test(opt_fusion, softmax_is_three_kernels_with_multi_output_exp_and_sum) {
   HModule *m = tu_parse(softmax);
@@ -806,7 +819,8 @@ Test(opt_fusion, softmax_is_three_kernels_with_multi_output_exp_and_sum) {
   cr_expect_eq(tu_count(m->entry, OP_EXP), 0);
   /* exp is computed once: exactly one exponential across all fused computations */
   int nexp = 0;
-  for (int i = 0; i < m->ncomps; i++) nexp += tu_count(m->comps[i], OP_EXP);
+  for (int i = 0; i < m->ncomps; i++)
+    nexp += tu_count(m->comps[i], OP_EXP);
   cr_expect_eq(nexp, 1, "exp duplicated %d times", nexp);
   HInstr *mo = NULL;
   for (int i = 0; i < m->entry->ninstrs; i++)
@@ -850,7 +864,8 @@ Test(opt_fusion, mean_epilogue_and_sibling_reductions) {
   cr_expect_eq(f->calls[0]->root->op, OP_TUPLE);
   cr_expect_eq(tu_count(f->calls[0], OP_DIVIDE), 2, "the divisions are reduce epilogues");
   Literal *after = eval(m, ar);
-  for (int k = 0; k < 2; k++) tu_expect_same(after->elems[k], before->elems[k], 1e-6);
+  for (int k = 0; k < 2; k++)
+    tu_expect_same(after->elems[k], before->elems[k], 1e-6);
   hlo_arena_free(ar);
   hlo_module_free(m);
 }
@@ -871,7 +886,8 @@ Test(opt_fusion, expensive_producer_with_two_consumers_is_not_duplicated) {
                         "}\n");
   tu_run(m, opt_fusion);
   int nexp = 0;
-  for (int i = 0; i < m->ncomps; i++) nexp += tu_count(m->comps[i], OP_EXP);
+  for (int i = 0; i < m->ncomps; i++)
+    nexp += tu_count(m->comps[i], OP_EXP);
   cr_expect_eq(nexp, 1);
   /* exp is its own kernel, read by two fusions */
   HInstr *fe = NULL;
@@ -891,7 +907,8 @@ Test(opt_fusion, transposes_fuse_into_dot_operands) {
                         "  k = f32[2,8,4,16] parameter(1)\n"
                         "  qt = f32[2,4,8,16] transpose(q), dimensions={0,2,1,3}\n"
                         "  kt = f32[2,4,8,16] transpose(k), dimensions={0,2,1,3}\n"
-                        "  ROOT d = f32[2,4,8,8] dot(qt, kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+                        "  ROOT d = f32[2,4,8,8] dot(qt, kt), lhs_batch_dims={0,1}, "
+                        "lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
                         "}\n");
   HArena *ar = hlo_arena_new();
   Literal *before = eval(m, ar);
@@ -929,14 +946,15 @@ Test(opt_fusion, fused_module_prints_and_parses_back) {
 /* ------------------------------------------------------------------ stats, graphviz */
 
 Test(opt_stats, counts_kernels_not_plumbing) {
-  HModule *m = tu_parse("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f32[4,4] parameter(0)\n"
-                        "  r = f32[16] reshape(x)\n"
-                        "  n = f32[16] negate(r)\n"
-                        "  d = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                        "  ROOT t = (f32[16], f32[4,4]) tuple(n, d)\n"
-                        "}\n");
+  HModule *m =
+      tu_parse("HloModule t\n"
+               "ENTRY e {\n"
+               "  x = f32[4,4] parameter(0)\n"
+               "  r = f32[16] reshape(x)\n"
+               "  n = f32[16] negate(r)\n"
+               "  d = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+               "  ROOT t = (f32[16], f32[4,4]) tuple(n, d)\n"
+               "}\n");
   OptStats s;
   opt_stats(m, &s);
   cr_expect_eq(s.kernels, 2, "negate and dot; reshape and tuple are free");
@@ -988,7 +1006,8 @@ static void rf_expect_same(HModule *m, HArena *a, const Literal *before, uint64_
     tu_expect_same(after, before, 1e-5);
     return;
   }
-  for (int k = 0; k < before->shape.ntuple; k++) tu_expect_same(after->elems[k], before->elems[k], 1e-5);
+  for (int k = 0; k < before->shape.ntuple; k++)
+    tu_expect_same(after->elems[k], before->elems[k], 1e-5);
 }
 
 /* Does x depend on `on` (x itself included)? */
@@ -1015,17 +1034,16 @@ static HInstr *rf_param(const HComp *c, const char *name) {
   return NULL;
 }
 
-#define RF_ADD                                                                                 \
-  "add {\n"                                                                                    \
-  "  add_p = f32[] parameter(0)\n"                                                             \
-  "  add_q = f32[] parameter(1)\n"                                                             \
-  "  ROOT add_s = f32[] add(add_p, add_q)\n"                                                   \
+#define RF_ADD                                                                                     \
+  "add {\n"                                                                                        \
+  "  add_p = f32[] parameter(0)\n"                                                                 \
+  "  add_q = f32[] parameter(1)\n"                                                                 \
+  "  ROOT add_s = f32[] add(add_p, add_q)\n"                                                       \
   "}\n"
 
 /* The batch-norm backward sum: -2 * p6 * sum(x - mu), where p6 comes from an earlier sum. */
 Test(opt_reduce_factor, batchnorm_backward_sum_loses_its_dependency) {
-  HModule *m = tu_parse("HloModule t\n" RF_ADD
-                        "ENTRY e {\n"
+  HModule *m = tu_parse("HloModule t\n" RF_ADD "ENTRY e {\n"
                         "  x = f32[4,5,6,8] parameter(0)\n"
                         "  mu = f32[8] parameter(1)\n"
                         "  y = f32[4,5,6,8] parameter(2)\n"
@@ -1048,7 +1066,8 @@ Test(opt_reduce_factor, batchnorm_backward_sum_loses_its_dependency) {
   cr_expect(tu_run(m, opt_reduce_factor));
   HInstr *red[4];
   cr_assert_eq(rf_reduces(m->entry, 4, red, 4), 2);
-  HInstr *first = red[0]->ops[0]->op == OP_PARAMETER && !strcmp(red[0]->ops[0]->name, "y") ? red[0] : red[1];
+  HInstr *first =
+      red[0]->ops[0]->op == OP_PARAMETER && !strcmp(red[0]->ops[0]->name, "y") ? red[0] : red[1];
   HInstr *sum = first == red[0] ? red[1] : red[0];
   cr_expect_eq(sum->ops[0]->op, OP_SUBTRACT, "the sum is over x - mu only: %s",
                hlo_op_name(sum->ops[0]->op));
@@ -1066,8 +1085,7 @@ Test(opt_reduce_factor, batchnorm_backward_sum_loses_its_dependency) {
 /* neg(v * x) / w * (y * k) over dims {0,2}: a vector factor, a scalar broadcast factor, a
  * divisor; and a factor seen through a reshape that drops a size-1 dimension. */
 Test(opt_reduce_factor, negation_division_and_nested_factors) {
-  HModule *m = tu_parse("HloModule t\n" RF_ADD
-                        "ENTRY e {\n"
+  HModule *m = tu_parse("HloModule t\n" RF_ADD "ENTRY e {\n"
                         "  x = f32[6,4,5] parameter(0)\n"
                         "  y = f32[6,4,5] parameter(1)\n"
                         "  v = f32[4] parameter(2)\n"
@@ -1149,7 +1167,8 @@ Test(opt_reduce_factor, integer_product_exact_integer_division_kept) {
   cr_expect_eq(r->ops[1]->ops[0]->op, OP_DIVIDE);
   Literal *after = hlo_interp_run(m, a, args, 2, &err);
   cr_assert(after, "%s", err.msg);
-  for (int k = 0; k < 2; k++) tu_expect_same(after->elems[k], before->elems[k], 0);
+  for (int k = 0; k < 2; k++)
+    tu_expect_same(after->elems[k], before->elems[k], 0);
   hlo_arena_free(a);
   hlo_module_free(m);
 }
@@ -1158,43 +1177,44 @@ Test(opt_reduce_factor, integer_product_exact_integer_division_kept) {
  * along a reduced dimension, a variadic reduce, a product of factors only, and 1 / x (a
  * constant 1 is no factor to pull). */
 Test(opt_reduce_factor, leaves_other_reductions_alone) {
-  HModule *m = tu_parse("HloModule t\n" RF_ADD
-                        "mx {\n"
-                        "  ma = f32[] parameter(0)\n"
-                        "  mb = f32[] parameter(1)\n"
-                        "  ROOT mc = f32[] maximum(ma, mb)\n"
-                        "}\n"
-                        "add2 {\n"
-                        "  a0 = f32[] parameter(0)\n"
-                        "  a1 = f32[] parameter(1)\n"
-                        "  b0 = f32[] parameter(2)\n"
-                        "  b1 = f32[] parameter(3)\n"
-                        "  s0 = f32[] add(a0, b0)\n"
-                        "  s1 = f32[] add(a1, b1)\n"
-                        "  ROOT st = (f32[], f32[]) tuple(s0, s1)\n"
-                        "}\n"
-                        "ENTRY e {\n"
-                        "  x = f32[4,6] parameter(0)\n"
-                        "  v = f32[4] parameter(1)\n"
-                        "  w = f32[6] parameter(2)\n"
-                        "  bv = f32[4,6] broadcast(v), dimensions={0}\n"
-                        "  bw = f32[4,6] broadcast(w), dimensions={1}\n"
-                        "  m = f32[4,6] multiply(x, bv)\n"
-                        "  mw = f32[4,6] multiply(x, bw)\n"
-                        "  ww = f32[4,6] multiply(bw, bw)\n"
-                        "  z = f32[] constant(0)\n"
-                        "  one = f32[] constant(1)\n"
-                        "  ninf = f32[] constant(-inf)\n"
-                        "  r1 = f32[4] reduce(m, one), dimensions={1}, to_apply=add\n"
-                        "  r2 = f32[4] reduce(m, ninf), dimensions={1}, to_apply=mx\n"
-                        "  r3 = f32[4] reduce(mw, z), dimensions={1}, to_apply=add\n"
-                        "  r4 = (f32[4], f32[4]) reduce(m, m, z, z), dimensions={1}, to_apply=add2\n"
-                        "  r5 = f32[6] reduce(ww, z), dimensions={0}, to_apply=add\n"
-                        "  oneb = f32[4,6] broadcast(one), dimensions={}\n"
-                        "  rx = f32[4,6] divide(oneb, x)\n"
-                        "  r6 = f32[4] reduce(rx, z), dimensions={1}, to_apply=add\n"
-                        "  ROOT t = (f32[4], f32[4], f32[4], (f32[4], f32[4]), f32[6], f32[4]) tuple(r1, r2, r3, r4, r5, r6)\n"
-                        "}\n");
+  HModule *m =
+      tu_parse("HloModule t\n" RF_ADD "mx {\n"
+               "  ma = f32[] parameter(0)\n"
+               "  mb = f32[] parameter(1)\n"
+               "  ROOT mc = f32[] maximum(ma, mb)\n"
+               "}\n"
+               "add2 {\n"
+               "  a0 = f32[] parameter(0)\n"
+               "  a1 = f32[] parameter(1)\n"
+               "  b0 = f32[] parameter(2)\n"
+               "  b1 = f32[] parameter(3)\n"
+               "  s0 = f32[] add(a0, b0)\n"
+               "  s1 = f32[] add(a1, b1)\n"
+               "  ROOT st = (f32[], f32[]) tuple(s0, s1)\n"
+               "}\n"
+               "ENTRY e {\n"
+               "  x = f32[4,6] parameter(0)\n"
+               "  v = f32[4] parameter(1)\n"
+               "  w = f32[6] parameter(2)\n"
+               "  bv = f32[4,6] broadcast(v), dimensions={0}\n"
+               "  bw = f32[4,6] broadcast(w), dimensions={1}\n"
+               "  m = f32[4,6] multiply(x, bv)\n"
+               "  mw = f32[4,6] multiply(x, bw)\n"
+               "  ww = f32[4,6] multiply(bw, bw)\n"
+               "  z = f32[] constant(0)\n"
+               "  one = f32[] constant(1)\n"
+               "  ninf = f32[] constant(-inf)\n"
+               "  r1 = f32[4] reduce(m, one), dimensions={1}, to_apply=add\n"
+               "  r2 = f32[4] reduce(m, ninf), dimensions={1}, to_apply=mx\n"
+               "  r3 = f32[4] reduce(mw, z), dimensions={1}, to_apply=add\n"
+               "  r4 = (f32[4], f32[4]) reduce(m, m, z, z), dimensions={1}, to_apply=add2\n"
+               "  r5 = f32[6] reduce(ww, z), dimensions={0}, to_apply=add\n"
+               "  oneb = f32[4,6] broadcast(one), dimensions={}\n"
+               "  rx = f32[4,6] divide(oneb, x)\n"
+               "  r6 = f32[4] reduce(rx, z), dimensions={1}, to_apply=add\n"
+               "  ROOT t = (f32[4], f32[4], f32[4], (f32[4], f32[4]), f32[6], f32[4]) tuple(r1, "
+               "r2, r3, r4, r5, r6)\n"
+               "}\n");
   int ninstrs = m->entry->ninstrs;
   cr_expect(!tu_run(m, opt_reduce_factor), "nothing to rewrite");
   cr_expect_eq(m->entry->ninstrs, ninstrs);
@@ -1210,40 +1230,40 @@ Test(opt_reduce_factor, leaves_other_reductions_alone) {
  * goes out as N * v (sum(x - mean) = sum(x) - N * mean); a term whose factor depends on a
  * reduction goes out when the graph already sums its rest; terms with plain factors stay. */
 Test(opt_reduce_factor, sums_of_terms_unchain_only_for_free) {
-  HModule *m = tu_parse("HloModule t\n" RF_ADD
-                        "ENTRY e {\n"
-                        "  x = f32[5,8] parameter(0)\n"
-                        "  y = f32[5,8] parameter(1)\n"
-                        "  g = f32[5] parameter(2)\n"
-                        "  z = f32[] constant(0)\n"
-                        "  sx = f32[5] reduce(x, z), dimensions={1}, to_apply=add\n"
-                        "  sy = f32[5] reduce(y, z), dimensions={1}, to_apply=add\n"
-                        "  n = f32[] constant(8)\n"
-                        "  nb = f32[5] broadcast(n), dimensions={}\n"
-                        "  mean = f32[5] divide(sx, nb)\n"
-                        "  bmean = f32[5,8] broadcast(mean), dimensions={0}\n"
-                        "  d = f32[5,8] subtract(x, bmean)\n"
-                        "  sd = f32[5] reduce(d, z), dimensions={1}, to_apply=add\n"
-                        "  bsy = f32[5,8] broadcast(sy), dimensions={0}\n"
-                        "  t1 = f32[5,8] multiply(bmean, y)\n"
-                        "  t2 = f32[5,8] multiply(x, bsy)\n"
-                        "  s12 = f32[5,8] add(t1, t2)\n"
-                        "  s = f32[5] reduce(s12, z), dimensions={1}, to_apply=add\n"
-                        "  bg = f32[5,8] broadcast(g), dimensions={0}\n"
-                        "  dg = f32[5,8] multiply(d, bg)\n"
-                        "  ln = f32[5,8] add(dg, y)\n"
-                        "  sl = f32[5] reduce(ln, z), dimensions={1}, to_apply=add\n"
-                        "  yy = f32[5,8] multiply(y, y)\n"
-                        "  yys = f32[5,8] multiply(yy, bsy)\n"
-                        "  q = f32[5,8] add(yys, x)\n"
-                        "  sq = f32[5] reduce(q, z), dimensions={1}, to_apply=add\n"
-                        "  xg = f32[5,8] multiply(x, bg)\n"
-                        "  xgy = f32[5,8] add(xg, y)\n"
-                        "  sg = f32[5] reduce(xgy, z), dimensions={1}, to_apply=add\n"
-                        "  cc = f32[5,8] add(bmean, bsy)\n"
-                        "  sc = f32[5] reduce(cc, z), dimensions={1}, to_apply=add\n"
-                        "  ROOT t = (f32[5], f32[5], f32[5], f32[5], f32[5], f32[5]) tuple(sd, s, sl, sq, sg, sc)\n"
-                        "}\n");
+  HModule *m = tu_parse(
+      "HloModule t\n" RF_ADD "ENTRY e {\n"
+      "  x = f32[5,8] parameter(0)\n"
+      "  y = f32[5,8] parameter(1)\n"
+      "  g = f32[5] parameter(2)\n"
+      "  z = f32[] constant(0)\n"
+      "  sx = f32[5] reduce(x, z), dimensions={1}, to_apply=add\n"
+      "  sy = f32[5] reduce(y, z), dimensions={1}, to_apply=add\n"
+      "  n = f32[] constant(8)\n"
+      "  nb = f32[5] broadcast(n), dimensions={}\n"
+      "  mean = f32[5] divide(sx, nb)\n"
+      "  bmean = f32[5,8] broadcast(mean), dimensions={0}\n"
+      "  d = f32[5,8] subtract(x, bmean)\n"
+      "  sd = f32[5] reduce(d, z), dimensions={1}, to_apply=add\n"
+      "  bsy = f32[5,8] broadcast(sy), dimensions={0}\n"
+      "  t1 = f32[5,8] multiply(bmean, y)\n"
+      "  t2 = f32[5,8] multiply(x, bsy)\n"
+      "  s12 = f32[5,8] add(t1, t2)\n"
+      "  s = f32[5] reduce(s12, z), dimensions={1}, to_apply=add\n"
+      "  bg = f32[5,8] broadcast(g), dimensions={0}\n"
+      "  dg = f32[5,8] multiply(d, bg)\n"
+      "  ln = f32[5,8] add(dg, y)\n"
+      "  sl = f32[5] reduce(ln, z), dimensions={1}, to_apply=add\n"
+      "  yy = f32[5,8] multiply(y, y)\n"
+      "  yys = f32[5,8] multiply(yy, bsy)\n"
+      "  q = f32[5,8] add(yys, x)\n"
+      "  sq = f32[5] reduce(q, z), dimensions={1}, to_apply=add\n"
+      "  xg = f32[5,8] multiply(x, bg)\n"
+      "  xgy = f32[5,8] add(xg, y)\n"
+      "  sg = f32[5] reduce(xgy, z), dimensions={1}, to_apply=add\n"
+      "  cc = f32[5,8] add(bmean, bsy)\n"
+      "  sc = f32[5] reduce(cc, z), dimensions={1}, to_apply=add\n"
+      "  ROOT t = (f32[5], f32[5], f32[5], f32[5], f32[5], f32[5]) tuple(sd, s, sl, sq, sg, sc)\n"
+      "}\n");
   HArena *a = hlo_arena_new();
   Literal *before = rf_eval(m, a, 3);
   cr_expect(tu_run(m, opt_reduce_factor));
@@ -1275,8 +1295,7 @@ Test(opt_reduce_factor, sums_of_terms_unchain_only_for_free) {
  * make DCE report a change every round): terms of constants that come from a reduction, a
  * product of constants, plain factors. The pass alone, without DCE after it. */
 Test(opt_reduce_factor, declines_without_appending) {
-  HModule *m = tu_parse("HloModule t\n" RF_ADD
-                        "ENTRY e {\n"
+  HModule *m = tu_parse("HloModule t\n" RF_ADD "ENTRY e {\n"
                         "  x = f32[5,8] parameter(0)\n"
                         "  g = f32[5] parameter(1)\n"
                         "  z = f32[] constant(0)\n"

@@ -53,7 +53,8 @@ static Files corpus_files(void) {
 }
 
 static void files_free(Files *fs) {
-  for (int i = 0; i < fs->n; i++) free(fs->path[i]);
+  for (int i = 0; i < fs->n; i++)
+    free(fs->path[i]);
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -87,7 +88,8 @@ static void parse_bad(const char *text, size_t len, const char *const *subs) {
   HModule *m = hlo_parse_text(text, len, "bad.hlo", &err);
   cr_assert(!m, "expected an error for: %.200s", text);
   cr_assert(err.set);
-  for (; *subs; subs++) cr_expect(strstr(err.msg, *subs), "message '%s' lacks '%s'", err.msg, *subs);
+  for (; *subs; subs++)
+    cr_expect(strstr(err.msg, *subs), "message '%s' lacks '%s'", err.msg, *subs);
 }
 
 #define BAD(text, ...) parse_bad(text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
@@ -122,7 +124,8 @@ static bool ilist_is(const IList *l, int n, ...) {
 }
 
 static bool shape_same(const Shape *a, const Shape *b) {
-  if (!hlo_shape_eq_layout(a, b) || a->has_layout != b->has_layout || !str_eq(a->layout_extra, b->layout_extra))
+  if (!hlo_shape_eq_layout(a, b) || a->has_layout != b->has_layout ||
+      !str_eq(a->layout_extra, b->layout_extra))
     return false;
   if (a->dt == DT_TUPLE)
     for (int i = 0; i < a->ntuple; i++)
@@ -146,8 +149,9 @@ static bool window_same(const Window *a, const Window *b) {
   if (a->n != b->n) return false;
   for (int i = 0; i < a->n; i++) {
     const WinDim *x = &a->d[i], *y = &b->d[i];
-    if (x->size != y->size || x->stride != y->stride || x->pad_lo != y->pad_lo || x->pad_hi != y->pad_hi ||
-        x->win_dil != y->win_dil || x->base_dil != y->base_dil || x->reversal != y->reversal)
+    if (x->size != y->size || x->stride != y->stride || x->pad_lo != y->pad_lo ||
+        x->pad_hi != y->pad_hi || x->win_dil != y->win_dil || x->base_dil != y->base_dil ||
+        x->reversal != y->reversal)
       return false;
   }
   return true;
@@ -155,9 +159,10 @@ static bool window_same(const Window *a, const Window *b) {
 
 static bool conv_same(const ConvDims *a, const ConvDims *b) {
   if (!a || !b) return a == b;
-  return a->in_batch == b->in_batch && a->in_feat == b->in_feat && a->k_in == b->k_in && a->k_out == b->k_out &&
-         a->out_batch == b->out_batch && a->out_feat == b->out_feat && ilist_eq(&a->in_sp, &b->in_sp) &&
-         ilist_eq(&a->k_sp, &b->k_sp) && ilist_eq(&a->out_sp, &b->out_sp);
+  return a->in_batch == b->in_batch && a->in_feat == b->in_feat && a->k_in == b->k_in &&
+         a->k_out == b->k_out && a->out_batch == b->out_batch && a->out_feat == b->out_feat &&
+         ilist_eq(&a->in_sp, &b->in_sp) && ilist_eq(&a->k_sp, &b->k_sp) &&
+         ilist_eq(&a->out_sp, &b->out_sp);
 }
 
 /* Field-by-field comparison of two instructions; reports the first difference. */
@@ -167,11 +172,14 @@ static void expect_instr_same(const HInstr *a, const HInstr *b) {
   cr_expect_eq(a->op, b->op, "%s: opcode", n);
   cr_expect(shape_same(&a->shape, &b->shape), "%s: shape", n);
   cr_assert_eq(a->nops, b->nops, "%s: operand count", n);
-  for (int i = 0; i < a->nops; i++) cr_expect(str_eq(a->ops[i]->name, b->ops[i]->name), "%s: operand %d", n, i);
+  for (int i = 0; i < a->nops; i++)
+    cr_expect(str_eq(a->ops[i]->name, b->ops[i]->name), "%s: operand %d", n, i);
   cr_assert_eq(a->ncalls, b->ncalls, "%s: call count", n);
-  for (int i = 0; i < a->ncalls; i++) cr_expect(str_eq(a->calls[i]->name, b->calls[i]->name), "%s: call %d", n, i);
+  for (int i = 0; i < a->ncalls; i++)
+    cr_expect(str_eq(a->calls[i]->name, b->calls[i]->name), "%s: call %d", n, i);
   cr_assert_eq(a->nctrl, b->nctrl, "%s: control count", n);
-  for (int i = 0; i < a->nctrl; i++) cr_expect(str_eq(a->ctrl[i]->name, b->ctrl[i]->name), "%s: ctrl %d", n, i);
+  for (int i = 0; i < a->nctrl; i++)
+    cr_expect(str_eq(a->ctrl[i]->name, b->ctrl[i]->name), "%s: ctrl %d", n, i);
   cr_expect_eq(a->param_num, b->param_num, "%s", n);
   cr_expect_eq(a->tuple_index, b->tuple_index, "%s", n);
   cr_expect_eq(a->iota_dim, b->iota_dim, "%s", n);
@@ -184,23 +192,27 @@ static void expect_instr_same(const HInstr *a, const HInstr *b) {
   cr_expect_eq(a->batch_groups, b->batch_groups, "%s", n);
   cr_expect_eq(!a->dot, !b->dot, "%s: dot", n);
   if (a->dot && b->dot)
-    cr_expect(ilist_eq(&a->dot->lhs_batch, &b->dot->lhs_batch) && ilist_eq(&a->dot->rhs_batch, &b->dot->rhs_batch) &&
+    cr_expect(ilist_eq(&a->dot->lhs_batch, &b->dot->lhs_batch) &&
+                  ilist_eq(&a->dot->rhs_batch, &b->dot->rhs_batch) &&
                   ilist_eq(&a->dot->lhs_contract, &b->dot->lhs_contract) &&
                   ilist_eq(&a->dot->rhs_contract, &b->dot->rhs_contract),
               "%s: dot dims", n);
   cr_expect(ilist_eq(&a->precision, &b->precision), "%s: precision", n);
   cr_expect_eq(!a->slice, !b->slice, "%s: slice", n);
-  if (a->slice && b->slice) cr_expect(!memcmp(a->slice, b->slice, sizeof *a->slice), "%s: slice", n);
+  if (a->slice && b->slice)
+    cr_expect(!memcmp(a->slice, b->slice, sizeof *a->slice), "%s: slice", n);
   cr_expect_eq(!a->pad, !b->pad, "%s: pad", n);
   if (a->pad && b->pad) cr_expect(!memcmp(a->pad, b->pad, sizeof *a->pad), "%s: pad", n);
   cr_expect_eq(!a->gather, !b->gather, "%s: gather", n);
   if (a->gather && b->gather) {
     const GatherDims *x = a->gather, *y = b->gather;
-    cr_expect(ilist_eq(&x->offset_dims, &y->offset_dims) && ilist_eq(&x->collapsed_slice_dims, &y->collapsed_slice_dims) &&
+    cr_expect(ilist_eq(&x->offset_dims, &y->offset_dims) &&
+                  ilist_eq(&x->collapsed_slice_dims, &y->collapsed_slice_dims) &&
                   ilist_eq(&x->start_index_map, &y->start_index_map) &&
                   ilist_eq(&x->operand_batching_dims, &y->operand_batching_dims) &&
                   ilist_eq(&x->start_indices_batching_dims, &y->start_indices_batching_dims) &&
-                  x->index_vector_dim == y->index_vector_dim && ilist_eq(&x->slice_sizes, &y->slice_sizes),
+                  x->index_vector_dim == y->index_vector_dim &&
+                  ilist_eq(&x->slice_sizes, &y->slice_sizes),
               "%s: gather dims", n);
   }
   cr_expect_eq(!a->scatter, !b->scatter, "%s: scatter", n);
@@ -252,7 +264,8 @@ static void expect_module_same(const HModule *a, const HModule *b) {
     cr_expect_eq(x->is_fusion, y->is_fusion, "%s", x->name);
     cr_expect_eq(x->nparams, y->nparams, "%s", x->name);
     cr_assert_eq(x->ninstrs, y->ninstrs, "%s", x->name);
-    for (int j = 0; j < x->ninstrs; j++) expect_instr_same(x->instrs[j], y->instrs[j]);
+    for (int j = 0; j < x->ninstrs; j++)
+      expect_instr_same(x->instrs[j], y->instrs[j]);
   }
 }
 
@@ -268,13 +281,15 @@ static void expect_well_formed(const HModule *m) {
       const HInstr *in = c->instrs[j];
       cr_expect_eq(in->idx, j);
       for (int k = 0; k < in->nops; k++)
-        cr_expect(in->ops[k]->parent == c && in->ops[k]->idx < j, "%s: operand %d out of order", in->name, k);
+        cr_expect(in->ops[k]->parent == c && in->ops[k]->idx < j, "%s: operand %d out of order",
+                  in->name, k);
       for (int k = 0; k < in->ncalls; k++)
         cr_expect(in->calls[k]->idx < i, "%s calls %s defined later", in->name, in->calls[k]->name);
       if (in->op == OP_CONSTANT && in->literal)
         cr_expect(hlo_shape_eq(&in->literal->shape, &in->shape), "%s: literal shape", in->name);
     }
-    for (int k = 0; k < c->nparams; k++) cr_expect(c->params[k] && c->params[k]->param_num == k);
+    for (int k = 0; k < c->nparams; k++)
+      cr_expect(c->params[k] && c->params[k]->param_num == k);
   }
 }
 
@@ -364,22 +379,24 @@ Test(parse, bert_bench_is_fast) {
 /* ------------------------------------------------------------------ (c) attributes */
 
 Test(parse, convolution_window_dim_labels) {
-  HModule *m = parse_ok(
-      "HloModule t\n"
-      "ENTRY e {\n"
-      "  x = f32[1,8,8,3]{3,2,1,0} parameter(0)\n"
-      "  k = f32[3,3,3,16]{3,2,1,0} parameter(1)\n"
-      "  ROOT c = f32[1,4,4,16]{3,2,1,0} convolution(x, k), window={size=3x2 stride=2x1 pad=1_0x-1_2 "
-      "lhs_dilate=1x2 rhs_dilate=2x1 rhs_reversal=0x1}, dim_labels=b10f_o10i->f10b, feature_group_count=3, "
-      "batch_group_count=2, operand_precision={default,highest}\n"
-      "}\n");
+  HModule *m = parse_ok("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  x = f32[1,8,8,3]{3,2,1,0} parameter(0)\n"
+                        "  k = f32[3,3,3,16]{3,2,1,0} parameter(1)\n"
+                        "  ROOT c = f32[1,4,4,16]{3,2,1,0} convolution(x, k), window={size=3x2 "
+                        "stride=2x1 pad=1_0x-1_2 "
+                        "lhs_dilate=1x2 rhs_dilate=2x1 rhs_reversal=0x1}, "
+                        "dim_labels=b10f_o10i->f10b, feature_group_count=3, "
+                        "batch_group_count=2, operand_precision={default,highest}\n"
+                        "}\n");
   HInstr *c = find(m, "c");
   cr_assert(c->window && c->conv);
   const Window *w = c->window;
   cr_assert_eq(w->n, 2);
   cr_expect(w->d[0].size == 3 && w->d[0].stride == 2 && w->d[0].pad_lo == 1 && w->d[0].pad_hi == 0);
   cr_expect(w->d[0].base_dil == 1 && w->d[0].win_dil == 2 && !w->d[0].reversal);
-  cr_expect(w->d[1].size == 2 && w->d[1].stride == 1 && w->d[1].pad_lo == -1 && w->d[1].pad_hi == 2);
+  cr_expect(w->d[1].size == 2 && w->d[1].stride == 1 && w->d[1].pad_lo == -1 &&
+            w->d[1].pad_hi == 2);
   cr_expect(w->d[1].base_dil == 2 && w->d[1].win_dil == 1 && w->d[1].reversal);
   const ConvDims *cd = c->conv;
   /* b10f: batch 0, feature 3, spatial 0 at position 2, spatial 1 at position 1 */
@@ -396,13 +413,17 @@ Test(parse, convolution_window_dim_labels) {
   cr_expect(ilist_is(&c->precision, 2, 0, 2));
   /* printed back the same way */
   char *s = print_str(m, NULL, NULL);
-  cr_expect(strstr(s, "window={size=3x2 stride=2x1 pad=1_0x-1_2 lhs_dilate=1x2 rhs_dilate=2x1 rhs_reversal=0x1}"), "%s", s);
+  cr_expect(strstr(s, "window={size=3x2 stride=2x1 pad=1_0x-1_2 lhs_dilate=1x2 rhs_dilate=2x1 "
+                      "rhs_reversal=0x1}"),
+            "%s", s);
   cr_expect(strstr(s, "dim_labels=b10f_o10i->f10b"), "%s", s);
   free(s);
   hlo_module_free(m);
 
-  m = parse_ok("HloModule t\nENTRY e {\n  x = f32[2,3,8,8] parameter(0)\n  k = f32[4,3,3,3] parameter(1)\n"
-               "  ROOT c = f32[2,4,8,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n");
+  m = parse_ok(
+      "HloModule t\nENTRY e {\n  x = f32[2,3,8,8] parameter(0)\n  k = f32[4,3,3,3] parameter(1)\n"
+      "  ROOT c = f32[2,4,8,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=bf01_oi01->bf01\n}\n");
   cd = find(m, "c")->conv;
   cr_expect(cd->in_batch == 0 && cd->in_feat == 1 && ilist_is(&cd->in_sp, 2, 2, 3));
   cr_expect(cd->k_out == 0 && cd->k_in == 1 && ilist_is(&cd->k_sp, 2, 2, 3));
@@ -413,20 +434,20 @@ Test(parse, convolution_window_dim_labels) {
 }
 
 Test(parse, slice_pad_dims) {
-  HModule *m = parse_ok(
-      "HloModule t\n"
-      "ENTRY e {\n"
-      "  a = f32[8,6]{1,0} parameter(0)\n"
-      "  s = f32[4,2]{1,0} slice(a), slice={[0:8:2], [1:3]}\n"
-      "  z = f32[] constant(0)\n"
-      "  p = f32[5,9]{1,0} pad(s, z), padding=0_0_1x-1_2_2\n"
-      "  b = f32[5,9,3]{2,1,0} broadcast(p), dimensions={0,1}\n"
-      "  t = f32[9,5,3]{2,1,0} transpose(b), dimensions={1,0,2}\n"
-      "  ds = f32[2,2]{1,0} dynamic-slice(a, i0, i0), dynamic_slice_sizes={2,2}\n"
-      "  i0 = s32[] constant(1)\n"
-      "  io = s32[4,3]{1,0} iota(), iota_dimension=1\n"
-      "  ROOT tu = (f32[9,5,3]{2,1,0}, f32[2,2]{1,0}, s32[4,3]{1,0}) tuple(t, ds, io)\n"
-      "}\n");
+  HModule *m =
+      parse_ok("HloModule t\n"
+               "ENTRY e {\n"
+               "  a = f32[8,6]{1,0} parameter(0)\n"
+               "  s = f32[4,2]{1,0} slice(a), slice={[0:8:2], [1:3]}\n"
+               "  z = f32[] constant(0)\n"
+               "  p = f32[5,9]{1,0} pad(s, z), padding=0_0_1x-1_2_2\n"
+               "  b = f32[5,9,3]{2,1,0} broadcast(p), dimensions={0,1}\n"
+               "  t = f32[9,5,3]{2,1,0} transpose(b), dimensions={1,0,2}\n"
+               "  ds = f32[2,2]{1,0} dynamic-slice(a, i0, i0), dynamic_slice_sizes={2,2}\n"
+               "  i0 = s32[] constant(1)\n"
+               "  io = s32[4,3]{1,0} iota(), iota_dimension=1\n"
+               "  ROOT tu = (f32[9,5,3]{2,1,0}, f32[2,2]{1,0}, s32[4,3]{1,0}) tuple(t, ds, io)\n"
+               "}\n");
   SliceDims *s = find(m, "s")->slice;
   cr_assert(s);
   cr_expect(s->n == 2 && s->start[0] == 0 && s->limit[0] == 8 && s->stride[0] == 2);
@@ -455,14 +476,18 @@ Test(parse, dot_gather_scatter_compare) {
       "ENTRY e {\n"
       "  a = f32[4,2,3]{2,1,0} parameter(0)\n"
       "  b = f32[4,3,5]{2,1,0} parameter(1)\n"
-      "  d = f32[4,2,5]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+      "  d = f32[4,2,5]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, "
       "rhs_contracting_dims={1}, operand_precision={high,default}\n"
       "  tab = f32[100,32]{1,0} parameter(2)\n"
       "  idx = s32[2,8,1]{2,1,0} parameter(3)\n"
-      "  g = f32[2,8,32]{2,1,0} gather(tab, idx), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, "
+      "  g = f32[2,8,32]{2,1,0} gather(tab, idx), offset_dims={2}, collapsed_slice_dims={0}, "
+      "start_index_map={0}, "
       "index_vector_dim=2, slice_sizes={1,32}, indices_are_sorted=true\n"
-      "  sc = f32[100,32]{1,0} scatter(tab, idx, g), update_window_dims={2}, inserted_window_dims={0}, "
-      "scatter_dims_to_operand_dims={0}, index_vector_dim=2, indices_are_sorted=true, unique_indices=true, to_apply=add\n"
+      "  sc = f32[100,32]{1,0} scatter(tab, idx, g), update_window_dims={2}, "
+      "inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=2, indices_are_sorted=true, "
+      "unique_indices=true, to_apply=add\n"
       "  c = pred[100,32]{1,0} compare(tab, sc), direction=LT, type=TOTALORDER\n"
       "  c2 = pred[100,32]{1,0} compare(tab, sc), direction=NE\n"
       "  ROOT r = (f32[4,2,5]{2,1,0}, pred[100,32]{1,0}, pred[100,32]{1,0}) tuple(d, c, c2)\n"
@@ -480,8 +505,10 @@ Test(parse, dot_gather_scatter_compare) {
   cr_expect(find(m, "g")->indices_are_sorted);
   HInstr *sc = find(m, "sc");
   cr_assert(sc->scatter);
-  cr_expect(ilist_is(&sc->scatter->update_window_dims, 1, 2) && ilist_is(&sc->scatter->inserted_window_dims, 1, 0));
-  cr_expect(ilist_is(&sc->scatter->scatter_dims_to_operand_dims, 1, 0) && sc->scatter->index_vector_dim == 2);
+  cr_expect(ilist_is(&sc->scatter->update_window_dims, 1, 2) &&
+            ilist_is(&sc->scatter->inserted_window_dims, 1, 0));
+  cr_expect(ilist_is(&sc->scatter->scatter_dims_to_operand_dims, 1, 0) &&
+            sc->scatter->index_vector_dim == 2);
   cr_expect(sc->unique_indices && sc->indices_are_sorted);
   cr_assert_eq(sc->ncalls, 1);
   cr_expect_str_eq(sc->calls[0]->name, "add");
@@ -493,33 +520,34 @@ Test(parse, dot_gather_scatter_compare) {
 }
 
 Test(parse, constants) {
-  HModule *m = parse_ok(
-      "HloModule t\n"
-      "ENTRY e {\n"
-      "  a = f32[2,3]{1,0} constant({ { 1, 2.5, -3 }, { 4e-05, inf, -inf } })\n"
-      "  n = f32[] constant(nan)\n"
-      "  p = pred[3]{0} constant({true, false, true})\n"
-      "  s8 = s8[2]{0} constant({-128, 127})\n"
-      "  u = u64[] constant(18446744073709551615)\n"
-      "  d = f64[] constant(0.10000000000000001)\n"
-      "  h = bf16[2]{0} constant({1.5, -0.125})\n"
-      "  e0 = f32[0]{0} constant({})\n"
-      "  tu = (f32[2]{0}, s32[]) constant(({1.5, -2}, 7))\n"
-      "  ROOT r = (f32[2,3]{1,0}, f32[]) tuple(a, n)\n"
-      "}\n");
+  HModule *m = parse_ok("HloModule t\n"
+                        "ENTRY e {\n"
+                        "  a = f32[2,3]{1,0} constant({ { 1, 2.5, -3 }, { 4e-05, inf, -inf } })\n"
+                        "  n = f32[] constant(nan)\n"
+                        "  p = pred[3]{0} constant({true, false, true})\n"
+                        "  s8 = s8[2]{0} constant({-128, 127})\n"
+                        "  u = u64[] constant(18446744073709551615)\n"
+                        "  d = f64[] constant(0.10000000000000001)\n"
+                        "  h = bf16[2]{0} constant({1.5, -0.125})\n"
+                        "  e0 = f32[0]{0} constant({})\n"
+                        "  tu = (f32[2]{0}, s32[]) constant(({1.5, -2}, 7))\n"
+                        "  ROOT r = (f32[2,3]{1,0}, f32[]) tuple(a, n)\n"
+                        "}\n");
   Literal *a = find(m, "a")->literal;
   float want[] = {1, 2.5f, -3, 4e-05f, INFINITY, -INFINITY};
   cr_expect(!memcmp(a->data, want, sizeof want));
   cr_expect(isnan(hlo_literal_get_f64(find(m, "n")->literal, 0)));
   Literal *p = find(m, "p")->literal;
-  cr_expect(((uint8_t *)p->data)[0] == 1 && ((uint8_t *)p->data)[1] == 0 && ((uint8_t *)p->data)[2] == 1);
+  cr_expect(((uint8_t *)p->data)[0] == 1 && ((uint8_t *)p->data)[1] == 0 &&
+            ((uint8_t *)p->data)[2] == 1);
   cr_expect(((int8_t *)find(m, "s8")->literal->data)[0] == -128);
   cr_expect(*(uint64_t *)find(m, "u")->literal->data == UINT64_MAX);
   cr_expect(*(double *)find(m, "d")->literal->data == 0.1);
   cr_expect(hlo_literal_get_f64(find(m, "h")->literal, 1) == -0.125);
   Literal *tu = find(m, "tu")->literal;
   cr_assert(tu->shape.dt == DT_TUPLE && tu->shape.ntuple == 2);
-  cr_expect(hlo_literal_get_f64(tu->elems[0], 0) == 1.5 && hlo_literal_get_f64(tu->elems[0], 1) == -2);
+  cr_expect(hlo_literal_get_f64(tu->elems[0], 0) == 1.5 &&
+            hlo_literal_get_f64(tu->elems[0], 1) == -2);
   cr_expect(hlo_literal_get_i64(tu->elems[1], 0) == 7);
   /* values print so that they read back bit-exactly */
   char *s = print_str(m, NULL, NULL);
@@ -530,12 +558,16 @@ Test(parse, constants) {
   expect_module_same(m, m2);
   hlo_module_free(m2);
   /* elided dumps for humans */
-  HModule *big = parse_ok("HloModule t\nENTRY e {\n  ROOT c = s32[20]{0} constant({0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19})\n}\n");
+  HModule *big = parse_ok("HloModule t\nENTRY e {\n  ROOT c = s32[20]{0} "
+                          "constant({0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19})\n}\n");
   HPrintOpts o = {.elide_large = true};
   char *el = print_str(big, &o, NULL);
   cr_expect(strstr(el, "constant({...})"), "%s", el);
   char *full = print_str(big, NULL, NULL);
-  cr_expect(strstr(full, "constant({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})"), "%s", full);
+  cr_expect(
+      strstr(full,
+             "constant({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})"),
+      "%s", full);
   free(el);
   free(full);
   free(s);
@@ -545,7 +577,8 @@ Test(parse, constants) {
 
 Test(parse, float_printing_roundtrips_bits) {
   /* f32 values near the edges of decimal precision */
-  float vals[] = {0.1f, 1e-05f, 3.4028235e38f, 1.17549435e-38f, 1.4e-45f, 0.797884583f, -2.82842708f, 16777217.0f};
+  float vals[] = {0.1f,     1e-05f,       3.4028235e38f, 1.17549435e-38f,
+                  1.4e-45f, 0.797884583f, -2.82842708f,  16777217.0f};
   for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
     char text[256];
     HArena *a = hlo_arena_new();
@@ -559,7 +592,8 @@ Test(parse, float_printing_roundtrips_bits) {
     fclose(f);
     snprintf(text, sizeof text, "HloModule t\nENTRY e {\n  ROOT c = f32[] constant(%s)\n}\n", b);
     HModule *m = parse_ok(text);
-    cr_expect(!memcmp(m->entry->root->literal->data, &vals[i], 4), "%.9g printed as %s", (double)vals[i], b);
+    cr_expect(!memcmp(m->entry->root->literal->data, &vals[i], 4), "%.9g printed as %s",
+              (double)vals[i], b);
     hlo_module_free(m);
     free(b);
     hlo_arena_free(a);
@@ -567,29 +601,36 @@ Test(parse, float_printing_roundtrips_bits) {
 }
 
 Test(parse, long_form_forward_refs_and_module_header) {
-  HModule *m = parse_ok(
-      "HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[2]{0}, /*index=1*/(f32[], s32[]))->f32[2]{0}}, "
-      "input_output_alias={ {}: (0, {}, must-alias) }, frontend_attributes={a=\"b, c\"}\n"
-      "\n"
-      "FileNames\n1 \"/x.py\"\n\nFunctionNames\n1 \"f\"\n\n"
-      "FileLocations\n1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=2}\n\n"
-      "StackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n"
-      "ENTRY %main.3 (a: f32[2], t: (f32[], s32[])) -> f32[2] {\n"
-      "  %a = f32[2]{0} parameter(0), sharding={replicated}\n"
-      "  ROOT %r = f32[2]{0} call(f32[2]{0} %s, f32[2]{0} %a), to_apply=%helper // trailing comment\n"
-      "  %t = (f32[], s32[]) parameter(1)\n"
-      "  /* block comment */ %s = f32[2]{0} add(f32[2]{0} %a, f32[2]{0} %a), metadata={op_type=\"Add\" op_name=\"jit(f)/add\" source_file=\"/x.py\" source_line=12 stack_frame_id=1}\n"
-      "} // main.3\n"
-      "\n"
-      "%helper (x: f32[2], y: f32[2]) -> f32[2] {\n"
-      "  %x = f32[2]{0:T(128)S(1)} parameter(0)\n"
-      "  %y = f32[2]{0} parameter(1)\n"
-      "  %tok = token[] after-all()\n"
-      "  %e = () tuple()\n"
-      "  %m = f32[2]{0} multiply(%x, %y), control-predecessors={%tok}, backend_config={\"k\":{\"n\":\"1\"}}\n"
-      "  %cc = (f32[2]{0}, u8[0]{0}) custom-call(%m), custom_call_target=\"__my$target\", backend_config=\"raw \\\"q\\\"\", api_version=API_VERSION_STATUS_RETURNING\n"
-      "  ROOT %g = f32[2]{0} get-tuple-element(%cc), index=0\n"
-      "}\n");
+  HModule *m =
+      parse_ok("HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[2]{0}, "
+               "/*index=1*/(f32[], s32[]))->f32[2]{0}}, "
+               "input_output_alias={ {}: (0, {}, must-alias) }, frontend_attributes={a=\"b, c\"}\n"
+               "\n"
+               "FileNames\n1 \"/x.py\"\n\nFunctionNames\n1 \"f\"\n\n"
+               "FileLocations\n1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 "
+               "end_column=2}\n\n"
+               "StackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n"
+               "ENTRY %main.3 (a: f32[2], t: (f32[], s32[])) -> f32[2] {\n"
+               "  %a = f32[2]{0} parameter(0), sharding={replicated}\n"
+               "  ROOT %r = f32[2]{0} call(f32[2]{0} %s, f32[2]{0} %a), to_apply=%helper // "
+               "trailing comment\n"
+               "  %t = (f32[], s32[]) parameter(1)\n"
+               "  /* block comment */ %s = f32[2]{0} add(f32[2]{0} %a, f32[2]{0} %a), "
+               "metadata={op_type=\"Add\" op_name=\"jit(f)/add\" source_file=\"/x.py\" "
+               "source_line=12 stack_frame_id=1}\n"
+               "} // main.3\n"
+               "\n"
+               "%helper (x: f32[2], y: f32[2]) -> f32[2] {\n"
+               "  %x = f32[2]{0:T(128)S(1)} parameter(0)\n"
+               "  %y = f32[2]{0} parameter(1)\n"
+               "  %tok = token[] after-all()\n"
+               "  %e = () tuple()\n"
+               "  %m = f32[2]{0} multiply(%x, %y), control-predecessors={%tok}, "
+               "backend_config={\"k\":{\"n\":\"1\"}}\n"
+               "  %cc = (f32[2]{0}, u8[0]{0}) custom-call(%m), custom_call_target=\"__my$target\", "
+               "backend_config=\"raw \\\"q\\\"\", api_version=API_VERSION_STATUS_RETURNING\n"
+               "  ROOT %g = f32[2]{0} get-tuple-element(%cc), index=0\n"
+               "}\n");
   cr_expect_str_eq(m->name, "jit_f");
   cr_expect_str_eq(m->entry->name, "main.3");
   /* callee first */
@@ -616,7 +657,8 @@ Test(parse, long_form_forward_refs_and_module_header) {
   cr_assert_eq(a->nraw, 1);
   cr_expect(!strcmp(a->raw[0].name, "sharding") && !strcmp(a->raw[0].value, "{replicated}"));
   HInstr *x = find(m, "x");
-  cr_expect(x->shape.has_layout && x->shape.layout_extra && !strcmp(x->shape.layout_extra, "T(128)S(1)"));
+  cr_expect(x->shape.has_layout && x->shape.layout_extra &&
+            !strcmp(x->shape.layout_extra, "T(128)S(1)"));
   cr_expect(find(m, "tok")->shape.dt == DT_TOKEN);
   cr_expect(find(m, "e")->shape.dt == DT_TUPLE && find(m, "e")->shape.ntuple == 0);
   HInstr *mm = find(m, "m");
@@ -642,7 +684,9 @@ Test(parse, long_form_forward_refs_and_module_header) {
   cr_expect_str_eq(p1, p2);
   HPrintOpts o = {.no_metadata = true, .no_raw_attrs = true};
   char *p3 = print_str(m, &o, NULL);
-  cr_expect(!strstr(p3, "metadata=") && !strstr(p3, "sharding=") && !strstr(p3, "frontend_attributes"), "%s", p3);
+  cr_expect(!strstr(p3, "metadata=") && !strstr(p3, "sharding=") &&
+                !strstr(p3, "frontend_attributes"),
+            "%s", p3);
   free(p1);
   free(p2);
   free(p3);
@@ -662,19 +706,26 @@ Test(parse, control_flow_calls_and_fusion) {
       "  i = s32[] parameter(2)\n"
       "  c2 = f32[4]{0} conditional(i, k, k), branch_computations={neg, fused}\n"
       "  z = f32[] constant(0)\n"
-      "  ss = f32[4]{0} select-and-scatter(k, k, z), window={size=2 stride=2}, select=ge, scatter=add\n"
+      "  ss = f32[4]{0} select-and-scatter(k, k, z), window={size=2 stride=2}, select=ge, "
+      "scatter=add\n"
       "  f = f32[4]{0} fusion(c, c2), kind=kLoop, calls=fused\n"
       "  so = f32[4]{0} sort(f), dimensions={0}, is_stable=true, to_apply=ge\n"
       "  ROOT rp = f32[4]{0} reduce-precision(so), exponent_bits=5, mantissa_bits=10\n"
       "}\n"
-      "cond {\n  cp = (s32[], f32[4]{0}) parameter(0)\n  ci = s32[] get-tuple-element(cp), index=0\n"
+      "cond {\n  cp = (s32[], f32[4]{0}) parameter(0)\n  ci = s32[] get-tuple-element(cp), "
+      "index=0\n"
       "  cl = s32[] constant(10)\n  ROOT lt = pred[] compare(ci, cl), direction=LT\n}\n"
-      "body {\n  bp = (s32[], f32[4]{0}) parameter(0)\n  ROOT bt = (s32[], f32[4]{0}) tuple(bi, bf)\n"
-      "  bi = s32[] get-tuple-element(bp), index=0\n  bf = f32[4]{0} get-tuple-element(bp), index=1\n}\n"
+      "body {\n  bp = (s32[], f32[4]{0}) parameter(0)\n  ROOT bt = (s32[], f32[4]{0}) tuple(bi, "
+      "bf)\n"
+      "  bi = s32[] get-tuple-element(bp), index=0\n  bf = f32[4]{0} get-tuple-element(bp), "
+      "index=1\n}\n"
       "neg {\n  np = f32[4]{0} parameter(0)\n  ROOT nn = f32[4]{0} negate(np)\n}\n"
-      "fused {\n  fa = f32[4]{0} parameter(0)\n  fb = f32[4]{0} parameter(1)\n  ROOT fs = f32[4]{0} add(fa, fb)\n}\n"
-      "ge {\n  ga = f32[] parameter(0)\n  gb = f32[] parameter(1)\n  ROOT gc = pred[] compare(ga, gb), direction=GE\n}\n"
-      "add {\n  aa = f32[] parameter(0)\n  ab = f32[] parameter(1)\n  ROOT ac = f32[] add(aa, ab)\n}\n");
+      "fused {\n  fa = f32[4]{0} parameter(0)\n  fb = f32[4]{0} parameter(1)\n  ROOT fs = "
+      "f32[4]{0} add(fa, fb)\n}\n"
+      "ge {\n  ga = f32[] parameter(0)\n  gb = f32[] parameter(1)\n  ROOT gc = pred[] compare(ga, "
+      "gb), direction=GE\n}\n"
+      "add {\n  aa = f32[] parameter(0)\n  ab = f32[] parameter(1)\n  ROOT ac = f32[] add(aa, "
+      "ab)\n}\n");
   expect_well_formed(m);
   cr_expect_str_eq(m->entry->name, "e");
   cr_expect_str_eq(m->comps[m->ncomps - 1]->name, "e");
@@ -682,17 +733,20 @@ Test(parse, control_flow_calls_and_fusion) {
   cr_assert_eq(w->ncalls, 2);
   cr_expect(!strcmp(w->calls[0]->name, "body") && !strcmp(w->calls[1]->name, "cond"));
   HInstr *c = find(m, "c");
-  cr_expect(c->ncalls == 2 && !strcmp(c->calls[0]->name, "neg") && !strcmp(c->calls[1]->name, "fused"));
+  cr_expect(c->ncalls == 2 && !strcmp(c->calls[0]->name, "neg") &&
+            !strcmp(c->calls[1]->name, "fused"));
   HInstr *ss = find(m, "ss");
-  cr_expect(ss->ncalls == 2 && !strcmp(ss->calls[0]->name, "ge") && !strcmp(ss->calls[1]->name, "add"));
+  cr_expect(ss->ncalls == 2 && !strcmp(ss->calls[0]->name, "ge") &&
+            !strcmp(ss->calls[1]->name, "add"));
   cr_expect(ss->window && ss->window->n == 1 && ss->window->d[0].stride == 2);
   HInstr *f = find(m, "f");
   cr_expect(f->fusion_kind == FK_LOOP && f->calls[0]->is_fusion);
   cr_expect(!find(m, "nn")->parent->is_fusion);
   cr_expect(find(m, "so")->is_stable);
   /* found by fuzzing: a fusion without kind= prints without kind= */
-  HModule *nk = parse_ok("HloModule t\nf {\n  a = f32[] parameter(0)\n  ROOT n = f32[] negate(a)\n}\n"
-                         "ENTRY e {\n  p = f32[] parameter(0)\n  ROOT q = f32[] fusion(p), calls=f\n}\n");
+  HModule *nk =
+      parse_ok("HloModule t\nf {\n  a = f32[] parameter(0)\n  ROOT n = f32[] negate(a)\n}\n"
+               "ENTRY e {\n  p = f32[] parameter(0)\n  ROOT q = f32[] fusion(p), calls=f\n}\n");
   char *nks = print_str(nk, NULL, NULL);
   cr_expect(strstr(nks, "q = f32[] fusion(p), calls=f\n"), "%s", nks);
   free(nks);
@@ -723,19 +777,23 @@ Test(parse, truncated_real_module) {
   cr_assert(entry && first);
   size_t entry_at = (size_t)(entry - text), first_at = (size_t)(first - text);
   size_t last_brace = len;
-  while (last_brace > 0 && text[last_brace - 1] != '}') last_brace--;
+  while (last_brace > 0 && text[last_brace - 1] != '}')
+    last_brace--;
   cr_assert(last_brace > entry_at);
   last_brace--; /* offset of the final '}' */
   int cuts = 0;
   /* cuts in the header, and anywhere inside the entry computation (the last one) */
-  for (size_t cut = 0; cut < last_brace; cut += cut < first_at ? 7 : cut <= entry_at ? (entry_at + 1 - cut) : 3) {
+  for (size_t cut = 0; cut < last_brace; cut += cut < first_at    ? 7
+                                                : cut <= entry_at ? (entry_at + 1 - cut)
+                                                                  : 3) {
     char *copy = malloc(cut ? cut : 1);
     memcpy(copy, text, cut);
     HErr err = {0};
     HModule *m = hlo_parse_text(copy, cut, "cut.hlo", &err);
     cr_expect(!m, "cut at %zu parsed", cut);
     cr_expect(err.set && strstr(err.msg, "cut.hlo:"), "cut at %zu: '%s'", cut, err.msg);
-    if (cut > entry_at + 20) cr_expect(strstr(err.msg, "computation 'main.4'"), "cut at %zu: '%s'", cut, err.msg);
+    if (cut > entry_at + 20)
+      cr_expect(strstr(err.msg, "computation 'main.4'"), "cut at %zu: '%s'", cut, err.msg);
     hlo_module_free(m);
     free(copy);
     cuts++;
@@ -745,29 +803,40 @@ Test(parse, truncated_real_module) {
 }
 
 Test(parse, bad_names_and_types) {
-  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  x = f32[] frobnicate(a)\n}\n", "bad.hlo:4:13",
-      "computation 'e'", "instruction 'x'", "unknown opcode 'frobnicate'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT x = f32[] add(a, nope)\n}\n", "bad.hlo:4:25",
-      "computation 'e'", "instruction 'x'", "undefined operand 'nope'");
+  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  x = f32[] frobnicate(a)\n}\n",
+      "bad.hlo:4:13", "computation 'e'", "instruction 'x'", "unknown opcode 'frobnicate'");
+  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT x = f32[] add(a, nope)\n}\n",
+      "bad.hlo:4:25", "computation 'e'", "instruction 'x'", "undefined operand 'nope'");
   BAD("HloModule t\nENTRY e {\n  a = q32[2] parameter(0)\n}\n", "bad.hlo:3:7", "instruction 'a'",
       "unknown element type 'q32'");
   BAD("HloModule t\nENTRY e {\n  a = c64[2] parameter(0)\n}\n", "unsupported element type 'c64'");
-  BAD("HloModule t\nENTRY e {\n  a = f8e4m3fnuz[2] parameter(0)\n}\n", "unsupported element type 'f8e4m3fnuz'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] call(a), to_apply=nowhere\n}\n",
+  BAD("HloModule t\nENTRY e {\n  a = f8e4m3fnuz[2] parameter(0)\n}\n",
+      "unsupported element type 'f8e4m3fnuz'");
+  BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] call(a), "
+      "to_apply=nowhere\n}\n",
       "instruction 'r'", "undefined computation 'nowhere'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter()\n}\n", "instruction 'a'", "missing parameter number");
+  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter()\n}\n", "instruction 'a'",
+      "missing parameter number");
   BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(1.5)\n}\n", "instruction 'a'", "malformed");
   BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(1)\n}\n", "parameter number 1 out of range");
-  BAD("HloModule t\nENTRY e {\n  a = f32[1,1,1,1,1,1,1,1,1] parameter(0)\n}\n", "rank above HLO_MAX_RANK");
+  BAD("HloModule t\nENTRY e {\n  a = f32[1,1,1,1,1,1,1,1,1] parameter(0)\n}\n",
+      "rank above HLO_MAX_RANK");
   BAD("HloModule t\nENTRY e {\n  a = f32[<=4] parameter(0)\n}\n", "dynamic");
-  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  a = f32[] negate(a)\n}\n", "duplicate instruction name 'a'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[] add(b, b)\n  b = f32[] add(a, a)\n}\n", "computation 'e'", "cycle");
-  BAD("HloModule t\nf {\n  a = f32[] parameter(0)\n  ROOT c = f32[] call(a), to_apply=f\n}\n", "calls itself");
-  BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2]{1,0} negate(a)\n}\n", "instruction 'b'", "layout");
-  BAD("HloModule t\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[2] slice(a), slice={[0:2}\n}\n", "instruction 'b'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  b = pred[] compare(a, a), direction=XX\n}\n",
+  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  a = f32[] negate(a)\n}\n",
+      "duplicate instruction name 'a'");
+  BAD("HloModule t\nENTRY e {\n  a = f32[] add(b, b)\n  b = f32[] add(a, a)\n}\n",
+      "computation 'e'", "cycle");
+  BAD("HloModule t\nf {\n  a = f32[] parameter(0)\n  ROOT c = f32[] call(a), to_apply=f\n}\n",
+      "calls itself");
+  BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2]{1,0} negate(a)\n}\n",
+      "instruction 'b'", "layout");
+  BAD("HloModule t\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[2] slice(a), slice={[0:2}\n}\n",
+      "instruction 'b'");
+  BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  b = pred[] compare(a, a), "
+      "direction=XX\n}\n",
       "unknown comparison direction 'XX'");
-  BAD("HloModule t\nENTRY e {\n  a = f32[2,2] parameter(0)\n  b = f32[2,2] convolution(a, a), dim_labels=bx_oi->bf\n}\n",
+  BAD("HloModule t\nENTRY e {\n  a = f32[2,2] parameter(0)\n  b = f32[2,2] convolution(a, a), "
+      "dim_labels=bx_oi->bf\n}\n",
       "instruction 'b'", "dim_labels");
   BAD("HloModule t\nENTRY e {\n}\n", "computation 'e'", "no instructions");
   BAD("HloModule t\n", "no computations");
@@ -777,13 +846,16 @@ Test(parse, bad_names_and_types) {
 Test(parse, bad_constants) {
   BAD("HloModule t\nENTRY e {\n  c = f32[3]{0} constant({1, 2})\n}\n", "instruction 'c'",
       "constant has 2 elements in dimension 0, its shape says 3");
-  BAD("HloModule t\nENTRY e {\n  c = f32[2]{0} constant({1, 2, 3})\n}\n", "instruction 'c'", "more than 2 elements");
+  BAD("HloModule t\nENTRY e {\n  c = f32[2]{0} constant({1, 2, 3})\n}\n", "instruction 'c'",
+      "more than 2 elements");
   BAD("HloModule t\nENTRY e {\n  c = f32[2,2]{1,0} constant({ {1, 2}, {3} })\n}\n", "dimension 1");
-  BAD("HloModule t\nENTRY e {\n  c = f32[] constant(1.2.3)\n}\n", "instruction 'c'", "malformed number");
+  BAD("HloModule t\nENTRY e {\n  c = f32[] constant(1.2.3)\n}\n", "instruction 'c'",
+      "malformed number");
   BAD("HloModule t\nENTRY e {\n  c = s8[] constant(300)\n}\n", "out of range for s8");
   BAD("HloModule t\nENTRY e {\n  c = pred[] constant(maybe)\n}\n", "true or false");
   BAD("HloModule t\nENTRY e {\n  c = f32[] constant({...})\n}\n", "instruction 'c'");
-  BAD("HloModule t\nENTRY e {\n  c = f32[1000000000000] constant({1})\n}\n", "instruction 'c'", "fewer elements");
+  BAD("HloModule t\nENTRY e {\n  c = f32[1000000000000] constant({1})\n}\n", "instruction 'c'",
+      "fewer elements");
   BAD("HloModule t\nENTRY e {\n  c = (f32[], s32[]) constant((1))\n}\n", "instruction 'c'");
 }
 
@@ -806,7 +878,8 @@ Test(parse, garbage_and_deep_nesting) {
   }
   /* deeply nested shapes, literals, attribute values */
   const size_t depth = 100000;
-  const char *heads[] = {"HloModule t\nENTRY e {\n  x = ", "HloModule t\nENTRY e {\n  x = f32[] parameter(0), sharding=",
+  const char *heads[] = {"HloModule t\nENTRY e {\n  x = ",
+                         "HloModule t\nENTRY e {\n  x = f32[] parameter(0), sharding=",
                          "HloModule t\nENTRY e {\n  x = f32[] parameter(0), metadata=",
                          "HloModule t, entry_computation_layout={"};
   const char fill[] = {'(', '{', '{', '('};
@@ -822,10 +895,16 @@ Test(parse, garbage_and_deep_nesting) {
     free(t);
   }
   /* found by fuzzing: a NUL byte inside a verbatim attribute value or string */
-  static const char nul_attr[] = "HloModule t\nENTRY e {\n  x = f32[] parameter(0), sharding={rep\0licated}\n}\n";
-  parse_bad(nul_attr, sizeof nul_attr - 1, (const char *const[]){"instruction 'x'", "NUL byte", NULL});
-  static const char nul_str[] = "HloModule t\nENTRY e {\n  x = f32[] parameter(0), metadata={op_name=\"a\0b\"}\n}\n";
-  parse_bad(nul_str, sizeof nul_str - 1, (const char *const[]){"instruction 'x'", "NUL byte", NULL});
-  BAD("HloModule t\nENTRY e {\n  x = ((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((f32[]))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))) parameter(0)\n}\n",
+  static const char nul_attr[] =
+      "HloModule t\nENTRY e {\n  x = f32[] parameter(0), sharding={rep\0licated}\n}\n";
+  parse_bad(nul_attr, sizeof nul_attr - 1,
+            (const char *const[]){"instruction 'x'", "NUL byte", NULL});
+  static const char nul_str[] =
+      "HloModule t\nENTRY e {\n  x = f32[] parameter(0), metadata={op_name=\"a\0b\"}\n}\n";
+  parse_bad(nul_str, sizeof nul_str - 1,
+            (const char *const[]){"instruction 'x'", "NUL byte", NULL});
+  BAD("HloModule t\nENTRY e {\n  x = "
+      "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((f32[])))))))))))))))))))"
+      ")))))))))))))))))))))))))))))))))))))))))))))))) parameter(0)\n}\n",
       "instruction 'x'", "nested too deeply");
 }

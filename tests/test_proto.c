@@ -67,7 +67,8 @@ static void pb_msg(PB *p, int field, PB sub) {
 
 static void pb_packed(PB *p, int field, const int64_t *v, int n) {
   PB s = {0};
-  for (int i = 0; i < n; i++) pb_var(&s, (uint64_t)v[i]);
+  for (int i = 0; i < n; i++)
+    pb_var(&s, (uint64_t)v[i]);
   pb_msg(p, field, s);
 }
 
@@ -77,9 +78,22 @@ static void pb_float(PB *p, int field, float f) {
 }
 
 /* xla.PrimitiveType values used below */
-enum { T_PRED = 1, T_S8 = 2, T_S16 = 3, T_S32 = 4, T_S64 = 5, T_U64 = 9, T_F16 = 10,
-       T_F32 = 11, T_TUPLE = 13, T_C64 = 15, T_BF16 = 16, T_F8E5M2 = 19, T_F8E4M3FN = 20,
-       T_F8E4M3FNUZ = 25 };
+enum {
+  T_PRED = 1,
+  T_S8 = 2,
+  T_S16 = 3,
+  T_S32 = 4,
+  T_S64 = 5,
+  T_U64 = 9,
+  T_F16 = 10,
+  T_F32 = 11,
+  T_TUPLE = 13,
+  T_C64 = 15,
+  T_BF16 = 16,
+  T_F8E5M2 = 19,
+  T_F8E4M3FN = 20,
+  T_F8E4M3FNUZ = 25
+};
 
 /* ShapeProto with the given dims and the default layout (rank <= 16 here). */
 static PB sh(int et, int rank, const int64_t *dims) {
@@ -88,7 +102,8 @@ static PB sh(int et, int rank, const int64_t *dims) {
   if (rank) pb_packed(&p, 3, dims, rank);
   PB lay = {0};
   int64_t m2m[16];
-  for (int i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+  for (int i = 0; i < rank; i++)
+    m2m[i] = rank - 1 - i;
   if (rank) pb_packed(&lay, 1, m2m, rank);
   pb_msg(&p, 5, lay);
   return p;
@@ -119,7 +134,8 @@ static PB param(const char *name, PB shape, int64_t id, int64_t num) {
 static PB comp(const char *name, int64_t id, int64_t root, int n, PB *instrs) {
   PB p = {0};
   pb_str(&p, 1, name);
-  for (int i = 0; i < n; i++) pb_msg(&p, 2, instrs[i]);
+  for (int i = 0; i < n; i++)
+    pb_msg(&p, 2, instrs[i]);
   pb_int(&p, 5, id);
   pb_int(&p, 6, root);
   return p;
@@ -129,7 +145,8 @@ static PB comp(const char *name, int64_t id, int64_t root, int n, PB *instrs) {
 static PB module(const char *name, int64_t entry_id, int n, PB *comps) {
   PB p = {0};
   pb_str(&p, 1, name);
-  for (int i = 0; i < n; i++) pb_msg(&p, 3, comps[i]);
+  for (int i = 0; i < n; i++)
+    pb_msg(&p, 3, comps[i]);
   if (entry_id) pb_int(&p, 6, entry_id);
   return p;
 }
@@ -174,7 +191,7 @@ static HInstr *find_instr(const HComp *c, const char *name) {
 
 typedef struct Model {
   char dir[1024]; /* corpus directory of the model */
-  bool fixture;  /* under fixtures/ (has .npy inputs) */
+  bool fixture;   /* under fixtures/ (has .npy inputs) */
 } Model;
 
 static int list_models(Model *out, int max) {
@@ -233,7 +250,8 @@ static void check_invariants(const HModule *m, const char *what) {
       for (int j = 0; j < in->nops; j++)
         cr_expect(in->ops[j]->parent == cp && in->ops[j]->idx < i,
                   "%s: %s: operand %d not before its user", what, in->name, j);
-      for (int j = 0; j < in->nctrl; j++) cr_expect(in->ctrl[j]->idx < i);
+      for (int j = 0; j < in->nctrl; j++)
+        cr_expect(in->ctrl[j]->idx < i);
       for (int j = 0; j < in->ncalls; j++)
         cr_expect(in->calls[j]->idx < c, "%s: %s: callee %s not before caller", what, in->name,
                   in->calls[j]->name);
@@ -263,8 +281,8 @@ Test(proto, corpus_modules_load) {
     }
     cr_expect(hlo_shape_eq(&m->entry_layout_result, &m->entry->root->shape), "%s: result", path);
     if (ms[k].fixture)
-      cr_expect_eq(m->entry->nparams, count_inputs(ms[k].dir), "%s: %d parameters, %d inputs",
-                   path, m->entry->nparams, count_inputs(ms[k].dir));
+      cr_expect_eq(m->entry->nparams, count_inputs(ms[k].dir), "%s: %d parameters, %d inputs", path,
+                   m->entry->nparams, count_inputs(ms[k].dir));
     hlo_module_free(m);
   }
 }
@@ -285,8 +303,7 @@ static bool ilist_eq(const IList *a, const IList *b) {
 
 /* Compare one instruction read from the proto with its text twin. */
 static void compare_instr(const HInstr *p, const HInstr *t, const char *where) {
-  cr_expect_eq(p->op, t->op, "%s: opcode %s vs %s", where, hlo_op_name(p->op),
-               hlo_op_name(t->op));
+  cr_expect_eq(p->op, t->op, "%s: opcode %s vs %s", where, hlo_op_name(p->op), hlo_op_name(t->op));
   cr_expect(hlo_shape_eq_layout(&p->shape, &t->shape), "%s: shape %s vs %s", where,
             hlo_shape_str(p->parent->mod->arena, &p->shape),
             hlo_shape_str(t->parent->mod->arena, &t->shape));
@@ -361,8 +378,7 @@ static void compare_instr(const HInstr *p, const HInstr *t, const char *where) {
                   ilist_eq(&a->inserted_window_dims, &b->inserted_window_dims) &&
                   ilist_eq(&a->scatter_dims_to_operand_dims, &b->scatter_dims_to_operand_dims) &&
                   ilist_eq(&a->input_batching_dims, &b->input_batching_dims) &&
-                  ilist_eq(&a->scatter_indices_batching_dims,
-                           &b->scatter_indices_batching_dims) &&
+                  ilist_eq(&a->scatter_indices_batching_dims, &b->scatter_indices_batching_dims) &&
                   a->index_vector_dim == b->index_vector_dim,
               "%s: scatter dims", where);
   }
@@ -486,17 +502,20 @@ static bool *field_ends(const uint8_t *b, size_t n) {
   while (p < n) {
     uint64_t key = 0, v = 0;
     int s = 0;
-    do key |= (uint64_t)(b[p] & 0x7f) << s, s += 7;
+    do
+      key |= (uint64_t)(b[p] & 0x7f) << s, s += 7;
     while (b[p++] & 0x80);
     switch (key & 7) {
     case 0:
-      while (b[p++] & 0x80) {}
+      while (b[p++] & 0x80) {
+      }
       break;
     case 1: p += 8; break;
     case 5: p += 4; break;
     case 2:
       s = 0;
-      do v |= (uint64_t)(b[p] & 0x7f) << s, s += 7;
+      do
+        v |= (uint64_t)(b[p] & 0x7f) << s, s += 7;
       while (b[p++] & 0x80);
       p += v;
       break;
@@ -545,7 +564,8 @@ Test(proto, random_bytes_rejected) {
   uint8_t buf[4096];
   for (int k = 0; k < 500; k++) {
     size_t n = 1 + rng_next(&s) % sizeof buf;
-    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)rng_next(&s);
+    for (size_t i = 0; i < n; i++)
+      buf[i] = (uint8_t)rng_next(&s);
     HErr err = {0};
     HModule *m = proto_read_module(buf, n, "rand.pb", &err);
     cr_expect_null(m, "random input %d accepted", k);
@@ -725,8 +745,7 @@ Test(proto, shape_and_literal_errors) {
   }
   {
     int64_t d[2] = {1ll << 40, 1ll << 40};
-    expect_error(simple_module(ins("r", "negate", sh(T_F32, 2, d), 2, 1, &one), 2),
-                 "is too large");
+    expect_error(simple_module(ins("r", "negate", sh(T_F32, 2, d), 2, 1, &one), 2), "is too large");
   }
   { /* layout that is not a permutation */
     PB s = {0};
@@ -744,7 +763,8 @@ Test(proto, shape_and_literal_errors) {
     PB lit = {0};
     pb_msg(&lit, 1, sh(T_F32, 2, d));
     PB data = {0};
-    for (int i = 0; i < 5; i++) pb_raw(&data, &(float){1.0f}, 4);
+    for (int i = 0; i < 5; i++)
+      pb_raw(&data, &(float){1.0f}, 4);
     pb_msg(&lit, 8, data);
     pb_msg(&c, 8, lit);
     expect_error(simple_module(c, 2), "instruction 'k': literal has 5 elements, shape f32[2,3]");
@@ -810,8 +830,8 @@ Test(proto, reorders_instructions_and_computations) {
 }
 
 /* constant k of type et with shape dims, data field `field` holding raw bytes */
-static PB const_instr(int et, int rank, const int64_t *dims, int field, const void *data,
-                      size_t n, PB layout_shape) {
+static PB const_instr(int et, int rank, const int64_t *dims, int field, const void *data, size_t n,
+                      PB layout_shape) {
   PB c = ins("k", "constant", sh(et, rank, dims), 2, 0, NULL);
   PB lit = {0};
   pb_msg(&lit, 1, layout_shape);
@@ -843,9 +863,10 @@ Test(proto, literals_all_encodings) {
     pb_packed(&lay, 1, (int64_t[]){0, 1}, 2);
     pb_msg(&ls, 5, lay);
     Literal *l = load_const(const_instr(T_F32, 2, d23, 8, col, sizeof col, ls));
-    for (int i = 0; i < 6; i++) cr_expect_eq(((float *)l->data)[i], (float)(i + 1), "elem %d", i);
+    for (int i = 0; i < 6; i++)
+      cr_expect_eq(((float *)l->data)[i], (float)(i + 1), "elem %d", i);
   }
-  { /* f16 and bf16 bytes, little-endian */
+  {                                                      /* f16 and bf16 bytes, little-endian */
     uint8_t h[6] = {0x00, 0x3c, 0x00, 0xc0, 0x00, 0x38}; /* 1, -2, 0.5 */
     Literal *l = load_const(const_instr(T_F16, 1, &d3, 11, h, 6, sh(T_F16, 1, &d3)));
     cr_expect_eq(hlo_literal_get_f64(l, 0), 1.0);
@@ -876,13 +897,15 @@ Test(proto, literals_all_encodings) {
     /* the other type's field, or too few bytes: the count is wrong */
     expect_error(simple_module(const_instr(T_F8E5M2, 1, &d3, 20, e5, 3, sh(T_F8E5M2, 1, &d3)), 2),
                  "literal has 0 elements");
-    expect_error(simple_module(const_instr(T_F8E4M3FN, 1, &d3, 20, e4, 2, sh(T_F8E4M3FN, 1, &d3)), 2),
-                 "literal has 2 elements");
+    expect_error(
+        simple_module(const_instr(T_F8E4M3FN, 1, &d3, 20, e4, 2, sh(T_F8E4M3FN, 1, &d3)), 2),
+        "literal has 2 elements");
     /* the fp8 formats hloc does not model stay located errors */
-    expect_error(simple_module(const_instr(T_F8E4M3FNUZ, 1, &d3, 25, e4, 3, sh(T_F8E4M3FNUZ, 1, &d3)), 2),
-                 "unsupported element type f8e4m3fnuz");
+    expect_error(
+        simple_module(const_instr(T_F8E4M3FNUZ, 1, &d3, 25, e4, 3, sh(T_F8E4M3FNUZ, 1, &d3)), 2),
+        "unsupported element type f8e4m3fnuz");
   }
-  { /* s16 little-endian bytes, s8 bytes */
+  {                                                        /* s16 little-endian bytes, s8 bytes */
     uint8_t s16[6] = {0xff, 0xff, 0x02, 0x01, 0x00, 0x80}; /* -1, 258, -32768 */
     Literal *l = load_const(const_instr(T_S16, 1, &d3, 17, s16, 6, sh(T_S16, 1, &d3)));
     cr_expect_eq(hlo_literal_get_i64(l, 0), -1);
@@ -1045,8 +1068,21 @@ Test(proto, instruction_attributes) {
   PB prc2 = {0};
   pb_packed(&prc2, 1, (int64_t[]){0, 0}, 2);
   pb_msg(&dt2, 51, prc2);
-  PB is[15] = {param("p0", f32v(4), 1, 0), io, cmp, cmp2, sl, zero, pd, dt, dt2, cc, tk, rw, cv,
-               fusion, ins("root", "tuple", f32s(), 13, 1, (int64_t[]){12})};
+  PB is[15] = {param("p0", f32v(4), 1, 0),
+               io,
+               cmp,
+               cmp2,
+               sl,
+               zero,
+               pd,
+               dt,
+               dt2,
+               cc,
+               tk,
+               rw,
+               cv,
+               fusion,
+               ins("root", "tuple", f32s(), 13, 1, (int64_t[]){12})};
   /* tuple shape is inconsistent on purpose: shapes are the verifier's business */
   PB cs[3] = {comp("sum", 5, 3, 3, red_is), comp("fused", 6, 2, 2, fu_is),
               comp("main", 10, 13, 15, is)};
@@ -1080,8 +1116,7 @@ Test(proto, instruction_attributes) {
             x->pad->interior[0] == 1);
   x = find_instr(c, "dt");
   cr_assert(x->dot);
-  cr_expect(x->dot->lhs_contract.n == 1 && x->dot->rhs_contract.n == 1 &&
-            x->dot->lhs_batch.n == 0);
+  cr_expect(x->dot->lhs_contract.n == 1 && x->dot->rhs_contract.n == 1 && x->dot->lhs_batch.n == 0);
   cr_expect(x->precision.n == 2 && x->precision.v[0] == 2 && x->precision.v[1] == 1);
   x = find_instr(c, "cc");
   cr_expect_str_eq(x->custom_call_target, "my_target");

@@ -12,9 +12,9 @@
 #include "target.h"
 
 typedef struct Run {
-  int rc;           /* exit status */
-  char out[16384];  /* stdout */
-  char err[16384];  /* stderr */
+  int rc;          /* exit status */
+  char out[16384]; /* stdout */
+  char err[16384]; /* stderr */
 } Run;
 
 static void slurp(const char *path, char *buf, size_t n) {
@@ -46,7 +46,8 @@ static Run *run(const char *fmt, ...) {
 
 static int lines(const char *s) {
   int n = 0;
-  for (; *s; s++) n += *s == '\n';
+  for (; *s; s++)
+    n += *s == '\n';
   return n;
 }
 
@@ -74,7 +75,8 @@ Test(tools, bad_inputs_one_line_exit_1) {
   snprintf(path, sizeof path, "%s/garbage.pb", dir);
   unsigned char junk[4096];
   unsigned x = 12345;
-  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)((x = x * 1103515245 + 12345) >> 16);
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (unsigned char)((x = x * 1103515245 + 12345) >> 16);
   write_file(path, junk, sizeof junk);
   Run *r = run(HLOC " %s", path);
   cr_expect_eq(r->rc, 1, "garbage: rc %d", r->rc);
@@ -126,8 +128,10 @@ Test(tools, conv_algo_option) {
   char path[512], ll[600];
   static char buf[1 << 20];
   snprintf(path, sizeof path, "%s/c.hlo", dir);
-  const char *txt = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = f32[3,3,16,16] parameter(1)\n"
-                    "  ROOT c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+  const char *txt = "HloModule m\nENTRY e {\n  x = f32[2,8,8,16] parameter(0)\n  w = "
+                    "f32[3,3,16,16] parameter(1)\n"
+                    "  ROOT c = f32[2,8,8,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                    "dim_labels=b01f_01io->b01f\n}\n";
   write_file(path, txt, strlen(txt));
   snprintf(ll, sizeof ll, "%s/c.ll", dir);
   Run *r = run(HLOC " %s --emit=llvm -o %s", path, ll);
@@ -147,7 +151,8 @@ Test(tools, conv_algo_option) {
 Test(tools, emit_hlo_reads_back) {
   char dir[] = "/tmp/hloc_emit_XXXXXX";
   cr_assert(mkdtemp(dir));
-  Run *r = run(HLOC " " HLOC_CORPUS_DIR "/fixtures/transformer_layer/module.pb --emit=hlo -o %s/t.hlo", dir);
+  Run *r = run(
+      HLOC " " HLOC_CORPUS_DIR "/fixtures/transformer_layer/module.pb --emit=hlo -o %s/t.hlo", dir);
   cr_assert_eq(r->rc, 0, "%s", r->err);
   r = run(HLOC " %s/t.hlo", dir);
   cr_expect_eq(r->rc, 0, "%s", r->err);
@@ -159,7 +164,7 @@ Test(tools, hloc_run_matches_xla) {
   cr_assert(mkdtemp(dir));
   const char *f = HLOC_CORPUS_DIR "/fixtures/mlp";
   Run *r = run(HLOC_RUN " %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
-               "%s/in5.npy %s/in6.npy -o %s --expect %s/out0.npy",
+                        "%s/in5.npy %s/in6.npy -o %s --expect %s/out0.npy",
                f, f, f, f, f, f, f, f, dir, f);
   cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
   cr_expect(strstr(r->out, "result 0: max abs err"), "%s", r->out);
@@ -168,7 +173,7 @@ Test(tools, hloc_run_matches_xla) {
   cr_expect_eq(access(p, R_OK), 0, "no %s", p);
   /* a wrong expectation fails with exit 1 */
   r = run(HLOC_RUN " %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
-          "%s/in5.npy %s/in6.npy --rtol 0 --atol 0 --expect %s/in6.npy",
+                   "%s/in5.npy %s/in6.npy --rtol 0 --atol 0 --expect %s/in6.npy",
           f, f, f, f, f, f, f, f, f);
   cr_expect_eq(r->rc, 1, "%s%s", r->out, r->err);
   /* a missing argument is one located line */
@@ -177,7 +182,8 @@ Test(tools, hloc_run_matches_xla) {
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   /* an argument of the wrong shape */
   r = run(HLOC_RUN " %s/module.pb %s/in1.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
-          "%s/in5.npy %s/in6.npy", f, f, f, f, f, f, f, f);
+                   "%s/in5.npy %s/in6.npy",
+          f, f, f, f, f, f, f, f);
   cr_expect_eq(r->rc, 1);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   run("rm -rf %s", dir);
@@ -189,7 +195,8 @@ Test(tools, list_knobs) {
   Run *r = run(HLOC " --list-knobs");
   cr_assert_eq(r->rc, 0, "%s", r->err);
   cr_expect_eq(lines(r->out), CPU_KNOB_COUNT + 1, "%s", r->out);
-  cr_expect(strstr(r->out, "HLOC_CPU_THREADS") && strstr(r->out, "HLOC_CPU_GEMM_BLOCKS"), "%s", r->out);
+  cr_expect(strstr(r->out, "HLOC_CPU_THREADS") && strstr(r->out, "HLOC_CPU_GEMM_BLOCKS"), "%s",
+            r->out);
   cr_expect(!strstr(r->out, "HLOC_CPU_PIPELINE"), "a removed experiment is listed: %s", r->out);
 }
 
@@ -214,17 +221,16 @@ Test(tools, hloc_run_bf16) {
           dir, dir);
   cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
   /* the first argument re-labelled '|V2' (ml_dtypes' bfloat16) runs the same */
-  r = run("sed \"1s/'<u2'/'|V2'/\" %s/in0.npy > %s/v2.npy && grep -c \"'|V2'\" %s/v2.npy", f,
-          dir, dir);
+  r = run("sed \"1s/'<u2'/'|V2'/\" %s/in0.npy > %s/v2.npy && grep -c \"'|V2'\" %s/v2.npy", f, dir,
+          dir);
   cr_assert_eq(r->rc, 0, "%s", r->err);
   char v2args[4096];
   snprintf(v2args, sizeof v2args, " %s/v2.npy%s", dir, strchr(args + 1, ' '));
-  r = run(HLOC_RUN " %s/module.pb%s --expect %s/out0.npy %s/out1.npy %s/out2.npy", f, v2args, f,
-          f, f);
+  r = run(HLOC_RUN " %s/module.pb%s --expect %s/out0.npy %s/out1.npy %s/out2.npy", f, v2args, f, f,
+          f);
   cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
   /* the bar is the reference's largest magnitude: the layer's input is not its output */
-  r = run(HLOC_RUN " %s/module.pb%s --expect %s/in0.npy %s/out1.npy %s/out2.npy", f, args, f, f,
-          f);
+  r = run(HLOC_RUN " %s/module.pb%s --expect %s/in0.npy %s/out1.npy %s/out2.npy", f, args, f, f, f);
   cr_expect(r->rc == 1 && strstr(r->out, "result 0:") && strstr(r->out, "FAIL"), "%s%s", r->out,
             r->err);
   run("rm -rf %s", dir);
@@ -247,7 +253,8 @@ Test(tools, hloc_run_fp8) {
   Shape s = hlo_shape_array(DT_F8E4M3FN, 1, &n);
   Literal *x = hlo_literal_new(a, &s);
   const float xs[8] = {0.5f, -1.5f, 3.25f, 200, 448, -0.0f, 0.001953125f, 13};
-  for (int i = 0; i < 8; i++) ((uint8_t *)x->data)[i] = hlo_f32_to_f8e4m3fn(xs[i]);
+  for (int i = 0; i < 8; i++)
+    ((uint8_t *)x->data)[i] = hlo_f32_to_f8e4m3fn(xs[i]);
   snprintf(path, sizeof path, "%s/in0.npy", dir);
   cr_assert(hlo_npy_write(path, x, &err), "%s", err.msg);
   Run *r = run("sed -i \"1s/'|u1'/'|V1'/\" %s && grep -c \"'|V1'\" %s", path, path);
@@ -261,9 +268,11 @@ Test(tools, hloc_run_fp8) {
   cr_assert(o, "%s", err.msg);
   cr_assert(hlo_literal_bits_as(o, DT_F8E5M2));
   for (int i = 0; i < 8; i++) {
-    float y = hlo_f8e4m3fn_to_f32(hlo_f32_to_f8e4m3fn(2 * hlo_f8e4m3fn_to_f32(((uint8_t *)x->data)[i])));
+    float y =
+        hlo_f8e4m3fn_to_f32(hlo_f32_to_f8e4m3fn(2 * hlo_f8e4m3fn_to_f32(((uint8_t *)x->data)[i])));
     uint8_t want = hlo_f32_to_f8e5m2(y);
-    cr_expect_eq(((uint8_t *)o->data)[i], want, "out[%d] = 0x%02x, want 0x%02x", i, ((uint8_t *)o->data)[i], want);
+    cr_expect_eq(((uint8_t *)o->data)[i], want, "out[%d] = 0x%02x, want 0x%02x", i,
+                 ((uint8_t *)o->data)[i], want);
   }
   r = run(HLOC_RUN " %s/m.hlo %s/in0.npy --expect %s/out0.npy", dir, dir, dir);
   cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
@@ -302,7 +311,8 @@ Test(tools, output_to_special_files) {
   struct stat sb;
   cr_assert_eq(stat(path, &sb), 0);
   cr_expect(S_ISFIFO(sb.st_mode), "the FIFO was replaced by a file");
-  cr_expect(!hlo_write_file_atomic(dir, "x", 1, &err) && strstr(err.msg, "directory"), "%s", err.msg);
+  cr_expect(!hlo_write_file_atomic(dir, "x", 1, &err) && strstr(err.msg, "directory"), "%s",
+            err.msg);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_expect_eq(system(cmd), 0);

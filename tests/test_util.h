@@ -49,7 +49,8 @@ static inline bool tu_run(HModule *m, PassFn fn) {
 /* Instructions of c with opcode op. */
 static inline int tu_count(const HComp *c, HOp op) {
   int n = 0;
-  for (int i = 0; i < c->ninstrs; i++) n += c->instrs[i]->op == op;
+  for (int i = 0; i < c->ninstrs; i++)
+    n += c->instrs[i]->op == op;
   return n;
 }
 
@@ -108,8 +109,8 @@ static inline void tu_expect_same(const Literal *got, const Literal *want, doubl
   HErr err = {0};
   HCompare c;
   cr_assert(hlo_literal_compare(got, want, tol, tol, &c, &err), "%s", err.msg);
-  cr_expect(c.bad == 0, "%lld values differ, worst got %g want %g", (long long)c.bad,
-            c.worst_got, c.worst_want);
+  cr_expect(c.bad == 0, "%lld values differ, worst got %g want %g", (long long)c.bad, c.worst_got,
+            c.worst_want);
 }
 
 #endif

@@ -60,7 +60,8 @@ static Shape shp(DType dt, int rank, ...) {
   int64_t d[HLO_MAX_RANK] = {0};
   va_list ap;
   va_start(ap, rank);
-  for (int i = 0; i < rank; i++) d[i] = va_arg(ap, int);
+  for (int i = 0; i < rank; i++)
+    d[i] = va_arg(ap, int);
   va_end(ap);
   return hlo_shape_array(dt, rank, d);
 }
@@ -184,8 +185,10 @@ static void mutate_all(const char *rel) {
       Shape *leaf = first_leaf(&in->shape);
       if (!leaf) continue;
       Shape saved = *leaf;
-      if (leaf->rank > 0) leaf->dims[0] += 1;
-      else leaf->dt = leaf->dt == DT_F32 ? DT_S32 : DT_F32;
+      if (leaf->rank > 0)
+        leaf->dims[0] += 1;
+      else
+        leaf->dt = leaf->dt == DT_F32 ? DT_S32 : DT_F32;
       HErr v = {0};
       bool ok = hlo_verify(m, &v);
       *leaf = saved;
@@ -195,8 +198,8 @@ static void mutate_all(const char *rel) {
       if (own && !ok) {
         char want[600];
         snprintf(want, sizeof want, "instruction '%s'", in->name);
-        cr_expect(strstr(v.msg, want) != NULL, "%s: message '%s' does not name '%s'", rel,
-                  v.msg, in->name);
+        cr_expect(strstr(v.msg, want) != NULL, "%s: message '%s' does not name '%s'", rel, v.msg,
+                  in->name);
       }
       tried++;
     }
@@ -321,8 +324,8 @@ Test(verify, dot_contracting_mismatch) {
         "  b = f32[4,5]{1,0} parameter(1)\n"
         "  ROOT d = f32[2,5]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "}\n",
-        "computation 'main'", "instruction 'd'", "contracting dimension sizes differ",
-        "f32[2,3]", "f32[4,5]");
+        "computation 'main'", "instruction 'd'", "contracting dimension sizes differ", "f32[2,3]",
+        "f32[4,5]");
 }
 
 Test(verify, convolution_wrong_spatial_size) {
@@ -382,8 +385,7 @@ Test(verify, while_condition_not_pred) {
 Test(verify, slice_out_of_range) {
   FAILS("HloModule m\nENTRY main {\n  p = f32[4]{0} parameter(0)\n"
         "  ROOT s = f32[2]{0} slice(p), slice={[3:5]}\n}\n",
-        "computation 'main'", "instruction 's'", "slice range [3:5:1] of dimension 0",
-        "f32[4]");
+        "computation 'main'", "instruction 's'", "slice range [3:5:1] of dimension 0", "f32[4]");
 }
 
 Test(verify, gather_bad_index_vector_dim) {
@@ -391,8 +393,7 @@ Test(verify, gather_bad_index_vector_dim) {
         "  i = s32[4,1]{1,0} parameter(1)\n"
         "  ROOT g = f32[4,3]{1,0} gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, "
         "start_index_map={0}, index_vector_dim=3, slice_sizes={1,3}\n}\n",
-        "computation 'main'", "instruction 'g'", "index_vector_dim 3 is out of range",
-        "s32[4,1]");
+        "computation 'main'", "instruction 'g'", "index_vector_dim 3 is out of range", "s32[4,1]");
 }
 
 Test(verify, gather_slice_size_too_large) {
@@ -471,7 +472,8 @@ Test(verify, select_and_scatter_and_sort_computations) {
 Test(verify, call_fusion_conditional_signatures) {
   FAILS("HloModule m\nf {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n"
         "ENTRY main {\n  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} call(p), to_apply=f\n}\n",
-        "instruction 'c'", "to_apply computation 'f' parameter 0 has shape f32[3], expected "
+        "instruction 'c'",
+        "to_apply computation 'f' parameter 0 has shape f32[3], expected "
         "f32[4]");
   FAILS("HloModule m\nfused {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n"
         "ENTRY main {\n  p = f32[4]{0} parameter(0)\n"
@@ -818,10 +820,11 @@ Test(verify, misc_op_errors) {
   FAILS("HloModule m\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  lo = f32[2]{0} parameter(1)\n"
         "  ROOT c = f32[4]{0} clamp(lo, x, x)\n}\n",
         "instruction 'c'", "clamp min bound f32[2] must be a scalar or have the shape of f32[4]");
-  FAILS("HloModule m\nENTRY main {\n  x = f32[2,3]{1,0} parameter(0)\n  sc = f32[2]{0} parameter(1)\n"
-        "  ROOT b = f32[2,3]{1,0} batch-norm-inference(x, sc, sc, sc, sc), epsilon=0.001, "
-        "feature_index=1\n}\n",
-        "instruction 'b'", "operand 1 f32[2] must be f32[3]");
+  FAILS(
+      "HloModule m\nENTRY main {\n  x = f32[2,3]{1,0} parameter(0)\n  sc = f32[2]{0} parameter(1)\n"
+      "  ROOT b = f32[2,3]{1,0} batch-norm-inference(x, sc, sc, sc, sc), epsilon=0.001, "
+      "feature_index=1\n}\n",
+      "instruction 'b'", "operand 1 f32[2] must be f32[3]");
   FAILS("HloModule m\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  u = f32[5]{0} parameter(1)\n"
         "  i = s32[] parameter(2)\n"
         "  ROOT d = f32[4]{0} dynamic-update-slice(x, u, i)\n}\n",
@@ -836,7 +839,8 @@ Test(verify, collective_reducer_checked) {
         "  ROOT c = s32[] add(a, b)\n}\n"
         "ENTRY main {\n  x = f32[4]{0} parameter(0)\n"
         "  ROOT r = f32[4]{0} all-reduce(x), replica_groups={}, to_apply=sum\n}\n",
-        "instruction 'r'", "to_apply computation 'sum' parameter 0 has shape s32[], expected f32[]");
+        "instruction 'r'",
+        "to_apply computation 'sum' parameter 0 has shape s32[], expected f32[]");
 }
 
 Test(verify, malformed_shapes) {

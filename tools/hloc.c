@@ -240,8 +240,8 @@ int main(int argc, char **argv) {
 #ifdef HLOC_HAVE_CUDA
   cuda_emit = emit && (!strcmp(emit, "ptx") || !strcmp(emit, "cubin"));
 #endif
-  if (emit && !cuda_emit && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") && strcmp(emit, "llvm") &&
-      strcmp(emit, "asm") && strcmp(emit, "obj")) {
+  if (emit && !cuda_emit && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") &&
+      strcmp(emit, "llvm") && strcmp(emit, "asm") && strcmp(emit, "obj")) {
     fprintf(stderr, "hloc: unknown --emit kind '%s' (hlo, hlo-opt, llvm, asm, obj)\n", emit);
     return 1;
   }
@@ -251,8 +251,7 @@ int main(int argc, char **argv) {
   bool is_cuda = false;
 #endif
   if (strcmp(target, "cpu") && !is_cuda) {
-    fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n",
-            target);
+    fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n", target);
     return 1;
   }
 
@@ -266,7 +265,8 @@ int main(int argc, char **argv) {
   }
 #ifdef HLOC_HAVE_CUDA
   if (is_cuda)
-    cuda_optimizer_options(&oo, precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST);
+    cuda_optimizer_options(&oo, precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32
+                                                                        : CUDA_PRECISION_HIGHEST);
 #endif
   if (conv_layout) oo.conv_layout = !strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC;
 
@@ -313,7 +313,8 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (!emit && !out) {
     int ninstr = 0;
-    for (int i = 0; i < m->ncomps; i++) ninstr += m->comps[i]->ninstrs;
+    for (int i = 0; i < m->ncomps; i++)
+      ninstr += m->comps[i]->ninstrs;
     printf("%s: module %s: %d computations, %d instructions, %d parameters: verified\n", input,
            m->name, m->ncomps, ninstr, m->entry->nparams);
   } else if (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "hlo-opt"))) {
@@ -346,8 +347,11 @@ int main(int argc, char **argv) {
     co.out_path = out;
     co.gpu_arch = gpu_arch;
     co.opt_level = opt < 2 ? opt : 3;
-    co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ : !strcmp(emit, "ptx") ? CUDA_EMIT_PTX : CUDA_EMIT_CUBIN;
-    co.precision = precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
+    co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ
+              : !strcmp(emit, "ptx")        ? CUDA_EMIT_PTX
+                                            : CUDA_EMIT_CUBIN;
+    co.precision =
+        precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
     co.stats = stats ? stderr : NULL;
     char *end = NULL;
     long long mib = conv_ws ? strtoll(conv_ws, &end, 10) : 0;
@@ -356,14 +360,18 @@ int main(int argc, char **argv) {
       fprintf(stderr, "hloc: --precision must be highest or tf32\n");
       rc = 1;
     } else if (profile) {
-      fprintf(stderr, "hloc: --profile is an option of the cpu target (time the CUDA kernels with nsys or ncu)\n");
+      fprintf(stderr, "hloc: --profile is an option of the cpu target (time the CUDA kernels with "
+                      "nsys or ncu)\n");
       rc = 1;
     } else if (conv_ws && (end == conv_ws || *end || mib < 1 || mib > (1LL << 24))) {
       fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n");
       rc = 1;
     } else {
-      if (co.emit == CUDA_EMIT_OBJ) co.header_path = header ? header : (hdr = replace_ext(out, ".h"));
-      co.manifest_path = manifest ? manifest : co.emit != CUDA_EMIT_OBJ ? (man = replace_ext(out, ".json")) : NULL;
+      if (co.emit == CUDA_EMIT_OBJ)
+        co.header_path = header ? header : (hdr = replace_ext(out, ".h"));
+      co.manifest_path = manifest                   ? manifest
+                         : co.emit != CUDA_EMIT_OBJ ? (man = replace_ext(out, ".json"))
+                                                    : NULL;
       if (!cuda_compile(m, &co, &err)) {
         fprintf(stderr, "hloc: %s\n", err.msg);
         rc = 1;
@@ -394,10 +402,12 @@ int main(int argc, char **argv) {
     o.profile = profile;
     o.direct_conv = conv_algo && !strcmp(conv_algo, "direct");
     o.emit = !emit || !strcmp(emit, "obj") ? CPU_EMIT_OBJ
-             : !strcmp(emit, "asm")          ? CPU_EMIT_ASM
-                                             : CPU_EMIT_LLVM;
-    if (o.emit == CPU_EMIT_OBJ) o.header_path = header ? header : (hdr = replace_ext(out, ".h"));
-    else o.header_path = header;
+             : !strcmp(emit, "asm")        ? CPU_EMIT_ASM
+                                           : CPU_EMIT_LLVM;
+    if (o.emit == CPU_EMIT_OBJ)
+      o.header_path = header ? header : (hdr = replace_ext(out, ".h"));
+    else
+      o.header_path = header;
     double t_cg = now_s();
     if (!cpu_compile(m, &o, &err)) {
       fprintf(stderr, "hloc: %s\n", err.msg);

@@ -20,7 +20,8 @@
 
 static void flatten(Literal *l, Literal **out, int *n, int cap) {
   if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++) flatten(l->elems[i], out, n, cap);
+    for (int i = 0; i < l->shape.ntuple; i++)
+      flatten(l->elems[i], out, n, cap);
   } else if (*n < cap) {
     out[(*n)++] = l;
   } else {
@@ -54,9 +55,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hloc-run: bad tolerance '%s'\n", argv[i + 1]);
         return 1;
       }
-      if (argv[i][2] == 'r') rtol = v;
-      else if (argv[i][2] == 'a') atol = v;
-      else max_tol = v;
+      if (argv[i][2] == 'r')
+        rtol = v;
+      else if (argv[i][2] == 'a')
+        atol = v;
+      else
+        max_tol = v;
       i++;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "hloc-run: unknown or incomplete option '%s'\n", argv[i]);
@@ -105,8 +109,8 @@ int main(int argc, char **argv) {
   rc = 0;
   if (nexp) {
     if (nexp != nres) {
-      hlo_err(&err, file, NULL, NULL, "%d expected outputs given, the module has %d results",
-              nexp, nres);
+      hlo_err(&err, file, NULL, NULL, "%d expected outputs given, the module has %d results", nexp,
+              nres);
       rc = 1;
       goto fail;
     }
@@ -122,12 +126,12 @@ int main(int argc, char **argv) {
         rc = 1;
         goto fail;
       }
-      printf("result %d: max abs err %.3g, max rel err %.3g, %lld of %lld outside tolerance%s\n",
-             k, c.max_abs, c.max_rel, (long long)c.bad,
-             (long long)hlo_shape_elems(&leaves[k]->shape), c.bad ? " FAIL" : "");
+      printf("result %d: max abs err %.3g, max rel err %.3g, %lld of %lld outside tolerance%s\n", k,
+             c.max_abs, c.max_rel, (long long)c.bad, (long long)hlo_shape_elems(&leaves[k]->shape),
+             c.bad ? " FAIL" : "");
       if (c.bad) {
-        printf("  worst element %lld: got %.9g, expected %.9g\n", (long long)c.worst,
-               c.worst_got, c.worst_want);
+        printf("  worst element %lld: got %.9g, expected %.9g\n", (long long)c.worst, c.worst_got,
+               c.worst_want);
         rc = 1;
       }
     }

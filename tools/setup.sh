@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake make gcc pkg-config protobuf-c-compiler libprotobuf-c-dev llvm-19-dev
-      libopenblas-dev libcriterion-dev clang libclang-rt-14-dev)
+      libopenblas-dev libcriterion-dev clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tools/test.sh: the test command (CI runs exactly this through .ci/run).
-#  1. installs what is missing and builds everything with -Werror (Release);
+#  1. installs what is missing and builds everything with -Werror (Release); checks that
+#     docs/architecture.md names every source file and that the C sources are as clang-format
+#     (.clang-format) writes them;
 #  2. runs the Criterion suite (readers, verifier, interpreter, targets, tools);
 #  3. rebuilds with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite again;
 #  4. runs each libFuzzer target for a bounded time on the corpus seeds.
@@ -17,6 +19,10 @@ cmake --build "$root/build-test" -j"$jobs" 2>&1 | grep -E "warning|error|Error" 
 cmake --build "$root/build-test" -j"$jobs" >/dev/null
 
 echo "== docs"; bash "$root/tools/check_docs.sh"
+
+echo "== format (clang-format --dry-run --Werror)"
+(cd "$root" && git ls-files '*.c' '*.h' 2>/dev/null || find proto hlo optimizer layout memplan targets tools tests bench -name '*.[ch]') |
+  (cd "$root" && xargs clang-format --dry-run --Werror)
 
 echo "== tests"
 "$root/build-test/hloc_tests" --jobs "$jobs"

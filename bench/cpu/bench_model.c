@@ -26,8 +26,8 @@
  * first touch of the scratch memory, which an inference server pays once).
  *
  * Output: one line of key=value fields (model, threads, runs, median_s, min_s, first_s,
- * cold, temp_bytes, packed (0/1) and pack_s, and asum/nonfinite: a position-weighted sum of |x| over the
- * floating-point results and the count of non-finite ones, a checksum for runs on other
+ * cold, temp_bytes, packed (0/1) and pack_s, and asum/nonfinite: a position-weighted sum of |x|
+ * over the floating-point results and the count of non-finite ones, a checksum for runs on other
  * machines; expect/expect_bad: with --expect DIR, whether every result matches
  * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that bench/cpu.sh parses (it
  * checks the serial run and the weights-frozen twin against the 2-thread run's results,
@@ -133,7 +133,8 @@ static void *pool_worker(void *arg) {
     }
     if (g == seen) {
       pthread_mutex_lock(&p->mu);
-      while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->wake, &p->mu);
+      while ((g = atomic_load(&p->gen)) == seen)
+        pthread_cond_wait(&p->wake, &p->mu);
       pthread_mutex_unlock(&p->mu);
     }
     if (g < 0) return NULL;
@@ -147,7 +148,8 @@ static void *pool_worker(void *arg) {
 static void pool_for(void *runner, int64_t n, hloc_task_fn fn, void *ctx) {
   Pool *p = runner;
   if (p->nworkers == 0 || n <= 1) {
-    for (int64_t i = 0; i < n; i++) fn(ctx, i);
+    for (int64_t i = 0; i < n; i++)
+      fn(ctx, i);
     return;
   }
   p->n = n;
@@ -161,8 +163,10 @@ static void pool_for(void *runner, int64_t n, hloc_task_fn fn, void *ctx) {
   pthread_mutex_unlock(&p->mu);
   pool_drain(p);
   for (long s = 0; atomic_load(&p->busy) > 0; s++) {
-    if (s < POOL_SPIN) cpu_relax();
-    else sched_yield();
+    if (s < POOL_SPIN)
+      cpu_relax();
+    else
+      sched_yield();
   }
 }
 
@@ -186,7 +190,8 @@ static void pool_stop(Pool *p) {
   atomic_store(&p->gen, -1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  for (int i = 0; i < p->nworkers; i++) pthread_join(p->tid[i], NULL);
+  for (int i = 0; i < p->nworkers; i++)
+    pthread_join(p->tid[i], NULL);
 }
 
 /* ------------------------------------------------------------------ tensors */
@@ -194,9 +199,9 @@ static void pool_stop(Pool *p) {
 /* .npy descr of an HLO dtype name; NULL when NumPy has no such type (bf16, ...). */
 static const char *npy_descr(const char *dt) {
   static const char *const map[][2] = {
-      {"f32", "<f4"}, {"f64", "<f8"}, {"f16", "<f2"}, {"s8", "|i1"},  {"s16", "<i2"},
-      {"s32", "<i4"}, {"s64", "<i8"}, {"u8", "|u1"},  {"u16", "<u2"}, {"u32", "<u4"},
-      {"u64", "<u8"}, {"pred", "|b1"},
+      {"f32", "<f4"}, {"f64", "<f8"}, {"f16", "<f2"}, {"s8", "|i1"},
+      {"s16", "<i2"}, {"s32", "<i4"}, {"s64", "<i8"}, {"u8", "|u1"},
+      {"u16", "<u2"}, {"u32", "<u4"}, {"u64", "<u8"}, {"pred", "|b1"},
   };
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (!strcmp(dt, map[i][0])) return map[i][1];
@@ -207,11 +212,11 @@ static const char *npy_descr(const char *dt) {
 static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   const char *dt = t->dtype;
   bool f32 = !strcmp(dt, "f32"), f64 = !strcmp(dt, "f64"), bf16 = !strcmp(dt, "bf16");
-  size_t esz = !strcmp(dt, "pred") || !strcmp(dt, "s8") || !strcmp(dt, "u8")     ? 1
-               : !strcmp(dt, "s16") || !strcmp(dt, "u16") || bf16                 ? 2
-               : f32 || !strcmp(dt, "s32") || !strcmp(dt, "u32")                  ? 4
-               : f64 || !strcmp(dt, "s64") || !strcmp(dt, "u64")                  ? 8
-                                                                                  : 0;
+  size_t esz = !strcmp(dt, "pred") || !strcmp(dt, "s8") || !strcmp(dt, "u8") ? 1
+               : !strcmp(dt, "s16") || !strcmp(dt, "u16") || bf16            ? 2
+               : f32 || !strcmp(dt, "s32") || !strcmp(dt, "u32")             ? 4
+               : f64 || !strcmp(dt, "s64") || !strcmp(dt, "u64")             ? 8
+                                                                             : 0;
   if (!esz) {
     fprintf(stderr, "bench: argument %d (%s) has dtype %s, which the driver cannot fill\n", k,
             t->name, dt);
@@ -220,14 +225,22 @@ static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   int64_t n = (int64_t)(t->bytes / esz);
   for (int64_t i = 0; i < n; i++) {
     double v = bench_fill_value(k, t->rank, t->dims, i, f32 || f64 || bf16);
-    if (f32) ((float *)d)[i] = (float)v;
-    else if (bf16) ((uint16_t *)d)[i] = bench_f32_to_bf16((float)v); /* the value rounded to bf16 */
-    else if (f64) ((double *)d)[i] = v;
-    else if (!strcmp(dt, "pred")) ((uint8_t *)d)[i] = v != 0;
-    else if (esz == 1) ((uint8_t *)d)[i] = (uint8_t)(int)v;
-    else if (esz == 2) ((int16_t *)d)[i] = (int16_t)v;
-    else if (esz == 4) ((int32_t *)d)[i] = (int32_t)v;
-    else ((int64_t *)d)[i] = (int64_t)v;
+    if (f32)
+      ((float *)d)[i] = (float)v;
+    else if (bf16)
+      ((uint16_t *)d)[i] = bench_f32_to_bf16((float)v); /* the value rounded to bf16 */
+    else if (f64)
+      ((double *)d)[i] = v;
+    else if (!strcmp(dt, "pred"))
+      ((uint8_t *)d)[i] = v != 0;
+    else if (esz == 1)
+      ((uint8_t *)d)[i] = (uint8_t)(int)v;
+    else if (esz == 2)
+      ((int16_t *)d)[i] = (int16_t)v;
+    else if (esz == 4)
+      ((int32_t *)d)[i] = (int32_t)v;
+    else
+      ((int64_t *)d)[i] = (int64_t)v;
   }
   return true;
 }
@@ -244,12 +257,15 @@ static bool npy_save(const char *dir, const char *stem, int k, const hloc_tensor
   size_t o = 1;
   for (int i = 0; i < t->rank; i++)
     o += (size_t)snprintf(shape + o, sizeof shape - o, "%lld%s", (long long)t->dims[i],
-                          t->rank == 1 ? "," : i + 1 < t->rank ? ", " : "");
+                          t->rank == 1      ? ","
+                          : i + 1 < t->rank ? ", "
+                                            : "");
   snprintf(shape + o, sizeof shape - o, ")");
   char hdr[640];
-  int h = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                   descr, shape);
-  while ((10 + h + 1) % 64) hdr[h++] = ' ';
+  int h = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
+                   shape);
+  while ((10 + h + 1) % 64)
+    hdr[h++] = ' ';
   hdr[h++] = '\n';
   char path[4096];
   snprintf(path, sizeof path, "%s/%s%d.npy", dir, stem, k);
@@ -258,8 +274,8 @@ static bool npy_save(const char *dir, const char *stem, int k, const hloc_tensor
     fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
     return false;
   }
-  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h & 0xff),
-                           (unsigned char)(h >> 8)};
+  unsigned char pre[10] = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
   bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)h, f) == (size_t)h &&
             fwrite(d, 1, t->bytes, f) == t->bytes;
   if (fclose(f) || !ok) {
@@ -273,7 +289,8 @@ static bool npy_save(const char *dir, const char *stem, int k, const hloc_tensor
  * another thread count): f32 elements within 1e-4 relative (1e-6 absolute), other dtypes
  * byte for byte. Adds the elements outside that to *bad; false when the file is missing or
  * does not match the tensor's size. */
-static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const void *d, long long *bad) {
+static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const void *d,
+                       long long *bad) {
   char path[4096];
   snprintf(path, sizeof path, "%s/out%d.npy", dir, k);
   FILE *f = fopen(path, "rb");
@@ -310,8 +327,10 @@ static double result_asum(void *const results[], long long *nonfinite) {
     size_t n = t->bytes / (f32 ? 4 : 8);
     for (size_t i = 0; i < n; i++) {
       double v = f32 ? ((const float *)results[k])[i] : ((const double *)results[k])[i];
-      if (isfinite(v)) s += fabs(v) * (double)(1 + i % 7);
-      else ++*nonfinite;
+      if (isfinite(v))
+        s += fabs(v) * (double)(1 + i % 7);
+      else
+        ++*nonfinite;
     }
   }
   return s;
@@ -350,17 +369,21 @@ static int cmp_task(const void *a, const void *b) {
 static void print_profile(const uint64_t *ticks, double mean_s) {
   int n = USYM(_NUM_TASKS), order[USYM(_NUM_TASKS) + 1];
   uint64_t total = 0;
-  for (int t = 0; t < n; t++) order[t] = t, total += ticks[t];
+  for (int t = 0; t < n; t++)
+    order[t] = t, total += ticks[t];
   prof_ticks = ticks;
   qsort(order, (size_t)n, sizeof *order, cmp_task);
-  fprintf(stderr, "profile: %d tasks, mean run %.3f ms\n  share     ms/run   GFLOP/s  task\n", n, 1e3 * mean_s);
+  fprintf(stderr, "profile: %d tasks, mean run %.3f ms\n  share     ms/run   GFLOP/s  task\n", n,
+          1e3 * mean_s);
   for (int i = 0; i < n && total; i++) {
     int t = order[i];
     double share = (double)ticks[t] / (double)total, s = mean_s * share;
     if (ticks[t] == 0) break;
     char rate[32] = "";
-    if (SYM(_task_flops)[t] > 0 && s > 0) snprintf(rate, sizeof rate, "%.1f", SYM(_task_flops)[t] / s * 1e-9);
-    fprintf(stderr, "  %5.1f%%  %9.3f  %8s  %3d %s\n", 100 * share, 1e3 * s, rate, t, SYM(_task_names)[t]);
+    if (SYM(_task_flops)[t] > 0 && s > 0)
+      snprintf(rate, sizeof rate, "%.1f", SYM(_task_flops)[t] / s * 1e-9);
+    fprintf(stderr, "  %5.1f%%  %9.3f  %8s  %3d %s\n", 100 * share, 1e3 * s, rate, t,
+            SYM(_task_names)[t]);
   }
 }
 #endif
@@ -400,13 +423,20 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a);
       return 2;
     }
-    if (!strcmp(a, "--threads")) threads = (int)arg_double(a, v);
-    else if (!strcmp(a, "--budget")) budget = arg_double(a, v);
-    else if (!strcmp(a, "--min-runs")) min_runs = (int)arg_double(a, v);
-    else if (!strcmp(a, "--max-runs")) max_runs = (int)arg_double(a, v);
-    else if (!strcmp(a, "--save-inputs")) save_in = v;
-    else if (!strcmp(a, "--save-outputs")) save_out = v;
-    else if (!strcmp(a, "--expect")) expect = v;
+    if (!strcmp(a, "--threads"))
+      threads = (int)arg_double(a, v);
+    else if (!strcmp(a, "--budget"))
+      budget = arg_double(a, v);
+    else if (!strcmp(a, "--min-runs"))
+      min_runs = (int)arg_double(a, v);
+    else if (!strcmp(a, "--max-runs"))
+      max_runs = (int)arg_double(a, v);
+    else if (!strcmp(a, "--save-inputs"))
+      save_in = v;
+    else if (!strcmp(a, "--save-outputs"))
+      save_out = v;
+    else if (!strcmp(a, "--expect"))
+      expect = v;
     else {
       fprintf(stderr, "bench: unknown option '%s'\n", a);
       return 2;
@@ -470,7 +500,8 @@ int main(int argc, char **argv) {
       fflush(stdout);
       char line[64];
       asked = block = 0;
-      while (asked <= 0 && fgets(line, sizeof line, stdin)) asked = atoi(line);
+      while (asked <= 0 && fgets(line, sizeof line, stdin))
+        asked = atoi(line);
       if (asked < 0) asked = 0;
       if (!asked) break;
       if (runs + asked > cap) {
@@ -482,7 +513,8 @@ int main(int argc, char **argv) {
     }
     double t0 = now_s();
 #ifdef BENCH_PROFILE
-    int rc = SYM(_run_profile)(args, results, temp, packed, threads > 1 ? pool_for : NULL, pool, r < 0 ? NULL : ticks);
+    int rc = SYM(_run_profile)(args, results, temp, packed, threads > 1 ? pool_for : NULL, pool,
+                               r < 0 ? NULL : ticks);
 #else
     /* packed == NULL: the same work as NAME_run / NAME_run_mt */
     int rc = threads > 1 ? SYM(_run_packed_mt)(args, results, temp, packed, pool_for, pool)
@@ -522,13 +554,15 @@ int main(int argc, char **argv) {
   const char *expected = "-";
   if (expect) {
     bool found = true;
-    for (int k = 0; k < NRESULTS; k++) found &= npy_expect(expect, k, &SYM(_result_info)[k], results[k], &bad);
+    for (int k = 0; k < NRESULTS; k++)
+      found &= npy_expect(expect, k, &SYM(_result_info)[k], results[k], &bad);
     expected = !found ? "missing" : bad ? "FAIL" : "ok";
   }
-  printf("model=%s threads=%d runs=%d median_s=%.9f min_s=%.9f first_s=%.9f cold=%d "
-         "temp_bytes=%lld packed=%d pack_s=%.9f asum=%.9g nonfinite=%lld expect=%s expect_bad=%lld\n",
-         BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, packed != NULL, pack_s,
-         asum, nonfinite, expected, bad);
+  printf(
+      "model=%s threads=%d runs=%d median_s=%.9f min_s=%.9f first_s=%.9f cold=%d "
+      "temp_bytes=%lld packed=%d pack_s=%.9f asum=%.9g nonfinite=%lld expect=%s expect_bad=%lld\n",
+      BENCH_LABEL, threads, runs, median, ts[0], first, cold, (long long)TEMP_BYTES, packed != NULL,
+      pack_s, asum, nonfinite, expected, bad);
 #ifdef BENCH_PROFILE
   if (!cold) print_profile(ticks, spent / runs);
 #endif

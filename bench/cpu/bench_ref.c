@@ -34,10 +34,10 @@
 #include <time.h>
 
 typedef struct Work {
-  double flops;      /* dot + convolution floating-point operations */
-  int dots;          /* dot instructions reached */
-  int convs;         /* convolution instructions reached */
-  int while_loops;   /* while instructions reached (bodies counted once) */
+  double flops;    /* dot + convolution floating-point operations */
+  int dots;        /* dot instructions reached */
+  int convs;       /* convolution instructions reached */
+  int while_loops; /* while instructions reached (bodies counted once) */
 } Work;
 
 static void ref_count(const HComp *c, Work *w, int depth) {
@@ -52,7 +52,8 @@ static void ref_count(const HComp *c, Work *w, int depth) {
     } else if (in->op == OP_CALL || in->op == OP_FUSION || in->op == OP_CONDITIONAL ||
                in->op == OP_WHILE) {
       if (in->op == OP_WHILE) w->while_loops++;
-      for (int k = 0; k < in->ncalls; k++) ref_count(in->calls[k], w, depth + 1);
+      for (int k = 0; k < in->ncalls; k++)
+        ref_count(in->calls[k], w, depth + 1);
     }
   }
 }
@@ -61,7 +62,8 @@ static void ref_count(const HComp *c, Work *w, int depth) {
 static size_t ref_shape_bytes(const Shape *s) {
   if (s->dt != DT_TUPLE) return hlo_shape_bytes(s);
   size_t b = 0;
-  for (int i = 0; i < s->ntuple; i++) b += ref_shape_bytes(&s->tuple[i]);
+  for (int i = 0; i < s->ntuple; i++)
+    b += ref_shape_bytes(&s->tuple[i]);
   return b;
 }
 
@@ -69,7 +71,8 @@ static size_t ref_shape_bytes(const Shape *s) {
  * numbers its results. */
 static void ref_flatten(Literal *l, Literal **out, int *n, int cap) {
   if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++) ref_flatten(l->elems[i], out, n, cap);
+    for (int i = 0; i < l->shape.ntuple; i++)
+      ref_flatten(l->elems[i], out, n, cap);
   } else if (*n < cap) {
     out[(*n)++] = l;
   }
@@ -87,7 +90,8 @@ int main(int argc, char **argv) {
   double rtol = 1e-3, atol = 1e-4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      puts("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A] [--save DIR]]");
+      puts("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A] [--save "
+           "DIR]]");
       return 0;
     } else if (!strcmp(argv[i], "--interp")) {
       interp = true;
@@ -102,8 +106,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hloc-bench-ref: bad tolerance '%s'\n", argv[i + 1]);
         return 1;
       }
-      if (argv[i][2] == 'r') rtol = v;
-      else atol = v;
+      if (argv[i][2] == 'r')
+        rtol = v;
+      else
+        atol = v;
       i++;
     } else if (argv[i][0] == '-' || file) {
       fprintf(stderr, "hloc-bench-ref: unexpected argument '%s'\n", argv[i]);
@@ -113,8 +119,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!file) {
-    fputs("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A]]\n",
-          stderr);
+    fputs("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A]]\n", stderr);
     return 1;
   }
   HErr err = {0};
@@ -131,7 +136,8 @@ int main(int argc, char **argv) {
   Work w = {0};
   ref_count(m->entry, &w, 0);
   size_t pbytes = 0;
-  for (int i = 0; i < m->entry->nparams; i++) pbytes += hlo_shape_bytes(&m->entry->params[i]->shape);
+  for (int i = 0; i < m->entry->nparams; i++)
+    pbytes += hlo_shape_bytes(&m->entry->params[i]->shape);
   size_t rbytes = ref_shape_bytes(&m->entry->root->shape);
   printf("flops=%.0f param_bytes=%zu result_bytes=%zu dots=%d convs=%d while_loops=%d", w.flops,
          pbytes, rbytes, w.dots, w.convs, w.while_loops);
@@ -158,8 +164,10 @@ int main(int argc, char **argv) {
     bool fl = hlo_dtype_is_float(s->dt);
     for (int64_t i = 0; i < n; i++) {
       double v = bench_fill_value(k, s->rank, s->dims, i, fl);
-      if (fl) hlo_literal_set_f64(args[k], i, v);
-      else hlo_literal_set_i64(args[k], i, s->dt == DT_PRED ? v != 0 : (int64_t)v);
+      if (fl)
+        hlo_literal_set_f64(args[k], i, v);
+      else
+        hlo_literal_set_i64(args[k], i, s->dt == DT_PRED ? v != 0 : (int64_t)v);
     }
   }
   double t0 = now_s();

@@ -55,8 +55,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   double t3 = cb_now();
-  printf("load %.3f s, optimize %.3f s, cpu_compile %.3f s, total %.3f s\n", t1 - t0, t2 - t1, t3 - t2,
-         t3 - t0);
+  printf("load %.3f s, optimize %.3f s, cpu_compile %.3f s, total %.3f s\n", t1 - t0, t2 - t1,
+         t3 - t2, t3 - t0);
   hlo_module_free(m);
   return 0;
 }

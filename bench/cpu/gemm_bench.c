@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
   size_t bytes = (size_t)(n * n) * sizeof(float);
   float *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
   float *c = aligned_alloc(64, bytes), *r = aligned_alloc(64, bytes);
-  for (int64_t i = 0; i < n * n; i++) a[i] = sinf((float)i * 0.37f), b[i] = sinf((float)(i + 7) * 0.37f);
+  for (int64_t i = 0; i < n * n; i++)
+    a[i] = sinf((float)i * 0.37f), b[i] = sinf((float)(i + 7) * 0.37f);
   void *temp = aligned_alloc(64, ((size_t)MODEL_TEMP_BYTES + 127) / 64 * 64);
   const void *args[2] = {a, b};
   void *res[1] = {c};
@@ -37,8 +38,8 @@ int main(int argc, char **argv) {
     double t0 = gb_now();
     model_run(args, res, temp);
     double t1 = gb_now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n,
-                0.0f, r, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n,
+                b, (int)n, 0.0f, r, (int)n);
     double t2 = gb_now();
     if (t1 - t0 < best) best = t1 - t0;
     if (t2 - t1 < best_ref) best_ref = t2 - t1;
@@ -49,7 +50,7 @@ int main(int argc, char **argv) {
     scale = fmax(scale, fabs((double)r[i]));
   }
   double gf = 2.0 * (double)n * (double)n * (double)n * 1e-9;
-  printf("n=%lld: hloc %.1f GFLOP/s, OpenBLAS %.1f GFLOP/s (%.0f%%), max |diff| %.2g of %.3g\n", (long long)n,
-         gf / best, gf / best_ref, 100.0 * best_ref / best, maxerr, scale);
+  printf("n=%lld: hloc %.1f GFLOP/s, OpenBLAS %.1f GFLOP/s (%.0f%%), max |diff| %.2g of %.3g\n",
+         (long long)n, gf / best, gf / best_ref, 100.0 * best_ref / best, maxerr, scale);
   return maxerr <= 1e-4 * scale ? 0 : 1;
 }

@@ -15,9 +15,9 @@
 #include <time.h>
 
 typedef struct Half {
-  char *dst;        /* destination of this thread's part */
-  const char *src;  /* its source */
-  size_t n;         /* its bytes */
+  char *dst;             /* destination of this thread's part */
+  const char *src;       /* its source */
+  size_t n;              /* its bytes */
   pthread_barrier_t *go; /* start line shared by both threads */
 } Half;
 
@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench-memcpy: out of memory\n");
     return 1;
   }
-  for (size_t i = 0; i < n; i++) src[i] = (char)(i * 7);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (char)(i * 7);
   memset(dst, 1, n);
   for (int th = 1; th <= 2; th++) {
     for (int r = -1; r < runs; r++) {

@@ -40,15 +40,15 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    CUresult r_ = (x);                                                                         \
-    if (r_ != CUDA_SUCCESS) {                                                                  \
-      const char *s_ = NULL;                                                                   \
-      cuGetErrorString(r_, &s_);                                                               \
-      printf("ERROR %s cuda error %d (%s) at %s\n", label, (int)r_, s_ ? s_ : "?", #x);      \
-      return 1;                                                                                \
-    }                                                                                          \
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    CUresult r_ = (x);                                                                             \
+    if (r_ != CUDA_SUCCESS) {                                                                      \
+      const char *s_ = NULL;                                                                       \
+      cuGetErrorString(r_, &s_);                                                                   \
+      printf("ERROR %s cuda error %d (%s) at %s\n", label, (int)r_, s_ ? s_ : "?", #x);            \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 static int cmp_d(const void *a, const void *b) {
@@ -82,7 +82,8 @@ static uint16_t f16_bits(float v) {
 /* Fill host buffer h (ti's dtype) deterministically. */
 static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
   size_t n = 1;
-  for (int d = 0; d < ti->rank; d++) n *= (size_t)ti->dims[d];
+  for (int d = 0; d < ti->rank; d++)
+    n *= (size_t)ti->dims[d];
   uint32_t x = seed * 2654435761u + 12345u;
   double scale = 1.0 / sqrt((double)(ti->rank ? ti->dims[ti->rank - 1] : 1));
   if (scale > 1) scale = 1;
@@ -90,8 +91,10 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
     for (size_t i = 0; i < n; i++) {
       x = x * 1664525u + 1013904223u;
       double v = ((double)(x >> 8) / 8388608.0 - 1.0) * scale;
-      if (ti->dtype[1] == '3') ((float *)h)[i] = (float)v;
-      else ((double *)h)[i] = v;
+      if (ti->dtype[1] == '3')
+        ((float *)h)[i] = (float)v;
+      else
+        ((double *)h)[i] = v;
     }
   } else if (!strcmp(ti->dtype, "bf16") || !strcmp(ti->dtype, "f16")) {
     bool bf = ti->dtype[0] == 'b';
@@ -101,11 +104,14 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
       ((uint16_t *)h)[i] = bf ? bf16_bits(v) : f16_bits(v);
     }
   } else if (!strcmp(ti->dtype, "s32") || !strcmp(ti->dtype, "u32")) {
-    for (size_t i = 0; i < n; i++) ((int32_t *)h)[i] = (int32_t)(i % 10);
+    for (size_t i = 0; i < n; i++)
+      ((int32_t *)h)[i] = (int32_t)(i % 10);
   } else if (!strcmp(ti->dtype, "s64") || !strcmp(ti->dtype, "u64")) {
-    for (size_t i = 0; i < n; i++) ((int64_t *)h)[i] = (int64_t)(i % 10);
+    for (size_t i = 0; i < n; i++)
+      ((int64_t *)h)[i] = (int64_t)(i % 10);
   } else if (!strcmp(ti->dtype, "pred") || !strcmp(ti->dtype, "s8") || !strcmp(ti->dtype, "u8")) {
-    for (size_t i = 0; i < n; i++) ((uint8_t *)h)[i] = (uint8_t)(i % 2);
+    for (size_t i = 0; i < n; i++)
+      ((uint8_t *)h)[i] = (uint8_t)(i % 2);
   } else {
     memset(h, 0, ti->bytes);
   }
@@ -117,7 +123,8 @@ static int bench_copy(const char *label, CUstream s, int iters, int warmup) {
   CK(cuMemAlloc(&a, bytes));
   CK(cuMemAlloc(&b, bytes));
   CK(cuMemsetD32(a, 0x3f800000u, bytes / 4));
-  for (int i = 0; i < warmup + 1; i++) CK(cuMemcpyDtoDAsync(b, a, bytes, s));
+  for (int i = 0; i < warmup + 1; i++)
+    CK(cuMemcpyDtoDAsync(b, a, bytes, s));
   CK(cuStreamSynchronize(s));
   CUevent e0, e1;
   CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
@@ -135,8 +142,8 @@ static int bench_copy(const char *label, CUstream s, int iters, int warmup) {
     ev[i] = ms;
   }
   double em = median(ev, iters), hm = median(ho, iters);
-  printf("label=%s bytes=%zu event_ms=%.5f host_ms=%.5f event_GBps=%.1f host_GBps=%.1f\n", label, bytes, em, hm,
-         2.0 * (double)bytes / (em * 1e6), 2.0 * (double)bytes / (hm * 1e6));
+  printf("label=%s bytes=%zu event_ms=%.5f host_ms=%.5f event_GBps=%.1f host_GBps=%.1f\n", label,
+         bytes, em, hm, 2.0 * (double)bytes / (em * 1e6), 2.0 * (double)bytes / (hm * 1e6));
   return 0;
 }
 
@@ -200,7 +207,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i + 4 <= ti->bytes; i += 4)
       if (h[i] == 0xff && h[i + 1] == 0xff && h[i + 2] == 0xff && h[i + 3] == 0xff) unwritten++;
     if (k == 0 && !strcmp(ti->dtype, "f32"))
-      for (size_t i = 0; i < ti->bytes / 4; i++) checksum += ((float *)h)[i];
+      for (size_t i = 0; i < ti->bytes / 4; i++)
+        checksum += ((float *)h)[i];
     free(h);
   }
   for (int i = 0; i < warmup; i++)
@@ -229,7 +237,8 @@ int main(int argc, char **argv) {
     ev[i] = ms;
   }
   CK(cuEventRecord(e0, s));
-  for (int i = 0; i < iters; i++) model_cuda_run((const void *const *)args, res, (void *)temp, s);
+  for (int i = 0; i < iters; i++)
+    model_cuda_run((const void *const *)args, res, (void *)temp, s);
   CK(cuEventRecord(e1, s));
   CK(cuStreamSynchronize(s));
   float back = 0;
@@ -237,7 +246,7 @@ int main(int argc, char **argv) {
   double em = median(ev, iters), hm = median(ho, iters);
   printf("label=%s event_ms=%.5f host_ms=%.5f b2b_ms=%.5f first_ms=%.1f in_MB=%.1f out_MB=%.1f "
          "GBps_io=%.1f temp_MB=%.1f unwritten=%lld checksum=%.6g\n",
-         label, em, hm, back / iters, first, in_bytes / 1e6, out_bytes / 1e6, (in_bytes + out_bytes) / (em * 1e6),
-         MODEL_TEMP_BYTES / 1e6, unwritten, checksum);
+         label, em, hm, back / iters, first, in_bytes / 1e6, out_bytes / 1e6,
+         (in_bytes + out_bytes) / (em * 1e6), MODEL_TEMP_BYTES / 1e6, unwritten, checksum);
   return unwritten ? 1 : 0;
 }

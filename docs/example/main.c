@@ -14,7 +14,8 @@ int main(void) {
   static float x[4][64];
   static float y[4][10];
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 64; j++) x[i][j] = sinf(0.1f * (float)(i * 64 + j));
+    for (int j = 0; j < 64; j++)
+      x[i][j] = sinf(0.1f * (float)(i * 64 + j));
   const void *args[MODEL_NUM_ARGS] = {x};
   void *results[MODEL_NUM_RESULTS] = {y};
   void *temp = aligned_alloc(64, MODEL_TEMP_BYTES ? (MODEL_TEMP_BYTES + 63) / 64 * 64 : 64);

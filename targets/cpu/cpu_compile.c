@@ -62,7 +62,8 @@ static bool cp_inline_one(HModule *m, HComp *c) {
   HInstr **map = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(callee->ninstrs + 1));
   hlo_comp_renumber(callee);
   int o = 0;
-  for (int i = 0; i < at; i++) arr[o++] = c->instrs[i];
+  for (int i = 0; i < at; i++)
+    arr[o++] = c->instrs[i];
   for (int i = 0; i < callee->ninstrs; i++) {
     HInstr *ci = callee->instrs[i];
     if (ci->op == OP_PARAMETER && ci->param_num < call->nops) {
@@ -74,14 +75,16 @@ static bool cp_inline_one(HModule *m, HComp *c) {
     ni->name = hlo_module_unique_name(m, ci->name);
     ni->uid = m->next_uid++;
     ni->ops = hlo_arena_alloc(a, sizeof(HInstr *) * (size_t)(ci->nops ? ci->nops : 1));
-    for (int k = 0; k < ci->nops; k++) ni->ops[k] = map[ci->ops[k]->idx];
+    for (int k = 0; k < ci->nops; k++)
+      ni->ops[k] = map[ci->ops[k]->idx];
     ni->nctrl = 0;
     ni->ctrl = NULL;
     map[i] = ni;
     arr[o++] = ni;
   }
   HInstr *res = map[callee->root->idx];
-  for (int i = at + 1; i < c->ninstrs; i++) arr[o++] = c->instrs[i];
+  for (int i = at + 1; i < c->ninstrs; i++)
+    arr[o++] = c->instrs[i];
   c->instrs = arr;
   c->ninstrs = o;
   c->cap = n;
@@ -123,7 +126,8 @@ static void cp_inline_all(HModule *m, HComp *c, int depth) {
         while (cp_inline_one(m, in->calls[j])) {
         }
     if (in->op == OP_WHILE && depth < 64)
-      for (int j = 0; j < in->ncalls; j++) cp_inline_all(m, in->calls[j], depth + 1);
+      for (int j = 0; j < in->ncalls; j++)
+        cp_inline_all(m, in->calls[j], depth + 1);
   }
 }
 
@@ -156,11 +160,11 @@ static bool cp_lower(CpuCg *cg) {
  * below the kernels' private scratch; the regions are planned before any kernel is made, so
  * that private scratch offsets are known. */
 
-static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
-                       int64_t *off, LLVMValueRef *gv);
+static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind,
+                       int64_t *index, int64_t *off, LLVMValueRef *gv);
 
 typedef struct CpLoop {
-  const HInstr *w;            /* the while instruction */
+  const HInstr *w; /* the while instruction */
   MemPlan cond_plan, body_plan;
   CpuRegion cond, body;       /* where the condition's and the body's values live */
   int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
@@ -187,7 +191,9 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     LLVMValueRef sgv = NULL;
     cp_resolve(cg, rg, &(CpuSlot){CPU_SLOT_INSTR, w, NULL, 0}, &skind, &sindex, &soff, &sgv);
     if (skind != 1 && skind != 2) {
-      hlo_err_at(cg->err, w, "CPU target: internal error, a while loop's state is neither scratch nor a result");
+      hlo_err_at(
+          cg->err, w,
+          "CPU target: internal error, a while loop's state is neither scratch nor a result");
       return false;
     }
     if (!memplan_assign(cond, cg->scratch, &L->cond_plan, cg->err) ||
@@ -195,22 +201,26 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
       return false;
     int nleaves = hlo_shape_leaves(&w->shape);
     if (L->body_plan.nresults != nleaves || L->cond_plan.nresults != 1) {
-      hlo_err_at(cg->err, w, "CPU target: internal error, while loop results do not match its state");
+      hlo_err_at(cg->err, w,
+                 "CPU target: internal error, while loop results do not match its state");
       return false;
     }
     L->next_off = memplan_align(cg->loop_top);
     L->pred_off = L->next_off + memplan_align(memplan_value_bytes(&w->shape));
     /* the condition and the body never run at once: one heap for both */
     int64_t heap = L->pred_off + MEMPLAN_ALIGN;
-    int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes : L->body_plan.temp_bytes;
+    int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes
+                                                                      : L->body_plan.temp_bytes;
     cg->loop_top = heap + memplan_align(hsize);
     int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
-    for (int k = 0; k < nleaves; k++) next[k] = L->next_off + memplan_leaf_offset(&w->shape, k);
+    for (int k = 0; k < nleaves; k++)
+      next[k] = L->next_off + memplan_leaf_offset(&w->shape, k);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
     *pred = L->pred_off;
     L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex, soff, pred};
     L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex, soff, next};
-    cg->loops = hlo_arena_grow(cg->scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
+    cg->loops =
+        hlo_arena_grow(cg->scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
     cg->loops[cg->nloops++] = L;
     /* the loops nested in the condition and in the body: above this loop's heap, and (the
        two never running at once) from the same offset */
@@ -227,14 +237,16 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
 }
 
 CpuTask *cpu_task_push(CpuCg *cg) {
-  cg->tasks = hlo_arena_grow(cg->scratch, cg->tasks, cg->ntasks, &cg->task_cap, 64, sizeof *cg->tasks);
+  cg->tasks =
+      hlo_arena_grow(cg->scratch, cg->tasks, cg->ntasks, &cg->task_cap, 64, sizeof *cg->tasks);
   CpuTask *t = &cg->tasks[cg->ntasks++];
   *t = (CpuTask){.region = cg->region, .nchunks = 1};
   return t;
 }
 
 /* Append a control task (copy, branch, jump) with its slots. */
-static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int nslots, int64_t bytes) {
+static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int nslots,
+                            int64_t bytes) {
   CpuTask *t = cpu_task_push(cg);
   t->op = op;
   t->bytes = bytes;
@@ -251,19 +263,22 @@ static void cp_copy(CpuCg *cg, CpuSlot dst, CpuSlot src, int64_t bytes) {
 
 /* Copies of the leaves of value v (at byte voff of its storage, shape vs) into the state block
  * of loop instruction w, flat leaves from *k on. */
-static void cp_init_copies(CpuCg *cg, const HInstr *v, int64_t voff, const Shape *vs, const HInstr *w, int *k) {
+static void cp_init_copies(CpuCg *cg, const HInstr *v, int64_t voff, const Shape *vs,
+                           const HInstr *w, int *k) {
   while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
     v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
   if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
-    for (int j = 0; j < v->nops; j++) cp_init_copies(cg, v->ops[j], 0, &v->ops[j]->shape, w, k);
+    for (int j = 0; j < v->nops; j++)
+      cp_init_copies(cg, v->ops[j], 0, &v->ops[j]->shape, w, k);
     return;
   }
   if (vs->dt == DT_TUPLE) {
-    for (int j = 0; j < vs->ntuple; j++) cp_init_copies(cg, v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], w, k);
+    for (int j = 0; j < vs->ntuple; j++)
+      cp_init_copies(cg, v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], w, k);
     return;
   }
-  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, *k)}, (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff},
-          (int64_t)hlo_shape_bytes(vs));
+  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, *k)},
+          (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff}, (int64_t)hlo_shape_bytes(vs));
   (*k)++;
 }
 
@@ -302,16 +317,19 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
     if (!mr->copy) continue;
     int64_t off = 0;
     int b = memplan_base(&L->body_plan, mr->instr, &off);
-    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(&w->shape, r);
+    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM &&
+               off + mr->offset == memplan_leaf_offset(&w->shape, r);
     if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
-              (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset}, mr->size);
+              (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset},
+              mr->size);
   }
   cg->region = outer;
   for (int r = 0; r < n; r++)
     if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, r)},
-              (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]}, L->body_plan.results[r].size);
+              (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
+              L->body_plan.results[r].size);
   cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
   cg->tasks[branch].target = cg->ntasks;
   /* the loop's control tasks are named after it (a nested loop's already are) */
@@ -344,16 +362,24 @@ static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg) {
 LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
   switch (t) {
   case DT_PRED: return cg->i1;
-  case DT_S8: case DT_U8: return cg->i8;
-  case DT_S16: case DT_U16: return cg->i16;
-  case DT_S32: case DT_U32: return cg->i32;
-  case DT_S64: case DT_U64: return cg->i64;
+  case DT_S8:
+  case DT_U8: return cg->i8;
+  case DT_S16:
+  case DT_U16: return cg->i16;
+  case DT_S32:
+  case DT_U32: return cg->i32;
+  case DT_S64:
+  case DT_U64: return cg->i64;
   case DT_F16: return cg->f16;
   case DT_BF16: return cg->bf16;
-  case DT_F8E4M3FN: case DT_F8E5M2: return cg->f32; /* LLVM has no fp8 type: held as f32 */
+  case DT_F8E4M3FN:
+  case DT_F8E5M2: return cg->f32; /* LLVM has no fp8 type: held as f32 */
   case DT_F32: return cg->f32;
   case DT_F64: return cg->f64;
-  case DT_INVALID: case DT_TOKEN: case DT_TUPLE: case DT_COUNT: break;
+  case DT_INVALID:
+  case DT_TOKEN:
+  case DT_TUPLE:
+  case DT_COUNT: break;
   }
   HLO_ASSERT(!"no register type");
   return NULL;
@@ -370,7 +396,8 @@ LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n)
     LLVMSetGlobalConstant(gv, 1);
     LLVMSetVisibility(gv, LLVMHiddenVisibility);
     LLVMSetAlignment(gv, 64);
-    cg->raw_sym = hlo_arena_grow(cg->scratch, cg->raw_sym, cg->nraw, &cg->raw_symcap, 16, sizeof *cg->raw_sym);
+    cg->raw_sym = hlo_arena_grow(cg->scratch, cg->raw_sym, cg->nraw, &cg->raw_symcap, 16,
+                                 sizeof *cg->raw_sym);
     cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), data, n};
     return gv;
   }
@@ -422,7 +449,8 @@ static LLVMValueRef cp_str(CpuCg *cg, const char *s, const char *gname) {
 }
 
 /* NAME_arg_info / NAME_result_info: arrays of hloc_tensor_info. */
-static void cp_info_table(CpuCg *cg, const char *which, int n, const char **names, const Shape **shapes) {
+static void cp_info_table(CpuCg *cg, const char *which, int n, const char **names,
+                          const Shape **shapes) {
   LLVMTypeRef fields[5] = {cg->ptr, cg->ptr, cg->i32, LLVMArrayType2(cg->i64, 8), cg->i64};
   LLVMTypeRef st = LLVMStructTypeInContext(cg->C, fields, 5, 0);
   LLVMValueRef *elems = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n ? n : 1));
@@ -434,7 +462,8 @@ static void cp_info_table(CpuCg *cg, const char *which, int n, const char **name
     LLVMValueRef dt = cp_str(cg, hlo_dtype_name(shapes[i]->dt), g);
     LLVMValueRef dims[8];
     for (int d = 0; d < 8; d++)
-      dims[d] = LLVMConstInt(cg->i64, d < shapes[i]->rank ? (unsigned long long)shapes[i]->dims[d] : 0, 0);
+      dims[d] = LLVMConstInt(cg->i64,
+                             d < shapes[i]->rank ? (unsigned long long)shapes[i]->dims[d] : 0, 0);
     LLVMValueRef vals[5] = {nm, dt, LLVMConstInt(cg->i32, (unsigned)shapes[i]->rank, 0),
                             LLVMConstArray2(cg->i64, dims, 8),
                             LLVMConstInt(cg->i64, hlo_shape_bytes(shapes[i]), 0)};
@@ -448,7 +477,9 @@ static void cp_info_table(CpuCg *cg, const char *which, int n, const char **name
   LLVMSetGlobalConstant(gv, 1);
 }
 
-static LLVMValueRef cp_i64(CpuCg *cg, int64_t v) { return LLVMConstInt(cg->i64, (unsigned long long)v, 1); }
+static LLVMValueRef cp_i64(CpuCg *cg, int64_t v) {
+  return LLVMConstInt(cg->i64, (unsigned long long)v, 1);
+}
 
 /* Pointer to the storage of entry instruction i inside the run function. */
 static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueRef results,
@@ -485,8 +516,8 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
 /* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
  * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
  * weights' base (NULL when none were given); plus *off bytes. */
-static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind, int64_t *index,
-                       int64_t *off, LLVMValueRef *gv) {
+static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind,
+                       int64_t *index, int64_t *off, LLVMValueRef *gv) {
   *kind = 2, *index = 0, *off = 0;
   if (sl->kind == CPU_SLOT_GLOBAL) {
     *kind = 3, *gv = sl->gv;
@@ -505,12 +536,16 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   *off += sl->off;
   switch (mb->kind) {
   case MEM_PARAM:
-    if (rg->entry) *kind = 0, *index = mb->param;
-    else *kind = rg->param_kind, *index = rg->param_index, *off += rg->param_off; /* a loop's state */
+    if (rg->entry)
+      *kind = 0, *index = mb->param;
+    else
+      *kind = rg->param_kind, *index = rg->param_index, *off += rg->param_off; /* a loop's state */
     break;
   case MEM_RESULT:
-    if (rg->entry) *kind = 1, *index = mb->result;
-    else *off += rg->result_off[mb->result]; /* the next state, or the predicate */
+    if (rg->entry)
+      *kind = 1, *index = mb->result;
+    else
+      *off += rg->result_off[mb->result]; /* the next state, or the predicate */
     break;
   case MEM_TEMP: *off += mb->offset + (rg->entry ? 0 : rg->heap_off); break;
   case MEM_CONST: *kind = 3, *gv = cpu_const_global(cg, rg->comp->instrs[bi]); break;
@@ -535,7 +570,8 @@ CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
     case MEM_RESULT: m = (CpuMem){CPU_MEM_RESULT, mb->result, 0, 0}; break;
     case MEM_TEMP: m = (CpuMem){CPU_MEM_SCRATCH, 0, mb->offset, mb->offset + mb->size}; break;
     case MEM_CONST: m.kind = CPU_MEM_RODATA; break;
-    case MEM_NONE: case MEM_ALIAS: break;
+    case MEM_NONE:
+    case MEM_ALIAS: break;
     }
   }
   return m;
@@ -550,7 +586,8 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
     return !(arg && res && cg->plan.results[res->index].alias_param == arg->index);
   }
   switch (a->kind) {
-  case CPU_MEM_ARG: case CPU_MEM_RODATA: return true; /* never written */
+  case CPU_MEM_ARG:
+  case CPU_MEM_RODATA: return true; /* never written */
   case CPU_MEM_RESULT: return a->index != b->index;
   case CPU_MEM_SCRATCH: return a->hi <= b->lo || b->hi <= a->lo;
   case CPU_MEM_UNKNOWN: break;
@@ -574,7 +611,9 @@ static void cp_task_names(CpuCg *cg) {
     char s[512], g[512];
     double flops = 0;
     if (task->op != CPU_TASK_KERNEL) {
-      const char *what = task->op == CPU_TASK_COPY ? "copy" : task->op == CPU_TASK_BRANCH ? "exit test" : "back edge";
+      const char *what = task->op == CPU_TASK_COPY     ? "copy"
+                         : task->op == CPU_TASK_BRANCH ? "exit test"
+                                                       : "back edge";
       snprintf(s, sizeof s, "%s: %s", r ? r->name : "while", what);
     } else {
       const HInstr *hero = r;
@@ -591,13 +630,15 @@ static void cp_task_names(CpuCg *cg) {
           of++, nth += u < t;
           if (!cg->tasks[u].finish) last = u;
         }
-      int at = snprintf(s, sizeof s, "%s (%s%s%s)", r->name, hlo_op_name(hero->op), task->note ? ", " : "",
-                        task->note ? task->note : "");
-      if (of > 1 && at > 0 && (size_t)at < sizeof s) snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
+      int at = snprintf(s, sizeof s, "%s (%s%s%s)", r->name, hlo_op_name(hero->op),
+                        task->note ? ", " : "", task->note ? task->note : "");
+      if (of > 1 && at > 0 && (size_t)at < sizeof s)
+        snprintf(s + at, sizeof s - (size_t)at, " %d/%d", nth, of);
       if (t == last) {
         flops = hlo_instr_flops(r);
         if (r->op == OP_FUSION)
-          for (int i = 0; i < r->calls[0]->ninstrs; i++) flops += hlo_instr_flops(r->calls[0]->instrs[i]);
+          for (int i = 0; i < r->calls[0]->ninstrs; i++)
+            flops += hlo_instr_flops(r->calls[0]->instrs[i]);
       }
     }
     snprintf(g, sizeof g, "%s_task_name%d", cg->o->name, t);
@@ -630,7 +671,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMTypeRef walk_ty = LLVMFunctionType(cg->i32, mt_ps, prof ? 7 : 6, 0);
   snprintf(name, sizeof name, prof ? "%s_run_profile" : "%s_run_packed_mt", n);
   LLVMValueRef mt = LLVMAddFunction(cg->M, name, walk_ty);
-  LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1), temp = LLVMGetParam(mt, 2);
+  LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1),
+               temp = LLVMGetParam(mt, 2);
   LLVMValueRef packed = LLVMGetParam(mt, 3), pf = LLVMGetParam(mt, 4), runner = LLVMGetParam(mt, 5);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->C, mt, "entry");
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, mt, "bad");
@@ -642,7 +684,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->ptr, (uint64_t)maxslots), "ctx");
   /* profile: the counter (the time-stamp counter on x86) read before and after each task;
      the difference goes to ticks[t], or to a local when ticks is NULL */
-  LLVMValueRef ticks = prof ? LLVMGetParam(mt, 6) : NULL, tick_sink = NULL, tick_fn = NULL, tick0 = NULL;
+  LLVMValueRef ticks = prof ? LLVMGetParam(mt, 6) : NULL, tick_sink = NULL, tick_fn = NULL,
+               tick0 = NULL;
   LLVMTypeRef tick_ty = NULL;
   if (prof) {
     tick_sink = LLVMBuildAlloca(B, cg->i64, "tick_sink");
@@ -652,11 +695,15 @@ static void cp_run_functions(CpuCg *cg) {
   }
   LLVMValueRef isbad = LLVMConstInt(cg->i1, 0, 0);
   LLVMValueRef nul = LLVMConstNull(cg->ptr);
-  if (cg->entry->nparams > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
-  if (cg->plan.nresults > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
-  if (cg->plan.temp_bytes > 0) isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
+  if (cg->entry->nparams > 0)
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+  if (cg->plan.nresults > 0)
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
+  if (cg->plan.temp_bytes > 0)
+    isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
   /* packed weights: 64-byte aligned (the GEMM's aligned loads) */
-  LLVMValueRef pmis = LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), cp_i64(cg, 63), "");
+  LLVMValueRef pmis =
+      LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), cp_i64(cg, 63), "");
   isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntNE, pmis, cp_i64(cg, 0), ""), "");
   LLVMBuildCondBr(B, isbad, bad, go);
   LLVMPositionBuilderAtEnd(B, bad);
@@ -671,7 +718,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMTypeRef tf[6] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64, cg->i64};
   LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->C, tf, 6, 0);
   int nsl = 0;
-  for (int t = 0; t < cg->ntasks; t++) nsl += cg->tasks[t].nslots;
+  for (int t = 0; t < cg->ntasks; t++)
+    nsl += cg->tasks[t].nslots;
   LLVMValueRef *sv = hlo_arena_alloc(cg->scratch, sizeof *sv * (size_t)(nsl + 1));
   LLVMValueRef *tv = hlo_arena_alloc(cg->scratch, sizeof *tv * (size_t)(cg->ntasks + 1));
   int at = 0;
@@ -680,8 +728,11 @@ static void cp_run_functions(CpuCg *cg) {
     /* op; a kernel's fn, chunks and whole flag; a copy's bytes (in the chunks field); a
        branch's or jump's target (in the whole field) */
     bool jumps = task->op == CPU_TASK_BRANCH || task->op == CPU_TASK_JUMP;
-    LLVMValueRef f[6] = {task->fn ? task->fn : nul, cp_i64(cg, task->op == CPU_TASK_COPY ? task->bytes : task->nchunks),
-                         cp_i64(cg, jumps ? task->target : task->whole), cp_i64(cg, at), cp_i64(cg, task->nslots),
+    LLVMValueRef f[6] = {task->fn ? task->fn : nul,
+                         cp_i64(cg, task->op == CPU_TASK_COPY ? task->bytes : task->nchunks),
+                         cp_i64(cg, jumps ? task->target : task->whole),
+                         cp_i64(cg, at),
+                         cp_i64(cg, task->nslots),
                          cp_i64(cg, task->op)};
     tv[t] = LLVMConstNamedStruct(tab_ty, f, 6);
     const CpuRegion *rg = task->region;
@@ -739,22 +790,26 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddIncoming(sj, &zero64, &spre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, sj, tf_v[4], ""), sbody, sdone);
   LLVMPositionBuilderAtEnd(B, sbody);
-  LLVMValueRef sgp = LLVMBuildInBoundsGEP2(B, LLVMArrayType2(slot_ty, (uint64_t)nsl), stab,
-                                           (LLVMValueRef[]){zero64, LLVMBuildNSWAdd(B, tf_v[3], sj, "")}, 2, "");
+  LLVMValueRef sgp =
+      LLVMBuildInBoundsGEP2(B, LLVMArrayType2(slot_ty, (uint64_t)nsl), stab,
+                            (LLVMValueRef[]){zero64, LLVMBuildNSWAdd(B, tf_v[3], sj, "")}, 2, "");
   LLVMValueRef skind = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 0, ""), "");
   LLVMValueRef sidx = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 1, ""), "");
   LLVMValueRef soff = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 2, ""), "");
   LLVMValueRef sgv = LLVMBuildLoad2(B, cg->ptr, LLVMBuildStructGEP2(B, slot_ty, sgp, 3, ""), "");
-  LLVMValueRef tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 2), ""), temp, sgv, "");
+  LLVMValueRef tg =
+      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 2), ""), temp, sgv, "");
   tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 4), ""), packed, tg, "");
   LLVMValueRef sw = LLVMBuildSwitch(B, skind, kj, 2);
   LLVMAddCase(sw, zero64, k0);
   LLVMAddCase(sw, one64, k1);
   LLVMPositionBuilderAtEnd(B, k0);
-  LLVMValueRef va = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &sidx, 1, ""), "");
+  LLVMValueRef va =
+      LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &sidx, 1, ""), "");
   LLVMBuildBr(B, kj);
   LLVMPositionBuilderAtEnd(B, k1);
-  LLVMValueRef vr = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &sidx, 1, ""), "");
+  LLVMValueRef vr =
+      LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &sidx, 1, ""), "");
   LLVMBuildBr(B, kj);
   LLVMPositionBuilderAtEnd(B, kj);
   LLVMValueRef base = LLVMBuildPhi(B, cg->ptr, "");
@@ -789,15 +844,19 @@ static void cp_run_functions(CpuCg *cg) {
     /* a loop's copy: memmove(ctx[0], ctx[1], bytes) */
     LLVMPositionBuilderAtEnd(B, cpy);
     LLVMValueRef i0 = zero64;
-    LLVMValueRef cdst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
-    LLVMValueRef csrc = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
+    LLVMValueRef cdst =
+        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+    LLVMValueRef csrc =
+        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
     LLVMBuildMemMove(B, cdst, 1, csrc, 1, nch);
     LLVMBuildBr(B, next);
     /* a loop's exit test: to the target when the predicate byte is zero */
     LLVMPositionBuilderAtEnd(B, brn);
-    LLVMValueRef pp = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+    LLVMValueRef pp =
+        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
     LLVMValueRef pv = LLVMBuildLoad2(B, cg->i8, pp, "");
-    bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole, tn, "");
+    bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole,
+                         tn, "");
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, jmp);
     LLVMBuildBr(B, next);
@@ -837,7 +896,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBasicBlockRef tinb[7] = {one, par, all, sloop, cpy, brn, jmp};
   LLVMAddIncoming(tnext, tin, tinb, control ? 7 : 4);
   if (prof) {
-    LLVMValueRef dt = LLVMBuildNUWSub(B, LLVMBuildCall2(B, tick_ty, tick_fn, NULL, 0, "tick1"), tick0, "");
+    LLVMValueRef dt =
+        LLVMBuildNUWSub(B, LLVMBuildCall2(B, tick_ty, tick_fn, NULL, 0, "tick1"), tick0, "");
     LLVMValueRef slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, ticks, nul, ""), tick_sink,
                                         LLVMBuildInBoundsGEP2(B, cg->i64, ticks, &ti, 1, ""), "");
     LLVMBuildStore(B, LLVMBuildAdd(B, LLVMBuildLoad2(B, cg->i64, slot, ""), dt, ""), slot);
@@ -855,7 +915,8 @@ static void cp_run_functions(CpuCg *cg) {
       src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
     }
     ix = cp_i64(cg, r);
-    LLVMValueRef dst = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+    LLVMValueRef dst =
+        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
     LLVMBuildMemCpy(B, dst, 1, src, 1, cp_i64(cg, mr->size));
   }
   LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
@@ -874,10 +935,12 @@ static void cp_run_functions(CpuCg *cg) {
   for (int e = 0; e < 4; e++) {
     if (!prof && e == 3) break; /* the walk itself */
     snprintf(name, sizeof name, "%s_%s", n, entries[e].suffix);
-    LLVMValueRef w = LLVMAddFunction(cg->M, name, LLVMFunctionType(cg->i32, mt_ps, (unsigned)entries[e].nparams, 0));
+    LLVMValueRef w = LLVMAddFunction(
+        cg->M, name, LLVMFunctionType(cg->i32, mt_ps, (unsigned)entries[e].nparams, 0));
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, w, "entry"));
     LLVMValueRef ca[7];
-    for (int j = 0; j < 7; j++) ca[j] = entries[e].from[j] < 0 ? nul : LLVMGetParam(w, (unsigned)entries[e].from[j]);
+    for (int j = 0; j < 7; j++)
+      ca[j] = entries[e].from[j] < 0 ? nul : LLVMGetParam(w, (unsigned)entries[e].from[j]);
     LLVMBuildRet(B, LLVMBuildCall2(B, walk_ty, mt, ca, prof ? 7 : 6, ""));
   }
   if (prof) cp_task_names(cg);
@@ -925,7 +988,8 @@ static double cp_now(void) {
 static int64_t cp_leaf_elems(const Shape *s) {
   if (s->dt == DT_TUPLE) {
     int64_t n = 0;
-    for (int i = 0; i < s->ntuple; i++) n += cp_leaf_elems(&s->tuple[i]);
+    for (int i = 0; i < s->ntuple; i++)
+      n += cp_leaf_elems(&s->tuple[i]);
     return n;
   }
   return s->dt == DT_TOKEN ? 0 : hlo_shape_elems(s);
@@ -933,9 +997,9 @@ static int64_t cp_leaf_elems(const Shape *s) {
 
 /* Whether in is elementwise, data movement or a reduce. */
 static bool cp_simple_op(const HInstr *in) {
-  return (hlo_op_flags(in->op) & (OPF_ELEM | OPF_MOVE)) || in->op == OP_PARAMETER || in->op == OP_CONSTANT ||
-         in->op == OP_IOTA || in->op == OP_TUPLE || in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_BITCAST ||
-         in->op == OP_REDUCE;
+  return (hlo_op_flags(in->op) & (OPF_ELEM | OPF_MOVE)) || in->op == OP_PARAMETER ||
+         in->op == OP_CONSTANT || in->op == OP_IOTA || in->op == OP_TUPLE ||
+         in->op == OP_GET_TUPLE_ELEMENT || in->op == OP_BITCAST || in->op == OP_REDUCE;
 }
 
 /* The same of a task's root: of every instruction of a fusion's computation. */
@@ -952,7 +1016,8 @@ static int64_t cp_task_elems(const CpuTask *t) {
   const HInstr *r = t->root;
   if (t->op != CPU_TASK_KERNEL || !r || !cp_simple(r)) return -1;
   int64_t n = cp_leaf_elems(&r->shape);
-  for (int i = 0; i < r->nops; i++) n += cp_leaf_elems(&r->ops[i]->shape);
+  for (int i = 0; i < r->nops; i++)
+    n += cp_leaf_elems(&r->ops[i]->shape);
   return n;
 }
 
@@ -962,7 +1027,8 @@ static void cp_mark_small(CpuCg *cg) {
   if (e && *e) limit = atoll(e);
   int n = cg->ntasks;
   int64_t total = 0;
-  int64_t *fe = hlo_arena_alloc(cg->scratch, sizeof *fe * (size_t)(n + 1)); /* per function, at its first task */
+  int64_t *fe = hlo_arena_alloc(cg->scratch,
+                                sizeof *fe * (size_t)(n + 1)); /* per function, at its first task */
   int *first = hlo_arena_alloc(cg->scratch, sizeof *first * (size_t)(n + 1));
   for (int t = 0; t < n; t++) {
     const CpuTask *task = &cg->tasks[t];
@@ -996,7 +1062,8 @@ static bool cp_valid_name(const char *s) {
   if (!s || !*s) return false;
   if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_'))
       return false;
   return true;
 }
@@ -1103,21 +1170,26 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   cg.temp_base = memplan_align(cg.loop_top);
   if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
   if (cg.prebuilt && !cpu_gemm_made(&cg)) cg.prebuilt = NULL; /* no product: no library */
-  if (cg.extra_temp > 0 || cg.nloops > 0) cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
+  if (cg.extra_temp > 0 || cg.nloops > 0)
+    cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk += LLVMCountBasicBlocks(f) > 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f))
+    nk += LLVMCountBasicBlocks(f) > 0;
   cpu_share_kernels(&cg);
   if (o->opt_level >= 2) cp_mark_small(&cg);
   if (cpu_knob(&cg, CPU_KNOB_TIME)) {
     int nk2 = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f)) nk2 += LLVMCountBasicBlocks(f) > 0;
-    fprintf(stderr, "hloc cpu: %d tasks, %d functions, %d after sharing (%.3f s); IR built in %.3f s\n",
+    for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f))
+      nk2 += LLVMCountBasicBlocks(f) > 0;
+    fprintf(stderr,
+            "hloc cpu: %d tasks, %d functions, %d after sharing (%.3f s); IR built in %.3f s\n",
             cg.ntasks, nk, nk2, cp_now() - tk, tk - tstart);
   }
   cp_run_functions(&cg);
   if (!cpu_emit(&cg, &obj, &objlen)) goto done;
-  if (o->header_path) hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, cg.packs, cg.npacks, cg.packed_bytes, &hdrlen);
+  if (o->header_path)
+    hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, cg.packs, cg.npacks, cg.packed_bytes, &hdrlen);
   /* write the header first: a failure then leaves neither file half-made under its name */
   if (hdr && !hlo_write_file_atomic(o->header_path, hdr, hdrlen, err)) goto done;
   if (!hlo_write_file_atomic(o->out_path, obj, objlen, err)) {

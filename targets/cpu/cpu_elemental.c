@@ -72,14 +72,15 @@ static LLVMValueRef and1(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
  * where it can leave [0, dim) and no other: cpu_index_range narrows the extremes inside loops
  * of constant bounds, so the interior of a split loop (cpu_kernel.c, kn_segments) tests
  * nothing and its index stays affine in the loop variable, which keeps the loop vectorizable. */
-static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi, LLVMValueRef *ok) {
+static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi,
+                             LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   int64_t rl, rh;
   if (cpu_index_range(k, p, &rl, &rh)) {
     if (rl > lo) lo = rl;
     if (rh < hi) hi = rh;
   }
-  bool low = lo < 0, high = hi > dim - 1;
+  bool low = lo<0, high = hi> dim - 1;
   if (low && high) {
     *ok = and1(k, *ok, ix_in(k, p, 0, dim));
     return ix_clamp(k, p, 0, dim - 1);
@@ -142,7 +143,8 @@ static LLVMValueRef el_libm(CpuKern *k, const char *name, DType t, LLVMValueRef 
   bool dbl = t == DT_F64;
   LLVMTypeRef ty = dbl ? cg->f64 : cg->f32;
   LLVMValueRef a[2];
-  for (int i = 0; i < n; i++) a[i] = cpu_convert(k, args[i], t, dbl ? DT_F64 : DT_F32);
+  for (int i = 0; i < n; i++)
+    a[i] = cpu_convert(k, args[i], t, dbl ? DT_F64 : DT_F32);
   char fname[32];
   snprintf(fname, sizeof fname, "%s%s", name, dbl ? "" : "f");
   LLVMTypeRef ps[2] = {ty, ty};
@@ -158,22 +160,25 @@ static LLVMValueRef el_libm(CpuKern *k, const char *name, DType t, LLVMValueRef 
 static LLVMValueRef el_tanh_f32(CpuKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f = k->cg->f32;
-  static const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13,
-                                 -8.60467152213735e-11, 5.12229709037114e-08,
-                                 1.48572235717979e-05,  6.37261928875436e-04,
+  static const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                                 5.12229709037114e-08,  1.48572235717979e-05, 6.37261928875436e-04,
                                  4.89352455891786e-03};
-  static const double beta[] = {1.19825839466702e-06, 1.18534705686654e-04,
-                                2.26843463243900e-03, 4.89352518554385e-03};
+  static const double beta[] = {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                                4.89352518554385e-03};
   LLVMValueRef lim = LLVMConstReal(f, 7.90531110763549805);
-  LLVMValueRef xc = el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, LLVMBuildFNeg(B, lim, "")), lim);
+  LLVMValueRef xc =
+      el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, LLVMBuildFNeg(B, lim, "")), lim);
   LLVMValueRef x2 = LLVMBuildFMul(B, xc, xc, "");
   LLVMValueRef p = LLVMConstReal(f, alpha[0]);
-  for (int i = 1; i < 7; i++) p = LLVMBuildFAdd(B, LLVMBuildFMul(B, p, x2, ""), LLVMConstReal(f, alpha[i]), "");
+  for (int i = 1; i < 7; i++)
+    p = LLVMBuildFAdd(B, LLVMBuildFMul(B, p, x2, ""), LLVMConstReal(f, alpha[i]), "");
   p = LLVMBuildFMul(B, p, xc, "");
   LLVMValueRef q = LLVMConstReal(f, beta[0]);
-  for (int i = 1; i < 4; i++) q = LLVMBuildFAdd(B, LLVMBuildFMul(B, q, x2, ""), LLVMConstReal(f, beta[i]), "");
+  for (int i = 1; i < 4; i++)
+    q = LLVMBuildFAdd(B, LLVMBuildFMul(B, q, x2, ""), LLVMConstReal(f, beta[i]), "");
   LLVMValueRef r = LLVMBuildFDiv(B, p, q, "");
-  LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", x), LLVMConstReal(f, 0.0004), "");
+  LLVMValueRef small =
+      LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", x), LLVMConstReal(f, 0.0004), "");
   return LLVMBuildSelect(B, small, x, r, "");
 }
 
@@ -189,22 +194,34 @@ static LLVMValueRef el_exp_f32(CpuKern *k, LLVMValueRef x) {
                              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
   LLVMValueRef hi = LLVMConstReal(f, 88.72283935546875), lo = LLVMConstReal(f, -103.97207641601562);
   LLVMValueRef xc = el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, lo), hi);
-  LLVMValueRef n = el_intr1(k, "llvm.floor", LLVMBuildFAdd(B, LLVMBuildFMul(B, xc, LLVMConstReal(f, 1.44269504088896341), ""),
-                                                          LLVMConstReal(f, 0.5), ""));
+  LLVMValueRef n =
+      el_intr1(k, "llvm.floor",
+               LLVMBuildFAdd(B, LLVMBuildFMul(B, xc, LLVMConstReal(f, 1.44269504088896341), ""),
+                             LLVMConstReal(f, 0.5), ""));
   LLVMValueRef r = LLVMBuildFSub(B, xc, LLVMBuildFMul(B, n, LLVMConstReal(f, 0.693359375), ""), "");
   r = LLVMBuildFSub(B, r, LLVMBuildFMul(B, n, LLVMConstReal(f, -2.12194440e-4), ""), "");
   LLVMValueRef y = LLVMConstReal(f, p[0]);
-  for (int i = 1; i < 6; i++) y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, r, ""), LLVMConstReal(f, p[i]), "");
+  for (int i = 1; i < 6; i++)
+    y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, r, ""), LLVMConstReal(f, p[i]), "");
   y = LLVMBuildFMul(B, y, LLVMBuildFMul(B, r, r, ""), "");
   y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, y, r, ""), LLVMConstReal(f, 1.0), "");
   /* 2^n = 2^n1 * 2^n2, n1 = n / 2 (n in [-150, 128]: both halves normal exponents) */
   LLVMValueRef ni = LLVMBuildFPToSI(B, n, i32, "");
   LLVMValueRef n1 = LLVMBuildAShr(B, ni, LLVMConstInt(i32, 1, 0), "");
   LLVMValueRef n2 = LLVMBuildSub(B, ni, n1, "");
-  LLVMValueRef e1 = LLVMBuildBitCast(B, LLVMBuildShl(B, LLVMBuildAdd(B, n1, LLVMConstInt(i32, 127, 0), ""), LLVMConstInt(i32, 23, 0), ""), f, "");
-  LLVMValueRef e2 = LLVMBuildBitCast(B, LLVMBuildShl(B, LLVMBuildAdd(B, n2, LLVMConstInt(i32, 127, 0), ""), LLVMConstInt(i32, 23, 0), ""), f, "");
+  LLVMValueRef e1 =
+      LLVMBuildBitCast(B,
+                       LLVMBuildShl(B, LLVMBuildAdd(B, n1, LLVMConstInt(i32, 127, 0), ""),
+                                    LLVMConstInt(i32, 23, 0), ""),
+                       f, "");
+  LLVMValueRef e2 =
+      LLVMBuildBitCast(B,
+                       LLVMBuildShl(B, LLVMBuildAdd(B, n2, LLVMConstInt(i32, 127, 0), ""),
+                                    LLVMConstInt(i32, 23, 0), ""),
+                       f, "");
   y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, e1, ""), e2, "");
-  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), LLVMConstReal(f, INFINITY), y, "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), LLVMConstReal(f, INFINITY), y,
+                      "");
   y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), LLVMConstReal(f, 0.0), y, "");
   return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
 }
@@ -267,25 +284,31 @@ LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x) {
   LLVMValueRef sign = LLVMBuildAnd(B, LLVMBuildLShr(B, xb, el_i32(k, 24), ""), el_i32(k, 0x80), "");
   LLVMValueRef a = LLVMBuildAnd(B, xb, el_i32(k, 0x7fffffff), "");
   /* normal */
-  LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""), el_i32(k, 1), "");
-  LLVMValueRef rn = LLVMBuildAdd(B, a, LLVMBuildAdd(B, lsb, el_i32(k, (1u << (sh - 1)) - 1), ""), "");
+  LLVMValueRef lsb =
+      LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""), el_i32(k, 1), "");
+  LLVMValueRef rn =
+      LLVMBuildAdd(B, a, LLVMBuildAdd(B, lsb, el_i32(k, (1u << (sh - 1)) - 1), ""), "");
   LLVMValueRef cn = LLVMBuildSub(B, LLVMBuildLShr(B, rn, el_i32(k, (uint64_t)sh), ""),
                                  el_i32(k, (uint64_t)(127 - bias) << m), "");
   uint64_t expall = (1u << e) - 1;
-  uint64_t maxc = ieee ? ((expall - 1) << m) | ((1u << m) - 1) : 0x7e, ovc = ieee ? expall << m : 0x7f;
+  uint64_t maxc = ieee ? ((expall - 1) << m) | ((1u << m) - 1) : 0x7e,
+           ovc = ieee ? expall << m : 0x7f;
   LLVMValueRef over = LLVMBuildICmp(B, LLVMIntUGT, cn, el_i32(k, maxc), "");
   LLVMValueRef r = LLVMBuildSelect(B, over, el_i32(k, ovc), cn, "");
   /* subnormal (and zero) */
   LLVMValueRef af = LLVMBuildBitCast(B, a, cg->f32, "");
   LLVMValueRef sc = LLVMBuildFMul(B, af, LLVMConstReal(cg->f32, ldexp(1.0, bias + m - 1)), "");
   LLVMValueRef mg = LLVMBuildFAdd(B, sc, LLVMConstReal(cg->f32, 8388608.0), "");
-  LLVMValueRef cs = LLVMBuildSub(B, LLVMBuildBitCast(B, mg, cg->i32, ""), el_i32(k, 0x4b000000), "");
-  LLVMValueRef is_sub = LLVMBuildICmp(B, LLVMIntULT, a, el_i32(k, (uint64_t)(128 - bias) << 23), "");
+  LLVMValueRef cs =
+      LLVMBuildSub(B, LLVMBuildBitCast(B, mg, cg->i32, ""), el_i32(k, 0x4b000000), "");
+  LLVMValueRef is_sub =
+      LLVMBuildICmp(B, LLVMIntULT, a, el_i32(k, (uint64_t)(128 - bias) << 23), "");
   r = LLVMBuildSelect(B, is_sub, cs, r, "");
   /* NaN */
   LLVMValueRef nanc = el_i32(k, 0x7f);
   if (ieee) {
-    LLVMValueRef top = LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""), el_i32(k, (1u << m) - 1), "");
+    LLVMValueRef top = LLVMBuildAnd(B, LLVMBuildLShr(B, a, el_i32(k, (uint64_t)sh), ""),
+                                    el_i32(k, (1u << m) - 1), "");
     LLVMValueRef q = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, top, el_i32(k, 0), ""),
                                      el_i32(k, 1u << (m - 1)), top, "");
     nanc = LLVMBuildOr(B, q, el_i32(k, expall << m), "");
@@ -308,8 +331,10 @@ static LLVMValueRef el_f64_to_f32_odd(CpuKern *k, LLVMValueRef d) {
   LLVMValueRef f = LLVMBuildFPTrunc(B, d, k->cg->f32, "");
   LLVMValueRef back = LLVMBuildFPExt(B, f, k->cg->f64, "");
   LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, back, d, "");
-  LLVMValueRef away = LLVMBuildAnd(B, inexact, LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", back),
-                                                           el_intr1(k, "llvm.fabs", d), ""), "");
+  LLVMValueRef away = LLVMBuildAnd(B, inexact,
+                                   LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", back),
+                                                 el_intr1(k, "llvm.fabs", d), ""),
+                                   "");
   LLVMValueRef bits = LLVMBuildBitCast(B, f, k->cg->i32, "");
   bits = LLVMBuildSub(B, bits, LLVMBuildZExt(B, away, k->cg->i32, ""), "");
   bits = LLVMBuildOr(B, bits, LLVMBuildZExt(B, inexact, k->cg->i32, ""), "");
@@ -324,7 +349,8 @@ static LLVMValueRef el_f32_to_bf16(CpuKern *k, LLVMValueRef x) {
   LLVMValueRef b = LLVMBuildBitCast(B, x, k->cg->i32, "");
   LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, b, el_i32(k, 16), ""), el_i32(k, 1), "");
   LLVMValueRef r = LLVMBuildAdd(B, b, LLVMBuildAdd(B, lsb, el_i32(k, 0x7fff), ""), "");
-  LLVMValueRef nan = LLVMBuildICmp(B, LLVMIntUGT, LLVMBuildAnd(B, b, el_i32(k, 0x7fffffff), ""), el_i32(k, 0x7f800000), "");
+  LLVMValueRef nan = LLVMBuildICmp(B, LLVMIntUGT, LLVMBuildAnd(B, b, el_i32(k, 0x7fffffff), ""),
+                                   el_i32(k, 0x7f800000), "");
   r = LLVMBuildSelect(B, nan, LLVMBuildOr(B, b, el_i32(k, 0x400000), ""), r, "");
   LLVMValueRef h = LLVMBuildTrunc(B, LLVMBuildLShr(B, r, el_i32(k, 16), ""), k->cg->i16, "");
   return LLVMBuildBitCast(B, h, k->cg->bf16, "");
@@ -337,15 +363,18 @@ LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to) {
   if (hlo_dtype_is_fp8(from) && to == DT_BF16) return el_f32_to_bf16(k, v);
   if (hlo_dtype_is_fp8(from) && !hlo_dtype_is_fp8(to)) return cpu_convert(k, v, DT_F32, to);
   if (hlo_dtype_is_fp8(to)) {
-    if (from == DT_F64) v = el_f64_to_f32_odd(k, v);
-    else if (!hlo_dtype_is_fp8(from)) v = cpu_convert(k, v, from, DT_F32);
+    if (from == DT_F64)
+      v = el_f64_to_f32_odd(k, v);
+    else if (!hlo_dtype_is_fp8(from))
+      v = cpu_convert(k, v, from, DT_F32);
     return el_fp8_round(k, to, v);
   }
   LLVMBuilderRef B = k->B;
   LLVMTypeRef tt = cpu_reg_type(k->cg, to);
   DKind fk = hlo_dtype_kind(from), tk = hlo_dtype_kind(to);
   if (tk == DK_PRED) {
-    if (fk == DK_FLOAT) return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
+    if (fk == DK_FLOAT)
+      return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
     return LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
   }
   if (fk == DK_PRED) {
@@ -382,7 +411,8 @@ static LLVMValueRef el_const_int(LLVMTypeRef t, unsigned long long x) {
   if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return LLVMConstInt(t, x, 0);
   LLVMValueRef e[64];
   unsigned n = LLVMGetVectorSize(t);
-  for (unsigned j = 0; j < n && j < 64; j++) e[j] = LLVMConstInt(LLVMGetElementType(t), x, 0);
+  for (unsigned j = 0; j < n && j < 64; j++)
+    e[j] = LLVMConstInt(LLVMGetElementType(t), x, 0);
   return LLVMConstVector(e, n < 64 ? n : 64);
 }
 
@@ -391,7 +421,8 @@ LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v) {
   LLVMTypeRef ft = LLVMTypeOf(v);
   bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
   unsigned n = vec ? LLVMGetVectorSize(ft) : 0;
-  LLVMTypeRef i32 = vec ? LLVMVectorType(k->cg->i32, n) : k->cg->i32, i16 = vec ? LLVMVectorType(k->cg->i16, n) : k->cg->i16;
+  LLVMTypeRef i32 = vec ? LLVMVectorType(k->cg->i32, n) : k->cg->i32,
+              i16 = vec ? LLVMVectorType(k->cg->i16, n) : k->cg->i16;
   LLVMTypeRef bt = vec ? LLVMVectorType(k->cg->bf16, n) : k->cg->bf16;
   LLVMValueRef u = LLVMBuildBitCast(B, v, i32, "");
   LLVMValueRef hi = LLVMBuildLShr(B, u, el_const_int(i32, 16), "");
@@ -411,7 +442,8 @@ static LLVMValueRef el_materialized(CpuKern *k, const CpuMat *m, LLVMValueRef *i
   Shape t = *s;
   t.dt = m->dt;
   LLVMValueRef v = cpu_load_elem(k, m->p, &t, idx);
-  return m->dt == DT_F32 && s->dt == DT_BF16 ? cpu_round_bf16(k, v) : cpu_convert(k, v, m->dt, s->dt);
+  return m->dt == DT_F32 && s->dt == DT_BF16 ? cpu_round_bf16(k, v)
+                                             : cpu_convert(k, v, m->dt, s->dt);
 }
 
 LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
@@ -483,7 +515,8 @@ static LLVMValueRef el_int_div(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef
   unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
   /* a constant divisor other than 0 and -1 needs neither case: the plain instruction (which
      LLVM strength-reduces, and kernel sharing sees as a divisor: cpu_share.c) */
-  if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0 && (!s || LLVMConstIntGetSExtValue(b) != -1)) {
+  if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0 &&
+      (!s || LLVMConstIntGetSExtValue(b) != -1)) {
     if (rem) return s ? LLVMBuildSRem(B, a, b, "") : LLVMBuildURem(B, a, b, "");
     return s ? LLVMBuildSDiv(B, a, b, "") : LLVMBuildUDiv(B, a, b, "");
   }
@@ -515,7 +548,8 @@ static LLVMValueRef el_shift(CpuKern *k, HOp op, DType t, LLVMValueRef a, LLVMVa
   unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
   LLVMValueRef big = LLVMBuildICmp(B, LLVMIntUGE, b, LLVMConstInt(ty, bits, 0), "");
   LLVMValueRef sb = LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), b, "");
-  if (op == OP_SHL) return LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), LLVMBuildShl(B, a, sb, ""), "");
+  if (op == OP_SHL)
+    return LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), LLVMBuildShl(B, a, sb, ""), "");
   if (op == OP_SHR_LOGICAL)
     return LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), LLVMBuildLShr(B, a, sb, ""), "");
   return LLVMBuildAShr(B, a, LLVMBuildSelect(B, big, LLVMConstInt(ty, bits - 1, 0), b, ""), "");
@@ -537,8 +571,8 @@ static bool el_rp_format_ok(const HInstr *in, DType t) {
  *   - exponent (e narrower): exponents above the reduced format's largest become a signed
  *     infinity, those at or below its smallest normal's a signed zero (no denormals);
  *   - a NaN is kept as it is.
- * The same steps as the interpreter's reduce_precision_bits (hlo/interp.c), checked against XLA's own
- * results in tests/xla_cases/rp_*. */
+ * The same steps as the interpreter's reduce_precision_bits (hlo/interp.c), checked against XLA's
+ * own results in tests/xla_cases/rp_*. */
 static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, LLVMValueRef x) {
   int nbits, src_exp, src_man;
   if (!el_rp_format_ok(in, t) || !hlo_float_format(t, &nbits, &src_exp, &src_man))
@@ -549,22 +583,27 @@ static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, L
   LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, (unsigned)nbits);
   LLVMValueRef orig = LLVMBuildBitCast(B, x, it, ""), bits = orig;
   uint64_t sign = UINT64_C(1) << (nbits - 1);
-  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man, manmask = (UINT64_C(1) << src_man) - 1;
+  uint64_t expmask = ((UINT64_C(1) << src_exp) - 1) << src_man,
+           manmask = (UINT64_C(1) << src_man) - 1;
   if (m < src_man) {
     /* round the mantissa to m bits, to nearest even */
     int sh = src_man - m;
     uint64_t last = UINT64_C(1) << sh;
     LLVMValueRef lastbit =
-        LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(it, (unsigned)sh, 0), ""), LLVMConstInt(it, 1, 0), "");
-    bits = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lastbit, LLVMConstInt(it, (last >> 1) - 1, 0), ""), "");
+        LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(it, (unsigned)sh, 0), ""),
+                     LLVMConstInt(it, 1, 0), "");
+    bits = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lastbit, LLVMConstInt(it, (last >> 1) - 1, 0), ""),
+                        "");
     bits = LLVMBuildAnd(B, bits, LLVMConstInt(it, ~(last - 1), 0), "");
   }
   if (e < src_exp) {
     /* clamp the exponent to the reduced range: overflow to infinity, underflow to zero */
     uint64_t bias = (UINT64_C(1) << (src_exp - 1)) - 1, rbias = (UINT64_C(1) << (e - 1)) - 1;
     LLVMValueRef xe = LLVMBuildAnd(B, bits, LLVMConstInt(it, expmask, 0), "");
-    LLVMValueRef over = LLVMBuildICmp(B, LLVMIntUGT, xe, LLVMConstInt(it, (bias + rbias) << src_man, 0), "");
-    LLVMValueRef under = LLVMBuildICmp(B, LLVMIntULE, xe, LLVMConstInt(it, (bias - rbias) << src_man, 0), "");
+    LLVMValueRef over =
+        LLVMBuildICmp(B, LLVMIntUGT, xe, LLVMConstInt(it, (bias + rbias) << src_man, 0), "");
+    LLVMValueRef under =
+        LLVMBuildICmp(B, LLVMIntULE, xe, LLVMConstInt(it, (bias - rbias) << src_man, 0), "");
     LLVMValueRef szero = LLVMBuildAnd(B, bits, LLVMConstInt(it, sign, 0), "");
     LLVMValueRef sinf = LLVMBuildOr(B, szero, LLVMConstInt(it, expmask, 0), "");
     bits = LLVMBuildSelect(B, over, sinf, LLVMBuildSelect(B, under, szero, bits, ""), "");
@@ -573,7 +612,9 @@ static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, L
   LLVMValueRef em = LLVMConstInt(it, expmask, 0);
   LLVMValueRef isnan = LLVMBuildAnd(
       B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, orig, em, ""), em, ""),
-      LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, orig, LLVMConstInt(it, manmask, 0), ""), LLVMConstInt(it, 0, 0), ""), "");
+      LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, orig, LLVMConstInt(it, manmask, 0), ""),
+                    LLVMConstInt(it, 0, 0), ""),
+      "");
   bits = LLVMBuildSelect(B, isnan, orig, bits, "");
   return LLVMBuildBitCast(B, bits, LLVMTypeOf(x), "");
 }
@@ -587,11 +628,16 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   bool sg = hlo_dtype_kind(t) == DK_SINT;
   LLVMTypeRef ty = cpu_reg_type(k->cg, t);
   switch (in->op) {
-  case OP_ADD: return fl ? LLVMBuildFAdd(B, v[0], v[1], "") : t == DT_PRED ? LLVMBuildOr(B, v[0], v[1], "") : LLVMBuildAdd(B, v[0], v[1], "");
+  case OP_ADD:
+    return fl             ? LLVMBuildFAdd(B, v[0], v[1], "")
+           : t == DT_PRED ? LLVMBuildOr(B, v[0], v[1], "")
+                          : LLVMBuildAdd(B, v[0], v[1], "");
   case OP_SUBTRACT: return fl ? LLVMBuildFSub(B, v[0], v[1], "") : LLVMBuildSub(B, v[0], v[1], "");
   case OP_MULTIPLY: return el_mul(k, t, v[0], v[1]);
-  case OP_DIVIDE: return fl ? LLVMBuildFDiv(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], false);
-  case OP_REMAINDER: return fl ? LLVMBuildFRem(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], true);
+  case OP_DIVIDE:
+    return fl ? LLVMBuildFDiv(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], false);
+  case OP_REMAINDER:
+    return fl ? LLVMBuildFRem(B, v[0], v[1], "") : el_int_div(k, t, v[0], v[1], true);
   case OP_MAXIMUM:
     if (t == DT_PRED) return LLVMBuildOr(B, v[0], v[1], "");
     return fl ? el_fminmax(k, v[0], v[1], true) : el_int_minmax(k, t, v[0], v[1], true);
@@ -612,7 +658,8 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_COMPARE: return el_compare(k, in, v[0], v[1]);
   case OP_SELECT: return LLVMBuildSelect(B, v[0], v[1], v[2], "");
   case OP_CLAMP:
-    if (fl) return el_fminmax(k, v[2], el_fminmax(k, v[0], v[1], true), false); /* min(hi, max(lo, x)) */
+    if (fl)
+      return el_fminmax(k, v[2], el_fminmax(k, v[0], v[1], true), false); /* min(hi, max(lo, x)) */
     return el_int_minmax(k, t, el_int_minmax(k, t, v[1], v[0], true), v[2], false);
   case OP_NEGATE: return fl ? LLVMBuildFNeg(B, v[0], "") : LLVMBuildNeg(B, v[0], "");
   case OP_ABS:
@@ -623,12 +670,16 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_SIGN:
     if (fl) {
       LLVMValueRef one = LLVMConstReal(ty, 1.0), mone = LLVMConstReal(ty, -1.0);
-      LLVMValueRef r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, v[0], LLVMConstReal(ty, 0), ""), one, v[0], "");
-      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v[0], LLVMConstReal(ty, 0), ""), mone, r, "");
+      LLVMValueRef r = LLVMBuildSelect(
+          B, LLVMBuildFCmp(B, LLVMRealOGT, v[0], LLVMConstReal(ty, 0), ""), one, v[0], "");
+      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, v[0], LLVMConstReal(ty, 0), ""), mone,
+                             r, "");
     } else {
       LLVMValueRef z = LLVMConstInt(ty, 0, 0);
       LLVMValueRef r = LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntNE, v[0], z, ""), ty, "");
-      if (sg) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v[0], z, ""), LLVMConstAllOnes(ty), r, "");
+      if (sg)
+        r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v[0], z, ""), LLVMConstAllOnes(ty), r,
+                            "");
       return r;
     }
   case OP_CEIL: return fl ? el_intr1(k, "llvm.ceil", v[0]) : v[0];
@@ -641,9 +692,11 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   }
   case OP_POPCNT: return el_intr1(k, "llvm.ctpop", v[0]);
   case OP_IS_FINITE:
-    return LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, INFINITY), "");
+    return LLVMBuildFCmp(B, LLVMRealOLT, el_intr1(k, "llvm.fabs", v[0]),
+                         LLVMConstReal(ty, INFINITY), "");
   case OP_SQRT: return el_intr1(k, "llvm.sqrt", v[0]);
-  case OP_RSQRT: return LLVMBuildFDiv(B, LLVMConstReal(ty, 1.0), el_intr1(k, "llvm.sqrt", v[0]), "");
+  case OP_RSQRT:
+    return LLVMBuildFDiv(B, LLVMConstReal(ty, 1.0), el_intr1(k, "llvm.sqrt", v[0]), "");
   case OP_CBRT: return el_libm(k, "cbrt", t, v, 1);
   case OP_EXP:
     if (t == DT_F64) return el_intr1(k, "llvm.exp", v[0]);
@@ -657,10 +710,12 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
     LLVMValueRef u = el_intr1(k, "llvm.exp", v[0]);
     LLVMValueRef one = LLVMConstReal(ty, 1.0);
     LLVMValueRef um1 = LLVMBuildFSub(B, u, one, "");
-    LLVMValueRef r = LLVMBuildFDiv(B, LLVMBuildFMul(B, um1, v[0], ""), el_intr1(k, "llvm.log", u), "");
+    LLVMValueRef r =
+        LLVMBuildFDiv(B, LLVMBuildFMul(B, um1, v[0], ""), el_intr1(k, "llvm.log", u), "");
     r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, u, one, ""), v[0], r, "");
     /* large |x|: plain u - 1 (also handles inf) */
-    LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
+    LLVMValueRef big =
+        LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
     return LLVMBuildSelect(B, big, um1, r, "");
   }
   case OP_LOG1P: {
@@ -668,9 +723,11 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
     LLVMValueRef one = LLVMConstReal(ty, 1.0);
     LLVMValueRef u = LLVMBuildFAdd(B, v[0], one, "");
     LLVMValueRef lu = el_intr1(k, "llvm.log", u);
-    LLVMValueRef r = LLVMBuildFDiv(B, LLVMBuildFMul(B, lu, v[0], ""), LLVMBuildFSub(B, u, one, ""), "");
+    LLVMValueRef r =
+        LLVMBuildFDiv(B, LLVMBuildFMul(B, lu, v[0], ""), LLVMBuildFSub(B, u, one, ""), "");
     r = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, u, one, ""), v[0], r, "");
-    LLVMValueRef big = LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
+    LLVMValueRef big =
+        LLVMBuildFCmp(B, LLVMRealOGT, el_intr1(k, "llvm.fabs", v[0]), LLVMConstReal(ty, 0.5), "");
     return LLVMBuildSelect(B, big, lu, r, "");
   }
   case OP_LOGISTIC: {
@@ -693,27 +750,90 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_CONVERT: return cpu_convert(k, v[0], t, in->shape.dt);
   case OP_REDUCE_PRECISION: return el_reduce_precision(k, in, t, v[0]);
   case OP_COPY: return v[0];
-  case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_PARTITION_ID: case OP_REPLICA_ID:
-  case OP_RNG_GET_AND_UPDATE_STATE: case OP_IMAG: case OP_REAL: case OP_BITCAST_CONVERT:
-  case OP_MULHI: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
-  case OP_MAP: case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: case OP_SORT:
-  case OP_TOPK: case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE:
-  case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_DOT: case OP_CONVOLUTION: case OP_FFT:
-  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
-  case OP_BITCAST: case OP_BROADCAST: case OP_RESHAPE: case OP_TRANSPOSE: case OP_REVERSE:
-  case OP_SLICE: case OP_CONCATENATE: case OP_PAD: case OP_DYNAMIC_SLICE:
-  case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER: case OP_TUPLE:
-  case OP_GET_TUPLE_ELEMENT: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
-  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE: case OP_CALL:
-  case OP_CONDITIONAL: case OP_WHILE: case OP_FUSION: case OP_ASYNC_START: case OP_ASYNC_UPDATE:
-  case OP_ASYNC_DONE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
-  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
-  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
-  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
-  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
-  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
-  case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL: case OP_COUNT:
-    return el_fail(k, in, "unsupported elementwise op");
+  case OP_PARAMETER:
+  case OP_CONSTANT:
+  case OP_IOTA:
+  case OP_PARTITION_ID:
+  case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_IMAG:
+  case OP_REAL:
+  case OP_BITCAST_CONVERT:
+  case OP_MULHI:
+  case OP_COMPLEX:
+  case OP_STOCHASTIC_CONVERT:
+  case OP_MAP:
+  case OP_REDUCE:
+  case OP_REDUCE_WINDOW:
+  case OP_SELECT_AND_SCATTER:
+  case OP_SORT:
+  case OP_TOPK:
+  case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD:
+  case OP_SCAN:
+  case OP_DOT:
+  case OP_CONVOLUTION:
+  case OP_FFT:
+  case OP_CHOLESKY:
+  case OP_TRIANGULAR_SOLVE:
+  case OP_RAGGED_DOT:
+  case OP_SCALED_DOT:
+  case OP_BITCAST:
+  case OP_BROADCAST:
+  case OP_RESHAPE:
+  case OP_TRANSPOSE:
+  case OP_REVERSE:
+  case OP_SLICE:
+  case OP_CONCATENATE:
+  case OP_PAD:
+  case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE:
+  case OP_GATHER:
+  case OP_SCATTER:
+  case OP_TUPLE:
+  case OP_GET_TUPLE_ELEMENT:
+  case OP_COPY_START:
+  case OP_COPY_DONE:
+  case OP_SHUFFLE:
+  case OP_GET_DIMENSION_SIZE:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE:
+  case OP_CALL:
+  case OP_CONDITIONAL:
+  case OP_WHILE:
+  case OP_FUSION:
+  case OP_ASYNC_START:
+  case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE:
+  case OP_OPT_BARRIER:
+  case OP_ADD_DEPENDENCY:
+  case OP_AFTER_ALL:
+  case OP_DOMAIN:
+  case OP_ALL_REDUCE:
+  case OP_ALL_REDUCE_START:
+  case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER:
+  case OP_ALL_GATHER_START:
+  case OP_ALL_GATHER_DONE:
+  case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE:
+  case OP_COLLECTIVE_BROADCAST:
+  case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE:
+  case OP_SEND:
+  case OP_SEND_DONE:
+  case OP_RECV:
+  case OP_RECV_DONE:
+  case OP_INFEED:
+  case OP_OUTFEED:
+  case OP_RNG:
+  case OP_RNG_BIT_GENERATOR:
+  case OP_CUSTOM_CALL:
+  case OP_COUNT: return el_fail(k, in, "unsupported elementwise op");
   }
   return NULL;
 }
@@ -754,18 +874,29 @@ static void el_reshape_idx(CpuKern *k, const Shape *out, const Shape *op, LLVMVa
   bool direct = true;
   int map[HLO_MAX_RANK];
   while (a < out->rank || b < op->rank) {
-    if (a < out->rank && out->dims[a] == 1) { a++; continue; }
-    if (b < op->rank && op->dims[b] == 1) { map[b++] = -1; continue; }
-    if (a < out->rank && b < op->rank && out->dims[a] == op->dims[b]) { map[b++] = a++; continue; }
+    if (a < out->rank && out->dims[a] == 1) {
+      a++;
+      continue;
+    }
+    if (b < op->rank && op->dims[b] == 1) {
+      map[b++] = -1;
+      continue;
+    }
+    if (a < out->rank && b < op->rank && out->dims[a] == op->dims[b]) {
+      map[b++] = a++;
+      continue;
+    }
     direct = false;
     break;
   }
   if (direct) {
-    for (int d = 0; d < op->rank; d++) oi[d] = map[d] < 0 ? cpu_i64(k, 0) : idx[map[d]];
+    for (int d = 0; d < op->rank; d++)
+      oi[d] = map[d] < 0 ? cpu_i64(k, 0) : idx[map[d]];
     return;
   }
   LLVMValueRef lin = cpu_i64(k, 0);
-  for (int d = 0; d < out->rank; d++) lin = ix_add(k, ix_mul(k, lin, out->dims[d]), idx[d]);
+  for (int d = 0; d < out->rank; d++)
+    lin = ix_add(k, ix_mul(k, lin, out->dims[d]), idx[d]);
   for (int d = op->rank - 1; d >= 0; d--) {
     LLVMValueRef dim = cpu_i64(k, op->dims[d]);
     if (d == 0) {
@@ -791,7 +922,8 @@ static LLVMValueRef el_elementwise(CpuKern *k, const HInstr *in, LLVMValueRef *i
      named give one of their operands' values, its negation or +-1, already fp8) */
   HOp op = in->op;
   bool exact = op == OP_CONVERT || op == OP_SELECT || op == OP_CLAMP || op == OP_MAXIMUM ||
-               op == OP_MINIMUM || op == OP_NEGATE || op == OP_ABS || op == OP_COPY || op == OP_SIGN;
+               op == OP_MINIMUM || op == OP_NEGATE || op == OP_ABS || op == OP_COPY ||
+               op == OP_SIGN;
   return r && !exact && hlo_dtype_is_fp8(in->shape.dt) ? el_fp8_round(k, in->shape.dt, r) : r;
 }
 
@@ -820,7 +952,8 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       CpuCacheEnt *e = &k->cache[i];
       if (e->in != in) continue;
       bool same = true;
-      for (int d = 0; d < rank && same; d++) same = e->idx[d] == idx[d];
+      for (int d = 0; d < rank && same; d++)
+        same = e->idx[d] == idx[d];
       if (same) return e->v;
     }
 
@@ -828,231 +961,339 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   LLVMValueRef r = NULL;
   /* values of the entry computation are loads; cached like any value (they are immutable
      for the rest of the kernel: buffers are only overwritten by the value owning them) */
-  if (boundary) r = cpu_load_elem(k, cg->buffer_fn ? cg->buffer_fn(k, in) : cpu_buffer(k, in), &in->shape, idx);
-  else switch (in->op) {
-  case OP_CONSTANT:
-    if (!in->literal) return el_fail(k, in, "constant without a literal");
-    if (rank == 0) {
-      DType t = in->shape.dt;
-      LLVMTypeRef ty = cpu_reg_type(cg, t);
-      if (hlo_dtype_is_fp8(t)) r = cpu_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
-      else if (hlo_dtype_is_float(t)) r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
-      else r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
-    } else {
-      r = cpu_load_elem(k, cpu_const_ptr(k, in), &in->shape, idx);
-    }
-    break;
-  case OP_IOTA: r = cpu_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
-  case OP_BROADCAST:
-    for (int j = 0; j < in->dims.n; j++) oi[j] = idx[in->dims.v[j]];
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  case OP_RESHAPE:
-  case OP_BITCAST:
-    el_reshape_idx(k, &in->shape, &in->ops[0]->shape, idx, oi);
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  case OP_TRANSPOSE:
-    for (int j = 0; j < rank; j++) oi[in->dims.v[j]] = idx[j];
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  case OP_SLICE:
-    for (int d = 0; d < rank; d++)
-      oi[d] = ix_add(k, cpu_i64(k, in->slice->start[d]), ix_mul(k, idx[d], in->slice->stride[d]));
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  case OP_REVERSE:
-    for (int d = 0; d < rank; d++) oi[d] = idx[d];
-    for (int j = 0; j < in->dims.n; j++) {
-      int64_t d = in->dims.v[j];
-      oi[d] = ix_sub(k, cpu_i64(k, in->shape.dims[d] - 1), idx[d]);
-    }
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  case OP_PAD: {
-    const Shape *os = &in->ops[0]->shape;
-    LLVMValueRef ok = NULL;
-    for (int d = 0; d < rank; d++) {
-      LLVMValueRef t = ix_sub(k, idx[d], cpu_i64(k, in->pad->lo[d]));
-      int64_t st = in->pad->interior[d] + 1;
-      if (st > 1) {
-        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, t, cpu_i64(k, 0), ""));
-        LLVMValueRef tt = ix_clamp(k, t, 0, INT64_MAX / 4);
-        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, cpu_i64(k, st), ""), cpu_i64(k, 0), ""));
-        t = LLVMBuildUDiv(B, tt, cpu_i64(k, st), "");
-        ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, cpu_i64(k, os->dims[d]), ""));
-        oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
+  if (boundary)
+    r = cpu_load_elem(k, cg->buffer_fn ? cg->buffer_fn(k, in) : cpu_buffer(k, in), &in->shape, idx);
+  else
+    switch (in->op) {
+    case OP_CONSTANT:
+      if (!in->literal) return el_fail(k, in, "constant without a literal");
+      if (rank == 0) {
+        DType t = in->shape.dt;
+        LLVMTypeRef ty = cpu_reg_type(cg, t);
+        if (hlo_dtype_is_fp8(t))
+          r = cpu_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
+        else if (hlo_dtype_is_float(t))
+          r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
+        else
+          r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
       } else {
-        oi[d] = ix_bound(k, t, os->dims[d], -in->pad->lo[d], in->shape.dims[d] - 1 - in->pad->lo[d], &ok);
+        r = cpu_load_elem(k, cpu_const_ptr(k, in), &in->shape, idx);
       }
-    }
-    LLVMValueRef pv = cpu_gen(k, in->ops[1], NULL);
-    if (hlo_shape_elems(os) == 0) {
-      r = pv;
+      break;
+    case OP_IOTA: r = cpu_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
+    case OP_BROADCAST:
+      for (int j = 0; j < in->dims.n; j++)
+        oi[j] = idx[in->dims.v[j]];
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    case OP_RESHAPE:
+    case OP_BITCAST:
+      el_reshape_idx(k, &in->shape, &in->ops[0]->shape, idx, oi);
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    case OP_TRANSPOSE:
+      for (int j = 0; j < rank; j++)
+        oi[in->dims.v[j]] = idx[j];
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    case OP_SLICE:
+      for (int d = 0; d < rank; d++)
+        oi[d] = ix_add(k, cpu_i64(k, in->slice->start[d]), ix_mul(k, idx[d], in->slice->stride[d]));
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    case OP_REVERSE:
+      for (int d = 0; d < rank; d++)
+        oi[d] = idx[d];
+      for (int j = 0; j < in->dims.n; j++) {
+        int64_t d = in->dims.v[j];
+        oi[d] = ix_sub(k, cpu_i64(k, in->shape.dims[d] - 1), idx[d]);
+      }
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    case OP_PAD: {
+      const Shape *os = &in->ops[0]->shape;
+      LLVMValueRef ok = NULL;
+      for (int d = 0; d < rank; d++) {
+        LLVMValueRef t = ix_sub(k, idx[d], cpu_i64(k, in->pad->lo[d]));
+        int64_t st = in->pad->interior[d] + 1;
+        if (st > 1) {
+          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, t, cpu_i64(k, 0), ""));
+          LLVMValueRef tt = ix_clamp(k, t, 0, INT64_MAX / 4);
+          ok = and1(k, ok,
+                    LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, cpu_i64(k, st), ""),
+                                  cpu_i64(k, 0), ""));
+          t = LLVMBuildUDiv(B, tt, cpu_i64(k, st), "");
+          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, cpu_i64(k, os->dims[d]), ""));
+          oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
+        } else {
+          oi[d] = ix_bound(k, t, os->dims[d], -in->pad->lo[d],
+                           in->shape.dims[d] - 1 - in->pad->lo[d], &ok);
+        }
+      }
+      LLVMValueRef pv = cpu_gen(k, in->ops[1], NULL);
+      if (hlo_shape_elems(os) == 0) {
+        r = pv;
+        break;
+      }
+      LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+      if (!v || !pv) return NULL;
+      r = ok ? LLVMBuildSelect(B, ok, v, pv, "") : v;
       break;
     }
-    LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
-    if (!v || !pv) return NULL;
-    r = ok ? LLVMBuildSelect(B, ok, v, pv, "") : v;
-    break;
-  }
-  case OP_CONCATENATE: {
-    int64_t cd = in->dims.v[0], off = 0;
-    for (int j = 0; j < in->nops; j++) {
-      const Shape *os = &in->ops[j]->shape;
-      int64_t n = os->dims[cd];
-      if (n == 0) continue;
-      for (int d = 0; d < rank; d++) oi[d] = idx[d];
-      oi[cd] = ix_clamp(k, ix_sub(k, idx[cd], cpu_i64(k, off)), 0, n - 1);
-      LLVMValueRef v = cpu_gen(k, in->ops[j], oi);
+    case OP_CONCATENATE: {
+      int64_t cd = in->dims.v[0], off = 0;
+      for (int j = 0; j < in->nops; j++) {
+        const Shape *os = &in->ops[j]->shape;
+        int64_t n = os->dims[cd];
+        if (n == 0) continue;
+        for (int d = 0; d < rank; d++)
+          oi[d] = idx[d];
+        oi[cd] = ix_clamp(k, ix_sub(k, idx[cd], cpu_i64(k, off)), 0, n - 1);
+        LLVMValueRef v = cpu_gen(k, in->ops[j], oi);
+        if (!v) return NULL;
+        if (!r)
+          r = v;
+        else
+          r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], cpu_i64(k, off), ""), v, r,
+                              "");
+        off += n;
+      }
+      if (!r) return el_fail(k, in, "concatenate of empty operands");
+      break;
+    }
+    case OP_DYNAMIC_SLICE: {
+      const Shape *os = &in->ops[0]->shape;
+      for (int d = 0; d < rank; d++) {
+        const HInstr *si = in->ops[1 + d];
+        LLVMValueRef s = cpu_gen(k, si, NULL);
+        if (!s) return NULL;
+        s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - in->shape.dims[d]);
+        oi[d] = ix_add(k, s, idx[d]);
+      }
+      r = cpu_gen(k, in->ops[0], oi);
+      break;
+    }
+    case OP_DYNAMIC_UPDATE_SLICE: {
+      const Shape *os = &in->shape, *us = &in->ops[1]->shape;
+      LLVMValueRef ok = NULL;
+      LLVMValueRef ui[HLO_MAX_RANK];
+      for (int d = 0; d < rank; d++) {
+        const HInstr *si = in->ops[2 + d];
+        LLVMValueRef s = cpu_gen(k, si, NULL);
+        if (!s) return NULL;
+        s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
+        LLVMValueRef t = ix_sub(k, idx[d], s);
+        ok = and1(k, ok, ix_in(k, t, 0, us->dims[d]));
+        ui[d] = ix_clamp(k, t, 0, us->dims[d] - 1);
+      }
+      LLVMValueRef base = cpu_gen(k, in->ops[0], idx);
+      if (hlo_shape_elems(us) == 0) {
+        r = base;
+        break;
+      }
+      LLVMValueRef upd = cpu_gen(k, in->ops[1], ui);
+      if (!base || !upd) return NULL;
+      r = ok ? LLVMBuildSelect(B, ok, upd, base, "") : upd;
+      break;
+    }
+    case OP_GATHER: r = el_gather(k, in, idx); break;
+    case OP_REDUCE:
+      if (in->shape.dt == DT_TUPLE) return el_fail(k, in, "variadic reduce used as an array");
+      r = el_reduce(k, in, idx, NULL);
+      break;
+    case OP_REDUCE_WINDOW: r = el_reduce_window(k, in, idx); break;
+    case OP_GET_TUPLE_ELEMENT: {
+      const HInstr *o = in->ops[0];
+      if (o->op == OP_TUPLE) {
+        r = cpu_gen(k, o->ops[in->tuple_index], idx);
+      } else if (o->op == OP_REDUCE && !(o->parent == cg->entry && o != k->root)) {
+        LLVMValueRef outs[HLO_MAX_RANK * 2];
+        if (o->nops / 2 > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
+        if (!cpu_gen_multi(k, o, idx, outs)) return NULL;
+        r = outs[in->tuple_index];
+      } else {
+        return el_fail(k, in, "get-tuple-element of this producer is not supported in a fusion");
+      }
+      break;
+    }
+    case OP_DOT:
+    case OP_CONVOLUTION: {
+      int64_t ext[HLO_MAX_RANK * 2];
+      int nr = in->op == OP_DOT ? cpu_dot_red_dims(in, ext) : cpu_conv_red_dims(in, ext);
+      DType t = cpu_dot_acc_type(in);
+      LLVMValueRef acc = cpu_alloca(k, cpu_reg_type(cg, t));
+      LLVMBuildStore(B, el_zero(k, t), acc);
+      CpuLoop loops[HLO_MAX_RANK * 2];
+      LLVMValueRef red[HLO_MAX_RANK * 2];
+      for (int j = 0; j < nr; j++)
+        red[j] = cpu_loop_open(k, &loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
+      LLVMValueRef term =
+          in->op == OP_DOT ? cpu_dot_term(k, in, idx, red) : cpu_conv_term(k, in, idx, red);
+      if (!term) return NULL;
+      LLVMValueRef cur = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+      LLVMValueRef sum = cpu_add(k, t, cur, term);
+      el_reassoc(sum);
+      LLVMBuildStore(B, sum, acc);
+      for (int j = nr - 1; j >= 0; j--)
+        cpu_loop_close(k, &loops[j]);
+      r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+      if (t != in->shape.dt) /* an fp8 dot's f32 sum */
+        r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : cpu_convert(k, r, t, in->shape.dt);
+      break;
+    }
+    case OP_FUSION:
+    case OP_CALL:
+      if (in->ncalls < 1) return el_fail(k, in, "no called computation");
+      if (!el_push(k, in, in->calls[0], in, NULL, 0)) return NULL;
+      r = cpu_gen(k, in->calls[0]->root, idx);
+      k->nbind--;
+      break;
+    case OP_MAP: {
+      LLVMValueRef vals[16];
+      if (in->nops > 16) return el_fail(k, in, "map with too many operands");
+      for (int j = 0; j < in->nops; j++)
+        if (!(vals[j] = cpu_gen(k, in->ops[j], idx))) return NULL;
+      LLVMValueRef out[1];
+      if (!cpu_gen_scalar_comp(k, in->calls[0], vals, in->nops, out)) return NULL;
+      r = out[0];
+      break;
+    }
+    case OP_BITCAST_CONVERT: {
+      DType ft = in->ops[0]->shape.dt, tt = in->shape.dt;
+      if (hlo_dtype_size(ft) != hlo_dtype_size(tt) || ft == DT_PRED || tt == DT_PRED)
+        return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
+      LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
       if (!v) return NULL;
-      if (!r) r = v;
-      else r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], cpu_i64(k, off), ""), v, r, "");
-      off += n;
-    }
-    if (!r) return el_fail(k, in, "concatenate of empty operands");
-    break;
-  }
-  case OP_DYNAMIC_SLICE: {
-    const Shape *os = &in->ops[0]->shape;
-    for (int d = 0; d < rank; d++) {
-      const HInstr *si = in->ops[1 + d];
-      LLVMValueRef s = cpu_gen(k, si, NULL);
-      if (!s) return NULL;
-      s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - in->shape.dims[d]);
-      oi[d] = ix_add(k, s, idx[d]);
-    }
-    r = cpu_gen(k, in->ops[0], oi);
-    break;
-  }
-  case OP_DYNAMIC_UPDATE_SLICE: {
-    const Shape *os = &in->shape, *us = &in->ops[1]->shape;
-    LLVMValueRef ok = NULL;
-    LLVMValueRef ui[HLO_MAX_RANK];
-    for (int d = 0; d < rank; d++) {
-      const HInstr *si = in->ops[2 + d];
-      LLVMValueRef s = cpu_gen(k, si, NULL);
-      if (!s) return NULL;
-      s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
-      LLVMValueRef t = ix_sub(k, idx[d], s);
-      ok = and1(k, ok, ix_in(k, t, 0, us->dims[d]));
-      ui[d] = ix_clamp(k, t, 0, us->dims[d] - 1);
-    }
-    LLVMValueRef base = cpu_gen(k, in->ops[0], idx);
-    if (hlo_shape_elems(us) == 0) {
-      r = base;
+      /* fp8 registers are f32: go through the bits */
+      if (hlo_dtype_is_fp8(ft)) v = cpu_fp8_encode(k, ft, v);
+      r = hlo_dtype_is_fp8(tt) ? cpu_fp8_decode(k, tt, v)
+                               : LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
       break;
     }
-    LLVMValueRef upd = cpu_gen(k, in->ops[1], ui);
-    if (!base || !upd) return NULL;
-    r = ok ? LLVMBuildSelect(B, ok, upd, base, "") : upd;
-    break;
-  }
-  case OP_GATHER: r = el_gather(k, in, idx); break;
-  case OP_REDUCE:
-    if (in->shape.dt == DT_TUPLE) return el_fail(k, in, "variadic reduce used as an array");
-    r = el_reduce(k, in, idx, NULL);
-    break;
-  case OP_REDUCE_WINDOW: r = el_reduce_window(k, in, idx); break;
-  case OP_GET_TUPLE_ELEMENT: {
-    const HInstr *o = in->ops[0];
-    if (o->op == OP_TUPLE) {
-      r = cpu_gen(k, o->ops[in->tuple_index], idx);
-    } else if (o->op == OP_REDUCE && !(o->parent == cg->entry && o != k->root)) {
-      LLVMValueRef outs[HLO_MAX_RANK * 2];
-      if (o->nops / 2 > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
-      if (!cpu_gen_multi(k, o, idx, outs)) return NULL;
-      r = outs[in->tuple_index];
-    } else {
-      return el_fail(k, in, "get-tuple-element of this producer is not supported in a fusion");
+    case OP_ABS:
+    case OP_CBRT:
+    case OP_CEIL:
+    case OP_COSINE:
+    case OP_CLZ:
+    case OP_ERF:
+    case OP_EXP:
+    case OP_EXPM1:
+    case OP_FLOOR:
+    case OP_IMAG:
+    case OP_IS_FINITE:
+    case OP_LOG:
+    case OP_LOG1P:
+    case OP_LOGISTIC:
+    case OP_NEGATE:
+    case OP_NOT:
+    case OP_POPCNT:
+    case OP_REAL:
+    case OP_ROUND_AFZ:
+    case OP_ROUND_EVEN:
+    case OP_RSQRT:
+    case OP_SIGN:
+    case OP_SINE:
+    case OP_SQRT:
+    case OP_TAN:
+    case OP_TANH:
+    case OP_ACOS:
+    case OP_ACOSH:
+    case OP_ASIN:
+    case OP_ASINH:
+    case OP_ATAN:
+    case OP_ATANH:
+    case OP_COSH:
+    case OP_SINH:
+    case OP_CONVERT:
+    case OP_REDUCE_PRECISION:
+    case OP_COPY:
+    case OP_ADD:
+    case OP_SUBTRACT:
+    case OP_MULTIPLY:
+    case OP_DIVIDE:
+    case OP_REMAINDER:
+    case OP_POWER:
+    case OP_ATAN2:
+    case OP_MAXIMUM:
+    case OP_MINIMUM:
+    case OP_MULHI:
+    case OP_AND:
+    case OP_OR:
+    case OP_XOR:
+    case OP_SHL:
+    case OP_SHR_ARITH:
+    case OP_SHR_LOGICAL:
+    case OP_COMPARE:
+    case OP_COMPLEX:
+    case OP_STOCHASTIC_CONVERT:
+    case OP_SELECT:
+    case OP_CLAMP: r = el_elementwise(k, in, idx); break;
+    case OP_PARAMETER:
+    case OP_PARTITION_ID:
+    case OP_REPLICA_ID:
+    case OP_RNG_GET_AND_UPDATE_STATE:
+    case OP_SELECT_AND_SCATTER:
+    case OP_SORT:
+    case OP_TOPK:
+    case OP_BATCH_NORM_TRAINING:
+    case OP_BATCH_NORM_INFERENCE:
+    case OP_BATCH_NORM_GRAD:
+    case OP_SCAN:
+    case OP_FFT:
+    case OP_CHOLESKY:
+    case OP_TRIANGULAR_SOLVE:
+    case OP_RAGGED_DOT:
+    case OP_SCALED_DOT:
+    case OP_SCATTER:
+    case OP_TUPLE:
+    case OP_COPY_START:
+    case OP_COPY_DONE:
+    case OP_SHUFFLE:
+    case OP_GET_DIMENSION_SIZE:
+    case OP_SET_DIMENSION_SIZE:
+    case OP_DYNAMIC_RESHAPE:
+    case OP_CONDITIONAL:
+    case OP_WHILE:
+    case OP_ASYNC_START:
+    case OP_ASYNC_UPDATE:
+    case OP_ASYNC_DONE:
+    case OP_OPT_BARRIER:
+    case OP_ADD_DEPENDENCY:
+    case OP_AFTER_ALL:
+    case OP_DOMAIN:
+    case OP_ALL_REDUCE:
+    case OP_ALL_REDUCE_START:
+    case OP_ALL_REDUCE_DONE:
+    case OP_ALL_GATHER:
+    case OP_ALL_GATHER_START:
+    case OP_ALL_GATHER_DONE:
+    case OP_ALL_TO_ALL:
+    case OP_REDUCE_SCATTER:
+    case OP_COLLECTIVE_PERMUTE:
+    case OP_COLLECTIVE_PERMUTE_START:
+    case OP_COLLECTIVE_PERMUTE_DONE:
+    case OP_COLLECTIVE_BROADCAST:
+    case OP_RAGGED_ALL_TO_ALL:
+    case OP_COLLECTIVE_REDUCE:
+    case OP_SEND:
+    case OP_SEND_DONE:
+    case OP_RECV:
+    case OP_RECV_DONE:
+    case OP_INFEED:
+    case OP_OUTFEED:
+    case OP_RNG:
+    case OP_RNG_BIT_GENERATOR:
+    case OP_CUSTOM_CALL:
+    case OP_COUNT: return el_fail(k, in, "op is not supported by the CPU target");
     }
-    break;
-  }
-  case OP_DOT:
-  case OP_CONVOLUTION: {
-    int64_t ext[HLO_MAX_RANK * 2];
-    int nr = in->op == OP_DOT ? cpu_dot_red_dims(in, ext) : cpu_conv_red_dims(in, ext);
-    DType t = cpu_dot_acc_type(in);
-    LLVMValueRef acc = cpu_alloca(k, cpu_reg_type(cg, t));
-    LLVMBuildStore(B, el_zero(k, t), acc);
-    CpuLoop loops[HLO_MAX_RANK * 2];
-    LLVMValueRef red[HLO_MAX_RANK * 2];
-    for (int j = 0; j < nr; j++) red[j] = cpu_loop_open(k, &loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
-    LLVMValueRef term = in->op == OP_DOT ? cpu_dot_term(k, in, idx, red) : cpu_conv_term(k, in, idx, red);
-    if (!term) return NULL;
-    LLVMValueRef cur = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
-    LLVMValueRef sum = cpu_add(k, t, cur, term);
-    el_reassoc(sum);
-    LLVMBuildStore(B, sum, acc);
-    for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
-    r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
-    if (t != in->shape.dt) /* an fp8 dot's f32 sum */
-      r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : cpu_convert(k, r, t, in->shape.dt);
-    break;
-  }
-  case OP_FUSION:
-  case OP_CALL:
-    if (in->ncalls < 1) return el_fail(k, in, "no called computation");
-    if (!el_push(k, in, in->calls[0], in, NULL, 0)) return NULL;
-    r = cpu_gen(k, in->calls[0]->root, idx);
-    k->nbind--;
-    break;
-  case OP_MAP: {
-    LLVMValueRef vals[16];
-    if (in->nops > 16) return el_fail(k, in, "map with too many operands");
-    for (int j = 0; j < in->nops; j++)
-      if (!(vals[j] = cpu_gen(k, in->ops[j], idx))) return NULL;
-    LLVMValueRef out[1];
-    if (!cpu_gen_scalar_comp(k, in->calls[0], vals, in->nops, out)) return NULL;
-    r = out[0];
-    break;
-  }
-  case OP_BITCAST_CONVERT: {
-    DType ft = in->ops[0]->shape.dt, tt = in->shape.dt;
-    if (hlo_dtype_size(ft) != hlo_dtype_size(tt) || ft == DT_PRED || tt == DT_PRED)
-      return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
-    LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
-    if (!v) return NULL;
-    /* fp8 registers are f32: go through the bits */
-    if (hlo_dtype_is_fp8(ft)) v = cpu_fp8_encode(k, ft, v);
-    r = hlo_dtype_is_fp8(tt) ? cpu_fp8_decode(k, tt, v) : LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
-    break;
-  }
-  case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP:
-  case OP_EXPM1: case OP_FLOOR: case OP_IMAG: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P:
-  case OP_LOGISTIC: case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_REAL: case OP_ROUND_AFZ:
-  case OP_ROUND_EVEN: case OP_RSQRT: case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN:
-  case OP_TANH: case OP_ACOS: case OP_ACOSH: case OP_ASIN: case OP_ASINH: case OP_ATAN:
-  case OP_ATANH: case OP_COSH: case OP_SINH: case OP_CONVERT: case OP_REDUCE_PRECISION:
-  case OP_COPY: case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE:
-  case OP_REMAINDER: case OP_POWER: case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM:
-  case OP_MULHI: case OP_AND: case OP_OR: case OP_XOR: case OP_SHL: case OP_SHR_ARITH:
-  case OP_SHR_LOGICAL: case OP_COMPARE: case OP_COMPLEX: case OP_STOCHASTIC_CONVERT:
-  case OP_SELECT: case OP_CLAMP:
-    r = el_elementwise(k, in, idx);
-    break;
-  case OP_PARAMETER: case OP_PARTITION_ID: case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE:
-  case OP_SELECT_AND_SCATTER: case OP_SORT: case OP_TOPK: case OP_BATCH_NORM_TRAINING:
-  case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
-  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
-  case OP_SCATTER: case OP_TUPLE: case OP_COPY_START: case OP_COPY_DONE: case OP_SHUFFLE:
-  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
-  case OP_CONDITIONAL: case OP_WHILE: case OP_ASYNC_START: case OP_ASYNC_UPDATE:
-  case OP_ASYNC_DONE: case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
-  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
-  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
-  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
-  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
-  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
-  case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL: case OP_COUNT:
-    return el_fail(k, in, "op is not supported by the CPU target");
-  }
   if (!r || k->failed) return NULL;
   if (cacheable) {
-    k->cache = hlo_arena_grow(cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
+    k->cache =
+        hlo_arena_grow(cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
     CpuCacheEnt *e = &k->cache[k->ncache++];
     e->in = in;
-    for (int d = 0; d < rank; d++) e->idx[d] = idx[d];
+    for (int d = 0; d < rank; d++)
+      e->idx[d] = idx[d];
     e->v = r;
   }
   return r;
@@ -1064,7 +1305,8 @@ bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nar
   const HInstr *root = c->root;
   bool ok = true;
   if (root->op == OP_TUPLE) {
-    for (int j = 0; j < root->nops && ok; j++) ok = (out[j] = cpu_gen(k, root->ops[j], NULL)) != NULL;
+    for (int j = 0; j < root->nops && ok; j++)
+      ok = (out[j] = cpu_gen(k, root->ops[j], NULL)) != NULL;
   } else {
     ok = (out[0] = cpu_gen(k, root, NULL)) != NULL;
   }
@@ -1097,13 +1339,16 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
     LLVMBuildStore(B, init, acc[j]);
   }
   bool red[HLO_MAX_RANK] = {0};
-  for (int j = 0; j < in->dims.n; j++) red[in->dims.v[j]] = true;
+  for (int j = 0; j < in->dims.n; j++)
+    red[in->dims.v[j]] = true;
   LLVMValueRef full[HLO_MAX_RANK];
   CpuLoop loops[HLO_MAX_RANK];
   int nl = 0, o = 0;
   for (int d = 0; d < os->rank; d++) {
-    if (red[d]) full[d] = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
-    else full[d] = idx[o++];
+    if (red[d])
+      full[d] = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+    else
+      full[d] = idx[o++];
   }
   LLVMValueRef args[HLO_MAX_RANK * 4], res[HLO_MAX_RANK * 2];
   for (int j = 0; j < n; j++) {
@@ -1118,7 +1363,8 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
     el_reassoc(res[j]);
     LLVMBuildStore(B, res[j], acc[j]);
   }
-  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  for (int j = nl - 1; j >= 0; j--)
+    cpu_loop_close(k, &loops[j]);
   LLVMValueRef first = NULL;
   for (int j = 0; j < n; j++) {
     LLVMValueRef v = LLVMBuildLoad2(B, aty[j], acc[j], "");
@@ -1151,13 +1397,16 @@ static LLVMValueRef el_rw_index(CpuKern *k, const HInstr *in, int d, LLVMValueRe
   if (wd->base_dil > 1) {
     *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
     LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
-    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
+    *ok = and1(k, *ok,
+               LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""),
+                             cpu_i64(k, 0), ""));
     p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
     *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, dim), ""));
     return ix_clamp(k, p, 0, dim - 1);
   }
   /* extreme positions the window reaches: [-pad_lo, (odim-1)*stride + (size-1)*dil - pad_lo] */
-  return ix_bound(k, p, dim, -wd->pad_lo, (odim - 1) * wd->stride + (wd->size - 1) * wd->win_dil - wd->pad_lo, ok);
+  return ix_bound(k, p, dim, -wd->pad_lo,
+                  (odim - 1) * wd->stride + (wd->size - 1) * wd->win_dil - wd->pad_lo, ok);
 }
 
 #define EL_RW_UNROLL 16 /* windows of at most this many positions are unrolled */
@@ -1177,7 +1426,8 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
   LLVMValueRef init = cpu_gen(k, in->ops[1], NULL);
   if (!init) return NULL;
   int64_t npos = 1;
-  for (int d = 0; d < os->rank; d++) npos *= w->d[d].size;
+  for (int d = 0; d < os->rank; d++)
+    npos *= w->d[d].size;
   if (npos >= 1 && npos <= EL_RW_UNROLL) {
     LLVMValueRef acc = init;
     for (int64_t q = 0; q < npos; q++) {
@@ -1188,7 +1438,8 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
         wpos[d] = r % w->d[d].size;
         r /= w->d[d].size;
       }
-      for (int d = 0; d < os->rank; d++) oi[d] = el_rw_index(k, in, d, idx[d], cpu_i64(k, wpos[d]), &ok);
+      for (int d = 0; d < os->rank; d++)
+        oi[d] = el_rw_index(k, in, d, idx[d], cpu_i64(k, wpos[d]), &ok);
       LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
       if (!v) return NULL;
       if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
@@ -1206,16 +1457,19 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
   LLVMValueRef wv[HLO_MAX_RANK];
   for (int d = 0; d < os->rank; d++) {
     const WinDim *wd = &w->d[d];
-    wv[d] = wd->size == 1 ? cpu_i64(k, 0) : cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, wd->size));
+    wv[d] = wd->size == 1 ? cpu_i64(k, 0)
+                          : cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, wd->size));
   }
-  for (int d = 0; d < os->rank; d++) oi[d] = el_rw_index(k, in, d, idx[d], wv[d], &ok);
+  for (int d = 0; d < os->rank; d++)
+    oi[d] = el_rw_index(k, in, d, idx[d], wv[d], &ok);
   LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
   if (!v) return NULL;
   if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
   LLVMValueRef args[2] = {LLVMBuildLoad2(B, ty, acc, ""), v}, res[1];
   if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
   LLVMBuildStore(B, res[0], acc);
-  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  for (int j = nl - 1; j >= 0; j--)
+    cpu_loop_close(k, &loops[j]);
   return LLVMBuildLoad2(B, ty, acc, "");
 }
 
@@ -1234,11 +1488,13 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   /* indices array index for component c: batch dims with index_vector_dim inserted */
   int64_t ivd = g->index_vector_dim;
   LLVMValueRef start[HLO_MAX_RANK];
-  for (int d = 0; d < os->rank; d++) start[d] = cpu_i64(k, 0);
+  for (int d = 0; d < os->rank; d++)
+    start[d] = cpu_i64(k, 0);
   for (int c = 0; c < g->start_index_map.n; c++) {
     LLVMValueRef ii[HLO_MAX_RANK];
     int b = 0;
-    for (int d = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, c) : bidx[b++];
+    for (int d = 0; d < is->rank; d++)
+      ii[d] = d == ivd ? cpu_i64(k, c) : bidx[b++];
     LLVMValueRef s = cpu_gen(k, ind, ii);
     if (!s) return NULL;
     int64_t od = g->start_index_map.v[c];
@@ -1265,7 +1521,8 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
 
 int cpu_dot_red_dims(const HInstr *in, int64_t *ext) {
   const DotDims *dd = in->dot;
-  for (int j = 0; j < dd->lhs_contract.n; j++) ext[j] = in->ops[0]->shape.dims[dd->lhs_contract.v[j]];
+  for (int j = 0; j < dd->lhs_contract.n; j++)
+    ext[j] = in->ops[0]->shape.dims[dd->lhs_contract.v[j]];
   return dd->lhs_contract.n;
 }
 
@@ -1300,7 +1557,8 @@ LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMV
 DType cpu_dot_acc_type(const HInstr *in) {
   DType t = in->shape.dt;
   bool fp8 = hlo_dtype_is_fp8(t);
-  for (int j = 0; j < in->nops && j < 2; j++) fp8 |= hlo_dtype_is_fp8(in->ops[j]->shape.dt);
+  for (int j = 0; j < in->nops && j < 2; j++)
+    fp8 |= hlo_dtype_is_fp8(in->ops[j]->shape.dt);
   return fp8 && t != DT_F64 ? DT_F32 : t;
 }
 
@@ -1308,7 +1566,8 @@ int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {
   const ConvDims *cd = in->conv;
   const Shape *ks = &in->ops[1]->shape;
   ext[0] = ks->dims[cd->k_in];
-  for (int j = 0; j < cd->k_sp.n; j++) ext[1 + j] = ks->dims[cd->k_sp.v[j]];
+  for (int j = 0; j < cd->k_sp.n; j++)
+    ext[1 + j] = ks->dims[cd->k_sp.v[j]];
   return 1 + cd->k_sp.n;
 }
 
@@ -1342,12 +1601,15 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
     int64_t xd = cd->in_sp.v[j];
     LLVMValueRef kk = red[1 + j];
     wi[cd->k_sp.v[j]] = wd->reversal ? ix_sub(k, cpu_i64(k, wd->size - 1), kk) : kk;
-    LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, idx[cd->out_sp.v[j]], wd->stride), ix_mul(k, kk, wd->win_dil)),
-                            cpu_i64(k, wd->pad_lo));
+    LLVMValueRef p = ix_sub(
+        k, ix_add(k, ix_mul(k, idx[cd->out_sp.v[j]], wd->stride), ix_mul(k, kk, wd->win_dil)),
+        cpu_i64(k, wd->pad_lo));
     if (wd->base_dil > 1) {
       ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
       LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""), cpu_i64(k, 0), ""));
+      ok = and1(k, ok,
+                LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""),
+                              cpu_i64(k, 0), ""));
       p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
       ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, xs->dims[xd]), ""));
     } else if (wd->pad_lo > 0 || wd->pad_hi > 0 || wd->pad_lo < 0 || wd->pad_hi < 0) {
@@ -1374,51 +1636,149 @@ bool cpu_op_own_kernel(HOp op) { return op == OP_SORT || op == OP_SELECT_AND_SCA
 bool cpu_op_supported(const HInstr *in, HErr *err) {
   const char *why = NULL;
   switch (in->op) {
-  case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA:
-  case OP_ABS: case OP_CBRT: case OP_CEIL: case OP_COSINE: case OP_CLZ: case OP_ERF: case OP_EXP:
-  case OP_EXPM1: case OP_FLOOR: case OP_IS_FINITE: case OP_LOG: case OP_LOG1P: case OP_LOGISTIC:
-  case OP_NEGATE: case OP_NOT: case OP_POPCNT: case OP_ROUND_AFZ: case OP_ROUND_EVEN: case OP_RSQRT:
-  case OP_SIGN: case OP_SINE: case OP_SQRT: case OP_TAN: case OP_TANH: case OP_ACOS: case OP_ACOSH:
-  case OP_ASIN: case OP_ASINH: case OP_ATAN: case OP_ATANH: case OP_COSH: case OP_SINH:
-  case OP_CONVERT: case OP_BITCAST_CONVERT: case OP_COPY: case OP_REDUCE_PRECISION:
-  case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_REMAINDER: case OP_POWER:
-  case OP_ATAN2: case OP_MAXIMUM: case OP_MINIMUM: case OP_AND: case OP_OR: case OP_XOR:
-  case OP_SHL: case OP_SHR_ARITH: case OP_SHR_LOGICAL: case OP_COMPARE:
-  case OP_SELECT: case OP_CLAMP: case OP_MAP:
-  case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_DOT: case OP_CONVOLUTION:
-  case OP_BITCAST: case OP_BROADCAST: case OP_RESHAPE: case OP_TRANSPOSE: case OP_REVERSE:
-  case OP_SLICE: case OP_CONCATENATE: case OP_PAD: case OP_DYNAMIC_SLICE:
-  case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER: case OP_SCATTER: case OP_TUPLE:
-  case OP_GET_TUPLE_ELEMENT: case OP_CALL: case OP_FUSION:
+  case OP_PARAMETER:
+  case OP_CONSTANT:
+  case OP_IOTA:
+  case OP_ABS:
+  case OP_CBRT:
+  case OP_CEIL:
+  case OP_COSINE:
+  case OP_CLZ:
+  case OP_ERF:
+  case OP_EXP:
+  case OP_EXPM1:
+  case OP_FLOOR:
+  case OP_IS_FINITE:
+  case OP_LOG:
+  case OP_LOG1P:
+  case OP_LOGISTIC:
+  case OP_NEGATE:
+  case OP_NOT:
+  case OP_POPCNT:
+  case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN:
+  case OP_RSQRT:
+  case OP_SIGN:
+  case OP_SINE:
+  case OP_SQRT:
+  case OP_TAN:
+  case OP_TANH:
+  case OP_ACOS:
+  case OP_ACOSH:
+  case OP_ASIN:
+  case OP_ASINH:
+  case OP_ATAN:
+  case OP_ATANH:
+  case OP_COSH:
+  case OP_SINH:
+  case OP_CONVERT:
+  case OP_BITCAST_CONVERT:
+  case OP_COPY:
+  case OP_REDUCE_PRECISION:
+  case OP_ADD:
+  case OP_SUBTRACT:
+  case OP_MULTIPLY:
+  case OP_DIVIDE:
+  case OP_REMAINDER:
+  case OP_POWER:
+  case OP_ATAN2:
+  case OP_MAXIMUM:
+  case OP_MINIMUM:
+  case OP_AND:
+  case OP_OR:
+  case OP_XOR:
+  case OP_SHL:
+  case OP_SHR_ARITH:
+  case OP_SHR_LOGICAL:
+  case OP_COMPARE:
+  case OP_SELECT:
+  case OP_CLAMP:
+  case OP_MAP:
+  case OP_REDUCE:
+  case OP_REDUCE_WINDOW:
+  case OP_DOT:
+  case OP_CONVOLUTION:
+  case OP_BITCAST:
+  case OP_BROADCAST:
+  case OP_RESHAPE:
+  case OP_TRANSPOSE:
+  case OP_REVERSE:
+  case OP_SLICE:
+  case OP_CONCATENATE:
+  case OP_PAD:
+  case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE:
+  case OP_GATHER:
+  case OP_SCATTER:
+  case OP_TUPLE:
+  case OP_GET_TUPLE_ELEMENT:
+  case OP_CALL:
+  case OP_FUSION:
   case OP_SORT: /* a kernel of its own (cpu_sort.c); not elemental inside a fusion */
-  case OP_SELECT_AND_SCATTER: /* likewise (cpu_select_scatter.c) */
-    break;
-  case OP_IMAG: case OP_REAL: case OP_COMPLEX: why = "complex numbers are not supported"; break;
-  case OP_MULHI: case OP_STOCHASTIC_CONVERT:
-  case OP_TOPK: case OP_BATCH_NORM_TRAINING:
-  case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD: case OP_SCAN: case OP_FFT:
-  case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE: case OP_RAGGED_DOT: case OP_SCALED_DOT:
-  case OP_GET_DIMENSION_SIZE: case OP_SET_DIMENSION_SIZE: case OP_DYNAMIC_RESHAPE:
+  case OP_SELECT_AND_SCATTER: /* likewise (cpu_select_scatter.c) */ break;
+  case OP_IMAG:
+  case OP_REAL:
+  case OP_COMPLEX: why = "complex numbers are not supported"; break;
+  case OP_MULHI:
+  case OP_STOCHASTIC_CONVERT:
+  case OP_TOPK:
+  case OP_BATCH_NORM_TRAINING:
+  case OP_BATCH_NORM_INFERENCE:
+  case OP_BATCH_NORM_GRAD:
+  case OP_SCAN:
+  case OP_FFT:
+  case OP_CHOLESKY:
+  case OP_TRIANGULAR_SOLVE:
+  case OP_RAGGED_DOT:
+  case OP_SCALED_DOT:
+  case OP_GET_DIMENSION_SIZE:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE:
   case OP_CONDITIONAL:
     /* the optimizer's conditional-select compiles the others */
-    why = "only conditionals whose branches have no side effects, rng or loops are compiled (every branch runs, "
+    why = "only conditionals whose branches have no side effects, rng or loops are compiled (every "
+          "branch runs, "
           "the taken one's result is selected)";
     break;
   case OP_WHILE: /* the run function's loop over the condition's and body's kernels (cpu_compile.c);
                     counted loops are unrolled by the optimizer's while-unroll */
     break;
-  case OP_OPT_BARRIER: case OP_ADD_DEPENDENCY: case OP_AFTER_ALL:
-  case OP_RNG_BIT_GENERATOR: case OP_CUSTOM_CALL:
-    why = "op is not supported by the CPU target";
-    break;
-  case OP_PARTITION_ID: case OP_REPLICA_ID: case OP_RNG_GET_AND_UPDATE_STATE: case OP_COPY_START:
-  case OP_COPY_DONE: case OP_SHUFFLE: case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
-  case OP_DOMAIN: case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_ALL_REDUCE_DONE:
-  case OP_ALL_GATHER: case OP_ALL_GATHER_START: case OP_ALL_GATHER_DONE: case OP_ALL_TO_ALL:
-  case OP_REDUCE_SCATTER: case OP_COLLECTIVE_PERMUTE: case OP_COLLECTIVE_PERMUTE_START:
-  case OP_COLLECTIVE_PERMUTE_DONE: case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
-  case OP_COLLECTIVE_REDUCE: case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE:
-  case OP_INFEED: case OP_OUTFEED: case OP_RNG:
+  case OP_OPT_BARRIER:
+  case OP_ADD_DEPENDENCY:
+  case OP_AFTER_ALL:
+  case OP_RNG_BIT_GENERATOR:
+  case OP_CUSTOM_CALL: why = "op is not supported by the CPU target"; break;
+  case OP_PARTITION_ID:
+  case OP_REPLICA_ID:
+  case OP_RNG_GET_AND_UPDATE_STATE:
+  case OP_COPY_START:
+  case OP_COPY_DONE:
+  case OP_SHUFFLE:
+  case OP_ASYNC_START:
+  case OP_ASYNC_UPDATE:
+  case OP_ASYNC_DONE:
+  case OP_DOMAIN:
+  case OP_ALL_REDUCE:
+  case OP_ALL_REDUCE_START:
+  case OP_ALL_REDUCE_DONE:
+  case OP_ALL_GATHER:
+  case OP_ALL_GATHER_START:
+  case OP_ALL_GATHER_DONE:
+  case OP_ALL_TO_ALL:
+  case OP_REDUCE_SCATTER:
+  case OP_COLLECTIVE_PERMUTE:
+  case OP_COLLECTIVE_PERMUTE_START:
+  case OP_COLLECTIVE_PERMUTE_DONE:
+  case OP_COLLECTIVE_BROADCAST:
+  case OP_RAGGED_ALL_TO_ALL:
+  case OP_COLLECTIVE_REDUCE:
+  case OP_SEND:
+  case OP_SEND_DONE:
+  case OP_RECV:
+  case OP_RECV_DONE:
+  case OP_INFEED:
+  case OP_OUTFEED:
+  case OP_RNG:
     why = "op has side effects or multi-device semantics the CPU target cannot compile";
     break;
   case OP_COUNT: why = "invalid op"; break;
@@ -1428,14 +1788,18 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
     return false;
   }
   if (in->op == OP_REDUCE_PRECISION && !el_rp_format_ok(in, in->shape.dt)) {
-    hlo_err_at(err, in, "CPU target: reduce-precision: exponent_bits=%d mantissa_bits=%d on %s is not supported "
-                        "(a float type, exponent_bits >= 1, mantissa_bits >= 0)",
-               in->exponent_bits, in->mantissa_bits, hlo_dtype_name(in->shape.dt));
+    hlo_err_at(
+        err, in,
+        "CPU target: reduce-precision: exponent_bits=%d mantissa_bits=%d on %s is not supported "
+        "(a float type, exponent_bits >= 1, mantissa_bits >= 0)",
+        in->exponent_bits, in->mantissa_bits, hlo_dtype_name(in->shape.dt));
     return false;
   }
   if (in->op == OP_CONSTANT && !in->literal) {
-    hlo_err_at(err, in, "CPU target: constant: its value is elided in the HLO text ({...}); compile the module's "
-                        "HloModuleProto (.pb) instead");
+    hlo_err_at(
+        err, in,
+        "CPU target: constant: its value is elided in the HLO text ({...}); compile the module's "
+        "HloModuleProto (.pb) instead");
     return false;
   }
   if (in->shape.dt != DT_TUPLE && in->shape.dt != DT_TOKEN && in->shape.dt == DT_INVALID) {

@@ -21,8 +21,8 @@
  * makes them for hloc's modules. The output is a function of the inputs only.
  *
  * cpu_elf_join_data joins an object with one made here (el_data): the compilation's large
- * constants (cpu_rodata: 64 KiB and more, frozen weights, packed operands) as one .rodata section with a
- * local symbol each, which the module only declares, so their megabytes do not go through
+ * constants (cpu_rodata: 64 KiB and more, frozen weights, packed operands) as one .rodata section
+ * with a local symbol each, which the module only declares, so their megabytes do not go through
  * LLVM (its constant arrays and its assembler each held a copy): transformer_layer with 28 MB
  * of frozen weights compiled in 0.19-0.21 s instead of 0.24-0.25 on the 2-core Xeon VM, pinned,
  * with the changes beside it (LLVM's code generation 0.071 -> 0.030 s; the constants referred
@@ -37,33 +37,36 @@
 #include <string.h>
 
 typedef struct ElIn {
-  const unsigned char *b;  /* the object */
-  size_t n;                /* its size */
-  const Elf64_Ehdr *eh;    /* header */
-  const Elf64_Shdr *sh;    /* section headers */
-  const char *shstr;       /* section names */
-  const Elf64_Sym *sym;    /* symbol table */
-  size_t nsym;             /* symbols */
-  const char *str;         /* symbol names */
-  size_t strn;             /* size of str */
-  int *out_sec;            /* input section -> output section (0: none) */
-  uint64_t *out_off;       /* input section -> offset in its output section */
-  uint32_t *out_sym;       /* input symbol -> output symbol */
+  const unsigned char *b; /* the object */
+  size_t n;               /* its size */
+  const Elf64_Ehdr *eh;   /* header */
+  const Elf64_Shdr *sh;   /* section headers */
+  const char *shstr;      /* section names */
+  const Elf64_Sym *sym;   /* symbol table */
+  size_t nsym;            /* symbols */
+  const char *str;        /* symbol names */
+  size_t strn;            /* size of str */
+  int *out_sec;           /* input section -> output section (0: none) */
+  uint64_t *out_off;      /* input section -> offset in its output section */
+  uint32_t *out_sym;      /* input symbol -> output symbol */
 } ElIn;
 
 typedef struct ElSec {
-  const char *name;         /* name (in an input's shstrtab) */
-  Elf64_Word type;          /* sh_type */
-  Elf64_Xword flags;        /* sh_flags */
-  Elf64_Xword entsize;      /* sh_entsize */
-  Elf64_Xword align;        /* largest alignment */
-  uint64_t size;            /* bytes */
-  struct ElPiece { const unsigned char *src; uint64_t off, n; } *piece; /* contents: the input
-                               sections' bytes at their offsets, zeros between (none for NOBITS) */
-  size_t npiece;            /* pieces */
-  uint32_t secsym;          /* its section symbol */
-  Elf64_Rela *rel;          /* relocations */
-  size_t nrel, relcap;      /* count and capacity */
+  const char *name;    /* name (in an input's shstrtab) */
+  Elf64_Word type;     /* sh_type */
+  Elf64_Xword flags;   /* sh_flags */
+  Elf64_Xword entsize; /* sh_entsize */
+  Elf64_Xword align;   /* largest alignment */
+  uint64_t size;       /* bytes */
+  struct ElPiece {
+    const unsigned char *src;
+    uint64_t off, n;
+  } * piece;           /* contents: the input
+sections' bytes at their offsets, zeros between (none for NOBITS) */
+  size_t npiece;       /* pieces */
+  uint32_t secsym;     /* its section symbol */
+  Elf64_Rela *rel;     /* relocations */
+  size_t nrel, relcap; /* count and capacity */
 } ElSec;
 
 /* A growable byte buffer. */
@@ -78,8 +81,10 @@ static void el_put(ElBuf *b, const void *d, size_t n) {
     b->p = realloc(b->p, b->cap);
     HLO_ASSERT(b->p);
   }
-  if (d) memcpy(b->p + b->n, d, n);
-  else memset(b->p + b->n, 0, n);
+  if (d)
+    memcpy(b->p + b->n, d, n);
+  else
+    memset(b->p + b->n, 0, n);
   b->n += n;
 }
 
@@ -92,7 +97,8 @@ static void el_reserve(ElBuf *b, size_t n) {
 }
 
 static void el_align(ElBuf *b, size_t a) {
-  while (a > 1 && b->n % a) el_put(b, NULL, 1);
+  while (a > 1 && b->n % a)
+    el_put(b, NULL, 1);
 }
 
 static uint32_t el_str(ElBuf *b, const char *s) {
@@ -103,8 +109,8 @@ static uint32_t el_str(ElBuf *b, const char *s) {
 
 /* Append the table t (symbols or strings) to obj as the section h describes: its name (added
  * to shstr first, so a table can be .shstrtab itself), type, alignment, offset and size. */
-static void el_table(ElBuf *obj, Elf64_Shdr *h, ElBuf *shstr, const char *name, Elf64_Word type, size_t align,
-                     const ElBuf *t) {
+static void el_table(ElBuf *obj, Elf64_Shdr *h, ElBuf *shstr, const char *name, Elf64_Word type,
+                     size_t align, const ElBuf *t) {
   h->sh_name = el_str(shstr, name);
   h->sh_type = type;
   h->sh_addralign = align;
@@ -125,15 +131,16 @@ static bool el_read(ElIn *in, const void *obj, size_t n, char *msg, size_t mn) {
   }
   in->eh = obj;
   const Elf64_Ehdr *e = in->eh;
-  if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_ident[EI_DATA] != ELFDATA2LSB || e->e_type != ET_REL ||
-      e->e_shentsize != sizeof(Elf64_Shdr) || e->e_shoff > n ||
+  if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_ident[EI_DATA] != ELFDATA2LSB ||
+      e->e_type != ET_REL || e->e_shentsize != sizeof(Elf64_Shdr) || e->e_shoff > n ||
       (n - e->e_shoff) / sizeof(Elf64_Shdr) < e->e_shnum || e->e_shstrndx >= e->e_shnum) {
     snprintf(msg, mn, "not a 64-bit little-endian relocatable ELF object");
     return false;
   }
   in->sh = (const Elf64_Shdr *)(in->b + e->e_shoff);
   for (int i = 0; i < e->e_shnum; i++)
-    if (in->sh[i].sh_type != SHT_NOBITS && (in->sh[i].sh_offset > n || in->sh[i].sh_size > n - in->sh[i].sh_offset)) {
+    if (in->sh[i].sh_type != SHT_NOBITS &&
+        (in->sh[i].sh_offset > n || in->sh[i].sh_size > n - in->sh[i].sh_offset)) {
       snprintf(msg, mn, "section %d out of bounds", i);
       return false;
     }
@@ -172,7 +179,10 @@ static bool el_read(ElIn *in, const void *obj, size_t n, char *msg, size_t mn) {
 
 static bool el_placed(const Elf64_Shdr *s) {
   switch (s->sh_type) {
-  case SHT_NULL: case SHT_SYMTAB: case SHT_STRTAB: case SHT_RELA: return false;
+  case SHT_NULL:
+  case SHT_SYMTAB:
+  case SHT_STRTAB:
+  case SHT_RELA: return false;
   case 0x6fff4c03: return false; /* SHT_LLVM_ADDRSIG */
   default: return true;
   }
@@ -193,7 +203,8 @@ static size_t el_find_def(const ElIn *in, const char *name) {
 }
 
 bool cpu_elf64le(const char *triple) {
-  bool arch = !strncmp(triple, "x86_64-", 7) || !strncmp(triple, "aarch64-", 8) || !strncmp(triple, "riscv64-", 8);
+  bool arch = !strncmp(triple, "x86_64-", 7) || !strncmp(triple, "aarch64-", 8) ||
+              !strncmp(triple, "riscv64-", 8);
   bool elf = strstr(triple, "-linux") || strstr(triple, "-freebsd") || strstr(triple, "-netbsd") ||
              strstr(triple, "-openbsd") || strstr(triple, "-elf") || strstr(triple, "-none");
   return arch && elf && !strstr(triple, "x32"); /* gnux32: ELF32 objects */
@@ -223,8 +234,8 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
       const char *name = in[f].shstr + s->sh_name;
       int o = 0;
       for (int k = 1; k < nsec && !o; k++)
-        if (!strcmp(secs[k].name, name) && secs[k].type == s->sh_type && secs[k].flags == s->sh_flags &&
-            secs[k].entsize == s->sh_entsize)
+        if (!strcmp(secs[k].name, name) && secs[k].type == s->sh_type &&
+            secs[k].flags == s->sh_flags && secs[k].entsize == s->sh_entsize)
           o = k;
       if (!o) {
         o = nsec++;
@@ -292,7 +303,8 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
           uint32_t prev = 0;
           if (f == 1)
             for (size_t j = 1; j < in[0].nsym && !prev; j++)
-              if (in[0].sym[j].st_shndx == SHN_UNDEF && in[0].out_sym[j] && !strcmp(el_symname(&in[0], j), name))
+              if (in[0].sym[j].st_shndx == SHN_UNDEF && in[0].out_sym[j] &&
+                  !strcmp(el_symname(&in[0], j), name))
                 prev = in[0].out_sym[j];
           if (prev) {
             in[f].out_sym[k] = prev;
@@ -321,7 +333,8 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
   for (int f = 0; f < 2; f++)
     for (size_t k = 1; k < in[f].nsym; k++) {
       const Elf64_Sym *is = &in[f].sym[k];
-      if (is->st_shndx != SHN_UNDEF || in[f].out_sym[k] || ELF64_ST_TYPE(is->st_info) == STT_FILE) continue;
+      if (is->st_shndx != SHN_UNDEF || in[f].out_sym[k] || ELF64_ST_TYPE(is->st_info) == STT_FILE)
+        continue;
       size_t d = el_find_def(&in[1 - f], el_symname(&in[f], k));
       if (!d || !in[1 - f].out_sym[d]) {
         snprintf(msg, msgn, "symbol %s left unplaced", el_symname(&in[f], k));
@@ -366,8 +379,10 @@ bool cpu_elf_join(const void *a, size_t an, const void *b, size_t bn, char **out
      section numbers: the joined sections 1..nsec-1, then one .rela per section that has
      relocations, .symtab, .strtab, .shstrtab. */
   int nrela = 0;
-  for (int o = 1; o < nsec; o++) nrela += secs[o].nrel > 0;
-  int symtab_ix = nsec + nrela, strtab_ix = symtab_ix + 1, shstr_ix = symtab_ix + 2, nsh = symtab_ix + 3;
+  for (int o = 1; o < nsec; o++)
+    nrela += secs[o].nrel > 0;
+  int symtab_ix = nsec + nrela, strtab_ix = symtab_ix + 1, shstr_ix = symtab_ix + 2,
+      nsh = symtab_ix + 3;
   Elf64_Shdr *sh = calloc((size_t)nsh, sizeof *sh);
   HLO_ASSERT(sh);
   el_str(&shstr, "");
@@ -472,7 +487,8 @@ static void el_data(unsigned machine, const CpuElfSym *sym, int nsym, char **out
   eh.e_ehsize = sizeof eh;
   eh.e_shentsize = sizeof(Elf64_Shdr);
   size_t n = 0;
-  for (int i = 0; i < nsym; i++) n = (n + 63) / 64 * 64 + sym[i].size;
+  for (int i = 0; i < nsym; i++)
+    n = (n + 63) / 64 * 64 + sym[i].size;
   el_reserve(&obj, sizeof eh + n + 64 + (size_t)(nsym + 2) * (sizeof(Elf64_Sym) + 64) + 4096);
   el_put(&obj, NULL, sizeof eh);
   el_str(&shstr, "");
@@ -522,8 +538,8 @@ static void el_data(unsigned machine, const CpuElfSym *sym, int nsym, char **out
   *outlen = obj.n;
 }
 
-bool cpu_elf_join_data(const void *a, size_t an, const CpuElfSym *sym, int nsym, char **out, size_t *outlen,
-                       char *msg, size_t msgn) {
+bool cpu_elf_join_data(const void *a, size_t an, const CpuElfSym *sym, int nsym, char **out,
+                       size_t *outlen, char *msg, size_t msgn) {
   if (an < sizeof(Elf64_Ehdr)) {
     snprintf(msg, msgn, "not an ELF object");
     return false;

@@ -111,39 +111,49 @@
  * that no bench module's kernel offered: all eight objects byte-identical without it),
  * loop-distribute (only acts on loops that ask for it by metadata) and loop-sink (only with
  * profile data). */
-#define CE_SCFG(fwd, r2i, lut, keep, hoist, spec) \
-  "simplifycfg<bonus-inst-threshold=1;" fwd "forward-switch-cond;" r2i "switch-range-to-icmp;" lut "switch-to-lookup;" \
-  keep "keep-loops;" hoist "hoist-common-insts;" hoist "sink-common-insts;speculate-blocks;simplify-cond-branch;" spec \
-  "speculate-unpredictables>"
+#define CE_SCFG(fwd, r2i, lut, keep, hoist, spec)                                                  \
+  "simplifycfg<bonus-inst-threshold=1;" fwd "forward-switch-cond;" r2i "switch-range-to-icmp;" lut \
+  "switch-to-lookup;" keep "keep-loops;" hoist "hoist-common-insts;" hoist                         \
+  "sink-common-insts;speculate-blocks;simplify-cond-branch;" spec "speculate-unpredictables>"
 #define CE_IC "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>"
 #define CE_SCFG_EARLY CE_SCFG("no-", "no-", "no-", "", "no-", "no-")
 #define CE_SCFG_MID CE_SCFG("no-", "", "no-", "", "no-", "no-")
-#define CE_KERNEL_O2                                                                                                 \
-  "function<eager-inv>(lower-expect," CE_SCFG_EARLY ",sroa<modify-cfg>,early-cse<>,mem2reg," CE_IC "," CE_SCFG_MID     \
-  ",sroa<modify-cfg>,early-cse<memssa>,jump-threading,correlated-propagation," CE_SCFG_MID "," CE_IC                  \
-  ",aggressive-instcombine," CE_SCFG_MID ",reassociate,constraint-elimination,loop-mssa(loop-instsimplify,"           \
-  "loop-simplifycfg,licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>,"                    \
-  "licm<allowspeculation>,simple-loop-unswitch<no-nontrivial;trivial>)," CE_SCFG_MID "," CE_IC                         \
-  ",loop(loop-idiom,indvars,simple-loop-unswitch<no-nontrivial;trivial>,loop-deletion),sroa<modify-cfg>,"             \
-  "vector-combine,mldst-motion<no-split-footer-bb>,gvn<>,sccp,bdce," CE_IC ",jump-threading,correlated-propagation,"  \
-  "adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>)," CE_SCFG("no-", "", "no-", "", "", "no-") "," CE_IC          \
-  ",float2int,lower-constant-intrinsics,loop(loop-rotate<header-duplication;no-prepare-for-lto>,loop-deletion),"     \
-  "inject-tli-mappings,loop-vectorize<no-interleave-forced-only;no-vectorize-forced-only;>,infer-alignment," CE_IC \
-  "," CE_SCFG("", "", "", "no-", "", "no-") ",slp-vectorizer,vector-combine,"                                     \
-  CE_IC ",transform-warning,sroa<preserve-cfg>,infer-alignment," CE_IC ",loop-mssa(licm<allowspeculation>),"          \
-  "alignment-from-assumptions,instsimplify,div-rem-pairs,tailcallelim," CE_SCFG("no-", "", "no-", "", "no-", "") ")"
+#define CE_KERNEL_O2                                                                               \
+  "function<eager-inv>(lower-expect," CE_SCFG_EARLY ",sroa<modify-cfg>,early-cse<>,mem2reg," CE_IC \
+  "," CE_SCFG_MID                                                                                  \
+  ",sroa<modify-cfg>,early-cse<memssa>,jump-threading,correlated-propagation," CE_SCFG_MID         \
+  "," CE_IC ",aggressive-instcombine," CE_SCFG_MID                                                 \
+  ",reassociate,constraint-elimination,loop-mssa(loop-instsimplify,"                               \
+  "loop-simplifycfg,licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>," \
+  "licm<allowspeculation>,simple-loop-unswitch<no-nontrivial;trivial>)," CE_SCFG_MID "," CE_IC     \
+  ",loop(loop-idiom,indvars,simple-loop-unswitch<no-nontrivial;trivial>,loop-deletion),sroa<"      \
+  "modify-cfg>,"                                                                                   \
+  "vector-combine,mldst-motion<no-split-footer-bb>,gvn<>,sccp,bdce," CE_IC                         \
+  ",jump-threading,correlated-propagation,"                                                        \
+  "adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>)," CE_SCFG(                                 \
+      "no-", "", "no-", "", "",                                                                    \
+      "no-") "," CE_IC ",float2int,lower-constant-intrinsics,loop(loop-rotate<header-duplication;" \
+             "no-prepare-for-lto>,loop-deletion),"                                                 \
+             "inject-tli-mappings,loop-vectorize<no-interleave-forced-only;no-vectorize-forced-"   \
+             "only;>,infer-alignment," CE_IC                                                       \
+             "," CE_SCFG("", "", "", "no-", "",                                                    \
+                         "no-") ",slp-vectorizer,vector-combine," CE_IC                            \
+                                ",transform-warning,sroa<preserve-cfg>,infer-alignment," CE_IC     \
+                                ",loop-mssa(licm<allowspeculation>),"                              \
+                                "alignment-from-assumptions,instsimplify,div-rem-pairs,"           \
+                                "tailcallelim," CE_SCFG("no-", "", "no-", "", "no-", "") ")"
 
 /* Everything the target machine is made from (shared read-only by both threads). */
 typedef struct CeSetup {
-  LLVMTargetRef T;           /* target of the triple */
-  const char *triple;        /* target triple */
-  const char *cpu;           /* CPU name */
-  const char *feat;          /* CPU features */
-  int lvl;                   /* optimization level 0..3 */
-  LLVMCodeGenOptLevel cgl;   /* matching codegen level */
-  const char *pipeline;      /* pass pipeline of the kernels */
-  const char *run_pipeline;  /* pass pipeline of the run functions (NULL: pipeline) */
-  const char *gemm_pipeline; /* pass pipeline of the GEMM function (NULL: pipeline) */
+  LLVMTargetRef T;            /* target of the triple */
+  const char *triple;         /* target triple */
+  const char *cpu;            /* CPU name */
+  const char *feat;           /* CPU features */
+  int lvl;                    /* optimization level 0..3 */
+  LLVMCodeGenOptLevel cgl;    /* matching codegen level */
+  const char *pipeline;       /* pass pipeline of the kernels */
+  const char *run_pipeline;   /* pass pipeline of the run functions (NULL: pipeline) */
+  const char *gemm_pipeline;  /* pass pipeline of the GEMM function (NULL: pipeline) */
   const char *small_pipeline; /* pass pipeline of the small kernels (NULL: pipeline) */
 } CeSetup;
 
@@ -155,18 +165,18 @@ typedef struct CeDiag {
 
 /* One module to optimize and emit, on any thread. */
 typedef struct CeJob {
-  const CeSetup *s;        /* target and pipelines */
-  LLVMContextRef C;        /* the module's context */
-  LLVMModuleRef M;         /* the module */
-  LLVMCodeGenFileType ft;  /* object or assembly */
-  int nrelink;             /* functions made external for optimization, internal again after */
-  char **relink;           /* their names */
-  char *out;               /* emitted bytes (malloc'd) */
-  size_t outlen;           /* their length */
-  char err[600];           /* first error, empty when none */
-  bool err_in_cg;          /* it came from code generation (located at the output file) */
-  double t_opt, t_cg;      /* seconds spent optimizing and generating code (wall) */
-  double c_opt, c_cg;      /* the same in this thread's CPU time */
+  const CeSetup *s;       /* target and pipelines */
+  LLVMContextRef C;       /* the module's context */
+  LLVMModuleRef M;        /* the module */
+  LLVMCodeGenFileType ft; /* object or assembly */
+  int nrelink;            /* functions made external for optimization, internal again after */
+  char **relink;          /* their names */
+  char *out;              /* emitted bytes (malloc'd) */
+  size_t outlen;          /* their length */
+  char err[600];          /* first error, empty when none */
+  bool err_in_cg;         /* it came from code generation (located at the output file) */
+  double t_opt, t_cg;     /* seconds spent optimizing and generating code (wall) */
+  double c_opt, c_cg;     /* the same in this thread's CPU time */
 } CeJob;
 
 static double ce_now(void) {
@@ -224,7 +234,8 @@ static void ce_llvm_args(const char *e) {
   buf = ce_strdup(e, strlen(e));
   const char *argv[64] = {"hloc"};
   int argc = 1;
-  for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " ")) argv[argc++] = t;
+  for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " "))
+    argv[argc++] = t;
   LLVMParseCommandLineOptions(argc, argv, NULL);
 }
 
@@ -246,7 +257,8 @@ enum { CE_NCLASS = 4 };
 static int ce_class(const CeSetup *s, LLVMValueRef f) {
   if (s->gemm_pipeline && ce_light(f)) return 1;
   if (s->small_pipeline && ce_marked(f, CPU_SMALL_ATTR)) return 2;
-  if (s->run_pipeline && LLVMGetLinkage(f) == LLVMExternalLinkage && LLVMGetVisibility(f) == LLVMDefaultVisibility)
+  if (s->run_pipeline && LLVMGetLinkage(f) == LLVMExternalLinkage &&
+      LLVMGetVisibility(f) == LLVMDefaultVisibility)
     return 3;
   return 0;
 }
@@ -263,24 +275,28 @@ static int ce_class(const CeSetup *s, LLVMValueRef f) {
  * the marks are removed before code generation, which would otherwise select instructions
  * without optimization. Functions are classed again after each run by their attributes:
  * interprocedural passes (dead argument elimination) may replace them. */
-static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPassBuilderOptionsRef po) {
+static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM,
+                                     LLVMPassBuilderOptionsRef po) {
   const CeSetup *s = j->s;
   int count[CE_NCLASS] = {0};
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
     if (LLVMCountBasicBlocks(f) > 0) count[ce_class(s, f)]++;
   if (count[1] + count[2] + count[3] == 0) return LLVMRunPasses(j->M, s->pipeline, TM, po);
-  const char *pipes[CE_NCLASS] = {s->pipeline, s->gemm_pipeline, s->small_pipeline, s->run_pipeline};
+  const char *pipes[CE_NCLASS] = {s->pipeline, s->gemm_pipeline, s->small_pipeline,
+                                  s->run_pipeline};
   unsigned onk = LLVMGetEnumAttributeKindForName("optnone", 7);
   unsigned nik = LLVMGetEnumAttributeKindForName("noinline", 8);
   unsigned fi = (unsigned)LLVMAttributeFunctionIndex;
   for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
-    if (ce_class(s, f) == 1 && !LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
+    if (ce_class(s, f) == 1 &&
+        !LLVMGetEnumAttributeAtIndex(f, fi, nik)) /* made noinline: kept so */
       LLVMAddAttributeAtIndex(f, fi, LLVMCreateEnumAttribute(j->C, nik, 0));
   LLVMErrorRef pe = NULL;
   for (int c = 0; c < CE_NCLASS && !pe; c++) {
     if (count[c] == 0) continue;
     int nf = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f)) nf++;
+    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f; f = LLVMGetNextFunction(f))
+      nf++;
     bool *added = calloc((size_t)nf + 1, sizeof *added);
     HLO_ASSERT(added);
     int i = 0;
@@ -292,7 +308,8 @@ static LLVMErrorRef ce_run_pipelines(CeJob *j, LLVMTargetMachineRef TM, LLVMPass
     }
     pe = LLVMRunPasses(j->M, pipes[c], TM, po);
     i = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f && i < nf; f = LLVMGetNextFunction(f), i++) {
+    for (LLVMValueRef f = LLVMGetFirstFunction(j->M); f && i < nf;
+         f = LLVMGetNextFunction(f), i++) {
       if (LLVMCountBasicBlocks(f) == 0 || !LLVMGetEnumAttributeAtIndex(f, fi, onk)) continue;
       LLVMRemoveEnumAttributeAtIndex(f, fi, onk);
       if (added[i]) LLVMRemoveEnumAttributeAtIndex(f, fi, nik);
@@ -377,14 +394,14 @@ done:
 
 /* Which part each kernel function goes to, by name (run functions are not listed). */
 typedef struct CeSplit {
-  int n;       /* kernel functions */
-  char **name; /* their names */
-  int *part;   /* their part, 0 .. nparts - 1 */
-  int nparts;  /* parts (2 .. CE_MAX_PARTS) */
+  int n;                  /* kernel functions */
+  char **name;            /* their names */
+  int *part;              /* their part, 0 .. nparts - 1 */
+  int nparts;             /* parts (2 .. CE_MAX_PARTS) */
   int load[CE_MAX_PARTS]; /* weight of each part */
-  int total;   /* weight of the module (all functions) */
-  int nglob;   /* global variables referenced by kernel code */
-  char **glob; /* their names */
+  int total;              /* weight of the module (all functions) */
+  int nglob;              /* global variables referenced by kernel code */
+  char **glob;            /* their names */
 } CeSplit;
 
 static int ce_part_of(const CeSplit *sp, LLVMValueRef f) {
@@ -412,10 +429,12 @@ static void ce_strip_body(LLVMValueRef f) {
       if (LLVMGetFirstUse(i)) LLVMReplaceAllUsesWith(i, LLVMGetPoison(LLVMTypeOf(i)));
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b; b = LLVMGetNextBasicBlock(b)) {
     LLVMValueRef i;
-    while ((i = LLVMGetLastInstruction(b))) LLVMInstructionEraseFromParent(i);
+    while ((i = LLVMGetLastInstruction(b)))
+      LLVMInstructionEraseFromParent(i);
   }
   LLVMBasicBlockRef b;
-  while ((b = LLVMGetFirstBasicBlock(f))) LLVMDeleteBasicBlock(b);
+  while ((b = LLVMGetFirstBasicBlock(f)))
+    LLVMDeleteBasicBlock(b);
   LLVMSetLinkage(f, LLVMExternalLinkage);
 }
 
@@ -436,7 +455,8 @@ static void ce_note_globals(CeSplit *sp, LLVMValueRef v, int depth) {
   }
   if (depth > 16 || !LLVMIsAConstant(v) || LLVMIsAGlobalValue(v)) return;
   int n = LLVMGetNumOperands(v);
-  for (int k = 0; k < n; k++) ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
+  for (int k = 0; k < n; k++)
+    ce_note_globals(sp, LLVMGetOperand(v, k), depth + 1);
 }
 
 /* Global g as another part sees it: an external declaration, hidden (direct, PC-relative
@@ -449,7 +469,8 @@ static void ce_declare(const CeSplit *sp, LLVMValueRef g) {
   size_t nl = 0;
   const char *nm = LLVMGetValueName2(g, &nl);
   for (int i = 0; i < sp->nglob; i++)
-    if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl)) LLVMSetVisibility(g, LLVMHiddenVisibility);
+    if (strlen(sp->glob[i]) == nl && !memcmp(sp->glob[i], nm, nl))
+      LLVMSetVisibility(g, LLVMHiddenVisibility);
 }
 
 /* Cut module M down to the kernels of the parts keep[] marks: the other kernels become
@@ -470,7 +491,8 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
     if (p < 0 || !keep[p]) {
       ce_strip_body(f);
       if (p >= 0) LLVMSetVisibility(f, LLVMHiddenVisibility);
-    } else if (j && (LLVMGetLinkage(f) == LLVMInternalLinkage || LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
+    } else if (j && (LLVMGetLinkage(f) == LLVMInternalLinkage ||
+                     LLVMGetLinkage(f) == LLVMPrivateLinkage)) {
       j->relink[j->nrelink++] = ce_name(f);
       LLVMSetLinkage(f, LLVMExternalLinkage);
       LLVMSetVisibility(f, LLVMHiddenVisibility);
@@ -490,17 +512,17 @@ static void ce_cut(LLVMModuleRef M, const CeSplit *sp, const bool *keep, CeJob *
  * is compiled from the module itself. Which thread compiles a part changes nothing in its
  * object. */
 typedef struct CePool {
-  const CeSetup *s;            /* target and pipelines */
-  const CeSplit *sp;           /* the partition */
-  LLVMMemoryBufferRef bc;      /* the module's bitcode */
-  int nthreads;                /* threads sharing parts 1.. */
-  atomic_int next;             /* the next part to take */
-  CeJob job[CE_MAX_PARTS];     /* per part: its job (object, error, times) */
-  bool ok[CE_MAX_PARTS];       /* per part: its job succeeded */
-  double t_parse[CE_MAX_PARTS]; /* per part: seconds to read or clone and cut it */
-  atomic_int ids;              /* worker threads that took a part so far */
-  pthread_t caller;            /* the calling thread */
-  int by[CE_MAX_PARTS];        /* per part: which of them took it (0: the calling thread) */
+  const CeSetup *s;                /* target and pipelines */
+  const CeSplit *sp;               /* the partition */
+  LLVMMemoryBufferRef bc;          /* the module's bitcode */
+  int nthreads;                    /* threads sharing parts 1.. */
+  atomic_int next;                 /* the next part to take */
+  CeJob job[CE_MAX_PARTS];         /* per part: its job (object, error, times) */
+  bool ok[CE_MAX_PARTS];           /* per part: its job succeeded */
+  double t_parse[CE_MAX_PARTS];    /* per part: seconds to read or clone and cut it */
+  atomic_int ids;                  /* worker threads that took a part so far */
+  pthread_t caller;                /* the calling thread */
+  int by[CE_MAX_PARTS];            /* per part: which of them took it (0: the calling thread) */
   double t0, t_done[CE_MAX_PARTS]; /* the pool's start; per part: seconds from it to its end */
 } CePool;
 
@@ -527,7 +549,8 @@ static void *ce_pool_thread(void *arg) {
     }
     /* parts below p are taken: M0 keeps p and those after it */
     bool keep[CE_MAX_PARTS] = {0};
-    for (int q = p; q < sp->nparts; q++) keep[q] = true;
+    for (int q = p; q < sp->nparts; q++)
+      keep[q] = true;
     ce_cut(M0, sp, keep, NULL, false);
     bool last = p == sp->nparts - 1;
     j->s = pl->s;
@@ -567,7 +590,8 @@ static bool ce_plan_split(const CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
   const char *force = cpu_knob(cg, CPU_KNOB_SPLIT);
   if (force && *force == '0') return false;
   int nf = 0, total = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f)) nf++;
+  for (LLVMValueRef f = LLVMGetFirstFunction(M); f; f = LLVMGetNextFunction(f))
+    nf++;
   LLVMValueRef *fs = calloc((size_t)nf + 1, sizeof *fs);
   int *w = calloc((size_t)nf + 1, sizeof *w);
   HLO_ASSERT(fs && w);
@@ -604,7 +628,8 @@ static bool ce_plan_split(const CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
     HLO_ASSERT(sp->name && sp->part && done);
     /* part 0 (the calling thread) also optimizes the run functions and joins the parts'
        objects: it starts with that share; then largest function first, to the lightest */
-    for (int p = 0; p < k; p++) sp->load[p] = 0;
+    for (int p = 0; p < k; p++)
+      sp->load[p] = 0;
     sp->load[0] = final_w + total / 20;
     for (int r = 0; r < n; r++) {
       int best = -1;
@@ -622,7 +647,8 @@ static bool ce_plan_split(const CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
       for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fs[i]); b; b = LLVMGetNextBasicBlock(b))
         for (LLVMValueRef in = LLVMGetFirstInstruction(b); in; in = LLVMGetNextInstruction(in)) {
           int no = LLVMGetNumOperands(in);
-          for (int q = 0; q < no; q++) ce_note_globals(sp, LLVMGetOperand(in, q), 0);
+          for (int q = 0; q < no; q++)
+            ce_note_globals(sp, LLVMGetOperand(in, q), 0);
         }
     }
     free(done);
@@ -633,15 +659,18 @@ static bool ce_plan_split(const CpuCg *cg, LLVMModuleRef M, CeSplit *sp) {
 }
 
 static void ce_free_split(CeSplit *sp) {
-  for (int i = 0; i < sp->n; i++) free(sp->name[i]);
-  for (int i = 0; i < sp->nglob; i++) free(sp->glob[i]);
+  for (int i = 0; i < sp->n; i++)
+    free(sp->name[i]);
+  for (int i = 0; i < sp->nglob; i++)
+    free(sp->glob[i]);
   free(sp->name);
   free(sp->part);
   free(sp->glob);
 }
 
 static void ce_free_job(CeJob *j) {
-  for (int i = 0; i < j->nrelink; i++) free(j->relink[i]);
+  for (int i = 0; i < j->nrelink; i++)
+    free(j->relink[i]);
   free(j->relink);
   free(j->out);
 }
@@ -686,8 +715,8 @@ static void ce_specialize(LLVMModuleRef M) {
 
 /* The outcome of a join into *obj (malloc'd, *n bytes): the joined object replaces it, or the
  * failure (message jm; a failed join outputs nothing) is reported, *obj left as it was. */
-static bool ce_joined(CpuCg *cg, bool ok, char *joined, size_t jn, const char *jm, const char *what, char **obj,
-                      size_t *n) {
+static bool ce_joined(CpuCg *cg, bool ok, char *joined, size_t jn, const char *jm, const char *what,
+                      char **obj, size_t *n) {
   if (!ok) {
     hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s", what, jm);
     return false;
@@ -708,9 +737,11 @@ static bool ce_join_tail(CpuCg *cg, char **obj, size_t *n) {
     char jm[300], *joined = NULL;
     size_t jn = 0;
     bool ok = step == 0
-        ? cpu_elf_join(*obj, *n, cg->prebuilt->obj, cg->prebuilt->size, &joined, &jn, jm, sizeof jm)
-        : cpu_elf_join_data(*obj, *n, cg->raw_sym, cg->nraw, &joined, &jn, jm, sizeof jm);
-    if (!ce_joined(cg, ok, joined, jn, jm, step == 0 ? "the prebuilt library" : "the constants' data", obj, n))
+                  ? cpu_elf_join(*obj, *n, cg->prebuilt->obj, cg->prebuilt->size, &joined, &jn, jm,
+                                 sizeof jm)
+                  : cpu_elf_join_data(*obj, *n, cg->raw_sym, cg->nraw, &joined, &jn, jm, sizeof jm);
+    if (!ce_joined(cg, ok, joined, jn, jm,
+                   step == 0 ? "the prebuilt library" : "the constants' data", obj, n))
       return false;
   }
   return true;
@@ -769,7 +800,8 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setstacksize(&at, (size_t)16 << 20); /* LLVM recurses deeply on big functions */
-  for (int t = 1; t <= nworkers; t++) started[t] = pthread_create(&th[t], &at, ce_pool_thread, pl) == 0;
+  for (int t = 1; t <= nworkers; t++)
+    started[t] = pthread_create(&th[t], &at, ce_pool_thread, pl) == 0;
   pthread_attr_destroy(&at);
   /* this thread: the driver's module keeps part 0, the run functions and the globals */
   double t1 = ce_now();
@@ -831,7 +863,8 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   for (int p = 1; p < sp->nparts; p++) {
     char jm[300], *joined = NULL;
     size_t jn = 0;
-    bool jok = cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
+    bool jok =
+        cpu_elf_join(acc, accn, pl->job[p].out, pl->job[p].outlen, &joined, &jn, jm, sizeof jm);
     if (!ce_joined(cg, jok, joined, jn, jm, "the parts' objects", &acc, &accn)) {
       free(acc);
       goto done;
@@ -846,18 +879,24 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   t_join = ce_now() - t1;
   ok = true;
   if (timing) {
-    fprintf(stderr, "hloc cpu: split %d kernel functions into %d parts (weight %d; %d threads), specialization %.3f s, bitcode %.3f s\n",
+    fprintf(stderr,
+            "hloc cpu: split %d kernel functions into %d parts (weight %d; %d threads), "
+            "specialization %.3f s, bitcode %.3f s\n",
             sp->n, sp->nparts, sp->total, pl->nthreads, t_ipo, t_bc);
     for (int p = 0; p < sp->nparts; p++) {
       const CeJob *j = &pl->job[p];
-      fprintf(stderr, "hloc cpu: part %d (weight %d%s, thread %d, done at %.3f s) %s %.3f s, passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f)\n",
-              p, sp->load[p], p ? "" : ", with the run functions", pl->by[p], pl->t_done[p], p ? "read or clone, cut" : "cut",
-              pl->t_parse[p], j->t_opt, j->c_opt, j->t_cg, j->c_cg);
+      fprintf(stderr,
+              "hloc cpu: part %d (weight %d%s, thread %d, done at %.3f s) %s %.3f s, passes %.3f s "
+              "(cpu %.3f), code generation %.3f s (cpu %.3f)\n",
+              p, sp->load[p], p ? "" : ", with the run functions", pl->by[p], pl->t_done[p],
+              p ? "read or clone, cut" : "cut", pl->t_parse[p], j->t_opt, j->c_opt, j->t_cg,
+              j->c_cg);
     }
     fprintf(stderr, "hloc cpu: wait for the threads %.3f s, join %.3f s\n", t_wait, t_join);
   }
 done:
-  for (int p = 0; p < sp->nparts; p++) ce_free_job(&pl->job[p]);
+  for (int p = 0; p < sp->nparts; p++)
+    ce_free_job(&pl->job[p]);
   free(pl);
   return ok;
 }
@@ -887,8 +926,9 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
     j.M = M;
     j.ft = LLVMObjectFile;
     bool ok = ce_run_job(&j, true);
-    fprintf(stderr, "hloc cpu: function %s (%s): passes %.4f s, code generation %.4f s, %zu bytes%s\n", fname,
-            what, j.c_opt, j.c_cg, j.outlen, ok ? "" : " (failed)");
+    fprintf(stderr,
+            "hloc cpu: function %s (%s): passes %.4f s, code generation %.4f s, %zu bytes%s\n",
+            fname, what, j.c_opt, j.c_cg, j.outlen, ok ? "" : " (failed)");
     ce_free_job(&j);
     LLVMDisposeModule(M);
     free(fname);
@@ -910,19 +950,23 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   s.cpu = cg->tcpu;
   s.feat = cg->tfeat;
   s.lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
-  s.cgl = s.lvl == 0 ? LLVMCodeGenLevelNone : s.lvl == 1 ? LLVMCodeGenLevelLess
-          : s.lvl == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
+  s.cgl = s.lvl == 0   ? LLVMCodeGenLevelNone
+          : s.lvl == 1 ? LLVMCodeGenLevelLess
+          : s.lvl == 2 ? LLVMCodeGenLevelDefault
+                       : LLVMCodeGenLevelAggressive;
   bool ok = false, locked = false;
   char *msg = NULL;
   CeSplit sp = {0};
   LLVMTargetMachineRef TM = NULL;
   if (LLVMGetTargetFromTriple(triple, &s.T, &msg)) {
-    hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple, msg ? msg : "");
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: unknown target triple '%s': %s", triple,
+            msg ? msg : "");
     goto done;
   }
   TM = ce_target_machine(&s);
   if (!TM) {
-    hlo_err(err, o->out_path, NULL, NULL, "CPU target: cannot create a target machine for '%s'", triple);
+    hlo_err(err, o->out_path, NULL, NULL, "CPU target: cannot create a target machine for '%s'",
+            triple);
     goto done;
   }
   LLVMSetTarget(cg->M, triple);
@@ -938,7 +982,8 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
   }
   if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
-    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s", msg ? msg : "");
+    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s",
+            msg ? msg : "");
     goto done;
   }
   if (msg) LLVMDisposeMessage(msg), msg = NULL;
@@ -949,10 +994,11 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   s.pipeline = s.lvl == 2 ? CE_KERNEL_O2 : pipeline;
   s.run_pipeline = s.lvl == 2 ? "default<O2>" : NULL;
   /* the GEMM's own pipeline: scalar replacement, cleanup, loop-invariant hoisting */
-  s.gemm_pipeline = s.lvl >= 1
-      ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
-        "instcombine<no-verify-fixpoint>,simplifycfg)"
-      : NULL;
+  s.gemm_pipeline =
+      s.lvl >= 1
+          ? "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),"
+            "instcombine<no-verify-fixpoint>,simplifycfg)"
+          : NULL;
   /* small kernels (-O2 and up): that cleanup, scalar */
   s.small_pipeline = s.lvl >= 2 ? s.gemm_pipeline : NULL;
   pthread_mutex_lock(&ce_cl_lock);
@@ -961,11 +1007,13 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   ce_llvm_args(cpu_knob(cg, CPU_KNOB_LLVM_ARGS));
   if (cpu_knob(cg, CPU_KNOB_FNTIME)) ce_time_functions(cg, &s);
   bool timing = cpu_knob(cg, CPU_KNOB_TIME) != NULL;
-  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) && ce_plan_split(cg, cg->M, &sp)) {
+  if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) &&
+      ce_plan_split(cg, cg->M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
-  if (s.lvl >= 1) ce_specialize(cg->M); /* as the split path does (the library's functions have no calls) */
+  if (s.lvl >= 1)
+    ce_specialize(cg->M); /* as the split path does (the library's functions have no calls) */
   CeJob j = {0};
   j.s = &s;
   j.C = cg->C;
@@ -991,8 +1039,10 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
     j.out = NULL;
   }
   if (timing)
-    fprintf(stderr, "hloc cpu: LLVM passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f), one thread\n",
-            j.t_opt, j.c_opt, j.t_cg, j.c_cg);
+    fprintf(
+        stderr,
+        "hloc cpu: LLVM passes %.3f s (cpu %.3f), code generation %.3f s (cpu %.3f), one thread\n",
+        j.t_opt, j.c_opt, j.t_cg, j.c_cg);
   ce_free_job(&j);
   ok = true;
 done:

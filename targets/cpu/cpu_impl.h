@@ -38,11 +38,11 @@ typedef enum CpuSlotKind {
 } CpuSlotKind;
 
 typedef struct CpuSlot {
-  CpuSlotKind kind;  /* what the pointer is */
-  const HInstr *in;  /* CPU_SLOT_INSTR: the entry instruction */
-  LLVMValueRef gv;   /* CPU_SLOT_GLOBAL: the global */
-  int64_t off;       /* CPU_SLOT_TEMP: byte offset in the scratch heap; CPU_SLOT_INSTR: byte
-                        offset inside the instruction's storage (a leaf of a block) */
+  CpuSlotKind kind; /* what the pointer is */
+  const HInstr *in; /* CPU_SLOT_INSTR: the entry instruction */
+  LLVMValueRef gv;  /* CPU_SLOT_GLOBAL: the global */
+  int64_t off;      /* CPU_SLOT_TEMP: byte offset in the scratch heap; CPU_SLOT_INSTR: byte
+                       offset inside the instruction's storage (a leaf of a block) */
 } CpuSlot;
 
 /* A weight packed ahead of the runs (NAME_pack, gemm/weights.c): an entry parameter read in place
@@ -51,15 +51,15 @@ typedef struct CpuSlot {
  * transformed (K input and N output channels, strides wk), at byte offset dst of the packed
  * weights. */
 typedef struct CpuPackJob {
-  int kind;           /* 0: a product's B; 1: a Winograd convolution's taps */
-  int param;          /* the entry parameter */
-  int64_t off;        /* element offset of B in it */
-  int64_t rs, cs;     /* element strides of B's rows (K) and columns (N) */
-  int64_t K, N;       /* B's extent */
-  int64_t nblk, nnb;  /* column blocks */
-  int64_t dst;        /* byte offset in the packed weights */
-  int64_t wk[4];      /* kind 1: the taps' strides of (kh, kw, ci, co) */
-  int et;             /* kind 0: B's element type (gemm/'s GmElt: f32, bf16, f16), packed as f32 */
+  int kind;          /* 0: a product's B; 1: a Winograd convolution's taps */
+  int param;         /* the entry parameter */
+  int64_t off;       /* element offset of B in it */
+  int64_t rs, cs;    /* element strides of B's rows (K) and columns (N) */
+  int64_t K, N;      /* B's extent */
+  int64_t nblk, nnb; /* column blocks */
+  int64_t dst;       /* byte offset in the packed weights */
+  int64_t wk[4];     /* kind 1: the taps' strides of (kh, kw, ci, co) */
+  int et;            /* kind 0: B's element type (gemm/'s GmElt: f32, bf16, f16), packed as f32 */
 } CpuPackJob;
 
 /* Where the values of one computation live: the entry's (args, results, the plan's heap), or
@@ -67,14 +67,14 @@ typedef struct CpuPackJob {
  * its tuple parameter the loop's state block, its results the next-state block or the
  * predicate byte (all in the scratch, at fixed offsets). */
 typedef struct CpuRegion {
-  const HComp *comp;     /* computation whose instructions it places */
-  const MemPlan *plan;   /* their buffers */
-  bool entry;            /* the entry computation: params in args[], results in results[] */
-  int64_t heap_off;      /* !entry: scratch offset of the plan's heap */
-  int param_kind;        /* !entry: where its parameter (the loop's state) is, as a slot of
-                            the run function's table: 1 results[param_index], 2 the scratch */
-  int64_t param_index;   /* !entry: results[] index when param_kind is 1 */
-  int64_t param_off;     /* !entry: byte offset of the state (in the scratch, or in the result) */
+  const HComp *comp;   /* computation whose instructions it places */
+  const MemPlan *plan; /* their buffers */
+  bool entry;          /* the entry computation: params in args[], results in results[] */
+  int64_t heap_off;    /* !entry: scratch offset of the plan's heap */
+  int param_kind;      /* !entry: where its parameter (the loop's state) is, as a slot of
+                          the run function's table: 1 results[param_index], 2 the scratch */
+  int64_t param_index; /* !entry: results[] index when param_kind is 1 */
+  int64_t param_off;   /* !entry: byte offset of the state (in the scratch, or in the result) */
   const int64_t *result_off; /* !entry: scratch offset of each result leaf */
 } CpuRegion;
 
@@ -87,18 +87,18 @@ typedef enum CpuTaskOp {
 } CpuTaskOp;
 
 typedef struct CpuTask {
-  CpuTaskOp op;    /* what it does */
-  int64_t bytes;   /* CPU_TASK_COPY: bytes copied */
-  int target;      /* CPU_TASK_BRANCH, CPU_TASK_JUMP: task index */
+  CpuTaskOp op;            /* what it does */
+  int64_t bytes;           /* CPU_TASK_COPY: bytes copied */
+  int target;              /* CPU_TASK_BRANCH, CPU_TASK_JUMP: task index */
   const CpuRegion *region; /* where its CPU_SLOT_INSTR slots are resolved */
-  LLVMValueRef fn; /* void kernel(ptr ctx, i64 chunk); ctx points to the slot pointers */
-  int64_t nchunks; /* chunks to run (1: not split) */
-  int nslots;      /* pointers the kernel reads from ctx */
-  CpuSlot *slots;  /* what each one is */
-  bool whole;      /* chunk == nchunks does all the work at once (the serial run calls that
-                      instead of every chunk in turn) */
-  const HInstr *root; /* the entry instruction it computes */
-  bool finish;     /* combines what the kernel before it left (its FLOPs are counted there) */
+  LLVMValueRef fn;         /* void kernel(ptr ctx, i64 chunk); ctx points to the slot pointers */
+  int64_t nchunks;         /* chunks to run (1: not split) */
+  int nslots;              /* pointers the kernel reads from ctx */
+  CpuSlot *slots;          /* what each one is */
+  bool whole;              /* chunk == nchunks does all the work at once (the serial run calls that
+                              instead of every chunk in turn) */
+  const HInstr *root;      /* the entry instruction it computes */
+  bool finish;      /* combines what the kernel before it left (its FLOPs are counted there) */
   const char *note; /* how it computes its instruction, for --profile's task names (a
                        string literal: "Winograd", "B packed", ...), or NULL */
 } CpuTask;
@@ -113,26 +113,26 @@ typedef struct CpuElfSym {
 
 /* Module-wide state of one compilation. */
 typedef struct CpuCg {
-  HModule *m;        /* module compiled */
-  HComp *entry;      /* its entry computation */
-  const CpuOpts *o;  /* options */
+  HModule *m;                        /* module compiled */
+  HComp *entry;                      /* its entry computation */
+  const CpuOpts *o;                  /* options */
   const char *triple, *tcpu, *tfeat; /* the target's triple, CPU and features as LLVM gets
                                         them (the options', else the host's: cpu_cg_init) */
-  HErr *err;         /* first error */
-  HArena *scratch;   /* plan and bookkeeping, freed at the end */
-  MemPlan plan;      /* buffers of the entry computation */
-  CpuRegion entry_region; /* the entry's region (plan above) */
-  const CpuRegion *region; /* the region whose instructions are being compiled (tasks made
-                              now resolve their slots in it) */
-  int nloops, loop_cap; /* while loops compiled (cpu_compile.c's CpLoop) */
-  struct CpLoop **loops; /* their plans and scratch */
-  int64_t loop_top;  /* scratch used by the entry heap and the loops' regions so far */
-  LLVMContextRef C;  /* LLVM context */
-  LLVMModuleRef M;   /* LLVM module */
-  LLVMBuilderRef B;  /* the one builder */
+  HErr *err;                         /* first error */
+  HArena *scratch;                   /* plan and bookkeeping, freed at the end */
+  MemPlan plan;                      /* buffers of the entry computation */
+  CpuRegion entry_region;            /* the entry's region (plan above) */
+  const CpuRegion *region;           /* the region whose instructions are being compiled (tasks made
+                                        now resolve their slots in it) */
+  int nloops, loop_cap;              /* while loops compiled (cpu_compile.c's CpLoop) */
+  struct CpLoop **loops;             /* their plans and scratch */
+  int64_t loop_top; /* scratch used by the entry heap and the loops' regions so far */
+  LLVMContextRef C; /* LLVM context */
+  LLVMModuleRef M;  /* LLVM module */
+  LLVMBuilderRef B; /* the one builder */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, f64, ptr, vd; /* common types */
-  LLVMTypeRef ctx_ty;  /* kernel context: { ptr args, ptr results, ptr temp } */
-  LLVMTypeRef task_ty; /* void (ptr, i64) */
+  LLVMTypeRef ctx_ty;     /* kernel context: { ptr args, ptr results, ptr temp } */
+  LLVMTypeRef task_ty;    /* void (ptr, i64) */
   int nconst;             /* constant globals made so far */
   HInstr **const_instr;   /* constant instruction of each global */
   LLVMValueRef *const_gv; /* its global */
@@ -148,21 +148,20 @@ typedef struct CpuCg {
   /* Optional hook for another target reusing the elemental generator (targets/cuda): the
      storage of an entry value read during generation; NULL: cpu_buffer(). */
   LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);
-  bool lib;                     /* compiling the prebuilt library (cpu_prebuilt.c): the GEMM's
-                                   functions with every path, named CPU_LIB_PREFIX_* */
+  bool lib;                       /* compiling the prebuilt library (cpu_prebuilt.c): the GEMM's
+                                     functions with every path, named CPU_LIB_PREFIX_* */
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
                                      (its GEMM functions are declarations here), or NULL */
-  int npacks, pack_cap; /* weights packed ahead of the runs (NAME_pack) and capacity */
-  CpuPackJob *packs;    /* them (in scratch) */
-  int64_t packed_bytes; /* NAME_PACKED_BYTES: the packed weights' size */
-  bool raw_ok;         /* large read-only data goes straight into the object (cpu_rodata) */
-  CpuElfSym *raw_sym;  /* that data (in scratch) */
+  int npacks, pack_cap;           /* weights packed ahead of the runs (NAME_pack) and capacity */
+  CpuPackJob *packs;              /* them (in scratch) */
+  int64_t packed_bytes;           /* NAME_PACKED_BYTES: the packed weights' size */
+  bool raw_ok;          /* large read-only data goes straight into the object (cpu_rodata) */
+  CpuElfSym *raw_sym;   /* that data (in scratch) */
   int nraw, raw_symcap; /* entries and capacity */
 } CpuCg;
 
 /* Symbol prefix of the prebuilt library's functions (local symbols of the objects). */
 #define CPU_LIB_PREFIX "__hloc"
-
 
 /* String attribute of the functions whose IR is vectorized and blocked by construction (the
  * GEMM and its packing steps): cpu_emit.c optimizes them with a light pipeline. */
@@ -228,11 +227,11 @@ LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t);
  * operands of the instruction calling it (fusion, call, map), or to scalar values
  * (reducers, map bodies). */
 typedef struct CpuBind {
-  const HComp *comp;   /* computation whose parameters are bound */
+  const HComp *comp;    /* computation whose parameters are bound */
   const HInstr *caller; /* operands of this instruction, or NULL */
-  LLVMValueRef *vals;  /* scalar values by parameter number, when caller is NULL */
-  int nvals;           /* number of vals */
-  int cache_mark;      /* elemental cache entries made before entering */
+  LLVMValueRef *vals;   /* scalar values by parameter number, when caller is NULL */
+  int nvals;            /* number of vals */
+  int cache_mark;       /* elemental cache entries made before entering */
 } CpuBind;
 
 typedef struct CpuCacheEnt {
@@ -254,31 +253,31 @@ typedef struct CpuMat {
 
 /* One kernel function being emitted. */
 typedef struct CpuKern {
-  CpuCg *cg;                /* module state */
-  LLVMBuilderRef B;         /* = cg->B */
-  LLVMValueRef fn;          /* the function */
-  LLVMValueRef ctx;         /* its context argument */
-  LLVMValueRef chunk;       /* its chunk argument */
-  LLVMBasicBlockRef entry;  /* allocas and buffer pointers go here, before entry_br */
-  LLVMValueRef entry_br;    /* terminator of the entry block */
-  LLVMValueRef *bufs;       /* per entry instruction: its buffer pointer, once asked */
-  const HInstr *root;       /* the entry instruction this kernel computes */
-  int nbind;                /* bound computations (a stack) */
+  CpuCg *cg;                  /* module state */
+  LLVMBuilderRef B;           /* = cg->B */
+  LLVMValueRef fn;            /* the function */
+  LLVMValueRef ctx;           /* its context argument */
+  LLVMValueRef chunk;         /* its chunk argument */
+  LLVMBasicBlockRef entry;    /* allocas and buffer pointers go here, before entry_br */
+  LLVMValueRef entry_br;      /* terminator of the entry block */
+  LLVMValueRef *bufs;         /* per entry instruction: its buffer pointer, once asked */
+  const HInstr *root;         /* the entry instruction this kernel computes */
+  int nbind;                  /* bound computations (a stack) */
   CpuBind bind[CPU_MAX_BIND]; /* the stack */
-  int ncache, cache_cap;    /* elemental values generated at the current loop depth */
-  CpuCacheEnt *cache;       /* the cache (scratch arena) */
-  bool failed;              /* an error was reported while generating */
-  LLVMValueRef *lin_idx;    /* the kernel's root index array, when it has a linear form */
-  LLVMValueRef lin;         /* row-major linear index equal to lin_idx over lin_shape */
-  const Shape *lin_shape;   /* shape lin is linear in */
-  int nmat;                 /* materialized values */
-  CpuMat mat[CPU_MAX_MAT];  /* them */
-  int nslots, slot_cap;     /* pointers read from ctx (see CpuSlot) */
-  CpuSlot *slots;           /* them, in order of first use */
-  LLVMValueRef *slot_vals;  /* their loaded values (entry block) */
-  int reduce_loop;          /* > 0 while generating a reduction loop's combiner */
-  int nranges, range_cap;   /* induction variables of the open loops with constant bounds */
-  struct CpuRange *ranges;  /* them (a stack, like the loops) */
+  int ncache, cache_cap;      /* elemental values generated at the current loop depth */
+  CpuCacheEnt *cache;         /* the cache (scratch arena) */
+  bool failed;                /* an error was reported while generating */
+  LLVMValueRef *lin_idx;      /* the kernel's root index array, when it has a linear form */
+  LLVMValueRef lin;           /* row-major linear index equal to lin_idx over lin_shape */
+  const Shape *lin_shape;     /* shape lin is linear in */
+  int nmat;                   /* materialized values */
+  CpuMat mat[CPU_MAX_MAT];    /* them */
+  int nslots, slot_cap;       /* pointers read from ctx (see CpuSlot) */
+  CpuSlot *slots;             /* them, in order of first use */
+  LLVMValueRef *slot_vals;    /* their loaded values (entry block) */
+  int reduce_loop;            /* > 0 while generating a reduction loop's combiner */
+  int nranges, range_cap;     /* induction variables of the open loops with constant bounds */
+  struct CpuRange *ranges;    /* them (a stack, like the loops) */
 } CpuKern;
 
 /* An induction variable's values inside its loop body: [lo, hi]. */
@@ -368,7 +367,8 @@ bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef
 int cpu_scatter_n(const HInstr *in);
 /* cpu_scatter_n, or 0 after a located error naming the target ("CPU", "CUDA"). */
 int cpu_scatter_check(const HInstr *in, HErr *err, const char *target);
-bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok);
+bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi,
+                        LLVMValueRef *ok);
 void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
                          LLVMValueRef *ui);
 /* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
@@ -470,8 +470,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in);
 /* ------------------------------------------------------------------ cpu_header.c */
 
 /* Text of the generated header (malloc'd, NUL-terminated). */
-char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks, const CpuPackJob *packs,
-                      int npacks, int64_t packed_bytes, size_t *len);
+char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks,
+                      const CpuPackJob *packs, int npacks, int64_t packed_bytes, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
 /* s as text safe inside a C comment of a generated header (HLO names are arbitrary strings in
@@ -524,7 +524,7 @@ bool cpu_elf64le(const char *triple);
 /* cpu_elf_join of object a and an object of a's machine whose one section, .rodata
  * (allocated, read-only), holds the entries of sym one after the other, each 64-byte aligned,
  * with a local object symbol each, where a's references to them resolve. */
-bool cpu_elf_join_data(const void *a, size_t an, const CpuElfSym *sym, int nsym, char **out, size_t *outlen,
-                       char *msg, size_t msgn);
+bool cpu_elf_join_data(const void *a, size_t an, const CpuElfSym *sym, int nsym, char **out,
+                       size_t *outlen, char *msg, size_t msgn);
 
 #endif

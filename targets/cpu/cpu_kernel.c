@@ -27,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-LLVMValueRef cpu_i64(CpuKern *k, int64_t v) { return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1); }
+LLVMValueRef cpu_i64(CpuKern *k, int64_t v) {
+  return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1);
+}
 
 LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
@@ -51,8 +53,10 @@ LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef
   l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
   if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
       LLVMConstIntGetSExtValue(lo) < LLVMConstIntGetSExtValue(hi)) {
-    k->ranges = hlo_arena_grow(k->cg->scratch, k->ranges, k->nranges, &k->range_cap, 16, sizeof *k->ranges);
-    k->ranges[k->nranges++] = (CpuRange){l->iv, LLVMConstIntGetSExtValue(lo), LLVMConstIntGetSExtValue(hi) - 1};
+    k->ranges =
+        hlo_arena_grow(k->cg->scratch, k->ranges, k->nranges, &k->range_cap, 16, sizeof *k->ranges);
+    k->ranges[k->nranges++] =
+        (CpuRange){l->iv, LLVMConstIntGetSExtValue(lo), LLVMConstIntGetSExtValue(hi) - 1};
   }
   LLVMAddIncoming(l->iv, &lo, &pre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, l->iv, hi, ""), body, l->exit);
@@ -68,7 +72,7 @@ void cpu_loop_close(CpuKern *k, CpuLoop *l) {
   LLVMValueRef br = LLVMBuildBr(B, l->header);
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(B, l->exit);
-  k->ncache = l->cache_mark; /* values made inside the loop do not dominate its exit */
+  k->ncache = l->cache_mark;  /* values made inside the loop do not dominate its exit */
   k->nranges = l->range_mark; /* past the loop, its variable is out of its range */
   l->latch_br = br;
 }
@@ -99,23 +103,29 @@ static bool kn_range_rec(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi, i
     if (al < -(1 << 20) || ah > (1 << 20) || bl < -(1 << 20) || bh > (1 << 20)) return false;
     int64_t c[4] = {al * bl, al * bh, ah * bl, ah * bh};
     *lo = *hi = c[0];
-    for (int j = 1; j < 4; j++) *lo = c[j] < *lo ? c[j] : *lo, *hi = c[j] > *hi ? c[j] : *hi;
+    for (int j = 1; j < 4; j++)
+      *lo = c[j] < *lo ? c[j] : *lo, *hi = c[j] > *hi ? c[j] : *hi;
   } else if (op == LLVMUDiv || op == LLVMURem) { /* of non-negative values by a constant */
     if (al < 0 || bl != bh || bl <= 0) return false;
-    if (op == LLVMUDiv) *lo = al / bl, *hi = ah / bl;
-    else *lo = ah < bl ? al : 0, *hi = ah < bl ? ah : bl - 1;
+    if (op == LLVMUDiv)
+      *lo = al / bl, *hi = ah / bl;
+    else
+      *lo = ah < bl ? al : 0, *hi = ah < bl ? ah : bl - 1;
   } else {
     return false;
   }
   return *lo > -KN_RANGE_MAX && *hi < KN_RANGE_MAX;
 }
 
-bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi) { return kn_range_rec(k, v, lo, hi, 0); }
+bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi) {
+  return kn_range_rec(k, v, lo, hi, 0);
+}
 
 void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value) {
   LLVMContextRef C = k->cg->C;
   LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
-  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)), value ? LLVMValueAsMetadata(value) : NULL};
+  LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)),
+                            value ? LLVMValueAsMetadata(value) : NULL};
   LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(C, opt, value ? 2 : 1)};
   LLVMMetadataRef loop = LLVMMDNodeInContext2(C, ops, 2);
   LLVMMetadataReplaceAllUsesWith(tmp, loop);
@@ -133,26 +143,31 @@ LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMVal
 
 LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n) {
   LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), (unsigned)n);
-  LLVMValueRef v = LLVMBuildInsertElement(k->B, LLVMGetUndef(vt), x, LLVMConstInt(k->cg->i32, 0, 0), "");
-  return LLVMBuildShuffleVector(k->B, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(k->cg->i32, (unsigned)n)), "");
+  LLVMValueRef v =
+      LLVMBuildInsertElement(k->B, LLVMGetUndef(vt), x, LLVMConstInt(k->cg->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(k->B, v, LLVMGetUndef(vt),
+                                LLVMConstNull(LLVMVectorType(k->cg->i32, (unsigned)n)), "");
 }
 
 LLVMValueRef cpu_lane_mask(CpuKern *k, int n, int m) {
   LLVMValueRef bits[64];
-  for (int q = 0; q < n; q++) bits[q] = LLVMConstInt(k->cg->i1, q < m, 0);
+  for (int q = 0; q < n; q++)
+    bits[q] = LLVMConstInt(k->cg->i1, q < m, 0);
   return LLVMConstVector(bits, (unsigned)n);
 }
 
 LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef ty[2] = {vt, k->cg->ptr};
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
+  LLVMValueRef f =
+      LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
   LLVMValueRef a[4] = {p, LLVMConstInt(k->cg->i32, 4, 0), mask, LLVMConstNull(vt)};
   return LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
 }
 
 void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef ty[2] = {LLVMTypeOf(v), k->cg->ptr};
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), ty, 2);
+  LLVMValueRef f =
+      LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), ty, 2);
   LLVMValueRef a[4] = {v, p, LLVMConstInt(k->cg->i32, 4, 0), mask};
   LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
 }
@@ -304,8 +319,11 @@ static void kn_alias_scopes(CpuKern *k) {
   CpuCg *cg = k->cg;
   LLVMContextRef C = cg->C;
   CpuMem mem[MAXS];
-  for (int i = 0; i < n; i++) mem[i] = cpu_slot_mem(cg, cg->region, &k->slots[i]);
-  LLVMMetadataRef scope[MAXS], domain = LLVMMDNodeInContext2(C, (LLVMMetadataRef[]){LLVMMDStringInContext2(C, "hloc.slots", 10)}, 1);
+  for (int i = 0; i < n; i++)
+    mem[i] = cpu_slot_mem(cg, cg->region, &k->slots[i]);
+  LLVMMetadataRef scope[MAXS],
+      domain = LLVMMDNodeInContext2(
+          C, (LLVMMetadataRef[]){LLVMMDStringInContext2(C, "hloc.slots", 10)}, 1);
   LLVMValueRef as[MAXS], na[MAXS];
   for (int i = 0; i < n; i++) {
     char name[32];
@@ -321,13 +339,15 @@ static void kn_alias_scopes(CpuKern *k) {
     as[i] = na_n ? LLVMMetadataAsValue(C, LLVMMDNodeInContext2(C, &scope[i], 1)) : NULL;
     na[i] = na_n ? LLVMMetadataAsValue(C, LLVMMDNodeInContext2(C, apart, (size_t)na_n)) : NULL;
   }
-  unsigned kas = LLVMGetMDKindIDInContext(C, "alias.scope", 11), kna = LLVMGetMDKindIDInContext(C, "noalias", 7);
+  unsigned kas = LLVMGetMDKindIDInContext(C, "alias.scope", 11),
+           kna = LLVMGetMDKindIDInContext(C, "noalias", 7);
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(k->fn); b; b = LLVMGetNextBasicBlock(b))
     for (LLVMValueRef in = LLVMGetFirstInstruction(b); in; in = LLVMGetNextInstruction(in)) {
       LLVMOpcode op = LLVMGetInstructionOpcode(in);
       if (op != LLVMLoad && op != LLVMStore) continue;
       LLVMValueRef p = LLVMGetOperand(in, op == LLVMLoad ? 0 : 1);
-      while (LLVMIsAGetElementPtrInst(p)) p = LLVMGetOperand(p, 0);
+      while (LLVMIsAGetElementPtrInst(p))
+        p = LLVMGetOperand(p, 0);
       for (int i = 0; i < n; i++)
         if (k->slot_vals[i] == p && as[i]) {
           LLVMSetMetadata(in, kas, as[i]);
@@ -353,9 +373,9 @@ bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
 /* How a loop nest over shape s is split: the dimension split (-1: none), chunk size and
  * chunk count. */
 typedef struct KnSplit {
-  int dim;        /* split dimension, -1 when not split */
-  int64_t size;   /* chunk extent along dim */
-  int64_t n;      /* number of chunks */
+  int dim;      /* split dimension, -1 when not split */
+  int64_t size; /* chunk extent along dim */
+  int64_t n;    /* number of chunks */
 } KnSplit;
 
 /* Chunks of a nest over s doing work elements of work: at most maxn along the first dimension
@@ -377,7 +397,9 @@ static KnSplit kn_split_n(CpuCg *cg, const Shape *s, int64_t work, int64_t maxn)
   return sp;
 }
 
-static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) { return kn_split_n(cg, s, work, 64); }
+static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) {
+  return kn_split_n(cg, s, work, 64);
+}
 
 /* Range of dimension d in the current chunk. */
 static void kn_range(CpuKern *k, const Shape *s, const KnSplit *sp, int d, LLVMValueRef *lo,
@@ -412,7 +434,8 @@ static int kn_open_nest(CpuKern *k, const Shape *s, const KnSplit *sp, int n, Cp
 }
 
 static void kn_close_nest(CpuKern *k, CpuLoop *loops, int nl) {
-  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  for (int j = nl - 1; j >= 0; j--)
+    cpu_loop_close(k, &loops[j]);
 }
 
 /* The work of a loop kernel writing ls: its elements, or the elements the largest reduction
@@ -420,12 +443,14 @@ static void kn_close_nest(CpuKern *k, CpuLoop *loops, int nl) {
  * work, worth splitting like any loop of that size). */
 static int64_t kn_work(const HInstr *in, const Shape *ls) {
   int64_t w = hlo_shape_elems(ls);
-  if (in->op == OP_REDUCE && hlo_shape_is_array(&in->ops[0]->shape) && hlo_shape_elems(&in->ops[0]->shape) > w)
+  if (in->op == OP_REDUCE && hlo_shape_is_array(&in->ops[0]->shape) &&
+      hlo_shape_elems(&in->ops[0]->shape) > w)
     w = hlo_shape_elems(&in->ops[0]->shape);
   if (in->op == OP_FUSION)
     for (int i = 0; i < in->calls[0]->ninstrs; i++) {
       const HInstr *x = in->calls[0]->instrs[i];
-      if (x->op == OP_REDUCE && hlo_shape_is_array(&x->ops[0]->shape) && hlo_shape_elems(&x->ops[0]->shape) > w)
+      if (x->op == OP_REDUCE && hlo_shape_is_array(&x->ops[0]->shape) &&
+          hlo_shape_elems(&x->ops[0]->shape) > w)
         w = hlo_shape_elems(&x->ops[0]->shape);
     }
   return w;
@@ -435,7 +460,8 @@ static int64_t kn_work(const HInstr *in, const Shape *ls) {
  * or for short rows one loop over the linear index (long enough to vectorize) with the
  * multi-dimensional index derived from it where an op needs it. Fills *sp with the split
  * used. */
-static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, CpuLoop *loops, LLVMValueRef *idx) {
+static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, CpuLoop *loops,
+                       LLVMValueRef *idx) {
   CpuCg *cg = k->cg;
   int64_t total = hlo_shape_elems(ls);
   if (!(ls->rank >= 2 && ls->dims[ls->rank - 1] < 16)) {
@@ -472,7 +498,9 @@ static LLVMValueRef kn_leaf_ptr(CpuKern *k, const HInstr *in, int j) {
   return lp;
 }
 
-void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) { cpu_kern_materialized_as(k, in, p, DT_INVALID); }
+void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
+  cpu_kern_materialized_as(k, in, p, DT_INVALID);
+}
 
 void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DType dt) {
   if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p, dt};
@@ -573,10 +601,12 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
         cpu_gen_multi(k, in, idx, vals);
       } else {
         k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
-        for (int j = 0; j < s->ntuple && !k->failed; j++) vals[j] = cpu_gen(k, froot->ops[j], idx);
+        for (int j = 0; j < s->ntuple && !k->failed; j++)
+          vals[j] = cpu_gen(k, froot->ops[j], idx);
         k->nbind--;
       }
-      for (int j = 0; j < s->ntuple && !k->failed; j++) cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
+      for (int j = 0; j < s->ntuple && !k->failed; j++)
+        cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
     }
     if (nseg > 1) cpu_loop_close(k, &inner);
   }
@@ -590,7 +620,8 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
 static int kn_transposed_dim(const HInstr *in) {
   const HInstr *root = in->op == OP_FUSION ? in->calls[0]->root : in;
   const Shape *s = &in->shape;
-  if (root->op != OP_TRANSPOSE || s->dt != DT_F32 || s->rank < 2 || hlo_shape_elems(s) < 4096) return -1;
+  if (root->op != OP_TRANSPOSE || s->dt != DT_F32 || s->rank < 2 || hlo_shape_elems(s) < 4096)
+    return -1;
   int r = s->rank;
   if (root->dims.v[r - 1] == r - 1) return -1;
   for (int j = 0; j < r; j++)
@@ -612,9 +643,9 @@ static int kn_transposed_dim(const HInstr *in) {
  * 2-core EPYC); the parallel-for splits the first dimension of that order, in at most
  * KN_TCHUNKS chunks, each with its own tile. */
 enum {
-  KN_TSTRIP = 16,   /* VW x VW blocks per strip of a transposing kernel */
-  KN_TTILE = 65536, /* f32 elements of its tile, at most (when H > 1) */
-  KN_TCHUNKS = 16,  /* its parallel-for chunks, at most (each has a tile in scratch) */
+  KN_TSTRIP = 16,        /* VW x VW blocks per strip of a transposing kernel */
+  KN_TTILE = 65536,      /* f32 elements of its tile, at most (when H > 1) */
+  KN_TCHUNKS = 16,       /* its parallel-for chunks, at most (each has a tile in scratch) */
   KN_NT_BYTES = 8 << 20, /* outputs of at least this size are stored past the caches */
 };
 
@@ -629,7 +660,8 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
      comes last); when a strip holds whole rows, it also holds H steps of the dimension
      before b in that order (hd), so each operand plane is read in runs of H rows */
   int gdim[HLO_MAX_RANK], ga = 0, hd = -1, H = 1; /* gdim: the inverse permutation */
-  for (int j = 0; j < r; j++) gdim[root->dims.v[j]] = j;
+  for (int j = 0; j < r; j++)
+    gdim[root->dims.v[j]] = j;
   if (r >= 3 && gdim[r - 2] != a && BT >= s->dims[b]) {
     hd = gdim[r - 2];
     int64_t hmax = KN_TTILE / ((int64_t)VW * BT), dh = s->dims[hd];
@@ -640,8 +672,10 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   int64_t gd[HLO_MAX_RANK];
   for (int i = 0; i < r; i++) {
     int j = gdim[i];
-    gd[i] = j == a ? (s->dims[j] + VW - 1) / VW : j == b ? (s->dims[j] + BT - 1) / BT
-          : j == hd ? (s->dims[j] + H - 1) / H : s->dims[j];
+    gd[i] = j == a    ? (s->dims[j] + VW - 1) / VW
+            : j == b  ? (s->dims[j] + BT - 1) / BT
+            : j == hd ? (s->dims[j] + H - 1) / H
+                      : s->dims[j];
     if (j == a) ga = i;
   }
   CpuKern *k = cpu_kern_begin(cg, in);
@@ -652,7 +686,8 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   CpuLoop loops[HLO_MAX_RANK], lt, lu, lh;
   LLVMValueRef gi[HLO_MAX_RANK], idx[HLO_MAX_RANK];
   int nl = kn_open_nest(k, &grid, &sp, r, loops, gi);
-  for (int i = 0; i < r; i++) idx[gdim[i]] = gi[i];
+  for (int i = 0; i < r; i++)
+    idx[gdim[i]] = gi[i];
   LLVMValueRef vw = cpu_i64(k, VW), bt = cpu_i64(k, BT), hh = cpu_i64(k, 0), h0 = NULL, nh = NULL;
   LLVMValueRef a0 = LLVMBuildNSWMul(B, gi[ga], vw, ""), b0 = LLVMBuildNSWMul(B, gi[r - 1], bt, "");
   LLVMValueRef na = cpu_smin(k, vw, LLVMBuildNSWSub(B, cpu_i64(k, s->dims[a]), a0, ""));
@@ -665,9 +700,11 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   int64_t tbytes = (int64_t)VW * H * BT * 4;
   if (tbytes * sp.n > cg->extra_temp) cg->extra_temp = tbytes * sp.n;
   LLVMValueRef toff = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, tbytes), "");
-  LLVMValueRef tile = LLVMBuildInBoundsGEP2(B, cg->i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &toff, 1, "");
+  LLVMValueRef tile = LLVMBuildInBoundsGEP2(
+      B, cg->i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &toff, 1, "");
   /* tile[t][h][u] = out[.., h0 + h, .., b0 + u, .., a0 + t] (row (t * H + h) * BT) */
-#define KN_ROW(t) LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, (t), cpu_i64(k, H), ""), hh, ""), bt, "")
+#define KN_ROW(t)                                                                                  \
+  LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, (t), cpu_i64(k, H), ""), hh, ""), bt, "")
   LLVMValueRef t = cpu_loop_open(k, &lt, cpu_i64(k, 0), na);
   idx[a] = LLVMBuildNSWAdd(B, a0, t, "");
   if (hd >= 0) {
@@ -698,8 +735,9 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   LLVMValueRef out = cpu_buffer(k, in);
   int64_t boff = 0;
   int bi = memplan_base(&cg->plan, in->idx, &boff);
-  bool nt = bi >= 0 && cg->plan.bufs[bi].kind == MEM_TEMP && boff % (VW * 4) == 0 && s->dims[a] % VW == 0 &&
-            (int64_t)hlo_shape_bytes(s) >= KN_NT_BYTES && cpu_stream_stores(cg);
+  bool nt = bi >= 0 && cg->plan.bufs[bi].kind == MEM_TEMP && boff % (VW * 4) == 0 &&
+            s->dims[a] % VW == 0 && (int64_t)hlo_shape_bytes(s) >= KN_NT_BYTES &&
+            cpu_stream_stores(cg);
   if (hd >= 0) {
     hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
     idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
@@ -719,7 +757,8 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
   }
   cpu_transpose_regs(k, rows, VW);
   LLVMValueRef lanes[16];
-  for (int q = 0; q < VW; q++) lanes[q] = LLVMConstInt(cg->i64, (unsigned)q, 0);
+  for (int q = 0; q < VW; q++)
+    lanes[q] = LLVMConstInt(cg->i64, (unsigned)q, 0);
   LLVMValueRef lane_ix = LLVMConstVector(lanes, (unsigned)VW);
   LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, lane_ix, cpu_splat(k, na, VW), "");
   LLVMValueRef full_a = LLVMBuildICmp(B, LLVMIntEQ, na, vw, "");
@@ -785,7 +824,8 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
       k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
       bool group[64] = {0};
       for (int g = j; g < n && !k->failed; g++) {
-        if (done[g] || (pass == 0) == (root->ops[g]->op == OP_REDUCE) || !hlo_shape_same_dims(&s->tuple[g], ls))
+        if (done[g] || (pass == 0) == (root->ops[g]->op == OP_REDUCE) ||
+            !hlo_shape_same_dims(&s->tuple[g], ls))
           continue;
         LLVMValueRef v = cpu_gen(k, root->ops[g], idx);
         if (v) cpu_store_elem(k, kn_leaf_ptr(k, in, g), &s->tuple[g], idx, v);
@@ -794,7 +834,8 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
       k->nbind--;
       kn_close_nest(k, loops, nl);
       if (!cpu_kern_end(k, sp.n)) return false;
-      for (int g = 0; g < n; g++) done[g] = done[g] || group[g];
+      for (int g = 0; g < n; g++)
+        done[g] = done[g] || group[g];
     }
   }
   return true;
@@ -808,7 +849,8 @@ bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to) {
     for (int q = 0; q < u->nops; q++) {
       if (u->ops[q] != v) continue;
       used = true;
-      if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape)) return false;
+      if (!(hlo_op_flags(u->op) & OPF_ELEM) || !hlo_shape_same_dims(&u->shape, &v->shape))
+        return false;
       if (!cpu_elem_path(c, u, to)) return false;
     }
   }
@@ -837,8 +879,8 @@ static const HInstr *kn_output_hero(const HInstr *in) {
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
   const HInstr *hero = cpu_fusion_hero(in);
   if (!hero || hero->shape.dt != in->shape.dt || hero->shape.dt == DT_PRED ||
-      cpu_dot_acc_type(hero) != hero->shape.dt ||
-      !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(in->calls[0], hero))
+      cpu_dot_acc_type(hero) != hero->shape.dt || !hlo_shape_same_dims(&hero->shape, &in->shape) ||
+      !kn_elem_path(in->calls[0], hero))
     return NULL;
   return hero;
 }
@@ -869,7 +911,8 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int64_t ext[HLO_MAX_RANK * 2];
   int nr = hero->op == OP_DOT ? cpu_dot_red_dims(hero, ext) : cpu_conv_red_dims(hero, ext);
   int64_t work = hlo_shape_elems(s);
-  for (int j = 0; j < nr; j++) work *= ext[j] > 0 ? ext[j] : 1;
+  for (int j = 0; j < nr; j++)
+    work *= ext[j] > 0 ? ext[j] : 1;
   CpuKern *k = cpu_kern_begin(cg, in);
   bool fused = hero != in;
   if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
@@ -914,18 +957,21 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     cpu_store_elem(k, out, s, rows[r], zero);
   }
   cpu_loop_close(k, &jl);
-  for (int j = 0; j < nr; j++) red[j] = cpu_loop_open(k, &red_loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
+  for (int j = 0; j < nr; j++)
+    red[j] = cpu_loop_open(k, &red_loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
   jv = cpu_loop_open(k, &jl, lo, hi);
   for (int r = 0; r < nrow && !k->failed; r++) {
     rows[r][last] = jv;
-    LLVMValueRef term = hero->op == OP_DOT ? cpu_dot_term(k, hero, rows[r], red) : cpu_conv_term(k, hero, rows[r], red);
+    LLVMValueRef term = hero->op == OP_DOT ? cpu_dot_term(k, hero, rows[r], red)
+                                           : cpu_conv_term(k, hero, rows[r], red);
     if (term) {
       LLVMValueRef cur = cpu_load_elem(k, out, s, rows[r]);
       cpu_store_elem(k, out, s, rows[r], cpu_add(k, t, cur, term));
     }
   }
   cpu_loop_close(k, &jl);
-  for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &red_loops[j]);
+  for (int j = nr - 1; j >= 0; j--)
+    cpu_loop_close(k, &red_loops[j]);
   if (fused && !k->failed) {
     cpu_kern_materialized(k, hero, out);
     jv = cpu_loop_open(k, &jl, lo, hi);
@@ -958,8 +1004,10 @@ static const HInstr *kn_column_reduce(const HInstr *in) {
       }
     if (!r || !kn_elem_path(c, r)) return NULL;
   }
-  if (r->op != OP_REDUCE || r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.rank < 1) return NULL;
-  if (r->shape.dt != in->shape.dt || in->shape.dt == DT_TUPLE || !hlo_shape_same_dims(&r->shape, &in->shape))
+  if (r->op != OP_REDUCE || r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.rank < 1)
+    return NULL;
+  if (r->shape.dt != in->shape.dt || in->shape.dt == DT_TUPLE ||
+      !hlo_shape_same_dims(&r->shape, &in->shape))
     return NULL;
   const Shape *os = &r->ops[0]->shape;
   int minor = os->rank - 1;
@@ -991,11 +1039,14 @@ static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
   if (init) cpu_store_elem(k, out, s, idx, init);
   cpu_loop_close(k, &jl);
   bool isred[HLO_MAX_RANK] = {0};
-  for (int j = 0; j < r->dims.n; j++) isred[r->dims.v[j]] = true;
+  for (int j = 0; j < r->dims.n; j++)
+    isred[r->dims.v[j]] = true;
   int nr = 0;
   for (int d = 0, o = 0; d < os->rank; d++) {
-    if (isred[d]) full[d] = cpu_loop_open(k, &red[nr++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
-    else full[d] = o == last ? NULL : idx[o], o++;
+    if (isred[d])
+      full[d] = cpu_loop_open(k, &red[nr++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+    else
+      full[d] = o == last ? NULL : idx[o], o++;
   }
   idx[last] = cpu_loop_open(k, &jl, lo, hi);
   full[os->rank - 1] = idx[last];
@@ -1005,7 +1056,8 @@ static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
     if (cpu_gen_scalar_comp(k, r->calls[0], args, 2, res)) cpu_store_elem(k, out, s, idx, res[0]);
   }
   cpu_loop_close(k, &jl);
-  for (int j = nr - 1; j >= 0; j--) cpu_loop_close(k, &red[j]);
+  for (int j = nr - 1; j >= 0; j--)
+    cpu_loop_close(k, &red[j]);
   if (fused && !k->failed) {
     cpu_kern_materialized(k, r, out);
     idx[last] = cpu_loop_open(k, &jl, lo, hi);
@@ -1025,12 +1077,12 @@ static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
  * or every reduce of a fusion (batch-norm statistics: several sums over the same [N,H,W,C]
  * data, results tuple-shaped or reshaped and scaled). */
 typedef struct KnColRed {
-  int n;                        /* reductions */
-  const HInstr *r[KN_MAX_RED];  /* them */
-  int nleaves;                  /* leaves written (tuple elements, or the one result) */
-  const HInstr *leaf[64];       /* the value of each leaf */
-  const Shape *os;              /* their operand shape */
-  int64_t out_elems;            /* elements of each reduction's result */
+  int n;                       /* reductions */
+  const HInstr *r[KN_MAX_RED]; /* them */
+  int nleaves;                 /* leaves written (tuple elements, or the one result) */
+  const HInstr *leaf[64];      /* the value of each leaf */
+  const Shape *os;             /* their operand shape */
+  int64_t out_elems;           /* elements of each reduction's result */
 } KnColRed;
 
 /* Whether v (inside computation c) depends on a reduce. */
@@ -1058,8 +1110,10 @@ static bool kn_colred_match(const HInstr *in, KnColRed *cr) {
     if (cr->n == 0) return false;
     const HInstr *root = c->root;
     if (root->op == OP_TUPLE) {
-      if (root->nops > 64 || in->shape.dt != DT_TUPLE || in->shape.ntuple != root->nops) return false;
-      for (int j = 0; j < root->nops; j++) cr->leaf[cr->nleaves++] = root->ops[j];
+      if (root->nops > 64 || in->shape.dt != DT_TUPLE || in->shape.ntuple != root->nops)
+        return false;
+      for (int j = 0; j < root->nops; j++)
+        cr->leaf[cr->nleaves++] = root->ops[j];
     } else {
       if (in->shape.dt == DT_TUPLE) return false;
       cr->leaf[cr->nleaves++] = root;
@@ -1073,11 +1127,14 @@ static bool kn_colred_match(const HInstr *in, KnColRed *cr) {
   int minor = os->rank - 1;
   for (int i = 0; i < cr->n; i++) {
     const HInstr *r = cr->r[i];
-    if (r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.dt == DT_PRED || r->ncalls != 1) return false;
-    if (!hlo_shape_same_dims(&r->ops[0]->shape, os) || r->dims.n != r0->dims.n || r->dims.n == 0) return false;
+    if (r->nops != 2 || r->shape.dt == DT_TUPLE || r->shape.dt == DT_PRED || r->ncalls != 1)
+      return false;
+    if (!hlo_shape_same_dims(&r->ops[0]->shape, os) || r->dims.n != r0->dims.n || r->dims.n == 0)
+      return false;
     for (int j = 0; j < r->dims.n; j++) {
       bool found = false;
-      for (int q = 0; q < r0->dims.n; q++) found = found || r0->dims.v[q] == r->dims.v[j];
+      for (int q = 0; q < r0->dims.n; q++)
+        found = found || r0->dims.v[q] == r->dims.v[j];
       if (!found || r->dims.v[j] == minor) return false;
     }
     /* a reduction whose operand needs another one (variance from a mean computed in the
@@ -1110,7 +1167,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   int minor = os->rank - 1;
   const HInstr *r0 = cr.r[0];
   bool red[HLO_MAX_RANK] = {0};
-  for (int j = 0; j < r0->dims.n; j++) red[r0->dims.v[j]] = true;
+  for (int j = 0; j < r0->dims.n; j++)
+    red[r0->dims.v[j]] = true;
   int64_t total = hlo_shape_elems(os);
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   int sd = -1;
@@ -1141,7 +1199,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
   LLVMValueRef base = scratch;
   if (partial) {
-    LLVMValueRef off = LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, k->chunk, cpu_i64(k, 1), ""), cpu_i64(k, res_bytes), "");
+    LLVMValueRef off = LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, k->chunk, cpu_i64(k, 1), ""),
+                                       cpu_i64(k, res_bytes), "");
     base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &off, 1, "");
   }
   LLVMValueRef acc[KN_MAX_RED], init[KN_MAX_RED];
@@ -1173,8 +1232,10 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
       if (pass == 0 && red[d]) continue;
       LLVMValueRef l = cpu_i64(k, 0), h = cpu_i64(k, os->dims[d]);
       if (d == sd && P > 1 && !(pass == 0 && partial)) l = lo, h = hi;
-      if (os->dims[d] == 1) full[d] = cpu_i64(k, 0);
-      else full[d] = cpu_loop_open(k, &loops[nl++], l, h);
+      if (os->dims[d] == 1)
+        full[d] = cpu_i64(k, 0);
+      else
+        full[d] = cpu_loop_open(k, &loops[nl++], l, h);
       if (!red[d]) ridx[o++] = full[d];
     }
     LLVMValueRef j = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[minor]));
@@ -1189,7 +1250,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
       LLVMValueRef v = cpu_gen(k, cr.r[i]->ops[0], full);
       if (!v) break;
       LLVMValueRef args[2] = {cpu_load_elem(k, acc[i], s, ridx), v}, res[1];
-      if (cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, acc[i], s, ridx, res[0]);
+      if (cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
+        cpu_store_elem(k, acc[i], s, ridx, res[0]);
     }
     kn_close_nest(k, loops, nl);
   }
@@ -1223,7 +1285,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
         LLVMValueRef pp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
         LLVMValueRef pv = cpu_load_elem(k, pp, &flat, &e), res[1] = {pv};
         LLVMValueRef args[2] = {pass ? cpu_load_elem(k, rp[i], &flat, &e) : NULL, pv};
-        if (!pass || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res)) cpu_store_elem(k, rp[i], &flat, &e, res[0]);
+        if (!pass || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
+          cpu_store_elem(k, rp[i], &flat, &e, res[0]);
       }
       cpu_loop_close(k, &le);
       if (pass == 1) {
@@ -1232,7 +1295,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
       }
     }
   }
-  for (int i = 0; i < cr.n; i++) cpu_kern_materialized(k, cr.r[i], rp[i]);
+  for (int i = 0; i < cr.n; i++)
+    cpu_kern_materialized(k, cr.r[i], rp[i]);
   if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
   KnSplit none = {-1, 0, 1};
   for (int j = 0; j < cr.nleaves && !k->failed; j++) {
@@ -1260,28 +1324,32 @@ int cpu_scatter_n(const HInstr *in) {
 int cpu_scatter_check(const HInstr *in, HErr *err, const char *target) {
   int n = cpu_scatter_n(in);
   if (!n)
-    hlo_err_at(err, in, "%s target: scatter with %d operands and result %s is not supported", target, in->nops,
-               in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
+    hlo_err_at(err, in, "%s target: scatter with %d operands and result %s is not supported",
+               target, in->nops, in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
   return n;
 }
 
-bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi, LLVMValueRef *ok) {
+bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi,
+                        LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   int n = cpu_scatter_n(in);
   const ScatterDims *sd = in->scatter;
   const HInstr *ind = in->ops[n];
-  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *is = &ind->shape, *us = &in->ops[n + 1]->shape;
+  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *is = &ind->shape,
+              *us = &in->ops[n + 1]->shape;
   LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
   int ns = 0;
   for (int d = 0; d < us->rank; d++)
     if (!hlo_ilist_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
   int64_t ivd = sd->index_vector_dim;
   LLVMValueRef start[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) start[d] = cpu_i64(k, 0);
+  for (int d = 0; d < s->rank; d++)
+    start[d] = cpu_i64(k, 0);
   for (int c = 0; c < sd->scatter_dims_to_operand_dims.n; c++) {
     LLVMValueRef ii[HLO_MAX_RANK];
     int b = 0;
-    for (int d = 0; d < is->rank; d++) ii[d] = d == ivd ? cpu_i64(k, c) : sidx[b++];
+    for (int d = 0; d < is->rank; d++)
+      ii[d] = d == ivd ? cpu_i64(k, c) : sidx[b++];
     LLVMValueRef sv = cpu_gen(k, ind, ii);
     if (!sv) return false;
     start[sd->scatter_dims_to_operand_dims.v[c]] = cpu_convert(k, sv, is->dt, DT_S64);
@@ -1296,14 +1364,16 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
   for (int d = 0; d < s->rank; d++) {
     int64_t wsize = 1;
     oi[d] = start[d];
-    if (!hlo_ilist_has(&sd->inserted_window_dims, d) && !hlo_ilist_has(&sd->input_batching_dims, d)) {
+    if (!hlo_ilist_has(&sd->inserted_window_dims, d) &&
+        !hlo_ilist_has(&sd->input_batching_dims, d)) {
       int64_t ud = sd->update_window_dims.v[w++];
       wsize = us->dims[ud];
       oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
     }
     /* XLA skips an update whose window does not fit entirely */
     all = LLVMBuildAnd(B, all, LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), ""), "");
-    all = LLVMBuildAnd(B, all, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - wsize), ""), "");
+    all = LLVMBuildAnd(
+        B, all, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - wsize), ""), "");
   }
   *ok = all;
   return true;
@@ -1320,7 +1390,8 @@ void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, 
     if (!args[n + j]) return;
   }
   if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res)) return;
-  for (int j = 0; j < n; j++) cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, oi, res[j]);
+  for (int j = 0; j < n; j++)
+    cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, oi, res[j]);
 }
 
 /* Scatter, serially: the output set to the operand, then every update element combined into
@@ -1334,7 +1405,8 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   KnSplit none = {-1, 0, 1};
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef idx[HLO_MAX_RANK], out[16];
-  for (int j = 0; j < n; j++) out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
+  for (int j = 0; j < n; j++)
+    out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
   int nl = kn_open_nest(k, s, &none, s->rank, loops, idx);
   for (int j = 0; j < n && !k->failed; j++) {
     LLVMValueRef v = cpu_gen(k, in->ops[j], idx);
@@ -1360,14 +1432,15 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
 
 bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   const MemBuf *b = &cg->plan.bufs[in->idx];
-  bool computes = b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
+  bool computes =
+      b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (hlo_shape_elems(&in->shape) == 0 && in->shape.dt != DT_TUPLE) return true;
   const HInstr *hero = NULL;
   /* (a dot accumulating in a wider type than its result, fp8 -> bf16 say, is elemental: the
      accumulating kernel adds into the result's own storage) */
-  if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 && in->shape.dt != DT_PRED &&
-      cpu_dot_acc_type(in) == in->shape.dt)
+  if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 &&
+      in->shape.dt != DT_PRED && cpu_dot_acc_type(in) == in->shape.dt)
     hero = in;
   else
     hero = kn_output_hero(in);
@@ -1393,7 +1466,8 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (col) return kn_column_kernel(cg, in, col);
   if (in->op == OP_FUSION && in->shape.dt == DT_TUPLE && in->calls[0]->root->op == OP_TUPLE) {
     for (int j = 1; j < in->shape.ntuple; j++)
-      if (!hlo_shape_same_dims(&in->shape.tuple[j], &in->shape.tuple[0])) return kn_multi_fusion(cg, in);
+      if (!hlo_shape_same_dims(&in->shape.tuple[j], &in->shape.tuple[0]))
+        return kn_multi_fusion(cg, in);
   }
   if (b->kind != MEM_ALIAS) {
     int tb = kn_transposed_dim(in);

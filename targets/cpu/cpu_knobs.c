@@ -38,7 +38,9 @@ void cpu_knobs_print(FILE *f) {
 
 const char *cpu_knob(const CpuCg *cg, CpuKnob k) { return cpu_knob_of(cg->o, k); }
 
-const char *cpu_knob_of(const CpuOpts *o, CpuKnob k) { return o && o->knobs ? o->knobs->v[k] : NULL; }
+const char *cpu_knob_of(const CpuOpts *o, CpuKnob k) {
+  return o && o->knobs ? o->knobs->v[k] : NULL;
+}
 
 bool cpu_knobs_tuned(const CpuOpts *o) {
   for (int i = 0; i < CPU_KNOB_COUNT; i++)

@@ -38,8 +38,10 @@ const char *const cpu_prebuilt_isas[] = {"x86-64-v4", "x86-64-v3", NULL};
 #define CPB_TRIPLE "x86_64-pc-linux-gnu"
 
 /* Features of each level that the generated code may use beyond the previous one. */
-static const char *const cpb_v3_feats[] = {"avx", "avx2", "fma", "bmi", "bmi2", "f16c", "lzcnt", "movbe", NULL};
-static const char *const cpb_v4_feats[] = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", NULL};
+static const char *const cpb_v3_feats[] = {"avx",  "avx2",  "fma",   "bmi", "bmi2",
+                                           "f16c", "lzcnt", "movbe", NULL};
+static const char *const cpb_v4_feats[] = {"avx512f",  "avx512bw", "avx512cd",
+                                           "avx512dq", "avx512vl", NULL};
 
 /* Whether feature f is on for a target of CPU name cpu and features string feat. */
 static bool cpb_feature(const char *cpu, const char *feat, const char *f, bool v4) {
@@ -68,8 +70,13 @@ const CpuPrebuiltObj *cpu_prebuilt_find(CpuCg *cg) {
 }
 
 bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err) {
-  CpuOpts o = {.name = CPU_LIB_PREFIX, .out_path = "<prebuilt library>", .triple = CPB_TRIPLE, .cpu = isa,
-               .features = "", .opt_level = 2, .emit = CPU_EMIT_OBJ};
+  CpuOpts o = {.name = CPU_LIB_PREFIX,
+               .out_path = "<prebuilt library>",
+               .triple = CPB_TRIPLE,
+               .cpu = isa,
+               .features = "",
+               .opt_level = 2,
+               .emit = CPU_EMIT_OBJ};
   HModule none = {.name = "hloc-prebuilt", .file = "<prebuilt library>"};
   CpuCg cg;
   cpu_cg_init(&cg, &o, err, none.name);
@@ -78,9 +85,11 @@ bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err) {
   bool ok = false;
   const char *level = cpu_gemm_isa(&cg);
   if (!level || strcmp(level, isa)) {
-    hlo_err(err, o.out_path, NULL, NULL,
-            "CPU target: the GEMM configuration for %s is not that level's default (an HLOC_CPU_GEMM_* "
-            "experiment set?)", isa);
+    hlo_err(
+        err, o.out_path, NULL, NULL,
+        "CPU target: the GEMM configuration for %s is not that level's default (an HLOC_CPU_GEMM_* "
+        "experiment set?)",
+        isa);
   } else {
     cpu_gemm_library(&cg);
     ok = cpu_emit(&cg, obj, size);

@@ -89,7 +89,8 @@ static int cpu_sas_open(CpuKern *k, const int64_t *dims, int rank, int split, in
 }
 
 static void cpu_sas_close(CpuKern *k, CpuLoop *loops, int nl) {
-  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  for (int j = nl - 1; j >= 0; j--)
+    cpu_loop_close(k, &loops[j]);
 }
 
 bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
@@ -99,7 +100,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   const Window *win = in->window;
   int rank = xs->rank;
   int64_t total = hlo_shape_elems(os), nsrc = hlo_shape_elems(ss), wel = 1;
-  for (int d = 0; d < rank; d++) wel *= win->d[d].size;
+  for (int d = 0; d < rank; d++)
+    wel *= win->d[d].size;
   bool scan = nsrc > 0 && wel > 0;
 
   /* the split: the first identity-window dimension of extent > 1, when the work is large */
@@ -115,8 +117,10 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
     int64_t D = xs->dims[d], want = D < 64 ? D : 64;
     csize = (D + want - 1) / want;
     P = (D + csize - 1) / csize;
-    if (P > 1) split = d;
-    else P = 1;
+    if (P > 1)
+      split = d;
+    else
+      P = 1;
     break;
   }
 
@@ -131,7 +135,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMValueRef iv = cpu_gen(k, init, zero);
   if (!iv) return cpu_kern_end(k, P);
   bool flat = true; /* this chunk's output slice is contiguous: one loop (a memset) */
-  for (int d = 0; d < split; d++) flat = flat && os->dims[d] == 1;
+  for (int d = 0; d < split; d++)
+    flat = flat && os->dims[d] == 1;
   int nl;
   if (flat) {
     Shape fs = hlo_shape_array(os->dt, 1, &total);
@@ -155,12 +160,14 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMTypeRef vt = cpu_reg_type(cg, xs->dt);
   LLVMValueRef have_a = cpu_alloca(k, cg->i1), val_a = cpu_alloca(k, vt);
   LLVMValueRef sel_a[HLO_MAX_RANK];
-  for (int d = 0; d < rank; d++) sel_a[d] = cpu_alloca(k, cg->i64);
+  for (int d = 0; d < rank; d++)
+    sel_a[d] = cpu_alloca(k, cg->i64);
 
   nl = cpu_sas_open(k, ss->dims, rank, split, csize, loops, sidx);
   LLVMBuildStore(B, LLVMConstInt(cg->i1, 0, 0), have_a);
   int64_t wdims[HLO_MAX_RANK] = {0};
-  for (int d = 0; d < rank; d++) wdims[d] = win->d[d].size;
+  for (int d = 0; d < rank; d++)
+    wdims[d] = win->d[d].size;
   int nw = cpu_sas_open(k, wdims, rank, -1, 0, wloops, widx);
 
   /* operand position of the tap, and whether it is a real element */
@@ -212,7 +219,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMPositionBuilderAtEnd(B, takeb);
   LLVMBuildStore(B, LLVMConstInt(cg->i1, 1, 0), have_a);
   if (v) LLVMBuildStore(B, v, val_a);
-  for (int d = 0; d < rank; d++) LLVMBuildStore(B, pidx[d], sel_a[d]);
+  for (int d = 0; d < rank; d++)
+    LLVMBuildStore(B, pidx[d], sel_a[d]);
   LLVMBuildBr(B, nextb);
   LLVMPositionBuilderAtEnd(B, nextb);
   k->ncache = mark; /* values of the tap block do not dominate the rest */
@@ -225,7 +233,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMPositionBuilderAtEnd(B, updb);
   mark = k->ncache;
   LLVMValueRef oi[HLO_MAX_RANK];
-  for (int d = 0; d < rank; d++) oi[d] = LLVMBuildLoad2(B, cg->i64, sel_a[d], "");
+  for (int d = 0; d < rank; d++)
+    oi[d] = LLVMBuildLoad2(B, cg->i64, sel_a[d], "");
   LLVMValueRef sargs[2] = {cpu_load_elem(k, out, os, oi), cpu_gen(k, src, sidx)}, r[1] = {NULL};
   if (sargs[1] && cpu_gen_scalar_comp(k, in->calls[1], sargs, 2, r))
     cpu_store_elem(k, out, os, oi, r[0]);

@@ -66,7 +66,8 @@ typedef struct CpLocals {
 static size_t cp_slot(const CpLocals *l, LLVMValueRef v) {
   uint64_t h = (uint64_t)(uintptr_t)v * 0x9E3779B97F4A7C15ull;
   size_t i = (size_t)(h >> 20) & l->mask;
-  while (l->key[i] && l->key[i] != v) i = (i + 1) & l->mask;
+  while (l->key[i] && l->key[i] != v)
+    i = (i + 1) & l->mask;
   return i;
 }
 
@@ -91,8 +92,10 @@ static void cp_tok_operand(CpFp *f, const CpLocals *l, LLVMValueRef v) {
 
 static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned nparams) {
   for (long idx = -1; idx <= (long)nparams; idx++) {
-    LLVMAttributeIndex ai = idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
-    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai) : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
+    LLVMAttributeIndex ai =
+        idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
+    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai)
+                      : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
     cp_tok(f, n);
     if (!n) continue;
     LLVMAttributeRef a[64];
@@ -100,9 +103,12 @@ static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned n
       f->opaque = true;
       return;
     }
-    if (call) LLVMGetCallSiteAttributes(fn_or_call, ai, a);
-    else LLVMGetAttributesAtIndex(fn_or_call, ai, a);
-    for (unsigned k = 0; k < n; k++) cp_tokp(f, a[k]);
+    if (call)
+      LLVMGetCallSiteAttributes(fn_or_call, ai, a);
+    else
+      LLVMGetAttributesAtIndex(fn_or_call, ai, a);
+    for (unsigned k = 0; k < n; k++)
+      cp_tokp(f, a[k]);
   }
 }
 
@@ -147,8 +153,9 @@ static int cp_hole_kind(LLVMValueRef in, LLVMOpcode op, int k, LLVMValueRef v) {
   if (!v || !LLVMIsAConstantInt(v)) return CP_EXACT;
   unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(v));
   if (bits != 32 && bits != 64) return CP_EXACT;
-  if (op == LLVMAdd || op == LLVMSub || op == LLVMMul || op == LLVMAnd || op == LLVMOr || op == LLVMXor ||
-      op == LLVMShl || op == LLVMLShr || op == LLVMAShr || op == LLVMICmp || op == LLVMPHI)
+  if (op == LLVMAdd || op == LLVMSub || op == LLVMMul || op == LLVMAnd || op == LLVMOr ||
+      op == LLVMXor || op == LLVMShl || op == LLVMLShr || op == LLVMAShr || op == LLVMICmp ||
+      op == LLVMPHI)
     return CP_HOLE_PLAIN;
   if (op == LLVMSelect) return k >= 1 ? CP_HOLE_PLAIN : CP_EXACT;
   if (op == LLVMStore) return k == 0 ? CP_HOLE_PLAIN : CP_EXACT;
@@ -158,12 +165,16 @@ static int cp_hole_kind(LLVMValueRef in, LLVMOpcode op, int k, LLVMValueRef v) {
   }
   if (op == LLVMUDiv || op == LLVMURem) return k == 0 ? CP_HOLE_PLAIN : CP_EXACT;
   if (op == LLVMGetElementPtr) {
-    if (k != 1 || LLVMGetNumOperands(in) != 2 || LLVMIsAArgument(LLVMGetOperand(in, 0))) return CP_EXACT;
-    return LLVMGetTypeKind(LLVMGetGEPSourceElementType(in)) == LLVMStructTypeKind ? CP_EXACT : CP_HOLE_PLAIN;
+    if (k != 1 || LLVMGetNumOperands(in) != 2 || LLVMIsAArgument(LLVMGetOperand(in, 0)))
+      return CP_EXACT;
+    return LLVMGetTypeKind(LLVMGetGEPSourceElementType(in)) == LLVMStructTypeKind ? CP_EXACT
+                                                                                  : CP_HOLE_PLAIN;
   }
   if (op == LLVMCall) {
     LLVMValueRef callee = LLVMGetCalledValue(in);
-    if (k >= (int)LLVMGetNumArgOperands(in) || !LLVMIsAFunction(callee) || LLVMGetIntrinsicID(callee)) return CP_EXACT;
+    if (k >= (int)LLVMGetNumArgOperands(in) || !LLVMIsAFunction(callee) ||
+        LLVMGetIntrinsicID(callee))
+      return CP_EXACT;
     return CP_HOLE_PLAIN;
   }
   return CP_EXACT;
@@ -178,17 +189,21 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
   size_t nv = LLVMCountParams(fn) + 1;
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
     nv++;
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) nv++;
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
+      nv++;
   }
   size_t cap = 16;
-  while (cap < 2 * nv) cap *= 2;
+  while (cap < 2 * nv)
+    cap *= 2;
   CpLocals l = {calloc(cap, sizeof(LLVMValueRef)), calloc(cap, sizeof(uint32_t)), cap - 1};
   HLO_ASSERT(l.key && l.val);
   uint32_t num = 0;
-  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p)) cp_local_add(&l, p, num++);
+  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p))
+    cp_local_add(&l, p, num++);
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
     cp_local_add(&l, LLVMBasicBlockAsValue(b), num++);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) cp_local_add(&l, i, num++);
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
+      cp_local_add(&l, i, num++);
   }
   /* the function: type, calling convention, attributes, metadata */
   cp_tokp(f, LLVMGlobalGetValueType(fn));
@@ -205,7 +220,8 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
   if (md) LLVMDisposeValueMetadataEntries(md);
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
     cp_tok(f, 0xB10C);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque; i = LLVMGetNextInstruction(i)) {
+    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque;
+         i = LLVMGetNextInstruction(i)) {
       LLVMOpcode op = LLVMGetInstructionOpcode(i);
       cp_tok(f, (uint64_t)op);
       cp_tokp(f, LLVMTypeOf(i));
@@ -224,19 +240,45 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
       }
       if (LLVMCanValueUseFastMathFlags(i)) cp_tok(f, LLVMGetFastMathFlags(i));
       switch (op) {
-      case LLVMAdd: case LLVMSub: case LLVMMul: case LLVMShl:
-        cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i));
-        break;
-      case LLVMUDiv: case LLVMSDiv: case LLVMLShr: case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
+      case LLVMAdd:
+      case LLVMSub:
+      case LLVMMul:
+      case LLVMShl: cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i)); break;
+      case LLVMUDiv:
+      case LLVMSDiv:
+      case LLVMLShr:
+      case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
       case LLVMOr: cp_tok(f, LLVMGetIsDisjoint(i)); break;
       case LLVMZExt: cp_tok(f, LLVMGetNNeg(i)); break;
-      case LLVMFNeg: case LLVMFAdd: case LLVMFSub: case LLVMFMul: case LLVMFDiv: case LLVMURem:
-      case LLVMSRem: case LLVMFRem: case LLVMAnd: case LLVMXor: case LLVMTrunc: case LLVMSExt:
-      case LLVMFPToUI: case LLVMFPToSI: case LLVMSIToFP: case LLVMFPTrunc: case LLVMFPExt:
-      case LLVMPtrToInt: case LLVMIntToPtr: case LLVMBitCast: case LLVMAddrSpaceCast:
-      case LLVMSelect: case LLVMExtractElement: case LLVMInsertElement: case LLVMFreeze:
-      case LLVMRet: case LLVMBr: case LLVMSwitch: case LLVMUnreachable:
-        break;
+      case LLVMFNeg:
+      case LLVMFAdd:
+      case LLVMFSub:
+      case LLVMFMul:
+      case LLVMFDiv:
+      case LLVMURem:
+      case LLVMSRem:
+      case LLVMFRem:
+      case LLVMAnd:
+      case LLVMXor:
+      case LLVMTrunc:
+      case LLVMSExt:
+      case LLVMFPToUI:
+      case LLVMFPToSI:
+      case LLVMSIToFP:
+      case LLVMFPTrunc:
+      case LLVMFPExt:
+      case LLVMPtrToInt:
+      case LLVMIntToPtr:
+      case LLVMBitCast:
+      case LLVMAddrSpaceCast:
+      case LLVMSelect:
+      case LLVMExtractElement:
+      case LLVMInsertElement:
+      case LLVMFreeze:
+      case LLVMRet:
+      case LLVMBr:
+      case LLVMSwitch:
+      case LLVMUnreachable: break;
       case LLVMUIToFP: /* LLVM 19's nneg on uitofp has no C accessor; the builder never sets it */
         break;
       case LLVMICmp: cp_tok(f, LLVMGetICmpPredicate(i)); break;
@@ -245,11 +287,13 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
         cp_tokp(f, LLVMGetAllocatedType(i));
         cp_tok(f, LLVMGetAlignment(i));
         break;
-      case LLVMLoad: case LLVMStore:
+      case LLVMLoad:
+      case LLVMStore:
         cp_tok(f, LLVMGetAlignment(i));
         cp_tok(f, LLVMGetVolatile(i));
         cp_tok(f, LLVMGetOrdering(i));
-        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic) cp_tok(f, LLVMIsAtomicSingleThread(i));
+        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic)
+          cp_tok(f, LLVMIsAtomicSingleThread(i));
         break;
       case LLVMGetElementPtr:
         cp_tokp(f, LLVMGetGEPSourceElementType(i));
@@ -263,20 +307,24 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
         break;
       case LLVMPHI: {
         unsigned n = LLVMCountIncoming(i);
-        for (unsigned k = 0; k < n; k++) cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
+        for (unsigned k = 0; k < n; k++)
+          cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
         break;
       }
-      case LLVMExtractValue: case LLVMInsertValue: {
+      case LLVMExtractValue:
+      case LLVMInsertValue: {
         unsigned n = LLVMGetNumIndices(i);
         const unsigned *ix = LLVMGetIndices(i);
         cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++) cp_tok(f, ix[k]);
+        for (unsigned k = 0; k < n; k++)
+          cp_tok(f, ix[k]);
         break;
       }
       case LLVMShuffleVector: {
         unsigned n = LLVMGetNumMaskElements(i);
         cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++) cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
+        for (unsigned k = 0; k < n; k++)
+          cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
         break;
       }
       case LLVMAtomicRMW:
@@ -298,11 +346,19 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
         cp_tok(f, LLVMGetOrdering(i));
         cp_tok(f, LLVMIsAtomicSingleThread(i));
         break;
-      case LLVMIndirectBr: case LLVMInvoke: case LLVMCallBr: case LLVMUserOp1: case LLVMUserOp2:
-      case LLVMVAArg: case LLVMResume: case LLVMLandingPad: case LLVMCleanupRet:
-      case LLVMCatchRet: case LLVMCatchPad: case LLVMCleanupPad: case LLVMCatchSwitch:
-        f->opaque = true;
-        break;
+      case LLVMIndirectBr:
+      case LLVMInvoke:
+      case LLVMCallBr:
+      case LLVMUserOp1:
+      case LLVMUserOp2:
+      case LLVMVAArg:
+      case LLVMResume:
+      case LLVMLandingPad:
+      case LLVMCleanupRet:
+      case LLVMCatchRet:
+      case LLVMCatchPad:
+      case LLVMCleanupPad:
+      case LLVMCatchSwitch: f->opaque = true; break;
       }
       if (LLVMHasMetadata(i)) {
         size_t nm = 0;
@@ -325,7 +381,8 @@ static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
           }
           LLVMGetMDNodeOperands(mv, ops);
           cp_tok(f, nops);
-          for (unsigned q = 1; q < nops; q++) cp_tokp(f, ops[q]);
+          for (unsigned q = 1; q < nops; q++)
+            cp_tokp(f, ops[q]);
         }
         if (e) LLVMDisposeValueMetadataEntries(e);
       }
@@ -375,12 +432,12 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]) {
  * ones share it). A divisor takes CP_DIV_VALUES table entries: itself and its magic numbers. */
 enum { CP_DIV_VALUES = 5 };
 typedef struct CpParam {
-  int kind;      /* CP_HOLE_PLAIN or CP_HOLE_DIV */
-  unsigned bits; /* 32 or 64 */
-  int at;        /* its first entry in the members' tables */
-  int64_t *v;    /* each member's constant */
-  LLVMValueRef val[CP_DIV_VALUES]; /* in the merged function: the value (CP_HOLE_PLAIN), or the divisor
-                          and its four magic entries (CP_HOLE_DIV) */
+  int kind;                        /* CP_HOLE_PLAIN or CP_HOLE_DIV */
+  unsigned bits;                   /* 32 or 64 */
+  int at;                          /* its first entry in the members' tables */
+  int64_t *v;                      /* each member's constant */
+  LLVMValueRef val[CP_DIV_VALUES]; /* in the merged function: the value (CP_HOLE_PLAIN), or the
+                          divisor and its four magic entries (CP_HOLE_DIV) */
 } CpParam;
 
 /* Merge the functions of tasks mt[0..m-1] (fingerprints equal with holes hs[mt[i]]) into the
@@ -392,7 +449,8 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   LLVMValueRef f0 = cg->tasks[mt[0]].fn;
   HArena *a = cg->scratch; /* zeroed, freed with the compilation's scratch */
   LLVMValueRef *mf = hlo_arena_alloc(a, (size_t)m * sizeof *mf);
-  for (int i = 0; i < m; i++) mf[i] = cg->tasks[mt[i]].fn;
+  for (int i = 0; i < m; i++)
+    mf[i] = cg->tasks[mt[i]].fn;
   const CpHoles *h0 = &hs[mt[0]];
   size_t L = h0->n;
   int *sp = hlo_arena_alloc(a, (L + 1) * sizeof *sp);
@@ -401,17 +459,21 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   for (size_t s = 0; s < L; s++) {
     const CpSite *st = &h0->s[s];
     bool same = true;
-    for (int i = 1; i < m && same; i++) same = hs[mt[i]].s[s].v == st->v;
+    for (int i = 1; i < m && same; i++)
+      same = hs[mt[i]].s[s].v == st->v;
     sp[s] = -1;
     if (same) continue;
     for (int q = 0; q < np && sp[s] < 0; q++) {
       bool eq = ps[q].kind == st->kind && ps[q].bits == st->bits;
-      for (int i = 0; i < m && eq; i++) eq = ps[q].v[i] == hs[mt[i]].s[s].v;
+      for (int i = 0; i < m && eq; i++)
+        eq = ps[q].v[i] == hs[mt[i]].s[s].v;
       if (eq) sp[s] = q;
     }
     if (sp[s] >= 0) continue;
-    ps[np] = (CpParam){st->kind, st->bits, nv, hlo_arena_alloc(a, (size_t)m * sizeof(int64_t)), {0}};
-    for (int i = 0; i < m; i++) ps[np].v[i] = hs[mt[i]].s[s].v;
+    ps[np] =
+        (CpParam){st->kind, st->bits, nv, hlo_arena_alloc(a, (size_t)m * sizeof(int64_t)), {0}};
+    for (int i = 0; i < m; i++)
+      ps[np].v[i] = hs[mt[i]].s[s].v;
     nv += st->kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1;
     sp[s] = np++;
   }
@@ -425,29 +487,35 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
     /* the values, read once at the top of the entry block */
     LLVMPositionBuilderBefore(B, LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(f0)));
     LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)pslot, 0);
-    LLVMValueRef tab = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, LLVMGetParam(f0, 0), &ix, 1, ""), "kparams");
+    LLVMValueRef tab = LLVMBuildLoad2(
+        B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, LLVMGetParam(f0, 0), &ix, 1, ""), "kparams");
     for (int q = 0; q < np; q++)
       for (int j = 0; j < (ps[q].kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1); j++) {
         ix = LLVMConstInt(cg->i64, (unsigned long long)(ps[q].at + j), 0);
-        LLVMValueRef v = LLVMBuildLoad2(B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, tab, &ix, 1, ""), "kparam");
+        LLVMValueRef v = LLVMBuildLoad2(
+            B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, tab, &ix, 1, ""), "kparam");
         ps[q].val[j] = ps[q].bits == 32 ? LLVMBuildTrunc(B, v, cg->i32, "") : v;
       }
     /* plain holes first: a divisor's instruction may have one in its dividend */
     for (size_t s = 0; s < L; s++)
-      if (sp[s] >= 0 && h0->s[s].kind == CP_HOLE_PLAIN) LLVMSetOperand(h0->s[s].in, (unsigned)h0->s[s].op, ps[sp[s]].val[0]);
+      if (sp[s] >= 0 && h0->s[s].kind == CP_HOLE_PLAIN)
+        LLVMSetOperand(h0->s[s].in, (unsigned)h0->s[s].op, ps[sp[s]].val[0]);
     LLVMTypeRef i128 = LLVMInt128TypeInContext(cg->C);
     for (size_t s = 0; s < L; s++) {
       if (sp[s] < 0 || h0->s[s].kind != CP_HOLE_DIV) continue;
       LLVMValueRef in = h0->s[s].in, *pv = ps[sp[s]].val;
       LLVMPositionBuilderBefore(B, in);
       LLVMValueRef n = LLVMGetOperand(in, 0);
-      LLVMValueRef prod = LLVMBuildMul(B, LLVMBuildSExt(B, n, i128, ""), LLVMBuildSExt(B, pv[1], i128, ""), "");
-      LLVMValueRef t = LLVMBuildTrunc(B, LLVMBuildAShr(B, prod, LLVMConstInt(i128, 64, 0), ""), cg->i64, "");
+      LLVMValueRef prod =
+          LLVMBuildMul(B, LLVMBuildSExt(B, n, i128, ""), LLVMBuildSExt(B, pv[1], i128, ""), "");
+      LLVMValueRef t =
+          LLVMBuildTrunc(B, LLVMBuildAShr(B, prod, LLVMConstInt(i128, 64, 0), ""), cg->i64, "");
       t = LLVMBuildAdd(B, t, LLVMBuildAnd(B, n, pv[3], ""), "");
       t = LLVMBuildAShr(B, t, pv[2], "");
       LLVMValueRef sign = LLVMBuildLShr(B, n, LLVMConstInt(cg->i64, 63, 0), "");
       LLVMValueRef q = LLVMBuildAdd(B, t, LLVMBuildAnd(B, sign, pv[4], ""), "");
-      if (LLVMGetInstructionOpcode(in) == LLVMSRem) q = LLVMBuildSub(B, n, LLVMBuildMul(B, q, pv[0], ""), "");
+      if (LLVMGetInstructionOpcode(in) == LLVMSRem)
+        q = LLVMBuildSub(B, n, LLVMBuildMul(B, q, pv[0], ""), "");
       LLVMReplaceAllUsesWith(in, q);
       LLVMInstructionEraseFromParent(in);
     }
@@ -462,7 +530,8 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
         vals[ps[q].at] = ps[q].v[i];
         if (ps[q].kind == CP_HOLE_DIV) cpu_sdiv_magic(ps[q].v[i], &vals[ps[q].at + 1]);
       }
-      for (int j = 0; j < nv; j++) cv[j] = LLVMConstInt(cg->i64, (unsigned long long)vals[j], 1);
+      for (int j = 0; j < nv; j++)
+        cv[j] = LLVMConstInt(cg->i64, (unsigned long long)vals[j], 1);
       LLVMValueRef init = LLVMConstArray2(cg->i64, cv, (uint64_t)nv);
       char name[300];
       snprintf(name, sizeof name, "%s_kp%d", cg->o->name, mt[i]);
@@ -479,7 +548,8 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
       task->fn = f0;
       if (!gv) continue;
       CpuSlot *ns = hlo_arena_alloc(cg->scratch, sizeof *ns * (size_t)(pslot + 1));
-      for (int j = 0; j <= pslot; j++) ns[j] = j < task->nslots ? task->slots[j] : (CpuSlot){CPU_SLOT_GLOBAL, NULL, gv, 0};
+      for (int j = 0; j <= pslot; j++)
+        ns[j] = j < task->nslots ? task->slots[j] : (CpuSlot){CPU_SLOT_GLOBAL, NULL, gv, 0};
       task->slots = ns;
       task->nslots = pslot + 1;
     }
@@ -499,19 +569,22 @@ static void cp_share_round(CpuCg *cg, bool param) {
   bool *have = hlo_arena_alloc(a, un * sizeof *have);
   int *lead = hlo_arena_alloc(a, un * sizeof *lead);
   LLVMValueRef *orig = hlo_arena_alloc(a, un * sizeof *orig);
-  for (int t = 0; t < n; t++) orig[t] = cg->tasks[t].fn;
+  for (int t = 0; t < n; t++)
+    orig[t] = cg->tasks[t].fn;
   bool any = false;
   for (int t = 0; t < n; t++) {
     LLVMValueRef fn = orig[t];
     lead[t] = -1;
     if (!fn) continue; /* a control task */
     bool seen = false;
-    for (int u = 0; u < t && !seen; u++) seen = orig[u] == fn;
+    for (int u = 0; u < t && !seen; u++)
+      seen = orig[u] == fn;
     if (seen) continue; /* another task of a function met already */
     cp_fingerprint(fn, &fp[t], param ? &hs[t] : NULL);
     if (fp[t].opaque) continue;
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < fp[t].n; i++) h = (h ^ fp[t].t[i]) * 1099511628211ull;
+    for (size_t i = 0; i < fp[t].n; i++)
+      h = (h ^ fp[t].t[i]) * 1099511628211ull;
     int same = -1;
     for (int u = 0; u < t && same < 0; u++)
       if (have[u] && hash[u] == h && fp[u].n == fp[t].n &&

@@ -43,7 +43,8 @@ static void cpu_sort_st(CpuKern *k, LLVMValueRef p, LLVMValueRef ix, LLVMValueRe
 static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
   int n = in->nops;
   if (n < 1 || n > CPU_SORT_MAX_OPS || in->ncalls != 1 || in->dims.n != 1) {
-    hlo_err_at(cg->err, in, "CPU target: sort needs 1 to %d operands, one dimension and a comparator",
+    hlo_err_at(cg->err, in,
+               "CPU target: sort needs 1 to %d operands, one dimension and a comparator",
                CPU_SORT_MAX_OPS);
     return false;
   }
@@ -54,7 +55,7 @@ static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
     return false;
   }
   for (int o = 0; o < n; o++) {
-    const Shape *want = n == 1 ? &in->shape
+    const Shape *want = n == 1                                              ? &in->shape
                         : in->shape.dt == DT_TUPLE && in->shape.ntuple == n ? &in->shape.tuple[o]
                                                                             : NULL;
     const Shape *os = &in->ops[o]->shape;
@@ -89,7 +90,8 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   int64_t P = 1;
   if (total >= min && rows > 1) {
     P = rows < 64 ? rows : 64;
-    while (P > 1 && P * slice > ((int64_t)64 << 20)) P /= 2;
+    while (P > 1 && P * slice > ((int64_t)64 << 20))
+      P /= 2;
   }
   int64_t csize = (rows + P - 1) / P;
   P = (rows + csize - 1) / csize;
@@ -127,7 +129,8 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   LLVMValueRef rhi = cpu_smin(k, LLVMBuildNSWAdd(B, rlo, cpu_i64(k, csize), ""), cpu_i64(k, rows));
   CpuLoop rl;
   LLVMValueRef r = cpu_loop_open(k, &rl, rlo, rhi);
-  LLVMValueRef idx[HLO_MAX_RANK], lhs_idx[HLO_MAX_RANK], rhs_idx[HLO_MAX_RANK], dst_idx[HLO_MAX_RANK];
+  LLVMValueRef idx[HLO_MAX_RANK], lhs_idx[HLO_MAX_RANK], rhs_idx[HLO_MAX_RANK],
+      dst_idx[HLO_MAX_RANK];
   for (int d = xs->rank - 1; d >= 0; d--) {
     if (d == dim) continue;
     if (xs->dims[d] == 1) {

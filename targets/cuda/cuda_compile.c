@@ -64,7 +64,8 @@ CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s) {
 }
 
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
-  cc->steps = hlo_arena_grow(cc->cg.scratch, cc->steps, cc->nsteps, &cc->step_cap, 64, sizeof *cc->steps);
+  cc->steps =
+      hlo_arena_grow(cc->cg.scratch, cc->steps, cc->nsteps, &cc->step_cap, 64, sizeof *cc->steps);
   CuStep *s = &cc->steps[cc->nsteps++];
   memset(s, 0, sizeof *s);
   s->kind = kind;
@@ -103,8 +104,10 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
       return false;
     }
     if (in->op == OP_WHILE) { /* the optimizer's while-unroll compiles the others */
-      hlo_err_at(cc->cg.err, in, "CUDA target: only counted loops are compiled (unrolled): an induction value from "
-                 "a constant, a constant step, a constant bound, at most 1024 trips, no side effects; this loop's "
+      hlo_err_at(cc->cg.err, in,
+                 "CUDA target: only counted loops are compiled (unrolled): an induction value from "
+                 "a constant, a constant step, a constant bound, at most 1024 trips, no side "
+                 "effects; this loop's "
                  "count is not known at compile time (the CPU target compiles such loops)");
       return false;
     }
@@ -123,7 +126,8 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
 static bool cc_identifier(const char *s) {
   if (!s || !*s || (*s >= '0' && *s <= '9')) return false;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_'))
       return false;
   return true;
 }
@@ -132,10 +136,11 @@ static bool cc_identifier(const char *s) {
 
 /* Rename or redirect the math functions the elemental generator calls to libdevice. */
 static void cc_math_to_libdevice(CudaCg *cc) {
-  static const char *const intr[] = {"exp", "log", "sin", "cos", "pow", "exp2", "log2", "log10", "exp10"};
-  static const char *const libm[] = {"atan2", "cbrt", "tan", "tanh", "erf", "acos", "acosh", "asin",
-                                     "asinh", "atan", "atanh", "cosh", "sinh", "fmod", "exp",
-                                     "log", "expm1", "log1p", "pow", "sin", "cos", "erfc"};
+  static const char *const intr[] = {"exp",  "log",  "sin",   "cos",  "pow",
+                                     "exp2", "log2", "log10", "exp10"};
+  static const char *const libm[] = {
+      "atan2", "cbrt", "tan",  "tanh", "erf", "acos",  "acosh", "asin", "asinh", "atan", "atanh",
+      "cosh",  "sinh", "fmod", "exp",  "log", "expm1", "log1p", "pow",  "sin",   "cos",  "erfc"};
   LLVMModuleRef M = cc->cg.M;
   LLVMValueRef f = LLVMGetFirstFunction(M);
   while (f) {
@@ -174,7 +179,8 @@ static bool cc_link_libdevice(CudaCg *cc, const char *path, const char *triple, 
   LLVMMemoryBufferRef buf = NULL;
   char *msg = NULL;
   if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buf, &msg)) {
-    hlo_err(cg->err, cg->m->file, NULL, NULL, "CUDA target: cannot read libdevice '%s': %s", path, msg);
+    hlo_err(cg->err, cg->m->file, NULL, NULL, "CUDA target: cannot read libdevice '%s': %s", path,
+            msg);
     LLVMDisposeMessage(msg);
     return false;
   }
@@ -193,7 +199,8 @@ static bool cc_link_libdevice(CudaCg *cc, const char *path, const char *triple, 
   }
   /* only the kernels are entry points; unused libdevice functions are then dropped */
   for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f))
-    if (!LLVMIsDeclaration(f) && LLVMGetFunctionCallConv(f) != 71) LLVMSetLinkage(f, LLVMInternalLinkage);
+    if (!LLVMIsDeclaration(f) && LLVMGetFunctionCallConv(f) != 71)
+      LLVMSetLinkage(f, LLVMInternalLinkage);
   for (LLVMValueRef g = LLVMGetFirstGlobal(cg->M); g; g = LLVMGetNextGlobal(g))
     if (!LLVMIsDeclaration(g)) LLVMSetLinkage(g, LLVMInternalLinkage);
   LLVMAddModuleFlag(cg->M, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
@@ -208,23 +215,29 @@ static void cc_stats(CudaCg *cc, FILE *f) {
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     if (s->kind == CU_STEP_KERNEL)
-      fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s)\n", s->name,
-              s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st, s->spill_ld,
-              s->in->name);
+      fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s)\n",
+              s->name, s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st,
+              s->spill_ld, s->in->name);
     else if (s->kind == CU_STEP_GEMM)
-      gemms++, fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
-                       s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
-                       (long long)s->k, (long long)s->batch, hlo_dtype_name(s->at), hlo_dtype_name(s->at),
-                       hlo_dtype_name(s->dt), s->in->name);
+      gemms++,
+          fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
+                  s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
+                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->at),
+                  hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
     else if (s->kind == CU_STEP_CONV)
-      fprintf(f, "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld groups=%lld  (%s)\n",
-              s->wgrad ? "wgrad" : "conv", s->nchw ? "NCHW" : "NHWC", (long long)s->cn, (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
-              (long long)s->cr, (long long)s->cs, (long long)s->cp, (long long)s->cq, (long long)s->groups,
-              s->in->name);
+      fprintf(f,
+              "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld "
+              "groups=%lld  (%s)\n",
+              s->wgrad ? "wgrad" : "conv", s->nchw ? "NCHW" : "NHWC", (long long)s->cn,
+              (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
+              (long long)s->cr, (long long)s->cs, (long long)s->cp, (long long)s->cq,
+              (long long)s->groups, s->in->name);
     else
       fprintf(f, "cuda: copy %lld bytes  (%s)\n", (long long)s->bytes, s->in->name);
   }
-  fprintf(f, "cuda: %d kernels, %d cuBLAS GEMMs, %d cuDNN convolutions, temp %lld bytes (%lld staging, %lld cuDNN workspace)\n",
+  fprintf(f,
+          "cuda: %d kernels, %d cuBLAS GEMMs, %d cuDNN convolutions, temp %lld bytes (%lld "
+          "staging, %lld cuDNN workspace)\n",
           cc->nkernels, gemms, cc->nconvs, (long long)cc->temp_bytes, (long long)cc->stage_bytes,
           (long long)cc->ws_bytes);
 }
@@ -241,7 +254,8 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
 
 bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   if (!cc_identifier(o->name)) {
-    hlo_err(err, m->file, NULL, NULL, "CUDA target: name '%s' is not a C identifier", o->name ? o->name : "");
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: name '%s' is not a C identifier",
+            o->name ? o->name : "");
     return false;
   }
   const char *arch = o->gpu_arch ? o->gpu_arch : "sm_90";
@@ -249,7 +263,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   char *arch_end = NULL;
   long arch_num = strncmp(arch, "sm_", 3) ? 0 : strtol(arch + 3, &arch_end, 10);
   if (arch_num < 50 || !arch_end || (*arch_end && strcmp(arch_end, "a"))) {
-    hlo_err(err, m->file, NULL, NULL, "CUDA target: --gpu-arch '%s' is not of the form sm_XX", arch);
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: --gpu-arch '%s' is not of the form sm_XX",
+            arch);
     return false;
   }
   const char *home = o->cuda_home ? o->cuda_home : getenv("CUDA_HOME");
@@ -291,7 +306,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
     goto done;
   }
   int lvl = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
-  TM = LLVMCreateTargetMachine(T, triple, arch, "", lvl ? LLVMCodeGenLevelAggressive : LLVMCodeGenLevelNone,
+  TM = LLVMCreateTargetMachine(T, triple, arch, "",
+                               lvl ? LLVMCodeGenLevelAggressive : LLVMCodeGenLevelNone,
                                LLVMRelocDefault, LLVMCodeModelDefault);
   cg->C = LLVMContextCreate();
   cg->M = LLVMModuleCreateWithNameInContext(o->name, cg->C);
@@ -304,7 +320,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   cpu_cg_types(cg);
 
   bool gen_ok = true;
-  for (int i = 0; i < m->entry->ninstrs && gen_ok; i++) gen_ok = cuda_emit_instr(cc, m->entry->instrs[i]);
+  for (int i = 0; i < m->entry->ninstrs && gen_ok; i++)
+    gen_ok = cuda_emit_instr(cc, m->entry->instrs[i]);
   if (!gen_ok) goto done_dl;
   for (int r = 0; r < cg->plan.nresults; r++) {
     const MemResult *mr = &cg->plan.results[r];
@@ -321,7 +338,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   }
   cc->stage_bytes = memplan_align(cc->stage_bytes);
   for (int i = 0; i < cc->nsteps; i++)
-    if (cc->steps[i].kind == CU_STEP_CONV) cc->steps[i].ws.offset = cg->plan.temp_bytes + cc->stage_bytes;
+    if (cc->steps[i].kind == CU_STEP_CONV)
+      cc->steps[i].ws.offset = cg->plan.temp_bytes + cc->stage_bytes;
   cc->temp_bytes = cg->plan.temp_bytes + cc->stage_bytes + cc->ws_bytes;
 
   if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
@@ -355,7 +373,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   memcpy(ptx, LLVMGetBufferStart(mb), ptx_len);
   ptx[ptx_len] = 0;
   LLVMDisposeMemoryBuffer(mb);
-  while (ptx_len && ptx[ptx_len - 1] == 0) ptx_len--;
+  while (ptx_len && ptx[ptx_len - 1] == 0)
+    ptx_len--;
 
   if (o->emit != CUDA_EMIT_PTX || o->stats) {
     if (!cuda_ptxas(cc, ptxas, ptx, ptx_len, &cubin, &cubin_len, err)) goto done_dl;
@@ -366,7 +385,11 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   }
   if (o->manifest_path) {
     const char *slash = strrchr(o->out_path, '/');
-    man = cuda_manifest_text(cc, o->emit == CUDA_EMIT_OBJ ? "embedded" : slash ? slash + 1 : o->out_path, &man_len);
+    man = cuda_manifest_text(cc,
+                             o->emit == CUDA_EMIT_OBJ ? "embedded"
+                             : slash                  ? slash + 1
+                                                      : o->out_path,
+                             &man_len);
   }
   if (o->emit == CUDA_EMIT_PTX && !cc_write(cc, o->out_path, ptx, ptx_len)) goto done_dl;
   if (o->emit == CUDA_EMIT_CUBIN && !cc_write(cc, o->out_path, cubin, cubin_len)) goto done_dl;

@@ -20,9 +20,9 @@
  *     cuLaunchKernel with an argument array of device pointers (base + offset), cuBLAS
  *     cublasGemmStridedBatchedEx (the handle is set to the stream under the mutex, since
  *     a handle is not safe to use from two threads at once), cudnnConvolutionForward or
- *     cudnnConvolutionBackwardFilter (the same way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or
- *     100000 + a cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE),
- *     2 when more than CU_SLOTS contexts are used, 201 without a current context;
+ *     cudnnConvolutionBackwardFilter (the same way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000
+ * + a cublasStatus_t or 100000 + a cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE), 2
+ * when more than CU_SLOTS contexts are used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
  * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
 #include "cuda_impl.h"
@@ -36,21 +36,25 @@
 #define CU_SLOTS 8 /* CUDA contexts one process may run a model in */
 
 typedef struct Host {
-  CudaCg *cc;           /* compilation */
-  LLVMContextRef C;     /* host context */
-  LLVMModuleRef M;      /* host module */
-  LLVMBuilderRef B;     /* builder */
-  LLVMTypeRef i8, i32, i64, ptr, f32, f64; /* types */
+  CudaCg *cc;                               /* compilation */
+  LLVMContextRef C;                         /* host context */
+  LLVMModuleRef M;                          /* host module */
+  LLVMBuilderRef B;                         /* builder */
+  LLVMTypeRef i8, i32, i64, ptr, f32, f64;  /* types */
   LLVMValueRef ctxs, mods, fns, blas, lock; /* state globals */
-  LLVMValueRef dnn, descs, algos; /* cuDNN: handle per slot, 4 descriptors and the
-                                     algorithm of every convolution per slot */
-  LLVMValueRef cubin, ptx; /* images */
-  LLVMValueRef knames;  /* [nk x ptr] kernel names */
-  LLVMValueRef fn;      /* function being built */
+  LLVMValueRef dnn, descs, algos;           /* cuDNN: handle per slot, 4 descriptors and the
+                                               algorithm of every convolution per slot */
+  LLVMValueRef cubin, ptx;                  /* images */
+  LLVMValueRef knames;                      /* [nk x ptr] kernel names */
+  LLVMValueRef fn;                          /* function being built */
 } Host;
 
-static LLVMValueRef h_i32(Host *h, long long v) { return LLVMConstInt(h->i32, (unsigned long long)v, 1); }
-static LLVMValueRef h_i64(Host *h, long long v) { return LLVMConstInt(h->i64, (unsigned long long)v, 1); }
+static LLVMValueRef h_i32(Host *h, long long v) {
+  return LLVMConstInt(h->i32, (unsigned long long)v, 1);
+}
+static LLVMValueRef h_i64(Host *h, long long v) {
+  return LLVMConstInt(h->i64, (unsigned long long)v, 1);
+}
 
 static LLVMValueRef h_decl(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, int n) {
   LLVMValueRef f = LLVMGetNamedFunction(h->M, name);
@@ -58,12 +62,14 @@ static LLVMValueRef h_decl(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeR
   return LLVMAddFunction(h->M, name, LLVMFunctionType(ret, ps, (unsigned)n, 0));
 }
 
-static LLVMValueRef h_call(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, LLVMValueRef *args, int n) {
+static LLVMValueRef h_call(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps,
+                           LLVMValueRef *args, int n) {
   LLVMValueRef f = h_decl(h, name, ret, ps, n);
   return LLVMBuildCall2(h->B, LLVMGlobalGetValueType(f), f, args, (unsigned)n, "");
 }
 
-static LLVMValueRef h_global(Host *h, LLVMTypeRef t, const char *name, LLVMValueRef init, bool cnst) {
+static LLVMValueRef h_global(Host *h, LLVMTypeRef t, const char *name, LLVMValueRef init,
+                             bool cnst) {
   LLVMValueRef g = LLVMAddGlobal(h->M, t, name);
   LLVMSetInitializer(g, init ? init : LLVMConstNull(t));
   LLVMSetGlobalConstant(g, cnst);
@@ -152,14 +158,14 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   h_lock(h, false);
   LLVMBuildRet(B, rv);
   LLVMPositionBuilderAtEnd(B, cur);
-#define EXIT_IF(cond, val)                                                                     \
-  do {                                                                                         \
-    LLVMBasicBlockRef go_ = LLVMAppendBasicBlockInContext(h->C, f, "ok");                    \
-    LLVMValueRef v_ = (val);                                                                   \
-    LLVMBasicBlockRef here_ = LLVMGetInsertBlock(B);                                           \
-    LLVMBuildCondBr(B, (cond), unlock, go_);                                                   \
-    LLVMAddIncoming(rv, &v_, &here_, 1);                                                       \
-    LLVMPositionBuilderAtEnd(B, go_);                                                          \
+#define EXIT_IF(cond, val)                                                                         \
+  do {                                                                                             \
+    LLVMBasicBlockRef go_ = LLVMAppendBasicBlockInContext(h->C, f, "ok");                          \
+    LLVMValueRef v_ = (val);                                                                       \
+    LLVMBasicBlockRef here_ = LLVMGetInsertBlock(B);                                               \
+    LLVMBuildCondBr(B, (cond), unlock, go_);                                                       \
+    LLVMAddIncoming(rv, &v_, &here_, 1);                                                           \
+    LLVMPositionBuilderAtEnd(B, go_);                                                              \
   } while (0)
   LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
   EXIT_IF(LLVMBuildICmp(B, LLVMIntSGE, s1, h_i32(h, 0), ""), h_i32(h, 0));
@@ -169,7 +175,8 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
     LLVMValueRef v = LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->ctxs, h_i64(h, s)), "");
     LLVMSetOrdering(v, LLVMAtomicOrderingMonotonic);
     LLVMSetAlignment(v, 8);
-    slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstNull(h->ptr), ""), h_i64(h, s), slot, "");
+    slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstNull(h->ptr), ""),
+                           h_i64(h, s), slot, "");
   }
   EXIT_IF(LLVMBuildICmp(B, LLVMIntEQ, slot, h_i64(h, CU_SLOTS), ""), h_i32(h, 2));
   LLVMTypeRef p2[2] = {h->ptr, h->ptr};
@@ -197,7 +204,9 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
     LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, i)};
     LLVMValueRef fp = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, "");
     LLVMValueRef kx[2] = {h_i64(h, 0), h_i64(h, i)};
-    LLVMValueRef np = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->knames), h->knames, kx, 2, ""), "");
+    LLVMValueRef np = LLVMBuildLoad2(
+        B, h->ptr,
+        LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->knames), h->knames, kx, 2, ""), "");
     LLVMValueRef a[3] = {fp, mod, np};
     LLVMValueRef s = h_call(h, "cuModuleGetFunction", h->i32, p3, a, 3);
     EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), s);
@@ -205,12 +214,14 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   if (cc->uses_cublas) {
     LLVMValueRef bp = h_slot_ptr(h, h->blas, slot);
     LLVMValueRef s = h_call(h, "cublasCreate_v2", h->i32, p1, &bp, 1);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
+            LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
   }
   if (cc->nconvs) {
     LLVMValueRef dp = h_slot_ptr(h, h->dnn, slot);
     LLVMValueRef s = h_call(h, "cudnnCreate", h->i32, p1, &dp, 1);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), LLVMBuildAdd(B, s, h_i32(h, 100000), ""));
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
+            LLVMBuildAdd(B, s, h_i32(h, 100000), ""));
     LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, dp, "");
     LLVMTypeRef perf_t = LLVMArrayType2(h->i8, 48 * 8);
     LLVMValueRef perf = LLVMBuildAlloca(B, perf_t, "perf");
@@ -221,29 +232,49 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
       const CuStep *c = &cc->steps[i];
       if (c->kind != CU_STEP_CONV) continue;
       LLVMValueRef d[4]; /* x, y tensors; filter; convolution */
-      static const char *const create[4] = {"cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor",
-                                            "cudnnCreateFilterDescriptor", "cudnnCreateConvolutionDescriptor"};
+      static const char *const create[4] = {
+          "cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor",
+          "cudnnCreateFilterDescriptor", "cudnnCreateConvolutionDescriptor"};
       for (int j = 0; j < 4; j++) {
         LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx * 4 + j)};
-        LLVMValueRef dpp = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
+        LLVMValueRef dpp =
+            LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
         LLVMValueRef s2 = h_call(h, create[j], h->i32, p1, &dpp, 1);
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""), LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""),
+                LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
         d[j] = LLVMBuildLoad2(B, h->ptr, dpp, "");
       }
       LLVMValueRef st[6];
       LLVMTypeRef t7[7] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
       /* NCHW (0) or NHWC (1), float (0) */
       LLVMValueRef fmt = h_i32(h, c->nchw ? 0 : 1);
-      LLVMValueRef xa[7] = {d[0], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch), h_i32(h, c->cw)};
+      LLVMValueRef xa[7] = {
+          d[0],           fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch),
+          h_i32(h, c->cw)};
       st[0] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, xa, 7);
-      LLVMValueRef ya[7] = {d[1], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp), h_i32(h, c->cq)};
+      LLVMValueRef ya[7] = {
+          d[1],           fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp),
+          h_i32(h, c->cq)};
       st[1] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, ya, 7);
-      LLVMValueRef fa[7] = {d[2], h_i32(h, 0), fmt, h_i32(h, c->ck), h_i32(h, c->cc / c->groups), h_i32(h, c->cr), h_i32(h, c->cs)};
+      LLVMValueRef fa[7] = {d[2],
+                            h_i32(h, 0),
+                            fmt,
+                            h_i32(h, c->ck),
+                            h_i32(h, c->cc / c->groups),
+                            h_i32(h, c->cr),
+                            h_i32(h, c->cs)};
       st[2] = h_call(h, "cudnnSetFilter4dDescriptor", h->i32, t7, fa, 7);
       LLVMTypeRef t9[9] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
       /* cross-correlation (1), float accumulation (0) */
-      LLVMValueRef ca[9] = {d[3], h_i32(h, c->pad[0]), h_i32(h, c->pad[1]), h_i32(h, c->stride[0]), h_i32(h, c->stride[1]),
-                            h_i32(h, c->dil[0]), h_i32(h, c->dil[1]), h_i32(h, 1), h_i32(h, 0)};
+      LLVMValueRef ca[9] = {d[3],
+                            h_i32(h, c->pad[0]),
+                            h_i32(h, c->pad[1]),
+                            h_i32(h, c->stride[0]),
+                            h_i32(h, c->stride[1]),
+                            h_i32(h, c->dil[0]),
+                            h_i32(h, c->dil[1]),
+                            h_i32(h, 1),
+                            h_i32(h, 0)};
       st[3] = h_call(h, "cudnnSetConvolution2dDescriptor", h->i32, t9, ca, 9);
       LLVMTypeRef t2[2] = {h->ptr, h->i32};
       LLVMValueRef ga[2] = {d[3], h_i32(h, c->groups)};
@@ -252,36 +283,49 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
       LLVMValueRef ma[2] = {d[3], h_i32(h, tf32 ? 1 : 3)};
       st[5] = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma, 2);
       for (int j = 0; j < 6; j++)
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""), LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""),
+                LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
       /* time every algorithm once (cuDNN allocates its own buffers), fastest first */
       LLVMTypeRef t8[8] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
-      LLVMValueRef fa8[8] = {handle, d[0], c->wgrad ? d[1] : d[2], d[3], c->wgrad ? d[2] : d[1], h_i32(h, 8), cnt, perf};
-      LLVMValueRef sf = h_call(h, c->wgrad ? "cudnnFindConvolutionBackwardFilterAlgorithm" : "cudnnFindConvolutionForwardAlgorithm",
+      LLVMValueRef fa8[8] = {
+          handle, d[0], c->wgrad ? d[1] : d[2], d[3], c->wgrad ? d[2] : d[1], h_i32(h, 8),
+          cnt,    perf};
+      LLVMValueRef sf = h_call(h,
+                               c->wgrad ? "cudnnFindConvolutionBackwardFilterAlgorithm"
+                                        : "cudnnFindConvolutionForwardAlgorithm",
                                h->i32, t8, fa8, 8);
-      EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""), LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
+      EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""),
+              LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
       LLVMValueRef n = LLVMBuildLoad2(B, h->i32, cnt, "");
       /* the first result that succeeded and whose workspace fits the reserve */
       LLVMValueRef pick = h_i32(h, -1);
       for (int q = 7; q >= 0; q--) {
         LLVMValueRef o4 = h_i64(h, q * 48 + 4), o16 = h_i64(h, q * 48 + 16);
-        LLVMValueRef stq = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o4, 1, ""), "");
-        LLVMValueRef memq = LLVMBuildLoad2(B, h->i64, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o16, 1, ""), "");
+        LLVMValueRef stq =
+            LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o4, 1, ""), "");
+        LLVMValueRef memq =
+            LLVMBuildLoad2(B, h->i64, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o16, 1, ""), "");
         LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSLT, h_i32(h, q), n, "");
         ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, stq, h_i32(h, 0), ""), "");
-        ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntULE, memq, h_i64(h, cc->ws_bytes), ""), "");
+        ok =
+            LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntULE, memq, h_i64(h, cc->ws_bytes), ""), "");
         pick = LLVMBuildSelect(B, ok, h_i32(h, q), pick, "");
       }
       EXIT_IF(LLVMBuildICmp(B, LLVMIntSLT, pick, h_i32(h, 0), ""), h_i32(h, 3));
       LLVMValueRef base = LLVMBuildMul(B, LLVMBuildSExt(B, pick, h->i64, ""), h_i64(h, 48), "");
-      LLVMValueRef algo = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
+      LLVMValueRef algo =
+          LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
       LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx)};
-      LLVMBuildStore(B, algo, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
+      LLVMBuildStore(
+          B, algo, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
       if (tf32) { /* run with the math type the algorithm was timed with */
         LLVMValueRef o28 = LLVMBuildAdd(B, base, h_i64(h, 28), "");
-        LLVMValueRef mt = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o28, 1, ""), "");
+        LLVMValueRef mt =
+            LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o28, 1, ""), "");
         LLVMValueRef ma2[2] = {d[3], mt};
         LLVMValueRef sm = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma2, 2);
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sm, h_i32(h, 0), ""), LLVMBuildAdd(B, sm, h_i32(h, 100000), ""));
+        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sm, h_i32(h, 0), ""),
+                LLVMBuildAdd(B, sm, h_i32(h, 100000), ""));
       }
     }
   }
@@ -297,7 +341,8 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
 }
 
 /* Device address of p inside NAME_cuda_run. */
-static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValueRef results, LLVMValueRef temp) {
+static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValueRef results,
+                           LLVMValueRef temp) {
   LLVMValueRef base = temp;
   if (p->base != CU_TEMP) {
     LLVMValueRef ix = h_i64(h, p->index);
@@ -331,8 +376,10 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef beta = LLVMBuildAlloca(B, h->f64, "beta");
   LLVMValueRef nul = LLVMConstNull(h->ptr);
   LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
-  if (cc->cg.entry->nparams > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
-  if (cc->cg.plan.nresults > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
+  if (cc->cg.entry->nparams > 0)
+    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+  if (cc->cg.plan.nresults > 0)
+    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
   if (cc->temp_bytes > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
   h_ret_if(h, bad, h_i32(h, 1));
   LLVMTypeRef p1[1] = {h->ptr};
@@ -358,22 +405,30 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef slot = LLVMBuildSExt(B, slot32, h->i64, "");
   for (int i = 0; i < maxp; i++) {
     LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, i)};
-    LLVMBuildStore(B, LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""), LLVMBuildInBoundsGEP2(B, vt, pp, ix, 2, ""));
+    LLVMBuildStore(B, LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""),
+                   LLVMBuildInBoundsGEP2(B, vt, pp, ix, 2, ""));
   }
-  LLVMValueRef handle = cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
+  LLVMValueRef handle =
+      cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
   LLVMValueRef dnn = cc->nconvs ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->dnn, slot), "") : NULL;
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     if (s->kind == CU_STEP_KERNEL) {
       for (int p = 0; p < s->nparams; p++) {
         LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
-        LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp), LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
+        LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp),
+                       LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
       }
       LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->kidx)};
-      LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, ""), "");
-      LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr, h->ptr};
-      LLVMValueRef la[11] = {fn, h_i32(h, s->grid), h_i32(h, 1), h_i32(h, 1), h_i32(h, s->block), h_i32(h, 1),
-                             h_i32(h, 1), h_i32(h, 0), stream, pp, nul};
+      LLVMValueRef fn = LLVMBuildLoad2(
+          B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, ""),
+          "");
+      LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32,
+                            h->i32, h->i32, h->ptr, h->ptr, h->ptr};
+      LLVMValueRef la[11] = {
+          fn,          h_i32(h, s->grid), h_i32(h, 1), h_i32(h, 1), h_i32(h, s->block),
+          h_i32(h, 1), h_i32(h, 1),       h_i32(h, 0), stream,      pp,
+          nul};
       h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
     } else if (s->kind == CU_STEP_GEMM) {
       CuGemmTypes gt = cuda_gemm_types(cc, s);
@@ -391,48 +446,85 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       LLVMTypeRef sp[2] = {h->ptr, h->ptr};
       LLVMValueRef sa[2] = {handle, stream};
       LLVMValueRef st1 = h_call(h, "cublasSetStream_v2", h->i32, sp, sa, 2);
-      LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->ptr,
-                            h->i32, h->i32, h->i64, h->ptr, h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
-      LLVMValueRef ga[23] = {handle, h_i32(h, s->transa), h_i32(h, s->transb), h_i32(h, s->m), h_i32(h, s->n),
-                             h_i32(h, s->k), alpha, h_addr(h, &s->a, args, results, temp), h_i32(h, gt.ab),
-                             h_i32(h, s->lda), h_i64(h, s->sa), h_addr(h, &s->b, args, results, temp),
-                             h_i32(h, gt.ab), h_i32(h, s->ldb), h_i64(h, s->sb), beta,
-                             h_addr(h, &s->c, args, results, temp), h_i32(h, gt.c), h_i32(h, s->ldc),
-                             h_i64(h, s->sc), h_i32(h, s->batch), h_i32(h, gt.compute), h_i32(h, -1)};
+      LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr,
+                            h->i32, h->i32, h->i64, h->ptr, h->i32, h->i32, h->i64, h->ptr,
+                            h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
+      LLVMValueRef ga[23] = {handle,
+                             h_i32(h, s->transa),
+                             h_i32(h, s->transb),
+                             h_i32(h, s->m),
+                             h_i32(h, s->n),
+                             h_i32(h, s->k),
+                             alpha,
+                             h_addr(h, &s->a, args, results, temp),
+                             h_i32(h, gt.ab),
+                             h_i32(h, s->lda),
+                             h_i64(h, s->sa),
+                             h_addr(h, &s->b, args, results, temp),
+                             h_i32(h, gt.ab),
+                             h_i32(h, s->ldb),
+                             h_i64(h, s->sb),
+                             beta,
+                             h_addr(h, &s->c, args, results, temp),
+                             h_i32(h, gt.c),
+                             h_i32(h, s->ldc),
+                             h_i64(h, s->sc),
+                             h_i32(h, s->batch),
+                             h_i32(h, gt.compute),
+                             h_i32(h, -1)};
       LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
       h_lock(h, false);
-      LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+      LLVMValueRef st =
+          LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
       h_check(h, st, 1000);
     } else if (s->kind == CU_STEP_CONV) {
       LLVMValueRef d[4];
       for (int j = 0; j < 4; j++) {
         LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx * 4 + j)};
-        d[j] = LLVMBuildLoad2(B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""), "");
+        d[j] = LLVMBuildLoad2(
+            B, h->ptr,
+            LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""), "");
       }
       LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx)};
-      LLVMValueRef algo = LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""), "");
+      LLVMValueRef algo = LLVMBuildLoad2(
+          B, h->i32,
+          LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""), "");
       LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
       LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
       h_lock(h, true);
       LLVMTypeRef sp[2] = {h->ptr, h->ptr};
       LLVMValueRef sa[2] = {dnn, stream};
       LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
-      LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
+      LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
+                            h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
       /* forward: (x, w) -> y; backward filter: (x, dy = y) -> dw = w */
       int in2 = s->wgrad ? 1 : 2, out = s->wgrad ? 2 : 1;
-      LLVMValueRef fa[13] = {dnn, alpha, d[0], h_addr(h, &s->x, args, results, temp), d[in2],
-                             h_addr(h, s->wgrad ? &s->y : &s->w, args, results, temp), d[3], algo,
-                             h_addr(h, &s->ws, args, results, temp), h_i64(h, cc->ws_bytes), beta, d[out],
+      LLVMValueRef fa[13] = {dnn,
+                             alpha,
+                             d[0],
+                             h_addr(h, &s->x, args, results, temp),
+                             d[in2],
+                             h_addr(h, s->wgrad ? &s->y : &s->w, args, results, temp),
+                             d[3],
+                             algo,
+                             h_addr(h, &s->ws, args, results, temp),
+                             h_i64(h, cc->ws_bytes),
+                             beta,
+                             d[out],
                              h_addr(h, s->wgrad ? &s->w : &s->y, args, results, temp)};
-      LLVMValueRef st2 = h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32, fp, fa, 13);
+      LLVMValueRef st2 =
+          h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32,
+                 fp, fa, 13);
       h_lock(h, false);
-      LLVMValueRef st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+      LLVMValueRef st =
+          LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
       h_check(h, st, 100000);
     } else {
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
-      LLVMValueRef ca[4] = {LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
-                            LLVMBuildPtrToInt(B, h_addr(h, &s->src, args, results, temp), h->i64, ""),
-                            h_i64(h, s->bytes), stream};
+      LLVMValueRef ca[4] = {
+          LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
+          LLVMBuildPtrToInt(B, h_addr(h, &s->src, args, results, temp), h->i64, ""),
+          h_i64(h, s->bytes), stream};
       h_check(h, h_call(h, "cuMemcpyDtoDAsync_v2", h->i32, cp4, ca, 4), 0);
     }
   }
@@ -452,7 +544,8 @@ static void h_info(Host *h, const char *which, int n, const char **names, const 
     snprintf(g, sizeof g, "%s_%s_dtype%d", nm, which, i);
     LLVMValueRef dt = h_str(h, hlo_dtype_name(shapes[i]->dt), g);
     LLVMValueRef dims[8];
-    for (int d = 0; d < 8; d++) dims[d] = h_i64(h, d < shapes[i]->rank ? shapes[i]->dims[d] : 0);
+    for (int d = 0; d < 8; d++)
+      dims[d] = h_i64(h, d < shapes[i]->rank ? shapes[i]->dims[d] : 0);
     LLVMValueRef v[5] = {sname, dt, h_i32(h, shapes[i]->rank), LLVMConstArray2(h->i64, dims, 8),
                          h_i64(h, (long long)hlo_shape_bytes(shapes[i]))};
     el[i] = LLVMConstNamedStruct(st, v, 5);
@@ -490,7 +583,8 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
     hlo_err(err, m->file, NULL, NULL, "CUDA target: no host target: %s", msg);
     goto out;
   }
-  TM = LLVMCreateTargetMachine(T, triple, "generic", "", LLVMCodeGenLevelDefault, LLVMRelocPIC, LLVMCodeModelDefault);
+  TM = LLVMCreateTargetMachine(T, triple, "generic", "", LLVMCodeGenLevelDefault, LLVMRelocPIC,
+                               LLVMCodeModelDefault);
   LLVMSetTarget(h->M, triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
   LLVMSetModuleDataLayout(h->M, td);
@@ -511,11 +605,14 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   h->dnn = h_global(h, slots_t, g, NULL, false);
   int nc = cc->nconvs ? cc->nconvs : 1;
   snprintf(g, sizeof g, "%s_cuda_dnn_desc", nm);
-  h->descs = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nc * 4), CU_SLOTS), g, NULL, false);
+  h->descs = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nc * 4), CU_SLOTS), g,
+                      NULL, false);
   snprintf(g, sizeof g, "%s_cuda_dnn_algo", nm);
-  h->algos = h_global(h, LLVMArrayType2(LLVMArrayType2(h->i32, (uint64_t)nc), CU_SLOTS), g, NULL, false);
+  h->algos =
+      h_global(h, LLVMArrayType2(LLVMArrayType2(h->i32, (uint64_t)nc), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_fn", nm);
-  h->fns = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);
+  h->fns =
+      h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_lock", nm);
   h->lock = h_global(h, LLVMArrayType2(h->i8, 64), g, NULL, false);
   LLVMSetAlignment(h->lock, 16);
@@ -546,10 +643,12 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   const HComp *e = cc->cg.entry;
   const char **names = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *names);
   const Shape **shapes = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *shapes);
-  for (int i = 0; i < e->nparams; i++) names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
+  for (int i = 0; i < e->nparams; i++)
+    names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
   h_info(h, "arg", e->nparams, names, shapes);
   for (int k = 0; k < cc->cg.plan.nresults; k++)
-    names[k] = e->instrs[cc->cg.plan.results[k].name]->name, shapes[k] = &cc->cg.plan.results[k].shape;
+    names[k] = e->instrs[cc->cg.plan.results[k].name]->name,
+    shapes[k] = &cc->cg.plan.results[k].shape;
   h_info(h, "result", cc->cg.plan.nresults, names, shapes);
   free(names);
   free(shapes);

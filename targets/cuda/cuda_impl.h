@@ -45,31 +45,31 @@ typedef enum CuStepKind {
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
 
 typedef struct CuStep {
-  CuStepKind kind;        /* what runs */
-  const HInstr *in;       /* entry instruction it belongs to */
+  CuStepKind kind;  /* what runs */
+  const HInstr *in; /* entry instruction it belongs to */
   /* CU_STEP_KERNEL */
-  char name[96];          /* kernel symbol */
-  int kidx;               /* kernel number (index into the function table) */
-  LLVMValueRef fn;        /* the NVPTX function */
-  int64_t grid, block;    /* launch dimensions (x only) */
-  int64_t smem;           /* static shared memory bytes (for the manifest) */
-  const char *what;       /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
-  int nparams;            /* pointer parameters */
-  CuPtr *params;          /* their addresses */
-  int64_t *psize;         /* bytes reachable from each (-1: unknown) */
+  char name[96];                /* kernel symbol */
+  int kidx;                     /* kernel number (index into the function table) */
+  LLVMValueRef fn;              /* the NVPTX function */
+  int64_t grid, block;          /* launch dimensions (x only) */
+  int64_t smem;                 /* static shared memory bytes (for the manifest) */
+  const char *what;             /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
+  int nparams;                  /* pointer parameters */
+  CuPtr *params;                /* their addresses */
+  int64_t *psize;               /* bytes reachable from each (-1: unknown) */
   int regs, spill_st, spill_ld; /* ptxas report */
   /* CU_STEP_GEMM: C = op(A) op(B) in cuBLAS's column-major terms */
-  int transa, transb;     /* 0: N, 1: T */
-  int64_t m, n, k;        /* sizes */
-  int64_t lda, ldb, ldc;  /* leading dimensions */
-  int64_t sa, sb, sc;     /* batch strides (elements) */
-  int64_t batch;          /* batch count */
-  DType dt;               /* result type: f32, f64, bf16, f16 (s32 for s8 operands) */
-  DType at;               /* operand type: dt, or bf16 / f16 / s8 under a wider result */
-  CuPtr a, b, c;          /* operands */
+  int transa, transb;    /* 0: N, 1: T */
+  int64_t m, n, k;       /* sizes */
+  int64_t lda, ldb, ldc; /* leading dimensions */
+  int64_t sa, sb, sc;    /* batch strides (elements) */
+  int64_t batch;         /* batch count */
+  DType dt;              /* result type: f32, f64, bf16, f16 (s32 for s8 operands) */
+  DType at;              /* operand type: dt, or bf16 / f16 / s8 under a wider result */
+  CuPtr a, b, c;         /* operands */
   /* CU_STEP_COPY */
-  CuPtr src, dst;         /* addresses */
-  int64_t bytes;          /* size */
+  CuPtr src, dst; /* addresses */
+  int64_t bytes;  /* size */
   /* CU_STEP_CONV: y[n,p,q,k] = sum x[n, h, w, c] f[k, r, s, c] (cross-correlation, groups),
    * or in NCHW: y[n,k,p,q] = sum x[n, c, h, w] f[k, c, r, s] */
   int cidx;               /* convolution number (descriptors and algorithm per context) */
@@ -79,33 +79,33 @@ typedef struct CuStep {
   int64_t ck, cr, cs;     /* filter: output channels, height, width (channels: cc / groups) */
   int64_t cp, cq;         /* output height, width */
   int64_t pad[2], stride[2], dil[2]; /* symmetric padding, strides, filter dilation */
-  int64_t groups;         /* feature groups */
-  CuPtr x, w, y, ws;      /* input, filter, output, workspace */
+  int64_t groups;                    /* feature groups */
+  CuPtr x, w, y, ws;                 /* input, filter, output, workspace */
 } CuStep;
 
 /* A kernel generated once, by its IR text with the name replaced. */
 typedef struct CuUniq {
-  uint64_t hash;       /* FNV-1a of text */
-  const char *text;    /* the IR */
-  const CuStep *step;  /* the step that generated it */
+  uint64_t hash;      /* FNV-1a of text */
+  const char *text;   /* the IR */
+  const CuStep *step; /* the step that generated it */
 } CuUniq;
 
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
-  CpuCg cg;              /* the elemental generator's state (NVPTX module, plan, scratch) */
-  const CudaOpts *o;     /* options */
-  CpuOpts cpu_o;         /* name for the elemental generator's globals */
-  const char *arch;      /* sm_XX */
-  int nsteps, step_cap;  /* steps in execution order */
-  CuStep *steps;         /* the steps */
-  int nkernels;          /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;   /* the distinct kernels' IR */
-  CuUniq *uniq;          /* them */
-  bool uses_cublas;      /* a GEMM step exists */
-  int nconvs;            /* CU_STEP_CONV steps (cuDNN is used when > 0) */
-  int64_t ws_bytes;      /* cuDNN workspace reserved in temp (after the staging area) */
-  int64_t stage_bytes;   /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;    /* what the caller provides: plan heap + staging + workspace */
+  CpuCg cg;             /* the elemental generator's state (NVPTX module, plan, scratch) */
+  const CudaOpts *o;    /* options */
+  CpuOpts cpu_o;        /* name for the elemental generator's globals */
+  const char *arch;     /* sm_XX */
+  int nsteps, step_cap; /* steps in execution order */
+  CuStep *steps;        /* the steps */
+  int nkernels;         /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;  /* the distinct kernels' IR */
+  CuUniq *uniq;         /* them */
+  bool uses_cublas;     /* a GEMM step exists */
+  int nconvs;           /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;     /* cuDNN workspace reserved in temp (after the staging area) */
+  int64_t stage_bytes;  /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;   /* what the caller provides: plan heap + staging + workspace */
 } CudaCg;
 
 /* Resolve an entry instruction's storage to a device address. Constants have none (false). */
@@ -116,9 +116,9 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in);
 /* How cublasGemmStridedBatchedEx runs a GEMM step: cudaDataType_t of A/B and of C,
  * cublasComputeType_t, their names (header, manifest, --stats), and the scalars' type. */
 typedef struct CuGemmTypes {
-  int ab, c, compute;                     /* enum values */
+  int ab, c, compute;                          /* enum values */
   const char *ab_name, *c_name, *compute_name; /* their names */
-  DType scalar;                           /* alpha and beta: f32, f64 or s32 */
+  DType scalar;                                /* alpha and beta: f32, f64 or s32 */
 } CuGemmTypes;
 CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s);
 

@@ -49,15 +49,14 @@
  *     The epilogue is a loop kernel, as for dots. Workspace: reserved in temp per module;
  *   - every other convolution and dot: loop kernels (one thread per output element, the
  *     elemental generator's accumulation loop);
- *   - scatter (variadic too): a loop kernel copying the operands, then one thread applying the updates in
- *     order (XLA's update order is sequential).
- * Row reductions also serve fusions whose outputs only add or drop unit dims ([8,128] ->
- * [8,128,1]): the reduced value is entered in the cache for such reshapes too. A kernel whose
- * IR equals an earlier one's (up to its name) is dropped and its step launches the earlier
- * one: the identical layers of a deep model compile once. Pointer parameters carry what the
- * memory plan proves: readonly for those the kernel never writes, noalias where no written
- * parameter overlaps (ck_alias_facts; loads become ld.global.nc).
- * Requires a renumbered module and a memory plan (cuda_compile.c). */
+ *   - scatter (variadic too): a loop kernel copying the operands, then one thread applying the
+ * updates in order (XLA's update order is sequential). Row reductions also serve fusions whose
+ * outputs only add or drop unit dims ([8,128] -> [8,128,1]): the reduced value is entered in the
+ * cache for such reshapes too. A kernel whose IR equals an earlier one's (up to its name) is
+ * dropped and its step launches the earlier one: the identical layers of a deep model compile once.
+ * Pointer parameters carry what the memory plan proves: readonly for those the kernel never writes,
+ * noalias where no written parameter overlaps (ck_alias_facts; loads become ld.global.nc). Requires
+ * a renumbered module and a memory plan (cuda_compile.c). */
 #include "cuda_impl.h"
 #include "layout.h"
 
@@ -66,16 +65,19 @@
 
 #define CU_BLOCK 256     /* threads per block of loop kernels and reductions */
 #define CU_MAX_GRID 8192 /* blocks of a grid-stride launch */
-#define CU_VEC_SMALL 65536 /* elements of a value the vectorized kernel reads per lane (a
-                              per-channel vector behind a broadcast: cached) */
-#define CU_VEC_GRID (132 * 8) /* blocks of a vectorized loop kernel: 8 per SM of an H100/H200
-                                 (132 SMs; 8 x 256 threads fill an SM), a multiple of the SMs */
+#define CU_VEC_SMALL                                                                               \
+  65536 /* elements of a value the vectorized kernel reads per lane (a                             \
+           per-channel vector behind a broadcast: cached) */
+#define CU_VEC_GRID                                                                                \
+  (132 * 8) /* blocks of a vectorized loop kernel: 8 per SM of an H100/H200                        \
+               (132 SMs; 8 x 256 threads fill an SM), a multiple of the SMs */
 
 /* ------------------------------------------------------------------ kernels and parameters */
 
 static LLVMValueRef ck_buffer(CpuKern *k, const HInstr *in) {
   if (k->bufs[in->idx]) return k->bufs[in->idx];
-  if (!k->failed) hlo_err_at(k->cg->err, in, "CUDA target: internal: value not passed to the kernel");
+  if (!k->failed)
+    hlo_err_at(k->cg->err, in, "CUDA target: internal: value not passed to the kernel");
   k->failed = true;
   return LLVMGetUndef(k->cg->ptr);
 }
@@ -137,21 +139,26 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   int n = cg->entry->ninstrs;
   k->bufs = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n + 1));
   int *pix = hlo_arena_alloc(cg->scratch, sizeof(int) * (size_t)(n + 1));
-  for (int i = 0; i < n; i++) pix[i] = -1;
-  for (int j = 0; j < root->nops; j++) ck_bind_buffer(cc, k, st, root->ops[j], pix);
+  for (int i = 0; i < n; i++)
+    pix[i] = -1;
+  for (int j = 0; j < root->nops; j++)
+    ck_bind_buffer(cc, k, st, root->ops[j], pix);
   ck_bind_buffer(cc, k, st, root, pix);
   int xi[16];
   HLO_ASSERT(nextra <= 16);
-  for (int j = 0; j < nextra; j++) xi[j] = ck_param(st, extra[j], -1);
+  for (int j = 0; j < nextra; j++)
+    xi[j] = ck_param(st, extra[j], -1);
   LLVMTypeRef *ps = hlo_arena_alloc(cg->scratch, sizeof(LLVMTypeRef) * (size_t)(st->nparams + 1));
-  for (int i = 0; i < st->nparams; i++) ps[i] = cg->ptr;
+  for (int i = 0; i < st->nparams; i++)
+    ps[i] = cg->ptr;
   LLVMTypeRef ft = LLVMFunctionType(cg->vd, ps, (unsigned)st->nparams, 0);
   k->fn = LLVMAddFunction(cg->M, st->name, ft);
   LLVMSetFunctionCallConv(k->fn, 71 /* PTX_Kernel */);
   st->fn = k->fn;
   for (int i = 0; i < n; i++)
     if (pix[i] >= 0) k->bufs[i] = LLVMGetParam(k->fn, (unsigned)pix[i]);
-  for (int j = 0; j < nextra; j++) xv[j] = LLVMGetParam(k->fn, (unsigned)xi[j]);
+  for (int j = 0; j < nextra; j++)
+    xv[j] = LLVMGetParam(k->fn, (unsigned)xi[j]);
   k->entry = LLVMAppendBasicBlockInContext(cg->C, k->fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "start");
   LLVMPositionBuilderAtEnd(k->B, k->entry);
@@ -202,17 +209,20 @@ static bool ck_overlap(const CuStep *st, int i, int j) {
  * takes a pointer. */
 static bool ck_alias_facts(CpuKern *k, const CuStep *st, bool *ro, bool *na) {
   int n = st->nparams;
-  for (int i = 0; i < n; i++) ro[i] = true;
+  for (int i = 0; i < n; i++)
+    ro[i] = true;
   for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(k->fn); b; b = LLVMGetNextBasicBlock(b))
     for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i)) {
       LLVMOpcode op = LLVMGetInstructionOpcode(i);
-      LLVMValueRef ptr = op == LLVMStore ? LLVMGetOperand(i, 1)
-                         : op == LLVMAtomicRMW || op == LLVMAtomicCmpXchg ? LLVMGetOperand(i, 0) : NULL;
+      LLVMValueRef ptr = op == LLVMStore                                  ? LLVMGetOperand(i, 1)
+                         : op == LLVMAtomicRMW || op == LLVMAtomicCmpXchg ? LLVMGetOperand(i, 0)
+                                                                          : NULL;
       if (op == LLVMCall) {
         /* intrinsics taking no pointer (special registers, barriers, shuffles) only */
         int nargs = LLVMGetNumArgOperands(i);
         for (int a = 0; a < nargs; a++)
-          if (LLVMGetTypeKind(LLVMTypeOf(LLVMGetOperand(i, (unsigned)a))) == LLVMPointerTypeKind) return false;
+          if (LLVMGetTypeKind(LLVMTypeOf(LLVMGetOperand(i, (unsigned)a))) == LLVMPointerTypeKind)
+            return false;
       }
       if (!ptr) continue;
       int pi = ck_ptr_param(k->fn, ptr);
@@ -229,7 +239,8 @@ static bool ck_alias_facts(CpuKern *k, const CuStep *st, bool *ro, bool *na) {
 
 /* Set (or, keep = true, only keep where already set) readonly and noalias on fn's
  * parameters as the facts say. */
-static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, const bool *na, bool keep) {
+static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, const bool *na,
+                           bool keep) {
   LLVMContextRef C = cc->cg.C;
   const char *names[2] = {"readonly", "noalias"};
   for (int a = 0; a < 2; a++) {
@@ -237,8 +248,10 @@ static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, c
     for (int i = 0; i < n; i++) {
       LLVMAttributeIndex ix = (LLVMAttributeIndex)(i + 1);
       bool fact = a == 0 ? ro[i] : na[i];
-      if (keep && !fact) LLVMRemoveEnumAttributeAtIndex(fn, ix, kind);
-      else if (!keep && fact) LLVMAddAttributeAtIndex(fn, ix, LLVMCreateEnumAttribute(C, kind, 0));
+      if (keep && !fact)
+        LLVMRemoveEnumAttributeAtIndex(fn, ix, kind);
+      else if (!keep && fact)
+        LLVMAddAttributeAtIndex(fn, ix, LLVMCreateEnumAttribute(C, kind, 0));
     }
   }
 }
@@ -249,8 +262,10 @@ static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, c
  * keeps those true for every step launching it. */
 static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   int np = st->nparams;
-  bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1), *na = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1);
-  if (!ck_alias_facts(k, st, ro, na)) { /* none known: nothing set, and a shared kernel drops its own */
+  bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1),
+       *na = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1);
+  if (!ck_alias_facts(k, st, ro,
+                      na)) { /* none known: nothing set, and a shared kernel drops its own */
     memset(ro, 0, (size_t)np);
     memset(na, 0, (size_t)np);
   }
@@ -268,14 +283,16 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   for (const char *c = txt; *c;) {
     if (!strncmp(c, lid, sizeof lid - 1)) {
       c += sizeof lid - 1;
-      while (*c >= '0' && *c <= '9') c++;
+      while (*c >= '0' && *c <= '9')
+        c++;
       continue;
     }
     *o++ = *c++;
   }
   *o = 0;
   uint64_t hsh = 1469598103934665603ull;
-  for (const char *c = txt; *c; c++) hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
+  for (const char *c = txt; *c; c++)
+    hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
   for (int i = 0; i < cc->nuniq; i++) {
     CuUniq *u = &cc->uniq[i];
     if (u->hash != hsh || strcmp(u->text, txt)) continue;
@@ -290,7 +307,8 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     LLVMDisposeMessage(txt);
     return;
   }
-  cc->uniq = hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
+  cc->uniq =
+      hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
   size_t len = strlen(txt);
   char *keep = hlo_arena_alloc(cc->cg.scratch, len + 1);
   memcpy(keep, txt, len + 1);
@@ -385,9 +403,11 @@ static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, v
   if (!st->grid) st->grid = ck_grid(total, CU_BLOCK);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef start = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
+  LLVMValueRef start =
+      LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
   CpuLoop l;
-  LLVMValueRef i = cpu_loop_open_step(k, &l, start, cpu_i64(k, total), cpu_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef i =
+      cpu_loop_open_step(k, &l, start, cpu_i64(k, total), cpu_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef idx[HLO_MAX_RANK];
   ck_delin(k, i, ls->dims, ls->rank, idx);
   k->lin_idx = idx;
@@ -401,9 +421,9 @@ static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, v
 /* ------------------------------------------------------------------ loop kernels */
 
 typedef struct LoopCtx {
-  const HInstr *in;    /* the entry instruction */
-  bool *leaves;        /* tuple roots: which leaves to store (NULL: all) */
-  LLVMValueRef out;    /* its storage */
+  const HInstr *in; /* the entry instruction */
+  bool *leaves;     /* tuple roots: which leaves to store (NULL: all) */
+  LLVMValueRef out; /* its storage */
 } LoopCtx;
 
 static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
@@ -418,7 +438,8 @@ static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   if (in->op == OP_REDUCE) {
     LLVMValueRef vals[HLO_MAX_RANK * 2];
     if (s->ntuple > HLO_MAX_RANK * 2 || !cpu_gen_multi(k, in, idx, vals)) return false;
-    for (int j = 0; j < s->ntuple; j++) cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
+    for (int j = 0; j < s->ntuple; j++)
+      cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
     return true;
   }
   const HInstr *froot = in->calls[0]->root;
@@ -439,7 +460,9 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
   LoopCtx c = {in, leaves, ck_buffer(k, in)};
   if (mat)
     for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
-      if (mat[j]) k->mat[k->nmat++] = (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
+      if (mat[j])
+        k->mat[k->nmat++] =
+            (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
   ck_grid_loop(k, st, ls, ck_loop_body, &c);
   return ck_end(k);
 }
@@ -475,9 +498,9 @@ static int ck_vec_lanes(DType t) {
 }
 
 /* Whether in may use the vectorized loop kernel: one 4-byte (f32/s32/u32) or 2-byte output
- * whose element count is a multiple of its lanes, computed by elementwise ops only (a lone elementwise op,
- * or a fusion of elementwise ops, parameters, constants and broadcasts), so that every
- * operand is read at the output's own index or is small (a scalar, a per-channel vector
+ * whose element count is a multiple of its lanes, computed by elementwise ops only (a lone
+ * elementwise op, or a fusion of elementwise ops, parameters, constants and broadcasts), so that
+ * every operand is read at the output's own index or is small (a scalar, a per-channel vector
  * behind a broadcast: read per lane). With hero (a dot or convolution whose value a library
  * wrote), only the members the epilogue computes count; hero must have the output's dims. */
 static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
@@ -488,24 +511,32 @@ static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
   if (in->op != OP_FUSION) {
     for (int j = 0; j < in->nops; j++) {
       const Shape *os = &in->ops[j]->shape;
-      if (os->dt == DT_TUPLE || (!hlo_shape_same_dims(os, s) && hlo_shape_elems(os) != 1)) return false;
+      if (os->dt == DT_TUPLE || (!hlo_shape_same_dims(os, s) && hlo_shape_elems(os) != 1))
+        return false;
     }
     return (hlo_op_flags(in->op) & OPF_ELEM) != 0;
   }
   const HComp *c = in->calls[0];
-  bool *epi = hlo_arena_alloc(scratch, (size_t)c->ninstrs + 1); /* the members the kernel generates */
+  bool *epi =
+      hlo_arena_alloc(scratch, (size_t)c->ninstrs + 1); /* the members the kernel generates */
   ck_ancestors(c, c->root, hero, epi);
   bool ok = true;
   for (int i = 0; i < c->ninstrs && ok; i++) {
     const HInstr *x = c->instrs[i];
     const Shape *xs = &x->shape;
     bool same = hlo_shape_same_dims(xs, s), small = hlo_shape_elems(xs) <= CU_VEC_SMALL;
-    if (xs->dt == DT_TUPLE) ok = false;
-    else if (x == hero) ok = same;
-    else if (!epi[i]) continue; /* only feeds the hero */
-    else if (x->op == OP_PARAMETER || x->op == OP_CONSTANT) ok = same || small;
-    else if (x->op == OP_BROADCAST) ok = hlo_shape_elems(&x->ops[0]->shape) <= CU_VEC_SMALL;
-    else ok = small || ((hlo_op_flags(x->op) & OPF_ELEM) && same);
+    if (xs->dt == DT_TUPLE)
+      ok = false;
+    else if (x == hero)
+      ok = same;
+    else if (!epi[i])
+      continue; /* only feeds the hero */
+    else if (x->op == OP_PARAMETER || x->op == OP_CONSTANT)
+      ok = same || small;
+    else if (x->op == OP_BROADCAST)
+      ok = hlo_shape_elems(&x->ops[0]->shape) <= CU_VEC_SMALL;
+    else
+      ok = small || ((hlo_op_flags(x->op) & OPF_ELEM) && same);
   }
   return ok;
 }
@@ -537,7 +568,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   int nvops = 0;
   LLVMValueRef bits = LLVMBuildPtrToInt(B, out, cg->i64, "");
   bool *epi = NULL; /* with a hero: the fused members the epilogue computes */
-  if (hero) { /* the dot/convolution's result, where the library wrote it */
+  if (hero) {       /* the dot/convolution's result, where the library wrote it */
     epi = hlo_arena_alloc(cg->scratch, (size_t)in->calls[0]->ninstrs + 1);
     ck_ancestors(in->calls[0], in->calls[0]->root, hero, epi);
     k->mat[k->nmat++] = (CpuMat){hero, hv, DT_INVALID};
@@ -548,10 +579,11 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   for (int j = 0; j < in->nops && j < CU_MAX_PARAMS; j++) {
     const HInstr *op = in->ops[j];
     bool dup = false;
-    for (int q = 0; q < nvops; q++) dup |= vops[q] == op;
+    for (int q = 0; q < nvops; q++)
+      dup |= vops[q] == op;
     size_t osz = hlo_dtype_size(op->shape.dt);
-    if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED || (osz != 4 && osz != 2) ||
-        (L == 4 && osz != 4))
+    if (dup || !hlo_shape_same_dims(&op->shape, s) || op->shape.dt == DT_PRED ||
+        (osz != 4 && osz != 2) || (L == 4 && osz != 4))
       continue;
     if (epi) { /* operands only the hero reads (its input) are not the epilogue's */
       bool used = false;
@@ -567,8 +599,8 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     vptr[nvops++] = ck_buffer(k, op);
     bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, ck_buffer(k, op), cg->i64, ""), "");
   }
-  LLVMValueRef aligned = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""),
-                                       cpu_i64(k, 0), "");
+  LLVMValueRef aligned =
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""), cpu_i64(k, 0), "");
   LLVMBasicBlockRef vbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "vec");
   LLVMBasicBlockRef sbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "scalar");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "done");
@@ -581,9 +613,11 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   int mark = k->ncache;
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef start = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
+  LLVMValueRef start =
+      LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
   CpuLoop l;
-  LLVMValueRef i = cpu_loop_open_step(k, &l, start, cpu_i64(k, nvec), cpu_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef i =
+      cpu_loop_open_step(k, &l, start, cpu_i64(k, nvec), cpu_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef base = LLVMBuildNSWMul(B, i, cpu_i64(k, L), "");
   LLVMValueRef lin[8], idx[8][HLO_MAX_RANK];
   for (int ln = 0; ln < L; ln++) {
@@ -643,7 +677,8 @@ static bool ck_multi_fusion(CudaCg *cc, HInstr *in) {
             hlo_shape_same_dims(&s->tuple[g], &s->tuple[j]))
           group[g] = true;
       if (!ck_loop_kernel(cc, in, &s->tuple[j], group, done)) return false;
-      for (int g = 0; g < n; g++) done[g] = done[g] || group[g];
+      for (int g = 0; g < n; g++)
+        done[g] = done[g] || group[g];
     }
   return true;
 }
@@ -668,15 +703,15 @@ static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
 #define CU_MAX_HEROES 8
 
 typedef struct RowPlan {
-  const HComp *comp;                   /* fused computation (NULL: a lone reduce) */
-  int nh;                              /* reduces sharing the loop */
-  const HInstr *hero[CU_MAX_HEROES];   /* them */
-  const Shape *os;                     /* their operand's shape */
-  bool red[HLO_MAX_RANK];              /* reduced operand dims */
-  int64_t R, K;                        /* output elements, reduced elements per output */
-  bool block;                          /* one block (not one warp) per output element */
-  bool col;                            /* the operand's minor dim is kept: column scheme */
-  int64_t split;                       /* blocks sharing one output's reduced elements (>= 1) */
+  const HComp *comp;                 /* fused computation (NULL: a lone reduce) */
+  int nh;                            /* reduces sharing the loop */
+  const HInstr *hero[CU_MAX_HEROES]; /* them */
+  const Shape *os;                   /* their operand's shape */
+  bool red[HLO_MAX_RANK];            /* reduced operand dims */
+  int64_t R, K;                      /* output elements, reduced elements per output */
+  bool block;                        /* one block (not one warp) per output element */
+  bool col;                          /* the operand's minor dim is kept: column scheme */
+  int64_t split;                     /* blocks sharing one output's reduced elements (>= 1) */
 } RowPlan;
 
 /* Whether a and b have the same dims once size-1 dims are dropped (a reshape between them
@@ -684,31 +719,38 @@ typedef struct RowPlan {
 static bool ck_squeeze_eq(const Shape *a, const Shape *b) {
   int i = 0, j = 0;
   for (;;) {
-    while (i < a->rank && a->dims[i] == 1) i++;
-    while (j < b->rank && b->dims[j] == 1) j++;
+    while (i < a->rank && a->dims[i] == 1)
+      i++;
+    while (j < b->rank && b->dims[j] == 1)
+      j++;
     if (i == a->rank || j == b->rank) return i == a->rank && j == b->rank;
     if (a->dims[i++] != b->dims[j++]) return false;
   }
 }
 
 /* The index into `to` of the element at index fidx of `from` (ck_squeeze_eq shapes). */
-static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, const Shape *to, LLVMValueRef *tidx) {
+static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, const Shape *to,
+                           LLVMValueRef *tidx) {
   int i = 0;
   for (int j = 0; j < to->rank; j++) {
     if (to->dims[j] == 1) {
       tidx[j] = LLVMConstInt(k->cg->i64, 0, 0);
       continue;
     }
-    while (from->dims[i] == 1) i++;
+    while (from->dims[i] == 1)
+      i++;
     tidx[j] = fidx[i++];
   }
 }
 
-static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
-  k->cache = hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
+static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx,
+                         LLVMValueRef v) {
+  k->cache =
+      hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
   CpuCacheEnt *e = &k->cache[k->ncache++];
   e->in = in;
-  for (int d = 0; d < rank; d++) e->idx[d] = idx[d];
+  for (int d = 0; d < rank; d++)
+    e->idx[d] = idx[d];
   e->v = v;
 }
 
@@ -731,7 +773,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   for (int i = 0; i < p->nh; i++) {
     const HInstr *h = p->hero[i];
     if (h->nops != 2 || h->shape.dt == DT_TUPLE || h->shape.dt == DT_PRED) return false;
-    if (!hlo_shape_same_dims(&h->ops[0]->shape, &h0->ops[0]->shape) || h->dims.n != h0->dims.n) return false;
+    if (!hlo_shape_same_dims(&h->ops[0]->shape, &h0->ops[0]->shape) || h->dims.n != h0->dims.n)
+      return false;
     for (int j = 0; j < h->dims.n; j++)
       if (h->dims.v[j] != h0->dims.v[j]) return false;
     if (p->nh > 1) { /* no hero feeds another (each is one pass over the same operand) */
@@ -744,7 +787,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
     if (hlo_dtype_size(h->shape.dt) > 8) return false;
   }
   p->os = &h0->ops[0]->shape;
-  for (int j = 0; j < h0->dims.n; j++) p->red[h0->dims.v[j]] = true;
+  for (int j = 0; j < h0->dims.n; j++)
+    p->red[h0->dims.v[j]] = true;
   int minor = -1;
   for (int d = p->os->rank - 1; d >= 0 && minor < 0; d--)
     if (p->os->dims[d] > 1) minor = d;
@@ -759,7 +803,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   if (s->dt == DT_TUPLE) {
     if (in->op != OP_FUSION || p->comp->root->op != OP_TUPLE) return false;
     for (int j = 0; j < s->ntuple; j++)
-      if (!ck_squeeze_eq(&s->tuple[j], &h0->shape) && !hlo_shape_same_dims(&s->tuple[j], p->os)) return false;
+      if (!ck_squeeze_eq(&s->tuple[j], &h0->shape) && !hlo_shape_same_dims(&s->tuple[j], p->os))
+        return false;
   } else if (!ck_squeeze_eq(s, &h0->shape)) {
     return false;
   }
@@ -774,7 +819,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
     int64_t sp = (want + blocks - 1) / blocks;
     if (sp > 256) sp = 256;
     if (sp > p->K / minper) sp = p->K / minper;
-    while (sp > 1 && blocks * sp > CU_MAX_GRID) sp--;
+    while (sp > 1 && blocks * sp > CU_MAX_GRID)
+      sp--;
     if (sp > 1) p->split = sp;
   }
   return true;
@@ -786,7 +832,7 @@ static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(v);
   LLVMTypeKind tk = LLVMGetTypeKind(ty);
-  unsigned bits = tk == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(ty)
+  unsigned bits = tk == LLVMIntegerTypeKind  ? LLVMGetIntTypeWidth(ty)
                   : tk == LLVMDoubleTypeKind ? 64
                   : tk == LLVMFloatTypeKind  ? 32
                                              : 16;
@@ -806,7 +852,8 @@ static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
     if (bits < 32) r = LLVMBuildTrunc(B, r, ity, "");
   } else {
     LLVMValueRef lo = LLVMBuildTrunc(B, iv, cg->i32, "");
-    LLVMValueRef hi = LLVMBuildTrunc(B, LLVMBuildLShr(B, iv, LLVMConstInt(cg->i64, 32, 0), ""), cg->i32, "");
+    LLVMValueRef hi =
+        LLVMBuildTrunc(B, LLVMBuildLShr(B, iv, LLVMConstInt(cg->i64, 32, 0), ""), cg->i32, "");
     LLVMValueRef a1[4] = {mask, lo, o, c}, a2[4] = {mask, hi, o, c};
     LLVMValueRef rl = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a1, 4, ""), cg->i64, "");
     LLVMValueRef rh = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a2, 4, ""), cg->i64, "");
@@ -835,7 +882,8 @@ static bool ck_combine(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValu
 static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
   for (int off = from; off >= 1 && !k->failed; off /= 2) {
     LLVMValueRef o[CU_MAX_HEROES];
-    for (int h = 0; h < p->nh; h++) o[h] = ck_shfl_down(k, acc[h], off);
+    for (int h = 0; h < p->nh; h++)
+      o[h] = ck_shfl_down(k, acc[h], off);
     ck_combine(k, p, acc, o);
   }
 }
@@ -863,8 +911,8 @@ static LLVMValueRef ck_smem_at(CpuKern *k, LLVMValueRef smem, LLVMValueRef i) {
 /* The outputs of the reduce's dims at output index oidx, from the reduced values acc: the
  * values enter the cache (with reshapes that only add or drop unit dims), then the fusion's
  * root (or each such tuple leaf) is generated on top of them and stored. */
-static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out, LLVMValueRef *oidx,
-                            LLVMValueRef *acc) {
+static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
+                            LLVMValueRef *oidx, LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
   const Shape *s = &in->shape;
   for (int h = 0; h < p->nh; h++) {
@@ -872,7 +920,8 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
     for (int i = 0; p->comp && i < p->comp->ninstrs; i++) {
       const HInstr *x = p->comp->instrs[i];
-      if (x->op != OP_RESHAPE || x->ops[0] != p->hero[h] || !ck_squeeze_eq(&x->shape, &h0->shape)) continue;
+      if (x->op != OP_RESHAPE || x->ops[0] != p->hero[h] || !ck_squeeze_eq(&x->shape, &h0->shape))
+        continue;
       LLVMValueRef xi[HLO_MAX_RANK];
       ck_squeeze_idx(k, &h0->shape, oidx, &x->shape, xi);
       ck_cache_add(k, x, x->shape.rank, xi, acc[h]);
@@ -885,7 +934,8 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
     if (r) cpu_store_elem(k, out, s, si, r);
   } else {
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
-      if (!ck_squeeze_eq(&s->tuple[q], &h0->shape) || hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
+      if (!ck_squeeze_eq(&s->tuple[q], &h0->shape) || hlo_shape_same_dims(&s->tuple[q], p->os))
+        continue;
       ck_squeeze_idx(k, &h0->shape, oidx, &s->tuple[q], si);
       LLVMValueRef r = cpu_gen(k, p->comp->root->ops[q], si);
       if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
@@ -896,8 +946,9 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
 /* The lanes' partial reductions over reduced indices j = j0, j0 + jstep, ... < jend for output
  * index oidx, accumulated into accp[]; leaves of a tuple output with the operand's dims are
  * written on the way (every operand element is visited once). */
-static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out, LLVMValueRef *oidx,
-                           LLVMValueRef j0, LLVMValueRef jend, int64_t jstep, LLVMValueRef *accp, LLVMTypeRef *aty) {
+static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
+                           LLVMValueRef *oidx, LLVMValueRef j0, LLVMValueRef jend, int64_t jstep,
+                           LLVMValueRef *accp, LLVMTypeRef *aty) {
   LLVMBuilderRef B = k->B;
   const Shape *s = &in->shape;
   int64_t rext[HLO_MAX_RANK];
@@ -908,14 +959,16 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, jend, cpu_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   ck_delin(k, j, rext, nr, ridx);
-  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++) full[d] = p->red[d] ? ridx[r++] : oidx[o++];
+  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
+    full[d] = p->red[d] ? ridx[r++] : oidx[o++];
   LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
     if (!(v[h] = cpu_gen(k, p->hero[h]->ops[0], full))) return false;
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   }
   if (!ck_combine(k, p, acc, v)) return false;
-  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
+  for (int h = 0; h < p->nh; h++)
+    LLVMBuildStore(B, acc[h], accp[h]);
   if (s->dt == DT_TUPLE) /* leaves with the operand's dims, written once here */
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
       if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
@@ -934,22 +987,27 @@ static CuPtr ck_partials(CudaCg *cc, const RowPlan *p) {
   return (CuPtr){CU_TEMP, 0, cc->cg.plan.temp_bytes};
 }
 
-static LLVMValueRef ck_partial_at(CpuKern *k, const RowPlan *p, LLVMValueRef part, int h, LLVMValueRef row,
-                                  LLVMValueRef slice) {
+static LLVMValueRef ck_partial_at(CpuKern *k, const RowPlan *p, LLVMValueRef part, int h,
+                                  LLVMValueRef row, LLVMValueRef slice) {
   LLVMBuilderRef B = k->B;
-  LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, cpu_i64(k, h * p->R), row, ""),
-                                                      cpu_i64(k, p->split), ""), slice, "");
+  LLVMValueRef i =
+      LLVMBuildNSWAdd(B,
+                      LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, cpu_i64(k, h * p->R), row, ""),
+                                      cpu_i64(k, p->split), ""),
+                      slice, "");
   LLVMValueRef off = LLVMBuildNSWMul(B, i, cpu_i64(k, 8), "");
   return LLVMBuildInBoundsGEP2(B, k->cg->i8, part, &off, 1, "");
 }
 
-static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LLVMValueRef row, LLVMValueRef slice,
-                             LLVMValueRef *acc) {
-  for (int h = 0; h < p->nh; h++) LLVMBuildStore(k->B, acc[h], ck_partial_at(k, p, part, h, row, slice));
+static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LLVMValueRef row,
+                             LLVMValueRef slice, LLVMValueRef *acc) {
+  for (int h = 0; h < p->nh; h++)
+    LLVMBuildStore(k->B, acc[h], ck_partial_at(k, p, part, h, row, slice));
 }
 
 /* Second kernel of a split reduction: one warp per output, lane l combines partials l,
- * l + 32, ..., a shuffle tree combines the lanes, lane 0 produces the fusion's outputs (ck_reduce_store). */
+ * l + 32, ..., a shuffle tree combines the lanes, lane 0 produces the fusion's outputs
+ * (ck_reduce_store). */
 static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) {
   CpuCg *cg = &cc->cg;
   CuStep *st;
@@ -968,7 +1026,8 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
   LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
   CpuLoop rl;
-  LLVMValueRef row = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
+  LLVMValueRef row =
+      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
   LLVMValueRef acc[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
@@ -986,9 +1045,11 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   }
   if (!ck_combine(k, p, acc, v)) return ck_end(k);
-  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, acc[h], accp[h]);
+  for (int h = 0; h < p->nh; h++)
+    LLVMBuildStore(B, acc[h], accp[h]);
   cpu_loop_close(k, &sl);
-  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  for (int h = 0; h < p->nh; h++)
+    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   LLVMValueRef oidx[HLO_MAX_RANK];
   ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
@@ -1006,8 +1067,11 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int64_t S = p->split; /* > 1: block slices of each row, partials to ck_split_finish */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k = ck_begin(cc, in, S > 1 ? "split-reduce" : p->block ? "block-reduce" : "warp-reduce", S > 1 ? 1 : 0,
-                        &pp, &part, &st);
+  CpuKern *k = ck_begin(cc, in,
+                        S > 1      ? "split-reduce"
+                        : p->block ? "block-reduce"
+                                   : "warp-reduce",
+                        S > 1 ? 1 : 0, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   ck_bind_fusion(k, in);
   LLVMValueRef out = ck_buffer(k, in);
@@ -1020,12 +1084,15 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
   LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef row0 = p->block ? bid : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef row0 =
+      p->block ? bid
+               : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
   LLVMValueRef j0 = p->block ? tid : lane;
   int64_t jstep = p->block ? CU_BLOCK : 32;
   LLVMValueRef smem = p->block ? ck_smem(k, st, nwarps * p->nh) : NULL;
   CpuLoop rl;
-  LLVMValueRef vrow = cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R * S), cpu_i64(k, st->grid * rows_per_block));
+  LLVMValueRef vrow =
+      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R * S), cpu_i64(k, st->grid * rows_per_block));
   LLVMValueRef row = vrow, jend = cpu_i64(k, p->K), slice = NULL;
   if (S > 1) { /* row vrow / S, slice vrow % S of ceil(K / S) elements */
     int64_t chunk = (p->K + S - 1) / S;
@@ -1049,14 +1116,16 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   /* the lanes' strided partial reductions */
   if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, jstep, accp, aty)) return ck_end(k);
   LLVMValueRef acc[CU_MAX_HEROES];
-  for (int h = 0; h < p->nh; h++) acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
+  for (int h = 0; h < p->nh; h++)
+    acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef join_w = NULL;
   if (p->block) {
     LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m1);
     for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+      LLVMValueRef i =
+          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
       LLVMBuildStore(B, acc[h], ck_smem_at(k, smem, i));
     }
     ck_endif(k, jn, m1);
@@ -1065,7 +1134,8 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
     LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
     for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+      LLVMValueRef i =
+          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
       LLVMValueRef x = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
       acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
     }
@@ -1088,7 +1158,6 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   return S == 1 || ck_split_finish(cc, in, p, pp);
 }
 
-
 /* Column reduction (the operand's minor dim kept): blocks of 32 x nwarps threads, the 32
  * lanes of a warp take 32 consecutive outputs (neighbouring addresses in every load) and the
  * warps split each output's reduced elements (j = warp, warp + nwarps, ...); the warps'
@@ -1102,7 +1171,8 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int64_t S = p->split, tiles = (p->R + 31) / 32; /* S > 1: block slices, as ck_row_reduce */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k = ck_begin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp, &part, &st);
+  CpuKern *k =
+      ck_begin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   ck_bind_fusion(k, in);
   LLVMValueRef out = ck_buffer(k, in);
@@ -1138,8 +1208,10 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, p->R), "");
   LLVMValueRef oidx[HLO_MAX_RANK];
-  ck_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank, oidx);
-  for (int h = 0; h < p->nh; h++) LLVMBuildStore(B, init[h], accp[h]);
+  ck_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
+           oidx);
+  for (int h = 0; h < p->nh; h++)
+    LLVMBuildStore(B, init[h], accp[h]);
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef jv = ck_if(k, valid, &m1);
   if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return ck_end(k);
@@ -1147,14 +1219,17 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
   LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, 32), ""), lane, "");
   for (int h = 0; h < p->nh; h++) {
-    LLVMValueRef i = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+    LLVMValueRef i =
+        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
     LLVMBuildStore(B, LLVMBuildLoad2(B, aty[h], accp[h], ""), ck_smem_at(k, smem, i));
   }
   ck_barrier(k);
-  LLVMValueRef w0 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), valid, "");
+  LLVMValueRef w0 =
+      LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), valid, "");
   LLVMBasicBlockRef jw = ck_if(k, w0, &m2);
   LLVMValueRef acc[CU_MAX_HEROES];
-  for (int h = 0; h < p->nh; h++) acc[h] = init[h];
+  for (int h = 0; h < p->nh; h++)
+    acc[h] = init[h];
   for (int w = 0; w < nwarps && !k->failed; w++) {
     LLVMValueRef v[CU_MAX_HEROES];
     for (int h = 0; h < p->nh; h++) {
@@ -1198,19 +1273,22 @@ static const HInstr *ck_hero(const HInstr *in, HOp want) {
 
 /* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
 typedef struct DotSide {
-  int nb, nf, nc;                       /* counts */
+  int nb, nf, nc;                                            /* counts */
   int64_t b[HLO_MAX_RANK], f[HLO_MAX_RANK], c[HLO_MAX_RANK]; /* operand dims, in order */
-  int64_t B, F, K;                      /* products of the sizes */
+  int64_t B, F, K;                                           /* products of the sizes */
 } DotSide;
 
 static void ck_dot_side(const HInstr *dot, int j, DotSide *s) {
   const DotDims *dd = dot->dot;
   const Shape *os = &dot->ops[j]->shape;
-  const IList *bl = j ? &dd->rhs_batch : &dd->lhs_batch, *cl = j ? &dd->rhs_contract : &dd->lhs_contract;
+  const IList *bl = j ? &dd->rhs_batch : &dd->lhs_batch,
+              *cl = j ? &dd->rhs_contract : &dd->lhs_contract;
   memset(s, 0, sizeof *s);
   s->B = s->F = s->K = 1;
-  for (int i = 0; i < bl->n; i++) s->b[s->nb++] = bl->v[i], s->B *= os->dims[bl->v[i]];
-  for (int i = 0; i < cl->n; i++) s->c[s->nc++] = cl->v[i], s->K *= os->dims[cl->v[i]];
+  for (int i = 0; i < bl->n; i++)
+    s->b[s->nb++] = bl->v[i], s->B *= os->dims[bl->v[i]];
+  for (int i = 0; i < cl->n; i++)
+    s->c[s->nc++] = cl->v[i], s->K *= os->dims[cl->v[i]];
   for (int d = 0; d < os->rank; d++)
     if (!hlo_ilist_has(bl, d) && !hlo_ilist_has(cl, d)) s->f[s->nf++] = d, s->F *= os->dims[d];
 }
@@ -1229,15 +1307,21 @@ static void ck_stage_index(CpuKern *k, const StageCtx *c, LLVMValueRef *idx, LLV
   const Shape *os = &c->expr->shape;
   LLVMValueRef t[HLO_MAX_RANK];
   int64_t ext[HLO_MAX_RANK];
-  for (int i = 0; i < s->nb; i++) ext[i] = os->dims[s->b[i]];
+  for (int i = 0; i < s->nb; i++)
+    ext[i] = os->dims[s->b[i]];
   ck_delin(k, idx[0], ext, s->nb, t);
-  for (int i = 0; i < s->nb; i++) oi[s->b[i]] = t[i];
-  for (int i = 0; i < s->nf; i++) ext[i] = os->dims[s->f[i]];
+  for (int i = 0; i < s->nb; i++)
+    oi[s->b[i]] = t[i];
+  for (int i = 0; i < s->nf; i++)
+    ext[i] = os->dims[s->f[i]];
   ck_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
-  for (int i = 0; i < s->nf; i++) oi[s->f[i]] = t[i];
-  for (int i = 0; i < s->nc; i++) ext[i] = os->dims[s->c[i]];
+  for (int i = 0; i < s->nf; i++)
+    oi[s->f[i]] = t[i];
+  for (int i = 0; i < s->nc; i++)
+    ext[i] = os->dims[s->c[i]];
   ck_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
-  for (int i = 0; i < s->nc; i++) oi[s->c[i]] = t[i];
+  for (int i = 0; i < s->nc; i++)
+    oi[s->c[i]] = t[i];
 }
 
 static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
@@ -1268,7 +1352,8 @@ static bool ck_stage_transposes(const StageCtx *c) {
  * c0 + tx] from tile[col][row]): reads run along the expression's minor dim, writes along the
  * staged one. */
 static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef r0, LLVMValueRef c0,
-                          LLVMValueRef tx, LLVMValueRef ty, LLVMValueRef *tile, const char *name, bool read) {
+                          LLVMValueRef tx, LLVMValueRef ty, LLVMValueRef *tile, const char *name,
+                          bool read) {
   LLVMBuilderRef B = k->B;
   CpuCg *cg = k->cg;
   int64_t R = c->cs->dims[1], C = c->cs->dims[2];
@@ -1280,7 +1365,8 @@ static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
                                    LLVMBuildICmp(B, LLVMIntSLT, idx[2], cpu_i64(k, C), ""), "");
     int mark;
     LLVMBasicBlockRef join = ck_if(k, in, &mark);
-    LLVMValueRef slot = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, cpu_i64(k, CU_TILE + 1), ""), rr, "");
+    LLVMValueRef slot =
+        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, cpu_i64(k, CU_TILE + 1), ""), rr, "");
     if (read) {
       LLVMValueRef oi[HLO_MAX_RANK];
       ck_stage_index(k, c, idx, oi);
@@ -1312,19 +1398,22 @@ static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
 static bool ck_stage_tiled(CpuKern *k, CuStep *st, StageCtx *c) {
   LLVMBuilderRef B = k->B;
   int64_t R = c->cs->dims[1], C = c->cs->dims[2];
-  int64_t tr = (R + CU_TILE - 1) / CU_TILE, tc = (C + CU_TILE - 1) / CU_TILE, tiles = c->cs->dims[0] * tr * tc;
+  int64_t tr = (R + CU_TILE - 1) / CU_TILE, tc = (C + CU_TILE - 1) / CU_TILE,
+          tiles = c->cs->dims[0] * tr * tc;
   st->block = CU_TILE * 8;
   st->grid = tiles < CU_MAX_GRID ? tiles : CU_MAX_GRID;
   st->smem = (int64_t)hlo_dtype_size(c->cs->dt) * CU_TILE * (CU_TILE + 1);
   LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef tx = LLVMBuildURem(B, tid, cpu_i64(k, CU_TILE), ""), ty = LLVMBuildUDiv(B, tid, cpu_i64(k, CU_TILE), "");
+  LLVMValueRef tx = LLVMBuildURem(B, tid, cpu_i64(k, CU_TILE), ""),
+               ty = LLVMBuildUDiv(B, tid, cpu_i64(k, CU_TILE), "");
   LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   CpuLoop l;
   LLVMValueRef t = cpu_loop_open_step(k, &l, bid, cpu_i64(k, tiles), cpu_i64(k, st->grid));
   int64_t ext[3] = {c->cs->dims[0], tr, tc};
   LLVMValueRef ti[3];
   ck_delin(k, t, ext, 3, ti);
-  LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], cpu_i64(k, CU_TILE), ""), c0 = LLVMBuildNSWMul(B, ti[2], cpu_i64(k, CU_TILE), "");
+  LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], cpu_i64(k, CU_TILE), ""),
+               c0 = LLVMBuildNSWMul(B, ti[2], cpu_i64(k, CU_TILE), "");
   LLVMValueRef tile = NULL;
   bool ok = ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, true);
   ck_barrier(k);
@@ -1356,7 +1445,8 @@ typedef struct GemmOperand {
 
 /* Size and stride of dims l[0..n) of shape os (row-major strides st) when they fold into one
  * strided dimension (unit dims skipped); false when they do not. */
-static bool ck_fold(const Shape *os, const int64_t *st, const int64_t *l, int n, int64_t *stride, int64_t *size) {
+static bool ck_fold(const Shape *os, const int64_t *st, const int64_t *l, int n, int64_t *stride,
+                    int64_t *size) {
   int64_t last = -1;
   *size = 1, *stride = 0;
   for (int i = 0; i < n; i++) {
@@ -1374,7 +1464,8 @@ static bool ck_fold(const Shape *os, const int64_t *st, const int64_t *l, int n,
  * group (one cuBLAS call each), [p, nb) the inner (the strided batch of one call). */
 static bool ck_view(const Shape *os, const DotSide *s, int j, int p, GemmOperand *g) {
   int64_t st[HLO_MAX_RANK], acc = 1;
-  for (int d = os->rank - 1; d >= 0; d--) st[d] = acc, acc *= os->dims[d];
+  for (int d = os->rank - 1; d >= 0; d--)
+    st[d] = acc, acc *= os->dims[d];
   int64_t sf, nf, sk, nk, so, no, si, ni;
   if (!ck_fold(os, st, s->f, s->nf, &sf, &nf) || !ck_fold(os, st, s->c, s->nc, &sk, &nk) ||
       !ck_fold(os, st, s->b, p, &so, &no) || !ck_fold(os, st, s->b + p, s->nb - p, &si, &ni))
@@ -1393,12 +1484,14 @@ static bool ck_view(const Shape *os, const DotSide *s, int j, int p, GemmOperand
 
 /* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs; [B, F, K] for s8, see
  * ck_int8_ok) into temp at *used. */
-static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s, int64_t *used,
-                     GemmOperand *g) {
+static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s,
+                     int64_t *used, GemmOperand *g) {
   CpuCg *cg = &cc->cg;
   DType at = dot->ops[j]->shape.dt;
   bool kf = j == 1 && at != DT_S8; /* staged K-major: [B, K, F] */
-  *g = (GemmOperand){false, {CU_TEMP, 0, cg->plan.temp_bytes + *used}, kf ? 0 : j, kf ? s->F : s->K, s->F * s->K, 0};
+  *g = (GemmOperand){false,       {CU_TEMP, 0, cg->plan.temp_bytes + *used},
+                     kf ? 0 : j,  kf ? s->F : s->K,
+                     s->F * s->K, 0};
   int64_t dims[3] = {s->B, kf ? s->K : s->F, kf ? s->F : s->K};
   Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
   *cs = hlo_shape_array(at, 3, dims);
@@ -1423,19 +1516,22 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
  * F to be multiples of 4, ck_stage stages an s8 rhs as [B, F, K]). */
 static bool ck_int8_ok(const HInstr *dot, int j, const GemmOperand *g) {
   if (dot->ops[0]->shape.dt != DT_S8) return true;
-  return g->form == j && g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 && g->ptr.offset % 4 == 0;
+  return g->form == j && g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 &&
+         g->ptr.offset % 4 == 0;
 }
 
 /* Where the batch dims are cut (see ck_view) so that most operands are read in place, then
  * with the fewest cuBLAS calls; the operands read in place at that cut in g[]. */
-static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide *side, GemmOperand *g) {
+static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide *side,
+                        GemmOperand *g) {
   int best = 0, best_direct = -1;
   int64_t best_calls = 0;
   for (int p = 0; p <= side[0].nb; p++) {
     GemmOperand t[2] = {{0}, {0}};
     int direct = 0;
     int64_t calls = 1;
-    for (int i = 0; i < p; i++) calls *= dot->ops[0]->shape.dims[side[0].b[i]];
+    for (int i = 0; i < p; i++)
+      calls *= dot->ops[0]->shape.dims[side[0].b[i]];
     for (int j = 0; j < 2; j++) {
       const HInstr *d = ck_direct(in, dot->ops[j]);
       /* across several calls only untransposed views: cuBLAS's kernels for a transposed
@@ -1465,7 +1561,8 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   GemmOperand g[2];
   int p = ck_batch_cut(cc, in, dot, side, g);
   int64_t outer = 1, inner = 1;
-  for (int i = 0; i < L->nb; i++) *(i < p ? &outer : &inner) *= dot->ops[0]->shape.dims[L->b[i]];
+  for (int i = 0; i < L->nb; i++)
+    *(i < p ? &outer : &inner) *= dot->ops[0]->shape.dims[L->b[i]];
   for (int j = 0; j < 2; j++) {
     if (g[j].direct) continue;
     if (!ck_stage(cc, in, dot, j, &side[j], &used, &g[j])) return false;
@@ -1475,8 +1572,9 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   CuPtr out;
   bool epi = dot != in, own = true; /* own: the product goes to the fusion's buffer */
   const MemBuf *mb = &cg->plan.bufs[in->idx];
-  if (!cuda_ptr_of(cc, in, &out) || (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(&dot->shape, &in->shape) ||
-                                             dot->shape.dt != in->shape.dt))) {
+  if (!cuda_ptr_of(cc, in, &out) ||
+      (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(&dot->shape, &in->shape) ||
+               dot->shape.dt != in->shape.dt))) {
     own = false;
     out = (CuPtr){CU_TEMP, 0, stage + used};
     used += memplan_align(hlo_shape_elems(&dot->shape) * esz);
@@ -1531,7 +1629,9 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
 /* Which of the layout pass's canonical forms conv has: 1 for NHWC (b01f_01io->b01f), 2 for
  * NCHW (bf01_oi01->bf01), 0 for neither. */
 static int ck_conv_form(const HInstr *conv) {
-  return layout_conv_is_canonical(conv, OPT_CONV_NHWC) ? 1 : layout_conv_is_canonical(conv, OPT_CONV_NCHW) ? 2 : 0;
+  return layout_conv_is_canonical(conv, OPT_CONV_NHWC)   ? 1
+         : layout_conv_is_canonical(conv, OPT_CONV_NCHW) ? 2
+                                                         : 0;
 }
 
 /* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in one of the layout pass's canonical
@@ -1547,25 +1647,26 @@ static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
   if (!form) return false;
   for (int i = 0; i < nsp; i++) {
     const WinDim *w = &conv->window->d[i];
-    if (w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->stride < 1 || w->win_dil < 1)
+    if (w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->stride < 1 ||
+        w->win_dil < 1)
       return false;
     if (w->size != ks->dims[(form == 2 ? 2 : 0) + i]) return false;
   }
   for (int i = 0; i < r; i++)
-    if (xs->dims[i] > INT32_MAX / 4 || ys->dims[i] > INT32_MAX || ks->dims[i] > INT32_MAX || ys->dims[i] == 0 ||
-        xs->dims[i] == 0)
+    if (xs->dims[i] > INT32_MAX / 4 || ys->dims[i] > INT32_MAX || ks->dims[i] > INT32_MAX ||
+        ys->dims[i] == 0 || xs->dims[i] == 0)
       return false;
   return hlo_shape_elems(xs) < INT32_MAX && hlo_shape_elems(ys) < INT32_MAX;
 }
 
 typedef struct ConvStageCtx {
-  const HInstr *expr;     /* the operand expression */
-  bool perm;              /* permuted copy: operand index j = staged index from[j] */
-  int from[HLO_MAX_RANK]; /* (the KRSC filter from [r, s, c, k], weight-gradient operands) */
-  int nsp;                /* spatial dims of the convolution */
+  const HInstr *expr;       /* the operand expression */
+  bool perm;                /* permuted copy: operand index j = staged index from[j] */
+  int from[HLO_MAX_RANK];   /* (the KRSC filter from [r, s, c, k], weight-gradient operands) */
+  int nsp;                  /* spatial dims of the convolution */
   int64_t lo[HLO_MAX_RANK]; /* input: low padding added per staged dim */
-  LLVMValueRef dst;       /* staging buffer */
-  const Shape *cs;        /* staged shape (rank nsp + 2) */
+  LLVMValueRef dst;         /* staging buffer */
+  const Shape *cs;          /* staged shape (rank nsp + 2) */
 } ConvStageCtx;
 
 static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
@@ -1574,7 +1675,8 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   int r = os->rank;
   LLVMValueRef oi[HLO_MAX_RANK];
   if (c->perm) {
-    for (int j = 0; j < r; j++) oi[j] = idx[c->from[j]];
+    for (int j = 0; j < r; j++)
+      oi[j] = idx[c->from[j]];
     LLVMValueRef v = cpu_gen(k, c->expr, oi);
     if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
     return v != NULL;
@@ -1586,7 +1688,8 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
     oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], cpu_i64(k, c->lo[i]), "") : idx[i];
     if (c->cs->dims[i] != os->dims[i] || c->lo[i]) {
       in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], cpu_i64(k, 0), ""), "");
-      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], cpu_i64(k, os->dims[i]), ""), "");
+      in =
+          LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], cpu_i64(k, os->dims[i]), ""), "");
     }
   }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
@@ -1603,7 +1706,6 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   cpu_store_elem(k, c->dst, c->cs, idx, phi);
   return true;
 }
-
 
 /* A stage kernel writing ctx->cs at temp offset off. */
 static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
@@ -1629,12 +1731,14 @@ static int64_t ck_conv_ws(const CudaCg *cc, int64_t xbytes, int64_t ybytes) {
 /* Where a convolution step writes conv's value: the fusion's own buffer when it has the
  * convolution's shape and is not shared with an operand (returns true), else private
  * scratch at stage + *used (advanced). Also accounts the step's staging in stage_bytes. */
-static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, int64_t stage, int64_t *used) {
+static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, int64_t stage,
+                        int64_t *used) {
   const Shape *ys = &conv->shape;
   const MemBuf *mb = &cc->cg.plan.bufs[in->idx];
   bool own = true;
-  if (!cuda_ptr_of(cc, in, yp) || (conv != in && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) ||
-                                                  in->shape.dt != DT_F32))) {
+  if (!cuda_ptr_of(cc, in, yp) ||
+      (conv != in &&
+       (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(ys, &in->shape) || in->shape.dt != DT_F32))) {
     own = false;
     *yp = (CuPtr){CU_TEMP, 0, stage + *used};
     *used += memplan_align((int64_t)hlo_shape_bytes(ys));
@@ -1656,21 +1760,25 @@ static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, i
  * every cuDNN algorithm). The padding must satisfy cuDNN's forward arithmetic
  * (P = (H + 2 pad - R) / stride + 1). Sets xf / df: operand index j = X / DY index from[j]. */
 static bool ck_wgrad_match(const HInstr *conv, bool nchw, int *xf, int *df) {
-  int r = conv->shape.rank, nsp = r - 2, sp0 = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC).sp0;
+  int r = conv->shape.rank, nsp = r - 2,
+      sp0 = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC).sp0;
   if (nsp < 1 || nsp > 2 || conv->feature_groups > 1 || conv->batch_groups > 1) return false;
   if (nchw) {
-    for (int i = 0; i < r; i++) xf[i] = df[i] = i;
+    for (int i = 0; i < r; i++)
+      xf[i] = df[i] = i;
     xf[0] = df[0] = 1, xf[1] = df[1] = 0;
   } else {
     xf[0] = r - 1, xf[r - 1] = 0;
-    for (int i = 0; i < nsp; i++) xf[i + 1] = i + 1, df[i] = i + 1;
+    for (int i = 0; i < nsp; i++)
+      xf[i + 1] = i + 1, df[i] = i + 1;
     df[nsp] = 0, df[nsp + 1] = r - 1;
   }
   const Shape *ls = &conv->ops[0]->shape;
   int64_t win = 1, outsp = 1;
   for (int i = 0; i < nsp; i++) {
     const WinDim *w = &conv->window->d[i];
-    if (w->stride != 1 || w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 || w->win_dil < 1)
+    if (w->stride != 1 || w->base_dil != 1 || w->reversal || w->pad_lo < 0 || w->pad_hi < 0 ||
+        w->win_dil < 1)
       return false;
     int64_t H = ls->dims[sp0 + i], R = conv->shape.dims[sp0 + i], P = w->size;
     if (H + 2 * w->pad_lo - R < 0 || (H + 2 * w->pad_lo - R) / w->win_dil + 1 != P) return false;
@@ -1684,14 +1792,16 @@ static bool ck_wgrad_match(const HInstr *conv, bool nchw, int *xf, int *df) {
  * (e index j = staged index from[j]), read in place when e is a transpose by exactly that
  * permutation of an entry value the fusion reads directly, else staged at temp offset *off
  * (advanced). *ts receives the tensor's shape. */
-static bool ck_wgrad_operand(CudaCg *cc, HInstr *in, const HInstr *e, const int *from, int nsp, CuPtr *p,
-                             int64_t *off, Shape *ts) {
+static bool ck_wgrad_operand(CudaCg *cc, HInstr *in, const HInstr *e, const int *from, int nsp,
+                             CuPtr *p, int64_t *off, Shape *ts) {
   int r = e->shape.rank;
   int64_t d[HLO_MAX_RANK] = {0};
-  for (int j = 0; j < r; j++) d[from[j]] = e->shape.dims[j];
+  for (int j = 0; j < r; j++)
+    d[from[j]] = e->shape.dims[j];
   *ts = hlo_shape_array(DT_F32, r, d);
   bool same = e->op == OP_TRANSPOSE && !e->nctrl;
-  for (int j = 0; same && j < r; j++) same = e->dims.v[j] == from[j];
+  for (int j = 0; same && j < r; j++)
+    same = e->dims.v[j] == from[j];
   const HInstr *x = same ? ck_direct(in, e->ops[0]) : NULL;
   if (x && cuda_ptr_of(cc, x, p)) return true;
   ConvStageCtx c;
@@ -1699,7 +1809,8 @@ static bool ck_wgrad_operand(CudaCg *cc, HInstr *in, const HInstr *e, const int 
   c.expr = e;
   c.perm = true;
   c.nsp = nsp;
-  for (int j = 0; j < r; j++) c.from[j] = from[j];
+  for (int j = 0; j < r; j++)
+    c.from[j] = from[j];
   Shape *cs = hlo_arena_alloc(cc->cg.scratch, sizeof *cs);
   *cs = *ts;
   c.cs = cs;
@@ -1717,16 +1828,18 @@ typedef struct UnstageCtx {
 static bool ck_unstage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   UnstageCtx *c = vctx;
   LLVMValueRef si[HLO_MAX_RANK];
-  for (int j = 0; j < c->ss->rank; j++) si[j] = idx[c->from[j]];
+  for (int j = 0; j < c->ss->rank; j++)
+    si[j] = idx[c->from[j]];
   cpu_store_elem(k, c->dst, c->ds, idx, cpu_load_elem(k, c->src, c->ss, si));
   return true;
 }
 
-static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own, int64_t xbytes,
-                           int64_t ybytes);
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own,
+                           int64_t xbytes, int64_t ybytes);
 
 /* The weight gradient of ck_wgrad_match through cudnnConvolutionBackwardFilter. */
-static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf, const int *df) {
+static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf,
+                          const int *df) {
   CpuCg *cg = &cc->cg;
   const Shape *ys = &conv->shape;
   int r = ys->rank, nsp = r - 2, off = 2 - nsp;
@@ -1745,7 +1858,8 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   memset(&u, 0, sizeof u);
   wd[0] = ds.dims[feat]; /* K */
   u.from[0] = feat;
-  for (int i = 0; i < nsp; i++) wd[sp0 + i] = ys->dims[sp0 + i], u.from[sp0 + i] = sp0 + i;
+  for (int i = 0; i < nsp; i++)
+    wd[sp0 + i] = ys->dims[sp0 + i], u.from[sp0 + i] = sp0 + i;
   wd[feat] = xs.dims[feat]; /* C */
   u.from[feat] = 0;
   Shape *wshape = hlo_arena_alloc(cg->scratch, sizeof *wshape);
@@ -1767,7 +1881,8 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   g->cp = nsp == 2 ? ds.dims[sp0] : 1;
   g->cq = ds.dims[sp0 + nsp - 1];
   g->groups = 1;
-  for (int j = 0; j < 2; j++) g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
+  for (int j = 0; j < 2; j++)
+    g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
   for (int i = 0; i < nsp; i++) {
     g->pad[off + i] = conv->window->d[i].pad_lo;
     g->stride[off + i] = conv->window->d[i].win_dil;
@@ -1782,7 +1897,8 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
   ck_grid_loop(k, st, ys, ck_unstage_body, &u);
   if (!ck_end(k)) return false;
-  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(&xs), (int64_t)hlo_shape_bytes(&ds));
+  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(&xs),
+                        (int64_t)hlo_shape_bytes(&ds));
 }
 
 static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
@@ -1797,9 +1913,11 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   int sp0 = q.sp0, ksp0 = q.ksp0, feat = q.feat, kout = q.kout, kin = q.kin;
   int64_t stage = cg->plan.temp_bytes, used = 0;
   int64_t xdims[HLO_MAX_RANK];
-  for (int i = 0; i < r; i++) xdims[i] = xs->dims[i];
+  for (int i = 0; i < r; i++)
+    xdims[i] = xs->dims[i];
   bool sym = true;
-  for (int i = 0; i < nsp; i++) sym = sym && wd[i].pad_lo == wd[i].pad_hi;
+  for (int i = 0; i < nsp; i++)
+    sym = sym && wd[i].pad_lo == wd[i].pad_hi;
   /* input: read in place when the fusion reads it directly and the padding is symmetric;
    * otherwise staged with its padding made explicit */
   CuPtr xp, fp, yp;
@@ -1831,15 +1949,18 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
     c.perm = !nchw;
     c.nsp = nsp;
     if (!nchw) { /* staged [k, sp..., c] <- operand [sp..., c, k] */
-      for (int i = 0; i < nsp; i++) c.from[i] = i + 1;
+      for (int i = 0; i < nsp; i++)
+        c.from[i] = i + 1;
       c.from[nsp] = r - 1;
       c.from[nsp + 1] = 0;
     }
     int64_t fd[HLO_MAX_RANK];
-    for (int i = 0; i < r; i++) fd[i] = ks->dims[i];
+    for (int i = 0; i < r; i++)
+      fd[i] = ks->dims[i];
     if (!nchw) {
       fd[0] = ks->dims[r - 1];
-      for (int i = 0; i < nsp; i++) fd[i + 1] = ks->dims[i];
+      for (int i = 0; i < nsp; i++)
+        fd[i + 1] = ks->dims[i];
       fd[r - 1] = ks->dims[nsp];
     }
     Shape *cs = hlo_arena_alloc(cg->scratch, sizeof *cs);
@@ -1863,7 +1984,8 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   g->cp = nsp == 2 ? ys->dims[sp0] : 1;
   g->cq = ys->dims[sp0 + nsp - 1];
   g->groups = conv->feature_groups > 0 ? conv->feature_groups : 1;
-  for (int j = 0; j < 2; j++) g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
+  for (int j = 0; j < 2; j++)
+    g->pad[j] = 0, g->stride[j] = 1, g->dil[j] = 1;
   for (int i = 0; i < nsp; i++) {
     g->pad[off + i] = staged_x ? 0 : wd[i].pad_lo;
     g->stride[off + i] = wd[i].stride;
@@ -1872,17 +1994,19 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   /* cuDNN's output size must be HLO's */
   int64_t in_sz[2] = {g->ch, g->cw}, k_sz[2] = {g->cr, g->cs}, o_sz[2] = {g->cp, g->cq};
   for (int j = 0; j < 2; j++)
-    HLO_ASSERT((in_sz[j] + 2 * g->pad[j] - (k_sz[j] - 1) * g->dil[j] - 1) / g->stride[j] + 1 == o_sz[j]);
+    HLO_ASSERT((in_sz[j] + 2 * g->pad[j] - (k_sz[j] - 1) * g->dil[j] - 1) / g->stride[j] + 1 ==
+               o_sz[j]);
   HLO_ASSERT(g->ck == ys->dims[feat] && g->cc == ks->dims[kin] * g->groups);
   g->x = xp, g->w = fp, g->y = yp;
   g->ws = (CuPtr){CU_TEMP, 0, 0}; /* placed after the staging area by cuda_compile() */
-  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(xs), (int64_t)hlo_shape_bytes(ys));
+  return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(xs),
+                        (int64_t)hlo_shape_bytes(ys));
 }
 
 /* After a convolution step wrote conv's value at yp (own: the fusion's buffer): reserve its
  * workspace, and run the fusion's epilogue, if any, as a kernel reading it. */
-static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own, int64_t xbytes,
-                           int64_t ybytes) {
+static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp, bool own,
+                           int64_t xbytes, int64_t ybytes) {
   int64_t ws = ck_conv_ws(cc, xbytes, ybytes);
   if (ws > cc->ws_bytes) cc->ws_bytes = ws;
   /* a lone convolution, or a fusion whose root is the convolution (a prologue only) whose
@@ -1905,7 +2029,8 @@ static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   for (int j = 0; j < c->n; j++) {
     LLVMValueRef v = cpu_gen(k, c->in->ops[j], idx);
     if (!v) return false;
-    cpu_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s, idx, v);
+    cpu_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s,
+                   idx, v);
   }
   return true;
 }
@@ -1928,16 +2053,19 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   k = ck_begin(cc, in, "scatter", 0, NULL, NULL, &st);
   st->grid = st->block = 1;
   LLVMValueRef base = ck_buffer(k, in), out[16];
-  for (int j = 0; j < n; j++) out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
+  for (int j = 0; j < n; j++)
+    out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
-  for (int d = 0; d < us->rank; d++) ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
+  for (int d = 0; d < us->rank; d++)
+    ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
   if (!cpu_scatter_update(k, in, ui, oi, &ok)) return ck_end(k);
   int mark;
   LLVMBasicBlockRef join = ck_if(k, ok, &mark);
   cpu_scatter_combine(k, in, out, oi, ui);
   ck_endif(k, join, mark);
-  for (int d = us->rank - 1; d >= 0; d--) cpu_loop_close(k, &loops[d]);
+  for (int d = us->rank - 1; d >= 0; d--)
+    cpu_loop_close(k, &loops[d]);
   return ck_end(k);
 }
 
@@ -1962,7 +2090,8 @@ static bool ck_dus_body(CpuKern *k, LLVMValueRef *ui, void *vctx) {
     v = hlo_dtype_kind(si->shape.dt) == DK_UINT ? LLVMBuildZExtOrBitCast(B, v, k->cg->i64, "")
                                                 : LLVMBuildSExtOrBitCast(B, v, k->cg->i64, "");
     LLVMValueRef hi = cpu_i64(k, os->dims[d] - us->dims[d]);
-    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cpu_i64(k, 0), ""), cpu_i64(k, 0), v, "");
+    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cpu_i64(k, 0), ""), cpu_i64(k, 0), v,
+                        "");
     v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, hi, ""), hi, v, "");
     oi[d] = LLVMBuildNSWAdd(B, v, ui[d], "");
   }
@@ -1996,7 +2125,8 @@ static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
 bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   CpuCg *cg = &cc->cg;
   const MemBuf *b = &cg->plan.bufs[in->idx];
-  bool computes = b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
+  bool computes =
+      b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
   const HInstr *dot = ck_hero(in, OP_DOT);
@@ -2008,7 +2138,8 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   bool dus_ok = ck_dus(cc, in, &taken);
   if (taken) return dus_ok;
   RowPlan rp;
-  if (ck_row_plan(in, &rp, cg->scratch)) return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
+  if (ck_row_plan(in, &rp, cg->scratch))
+    return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
   const Shape *s = &in->shape;
   if (s->dt == DT_TUPLE) {
     if (in->op == OP_FUSION && in->calls[0]->root->op == OP_TUPLE) {

@@ -39,7 +39,8 @@ static void px_parse(CudaCg *cc, const char *log) {
     const char *q;
     char line[512];
     snprintf(line, sizeof line, "%.*s", (int)(len < 511 ? len : 511), l);
-    if ((q = strstr(line, "Compiling entry function '")) || (q = strstr(line, "Function properties for "))) {
+    if ((q = strstr(line, "Compiling entry function '")) ||
+        (q = strstr(line, "Function properties for "))) {
       const char *s = q[0] == 'C' ? q + 26 : q + 24;
       size_t n = strcspn(s, "' \r");
       cur = px_kernel(cc, s, n);
@@ -65,14 +66,16 @@ bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char
                 size_t *cubin_len, HErr *err) {
   const HModule *m = cc->cg.m;
   if (access(ptxas, X_OK) != 0) {
-    hlo_err(err, m->file, NULL, NULL, "CUDA target: ptxas not found at '%s' (set CUDA_HOME)", ptxas);
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: ptxas not found at '%s' (set CUDA_HOME)",
+            ptxas);
     return false;
   }
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/hloc-cuda-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
-    hlo_err(err, m->file, NULL, NULL, "CUDA target: cannot make a temporary folder: %s", strerror(errno));
+    hlo_err(err, m->file, NULL, NULL, "CUDA target: cannot make a temporary folder: %s",
+            strerror(errno));
     return false;
   }
   char in[4200], out[4200], logp[4200], arch[64];
@@ -114,7 +117,8 @@ bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char
     /* the first error lines of the log, on one line */
     char first[600] = "";
     size_t o = 0;
-    for (size_t i = 0; log && i < log_len && o + 1 < sizeof first; i++) first[o++] = log[i] == '\n' ? ' ' : log[i];
+    for (size_t i = 0; log && i < log_len && o + 1 < sizeof first; i++)
+      first[o++] = log[i] == '\n' ? ' ' : log[i];
     first[o] = 0;
     hlo_err(err, m->file, NULL, NULL, "CUDA target: ptxas %s failed (status %d): %s", cc->arch,
             WIFEXITED(status) ? WEXITSTATUS(status) : -1, first);

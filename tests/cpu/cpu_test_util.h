@@ -36,8 +36,8 @@ static inline void ct_build_driver(const char *dir) { ct_build_driver_for(dir, "
 /* Run DIR/driver on datadir's in<k>.npy against its out<k>.npy (relative tolerance rtol),
  * serially and with two threads; each run must succeed. Its output goes to stderr after
  * "[tag] what". */
-static inline void ct_check_driver(const char *dir, const char *datadir, double rtol, const char *tag,
-                                   const char *what) {
+static inline void ct_check_driver(const char *dir, const char *datadir, double rtol,
+                                   const char *tag, const char *what) {
   for (int threads = 0; threads <= 2; threads += 2) {
     char cmd[2048], out[16384];
     snprintf(cmd, sizeof cmd, "'%s/driver' '%s' %d %g 2>&1", dir, datadir, threads, rtol);
@@ -116,9 +116,12 @@ static inline Literal *ct_arg(HArena *a, const Shape *s, int seed, int int_range
   uint32_t x = 12345u + 7919u * (uint32_t)seed;
   for (int64_t i = 0; i < hlo_shape_elems(s); i++) {
     x = x * 1664525u + 1013904223u;
-    if (hlo_dtype_is_float(s->dt)) hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
-    else if (s->dt == DT_PRED) hlo_literal_set_i64(l, i, (x >> 16) & 1);
-    else hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % (uint32_t)int_range));
+    if (hlo_dtype_is_float(s->dt))
+      hlo_literal_set_f64(l, i, (double)(x >> 8) / (1 << 24) * 4.0 - 2.0);
+    else if (s->dt == DT_PRED)
+      hlo_literal_set_i64(l, i, (x >> 16) & 1);
+    else
+      hlo_literal_set_i64(l, i, (int64_t)((x >> 8) % (uint32_t)int_range));
   }
   return l;
 }
@@ -126,7 +129,8 @@ static inline Literal *ct_arg(HArena *a, const Shape *s, int seed, int int_range
 /* Leaves of l from number k on as dir/out<k>.npy; returns the next number. */
 static inline int ct_write_leaves(const char *dir, const Literal *l, int k) {
   if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++) k = ct_write_leaves(dir, l->elems[i], k);
+    for (int i = 0; i < l->shape.ntuple; i++)
+      k = ct_write_leaves(dir, l->elems[i], k);
     return k;
   }
   char path[512];
@@ -164,8 +168,8 @@ static inline bool ct_exists(const char *p) {
 
 /* Write src to DIR/name and run `build` (a shell command, in DIR) on it: 0 when it succeeds
  * (the command is left in cmd, for the failure message). */
-static inline int ct_build_run(const char *dir, const char *name, const char *src, const char *build, char *cmd,
-                               size_t n) {
+static inline int ct_build_run(const char *dir, const char *name, const char *src,
+                               const char *build, char *cmd, size_t n) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "w");
@@ -178,8 +182,8 @@ static inline int ct_build_run(const char *dir, const char *name, const char *sr
 
 /* Compile m to DIR/NAME.o + DIR/NAME.h at -O2 (with --profile's entry point when profile);
  * par_min_elems par_min (1: every kernel split into chunks down to one element). */
-static inline bool ct_compile_ex(HModule *m, const char *dir, const char *name, int64_t par_min, bool profile,
-                                 HErr *err) {
+static inline bool ct_compile_ex(HModule *m, const char *dir, const char *name, int64_t par_min,
+                                 bool profile, HErr *err) {
   char obj[512], hdr[512];
   snprintf(obj, sizeof obj, "%s/%s.o", dir, name);
   snprintf(hdr, sizeof hdr, "%s/%s.h", dir, name);
@@ -194,20 +198,24 @@ static inline bool ct_compile_ex(HModule *m, const char *dir, const char *name, 
   return cpu_compile(m, &o, err);
 }
 
-static inline bool ct_compile(HModule *m, const char *dir, const char *name, int64_t par_min, HErr *err) {
+static inline bool ct_compile(HModule *m, const char *dir, const char *name, int64_t par_min,
+                              HErr *err) {
   return ct_compile_ex(m, dir, name, par_min, false, err);
 }
 
 /* The LLVM IR cpu_compile() emits for HLO text src at opt_level (the caller frees it). */
 static inline char *ct_llvm_ir(const char *src, const char *name, int opt_level) {
-  return ct_cpu_text(src, (CpuOpts){.knobs = &ct_knobs, .name = name, .opt_level = opt_level, .emit = CPU_EMIT_LLVM});
+  return ct_cpu_text(
+      src,
+      (CpuOpts){.knobs = &ct_knobs, .name = name, .opt_level = opt_level, .emit = CPU_EMIT_LLVM});
 }
 
 /* Compile text (after the optimizer when optimize) with every kernel split into chunks down
  * to one element, evaluate it with the interpreter on generated arguments (ct_arg, integers
  * in [0, int_range)), run it through tests/cpu_driver.c serially and on 2 threads and compare
  * (relative tolerance rtol). Every failure names what. */
-static inline void ct_check_text_ex(const char *what, const char *text, double rtol, int int_range, bool optimize) {
+static inline void ct_check_text_ex(const char *what, const char *text, double rtol, int int_range,
+                                    bool optimize) {
   HModule *ref = ct_parse_named(text, what);
   HModule *m = ct_parse_named(text, what);
   HArena *a = hlo_arena_new();
@@ -233,7 +241,8 @@ static inline void ct_check_text(const char *what, const char *text, double rtol
 }
 
 /* ct_check_text as written, then through the optimizer (labelled "WHAT, optimized"). */
-static inline void ct_check_text_both(const char *what, const char *text, double rtol, int int_range) {
+static inline void ct_check_text_both(const char *what, const char *text, double rtol,
+                                      int int_range) {
   char opt[256];
   snprintf(opt, sizeof opt, "%s, optimized", what);
   ct_check_text_ex(what, text, rtol, int_range, false);
@@ -259,22 +268,28 @@ static inline void ct_expect_located_error(const char *text, const char *instr, 
  * must exit 0); with cxx also compiled as C++. */
 static inline void ct_main_build(const char *dir, const char *src, const char *objs, bool cxx) {
   char build[512], cmd[2048];
-  snprintf(build, sizeof build, "cc -std=c11 -Wall -Wextra -Werror main.c %s -lm -o main && ./main%s", objs,
+  snprintf(build, sizeof build,
+           "cc -std=c11 -Wall -Wextra -Werror main.c %s -lm -o main && ./main%s", objs,
            cxx ? " && c++ -x c++ -Wall -Wextra -Werror -fsyntax-only main.c" : "");
   cr_expect_eq(ct_build_run(dir, "main.c", src, build, cmd, sizeof cmd), 0, "%s", cmd);
 }
 
 /* The comparators sort tests use: lt and gt over f32. */
-#define CT_SORT_CMPS \
-  "lt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n" \
-  "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n"
+#define CT_SORT_CMPS                                                                               \
+  "lt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), "         \
+  "direction=LT }\n"                                                                               \
+  "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), "         \
+  "direction=GT }\n"
 
 /* The select and scatter computations select-and-scatter tests use, over type T ("f32"). */
-#define CT_SAS_COMPS(T) \
-  "ge { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GE }\n" \
-  "gt { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n" \
-  "le { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LE }\n" \
-  "add { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT s = " T "[] add(a, b) }\n" \
+#define CT_SAS_COMPS(T)                                                                            \
+  "ge { a = " T "[] parameter(0)\n b = " T                                                         \
+  "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GE }\n"                              \
+  "gt { a = " T "[] parameter(0)\n b = " T                                                         \
+  "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GT }\n"                              \
+  "le { a = " T "[] parameter(0)\n b = " T                                                         \
+  "[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LE }\n"                              \
+  "add { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT s = " T "[] add(a, b) }\n"     \
   "max { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ROOT s = " T "[] maximum(a, b) }\n"
 
 #endif

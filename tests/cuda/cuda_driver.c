@@ -28,15 +28,15 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    CUresult r_ = (x);                                                                         \
-    if (r_ != CUDA_SUCCESS) {                                                                  \
-      const char *s_ = NULL;                                                                   \
-      cuGetErrorString(r_, &s_);                                                               \
-      printf("FAIL %s cuda error %d (%s) at %s\n", dir, (int)r_, s_ ? s_ : "?", #x);          \
-      return 1;                                                                                \
-    }                                                                                          \
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    CUresult r_ = (x);                                                                             \
+    if (r_ != CUDA_SUCCESS) {                                                                      \
+      const char *s_ = NULL;                                                                       \
+      cuGetErrorString(r_, &s_);                                                                   \
+      printf("FAIL %s cuda error %d (%s) at %s\n", dir, (int)r_, s_ ? s_ : "?", #x);               \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 int main(int argc, char **argv) {
@@ -62,7 +62,9 @@ int main(int argc, char **argv) {
     char p[4096];
     snprintf(p, sizeof p, "%s/in%d.npy", dir, i);
     Literal *l = hlo_npy_read(a, p, &err);
-    if (l) hlo_literal_bits_as(l, hlo_dtype_from_name(model_arg_info[i].dtype, strlen(model_arg_info[i].dtype)));
+    if (l)
+      hlo_literal_bits_as(
+          l, hlo_dtype_from_name(model_arg_info[i].dtype, strlen(model_arg_info[i].dtype)));
     if (!l || hlo_shape_bytes(&l->shape) != model_arg_info[i].bytes) {
       printf("FAIL %s argument %d: %s\n", dir, i, l ? "size mismatch" : err.msg);
       return 1;
@@ -92,7 +94,8 @@ int main(int argc, char **argv) {
   long long bad = 0;
   for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
     const hloc_tensor_info *ti = &model_result_info[k];
-    Shape sh = hlo_shape_array(hlo_dtype_from_name(ti->dtype, strlen(ti->dtype)), ti->rank, ti->dims);
+    Shape sh =
+        hlo_shape_array(hlo_dtype_from_name(ti->dtype, strlen(ti->dtype)), ti->rank, ti->dims);
     Literal *got = hlo_literal_new(a, &sh);
     CK(cuMemcpyDtoH(got->data, (CUdeviceptr)res[k], ti->bytes));
     char p[4096];
@@ -108,8 +111,8 @@ int main(int argc, char **argv) {
     }
     if (c.max_rel > max_rel) max_rel = c.max_rel;
     if (c.bad) {
-      fprintf(stderr, "%s result %d: %lld elements off; worst [%lld] got %g want %g\n", dir, k, (long long)c.bad,
-              (long long)c.worst, c.worst_got, c.worst_want);
+      fprintf(stderr, "%s result %d: %lld elements off; worst [%lld] got %g want %g\n", dir, k,
+              (long long)c.bad, (long long)c.worst, c.worst_got, c.worst_want);
     }
     bad += c.bad;
   }
@@ -128,8 +131,9 @@ int main(int argc, char **argv) {
   double wall = (now_ms() - w0) / (iters ? iters : 1);
   float gpu = 0;
   CK(cuEventElapsedTime(&gpu, e0, e1));
-  printf("%s %s results=%d max_rel=%.3g bad=%lld gpu_ms=%.4f wall_ms=%.4f first_ms=%.1f\n", bad ? "FAIL" : "PASS",
-         dir, MODEL_NUM_RESULTS, max_rel, bad, gpu / (iters ? iters : 1), wall, first);
+  printf("%s %s results=%d max_rel=%.3g bad=%lld gpu_ms=%.4f wall_ms=%.4f first_ms=%.1f\n",
+         bad ? "FAIL" : "PASS", dir, MODEL_NUM_RESULTS, max_rel, bad, gpu / (iters ? iters : 1),
+         wall, first);
   hlo_arena_free(a);
   return bad ? 1 : 0;
 }

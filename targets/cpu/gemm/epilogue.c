@@ -13,7 +13,8 @@
 #include "gemm_impl.h"
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
-static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int n, LLVMValueRef *idx) {
+static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int n,
+                         LLVMValueRef *idx) {
   for (int d = d0 + n - 1; d >= d0; d--) {
     if (d == d0) {
       idx[d] = r;
@@ -28,24 +29,26 @@ static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int
  * of them); *chunk is the chunk number, 0 for the serial run; returns whether this is the
  * serial run. gm_chunk_items_v: the item count known at run time. */
 LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
-                                     LLVMValueRef *lo, LLVMValueRef *hi) {
+                              LLVMValueRef *lo, LLVMValueRef *hi) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
   *chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
   *lo = LLVMBuildSDiv(B, gmul(k, *chunk, items), gi(k, nchunks), "");
-  *hi = LLVMBuildSelect(B, whole, items, LLVMBuildSDiv(B, gmul(k, gadd(k, *chunk, gi(k, 1)), items), gi(k, nchunks), ""), "");
+  *hi = LLVMBuildSelect(
+      B, whole, items,
+      LLVMBuildSDiv(B, gmul(k, gadd(k, *chunk, gi(k, 1)), items), gi(k, nchunks), ""), "");
   return whole;
 }
 
-LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk, LLVMValueRef *lo,
-                                   LLVMValueRef *hi) {
+LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
+                            LLVMValueRef *lo, LLVMValueRef *hi) {
   return gm_chunk_items_v(k, gi(k, items), nchunks, chunk, lo, hi);
 }
 
 /* The loop dimensions' indices lidx from their linear index bi, and the element offsets they
  * give in A, B and C. */
-void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx, LLVMValueRef *offa,
-                            LLVMValueRef *offb, LLVMValueRef *offc) {
+void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
+                     LLVMValueRef *offa, LLVMValueRef *offb, LLVMValueRef *offc) {
   LLVMValueRef r = bi;
   *offa = *offb = *offc = gi(k, 0);
   for (int j = p->nloop - 1; j >= 0; j--) {
@@ -65,16 +68,19 @@ const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
   if (in->op != OP_FUSION || in->ncalls < 1 || !hlo_shape_is_array(&in->shape)) return NULL;
   const HComp *c = in->calls[0];
   const HInstr *r = c->root;
-  if (!r || r->op != OP_REDUCE || r->nops != 2 || r->ncalls != 1 || r->shape.dt != DT_F32) return NULL;
+  if (!r || r->op != OP_REDUCE || r->nops != 2 || r->ncalls != 1 || r->shape.dt != DT_F32)
+    return NULL;
   const HInstr *v = r->ops[0];
-  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 || !hlo_comp_identity(r->calls[0], DT_F32, NULL) ||
+  if (v->shape.dt != DT_F32 || r->ops[1]->shape.rank != 0 ||
+      !hlo_comp_identity(r->calls[0], DT_F32, NULL) ||
       !hlo_shape_same_dims(&v->shape, &hero->shape) || !cpu_elem_path(c, hero, v))
     return NULL;
   return r;
 }
 
 /* a (+) b with reduction red's reducer. */
-static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRef a,
+                                      LLVMValueRef b) {
   LLVMValueRef args[2] = {a, b}, out = NULL;
   return cpu_gen_scalar_comp(k, red->calls[0], args, 2, &out) ? out : NULL;
 }
@@ -92,8 +98,8 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
  * to consecutive elements (vectors: the feature dimension is minor and, when reducing, not
  * reduced). */
 void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
-                        const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
-                        LLVMValueRef C, LLVMValueRef P) {
+                 const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
+                 LLVMValueRef n1, LLVMValueRef C, LLVMValueRef P) {
   bool low = gm_cbuf(p);
   cpu_kern_materialized_as(k, hero, C, low ? DT_F32 : DT_INVALID);
   LLVMValueRef out = low && !red ? cpu_buffer(k, in) : C;
@@ -101,8 +107,10 @@ void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, 
   int64_t rst[HLO_MAX_RANK];
   if (red) gm_rowmajor(&red->shape, rst);
   LLVMValueRef idx[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) idx[d] = gi(k, 0);
-  for (int j = 0; j < p->nloop; j++) idx[p->lout[j]] = lidx[j];
+  for (int d = 0; d < s->rank; d++)
+    idx[d] = gi(k, 0);
+  for (int j = 0; j < p->nloop; j++)
+    idx[p->lout[j]] = lidx[j];
   CpuLoop lm, ln;
   gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
   gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
@@ -131,8 +139,8 @@ void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_
 
 /* The kernel after a reducing GEMM's: red's output = init (+) the chunks' partial results, in
  * chunk order (the same at any thread count). */
-bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off, int64_t part_bytes,
-                             int64_t nchunks) {
+bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off,
+                      int64_t part_bytes, int64_t nchunks) {
   CpuKern *k = cpu_kern_begin(cg, in);
   k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef P = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + part_off});
@@ -143,7 +151,8 @@ bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off
   gm_unflatten(k, &red->shape, pos, 0, red->shape.rank, idx);
   LLVMValueRef acc = cpu_gen(k, red->ops[1], idx);
   for (int64_t j = 0; acc && j < nchunks; j++)
-    acc = gm_reduce_combine(k, red, acc, gload(k, cg->f32, gfp(k, P, gadd(k, pos, gi(k, j * part_bytes / 4))), 4));
+    acc = gm_reduce_combine(
+        k, red, acc, gload(k, cg->f32, gfp(k, P, gadd(k, pos, gi(k, j * part_bytes / 4))), 4));
   if (acc) cpu_store_elem(k, out, &in->shape, idx, acc);
   cpu_loop_close(k, &l);
   k->nbind--;

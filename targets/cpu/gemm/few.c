@@ -59,13 +59,15 @@ bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
  * along K, a vector of K at a time (the last one under a lane mask), each reduced to its sum
  * at the end. With nrows (not NULL), rows from nrows on are row nrows - 1 again (the same
  * values read and stored): a partial group of rows runs the same code. */
-static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMValueRef A, LLVMValueRef Bp,
-                          LLVMValueRef Cp, const GmProb *p, int R, int nn, LLVMValueRef nrows) {
+static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMValueRef A,
+                          LLVMValueRef Bp, LLVMValueRef Cp, const GmProb *p, int R, int nn,
+                          LLVMValueRef nrows) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int VW = c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)VW);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
+  LLVMValueRef fma =
+      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   int64_t kv_end = p->K / VW * VW, rem = p->K % VW;
@@ -76,7 +78,8 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
     coff[r] = gmul(k, rr, gi(k, p->ldc));
   }
   for (int r = 0; r < R; r++)
-    for (int j = 0; j < nn; j++) nacc[r][j] = zero;
+    for (int j = 0; j < nn; j++)
+      nacc[r][j] = zero;
   /* the whole vectors of K */
   if (kv_end > 0) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
@@ -92,33 +95,41 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
         LLVMAddIncoming(acc[r][j], &zero, &pre, 1);
       }
     LLVMValueRef av[16];
-    for (int r = 0; r < R; r++) av[r] = gm_load_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], kv)), VW, 4);
+    for (int r = 0; r < R; r++)
+      av[r] = gm_load_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], kv)), VW, 4);
     for (int j = 0; j < nn; j++) {
       LLVMValueRef bv = gm_load_f32(k, eb, gep_e(k, eb, Bp, gadd(k, gi(k, j * p->bcs), kv)), VW, 4);
-      for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, acc[r][j]}, 3, "");
+      for (int r = 0; r < R; r++)
+        nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, acc[r][j]}, 3, "");
     }
     LLVMValueRef kn = gadd(k, kv, gi(k, VW));
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
     LLVMAddIncoming(kv, &kn, &latch, 1);
     for (int r = 0; r < R; r++)
-      for (int j = 0; j < nn; j++) LLVMAddIncoming(acc[r][j], &nacc[r][j], &latch, 1);
+      for (int j = 0; j < nn; j++)
+        LLVMAddIncoming(acc[r][j], &nacc[r][j], &latch, 1);
     gm_novec(k, LLVMBuildCondBr(B, gslt(k, kn, gi(k, kv_end)), body, done));
     LLVMPositionBuilderAtEnd(B, done);
   }
   /* the partial vector at the end of K */
   if (rem) {
     LLVMValueRef mask = cpu_lane_mask(k, VW, (int)rem), av[16];
-    for (int r = 0; r < R; r++) av[r] = gm_masked_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], gi(k, kv_end))), VW, mask);
+    for (int r = 0; r < R; r++)
+      av[r] = gm_masked_f32(k, ea, gep_e(k, ea, A, gadd(k, aoff[r], gi(k, kv_end))), VW, mask);
     for (int j = 0; j < nn; j++) {
-      LLVMValueRef bv = gm_masked_f32(k, eb, gep_e(k, eb, Bp, gi(k, j * p->bcs + kv_end)), VW, mask);
-      for (int r = 0; r < R; r++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, nacc[r][j]}, 3, "");
+      LLVMValueRef bv =
+          gm_masked_f32(k, eb, gep_e(k, eb, Bp, gi(k, j * p->bcs + kv_end)), VW, mask);
+      for (int r = 0; r < R; r++)
+        nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av[r], bv, nacc[r][j]}, 3, "");
     }
   }
-  LLVMValueRef red = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.vector.reduce.fadd", 23), &vt, 1);
+  LLVMValueRef red = LLVMGetIntrinsicDeclaration(
+      cg->M, LLVMLookupIntrinsicID("llvm.vector.reduce.fadd", 23), &vt, 1);
   LLVMTypeRef rty = LLVMGlobalGetValueType(red);
   for (int r = 0; r < R; r++)
     for (int j = 0; j < nn; j++) {
-      LLVMValueRef sum = LLVMBuildCall2(B, rty, red, (LLVMValueRef[]){LLVMConstReal(cg->f32, -0.0), nacc[r][j]}, 2, "");
+      LLVMValueRef sum = LLVMBuildCall2(
+          B, rty, red, (LLVMValueRef[]){LLVMConstReal(cg->f32, -0.0), nacc[r][j]}, 2, "");
       LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
       gstore(k, sum, gfp(k, Cp, gadd(k, coff[r], gi(k, j))), 4);
     }
@@ -126,18 +137,21 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
 
 /* The R rows of the column block at Bp / Cp, K rows [k0, k1): its first nv vectors whole,
  * vector nv (when mask) partial. */
-static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
-                           const GmProb *p, int R, int nv, LLVMValueRef mask, LLVMValueRef k0, LLVMValueRef k1) {
+static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp,
+                           LLVMValueRef Cp, const GmProb *p, int R, int nv, LLVMValueRef mask,
+                           LLVMValueRef k0, LLVMValueRef k1) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   int V = nv + (mask != NULL);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
+  LLVMValueRef fma =
+      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   GmElt e = p->et;
 #define GM_VLOAD(q, j) ((j) < nv ? gload(k, vt, (q), 4) : cpu_masked_load(k, vt, (q), mask))
-#define GM_BLOAD(q, j) ((j) < nv ? gm_load_f32(k, e, (q), c->vw, 4) : gm_masked_f32(k, e, (q), c->vw, mask))
+#define GM_BLOAD(q, j)                                                                             \
+  ((j) < nv ? gm_load_f32(k, e, (q), c->vw, 4) : gm_masked_f32(k, e, (q), c->vw, mask))
   /* the tile: C's (nothing before the first K block) */
   LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, k0, gi(k, 0), "");
   LLVMValueRef acc[16][4], nacc[16][4], bv[4], cq[16][4];
@@ -159,10 +173,16 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
       LLVMAddIncoming(acc[r][j], &nacc[r][j], &pre, 1);
     }
   LLVMValueRef brow = gep_e(k, e, Bp, gmul(k, kv, gi(k, p->brs)));
-  for (int j = 0; j < V; j++) bv[j] = GM_BLOAD(gep_e(k, e, brow, gi(k, (int64_t)j * c->vw)), j);
+  for (int j = 0; j < V; j++)
+    bv[j] = GM_BLOAD(gep_e(k, e, brow, gi(k, (int64_t)j * c->vw)), j);
   for (int r = 0; r < R; r++) {
-    LLVMValueRef av = cpu_splat(k, gm_load_f32(k, e, gep_e(k, e, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 0, 4), c->vw);
-    for (int j = 0; j < V; j++) nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av, bv[j], acc[r][j]}, 3, "");
+    LLVMValueRef av = cpu_splat(
+        k,
+        gm_load_f32(k, e, gep_e(k, e, A, gadd(k, gi(k, r * p->ars), gmul(k, kv, gi(k, p->acs)))), 0,
+                    4),
+        c->vw);
+    for (int j = 0; j < V; j++)
+      nacc[r][j] = LLVMBuildCall2(B, fty, fma, (LLVMValueRef[]){av, bv[j], acc[r][j]}, 3, "");
   }
 #undef GM_VLOAD
 #undef GM_BLOAD
@@ -170,13 +190,16 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMAddIncoming(kv, &kn, &latch, 1);
   for (int r = 0; r < R; r++)
-    for (int j = 0; j < V; j++) LLVMAddIncoming(acc[r][j], &nacc[r][j], &latch, 1);
+    for (int j = 0; j < V; j++)
+      LLVMAddIncoming(acc[r][j], &nacc[r][j], &latch, 1);
   gm_novec(k, LLVMBuildCondBr(B, gslt(k, kn, k1), body, done));
   LLVMPositionBuilderAtEnd(B, done);
   for (int r = 0; r < R; r++)
     for (int j = 0; j < V; j++) {
-      if (j < nv) gstore(k, nacc[r][j], cq[r][j], 4);
-      else cpu_masked_store(k, nacc[r][j], cq[r][j], mask);
+      if (j < nv)
+        gstore(k, nacc[r][j], cq[r][j], 4);
+      else
+        cpu_masked_store(k, nacc[r][j], cq[r][j], mask);
     }
 }
 
@@ -184,20 +207,22 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
  * kernels): bound to the fusion's computation, A, B (unless Bm is NULL: B not read) and C's
  * addresses (C: the f32 sums at byte coff of the private scratch when the result is 16-bit,
  * gm_cbuf), and this chunk's share [lo, hi) of items. */
-static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, int64_t items, int64_t nchunks,
-                              int64_t coff, LLVMValueRef *A, LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk,
+static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p,
+                              int64_t items, int64_t nchunks, int64_t coff, LLVMValueRef *A,
+                              LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk,
                               LLVMValueRef *lo, LLVMValueRef *hi) {
   CpuKern *k = cpu_kern_begin(cg, in);
   if (hero != in) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   *A = gm_view_ptr(k, &p->a);
   if (Bm) *Bm = gm_view_ptr(k, &p->b);
-  *C = gm_cbuf(p) ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + coff}) : cpu_buffer(k, in);
+  *C = gm_cbuf(p) ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + coff})
+                  : cpu_buffer(k, in);
   gm_chunk_items(k, items, nchunks, chunk, lo, hi);
   return k;
 }
 
-int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t nb,
-                      int64_t want, int64_t stage_bytes) {
+int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
+               int64_t nb, int64_t want, int64_t stage_bytes) {
   const HInstr *fusion = hero == in ? NULL : in;
   int VW = c->vw, NV = gm_small_v(c, p->M), R = (int)p->M;
   bool dots = p->bcs != 1; /* the dot form: blocks of gm_small_n outputs */
@@ -208,7 +233,8 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   int64_t cbytes = gm_cbuf(p) ? memplan_align(nb * p->M * p->N * 4) : 0;
   if (stage_bytes + cbytes > cg->extra_temp) cg->extra_temp = stage_bytes + cbytes;
   LLVMValueRef A, Bm, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, items, nchunks, stage_bytes, &A, &Bm, &C, &chunk, &lo, &hi);
+  CpuKern *k =
+      gm_items_kern(cg, in, hero, p, items, nchunks, stage_bytes, &A, &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   CpuLoop li, lk, lb;
   LLVMValueRef it = gloop(k, &li, lo, hi, 1);
@@ -225,7 +251,8 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   if (dots) {
     LLVMValueRef bj = gloop(k, &lb, b0, b1, 1);
     LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
-    LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))), Cp = gfp(k, C, gadd(k, offc, n0));
+    LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))),
+                 Cp = gfp(k, C, gadd(k, offc, n0));
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
     gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, (int)NBc, NULL);
     if (tail) {
@@ -253,7 +280,8 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
     gm_close(k, &lk);
   }
   if ((fusion || gm_cbuf(p)) && !k->failed)
-    gm_epilogue(k, in, hero, NULL, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)), gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C, NULL);
+    gm_epilogue(k, in, hero, NULL, p, lidx, gi(k, 0), gi(k, p->M), gmul(k, b0, gi(k, NBc)),
+                gmin(k, gmul(k, b1, gi(k, NBc)), gi(k, p->N)), C, NULL);
   k->ncache = cache_mark;
   gm_close(k, &li);
   if (!cpu_kern_end(k, nchunks)) return -1;
@@ -278,13 +306,14 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
 #define GM_FEW_BT (64 * 1024)
 
 bool gm_few_n_fits(const GmCfg *c, const GmProb *p) {
-  if (p->conv || p->nloop || p->acs != 1 || p->K < 4 * c->vw || p->N > 16 || p->N >= c->nr || p->M < 2 * c->mr)
+  if (p->conv || p->nloop || p->acs != 1 || p->K < 4 * c->vw || p->N > 16 || p->N >= c->nr ||
+      p->M < 2 * c->mr)
     return false;
   return p->brs == 1 || p->N * p->K <= GM_FEW_BT;
 }
 
-int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t want,
-                    int64_t stage_bytes) {
+int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
+             int64_t want, int64_t stage_bytes) {
   const HInstr *fusion = hero == in ? NULL : in;
   /* column blocks of one width w (the last one ends at N, overlapping the one before: its
      common columns are computed twice, to the same values) */
@@ -298,17 +327,20 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   if (bsrc) {
     float *t = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(p->N * p->K));
     for (int64_t n = 0; n < p->N; n++)
-      for (int64_t kk = 0; kk < p->K; kk++) t[n * p->K + kk] = bsrc[kk * p->brs + n * p->bcs];
+      for (int64_t kk = 0; kk < p->K; kk++)
+        t[n * p->K + kk] = bsrc[kk * p->brs + n * p->bcs];
     char name[512];
     snprintf(name, sizeof name, "%s_bt%d", cg->o->name, cg->ntasks);
     bconst = cpu_rodata(cg, name, t, sizeof(float) * (size_t)(p->N * p->K));
   }
   bool copy = p->brs != 1 && !bconst;
   int64_t bt_bytes = copy ? memplan_align(p->N * p->K * 4) : 0;
-  int64_t coff = stage_bytes + nchunks * bt_bytes, cbytes = gm_cbuf(p) ? memplan_align(p->M * p->N * 4) : 0;
+  int64_t coff = stage_bytes + nchunks * bt_bytes,
+          cbytes = gm_cbuf(p) ? memplan_align(p->M * p->N * 4) : 0;
   if (coff + cbytes > cg->extra_temp) cg->extra_temp = coff + cbytes;
   LLVMValueRef A, Bm = NULL, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, coff, &A, bconst ? NULL : &Bm, &C, &chunk, &lo, &hi);
+  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, coff, &A, bconst ? NULL : &Bm, &C,
+                             &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   int cache_mark = k->ncache;
   GmProb q = *p;
@@ -317,12 +349,15 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
     /* B transposed into the chunk's scratch, Bt[n * K + kk] = B(kk, n), written in order (the
        other order would store at a stride of K floats, a multiple of 4 KiB at K = 1024) */
     LLVMValueRef off = gmul(k, chunk, gi(k, bt_bytes));
-    LLVMValueRef base = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
+    LLVMValueRef base =
+        cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
     Bt = LLVMBuildInBoundsGEP2(B, cg->i8, base, &off, 1, "");
     CpuLoop lk, ln;
     LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, p->N), 1);
     LLVMValueRef kk = gloop(k, &lk, gi(k, 0), gi(k, p->K), 1);
-    LLVMValueRef v = gm_load_f32(k, p->et, gep_e(k, p->et, Bm, gadd(k, gmul(k, kk, gi(k, p->brs)), gmul(k, n, gi(k, p->bcs)))), 0, 4);
+    LLVMValueRef v = gm_load_f32(
+        k, p->et,
+        gep_e(k, p->et, Bm, gadd(k, gmul(k, kk, gi(k, p->brs)), gmul(k, n, gi(k, p->bcs)))), 0, 4);
     gstore(k, v, gfp(k, Bt, gadd(k, gmul(k, n, gi(k, p->K)), kk)), 4);
     gm_close(k, &lk);
     gm_close(k, &ln);
@@ -336,18 +371,20 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   CpuLoop lg, lj;
   LLVMValueRef g = gloop(k, &lg, lo, hi, 1);
   LLVMValueRef m0 = gmul(k, g, gi(k, R)), nrows = gmin(k, gi(k, R), gsub(k, gi(k, p->M), m0));
-  LLVMValueRef Ap = gep_e(k, p->et, A, gmul(k, m0, gi(k, p->ars))), Cp = gfp(k, C, gmul(k, m0, gi(k, p->ldc)));
+  LLVMValueRef Ap = gep_e(k, p->et, A, gmul(k, m0, gi(k, p->ars))),
+               Cp = gfp(k, C, gmul(k, m0, gi(k, p->ldc)));
   LLVMValueRef jb = gloop(k, &lj, gi(k, 0), gi(k, nbl), 1);
   LLVMValueRef j0 = gmin(k, gmul(k, jb, gi(k, w)), gi(k, p->N - w));
   /* (B: in place in its own type, or its f32 copy) */
   GmElt eb = p->brs != 1 ? GE_F32 : p->et;
-  gm_small_dots(k, c, p->et, eb, Ap, gep_e(k, eb, Bt, gmul(k, j0, gi(k, q.bcs))), gfp(k, Cp, j0), &q, R, (int)w, nrows);
+  gm_small_dots(k, c, p->et, eb, Ap, gep_e(k, eb, Bt, gmul(k, j0, gi(k, q.bcs))), gfp(k, Cp, j0),
+                &q, R, (int)w, nrows);
   gm_close(k, &lj);
   gm_close(k, &lg);
   if ((fusion || gm_cbuf(p)) && !k->failed) {
     LLVMValueRef lidx[HLO_MAX_RANK] = {0}; /* no loop dimensions */
-    gm_epilogue(k, in, hero, NULL, p, lidx, gmul(k, lo, gi(k, R)), gmin(k, gmul(k, hi, gi(k, R)), gi(k, p->M)),
-                gi(k, 0), gi(k, p->N), C, NULL);
+    gm_epilogue(k, in, hero, NULL, p, lidx, gmul(k, lo, gi(k, R)),
+                gmin(k, gmul(k, hi, gi(k, R)), gi(k, p->M)), gi(k, 0), gi(k, p->N), C, NULL);
   }
   k->ncache = cache_mark;
   if (!cpu_kern_end(k, nchunks)) return -1;

@@ -21,26 +21,70 @@ static const struct {
   unsigned traits;
 } gm_x86_cpus[] = {
 #define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
-    {"skylake-avx512", GM_V4}, {"cascadelake", GM_V4}, {"cooperlake", GM_V4}, {"cannonlake", GM_V4},
-    {"icelake-client", GM_V4}, {"icelake-server", GM_V4}, {"tigerlake", GM_V4}, {"rocketlake", GM_V4},
-    {"sapphirerapids", GM_V4}, {"emeraldrapids", GM_V4}, {"graniterapids", GM_V4}, {"graniterapids-d", GM_V4},
-    {"diamondrapids", GM_V4}, {"znver4", GM_V4}, {"znver5", GM_V4}, {"x86-64-v4", GM_V4},
+    {"skylake-avx512", GM_V4},
+    {"cascadelake", GM_V4},
+    {"cooperlake", GM_V4},
+    {"cannonlake", GM_V4},
+    {"icelake-client", GM_V4},
+    {"icelake-server", GM_V4},
+    {"tigerlake", GM_V4},
+    {"rocketlake", GM_V4},
+    {"sapphirerapids", GM_V4},
+    {"emeraldrapids", GM_V4},
+    {"graniterapids", GM_V4},
+    {"graniterapids-d", GM_V4},
+    {"diamondrapids", GM_V4},
+    {"znver4", GM_V4},
+    {"znver5", GM_V4},
+    {"x86-64-v4", GM_V4},
 #undef GM_V4
-    {"knl", CPU_X86_AVX512F}, {"knm", CPU_X86_AVX512F},
-    {"x86-64-v3", CPU_X86_V3}, {"haswell", CPU_X86_V3}, {"broadwell", CPU_X86_V3}, {"skylake", CPU_X86_V3},
-    {"alderlake", CPU_X86_V3}, {"raptorlake", CPU_X86_V3}, {"meteorlake", CPU_X86_V3}, {"arrowlake", CPU_X86_V3},
-    {"arrowlake-s", CPU_X86_V3}, {"lunarlake", CPU_X86_V3}, {"pantherlake", CPU_X86_V3}, {"gracemont", CPU_X86_V3},
-    {"znver1", CPU_X86_V3}, {"znver2", CPU_X86_V3}, {"znver3", CPU_X86_V3},
-    {"x86-64-v2", CPU_X86_PRE_AVX}, {"nehalem", CPU_X86_PRE_AVX}, {"corei7", CPU_X86_PRE_AVX},
-    {"westmere", CPU_X86_PRE_AVX}, {"core2", CPU_X86_PRE_AVX}, {"penryn", CPU_X86_PRE_AVX},
-    {"bonnell", CPU_X86_PRE_AVX}, {"atom", CPU_X86_PRE_AVX}, {"silvermont", CPU_X86_PRE_AVX},
-    {"slm", CPU_X86_PRE_AVX}, {"goldmont", CPU_X86_PRE_AVX}, {"goldmont-plus", CPU_X86_PRE_AVX},
-    {"tremont", CPU_X86_PRE_AVX}, {"k8", CPU_X86_PRE_AVX}, {"k8-sse3", CPU_X86_PRE_AVX},
-    {"opteron", CPU_X86_PRE_AVX}, {"opteron-sse3", CPU_X86_PRE_AVX}, {"athlon64", CPU_X86_PRE_AVX},
-    {"athlon64-sse3", CPU_X86_PRE_AVX}, {"athlon-fx", CPU_X86_PRE_AVX}, {"amdfam10", CPU_X86_PRE_AVX},
-    {"barcelona", CPU_X86_PRE_AVX}, {"btver1", CPU_X86_PRE_AVX}, {"pentium4", CPU_X86_PRE_AVX},
-    {"prescott", CPU_X86_PRE_AVX}, {"nocona", CPU_X86_PRE_AVX}, {"i686", CPU_X86_PRE_AVX},
-    {"pentium-m", CPU_X86_PRE_AVX}, {"yonah", CPU_X86_PRE_AVX}, {"lakemont", CPU_X86_PRE_AVX},
+    {"knl", CPU_X86_AVX512F},
+    {"knm", CPU_X86_AVX512F},
+    {"x86-64-v3", CPU_X86_V3},
+    {"haswell", CPU_X86_V3},
+    {"broadwell", CPU_X86_V3},
+    {"skylake", CPU_X86_V3},
+    {"alderlake", CPU_X86_V3},
+    {"raptorlake", CPU_X86_V3},
+    {"meteorlake", CPU_X86_V3},
+    {"arrowlake", CPU_X86_V3},
+    {"arrowlake-s", CPU_X86_V3},
+    {"lunarlake", CPU_X86_V3},
+    {"pantherlake", CPU_X86_V3},
+    {"gracemont", CPU_X86_V3},
+    {"znver1", CPU_X86_V3},
+    {"znver2", CPU_X86_V3},
+    {"znver3", CPU_X86_V3},
+    {"x86-64-v2", CPU_X86_PRE_AVX},
+    {"nehalem", CPU_X86_PRE_AVX},
+    {"corei7", CPU_X86_PRE_AVX},
+    {"westmere", CPU_X86_PRE_AVX},
+    {"core2", CPU_X86_PRE_AVX},
+    {"penryn", CPU_X86_PRE_AVX},
+    {"bonnell", CPU_X86_PRE_AVX},
+    {"atom", CPU_X86_PRE_AVX},
+    {"silvermont", CPU_X86_PRE_AVX},
+    {"slm", CPU_X86_PRE_AVX},
+    {"goldmont", CPU_X86_PRE_AVX},
+    {"goldmont-plus", CPU_X86_PRE_AVX},
+    {"tremont", CPU_X86_PRE_AVX},
+    {"k8", CPU_X86_PRE_AVX},
+    {"k8-sse3", CPU_X86_PRE_AVX},
+    {"opteron", CPU_X86_PRE_AVX},
+    {"opteron-sse3", CPU_X86_PRE_AVX},
+    {"athlon64", CPU_X86_PRE_AVX},
+    {"athlon64-sse3", CPU_X86_PRE_AVX},
+    {"athlon-fx", CPU_X86_PRE_AVX},
+    {"amdfam10", CPU_X86_PRE_AVX},
+    {"barcelona", CPU_X86_PRE_AVX},
+    {"btver1", CPU_X86_PRE_AVX},
+    {"pentium4", CPU_X86_PRE_AVX},
+    {"prescott", CPU_X86_PRE_AVX},
+    {"nocona", CPU_X86_PRE_AVX},
+    {"i686", CPU_X86_PRE_AVX},
+    {"pentium-m", CPU_X86_PRE_AVX},
+    {"yonah", CPU_X86_PRE_AVX},
+    {"lakemont", CPU_X86_PRE_AVX},
 };
 
 unsigned cpu_x86_traits(const char *cpu) {
@@ -57,9 +101,11 @@ int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
 const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0},    /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true,
+     0}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true,
+     0}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0}, /* others */
 };
 
 /* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
@@ -76,13 +122,15 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   bool x86 = !strncmp(triple, "x86_64", 6) || !strncmp(triple, "amd64", 5) ||
              (triple[0] == 'i' && triple[1] && !strncmp(triple + 2, "86", 2));
   bool avx = avx512 || said_avx > 0 ||
-             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") && !(traits & CPU_X86_PRE_AVX) && said_avx == 0);
+             (x86 && strcmp(cpu, "generic") && strcmp(cpu, "x86-64") &&
+              !(traits & CPU_X86_PRE_AVX) && said_avx == 0);
   /* AVX-512: KC = 512 (a 32-column B micro-panel of 64 KiB, streamed from L2) and, with the
      row panels outermost, NC = 256 (B's block within L2); the next block of a B given packed
      is prefetched into L2 (GmCfg.pfb), which was never slower where measured */
   GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
-  static const char *const amd[] = {"znver", "bdver", "btver", "amdfam", "athlon", "k8", "opteron", "barcelona"};
+  static const char *const amd[] = {"znver",  "bdver", "btver",   "amdfam",
+                                    "athlon", "k8",    "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);
   for (size_t i = 0; i < sizeof amd / sizeof *amd; i++)
     if (!strncmp(cpu, amd[i], strlen(amd[i]))) c.stream = false;
@@ -132,7 +180,9 @@ GmState *gm_state(CpuCg *cg) {
 GmCfg gm_cfg(CpuCg *cg) { return gm_state(cg)->cfg; }
 
 /* Columns of the packed B of a column block of N (rounded up to whole panels). */
-static int64_t gm_ncr(const GmCfg *c, int64_t N) { return gm_roundup(gm_min(c->nc, N < 1 ? 1 : N), c->nr); }
+static int64_t gm_ncr(const GmCfg *c, int64_t N) {
+  return gm_roundup(gm_min(c->nc, N < 1 ? 1 : N), c->nr);
+}
 
 /* Whether convolution calls of at most N columns and depth K keep B resident (as the GEMM
  * function decides at run time for its N; dots keep the K blocks outermost, which measured

@@ -20,12 +20,14 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K) {
   LLVMValueRef nkb = LLVMBuildSDiv(k->B, gadd(k, K, gi(k, c->kc - 1)), gi(k, c->kc), "");
   nkb = LLVMBuildSelect(k->B, gslt(k, nkb, gi(k, 1)), gi(k, 1), nkb, "");
   LLVMValueRef kstep = LLVMBuildSDiv(k->B, gadd(k, K, gsub(k, nkb, gi(k, 1))), nkb, "");
-  return gmin(k, gi(k, c->kc), LLVMBuildAnd(k->B, gadd(k, kstep, gi(k, 7)), gi(k, ~(int64_t)7), ""));
+  return gmin(k, gi(k, c->kc),
+              LLVMBuildAnd(k->B, gadd(k, kstep, gi(k, 7)), gi(k, ~(int64_t)7), ""));
 }
 
 LLVMTypeRef gm_fn_type(CpuCg *cg) {
   LLVMTypeRef ps[GP_COUNT];
-  for (int j = 0; j < GP_COUNT; j++) ps[j] = cg->i64;
+  for (int j = 0; j < GP_COUNT; j++)
+    ps[j] = cg->i64;
   ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] = cg->ptr;
   return LLVMFunctionType(cg->vd, ps, GP_COUNT, 0);
 }
@@ -39,15 +41,17 @@ LLVMTypeRef gm_fn_type(CpuCg *cg) {
  * Calls past that, and calls without a packed B, prefetch their own panel again: lines
  * already at hand, no branch in the loop. A block pulled from L3 or memory by its first row
  * panel alone could not be streamed as fast as that panel consumed it. */
-static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bpc, LLVMValueRef bpj,
-                                  LLVMValueRef kc, LLVMValueRef ncrj, LLVMValueRef ic, LLVMValueRef ir, LLVMValueRef jr) {
+static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bpc,
+                                  LLVMValueRef bpj, LLVMValueRef kc, LLVMValueRef ncrj,
+                                  LLVMValueRef ic, LLVMValueRef ir, LLVMValueRef jr) {
   LLVMValueRef per = LLVMBuildSDiv(k->B, kc, gi(k, 4), "");
   LLVMValueRef lines = LLVMBuildSDiv(k->B, gmul(k, kc, ncrj), gi(k, 16), "");
   LLVMValueRef cols = LLVMBuildSDiv(k->B, ncrj, gi(k, c->nr), "");
   LLVMValueRef t = gadd(k, gmul(k, LLVMBuildSDiv(k->B, gadd(k, ic, ir), gi(k, c->mr), ""), cols),
                         LLVMBuildSDiv(k->B, jr, gi(k, c->nr), ""));
   LLVMValueRef l0 = gmul(k, t, per);
-  LLVMValueRef take = LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gslt(k, l0, lines), "");
+  LLVMValueRef take =
+      LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gslt(k, l0, lines), "");
   LLVMValueRef nb = gfp(k, bpc, gmul(k, kc, ncrj));
   return LLVMBuildSelect(k->B, take, gfp(k, nb, gmul(k, l0, gi(k, 16))), bpj, "");
 }
@@ -79,7 +83,8 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   LLVMValueRef fn = k->fn;
   gm_mark(fn, &c);
   LLVMValueRef P[GP_COUNT];
-  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(fn, (unsigned)j);
+  for (int j = 0; j < GP_COUNT; j++)
+    P[j] = LLVMGetParam(fn, (unsigned)j);
   unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
   LLVMAddAttributeAtIndex(fn, GP_PACK + 1, LLVMCreateEnumAttribute(cg->C, na, 0));
   LLVMTypeRef tile_ty = LLVMArrayType2(cg->f32, (uint64_t)(c.mr * c.nr));
@@ -90,19 +95,26 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   LLVMValueRef kcb = gmin(k, gi(k, c.kc), K);
   /* B first (its size depends on N and K only, so calls with B kept find it where it was
      packed), then the A block, 64-byte aligned (the micro-kernel's aligned loads) */
-  LLVMValueRef ncr = gmul(k, LLVMBuildSDiv(k->B, gadd(k, gmin(k, N, gi(k, c.nc)), gi(k, c.nr - 1)), gi(k, c.nr), ""), gi(k, c.nr));
-  LLVMValueRef res = !has_conv ? LLVMConstInt(cg->i1, 0, 0)
-                   : LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""),
-                                  LLVMBuildICmp(k->B, LLVMIntSLE, gmul(k, K, ncr), gi(k, GM_RESIDENT), ""), "");
+  LLVMValueRef ncr = gmul(
+      k, LLVMBuildSDiv(k->B, gadd(k, gmin(k, N, gi(k, c.nc)), gi(k, c.nr - 1)), gi(k, c.nr), ""),
+      gi(k, c.nr));
+  LLVMValueRef res =
+      !has_conv
+          ? LLVMConstInt(cg->i1, 0, 0)
+          : LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""),
+                         LLVMBuildICmp(k->B, LLVMIntSLE, gmul(k, K, ncr), gi(k, GM_RESIDENT), ""),
+                         "");
   LLVMValueRef belems = gmul(k, LLVMBuildSelect(k->B, res, K, kcb, ""), ncr);
   LLVMValueRef bp = P[GP_PACK];
   /* (a B packed beforehand takes no room: A's block at the start) */
   LLVMValueRef boff = LLVMBuildAnd(k->B, gadd(k, belems, gi(k, 15)), gi(k, ~(int64_t)15), "");
-  LLVMValueRef ap = gfp(k, bp, LLVMBuildSelect(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gi(k, 0), boff, ""));
+  LLVMValueRef ap = gfp(
+      k, bp, LLVMBuildSelect(k->B, LLVMBuildIsNotNull(k->B, P[GP_BPRE], ""), gi(k, 0), boff, ""));
   /* B resident (whole K of a column block packed once, blocks at bp + pc * ncr): row blocks
      outermost, every K block of one before the next, so its C block stays in cache and is
      finished before moving on; else the K blocks outermost with B packed per block */
-  LLVMValueRef keep = LLVMBuildAnd(k->B, res, LLVMBuildICmp(k->B, LLVMIntNE, P[GP_BKEEP], gi(k, 0), ""), "");
+  LLVMValueRef keep =
+      LLVMBuildAnd(k->B, res, LLVMBuildICmp(k->B, LLVMIntNE, P[GP_BKEEP], gi(k, 0), ""), "");
   CpuLoop ljc, lio, lpc, lic, lout, lin;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, c.nc);
   LLVMValueRef nc = gmin(k, gi(k, c.nc), gsub(k, N, jc));
@@ -114,25 +126,32 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   LLVMValueRef bpc = LLVMBuildSelect(k->B, res, gfp(k, bp, gmul(k, pc, ncr)), bp, "");
   /* B packed beforehand (shared by the chunks of a split product): its block in place */
   LLVMValueRef pre = LLVMBuildIsNotNull(k->B, P[GP_BPRE], "");
-  LLVMValueRef ncrj = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, c.nr - 1)), gi(k, ~(int64_t)(c.nr - 1)), "");
-  bpc = LLVMBuildSelect(k->B, pre, gfp(k, P[GP_BPRE], gadd(k, gmul(k, jc, K), gmul(k, pc, ncrj))), bpc, "");
+  LLVMValueRef ncrj =
+      LLVMBuildAnd(k->B, gadd(k, nc, gi(k, c.nr - 1)), gi(k, ~(int64_t)(c.nr - 1)), "");
+  bpc = LLVMBuildSelect(k->B, pre, gfp(k, P[GP_BPRE], gadd(k, gmul(k, jc, K), gmul(k, pc, ncrj))),
+                        bpc, "");
   {
     /* packed here unless given, or resident and (kept from the last call or packed for an
        earlier row block) */
-    LLVMValueRef skip = LLVMBuildAnd(k->B, res, LLVMBuildOr(k->B, keep, LLVMBuildICmp(k->B, LLVMIntNE, io, gi(k, 0), ""), ""), "");
+    LLVMValueRef skip = LLVMBuildAnd(
+        k->B, res, LLVMBuildOr(k->B, keep, LLVMBuildICmp(k->B, LLVMIntNE, io, gi(k, 0), ""), ""),
+        "");
     skip = LLVMBuildOr(k->B, skip, pre, "");
     GIf pb;
     gif_open(k, &pb, LLVMBuildNot(k->B, skip, ""), false);
     gm_call_step(k, e, GS_PACK_B, P, bpc, pc, kc, jc, nc);
     gif_close(k, &pb);
   }
-  LLVMValueRef ic = gloop(k, &lic, io, LLVMBuildSelect(k->B, res, gmin(k, M, gadd(k, io, gi(k, c.mc))), M, ""), c.mc);
+  LLVMValueRef ic = gloop(
+      k, &lic, io, LLVMBuildSelect(k->B, res, gmin(k, M, gadd(k, io, gi(k, c.mc))), M, ""), c.mc);
   LLVMValueRef mc = gmin(k, gi(k, c.mc), gsub(k, M, ic));
   /* A from a strided matrix, or (conv != NULL) from a convolution input, or packed
      beforehand (shared by the chunks of a split product): its block in place */
   LLVMValueRef apre = LLVMBuildIsNotNull(k->B, P[GP_APRE], "");
-  LLVMValueRef mcr = LLVMBuildMul(k->B, LLVMBuildSDiv(k->B, gadd(k, mc, gi(k, c.mr - 1)), gi(k, c.mr), ""), gi(k, c.mr), "");
-  LLVMValueRef apc = LLVMBuildSelect(k->B, apre, gfp(k, P[GP_APRE], gadd(k, gmul(k, ic, K), gmul(k, pc, mcr))), ap, "");
+  LLVMValueRef mcr = LLVMBuildMul(
+      k->B, LLVMBuildSDiv(k->B, gadd(k, mc, gi(k, c.mr - 1)), gi(k, c.mr), ""), gi(k, c.mr), "");
+  LLVMValueRef apc = LLVMBuildSelect(
+      k->B, apre, gfp(k, P[GP_APRE], gadd(k, gmul(k, ic, K), gmul(k, pc, mcr))), ap, "");
   GIf pk, pn;
   if (has_conv && has_dot) gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
   if (has_conv) gm_call_step(k, e, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
@@ -165,7 +184,8 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
       LLVMValueRef g[GC_COUNT], off, rs;
       gm_conv_geom(k, P, g);
       LLVMValueRef mrv2 = gmin(k, gi(k, c.mr), gsub(k, mc, i2));
-      LLVMValueRef ok = gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
+      LLVMValueRef ok =
+          gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
       LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), okp);
       LLVMBuildStore(k->B, off, offp);
       LLVMBuildStore(k->B, rs, prs);
@@ -174,8 +194,10 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
     gm_close(k, &lp);
   }
   /* the block's micro-tiles: row panels outer (GmCfg.order 1) or column panels outer */
-  LLVMValueRef outer = c.order ? gloop(k, &lout, gi(k, 0), mc, c.mr) : gloop(k, &lout, gi(k, 0), nc, c.nr);
-  LLVMValueRef inner = c.order ? gloop(k, &lin, gi(k, 0), nc, c.nr) : gloop(k, &lin, gi(k, 0), mc, c.mr);
+  LLVMValueRef outer =
+      c.order ? gloop(k, &lout, gi(k, 0), mc, c.mr) : gloop(k, &lout, gi(k, 0), nc, c.nr);
+  LLVMValueRef inner =
+      c.order ? gloop(k, &lin, gi(k, 0), nc, c.nr) : gloop(k, &lin, gi(k, 0), mc, c.mr);
   LLVMValueRef ir = c.order ? outer : inner, jr = c.order ? inner : outer;
   LLVMValueRef nrv = gmin(k, gi(k, c.nr), gsub(k, nc, jr));
   LLVMValueRef mrv = gmin(k, gi(k, c.mr), gsub(k, mc, ir));
@@ -184,13 +206,17 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   GmDirect dat, *dr = NULL;
   if (direct) {
     LLVMValueRef slot = LLVMBuildSDiv(k->B, ir, gi(k, c.mr), "");
-    LLVMValueRef ok = LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
-    LLVMValueRef off = LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
+    LLVMValueRef ok =
+        LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
+    LLVMValueRef off =
+        LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
     dat = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
     dr = &dat;
   }
   LLVMValueRef pfl = c.pfb ? gm_next_lines(k, &c, P, bpc, bpj, kc, ncrj, ic, ir, jr) : NULL;
-  c.micro->tile(k, &c, &(GmTile){gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first, tile, pfl});
+  c.micro->tile(k, &c,
+                &(GmTile){gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first,
+                          tile, pfl});
   gm_close(k, &lin);
   gm_close(k, &lout);
   gm_close(k, &lic);

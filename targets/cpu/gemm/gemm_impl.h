@@ -82,10 +82,10 @@ typedef struct GmState {
   GmCfg cfg;                                /* the configuration for the target CPU */
   LLVMValueRef fn[GE_COUNT];                /* the GEMM function per operand type (gm_function) */
   LLVMValueRef step_fn[GE_COUNT][GS_COUNT]; /* its block-packing steps (gm_step_function) */
-  LLVMValueRef packb_fn[GE_COUNT];          /* B packed whole ahead of the GEMM (gm_packx_function) */
-  LLVMValueRef packa_fn[GE_COUNT];          /* and A */
-  LLVMValueRef rows_fn[GE_COUNT];           /* the row interleave of both packings (gm_rows_t_function) */
-  LLVMValueRef wino_fn[GW_COUNT];           /* Winograd's transforms (gm_wino_function) */
+  LLVMValueRef packb_fn[GE_COUNT]; /* B packed whole ahead of the GEMM (gm_packx_function) */
+  LLVMValueRef packa_fn[GE_COUNT]; /* and A */
+  LLVMValueRef rows_fn[GE_COUNT];  /* the row interleave of both packings (gm_rows_t_function) */
+  LLVMValueRef wino_fn[GW_COUNT];  /* Winograd's transforms (gm_wino_function) */
 } GmState;
 
 /* The level defaults: AVX-512, AVX and AVX2, others (cpu_gemm_isa compares with the first two). */
@@ -114,11 +114,21 @@ int64_t gm_kstep(const GmCfg *c, int64_t K);
 /* ------------------------------------------------------------------ gemm_ir.c */
 
 static inline LLVMValueRef gi(CpuKern *k, int64_t v) { return cpu_i64(k, v); }
-static inline LLVMValueRef gadd(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWAdd(k->B, a, b, ""); }
-static inline LLVMValueRef gsub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWSub(k->B, a, b, ""); }
-static inline LLVMValueRef gmul(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWMul(k->B, a, b, ""); }
-static inline LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return cpu_smin(k, a, b); }
-static inline LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""); }
+static inline LLVMValueRef gadd(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, a, b, "");
+}
+static inline LLVMValueRef gsub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWSub(k->B, a, b, "");
+}
+static inline LLVMValueRef gmul(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWMul(k->B, a, b, "");
+}
+static inline LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return cpu_smin(k, a, b);
+}
+static inline LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(k->B, LLVMIntSLT, a, b, "");
+}
 /* &p[i] for f32 elements */
 static inline LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
@@ -131,7 +141,8 @@ GmElt gm_elt(DType dt);
 bool gm_elt_ok(DType dt);
 LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e);
 static inline LLVMValueRef gep_e(CpuKern *k, GmElt e, LLVMValueRef p, LLVMValueRef i) {
-  return e == GE_F32 ? gfp(k, p, i) : LLVMBuildInBoundsGEP2(k->B, gm_elt_type(k->cg, e), p, &i, 1, "");
+  return e == GE_F32 ? gfp(k, p, i)
+                     : LLVMBuildInBoundsGEP2(k->B, gm_elt_type(k->cg, e), p, &i, 1, "");
 }
 LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align);
 LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask);
@@ -148,7 +159,9 @@ static inline LLVMValueRef gvar(CpuKern *k, LLVMValueRef init) {
   LLVMBuildStore(k->B, init, a);
   return a;
 }
-static inline LLVMValueRef gget(CpuKern *k, LLVMValueRef var) { return LLVMBuildLoad2(k->B, k->cg->i64, var, ""); }
+static inline LLVMValueRef gget(CpuKern *k, LLVMValueRef var) {
+  return LLVMBuildLoad2(k->B, k->cg->i64, var, "");
+}
 
 /* while (*var < bound) { ... } over an i64 variable (an alloca) the body updates:
  * gwhile_open returns *var as read in the header and leaves the builder in the body;
@@ -156,8 +169,8 @@ static inline LLVMValueRef gget(CpuKern *k, LLVMValueRef var) { return LLVMBuild
 typedef struct GWhile {
   LLVMBasicBlockRef hdr, exit; /* blocks */
 } GWhile;
-LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound, const char *hname,
-                         const char *bname, const char *ename);
+LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
+                         const char *hname, const char *bname, const char *ename);
 void gwhile_close(CpuKern *k, const GWhile *w);
 /* if (c) { ...then... } [else { ... }]: the builder is left in the then block; gif_else moves
  * it to the else block, gif_close to the join block. */
@@ -199,7 +212,19 @@ void gm_mark(LLVMValueRef fn, const GmCfg *c);
 
 /* Parameters of the GEMM function (and the first ones of its packing steps). */
 enum {
-  GP_M, GP_N, GP_K, GP_A, GP_ARS, GP_ACS, GP_B, GP_BRS, GP_BCS, GP_C, GP_LDC, GP_PACK, GP_CONV,
+  GP_M,
+  GP_N,
+  GP_K,
+  GP_A,
+  GP_ARS,
+  GP_ACS,
+  GP_B,
+  GP_BRS,
+  GP_BCS,
+  GP_C,
+  GP_LDC,
+  GP_PACK,
+  GP_CONV,
   GP_BKEEP, /* 1: B is resident and already packed in the packing area by the previous call
                (same B, N and K, one column block): skip packing it */
   GP_BPRE,  /* ptr: B already packed for every block of this call (gm_packx_function's layout:
@@ -221,8 +246,8 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
  * parameters, whether the panel is read in place (gm_direct_panel), row 0's offset in the
  * input at tap (0, 0) and channel 0, the distance between rows, the K block's first depth. */
 typedef struct GmDirect {
-  const LLVMValueRef *P;               /* the GEMM function's parameters */
-  LLVMValueRef ok, off, rstride, pc;   /* i1 read in place; offset; row distance; first depth */
+  const LLVMValueRef *P;             /* the GEMM function's parameters */
+  LLVMValueRef ok, off, rstride, pc; /* i1 read in place; offset; row distance; first depth */
 } GmDirect;
 
 /* One micro-kernel call: the MR x NR tile of C at cp from A's packed panel ap (MR x kc) and
@@ -253,7 +278,20 @@ extern const GmMicro gm_micro_fma;
 
 /* Convolution geometry given to the implicit-GEMM function (i64 array). */
 enum {
-  GC_OW, GC_H, GC_W, GC_CI, GC_KW, GC_SH, GC_SW, GC_DH, GC_DW, GC_PH, GC_PW, GC_XSH, GC_XSW, GC_XSC,
+  GC_OW,
+  GC_H,
+  GC_W,
+  GC_CI,
+  GC_KW,
+  GC_SH,
+  GC_SW,
+  GC_DH,
+  GC_DW,
+  GC_PH,
+  GC_PW,
+  GC_XSH,
+  GC_XSW,
+  GC_XSC,
   GC_OHW, /* output pixels per image: row / OHW is the image (rows span the batch) */
   GC_XSB, /* input batch stride (elements) */
   GC_M0,  /* the output pixel of row 0 of this call */
@@ -268,20 +306,21 @@ enum { GB_X, GB_RS, GB_CS, GB_N, GB_K, GB_DST, GB_KB0, GB_KB1, GB_COUNT };
  * it on the MR row pointers rows. */
 LLVMTypeRef gm_step_type(CpuCg *cg);
 LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which);
-void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef a0,
-                  LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3);
+void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
+                  LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3);
 LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b);
 LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e);
-void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
-                    LLVMValueRef dst);
+void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+                    LLVMValueRef k1, LLVMValueRef dst);
 
 /* pack_conv.c: the geometry from the conv parameter; depth pc as its tap and channel; whether
  * the panel of pixels pix0 .. is read in place (*off, *rstride: where and how); the packing. */
 void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g);
 void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
             LLVMValueRef *ci);
-LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, const LLVMValueRef *g,
-                             LLVMValueRef pix0, LLVMValueRef mrv, LLVMValueRef *off, LLVMValueRef *rstride);
+LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
+                             const LLVMValueRef *g, LLVMValueRef pix0, LLVMValueRef mrv,
+                             LLVMValueRef *off, LLVMValueRef *rstride);
 void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
                     LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp);
 
@@ -289,35 +328,35 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
 
 /* value(idx) = base[off + sum idx[d] * st[d]] (f32 elements). */
 typedef struct GmView {
-  const HInstr *base; /* entry instruction (buffer) or fused constant (global) */
-  bool global;        /* base is a fused constant: read its literal's global */
-  int64_t staged;     /* >= 0: the value was staged row-major in kernel-private scratch at
-                         this offset from the private area (base unused); -2: to be staged
-                         (base the value); -1: a view */
-  int64_t off;        /* element offset */
+  const HInstr *base;       /* entry instruction (buffer) or fused constant (global) */
+  bool global;              /* base is a fused constant: read its literal's global */
+  int64_t staged;           /* >= 0: the value was staged row-major in kernel-private scratch at
+                               this offset from the private area (base unused); -2: to be staged
+                               (base the value); -1: a view */
+  int64_t off;              /* element offset */
   int64_t st[HLO_MAX_RANK]; /* element strides per dimension of the value */
-  GmElt et;           /* its element type (offsets and strides count these) */
+  GmElt et;                 /* its element type (offsets and strides count these) */
 } GmView;
 
 /* A GEMM problem: loop dims (with the strides of their index in A, B, C), then M x N x K. */
 typedef struct GmProb {
-  int nloop;                    /* looped dimensions (batch, unmerged lhs free) */
-  int64_t lext[HLO_MAX_RANK];   /* their extents */
+  int nloop;                  /* looped dimensions (batch, unmerged lhs free) */
+  int64_t lext[HLO_MAX_RANK]; /* their extents */
   int64_t lsa[HLO_MAX_RANK], lsb[HLO_MAX_RANK], lsc[HLO_MAX_RANK]; /* their strides in A, B, C */
-  int lout[HLO_MAX_RANK];       /* their output dimension */
-  int64_t M, N, K;              /* product sizes */
-  int64_t ars, acs, brs, bcs, ldc; /* strides */
-  int mdim0, nm;                /* output dims of the merged M: [mdim0, mdim0 + nm) */
-  int ndim0, nn;                /* output dims of N: [ndim0, ndim0 + nn) */
-  bool conv;                    /* implicit-GEMM convolution */
-  int64_t geo[GC_COUNT];        /* convolution geometry */
-  int64_t xsb;                  /* convolution: input batch stride (elements) */
-  bool wino;                    /* convolution through Winograd (gm_winograd): B need not merge */
-  int64_t wk[4];                /* convolution: strides of (kh, kw, ci, co) in B's view */
-  GmView a, b;                  /* operand views */
-  GmElt et;                     /* the operands' element type (both have it) */
-  DType cdt;                    /* the result's: f32, or (et 16-bit) et's own, rounded from
-                                   f32 sums kept in scratch (gm_cbuf) */
+  int lout[HLO_MAX_RANK];                                          /* their output dimension */
+  int64_t M, N, K;                                                 /* product sizes */
+  int64_t ars, acs, brs, bcs, ldc;                                 /* strides */
+  int mdim0, nm;         /* output dims of the merged M: [mdim0, mdim0 + nm) */
+  int ndim0, nn;         /* output dims of N: [ndim0, ndim0 + nn) */
+  bool conv;             /* implicit-GEMM convolution */
+  int64_t geo[GC_COUNT]; /* convolution geometry */
+  int64_t xsb;           /* convolution: input batch stride (elements) */
+  bool wino;             /* convolution through Winograd (gm_winograd): B need not merge */
+  int64_t wk[4];         /* convolution: strides of (kh, kw, ci, co) in B's view */
+  GmView a, b;           /* operand views */
+  GmElt et;              /* the operands' element type (both have it) */
+  DType cdt;             /* the result's: f32, or (et 16-bit) et's own, rounded from
+                            f32 sums kept in scratch (gm_cbuf) */
 } GmProb;
 
 /* Whether product p's result is not f32: its kernels compute it into f32 scratch, which the
@@ -331,7 +370,8 @@ bool gm_has(const IList *l, int64_t v);
  * operands seen as views or (bit 0 of stage: A, bit 1: B) to be staged; false when it has
  * none (wino: B seen for Winograd, whose taps need not merge). */
 bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, GmProb *p);
-bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino, GmProb *p);
+bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino,
+                  GmProb *p);
 /* The address of view v's element 0 inside kernel k. */
 LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v);
 
@@ -350,37 +390,37 @@ typedef enum {
  * scratch: staged operands, one packing area per chunk, then the operand packed once, the
  * merged serial call's area, the slice buffers and the partial results. */
 typedef struct GmPlan {
-  GmCfg c;                 /* the configuration */
-  GmProb p;                /* the problem (staged operands: staged == -2 until staged) */
-  const HInstr *fusion;    /* the output fusion, or NULL */
-  const HInstr *red;       /* its root, when it reduces the epilogue block by block, or NULL */
-  GmPath path;             /* the kernel that takes it */
-  int64_t nb;              /* iterations of the loop dimensions */
-  int64_t want;            /* chunks wanted */
-  int64_t mblk, nblk;      /* rows and columns of an item's block */
-  int64_t nmb, nnb;        /* row and column blocks */
-  int64_t items, nchunks;  /* items, and the chunks made of them */
-  int64_t nblk0, nnb0;     /* column blocks before any split (the packed B's, with alt) */
-  int64_t mblk1, nmb1;     /* alt's row blocks */
-  bool alt;                /* with B read packed, the chunks split rows of full-width blocks */
-  int64_t lnblk, lnnb;     /* the column blocks a packed B is laid out for */
-  int64_t pack;            /* bytes of a chunk's packing area */
-  int64_t stage_bytes;     /* bytes of the staged operands (the scratch's start) */
-  int64_t kstep, nkb;      /* depth and count of the K blocks */
-  bool bconst;             /* B a constant, packed at compile time (gm_const_packed_b) */
-  int pre;                 /* an operand packed once ahead of the GEMM: 1 B, 2 A, 0 none */
-  int64_t pre_off;         /* where it is packed */
-  bool merge;              /* the serial run makes one call over all the columns */
-  bool merge_apart;        /* its packing area is its own (at merge_off), not chunk 0's */
-  int64_t merge_off;       /* that area */
-  bool resident;           /* convolution calls keep B resident */
-  bool slices;             /* the rows go in slices of 2 * MC, each finished by the epilogue */
-  bool cbuf;               /* the calls write the chunk's slice buffer, not C (reducing, or a
-                              result that is not f32: gm_cbuf) */
+  GmCfg c;                /* the configuration */
+  GmProb p;               /* the problem (staged operands: staged == -2 until staged) */
+  const HInstr *fusion;   /* the output fusion, or NULL */
+  const HInstr *red;      /* its root, when it reduces the epilogue block by block, or NULL */
+  GmPath path;            /* the kernel that takes it */
+  int64_t nb;             /* iterations of the loop dimensions */
+  int64_t want;           /* chunks wanted */
+  int64_t mblk, nblk;     /* rows and columns of an item's block */
+  int64_t nmb, nnb;       /* row and column blocks */
+  int64_t items, nchunks; /* items, and the chunks made of them */
+  int64_t nblk0, nnb0;    /* column blocks before any split (the packed B's, with alt) */
+  int64_t mblk1, nmb1;    /* alt's row blocks */
+  bool alt;               /* with B read packed, the chunks split rows of full-width blocks */
+  int64_t lnblk, lnnb;    /* the column blocks a packed B is laid out for */
+  int64_t pack;           /* bytes of a chunk's packing area */
+  int64_t stage_bytes;    /* bytes of the staged operands (the scratch's start) */
+  int64_t kstep, nkb;     /* depth and count of the K blocks */
+  bool bconst;            /* B a constant, packed at compile time (gm_const_packed_b) */
+  int pre;                /* an operand packed once ahead of the GEMM: 1 B, 2 A, 0 none */
+  int64_t pre_off;        /* where it is packed */
+  bool merge;             /* the serial run makes one call over all the columns */
+  bool merge_apart;       /* its packing area is its own (at merge_off), not chunk 0's */
+  int64_t merge_off;      /* that area */
+  bool resident;          /* convolution calls keep B resident */
+  bool slices;            /* the rows go in slices of 2 * MC, each finished by the epilogue */
+  bool cbuf;              /* the calls write the chunk's slice buffer, not C (reducing, or a
+                             result that is not f32: gm_cbuf) */
   int64_t slice_off, slice_bytes; /* reducing: the chunks' slice buffers */
   int64_t part_off, part_bytes;   /* reducing: the chunks' partial results */
-  int64_t need;            /* bytes of private scratch in all */
-  bool pack_ahead;         /* B may be packed by the caller ahead of the runs (gm_pack_job) */
+  int64_t need;                   /* bytes of private scratch in all */
+  bool pack_ahead; /* B may be packed by the caller ahead of the runs (gm_pack_job) */
 } GmPlan;
 
 /* The plan of the dot or convolution kernel of entry instruction in (hero: in itself, or the
@@ -396,14 +436,16 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl);
  * runs (else -1) and its byte offset in the packed weights (registered, else -1); the packed
  * weights' base in a kernel (NULL when pk_off < 0), element eoff of an operand there when the
  * run was given them (else other), and whether B is read packed in this run. */
-void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t nblk,
-               int64_t nnb, int64_t kstep, float *dst);
+void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N,
+               int64_t nblk, int64_t nnb, int64_t kstep, float *dst);
 const float *gm_view_const(const GmCfg *c, const GmView *v);
-LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb, int64_t kstep);
+LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk,
+                               int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
 int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb);
 LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off);
-LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff, LLVMValueRef other);
+LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
+                          LLVMValueRef other);
 LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb);
 
 /* ------------------------------------------------------------------ epilogue.c */
@@ -413,11 +455,11 @@ LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb);
  * is the serial run. */
 LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
                               LLVMValueRef *lo, LLVMValueRef *hi);
-LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk, LLVMValueRef *lo,
-                            LLVMValueRef *hi);
+LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
+                            LLVMValueRef *lo, LLVMValueRef *hi);
 /* The loop dimensions' indices lidx from their linear index bi, and their offsets in A, B, C. */
-void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx, LLVMValueRef *offa,
-                     LLVMValueRef *offb, LLVMValueRef *offc);
+void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
+                     LLVMValueRef *offa, LLVMValueRef *offb, LLVMValueRef *offc);
 /* The reduce at the root of fusion in that the GEMM reduces block by block, or NULL. */
 const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero);
 /* The epilogue of output fusion in on block [m0, m1) x [n0, n1) of C (red: combined into the
@@ -425,22 +467,22 @@ const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero);
  * which are rounded to it and stored in in's buffer, through the fusion or alone); P set to
  * the reducer's identity; the kernel combining the chunks' partial results with the init. */
 void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
-                 const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0, LLVMValueRef n1,
-                 LLVMValueRef C, LLVMValueRef P);
+                 const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
+                 LLVMValueRef n1, LLVMValueRef C, LLVMValueRef P);
 void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes);
-bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off, int64_t part_bytes,
-                      int64_t nchunks);
+bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off,
+                      int64_t part_bytes, int64_t nchunks);
 
 /* ------------------------------------------------------------------ few.c */
 
 /* Whether product p takes the few-rows (few-columns) kernel, and that kernel (1 when emitted,
  * -1 after an error). */
 bool gm_small_m_fits(const GmCfg *c, const GmProb *p);
-int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t nb,
-               int64_t want, int64_t stage_bytes);
+int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
+               int64_t nb, int64_t want, int64_t stage_bytes);
 bool gm_few_n_fits(const GmCfg *c, const GmProb *p);
-int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c, int64_t want,
-             int64_t stage_bytes);
+int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
+             int64_t want, int64_t stage_bytes);
 
 /* ------------------------------------------------------------------ winograd.c */
 
@@ -450,9 +492,9 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
 bool gm_wino_conv(CpuCg *cg, const HInstr *cv);
 bool gm_wino_fits(const GmProb *p);
 LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which);
-void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo, LLVMValueRef hi,
-                  int64_t CI, int64_t CO, const int64_t *wk);
-int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p, const GmCfg *c,
-                int64_t stage_bytes, int64_t want);
+void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
+                  LLVMValueRef hi, int64_t CI, int64_t CO, const int64_t *wk);
+int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+                const GmCfg *c, int64_t stage_bytes, int64_t want);
 
 #endif

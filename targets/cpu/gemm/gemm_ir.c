@@ -9,8 +9,8 @@
  * and the attributes that give it the light optimization pipeline. */
 #include "gemm_impl.h"
 
-LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound, const char *hname,
-                                const char *bname, const char *ename) {
+LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
+                         const char *hname, const char *bname, const char *ename) {
   LLVMBuilderRef B = k->B;
   w->hdr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname);
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname);
@@ -54,7 +54,9 @@ LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi, int
 
 /* Mark the back edge br as a loop LLVM must not vectorize: the GEMM's loops are vectorized
  * by hand, and the vectorizer's analysis of them would be compile time spent for nothing. */
-void gm_novec(CpuKern *k, LLVMValueRef br) { cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0)); }
+void gm_novec(CpuKern *k, LLVMValueRef br) {
+  cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0));
+}
 
 void gm_close(CpuKern *k, CpuLoop *l) {
   cpu_loop_close(k, l);
@@ -68,14 +70,16 @@ void gm_prefetch(CpuKern *k, LLVMValueRef p, int level) {
   unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
   LLVMTypeRef pty = cg->ptr;
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, pid, &pty, 1);
-  LLVMValueRef pa[4] = {p, LLVMConstInt(cg->i32, level < 0, 0), LLVMConstInt(cg->i32, (unsigned long long)(level < 0 ? 3 : level), 0),
+  LLVMValueRef pa[4] = {p, LLVMConstInt(cg->i32, level < 0, 0),
+                        LLVMConstInt(cg->i32, (unsigned long long)(level < 0 ? 3 : level), 0),
                         LLVMConstInt(cg->i32, 1, 0)};
   LLVMBuildCall2(k->B, LLVMIntrinsicGetType(cg->C, pid, &pty, 1), f, pa, 4, "");
 }
 
 GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, const char *dname) {
   GPhiLoop l = {LLVMGetInsertBlock(k->B), LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname),
-                LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname), LLVMAppendBasicBlockInContext(k->cg->C, k->fn, dname)};
+                LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname),
+                LLVMAppendBasicBlockInContext(k->cg->C, k->fn, dname)};
   LLVMBuildBr(k->B, l.hdr);
   LLVMPositionBuilderAtEnd(k->B, l.hdr);
   return l;
@@ -88,8 +92,10 @@ static void gm_opaque(CpuKern *k, LLVMValueRef *v, int n) {
   LLVMTypeRef t = LLVMTypeOf(v[0]);
   LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
   static const char cons[] = "=v,0";
-  LLVMValueRef asm_ = LLVMGetInlineAsm(ft, "", 0, (char *)cons, sizeof cons - 1, 0, 0, LLVMInlineAsmDialectATT, 0);
-  for (int i = 0; i < n; i++) v[i] = LLVMBuildCall2(k->B, ft, asm_, &v[i], 1, "");
+  LLVMValueRef asm_ =
+      LLVMGetInlineAsm(ft, "", 0, (char *)cons, sizeof cons - 1, 0, 0, LLVMInlineAsmDialectATT, 0);
+  for (int i = 0; i < n; i++)
+    v[i] = LLVMBuildCall2(k->B, ft, asm_, &v[i], 1, "");
 }
 
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power
@@ -122,7 +128,9 @@ void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n) {
 
 /* The symbol prefix of the GEMM's functions: the module's name, or, where they come from the
  * prebuilt library (or are being compiled into it), the library's. */
-const char *gm_prefix(const CpuCg *cg) { return cg->prebuilt || cg->lib ? CPU_LIB_PREFIX : cg->o->name; }
+const char *gm_prefix(const CpuCg *cg) {
+  return cg->prebuilt || cg->lib ? CPU_LIB_PREFIX : cg->o->name;
+}
 
 /* With a prebuilt library (cg->prebuilt) a function of the GEMM is only declared, hidden, and
  * kept in *slot: its definition is in the library's object, joined to the module's by
@@ -168,7 +176,9 @@ GmElt gm_elt(DType dt) { return dt == DT_BF16 ? GE_BF16 : dt == DT_F16 ? GE_F16 
 
 bool gm_elt_ok(DType dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
 
-LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) { return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : cg->f32; }
+LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) {
+  return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : cg->f32;
+}
 
 const char *gm_elt_name(GmElt e) { return e == GE_BF16 ? "bf16" : e == GE_F16 ? "f16" : "f32"; }
 
@@ -185,8 +195,10 @@ static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
   if (e == GE_F16) return LLVMBuildFPExt(k->B, v, f, "");
   LLVMTypeRef it = n ? LLVMVectorType(cg->i32, (unsigned)n) : cg->i32;
   LLVMValueRef sh[16], s16 = LLVMConstInt(cg->i32, 16, 0);
-  for (int j = 0; j < n; j++) sh[j] = s16;
-  LLVMValueRef w = LLVMBuildShl(k->B, LLVMBuildZExt(k->B, v, it, ""), n ? LLVMConstVector(sh, (unsigned)n) : s16, "");
+  for (int j = 0; j < n; j++)
+    sh[j] = s16;
+  LLVMValueRef w = LLVMBuildShl(k->B, LLVMBuildZExt(k->B, v, it, ""),
+                                n ? LLVMConstVector(sh, (unsigned)n) : s16, "");
   return LLVMBuildBitCast(k->B, w, f, "");
 }
 
@@ -201,7 +213,8 @@ LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValue
   LLVMTypeRef vt = LLVMVectorType(gm_elt_type(cg, e), (unsigned)n);
   if (e == GE_F32) return cpu_masked_load(k, vt, p, mask);
   LLVMTypeRef ty[2] = {vt, cg->ptr};
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
+  LLVMValueRef f =
+      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
   LLVMValueRef a[4] = {p, LLVMConstInt(cg->i32, 2, 0), mask, LLVMConstNull(vt)};
   return gm_widen(k, e, LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, ""), n);
 }

@@ -41,7 +41,8 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
   }
   LLVMValueRef val = cpu_gen(k, v, idx);
   if (val) cpu_store_elem(k, dst, s, idx, val);
-  for (int j = nl - 1; j >= 0; j--) cpu_loop_close(k, &loops[j]);
+  for (int j = nl - 1; j >= 0; j--)
+    cpu_loop_close(k, &loops[j]);
   if (!cpu_kern_end(k, nch)) return false;
   cg->tasks[cg->ntasks - 1].note = "operand staged";
   *out = (GmView){NULL, false, off, 0, {0}, gm_elt(s->dt)};
@@ -51,12 +52,14 @@ static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, Gm
 
 /* The kernel that packs the operand a split dot's chunks share once (pl->pre: 1 B, 2 A) into
  * the private scratch at pl->pre_off, its chunks over (block, K block). */
-static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bconst, int64_t pk_off) {
+static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bconst,
+                       int64_t pk_off) {
   const GmProb p = pl->p;
   const GmCfg c = pl->c;
   const HInstr *red = pl->red;
   int pre = pl->pre;
-  int64_t nnb = pl->nnb, nblk = pl->nblk, nkb = pl->nkb, nmb1 = pl->nmb1, mblk1 = pl->mblk1, pre_off = pl->pre_off;
+  int64_t nnb = pl->nnb, nblk = pl->nblk, nkb = pl->nkb, nmb1 = pl->nmb1, mblk1 = pl->mblk1,
+          pre_off = pl->pre_off;
   bool alt = pl->alt, merge = pl->merge;
   /* B: chunk (column block of the items, K block); A: (MC row block, K block) */
   int64_t nx = pre == 1 ? nnb : (p.M + c.mc - 1) / c.mc, xb = pre == 1 ? nblk : c.mc;
@@ -114,18 +117,18 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
 
 /* The blocked GEMM kernel being emitted: the values its items' calls share. */
 typedef struct GmRun {
-  CpuKern *k;              /* the kernel */
-  LLVMValueRef A, Bm, C;   /* the operands' and the output's addresses (C NULL when reducing) */
-  LLVMValueRef geo;        /* convolution: the geometry array (GC_*), else NULL */
-  LLVMValueRef bconst;     /* B packed at compile time, or NULL */
-  LLVMValueRef pkd;        /* the caller's packed weights' base (gm_packed_base), or NULL */
-  int64_t pk_off;          /* B's place in them, or -1 */
+  CpuKern *k;            /* the kernel */
+  LLVMValueRef A, Bm, C; /* the operands' and the output's addresses (C NULL when reducing) */
+  LLVMValueRef geo;      /* convolution: the geometry array (GC_*), else NULL */
+  LLVMValueRef bconst;   /* B packed at compile time, or NULL */
+  LLVMValueRef pkd;      /* the caller's packed weights' base (gm_packed_base), or NULL */
+  int64_t pk_off;        /* B's place in them, or -1 */
   LLVMValueRef v_mblk, v_nblk, v_nmb, v_nnb; /* the items' blocks (run-time values with alt) */
-  LLVMValueRef use1;       /* alt's chunks (rows of full-width blocks), or NULL */
-  LLVMValueRef whole;      /* i1: the serial run */
-  LLVMValueRef lo, hi;     /* the chunk's items */
-  LLVMValueRef packp;      /* the chunk's packing area */
-  LLVMValueRef Cs, P;      /* reducing: the chunk's slice buffer and partial results */
+  LLVMValueRef use1;                         /* alt's chunks (rows of full-width blocks), or NULL */
+  LLVMValueRef whole;                        /* i1: the serial run */
+  LLVMValueRef lo, hi;                       /* the chunk's items */
+  LLVMValueRef packp;                        /* the chunk's packing area */
+  LLVMValueRef Cs, P; /* reducing: the chunk's slice buffer and partial results */
 } GmRun;
 
 /* Open the blocked kernel: bindings, operand addresses, the convolution geometry, the chunk's
@@ -141,7 +144,8 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
   r->A = gm_view_ptr(k, &p->a);
   r->Bm = r->bconst ? LLVMConstNull(cg->ptr) : gm_view_ptr(k, &p->b);
   r->C = red ? NULL : cpu_buffer(k, in);
-  LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->stage_bytes});
+  LLVMValueRef scratch =
+      cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->stage_bytes});
   r->geo = NULL;
   if (p->conv) {
     r->geo = cpu_alloca(k, LLVMArrayType2(cg->i64, GC_COUNT));
@@ -158,7 +162,8 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
   r->pkd = gm_packed_base(k, r->pk_off);
   /* the items' blocks: mblk x nblk, nmb x nnb of them; with alt and B packed, rows of
      full-width column blocks (chunks) or the full-width blocks (the serial run) */
-  r->v_mblk = gi(k, pl->mblk), r->v_nblk = gi(k, pl->nblk), r->v_nmb = gi(k, pl->nmb), r->v_nnb = gi(k, pl->nnb);
+  r->v_mblk = gi(k, pl->mblk), r->v_nblk = gi(k, pl->nblk), r->v_nmb = gi(k, pl->nmb),
+  r->v_nnb = gi(k, pl->nnb);
   LLVMValueRef v_items = gi(k, pl->items);
   r->use1 = NULL;
   if (pl->alt) {
@@ -172,22 +177,30 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
     v_items = LLVMBuildSelect(B, LLVMBuildAnd(B, pkv, ser, ""), gi(k, pl->nnb0), v_items, "");
   }
   r->whole = gm_chunk_items_v(k, v_items, pl->nchunks, &chunk, &r->lo, &r->hi);
-  r->packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, pl->pack))}, 1, "");
+  r->packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+                                   (LLVMValueRef[]){gmul(k, chunk, gi(k, pl->pack))}, 1, "");
   /* reducing: the chunk's slice buffer and its partial results, which start from the
      reducer's identity (offsets in the private scratch, as scratch's own) */
   r->Cs = r->P = NULL;
   if (pl->cbuf)
-    r->Cs = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, pl->slice_off - pl->stage_bytes), gmul(k, chunk, gi(k, pl->slice_bytes)))}, 1, "");
+    r->Cs = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+                                  (LLVMValueRef[]){gadd(k, gi(k, pl->slice_off - pl->stage_bytes),
+                                                        gmul(k, chunk, gi(k, pl->slice_bytes)))},
+                                  1, "");
   if (red) {
-    r->P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, pl->part_off - pl->stage_bytes), gmul(k, chunk, gi(k, pl->part_bytes)))}, 1, "");
+    r->P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+                                 (LLVMValueRef[]){gadd(k, gi(k, pl->part_off - pl->stage_bytes),
+                                                       gmul(k, chunk, gi(k, pl->part_bytes)))},
+                                 1, "");
     gm_reduce_init(k, red, r->P, pl->part_bytes);
   }
 }
 
 /* The GEMM call on rows [s0, s1) (of the item's rows from m0) and columns [n0, n1) of the
  * item at offsets offa, offb, offc of the loop dimensions. */
-static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRef s0, LLVMValueRef s1, LLVMValueRef m0,
-                        LLVMValueRef n0, LLVMValueRef n1, LLVMValueRef packp, LLVMValueRef offa, LLVMValueRef offb,
+static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRef s0,
+                        LLVMValueRef s1, LLVMValueRef m0, LLVMValueRef n0, LLVMValueRef n1,
+                        LLVMValueRef packp, LLVMValueRef offa, LLVMValueRef offb,
                         LLVMValueRef offc) {
   const GmProb *p = &pl->p;
   CpuKern *k = r->k;
@@ -206,31 +219,45 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
   }
   args[GP_ARS] = gi(k, p->ars);
   args[GP_ACS] = gi(k, p->acs);
-  args[GP_B] = r->bconst ? r->Bm : gep_e(k, p->et, r->Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs))));
+  args[GP_B] =
+      r->bconst ? r->Bm : gep_e(k, p->et, r->Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs))));
   args[GP_BRS] = gi(k, p->brs);
   args[GP_BCS] = gi(k, p->bcs);
-  args[GP_C] = pl->cbuf ? gfp(k, r->Cs, n0) : gfp(k, r->C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p->ldc)), n0)));
+  args[GP_C] = pl->cbuf ? gfp(k, r->Cs, n0)
+                        : gfp(k, r->C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p->ldc)), n0)));
   args[GP_LDC] = gi(k, p->ldc);
   args[GP_PACK] = packp;
   args[GP_CONV] = p->conv ? r->geo : LLVMConstNull(cg->ptr);
-  args[GP_BKEEP] = pl->slices && p->conv && pl->resident ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "") : gi(k, 0);
+  args[GP_BKEEP] = pl->slices && p->conv && pl->resident
+                       ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "")
+                       : gi(k, 0);
   args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
-  if (r->bconst) args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, r->bconst, 0}), gmul(k, n0, gi(k, p->K)));
+  if (r->bconst)
+    args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, r->bconst, 0}),
+                        gmul(k, n0, gi(k, p->K)));
   if (pl->pre) {
     /* the call's block of the packed operand (A: all rows, pre == 2 means nmb == 1) */
-    LLVMValueRef prep = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->pre_off});
-    if (pl->pre == 1) prep = LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr), gfp(k, prep, gmul(k, n0, gi(k, p->K))), "");
-    args[pl->pre == 1 ? GP_BPRE : GP_APRE] = pl->merge ? LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr), prep, "") : prep;
+    LLVMValueRef prep =
+        cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->pre_off});
+    if (pl->pre == 1)
+      prep = LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr),
+                             gfp(k, prep, gmul(k, n0, gi(k, p->K))), "");
+    args[pl->pre == 1 ? GP_BPRE : GP_APRE] =
+        pl->merge ? LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr), prep, "") : prep;
     /* alt's chunks: their row block's A, packed for a call starting at its first row */
-    if (r->use1) args[GP_APRE] = LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
+    if (r->use1)
+      args[GP_APRE] =
+          LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
   }
-  if (r->pkd) args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, p->K)), args[GP_BPRE]);
+  if (r->pkd)
+    args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, p->K)), args[GP_BPRE]);
   LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, p->et), args, GP_COUNT, "");
 }
 
 /* The chunk's items, each a GEMM call over consecutive row blocks of one column block (in
  * slices of 2 * MC rows with pl->slices), each followed by the epilogue. */
-static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *pl, const GmRun *r) {
+static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *pl,
+                         const GmRun *r) {
   const GmProb *p = &pl->p;
   CpuKern *k = r->k;
   LLVMBuilderRef B = k->B;
@@ -248,13 +275,17 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
   LLVMValueRef lidx[HLO_MAX_RANK], offa, offb, offc;
   gm_loop_offsets(k, p, bi, lidx, &offa, &offb, &offc);
   LLVMValueRef m0 = gmul(k, mi, r->v_mblk), n0 = gmul(k, ni, r->v_nblk);
-  LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), r->v_mblk), gi(k, p->M)), n1 = gmin(k, gadd(k, n0, r->v_nblk), gi(k, p->N));
+  LLVMValueRef m1 = gmin(k, gmul(k, gadd(k, mlast, gi(k, 1)), r->v_mblk), gi(k, p->M)),
+               n1 = gmin(k, gadd(k, n0, r->v_nblk), gi(k, p->N));
   LLVMValueRef packp = r->packp;
   if (pl->merge) {
     n0 = LLVMBuildSelect(B, r->whole, gi(k, 0), n0, "");
     n1 = LLVMBuildSelect(B, r->whole, gi(k, p->N), n1, "");
     if (pl->merge_apart)
-      packp = LLVMBuildSelect(B, r->whole, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->merge_off}), packp, "");
+      packp = LLVMBuildSelect(
+          B, r->whole,
+          cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->merge_off}), packp,
+          "");
   }
   CpuLoop lsl;
   LLVMValueRef s0 = m0, s1 = m1;
@@ -266,7 +297,12 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
   if ((pl->fusion || gm_cbuf(p)) && !k->failed) {
     /* reducing or a 16-bit result: the slice buffer seen as the whole product (element (s0, 0)
        of the loop index at Cs) */
-    LLVMValueRef V = !pl->cbuf ? r->C : LLVMBuildGEP2(B, cg->f32, r->Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p->ldc))))}, 1, "");
+    LLVMValueRef V =
+        !pl->cbuf ? r->C
+                  : LLVMBuildGEP2(B, cg->f32, r->Cs,
+                                  (LLVMValueRef[]){
+                                      gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p->ldc))))},
+                                  1, "");
     gm_epilogue(k, in, hero, pl->red, p, lidx, s0, s1, n0, n1, V, r->P);
   }
   if (pl->slices) cpu_loop_close(k, &lsl);
@@ -279,7 +315,8 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
  * shared operand once, the GEMM kernel, and (reducing) the kernel combining the partials. */
 static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *pl) {
   GmRun r = {0};
-  r.bconst = pl->bconst ? gm_const_packed_b(cg, &pl->c, &pl->p, pl->lnblk, pl->lnnb, pl->kstep) : NULL;
+  r.bconst =
+      pl->bconst ? gm_const_packed_b(cg, &pl->c, &pl->p, pl->lnblk, pl->lnnb, pl->kstep) : NULL;
   if (pl->need > cg->extra_temp) cg->extra_temp = pl->need;
   /* B an entry parameter: the caller may pass it packed ahead of the runs (NAME_pack,
      NAME_run_packed); when it does, nothing packs B (the packing kernel does nothing) */
@@ -290,7 +327,8 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   if (!cpu_kern_end(r.k, pl->nchunks)) return -1;
   /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = pl->nchunks > 1 && !pl->red;
-  if (pl->red && !gm_reduce_finish(cg, in, pl->red, pl->part_off, pl->part_bytes, pl->nchunks)) return -1;
+  if (pl->red && !gm_reduce_finish(cg, in, pl->red, pl->part_off, pl->part_bytes, pl->nchunks))
+    return -1;
   return 1;
 }
 
@@ -314,9 +352,11 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (!gm_plan(cg, in, hero, &pl)) return 0;
   if (!gm_stage_operands(cg, in, &pl.p)) return -1;
   switch (pl.path) {
-  case GM_PATH_FEW_ROWS: return gm_small_m(cg, in, hero, &pl.p, &pl.c, pl.nb, pl.want, pl.stage_bytes);
+  case GM_PATH_FEW_ROWS:
+    return gm_small_m(cg, in, hero, &pl.p, &pl.c, pl.nb, pl.want, pl.stage_bytes);
   case GM_PATH_FEW_COLS: return gm_few_n(cg, in, hero, &pl.p, &pl.c, pl.want, pl.stage_bytes);
-  case GM_PATH_WINOGRAD: return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
+  case GM_PATH_WINOGRAD:
+    return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
   case GM_PATH_BLOCKED: break;
   }
   return gm_blocked(cg, in, hero, &pl);

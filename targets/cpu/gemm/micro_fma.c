@@ -37,10 +37,12 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
      offset from them: indexes scaled per step were 5 integer instructions per step, which on
      Intel cores share ports 0 and 5 with the 512-bit FMAs */
   int64_t astep = a->rstride ? 1 : MR;
-  LLVMValueRef pa0 = gfp(k, a->p, gmul(k, k0, gi(k, astep))), pb0 = gfp(k, bp, gmul(k, k0, gi(k, c->nr)));
+  LLVMValueRef pa0 = gfp(k, a->p, gmul(k, k0, gi(k, astep))),
+               pb0 = gfp(k, bp, gmul(k, k0, gi(k, c->nr)));
   GPhiLoop pl = gphi_open(k, "uk", "ukb", "ukd");
   LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k"), pa = LLVMBuildPhi(B, cg->ptr, "pa"), pb = LLVMBuildPhi(B, cg->ptr, "pb");
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k"), pa = LLVMBuildPhi(B, cg->ptr, "pa"),
+               pb = LLVMBuildPhi(B, cg->ptr, "pb");
   LLVMAddIncoming(kv, &k0, &pre, 1);
   LLVMAddIncoming(pa, &pa0, &pre, 1);
   LLVMAddIncoming(pb, &pb0, &pre, 1);
@@ -63,10 +65,12 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
   for (int q = 0; q < u; q++) {
     LLVMValueRef bv[4];
-    for (int j = 0; j < NV; j++) bv[j] = gload(k, vt, gfp(k, pb, gi(k, q * c->nr + j * c->vw)), 64);
+    for (int j = 0; j < NV; j++)
+      bv[j] = gload(k, vt, gfp(k, pb, gi(k, q * c->nr + j * c->vw)), 64);
     if (pp && q == 0) gm_prefetch(k, pp, 2);
     for (int r = 0; r < R; r++) {
-      LLVMValueRef ao = a->rstride ? gadd(k, gi(k, q), gmul(k, gi(k, r), a->rstride)) : gi(k, q * MR + r);
+      LLVMValueRef ao =
+          a->rstride ? gadd(k, gi(k, q), gmul(k, gi(k, r), a->rstride)) : gi(k, q * MR + r);
       LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, pa, ao), 4), c->vw);
       for (int j = 0; j < NV; j++) {
         LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
@@ -74,7 +78,8 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
       }
     }
   }
-  LLVMValueRef kn = gadd(k, kv, gi(k, u)), pan = gfp(k, pa, gi(k, u * astep)), pbn = gfp(k, pb, gi(k, u * c->nr));
+  LLVMValueRef kn = gadd(k, kv, gi(k, u)), pan = gfp(k, pa, gi(k, u * astep)),
+               pbn = gfp(k, pb, gi(k, u * c->nr));
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
   LLVMAddIncoming(kv, &kn, &latch, 1);
   LLVMAddIncoming(pa, &pan, &latch, 1);
@@ -84,7 +89,8 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
     LLVMAddIncoming(pp, &ppn, &latch, 1);
   }
   for (int r = 0; r < R; r++)
-    for (int j = 0; j < NV; j++) LLVMAddIncoming(out[r][j], &acc[r][j], &latch, 1);
+    for (int j = 0; j < NV; j++)
+      LLVMAddIncoming(out[r][j], &acc[r][j], &latch, 1);
   gm_novec(k, LLVMBuildBr(B, hdr));
   LLVMPositionBuilderAtEnd(B, done);
 }
@@ -92,8 +98,8 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
 /* The micro-kernel's k loops over the K block [pc, pc + kc) of a panel read in place: one run
  * of input channels per tap (kh, kw), the accumulators carried across the runs. Reads the
  * geometry itself: the conv parameter is only valid where d->ok holds. */
-static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp, LLVMValueRef kc,
-                             LLVMValueRef init[16][4], LLVMValueRef out[16][4]) {
+static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp,
+                             LLVMValueRef kc, LLVMValueRef init[16][4], LLVMValueRef out[16][4]) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   LLVMValueRef g[GC_COUNT];
@@ -133,17 +139,19 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMValueRef nv[4] = {gadd(k, kk, n), LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""),
                         LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), gi(k, 0)};
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  for (int j = 0; j < 4; j++) LLVMAddIncoming(v[j], &nv[j], &latch, 1);
+  for (int j = 0; j < 4; j++)
+    LLVMAddIncoming(v[j], &nv[j], &latch, 1);
   for (int r = 0; r < MR; r++)
-    for (int j = 0; j < NV; j++) LLVMAddIncoming(acc[r][j], &nx[r][j], &latch, 1);
+    for (int j = 0; j < NV; j++)
+      LLVMAddIncoming(acc[r][j], &nx[r][j], &latch, 1);
   gm_novec(k, LLVMBuildBr(B, hdr));
   LLVMPositionBuilderAtEnd(B, done);
 }
 
 /* Close the if f whose then branch ended in block tend with the tile tv[][] and whose else
  * branch ends here with the tile phis[][]: phis[][] become the joined tile. */
-static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef tend, LLVMValueRef tv[16][4],
-                          LLVMValueRef phis[16][4]) {
+static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef tend,
+                          LLVMValueRef tv[16][4], LLVMValueRef phis[16][4]) {
   LLVMBasicBlockRef fend = LLVMGetInsertBlock(k->B);
   gif_close(k, f);
   LLVMTypeRef vt = LLVMVectorType(k->cg->f32, (unsigned)c->vw);
@@ -165,7 +173,8 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
 static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  LLVMValueRef ap = t->ap, bp = t->bp, kc = t->kc, cp = t->cp, ldc = t->ldc, mrv = t->mrv, pf = t->pf;
+  LLVMValueRef ap = t->ap, bp = t->bp, kc = t->kc, cp = t->cp, ldc = t->ldc, mrv = t->mrv,
+               pf = t->pf;
   const GmDirect *dr = t->dr;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
@@ -173,11 +182,16 @@ static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
   /* prefetch the C tile (written after the k loop) */
   for (int r = 0; r < MR; r++)
     for (int e = 0; e < c->nr; e += 16)
-      gm_prefetch(k, gfp(k, cp, gadd(k, gmul(k, gi(k, r), ldc), gi(k, e + (e + 16 >= c->nr ? c->nr - 1 - e : 0)))), -1);
+      gm_prefetch(
+          k,
+          gfp(k, cp,
+              gadd(k, gmul(k, gi(k, r), ldc), gi(k, e + (e + 16 >= c->nr ? c->nr - 1 - e : 0)))),
+          -1);
   /* k loops with the accumulators as phis: unrolled by 4, then the remaining steps */
   LLVMValueRef init[16][4], mid[16][4], phis[16][4];
   for (int r = 0; r < MR; r++)
-    for (int j = 0; j < NV; j++) init[r][j] = zero;
+    for (int j = 0; j < NV; j++)
+      init[r][j] = zero;
   GIf fd = {0};
   LLVMValueRef dacc[16][4];
   LLVMBasicBlockRef dend = NULL;
@@ -200,7 +214,8 @@ static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
     gm_kloop(k, c, &a, bp, gi(k, 0), k4, 4, TR, init, mid, pf);
     gm_kloop(k, c, &a, bp, k4, kc, 1, TR, mid, tph, NULL);
     for (int r = TR; r < MR; r++)
-      for (int j = 0; j < NV; j++) tph[r][j] = zero;
+      for (int j = 0; j < NV; j++)
+        tph[r][j] = zero;
     tend = LLVMGetInsertBlock(B);
     gif_else(k, &ft);
   }
@@ -218,7 +233,8 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  LLVMValueRef cp = tl->cp, ldc = tl->ldc, mrv = tl->mrv, nrv = tl->nrv, first = tl->first, tile = tl->tile;
+  LLVMValueRef cp = tl->cp, ldc = tl->ldc, mrv = tl->mrv, nrv = tl->nrv, first = tl->first,
+               tile = tl->tile;
   LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
                                    LLVMBuildICmp(B, LLVMIntEQ, nrv, gi(k, c->nr), ""), "");
   GIf f, g;
@@ -239,7 +255,8 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
   gif_close(k, &g);
   gif_else(k, &f);
   for (int r = 0; r < MR; r++)
-    for (int j = 0; j < NV; j++) gstore(k, phis[r][j], gfp(k, tile, gi(k, r * c->nr + j * c->vw)), 64);
+    for (int j = 0; j < NV; j++)
+      gstore(k, phis[r][j], gfp(k, tile, gi(k, r * c->nr + j * c->vw)), 64);
   CpuLoop lr, lc;
   LLVMValueRef r = gloop(k, &lr, gi(k, 0), mrv, 1);
   LLVMValueRef cc = gloop(k, &lc, gi(k, 0), nrv, 1);

@@ -20,15 +20,18 @@
  * panels of a unit-stride B are copied row by row across all panels (contiguous reads); full
  * panels of a B whose K is contiguous (a transposed B: the keys of attention) are read VW
  * deep down each column and transposed in registers; the rest element by element. */
-static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
-                      LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc) {
+static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef bp,
+                      LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   CpuLoop lj, lk, lcc;
   LLVMValueRef unit = LLVMBuildICmp(B, LLVMIntEQ, P[GP_BCS], gi(k, 1), "");
-  LLVMValueRef tr = LLVMBuildAnd(B, LLVMBuildNot(B, unit, ""), LLVMBuildICmp(B, LLVMIntEQ, P[GP_BRS], gi(k, 1), ""), "");
+  LLVMValueRef tr = LLVMBuildAnd(B, LLVMBuildNot(B, unit, ""),
+                                 LLVMBuildICmp(B, LLVMIntEQ, P[GP_BRS], gi(k, 1), ""), "");
   /* columns [0, nfull) go through a fast path when B has unit column or row stride */
-  LLVMValueRef nfull = LLVMBuildSelect(B, LLVMBuildOr(B, unit, tr, ""), LLVMBuildAnd(B, nc, gi(k, ~(int64_t)(c->nr - 1)), ""), gi(k, 0), "");
+  LLVMValueRef nfull =
+      LLVMBuildSelect(B, LLVMBuildOr(B, unit, tr, ""),
+                      LLVMBuildAnd(B, nc, gi(k, ~(int64_t)(c->nr - 1)), ""), gi(k, 0), "");
   GIf fu;
   gif_open(k, &fu, unit, true);
   {
@@ -40,10 +43,12 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     LLVMValueRef ke = gmin(k, kc, gadd(k, kb, gi(k, GM_PACK_ROWS)));
     LLVMValueRef jr = gloop(k, &lj, gi(k, 0), nfull, c->nr);
     LLVMValueRef kk = gloop(k, &lk, kb, ke, 1);
-    LLVMValueRef src = gep_e(k, e, P[GP_B], gadd(k, gmul(k, gadd(k, pc, kk), P[GP_BRS]), gadd(k, jc, jr)));
+    LLVMValueRef src =
+        gep_e(k, e, P[GP_B], gadd(k, gmul(k, gadd(k, pc, kk), P[GP_BRS]), gadd(k, jc, jr)));
     LLVMValueRef d = gfp(k, bp, gadd(k, gmul(k, jr, kc), gmul(k, kk, gi(k, c->nr))));
     for (int j = 0; j < c->nr / c->vw; j++)
-      gstore(k, gm_load_f32(k, e, gep_e(k, e, src, gi(k, j * c->vw)), c->vw, 4), gfp(k, d, gi(k, j * c->vw)), 64);
+      gstore(k, gm_load_f32(k, e, gep_e(k, e, src, gi(k, j * c->vw)), c->vw, 4),
+             gfp(k, d, gi(k, j * c->vw)), 64);
     gm_close(k, &lk);
     gm_close(k, &lj);
     gm_close(k, &lb);
@@ -59,10 +64,15 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     for (int h = 0; h < c->nr / c->vw; h++) {
       LLVMValueRef v[16];
       for (int q = 0; q < c->vw; q++)
-        v[q] = gm_load_f32(k, e, gep_e(k, e, colp, gadd(k, kk, gmul(k, gi(k, h * c->vw + q), P[GP_BCS]))), c->vw, 4);
+        v[q] = gm_load_f32(k, e,
+                           gep_e(k, e, colp, gadd(k, kk, gmul(k, gi(k, h * c->vw + q), P[GP_BCS]))),
+                           c->vw, 4);
       cpu_transpose_regs(k, v, c->vw);
       for (int e = 0; e < c->vw; e++)
-        gstore(k, v[e], gfp(k, panel, gadd(k, gmul(k, gadd(k, kk, gi(k, e)), gi(k, c->nr)), gi(k, h * c->vw))), 4);
+        gstore(
+            k, v[e],
+            gfp(k, panel, gadd(k, gmul(k, gadd(k, kk, gi(k, e)), gi(k, c->nr)), gi(k, h * c->vw))),
+            4);
     }
     gm_close(k, &lk);
     LLVMValueRef k2 = gloop(k, &lk, kv, kc, 1);
@@ -98,17 +108,19 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
  * of VW apart; VW >= MR) the MR floats rows[r][kk] go to dst[kk * MR + r]. Each step loads VW
  * floats of every row, transposes the block in registers (padded to VW rows) and stores MR
  * floats per depth. */
-static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
-                           LLVMValueRef dst) {
+static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+                           LLVMValueRef k1, LLVMValueRef dst) {
   CpuCg *cg = k->cg;
   int MR = c->mr;
   LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   CpuLoop lk;
   LLVMValueRef kk = gloop(k, &lk, k0, k1, c->vw);
   LLVMValueRef v[16], lanes[16];
-  for (int q = 0; q < c->vw; q++) v[q] = q < MR ? gm_load_f32(k, e, gep_e(k, e, rows[q], kk), c->vw, 4) : LLVMGetUndef(vt);
+  for (int q = 0; q < c->vw; q++)
+    v[q] = q < MR ? gm_load_f32(k, e, gep_e(k, e, rows[q], kk), c->vw, 4) : LLVMGetUndef(vt);
   cpu_transpose_regs(k, v, c->vw);
-  for (int q = 0; q < MR; q++) lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
+  for (int q = 0; q < MR; q++)
+    lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
   LLVMValueRef first = LLVMConstVector(lanes, (unsigned)MR);
   for (int e = 0; e < c->vw; e++)
     gstore(k, LLVMBuildShuffleVector(k->B, v[e], LLVMGetUndef(vt), first, ""),
@@ -126,16 +138,19 @@ LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e) {
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_%s_rows_t", gm_prefix(cg), gm_elt_name(e));
   LLVMTypeRef ps[4] = {cg->ptr, cg->i64, cg->i64, cg->ptr};
-  if (gm_declared_e(cg, e, &st->rows_fn[e], name, LLVMFunctionType(cg->vd, ps, 4, 0))) return st->rows_fn[e];
+  if (gm_declared_e(cg, e, &st->rows_fn[e], name, LLVMFunctionType(cg->vd, ps, 4, 0)))
+    return st->rows_fn[e];
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
   CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, 4, 0));
   gm_mark(k->fn, &c);
   LLVMValueRef rows[16], arr = LLVMGetParam(k->fn, 0);
   for (int q = 0; q < c.mr; q++) {
     LLVMValueRef ix = gi(k, q);
-    rows[q] = LLVMBuildLoad2(k->B, cg->ptr, LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""), "");
+    rows[q] =
+        LLVMBuildLoad2(k->B, cg->ptr, LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""), "");
   }
-  gm_pack_rows_t(k, &c, e, rows, LLVMGetParam(k->fn, 1), LLVMGetParam(k->fn, 2), LLVMGetParam(k->fn, 3));
+  gm_pack_rows_t(k, &c, e, rows, LLVMGetParam(k->fn, 1), LLVMGetParam(k->fn, 2),
+                 LLVMGetParam(k->fn, 3));
   LLVMBuildRetVoid(k->B);
   if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
   st->rows_fn[e] = k->fn;
@@ -143,8 +158,8 @@ LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e) {
 }
 
 /* Call gm_rows_t_function on the MR row pointers rows. */
-void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0, LLVMValueRef k1,
-                           LLVMValueRef dst) {
+void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+                    LLVMValueRef k1, LLVMValueRef dst) {
   CpuCg *cg = k->cg;
   LLVMValueRef arr = cpu_alloca(k, LLVMArrayType2(cg->ptr, (uint64_t)c->mr));
   for (int q = 0; q < c->mr; q++) {
@@ -159,8 +174,8 @@ void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLV
 /* Pack A[ic + 0..mc, pc + 0..kc] from strided A into MR-tall panels at ap (zero rows past
  * mc). Full panels of an A whose rows are contiguous in K are read VW deep per row and
  * transposed in registers; the rest element by element. */
-static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
-                      LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
+static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+                      LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
@@ -175,7 +190,9 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     gif_open(k, &fp, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), false);
     LLVMValueRef rows[16];
     for (int q = 0; q < MR; q++)
-      rows[q] = gep_e(k, e, P[GP_A], gadd(k, gmul(k, gadd(k, gadd(k, ic, ir), gi(k, q)), P[GP_ARS]), gmul(k, pc, P[GP_ACS])));
+      rows[q] = gep_e(
+          k, e, P[GP_A],
+          gadd(k, gmul(k, gadd(k, gadd(k, ic, ir), gi(k, q)), P[GP_ARS]), gmul(k, pc, P[GP_ACS])));
     LLVMValueRef k0 = gi(k, 0);
     if (c->vw >= MR) {
       /* rows contiguous in K (the usual row-major A): VW deep per row, the MR x VW block
@@ -187,20 +204,25 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     LLVMValueRef kk = gloop(k, &lk, k0, kc, 1);
     LLVMValueRef ko = gmul(k, kk, P[GP_ACS]);
     LLVMValueRef dst = gfp(k, panel, gmul(k, kk, gi(k, MR)));
-    for (int q = 0; q < MR; q++) gstore(k, gm_load_f32(k, e, gep_e(k, e, rows[q], ko), 0, 4), gfp(k, dst, gi(k, q)), 4);
+    for (int q = 0; q < MR; q++)
+      gstore(k, gm_load_f32(k, e, gep_e(k, e, rows[q], ko), 0, 4), gfp(k, dst, gi(k, q)), 4);
     gm_close(k, &lk);
     LLVMBuildBr(B, fp.join); /* skip the row-by-row path */
     LLVMPositionBuilderAtEnd(B, fp.join);
   }
   /* a partial panel, row by row (no rows when the panel was full) */
-  LLVMValueRef r = gloop(k, &lr, gi(k, 0), LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), gi(k, 0), gi(k, MR), ""), 1);
+  LLVMValueRef r = gloop(
+      k, &lr, gi(k, 0),
+      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), gi(k, 0), gi(k, MR), ""),
+      1);
   GIf f;
   gif_open(k, &f, gslt(k, r, mrv), true);
   LLVMValueRef row = gadd(k, gadd(k, ic, ir), r);
   {
     LLVMValueRef rowp = gep_e(k, e, P[GP_A], gmul(k, row, P[GP_ARS]));
     LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kc, 1);
-    LLVMValueRef v = gm_load_f32(k, e, gep_e(k, e, rowp, gmul(k, gadd(k, pc, kk), P[GP_ACS])), 0, 4);
+    LLVMValueRef v =
+        gm_load_f32(k, e, gep_e(k, e, rowp, gmul(k, gadd(k, pc, kk), P[GP_ACS])), 0, 4);
     gstore(k, v, gfp(k, panel, gadd(k, gmul(k, kk, gi(k, MR)), r)), 4);
     gm_close(k, &lk);
   }
@@ -217,7 +239,8 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
 
 LLVMTypeRef gm_step_type(CpuCg *cg) {
   LLVMTypeRef ps[GP_COUNT + 5];
-  for (int j = 0; j < GP_COUNT + 5; j++) ps[j] = cg->i64;
+  for (int j = 0; j < GP_COUNT + 5; j++)
+    ps[j] = cg->i64;
   ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] = cg->ptr;
   ps[GP_COUNT] = cg->ptr;
   return LLVMFunctionType(cg->vd, ps, GP_COUNT + 5, 0);
@@ -235,9 +258,11 @@ LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
   CpuKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
   gm_mark(k->fn, &c);
   LLVMValueRef P[GP_COUNT], x[4];
-  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMGetParam(k->fn, (unsigned)j);
+  for (int j = 0; j < GP_COUNT; j++)
+    P[j] = LLVMGetParam(k->fn, (unsigned)j);
   LLVMValueRef dst = LLVMGetParam(k->fn, GP_COUNT);
-  for (int j = 0; j < 4; j++) x[j] = LLVMGetParam(k->fn, (unsigned)(GP_COUNT + 1 + j));
+  for (int j = 0; j < 4; j++)
+    x[j] = LLVMGetParam(k->fn, (unsigned)(GP_COUNT + 1 + j));
   switch (which) {
   case GS_PACK_B: gm_pack_b(k, &c, e, P, dst, x[0], x[1], x[2], x[3]); break;
   case GS_PACK_A: gm_pack_a(k, &c, e, P, dst, x[0], x[1], x[2], x[3]); break;
@@ -255,16 +280,18 @@ LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
   return k->fn;
 }
 
-void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef a0,
-                         LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3) {
+void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
+                  LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3) {
   LLVMValueRef args[GP_COUNT + 5];
-  for (int j = 0; j < GP_COUNT; j++) args[j] = P[j];
+  for (int j = 0; j < GP_COUNT; j++)
+    args[j] = P[j];
   args[GP_COUNT] = dst;
   args[GP_COUNT + 1] = a0;
   args[GP_COUNT + 2] = a1;
   args[GP_COUNT + 3] = a2;
   args[GP_COUNT + 4] = a3;
-  LLVMBuildCall2(k->B, gm_step_type(k->cg), gm_state(k->cg)->step_fn[e][which], args, GP_COUNT + 5, "");
+  LLVMBuildCall2(k->B, gm_step_type(k->cg), gm_state(k->cg)->step_fn[e][which], args, GP_COUNT + 5,
+                 "");
 }
 
 /* The functions of the module (made once each) that pack a whole operand of a product ahead
@@ -283,7 +310,8 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_pack%c_%s", gm_prefix(cg), b ? 'b' : 'a', gm_elt_name(e));
   LLVMTypeRef ps[GB_COUNT];
-  for (int j = 0; j < GB_COUNT; j++) ps[j] = cg->i64;
+  for (int j = 0; j < GB_COUNT; j++)
+    ps[j] = cg->i64;
   ps[GB_X] = ps[GB_DST] = cg->ptr;
   if (gm_declared_e(cg, e, slot, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0))) return *slot;
   /* one call per chunk: kept a function, shared by the products of the module; the packing
@@ -296,8 +324,10 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   LLVMValueRef Q[GB_COUNT], P[GP_COUNT + 5];
   LLVMTypeRef sps[GP_COUNT + 5];
   LLVMGetParamTypes(gm_step_type(cg), sps);
-  for (int j = 0; j < GP_COUNT; j++) P[j] = LLVMConstNull(sps[j]);
-  for (int j = 0; j < GB_COUNT; j++) Q[j] = LLVMGetParam(fn, (unsigned)j);
+  for (int j = 0; j < GP_COUNT; j++)
+    P[j] = LLVMConstNull(sps[j]);
+  for (int j = 0; j < GB_COUNT; j++)
+    Q[j] = LLVMGetParam(fn, (unsigned)j);
   P[b ? GP_B : GP_A] = Q[GB_X];
   P[b ? GP_BRS : GP_ARS] = Q[GB_RS];
   P[b ? GP_BCS : GP_ACS] = Q[GB_CS];
@@ -307,15 +337,18 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   CpuLoop lj, lkb;
   LLVMValueRef j0 = gloop(k, &lj, gi(k, 0), N, blk);
   LLVMValueRef nj = gmin(k, gi(k, blk), gsub(k, N, j0));
-  LLVMValueRef njr = LLVMBuildMul(k->B, LLVMBuildSDiv(k->B, gadd(k, nj, gi(k, rnd - 1)), gi(k, rnd), ""), gi(k, rnd), "");
+  LLVMValueRef njr = LLVMBuildMul(
+      k->B, LLVMBuildSDiv(k->B, gadd(k, nj, gi(k, rnd - 1)), gi(k, rnd), ""), gi(k, rnd), "");
   LLVMValueRef kb = gloop(k, &lkb, Q[GB_KB0], Q[GB_KB1], 1);
   LLVMValueRef pc = gmul(k, kb, kstep);
   GIf in;
   gif_open(k, &in, gslt(k, pc, K), false);
   LLVMValueRef kc = gmin(k, kstep, gsub(k, K, pc));
   LLVMValueRef dst = gfp(k, Q[GB_DST], gadd(k, gmul(k, j0, K), gmul(k, pc, njr)));
-  if (b) gm_call_step(k, e, GS_PACK_B, P, dst, pc, kc, j0, nj);
-  else gm_call_step(k, e, GS_PACK_A, P, dst, j0, nj, pc, kc);
+  if (b)
+    gm_call_step(k, e, GS_PACK_B, P, dst, pc, kc, j0, nj);
+  else
+    gm_call_step(k, e, GS_PACK_A, P, dst, j0, nj, pc, kc);
   gif_close(k, &in);
   gm_close(k, &lkb);
   gm_close(k, &lj);

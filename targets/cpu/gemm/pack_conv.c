@@ -15,14 +15,15 @@
 void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
   for (int j = 0; j < GC_COUNT; j++) {
     LLVMValueRef ix = gi(k, j);
-    g[j] = LLVMBuildLoad2(k->B, k->cg->i64, LLVMBuildInBoundsGEP2(k->B, k->cg->i64, P[GP_CONV], &ix, 1, ""), "");
+    g[j] = LLVMBuildLoad2(k->B, k->cg->i64,
+                          LLVMBuildInBoundsGEP2(k->B, k->cg->i64, P[GP_CONV], &ix, 1, ""), "");
   }
 }
 
 /* Depth pc of a convolution's K as its tap (kh, kw) and input channel ci (K runs over
  * (kh, kw, ci), ci fastest). */
 void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
-                   LLVMValueRef *ci) {
+            LLVMValueRef *ci) {
   LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
   LLVMValueRef rem0 = LLVMBuildSRem(k->B, pc, kwci, "");
   *kh = LLVMBuildSDiv(k->B, pc, kwci, "");
@@ -31,8 +32,8 @@ void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh
 }
 
 /* Output pixel pix of a convolution as its image and output row and column. */
-static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMValueRef *img, LLVMValueRef *oh,
-                     LLVMValueRef *ow) {
+static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMValueRef *img,
+                     LLVMValueRef *oh, LLVMValueRef *ow) {
   LLVMValueRef q = LLVMBuildSRem(k->B, pix, g[GC_OHW], "");
   *img = LLVMBuildSDiv(k->B, pix, g[GC_OHW], "");
   *oh = LLVMBuildSDiv(k->B, q, g[GC_OW], "");
@@ -41,14 +42,16 @@ static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMVa
 
 /* Whether the span [first, last] of input rows or columns lies inside [0, n). */
 static LLVMValueRef gm_inside(CpuKern *k, LLVMValueRef first, LLVMValueRef last, LLVMValueRef n) {
-  return LLVMBuildAnd(k->B, LLVMBuildICmp(k->B, LLVMIntSGE, first, gi(k, 0), ""), gslt(k, last, n), "");
+  return LLVMBuildAnd(k->B, LLVMBuildICmp(k->B, LLVMIntSGE, first, gi(k, 0), ""), gslt(k, last, n),
+                      "");
 }
 
 /* Element offset in a convolution input of row ih, column iw and channel ci of the image
  * whose offset is xb. */
-static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, LLVMValueRef ih, LLVMValueRef iw,
-                            LLVMValueRef ci) {
-  return gadd(k, gadd(k, xb, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))), gmul(k, ci, g[GC_XSC]));
+static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, LLVMValueRef ih,
+                            LLVMValueRef iw, LLVMValueRef ci) {
+  return gadd(k, gadd(k, xb, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))),
+              gmul(k, ci, g[GC_XSC]));
 }
 
 /* Interleave MR rows lying at a fixed distance sw (1 or 2) of each other, each strided by xs
@@ -80,18 +83,20 @@ static void gm_pack_strided(CpuKern *k, const GmCfg *c, LLVMValueRef src, LLVMVa
 /* Whether the micro-kernel reads the panel of output pixels pix0 .. pix0 + mrv - 1 of a
  * convolution in place instead of packed: a full panel of an input whose channels are
  * contiguous (NHWC) and even in number (every run of channels is then even: the K blocks'
- * depths are multiples of 8), its MR pixels in one output row and every tap of every pixel inside the
- * image (no padding), so that row r reads row 0's elements r * SW * XSW further on. *off
+ * depths are multiples of 8), its MR pixels in one output row and every tap of every pixel inside
+ * the image (no padding), so that row r reads row 0's elements r * SW * XSW further on. *off
  * receives row 0's offset in the input at tap (0, 0) and channel 0 (0 when false), *rstride
  * the distance between rows. Both the packing (which skips such panels) and the GEMM ask. */
-LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, const LLVMValueRef *g,
-                                    LLVMValueRef pix0, LLVMValueRef mrv, LLVMValueRef *off, LLVMValueRef *rstride) {
+LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
+                             const LLVMValueRef *g, LLVMValueRef pix0, LLVMValueRef mrv,
+                             LLVMValueRef *off, LLVMValueRef *rstride) {
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
   /* the pixel and tap tests (five divisions) only for a full panel of an NHWC input with an
      even channel count */
-  LLVMValueRef pre = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
-                                  LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, g[GC_CI], gi(k, 1), ""), gi(k, 0), ""), "");
+  LLVMValueRef pre = LLVMBuildAnd(
+      B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, g[GC_CI], gi(k, 1), ""), gi(k, 0), ""), "");
   pre = LLVMBuildAnd(B, pre, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""), "");
   LLVMValueRef vok = gvar(k, gi(k, 0)), voff = gvar(k, gi(k, 0));
   GIf fp;
@@ -99,18 +104,19 @@ LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, 
   LLVMValueRef img, oh, ow;
   gm_pixel(k, g, pix0, &img, &oh, &ow);
   LLVMValueRef kh = LLVMBuildSDiv(B, P[GP_K], gmul(k, g[GC_KW], g[GC_CI]), "");
-  LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]), iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
+  LLVMValueRef ih0 = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]),
+               iw0 = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);
   LLVMValueRef ihl = gadd(k, ih0, gmul(k, gsub(k, kh, gi(k, 1)), g[GC_DH]));
-  LLVMValueRef iwl = gadd(k, gadd(k, iw0, gmul(k, gi(k, MR - 1), g[GC_SW])), gmul(k, gsub(k, g[GC_KW], gi(k, 1)), g[GC_DW]));
-  LLVMValueRef conds[5] = {
-      LLVMBuildICmp(B, LLVMIntSLE, ow, gsub(k, g[GC_OW], gi(k, MR)), ""),
-      LLVMBuildICmp(B, LLVMIntSGE, ih0, gi(k, 0), ""),
-      gslt(k, ihl, g[GC_H]),
-      LLVMBuildICmp(B, LLVMIntSGE, iw0, gi(k, 0), ""),
-      gslt(k, iwl, g[GC_W])};
+  LLVMValueRef iwl = gadd(k, gadd(k, iw0, gmul(k, gi(k, MR - 1), g[GC_SW])),
+                          gmul(k, gsub(k, g[GC_KW], gi(k, 1)), g[GC_DW]));
+  LLVMValueRef conds[5] = {LLVMBuildICmp(B, LLVMIntSLE, ow, gsub(k, g[GC_OW], gi(k, MR)), ""),
+                           LLVMBuildICmp(B, LLVMIntSGE, ih0, gi(k, 0), ""), gslt(k, ihl, g[GC_H]),
+                           LLVMBuildICmp(B, LLVMIntSGE, iw0, gi(k, 0), ""), gslt(k, iwl, g[GC_W])};
   LLVMValueRef ok = conds[0];
-  for (int j = 1; j < 5; j++) ok = LLVMBuildAnd(B, ok, conds[j], "");
-  LLVMValueRef o = gadd(k, gmul(k, img, g[GC_XSB]), gadd(k, gmul(k, ih0, g[GC_XSH]), gmul(k, iw0, g[GC_XSW])));
+  for (int j = 1; j < 5; j++)
+    ok = LLVMBuildAnd(B, ok, conds[j], "");
+  LLVMValueRef o =
+      gadd(k, gmul(k, img, g[GC_XSB]), gadd(k, gmul(k, ih0, g[GC_XSH]), gmul(k, iw0, g[GC_XSW])));
   LLVMBuildStore(B, LLVMBuildZExt(B, ok, k->cg->i64, ""), vok);
   LLVMBuildStore(B, LLVMBuildSelect(B, ok, o, gi(k, 0), ""), voff);
   gif_close(k, &fp);
@@ -131,7 +137,7 @@ LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, 
  * one zero at zp with stride 0, and the MR rows are interleaved into the panel with the rows
  * unrolled (MR contiguous stores per step). */
 void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
-                           LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp) {
+                    LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
@@ -148,7 +154,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   GIf fd = {0};
   if (c->direct) {
     LLVMValueRef doff, drs;
-    LLVMValueRef direct = gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &doff, &drs);
+    LLVMValueRef direct =
+        gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &doff, &drs);
     gif_open(k, &fd, LLVMBuildNot(B, direct, ""), false);
   }
   /* the panel's pixels: row 0's (image, oh, ow) by division, the next rows' by stepping ow
@@ -161,7 +168,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
     } else {
       LLVMValueRef w = LLVMBuildICmp(B, LLVMIntEQ, ow = gadd(k, ow, gi(k, 1)), g[GC_OW], "");
       ow = LLVMBuildSelect(B, w, gi(k, 0), ow, "");
-      LLVMValueRef h = LLVMBuildICmp(B, LLVMIntEQ, oh = gadd(k, oh, LLVMBuildZExt(B, w, cg->i64, "")), OH, "");
+      LLVMValueRef h =
+          LLVMBuildICmp(B, LLVMIntEQ, oh = gadd(k, oh, LLVMBuildZExt(B, w, cg->i64, "")), OH, "");
       oh = LLVMBuildSelect(B, h, gi(k, 0), oh, "");
       img = gadd(k, img, LLVMBuildZExt(B, h, cg->i64, ""));
     }
@@ -173,8 +181,9 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   }
   /* a full panel whose MR pixels lie in one output row of an input with unit width stride
      (NCHW): row r reads row 0's elements r * SW further on */
-  LLVMValueRef row1 = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
-                                   LLVMBuildICmp(B, LLVMIntSLE, ow0, gsub(k, g[GC_OW], gi(k, MR)), ""), "");
+  LLVMValueRef row1 =
+      LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
+                   LLVMBuildICmp(B, LLVMIntSLE, ow0, gsub(k, g[GC_OW], gi(k, MR)), ""), "");
   row1 = LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSW], gi(k, 1), ""), "");
   row1 = LLVMBuildAnd(B, row1, LLVMBuildICmp(B, LLVMIntNE, g[GC_XSC], gi(k, 1), ""), "");
   /* every panel walks the block's K from its first tap: while (kk < kc), one run of input
@@ -192,7 +201,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   LLVMValueRef ih = gadd(k, ih0[0], dh), iw = gadd(k, iw0[0], dw), iwl = gadd(k, iw0[MR - 1], dw);
   LLVMValueRef fast = LLVMBuildAnd(B, row1, gm_inside(k, ih, ih, g[GC_H]), "");
   fast = LLVMBuildAnd(B, fast, gm_inside(k, iw, iwl, g[GC_W]), "");
-  fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntULE, gsub(k, g[GC_SW], gi(k, 1)), gi(k, 1), ""), "");
+  fast = LLVMBuildAnd(B, fast,
+                      LLVMBuildICmp(B, LLVMIntULE, gsub(k, g[GC_SW], gi(k, 1)), gi(k, 1), ""), "");
   GIf ff;
   gif_open(k, &ff, fast, true);
   {
@@ -208,7 +218,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   LLVMValueRef src[16], st[16], all = NULL;
   for (int r = 0; r < MR; r++) {
     LLVMValueRef ihr = gadd(k, ih0[r], dh), iwr = gadd(k, iw0[r], dw);
-    LLVMValueRef ok = LLVMBuildAnd(B, gm_inside(k, ihr, ihr, g[GC_H]), gm_inside(k, iwr, iwr, g[GC_W]), "");
+    LLVMValueRef ok =
+        LLVMBuildAnd(B, gm_inside(k, ihr, ihr, g[GC_H]), gm_inside(k, iwr, iwr, g[GC_W]), "");
     ok = LLVMBuildAnd(B, ok, valid[r], "");
     LLVMValueRef off = gm_xoff(k, g, xb[r], ihr, iwr, ci);
     /* the offset is only formed for taps inside the image; zp otherwise */
@@ -234,7 +245,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
     LLVMValueRef d = gfp(k, dst, gmul(k, t, gi(k, MR)));
     LLVMValueRef to = v == 0 ? gmul(k, t, g[GC_XSC]) : NULL;
     for (int r = 0; r < MR; r++)
-      gstore(k, gload(k, cg->f32, gfp(k, src[r], v == 0 ? to : gmul(k, t, st[r])), 4), gfp(k, d, gi(k, r)), 4);
+      gstore(k, gload(k, cg->f32, gfp(k, src[r], v == 0 ? to : gmul(k, t, st[r])), 4),
+             gfp(k, d, gi(k, r)), 4);
     gm_close(k, &lt);
     if (v == 0) gif_else(k, &fa);
   }

@@ -11,7 +11,7 @@
  * decisions without compiling anything. */
 #include "gemm_impl.h"
 
-enum { GM_RED_KEEP = 1 << 20 }; /* elements a reduction over a product may keep */
+enum { GM_RED_KEEP = 1 << 20 };  /* elements a reduction over a product may keep */
 enum { GM_TINY_MACS = 1 << 16 }; /* products below this many multiply-adds: the blocked GEMM */
 
 /* The problem of hero: operands as views where possible, else staged row-major (which makes
@@ -37,7 +37,8 @@ static void gm_plan_chunks(CpuCg *cg, GmPlan *pl) {
   const GmProb *p = &pl->p;
   const GmCfg *c = &pl->c;
   pl->nb = 1;
-  for (int j = 0; j < p->nloop; j++) pl->nb *= p->lext[j];
+  for (int j = 0; j < p->nloop; j++)
+    pl->nb *= p->lext[j];
   int64_t nb = pl->nb;
   double flops = 2.0 * (double)nb * (double)p->M * (double)p->N * (double)p->K;
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
@@ -60,9 +61,12 @@ static void gm_plan_chunks(CpuCg *cg, GmPlan *pl) {
     for (int pass = 0; pass < 2; pass++) {
       bool cols = (pass == 0) == cols_first;
       while (nb * ((p->M + mblk - 1) / mblk) * ((p->N + nblk - 1) / nblk) < want) {
-        if (cols && nblk >= 4 * c->nr) nblk = gm_roundup((nblk + 1) / 2, c->nr);
-        else if (!cols && mblk >= 4 * c->mr) mblk = gm_roundup((mblk + 1) / 2, c->mr);
-        else break;
+        if (cols && nblk >= 4 * c->nr)
+          nblk = gm_roundup((nblk + 1) / 2, c->nr);
+        else if (!cols && mblk >= 4 * c->mr)
+          mblk = gm_roundup((mblk + 1) / 2, c->mr);
+        else
+          break;
       }
     }
   }
@@ -95,8 +99,9 @@ static void gm_plan_alt(CpuCg *cg, GmPlan *pl) {
   while (pl->nnb0 * ((p->M + pl->mblk1 - 1) / pl->mblk1) < pl->items && pl->mblk1 >= 4 * c->mr)
     pl->mblk1 = gm_roundup((pl->mblk1 + 1) / 2, c->mr);
   pl->nmb1 = (p->M + pl->mblk1 - 1) / pl->mblk1;
-  pl->alt = !p->conv && pl->nb == 1 && !pl->red && !gm_cbuf(p) && pl->nchunks > 1 && pl->nblk < pl->nblk0 && pl->nmb == 1 &&
-            pl->nnb0 * pl->nmb1 == pl->items && p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
+  pl->alt = !p->conv && pl->nb == 1 && !pl->red && !gm_cbuf(p) && pl->nchunks > 1 &&
+            pl->nblk < pl->nblk0 && pl->nmb == 1 && pl->nnb0 * pl->nmb1 == pl->items &&
+            p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
   pl->lnblk = pl->alt ? pl->nblk0 : pl->nblk;
   pl->lnnb = pl->alt ? pl->nnb0 : pl->nnb;
 }
@@ -114,12 +119,16 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
   pl->stage_bytes = 0;
   const GmView *ops[2] = {&p->a, &p->b};
   for (int j = 0; j < 2; j++)
-    if (ops[j]->staged == -2) pl->stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
+    if (ops[j]->staged == -2)
+      pl->stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
   bool tiny = cg->prebuilt && pl->nb * p->M * p->N * p->K <= GM_TINY_MACS;
   pl->path = GM_PATH_BLOCKED;
-  if (!tiny && !pl->red && gm_small_m_fits(&pl->c, p)) pl->path = GM_PATH_FEW_ROWS;
-  else if (!tiny && !pl->red && gm_few_n_fits(&pl->c, p)) pl->path = GM_PATH_FEW_COLS;
-  else if (p->wino) pl->path = GM_PATH_WINOGRAD;
+  if (!tiny && !pl->red && gm_small_m_fits(&pl->c, p))
+    pl->path = GM_PATH_FEW_ROWS;
+  else if (!tiny && !pl->red && gm_few_n_fits(&pl->c, p))
+    pl->path = GM_PATH_FEW_COLS;
+  else if (p->wino)
+    pl->path = GM_PATH_WINOGRAD;
 }
 
 /* The blocked kernels' operand packed once and the private scratch after the packing areas. A
@@ -137,10 +146,14 @@ static void gm_plan_blocked(GmPlan *pl) {
   pl->bconst = !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1;
   pl->pre = 0;
   if (!p->conv && pl->nb == 1 && pl->nchunks > 1)
-    pl->pre = !pl->bconst ? (pl->nmb > 1 ? 1 : pl->nnb > 1 ? 2 : 0) : (pl->nmb == 1 && pl->nnb > 1 ? 2 : 0);
+    pl->pre = !pl->bconst ? (pl->nmb > 1   ? 1
+                             : pl->nnb > 1 ? 2
+                                           : 0)
+                          : (pl->nmb == 1 && pl->nnb > 1 ? 2 : 0);
   pl->pre_off = pl->stage_bytes + pl->pack * pl->nchunks;
   int64_t pre_bytes = 0, Kp = p->K < 1 ? 1 : p->K;
-  if (pl->pre == 1) pre_bytes = (pl->nnb > 1 ? pl->nnb * pl->nblk : gm_roundup(p->N, c->nr)) * Kp * 4;
+  if (pl->pre == 1)
+    pre_bytes = (pl->nnb > 1 ? pl->nnb * pl->nblk : gm_roundup(p->N, c->nr)) * Kp * 4;
   if (pl->pre == 2) pre_bytes = gm_roundup(p->M, c->mr) * Kp * 4;
   int64_t need = pl->pre_off + memplan_align(pre_bytes);
   /* the serial run of a dot split by columns with A packed beforehand makes one call over all
@@ -152,7 +165,8 @@ static void gm_plan_blocked(GmPlan *pl) {
      each), which a call over all the columns would read as one block */
   pl->merge = pl->pre == 2 && !pl->red && !gm_cbuf(p) && !pl->bconst && p->N <= c->nc;
   int64_t merge_bytes = pl->merge ? gm_pack_bytes(c, p->M, p->N, p->K, false) : 0;
-  pl->merge_apart = merge_bytes > pl->pack * pl->nchunks; /* else at chunk 0's, the serial run's own */
+  pl->merge_apart =
+      merge_bytes > pl->pack * pl->nchunks; /* else at chunk 0's, the serial run's own */
   pl->merge_off = need;
   if (pl->merge_apart) need += merge_bytes;
   /* reducing: a slice buffer (2 * MC rows of C) and the partial results per chunk; a 16-bit

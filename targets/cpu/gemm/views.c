@@ -14,7 +14,8 @@
 
 void gm_rowmajor(const Shape *s, int64_t *st) { hlo_shape_strides(s, st); }
 
-static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out, int depth) {
+static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out,
+                    int depth) {
   if (depth > 32 || !gm_elt_ok(v->shape.dt) || v->shape.rank > HLO_MAX_RANK) return false;
   if (v->parent == cg->entry) {
     if (v->shape.dt == DT_TUPLE) return false;
@@ -40,14 +41,17 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
   if (v->op == OP_TRANSPOSE) {
     if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
     *out = o;
-    for (int j = 0; j < s->rank; j++) out->st[j] = o.st[v->dims.v[j]];
+    for (int j = 0; j < s->rank; j++)
+      out->st[j] = o.st[v->dims.v[j]];
     return true;
   }
   if (v->op == OP_BROADCAST) {
     if (!gm_view(cg, fusion, v->ops[0], &o, depth + 1)) return false;
     *out = o;
-    for (int d = 0; d < s->rank; d++) out->st[d] = 0;
-    for (int j = 0; j < v->dims.n; j++) out->st[v->dims.v[j]] = o.st[j];
+    for (int d = 0; d < s->rank; d++)
+      out->st[d] = 0;
+    for (int j = 0; j < v->dims.n; j++)
+      out->st[v->dims.v[j]] = o.st[j];
     return true;
   }
   if (v->op == OP_SLICE) {
@@ -65,7 +69,8 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
     int64_t rm[HLO_MAX_RANK];
     gm_rowmajor(os, rm);
     bool contiguous = true;
-    for (int d = 0; d < os->rank; d++) contiguous = contiguous && (os->dims[d] == 1 || o.st[d] == rm[d]);
+    for (int d = 0; d < os->rank; d++)
+      contiguous = contiguous && (os->dims[d] == 1 || o.st[d] == rm[d]);
     *out = o;
     if (contiguous) {
       gm_rowmajor(s, out->st);
@@ -74,9 +79,18 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
     /* only size-1 dimensions added or removed */
     int a = 0, b = 0;
     while (a < s->rank || b < os->rank) {
-      if (a < s->rank && s->dims[a] == 1) { out->st[a++] = 0; continue; }
-      if (b < os->rank && os->dims[b] == 1) { b++; continue; }
-      if (a < s->rank && b < os->rank && s->dims[a] == os->dims[b]) { out->st[a++] = o.st[b++]; continue; }
+      if (a < s->rank && s->dims[a] == 1) {
+        out->st[a++] = 0;
+        continue;
+      }
+      if (b < os->rank && os->dims[b] == 1) {
+        b++;
+        continue;
+      }
+      if (a < s->rank && b < os->rank && s->dims[a] == os->dims[b]) {
+        out->st[a++] = o.st[b++];
+        continue;
+      }
       return false;
     }
     return true;
@@ -86,9 +100,11 @@ static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmVi
 
 /* An operand: a view, or (inside a fusion) a value to stage first (staged == -2, base the
  * fused instruction, row-major strides). */
-static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, bool stage, GmView *out) {
+static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, bool stage,
+                       GmView *out) {
   if (!stage && gm_view(cg, fusion, v, out, 0)) return true;
-  if (!gm_elt_ok(v->shape.dt) || !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
+  if (!gm_elt_ok(v->shape.dt) ||
+      !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
     return false;
   *out = (GmView){v, false, -2, 0, {0}, gm_elt(v->shape.dt)};
   gm_rowmajor(&v->shape, out->st);
@@ -97,7 +113,8 @@ static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, b
 
 /* Merge dims list[0..n) of a view (sizes from ext) into one strided dimension: the stride of
  * the last one, when each stride is the next one's times its extent. */
-static bool gm_merge(const int64_t *st, const int64_t *ext, const int64_t *list, int n, int64_t *stride) {
+static bool gm_merge(const int64_t *st, const int64_t *ext, const int64_t *list, int n,
+                     int64_t *stride) {
   int64_t keep[HLO_MAX_RANK];
   int nk = 0;
   for (int j = 0; j < n; j++)
@@ -109,8 +126,11 @@ static bool gm_merge(const int64_t *st, const int64_t *ext, const int64_t *list,
 }
 
 LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v) {
-  LLVMValueRef p = v->staged >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, k->cg->temp_base + v->staged})
-                   : v->global ? cpu_const_ptr(k, v->base) : cpu_buffer(k, v->base);
+  LLVMValueRef p =
+      v->staged >= 0
+          ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, k->cg->temp_base + v->staged})
+      : v->global ? cpu_const_ptr(k, v->base)
+                  : cpu_buffer(k, v->base);
   if (v->off == 0) return p;
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
@@ -129,10 +149,12 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
   const DotDims *dd = dot->dot;
   const HInstr *l = dot->ops[0], *r = dot->ops[1];
   DType dt = l->shape.dt;
-  if (!gm_elt_ok(dt) || r->shape.dt != dt || (dot->shape.dt != dt && dot->shape.dt != DT_F32)) return false;
+  if (!gm_elt_ok(dt) || r->shape.dt != dt || (dot->shape.dt != dt && dot->shape.dt != DT_F32))
+    return false;
   p->et = gm_elt(dt);
   p->cdt = dot->shape.dt;
-  if (!gm_operand(cg, fusion, l, stage & 1, &p->a) || !gm_operand(cg, fusion, r, stage & 2, &p->b)) return false;
+  if (!gm_operand(cg, fusion, l, stage & 1, &p->a) || !gm_operand(cg, fusion, r, stage & 2, &p->b))
+    return false;
   const Shape *ls = &l->shape, *rs = &r->shape, *os = &dot->shape;
   int64_t ost[HLO_MAX_RANK];
   gm_rowmajor(os, ost);
@@ -147,21 +169,25 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
   if (!gm_merge(p->a.st, ls->dims, dd->lhs_contract.v, nc, &p->acs)) return false;
   if (!gm_merge(p->b.st, rs->dims, dd->rhs_contract.v, nc, &p->brs)) return false;
   p->K = 1;
-  for (int j = 0; j < nc; j++) p->K *= ls->dims[dd->lhs_contract.v[j]];
+  for (int j = 0; j < nc; j++)
+    p->K *= ls->dims[dd->lhs_contract.v[j]];
   /* N */
   if (!gm_merge(p->b.st, rs->dims, rf, nrf, &p->bcs)) return false;
   p->N = 1;
-  for (int j = 0; j < nrf; j++) p->N *= rs->dims[rf[j]];
+  for (int j = 0; j < nrf; j++)
+    p->N *= rs->dims[rf[j]];
   int nb = dd->lhs_batch.n;
   p->ndim0 = nb + nlf;
   p->nn = nrf;
   p->ldc = p->N;
   /* M: the longest mergeable suffix of the lhs free dims */
   int first = nlf;
-  while (first > 0 && gm_merge(p->a.st, ls->dims, lf + first - 1, nlf - first + 1, &p->ars)) first--;
+  while (first > 0 && gm_merge(p->a.st, ls->dims, lf + first - 1, nlf - first + 1, &p->ars))
+    first--;
   if (!gm_merge(p->a.st, ls->dims, lf + first, nlf - first, &p->ars)) return false;
   p->M = 1;
-  for (int j = first; j < nlf; j++) p->M *= ls->dims[lf[j]];
+  for (int j = first; j < nlf; j++)
+    p->M *= ls->dims[lf[j]];
   p->mdim0 = nb + first;
   p->nm = nlf - first;
   p->nloop = 0;
@@ -185,7 +211,8 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
   return true;
 }
 
-bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino, GmProb *p) {
+bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino,
+                  GmProb *p) {
   const ConvDims *cd = cv->conv;
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
   if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
@@ -196,7 +223,8 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
     const WinDim *wd = &cv->window->d[j];
     if (wd->base_dil != 1 || wd->reversal || wd->pad_lo < 0 || wd->pad_hi < 0) return false;
   }
-  if (!gm_operand(cg, fusion, x, stage & 1, &p->a) || !gm_operand(cg, fusion, w, stage & 2, &p->b)) return false;
+  if (!gm_operand(cg, fusion, x, stage & 1, &p->a) || !gm_operand(cg, fusion, w, stage & 2, &p->b))
+    return false;
   /* an input whose channels are not contiguous (NCHW seen as NHWC) is read in place: the
      packer's runs step through channels with their stride, its MR rows (neighbouring
      pixels) sharing cache lines; cheaper than a staged copy of the whole input */
@@ -207,7 +235,8 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
   int64_t KH = ws->dims[cd->k_sp.v[0]], KW = ws->dims[cd->k_sp.v[1]];
   /* B = weights as [(kh, kw, ci), co]: strides must flatten */
   int64_t kl[3] = {cd->k_sp.v[0], cd->k_sp.v[1], cd->k_in};
-  for (int j = 0; j < 3; j++) p->wk[j] = p->b.st[kl[j]];
+  for (int j = 0; j < 3; j++)
+    p->wk[j] = p->b.st[kl[j]];
   p->wk[3] = p->b.st[cd->k_out];
   /* (Winograd reads the taps through their own strides: OIHW weights need no staging) */
   p->wino = wino;
@@ -232,7 +261,8 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
   /* rows span the batch when the output is [batch, oh, ow, feature] row-major: one GEMM
      over all images packs the kernel once (a weight-gradient convolution has a few output
      pixels per "image" and a huge K); else the batch is a loop */
-  bool merge = cd->out_batch + 1 == ol[0] && ol[0] + 1 == ol[1] && (NB == 1 || ost[cd->out_batch] == OH * OW * CO);
+  bool merge = cd->out_batch + 1 == ol[0] && ol[0] + 1 == ol[1] &&
+               (NB == 1 || ost[cd->out_batch] == OH * OW * CO);
   if (merge) {
     p->M = NB * OH * OW;
     p->mdim0 = (int)cd->out_batch;
@@ -246,16 +276,26 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
     p->lsc[0] = ost[cd->out_batch];
     p->lout[0] = (int)cd->out_batch;
   }
-  int64_t g[GC_COUNT] = {
-      [GC_OW] = os->dims[ol[1]], [GC_H] = xs->dims[cd->in_sp.v[0]], [GC_W] = xs->dims[cd->in_sp.v[1]],
-      [GC_CI] = CI, [GC_KW] = KW, [GC_SH] = cv->window->d[0].stride, [GC_SW] = cv->window->d[1].stride,
-      [GC_DH] = cv->window->d[0].win_dil, [GC_DW] = cv->window->d[1].win_dil,
-      [GC_PH] = cv->window->d[0].pad_lo, [GC_PW] = cv->window->d[1].pad_lo,
-      [GC_XSH] = p->a.st[cd->in_sp.v[0]], [GC_XSW] = p->a.st[cd->in_sp.v[1]], [GC_XSC] = p->a.st[cd->in_feat],
-      [GC_OHW] = OH * OW, [GC_XSB] = merge ? p->a.st[cd->in_batch] : 0};
+  int64_t g[GC_COUNT] = {[GC_OW] = os->dims[ol[1]],
+                         [GC_H] = xs->dims[cd->in_sp.v[0]],
+                         [GC_W] = xs->dims[cd->in_sp.v[1]],
+                         [GC_CI] = CI,
+                         [GC_KW] = KW,
+                         [GC_SH] = cv->window->d[0].stride,
+                         [GC_SW] = cv->window->d[1].stride,
+                         [GC_DH] = cv->window->d[0].win_dil,
+                         [GC_DW] = cv->window->d[1].win_dil,
+                         [GC_PH] = cv->window->d[0].pad_lo,
+                         [GC_PW] = cv->window->d[1].pad_lo,
+                         [GC_XSH] = p->a.st[cd->in_sp.v[0]],
+                         [GC_XSW] = p->a.st[cd->in_sp.v[1]],
+                         [GC_XSC] = p->a.st[cd->in_feat],
+                         [GC_OHW] = OH * OW,
+                         [GC_XSB] = merge ? p->a.st[cd->in_batch] : 0};
   memcpy(p->geo, g, sizeof g);
   /* the output dims must be exactly batch, (oh, ow) merged, feature: others have extent 1 */
   for (int d = 0; d < os->rank; d++)
-    if (d != cd->out_batch && d != cd->out_feat && d != ol[0] && d != ol[1] && os->dims[d] != 1) return false;
+    if (d != cd->out_batch && d != cd->out_feat && d != ol[0] && d != ol[1] && os->dims[d] != 1)
+      return false;
   return true;
 }

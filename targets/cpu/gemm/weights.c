@@ -14,8 +14,8 @@
 /* The K x N matrix B (element (k, n) at src[k * rs + n * cs]) in the layout of a B packed
  * beforehand (GP_BPRE) for nnb column blocks of nblk columns, K blocks kstep deep, into dst
  * (zeroed by the caller: the panels' columns past N stay zero). */
-void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t nblk,
-                      int64_t nnb, int64_t kstep, float *dst) {
+void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N,
+               int64_t nblk, int64_t nnb, int64_t kstep, float *dst) {
   int64_t NR = c->nr;
   for (int64_t ni = 0; ni < nnb; ni++) {
     int64_t n0 = ni * nblk, ncall = gm_min(nblk, N - n0), ncr = gm_roundup(ncall, NR);
@@ -33,8 +33,8 @@ void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t
 /* The floats of view v when it reads a constant literal in place (frozen weights: what the
  * dots' constant B and Winograd's constant taps are made from at compile time), else NULL. */
 const float *gm_view_const(const GmCfg *c, const GmView *v) {
-  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal || v->base->shape.dt != DT_F32 ||
-      !c->const_pack)
+  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal ||
+      v->base->shape.dt != DT_F32 || !c->const_pack)
     return NULL;
   return (const float *)v->base->literal->data + v->off;
 }
@@ -46,8 +46,8 @@ const float *gm_view_const(const GmCfg *c, const GmView *v) {
  * panels kc deep within, zero columns past the block. Every call then reads B in place and
  * packs nothing, which matters most to inference with frozen weights. NULL when B is not a
  * constant literal read in place. */
-LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk, int64_t nnb,
-                                      int64_t kstep) {
+LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk,
+                               int64_t nnb, int64_t kstep) {
   const float *src = gm_view_const(c, &p->b);
   if (!src || p->K < 1 || p->N < 1) return NULL;
   int64_t K = p->K, N = p->N, NR = c->nr;
@@ -68,8 +68,9 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64
  * place. */
 int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   const GmView *v = &p->b;
-  if ((p->conv && !p->wino) || v->staged != -1 || v->global || !v->base || v->base->op != OP_PARAMETER ||
-      v->base->parent != cg->entry || cg->region != &cg->entry_region || p->K < 1 || p->N < 1)
+  if ((p->conv && !p->wino) || v->staged != -1 || v->global || !v->base ||
+      v->base->op != OP_PARAMETER || v->base->parent != cg->entry ||
+      cg->region != &cg->entry_region || p->K < 1 || p->N < 1)
     return -1;
   int64_t boff = 0;
   const MemBuf *mb = &cg->plan.bufs[memplan_base(&cg->plan, v->base->idx, &boff)];
@@ -89,8 +90,9 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
   if (p->wino) memcpy(wk, p->wk, sizeof wk);
   for (int i = 0; i < cg->npacks; i++) {
     const CpuPackJob *j = &cg->packs[i];
-    if (j->kind == kind && j->param == param && j->off == v->off && j->rs == p->brs && j->cs == p->bcs && j->K == K &&
-        j->N == p->N && j->nblk == nblk && j->nnb == nnb && !memcmp(j->wk, wk, sizeof wk))
+    if (j->kind == kind && j->param == param && j->off == v->off && j->rs == p->brs &&
+        j->cs == p->bcs && j->K == K && j->N == p->N && j->nblk == nblk && j->nnb == nnb &&
+        !memcmp(j->wk, wk, sizeof wk))
       return j->dst;
   }
   if (cg->npacks == cg->pack_cap) {
@@ -100,9 +102,21 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
     cg->packs = np;
     cg->pack_cap = nc;
   }
-  int64_t floats = kind ? 16 * K * gm_roundup(p->N, NR) : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
+  int64_t floats =
+      kind ? 16 * K * gm_roundup(p->N, NR) : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
-  *j = (CpuPackJob){kind, param, v->off, p->brs, p->bcs, K, p->N, nblk, nnb, cg->packed_bytes, {wk[0], wk[1], wk[2], wk[3]}, (int)p->et};
+  *j = (CpuPackJob){kind,
+                    param,
+                    v->off,
+                    p->brs,
+                    p->bcs,
+                    K,
+                    p->N,
+                    nblk,
+                    nnb,
+                    cg->packed_bytes,
+                    {wk[0], wk[1], wk[2], wk[3]},
+                    (int)p->et};
   cg->packed_bytes += memplan_align(floats * 4);
   return j->dst;
 }
@@ -115,8 +129,10 @@ LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off) {
 
 /* Element eoff of the operand's place at byte pk_off of the packed weights base when the run
  * was given them, else other. */
-LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff, LLVMValueRef other) {
-  LLVMValueRef p = gfp(k, LLVMBuildGEP2(k->B, k->cg->i8, base, (LLVMValueRef[]){gi(k, pk_off)}, 1, ""), eoff);
+LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
+                          LLVMValueRef other) {
+  LLVMValueRef p =
+      gfp(k, LLVMBuildGEP2(k->B, k->cg->i8, base, (LLVMValueRef[]){gi(k, pk_off)}, 1, ""), eoff);
   return LLVMBuildSelect(k->B, LLVMBuildIsNull(k->B, base, ""), other, p, "");
 }
 
@@ -138,8 +154,11 @@ void cpu_gemm_pack_function(CpuCg *cg) {
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
   LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
   LLVMBuilderRef B = cg->B;
-  LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1), nul = LLVMConstNull(cg->ptr);
-  LLVMValueRef isbad = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""), gi(k, 0), "");
+  LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1),
+               nul = LLVMConstNull(cg->ptr);
+  LLVMValueRef isbad = LLVMBuildICmp(
+      B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""),
+      gi(k, 0), "");
   if (cg->npacks) {
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, packed, nul, ""), "");
@@ -153,10 +172,12 @@ void cpu_gemm_pack_function(CpuCg *cg) {
   for (int i = 0; i < cg->npacks; i++) {
     const CpuPackJob *j = &cg->packs[i];
     LLVMValueRef ix = gi(k, j->param);
-    LLVMValueRef X = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+    LLVMValueRef X =
+        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
     if (j->kind == 1) {
       /* a Winograd convolution's taps, transformed for all input channels */
-      gm_wino_taps(k, &c, gfp(k, X, gi(k, j->off)), LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
+      gm_wino_taps(k, &c, gfp(k, X, gi(k, j->off)),
+                   LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
                    gi(k, 0), gi(k, j->K), j->K, j->N, j->wk);
       continue;
     }
@@ -170,7 +191,8 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       a[GB_CS] = gi(k, j->cs);
       a[GB_N] = gi(k, x1 - x0);
       a[GB_K] = gi(k, j->K);
-      a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
+      a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed,
+                                        (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
       a[GB_KB0] = gi(k, 0);
       a[GB_KB1] = gi(k, nkb);
       LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");

@@ -44,8 +44,10 @@ static void gm_wino_out(CpuKern *k, const LLVMValueRef *m, LLVMValueRef *y) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef s[8];
   for (int j = 0; j < 4; j++) {
-    s[0 * 4 + j] = LLVMBuildFAdd(B, LLVMBuildFAdd(B, m[0 * 4 + j], m[1 * 4 + j], ""), m[2 * 4 + j], "");
-    s[1 * 4 + j] = LLVMBuildFSub(B, LLVMBuildFSub(B, m[1 * 4 + j], m[2 * 4 + j], ""), m[3 * 4 + j], "");
+    s[0 * 4 + j] =
+        LLVMBuildFAdd(B, LLVMBuildFAdd(B, m[0 * 4 + j], m[1 * 4 + j], ""), m[2 * 4 + j], "");
+    s[1 * 4 + j] =
+        LLVMBuildFSub(B, LLVMBuildFSub(B, m[1 * 4 + j], m[2 * 4 + j], ""), m[3 * 4 + j], "");
   }
   for (int i = 0; i < 2; i++) {
     const LLVMValueRef *r = &s[i * 4];
@@ -67,8 +69,8 @@ bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
   const Shape *ws = &cv->ops[1]->shape, *os = &cv->shape;
   for (int j = 0; j < 2; j++) {
     const WinDim *wd = &cv->window->d[j];
-    if (ws->dims[cd->k_sp.v[j]] != 3 || wd->stride != 1 || wd->win_dil != 1 || wd->base_dil != 1 || wd->reversal ||
-        wd->pad_lo < 0 || wd->pad_hi < 0 || os->dims[cd->out_sp.v[j]] < 2)
+    if (ws->dims[cd->k_sp.v[j]] != 3 || wd->stride != 1 || wd->win_dil != 1 || wd->base_dil != 1 ||
+        wd->reversal || wd->pad_lo < 0 || wd->pad_hi < 0 || os->dims[cd->out_sp.v[j]] < 2)
       return false;
   }
   return ws->dims[cd->k_in] % c.vw == 0 && ws->dims[cd->k_out] % c.vw == 0;
@@ -87,7 +89,8 @@ static const int gm_wino_nargs[GW_COUNT] = {15, 10, 11};
 
 static LLVMTypeRef gm_wino_type(CpuCg *cg, GmWino which) {
   LLVMTypeRef ps[16];
-  for (int j = 0; j < gm_wino_nargs[which]; j++) ps[j] = j < 2 ? cg->ptr : cg->i64;
+  for (int j = 0; j < gm_wino_nargs[which]; j++)
+    ps[j] = j < 2 ? cg->ptr : cg->i64;
   return LLVMFunctionType(cg->vd, ps, (unsigned)gm_wino_nargs[which], 0);
 }
 
@@ -98,7 +101,8 @@ typedef struct GmWalk {
   LLVMValueRef n, th, tw, t;
 } GmWalk;
 
-static void gm_wino_walk(CpuKern *k, GmWalk *w, LLVMValueRef q0, LLVMValueRef q1, LLVMValueRef TC, LLVMValueRef TR) {
+static void gm_wino_walk(CpuKern *k, GmWalk *w, LLVMValueRef q0, LLVMValueRef q1, LLVMValueRef TC,
+                         LLVMValueRef TR) {
   LLVMValueRef q = gloop(k, &w->lq, q0, q1, 1);
   w->n = LLVMBuildSDiv(k->B, q, TR, "");
   w->th = LLVMBuildSRem(k->B, q, TR, "");
@@ -120,7 +124,8 @@ static void gm_wino_in_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   GmWalk w;
   gm_wino_walk(k, &w, P[Q0], P[Q1], P[TC], P[TR]);
   LLVMValueRef xb = gfp(k, P[X], gmul(k, w.n, P[XSB]));
-  LLVMValueRef ih0 = gsub(k, gmul(k, w.th, gi(k, 2)), P[PH]), iw0 = gsub(k, gmul(k, w.tw, gi(k, 2)), P[PW]);
+  LLVMValueRef ih0 = gsub(k, gmul(k, w.th, gi(k, 2)), P[PH]),
+               iw0 = gsub(k, gmul(k, w.tw, gi(k, 2)), P[PW]);
   LLVMValueRef okh[4], okw[4], offh[4], offw[4];
   for (int i = 0; i < 4; i++) {
     /* taps in the padding: a clamped in-image address, then zero */
@@ -140,7 +145,8 @@ static void gm_wino_in_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
     }
   gm_wino_in(k, d);
   LLVMValueRef at = gadd(k, gmul(k, w.t, P[CI]), ci), blk = gmul(k, P[T], P[CI]);
-  for (int e = 0; e < 16; e++) gstore(k, d[e], gfp(k, P[V], gadd(k, gmul(k, gi(k, e), blk), at)), 4);
+  for (int e = 0; e < 16; e++)
+    gstore(k, d[e], gfp(k, P[V], gadd(k, gmul(k, gi(k, e), blk), at)), 4);
   gm_close(k, &lc);
   gm_wino_walk_close(k, &w);
 }
@@ -155,13 +161,16 @@ static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) 
   gm_wino_walk(k, &w, P[Q0], P[Q1], P[TC], P[TR]);
   LLVMValueRef oh = gmul(k, w.th, gi(k, 2)), ow = gmul(k, w.tw, gi(k, 2));
   LLVMValueRef pix = gadd(k, gmul(k, gadd(k, gmul(k, w.n, P[OH]), oh), P[OW]), ow);
-  LLVMValueRef row1 = gslt(k, gadd(k, oh, gi(k, 1)), P[OH]), col1 = gslt(k, gadd(k, ow, gi(k, 1)), P[OW]);
+  LLVMValueRef row1 = gslt(k, gadd(k, oh, gi(k, 1)), P[OH]),
+               col1 = gslt(k, gadd(k, ow, gi(k, 1)), P[OW]);
   LLVMValueRef ok[4] = {NULL, col1, row1, LLVMBuildAnd(B, row1, col1, "")};
-  LLVMValueRef px[4] = {pix, gadd(k, pix, gi(k, 1)), gadd(k, pix, P[OW]), gadd(k, gadd(k, pix, P[OW]), gi(k, 1))};
+  LLVMValueRef px[4] = {pix, gadd(k, pix, gi(k, 1)), gadd(k, pix, P[OW]),
+                        gadd(k, gadd(k, pix, P[OW]), gi(k, 1))};
   CpuLoop lc;
   LLVMValueRef co = gloop(k, &lc, gi(k, 0), P[CO], c->vw);
   LLVMValueRef m[16], y[4], at = gadd(k, gmul(k, w.t, P[CO]), co), blk = gmul(k, P[T], P[CO]);
-  for (int e = 0; e < 16; e++) m[e] = gload(k, vt, gfp(k, P[M], gadd(k, gmul(k, gi(k, e), blk), at)), 4);
+  for (int e = 0; e < 16; e++)
+    m[e] = gload(k, vt, gfp(k, P[M], gadd(k, gmul(k, gi(k, e), blk), at)), 4);
   gm_wino_out(k, m, y);
   for (int e = 0; e < 4; e++) {
     LLVMValueRef dst = gfp(k, P[C], gadd(k, gmul(k, px[e], P[CO]), co));
@@ -182,19 +191,23 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   LLVMValueRef pc = gmul(k, LLVMBuildSDiv(B, ci, P[KSTEP], ""), P[KSTEP]);
   LLVMValueRef kc = gmin(k, P[KSTEP], gsub(k, P[CI], pc)), row = gsub(k, ci, pc);
   /* every column of the panels, those past CO (the last panel's padding) zero */
-  LLVMValueRef cor = LLVMBuildAnd(B, gadd(k, P[CO], gi(k, c->nr - 1)), gi(k, ~(int64_t)(c->nr - 1)), "");
+  LLVMValueRef cor =
+      LLVMBuildAnd(B, gadd(k, P[CO], gi(k, c->nr - 1)), gi(k, ~(int64_t)(c->nr - 1)), "");
   LLVMValueRef co = gloop(k, &lo, gi(k, 0), cor, c->vw);
   LLVMValueRef in = gslt(k, co, P[CO]), col = gmin(k, co, gsub(k, P[CO], gi(k, c->vw)));
   LLVMValueRef h[16], g[9], t[12], zero = LLVMConstNull(vt);
-  for (int j = 0; j < c->vw; j++) h[j] = LLVMConstReal(cg->f32, 0.5);
+  for (int j = 0; j < c->vw; j++)
+    h[j] = LLVMConstReal(cg->f32, 0.5);
   LLVMValueRef half = LLVMConstVector(h, (unsigned)c->vw);
   /* the taps of (ci, co .. co + VW): a vector load where the output channels are contiguous
      (HWIO), else a gather (OIHW weights read in place) */
   LLVMValueRef wci = gfp(k, P[W], gmul(k, ci, P[SCI])), gt[2][9];
   LLVMTypeRef gty[2] = {vt, LLVMVectorType(cg->ptr, (unsigned)c->vw)};
-  LLVMValueRef gather = LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
+  LLVMValueRef gather =
+      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
   LLVMValueRef lane[16], idx = NULL;
-  for (int j = 0; j < c->vw; j++) lane[j] = LLVMConstInt(cg->i64, (unsigned long long)j, 0);
+  for (int j = 0; j < c->vw; j++)
+    lane[j] = LLVMConstInt(cg->i64, (unsigned long long)j, 0);
   LLVMBasicBlockRef from[2];
   GIf f;
   gif_open(k, &f, LLVMBuildICmp(B, LLVMIntEQ, P[SCO], gi(k, 1), ""), true);
@@ -202,19 +215,23 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
     if (path) {
       gif_else(k, &f);
       /* the gather's element offsets (col + lane) * SCO */
-      idx = LLVMBuildMul(B, LLVMBuildAdd(B, cpu_splat(k, col, c->vw), LLVMConstVector(lane, (unsigned)c->vw), ""),
-                         cpu_splat(k, P[SCO], c->vw), "");
+      idx = LLVMBuildMul(
+          B, LLVMBuildAdd(B, cpu_splat(k, col, c->vw), LLVMConstVector(lane, (unsigned)c->vw), ""),
+          cpu_splat(k, P[SCO], c->vw), "");
     }
     for (int tap = 0; tap < 9; tap++) {
-      LLVMValueRef tp = gfp(k, wci, gadd(k, gmul(k, gi(k, tap / 3), P[SKH]), gmul(k, gi(k, tap % 3), P[SKW])));
+      LLVMValueRef tp =
+          gfp(k, wci, gadd(k, gmul(k, gi(k, tap / 3), P[SKH]), gmul(k, gi(k, tap % 3), P[SKW])));
       if (!path) {
         gt[0][tap] = gload(k, vt, gfp(k, tp, col), 4);
         continue;
       }
-      gt[1][tap] = LLVMBuildCall2(B, LLVMGlobalGetValueType(gather), gather,
-                                  (LLVMValueRef[]){LLVMBuildGEP2(B, cg->f32, tp, &idx, 1, ""), LLVMConstInt(cg->i32, 4, 0),
-                                                   LLVMConstAllOnes(LLVMVectorType(cg->i1, (unsigned)c->vw)), LLVMGetUndef(vt)},
-                                  4, "");
+      gt[1][tap] = LLVMBuildCall2(
+          B, LLVMGlobalGetValueType(gather), gather,
+          (LLVMValueRef[]){LLVMBuildGEP2(B, cg->f32, tp, &idx, 1, ""), LLVMConstInt(cg->i32, 4, 0),
+                           LLVMConstAllOnes(LLVMVectorType(cg->i1, (unsigned)c->vw)),
+                           LLVMGetUndef(vt)},
+          4, "");
     }
     from[path] = LLVMGetInsertBlock(B);
   }
@@ -226,22 +243,29 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   /* where column co of row ci goes: column block jc (NC wide), its K block at
      jc * CI + pc * roundup(nc, NR), the NR-wide panel of co, its row, co's place in it */
   LLVMValueRef jc = gmul(k, LLVMBuildSDiv(B, co, gi(k, c->nc), ""), gi(k, c->nc));
-  LLVMValueRef ncr = LLVMBuildAnd(B, gadd(k, gmin(k, gi(k, c->nc), gsub(k, P[CO], jc)), gi(k, c->nr - 1)),
-                                  gi(k, ~(int64_t)(c->nr - 1)), "");
+  LLVMValueRef ncr =
+      LLVMBuildAnd(B, gadd(k, gmin(k, gi(k, c->nc), gsub(k, P[CO], jc)), gi(k, c->nr - 1)),
+                   gi(k, ~(int64_t)(c->nr - 1)), "");
   LLVMValueRef pan = LLVMBuildAnd(B, gsub(k, co, jc), gi(k, ~(int64_t)(c->nr - 1)), "");
-  LLVMValueRef at = gadd(k, gadd(k, gmul(k, jc, P[CI]), gmul(k, pc, ncr)),
-                         gadd(k, gmul(k, pan, kc), gadd(k, gmul(k, row, gi(k, c->nr)), LLVMBuildAnd(B, co, gi(k, c->nr - 1), ""))));
+  LLVMValueRef at =
+      gadd(k, gadd(k, gmul(k, jc, P[CI]), gmul(k, pc, ncr)),
+           gadd(k, gmul(k, pan, kc),
+                gadd(k, gmul(k, row, gi(k, c->nr)), LLVMBuildAnd(B, co, gi(k, c->nr - 1), ""))));
   LLVMValueRef blk = gmul(k, P[CI], cor);
   /* t = G g (4 x 3), column by column of g; then U = t Gt (4 x 4), row by row of t */
   for (int pass = 0; pass < 2; pass++)
     for (int r = 0; r < (pass ? 4 : 3); r++) {
-      LLVMValueRef a = pass ? t[r * 3] : g[r], b = pass ? t[r * 3 + 1] : g[3 + r], e = pass ? t[r * 3 + 2] : g[6 + r];
+      LLVMValueRef a = pass ? t[r * 3] : g[r], b = pass ? t[r * 3 + 1] : g[3 + r],
+                   e = pass ? t[r * 3 + 2] : g[6 + r];
       LLVMValueRef ae = LLVMBuildFAdd(B, a, e, "");
       LLVMValueRef o[4] = {a, LLVMBuildFMul(B, LLVMBuildFAdd(B, ae, b, ""), half, ""),
                            LLVMBuildFMul(B, LLVMBuildFSub(B, ae, b, ""), half, ""), e};
       for (int q = 0; q < 4; q++) {
-        if (!pass) t[q * 3 + r] = o[q];
-        else gstore(k, LLVMBuildSelect(B, in, o[q], zero, ""), gfp(k, P[U], gadd(k, gmul(k, gi(k, r * 4 + q), blk), at)), 4);
+        if (!pass)
+          t[q * 3 + r] = o[q];
+        else
+          gstore(k, LLVMBuildSelect(B, in, o[q], zero, ""),
+                 gfp(k, P[U], gadd(k, gmul(k, gi(k, r * 4 + q), blk), at)), 4);
       }
     }
   gm_close(k, &lo);
@@ -260,7 +284,8 @@ LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which) {
   CpuKern *k = gm_fn_begin(cg, name, gm_wino_type(cg, which));
   gm_mark(k->fn, &c);
   LLVMValueRef P[16];
-  for (int j = 0; j < gm_wino_nargs[which]; j++) P[j] = LLVMGetParam(k->fn, (unsigned)j);
+  for (int j = 0; j < gm_wino_nargs[which]; j++)
+    P[j] = LLVMGetParam(k->fn, (unsigned)j);
   if (which == GW_IN) gm_wino_in_body(k, &c, P);
   if (which == GW_OUT) gm_wino_out_body(k, &c, P);
   if (which == GW_U) gm_wino_u_body(k, &c, P);
@@ -277,9 +302,18 @@ static void gm_wino_call(CpuKern *k, GmWino which, LLVMValueRef *args) {
 
 /* The taps' transform (GW_U) of input channels [lo, hi) of taps w (CI x CO, strides wk of (kh,
  * kw, ci, co)) into U. */
-void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo, LLVMValueRef hi,
-                         int64_t CI, int64_t CO, const int64_t *wk) {
-  LLVMValueRef ua[11] = {w, U, lo, hi, gi(k, CI), gi(k, CO), gi(k, wk[0]), gi(k, wk[1]), gi(k, wk[2]), gi(k, wk[3]),
+void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
+                  LLVMValueRef hi, int64_t CI, int64_t CO, const int64_t *wk) {
+  LLVMValueRef ua[11] = {w,
+                         U,
+                         lo,
+                         hi,
+                         gi(k, CI),
+                         gi(k, CO),
+                         gi(k, wk[0]),
+                         gi(k, wk[1]),
+                         gi(k, wk[2]),
+                         gi(k, wk[3]),
                          gi(k, gm_kstep(c, CI))};
   gm_wino_call(k, GW_U, ua);
 }
@@ -302,16 +336,20 @@ static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *
         g[tap] = w[(tap / 3) * p->wk[0] + (tap % 3) * p->wk[1] + ci * p->wk[2] + co * p->wk[3]];
       for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < (pass ? 4 : 3); r++) {
-          float a = pass ? t[r * 3] : g[r], b = pass ? t[r * 3 + 1] : g[3 + r], e = pass ? t[r * 3 + 2] : g[6 + r];
+          float a = pass ? t[r * 3] : g[r], b = pass ? t[r * 3 + 1] : g[3 + r],
+                e = pass ? t[r * 3 + 2] : g[6 + r];
           float ae = a + e, o[4] = {a, (ae + b) * 0.5f, (ae - b) * 0.5f, e};
           for (int q = 0; q < 4; q++) {
-            if (!pass) t[q * 3 + r] = o[q];
-            else raw[((r * 4 + q) * CI + ci) * CO + co] = o[q];
+            if (!pass)
+              t[q * 3 + r] = o[q];
+            else
+              raw[((r * 4 + q) * CI + ci) * CO + co] = o[q];
           }
         }
     }
   int64_t kstep = gm_kstep(c, CI), nnb = (CO + c->nc - 1) / c->nc;
-  for (int xi = 0; xi < 16; xi++) gm_panels(c, raw + xi * CI * CO, CO, 1, CI, CO, c->nc, nnb, kstep, buf + xi * ublk);
+  for (int xi = 0; xi < 16; xi++)
+    gm_panels(c, raw + xi * CI * CO, CO, 1, CI, CO, c->nc, nnb, kstep, buf + xi * ublk);
   char name[512];
   snprintf(name, sizeof name, "%s_wu%d", cg->o->name, cg->ntasks);
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)(16 * ublk));
@@ -324,8 +362,8 @@ static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *
  * V[16][T][CI], the products
  * M[16][T][CO], the GEMM's packing area and (reducing) a slice of C, then the chunks' partial
  * results. */
-int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p, const GmCfg *c,
-                       int64_t stage_bytes, int64_t want) {
+int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+                const GmCfg *c, int64_t stage_bytes, int64_t want) {
   const int64_t *geo = p->geo;
   int64_t CI = geo[GC_CI], CO = p->N, OW = geo[GC_OW], OHW = geo[GC_OHW], OH = OHW / OW;
   int64_t NB = p->M / OHW, TR = (OH + 1) / 2, TC = (OW + 1) / 2, Q = NB * TR;
@@ -341,7 +379,11 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
        resnet_block's 14 tiles a row, 5 rows (70 tiles, a last panel of 10) -> 6 (84) */
     double best = 1e9;
     for (int64_t g = g0 - g0 / 2; g <= g0 + g0 / 2 && g <= Q; g++) {
-      int64_t t = g * TC, r = t % c->mr, cost = t - r + (r == 0 ? 0 : r <= GM_TAIL_ROWS ? 2 * r : c->mr);
+      int64_t t = g * TC, r = t % c->mr,
+              cost = t - r +
+                     (r == 0              ? 0
+                      : r <= GM_TAIL_ROWS ? 2 * r
+                                          : c->mr);
       double w = (double)cost / (double)t;
       if (w < best - 1e-9 || (w < best + 1e-9 && llabs(g - g0) < llabs(gq - g0))) best = w, gq = g;
     }
@@ -355,7 +397,8 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   int64_t ublk = CI * gm_roundup(CO, c->nr), u_bytes = uconst ? 0 : memplan_align(16 * ublk * 4);
   int64_t v_bytes = memplan_align(16 * T * CI * 4);
   int64_t m_bytes = memplan_align(16 * T * CO * 4), pack = gm_pack_bytes(c, T, CO, CI, false);
-  int64_t slice_bytes = red ? memplan_align(2 * gq * OW * CO * 4) : 0, per = v_bytes + m_bytes + pack + slice_bytes;
+  int64_t slice_bytes = red ? memplan_align(2 * gq * OW * CO * 4) : 0,
+          per = v_bytes + m_bytes + pack + slice_bytes;
   int64_t u_off = stage_bytes, ch_off = u_off + u_bytes, part_off = ch_off + nchunks * per;
   int64_t part_bytes = red ? memplan_align(hlo_shape_elems(&red->shape) * 4) : 0;
   int64_t need = part_off + nchunks * part_bytes;
@@ -383,19 +426,26 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   const HInstr *fusion = hero == in ? NULL : in;
   if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef X = gm_view_ptr(k, &p->a), C = red ? NULL : cpu_buffer(k, in);
-  LLVMValueRef U = uconst ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
-                          : cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
+  LLVMValueRef U = uconst
+                       ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
+                       : cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
   if (pk_off >= 0) U = gm_or_packed(k, gm_packed_base(k, pk_off), pk_off, gi(k, 0), U);
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + ch_off});
   gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
-  LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
+  LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+                                            (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
   LLVMValueRef Vb = base;
   LLVMValueRef Mb = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes)}, 1, "");
-  LLVMValueRef packp = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes)}, 1, "");
+  LLVMValueRef packp =
+      LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes)}, 1, "");
   LLVMValueRef Cs = NULL, P = NULL;
   if (red) {
-    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes + pack)}, 1, "");
-    P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, (LLVMValueRef[]){gadd(k, gi(k, part_off - ch_off), gmul(k, chunk, gi(k, part_bytes)))}, 1, "");
+    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes + pack)},
+                               1, "");
+    P = LLVMBuildInBoundsGEP2(
+        B, cg->i8, scratch,
+        (LLVMValueRef[]){gadd(k, gi(k, part_off - ch_off), gmul(k, chunk, gi(k, part_bytes)))}, 1,
+        "");
     gm_reduce_init(k, red, P, part_bytes);
   }
   LLVMValueRef itv = gvar(k, lo);
@@ -407,14 +457,32 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   /* the slice's output pixels [s0, s1): tile row q covers rows 2 (q % TR) .. of image q / TR */
   LLVMValueRef sq[2], qq[2] = {q0, q1};
   for (int e = 0; e < 2; e++)
-    sq[e] = gmul(k, gadd(k, gmul(k, LLVMBuildSDiv(B, qq[e], gi(k, TR), ""), gi(k, OH)),
-                         gmin(k, gmul(k, LLVMBuildSRem(B, qq[e], gi(k, TR), ""), gi(k, 2)), gi(k, OH))),
-                 gi(k, OW));
+    sq[e] =
+        gmul(k,
+             gadd(k, gmul(k, LLVMBuildSDiv(B, qq[e], gi(k, TR), ""), gi(k, OH)),
+                  gmin(k, gmul(k, LLVMBuildSRem(B, qq[e], gi(k, TR), ""), gi(k, 2)), gi(k, OH))),
+             gi(k, OW));
   /* C as the output transform sees it: the output, or the slice buffer standing for rows
      [s0, s1) */
-  LLVMValueRef Cw = red ? LLVMBuildGEP2(B, cg->f32, Cs, (LLVMValueRef[]){gsub(k, gi(k, 0), gmul(k, sq[0], gi(k, CO)))}, 1, "") : C;
-  LLVMValueRef ia[15] = {X, Vb, q0, q1, gi(k, CI), gi(k, T), gi(k, TC), gi(k, TR), gi(k, geo[GC_H]), gi(k, geo[GC_W]),
-                         gi(k, geo[GC_PH]), gi(k, geo[GC_PW]), gi(k, geo[GC_XSH]), gi(k, geo[GC_XSW]), gi(k, geo[GC_XSB])};
+  LLVMValueRef Cw =
+      red ? LLVMBuildGEP2(B, cg->f32, Cs,
+                          (LLVMValueRef[]){gsub(k, gi(k, 0), gmul(k, sq[0], gi(k, CO)))}, 1, "")
+          : C;
+  LLVMValueRef ia[15] = {X,
+                         Vb,
+                         q0,
+                         q1,
+                         gi(k, CI),
+                         gi(k, T),
+                         gi(k, TC),
+                         gi(k, TR),
+                         gi(k, geo[GC_H]),
+                         gi(k, geo[GC_W]),
+                         gi(k, geo[GC_PH]),
+                         gi(k, geo[GC_PW]),
+                         gi(k, geo[GC_XSH]),
+                         gi(k, geo[GC_XSW]),
+                         gi(k, geo[GC_XSB])};
   gm_wino_call(k, GW_IN, ia);
   {
     /* the 16 products M[xi] = V[xi] U[xi] */
@@ -439,7 +507,8 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
     LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, GE_F32), args, GP_COUNT, "");
     gm_close(k, &lx);
   }
-  LLVMValueRef oa[10] = {Mb, Cw, q0, q1, gi(k, CO), gi(k, T), gi(k, TC), gi(k, TR), gi(k, OH), gi(k, OW)};
+  LLVMValueRef oa[10] = {Mb,       Cw,        q0,        q1,        gi(k, CO),
+                         gi(k, T), gi(k, TC), gi(k, TR), gi(k, OH), gi(k, OW)};
   gm_wino_call(k, GW_OUT, oa);
   if (fusion && !k->failed) {
     LLVMValueRef lidx[HLO_MAX_RANK] = {0};
