@@ -107,7 +107,7 @@ static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!cpu_op_supported(in, cg->err)) return false;
+    if (!cpu_op_supported(in, "CPU", cg->err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cp_check_comp(cg, in->calls[j], depth + 1)) return false;
   }

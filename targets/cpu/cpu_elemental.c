@@ -1633,7 +1633,7 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 
 bool cpu_op_own_kernel(HOp op) { return op == OP_SORT || op == OP_SELECT_AND_SCATTER; }
 
-bool cpu_op_supported(const HInstr *in, HErr *err) {
+bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
   switch (in->op) {
   case OP_PARAMETER:
@@ -1747,7 +1747,7 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_ADD_DEPENDENCY:
   case OP_AFTER_ALL:
   case OP_RNG_BIT_GENERATOR:
-  case OP_CUSTOM_CALL: why = "op is not supported by the CPU target"; break;
+  case OP_CUSTOM_CALL: why = "op is not supported"; break;
   case OP_PARTITION_ID:
   case OP_REPLICA_ID:
   case OP_RNG_GET_AND_UPDATE_STATE:
@@ -1779,35 +1779,36 @@ bool cpu_op_supported(const HInstr *in, HErr *err) {
   case OP_INFEED:
   case OP_OUTFEED:
   case OP_RNG:
-    why = "op has side effects or multi-device semantics the CPU target cannot compile";
+    why = "op has side effects or multi-device semantics this target cannot compile";
     break;
   case OP_COUNT: why = "invalid op"; break;
   }
   if (why) {
-    hlo_err_at(err, in, "CPU target: %s: %s", hlo_op_name(in->op), why);
+    hlo_err_at(err, in, "%s target: %s: %s", target, hlo_op_name(in->op), why);
     return false;
   }
   if (in->op == OP_REDUCE_PRECISION && !el_rp_format_ok(in, in->shape.dt)) {
     hlo_err_at(
         err, in,
-        "CPU target: reduce-precision: exponent_bits=%d mantissa_bits=%d on %s is not supported "
+        "%s target: reduce-precision: exponent_bits=%d mantissa_bits=%d on %s is not supported "
         "(a float type, exponent_bits >= 1, mantissa_bits >= 0)",
-        in->exponent_bits, in->mantissa_bits, hlo_dtype_name(in->shape.dt));
+        target, in->exponent_bits, in->mantissa_bits, hlo_dtype_name(in->shape.dt));
     return false;
   }
   if (in->op == OP_CONSTANT && !in->literal) {
     hlo_err_at(
         err, in,
-        "CPU target: constant: its value is elided in the HLO text ({...}); compile the module's "
-        "HloModuleProto (.pb) instead");
+        "%s target: constant: its value is elided in the HLO text ({...}); compile the module's "
+        "HloModuleProto (.pb) instead",
+        target);
     return false;
   }
   if (in->shape.dt != DT_TUPLE && in->shape.dt != DT_TOKEN && in->shape.dt == DT_INVALID) {
-    hlo_err_at(err, in, "CPU target: unsupported element type");
+    hlo_err_at(err, in, "%s target: unsupported element type", target);
     return false;
   }
   if (in->shape.dt == DT_TOKEN) {
-    hlo_err_at(err, in, "CPU target: token values are not supported");
+    hlo_err_at(err, in, "%s target: token values are not supported", target);
     return false;
   }
   return true;

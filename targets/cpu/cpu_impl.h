@@ -375,7 +375,8 @@ void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, 
 bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
                          LLVMValueRef *out);
 /* Whether gen supports op at all (checked before emission for a located error). */
-bool cpu_op_supported(const HInstr *in, HErr *err);
+bool cpu_op_supported(const HInstr *in, const char *target,
+                      HErr *err); /* target: "CPU", "CUDA", for the message */
 /* Ops cpu_op_supported accepts only because the CPU target has a kernel of its own for them
  * (sort, select-and-scatter), not through the elemental generator: other targets reusing the
  * generator (targets/cuda) reject them. */
