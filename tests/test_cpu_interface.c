@@ -259,6 +259,33 @@ static void ti_main_ok(HModule *m, char *dir, const char *src) {
   free(dir);
 }
 
+/* An object computing in bf16 links into a plain C program with any libgcc (GCC 12's lacks
+ * the __truncsfbf2 that x86 code without AVX512-BF16 calls; the object defines it, weak), and
+ * its values round to nearest even: 1 + 2^-8 is a tie (rounds to 1), 1 + 3 * 2^-8 rounds up. */
+Test(cpu, bf16_object_links_alone, .timeout = 300) {
+  HModule *m =
+      ct_parse("HloModule m\nENTRY e {\n  x = bf16[8] parameter(0)\n  y = bf16[8] parameter(1)\n"
+               "  s = bf16[8] add(x, y)\n  ROOT r = bf16[8] multiply(s, s)\n}\n");
+  char *dir = ct_tmpdir("hloc_cpu");
+  HErr err = {0};
+  cr_assert(ct_compile(m, dir, "model", 1, &err), "%s", err.msg);
+  const char *src =
+      "#include \"model.h\"\n#include <stdint.h>\n"
+      "int main(void) {\n"
+      "  uint16_t x[8] = {0x3f80, 0x3f80, 0x4000, 0xbf80, 0x3f80, 0, 0x7fc0, 0x3f80};\n"
+      "  uint16_t y[8] = {0x3b80, 0x3c40, 0x4000, 0x3f80, 0, 0, 0, 0x3f80};\n"
+      "  uint16_t r[8];\n  const void *args[2] = {x, y};\n  void *res[1] = {r};\n"
+      "  static char temp[MODEL_TEMP_BYTES + 64] __attribute__((aligned(64)));\n"
+      "  if (model_run(args, res, temp)) return 1;\n"
+      /* (1 + 2^-8) -> 1, squared 1; (1 + 3*2^-8) -> 1 + 2^-6, squared 1 + 2^-5 + 2^-12 -> 0x3f84;
+         4*4=16; 0; 1; 0; NaN; 4 */
+      "  uint16_t want[8] = {0x3f80, 0x3f84, 0x4180, 0, 0x3f80, 0, 0x7fc0, 0x4080};\n"
+      "  for (int i = 0; i < 8; i++) if ((r[i] & 0x7fff) > 0x7f80 ? (want[i] & 0x7fff) <= 0x7f80 : "
+      "r[i] != want[i]) return 10 + i;\n"
+      "  return 0;\n}\n";
+  ti_main_ok(m, dir, src);
+}
+
 /* m compiled with --profile into a fresh folder (returned, malloc'd); par_min_elems as
  * ct_compile_ex takes it. */
 static char *ti_profile_compile(HModule *m, int64_t par_min) {

@@ -1,6 +1,7 @@
 /* bench/cpu/bench_bf16.h: bf16 for the programs that run compiled models (the benchmark
  * driver, tests/cpu_driver.c): f32 rounded to bf16's bits, and the runtime function LLVM's x86
- * code for bf16 arithmetic calls, __truncsfbf2, for toolchains without it.
+ * code for bf16 arithmetic calls, __truncsfbf2, for toolchains without it (objects hloc writes
+ * define it too; this one serves objects that do not).
  *
  * Compiled code that computes in bf16 (the elementwise ops around a model's products) rounds
  * each f32 result to bf16 through __truncsfbf2, which libgcc has from GCC 13 on (compiler-rt

@@ -1021,6 +1021,47 @@ static int64_t cp_task_elems(const CpuTask *t) {
   return n;
 }
 
+/* Whether shape s is or holds a bf16 array. */
+static bool cp_shape_bf16(const Shape *s) {
+  if (s->dt == DT_TUPLE) {
+    for (int i = 0; i < s->ntuple; i++)
+      if (cp_shape_bf16(&s->tuple[i])) return true;
+    return false;
+  }
+  return s->dt == DT_BF16;
+}
+
+/* x86 without AVX512-BF16 rounds f32 to bf16 (the result of every bf16 op, which LLVM computes
+ * in f32) through the runtime function __truncsfbf2, which GCC 13's libgcc has and GCC 12's
+ * lacks: a module with bf16 values defines it, weak and hidden (a toolchain's own wins at the
+ * link), rounding to nearest even with NaNs made quiet, so that its object links anywhere. */
+static void cp_bf16_runtime(CpuCg *cg) {
+  if (strncmp(cg->triple, "x86_64", 6)) return;
+  bool has = false;
+  for (int c = 0; c < cg->m->ncomps && !has; c++)
+    for (int i = 0; i < cg->m->comps[c]->ninstrs && !has; i++)
+      has = cp_shape_bf16(&cg->m->comps[c]->instrs[i]->shape);
+  if (!has || LLVMGetNamedFunction(cg->M, "__truncsfbf2")) return;
+  LLVMTypeRef ft = LLVMFunctionType(cg->bf16, &cg->f32, 1, 0);
+  LLVMValueRef f = LLVMAddFunction(cg->M, "__truncsfbf2", ft);
+  LLVMSetLinkage(f, LLVMWeakAnyLinkage);
+  LLVMSetVisibility(f, LLVMHiddenVisibility);
+  LLVMBuilderRef B = LLVMCreateBuilderInContext(cg->C);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, f, "entry"));
+  LLVMValueRef x = LLVMGetParam(f, 0), u = LLVMBuildBitCast(B, x, cg->i32, "");
+  LLVMValueRef hi = LLVMBuildLShr(B, u, LLVMConstInt(cg->i32, 16, 0), "");
+  LLVMValueRef lsb = LLVMBuildAnd(B, hi, LLVMConstInt(cg->i32, 1, 0), "");
+  LLVMValueRef r =
+      LLVMBuildAdd(B, LLVMBuildAdd(B, u, LLVMConstInt(cg->i32, 0x7fff, 0), ""), lsb, "");
+  LLVMValueRef h =
+      LLVMBuildTrunc(B, LLVMBuildLShr(B, r, LLVMConstInt(cg->i32, 16, 0), ""), cg->i16, "");
+  LLVMValueRef q =
+      LLVMBuildTrunc(B, LLVMBuildOr(B, hi, LLVMConstInt(cg->i32, 0x40, 0), ""), cg->i16, "");
+  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+  LLVMBuildRet(B, LLVMBuildBitCast(B, LLVMBuildSelect(B, nan, q, h, ""), cg->bf16, ""));
+  LLVMDisposeBuilder(B);
+}
+
 static void cp_mark_small(CpuCg *cg) {
   int64_t limit = CP_SMALL_ELEMS;
   const char *e = cpu_knob(cg, CPU_KNOB_SMALL);
@@ -1178,6 +1219,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
     nk += LLVMCountBasicBlocks(f) > 0;
   cpu_share_kernels(&cg);
   if (o->opt_level >= 2) cp_mark_small(&cg);
+  cp_bf16_runtime(&cg);
   if (cpu_knob(&cg, CPU_KNOB_TIME)) {
     int nk2 = 0;
     for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f))
