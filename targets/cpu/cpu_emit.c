@@ -44,20 +44,12 @@
  * module only declares too (ce_join_tail). The library itself (cg->lib) is compiled on the
  * serial path.
  *
- * LLVM's codegen pipeline runs loop strength reduction (LSR) on every loop. On hloc's kernels
- * (deep nests whose addresses are long affine expressions) it was 25-50% of code generation
- * time, and disabling it changed no measured run time (the GEMM's inner loops use pointer
- * increments by construction; see bench/cpu.sh), so it is disabled through LLVM's command
- * line option -disable-lsr, a process-wide setting: it is set before the CPU target's code
- * generation and reset after, under a lock (a CUDA compilation in the same process is not
- * affected unless it runs concurrently with a CPU one). The pre-register-allocation machine
- * scheduler is off the same way (-enable-misched=false): 8-10% of code generation on resnet18
- * and the training step, and the out-of-order cores reorder anyway; without it the bench
- * models ran as fast or faster (2-core Xeon VM, three interleaved rounds: mlp 6.37-6.57 ms
- * against 6.44-6.76 on one thread, resnet18 171-180 against 174-189, bert_base 0.67-0.70 s
- * against 0.69-0.71 on two; resnet_block, transformer_layer and simple_cnn within noise). In
- * the GEMM's micro-kernel it had hoisted B loads of unrolled steps over the FMAs, at the
- * price of spills (gemm/micro_fma.c's gm_direct_kloops).
+ * LLVM's loop strength reduction and the pre-register-allocation machine scheduler are off
+ * (-disable-lsr, -enable-misched=false: process-wide options, set before the CPU target's code
+ * generation and reset after, under a lock): they cost a large share of code generation on
+ * hloc's deep kernel nests and changed no measured run time, and the scheduler hoisted B loads
+ * of the GEMM's unrolled steps over the FMAs at the price of spills (gm_direct_kloops); the
+ * figures are in docs/log/2026-12-01-emit-design-figures.md.
  *
  * Knobs (cpu_knobs.def): SPLIT forces the serial (0) or the split (1) path, PARTS the number
  * of parts, THREADS the CPUs assumed; LLVM_ARGS passes options to LLVM, TIME prints the phase
@@ -82,20 +74,15 @@
 #include <unistd.h>
 
 /* Modules with fewer instructions than this (before optimization, the GEMM counting 3/5) are
- * compiled on one thread. Splitting costs CPU time (bitcode written and read back, a second
- * context, target machine and pass pipelines): on mlp (1178) it cost +50-80 ms of CPU for an
- * estimated 15 ms less wall time on an idle second core, and made it slower whenever the
- * other core was busy; from simple_cnn (1444: 0.31 s of CPU, ~0.18 s on two cores) up it
- * pays clearly. A module of one kernel function is never split. */
+ * compiled on one thread: splitting costs CPU time (a bitcode round trip, a second context,
+ * target machine and pipelines) that small modules do not win back (figures:
+ * docs/log/2026-12-01-emit-design-figures.md). A module of one kernel function is never split. */
 #define CE_SPLIT_MIN 1300
 /* Parts of a split module: one per CE_PART_WEIGHT of weight, rounded down to an even count, 2
  * to CE_MAX_PARTS. The count depends on the module only, so the object is the same whatever
  * the machine; each part beyond the threads that run them costs a module clone and a pipeline
- * setup (~5-10 ms of CPU). On the 16-core device host (bench/cpu.sh's compile-time run) 600
- * put every bench module's compile under 0.2 s; on 2 cores it costs up to ~10% over two parts.
- * An odd count left one of two CPUs a part more to do: bert_base's 3 parts 0.154 s against 0.133
- * with 2, the training step's 5 parts 0.175 against 0.157 with 4 (2-core Xeon VM, pinned,
- * median of 7; resnet18, resnet_block, simple_cnn, transformer_layer within noise). */
+ * setup; an even count keeps two CPUs finishing together (figures:
+ * docs/log/2026-12-01-emit-design-figures.md). */
 #define CE_PART_WEIGHT 600
 #define CE_MAX_PARTS 16
 

@@ -2,9 +2,8 @@
  *
  * The GEMM function, its packing steps and Winograd's transforms (gemm/) depend on the
  * target's vector configuration, not on the module: every module of a product or convolution
- * used to compile them again, and they were the largest single share of a compilation (on the
- * 2-core Xeon VM, resnet18: ~0.11 s of its ~0.33 s of CPU; with HLOC_CPU_FNTIME, pack_conv
- * 33 ms, the GEMM 29 ms, pack_b 14 ms, the three transforms 26 ms). So hloc's build runs
+ * used to compile them again, and they were the largest single share of a compilation
+ * (figures: docs/log/2026-12-01-emit-design-figures.md). So hloc's build runs
  * hloc-genlib (tools/hloc_genlib.c), which compiles them with every path (cg->lib: convolution
  * and matrix packing both, no specialization on a module's call sites) for each ISA level of
  * cpu_prebuilt_isas (x86-64-v4: AVX-512; x86-64-v3: AVX2 and FMA), for x86_64 Linux, at -O2,
