@@ -20,8 +20,6 @@
 #define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 
-#include "../bench/cpu/bench_bf16.h" /* __truncsfbf2 for toolchains without it */
-
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

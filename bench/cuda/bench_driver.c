@@ -23,6 +23,7 @@
  * With LABEL "copy", the model is not used: it times a device-to-device cuMemcpyDtoDAsync of
  * 16M floats (64 MiB each way) the same two ways and reports GB/s counting bytes read plus
  * written. Output: one line of key=value pairs. */
+#include "../cpu/bench_bf16.h"
 #include "model.h"
 
 #include <cuda.h>
@@ -61,13 +62,6 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* bf16 bits of v, rounded to nearest even (v finite). */
-static uint16_t bf16_bits(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 /* f16 bits of v (|v| <= 1 here: normal or subnormal, truncated). */
 static uint16_t f16_bits(float v) {
   uint32_t u;
@@ -101,7 +95,7 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
     for (size_t i = 0; i < n; i++) {
       x = x * 1664525u + 1013904223u;
       float v = (float)(((double)(x >> 8) / 8388608.0 - 1.0) * scale);
-      ((uint16_t *)h)[i] = bf ? bf16_bits(v) : f16_bits(v);
+      ((uint16_t *)h)[i] = bf ? bench_f32_to_bf16(v) : f16_bits(v);
     }
   } else if (!strcmp(ti->dtype, "s32") || !strcmp(ti->dtype, "u32")) {
     for (size_t i = 0; i < n; i++)

@@ -1048,17 +1048,8 @@ static void cp_bf16_runtime(CpuCg *cg) {
   LLVMSetVisibility(f, LLVMHiddenVisibility);
   LLVMBuilderRef B = LLVMCreateBuilderInContext(cg->C);
   LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, f, "entry"));
-  LLVMValueRef x = LLVMGetParam(f, 0), u = LLVMBuildBitCast(B, x, cg->i32, "");
-  LLVMValueRef hi = LLVMBuildLShr(B, u, LLVMConstInt(cg->i32, 16, 0), "");
-  LLVMValueRef lsb = LLVMBuildAnd(B, hi, LLVMConstInt(cg->i32, 1, 0), "");
-  LLVMValueRef r =
-      LLVMBuildAdd(B, LLVMBuildAdd(B, u, LLVMConstInt(cg->i32, 0x7fff, 0), ""), lsb, "");
-  LLVMValueRef h =
-      LLVMBuildTrunc(B, LLVMBuildLShr(B, r, LLVMConstInt(cg->i32, 16, 0), ""), cg->i16, "");
-  LLVMValueRef q =
-      LLVMBuildTrunc(B, LLVMBuildOr(B, hi, LLVMConstInt(cg->i32, 0x40, 0), ""), cg->i16, "");
-  LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
-  LLVMBuildRet(B, LLVMBuildBitCast(B, LLVMBuildSelect(B, nan, q, h, ""), cg->bf16, ""));
+  CpuKern k = {.cg = cg, .B = B}; /* cpu_round_bf16 needs no more of a kernel */
+  LLVMBuildRet(B, cpu_round_bf16(&k, LLVMGetParam(f, 0)));
   LLVMDisposeBuilder(B);
 }
 
