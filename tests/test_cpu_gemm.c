@@ -1386,6 +1386,41 @@ Test(cpu_gemm_lowp, f16_blocked, .timeout = 300) {
   tg_lowp("f16", "f32", 3, 29, 100, 33, false, true, false, true);
 }
 
+/* Whether text compiled for cpu with features feat has the AMX GEMM: its tile configuration,
+ * TDPBF16PS, the request for the tile state (a system call) and the tiles' release. */
+static bool tg_amx(const char *text, const char *cpu, const char *feat) {
+  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
+                                        .name = "model",
+                                        .opt_level = 2,
+                                        .emit = CPU_EMIT_ASM,
+                                        .cpu = cpu,
+                                        .features = feat});
+  bool has = strstr(t, "ldtilecfg") && strstr(t, "tdpbf16ps") && strstr(t, "syscall") &&
+             strstr(t, "tilerelease");
+  free(t);
+  return has;
+}
+
+/* bf16 dots compiled for a CPU with AMX-BF16 run on its tiles (gemm/amx.c); not with the
+ * feature turned off, nor for CPUs without it, nor for f16 operands. Their results are checked
+ * where the CPU has AMX: by the other tests on such a host, and on the device machine's Xeon
+ * by tools/cpu_device_test.sh's bundle (tests/cpu/cases/dot_bf16_blocks.hlo crosses every
+ * block of the AMX function). */
+Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
+  char *t = tg_lowp_text("bf16", "f32", 0, 64, 128, 64, false, false, false);
+  cr_expect(tg_amx(t, "sapphirerapids", ""), "sapphirerapids: no AMX GEMM");
+  cr_expect(tg_amx(t, "x86-64-v4", "+amx-tile,+amx-bf16"), "x86-64-v4 +amx-bf16: no AMX GEMM");
+  cr_expect(!tg_amx(t, "sapphirerapids", "-amx-bf16"), "sapphirerapids -amx-bf16: AMX GEMM");
+  cr_expect(!tg_amx(t, "skylake-avx512", ""), "skylake-avx512: AMX GEMM");
+  free(t);
+  t = tg_lowp_text("bf16", "bf16", 0, 64, 128, 64, false, true, true);
+  cr_expect(tg_amx(t, "sapphirerapids", ""), "sapphirerapids, bf16 result, fused: no AMX GEMM");
+  free(t);
+  t = tg_lowp_text("f16", "f32", 0, 64, 128, 64, false, false, false);
+  cr_expect(!tg_amx(t, "sapphirerapids", ""), "sapphirerapids, f16: AMX GEMM");
+  free(t);
+}
+
 /* Few rows (decode): M = 1 and 3 with B [K, N] (the streaming form, B's rows read once, K in
  * blocks of 16 rows summed into the f32 scratch) and B [N, K] (the dot form), batched and
  * fused; M = 8, which takes the few-rows kernel with AVX-512's 32 registers and the blocked

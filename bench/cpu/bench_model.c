@@ -315,18 +315,22 @@ static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const 
 }
 
 /* Position-weighted sum of |x| (weight 1 + i mod 7) over the floating-point results and the
- * count of non-finite elements: a checksum that run.sh compares across machines (summation
- * order differs with the vector width, so it is compared with a relative tolerance). */
+ * count of non-finite elements (bf16 ones widened): a checksum that run.sh compares across
+ * machines (summation order differs with the vector width, so it is compared with a relative
+ * tolerance). */
 static double result_asum(void *const results[], long long *nonfinite) {
   double s = 0;
   *nonfinite = 0;
   for (int k = 0; k < NRESULTS; k++) {
     const hloc_tensor_info *t = &SYM(_result_info)[k];
     bool f32 = !strcmp(t->dtype, "f32"), f64 = !strcmp(t->dtype, "f64");
-    if (!f32 && !f64) continue;
-    size_t n = t->bytes / (f32 ? 4 : 8);
+    bool bf16 = !strcmp(t->dtype, "bf16");
+    if (!f32 && !f64 && !bf16) continue;
+    size_t n = t->bytes / (f32 ? 4 : f64 ? 8 : 2);
     for (size_t i = 0; i < n; i++) {
-      double v = f32 ? ((const float *)results[k])[i] : ((const double *)results[k])[i];
+      double v = f32   ? ((const float *)results[k])[i]
+                 : f64 ? ((const double *)results[k])[i]
+                       : bench_bf16_to_f32(((const uint16_t *)results[k])[i]);
       if (isfinite(v))
         s += fabs(v) * (double)(1 + i % 7);
       else

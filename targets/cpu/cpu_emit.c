@@ -931,6 +931,7 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
   LLVMInitializeAllAsmPrinters();
+  LLVMInitializeAllAsmParsers(); /* inline assembly (the AMX request's system call, gemm/amx.c) */
   const char *triple = cg->triple;
   CeSetup s = {0};
   s.triple = triple;

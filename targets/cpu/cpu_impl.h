@@ -433,6 +433,7 @@ enum {
   CPU_X86_V3 = 2,      /* all of x86-64-v3's features */
   CPU_X86_V4 = 4,      /* all of x86-64-v4's */
   CPU_X86_PRE_AVX = 8, /* no AVX */
+  CPU_X86_AMX = 16,    /* AMX-TILE and AMX-BF16 */
 };
 unsigned cpu_x86_traits(const char *cpu);
 /* The ISA level (an LLVM CPU name: "x86-64-v4", "x86-64-v3") whose prebuilt library holds

@@ -21,6 +21,7 @@ static const struct {
   unsigned traits;
 } gm_x86_cpus[] = {
 #define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
+#define GM_AMX (GM_V4 | CPU_X86_AMX)
     {"skylake-avx512", GM_V4},
     {"cascadelake", GM_V4},
     {"cooperlake", GM_V4},
@@ -29,15 +30,16 @@ static const struct {
     {"icelake-server", GM_V4},
     {"tigerlake", GM_V4},
     {"rocketlake", GM_V4},
-    {"sapphirerapids", GM_V4},
-    {"emeraldrapids", GM_V4},
-    {"graniterapids", GM_V4},
-    {"graniterapids-d", GM_V4},
-    {"diamondrapids", GM_V4},
+    {"sapphirerapids", GM_AMX},
+    {"emeraldrapids", GM_AMX},
+    {"graniterapids", GM_AMX},
+    {"graniterapids-d", GM_AMX},
+    {"diamondrapids", GM_AMX},
     {"znver4", GM_V4},
     {"znver5", GM_V4},
     {"x86-64-v4", GM_V4},
 #undef GM_V4
+#undef GM_AMX
     {"knl", CPU_X86_AVX512F},
     {"knm", CPU_X86_AVX512F},
     {"x86-64-v3", CPU_X86_V3},
@@ -101,11 +103,12 @@ int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
 const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true,
-     0}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true,
-     0}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0}, /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0,
+     false}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0,
+     false}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0,
+     false}, /* others */
 };
 
 /* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
@@ -129,6 +132,10 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
      is prefetched into L2 (GmCfg.pfb), which was never slower where measured */
   GmCfg c = gm_defaults[avx512 ? 0 : avx ? 1 : 2];
   c.x86 = x86;
+  /* AMX-BF16 (with its tiles): bf16 dots on TDPBF16PS (amx.c) */
+  int said_amx = cpu_feature_said(feat, "amx-bf16"), said_tile = cpu_feature_said(feat, "amx-tile");
+  c.amx = x86 && avx512 && said_tile >= 0 &&
+          (said_amx > 0 || ((traits & CPU_X86_AMX) && said_amx == 0));
   static const char *const amd[] = {"znver",  "bdver", "btver",   "amdfam",
                                     "athlon", "k8",    "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);

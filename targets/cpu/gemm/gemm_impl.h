@@ -28,6 +28,7 @@
  *   kernel.c      cpu_gemm_kernel: staging, dispatch, the blocked kernels' emission
  *   epilogue.c    chunks of items, the output fusion's epilogue, reductions by blocks
  *   few.c         the few-rows and few-columns kernels
+ *   amx.c         bf16 dots on AMX tiles (TDPBF16PS)
  *   winograd.c    Winograd's F(2x2, 3x3) convolutions
  *   weights.c     B packed at compile time or ahead of the runs (NAME_pack)
  *   library.c     the GEMM's side of the prebuilt library */
@@ -69,6 +70,7 @@ typedef struct GmCfg {
   const struct GmMicro *micro; /* the micro-kernel family that emits the tiles (micro_*.c) */
   bool const_pack; /* a constant B is packed at compile time (knob GEMM_NO_CONST_PACK clears it) */
   int chunks;      /* chunks of a split product (knob GEMM_CHUNKS); 0: 4 or 8 by its work */
+  bool amx;        /* bf16 dots on AMX tiles (amx.c): the target has AMX-BF16 */
 } GmCfg;
 
 /* The GEMM's functions of a module: the packing steps (GmStep) and Winograd's transforms
@@ -86,6 +88,7 @@ typedef struct GmState {
   LLVMValueRef packa_fn[GE_COUNT]; /* and A */
   LLVMValueRef rows_fn[GE_COUNT];  /* the row interleave of both packings (gm_rows_t_function) */
   LLVMValueRef wino_fn[GW_COUNT];  /* Winograd's transforms (gm_wino_function) */
+  LLVMValueRef amx_fn;             /* the bf16 GEMM function on AMX tiles (gm_amx_function) */
 } GmState;
 
 /* The level defaults: AVX-512, AVX and AVX2, others (cpu_gemm_isa compares with the first two). */
@@ -239,6 +242,14 @@ LLVMTypeRef gm_fn_type(CpuCg *cg);
 LLVMValueRef gm_function(CpuCg *cg, GmElt e);
 /* gm_kstep in IR, for a run-time K. */
 LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
+
+/* ------------------------------------------------------------------ amx.c */
+
+/* The bf16 GEMM function on AMX tiles (gm_function's type and semantics for dots: GP_CONV,
+ * GP_BKEEP, GP_BPRE and GP_APRE unused), made once; the bytes of packing scratch it uses for
+ * calls of at most M x N x K. */
+LLVMValueRef gm_amx_function(CpuCg *cg);
+int64_t gm_amx_pack_bytes(int64_t M, int64_t N, int64_t K);
 
 /* ------------------------------------------------------------------ micro_fma.c (a family each) */
 
@@ -421,6 +432,7 @@ typedef struct GmPlan {
   int64_t part_off, part_bytes;   /* reducing: the chunks' partial results */
   int64_t need;                   /* bytes of private scratch in all */
   bool pack_ahead; /* B may be packed by the caller ahead of the runs (gm_pack_job) */
+  bool amx;        /* a bf16 dot on AMX tiles (gm_amx_function): no operand packed ahead */
 } GmPlan;
 
 /* The plan of the dot or convolution kernel of entry instruction in (hero: in itself, or the

@@ -251,7 +251,8 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
   }
   if (r->pkd)
     args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, p->K)), args[GP_BPRE]);
-  LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, p->et), args, GP_COUNT, "");
+  LLVMBuildCall2(B, gm_fn_type(cg), pl->amx ? gm_amx_function(cg) : gm_function(cg, p->et), args,
+                 GP_COUNT, "");
 }
 
 /* The chunk's items, each a GEMM call over consecutive row blocks of one column block (in
@@ -327,6 +328,7 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   if (!cpu_kern_end(r.k, pl->nchunks)) return -1;
   /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = pl->nchunks > 1 && !pl->red;
+  if (pl->amx) cg->tasks[cg->ntasks - 1].note = "AMX tiles";
   if (pl->red && !gm_reduce_finish(cg, in, pl->red, pl->part_off, pl->part_bytes, pl->nchunks))
     return -1;
   return 1;

@@ -102,6 +102,7 @@ static void gm_plan_alt(CpuCg *cg, GmPlan *pl) {
   pl->alt = !p->conv && pl->nb == 1 && !pl->red && !gm_cbuf(p) && pl->nchunks > 1 &&
             pl->nblk < pl->nblk0 && pl->nmb == 1 && pl->nnb0 * pl->nmb1 == pl->items &&
             p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
+  pl->alt = pl->alt && !pl->amx;
   pl->lnblk = pl->alt ? pl->nblk0 : pl->nblk;
   pl->lnnb = pl->alt ? pl->nnb0 : pl->nnb;
 }
@@ -114,7 +115,8 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
   const GmProb *p = &pl->p;
   /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
      them), so its A block is sized for the whole M, not for mblk */
-  pl->pack = gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
+  pl->pack = pl->amx ? gm_amx_pack_bytes(p->M, pl->nblk, p->K)
+                     : gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
   /* private scratch: staged operands, then one packing area per chunk */
   pl->stage_bytes = 0;
   const GmView *ops[2] = {&p->a, &p->b};
@@ -143,9 +145,10 @@ static void gm_plan_blocked(GmPlan *pl) {
   pl->kstep = gm_kstep(c, p->K);
   pl->nkb = p->K < 1 ? 1 : (p->K + pl->kstep - 1) / pl->kstep;
   /* (gm_const_packed_b packs exactly such a B) */
-  pl->bconst = !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1;
+  pl->bconst =
+      !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1 && !pl->amx;
   pl->pre = 0;
-  if (!p->conv && pl->nb == 1 && pl->nchunks > 1)
+  if (!p->conv && pl->nb == 1 && pl->nchunks > 1 && !pl->amx)
     pl->pre = !pl->bconst ? (pl->nmb > 1   ? 1
                              : pl->nnb > 1 ? 2
                                            : 0)
@@ -183,7 +186,7 @@ static void gm_plan_blocked(GmPlan *pl) {
   /* B an entry parameter: the caller may pass it packed ahead of the runs, in the layout of a
      B packed beforehand for the items' column blocks; not where the serial run merges the
      column blocks into one call, which reads B as one block */
-  pl->pack_ahead = !pl->bconst && !pl->merge && pl->nb == 1;
+  pl->pack_ahead = !pl->bconst && !pl->merge && pl->nb == 1 && !pl->amx;
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */
   pl->slices = (pl->fusion && ((p->conv && pl->resident) || pl->red)) || gm_cbuf(p);
@@ -199,6 +202,8 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
   if (pl->red && hlo_shape_elems(&pl->red->shape) > GM_RED_KEEP) return false;
   if (!gm_plan_problem(cg, hero, pl)) return false;
   pl->c = gm_cfg(cg);
+  /* (AMX's function packs its own operands: nothing is packed ahead for it) */
+  pl->amx = pl->c.amx && pl->p.et == GE_BF16 && !pl->p.conv;
   gm_plan_chunks(cg, pl);
   gm_plan_alt(cg, pl);
   gm_plan_path(cg, pl);

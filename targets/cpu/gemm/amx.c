@@ -1,0 +1,353 @@
+/* targets/cpu/gemm/amx.c: bf16 products on AMX tiles.
+ *
+ * Where the target CPU has AMX-BF16 (Sapphire Rapids and later), dots of bf16 operands call
+ * this function instead of gm_function's bf16 one: the same parameters and result (C = A * B
+ * in f32, row-major C), but the operands stay bf16 and the products run on TDPBF16PS, which
+ * does a 16 x 16 x 32 block of multiply-adds (f32 sums of bf16 products) per instruction, 16
+ * times what AVX-512's FMAs do in the same cycles. A's rows are packed into 16 x 32 tiles
+ * (depth contiguous, 64-byte rows) and B into VNNI tiles (each 64-byte row holds 16 columns
+ * of a pair of depths), both padded with zeros to whole tiles; C is read and written by tile
+ * loads and stores in place where a 32 x 32 block lies inside it, through a stack tile at
+ * the edges. Loops: row blocks of GA_MC (A packed once, all of K) > column blocks of GA_NC >
+ * K blocks of GA_KC (B's block, 512 KiB, packed into L2) > 32-row panels (A's 32 KiB panel
+ * stays in L1) > 32-column panels, each a 2 x 2 grid of accumulator tiles over the K block.
+ * Linux grants a process the AMX register state only on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM): the function asks once per process and, where it is refused, calls
+ * the widened-FMA bf16 function instead, as it does for K = 0. */
+#include "gemm_impl.h"
+
+enum {
+  GA_MC = 256, /* rows of A packed at once */
+  GA_NC = 512, /* columns of a block of B */
+  GA_KC = 512, /* depth of a block of B (a multiple of 32) */
+  GA_TB = 1024 /* bytes of a tile */
+};
+
+int64_t gm_amx_pack_bytes(int64_t M, int64_t N, int64_t K) {
+  int64_t mr = gm_roundup(gm_min(GA_MC, M < 1 ? 1 : M), 32), kr = gm_roundup(K < 1 ? 1 : K, 32);
+  int64_t nr = gm_roundup(gm_min(GA_NC, N < 1 ? 1 : N), 32);
+  return memplan_align(mr * kr * 2 + gm_min(GA_KC, kr) * nr * 2);
+}
+
+/* ------------------------------------------------------------------ the tile instructions */
+
+static void ga_intr(CpuKern *k, const char *name, LLVMValueRef *args, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  HLO_ASSERT(id != 0);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
+  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, NULL, 0), f, args, n, "");
+}
+static LLVMValueRef ga_t(CpuKern *k, int t) { return LLVMConstInt(k->cg->i8, (unsigned)t, 0); }
+static void ga_load(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
+  ga_intr(k, "llvm.x86.tileloadd64", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
+}
+static void ga_store(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
+  ga_intr(k, "llvm.x86.tilestored64", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
+}
+static void ga_dp(CpuKern *k, int c, int a, int b) {
+  ga_intr(k, "llvm.x86.tdpbf16ps", (LLVMValueRef[]){ga_t(k, c), ga_t(k, a), ga_t(k, b)}, 3);
+}
+/* &p[off] in bytes */
+static LLVMValueRef ga_byte(CpuKern *k, LLVMValueRef p, LLVMValueRef off) {
+  return LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &off, 1, "");
+}
+static LLVMValueRef ga_and(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildAnd(k->B, a, b, "");
+}
+static LLVMValueRef ga_sle(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(k->B, LLVMIntSLE, a, b, "");
+}
+
+/* The tile configuration (palette 1; tiles 0-7 of 16 rows of 64 bytes), loaded. */
+static void ga_config(CpuKern *k) {
+  CpuCg *cg = k->cg;
+  LLVMValueRef cfg = cpu_alloca(k, LLVMArrayType2(cg->i8, 64));
+  LLVMSetAlignment(cfg, 64);
+  LLVMBuildMemSet(k->B, cfg, LLVMConstInt(cg->i8, 0, 0), gi(k, 64), 64);
+  LLVMBuildStore(k->B, LLVMConstInt(cg->i8, 1, 0), cfg);
+  for (int t = 0; t < 8; t++) {
+    LLVMBuildStore(k->B, LLVMConstInt(cg->i16, 64, 0), ga_byte(k, cfg, gi(k, 16 + 2 * t)));
+    LLVMBuildStore(k->B, LLVMConstInt(cg->i8, 16, 0), ga_byte(k, cfg, gi(k, 48 + t)));
+  }
+  ga_intr(k, "llvm.x86.ldtilecfg", &cfg, 1);
+}
+
+/* The state word g read (v NULL) or written (v), atomically (monotonic). */
+static LLVMValueRef ga_state(CpuKern *k, LLVMValueRef g, LLVMValueRef v) {
+  LLVMValueRef x = v ? LLVMBuildStore(k->B, v, g) : LLVMBuildLoad2(k->B, k->cg->i32, g, "");
+  LLVMSetOrdering(x, LLVMAtomicOrderingMonotonic);
+  LLVMSetAlignment(x, 4);
+  return x;
+}
+
+/* Whether this process may use the tiles: asked of the kernel once (arch_prctl(
+ * ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) by a raw system call, so the object needs no libc
+ * wrapper) and remembered in a module global (0 not asked, 1 granted, 2 refused). */
+static LLVMValueRef ga_granted(CpuKern *k) {
+  CpuCg *cg = k->cg;
+  char name[512];
+  snprintf(name, sizeof name, "%s_amx_state", gm_prefix(cg));
+  LLVMValueRef g = LLVMGetNamedGlobal(cg->M, name);
+  if (!g) {
+    g = LLVMAddGlobal(cg->M, cg->i32, name);
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    LLVMSetInitializer(g, LLVMConstInt(cg->i32, 0, 0));
+  }
+  /* (threads may race here: the request is idempotent, the state word atomic) */
+  LLVMValueRef st = ga_state(k, g, NULL);
+  GIf ask;
+  gif_open(k, &ask, LLVMBuildICmp(k->B, LLVMIntEQ, st, LLVMConstInt(cg->i32, 0, 0), ""), false);
+  {
+    LLVMTypeRef at[3] = {cg->i64, cg->i64, cg->i64};
+    LLVMTypeRef ft = LLVMFunctionType(cg->i64, at, 3, 0);
+    static const char asm_s[] = "syscall", cons[] = "={ax},{ax},{di},{si},~{rcx},~{r11},~{memory}";
+    LLVMValueRef sc = LLVMGetInlineAsm(ft, asm_s, sizeof asm_s - 1, cons, sizeof cons - 1, 1, 0,
+                                       LLVMInlineAsmDialectATT, 0);
+    /* SYS_arch_prctl 158, ARCH_REQ_XCOMP_PERM 0x1023, XFEATURE_XTILEDATA 18 */
+    LLVMValueRef r =
+        LLVMBuildCall2(k->B, ft, sc, (LLVMValueRef[]){gi(k, 158), gi(k, 0x1023), gi(k, 18)}, 3, "");
+    LLVMValueRef ok = LLVMBuildICmp(k->B, LLVMIntEQ, r, gi(k, 0), "");
+    ga_state(
+        k, g,
+        LLVMBuildSelect(k->B, ok, LLVMConstInt(cg->i32, 1, 0), LLVMConstInt(cg->i32, 2, 0), ""));
+  }
+  gif_close(k, &ask);
+  st = ga_state(k, g, NULL);
+  return LLVMBuildICmp(k->B, LLVMIntEQ, st, LLVMConstInt(cg->i32, 1, 0), "");
+}
+
+/* ------------------------------------------------------------------ packing */
+
+/* A's rows [ic, ic + mc), all of its depth, into tiles: tile (t, q) (rows 16 t.., depths
+ * 32 q..) at ap + (t * kq + q) * GA_TB; zeros past mc rows (up to mcr) and past K. */
+static void ga_pack_a(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
+                      LLVMValueRef mc, LLVMValueRef mcr, LLVMValueRef kq) {
+  CpuCg *cg = k->cg;
+  CpuLoop lr, lq, lj;
+  LLVMValueRef r = gloop(k, &lr, gi(k, 0), mcr, 1);
+  LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
+  LLVMValueRef t = LLVMBuildSDiv(k->B, r, gi(k, 16), ""),
+               rr = LLVMBuildSRem(k->B, r, gi(k, 16), "");
+  LLVMValueRef dst =
+      gep_e(k, GE_BF16, ap,
+            gadd(k, gmul(k, gadd(k, gmul(k, t, kq), q), gi(k, GA_TB / 2)), gmul(k, rr, gi(k, 32))));
+  LLVMValueRef k0 = gmul(k, q, gi(k, 32)), row = gslt(k, r, mc);
+  LLVMValueRef src = gep_e(k, GE_BF16, P[GP_A], gmul(k, gadd(k, ic, r), P[GP_ARS]));
+  LLVMValueRef full = ga_and(k, ga_and(k, row, ga_sle(k, gadd(k, k0, gi(k, 32)), P[GP_K])),
+                             LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""));
+  GIf f;
+  gif_open(k, &f, full, true);
+  LLVMTypeRef v32 = LLVMVectorType(cg->i16, 32);
+  gstore(k, gload(k, v32, gep_e(k, GE_BF16, src, k0), 2), dst, 2);
+  gif_else(k, &f);
+  {
+    /* the edges: element by element, zeros outside (the row and depth clamped for the load) */
+    LLVMValueRef j = gloop(k, &lj, gi(k, 0), gi(k, 32), 1);
+    LLVMValueRef kk = gadd(k, k0, j);
+    LLVMValueRef ok = ga_and(k, row, gslt(k, kk, P[GP_K]));
+    LLVMValueRef rc = gmin(k, gadd(k, ic, r), gadd(k, ic, gsub(k, mc, gi(k, 1))));
+    LLVMValueRef kc = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
+    LLVMValueRef v = gload(
+        k, cg->i16,
+        gep_e(k, GE_BF16, P[GP_A], gadd(k, gmul(k, rc, P[GP_ARS]), gmul(k, kc, P[GP_ACS]))), 2);
+    gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(cg->i16, 0, 0), ""),
+           gep_e(k, GE_BF16, dst, j), 2);
+    gm_close(k, &lj);
+  }
+  gif_close(k, &f);
+  gm_close(k, &lq);
+  gm_close(k, &lr);
+}
+
+/* B's depths [pc, pc + kc) and columns [jc, jc + nc) into VNNI tiles: tile (t, q) (columns
+ * 16 t.., depths 32 q.. of the block) at bp + (t * kc / 32 + q) * GA_TB, its row p holding
+ * B[d][n], B[d + 1][n] for d = pc + 32 q + 2 p and each of its 16 columns n in turn; zeros
+ * past nc columns (up to ncr) and past K. */
+static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
+                      LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc, LLVMValueRef ncr) {
+  CpuCg *cg = k->cg;
+  CpuLoop lc, lp, ln;
+  /* (pairs of rows outer: B is read along its rows) */
+  LLVMValueRef d = gloop(k, &lp, gi(k, 0), kc, 2);
+  LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 16);
+  LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
+  LLVMValueRef tq = gadd(k, gmul(k, LLVMBuildSDiv(k->B, c0, gi(k, 16), ""), kq),
+                         LLVMBuildSDiv(k->B, d, gi(k, 32), ""));
+  LLVMValueRef dst =
+      gep_e(k, GE_BF16, bp,
+            gadd(k, gmul(k, tq, gi(k, GA_TB / 2)),
+                 gmul(k, LLVMBuildSDiv(k->B, LLVMBuildSRem(k->B, d, gi(k, 32), ""), gi(k, 2), ""),
+                      gi(k, 32))));
+  LLVMValueRef kg = gadd(k, pc, d), col = gadd(k, jc, c0);
+  LLVMValueRef full =
+      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 16)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
+  full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
+  GIf f;
+  gif_open(k, &f, full, true);
+  {
+    /* two rows of 16 columns, interleaved */
+    LLVMTypeRef v16 = LLVMVectorType(cg->i16, 16);
+    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), col));
+    LLVMValueRef r0 = gload(k, v16, s0, 2);
+    LLVMValueRef r1 = gload(k, v16, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
+    LLVMValueRef mask[32];
+    for (int i = 0; i < 32; i++)
+      mask[i] = LLVMConstInt(cg->i32, (unsigned)((i & 1) * 16 + i / 2), 0);
+    gstore(k, LLVMBuildShuffleVector(k->B, r0, r1, LLVMConstVector(mask, 32), ""), dst, 2);
+  }
+  gif_else(k, &f);
+  {
+    LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, 32), 1);
+    LLVMValueRef cn = gadd(k, c0, LLVMBuildSDiv(k->B, n, gi(k, 2), ""));
+    LLVMValueRef kk = gadd(k, kg, LLVMBuildSRem(k->B, n, gi(k, 2), ""));
+    LLVMValueRef ok = ga_and(k, gslt(k, cn, nc), gslt(k, kk, P[GP_K]));
+    LLVMValueRef cc = gadd(k, jc, gmin(k, cn, gsub(k, nc, gi(k, 1))));
+    LLVMValueRef kcl = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
+    LLVMValueRef v = gload(
+        k, cg->i16,
+        gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kcl, P[GP_BRS]), gmul(k, cc, P[GP_BCS]))), 2);
+    gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(cg->i16, 0, 0), ""),
+           gep_e(k, GE_BF16, dst, n), 2);
+    gm_close(k, &ln);
+  }
+  gif_close(k, &f);
+  gm_close(k, &lc);
+  gm_close(k, &lp);
+}
+
+/* ------------------------------------------------------------------ the panels */
+
+/* rows x cols floats between C (leading dimension ldc) and the 32 x 32 stack tile e (to_e:
+ * into e). */
+static void ga_edge_copy(CpuKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValueRef e,
+                         LLVMValueRef rows, LLVMValueRef cols, bool to_e) {
+  CpuLoop li, lj;
+  LLVMValueRef i = gloop(k, &li, gi(k, 0), rows, 1);
+  LLVMValueRef j = gloop(k, &lj, gi(k, 0), cols, 1);
+  LLVMValueRef pc = gfp(k, C, gadd(k, gmul(k, i, ldc), j));
+  LLVMValueRef pe = gfp(k, e, gadd(k, gmul(k, i, gi(k, 32)), j));
+  gstore(k, gload(k, k->cg->f32, to_e ? pc : pe, 4), to_e ? pe : pc, 4);
+  gm_close(k, &lj);
+  gm_close(k, &li);
+}
+
+/* The 32 x 32 block of C at cp (mrv x nrv of it inside C) over one K block of kq tile depths:
+ * accumulators 0-3 (rows 0-15 / 16-31 by columns 0-15 / 16-31) set to zero on the first K
+ * block, else loaded; A's tiles of rows 0-15 and 16-31 from a0 and a1, B's of columns 0-15
+ * and 16-31 from b0 and b1, one tile depth after the other. */
+static void ga_panel(CpuKern *k, LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef b0, LLVMValueRef b1,
+                     LLVMValueRef kq, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv,
+                     LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge) {
+  LLVMValueRef whole = ga_and(k, LLVMBuildICmp(k->B, LLVMIntEQ, mrv, gi(k, 32), ""),
+                              LLVMBuildICmp(k->B, LLVMIntEQ, nrv, gi(k, 32), ""));
+  LLVMValueRef p = LLVMBuildSelect(k->B, whole, cp, edge, "");
+  LLVMValueRef rs = LLVMBuildSelect(k->B, whole, gmul(k, ldc, gi(k, 4)), gi(k, 128), "");
+  LLVMValueRef at[4] = {p, ga_byte(k, p, gi(k, 64)), ga_byte(k, p, gmul(k, rs, gi(k, 16))),
+                        ga_byte(k, p, gadd(k, gmul(k, rs, gi(k, 16)), gi(k, 64)))};
+  GIf f, e;
+  gif_open(k, &f, first, true);
+  for (int t = 0; t < 4; t++)
+    ga_intr(k, "llvm.x86.tilezero", (LLVMValueRef[]){ga_t(k, t)}, 1);
+  gif_else(k, &f);
+  gif_open(k, &e, LLVMBuildNot(k->B, whole, ""), false);
+  ga_edge_copy(k, cp, ldc, edge, mrv, nrv, true);
+  gif_close(k, &e);
+  for (int t = 0; t < 4; t++)
+    ga_load(k, t, at[t], rs);
+  gif_close(k, &f);
+  CpuLoop lq;
+  LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
+  LLVMValueRef off = gmul(k, q, gi(k, GA_TB)), s64 = gi(k, 64);
+  ga_load(k, 4, ga_byte(k, a0, off), s64);
+  ga_load(k, 5, ga_byte(k, a1, off), s64);
+  ga_load(k, 6, ga_byte(k, b0, off), s64);
+  ga_load(k, 7, ga_byte(k, b1, off), s64);
+  ga_dp(k, 0, 4, 6);
+  ga_dp(k, 1, 4, 7);
+  ga_dp(k, 2, 5, 6);
+  ga_dp(k, 3, 5, 7);
+  gm_close(k, &lq);
+  for (int t = 0; t < 4; t++)
+    ga_store(k, t, at[t], rs);
+  gif_open(k, &e, LLVMBuildNot(k->B, whole, ""), false);
+  ga_edge_copy(k, cp, ldc, edge, mrv, nrv, false);
+  gif_close(k, &e);
+}
+
+/* ------------------------------------------------------------------ the function */
+
+/* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
+static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
+  LLVMValueRef M = P[GP_M], N = P[GP_N];
+  LLVMValueRef kr = LLVMBuildAnd(k->B, gadd(k, P[GP_K], gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef kqa = LLVMBuildSDiv(k->B, kr, gi(k, 32), "");
+  ga_config(k);
+  CpuLoop lic, ljc, lpc, lir, ljr;
+  LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, GA_MC);
+  LLVMValueRef mc = gmin(k, gi(k, GA_MC), gsub(k, M, ic));
+  LLVMValueRef mcr = LLVMBuildAnd(k->B, gadd(k, mc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef ap = P[GP_PACK];
+  ga_pack_a(k, P, ap, ic, mc, mcr, kqa);
+  LLVMValueRef bp = ga_byte(k, ap, gmul(k, gmul(k, mcr, kr), gi(k, 2)));
+  LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, GA_NC);
+  LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, N, jc));
+  LLVMValueRef ncr = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, GA_KC);
+  LLVMValueRef kc = gmin(k, gi(k, GA_KC), gsub(k, kr, pc));
+  LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
+  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr);
+  LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
+  LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
+  LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));
+  /* A's panel: tiles (ir / 16, pc / 32 ..) and the next row of tiles */
+  LLVMValueRef a0 = ga_byte(k, ap,
+                            gmul(k,
+                                 gadd(k, gmul(k, LLVMBuildSDiv(k->B, ir, gi(k, 16), ""), kqa),
+                                      LLVMBuildSDiv(k->B, pc, gi(k, 32), "")),
+                                 gi(k, GA_TB)));
+  LLVMValueRef a1 = ga_byte(k, a0, gmul(k, kqa, gi(k, GA_TB)));
+  LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), ncr, 32);
+  LLVMValueRef nrv = gmin(k, gi(k, 32), gsub(k, nc, jr));
+  LLVMValueRef b0 =
+      ga_byte(k, bp, gmul(k, gmul(k, LLVMBuildSDiv(k->B, jr, gi(k, 16), ""), kqb), gi(k, GA_TB)));
+  LLVMValueRef b1 = ga_byte(k, b0, gmul(k, kqb, gi(k, GA_TB)));
+  LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
+  ga_panel(k, a0, a1, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
+  gm_close(k, &ljr);
+  gm_close(k, &lir);
+  gm_close(k, &lpc);
+  gm_close(k, &ljc);
+  gm_close(k, &lic);
+  ga_intr(k, "llvm.x86.tilerelease", NULL, 0);
+}
+
+LLVMValueRef gm_amx_function(CpuCg *cg) {
+  GmState *st = gm_state(cg);
+  if (st->amx_fn) return st->amx_fn;
+  LLVMValueRef widened = gm_function(cg, GE_BF16);
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_bf16_amx", gm_prefix(cg));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
+  GmCfg c = st->cfg;
+  gm_mark(k->fn, &c);
+  /* (the target's features and the tiles': an attribute replaces the machine's string) */
+  char feat[4096];
+  snprintf(feat, sizeof feat, "%s%s+amx-tile,+amx-bf16", cg->tfeat, *cg->tfeat ? "," : "");
+  LLVMAddTargetDependentFunctionAttr(k->fn, "target-features", feat);
+  LLVMValueRef P[GP_COUNT];
+  for (int j = 0; j < GP_COUNT; j++)
+    P[j] = LLVMGetParam(k->fn, (unsigned)j);
+  LLVMValueRef edge = cpu_alloca(k, LLVMArrayType2(cg->f32, 32 * 32));
+  LLVMSetAlignment(edge, 64);
+  GIf f;
+  gif_open(k, &f, ga_and(k, gslt(k, gi(k, 0), P[GP_K]), ga_granted(k)), true);
+  ga_blocks(k, P, edge);
+  gif_else(k, &f);
+  LLVMBuildCall2(k->B, gm_fn_type(cg), widened, P, GP_COUNT, "");
+  gif_close(k, &f);
+  LLVMBuildRetVoid(k->B);
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  st->amx_fn = k->fn;
+  return k->fn;
+}
