@@ -24,7 +24,8 @@
 #     (M_PACKED_BYTES > 0), a row MODEL_packed: the same object, its weights packed once
 #     before the runs (bench_model --packed: NAME_pack, then NAME_run_packed[_mt]), checked
 #     the same way;
-#   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (bench/cpu/sgemm.c, memcpy.c);
+#   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (bench/cpu/sgemm.c, memcpy.c); in
+#     the device bundle also the bf16 multiply-add peak (bench/cpu/bf16_peak.c);
 # and prints one table beside XLA's CPU figures from ../shared/corpus/baselines.json. The table
 # goes to BUILD/bench/results.md (with date, machine and command); --update-docs also puts it
 # into docs/benchmarks.md between the <!-- cpu-bench --> and <!-- /cpu-bench --> markers.
@@ -293,7 +294,8 @@ if [ -n "$bundle" ]; then
     cp "$root/bench/cpu/ort_bench.py" "$root/bench/cpu/ort_pair.py" "$bundle/"
   fi
   $cc -O2 -static "$root/bench/cpu/memcpy.c" -lpthread -o "$bundle/bin/memcpy"
-  strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" 2>/dev/null || true
+  $cc -O2 -static "$root/bench/cpu/bf16_peak.c" -lpthread -o "$bundle/bin/bf16_peak"
+  strip "$bundle/bin/sgemm" "$bundle/bin/memcpy" "$bundle/bin/bf16_peak" 2>/dev/null || true
   cat >"$bundle/README.txt" <<EOF
 hloc CPU benchmark bundle. Run: bash run.sh   (or CORES=0-15 THREADS=16 bash run.sh)
 Built $(date -u '+%Y-%m-%d %H:%M UTC') on $(machine_line)

@@ -12,7 +12,8 @@
 #                                    blocks of a few runs (ort_pair.py), serial and THREADS
 #
 # Prints, and writes to results-<host>-<time>.md beside this script: the machine, OpenBLAS
-# SGEMM and memcpy on the same cores, hloc's compile time per model on this machine (when the
+# SGEMM, memcpy and the bf16 multiply-add peak (bf16_peak.c: AMX or AVX512-BF16; the bf16
+# models' GFLOP/s are also given as its fraction) on the same cores, hloc's compile time per model on this machine (when the
 # bundle has the statically linked hloc), ONNX Runtime on the same cores (when the machine has
 # its Python package; ort_bench.py, serial and THREADS, each run right after hloc's run of the
 # same model and thread count: on a shared host a figure taken a few seconds apart can see
@@ -56,11 +57,12 @@ amx=no; grep -q amx_tile /proc/cpuinfo && amx=yes
 : >"$here/run.log"
 echo "== $stamp on $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AVX-512 $avx512, AMX $amx; pinned to cores $cores, $threads threads"
 echo "   load average $(cut -d' ' -f1-3 /proc/loadavg)"
-sg="" mc=""
+sg="" mc="" bp=""
 if [ "${COMPILE_ONLY:-0}" != 1 ]; then
   sg=$(run 600 "${pin[@]}" "$here/bin/sgemm" 2048 5)
   mc=$(run 300 "${pin[@]}" "$here/bin/memcpy")
-  printf '%s\n%s\n' "$sg" "$mc"
+  bp=""; [ -x "$here/bin/bf16_peak" ] && bp=$(run 60 "${pin[@]}" "$here/bin/bf16_peak")
+  printf '%s\n%s\n%s\n' "$sg" "$mc" "$bp"
 fi
 
 # hloc's compile time on this machine (default flags: this host's CPU), all cores and pinned
@@ -189,7 +191,8 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
   echo
   echo "| model | hloc 1t ms | hloc ${threads}t ms | GFLOP/s or GB/s (${threads}t) | XLA cpu 2c ms | hloc ${threads}t / XLA 2c | at or below XLA 2c | ORT 1t ms | ORT ${threads}t ms | ORT / hloc (1t, ${threads}t) | check |"
   echo "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
-  awk -F'\t' -v cap="$cap" -v th="$threads" -v ortf="$ort" '
+  bfpk=$(kv gflops "$(printf '%s\n' "$bp" | grep "bf16_threads=$([ "$threads" -ge 2 ] && echo 2 || echo 1)")")
+  awk -F'\t' -v cap="$cap" -v th="$threads" -v ortf="$ort" -v bfpk="${bfpk:-0}" '
     function ms(x) {
       if (x == "T") return "> " cap " s"
       if (x == "F" || x == "") return "failed"
@@ -201,6 +204,7 @@ out=$here/results-$(hostname)-$(date -u +%Y%m%d-%H%M).md
     {
       rate = "–"; r = "–"; v = "–"
       if (num($3)) rate = $4 > 0 ? sprintf("%.1f GFLOP/s", $4 / $3 * 1e-9) : sprintf("%.1f GB/s", $5 / $3 * 1e-9)
+      if (num($3) && $4 > 0 && bfpk > 0 && $1 ~ /bf16/) rate = rate sprintf(" (%.0f%% of bf16 peak)", 100 * $4 / $3 * 1e-9 / bfpk)
       if (num($3) && num($6)) { r = sprintf("%.2f", $3 / $6); v = $3 <= $6 ? "yes" : "no" }
       else if ($3 == "T" && num($6)) v = "no"
       b = $1; sub(/_(frozen|packed)$/, "", b) # the frozen and packed twins meet the same ONNX Runtime run
@@ -281,7 +285,7 @@ for d in ds:
     awk -F'\t' '{ printf "| %s | %s | %s |\n", $1, $2, $3 }' "$ctimes"
   fi
   echo
-  echo "Same cores: OpenBLAS SGEMM 2048³ $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=1')") GFLOP/s on 1 thread, $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')") on 2 (kernels $(kv kernels "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')"), OPENBLAS_CORETYPE $(kv coretype "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')")); memcpy 64 MiB $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=1')") GB/s on 1 thread, $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=2')") on 2 (read + write)."
+  echo "Same cores: OpenBLAS SGEMM 2048³ $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=1')") GFLOP/s on 1 thread, $(kv gflops "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')") on 2 (kernels $(kv kernels "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')"), OPENBLAS_CORETYPE $(kv coretype "$(printf '%s\n' "$sg" | grep 'sgemm_threads=2')")); memcpy 64 MiB $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=1')") GB/s on 1 thread, $(kv gbps "$(printf '%s\n' "$mc" | grep 'memcpy_threads=2')") on 2 (read + write)$([ -n "$bp" ] && echo "; bf16 peak ($(kv isa "$bp")) $(kv gflops "$(printf '%s\n' "$bp" | grep 'bf16_threads=1')") GFLOP/s on 1 thread, $(kv gflops "$(printf '%s\n' "$bp" | grep 'bf16_threads=2')") on 2")."
 } >"$out"
 echo
 cat "$out"

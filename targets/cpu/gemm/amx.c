@@ -17,10 +17,11 @@
 #include "gemm_impl.h"
 
 enum {
-  GA_MC = 256, /* rows of A packed at once */
-  GA_NC = 512, /* columns of a block of B */
-  GA_KC = 512, /* depth of a block of B (a multiple of 32) */
-  GA_TB = 1024 /* bytes of a tile */
+  GA_MC = 256,  /* rows of A packed at once */
+  GA_NC = 512,  /* columns of a block of B */
+  GA_KC = 512,  /* depth of a block of B (a multiple of 32) */
+  GA_TB = 1024, /* bytes of a tile */
+  GA_PF = 16    /* rows of B prefetched ahead of its packing */
 };
 
 int64_t gm_amx_pack_bytes(int64_t M, int64_t N, int64_t K) {
@@ -159,35 +160,20 @@ static void ga_pack_a(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ap, LLVMVa
   gm_close(k, &lr);
 }
 
-/* B's depths [pc, pc + kc) and columns [jc, jc + nc) into VNNI tiles: tile (t, q) (columns
- * 16 t.., depths 32 q.. of the block) at bp + (t * kc / 32 + q) * GA_TB, its row p holding
- * B[d][n], B[d + 1][n] for d = pc + 32 q + 2 p and each of its 16 columns n in turn; zeros
- * past nc columns (up to ncr) and past K. */
-static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
-                      LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc, LLVMValueRef ncr) {
+/* Row pair kg, kg + 1 of B's 16 columns from col (c0 of the block's nc) into dst, a row of
+ * a VNNI tile: interleaved vectors where the 16 columns and both rows are inside B and its
+ * columns are contiguous, else element by element with zeros outside. */
+static void ga_pack_b16(CpuKern *k, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef kg,
+                        LLVMValueRef jc, LLVMValueRef c0, LLVMValueRef nc) {
   CpuCg *cg = k->cg;
-  CpuLoop lc, lp, ln;
-  /* (pairs of rows outer: B is read along its rows) */
-  LLVMValueRef d = gloop(k, &lp, gi(k, 0), kc, 2);
-  LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 16);
-  LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
-  LLVMValueRef tq = gadd(k, gmul(k, LLVMBuildSDiv(k->B, c0, gi(k, 16), ""), kq),
-                         LLVMBuildSDiv(k->B, d, gi(k, 32), ""));
-  LLVMValueRef dst =
-      gep_e(k, GE_BF16, bp,
-            gadd(k, gmul(k, tq, gi(k, GA_TB / 2)),
-                 gmul(k, LLVMBuildSDiv(k->B, LLVMBuildSRem(k->B, d, gi(k, 32), ""), gi(k, 2), ""),
-                      gi(k, 32))));
-  LLVMValueRef kg = gadd(k, pc, d), col = gadd(k, jc, c0);
   LLVMValueRef full =
       ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 16)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
   full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
   GIf f;
   gif_open(k, &f, full, true);
   {
-    /* two rows of 16 columns, interleaved */
     LLVMTypeRef v16 = LLVMVectorType(cg->i16, 16);
-    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), col));
+    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), gadd(k, jc, c0)));
     LLVMValueRef r0 = gload(k, v16, s0, 2);
     LLVMValueRef r1 = gload(k, v16, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
     LLVMValueRef mask[32];
@@ -197,6 +183,7 @@ static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMVa
   }
   gif_else(k, &f);
   {
+    CpuLoop ln;
     LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, 32), 1);
     LLVMValueRef cn = gadd(k, c0, LLVMBuildSDiv(k->B, n, gi(k, 2), ""));
     LLVMValueRef kk = gadd(k, kg, LLVMBuildSRem(k->B, n, gi(k, 2), ""));
@@ -210,6 +197,59 @@ static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMVa
            gep_e(k, GE_BF16, dst, n), 2);
     gm_close(k, &ln);
   }
+  gif_close(k, &f);
+}
+
+/* B's depths [pc, pc + kc) and columns [jc, jc + nc) into VNNI tiles: tile (t, q) (columns
+ * 16 t.., depths 32 q.. of the block) at bp + (t * kc / 32 + q) * GA_TB, its row p holding
+ * B[d][n], B[d + 1][n] for d = pc + 32 q + 2 p and each of its 16 columns n in turn; zeros
+ * past nc columns (up to ncr) and past K. Pairs of rows outer (B is read along its rows), 32
+ * columns (two tiles) a step: 64-byte loads of both rows, two interleaving shuffles. */
+static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
+                      LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc, LLVMValueRef ncr,
+                      bool pf) {
+  CpuCg *cg = k->cg;
+  CpuLoop lc, lp;
+  LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
+  LLVMValueRef d = gloop(k, &lp, gi(k, 0), kc, 2);
+  LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 32);
+  LLVMValueRef tq = gadd(k, gmul(k, LLVMBuildSDiv(k->B, c0, gi(k, 16), ""), kq),
+                         LLVMBuildSDiv(k->B, d, gi(k, 32), ""));
+  LLVMValueRef dst =
+      gep_e(k, GE_BF16, bp,
+            gadd(k, gmul(k, tq, gi(k, GA_TB / 2)),
+                 gmul(k, LLVMBuildSDiv(k->B, LLVMBuildSRem(k->B, d, gi(k, 32), ""), gi(k, 2), ""),
+                      gi(k, 32))));
+  LLVMValueRef dst1 = gep_e(k, GE_BF16, dst, gmul(k, kq, gi(k, GA_TB / 2))); /* tile t + 1 */
+  LLVMValueRef kg = gadd(k, pc, d);
+  LLVMValueRef full =
+      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 32)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
+  full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
+  GIf f;
+  gif_open(k, &f, full, true);
+  {
+    LLVMTypeRef v32 = LLVMVectorType(cg->i16, 32);
+    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), gadd(k, jc, c0)));
+    LLVMValueRef r0 = gload(k, v32, s0, 2);
+    LLVMValueRef r1 = gload(k, v32, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
+    /* the same columns GA_PF rows on, asked for ahead (rows are read in short runs, which
+       the hardware's prefetchers follow poorly) */
+    if (pf) {
+      LLVMValueRef ahead = gep_e(k, GE_BF16, s0, gmul(k, P[GP_BRS], gi(k, GA_PF)));
+      gm_prefetch(k, ahead, 3);
+      gm_prefetch(k, gep_e(k, GE_BF16, ahead, P[GP_BRS]), 3);
+    }
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef mask[32];
+      for (int i = 0; i < 32; i++)
+        mask[i] = LLVMConstInt(cg->i32, (unsigned)((i & 1) * 32 + 16 * h + i / 2), 0);
+      gstore(k, LLVMBuildShuffleVector(k->B, r0, r1, LLVMConstVector(mask, 32), ""), h ? dst1 : dst,
+             2);
+    }
+  }
+  gif_else(k, &f);
+  ga_pack_b16(k, P, dst, kg, jc, c0, nc);
+  ga_pack_b16(k, P, dst1, kg, jc, gadd(k, c0, gi(k, 16)), nc);
   gif_close(k, &f);
   gm_close(k, &lc);
   gm_close(k, &lp);
@@ -231,13 +271,20 @@ static void ga_edge_copy(CpuKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValue
   gm_close(k, &li);
 }
 
+/* Where a panel's A tiles lie: rows 0-15 at a0, rows 16-31 at a1, the next tile depth step
+ * bytes further, rows stride bytes apart (packed: 1024 and 64; read in place: 64 and A's row
+ * distance). */
+typedef struct GaA {
+  LLVMValueRef a0, a1, step, stride;
+} GaA;
+
 /* The 32 x 32 block of C at cp (mrv x nrv of it inside C) over one K block of kq tile depths:
  * accumulators 0-3 (rows 0-15 / 16-31 by columns 0-15 / 16-31) set to zero on the first K
- * block, else loaded; A's tiles of rows 0-15 and 16-31 from a0 and a1, B's of columns 0-15
- * and 16-31 from b0 and b1, one tile depth after the other. */
-static void ga_panel(CpuKern *k, LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef b0, LLVMValueRef b1,
-                     LLVMValueRef kq, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv,
-                     LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge) {
+ * block, else loaded; A's tiles from a, B's of columns 0-15 and 16-31 from b0 and b1, one
+ * tile depth after the other. */
+static void ga_panel(CpuKern *k, const GaA *a, LLVMValueRef b0, LLVMValueRef b1, LLVMValueRef kq,
+                     LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
+                     LLVMValueRef first, LLVMValueRef edge) {
   LLVMValueRef whole = ga_and(k, LLVMBuildICmp(k->B, LLVMIntEQ, mrv, gi(k, 32), ""),
                               LLVMBuildICmp(k->B, LLVMIntEQ, nrv, gi(k, 32), ""));
   LLVMValueRef p = LLVMBuildSelect(k->B, whole, cp, edge, "");
@@ -257,9 +304,9 @@ static void ga_panel(CpuKern *k, LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef 
   gif_close(k, &f);
   CpuLoop lq;
   LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
-  LLVMValueRef off = gmul(k, q, gi(k, GA_TB)), s64 = gi(k, 64);
-  ga_load(k, 4, ga_byte(k, a0, off), s64);
-  ga_load(k, 5, ga_byte(k, a1, off), s64);
+  LLVMValueRef off = gmul(k, q, gi(k, GA_TB)), s64 = gi(k, 64), aoff = gmul(k, q, a->step);
+  ga_load(k, 4, ga_byte(k, a->a0, aoff), a->stride);
+  ga_load(k, 5, ga_byte(k, a->a1, aoff), a->stride);
   ga_load(k, 6, ga_byte(k, b0, off), s64);
   ga_load(k, 7, ga_byte(k, b1, off), s64);
   ga_dp(k, 0, 4, 6);
@@ -287,7 +334,17 @@ static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef mc = gmin(k, gi(k, GA_MC), gsub(k, M, ic));
   LLVMValueRef mcr = LLVMBuildAnd(k->B, gadd(k, mc, gi(k, 31)), gi(k, ~(int64_t)31), "");
   LLVMValueRef ap = P[GP_PACK];
+  /* A read in place by the tile loads where its rows are contiguous and whole tiles (K and
+     M multiples of 32: no load past a row or past the last), else packed */
+  LLVMValueRef direct =
+      ga_and(k, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""),
+             LLVMBuildICmp(k->B, LLVMIntEQ,
+                           LLVMBuildAnd(k->B, LLVMBuildOr(k->B, P[GP_K], M, ""), gi(k, 31), ""),
+                           gi(k, 0), ""));
+  GIf pa;
+  gif_open(k, &pa, LLVMBuildNot(k->B, direct, ""), false);
   ga_pack_a(k, P, ap, ic, mc, mcr, kqa);
+  gif_close(k, &pa);
   LLVMValueRef bp = ga_byte(k, ap, gmul(k, gmul(k, mcr, kr), gi(k, 2)));
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, N, jc));
@@ -295,7 +352,7 @@ static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, GA_KC);
   LLVMValueRef kc = gmin(k, gi(k, GA_KC), gsub(k, kr, pc));
   LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
-  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr);
+  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, gm_cfg(k->cg).amx_pf);
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
   LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));
@@ -306,13 +363,20 @@ static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
                                       LLVMBuildSDiv(k->B, pc, gi(k, 32), "")),
                                  gi(k, GA_TB)));
   LLVMValueRef a1 = ga_byte(k, a0, gmul(k, kqa, gi(k, GA_TB)));
+  LLVMValueRef ars2 = gmul(k, P[GP_ARS], gi(k, 2));
+  LLVMValueRef ad =
+      ga_byte(k, P[GP_A], gmul(k, gadd(k, gmul(k, gadd(k, ic, ir), P[GP_ARS]), pc), gi(k, 2)));
+  GaA at = {LLVMBuildSelect(k->B, direct, ad, a0, ""),
+            LLVMBuildSelect(k->B, direct, ga_byte(k, ad, gmul(k, ars2, gi(k, 16))), a1, ""),
+            LLVMBuildSelect(k->B, direct, gi(k, 64), gi(k, GA_TB), ""),
+            LLVMBuildSelect(k->B, direct, ars2, gi(k, 64), "")};
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), ncr, 32);
   LLVMValueRef nrv = gmin(k, gi(k, 32), gsub(k, nc, jr));
   LLVMValueRef b0 =
       ga_byte(k, bp, gmul(k, gmul(k, LLVMBuildSDiv(k->B, jr, gi(k, 16), ""), kqb), gi(k, GA_TB)));
   LLVMValueRef b1 = ga_byte(k, b0, gmul(k, kqb, gi(k, GA_TB)));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
-  ga_panel(k, a0, a1, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
+  ga_panel(k, &at, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
   gm_close(k, &ljr);
   gm_close(k, &lir);
   gm_close(k, &lpc);

@@ -71,6 +71,7 @@ typedef struct GmCfg {
   bool const_pack; /* a constant B is packed at compile time (knob GEMM_NO_CONST_PACK clears it) */
   int chunks;      /* chunks of a split product (knob GEMM_CHUNKS); 0: 4 or 8 by its work */
   bool amx;        /* bf16 dots on AMX tiles (amx.c): the target has AMX-BF16 */
+  bool amx_pf;     /* its packing of B prefetches rows ahead (knob GEMM_AMX_PREFETCH 0 clears it) */
 } GmCfg;
 
 /* The GEMM's functions of a module: the packing steps (GmStep) and Winograd's transforms
