@@ -53,6 +53,7 @@ typedef struct CpuOpts {
   bool direct_conv;        /* every convolution as an implicit GEMM (hloc --conv-algo=direct);
                               false: 3x3 ones of unit stride through Winograd's F(2x2, 3x3) */
   const CpuKnobs *knobs;   /* tuning and debug knobs; NULL: every one at its default */
+  FILE *stats;             /* --stats: one line of the kernels the products got (NULL: none) */
 } CpuOpts;
 
 /* The CPU target's prebuilt library: the GEMM's functions (blocked matrix products, their

@@ -148,6 +148,34 @@ Test(tools, conv_algo_option) {
   run("rm -rf %s", dir);
 }
 
+/* --stats on the CPU target says which kernel each product got: bf16 dots on AMX tiles when
+ * compiled for Sapphire Rapids, widened to f32 without AMX, and an s8 dot (which no GEMM path
+ * takes) named among the loop nests. */
+Test(tools, cpu_stats_name_the_products_kernels) {
+  char dir[] = "/tmp/hloc_pstats_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512], obj[600];
+  snprintf(path, sizeof path, "%s/d.hlo", dir);
+  snprintf(obj, sizeof obj, "%s/d.o", dir);
+  const char *txt =
+      "HloModule m\nENTRY e {\n  x = bf16[64,128] parameter(0)\n"
+      "  y = bf16[128,64] parameter(1)\n  a = s8[64,128] parameter(2)\n"
+      "  b = s8[128,64] parameter(3)\n"
+      "  d = f32[64,64] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  q = s32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT t = (f32[64,64], s32[64,64]) tuple(d, q)\n}\n";
+  write_file(path, txt, strlen(txt));
+  Run *r = run(HLOC " %s -o %s --cpu sapphirerapids --stats", path, obj);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "bf16 on AMX tiles 1") && strstr(r->err, "loop nests 1 (q)"), "%s",
+            r->err);
+  r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16 --stats", path, obj);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "16-bit widened to f32 1") && strstr(r->err, "AMX tiles 0"), "%s",
+            r->err);
+  run("rm -rf %s", dir);
+}
+
 Test(tools, emit_hlo_reads_back) {
   char dir[] = "/tmp/hloc_emit_XXXXXX";
   cr_assert(mkdtemp(dir));

@@ -400,6 +400,7 @@ int main(int argc, char **argv) {
     o.features = features;
     o.opt_level = opt;
     o.profile = profile;
+    o.stats = stats ? stderr : NULL;
     o.direct_conv = conv_algo && !strcmp(conv_algo, "direct");
     o.emit = !emit || !strcmp(emit, "obj") ? CPU_EMIT_OBJ
              : !strcmp(emit, "asm")        ? CPU_EMIT_ASM

@@ -1166,6 +1166,24 @@ void cpu_cg_free(CpuCg *cg) {
   hlo_arena_free(cg->scratch);
 }
 
+/* --stats: the kernels the products got, and the first products left to loop nests (a type
+ * or form no fast path takes: worth knowing before timing the model). */
+static void cp_print_products(const CpuCg *cg, FILE *f) {
+  const int *n = cg->products;
+  fprintf(f,
+          "cpu: products %d: GEMM %d (f32 %d, 16-bit widened to f32 %d, bf16 on AMX tiles %d), "
+          "few rows or columns %d, Winograd %d, loop nests %d",
+          n[CPU_PROD_GEMM] + n[CPU_PROD_GEMM_WIDE] + n[CPU_PROD_AMX] + n[CPU_PROD_FEW] +
+              n[CPU_PROD_WINO] + n[CPU_PROD_LOOPS],
+          n[CPU_PROD_GEMM] + n[CPU_PROD_GEMM_WIDE] + n[CPU_PROD_AMX], n[CPU_PROD_GEMM],
+          n[CPU_PROD_GEMM_WIDE], n[CPU_PROD_AMX], n[CPU_PROD_FEW], n[CPU_PROD_WINO],
+          n[CPU_PROD_LOOPS]);
+  for (int i = 0; i < n[CPU_PROD_LOOPS] && i < 4; i++)
+    fprintf(f, "%s%s", i ? ", " : " (", cg->loop_products[i]);
+  if (n[CPU_PROD_LOOPS]) fprintf(f, "%s)", n[CPU_PROD_LOOPS] > 4 ? ", ..." : "");
+  fprintf(f, "\n");
+}
+
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   if (!m->entry) {
     hlo_err(err, m->file, NULL, NULL, "CPU target: module has no entry computation");
@@ -1220,6 +1238,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
             cg.ntasks, nk, nk2, cp_now() - tk, tk - tstart);
   }
   cp_run_functions(&cg);
+  if (o->stats) cp_print_products(&cg, o->stats);
   if (!cpu_emit(&cg, &obj, &objlen)) goto done;
   if (o->header_path)
     hdr = cpu_header_text(m, &cg.plan, o, cg.ntasks, cg.packs, cg.npacks, cg.packed_bytes, &hdrlen);

@@ -112,6 +112,17 @@ typedef struct CpuElfSym {
 } CpuElfSym;
 
 /* Module-wide state of one compilation. */
+/* The kernels a product (dot, convolution) may get, as --stats counts them. */
+typedef enum {
+  CPU_PROD_GEMM,      /* the blocked GEMM on f32 operands */
+  CPU_PROD_GEMM_WIDE, /* the blocked GEMM on 16-bit operands widened to f32 as packed */
+  CPU_PROD_AMX,       /* the blocked GEMM on AMX tiles (bf16) */
+  CPU_PROD_FEW,       /* the few-rows or few-columns kernels */
+  CPU_PROD_WINO,      /* Winograd's convolutions */
+  CPU_PROD_LOOPS,     /* loop nests: a type or form the GEMM does not take */
+  CPU_PROD_COUNT
+} CpuProduct;
+
 typedef struct CpuCg {
   HModule *m;                        /* module compiled */
   HComp *entry;                      /* its entry computation */
@@ -131,20 +142,22 @@ typedef struct CpuCg {
   LLVMModuleRef M;  /* LLVM module */
   LLVMBuilderRef B; /* the one builder */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, f64, ptr, vd; /* common types */
-  LLVMTypeRef ctx_ty;     /* kernel context: { ptr args, ptr results, ptr temp } */
-  LLVMTypeRef task_ty;    /* void (ptr, i64) */
-  int nconst;             /* constant globals made so far */
-  HInstr **const_instr;   /* constant instruction of each global */
-  LLVMValueRef *const_gv; /* its global */
-  int const_cap;          /* capacity of the two arrays */
-  int ntasks;             /* kernels in execution order */
-  CpuTask *tasks;         /* the kernels */
-  int task_cap;           /* capacity of tasks */
-  int64_t extra_temp;     /* kernel-private scratch (GEMM packing, staged operands) appended
-                             to the plan's heap at offset plan.temp_bytes (before growth) */
-  int64_t temp_base;      /* the plan's own heap size: where the private scratch starts */
-  struct GmState *gemm;   /* the GEMM's state (gemm/gemm_impl.h: its configuration for the
-                             target CPU and the functions made), made on first use */
+  LLVMTypeRef ctx_ty;           /* kernel context: { ptr args, ptr results, ptr temp } */
+  LLVMTypeRef task_ty;          /* void (ptr, i64) */
+  int nconst;                   /* constant globals made so far */
+  HInstr **const_instr;         /* constant instruction of each global */
+  LLVMValueRef *const_gv;       /* its global */
+  int const_cap;                /* capacity of the two arrays */
+  int ntasks;                   /* kernels in execution order */
+  CpuTask *tasks;               /* the kernels */
+  int task_cap;                 /* capacity of tasks */
+  int64_t extra_temp;           /* kernel-private scratch (GEMM packing, staged operands) appended
+                                   to the plan's heap at offset plan.temp_bytes (before growth) */
+  int64_t temp_base;            /* the plan's own heap size: where the private scratch starts */
+  struct GmState *gemm;         /* the GEMM's state (gemm/gemm_impl.h: its configuration for the
+                                   target CPU and the functions made), made on first use */
+  int products[CPU_PROD_COUNT]; /* dots and convolutions by the kernel that computes them */
+  const char *loop_products[4]; /* the first of those computed by loop nests (--stats) */
   /* Optional hook for another target reusing the elemental generator (targets/cuda): the
      storage of an entry value read during generation; NULL: cpu_buffer(). */
   LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);

@@ -1447,6 +1447,9 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (hero) {
     int g = cpu_gemm_kernel(cg, in, hero);
     if (g != 0) return g > 0;
+    if (cg->products[CPU_PROD_LOOPS] < 4)
+      cg->loop_products[cg->products[CPU_PROD_LOOPS]] = hero->name;
+    cg->products[CPU_PROD_LOOPS]++;
     return kn_accum_kernel(cg, in, hero);
   }
   /* a product whose epilogue a reduction reduces (else the reduction's generic kernels) */

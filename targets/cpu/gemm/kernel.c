@@ -355,11 +355,16 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   if (!gm_stage_operands(cg, in, &pl.p)) return -1;
   switch (pl.path) {
   case GM_PATH_FEW_ROWS:
+    cg->products[CPU_PROD_FEW]++;
     return gm_small_m(cg, in, hero, &pl.p, &pl.c, pl.nb, pl.want, pl.stage_bytes);
-  case GM_PATH_FEW_COLS: return gm_few_n(cg, in, hero, &pl.p, &pl.c, pl.want, pl.stage_bytes);
+  case GM_PATH_FEW_COLS:
+    cg->products[CPU_PROD_FEW]++;
+    return gm_few_n(cg, in, hero, &pl.p, &pl.c, pl.want, pl.stage_bytes);
   case GM_PATH_WINOGRAD:
+    cg->products[CPU_PROD_WINO]++;
     return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
   case GM_PATH_BLOCKED: break;
   }
+  cg->products[pl.amx ? CPU_PROD_AMX : pl.p.et == GE_F32 ? CPU_PROD_GEMM : CPU_PROD_GEMM_WIDE]++;
   return gm_blocked(cg, in, hero, &pl);
 }
