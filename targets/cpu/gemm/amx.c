@@ -8,9 +8,13 @@
  * (depth contiguous, 64-byte rows) and B into VNNI tiles (each 64-byte row holds 16 columns
  * of a pair of depths), both padded with zeros to whole tiles; C is read and written by tile
  * loads and stores in place where a 32 x 32 block lies inside it, through a stack tile at
- * the edges. Loops: row blocks of GA_MC (A packed once, all of K) > column blocks of GA_NC >
- * K blocks of GA_KC (B's block, 512 KiB, packed into L2) > 32-row panels (A's 32 KiB panel
- * stays in L1) > 32-column panels, each a 2 x 2 grid of accumulator tiles over the K block.
+ * the edges. A is read in place by the tile loads where its rows are whole tiles. Loops: row
+ * blocks of GA_MC (A packed once, all of K, unless read in place) > column blocks of GA_NC >
+ * K blocks of GmCfg.amx_kc (1024: B's block of 1 MiB, packed into L2, its rows prefetched
+ * ahead of the packing) > 32-row panels (A's stay in L1) > 32-column panels (B's tiles
+ * loaded with the hint that they stream past L1), each a 2 x 2 grid of accumulator tiles
+ * over the K block. The block sizes and hints were measured side by side on the device
+ * host's Xeon (docs/log/2026-12-01-cpu-amx.md).
  * Linux grants a process the AMX register state only on request (arch_prctl
  * ARCH_REQ_XCOMP_PERM): the function asks once per process and, where it is refused, calls
  * the widened-FMA bf16 function instead, as it does for K = 0. */
@@ -19,15 +23,14 @@
 enum {
   GA_MC = 256,  /* rows of A packed at once */
   GA_NC = 512,  /* columns of a block of B */
-  GA_KC = 512,  /* depth of a block of B (a multiple of 32) */
   GA_TB = 1024, /* bytes of a tile */
   GA_PF = 16    /* rows of B prefetched ahead of its packing */
 };
 
-int64_t gm_amx_pack_bytes(int64_t M, int64_t N, int64_t K) {
+int64_t gm_amx_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K) {
   int64_t mr = gm_roundup(gm_min(GA_MC, M < 1 ? 1 : M), 32), kr = gm_roundup(K < 1 ? 1 : K, 32);
   int64_t nr = gm_roundup(gm_min(GA_NC, N < 1 ? 1 : N), 32);
-  return memplan_align(mr * kr * 2 + gm_min(GA_KC, kr) * nr * 2);
+  return memplan_align(mr * kr * 2 + gm_min(c->amx_kc, kr) * nr * 2);
 }
 
 /* ------------------------------------------------------------------ the tile instructions */
@@ -41,6 +44,10 @@ static void ga_intr(CpuKern *k, const char *name, LLVMValueRef *args, unsigned n
 static LLVMValueRef ga_t(CpuKern *k, int t) { return LLVMConstInt(k->cg->i8, (unsigned)t, 0); }
 static void ga_load(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
   ga_intr(k, "llvm.x86.tileloadd64", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
+}
+/* (with the hint that the data is not reused soon: it streams past L1) */
+static void ga_load_t1(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
+  ga_intr(k, "llvm.x86.tileloaddt164", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
 }
 static void ga_store(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
   ga_intr(k, "llvm.x86.tilestored64", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
@@ -282,9 +289,9 @@ typedef struct GaA {
  * accumulators 0-3 (rows 0-15 / 16-31 by columns 0-15 / 16-31) set to zero on the first K
  * block, else loaded; A's tiles from a, B's of columns 0-15 and 16-31 from b0 and b1, one
  * tile depth after the other. */
-static void ga_panel(CpuKern *k, const GaA *a, LLVMValueRef b0, LLVMValueRef b1, LLVMValueRef kq,
-                     LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv, LLVMValueRef nrv,
-                     LLVMValueRef first, LLVMValueRef edge) {
+static void ga_panel(CpuKern *k, bool t1, const GaA *a, LLVMValueRef b0, LLVMValueRef b1,
+                     LLVMValueRef kq, LLVMValueRef cp, LLVMValueRef ldc, LLVMValueRef mrv,
+                     LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge) {
   LLVMValueRef whole = ga_and(k, LLVMBuildICmp(k->B, LLVMIntEQ, mrv, gi(k, 32), ""),
                               LLVMBuildICmp(k->B, LLVMIntEQ, nrv, gi(k, 32), ""));
   LLVMValueRef p = LLVMBuildSelect(k->B, whole, cp, edge, "");
@@ -307,8 +314,8 @@ static void ga_panel(CpuKern *k, const GaA *a, LLVMValueRef b0, LLVMValueRef b1,
   LLVMValueRef off = gmul(k, q, gi(k, GA_TB)), s64 = gi(k, 64), aoff = gmul(k, q, a->step);
   ga_load(k, 4, ga_byte(k, a->a0, aoff), a->stride);
   ga_load(k, 5, ga_byte(k, a->a1, aoff), a->stride);
-  ga_load(k, 6, ga_byte(k, b0, off), s64);
-  ga_load(k, 7, ga_byte(k, b1, off), s64);
+  (t1 ? ga_load_t1 : ga_load)(k, 6, ga_byte(k, b0, off), s64);
+  (t1 ? ga_load_t1 : ga_load)(k, 7, ga_byte(k, b1, off), s64);
   ga_dp(k, 0, 4, 6);
   ga_dp(k, 1, 4, 7);
   ga_dp(k, 2, 5, 6);
@@ -324,7 +331,7 @@ static void ga_panel(CpuKern *k, const GaA *a, LLVMValueRef b0, LLVMValueRef b1,
 /* ------------------------------------------------------------------ the function */
 
 /* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
-static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
+static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
   LLVMValueRef kr = LLVMBuildAnd(k->B, gadd(k, P[GP_K], gi(k, 31)), gi(k, ~(int64_t)31), "");
   LLVMValueRef kqa = LLVMBuildSDiv(k->B, kr, gi(k, 32), "");
@@ -349,10 +356,10 @@ static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, N, jc));
   LLVMValueRef ncr = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, 31)), gi(k, ~(int64_t)31), "");
-  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, GA_KC);
-  LLVMValueRef kc = gmin(k, gi(k, GA_KC), gsub(k, kr, pc));
+  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c->amx_kc);
+  LLVMValueRef kc = gmin(k, gi(k, c->amx_kc), gsub(k, kr, pc));
   LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
-  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, gm_cfg(k->cg).amx_pf);
+  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, c->amx_pf);
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
   LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));
@@ -376,7 +383,7 @@ static void ga_blocks(CpuKern *k, const LLVMValueRef *P, LLVMValueRef edge) {
       ga_byte(k, bp, gmul(k, gmul(k, LLVMBuildSDiv(k->B, jr, gi(k, 16), ""), kqb), gi(k, GA_TB)));
   LLVMValueRef b1 = ga_byte(k, b0, gmul(k, kqb, gi(k, GA_TB)));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
-  ga_panel(k, &at, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
+  ga_panel(k, c->amx_t1, &at, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
   gm_close(k, &ljr);
   gm_close(k, &lir);
   gm_close(k, &lpc);
@@ -406,7 +413,7 @@ LLVMValueRef gm_amx_function(CpuCg *cg) {
   LLVMSetAlignment(edge, 64);
   GIf f;
   gif_open(k, &f, ga_and(k, gslt(k, gi(k, 0), P[GP_K]), ga_granted(k)), true);
-  ga_blocks(k, P, edge);
+  ga_blocks(k, &c, P, edge);
   gif_else(k, &f);
   LLVMBuildCall2(k->B, gm_fn_type(cg), widened, P, GP_COUNT, "");
   gif_close(k, &f);

@@ -103,12 +103,12 @@ int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
 const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0, false,
-     true}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false,
-     true}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false,
-     true}, /* others */
+    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0, false, true,
+     true, 1024}, /* AVX-512 */
+    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false, true,
+     true, 1024}, /* AVX, AVX2 */
+    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false, true,
+     true, 1024}, /* others */
 };
 
 /* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
@@ -169,8 +169,13 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   const char *pfb = cpu_knob(cg, CPU_KNOB_GEMM_PREFETCH); /* 0 or 1 (GmCfg.pfb) */
   if (pfb && (*pfb == '0' || *pfb == '1')) c.pfb = *pfb == '1';
   c.const_pack = !cpu_knob(cg, CPU_KNOB_GEMM_NO_CONST_PACK);
-  const char *apf = cpu_knob(cg, CPU_KNOB_GEMM_AMX_PREFETCH);
-  if (apf && *apf == '0') c.amx_pf = false;
+  const char *amx = cpu_knob(cg, CPU_KNOB_GEMM_AMX); /* "PF,T1,KC" */
+  int apf, at1, akc;
+  if (amx && sscanf(amx, "%d,%d,%d", &apf, &at1, &akc) == 3 && akc >= 32 && akc % 32 == 0) {
+    c.amx_pf = apf != 0;
+    c.amx_t1 = at1 != 0;
+    c.amx_kc = akc;
+  }
   const char *chunks = cpu_knob(cg, CPU_KNOB_GEMM_CHUNKS);
   c.chunks = chunks && atoi(chunks) > 0 ? atoi(chunks) : 0;
   return c;

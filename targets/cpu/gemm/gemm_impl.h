@@ -71,7 +71,9 @@ typedef struct GmCfg {
   bool const_pack; /* a constant B is packed at compile time (knob GEMM_NO_CONST_PACK clears it) */
   int chunks;      /* chunks of a split product (knob GEMM_CHUNKS); 0: 4 or 8 by its work */
   bool amx;        /* bf16 dots on AMX tiles (amx.c): the target has AMX-BF16 */
-  bool amx_pf;     /* its packing of B prefetches rows ahead (knob GEMM_AMX_PREFETCH 0 clears it) */
+  bool amx_pf;     /* its packing of B prefetches rows ahead (knob GEMM_AMX) */
+  bool amx_t1;     /* its B tiles are loaded with the hint that they are not reused (past L1) */
+  int amx_kc;      /* the depth of its K blocks (a multiple of 32) */
 } GmCfg;
 
 /* The GEMM's functions of a module: the packing steps (GmStep) and Winograd's transforms
@@ -250,7 +252,7 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
  * GP_BKEEP, GP_BPRE and GP_APRE unused), made once; the bytes of packing scratch it uses for
  * calls of at most M x N x K. */
 LLVMValueRef gm_amx_function(CpuCg *cg);
-int64_t gm_amx_pack_bytes(int64_t M, int64_t N, int64_t K);
+int64_t gm_amx_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K);
 
 /* ------------------------------------------------------------------ micro_fma.c (a family each) */
 

@@ -115,7 +115,7 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
   const GmProb *p = &pl->p;
   /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
      them), so its A block is sized for the whole M, not for mblk */
-  pl->pack = pl->amx ? gm_amx_pack_bytes(p->M, pl->nblk, p->K)
+  pl->pack = pl->amx ? gm_amx_pack_bytes(&pl->c, p->M, pl->nblk, p->K)
                      : gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
   /* private scratch: staged operands, then one packing area per chunk */
   pl->stage_bytes = 0;
