@@ -1402,8 +1402,8 @@ static bool tg_amx(const char *text, const char *cpu, const char *feat) {
 }
 
 /* bf16 dots compiled for a CPU with AMX-BF16 run on its tiles (gemm/amx.c); not with the
- * feature turned off, nor for CPUs without it, nor for f16 operands, nor (for now) with B's
- * columns strided. Their results are checked
+ * feature turned off, nor for CPUs without it, nor for f16 operands, nor (for now) with A's
+ * depths strided. Their results are checked
  * where the CPU has AMX: by the other tests on such a host, and on the device machine's Xeon
  * by tools/cpu_device_test.sh's bundle (tests/cpu/cases/dot_bf16_blocks.hlo crosses every
  * block of the AMX function). */
@@ -1417,9 +1417,12 @@ Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
   t = tg_lowp_text("bf16", "bf16", 0, 64, 128, 64, false, false, true);
   cr_expect(tg_amx(t, "sapphirerapids", ""), "sapphirerapids, bf16 result, fused: no AMX GEMM");
   free(t);
-  /* (B [N, K]: packed element by element, slower than the widened path's packing) */
   t = tg_lowp_text("bf16", "bf16", 0, 64, 128, 64, false, true, false);
-  cr_expect(!tg_amx(t, "sapphirerapids", ""), "sapphirerapids, B transposed: AMX GEMM");
+  cr_expect(tg_amx(t, "sapphirerapids", ""), "sapphirerapids, B transposed: no AMX GEMM");
+  free(t);
+  /* (A [K, M]: packed element by element, slower than the widened path's packing) */
+  t = tg_lowp_text("bf16", "bf16", 0, 64, 128, 64, true, false, false);
+  cr_expect(!tg_amx(t, "sapphirerapids", ""), "sapphirerapids, A transposed: AMX GEMM");
   free(t);
   t = tg_lowp_text("f16", "f32", 0, 64, 128, 64, false, false, false);
   cr_expect(!tg_amx(t, "sapphirerapids", ""), "sapphirerapids, f16: AMX GEMM");

@@ -6,7 +6,8 @@
  * does a 16 x 16 x 32 block of multiply-adds (f32 sums of bf16 products) per instruction, 16
  * times what AVX-512's FMAs do in the same cycles. A's rows are packed into 16 x 32 tiles
  * (depth contiguous, 64-byte rows) and B into VNNI tiles (each 64-byte row holds 16 columns
- * of a pair of depths), both padded with zeros to whole tiles; C is read and written by tile
+ * of a pair of depths; from a B [N, K] through a register transpose), both padded with zeros
+ * to whole tiles; C is read and written by tile
  * loads and stores in place where a 32 x 32 block lies inside it, through a stack tile at
  * the edges. A is read in place by the tile loads where its rows are whole tiles. Loops: row
  * blocks of GA_MC (A packed once, all of K, unless read in place) > column blocks of GA_NC >
@@ -262,6 +263,50 @@ static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMVa
   gm_close(k, &lp);
 }
 
+/* The same block from a B whose depths are contiguous (B [N, K], brs 1: a transposed weight,
+ * or the keys of attention scores): per tile, 16 columns of 32 depths loaded as 16 vectors of
+ * 16 depth pairs, transposed in registers (cpu_transpose_regs) into the tile's 16 rows of
+ * pairs; a tile not inside B (or B's depths strided) element by element. */
+static void ga_pack_bt(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
+                       LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc, LLVMValueRef ncr) {
+  CpuCg *cg = k->cg;
+  CpuLoop lc, lq, lp;
+  LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
+  LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 16);
+  LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
+  LLVMValueRef dst = gep_e(
+      k, GE_BF16, bp,
+      gmul(k, gadd(k, gmul(k, LLVMBuildSDiv(k->B, c0, gi(k, 16), ""), kq), q), gi(k, GA_TB / 2)));
+  LLVMValueRef kg = gadd(k, pc, gmul(k, q, gi(k, 32)));
+  LLVMValueRef full =
+      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 16)), nc), ga_sle(k, gadd(k, kg, gi(k, 32)), P[GP_K]));
+  full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BRS], gi(k, 1), ""));
+  GIf f;
+  gif_open(k, &f, full, true);
+  {
+    LLVMTypeRef v16 = LLVMVectorType(cg->i32, 16);
+    LLVMValueRef v[16];
+    for (int n = 0; n < 16; n++)
+      v[n] = gload(k, v16,
+                   gep_e(k, GE_BF16, P[GP_B],
+                         gadd(k, gmul(k, gadd(k, jc, gadd(k, c0, gi(k, n))), P[GP_BCS]), kg)),
+                   2);
+    cpu_transpose_regs(k, v, 16);
+    for (int r = 0; r < 16; r++)
+      gstore(k, v[r], gep_e(k, GE_BF16, dst, gi(k, 32 * r)), 2);
+  }
+  gif_else(k, &f);
+  {
+    LLVMValueRef pr = gloop(k, &lp, gi(k, 0), gi(k, 16), 1);
+    ga_pack_b16(k, P, gep_e(k, GE_BF16, dst, gmul(k, pr, gi(k, 32))),
+                gadd(k, kg, gmul(k, pr, gi(k, 2))), jc, c0, nc);
+    gm_close(k, &lp);
+  }
+  gif_close(k, &f);
+  gm_close(k, &lq);
+  gm_close(k, &lc);
+}
+
 /* ------------------------------------------------------------------ the panels */
 
 /* rows x cols floats between C (leading dimension ldc) and the 32 x 32 stack tile e (to_e:
@@ -359,7 +404,12 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMVal
   LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c->amx_kc);
   LLVMValueRef kc = gmin(k, gi(k, c->amx_kc), gsub(k, kr, pc));
   LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
+  GIf bt;
+  gif_open(k, &bt, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""), true);
   ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, c->amx_pf);
+  gif_else(k, &bt);
+  ga_pack_bt(k, P, bp, pc, kc, jc, nc, ncr);
+  gif_close(k, &bt);
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
   LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));

@@ -203,10 +203,10 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
   if (!gm_plan_problem(cg, hero, pl)) return false;
   pl->c = gm_cfg(cg);
   /* bf16 on AMX tiles: its function packs its own operands (nothing is packed ahead for it),
-     fast for rows of A and B read along their contiguous dimension only; a few rows would
-     leave the tiles mostly padding */
-  pl->amx = pl->c.amx && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 && pl->p.bcs == 1 &&
-            pl->p.M >= 16;
+     fast for A's rows read along their depth and for B's read along either dimension; a few
+     rows would leave the tiles mostly padding */
+  pl->amx = pl->c.amx && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 &&
+            (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16;
   if (pl->amx) {
     /* items of up to 1024 columns (the f32 blocks' 256 would have each call read A again for
        a quarter of the work) and slices of 256 rows (2 * MC), so a 256-token prefill packs B
