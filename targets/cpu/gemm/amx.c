@@ -127,6 +127,15 @@ static LLVMValueRef ga_granted(CpuKern *k) {
 
 /* ------------------------------------------------------------------ packing */
 
+/* An edge element: src[i * rs + j * cs] (i, j clamped inside by the caller) stored at dst
+ * where ok holds, else zero. */
+static void ga_elem(CpuKern *k, LLVMValueRef src, LLVMValueRef i, LLVMValueRef rs, LLVMValueRef j,
+                    LLVMValueRef cs, LLVMValueRef ok, LLVMValueRef dst) {
+  LLVMValueRef v =
+      gload(k, k->cg->i16, gep_e(k, GE_BF16, src, gadd(k, gmul(k, i, rs), gmul(k, j, cs))), 2);
+  gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(k->cg->i16, 0, 0), ""), dst, 2);
+}
+
 /* A's rows [ic, ic + mc), all of its depth, into tiles: tile (t, q) (rows 16 t.., depths
  * 32 q..) at ap + (t * kq + q) * GA_TB; zeros past mc rows (up to mcr) and past K. */
 static void ga_pack_a(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
@@ -156,11 +165,7 @@ static void ga_pack_a(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ap, LLVMVa
     LLVMValueRef ok = ga_and(k, row, gslt(k, kk, P[GP_K]));
     LLVMValueRef rc = gmin(k, gadd(k, ic, r), gadd(k, ic, gsub(k, mc, gi(k, 1))));
     LLVMValueRef kc = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
-    LLVMValueRef v = gload(
-        k, cg->i16,
-        gep_e(k, GE_BF16, P[GP_A], gadd(k, gmul(k, rc, P[GP_ARS]), gmul(k, kc, P[GP_ACS]))), 2);
-    gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(cg->i16, 0, 0), ""),
-           gep_e(k, GE_BF16, dst, j), 2);
+    ga_elem(k, P[GP_A], rc, P[GP_ARS], kc, P[GP_ACS], ok, gep_e(k, GE_BF16, dst, j));
     gm_close(k, &lj);
   }
   gif_close(k, &f);
@@ -168,27 +173,42 @@ static void ga_pack_a(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ap, LLVMVa
   gm_close(k, &lr);
 }
 
+/* Whether row pair kg, kg + 1 of B's w columns from c0 (of the block's nc) lies inside B,
+ * its columns contiguous. */
+static LLVMValueRef ga_pair_inside(CpuKern *k, const LLVMValueRef *P, LLVMValueRef kg,
+                                   LLVMValueRef c0, LLVMValueRef nc, int w) {
+  LLVMValueRef in =
+      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, w)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
+  return ga_and(k, in, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
+}
+
+/* Rows kg and kg + 1 of B, w columns from col, as two vectors (returns row kg's address);
+ * their depth pairs interleaved, 16 columns from column h * 16 (a VNNI tile's row). */
+static LLVMValueRef ga_pair_load(CpuKern *k, const LLVMValueRef *P, LLVMValueRef kg,
+                                 LLVMValueRef col, int w, LLVMValueRef *r) {
+  LLVMTypeRef vt = LLVMVectorType(k->cg->i16, (unsigned)w);
+  LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), col));
+  r[0] = gload(k, vt, s0, 2);
+  r[1] = gload(k, vt, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
+  return s0;
+}
+static LLVMValueRef ga_interleave(CpuKern *k, const LLVMValueRef *r, int w, int h) {
+  LLVMValueRef mask[32];
+  for (int i = 0; i < 32; i++)
+    mask[i] = LLVMConstInt(k->cg->i32, (unsigned)((i & 1) * w + 16 * h + i / 2), 0);
+  return LLVMBuildShuffleVector(k->B, r[0], r[1], LLVMConstVector(mask, 32), "");
+}
+
 /* Row pair kg, kg + 1 of B's 16 columns from col (c0 of the block's nc) into dst, a row of
  * a VNNI tile: interleaved vectors where the 16 columns and both rows are inside B and its
  * columns are contiguous, else element by element with zeros outside. */
 static void ga_pack_b16(CpuKern *k, const LLVMValueRef *P, LLVMValueRef dst, LLVMValueRef kg,
                         LLVMValueRef jc, LLVMValueRef c0, LLVMValueRef nc) {
-  CpuCg *cg = k->cg;
-  LLVMValueRef full =
-      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 16)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
-  full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
   GIf f;
-  gif_open(k, &f, full, true);
-  {
-    LLVMTypeRef v16 = LLVMVectorType(cg->i16, 16);
-    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), gadd(k, jc, c0)));
-    LLVMValueRef r0 = gload(k, v16, s0, 2);
-    LLVMValueRef r1 = gload(k, v16, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
-    LLVMValueRef mask[32];
-    for (int i = 0; i < 32; i++)
-      mask[i] = LLVMConstInt(cg->i32, (unsigned)((i & 1) * 16 + i / 2), 0);
-    gstore(k, LLVMBuildShuffleVector(k->B, r0, r1, LLVMConstVector(mask, 32), ""), dst, 2);
-  }
+  gif_open(k, &f, ga_pair_inside(k, P, kg, c0, nc, 16), true);
+  LLVMValueRef r[2];
+  ga_pair_load(k, P, kg, gadd(k, jc, c0), 16, r);
+  gstore(k, ga_interleave(k, r, 16, 0), dst, 2);
   gif_else(k, &f);
   {
     CpuLoop ln;
@@ -198,11 +218,7 @@ static void ga_pack_b16(CpuKern *k, const LLVMValueRef *P, LLVMValueRef dst, LLV
     LLVMValueRef ok = ga_and(k, gslt(k, cn, nc), gslt(k, kk, P[GP_K]));
     LLVMValueRef cc = gadd(k, jc, gmin(k, cn, gsub(k, nc, gi(k, 1))));
     LLVMValueRef kcl = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
-    LLVMValueRef v = gload(
-        k, cg->i16,
-        gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kcl, P[GP_BRS]), gmul(k, cc, P[GP_BCS]))), 2);
-    gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(cg->i16, 0, 0), ""),
-           gep_e(k, GE_BF16, dst, n), 2);
+    ga_elem(k, P[GP_B], kcl, P[GP_BRS], cc, P[GP_BCS], ok, gep_e(k, GE_BF16, dst, n));
     gm_close(k, &ln);
   }
   gif_close(k, &f);
@@ -216,7 +232,6 @@ static void ga_pack_b16(CpuKern *k, const LLVMValueRef *P, LLVMValueRef dst, LLV
 static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMValueRef pc,
                       LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc, LLVMValueRef ncr,
                       bool pf) {
-  CpuCg *cg = k->cg;
   CpuLoop lc, lp;
   LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
   LLVMValueRef d = gloop(k, &lp, gi(k, 0), kc, 2);
@@ -230,16 +245,11 @@ static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMVa
                       gi(k, 32))));
   LLVMValueRef dst1 = gep_e(k, GE_BF16, dst, gmul(k, kq, gi(k, GA_TB / 2))); /* tile t + 1 */
   LLVMValueRef kg = gadd(k, pc, d);
-  LLVMValueRef full =
-      ga_and(k, ga_sle(k, gadd(k, c0, gi(k, 32)), nc), ga_sle(k, gadd(k, kg, gi(k, 2)), P[GP_K]));
-  full = ga_and(k, full, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""));
   GIf f;
-  gif_open(k, &f, full, true);
+  gif_open(k, &f, ga_pair_inside(k, P, kg, c0, nc, 32), true);
   {
-    LLVMTypeRef v32 = LLVMVectorType(cg->i16, 32);
-    LLVMValueRef s0 = gep_e(k, GE_BF16, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), gadd(k, jc, c0)));
-    LLVMValueRef r0 = gload(k, v32, s0, 2);
-    LLVMValueRef r1 = gload(k, v32, gep_e(k, GE_BF16, s0, P[GP_BRS]), 2);
+    LLVMValueRef r[2];
+    LLVMValueRef s0 = ga_pair_load(k, P, kg, gadd(k, jc, c0), 32, r);
     /* the same columns GA_PF rows on, asked for ahead (rows are read in short runs, which
        the hardware's prefetchers follow poorly) */
     if (pf) {
@@ -247,13 +257,8 @@ static void ga_pack_b(CpuKern *k, const LLVMValueRef *P, LLVMValueRef bp, LLVMVa
       gm_prefetch(k, ahead, 3);
       gm_prefetch(k, gep_e(k, GE_BF16, ahead, P[GP_BRS]), 3);
     }
-    for (int h = 0; h < 2; h++) {
-      LLVMValueRef mask[32];
-      for (int i = 0; i < 32; i++)
-        mask[i] = LLVMConstInt(cg->i32, (unsigned)((i & 1) * 32 + 16 * h + i / 2), 0);
-      gstore(k, LLVMBuildShuffleVector(k->B, r0, r1, LLVMConstVector(mask, 32), ""), h ? dst1 : dst,
-             2);
-    }
+    gstore(k, ga_interleave(k, r, 32, 0), dst, 2);
+    gstore(k, ga_interleave(k, r, 32, 1), dst1, 2);
   }
   gif_else(k, &f);
   ga_pack_b16(k, P, dst, kg, jc, c0, nc);
