@@ -21,7 +21,8 @@
 #     weights frozen (--freeze of arguments 1.., the driver's values), as ONNX Runtime's
 #     initializers are constants it pre-packs; both its runs checked against the unfrozen
 #     2-thread run's results, element by element; and, where the model has weights to pack
-#     (M_PACKED_BYTES > 0), a row MODEL_packed: the same object, its weights packed once
+#     (M_PACKED_BYTES > 0), and for the bf16 models too, a row MODEL_packed: the same object,
+#     its weights packed once
 #     before the runs (bench_model --packed: NAME_pack, then NAME_run_packed[_mt]), checked
 #     the same way;
 #   - OpenBLAS SGEMM 2048^3 GFLOP/s and 64 MiB memcpy GB/s (bench/cpu/sgemm.c, memcpy.c); in
@@ -191,9 +192,9 @@ freeze_flags() {
 }
 
 # Whether model $1 (compiled in $2) gets a row with its weights packed ahead of the runs:
-# it gets twins and its header packs something (prints "yes" then).
+# it gets twins or is a bf16 model, and its header packs something (prints "yes" then).
 packed_twin() {
-  twins "$1" || return 0
+  case $1 in *_bf16) ;; *) twins "$1" || return 0 ;; esac
   [ "$(sed -n 's/^#define M_PACKED_BYTES \([0-9]*\).*/\1/p' "$2/m.h")" -gt 0 ] 2>/dev/null && echo yes
 }
 

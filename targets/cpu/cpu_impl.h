@@ -51,7 +51,8 @@ typedef struct CpuSlot {
  * transformed (K input and N output channels, strides wk), at byte offset dst of the packed
  * weights. */
 typedef struct CpuPackJob {
-  int kind;          /* 0: a product's B; 1: a Winograd convolution's taps */
+  int kind;          /* 0: a product's B; 1: a Winograd convolution's taps; 2: a bf16 B on
+                        AMX tiles (gemm/amx.c's layout) */
   int param;         /* the entry parameter */
   int64_t off;       /* element offset of B in it */
   int64_t rs, cs;    /* element strides of B's rows (K) and columns (N) */

@@ -380,6 +380,70 @@ static void ga_panel(CpuKern *k, bool t1, const GaA *a, LLVMValueRef b0, LLVMVal
 
 /* ------------------------------------------------------------------ the function */
 
+/* Depths [pc, pc + kc) of columns [jc, jc + nc) of B into tiles at bp (ga_pack_b's layout),
+ * from either of B's contiguous dimensions. */
+static void ga_pack_block(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef bp,
+                          LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc,
+                          LLVMValueRef ncr) {
+  GIf bt;
+  gif_open(k, &bt, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""), true);
+  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, c->amx_pf);
+  gif_else(k, &bt);
+  ga_pack_bt(k, P, bp, pc, kc, jc, nc, ncr);
+  gif_close(k, &bt);
+}
+
+/* Byte offset of block (jc, pc) in a B packed whole (gm_amx_packb_function): the column
+ * blocks one after the other, each its K blocks in turn (kr: K rounded to 32; ncr: the
+ * block's columns rounded to 32; every block before jc is GA_NC wide). */
+static LLVMValueRef ga_block_off(CpuKern *k, LLVMValueRef kr, LLVMValueRef pc, LLVMValueRef jc,
+                                 LLVMValueRef ncr) {
+  return gmul(k, gadd(k, gmul(k, jc, kr), gmul(k, pc, ncr)), gi(k, 2));
+}
+
+LLVMValueRef gm_amx_packb_function(CpuCg *cg) {
+  GmState *st = gm_state(cg);
+  if (st->amx_packb_fn) return st->amx_packb_fn;
+  char name[512];
+  snprintf(name, sizeof name, "%s_gemm_bf16_amx_packb", gm_prefix(cg));
+  LLVMTypeRef ps[GB_COUNT];
+  for (int j = 0; j < GB_COUNT; j++)
+    ps[j] = cg->i64;
+  ps[GB_X] = ps[GB_DST] = cg->ptr;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
+  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
+  GmCfg c = st->cfg;
+  gm_mark(k->fn, &c);
+  /* the GEMM's parameters that the block packers read */
+  LLVMValueRef P[GP_COUNT];
+  for (int j = 0; j < GP_COUNT; j++)
+    P[j] = gi(k, 0);
+  P[GP_B] = LLVMGetParam(k->fn, GB_X);
+  P[GP_BRS] = LLVMGetParam(k->fn, GB_RS);
+  P[GP_BCS] = LLVMGetParam(k->fn, GB_CS);
+  P[GP_N] = LLVMGetParam(k->fn, GB_N);
+  P[GP_K] = LLVMGetParam(k->fn, GB_K);
+  LLVMValueRef dst = LLVMGetParam(k->fn, GB_DST);
+  LLVMValueRef kr = LLVMBuildAnd(k->B, gadd(k, P[GP_K], gi(k, 31)), gi(k, ~(int64_t)31), "");
+  CpuLoop ljc, lpc;
+  LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), P[GP_N], GA_NC);
+  LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, P[GP_N], jc));
+  LLVMValueRef ncr = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c.amx_kc);
+  LLVMValueRef kc = gmin(k, gi(k, c.amx_kc), gsub(k, kr, pc));
+  ga_pack_block(k, &c, P, ga_byte(k, dst, ga_block_off(k, kr, pc, jc, ncr)), pc, kc, jc, nc, ncr);
+  gm_close(k, &lpc);
+  gm_close(k, &ljc);
+  LLVMBuildRetVoid(k->B);
+  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  st->amx_packb_fn = k->fn;
+  return k->fn;
+}
+
+int64_t gm_amx_packed_bytes(int64_t N, int64_t K) {
+  return gm_roundup(N < 1 ? 1 : N, 32) * gm_roundup(K < 1 ? 1 : K, 32) * 2;
+}
+
 /* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
 static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
@@ -409,12 +473,14 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMVal
   LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c->amx_kc);
   LLVMValueRef kc = gmin(k, gi(k, c->amx_kc), gsub(k, kr, pc));
   LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
-  GIf bt;
-  gif_open(k, &bt, LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_BCS], gi(k, 1), ""), true);
-  ga_pack_b(k, P, bp, pc, kc, jc, nc, ncr, c->amx_pf);
-  gif_else(k, &bt);
-  ga_pack_bt(k, P, bp, pc, kc, jc, nc, ncr);
-  gif_close(k, &bt);
+  /* B packed by the caller ahead of the runs (gm_amx_packb_function's layout): the block in
+     place; else packed here */
+  LLVMValueRef pre = LLVMBuildIsNotNull(k->B, P[GP_BPRE], "");
+  GIf pk;
+  gif_open(k, &pk, LLVMBuildNot(k->B, pre, ""), false);
+  ga_pack_block(k, c, P, bp, pc, kc, jc, nc, ncr);
+  gif_close(k, &pk);
+  bp = LLVMBuildSelect(k->B, pre, ga_byte(k, P[GP_BPRE], ga_block_off(k, kr, pc, jc, ncr)), bp, "");
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
   LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));

@@ -92,6 +92,7 @@ typedef struct GmState {
   LLVMValueRef rows_fn[GE_COUNT];  /* the row interleave of both packings (gm_rows_t_function) */
   LLVMValueRef wino_fn[GW_COUNT];  /* Winograd's transforms (gm_wino_function) */
   LLVMValueRef amx_fn;             /* the bf16 GEMM function on AMX tiles (gm_amx_function) */
+  LLVMValueRef amx_packb_fn;       /* its B packed whole ahead (gm_amx_packb_function) */
 } GmState;
 
 /* The level defaults: AVX-512, AVX and AVX2, others (cpu_gemm_isa compares with the first two). */
@@ -249,10 +250,15 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
 /* ------------------------------------------------------------------ amx.c */
 
 /* The bf16 GEMM function on AMX tiles (gm_function's type and semantics for dots: GP_CONV,
- * GP_BKEEP, GP_BPRE and GP_APRE unused), made once; the bytes of packing scratch it uses for
- * calls of at most M x N x K. */
+ * GP_BKEEP and GP_APRE unused, GP_BPRE in gm_amx_packb_function's layout), made once; the bytes of
+ * packing scratch it uses for calls of at most M x N x K. */
 LLVMValueRef gm_amx_function(CpuCg *cg);
 int64_t gm_amx_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K);
+/* B (N columns from GB_X, depth K) packed whole into GB_DST in the layout the AMX function
+ * reads a GP_BPRE in (gm_packx_function's parameters; GB_KB0 and GB_KB1 unused), and its
+ * bytes. */
+LLVMValueRef gm_amx_packb_function(CpuCg *cg);
+int64_t gm_amx_packed_bytes(int64_t N, int64_t K);
 
 /* ------------------------------------------------------------------ micro_fma.c (a family each) */
 
@@ -457,7 +463,7 @@ const float *gm_view_const(const GmCfg *c, const GmView *v);
 LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk,
                                int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
-int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb);
+int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool amx);
 LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off);
 LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
                           LLVMValueRef other);

@@ -249,8 +249,11 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
       args[GP_APRE] =
           LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
   }
+  /* (AMX's layout: the item's block at n0 times K rounded to 32 of bf16, half as many floats) */
   if (r->pkd)
-    args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, p->K)), args[GP_BPRE]);
+    args[GP_BPRE] =
+        gm_or_packed(k, r->pkd, r->pk_off,
+                     gmul(k, n0, gi(k, pl->amx ? gm_roundup(p->K, 32) / 2 : p->K)), args[GP_BPRE]);
   LLVMBuildCall2(B, gm_fn_type(cg), pl->amx ? gm_amx_function(cg) : gm_function(cg, p->et), args,
                  GP_COUNT, "");
 }
@@ -321,7 +324,7 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   if (pl->need > cg->extra_temp) cg->extra_temp = pl->need;
   /* B an entry parameter: the caller may pass it packed ahead of the runs (NAME_pack,
      NAME_run_packed); when it does, nothing packs B (the packing kernel does nothing) */
-  r.pk_off = pl->pack_ahead ? gm_pack_job(cg, &pl->p, pl->lnblk, pl->lnnb) : -1;
+  r.pk_off = pl->pack_ahead ? gm_pack_job(cg, &pl->p, pl->lnblk, pl->lnnb, pl->amx) : -1;
   if (pl->pre && !gm_prepack(cg, in, pl, r.bconst, r.pk_off)) return -1;
   gm_run_begin(cg, in, pl, &r);
   gm_run_items(cg, in, hero, pl, &r);

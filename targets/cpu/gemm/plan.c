@@ -186,7 +186,7 @@ static void gm_plan_blocked(GmPlan *pl) {
   /* B an entry parameter: the caller may pass it packed ahead of the runs, in the layout of a
      B packed beforehand for the items' column blocks; not where the serial run merges the
      column blocks into one call, which reads B as one block */
-  pl->pack_ahead = !pl->bconst && !pl->merge && pl->nb == 1 && !pl->amx;
+  pl->pack_ahead = !pl->bconst && !pl->merge && pl->nb == 1;
   /* an output fusion with B resident: the rows in slices of 2 * MC, each finished (GEMM, then
      the epilogue) while its C block is in cache, B packed by the first slice only */
   pl->slices = (pl->fusion && ((p->conv && pl->resident) || pl->red)) || gm_cbuf(p);
@@ -202,11 +202,12 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
   if (pl->red && hlo_shape_elems(&pl->red->shape) > GM_RED_KEEP) return false;
   if (!gm_plan_problem(cg, hero, pl)) return false;
   pl->c = gm_cfg(cg);
-  /* bf16 on AMX tiles: its function packs its own operands (nothing is packed ahead for it),
-     fast for A's rows read along their depth and for B's read along either dimension; a few
-     rows would leave the tiles mostly padding */
+  /* bf16 on AMX tiles: its function packs its own operands (B may be packed ahead, in its
+     layout; nothing is packed once for the chunks), fast for A's rows read along their depth
+     and for B's read along either dimension; a few rows would leave the tiles mostly
+     padding; column blocks of whole tiles (NR 32: a B packed ahead has its blocks there) */
   pl->amx = pl->c.amx && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 &&
-            (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16;
+            (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16 && pl->c.nr % 32 == 0;
   if (pl->amx) {
     /* items of up to 1024 columns (the f32 blocks' 256 would have each call read A again for
        a quarter of the work) and slices of 256 rows (2 * MC), so a 256-token prefill packs B

@@ -5,10 +5,12 @@
  * B packed beforehand, and replaces the constant; a B that is an entry parameter is registered
  * as a pack job (CpuCg.packs), which NAME_pack packs into the caller's buffer once, and the
  * kernels read it there when the run is given it (CPU_SLOT_PACKED), packing it themselves
- * otherwise. Winograd's taps go the same two ways, transformed. A B of bf16 or f16 is packed
- * ahead the same way, widened to the f32 panels the GEMM reads (twice its own size: a
- * weight read packed costs that memory, and its bandwidth, for the packing it saves; a frozen
- * 16-bit constant is packed by the GEMM at run time, gm_view_const being f32 only). */
+ * otherwise. Winograd's taps go the same two ways, transformed. A bf16 B of a product on AMX
+ * tiles is packed ahead into the tiles the AMX function reads (gm_amx_packb_function). Another
+ * B of bf16 or f16 is packed ahead the same way, widened to the f32 panels the GEMM reads (twice
+ * its own size: a weight read packed costs that memory, and its bandwidth, for the packing it
+ * saves; a frozen 16-bit constant is packed by the GEMM at run time, gm_view_const being f32 only).
+ */
 #include "gemm_impl.h"
 
 /* The K x N matrix B (element (k, n) at src[k * rs + n * cs]) in the layout of a B packed
@@ -80,11 +82,11 @@ int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   return (int)mb->param;
 }
 
-int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
+int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool amx) {
   int param = gm_pack_param(cg, p);
   if (param < 0) return -1;
   const GmView *v = &p->b;
-  int kind = p->wino ? 1 : 0;
+  int kind = p->wino ? 1 : amx ? 2 : 0;
   int64_t K = p->wino ? p->geo[GC_CI] : p->K, NR = gm_cfg(cg).nr;
   int64_t wk[4] = {0};
   if (p->wino) memcpy(wk, p->wk, sizeof wk);
@@ -102,8 +104,10 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb) {
     cg->packs = np;
     cg->pack_cap = nc;
   }
-  int64_t floats =
-      kind ? 16 * K * gm_roundup(p->N, NR) : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
+  int64_t floats = kind == 1 ? 16 * K * gm_roundup(p->N, NR)
+                   : kind == 2
+                       ? gm_amx_packed_bytes(nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, K) / 4
+                       : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
   *j = (CpuPackJob){kind,
                     param,
@@ -182,7 +186,10 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       continue;
     }
     int64_t ks = gm_kstep(&c, j->K), nkb = (j->K + ks - 1) / ks;
-    LLVMValueRef pf = gm_packx_function(cg, (GmElt)j->et, true);
+    LLVMValueRef pf =
+        j->kind == 2 ? gm_amx_packb_function(cg) : gm_packx_function(cg, (GmElt)j->et, true);
+    /* (an item's block at x0 times K's floats, or for AMX x0 times K rounded to 32 of bf16) */
+    int64_t per_col = j->kind == 2 ? gm_roundup(j->K, 32) * 2 : j->K * 4;
     for (int64_t xi = 0; xi < j->nnb; xi++) {
       int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
       LLVMValueRef a[GB_COUNT];
@@ -192,7 +199,7 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       a[GB_N] = gi(k, x1 - x0);
       a[GB_K] = gi(k, j->K);
       a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed,
-                                        (LLVMValueRef[]){gi(k, j->dst + x0 * j->K * 4)}, 1, "");
+                                        (LLVMValueRef[]){gi(k, j->dst + x0 * per_col)}, 1, "");
       a[GB_KB0] = gi(k, 0);
       a[GB_KB1] = gi(k, nkb);
       LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");

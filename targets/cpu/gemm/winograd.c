@@ -406,7 +406,7 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
 
   /* taps that are an entry parameter: the caller may pass them transformed ahead of the runs
      (NAME_pack); then the taps' kernel does nothing and the products read them there */
-  int64_t pk_off = uconst ? -1 : gm_pack_job(cg, p, 0, 0);
+  int64_t pk_off = uconst ? -1 : gm_pack_job(cg, p, 0, 0, false);
   if (!uconst) {
     int64_t uch = CI < 16 ? CI : 16;
     CpuKern *kt = cpu_kern_begin(cg, in);
