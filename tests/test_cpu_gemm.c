@@ -1427,6 +1427,18 @@ Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
   t = tg_lowp_text("f16", "f32", 0, 64, 128, 64, false, false, false);
   cr_expect(!tg_amx(t, "sapphirerapids", ""), "sapphirerapids, f16: AMX GEMM");
   free(t);
+  /* its weights may be packed ahead, into the tiles (NAME_pack calls the AMX packing) */
+  t = tg_lowp_text("bf16", "f32", 0, 64, 128, 64, false, false, false);
+  char *ir = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                      .name = "model",
+                                      .opt_level = 0,
+                                      .emit = CPU_EMIT_LLVM,
+                                      .cpu = "sapphirerapids",
+                                      .features = ""});
+  cr_expect(strstr(ir, " @model_pack(") && strstr(ir, "call void @model_gemm_bf16_amx_packb("),
+            "sapphirerapids: model_pack does not pack B into tiles");
+  free(ir);
+  free(t);
 }
 
 /* Few rows (decode): M = 1 and 3 with B [K, N] (the streaming form, B's rows read once, K in
