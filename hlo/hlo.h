@@ -199,6 +199,10 @@ void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
 bool hlo_literal_bits_as(Literal *l, DType want);
 /* Largest |element| of an array literal (0 for an empty one; NaNs ignored). */
 double hlo_literal_max_abs(const Literal *l);
+/* The corpus's bar for bf16 and f16 results: within this fraction of the reference's largest
+ * magnitude (one bf16 rounding of a large value is about that); hloc-run, the tests and the
+ * GPU driver use it as their absolute tolerance for 16-bit results. */
+#define HLO_LOWP_TOL 3e-2
 /* Scalar conversions for 16-bit floats. */
 float hlo_f16_to_f32(uint16_t h);
 uint16_t hlo_f32_to_f16(float f);

@@ -963,7 +963,7 @@ static bool run_fixture(const char *dir, const char *name, const char *mod_file,
     HCompare c;
     double at = atol, rt = rtol;
     if (want && hlo_literal_bits_as(want, got->shape.dt) && got->shape.dt == DT_BF16) {
-      at = 3e-2 * hlo_literal_max_abs(want); /* the corpus's bar for bf16 results */
+      at = HLO_LOWP_TOL * hlo_literal_max_abs(want);
       rt = 0;
     }
     if (!want || !hlo_literal_compare(got, want, rt, at, &c, &e)) {

@@ -31,7 +31,7 @@ static void flatten(Literal *l, Literal **out, int *n, int cap) {
 
 int main(int argc, char **argv) {
   const char *file = NULL, *outdir = NULL;
-  double rtol = 1e-4, atol = 1e-5, max_tol = 3e-2;
+  double rtol = 1e-4, atol = 1e-5, max_tol = HLO_LOWP_TOL;
   int nin = 0, nexp = 0;
   const char **ins = calloc((size_t)argc, sizeof *ins);
   const char **exps = calloc((size_t)argc, sizeof *exps);

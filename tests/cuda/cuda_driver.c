@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
     Literal *want = hlo_npy_read(a, p, &err);
     double rt = rtol, at = rtol / 10;
     if (want && hlo_literal_bits_as(want, sh.dt) && (sh.dt == DT_BF16 || sh.dt == DT_F16))
-      rt = 0, at = 3e-2 * hlo_literal_max_abs(want); /* the corpus's bar for 16-bit results */
+      rt = 0, at = HLO_LOWP_TOL * hlo_literal_max_abs(want);
     HCompare c;
     if (!want || !hlo_literal_compare(got, want, rt, at, &c, &err)) {
       printf("FAIL %s result %d: %s\n", dir, k, err.msg);
