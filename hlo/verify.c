@@ -1736,14 +1736,12 @@ bool hlo_verify(HModule *m, HErr *err) {
   }
   HArena *s = hlo_arena_new();
   bool ok = false;
-  size_t total = 0;
   for (int i = 0; i < m->ncomps; i++) {
     if (!m->comps[i]) {
       hlo_err(err, m->file, NULL, NULL, "computation %d is missing", i);
       goto done;
     }
     m->comps[i]->idx = i;
-    total += (size_t)(m->comps[i]->ninstrs > 0 ? m->comps[i]->ninstrs : 0);
   }
   if (m->entry->idx < 0 || m->entry->idx >= m->ncomps || m->comps[m->entry->idx] != m->entry) {
     hlo_err(err, m->file, m->entry->name, NULL, "entry computation is not in the module");
@@ -1751,7 +1749,7 @@ bool hlo_verify(HModule *m, HErr *err) {
   }
 
   /* phase 1: structure */
-  NameSet comp_names = nameset_new(s, (size_t)m->ncomps), names = nameset_new(s, total);
+  NameSet comp_names = nameset_new(s, (size_t)m->ncomps);
   for (int i = 0; i < m->ncomps; i++) {
     HComp *c = m->comps[i];
     if (!c->name || !*c->name) {
@@ -1766,6 +1764,9 @@ bool hlo_verify(HModule *m, HErr *err) {
       bad_comp(err, c, "computation name is not unique");
       goto done;
     }
+    /* (instruction names are scoped by their computation, as in XLA's text: its own test
+       modules reuse names such as a reducer's parameters across computations) */
+    NameSet names = nameset_new(s, (size_t)(c->ninstrs > 0 ? c->ninstrs : 0));
     if (!verify_structure(s, m, c, &names, err)) goto done;
   }
 

@@ -643,6 +643,18 @@ Test(verify, duplicate_names) {
   MOD_FAILS(m, "computation 'main'", "computation name is not unique");
 }
 
+/* Instruction names are scoped by their computation (XLA's text parser scopes them so, and its
+ * own test modules reuse a reducer's parameter names): the same names in two computations
+ * verify, the same name twice in one does not (above). */
+Test(verify, names_scoped_by_computation) {
+  verifies("HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+           "  ROOT s = f32[] add(a, b)\n}\nmax {\n  a = f32[] parameter(0)\n"
+           "  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}\n"
+           "ENTRY e {\n  a = f32[8] parameter(0)\n  z = f32[] constant(0)\n"
+           "  r = f32[] reduce(a, z), dimensions={0}, to_apply=add\n"
+           "  ROOT s = f32[] reduce(a, z), dimensions={0}, to_apply=max\n}\n");
+}
+
 Test(verify, arity) {
   HComp *c;
   HInstr *p0, *p1, *sum;
