@@ -444,6 +444,25 @@ int64_t gm_amx_packed_bytes(int64_t N, int64_t K) {
   return gm_roundup(N < 1 ? 1 : N, 32) * gm_roundup(K < 1 ? 1 : K, 32) * 2;
 }
 
+/* The A tiles of row panel ir (of the row block at ic) at depth pc: packed (tiles (ir / 16,
+ * pc / 32 ..) and the next row of tiles, kqa tile depths a row) or, where direct, in A itself. */
+static GaA ga_a_panel(CpuKern *k, const LLVMValueRef *P, LLVMValueRef direct, LLVMValueRef ap,
+                      LLVMValueRef kqa, LLVMValueRef ic, LLVMValueRef ir, LLVMValueRef pc) {
+  LLVMValueRef a0 = ga_byte(k, ap,
+                            gmul(k,
+                                 gadd(k, gmul(k, LLVMBuildSDiv(k->B, ir, gi(k, 16), ""), kqa),
+                                      LLVMBuildSDiv(k->B, pc, gi(k, 32), "")),
+                                 gi(k, GA_TB)));
+  LLVMValueRef a1 = ga_byte(k, a0, gmul(k, kqa, gi(k, GA_TB)));
+  LLVMValueRef ars2 = gmul(k, P[GP_ARS], gi(k, 2));
+  LLVMValueRef ad =
+      ga_byte(k, P[GP_A], gmul(k, gadd(k, gmul(k, gadd(k, ic, ir), P[GP_ARS]), pc), gi(k, 2)));
+  return (GaA){LLVMBuildSelect(k->B, direct, ad, a0, ""),
+               LLVMBuildSelect(k->B, direct, ga_byte(k, ad, gmul(k, ars2, gi(k, 16))), a1, ""),
+               LLVMBuildSelect(k->B, direct, gi(k, 64), gi(k, GA_TB), ""),
+               LLVMBuildSelect(k->B, direct, ars2, gi(k, 64), "")};
+}
+
 /* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
 static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
@@ -484,20 +503,7 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMVal
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef ir = gloop(k, &lir, gi(k, 0), mcr, 32);
   LLVMValueRef mrv = gmin(k, gi(k, 32), gsub(k, mc, ir));
-  /* A's panel: tiles (ir / 16, pc / 32 ..) and the next row of tiles */
-  LLVMValueRef a0 = ga_byte(k, ap,
-                            gmul(k,
-                                 gadd(k, gmul(k, LLVMBuildSDiv(k->B, ir, gi(k, 16), ""), kqa),
-                                      LLVMBuildSDiv(k->B, pc, gi(k, 32), "")),
-                                 gi(k, GA_TB)));
-  LLVMValueRef a1 = ga_byte(k, a0, gmul(k, kqa, gi(k, GA_TB)));
-  LLVMValueRef ars2 = gmul(k, P[GP_ARS], gi(k, 2));
-  LLVMValueRef ad =
-      ga_byte(k, P[GP_A], gmul(k, gadd(k, gmul(k, gadd(k, ic, ir), P[GP_ARS]), pc), gi(k, 2)));
-  GaA at = {LLVMBuildSelect(k->B, direct, ad, a0, ""),
-            LLVMBuildSelect(k->B, direct, ga_byte(k, ad, gmul(k, ars2, gi(k, 16))), a1, ""),
-            LLVMBuildSelect(k->B, direct, gi(k, 64), gi(k, GA_TB), ""),
-            LLVMBuildSelect(k->B, direct, ars2, gi(k, 64), "")};
+  GaA at = ga_a_panel(k, P, direct, ap, kqa, ic, ir, pc);
   LLVMValueRef jr = gloop(k, &ljr, gi(k, 0), ncr, 32);
   LLVMValueRef nrv = gmin(k, gi(k, 32), gsub(k, nc, jr));
   LLVMValueRef b0 =
