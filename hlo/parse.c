@@ -1617,11 +1617,45 @@ static bool resolve_calls(Parser *p) {
   return true;
 }
 
+/* The computations to the end of the text; the entry; calls resolved. */
+static bool parse_comps(Parser *p) {
+  HModule *m = p->m;
+  while (peek(p) >= 0) {
+    size_t save = p->pos;
+    Ref r;
+    if (!name(p, &r, "computation")) return false;
+    if (ref_is(r, "ENTRY")) {
+      if (!parse_comp(p, true)) return false;
+      continue;
+    }
+    if (is_section_name(r)) {
+      int c = peek(p);
+      if (c != '{' && c != '(') {
+        if (!skip_section(p)) return false;
+        continue;
+      }
+    }
+    p->pos = save;
+    if (!parse_comp(p, false)) return false;
+  }
+  if (m->ncomps == 0) return perr(p, p->pos, "module has no computations");
+  m->entry = p->entry ? p->entry : m->comps[m->ncomps - 1];
+  if (!resolve_calls(p)) return false;
+  hlo_module_renumber(m);
+  return true;
+}
+
+/* The module: its header ("HloModule NAME" and attributes) unless it starts with a computation
+ * (XLA's parser takes a module without one: named "module", the entry the ENTRY computation or
+ * else the last), then the computations. */
 static bool parse_module(Parser *p) {
   Ref kw;
-  if (!name(p, &kw, "'HloModule'")) return false;
-  if (!ref_is(kw, "HloModule"))
-    return perr(p, kw.pos, "expected 'HloModule' at the start of the module");
+  size_t start = p->pos;
+  if (!name(p, &kw, "'HloModule' or a computation")) return false;
+  if (!ref_is(kw, "HloModule")) {
+    p->pos = start;
+    return parse_comps(p);
+  }
   Ref mn;
   if (!name(p, &mn, "module name")) return false;
   HModule *m = p->m;
@@ -1652,33 +1686,8 @@ static bool parse_module(Parser *p) {
     m->raw = hlo_arena_memdup(m->arena, raw.a, sizeof(HAttr) * (size_t)raw.n);
   }
   free(raw.a);
-  if (!ok) return false;
-
-  while (peek(p) >= 0) {
-    size_t save = p->pos;
-    Ref r;
-    if (!name(p, &r, "computation")) return false;
-    if (ref_is(r, "ENTRY")) {
-      if (!parse_comp(p, true)) return false;
-      continue;
-    }
-    if (is_section_name(r)) {
-      int c = peek(p);
-      if (c != '{' && c != '(') {
-        if (!skip_section(p)) return false;
-        continue;
-      }
-    }
-    p->pos = save;
-    if (!parse_comp(p, false)) return false;
-  }
-  if (m->ncomps == 0) return perr(p, p->pos, "module has no computations");
-  m->entry = p->entry ? p->entry : m->comps[m->ncomps - 1];
-  if (!resolve_calls(p)) return false;
-  hlo_module_renumber(m);
-  return true;
+  return ok && parse_comps(p);
 }
-
 HModule *hlo_parse_text(const char *text, size_t len, const char *file, HErr *err) {
   HErr local = {0};
   Parser p;

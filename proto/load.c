@@ -1,15 +1,18 @@
 /* proto/load.c: open a module file in either of XLA's two forms.
  *
- * HLO text always begins with the keyword "HloModule" and a blank once leading whitespace
- * and comments (slash-star blocks and double-slash lines) are skipped. A serialized module
+ * HLO text begins with the keyword "HloModule" and a blank once leading whitespace and
+ * comments (slash-star blocks and double-slash lines) are skipped, or, without that header
+ * (XLA's parser takes such modules: its test files have them), with ENTRY or a computation's
+ * name followed by its signature or body. A serialized module
  * practically never does: its first byte is a field tag, and although the name field's tag
  * (0x0a) and some length bytes are whitespace, that would still need a module whose name
- * is "HloModule" followed by a blank. A leading '/' is wire type 7, which no protobuf can
- * start with, so an unterminated comment is text (the parser reports it). So: text goes to
- * hlo_parse_text, everything else, including an empty file, to proto_read_module, which
- * reports malformed bytes itself. */
+ * is "HloModule" followed by a blank, or an identifier's bytes followed by '{' or '('. A leading
+ * '/' is wire type 7, which no protobuf can start with, so an unterminated comment is text (the
+ * parser reports it). So: text goes to hlo_parse_text, everything else, including an empty file, to
+ * proto_read_module, which reports malformed bytes itself. */
 #include "proto.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +35,18 @@ static bool looks_like_text(const char *p, size_t n) {
       break;
     }
   }
-  return (size_t)(end - p) >= 10 && !memcmp(p, "HloModule", 9) &&
-         (p[9] == ' ' || p[9] == '\t' || p[9] == '\n' || p[9] == '\r');
+  if ((size_t)(end - p) >= 10 && !memcmp(p, "HloModule", 9) &&
+      (p[9] == ' ' || p[9] == '\t' || p[9] == '\n' || p[9] == '\r'))
+    return true;
+  /* a module without its header (XLA's parser takes one, and its test files use them): a
+     computation's name, then its signature or body */
+  const char *q = p;
+  while (q < end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.' || *q == '-'))
+    q++;
+  if (q == p || !(isalpha((unsigned char)*p) || *p == '_')) return false;
+  while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+    q++;
+  return q < end && (*q == '{' || *q == '(' || (q - p >= 5 && !memcmp(p, "ENTRY", 5)));
 }
 
 HModule *proto_load_file(const char *path, HErr *err) {

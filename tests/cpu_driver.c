@@ -103,11 +103,11 @@ static int npy_read(const char *path, Npy *a) {
 
 /* numpy descr of an HLO dtype */
 static const char *npy_descr(const char *dt) {
-  static const char *map[][2] = {{"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"}, {"s64", "<i8"},
-                                 {"u32", "<u4"}, {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"},
-                                 {"f16", "<f2"}, {"s16", "<i2"}, {"u16", "<u2"}, {"u64", "<u8"},
-                                 {"bf16", "<u2"}}; /* (NumPy has no bf16: its bits, as XLA's outputs
-                                                      hold them) */
+  static const char *map[][2] = {
+      {"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"},  {"s64", "<i8"},      {"u32", "<u4"},
+      {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"}, {"f16", "<f2"},      {"s16", "<i2"},
+      {"u16", "<u2"}, {"u64", "<u8"}, {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"}};
+  /* (NumPy has no bf16 or fp8: their bits, as XLA's outputs hold them) */
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(map[i][0], dt) == 0) return map[i][1];
   return "?";
@@ -126,8 +126,18 @@ static double half_bits(uint16_t h, int bf) {
   return h & 0x8000 ? -v : v;
 }
 
+/* An fp8's bits as a double: f8e5m2 is the upper byte of an f16; f8e4m3fn has 4 exponent bits
+ * (bias 7), no infinities, NaN at all bits of exponent and mantissa set. */
+static double fp8_bits(uint8_t b, int e5) {
+  if (e5) return half_bits((uint16_t)(b << 8), 0);
+  int e = (b >> 3) & 15, m = b & 7;
+  double v = e == 15 && m == 7 ? NAN : e == 0 ? ldexp(m, -9) : ldexp(m + 8, e - 10);
+  return b & 0x80 ? -v : v;
+}
+
 static double elem(const char *dt, const void *p, size_t i) {
   if (!strcmp(dt, "f32")) return ((const float *)p)[i];
+  if (!strncmp(dt, "f8e", 3)) return fp8_bits(((const uint8_t *)p)[i], !strcmp(dt, "f8e5m2"));
   if (!strcmp(dt, "bf16") || !strcmp(dt, "f16"))
     return half_bits(((const uint16_t *)p)[i], dt[0] == 'b');
   if (!strcmp(dt, "f64")) return ((const double *)p)[i];
@@ -230,11 +240,12 @@ int main(int argc, char **argv) {
       return 2;
     }
     const char *dt = model_result_info[k].dtype;
-    size_t n = w.bytes / (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8")
-                              ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8
-                                 : strstr(dt, "16")                       ? 2
-                                                                          : 4)
-                              : 1);
+    size_t n = w.bytes /
+               (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8") && strncmp(dt, "f8e", 3)
+                    ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8
+                       : strstr(dt, "16")                       ? 2
+                                                                : 4)
+                    : 1);
     double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0,
            ww = n ? elem(dt, w.data, 0) : 0;
     size_t wi = 0;

@@ -643,6 +643,26 @@ Test(proto, empty_file_and_text_detection) {
   cr_expect_str_eq(m->name, "tiny");
   cr_expect_eq(m->entry->root->op, OP_NEGATE);
   hlo_module_free(m);
+  /* and without its header (as XLA's test files are): the ENTRY computation, else the last */
+  const char *bare[] = {
+      "// RUN: x\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\n\nfused (p: f32[4]) -> f32[] {\n"
+      "  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add\n}\n",
+      "ENTRY main {\n  p = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p)\n}\n"
+      "other {\n  q = f32[] parameter(0)\n  ROOT c = f32[] copy(q)\n}\n"};
+  const int root_op[] = {OP_REDUCE, OP_NEGATE};
+  for (int i = 0; i < 2; i++) {
+    f = fopen(path, "w");
+    fputs(bare[i], f);
+    fclose(f);
+    memset(&err, 0, sizeof err);
+    m = proto_load_file(path, &err);
+    cr_assert(m, "headerless %d: %s", i, err.msg);
+    cr_expect_str_eq(m->name, "module");
+    cr_expect_eq(m->entry->root->op, root_op[i], "headerless %d: the wrong entry", i);
+    hlo_module_free(m);
+  }
   memset(&err, 0, sizeof err);
   cr_expect_null(proto_load_file("/nonexistent/x.pb", &err));
   cr_expect(strstr(err.msg, "/nonexistent/x.pb"), "%s", err.msg);

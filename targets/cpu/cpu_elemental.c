@@ -1137,7 +1137,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       for (int j = nr - 1; j >= 0; j--)
         cpu_loop_close(k, &loops[j]);
       r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
-      if (t != in->shape.dt) /* an fp8 dot's f32 sum */
+      if (t != in->shape.dt) /* a 16-bit or fp8 product's f32 sum, rounded once */
         r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : cpu_convert(k, r, t, in->shape.dt);
       break;
     }
@@ -1559,7 +1559,7 @@ DType cpu_dot_acc_type(const HInstr *in) {
   bool fp8 = hlo_dtype_is_fp8(t);
   for (int j = 0; j < in->nops && j < 2; j++)
     fp8 |= hlo_dtype_is_fp8(in->ops[j]->shape.dt);
-  return fp8 && t != DT_F64 ? DT_F32 : t;
+  return (fp8 || t == DT_BF16 || t == DT_F16) && t != DT_F64 ? DT_F32 : t;
 }
 
 int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {

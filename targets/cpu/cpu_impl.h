@@ -401,8 +401,9 @@ LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
  * -> fp8 bits rounded as hlo_f32_to_f8e4m3fn / _f8e5m2 do (integer IR, branch-free). */
 LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits);
 LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x);
-/* The type a dot or convolution accumulates in: f32 when an operand or the result is fp8
- * (and the result is not f64), else the result type. */
+/* The type a dot or convolution accumulates in: f32 when an operand or the result is fp8 or
+ * the result is bf16 or f16 (sums in f32, rounded once: docs/numerics.md), else the result
+ * type. */
 DType cpu_dot_acc_type(const HInstr *in);
 /* An f32 value (scalar or vector) rounded to bf16 to nearest even, NaNs made quiet, in integer
  * operations (hlo_f32_to_bf16's): LLVM lowers fptrunc to bfloat to a library call per element

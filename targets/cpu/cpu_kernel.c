@@ -879,8 +879,7 @@ static const HInstr *kn_output_hero(const HInstr *in) {
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
   const HInstr *hero = cpu_fusion_hero(in);
   if (!hero || hero->shape.dt != in->shape.dt || hero->shape.dt == DT_PRED ||
-      cpu_dot_acc_type(hero) != hero->shape.dt || !hlo_shape_same_dims(&hero->shape, &in->shape) ||
-      !kn_elem_path(in->calls[0], hero))
+      !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(in->calls[0], hero))
     return NULL;
   return hero;
 }
@@ -1437,10 +1436,8 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (!computes) return true;
   if (hlo_shape_elems(&in->shape) == 0 && in->shape.dt != DT_TUPLE) return true;
   const HInstr *hero = NULL;
-  /* (a dot accumulating in a wider type than its result, fp8 -> bf16 say, is elemental: the
-     accumulating kernel adds into the result's own storage) */
   if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 &&
-      in->shape.dt != DT_PRED && cpu_dot_acc_type(in) == in->shape.dt)
+      in->shape.dt != DT_PRED)
     hero = in;
   else
     hero = kn_output_hero(in);
@@ -1450,7 +1447,10 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     if (cg->products[CPU_PROD_LOOPS] < 4)
       cg->loop_products[cg->products[CPU_PROD_LOOPS]] = hero->name;
     cg->products[CPU_PROD_LOOPS]++;
-    return kn_accum_kernel(cg, in, hero);
+    /* (a product accumulating in a wider type than its result, bf16 or fp8 say, is elemental,
+       its sum kept in f32 and rounded once: the accumulating kernel adds into the result's
+       own storage) */
+    if (cpu_dot_acc_type(hero) == hero->shape.dt) return kn_accum_kernel(cg, in, hero);
   }
   /* a product whose epilogue a reduction reduces (else the reduction's generic kernels) */
   if ((hero = cpu_gemm_reduce_hero(in))) {
