@@ -67,6 +67,11 @@ static LLVMValueRef ga_sle(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildICmp(k->B, LLVMIntSLE, a, b, "");
 }
 
+/* v rounded up to whole tiles' 32 rows, columns or depths. */
+static LLVMValueRef ga_round32(CpuKern *k, LLVMValueRef v) {
+  return LLVMBuildAnd(k->B, gadd(k, v, gi(k, 31)), gi(k, ~(int64_t)31), "");
+}
+
 /* The tile configuration (palette 1; tiles 0-7 of 16 rows of 64 bytes), loaded. */
 static void ga_config(CpuKern *k) {
   CpuCg *cg = k->cg;
@@ -424,11 +429,11 @@ LLVMValueRef gm_amx_packb_function(CpuCg *cg) {
   P[GP_N] = LLVMGetParam(k->fn, GB_N);
   P[GP_K] = LLVMGetParam(k->fn, GB_K);
   LLVMValueRef dst = LLVMGetParam(k->fn, GB_DST);
-  LLVMValueRef kr = LLVMBuildAnd(k->B, gadd(k, P[GP_K], gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef kr = ga_round32(k, P[GP_K]);
   CpuLoop ljc, lpc;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), P[GP_N], GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, P[GP_N], jc));
-  LLVMValueRef ncr = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef ncr = ga_round32(k, nc);
   LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c.amx_kc);
   LLVMValueRef kc = gmin(k, gi(k, c.amx_kc), gsub(k, kr, pc));
   ga_pack_block(k, &c, P, ga_byte(k, dst, ga_block_off(k, kr, pc, jc, ncr)), pc, kc, jc, nc, ncr);
@@ -466,13 +471,13 @@ static GaA ga_a_panel(CpuKern *k, const LLVMValueRef *P, LLVMValueRef direct, LL
 /* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
 static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef edge) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
-  LLVMValueRef kr = LLVMBuildAnd(k->B, gadd(k, P[GP_K], gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef kr = ga_round32(k, P[GP_K]);
   LLVMValueRef kqa = LLVMBuildSDiv(k->B, kr, gi(k, 32), "");
   ga_config(k);
   CpuLoop lic, ljc, lpc, lir, ljr;
   LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, GA_MC);
   LLVMValueRef mc = gmin(k, gi(k, GA_MC), gsub(k, M, ic));
-  LLVMValueRef mcr = LLVMBuildAnd(k->B, gadd(k, mc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef mcr = ga_round32(k, mc);
   LLVMValueRef ap = P[GP_PACK];
   /* A read in place by the tile loads where its rows are contiguous and whole tiles (K and
      M multiples of 32: no load past a row or past the last), else packed */
@@ -488,7 +493,7 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMVal
   LLVMValueRef bp = ga_byte(k, ap, gmul(k, gmul(k, mcr, kr), gi(k, 2)));
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, N, jc));
-  LLVMValueRef ncr = LLVMBuildAnd(k->B, gadd(k, nc, gi(k, 31)), gi(k, ~(int64_t)31), "");
+  LLVMValueRef ncr = ga_round32(k, nc);
   LLVMValueRef pc = gloop(k, &lpc, gi(k, 0), kr, c->amx_kc);
   LLVMValueRef kc = gmin(k, gi(k, c->amx_kc), gsub(k, kr, pc));
   LLVMValueRef kqb = LLVMBuildSDiv(k->B, kc, gi(k, 32), "");
