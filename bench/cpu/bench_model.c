@@ -72,6 +72,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 #ifndef BENCH_NAME
 #define BENCH_NAME m
 #define BENCH_UNAME M
@@ -341,17 +343,6 @@ static double result_asum(void *const results[], long long *nonfinite) {
 }
 
 /* ------------------------------------------------------------------ timing */
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static void *alloc64(size_t n) {
   void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);

@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 typedef struct Work {
   double flops;    /* dot + convolution floating-point operations */
   int dots;        /* dot instructions reached */
@@ -76,12 +78,6 @@ static void ref_flatten(Literal *l, Literal **out, int *n, int cap) {
   } else if (*n < cap) {
     out[(*n)++] = l;
   }
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv) {

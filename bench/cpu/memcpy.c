@@ -14,23 +14,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 typedef struct Half {
   char *dst;             /* destination of this thread's part */
   const char *src;       /* its source */
   size_t n;              /* its bytes */
   pthread_barrier_t *go; /* start line shared by both threads */
 } Half;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static void *copy_half(void *arg) {
   Half *h = arg;

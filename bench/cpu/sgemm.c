@@ -15,20 +15,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 /* OpenBLAS extensions, declared here for cblas.h versions that lack them */
 void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 2048, runs = argc > 2 ? atoi(argv[2]) : 5;
