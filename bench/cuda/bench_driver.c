@@ -24,6 +24,7 @@
  * 16M floats (64 MiB each way) the same two ways and reports GB/s counting bytes read plus
  * written. Output: one line of key=value pairs. */
 #include "../cpu/bench_bf16.h"
+#include "../cpu/bench_time.h"
 #include "model.h"
 
 #include <cuda.h>
@@ -35,11 +36,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+/* (milliseconds) */
+static double now_ms(void) { return now_s() * 1e3; }
 
 #define CK(x)                                                                                      \
   do {                                                                                             \
@@ -52,13 +50,8 @@ static double now_ms(void) {
     }                                                                                              \
   } while (0)
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
