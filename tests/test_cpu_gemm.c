@@ -1435,9 +1435,46 @@ Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
                                       .emit = CPU_EMIT_LLVM,
                                       .cpu = "sapphirerapids",
                                       .features = ""});
-  cr_expect(strstr(ir, " @model_pack(") && strstr(ir, "call void @model_gemm_bf16_amx_packb("),
+  cr_expect(strstr(ir, " @model_pack(") && strstr(ir, "call void @model_gemm_bf16_pairs_packb("),
             "sapphirerapids: model_pack does not pack B into tiles");
   free(ir);
+  free(t);
+}
+
+/* Whether text compiled for cpu with features feat has the AVX512-BF16 GEMM (VDPBF16PS, no
+ * tiles). */
+static bool tg_dpbf16(const char *text, const char *cpu, const char *feat) {
+  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
+                                        .name = "model",
+                                        .opt_level = 2,
+                                        .emit = CPU_EMIT_ASM,
+                                        .cpu = cpu,
+                                        .features = feat});
+  bool has = strstr(t, "vdpbf16ps") && !strstr(t, "tdpbf16ps") && strstr(t, "model_gemm_bf16_dp:");
+  free(t);
+  return has;
+}
+
+/* bf16 dots compiled for a CPU with AVX512-BF16 and no AMX run on VDPBF16PS (gemm/dpbf16.c);
+ * not where AMX is there, nor on an AMX CPU told -amx-bf16 (its VDPBF16PS is slower than the
+ * widened FMAs), nor without the feature, nor for f16. Results are checked on the device
+ * machine's Xeon by tools/cpu_device_test.sh built with +avx512bf16 for x86-64-v4 (this
+ * machine has no AVX-512). */
+Test(cpu_gemm_lowp, bf16_on_avx512bf16, .timeout = 120) {
+  char *t = tg_lowp_text("bf16", "f32", 0, 64, 128, 64, false, false, false);
+  cr_expect(tg_dpbf16(t, "cooperlake", ""), "cooperlake: no AVX512-BF16 GEMM");
+  cr_expect(tg_dpbf16(t, "znver4", ""), "znver4: no AVX512-BF16 GEMM");
+  cr_expect(!tg_dpbf16(t, "sapphirerapids", "-amx-bf16"), "sapphirerapids -amx-bf16: slow path");
+  cr_expect(tg_dpbf16(t, "x86-64-v4", "+avx512bf16"), "x86-64-v4 +avx512bf16: none");
+  cr_expect(!tg_dpbf16(t, "sapphirerapids", ""), "sapphirerapids: AVX512-BF16, not AMX");
+  cr_expect(!tg_dpbf16(t, "cooperlake", "-avx512bf16"), "cooperlake -avx512bf16: AVX512-BF16");
+  cr_expect(!tg_dpbf16(t, "icelake-server", ""), "icelake-server: AVX512-BF16");
+  free(t);
+  t = tg_lowp_text("bf16", "bf16", 0, 64, 128, 64, false, true, true);
+  cr_expect(tg_dpbf16(t, "cooperlake", ""), "cooperlake, B transposed, fused: none");
+  free(t);
+  t = tg_lowp_text("f16", "f32", 0, 64, 128, 64, false, false, false);
+  cr_expect(!tg_dpbf16(t, "cooperlake", ""), "cooperlake, f16: AVX512-BF16 GEMM");
   free(t);
 }
 

@@ -11,14 +11,16 @@
 # interface included); tolerance: the fixtures' (1e-4, 1e-3 for the train step, 3e-2 for the
 # bf16 models), the cases' own rtol line.
 # Usage: tools/cpu_device_test.sh [BUILD_DIR]   (default build-test; HLOC_DEVICE_CPU,
-#        HLOC_DEVICE_FEATURES: the target, default sapphirerapids and -prefer-256-bit)
+#        HLOC_DEVICE_FEATURES: the target, default sapphirerapids and -prefer-256-bit, e.g.
+#        -prefer-256-bit,-amx-bf16 for its AVX512-BF16 path; HLOC_DEVICE_OUT: the folder,
+#        default device/cpu)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-test}
 CPU=${HLOC_DEVICE_CPU:-sapphirerapids}
 FEAT=${HLOC_DEVICE_FEATURES--prefer-256-bit}
 CORPUS=${HLOC_CORPUS:-$ROOT/../shared/corpus}/fixtures
-OUT=$ROOT/device/cpu
+OUT=${HLOC_DEVICE_OUT:-$ROOT/device/cpu}
 cmake --build "$BUILD" --target hloc hloc-bench-ref -j2 >/dev/null
 rm -rf "$OUT"
 mkdir -p "$OUT"

@@ -1,10 +1,12 @@
 /* bench/cpu/bf16_peak.c: the machine's bf16 multiply-add peak, the ceiling for bf16 models.
  *
- *   bench-bf16-peak [SECONDS]   (default 0.5 per measurement)
+ *   bench-bf16-peak [SECONDS] [--isa amx|avx512bf16|fma]   (default 0.5 per measurement)
  *
  * Where the CPU has AMX-BF16 (and Linux grants the tile state): TDPBF16PS on four independent
  * accumulator tiles from operand tiles that stay in registers, the instruction's throughput
- * bound; else, where it has AVX512-BF16: VDPBF16PS on 16 independent zmm accumulators. Run on
+ * bound; else, where it has AVX512-BF16: VDPBF16PS on 16 independent zmm accumulators. --isa
+ * picks one (fma: f32 VFMADD231PS on 16 zmm accumulators, AVX-512's f32 peak, the bar the
+ * bf16 paths are held to where there is no AMX). Run on
  * one thread, then on two at once, each pinned where the caller's affinity allows. Prints per
  * thread count one line of key=value fields: bf16_threads, isa (amx, avx512bf16 or none),
  * gflops (all threads together, 2 FLOPs a multiply-add), seconds. The instructions are in
@@ -76,8 +78,23 @@ __attribute__((target("avx512f"))) static void avx512bf16_loop(long n) {
                            "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 
+/* n rounds of 16 VFMADD231PS zmm0-15 += zmm16 x zmm17. */
+__attribute__((target("avx512f"))) static void fma_loop(long n) {
+  __asm__ volatile("vpxord %%zmm16,%%zmm16,%%zmm16\nvpxord %%zmm17,%%zmm17,%%zmm17" ::
+                       : "xmm16", "xmm17");
+  for (long i = 0; i < n; i++)
+    __asm__ volatile(".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+                     "vfmadd231ps %%zmm17,%%zmm16,%%zmm\\r\n"
+                     ".endr\n" ::
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
+enum { ISA_NONE, ISA_AMX, ISA_BF16, ISA_FMA };
+static const char *const isa_names[] = {"none", "amx", "avx512bf16", "fma"};
+
 typedef struct Job {
-  int amx;
+  int isa;
   long n;
   pthread_barrier_t *go;
 } Job;
@@ -85,24 +102,28 @@ typedef struct Job {
 static void *run_job(void *arg) {
   Job *j = arg;
   pthread_barrier_wait(j->go);
-  if (j->amx)
+  if (j->isa == ISA_AMX)
     amx_loop(j->n);
-  else
+  else if (j->isa == ISA_BF16)
     avx512bf16_loop(j->n);
+  else
+    fma_loop(j->n);
   return NULL;
 }
 
-/* FLOPs a round: AMX 16 x (16 x 16 x 32) multiply-adds, AVX512-BF16 16 x 32. */
-static double round_flops(int amx) { return amx ? 16.0 * 16 * 16 * 32 * 2 : 16.0 * 32 * 2; }
+/* FLOPs a round: AMX 16 x (16 x 16 x 32) multiply-adds, AVX512-BF16 16 x 32, FMA 16 x 16. */
+static double round_flops(int isa) {
+  return isa == ISA_AMX ? 16.0 * 16 * 16 * 32 * 2 : isa == ISA_BF16 ? 16.0 * 32 * 2 : 16.0 * 16 * 2;
+}
 
 /* Seconds for threads x n rounds at once. */
-static double timed(int amx, int threads, long n) {
+static double timed(int isa, int threads, long n) {
   pthread_t th[2];
   Job jobs[2];
   pthread_barrier_t go;
   pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
   for (int t = 0; t < threads; t++) {
-    jobs[t] = (Job){amx, n, &go};
+    jobs[t] = (Job){isa, n, &go};
     pthread_create(&th[t], NULL, run_job, &jobs[t]);
   }
   pthread_barrier_wait(&go);
@@ -114,31 +135,47 @@ static double timed(int amx, int threads, long n) {
   return s;
 }
 
+static int has_fma512(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  return b >> 16 & 1;
+}
+
 int main(int argc, char **argv) {
-  double budget = argc > 1 ? atof(argv[1]) : 0.5;
-  if (budget <= 0 || budget > 60) {
-    fprintf(stderr, "usage: bench-bf16-peak [SECONDS in (0, 60]]\n");
+  double budget = 0.5;
+  const char *want = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--isa") && i + 1 < argc)
+      want = argv[++i];
+    else
+      budget = atof(argv[i]);
+  }
+  if (budget <= 0 || budget > 60 ||
+      (want && strcmp(want, "amx") && strcmp(want, "avx512bf16") && strcmp(want, "fma"))) {
+    fprintf(stderr, "usage: bench-bf16-peak [SECONDS in (0, 60]] [--isa amx|avx512bf16|fma]\n");
     return 2;
   }
   /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18) */
-  int amx = has_amx() && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-  int avx = !amx && has_avx512bf16();
-  const char *isa = amx ? "amx" : avx ? "avx512bf16" : "none";
+  int amx =
+      (!want || !strcmp(want, "amx")) && has_amx() && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  int avx = !amx && (!want || !strcmp(want, "avx512bf16")) && has_avx512bf16();
+  int fma = want && !strcmp(want, "fma") && has_fma512();
+  int isa = amx ? ISA_AMX : avx ? ISA_BF16 : fma ? ISA_FMA : ISA_NONE;
   for (int threads = 1; threads <= 2; threads++) {
-    if (!amx && !avx) {
+    if (isa == ISA_NONE) {
       printf("bf16_threads=%d isa=none gflops=0 seconds=0\n", threads);
       continue;
     }
     long n = 1000;
-    double s = timed(amx, threads, n);
+    double s = timed(isa, threads, n);
     while (s < budget / 4 && n < (1L << 40)) {
       n *= 4;
-      s = timed(amx, threads, n);
+      s = timed(isa, threads, n);
     }
     n = (long)((double)n * budget / (s > 0 ? s : 1e-9)) + 1;
-    s = timed(amx, threads, n);
-    printf("bf16_threads=%d isa=%s gflops=%.1f seconds=%.3f\n", threads, isa,
-           round_flops(amx) * (double)n * threads / s * 1e-9, s);
+    s = timed(isa, threads, n);
+    printf("bf16_threads=%d isa=%s gflops=%.1f seconds=%.3f\n", threads, isa_names[isa],
+           round_flops(isa) * (double)n * threads / s * 1e-9, s);
   }
   return 0;
 }

@@ -52,7 +52,7 @@ typedef struct CpuSlot {
  * weights. */
 typedef struct CpuPackJob {
   int kind;          /* 0: a product's B; 1: a Winograd convolution's taps; 2: a bf16 B on
-                        AMX tiles (gemm/amx.c's layout) */
+                        AMX tiles or AVX512-BF16 (gemm/pairs.c's layout) */
   int param;         /* the entry parameter */
   int64_t off;       /* element offset of B in it */
   int64_t rs, cs;    /* element strides of B's rows (K) and columns (N) */
@@ -118,6 +118,7 @@ typedef enum {
   CPU_PROD_GEMM,      /* the blocked GEMM on f32 operands */
   CPU_PROD_GEMM_WIDE, /* the blocked GEMM on 16-bit operands widened to f32 as packed */
   CPU_PROD_AMX,       /* the blocked GEMM on AMX tiles (bf16) */
+  CPU_PROD_DPBF16,    /* the blocked GEMM on AVX512-BF16's dot products (bf16) */
   CPU_PROD_FEW,       /* the few-rows or few-columns kernels */
   CPU_PROD_WINO,      /* Winograd's convolutions */
   CPU_PROD_LOOPS,     /* loop nests: a type or form the GEMM does not take */
@@ -449,6 +450,7 @@ enum {
   CPU_X86_V4 = 4,      /* all of x86-64-v4's */
   CPU_X86_PRE_AVX = 8, /* no AVX */
   CPU_X86_AMX = 16,    /* AMX-TILE and AMX-BF16 */
+  CPU_X86_BF16 = 32,   /* AVX512-BF16 at least at the FLOP rate of its f32 FMAs */
 };
 unsigned cpu_x86_traits(const char *cpu);
 /* The ISA level (an LLVM CPU name: "x86-64-v4", "x86-64-v3") whose prebuilt library holds

@@ -21,10 +21,11 @@ static const struct {
   unsigned traits;
 } gm_x86_cpus[] = {
 #define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
+#define GM_BF16 (GM_V4 | CPU_X86_BF16)
 #define GM_AMX (GM_V4 | CPU_X86_AMX)
     {"skylake-avx512", GM_V4},
     {"cascadelake", GM_V4},
-    {"cooperlake", GM_V4},
+    {"cooperlake", GM_BF16},
     {"cannonlake", GM_V4},
     {"icelake-client", GM_V4},
     {"icelake-server", GM_V4},
@@ -35,10 +36,11 @@ static const struct {
     {"graniterapids", GM_AMX},
     {"graniterapids-d", GM_AMX},
     {"diamondrapids", GM_AMX},
-    {"znver4", GM_V4},
-    {"znver5", GM_V4},
+    {"znver4", GM_BF16},
+    {"znver5", GM_BF16},
     {"x86-64-v4", GM_V4},
 #undef GM_V4
+#undef GM_BF16
 #undef GM_AMX
     {"knl", CPU_X86_AVX512F},
     {"knm", CPU_X86_AVX512F},
@@ -102,14 +104,19 @@ int cpu_vector_width(CpuCg *cg) { return gm_cfg(cg).vw; }
  * generic ones). */
 bool cpu_stream_stores(CpuCg *cg) { return gm_cfg(cg).stream; }
 
+/* (the paths' defaults, then each level's vector width, tile and blocks) */
+#define GM_LEVEL(VW, MR, NR, MC, KC, NC, ORDER, PFB)                                               \
+  {                                                                                                \
+    .vw = VW, .mr = MR, .nr = NR, .mc = MC, .kc = KC, .nc = NC, .direct = true, .wino = 1,         \
+    .order = ORDER, .pfb = PFB, .micro = &gm_micro_fma, .const_pack = true, .amx_pf = true,        \
+    .amx_t1 = true, .amx_kc = 1024                                                                 \
+  }
 const GmCfg gm_defaults[3] = {
-    {16, 12, 32, 96, 512, 256, true, false, false, 1, 1, true, &gm_micro_fma, true, 0, false, true,
-     true, 1024}, /* AVX-512 */
-    {8, 6, 16, 144, 384, 1024, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false, true,
-     true, 1024}, /* AVX, AVX2 */
-    {4, 6, 8, 96, 256, 256, true, false, false, 1, 0, false, &gm_micro_fma, true, 0, false, true,
-     true, 1024}, /* others */
+    GM_LEVEL(16, 12, 32, 96, 512, 256, 1, true),  /* AVX-512 */
+    GM_LEVEL(8, 6, 16, 144, 384, 1024, 0, false), /* AVX, AVX2 */
+    GM_LEVEL(4, 6, 8, 96, 256, 256, 0, false),    /* others */
 };
+#undef GM_LEVEL
 
 /* The configuration for the compilation's target CPU (it asks LLVM for the host's CPU and
  * features), then the experiments' overrides. */
@@ -136,6 +143,15 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   int said_amx = cpu_feature_said(feat, "amx-bf16"), said_tile = cpu_feature_said(feat, "amx-tile");
   c.amx = x86 && avx512 && said_tile >= 0 &&
           (said_amx > 0 || ((traits & CPU_X86_AMX) && said_amx == 0));
+  /* else AVX512-BF16: bf16 dots on VDPBF16PS (dpbf16.c), in K blocks of 256 depths (a band's
+     B, 32 columns of them, 16 KiB in L1), where the CPU runs it at least at its FMAs' FLOP
+     rate (CPU_X86_BF16), or where said on a CPU the table does not know; not on the AMX
+     CPUs told -amx-bf16: Sapphire Rapids runs VDPBF16PS at 0.47x the FLOPs of its f32 FMAs
+     (bench-bf16-peak on the device host, 2026-12-01), below the widened-FMA path */
+  int said_dp = cpu_feature_said(feat, "avx512bf16");
+  c.dpbf16 = !c.amx && x86 && avx512 && said_dp >= 0 &&
+             ((traits & CPU_X86_BF16) || (said_dp > 0 && !(traits & CPU_X86_AMX)));
+  if (c.dpbf16) c.amx_kc = 256;
   static const char *const amd[] = {"znver",  "bdver", "btver",   "amdfam",
                                     "athlon", "k8",    "opteron", "barcelona"};
   c.stream = strcmp(cpu, "generic") && strncmp(cpu, "x86-64", 6) && strncmp(cpu, "i686", 4);

@@ -102,7 +102,7 @@ static void gm_plan_alt(CpuCg *cg, GmPlan *pl) {
   pl->alt = !p->conv && pl->nb == 1 && !pl->red && !gm_cbuf(p) && pl->nchunks > 1 &&
             pl->nblk < pl->nblk0 && pl->nmb == 1 && pl->nnb0 * pl->nmb1 == pl->items &&
             p->N > c->nc && (gm_view_const(c, &p->b) || gm_pack_param(cg, p) >= 0);
-  pl->alt = pl->alt && !pl->amx;
+  pl->alt = pl->alt && !pl->pairs;
   pl->lnblk = pl->alt ? pl->nblk0 : pl->nblk;
   pl->lnnb = pl->alt ? pl->nnb0 : pl->nnb;
 }
@@ -115,8 +115,8 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
   const GmProb *p = &pl->p;
   /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
      them), so its A block is sized for the whole M, not for mblk */
-  pl->pack = pl->amx ? gm_amx_pack_bytes(&pl->c, p->M, pl->nblk, p->K)
-                     : gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
+  pl->pack = pl->pairs ? gm_pairs_pack_bytes(&pl->c, p->M, pl->nblk, p->K)
+                       : gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
   /* private scratch: staged operands, then one packing area per chunk */
   pl->stage_bytes = 0;
   const GmView *ops[2] = {&p->a, &p->b};
@@ -146,9 +146,9 @@ static void gm_plan_blocked(GmPlan *pl) {
   pl->nkb = p->K < 1 ? 1 : (p->K + pl->kstep - 1) / pl->kstep;
   /* (gm_const_packed_b packs exactly such a B) */
   pl->bconst =
-      !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1 && !pl->amx;
+      !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1 && !pl->pairs;
   pl->pre = 0;
-  if (!p->conv && pl->nb == 1 && pl->nchunks > 1 && !pl->amx)
+  if (!p->conv && pl->nb == 1 && pl->nchunks > 1 && !pl->pairs)
     pl->pre = !pl->bconst ? (pl->nmb > 1   ? 1
                              : pl->nnb > 1 ? 2
                                            : 0)
@@ -206,9 +206,9 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
      layout; nothing is packed once for the chunks), fast for A's rows read along their depth
      and for B's read along either dimension; a few rows would leave the tiles mostly
      padding; column blocks of whole tiles (NR 32: a B packed ahead has its blocks there) */
-  pl->amx = pl->c.amx && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 &&
-            (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16 && pl->c.nr % 32 == 0;
-  if (pl->amx) {
+  pl->pairs = (pl->c.amx || pl->c.dpbf16) && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 &&
+              (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16 && pl->c.nr % 32 == 0;
+  if (pl->pairs) {
     /* items of up to 1024 columns (the f32 blocks' 256 would have each call read A again for
        a quarter of the work) and slices of 256 rows (2 * MC), so a 256-token prefill packs B
        once */
