@@ -1478,6 +1478,31 @@ Test(cpu_gemm_lowp, bf16_on_avx512bf16, .timeout = 120) {
   free(t);
 }
 
+/* 16-bit convolutions go through the GEMM, their input packed and widened by the 16-bit
+ * family's convolution packing (their values: tests/cpu/cases/conv_16bit_gemm.hlo); an f32
+ * convolution's module has no 16-bit packing, and a 16-bit 3x3 one takes no Winograd. */
+Test(cpu_gemm_lowp, conv_16bit_on_the_gemm, .timeout = 120) {
+  static const char *const tys[2] = {"bf16", "f16"};
+  for (int i = 0; i < 2; i++) {
+    char t[1024], fn[64];
+    snprintf(t, sizeof t,
+             "HloModule m\nENTRY e {\n  x = %s[2,12,12,32] parameter(0)\n"
+             "  w = %s[3,3,32,48] parameter(1)\n  ROOT c = %s[2,12,12,48] convolution(x, w), "
+             "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n",
+             tys[i], tys[i], tys[i]);
+    char *ir = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                        .name = "model",
+                                        .opt_level = 0,
+                                        .emit = CPU_EMIT_LLVM,
+                                        .cpu = "x86-64-v3",
+                                        .features = ""});
+    snprintf(fn, sizeof fn, "define internal void @model_gemm_%s_pack_conv(", tys[i]);
+    cr_expect(strstr(ir, fn), "%s convolution: no convolution packing of its type", tys[i]);
+    cr_expect(!strstr(ir, "wino"), "%s convolution: Winograd", tys[i]);
+    free(ir);
+  }
+}
+
 /* Few rows (decode): M = 1 and 3 with B [K, N] (the streaming form, B's rows read once, K in
  * blocks of 16 rows summed into the f32 scratch) and B [N, K] (the dot form), batched and
  * fused; M = 8, which takes the few-rows kernel with AVX-512's 32 registers and the blocked

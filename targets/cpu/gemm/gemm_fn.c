@@ -69,11 +69,12 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
      convolution packing, resident B or panels read in place; one without dots no packing of
      A from a matrix (its packing step functions are not made); the prebuilt library has all */
   bool has_conv = cg->lib && e == GE_F32, has_dot = cg->lib || e != GE_F32;
-  for (int i = 0; !cg->lib && e == GE_F32 && i < cg->m->ncomps; i++)
+  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
     for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
       const HInstr *x = cg->m->comps[i]->instrs[j];
-      has_conv |= x->op == OP_CONVOLUTION;
-      has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x); /* Winograd's products are plain */
+      has_conv |= x->op == OP_CONVOLUTION && gm_elt(x->ops[0]->shape.dt) == e;
+      /* (Winograd's products are plain) */
+      if (e == GE_F32) has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x);
     }
   gm_step_function(cg, e, GS_PACK_B);
   if (has_dot) gm_step_function(cg, e, GS_PACK_A);
@@ -165,7 +166,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   /* which panels of the block are convolution panels inside the image (gm_direct_panel), read
      in place: decided once per block, not per column panel; flags 0 for a plain product */
   LLVMValueRef pok = NULL, poff = NULL, prs = NULL;
-  bool direct = c.direct && has_conv;
+  bool direct = c.direct && has_conv && e == GE_F32; /* (the micro-kernel reads f32) */
   if (direct) {
     LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(c.mc / c.mr));
     pok = cpu_alloca(k, at);

@@ -384,8 +384,9 @@ void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh
 LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
                              const LLVMValueRef *g, LLVMValueRef pix0, LLVMValueRef mrv,
                              LLVMValueRef *off, LLVMValueRef *rstride);
-void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
-                    LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp);
+void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+                    LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc,
+                    LLVMValueRef zp);
 
 /* ------------------------------------------------------------------ views.c */
 

@@ -269,7 +269,7 @@ LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
   case GS_PACK_CONV: {
     LLVMValueRef zp = cpu_alloca(k, cg->f32); /* the zero that padding taps read */
     LLVMBuildStore(k->B, LLVMConstReal(cg->f32, 0.0), zp);
-    gm_pack_a_conv(k, &c, P, dst, x[0], x[1], x[2], x[3], zp);
+    gm_pack_a_conv(k, &c, e, P, dst, x[0], x[1], x[2], x[3], zp);
     break;
   }
   case GS_COUNT: break;

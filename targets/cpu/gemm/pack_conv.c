@@ -8,7 +8,9 @@
  * as the panel's FMAs at small K. Runs of an NHWC input are packed VW deep with the register
  * transpose of A's rows; a panel of an NCHW input in one output row is one strided vector
  * load per channel; a full panel of an NHWC input inside the image is not packed at all, the
- * micro-kernel reads it in place (gm_direct_panel decides, for both). */
+ * micro-kernel reads it in place (gm_direct_panel decides, for both). An input of bf16 or f16
+ * (GmElt) is widened to f32 by the same loads (gm_load_f32), so its panels are f32 too; its
+ * panels are never read in place (the micro-kernel reads f32). */
 #include "gemm_impl.h"
 
 /* The convolution geometry (GC_*) from the GEMM's conv parameter. */
@@ -58,20 +60,20 @@ static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, 
  * in K, into a panel: for t in [0, n) the MR floats src[r * sw + t * xs] go to dst[t * MR + r].
  * sw 1 is one MR-wide copy per depth; sw 2 loads the two halves' spans (MR floats each, never
  * past the last element read) and picks every other element with one shuffle. */
-static void gm_pack_strided(CpuKern *k, const GmCfg *c, LLVMValueRef src, LLVMValueRef xs, int sw,
-                            LLVMValueRef n, LLVMValueRef dst) {
+static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef src,
+                            LLVMValueRef xs, int sw, LLVMValueRef n, LLVMValueRef dst) {
   CpuCg *cg = k->cg;
   int MR = c->mr;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)MR);
   CpuLoop lt;
   LLVMValueRef t = gloop(k, &lt, gi(k, 0), n, 1);
-  LLVMValueRef p = gfp(k, src, gmul(k, t, xs)), v;
+  LLVMValueRef p = gep_e(k, e, src, gmul(k, t, xs)), v;
   if (sw == 1) {
-    v = gload(k, vt, p, 4);
+    v = gm_load_f32(k, e, p, MR, 4);
   } else {
     /* rows 0 .. MR/2-1 at even positions of [0, MR); rows MR/2 .. MR-1 at odd positions of
        [MR-1, 2MR-1) */
-    LLVMValueRef lo = gload(k, vt, p, 4), hi = gload(k, vt, gfp(k, p, gi(k, MR - 1)), 4), m[16];
+    LLVMValueRef lo = gm_load_f32(k, e, p, MR, 4),
+                 hi = gm_load_f32(k, e, gep_e(k, e, p, gi(k, MR - 1)), MR, 4), m[16];
     for (int r = 0; r < MR; r++)
       m[r] = LLVMConstInt(cg->i32, (unsigned)(r < MR / 2 ? 2 * r : MR + 2 * r - (MR - 1)), 0);
     v = LLVMBuildShuffleVector(k->B, lo, hi, LLVMConstVector(m, (unsigned)MR), "");
@@ -136,8 +138,9 @@ LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
  * pointer and a stride, a row whose tap falls in the padding (or past the last row) reads the
  * one zero at zp with stride 0, and the MR rows are interleaved into the panel with the rows
  * unrolled (MR contiguous stores per step). */
-void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap, LLVMValueRef ic,
-                    LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef zp) {
+void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+                    LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc,
+                    LLVMValueRef zp) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
@@ -152,7 +155,8 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
   /* a panel the micro-kernel reads in place is not packed */
   GIf fd = {0};
-  if (c->direct) {
+  bool direct = c->direct && e == GE_F32;
+  if (direct) {
     LLVMValueRef doff, drs;
     LLVMValueRef direct =
         gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, ir), g[GC_M0]), mrv, &doff, &drs);
@@ -206,12 +210,12 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   GIf ff;
   gif_open(k, &ff, fast, true);
   {
-    LLVMValueRef src0 = gfp(k, P[GP_A], gm_xoff(k, g, xb[0], ih, iw, ci));
+    LLVMValueRef src0 = gep_e(k, e, P[GP_A], gm_xoff(k, g, xb[0], ih, iw, ci));
     GIf fs;
     gif_open(k, &fs, LLVMBuildICmp(B, LLVMIntEQ, g[GC_SW], gi(k, 1), ""), true);
-    gm_pack_strided(k, c, src0, g[GC_XSC], 1, n, dst);
+    gm_pack_strided(k, c, e, src0, g[GC_XSC], 1, n, dst);
     gif_else(k, &fs);
-    gm_pack_strided(k, c, src0, g[GC_XSC], 2, n, dst);
+    gm_pack_strided(k, c, e, src0, g[GC_XSC], 2, n, dst);
     gif_close(k, &fs);
   }
   gif_else(k, &ff);
@@ -224,7 +228,7 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
     LLVMValueRef off = gm_xoff(k, g, xb[r], ihr, iwr, ci);
     /* the offset is only formed for taps inside the image; zp otherwise */
     off = LLVMBuildSelect(B, ok, off, gi(k, 0), "");
-    src[r] = LLVMBuildSelect(B, ok, gfp(k, P[GP_A], off), zp, "");
+    src[r] = LLVMBuildSelect(B, ok, gep_e(k, e, P[GP_A], off), zp, "");
     st[r] = LLVMBuildSelect(B, ok, g[GC_XSC], gi(k, 0), "");
     all = all ? LLVMBuildAnd(B, all, ok, "") : ok;
   }
@@ -238,14 +242,14 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
        block transposed in registers as in gm_pack_a; the channels left over go below */
     t0 = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, g[GC_XSC], gi(k, 1), ""),
                          LLVMBuildAnd(B, n, gi(k, ~(int64_t)(c->vw - 1)), ""), gi(k, 0), "");
-    gm_call_rows_t(k, c, GE_F32, src, gi(k, 0), t0, dst);
+    gm_call_rows_t(k, c, e, src, gi(k, 0), t0, dst);
   }
   for (int v = 0; v < 2; v++) {
     LLVMValueRef t = gloop(k, &lt, v == 0 ? t0 : gi(k, 0), n, 1);
     LLVMValueRef d = gfp(k, dst, gmul(k, t, gi(k, MR)));
     LLVMValueRef to = v == 0 ? gmul(k, t, g[GC_XSC]) : NULL;
     for (int r = 0; r < MR; r++)
-      gstore(k, gload(k, cg->f32, gfp(k, src[r], v == 0 ? to : gmul(k, t, st[r])), 4),
+      gstore(k, gm_load_f32(k, e, gep_e(k, e, src[r], v == 0 ? to : gmul(k, t, st[r])), 0, 4),
              gfp(k, d, gi(k, r)), 4);
     gm_close(k, &lt);
     if (v == 0) gif_else(k, &fa);
@@ -259,6 +263,6 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef ap
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gi(k, 0), kw1, ""), vkw);
   LLVMBuildStore(B, LLVMBuildSelect(B, wrap, gadd(k, kh, gi(k, 1)), kh, ""), vkh);
   gwhile_close(k, &run);
-  if (c->direct) gif_close(k, &fd);
+  if (direct) gif_close(k, &fd);
   gm_close(k, &li);
 }

@@ -215,9 +215,12 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
                   GmProb *p) {
   const ConvDims *cd = cv->conv;
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
-  if (cv->shape.dt != DT_F32 || x->shape.dt != DT_F32 || w->shape.dt != DT_F32) return false;
-  p->et = GE_F32;
-  p->cdt = DT_F32;
+  /* f32, or 16-bit operands (widened as packed) with their own or an f32 result */
+  DType dt = x->shape.dt;
+  if (!gm_elt_ok(dt) || w->shape.dt != dt || (cv->shape.dt != dt && cv->shape.dt != DT_F32))
+    return false;
+  p->et = gm_elt(dt);
+  p->cdt = cv->shape.dt;
   if (cd->in_sp.n != 2 || cv->feature_groups != 1 || cv->batch_groups != 1) return false;
   for (int j = 0; j < 2; j++) {
     const WinDim *wd = &cv->window->d[j];

@@ -63,7 +63,9 @@ static void gm_wino_out(CpuKern *k, const LLVMValueRef *m, LLVMValueRef *y) {
  * operands' layout and the scratch on top (gm_wino_fits). */
 bool gm_wino_conv(CpuCg *cg, const HInstr *cv) {
   GmCfg c = gm_cfg(cg);
-  if (!c.wino || cv->op != OP_CONVOLUTION || cv->nops != 2 || cv->shape.dt != DT_F32) return false;
+  if (!c.wino || cv->op != OP_CONVOLUTION || cv->nops != 2 || cv->shape.dt != DT_F32 ||
+      cv->ops[0]->shape.dt != DT_F32 || cv->ops[1]->shape.dt != DT_F32)
+    return false;
   const ConvDims *cd = cv->conv;
   if (cd->in_sp.n != 2 || cv->feature_groups != 1 || cv->batch_groups != 1) return false;
   const Shape *ws = &cv->ops[1]->shape, *os = &cv->shape;
