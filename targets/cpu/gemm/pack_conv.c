@@ -60,8 +60,8 @@ static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, 
  * in K, into a panel: for t in [0, n) the MR floats src[r * sw + t * xs] go to dst[t * MR + r].
  * sw 1 is one MR-wide copy per depth; sw 2 loads the two halves' spans (MR floats each, never
  * past the last element read) and picks every other element with one shuffle. */
-static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef src,
-                            LLVMValueRef xs, int sw, LLVMValueRef n, LLVMValueRef dst) {
+static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef src, LLVMValueRef xs,
+                            int sw, LLVMValueRef n, LLVMValueRef dst) {
   CpuCg *cg = k->cg;
   int MR = c->mr;
   CpuLoop lt;
