@@ -8,7 +8,8 @@
  * Allocates every argument in device memory and fills it with deterministic values made on
  * the host (floating point: a fixed linear congruential sequence mapped to [-1, 1), scaled
  * by 1/sqrt(minor dim) so that long products stay finite; integers: i mod 10, so that
- * indices and labels are in range for every bench model; pred: i mod 2), allocates the
+ * indices and labels are in range for every bench model; pred: i mod 2; fp8: random finite
+ * bit patterns below 1 in magnitude), allocates the
  * results (poisoned with 0xff bytes) and TEMP_BYTES of scratch, then:
  *   - first call: model_cuda_run + stream synchronize, host wall clock (module load, handle
  *     creation, cuDNN algorithm search);
@@ -89,6 +90,13 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
       x = x * 1664525u + 1013904223u;
       float v = (float)(((double)(x >> 8) / 8388608.0 - 1.0) * scale);
       ((uint16_t *)h)[i] = bf ? bench_f32_to_bf16(v) : f16_bits(v);
+    }
+  } else if (!strcmp(ti->dtype, "f8e4m3fn") || !strcmp(ti->dtype, "f8e5m2")) {
+    /* random bits with two exponent bits, the top one among them, masked off: finite (no NaN or
+       infinity in either format), |v| < 1 for e4m3fn's bias 7 and e5m2's 15 */
+    for (size_t i = 0; i < n; i++) {
+      x = x * 1664525u + 1013904223u;
+      ((uint8_t *)h)[i] = (uint8_t)((x >> 24) & 0xb7);
     }
   } else if (!strcmp(ti->dtype, "s32") || !strcmp(ti->dtype, "u32")) {
     for (size_t i = 0; i < n; i++)

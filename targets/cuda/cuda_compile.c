@@ -43,12 +43,15 @@ static int cu_data_type(DType t, const char **name) {
   if (t == DT_S8) return *name = "CUDA_R_8I", 3;
   if (t == DT_S32) return *name = "CUDA_R_32I", 10;
   if (t == DT_BF16) return *name = "CUDA_R_16BF", 14;
+  if (t == DT_F8E4M3FN) return *name = "CUDA_R_8F_E4M3", 28;
+  if (t == DT_F8E5M2) return *name = "CUDA_R_8F_E5M2", 29;
   return *name = "CUDA_R_32F", 0; /* the GEMM step's other types */
 }
 
 CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s) {
   CuGemmTypes t = {0};
   t.ab = cu_data_type(s->at, &t.ab_name);
+  t.a = cu_data_type(s->aat, &t.a_name);
   t.c = cu_data_type(s->dt, &t.c_name);
   t.scalar = DT_F32;
   if (s->dt == DT_F64) {
@@ -70,6 +73,7 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
   memset(s, 0, sizeof *s);
   s->kind = kind;
   s->in = in;
+  s->lidx = -1;
   return s;
 }
 
@@ -205,10 +209,17 @@ static bool cc_link_libdevice(CudaCg *cc, const char *path, const char *triple, 
 /* ------------------------------------------------------------------ the driver */
 
 static void cc_stats(CudaCg *cc, FILE *f) {
-  int gemms = 0;
+  int gemms = 0, lts = 0;
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
-    if (s->kind == CU_STEP_KERNEL)
+    if (s->kind == CU_STEP_GEMM && s->lidx >= 0)
+      lts++,
+          fprintf(f,
+                  "cuda: cublasLt gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
+                  s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
+                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->aat),
+                  hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
+    else if (s->kind == CU_STEP_KERNEL)
       fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s)\n",
               s->name, s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st,
               s->spill_ld, s->in->name);
@@ -216,7 +227,7 @@ static void cc_stats(CudaCg *cc, FILE *f) {
       gemms++,
           fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
                   s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
-                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->at),
+                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->aat),
                   hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
     else if (s->kind == CU_STEP_CONV)
       fprintf(f,
@@ -230,10 +241,19 @@ static void cc_stats(CudaCg *cc, FILE *f) {
       fprintf(f, "cuda: copy %lld bytes  (%s)\n", (long long)s->bytes, s->in->name);
   }
   fprintf(f,
-          "cuda: %d kernels, %d cuBLAS GEMMs, %d cuDNN convolutions, temp %lld bytes (%lld "
-          "staging, %lld cuDNN workspace)\n",
-          cc->nkernels, gemms, cc->nconvs, (long long)cc->temp_bytes, (long long)cc->stage_bytes,
-          (long long)cc->ws_bytes);
+          "cuda: %d kernels, %d cuBLAS GEMMs, %d cuBLASLt fp8 GEMMs, %d cuDNN convolutions, temp "
+          "%lld bytes (%lld staging, %lld cuDNN workspace)\n",
+          cc->nkernels, gemms, lts, cc->nconvs, (long long)cc->temp_bytes,
+          (long long)cc->stage_bytes, (long long)cc->ws_bytes);
+  if (cc->nloop_products) {
+    fprintf(f,
+            "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "
+            "or form) %d:",
+            cc->nloop_products);
+    for (int i = 0; i < cc->nloop_products && i < 4; i++)
+      fprintf(f, "%s %s", i ? "," : "", cc->loop_products[i]);
+    fprintf(f, "%s\n", cc->nloop_products > 4 ? ", ..." : "");
+  }
 }
 
 static bool cc_write(CudaCg *cc, const char *path, const void *p, size_t n) {

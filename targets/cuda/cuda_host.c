@@ -44,6 +44,9 @@ typedef struct Host {
   LLVMValueRef ctxs, mods, fns, blas, lock; /* state globals */
   LLVMValueRef dnn, descs, algos;           /* cuDNN: handle per slot, 4 descriptors and the
                                                algorithm of every convolution per slot */
+  LLVMValueRef lth, ltd, lta;               /* cuBLASLt: handle per slot, 4 descriptors (matmul,
+                                               A, B, C) and the algorithm (64 bytes) of every
+                                               fp8 GEMM per slot */
   LLVMValueRef cubin, ptx;                  /* images */
   LLVMValueRef knames;                      /* [nk x ptr] kernel names */
   LLVMValueRef fn;                          /* function being built */
@@ -128,6 +131,114 @@ static void h_lock(Host *h, bool on) {
   LLVMTypeRef ps[1] = {h->ptr};
   LLVMValueRef a[1] = {h->lock};
   h_call(h, on ? "pthread_mutex_lock" : "pthread_mutex_unlock", h->i32, ps, a, 1);
+}
+
+/* Exits of a function built under a lock: branches to done, whose phi rv takes the value. */
+typedef struct HExit {
+  LLVMBasicBlockRef done;
+  LLVMValueRef rv;
+} HExit;
+static void h_exit_if(Host *h, const HExit *x, LLVMValueRef cond, LLVMValueRef val) {
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(h->C, h->fn, "ok");
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(h->B);
+  LLVMBuildCondBr(h->B, cond, x->done, go);
+  LLVMAddIncoming(x->rv, &val, &here, 1);
+  LLVMPositionBuilderAtEnd(h->B, go);
+}
+static void h_exit_status(Host *h, const HExit *x, LLVMValueRef st) {
+  h_exit_if(h, x, LLVMBuildICmp(h->B, LLVMIntNE, st, h_i32(h, 0), ""),
+            LLVMBuildAdd(h->B, st, h_i32(h, 1000), ""));
+}
+
+/* &arr[0][slot][i] of a per-slot table. */
+static LLVMValueRef h_table_ptr(Host *h, LLVMValueRef arr, LLVMValueRef slot, int64_t i) {
+  LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, i)};
+  return LLVMBuildInBoundsGEP2(h->B, LLVMGlobalGetValueType(arr), arr, ix, 3, "");
+}
+
+/* cuBLASLt attribute attr of descriptor d set to v (an i32 or i64 constant), through setter. */
+static LLVMValueRef h_lt_attr(Host *h, const char *setter, LLVMValueRef d, int attr,
+                              LLVMValueRef v) {
+  LLVMValueRef buf = LLVMBuildAlloca(h->B, LLVMTypeOf(v), "");
+  LLVMBuildStore(h->B, v, buf);
+  LLVMTypeRef ps[4] = {h->ptr, h->i32, h->ptr, h->i64};
+  LLVMValueRef a[4] = {d, h_i32(h, attr), buf, h_i64(h, LLVMTypeOf(v) == h->i64 ? 8 : 4)};
+  return h_call(h, setter, h->i32, ps, a, 4);
+}
+
+/* The cuBLASLt state of fp8 GEMM step s in slot: its matmul descriptor (f32 sums and scalars,
+ * the operands' transposes), the layouts of A, B and C (D is C; batched by strides), and the
+ * algorithm cuBLASLt's heuristic ranks first for them (no workspace), copied into the slot's
+ * table; an exit with 1000 + the status where a call fails, 1000 + 15 (NOT_SUPPORTED) where
+ * the heuristic has no algorithm. res (96 bytes) and cnt are scratch, pref the preference. */
+static void h_lt_step(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef handle,
+                      LLVMValueRef pref, const CuStep *s, LLVMValueRef res, LLVMValueRef cnt) {
+  LLVMBuilderRef B = h->B;
+  CuGemmTypes gt = cuda_gemm_types(h->cc, s);
+  LLVMValueRef dp[4], d[4];
+  for (int j = 0; j < 4; j++)
+    dp[j] = h_table_ptr(h, h->ltd, slot, s->lidx * 4 + j);
+  LLVMTypeRef t3[3] = {h->ptr, h->i32, h->i32};
+  LLVMValueRef ca[3] = {dp[0], h_i32(h, gt.compute), h_i32(h, 0 /* CUDA_R_32F */)};
+  h_exit_status(h, x, h_call(h, "cublasLtMatmulDescCreate", h->i32, t3, ca, 3));
+  d[0] = LLVMBuildLoad2(B, h->ptr, dp[0], "");
+  h_exit_status(h, x, h_lt_attr(h, "cublasLtMatmulDescSetAttribute", d[0], 3, h_i32(h, s->transa)));
+  h_exit_status(h, x, h_lt_attr(h, "cublasLtMatmulDescSetAttribute", d[0], 4, h_i32(h, s->transb)));
+  /* A, B and C as stored: rows x cols, column-major, ld */
+  int64_t rows[3] = {s->transa ? s->k : s->m, s->transb ? s->n : s->k, s->m};
+  int64_t cols[3] = {s->transa ? s->m : s->k, s->transb ? s->k : s->n, s->n};
+  int64_t ld[3] = {s->lda, s->ldb, s->ldc}, stride[3] = {s->sa, s->sb, s->sc};
+  int type[3] = {gt.a, gt.ab, gt.c};
+  LLVMTypeRef t5[5] = {h->ptr, h->i32, h->i64, h->i64, h->i64};
+  for (int j = 0; j < 3; j++) {
+    LLVMValueRef la[5] = {dp[1 + j], h_i32(h, type[j]), h_i64(h, rows[j]), h_i64(h, cols[j]),
+                          h_i64(h, ld[j])};
+    h_exit_status(h, x, h_call(h, "cublasLtMatrixLayoutCreate", h->i32, t5, la, 5));
+    d[1 + j] = LLVMBuildLoad2(B, h->ptr, dp[1 + j], "");
+    if (s->batch > 1) { /* BATCH_COUNT (i32), STRIDED_BATCH_OFFSET (i64, elements) */
+      h_exit_status(
+          h, x, h_lt_attr(h, "cublasLtMatrixLayoutSetAttribute", d[1 + j], 5, h_i32(h, s->batch)));
+      h_exit_status(
+          h, x, h_lt_attr(h, "cublasLtMatrixLayoutSetAttribute", d[1 + j], 6, h_i64(h, stride[j])));
+    }
+  }
+  LLVMTypeRef t10[10] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
+                         h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
+  LLVMValueRef ha[10] = {handle, d[0], d[1], d[2], d[3], d[3], pref, h_i32(h, 1), res, cnt};
+  h_exit_status(h, x, h_call(h, "cublasLtMatmulAlgoGetHeuristic", h->i32, t10, ha, 10));
+  h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildLoad2(B, h->i32, cnt, ""), h_i32(h, 1), ""),
+            h_i32(h, 1015));
+  LLVMBuildMemCpy(B, h_table_ptr(h, h->lta, slot, s->lidx * 8), 8, res, 8, h_i64(h, 64));
+}
+
+/* The cuBLASLt state of slot (h_lt_step for every fp8 GEMM step): 0, or the failure. */
+static LLVMValueRef h_lt_init(Host *h, LLVMValueRef slot) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  HExit x = {LLVMAppendBasicBlockInContext(h->C, h->fn, "lt_done"), NULL};
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
+  LLVMPositionBuilderAtEnd(B, x.done);
+  x.rv = LLVMBuildPhi(B, h->i32, "lt_rv");
+  LLVMPositionBuilderAtEnd(B, cur);
+  LLVMTypeRef p1[1] = {h->ptr};
+  LLVMValueRef hp = h_slot_ptr(h, h->lth, slot);
+  h_exit_status(h, &x, h_call(h, "cublasLtCreate", h->i32, p1, &hp, 1));
+  LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, hp, "");
+  LLVMValueRef pp = LLVMBuildAlloca(B, h->ptr, "pref");
+  h_exit_status(h, &x, h_call(h, "cublasLtMatmulPreferenceCreate", h->i32, p1, &pp, 1));
+  LLVMValueRef pref = LLVMBuildLoad2(B, h->ptr, pp, "");
+  LLVMValueRef res = LLVMBuildAlloca(B, LLVMArrayType2(h->i64, 12), "heur");
+  LLVMValueRef cnt = LLVMBuildAlloca(B, h->i32, "count");
+  for (int i = 0; i < cc->nsteps; i++)
+    if (cc->steps[i].kind == CU_STEP_GEMM && cc->steps[i].lidx >= 0)
+      h_lt_step(h, &x, slot, handle, pref, &cc->steps[i], res, cnt);
+  h_exit_status(h, &x, h_call(h, "cublasLtMatmulPreferenceDestroy", h->i32, p1, &pref, 1));
+  LLVMValueRef zero = h_i32(h, 0);
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, x.done);
+  LLVMAddIncoming(x.rv, &zero, &here, 1);
+  LLVMPositionBuilderAtEnd(B, x.done);
+  return x.rv;
 }
 
 /* NAME_cuda_init(): load the module into the current context once. */
@@ -216,6 +327,10 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
     LLVMValueRef s = h_call(h, "cublasCreate_v2", h->i32, p1, &bp, 1);
     EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
             LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
+  }
+  if (cc->nlt) {
+    LLVMValueRef st = h_lt_init(h, slot);
+    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st, h_i32(h, 0), ""), st);
   }
   if (cc->nconvs) {
     LLVMValueRef dp = h_slot_ptr(h, h->dnn, slot);
@@ -354,6 +469,39 @@ static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValue
   return LLVMBuildGEP2(h->B, h->i8, base, &off, 1, "");
 }
 
+/* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
+ * (cublasLtMatmul is safe from several threads: no lock). */
+static void h_lt_run(Host *h, const CuStep *s, LLVMValueRef slot, LLVMValueRef args,
+                     LLVMValueRef results, LLVMValueRef temp, LLVMValueRef stream,
+                     LLVMValueRef alpha, LLVMValueRef beta) {
+  LLVMBuilderRef B = h->B;
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
+  LLVMValueRef d[4];
+  for (int j = 0; j < 4; j++)
+    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, slot, s->lidx * 4 + j), "");
+  LLVMValueRef c = h_addr(h, &s->c, args, results, temp), nul = LLVMConstNull(h->ptr);
+  LLVMTypeRef ps[16] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
+                        h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i64, h->ptr};
+  LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, slot), ""),
+                        d[0],
+                        alpha,
+                        h_addr(h, &s->a, args, results, temp),
+                        d[1],
+                        h_addr(h, &s->b, args, results, temp),
+                        d[2],
+                        beta,
+                        c,
+                        d[3],
+                        c,
+                        d[3],
+                        h_table_ptr(h, h->lta, slot, s->lidx * 8),
+                        nul,
+                        h_i64(h, 0),
+                        stream};
+  h_check(h, h_call(h, "cublasLtMatmul", h->i32, ps, a, 16), 1000);
+}
+
 static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
@@ -430,6 +578,8 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
           h_i32(h, 1), h_i32(h, 1),       h_i32(h, 0), stream,      pp,
           nul};
       h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
+    } else if (s->kind == CU_STEP_GEMM && s->lidx >= 0) {
+      h_lt_run(h, s, slot, args, results, temp, stream, alpha, beta);
     } else if (s->kind == CU_STEP_GEMM) {
       CuGemmTypes gt = cuda_gemm_types(cc, s);
       if (gt.scalar == DT_F64) {
@@ -610,6 +760,16 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   snprintf(g, sizeof g, "%s_cuda_dnn_algo", nm);
   h->algos =
       h_global(h, LLVMArrayType2(LLVMArrayType2(h->i32, (uint64_t)nc), CU_SLOTS), g, NULL, false);
+  int nl = cc->nlt ? cc->nlt : 1;
+  snprintf(g, sizeof g, "%s_cuda_lt", nm);
+  h->lth = h_global(h, slots_t, g, NULL, false);
+  snprintf(g, sizeof g, "%s_cuda_lt_desc", nm);
+  h->ltd = h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nl * 4), CU_SLOTS), g, NULL,
+                    false);
+  snprintf(g, sizeof g, "%s_cuda_lt_algo", nm);
+  h->lta = h_global(h, LLVMArrayType2(LLVMArrayType2(h->i64, (uint64_t)nl * 8), CU_SLOTS), g, NULL,
+                    false);
+  LLVMSetAlignment(h->lta, 16);
   snprintf(g, sizeof g, "%s_cuda_fn", nm);
   h->fns =
       h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);

@@ -65,7 +65,12 @@ typedef struct CuStep {
   int64_t sa, sb, sc;    /* batch strides (elements) */
   int64_t batch;         /* batch count */
   DType dt;              /* result type: f32, f64, bf16, f16 (s32 for s8 operands) */
-  DType at;              /* operand type: dt, or bf16 / f16 / s8 under a wider result */
+  DType at;              /* operand type: dt, or bf16 / f16 / s8 / fp8 under a wider result (of
+                            B, the dot's lhs; fp8: of A too, but for the mixed fp8 pairs) */
+  DType aat;             /* A's (the dot's rhs) type: at but for f8e4m3fn x f8e5m2 */
+  int lidx;              /* f8e4m3fn operands: the step's number among the cuBLASLt GEMMs (-1:
+                            cublasGemmStridedBatchedEx), whose descriptors and algorithm the
+                            host object keeps per context */
   CuPtr a, b, c;         /* operands */
   /* CU_STEP_COPY */
   CuPtr src, dst; /* addresses */
@@ -92,20 +97,23 @@ typedef struct CuUniq {
 
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
-  CpuCg cg;             /* the elemental generator's state (NVPTX module, plan, scratch) */
-  const CudaOpts *o;    /* options */
-  CpuOpts cpu_o;        /* name for the elemental generator's globals */
-  const char *arch;     /* sm_XX */
-  int nsteps, step_cap; /* steps in execution order */
-  CuStep *steps;        /* the steps */
-  int nkernels;         /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;  /* the distinct kernels' IR */
-  CuUniq *uniq;         /* them */
-  bool uses_cublas;     /* a GEMM step exists */
-  int nconvs;           /* CU_STEP_CONV steps (cuDNN is used when > 0) */
-  int64_t ws_bytes;     /* cuDNN workspace reserved in temp (after the staging area) */
-  int64_t stage_bytes;  /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;   /* what the caller provides: plan heap + staging + workspace */
+  CpuCg cg;                     /* the elemental generator's state (NVPTX module, plan, scratch) */
+  const CudaOpts *o;            /* options */
+  CpuOpts cpu_o;                /* name for the elemental generator's globals */
+  const char *arch;             /* sm_XX */
+  int nsteps, step_cap;         /* steps in execution order */
+  CuStep *steps;                /* the steps */
+  int nkernels;                 /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;          /* the distinct kernels' IR */
+  CuUniq *uniq;                 /* them */
+  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
+  int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands) */
+  int nloop_products;           /* dots and convolutions left to loop kernels (no library path) */
+  const char *loop_products[4]; /* the first ones' names, for --stats */
+  int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
+  int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;           /* what the caller provides: plan heap + staging + workspace */
 } CudaCg;
 
 /* Resolve an entry instruction's storage to a device address. Constants have none (false). */
@@ -113,12 +121,14 @@ bool cuda_ptr_of(CudaCg *cc, const HInstr *in, CuPtr *out);
 /* Append a step (zeroed, kind set). */
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in);
 
-/* How cublasGemmStridedBatchedEx runs a GEMM step: cudaDataType_t of A/B and of C,
+/* How cublasGemmStridedBatchedEx (or cuBLASLt) runs a GEMM step: cudaDataType_t of A/B and of C,
  * cublasComputeType_t, their names (header, manifest, --stats), and the scalars' type. */
 typedef struct CuGemmTypes {
-  int ab, c, compute;                          /* enum values */
+  int ab, c, compute;                          /* enum values (ab: B's) */
   const char *ab_name, *c_name, *compute_name; /* their names */
-  DType scalar;                                /* alpha and beta: f32, f64 or s32 */
+  int a;                                       /* A's type (ab but for mixed fp8) */
+  const char *a_name;
+  DType scalar; /* alpha and beta: f32, f64 or s32 */
 } CuGemmTypes;
 CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s);
 

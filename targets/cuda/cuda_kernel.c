@@ -1482,13 +1482,20 @@ static bool ck_view(const Shape *os, const DotSide *s, int j, int p, GemmOperand
   return g->ld <= INT32_MAX;
 }
 
+/* Whether operands of type at must both be K-contiguous (cuBLAS's integer GEMMs, cuBLASLt's
+ * fp8 ones: column-major op(A) = T, op(B) = N), and the multiple of bytes their leading
+ * dimensions, batch strides and addresses must be. */
+static bool ck_fp8(DType at) { return at == DT_F8E4M3FN || at == DT_F8E5M2; }
+static bool ck_tn_only(DType at) { return at == DT_S8 || ck_fp8(at); }
+static int64_t ck_tn_align(DType at) { return at == DT_S8 ? 4 : 16; }
+
 /* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs; [B, F, K] for s8, see
  * ck_int8_ok) into temp at *used. */
 static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s,
                      int64_t *used, GemmOperand *g) {
   CpuCg *cg = &cc->cg;
   DType at = dot->ops[j]->shape.dt;
-  bool kf = j == 1 && at != DT_S8; /* staged K-major: [B, K, F] */
+  bool kf = j == 1 && !ck_tn_only(at); /* staged K-major: [B, K, F] */
   *g = (GemmOperand){false,       {CU_TEMP, 0, cg->plan.temp_bytes + *used},
                      kf ? 0 : j,  kf ? s->F : s->K,
                      s->F * s->K, 0};
@@ -1510,14 +1517,17 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   return ck_end(k);
 }
 
-/* s8 operands: cuBLAS's integer GEMMs take only K-contiguous operands (column-major op(A) = T,
- * op(B) = N: the lhs [F, K] and the rhs [F, K] row by row) and want leading dimensions, batch
- * strides and addresses in multiples of 4 bytes (staged copies have them: ck_gemm_ok asks K and
- * F to be multiples of 4, ck_stage stages an s8 rhs as [B, F, K]). */
-static bool ck_int8_ok(const HInstr *dot, int j, const GemmOperand *g) {
-  if (dot->ops[0]->shape.dt != DT_S8) return true;
-  return g->form == j && g->ld % 4 == 0 && g->bin % 4 == 0 && g->bout % 4 == 0 &&
-         g->ptr.offset % 4 == 0;
+/* s8 and fp8 operands: cuBLAS's integer GEMMs and cuBLASLt's fp8 ones take only K-contiguous
+ * operands (column-major op(A) = T, op(B) = N: the lhs [F, K] and the rhs [F, K] row by row) and
+ * want leading dimensions, batch strides and addresses in multiples of 4 (s8) or 16 (fp8) bytes
+ * (staged copies have them: ck_gemm_ok asks K and F to be such multiples, ck_stage stages
+ * such a rhs as [B, F, K]). */
+static bool ck_tn_ok(const HInstr *dot, int j, const GemmOperand *g) {
+  DType at = dot->ops[0]->shape.dt;
+  if (!ck_tn_only(at)) return true;
+  int64_t a = ck_tn_align(at);
+  return g->form == j && g->ld % a == 0 && g->bin % a == 0 && g->bout % a == 0 &&
+         g->ptr.offset % a == 0;
 }
 
 /* Where the batch dims are cut (see ck_view) so that most operands are read in place, then
@@ -1537,7 +1547,7 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
       /* across several calls only untransposed views: cuBLAS's kernels for a transposed
        * strided operand of few rows read it slower than a staging copy does */
       if (d && ck_view(&dot->ops[j]->shape, &side[j], j, p, &t[j]) && (p == 0 || t[j].form == 0) &&
-          cuda_ptr_of(cc, d, &t[j].ptr) && ck_int8_ok(dot, j, &t[j]))
+          cuda_ptr_of(cc, d, &t[j].ptr) && ck_tn_ok(dot, j, &t[j]))
         t[j].direct = true, direct++;
     }
     if (calls > 64 && p > 0) continue; /* host calls cost more than a staging copy */
@@ -1587,6 +1597,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     CuStep *s = cuda_add_step(cc, CU_STEP_GEMM, in);
     s->dt = t;
     s->at = at;
+    s->aat = dot->ops[1]->shape.dt;
     s->m = N, s->n = M, s->k = K;
     s->a = g[1].ptr, s->b = g[0].ptr, s->c = out;
     s->a.offset += o * g[1].bout * asz, s->b.offset += o * g[0].bout * asz;
@@ -1596,8 +1607,9 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     s->ldc = N;
     s->sa = g[1].bin, s->sb = g[0].bin, s->sc = M * N;
     s->batch = inner;
+    if (ck_fp8(at)) s->lidx = cc->nlt++;
   }
-  cc->uses_cublas = true;
+  if (!ck_fp8(at)) cc->uses_cublas = true;
   /* a fusion whose root is the dot (a prologue only) has no epilogue: cuBLAS wrote it */
   if (!epi || (in->op == OP_FUSION && in->calls[0]->root == dot && own)) return true;
   return ck_epilogue(cc, in, dot, out); /* reads the product where cuBLAS left it */
@@ -1609,18 +1621,24 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
 static bool ck_gemm_types_ok(DType at, DType t) {
   if (at == DT_F32 || at == DT_F64) return t == at;
   if (at == DT_BF16 || at == DT_F16) return t == at || t == DT_F32;
+  /* fp8 through cuBLASLt (f32 sums) */
+  if (ck_fp8(at)) return t == DT_F32 || t == DT_BF16 || t == DT_F16;
   return at == DT_S8 && t == DT_S32; /* the integer tensor cores, exact */
 }
 
 static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   if (cc->o->no_cublas || !dot) return false;
-  DType at = dot->ops[0]->shape.dt;
-  if (dot->ops[1]->shape.dt != at || !ck_gemm_types_ok(at, dot->shape.dt)) return false;
+  DType at = dot->ops[0]->shape.dt, rt = dot->ops[1]->shape.dt;
+  /* one operand type, or two fp8 ones; cuBLASLt has no e5m2 x e5m2 kernel */
+  bool fp8 = ck_fp8(at) && ck_fp8(rt) && !(at == DT_F8E5M2 && rt == DT_F8E5M2);
+  if ((rt != at && !fp8) || (ck_fp8(at) && !fp8) || !ck_gemm_types_ok(at, dot->shape.dt))
+    return false;
   DotSide L, R;
   ck_dot_side(dot, 0, &L);
   ck_dot_side(dot, 1, &R);
   if (L.F * L.K * R.F * L.B == 0) return false;
-  if (at == DT_S8 && (L.K % 4 || L.F % 4 || R.F % 4)) return false; /* see ck_int8_ok */
+  int64_t a = ck_tn_align(at); /* see ck_tn_ok */
+  if (ck_tn_only(at) && (L.K % a || L.F % a || R.F % a)) return false;
   return L.F <= INT32_MAX && R.F <= INT32_MAX && L.K <= INT32_MAX && L.B <= INT32_MAX;
 }
 
@@ -2133,6 +2151,9 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
+  /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
+  if ((dot || conv) && cc->nloop_products++ < 4)
+    cc->loop_products[cc->nloop_products - 1] = in->name;
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   bool taken;
   bool dus_ok = ck_dus(cc, in, &taken);
