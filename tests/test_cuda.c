@@ -557,21 +557,21 @@ Test(cuda_ptx, integer_and_f16_dots_through_cublas) {
   free(js);
 }
 
-/* f8e4m3fn dots through cuBLASLt (f32, f16 and bf16 results, batched; every call TN), and an
- * f8e4m3fn x f8e5m2 one; an f8e5m2 x f8e5m2 dot, which cuBLASLt has no kernel for, a loop
- * kernel that --stats names; the header asks for -lcublasLt (run on a GPU against the
+/* f8e4m3fn dots through cuBLASLt (f32, f16 and bf16 results, batched, 5 and 1 rows; every
+ * call TN), and an f8e4m3fn x f8e5m2 one; an f8e5m2 x f8e5m2 dot, which cuBLASLt has no kernel for,
+ * a loop kernel that --stats names; the header asks for -lcublasLt (run on a GPU against the
  * interpreter by tools/cuda_device_test.sh). */
 Test(cuda_ptx, fp8_dots_through_cublaslt) {
   char *js = tu_case_manifest("dot_fp8", OPT_CONV_NHWC);
   cr_expect_eq(tu_count(js, "\"function\": \"cublasLtMatmul\", \"type_a\": \"CUDA_R_8F_E4M3\", "
                             "\"type\": \"CUDA_R_8F_E4M3\""),
-               3, "%s", js);
+               5, "%s", js);
   /* (A is the dot's rhs in cuBLAS's column-major terms) */
   cr_expect_eq(tu_count(js, "\"type_a\": \"CUDA_R_8F_E5M2\", \"type\": \"CUDA_R_8F_E4M3\""), 1,
                "%s", js);
-  cr_expect_eq(tu_count(js, "\"transa\": \"T\", \"transb\": \"N\""), 4, "%s", js);
-  cr_expect_eq(tu_count(js, "\"type_c\": \"CUDA_R_16BF\""), 2, "%s", js);
-  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 4, "%s", js);
+  cr_expect_eq(tu_count(js, "\"transa\": \"T\", \"transb\": \"N\""), 6, "%s", js);
+  cr_expect_eq(tu_count(js, "\"type_c\": \"CUDA_R_16BF\""), 3, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 6, "%s", js);
   free(js);
   char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
   snprintf(out, sizeof out, "%s/m.o", d);
@@ -583,7 +583,7 @@ Test(cuda_ptx, fp8_dots_through_cublaslt) {
   cr_assert_eq(system(cmd), 0, "%s", cmd);
   snprintf(out, sizeof out, "%s/stats.txt", d);
   char *st = ct_slurp(out, NULL);
-  cr_expect(strstr(st, "4 cuBLASLt fp8 GEMMs"), "%s", st);
+  cr_expect(strstr(st, "6 cuBLASLt fp8 GEMMs"), "%s", st);
   cr_expect(strstr(st, "products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their "
                        "type or form) 1: e5"),
             "%s", st);

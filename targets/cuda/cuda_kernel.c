@@ -1637,8 +1637,10 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   ck_dot_side(dot, 0, &L);
   ck_dot_side(dot, 1, &R);
   if (L.F * L.K * R.F * L.B == 0) return false;
-  int64_t a = ck_tn_align(at); /* see ck_tn_ok */
-  if (ck_tn_only(at) && (L.K % a || L.F % a || R.F % a)) return false;
+  /* (see ck_tn_ok; the lhs rows are cuBLAS's n, free for cuBLASLt's fp8 kernels: a decode
+     step's few rows) */
+  int64_t a = ck_tn_align(at);
+  if (ck_tn_only(at) && (L.K % a || R.F % a || (at == DT_S8 && L.F % a))) return false;
   return L.F <= INT32_MAX && R.F <= INT32_MAX && L.K <= INT32_MAX && L.B <= INT32_MAX;
 }
 
