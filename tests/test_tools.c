@@ -149,8 +149,8 @@ Test(tools, conv_algo_option) {
 }
 
 /* --stats on the CPU target says which kernel each product got: bf16 dots on AMX tiles when
- * compiled for Sapphire Rapids, widened to f32 without AMX, and an s8 dot (which no GEMM path
- * takes) named among the loop nests. */
+ * compiled for Sapphire Rapids, widened to f32 without AMX, an s8 dot widened, and an f64 dot
+ * (which no GEMM path takes) named among the loop nests. */
 Test(tools, cpu_stats_name_the_products_kernels) {
   char dir[] = "/tmp/hloc_pstats_XXXXXX";
   cr_assert(mkdtemp(dir));
@@ -160,18 +160,21 @@ Test(tools, cpu_stats_name_the_products_kernels) {
   const char *txt =
       "HloModule m\nENTRY e {\n  x = bf16[64,128] parameter(0)\n"
       "  y = bf16[128,64] parameter(1)\n  a = s8[64,128] parameter(2)\n"
-      "  b = s8[128,64] parameter(3)\n"
+      "  b = s8[128,64] parameter(3)\n  u = f64[64,128] parameter(4)\n"
+      "  v = f64[128,64] parameter(5)\n"
       "  d = f32[64,64] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
       "  q = s32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-      "  ROOT t = (f32[64,64], s32[64,64]) tuple(d, q)\n}\n";
+      "  w = f64[64,64] dot(u, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT t = (f32[64,64], s32[64,64], f64[64,64]) tuple(d, q, w)\n}\n";
   write_file(path, txt, strlen(txt));
   Run *r = run(HLOC " %s -o %s --cpu sapphirerapids --stats", path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
-  cr_expect(strstr(r->err, "bf16 on AMX tiles 1") && strstr(r->err, "loop nests 1 (q)"), "%s",
-            r->err);
+  cr_expect(strstr(r->err, "bf16 on AMX tiles 1") && strstr(r->err, "loop nests 1 (w)") &&
+                strstr(r->err, "16-bit or s8 widened to f32 1"),
+            "%s", r->err);
   r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16 --stats", path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
-  cr_expect(strstr(r->err, "16-bit widened to f32 1") && strstr(r->err, "AMX tiles 0"), "%s",
+  cr_expect(strstr(r->err, "16-bit or s8 widened to f32 2") && strstr(r->err, "AMX tiles 0"), "%s",
             r->err);
   run("rm -rf %s", dir);
 }

@@ -217,7 +217,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   LLVMValueRef pfl = c.pfb ? gm_next_lines(k, &c, P, bpc, bpj, kc, ncrj, ic, ir, jr) : NULL;
   c.micro->tile(k, &c,
                 &(GmTile){gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first,
-                          tile, pfl});
+                          tile, pfl, e == GE_S8});
   gm_close(k, &lin);
   gm_close(k, &lout);
   gm_close(k, &lic);

@@ -48,8 +48,14 @@ struct GmMicro;
 /* The element type a GEMM function family reads its operands in. 16-bit floats are widened to
  * f32 where they are loaded (as they are packed, or in the few-rows kernels' loads), so the
  * panels and the micro-kernels stay f32 and one family of functions per type (GmState) reads
- * them; GE_F32's functions keep the names and code they had before the others existed. */
-typedef enum { GE_F32, GE_BF16, GE_F16, GE_COUNT } GmElt;
+ * them; GE_F32's functions keep the names and code they had before the others existed. s8
+ * operands (an s32 result) are widened the same way: their products are exact in f32 and so
+ * are the sums of a K block (at most GM_S8_KC deep: |sum| <= 1024 * 128 * 128 = 2^24), which
+ * the micro-kernel converts to s32 and adds in integers (GmTile.s32), so the result is
+ * exact at any depth; the few-rows and few-columns kernels, which sum all of K in f32, do not
+ * take them. */
+typedef enum { GE_F32, GE_BF16, GE_F16, GE_S8, GE_COUNT } GmElt;
+#define GM_S8_KC 1024
 
 /* ------------------------------------------------------------------ gemm_config.c */
 
@@ -326,6 +332,7 @@ typedef struct GmTile {
   LLVMValueRef first;   /* i1: the first K block */
   LLVMValueRef tile;    /* a 64-byte aligned stack tile of MR x NR floats for edge tiles */
   LLVMValueRef pf;      /* where kc / 4 cache lines are prefetched into L2, or NULL */
+  bool s32;             /* C holds s32: the tile's sums (exact integers) converted and added so */
 } GmTile;
 
 /* A micro-kernel family: how the tiles of one ISA's kind of instruction are emitted (the

@@ -172,15 +172,20 @@ void gm_mark(LLVMValueRef fn, const GmCfg *c) {
 
 /* ------------------------------------------------------------------ operand element types */
 
-GmElt gm_elt(DType dt) { return dt == DT_BF16 ? GE_BF16 : dt == DT_F16 ? GE_F16 : GE_F32; }
-
-bool gm_elt_ok(DType dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16; }
-
-LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) {
-  return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : cg->f32;
+GmElt gm_elt(DType dt) {
+  return dt == DT_BF16 ? GE_BF16 : dt == DT_F16 ? GE_F16 : dt == DT_S8 ? GE_S8 : GE_F32;
 }
 
-const char *gm_elt_name(GmElt e) { return e == GE_BF16 ? "bf16" : e == GE_F16 ? "f16" : "f32"; }
+bool gm_elt_ok(DType dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_S8; }
+
+LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) {
+  return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : e == GE_S8 ? cg->i8 : cg->f32;
+}
+
+const char *gm_elt_name(GmElt e) {
+  static const char *const names[GE_COUNT] = {"f32", "bf16", "f16", "s8"};
+  return names[e];
+}
 
 bool gm_declared_e(CpuCg *cg, GmElt e, LLVMValueRef *slot, const char *name, LLVMTypeRef ft) {
   return e == GE_F32 && gm_declared(cg, slot, name, ft);
@@ -193,6 +198,7 @@ static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
   CpuCg *cg = k->cg;
   LLVMTypeRef f = n ? LLVMVectorType(cg->f32, (unsigned)n) : cg->f32;
   if (e == GE_F16) return LLVMBuildFPExt(k->B, v, f, "");
+  if (e == GE_S8) return LLVMBuildSIToFP(k->B, v, f, ""); /* exact */
   LLVMTypeRef it = n ? LLVMVectorType(cg->i32, (unsigned)n) : cg->i32;
   LLVMValueRef sh[16], s16 = LLVMConstInt(cg->i32, 16, 0);
   for (int j = 0; j < n; j++)
@@ -205,7 +211,7 @@ static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
 LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align) {
   LLVMTypeRef et = gm_elt_type(k->cg, e), t = n ? LLVMVectorType(et, (unsigned)n) : et;
   if (e == GE_F32) return gload(k, t, p, align);
-  return gm_widen(k, e, gload(k, t, p, 2), n);
+  return gm_widen(k, e, gload(k, t, p, e == GE_S8 ? 1 : 2), n);
 }
 
 LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask) {
@@ -215,6 +221,6 @@ LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValue
   LLVMTypeRef ty[2] = {vt, cg->ptr};
   LLVMValueRef f =
       LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
-  LLVMValueRef a[4] = {p, LLVMConstInt(cg->i32, 2, 0), mask, LLVMConstNull(vt)};
+  LLVMValueRef a[4] = {p, LLVMConstInt(cg->i32, e == GE_S8 ? 1 : 2, 0), mask, LLVMConstNull(vt)};
   return gm_widen(k, e, LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, ""), n);
 }

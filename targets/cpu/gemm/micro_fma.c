@@ -226,13 +226,25 @@ static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
   gm_store_tile(k, c, t, phis);
 }
 
+/* v (f32 lanes) as C holds it: itself, or (C of s32) converted to s32, exact (GmTile.s32). */
+static LLVMValueRef gm_c_val(CpuKern *k, const GmTile *tl, LLVMValueRef v) {
+  if (!tl->s32) return v;
+  LLVMTypeRef t = LLVMTypeOf(v), it = k->cg->i32;
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) it = LLVMVectorType(it, LLVMGetVectorSize(t));
+  return LLVMBuildFPToSI(k->B, v, it, "");
+}
+/* c + the value at p of C (v's type): f32 or s32 sums. */
+static LLVMValueRef gm_c_add(CpuKern *k, const GmTile *tl, LLVMValueRef v, LLVMValueRef p) {
+  LLVMValueRef c = gload(k, LLVMTypeOf(v), p, 4);
+  return tl->s32 ? LLVMBuildAdd(k->B, v, c, "") : LLVMBuildFAdd(k->B, v, c, "");
+}
+
 /* Store the tile phis[][] of micro-kernel call tl: full tiles straight to C, edge tiles through
  * the stack tile (set on the first K block, added after). */
 static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValueRef phis[16][4]) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
   LLVMValueRef cp = tl->cp, ldc = tl->ldc, mrv = tl->mrv, nrv = tl->nrv, first = tl->first,
                tile = tl->tile;
   LLVMValueRef full = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, mrv, gi(k, MR), ""),
@@ -244,9 +256,9 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
     for (int r = 0; r < MR; r++) {
       LLVMValueRef row = gmul(k, gi(k, r), ldc);
       for (int j = 0; j < NV; j++) {
-        LLVMValueRef v = phis[r][j];
+        LLVMValueRef v = gm_c_val(k, tl, phis[r][j]);
         LLVMValueRef p = gfp(k, cp, gadd(k, row, gi(k, j * c->vw)));
-        if (add) v = LLVMBuildFAdd(B, v, gload(k, vt, p, 4), "");
+        if (add) v = gm_c_add(k, tl, v, p);
         gstore(k, v, p, 4);
       }
     }
@@ -260,13 +272,14 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
   CpuLoop lr, lc;
   LLVMValueRef r = gloop(k, &lr, gi(k, 0), mrv, 1);
   LLVMValueRef cc = gloop(k, &lc, gi(k, 0), nrv, 1);
-  LLVMValueRef t = gload(k, cg->f32, gfp(k, tile, gadd(k, gmul(k, r, gi(k, c->nr)), cc)), 4);
+  LLVMValueRef t =
+      gm_c_val(k, tl, gload(k, cg->f32, gfp(k, tile, gadd(k, gmul(k, r, gi(k, c->nr)), cc)), 4));
   LLVMValueRef p = gfp(k, cp, gadd(k, gmul(k, r, ldc), cc));
   GIf h;
   gif_open(k, &h, first, true);
   gstore(k, t, p, 4);
   gif_else(k, &h);
-  gstore(k, LLVMBuildFAdd(B, t, gload(k, cg->f32, p, 4), ""), p, 4);
+  gstore(k, gm_c_add(k, tl, t, p), p, 4);
   gif_close(k, &h);
   gm_close(k, &lc);
   gm_close(k, &lr);

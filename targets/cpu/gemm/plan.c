@@ -125,9 +125,11 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
       pl->stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
   bool tiny = cg->prebuilt && pl->nb * p->M * p->N * p->K <= GM_TINY_MACS;
   pl->path = GM_PATH_BLOCKED;
-  if (!tiny && !pl->red && gm_small_m_fits(&pl->c, p))
+  /* (s8: the few kernels sum all of K in f32, exact only up to GM_S8_KC) */
+  bool few = !tiny && !pl->red && p->et != GE_S8;
+  if (few && gm_small_m_fits(&pl->c, p))
     pl->path = GM_PATH_FEW_ROWS;
-  else if (!tiny && !pl->red && gm_few_n_fits(&pl->c, p))
+  else if (few && gm_few_n_fits(&pl->c, p))
     pl->path = GM_PATH_FEW_COLS;
   else if (p->wino)
     pl->path = GM_PATH_WINOGRAD;
@@ -202,6 +204,8 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
   if (pl->red && hlo_shape_elems(&pl->red->shape) > GM_RED_KEEP) return false;
   if (!gm_plan_problem(cg, hero, pl)) return false;
   pl->c = gm_cfg(cg);
+  /* s8: K blocks within GM_S8_KC (exact f32 sums), no reducing epilogue (its f32 partials) */
+  if (pl->p.et == GE_S8 && (pl->red || pl->c.kc > GM_S8_KC)) return false;
   /* bf16 on AMX tiles: its function packs its own operands (B may be packed ahead, in its
      layout; nothing is packed once for the chunks), fast for A's rows read along their depth
      and for B's read along either dimension; a few rows would leave the tiles mostly

@@ -149,7 +149,9 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
   const DotDims *dd = dot->dot;
   const HInstr *l = dot->ops[0], *r = dot->ops[1];
   DType dt = l->shape.dt;
-  if (!gm_elt_ok(dt) || r->shape.dt != dt || (dot->shape.dt != dt && dot->shape.dt != DT_F32))
+  /* floats: the operands' type or f32 out; s8: s32 out (GmElt) */
+  if (!gm_elt_ok(dt) || r->shape.dt != dt ||
+      (dt == DT_S8 ? dot->shape.dt != DT_S32 : dot->shape.dt != dt && dot->shape.dt != DT_F32))
     return false;
   p->et = gm_elt(dt);
   p->cdt = dot->shape.dt;
@@ -217,7 +219,8 @@ bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, 
   const HInstr *x = cv->ops[0], *w = cv->ops[1];
   /* f32, or 16-bit operands (widened as packed) with their own or an f32 result */
   DType dt = x->shape.dt;
-  if (!gm_elt_ok(dt) || w->shape.dt != dt || (cv->shape.dt != dt && cv->shape.dt != DT_F32))
+  if (!gm_elt_ok(dt) || dt == DT_S8 || w->shape.dt != dt ||
+      (cv->shape.dt != dt && cv->shape.dt != DT_F32))
     return false;
   p->et = gm_elt(dt);
   p->cdt = cv->shape.dt;

@@ -7,10 +7,10 @@
  * kernels read it there when the run is given it (CPU_SLOT_PACKED), packing it themselves
  * otherwise. Winograd's taps go the same two ways, transformed. A bf16 B of a product on depth
  * pairs (AMX, AVX512-BF16) is packed ahead into the tiles it reads (gm_pairs_packb_function).
- * Another B of bf16 or f16 is packed ahead the same way, widened to the f32 panels the GEMM reads
- * (twice its own size: a weight read packed costs that memory, and its bandwidth, for the packing
- * it saves; a frozen 16-bit constant is packed by the GEMM at run time, gm_view_const being f32
- * only).
+ * Another B of bf16, f16 or s8 is packed ahead the same way, widened to the f32 panels the GEMM
+ * reads (twice or four times its size: a weight read packed costs that memory, and its bandwidth,
+ * for the packing it saves; a frozen 16-bit constant is packed by the GEMM at run time,
+ * gm_view_const being f32 only).
  */
 #include "gemm_impl.h"
 
