@@ -1441,6 +1441,33 @@ Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
   free(t);
 }
 
+/* s8 x s8 -> s32 dots compiled for a CPU with AMX-INT8 run on its tiles (TDPBSSD), B either
+ * way, fused; not with -amx-int8 (the widened GEMM, exact too), nor for skylake-avx512. Their
+ * results are checked on the device machine's Xeon by tools/cpu_device_test.sh
+ * (tests/cpu/cases/dot_s8_gemm.hlo). */
+Test(cpu_gemm_lowp, s8_on_amx_tiles, .timeout = 120) {
+  for (int v = 0; v < 3; v++) {
+    char *t = tg_lowp_text("s8", "s32", v == 2 ? 2 : 0, 64, 192, 96, false, v == 1, v == 2);
+    char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                       .name = "model",
+                                       .opt_level = 2,
+                                       .emit = CPU_EMIT_ASM,
+                                       .cpu = "sapphirerapids",
+                                       .features = ""});
+    cr_expect(strstr(a, "tdpbssd") && strstr(a, "ldtilecfg"), "variant %d: no AMX-INT8 GEMM", v);
+    free(a);
+    a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                 .name = "model",
+                                 .opt_level = 2,
+                                 .emit = CPU_EMIT_ASM,
+                                 .cpu = "sapphirerapids",
+                                 .features = "-amx-int8"});
+    cr_expect(!strstr(a, "tdpbssd"), "variant %d, -amx-int8: AMX-INT8 GEMM", v);
+    free(a);
+    free(t);
+  }
+}
+
 /* Whether text compiled for cpu with features feat has the AVX512-BF16 GEMM (VDPBF16PS, no
  * tiles). */
 static bool tg_dpbf16(const char *text, const char *cpu, const char *feat) {

@@ -148,9 +148,9 @@ Test(tools, conv_algo_option) {
   run("rm -rf %s", dir);
 }
 
-/* --stats on the CPU target says which kernel each product got: bf16 dots on AMX tiles when
- * compiled for Sapphire Rapids, widened to f32 without AMX, an s8 dot widened, and an f64 dot
- * (which no GEMM path takes) named among the loop nests. */
+/* --stats on the CPU target says which kernel each product got: bf16 and s8 dots on AMX tiles
+ * when compiled for Sapphire Rapids, widened to f32 without AMX-BF16 (AMX-INT8), and an f64
+ * dot (which no GEMM path takes) named among the loop nests. */
 Test(tools, cpu_stats_name_the_products_kernels) {
   char dir[] = "/tmp/hloc_pstats_XXXXXX";
   cr_assert(mkdtemp(dir));
@@ -169,10 +169,14 @@ Test(tools, cpu_stats_name_the_products_kernels) {
   write_file(path, txt, strlen(txt));
   Run *r = run(HLOC " %s -o %s --cpu sapphirerapids --stats", path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
-  cr_expect(strstr(r->err, "bf16 on AMX tiles 1") && strstr(r->err, "loop nests 1 (w)") &&
-                strstr(r->err, "16-bit or s8 widened to f32 1"),
+  cr_expect(strstr(r->err, "bf16 or s8 on AMX tiles 2") && strstr(r->err, "loop nests 1 (w)") &&
+                strstr(r->err, "16-bit or s8 widened to f32 0"),
             "%s", r->err);
   r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16 --stats", path, obj);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "16-bit or s8 widened to f32 1") && strstr(r->err, "AMX tiles 1"), "%s",
+            r->err);
+  r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16,-amx-int8 --stats", path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
   cr_expect(strstr(r->err, "16-bit or s8 widened to f32 2") && strstr(r->err, "AMX tiles 0"), "%s",
             r->err);

@@ -1171,13 +1171,13 @@ void cpu_cg_free(CpuCg *cg) {
 static void cp_print_products(const CpuCg *cg, FILE *f) {
   const int *n = cg->products;
   int gemm = n[CPU_PROD_GEMM] + n[CPU_PROD_GEMM_WIDE] + n[CPU_PROD_AMX] + n[CPU_PROD_DPBF16];
-  fprintf(
-      f,
-      "cpu: products %d: GEMM %d (f32 %d, 16-bit or s8 widened to f32 %d, bf16 on AMX tiles %d, "
-      "bf16 on AVX512-BF16 %d), few rows or columns %d, Winograd %d, loop nests %d",
-      gemm + n[CPU_PROD_FEW] + n[CPU_PROD_WINO] + n[CPU_PROD_LOOPS], gemm, n[CPU_PROD_GEMM],
-      n[CPU_PROD_GEMM_WIDE], n[CPU_PROD_AMX], n[CPU_PROD_DPBF16], n[CPU_PROD_FEW], n[CPU_PROD_WINO],
-      n[CPU_PROD_LOOPS]);
+  fprintf(f,
+          "cpu: products %d: GEMM %d (f32 %d, 16-bit or s8 widened to f32 %d, bf16 or s8 on AMX "
+          "tiles %d, "
+          "bf16 on AVX512-BF16 %d), few rows or columns %d, Winograd %d, loop nests %d",
+          gemm + n[CPU_PROD_FEW] + n[CPU_PROD_WINO] + n[CPU_PROD_LOOPS], gemm, n[CPU_PROD_GEMM],
+          n[CPU_PROD_GEMM_WIDE], n[CPU_PROD_AMX], n[CPU_PROD_DPBF16], n[CPU_PROD_FEW],
+          n[CPU_PROD_WINO], n[CPU_PROD_LOOPS]);
   for (int i = 0; i < n[CPU_PROD_LOOPS] && i < 4; i++)
     fprintf(f, "%s%s", i ? ", " : " (", cg->loop_products[i]);
   if (n[CPU_PROD_LOOPS]) fprintf(f, "%s)", n[CPU_PROD_LOOPS] > 4 ? ", ..." : "");

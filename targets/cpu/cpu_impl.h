@@ -52,7 +52,7 @@ typedef struct CpuSlot {
  * weights. */
 typedef struct CpuPackJob {
   int kind;          /* 0: a product's B; 1: a Winograd convolution's taps; 2: a bf16 B on
-                        AMX tiles or AVX512-BF16 (gemm/pairs.c's layout) */
+                        depth groups (gemm/pairs.c's layout) */
   int param;         /* the entry parameter */
   int64_t off;       /* element offset of B in it */
   int64_t rs, cs;    /* element strides of B's rows (K) and columns (N) */
@@ -449,7 +449,7 @@ enum {
   CPU_X86_V3 = 2,      /* all of x86-64-v3's features */
   CPU_X86_V4 = 4,      /* all of x86-64-v4's */
   CPU_X86_PRE_AVX = 8, /* no AVX */
-  CPU_X86_AMX = 16,    /* AMX-TILE and AMX-BF16 */
+  CPU_X86_AMX = 16,    /* AMX-TILE, AMX-BF16 and AMX-INT8 */
   CPU_X86_BF16 = 32,   /* AVX512-BF16 at least at the FLOP rate of its f32 FMAs */
 };
 unsigned cpu_x86_traits(const char *cpu);

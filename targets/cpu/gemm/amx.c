@@ -1,10 +1,11 @@
-/* targets/cpu/gemm/amx.c: the depth-pair GEMM's blocks on AMX tiles (TDPBF16PS).
+/* targets/cpu/gemm/amx.c: the depth-group GEMM's blocks on AMX tiles (TDPBF16PS, TDPBSSD).
  *
- * Where the target CPU has AMX-BF16 (Sapphire Rapids and later), the bf16 function of pairs.c
- * computes each 32 x 32 block of C in four accumulator tiles (rows 0-15 / 16-31 by columns
- * 0-15 / 16-31): per 32 depths, A's two 16 x 32 tiles and B's two VNNI tiles are loaded and
- * four TDPBF16PS do a 16 x 16 x 32 block of multiply-adds each, 16 times what AVX-512's FMAs
- * do in the same cycles. B's tiles are loaded with the hint that they stream past L1 where
+ * Where the target CPU has AMX (Sapphire Rapids and later), the bf16 and s8 functions of
+ * pairs.c compute each 32 x 32 block of C in four accumulator tiles (rows 0-15 / 16-31 by
+ * columns 0-15 / 16-31): per tile depth, A's two 16-row tiles and B's two VNNI tiles are
+ * loaded and four TDPBF16PS (bf16 pairs, f32 sums) or TDPBSSD (s8 quads, s32 sums) do a
+ * 16 x 16 x 32 (or x 64) block of multiply-adds each, 16 (32) times what AVX-512's FMAs do in
+ * the same cycles. B's tiles are loaded with the hint that they stream past L1 where
  * GmCfg.amx_t1 says so (measured side by side, docs/log/2026-12-01-cpu-amx.md). Linux grants a
  * process the AMX register state only on request (arch_prctl ARCH_REQ_XCOMP_PERM): the
  * function asks once per process (gm_amx_granted) and, where it is refused, pairs.c calls the
@@ -28,8 +29,9 @@ static void ga_load_t1(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
 static void ga_store(CpuKern *k, int t, LLVMValueRef p, LLVMValueRef stride) {
   ga_intr(k, "llvm.x86.tilestored64", (LLVMValueRef[]){ga_t(k, t), p, stride}, 3);
 }
-static void ga_dp(CpuKern *k, int c, int a, int b) {
-  ga_intr(k, "llvm.x86.tdpbf16ps", (LLVMValueRef[]){ga_t(k, c), ga_t(k, a), ga_t(k, b)}, 3);
+static void ga_dp(CpuKern *k, bool int8, int c, int a, int b) {
+  ga_intr(k, int8 ? "llvm.x86.tdpbssd" : "llvm.x86.tdpbf16ps",
+          (LLVMValueRef[]){ga_t(k, c), ga_t(k, a), ga_t(k, b)}, 3);
 }
 
 /* The tile configuration (palette 1; tiles 0-7 of 16 rows of 64 bytes), loaded. */
@@ -92,7 +94,7 @@ LLVMValueRef gm_amx_granted(CpuKern *k) {
 
 void gm_amx_release(CpuKern *k) { ga_intr(k, "llvm.x86.tilerelease", NULL, 0); }
 
-void gm_amx_block(CpuKern *k, bool t1, const GmPairBlock *b) {
+void gm_amx_block(CpuKern *k, bool t1, bool int8, const GmPairBlock *b) {
   const GmPairA *a = &b->a;
   LLVMValueRef p = b->c, rs = b->rs;
   LLVMValueRef at[4] = {p, gbyte(k, p, gi(k, 64)), gbyte(k, p, gmul(k, rs, gi(k, 16))),
@@ -112,10 +114,10 @@ void gm_amx_block(CpuKern *k, bool t1, const GmPairBlock *b) {
   ga_load(k, 5, gbyte(k, a->a1, aoff), a->stride);
   (t1 ? ga_load_t1 : ga_load)(k, 6, gbyte(k, b->b0, off), s64);
   (t1 ? ga_load_t1 : ga_load)(k, 7, gbyte(k, b->b1, off), s64);
-  ga_dp(k, 0, 4, 6);
-  ga_dp(k, 1, 4, 7);
-  ga_dp(k, 2, 5, 6);
-  ga_dp(k, 3, 5, 7);
+  ga_dp(k, int8, 0, 4, 6);
+  ga_dp(k, int8, 1, 4, 7);
+  ga_dp(k, int8, 2, 5, 6);
+  ga_dp(k, int8, 3, 5, 7);
   gm_close(k, &lq);
   for (int t = 0; t < 4; t++)
     ga_store(k, t, at[t], rs);

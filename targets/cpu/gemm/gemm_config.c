@@ -143,6 +143,10 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   int said_amx = cpu_feature_said(feat, "amx-bf16"), said_tile = cpu_feature_said(feat, "amx-tile");
   c.amx = x86 && avx512 && said_tile >= 0 &&
           (said_amx > 0 || ((traits & CPU_X86_AMX) && said_amx == 0));
+  /* AMX-INT8: s8 dots on TDPBSSD (the same tiles) */
+  int said_int8 = cpu_feature_said(feat, "amx-int8");
+  c.amx_int8 = x86 && avx512 && said_tile >= 0 &&
+               (said_int8 > 0 || ((traits & CPU_X86_AMX) && said_int8 == 0));
   /* else AVX512-BF16: bf16 dots on VDPBF16PS (dpbf16.c), in K blocks of 256 depths (a band's
      B, 32 columns of them, 16 KiB in L1), where the CPU runs it at least at its FMAs' FLOP
      rate (CPU_X86_BF16), or where said on a CPU the table does not know; not on the AMX

@@ -80,6 +80,7 @@ typedef struct GmCfg {
   int chunks;      /* chunks of a split product (knob GEMM_CHUNKS); 0: 4 or 8 by its work */
   bool amx;        /* bf16 dots on AMX tiles (pairs.c, amx.c): the target has AMX-BF16 */
   bool dpbf16;     /* else on AVX512-BF16 (pairs.c, dpbf16.c): the target has it */
+  bool amx_int8;   /* s8 dots on AMX tiles (TDPBSSD): the target has AMX-INT8 */
   bool amx_pf;     /* their packing of B prefetches rows ahead (knob GEMM_AMX) */
   bool amx_t1;     /* AMX's B tiles are loaded with the hint that they are not reused (past L1) */
   int amx_kc;      /* the depth of their K blocks (a multiple of 32) */
@@ -100,8 +101,8 @@ typedef struct GmState {
   LLVMValueRef packa_fn[GE_COUNT]; /* and A */
   LLVMValueRef rows_fn[GE_COUNT];  /* the row interleave of both packings (gm_rows_t_function) */
   LLVMValueRef wino_fn[GW_COUNT];  /* Winograd's transforms (gm_wino_function) */
-  LLVMValueRef pairs_fn;           /* the bf16 GEMM function on depth pairs (gm_pairs_function) */
-  LLVMValueRef pairs_packb_fn;     /* its B packed whole ahead (gm_pairs_packb_function) */
+  LLVMValueRef pairs_fn[GE_COUNT]; /* the GEMM functions on depth groups (gm_pairs_function) */
+  LLVMValueRef pairs_packb_fn[GE_COUNT]; /* their B packed whole ahead (gm_pairs_packb_function) */
 } GmState;
 
 /* The level defaults: AVX-512, AVX and AVX2, others (cpu_gemm_isa compares with the first two). */
@@ -268,32 +269,33 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
 
 /* ------------------------------------------------------------------ pairs.c, amx.c, dpbf16.c */
 
-/* The bf16 GEMM function on depth pairs (AMX tiles where GmCfg.amx, else AVX512-BF16 where
- * GmCfg.dpbf16; gm_function's type and semantics for dots: GP_CONV, GP_BKEEP and GP_APRE
- * unused, GP_BPRE in gm_pairs_packb_function's layout), made once; the bytes of packing
- * scratch it uses for calls of at most M x N x K. */
-LLVMValueRef gm_pairs_function(CpuCg *cg);
-int64_t gm_pairs_pack_bytes(const GmCfg *c, int64_t M, int64_t N, int64_t K);
-/* B (N columns from GB_X, depth K) packed whole into GB_DST in the layout the pairs function
+/* The GEMM function on depth groups for operands of type e (GE_BF16: AMX tiles where
+ * GmCfg.amx, else AVX512-BF16 where GmCfg.dpbf16; GE_S8: AMX-INT8 where GmCfg.amx_int8;
+ * gm_function's type and semantics for dots: GP_CONV, GP_BKEEP and GP_APRE unused, GP_BPRE in
+ * gm_pairs_packb_function's layout), made once; the bytes of packing scratch it uses for calls
+ * of at most M x N x K. */
+LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e);
+int64_t gm_pairs_pack_bytes(const GmCfg *c, GmElt e, int64_t M, int64_t N, int64_t K);
+/* B (N columns from GB_X, depth K) packed whole into GB_DST in the layout that function
  * reads a GP_BPRE in (gm_packx_function's parameters; GB_KB0 and GB_KB1 unused), and its
  * bytes. */
-LLVMValueRef gm_pairs_packb_function(CpuCg *cg);
-int64_t gm_pairs_packed_bytes(int64_t N, int64_t K);
+LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e);
+int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t K);
 
-/* Bytes of a tile: 16 rows of 64 bytes (A: 16 rows x 32 depths; B, VNNI: 16 depth pairs x 16
- * columns x 2). */
+/* Bytes of a tile: 16 rows of 64 bytes (A: 16 rows x 32 bf16 or 64 s8 depths; B, VNNI: 16
+ * groups of depths x 16 columns x 4 bytes). */
 #define GM_TILE_BYTES 1024
 
-/* Where a 32-row panel's A lies: rows 0-15 at a0, rows 16-31 at a1, the next 32 depths step
- * bytes further, rows stride bytes apart (packed tiles: 1024 and 64; read in place: 64 and
- * A's row distance); depth pair p of a row at 4 p bytes from its start. */
+/* Where a 32-row panel's A lies: rows 0-15 at a0, rows 16-31 at a1, the next tile depth (64
+ * bytes of depths) step bytes further, rows stride bytes apart (packed tiles: 1024 and 64; read
+ * in place: 64 and A's row distance); depth group p of a row at 4 p bytes from its start. */
 typedef struct GmPairA {
   LLVMValueRef a0, a1, step, stride;
 } GmPairA;
 
-/* One 32 x 32 block of C over a K block: C (f32, rows rs bytes apart at c; all 32 x 32 may be
- * written) = (first: 0, else C) + A's panel times B's two column tiles (columns 0-15 from b0,
- * 16-31 from b1; tile depth q at q * GM_TILE_BYTES) over kq tile depths (32 depths each). */
+/* One 32 x 32 block of C over a K block: C (f32 or s32, rows rs bytes apart at c; all 32 x 32
+ * may be written) = (first: 0, else C) + A's panel times B's two column tiles (columns 0-15
+ * from b0, 16-31 from b1; tile depth q at q * GM_TILE_BYTES) over kq tile depths. */
 typedef struct GmPairBlock {
   GmPairA a;
   LLVMValueRef b0, b1, kq, c, rs, first;
@@ -301,10 +303,10 @@ typedef struct GmPairBlock {
 
 /* amx.c: the tile configuration loaded (per call of the function), whether the process may
  * use the tiles (asked of the kernel once), a block on the tiles (t1: B's tiles loaded with
- * the streaming hint), the tiles released. */
+ * the streaming hint; int8: s8 quads, TDPBSSD, else bf16 pairs), the tiles released. */
 void gm_amx_config(CpuKern *k);
 LLVMValueRef gm_amx_granted(CpuKern *k);
-void gm_amx_block(CpuKern *k, bool t1, const GmPairBlock *b);
+void gm_amx_block(CpuKern *k, bool t1, bool int8, const GmPairBlock *b);
 void gm_amx_release(CpuKern *k);
 /* dpbf16.c: a block on AVX512-BF16's VDPBF16PS. */
 void gm_dp_block(CpuKern *k, const GmPairBlock *b);
@@ -492,8 +494,8 @@ typedef struct GmPlan {
   int64_t part_off, part_bytes;   /* reducing: the chunks' partial results */
   int64_t need;                   /* bytes of private scratch in all */
   bool pack_ahead; /* B may be packed by the caller ahead of the runs (gm_pack_job) */
-  bool pairs;      /* a bf16 dot on depth pairs (gm_pairs_function: AMX tiles or AVX512-BF16):
-                      no operand packed once for the chunks */
+  bool pairs;      /* a dot on depth groups (gm_pairs_function: bf16 on AMX tiles or
+                      AVX512-BF16, s8 on AMX tiles): no operand packed once for the chunks */
 } GmPlan;
 
 /* The plan of the dot or convolution kernel of entry instruction in (hero: in itself, or the

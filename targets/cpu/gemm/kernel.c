@@ -249,14 +249,13 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
       args[GP_APRE] =
           LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
   }
-  /* (the pairs' layout: the item's block at n0 times K rounded to 32 of bf16, half as many floats)
-   */
+  /* (the pairs' layout: the item's block at n0 times a column's bytes, in floats) */
+  int64_t col = pl->pairs ? gm_pairs_packed_bytes(p->et, 32, p->K) / 32 / 4 : p->K;
   if (r->pkd)
-    args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off,
-                                 gmul(k, n0, gi(k, pl->pairs ? gm_roundup(p->K, 32) / 2 : p->K)),
-                                 args[GP_BPRE]);
-  LLVMBuildCall2(B, gm_fn_type(cg), pl->pairs ? gm_pairs_function(cg) : gm_function(cg, p->et),
-                 args, GP_COUNT, "");
+    args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, col)), args[GP_BPRE]);
+  LLVMBuildCall2(B, gm_fn_type(cg),
+                 pl->pairs ? gm_pairs_function(cg, p->et) : gm_function(cg, p->et), args, GP_COUNT,
+                 "");
 }
 
 /* The chunk's items, each a GEMM call over consecutive row blocks of one column block (in
@@ -332,7 +331,8 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   if (!cpu_kern_end(r.k, pl->nchunks)) return -1;
   /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = pl->nchunks > 1 && !pl->red;
-  if (pl->pairs) cg->tasks[cg->ntasks - 1].note = pl->c.amx ? "AMX tiles" : "AVX512-BF16";
+  bool tiles = pl->p.et == GE_S8 ? pl->c.amx_int8 : pl->c.amx;
+  if (pl->pairs) cg->tasks[cg->ntasks - 1].note = tiles ? "AMX tiles" : "AVX512-BF16";
   if (pl->red && !gm_reduce_finish(cg, in, pl->red, pl->part_off, pl->part_bytes, pl->nchunks))
     return -1;
   return 1;
@@ -369,7 +369,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
   case GM_PATH_BLOCKED: break;
   }
-  cg->products[pl.pairs            ? (pl.c.amx ? CPU_PROD_AMX : CPU_PROD_DPBF16)
+  cg->products[pl.pairs            ? (pl.p.et == GE_S8 || pl.c.amx ? CPU_PROD_AMX : CPU_PROD_DPBF16)
                : pl.p.et == GE_F32 ? CPU_PROD_GEMM
                                    : CPU_PROD_GEMM_WIDE]++;
   return gm_blocked(cg, in, hero, &pl);

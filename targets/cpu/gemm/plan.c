@@ -115,7 +115,7 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
   const GmProb *p = &pl->p;
   /* rows: a chunk's call can span several consecutive row blocks (and the serial run all of
      them), so its A block is sized for the whole M, not for mblk */
-  pl->pack = pl->pairs ? gm_pairs_pack_bytes(&pl->c, p->M, pl->nblk, p->K)
+  pl->pack = pl->pairs ? gm_pairs_pack_bytes(&pl->c, p->et, p->M, pl->nblk, p->K)
                        : gm_pack_bytes(&pl->c, p->M, pl->nblk, p->K, p->conv);
   /* private scratch: staged operands, then one packing area per chunk */
   pl->stage_bytes = 0;
@@ -206,12 +206,15 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
   pl->c = gm_cfg(cg);
   /* s8: K blocks within GM_S8_KC (exact f32 sums), no reducing epilogue (its f32 partials) */
   if (pl->p.et == GE_S8 && (pl->red || pl->c.kc > GM_S8_KC)) return false;
-  /* bf16 on AMX tiles: its function packs its own operands (B may be packed ahead, in its
-     layout; nothing is packed once for the chunks), fast for A's rows read along their depth
-     and for B's read along either dimension; a few rows would leave the tiles mostly
-     padding; column blocks of whole tiles (NR 32: a B packed ahead has its blocks there) */
-  pl->pairs = (pl->c.amx || pl->c.dpbf16) && pl->p.et == GE_BF16 && !pl->p.conv && pl->p.acs == 1 &&
-              (pl->p.bcs == 1 || pl->p.brs == 1) && pl->p.M >= 16 && pl->c.nr % 32 == 0;
+  /* bf16 (or s8) on AMX tiles or AVX512-BF16: the function packs its own operands (B may be
+     packed ahead, in its layout; nothing is packed once for the chunks), fast for A's rows
+     read along their depth and for B's read along either dimension; a few rows would leave
+     the tiles mostly padding; column blocks of whole tiles (NR 32: a B packed ahead has its
+     blocks there) */
+  GmElt et = pl->p.et;
+  pl->pairs = ((et == GE_BF16 && (pl->c.amx || pl->c.dpbf16)) || (et == GE_S8 && pl->c.amx_int8)) &&
+              !pl->p.conv && pl->p.acs == 1 && (pl->p.bcs == 1 || pl->p.brs == 1) &&
+              pl->p.M >= 16 && pl->c.nr % 32 == 0;
   if (pl->pairs) {
     /* items of up to 1024 columns (the f32 blocks' 256 would have each call read A again for
        a quarter of the work) and slices of 256 rows (2 * MC), so a 256-token prefill packs B

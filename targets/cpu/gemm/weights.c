@@ -5,8 +5,8 @@
  * B packed beforehand, and replaces the constant; a B that is an entry parameter is registered
  * as a pack job (CpuCg.packs), which NAME_pack packs into the caller's buffer once, and the
  * kernels read it there when the run is given it (CPU_SLOT_PACKED), packing it themselves
- * otherwise. Winograd's taps go the same two ways, transformed. A bf16 B of a product on depth
- * pairs (AMX, AVX512-BF16) is packed ahead into the tiles it reads (gm_pairs_packb_function).
+ * otherwise. Winograd's taps go the same two ways, transformed. A B of a product on depth
+ * groups (AMX, AVX512-BF16) is packed ahead into the tiles it reads (gm_pairs_packb_function).
  * Another B of bf16, f16 or s8 is packed ahead the same way, widened to the f32 panels the GEMM
  * reads (twice or four times its size: a weight read packed costs that memory, and its bandwidth,
  * for the packing it saves; a frozen 16-bit constant is packed by the GEMM at run time,
@@ -105,10 +105,10 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool 
     cg->packs = np;
     cg->pack_cap = nc;
   }
-  int64_t floats = kind == 1 ? 16 * K * gm_roundup(p->N, NR)
-                   : kind == 2
-                       ? gm_pairs_packed_bytes(nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, K) / 4
-                       : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
+  int64_t floats =
+      kind == 1   ? 16 * K * gm_roundup(p->N, NR)
+      : kind == 2 ? gm_pairs_packed_bytes(p->et, nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, K) / 4
+                  : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
   *j = (CpuPackJob){kind,
                     param,
@@ -187,10 +187,10 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       continue;
     }
     int64_t ks = gm_kstep(&c, j->K), nkb = (j->K + ks - 1) / ks;
-    LLVMValueRef pf =
-        j->kind == 2 ? gm_pairs_packb_function(cg) : gm_packx_function(cg, (GmElt)j->et, true);
-    /* (an item's block at x0 times K's floats, or for AMX x0 times K rounded to 32 of bf16) */
-    int64_t per_col = j->kind == 2 ? gm_roundup(j->K, 32) * 2 : j->K * 4;
+    LLVMValueRef pf = j->kind == 2 ? gm_pairs_packb_function(cg, (GmElt)j->et)
+                                   : gm_packx_function(cg, (GmElt)j->et, true);
+    /* (an item's block at x0 times K's floats, or on depth groups x0 times a column's bytes) */
+    int64_t per_col = j->kind == 2 ? gm_pairs_packed_bytes((GmElt)j->et, 32, j->K) / 32 : j->K * 4;
     for (int64_t xi = 0; xi < j->nnb; xi++) {
       int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
       LLVMValueRef a[GB_COUNT];
