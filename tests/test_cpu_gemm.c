@@ -1468,6 +1468,35 @@ Test(cpu_gemm_lowp, s8_on_amx_tiles, .timeout = 120) {
   }
 }
 
+/* s8 dots compiled for a CPU with AVX512-VNNI and no AMX-INT8 run on VPDPBUSD (B biased to u8,
+ * the rows' sums of A taken off); not without the feature. Their results are checked on the
+ * device machine's Xeon by tools/cpu_device_test.sh built with -amx-int8. */
+Test(cpu_gemm_lowp, s8_on_avx512vnni, .timeout = 120) {
+  char *t = tg_lowp_text("s8", "s32", 0, 64, 192, 96, false, true, true);
+  const char *cpus[3][2] = {
+      {"icelake-server", ""}, {"znver4", ""}, {"sapphirerapids", "-amx-int8"}};
+  for (int i = 0; i < 3; i++) {
+    char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                       .name = "model",
+                                       .opt_level = 2,
+                                       .emit = CPU_EMIT_ASM,
+                                       .cpu = cpus[i][0],
+                                       .features = cpus[i][1]});
+    cr_expect(strstr(a, "vpdpbusd") && strstr(a, "model_gemm_s8_dp:") && !strstr(a, "tdpbssd"),
+              "%s %s: no AVX512-VNNI GEMM", cpus[i][0], cpus[i][1]);
+    free(a);
+  }
+  char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
+                                     .name = "model",
+                                     .opt_level = 2,
+                                     .emit = CPU_EMIT_ASM,
+                                     .cpu = "icelake-server",
+                                     .features = "-avx512vnni"});
+  cr_expect(!strstr(a, "vpdpbusd"), "icelake-server -avx512vnni: VNNI GEMM");
+  free(a);
+  free(t);
+}
+
 /* Whether text compiled for cpu with features feat has the AVX512-BF16 GEMM (VDPBF16PS, no
  * tiles). */
 static bool tg_dpbf16(const char *text, const char *cpu, const char *feat) {

@@ -176,7 +176,8 @@ Test(tools, cpu_stats_name_the_products_kernels) {
   cr_assert_eq(r->rc, 0, "%s", r->err);
   cr_expect(strstr(r->err, "16-bit or s8 widened to f32 1") && strstr(r->err, "AMX tiles 1"), "%s",
             r->err);
-  r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16,-amx-int8 --stats", path, obj);
+  r = run(HLOC " %s -o %s --cpu sapphirerapids --features=-amx-bf16,-amx-int8,-avx512vnni --stats",
+          path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
   cr_expect(strstr(r->err, "16-bit or s8 widened to f32 2") && strstr(r->err, "AMX tiles 0"), "%s",
             r->err);

@@ -1174,7 +1174,8 @@ static void cp_print_products(const CpuCg *cg, FILE *f) {
   fprintf(f,
           "cpu: products %d: GEMM %d (f32 %d, 16-bit or s8 widened to f32 %d, bf16 or s8 on AMX "
           "tiles %d, "
-          "bf16 on AVX512-BF16 %d), few rows or columns %d, Winograd %d, loop nests %d",
+          "bf16 on AVX512-BF16 or s8 on AVX512-VNNI %d), few rows or columns %d, Winograd %d, loop "
+          "nests %d",
           gemm + n[CPU_PROD_FEW] + n[CPU_PROD_WINO] + n[CPU_PROD_LOOPS], gemm, n[CPU_PROD_GEMM],
           n[CPU_PROD_GEMM_WIDE], n[CPU_PROD_AMX], n[CPU_PROD_DPBF16], n[CPU_PROD_FEW],
           n[CPU_PROD_WINO], n[CPU_PROD_LOOPS]);

@@ -451,6 +451,7 @@ enum {
   CPU_X86_PRE_AVX = 8, /* no AVX */
   CPU_X86_AMX = 16,    /* AMX-TILE, AMX-BF16 and AMX-INT8 */
   CPU_X86_BF16 = 32,   /* AVX512-BF16 at least at the FLOP rate of its f32 FMAs */
+  CPU_X86_VNNI = 64,   /* AVX512-VNNI */
 };
 unsigned cpu_x86_traits(const char *cpu);
 /* The ISA level (an LLVM CPU name: "x86-64-v4", "x86-64-v3") whose prebuilt library holds

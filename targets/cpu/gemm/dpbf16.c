@@ -1,4 +1,4 @@
-/* targets/cpu/gemm/dpbf16.c: the depth-pair GEMM's blocks on AVX512-BF16 (VDPBF16PS).
+/* targets/cpu/gemm/dpbf16.c: the depth-group GEMM's blocks on AVX512-BF16 and AVX512-VNNI.
  *
  * Where the target CPU has AVX512-BF16 but no AMX (Cooper Lake, Zen 4 and 5, a Sapphire Rapids
  * told -amx-bf16), the bf16 function of pairs.c computes each 32 x 32 block of C in vector
@@ -10,21 +10,26 @@
  * memory into its two VDPBF16PS (one load feeds 2 of them, a B vector 8). The operands are
  * AMX's tiles (pairs.c packs them, or reads A in place), so both families share the packing,
  * the blocking and the weights packed ahead; a band's B (32 columns of the K block) is read
- * four times, from L1 when the K block is shallow enough (GmCfg.amx_kc). */
+ * four times, from L1 when the K block is shallow enough (GmCfg.amx_kc). s8 quads go the same
+ * way on VPDPBUSD (AVX512-VNNI: 16 lanes of four byte products summed into s32), whose first
+ * source is unsigned: B is packed biased to u8 (s8 + 128, pairs.c) and each row's accumulators
+ * start from -128 times its row of A's sum (GmPairBlock.corr), so the sums are exact. */
 #include "gemm_impl.h"
 
 enum { GD_ROWS = 8 }; /* rows of a band (4 measured slower, 16 would need 32 accumulators) */
 
 /* One band's k loop: the accumulators acc[][] (in: their values before) over the kq tile
  * depths of A rows at arow and B's tiles at b0, b1; acc[][] holds their values after. */
-static void gd_kloop(CpuKern *k, const GmPairBlock *b, LLVMValueRef arow,
+static void gd_kloop(CpuKern *k, bool int8, const GmPairBlock *b, LLVMValueRef arow,
                      LLVMValueRef acc[GD_ROWS][2]) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef vf = LLVMVectorType(cg->f32, 16);
-  LLVMTypeRef vb = LLVMVectorType(LLVMBFloatTypeInContext(cg->C), 32);
-  static const char nm[] = "llvm.x86.avx512bf16.dpbf16ps.512";
-  unsigned id = LLVMLookupIntrinsicID(nm, sizeof nm - 1);
+  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->i32 : cg->f32, 16);
+  /* (B's vectors and A's broadcast groups: 32 bf16, or 16 words of 4 s8 / u8) */
+  LLVMTypeRef vb =
+      int8 ? LLVMVectorType(cg->i32, 16) : LLVMVectorType(LLVMBFloatTypeInContext(cg->C), 32);
+  const char *nm = int8 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512bf16.dpbf16ps.512";
+  unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
   HLO_ASSERT(id != 0);
   LLVMValueRef dp = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
   LLVMTypeRef dpt = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
@@ -54,7 +59,8 @@ static void gd_kloop(CpuKern *k, const GmPairBlock *b, LLVMValueRef arow,
       LLVMValueRef pair = gload(k, cg->i32, gbyte(k, ar[r], gi(k, 4 * p)), 4);
       LLVMValueRef av = LLVMBuildBitCast(B, cpu_splat(k, pair, 16), vb, "");
       for (int j = 0; j < 2; j++) {
-        LLVMValueRef args[3] = {acc[r][j], av, bv[j]};
+        /* (VPDPBUSD: the first source unsigned, B biased to u8; the second A's s8) */
+        LLVMValueRef args[3] = {acc[r][j], int8 ? bv[j] : av, int8 ? av : bv[j]};
         acc[r][j] = LLVMBuildCall2(B, dpt, dp, args, 3, "");
       }
     }
@@ -72,10 +78,10 @@ static void gd_kloop(CpuKern *k, const GmPairBlock *b, LLVMValueRef arow,
       acc[r][j] = ph[r][j];
 }
 
-void gm_dp_block(CpuKern *k, const GmPairBlock *b) {
+void gm_dp_block(CpuKern *k, bool int8, const GmPairBlock *b) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef vf = LLVMVectorType(cg->f32, 16);
+  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->i32 : cg->f32, 16);
   CpuLoop lg;
   LLVMValueRef g = gloop(k, &lg, gi(k, 0), gi(k, 32 / GD_ROWS), 1);
   /* bands 0 and 1 are rows of A's first tile row (a0), 2 and 3 of its second (a1) */
@@ -85,12 +91,20 @@ void gm_dp_block(CpuKern *k, const GmPairBlock *b) {
                             gmul(k, gmul(k, within, gi(k, GD_ROWS)), b->a.stride));
   LLVMValueRef crow = gbyte(k, b->c, gmul(k, gmul(k, g, gi(k, GD_ROWS)), b->rs));
   LLVMValueRef acc[GD_ROWS][2], cp[GD_ROWS][2];
-  /* the first K block starts from zero (C, or the edge tile, not read for it) */
-  for (int r = 0; r < GD_ROWS; r++)
+  /* the first K block starts from zero (C, or the edge tile, not read for it), or from the
+     rows' corrections of a biased B */
+  for (int r = 0; r < GD_ROWS; r++) {
+    LLVMValueRef init = LLVMConstNull(vf);
+    if (b->corr) {
+      LLVMValueRef ri = gadd(k, gmul(k, g, gi(k, GD_ROWS)), gi(k, r));
+      init = cpu_splat(
+          k, gload(k, cg->i32, LLVMBuildInBoundsGEP2(B, cg->i32, b->corr, &ri, 1, ""), 4), 16);
+    }
     for (int j = 0; j < 2; j++) {
       cp[r][j] = gbyte(k, crow, gadd(k, gmul(k, gi(k, r), b->rs), gi(k, 64 * j)));
-      acc[r][j] = LLVMConstNull(vf);
+      acc[r][j] = init;
     }
+  }
   LLVMBasicBlockRef before = LLVMGetInsertBlock(B);
   GIf f;
   gif_open(k, &f, LLVMBuildNot(B, b->first, ""), false);
@@ -108,7 +122,7 @@ void gm_dp_block(CpuKern *k, const GmPairBlock *b) {
       LLVMAddIncoming(phi, vals, bbs, 2);
       acc[r][j] = phi;
     }
-  gd_kloop(k, b, arow, acc);
+  gd_kloop(k, int8, b, arow, acc);
   for (int r = 0; r < GD_ROWS; r++)
     for (int j = 0; j < 2; j++)
       gstore(k, acc[r][j], cp[r][j], 4);

@@ -21,16 +21,17 @@ static const struct {
   unsigned traits;
 } gm_x86_cpus[] = {
 #define GM_V4 (CPU_X86_AVX512F | CPU_X86_V3 | CPU_X86_V4)
-#define GM_BF16 (GM_V4 | CPU_X86_BF16)
-#define GM_AMX (GM_V4 | CPU_X86_AMX)
+#define GM_VNNI (GM_V4 | CPU_X86_VNNI)
+#define GM_BF16 (GM_VNNI | CPU_X86_BF16)
+#define GM_AMX (GM_VNNI | CPU_X86_AMX)
     {"skylake-avx512", GM_V4},
-    {"cascadelake", GM_V4},
+    {"cascadelake", GM_VNNI},
     {"cooperlake", GM_BF16},
     {"cannonlake", GM_V4},
-    {"icelake-client", GM_V4},
-    {"icelake-server", GM_V4},
-    {"tigerlake", GM_V4},
-    {"rocketlake", GM_V4},
+    {"icelake-client", GM_VNNI},
+    {"icelake-server", GM_VNNI},
+    {"tigerlake", GM_VNNI},
+    {"rocketlake", GM_VNNI},
     {"sapphirerapids", GM_AMX},
     {"emeraldrapids", GM_AMX},
     {"graniterapids", GM_AMX},
@@ -40,6 +41,7 @@ static const struct {
     {"znver5", GM_BF16},
     {"x86-64-v4", GM_V4},
 #undef GM_V4
+#undef GM_VNNI
 #undef GM_BF16
 #undef GM_AMX
     {"knl", CPU_X86_AVX512F},
@@ -147,6 +149,10 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   int said_int8 = cpu_feature_said(feat, "amx-int8");
   c.amx_int8 = x86 && avx512 && said_tile >= 0 &&
                (said_int8 > 0 || ((traits & CPU_X86_AMX) && said_int8 == 0));
+  /* else AVX512-VNNI: s8 dots on VPDPBUSD (dpbf16.c) */
+  int said_vnni = cpu_feature_said(feat, "avx512vnni");
+  c.vnni = !c.amx_int8 && x86 && avx512 &&
+           (said_vnni > 0 || ((traits & CPU_X86_VNNI) && said_vnni == 0));
   /* else AVX512-BF16: bf16 dots on VDPBF16PS (dpbf16.c), in K blocks of 256 depths (a band's
      B, 32 columns of them, 16 KiB in L1), where the CPU runs it at least at its FMAs' FLOP
      rate (CPU_X86_BF16), or where said on a CPU the table does not know; not on the AMX

@@ -81,6 +81,7 @@ typedef struct GmCfg {
   bool amx;        /* bf16 dots on AMX tiles (pairs.c, amx.c): the target has AMX-BF16 */
   bool dpbf16;     /* else on AVX512-BF16 (pairs.c, dpbf16.c): the target has it */
   bool amx_int8;   /* s8 dots on AMX tiles (TDPBSSD): the target has AMX-INT8 */
+  bool vnni;       /* else on AVX512-VNNI (VPDPBUSD, dpbf16.c): the target has it */
   bool amx_pf;     /* their packing of B prefetches rows ahead (knob GEMM_AMX) */
   bool amx_t1;     /* AMX's B tiles are loaded with the hint that they are not reused (past L1) */
   int amx_kc;      /* the depth of their K blocks (a multiple of 32) */
@@ -299,6 +300,8 @@ typedef struct GmPairA {
 typedef struct GmPairBlock {
   GmPairA a;
   LLVMValueRef b0, b1, kq, c, rs, first;
+  LLVMValueRef
+      corr; /* B biased (s8 on VNNI): the block's 32 rows' starting sums (i32), else NULL */
 } GmPairBlock;
 
 /* amx.c: the tile configuration loaded (per call of the function), whether the process may
@@ -308,8 +311,9 @@ void gm_amx_config(CpuKern *k);
 LLVMValueRef gm_amx_granted(CpuKern *k);
 void gm_amx_block(CpuKern *k, bool t1, bool int8, const GmPairBlock *b);
 void gm_amx_release(CpuKern *k);
-/* dpbf16.c: a block on AVX512-BF16's VDPBF16PS. */
-void gm_dp_block(CpuKern *k, const GmPairBlock *b);
+/* dpbf16.c: a block on AVX512-BF16's VDPBF16PS (int8: s8 quads on AVX512-VNNI's VPDPBUSD, B
+ * biased to u8, s32 sums). */
+void gm_dp_block(CpuKern *k, bool int8, const GmPairBlock *b);
 
 /* ------------------------------------------------------------------ micro_fma.c (a family each) */
 

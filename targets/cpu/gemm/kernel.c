@@ -332,7 +332,10 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = pl->nchunks > 1 && !pl->red;
   bool tiles = pl->p.et == GE_S8 ? pl->c.amx_int8 : pl->c.amx;
-  if (pl->pairs) cg->tasks[cg->ntasks - 1].note = tiles ? "AMX tiles" : "AVX512-BF16";
+  if (pl->pairs)
+    cg->tasks[cg->ntasks - 1].note = tiles               ? "AMX tiles"
+                                     : pl->p.et == GE_S8 ? "AVX512-VNNI"
+                                                         : "AVX512-BF16";
   if (pl->red && !gm_reduce_finish(cg, in, pl->red, pl->part_off, pl->part_bytes, pl->nchunks))
     return -1;
   return 1;
@@ -369,7 +372,8 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
   case GM_PATH_BLOCKED: break;
   }
-  cg->products[pl.pairs            ? (pl.p.et == GE_S8 || pl.c.amx ? CPU_PROD_AMX : CPU_PROD_DPBF16)
+  cg->products[pl.pairs            ? ((pl.p.et == GE_S8 ? pl.c.amx_int8 : pl.c.amx) ? CPU_PROD_AMX
+                                                                                    : CPU_PROD_DPBF16)
                : pl.p.et == GE_F32 ? CPU_PROD_GEMM
                                    : CPU_PROD_GEMM_WIDE]++;
   return gm_blocked(cg, in, hero, &pl);

@@ -25,15 +25,36 @@ enum {
 };
 
 /* The operand format of a function: its element type, element bytes, depths in a 4-byte group
- * and depths in a 64-byte tile row; whether its blocks run on AMX tiles (else AVX512-BF16). */
+ * and depths in a 64-byte tile row; whether its blocks run on AMX tiles (else AVX512-BF16 or
+ * AVX512-VNNI); whether B is stored biased (s8 + 128: VPDPBUSD's unsigned operand; each row
+ * of C then carries 128 times its row of A's sum, taken off through GmPairBlock.corr). */
 typedef struct GaFmt {
   GmElt e;
   int esz, grp, td;
-  bool amx;
+  bool amx, bias;
 } GaFmt;
 
 static GaFmt ga_fmt(const GmCfg *c, GmElt e) {
-  return e == GE_S8 ? (GaFmt){GE_S8, 1, 4, 64, c->amx_int8} : (GaFmt){GE_BF16, 2, 2, 32, c->amx};
+  return e == GE_S8 ? (GaFmt){GE_S8, 1, 4, 64, c->amx_int8, !c->amx_int8}
+                    : (GaFmt){GE_BF16, 2, 2, 32, c->amx, false};
+}
+
+/* v (B's bytes as stored: any integer vector or scalar) biased where f says so. */
+static LLVMValueRef ga_biased(CpuKern *k, const GaFmt *f, LLVMValueRef v) {
+  if (!f->bias) return v;
+  LLVMTypeRef t = LLVMTypeOf(v), et = t;
+  unsigned n = 0;
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind)
+    n = LLVMGetVectorSize(t), et = LLVMGetElementType(t);
+  unsigned bits = LLVMGetIntTypeWidth(et);
+  LLVMValueRef m = LLVMConstInt(et, bits == 8 ? 0x80 : 0x80808080u, 0);
+  if (n) {
+    LLVMValueRef lanes[64];
+    for (unsigned i = 0; i < n; i++)
+      lanes[i] = m;
+    m = LLVMConstVector(lanes, n);
+  }
+  return LLVMBuildXor(k->B, v, m, "");
 }
 
 /* The K blocks' depth: GmCfg.amx_kc in whole tile depths. */
@@ -54,12 +75,14 @@ static LLVMValueRef ga_round(CpuKern *k, LLVMValueRef v, int m) {
 /* ------------------------------------------------------------------ packing */
 
 /* An edge element: src[i * rs + j * cs] (i, j clamped inside by the caller) stored at dst
- * where ok holds, else zero. */
-static void ga_elem(CpuKern *k, const GaFmt *f, LLVMValueRef src, LLVMValueRef i, LLVMValueRef rs,
-                    LLVMValueRef j, LLVMValueRef cs, LLVMValueRef ok, LLVMValueRef dst) {
+ * where ok holds, else zero; B's (b) biased where the format says so. */
+static void ga_elem(CpuKern *k, const GaFmt *f, bool b, LLVMValueRef src, LLVMValueRef i,
+                    LLVMValueRef rs, LLVMValueRef j, LLVMValueRef cs, LLVMValueRef ok,
+                    LLVMValueRef dst) {
   LLVMTypeRef t = gm_elt_type(k->cg, f->e);
   LLVMValueRef v = gload(k, t, gep_e(k, f->e, src, gadd(k, gmul(k, i, rs), gmul(k, j, cs))), 1);
-  gstore(k, LLVMBuildSelect(k->B, ok, v, LLVMConstInt(t, 0, 0), ""), dst, 1);
+  v = LLVMBuildSelect(k->B, ok, v, LLVMConstInt(t, 0, 0), "");
+  gstore(k, b ? ga_biased(k, f, v) : v, dst, 1);
 }
 
 /* A's rows [ic, ic + mc), all of its depth, into tiles: tile (t, q) (rows 16 t.., depths
@@ -91,7 +114,7 @@ static void ga_pack_a(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVal
     LLVMValueRef ok = gand(k, row, gslt(k, kk, P[GP_K]));
     LLVMValueRef rc = gmin(k, gadd(k, ic, r), gadd(k, ic, gsub(k, mc, gi(k, 1))));
     LLVMValueRef kc = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
-    ga_elem(k, f, P[GP_A], rc, P[GP_ARS], kc, P[GP_ACS], ok, gep_e(k, f->e, dst, j));
+    ga_elem(k, f, false, P[GP_A], rc, P[GP_ARS], kc, P[GP_ACS], ok, gep_e(k, f->e, dst, j));
     gm_close(k, &lj);
   }
   gif_close(k, &fi);
@@ -145,7 +168,7 @@ static void ga_pack_b16(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMV
   gif_open(k, &fi, ga_rows_inside(k, f, P, kg, c0, nc, 16), true);
   LLVMValueRef rows;
   ga_rows_load(k, f, P, kg, gadd(k, jc, c0), 16, &rows);
-  gstore(k, ga_interleave(k, f, rows, 16, 0), dst, 1);
+  gstore(k, ga_biased(k, f, ga_interleave(k, f, rows, 16, 0)), dst, 1);
   gif_else(k, &fi);
   {
     CpuLoop ln;
@@ -155,7 +178,7 @@ static void ga_pack_b16(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMV
     LLVMValueRef ok = gand(k, gslt(k, cn, nc), gslt(k, kk, P[GP_K]));
     LLVMValueRef cc = gadd(k, jc, gmin(k, cn, gsub(k, nc, gi(k, 1))));
     LLVMValueRef kcl = gmin(k, kk, gsub(k, P[GP_K], gi(k, 1)));
-    ga_elem(k, f, P[GP_B], kcl, P[GP_BRS], cc, P[GP_BCS], ok, gep_e(k, f->e, dst, n));
+    ga_elem(k, f, true, P[GP_B], kcl, P[GP_BRS], cc, P[GP_BCS], ok, gep_e(k, f->e, dst, n));
     gm_close(k, &ln);
   }
   gif_close(k, &fi);
@@ -194,8 +217,8 @@ static void ga_pack_b(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVal
       for (int g = 0; g < f->grp; g++)
         gm_prefetch(k, gep_e(k, f->e, ahead, gmul(k, gi(k, g), P[GP_BRS])), 3);
     }
-    gstore(k, ga_interleave(k, f, rows, 32, 0), dst, 1);
-    gstore(k, ga_interleave(k, f, rows, 32, 1), dst1, 1);
+    gstore(k, ga_biased(k, f, ga_interleave(k, f, rows, 32, 0)), dst, 1);
+    gstore(k, ga_biased(k, f, ga_interleave(k, f, rows, 32, 1)), dst1, 1);
   }
   gif_else(k, &fi);
   ga_pack_b16(k, f, P, dst, kg, jc, c0, nc);
@@ -236,7 +259,7 @@ static void ga_pack_bt(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVa
                    1);
     cpu_transpose_regs(k, v, 16);
     for (int r = 0; r < 16; r++)
-      gstore(k, v[r], gbyte(k, dst, gi(k, 64 * r)), 1);
+      gstore(k, ga_biased(k, f, v[r]), gbyte(k, dst, gi(k, 64 * r)), 1);
   }
   gif_else(k, &fi);
   {
@@ -272,7 +295,8 @@ static void ga_edge_copy(CpuKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValue
  * (but on the first K block) and back after. */
 static void ga_panel(CpuKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *a, LLVMValueRef b0,
                      LLVMValueRef b1, LLVMValueRef kq, LLVMValueRef cp, LLVMValueRef ldc,
-                     LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge) {
+                     LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge,
+                     LLVMValueRef corr) {
   LLVMValueRef whole = gand(k, LLVMBuildICmp(k->B, LLVMIntEQ, mrv, gi(k, 32), ""),
                             LLVMBuildICmp(k->B, LLVMIntEQ, nrv, gi(k, 32), ""));
   LLVMValueRef part = LLVMBuildNot(k->B, whole, "");
@@ -282,7 +306,8 @@ static void ga_panel(CpuKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *
                      kq,
                      LLVMBuildSelect(k->B, whole, cp, edge, ""),
                      LLVMBuildSelect(k->B, whole, gmul(k, ldc, gi(k, 4)), gi(k, 128), ""),
-                     first};
+                     first,
+                     corr};
   GIf e;
   gif_open(k, &e, gand(k, part, LLVMBuildNot(k->B, first, "")), false);
   ga_edge_copy(k, cp, ldc, edge, mrv, nrv, true);
@@ -290,7 +315,7 @@ static void ga_panel(CpuKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *
   if (f->amx)
     gm_amx_block(k, c->amx_t1, f->e == GE_S8, &blk);
   else
-    gm_dp_block(k, &blk);
+    gm_dp_block(k, f->e == GE_S8, &blk);
   gif_open(k, &e, part, false);
   ga_edge_copy(k, cp, ldc, edge, mrv, nrv, false);
   gif_close(k, &e);
@@ -402,9 +427,45 @@ static LLVMValueRef ga_a_block(CpuKern *k, const GaFmt *f, const LLVMValueRef *P
   return direct;
 }
 
-/* The blocks of one call, K > 0 and the tiles granted (see the file's head). */
+/* B biased (GaFmt.bias): each row of the products carries 128 times the row's sum of A over
+ * all of K; -128 times those sums of rows [ic, ic + mc) into corr (i32 each), which the first
+ * K block's accumulators start from. A's rows 64 depths a step where contiguous. */
+static void ga_row_corr(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ic, LLVMValueRef mc,
+                        LLVMValueRef corr) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef v64 = LLVMVectorType(cg->i32, 64);
+  unsigned rid = LLVMLookupIntrinsicID("llvm.vector.reduce.add", 22);
+  LLVMValueRef red = LLVMGetIntrinsicDeclaration(cg->M, rid, &v64, 1);
+  LLVMValueRef vacc = cpu_alloca(k, v64), sacc = cpu_alloca(k, cg->i32);
+  CpuLoop lr, lk;
+  LLVMValueRef r = gloop(k, &lr, gi(k, 0), mc, 1);
+  LLVMValueRef row = gep_e(k, GE_S8, P[GP_A], gmul(k, gadd(k, ic, r), P[GP_ARS]));
+  LLVMValueRef kv =
+      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""),
+                      LLVMBuildAnd(B, P[GP_K], gi(k, ~(int64_t)63), ""), gi(k, 0), "");
+  LLVMBuildStore(B, LLVMConstNull(v64), vacc);
+  LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kv, 64);
+  LLVMValueRef x =
+      LLVMBuildSExt(B, gload(k, LLVMVectorType(cg->i8, 64), gep_e(k, GE_S8, row, kk), 1), v64, "");
+  LLVMBuildStore(B, LLVMBuildAdd(B, gload(k, v64, vacc, 64), x, ""), vacc);
+  gm_close(k, &lk);
+  LLVMValueRef v = gload(k, v64, vacc, 64);
+  LLVMBuildStore(B, LLVMBuildCall2(B, LLVMGlobalGetValueType(red), red, &v, 1, ""), sacc);
+  kk = gloop(k, &lk, kv, P[GP_K], 1);
+  LLVMValueRef e = LLVMBuildSExt(
+      B, gload(k, cg->i8, gep_e(k, GE_S8, row, gmul(k, kk, P[GP_ACS])), 1), cg->i32, "");
+  LLVMBuildStore(B, LLVMBuildAdd(B, gload(k, cg->i32, sacc, 4), e, ""), sacc);
+  gm_close(k, &lk);
+  LLVMValueRef s = LLVMBuildMul(B, gload(k, cg->i32, sacc, 4), LLVMConstInt(cg->i32, -128, 1), "");
+  gstore(k, s, LLVMBuildInBoundsGEP2(B, cg->i32, corr, &r, 1, ""), 4);
+  gm_close(k, &lr);
+}
+
+/* The blocks of one call, K > 0 and the tiles granted (see the file's head); corr: GA_MC i32
+ * of scratch for the biased format's corrections. */
 static void ga_blocks(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVMValueRef *P,
-                      LLVMValueRef edge) {
+                      LLVMValueRef edge, LLVMValueRef corr) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
   LLVMValueRef kr = ga_round(k, P[GP_K], f->td);
   LLVMValueRef kqa = LLVMBuildSDiv(k->B, kr, gi(k, f->td), "");
@@ -416,6 +477,7 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVMValu
   LLVMValueRef mcr = ga_round(k, mc, 32);
   LLVMValueRef ap = P[GP_PACK];
   LLVMValueRef direct = ga_a_block(k, f, P, ap, ic, mc, mcr, kqa);
+  if (f->bias) ga_row_corr(k, P, ic, mc, corr);
   LLVMValueRef bp = gbyte(k, ap, gmul(k, gmul(k, mcr, kr), gi(k, f->esz)));
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, N, jc));
@@ -442,7 +504,8 @@ static void ga_blocks(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVMValu
       k, bp, gmul(k, gmul(k, LLVMBuildSDiv(k->B, jr, gi(k, 16), ""), kqb), gi(k, GM_TILE_BYTES)));
   LLVMValueRef b1 = gbyte(k, b0, gmul(k, kqb, gi(k, GM_TILE_BYTES)));
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
-  ga_panel(k, c, f, &at, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge);
+  LLVMValueRef cr = f->bias ? LLVMBuildInBoundsGEP2(k->B, k->cg->i32, corr, &ir, 1, "") : NULL;
+  ga_panel(k, c, f, &at, b0, b1, kqb, cp, P[GP_LDC], mrv, nrv, first, edge, cr);
   gm_close(k, &ljr);
   gm_close(k, &lir);
   gm_close(k, &lpc);
@@ -465,7 +528,7 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   /* (the target's features and the family's: an attribute replaces the machine's string) */
   char feat[4096];
   snprintf(feat, sizeof feat, "%s%s%s", cg->tfeat, *cg->tfeat ? "," : "",
-           !f.amx       ? "+avx512bf16"
+           !f.amx       ? (e == GE_S8 ? "+avx512vnni" : "+avx512bf16")
            : e == GE_S8 ? "+amx-tile,+amx-int8"
                         : "+amx-tile,+amx-bf16");
   LLVMAddTargetDependentFunctionAttr(k->fn, "target-features", feat);
@@ -474,10 +537,11 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
     P[j] = LLVMGetParam(k->fn, (unsigned)j);
   LLVMValueRef edge = cpu_alloca(k, LLVMArrayType2(cg->f32, 32 * 32));
   LLVMSetAlignment(edge, 64);
+  LLVMValueRef corr = f.bias ? cpu_alloca(k, LLVMArrayType2(cg->i32, GA_MC)) : NULL;
   LLVMValueRef go = gslt(k, gi(k, 0), P[GP_K]);
   GIf fi;
   gif_open(k, &fi, f.amx ? gand(k, go, gm_amx_granted(k)) : go, true);
-  ga_blocks(k, &c, &f, P, edge);
+  ga_blocks(k, &c, &f, P, edge, corr);
   gif_else(k, &fi);
   LLVMBuildCall2(k->B, gm_fn_type(cg), widened, P, GP_COUNT, "");
   gif_close(k, &fi);
