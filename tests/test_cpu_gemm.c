@@ -1386,15 +1386,20 @@ Test(cpu_gemm_lowp, f16_blocked, .timeout = 300) {
   tg_lowp("f16", "f32", 3, 29, 100, 33, false, true, false, true);
 }
 
+/* text compiled to assembly for cpu with features feat (malloc'd). */
+static char *tg_asm(const char *text, const char *cpu, const char *feat) {
+  return ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
+                                     .name = "model",
+                                     .opt_level = 2,
+                                     .emit = CPU_EMIT_ASM,
+                                     .cpu = cpu,
+                                     .features = feat});
+}
+
 /* Whether text compiled for cpu with features feat has the AMX GEMM: its tile configuration,
  * TDPBF16PS, the request for the tile state (a system call) and the tiles' release. */
 static bool tg_amx(const char *text, const char *cpu, const char *feat) {
-  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
-                                        .name = "model",
-                                        .opt_level = 2,
-                                        .emit = CPU_EMIT_ASM,
-                                        .cpu = cpu,
-                                        .features = feat});
+  char *t = tg_asm(text, cpu, feat);
   bool has = strstr(t, "ldtilecfg") && strstr(t, "tdpbf16ps") && strstr(t, "syscall") &&
              strstr(t, "tilerelease");
   free(t);
@@ -1448,20 +1453,10 @@ Test(cpu_gemm_lowp, bf16_on_amx_tiles, .timeout = 120) {
 Test(cpu_gemm_lowp, s8_on_amx_tiles, .timeout = 120) {
   for (int v = 0; v < 3; v++) {
     char *t = tg_lowp_text("s8", "s32", v == 2 ? 2 : 0, 64, 192, 96, false, v == 1, v == 2);
-    char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
-                                       .name = "model",
-                                       .opt_level = 2,
-                                       .emit = CPU_EMIT_ASM,
-                                       .cpu = "sapphirerapids",
-                                       .features = ""});
+    char *a = tg_asm(t, "sapphirerapids", "");
     cr_expect(strstr(a, "tdpbssd") && strstr(a, "ldtilecfg"), "variant %d: no AMX-INT8 GEMM", v);
     free(a);
-    a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
-                                 .name = "model",
-                                 .opt_level = 2,
-                                 .emit = CPU_EMIT_ASM,
-                                 .cpu = "sapphirerapids",
-                                 .features = "-amx-int8"});
+    a = tg_asm(t, "sapphirerapids", "-amx-int8");
     cr_expect(!strstr(a, "tdpbssd"), "variant %d, -amx-int8: AMX-INT8 GEMM", v);
     free(a);
     free(t);
@@ -1476,22 +1471,12 @@ Test(cpu_gemm_lowp, s8_on_avx512vnni, .timeout = 120) {
   const char *cpus[3][2] = {
       {"icelake-server", ""}, {"znver4", ""}, {"sapphirerapids", "-amx-int8"}};
   for (int i = 0; i < 3; i++) {
-    char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
-                                       .name = "model",
-                                       .opt_level = 2,
-                                       .emit = CPU_EMIT_ASM,
-                                       .cpu = cpus[i][0],
-                                       .features = cpus[i][1]});
+    char *a = tg_asm(t, cpus[i][0], cpus[i][1]);
     cr_expect(strstr(a, "vpdpbusd") && strstr(a, "model_gemm_s8_dp:") && !strstr(a, "tdpbssd"),
               "%s %s: no AVX512-VNNI GEMM", cpus[i][0], cpus[i][1]);
     free(a);
   }
-  char *a = ct_cpu_text(t, (CpuOpts){.knobs = &ct_knobs,
-                                     .name = "model",
-                                     .opt_level = 2,
-                                     .emit = CPU_EMIT_ASM,
-                                     .cpu = "icelake-server",
-                                     .features = "-avx512vnni"});
+  char *a = tg_asm(t, "icelake-server", "-avx512vnni");
   cr_expect(!strstr(a, "vpdpbusd"), "icelake-server -avx512vnni: VNNI GEMM");
   free(a);
   free(t);
@@ -1500,12 +1485,7 @@ Test(cpu_gemm_lowp, s8_on_avx512vnni, .timeout = 120) {
 /* Whether text compiled for cpu with features feat has the AVX512-BF16 GEMM (VDPBF16PS, no
  * tiles). */
 static bool tg_dpbf16(const char *text, const char *cpu, const char *feat) {
-  char *t = ct_cpu_text(text, (CpuOpts){.knobs = &ct_knobs,
-                                        .name = "model",
-                                        .opt_level = 2,
-                                        .emit = CPU_EMIT_ASM,
-                                        .cpu = cpu,
-                                        .features = feat});
+  char *t = tg_asm(text, cpu, feat);
   bool has = strstr(t, "vdpbf16ps") && !strstr(t, "tdpbf16ps") && strstr(t, "model_gemm_bf16_dp:");
   free(t);
   return has;

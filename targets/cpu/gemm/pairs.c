@@ -15,7 +15,8 @@
  * prefetched ahead of the packing) > 32-row panels (A's stay in L1) > 32-column panels, each a
  * 32 x 32 block that the family computes over the K block (GmPairBlock). The block sizes and
  * hints were measured side by side on the device host's Xeon (docs/log/2026-12-01-cpu-amx.md).
- * K = 0, and a process refused the AMX state, call the widened function instead. */
+ * K = 0, and a process refused the AMX state, call the widened function instead (which packs
+ * B itself: a B packed ahead, NAME_pack, is in this layout, not that function's). */
 #include "gemm_impl.h"
 
 enum {
@@ -543,7 +544,11 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   gif_open(k, &fi, f.amx ? gand(k, go, gm_amx_granted(k)) : go, true);
   ga_blocks(k, &c, &f, P, edge, corr);
   gif_else(k, &fi);
-  LLVMBuildCall2(k->B, gm_fn_type(cg), widened, P, GP_COUNT, "");
+  /* (the widened function packs B itself: a B packed ahead is in this function's layout) */
+  LLVMValueRef W[GP_COUNT];
+  memcpy(W, P, sizeof W);
+  W[GP_BPRE] = LLVMConstNull(cg->ptr);
+  LLVMBuildCall2(k->B, gm_fn_type(cg), widened, W, GP_COUNT, "");
   gif_close(k, &fi);
   LLVMBuildRetVoid(k->B);
   if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
