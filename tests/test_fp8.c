@@ -521,3 +521,33 @@ Test(fp8, npy_bits) {
   unlink(path);
   hlo_arena_free(a);
 }
+
+/* The benchmark drivers' own conversions (bench/cpu/bench_bf16.h, which they carry because
+ * they link nothing but libc and libm) agree with hlo/literal.c's: every fp8 code and every
+ * f16 code decodes alike (NaNs as NaNs), and f32 values across the formats' ranges (ties,
+ * subnormals, overflow included) round to the same bits. */
+#include "../bench/cpu/bench_bf16.h"
+
+Test(fp8, bench_conversions_match_hlo) {
+  for (int c = 0; c < 256; c++) {
+    float a = bench_mini_to_f32((uint16_t)c, bench_f8e4m3fn), b = hlo_f8e4m3fn_to_f32((uint8_t)c);
+    cr_expect(isnan(a) ? isnan(b) : a == b, "e4m3fn %#x: %g against %g", c, a, b);
+    a = bench_mini_to_f32((uint16_t)c, bench_f8e5m2), b = hlo_f8e5m2_to_f32((uint8_t)c);
+    cr_expect(isnan(a) ? isnan(b) : a == b, "e5m2 %#x: %g against %g", c, a, b);
+  }
+  for (int c = 0; c < 65536; c++) {
+    float a = bench_mini_to_f32((uint16_t)c, bench_f16), b = hlo_f16_to_f32((uint16_t)c);
+    cr_expect(isnan(a) ? isnan(b) : a == b, "f16 %#x: %g against %g", c, a, b);
+  }
+  for (int i = -4000000; i <= 4000000; i += 7) {
+    float x = (float)i * 1.37e-4f, y = ldexpf((float)i, -40);
+    float xs[2] = {x, y};
+    for (int j = 0; j < 2; j++) {
+      cr_assert_eq(bench_f32_to_mini(xs[j], bench_f8e4m3fn), hlo_f32_to_f8e4m3fn(xs[j]),
+                   "e4m3fn of %a", xs[j]);
+      cr_assert_eq(bench_f32_to_mini(xs[j], bench_f8e5m2), hlo_f32_to_f8e5m2(xs[j]), "e5m2 of %a",
+                   xs[j]);
+      cr_assert_eq(bench_f32_to_mini(xs[j], bench_f16), hlo_f32_to_f16(xs[j]), "f16 of %a", xs[j]);
+    }
+  }
+}

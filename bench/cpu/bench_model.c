@@ -198,27 +198,38 @@ static void pool_stop(Pool *p) {
 
 /* ------------------------------------------------------------------ tensors */
 
-/* .npy descr of an HLO dtype name; NULL when NumPy has no such type (bf16, ...). */
+/* .npy descr of an HLO dtype name (bf16 and the fp8 types as their bits, as hlo/npy.c writes
+ * and reads them); NULL when NumPy has no such type. */
 static const char *npy_descr(const char *dt) {
   static const char *const map[][2] = {
-      {"f32", "<f4"}, {"f64", "<f8"}, {"f16", "<f2"}, {"s8", "|i1"},
-      {"s16", "<i2"}, {"s32", "<i4"}, {"s64", "<i8"}, {"u8", "|u1"},
-      {"u16", "<u2"}, {"u32", "<u4"}, {"u64", "<u8"}, {"pred", "|b1"},
+      {"f32", "<f4"}, {"f64", "<f8"},  {"f16", "<f2"},  {"s8", "|i1"},       {"s16", "<i2"},
+      {"s32", "<i4"}, {"s64", "<i8"},  {"u8", "|u1"},   {"u16", "<u2"},      {"u32", "<u4"},
+      {"u64", "<u8"}, {"pred", "|b1"}, {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"},
   };
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (!strcmp(dt, map[i][0])) return map[i][1];
   return NULL;
 }
 
+/* The narrow float format of an HLO dtype name (f16, f8e4m3fn, f8e5m2), or NULL. */
+static const BenchMini *mini_of(const char *dt) {
+  return !strcmp(dt, "f16")        ? &bench_f16
+         : !strcmp(dt, "f8e4m3fn") ? &bench_f8e4m3fn
+         : !strcmp(dt, "f8e5m2")   ? &bench_f8e5m2
+                                   : NULL;
+}
+
 /* Fill one argument with bench_fill.h's values; false for a dtype the driver cannot fill. */
 static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   const char *dt = t->dtype;
   bool f32 = !strcmp(dt, "f32"), f64 = !strcmp(dt, "f64"), bf16 = !strcmp(dt, "bf16");
-  size_t esz = !strcmp(dt, "pred") || !strcmp(dt, "s8") || !strcmp(dt, "u8") ? 1
-               : !strcmp(dt, "s16") || !strcmp(dt, "u16") || bf16            ? 2
-               : f32 || !strcmp(dt, "s32") || !strcmp(dt, "u32")             ? 4
-               : f64 || !strcmp(dt, "s64") || !strcmp(dt, "u64")             ? 8
-                                                                             : 0;
+  const BenchMini *mini = mini_of(dt);
+  bool fp8 = mini && mini->E + mini->M == 7;
+  size_t esz = !strcmp(dt, "pred") || !strcmp(dt, "s8") || !strcmp(dt, "u8") || fp8 ? 1
+               : !strcmp(dt, "s16") || !strcmp(dt, "u16") || bf16 || mini           ? 2
+               : f32 || !strcmp(dt, "s32") || !strcmp(dt, "u32")                    ? 4
+               : f64 || !strcmp(dt, "s64") || !strcmp(dt, "u64")                    ? 8
+                                                                                    : 0;
   if (!esz) {
     fprintf(stderr, "bench: argument %d (%s) has dtype %s, which the driver cannot fill\n", k,
             t->name, dt);
@@ -226,11 +237,15 @@ static bool fill_arg(int k, const hloc_tensor_info *t, void *d) {
   }
   int64_t n = (int64_t)(t->bytes / esz);
   for (int64_t i = 0; i < n; i++) {
-    double v = bench_fill_value(k, t->rank, t->dims, i, f32 || f64 || bf16);
+    double v = bench_fill_value(k, t->rank, t->dims, i, f32 || f64 || bf16 || mini);
     if (f32)
       ((float *)d)[i] = (float)v;
     else if (bf16)
       ((uint16_t *)d)[i] = bench_f32_to_bf16((float)v); /* the value rounded to bf16 */
+    else if (fp8)
+      ((uint8_t *)d)[i] = (uint8_t)bench_f32_to_mini((float)v, *mini);
+    else if (mini)
+      ((uint16_t *)d)[i] = bench_f32_to_mini((float)v, *mini);
     else if (f64)
       ((double *)d)[i] = v;
     else if (!strcmp(dt, "pred"))
@@ -317,8 +332,8 @@ static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const 
 }
 
 /* Position-weighted sum of |x| (weight 1 + i mod 7) over the floating-point results and the
- * count of non-finite elements (bf16 ones widened): a checksum that run.sh compares across
- * machines (summation order differs with the vector width, so it is compared with a relative
+ * count of non-finite elements (16-bit and fp8 ones widened): a checksum that run.sh compares
+ * across machines (summation order differs with the vector width, so it is compared with a relative
  * tolerance). */
 static double result_asum(void *const results[], long long *nonfinite) {
   double s = 0;
@@ -327,12 +342,16 @@ static double result_asum(void *const results[], long long *nonfinite) {
     const hloc_tensor_info *t = &SYM(_result_info)[k];
     bool f32 = !strcmp(t->dtype, "f32"), f64 = !strcmp(t->dtype, "f64");
     bool bf16 = !strcmp(t->dtype, "bf16");
-    if (!f32 && !f64 && !bf16) continue;
-    size_t n = t->bytes / (f32 ? 4 : f64 ? 8 : 2);
+    const BenchMini *mini = mini_of(t->dtype);
+    bool fp8 = mini && mini->E + mini->M == 7;
+    if (!f32 && !f64 && !bf16 && !mini) continue;
+    size_t n = t->bytes / (f32 ? 4 : f64 ? 8 : fp8 ? 1 : 2);
     for (size_t i = 0; i < n; i++) {
-      double v = f32   ? ((const float *)results[k])[i]
-                 : f64 ? ((const double *)results[k])[i]
-                       : bench_bf16_to_f32(((const uint16_t *)results[k])[i]);
+      double v = f32    ? ((const float *)results[k])[i]
+                 : f64  ? ((const double *)results[k])[i]
+                 : bf16 ? bench_bf16_to_f32(((const uint16_t *)results[k])[i])
+                 : fp8  ? bench_mini_to_f32(((const uint8_t *)results[k])[i], *mini)
+                        : bench_mini_to_f32(((const uint16_t *)results[k])[i], *mini);
       if (isfinite(v))
         s += fabs(v) * (double)(1 + i % 7);
       else

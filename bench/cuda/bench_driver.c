@@ -8,8 +8,8 @@
  * Allocates every argument in device memory and fills it with deterministic values made on
  * the host (floating point: a fixed linear congruential sequence mapped to [-1, 1), scaled
  * by 1/sqrt(minor dim) so that long products stay finite; integers: i mod 10, so that
- * indices and labels are in range for every bench model; pred: i mod 2; fp8: random finite
- * bit patterns below 1 in magnitude), allocates the
+ * indices and labels are in range for every bench model; pred: i mod 2; 16-bit and fp8
+ * floats: the same values rounded to them), allocates the
  * results (poisoned with 0xff bytes) and TEMP_BYTES of scratch, then:
  *   - first call: model_cuda_run + stream synchronize, host wall clock (module load, handle
  *     creation, cuDNN algorithm search);
@@ -56,17 +56,6 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* f16 bits of v (|v| <= 1 here: normal or subnormal, truncated). */
-static uint16_t f16_bits(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  int e = (int)((u >> 23) & 0xff) - 127 + 15;
-  uint32_t m = u & 0x7fffffu;
-  if (e <= 0) return e < -10 ? sign : (uint16_t)(sign | ((m | 0x800000u) >> (14 - e)));
-  return (uint16_t)(sign | (uint32_t)e << 10 | m >> 13);
-}
-
 /* Fill host buffer h (ti's dtype) deterministically. */
 static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
   size_t n = 1;
@@ -89,14 +78,14 @@ static void fill(void *h, const hloc_tensor_info *ti, uint32_t seed) {
     for (size_t i = 0; i < n; i++) {
       x = x * 1664525u + 1013904223u;
       float v = (float)(((double)(x >> 8) / 8388608.0 - 1.0) * scale);
-      ((uint16_t *)h)[i] = bf ? bench_f32_to_bf16(v) : f16_bits(v);
+      ((uint16_t *)h)[i] = bf ? bench_f32_to_bf16(v) : bench_f32_to_mini(v, bench_f16);
     }
   } else if (!strcmp(ti->dtype, "f8e4m3fn") || !strcmp(ti->dtype, "f8e5m2")) {
-    /* random bits with two exponent bits, the top one among them, masked off: finite (no NaN or
-       infinity in either format), |v| < 1 for e4m3fn's bias 7 and e5m2's 15 */
+    BenchMini f = ti->dtype[3] == '4' ? bench_f8e4m3fn : bench_f8e5m2;
     for (size_t i = 0; i < n; i++) {
       x = x * 1664525u + 1013904223u;
-      ((uint8_t *)h)[i] = (uint8_t)((x >> 24) & 0xb7);
+      float v = (float)(((double)(x >> 8) / 8388608.0 - 1.0) * scale);
+      ((uint8_t *)h)[i] = (uint8_t)bench_f32_to_mini(v, f);
     }
   } else if (!strcmp(ti->dtype, "s32") || !strcmp(ti->dtype, "u32")) {
     for (size_t i = 0; i < n; i++)
