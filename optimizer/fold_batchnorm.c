@@ -288,8 +288,12 @@ bool opt_freeze_specs(HModule *m, int n, const char *const *specs, HErr *err) {
         hlo_err_comp(err, e, "--freeze: parameter %lld given twice", (long long)num[i]);
         ok = false;
       }
-    /* read into the module's arena, where the constant keeps it (no copy of megabytes) */
+    /* read into the module's arena, where the constant keeps it (no copy of megabytes); a
+       bf16, f16 or fp8 array stored as its bits ('<u2', '|u1', ml_dtypes' void types) taken
+       as the parameter's type */
     if (ok) ok = (val[i] = hlo_npy_read(m->arena, eq + 1, err)) != NULL;
+    if (ok && num[i] >= 0 && num[i] < e->nparams && e->params[num[i]])
+      hlo_literal_bits_as(val[i], e->params[num[i]]->shape.dt);
   }
   for (int done = 0; ok && done < n; done++) { /* highest parameter number first */
     int at = -1;

@@ -184,6 +184,19 @@ Test(tools, cpu_stats_name_the_products_kernels) {
   run("rm -rf %s", dir);
 }
 
+/* --freeze takes a bf16 weight stored as its bits ('<u2', the corpus's and ml_dtypes' way) as
+ * the parameter's bf16: llama_decode_bf16's norm scale (parameter 4) frozen from its .npy. */
+Test(tools, freeze_takes_bf16_bits) {
+  char dir[] = "/tmp/hloc_freeze16_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  Run *r = run(HLOC " " HLOC_CORPUS_DIR
+                    "/fixtures/llama_decode_bf16/module.pb --freeze 4=" HLOC_CORPUS_DIR
+                    "/fixtures/llama_decode_bf16/in4.npy -o %s/m.o --stats",
+               dir);
+  cr_expect_eq(r->rc, 0, "%s", r->err);
+  run("rm -rf %s", dir);
+}
+
 Test(tools, emit_hlo_reads_back) {
   char dir[] = "/tmp/hloc_emit_XXXXXX";
   cr_assert(mkdtemp(dir));

@@ -961,11 +961,13 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
   LLVMSetModuleDataLayout(cg->M, td);
   LLVMDisposeTargetData(td);
-  /* every function carries the CPU and features, so IR output states what it was tuned for */
+  /* every function carries the CPU and features, so IR output states what it was tuned for (a
+     function given features of its own, the machine's and more, keeps them: gemm/pairs.c) */
   for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     LLVMAddTargetDependentFunctionAttr(f, "target-cpu", s.cpu);
-    if (*s.feat) LLVMAddTargetDependentFunctionAttr(f, "target-features", s.feat);
+    bool own = LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-features", 15);
+    if (*s.feat && !own) LLVMAddTargetDependentFunctionAttr(f, "target-features", s.feat);
     unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
   }

@@ -282,6 +282,11 @@ int64_t gm_pairs_pack_bytes(const GmCfg *c, GmElt e, int64_t M, int64_t N, int64
  * bytes. */
 LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e);
 int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t K);
+/* The same layout made here at compile time (a constant B: element (k, n) at src[k * rs + n *
+ * cs], type e), for nnb column blocks of nblk columns (nnb 1: all N at once), into dst (zeroed
+ * by the caller, gm_pairs_packed_bytes of the blocks' columns). */
+void gm_pairs_panels(const GmCfg *c, GmElt e, const void *src, int64_t rs, int64_t cs, int64_t K,
+                     int64_t N, int64_t nblk, int64_t nnb, uint8_t *dst);
 
 /* Bytes of a tile: 16 rows of 64 bytes (A: 16 rows x 32 bf16 or 64 s8 depths; B, VNNI: 16
  * groups of depths x 16 columns x 4 bytes). */
@@ -518,7 +523,8 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl);
 void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t K, int64_t N,
                int64_t nblk, int64_t nnb, int64_t kstep, float *dst);
 const float *gm_view_const(const GmCfg *c, const GmView *v);
-LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk,
+const void *gm_view_const_bf16(const GmCfg *c, const GmView *v);
+LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool pairs, int64_t nblk,
                                int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
 int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool amx);

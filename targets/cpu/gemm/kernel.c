@@ -232,9 +232,11 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
                        ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "")
                        : gi(k, 0);
   args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+  /* (the pairs' layout: the item's block at n0 times a column's bytes, in floats) */
+  int64_t col = pl->pairs ? gm_pairs_packed_bytes(p->et, 32, p->K) / 32 / 4 : p->K;
   if (r->bconst)
     args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, r->bconst, 0}),
-                        gmul(k, n0, gi(k, p->K)));
+                        gmul(k, n0, gi(k, col)));
   if (pl->pre) {
     /* the call's block of the packed operand (A: all rows, pre == 2 means nmb == 1) */
     LLVMValueRef prep =
@@ -249,8 +251,6 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
       args[GP_APRE] =
           LLVMBuildSelect(B, r->use1, gfp(k, prep, gmul(k, m0, gi(k, p->K))), args[GP_APRE], "");
   }
-  /* (the pairs' layout: the item's block at n0 times a column's bytes, in floats) */
-  int64_t col = pl->pairs ? gm_pairs_packed_bytes(p->et, 32, p->K) / 32 / 4 : p->K;
   if (r->pkd)
     args[GP_BPRE] = gm_or_packed(k, r->pkd, r->pk_off, gmul(k, n0, gi(k, col)), args[GP_BPRE]);
   LLVMBuildCall2(B, gm_fn_type(cg),
@@ -319,8 +319,9 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
  * shared operand once, the GEMM kernel, and (reducing) the kernel combining the partials. */
 static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *pl) {
   GmRun r = {0};
-  r.bconst =
-      pl->bconst ? gm_const_packed_b(cg, &pl->c, &pl->p, pl->lnblk, pl->lnnb, pl->kstep) : NULL;
+  r.bconst = pl->bconst
+                 ? gm_const_packed_b(cg, &pl->c, &pl->p, pl->pairs, pl->lnblk, pl->lnnb, pl->kstep)
+                 : NULL;
   if (pl->need > cg->extra_temp) cg->extra_temp = pl->need;
   /* B an entry parameter: the caller may pass it packed ahead of the runs (NAME_pack,
      NAME_run_packed); when it does, nothing packs B (the packing kernel does nothing) */

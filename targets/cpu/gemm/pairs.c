@@ -15,8 +15,10 @@
  * prefetched ahead of the packing) > 32-row panels (A's stay in L1) > 32-column panels, each a
  * 32 x 32 block that the family computes over the K block (GmPairBlock). The block sizes and
  * hints were measured side by side on the device host's Xeon (docs/log/2026-12-01-cpu-amx.md).
- * K = 0, and a process refused the AMX state, call the widened function instead (which packs
- * B itself: a B packed ahead, NAME_pack, is in this layout, not that function's). */
+ * A bf16 B may be packed ahead (NAME_pack) or, a constant, at compile time (gm_pairs_panels)
+ * in this layout. A process refused the AMX state runs bf16 on AVX512-BF16's blocks (the same
+ * layout), s8 on the widened function; K = 0 calls the widened function (which packs B itself:
+ * it is not given a B packed in this layout). */
 #include "gemm_impl.h"
 
 enum {
@@ -386,6 +388,31 @@ LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e) {
   return k->fn;
 }
 
+void gm_pairs_panels(const GmCfg *c, GmElt e, const void *src, int64_t rs, int64_t cs, int64_t K,
+                     int64_t N, int64_t nblk, int64_t nnb, uint8_t *dst) {
+  GaFmt f = ga_fmt(c, e);
+  int64_t kr = gm_roundup(K, f.td), kcb = ga_kc(c, &f), col = kr * f.esz;
+  for (int64_t xi = 0; xi < (nnb > 1 ? nnb : 1); xi++) {
+    int64_t x0 = xi * nblk, xn = nnb > 1 ? gm_min(nblk, N - x0) : N;
+    for (int64_t jc = 0; jc < xn; jc += GA_NC) {
+      int64_t nc = gm_min(GA_NC, xn - jc), ncr = gm_roundup(nc, 32);
+      for (int64_t pc = 0; pc < kr; pc += kcb) {
+        int64_t kc = gm_min(kcb, kr - pc), kq = kc / f.td;
+        uint8_t *blk = dst + x0 * col + (jc * kr + pc * ncr) * f.esz; /* ga_block_off */
+        for (int64_t d = 0; d < kc && pc + d < K; d++)
+          for (int64_t n = 0; n < nc; n++) {
+            /* tile (n / 16, d / td), row (d % td) / grp, column n % 16, depth d % grp */
+            int64_t at = ((n / 16) * kq + d / f.td) * GM_TILE_BYTES + (d % f.td) / f.grp * 64 +
+                         (n % 16) * 4 + (d % f.grp) * f.esz;
+            const uint8_t *s = (const uint8_t *)src + ((pc + d) * rs + (x0 + jc + n) * cs) * f.esz;
+            memcpy(blk + at, s, (size_t)f.esz);
+            if (f.bias) blk[at] ^= 0x80;
+          }
+      }
+    }
+  }
+}
+
 int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t K) {
   GaFmt f = ga_fmt(&(GmCfg){0}, e); /* (its sizes only) */
   return gm_roundup(N < 1 ? 1 : N, 32) * gm_roundup(K < 1 ? 1 : K, f.td) * f.esz;
@@ -531,7 +558,7 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   snprintf(feat, sizeof feat, "%s%s%s", cg->tfeat, *cg->tfeat ? "," : "",
            !f.amx       ? (e == GE_S8 ? "+avx512vnni" : "+avx512bf16")
            : e == GE_S8 ? "+amx-tile,+amx-int8"
-                        : "+amx-tile,+amx-bf16");
+                        : "+amx-tile,+amx-bf16,+avx512bf16");
   LLVMAddTargetDependentFunctionAttr(k->fn, "target-features", feat);
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++)
@@ -540,15 +567,27 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   LLVMSetAlignment(edge, 64);
   LLVMValueRef corr = f.bias ? cpu_alloca(k, LLVMArrayType2(cg->i32, GA_MC)) : NULL;
   LLVMValueRef go = gslt(k, gi(k, 0), P[GP_K]);
-  GIf fi;
+  GIf fi, fd = {0};
   gif_open(k, &fi, f.amx ? gand(k, go, gm_amx_granted(k)) : go, true);
   ga_blocks(k, &c, &f, P, edge, corr);
   gif_else(k, &fi);
-  /* (the widened function packs B itself: a B packed ahead is in this function's layout) */
+  /* refused the tiles: bf16 on AVX512-BF16's blocks (every AMX-BF16 CPU has it), which read
+     the same layout, a B packed at compile time or ahead included */
+  bool dp = f.amx && e == GE_BF16;
+  if (dp) {
+    gif_open(k, &fd, go, true);
+    GaFmt fv = f;
+    fv.amx = false;
+    ga_blocks(k, &c, &fv, P, edge, corr);
+    gif_else(k, &fd);
+  }
+  /* (the widened function packs B itself: a B packed ahead is in this function's layout; K = 0
+     never reads B) */
   LLVMValueRef W[GP_COUNT];
   memcpy(W, P, sizeof W);
   W[GP_BPRE] = LLVMConstNull(cg->ptr);
   LLVMBuildCall2(k->B, gm_fn_type(cg), widened, W, GP_COUNT, "");
+  if (dp) gif_close(k, &fd);
   gif_close(k, &fi);
   LLVMBuildRetVoid(k->B);
   if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);

@@ -146,9 +146,10 @@ static void gm_plan_blocked(GmPlan *pl) {
   const GmCfg *c = &pl->c;
   pl->kstep = gm_kstep(c, p->K);
   pl->nkb = p->K < 1 ? 1 : (p->K + pl->kstep - 1) / pl->kstep;
-  /* (gm_const_packed_b packs exactly such a B) */
-  pl->bconst =
-      !p->conv && pl->nb == 1 && gm_view_const(c, &p->b) && p->K >= 1 && p->N >= 1 && !pl->pairs;
+  /* (gm_const_packed_b packs exactly such a B: f32, or bf16 for the depth-group function) */
+  pl->bconst = !p->conv && pl->nb == 1 && p->K >= 1 && p->N >= 1 &&
+               (pl->pairs ? p->et == GE_BF16 && gm_view_const_bf16(c, &p->b)
+                          : gm_view_const(c, &p->b) != NULL);
   pl->pre = 0;
   if (!p->conv && pl->nb == 1 && pl->nchunks > 1 && !pl->pairs)
     pl->pre = !pl->bconst ? (pl->nmb > 1   ? 1

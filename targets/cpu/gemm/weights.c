@@ -6,11 +6,12 @@
  * as a pack job (CpuCg.packs), which NAME_pack packs into the caller's buffer once, and the
  * kernels read it there when the run is given it (CPU_SLOT_PACKED), packing it themselves
  * otherwise. Winograd's taps go the same two ways, transformed. A B of a product on depth
- * groups (AMX, AVX512-BF16) is packed ahead into the tiles it reads (gm_pairs_packb_function).
+ * groups (AMX, AVX512-BF16) is packed ahead into the tiles it reads (gm_pairs_packb_function),
+ * and a frozen bf16 one at compile time into the same tiles (gm_pairs_panels: its own size).
  * Another B of bf16, f16 or s8 is packed ahead the same way, widened to the f32 panels the GEMM
  * reads (twice or four times its size: a weight read packed costs that memory, and its bandwidth,
- * for the packing it saves; a frozen 16-bit constant is packed by the GEMM at run time,
- * gm_view_const being f32 only).
+ * for the packing it saves); such a frozen constant is packed by the GEMM at run time (so is a
+ * frozen s8 B of the depth-group function: AMX-INT8 and VNNI read it in two layouts).
  */
 #include "gemm_impl.h"
 
@@ -33,12 +34,23 @@ void gm_panels(const GmCfg *c, const float *src, int64_t rs, int64_t cs, int64_t
   }
 }
 
+/* (whether view v reads a constant literal of type dt in place) */
+static bool gm_view_const_of(const GmCfg *c, const GmView *v, DType dt) {
+  return v->staged == -1 && v->base && v->base->op == OP_CONSTANT && v->base->literal &&
+         v->base->shape.dt == dt && c->const_pack;
+}
+
+/* The bf16 elements of a view reading a constant literal in place, for the depth-group
+ * functions' layout (gm_pairs_panels), else NULL. */
+const void *gm_view_const_bf16(const GmCfg *c, const GmView *v) {
+  if (!gm_view_const_of(c, v, DT_BF16)) return NULL;
+  return (const uint16_t *)v->base->literal->data + v->off;
+}
+
 /* The floats of view v when it reads a constant literal in place (frozen weights: what the
  * dots' constant B and Winograd's constant taps are made from at compile time), else NULL. */
 const float *gm_view_const(const GmCfg *c, const GmView *v) {
-  if (v->staged != -1 || !v->base || v->base->op != OP_CONSTANT || !v->base->literal ||
-      v->base->shape.dt != DT_F32 || !c->const_pack)
-    return NULL;
+  if (!gm_view_const_of(c, v, DT_F32)) return NULL;
   return (const float *)v->base->literal->data + v->off;
 }
 
@@ -49,8 +61,21 @@ const float *gm_view_const(const GmCfg *c, const GmView *v) {
  * panels kc deep within, zero columns past the block. Every call then reads B in place and
  * packs nothing, which matters most to inference with frozen weights. NULL when B is not a
  * constant literal read in place. */
-LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64_t nblk,
+LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool pairs, int64_t nblk,
                                int64_t nnb, int64_t kstep) {
+  char name[512];
+  snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
+  if (pairs) {
+    /* a bf16 B of the depth-group function: its tiles, the same size as the constant */
+    const void *s16 = gm_view_const_bf16(c, &p->b);
+    if (!s16 || p->K < 1 || p->N < 1) return NULL;
+    int64_t bytes =
+        gm_pairs_packed_bytes(GE_BF16, nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, p->K);
+    uint8_t *buf = hlo_arena_alloc(cg->scratch, (size_t)bytes);
+    memset(buf, 0, (size_t)bytes);
+    gm_pairs_panels(c, GE_BF16, s16, p->brs, p->bcs, p->K, p->N, nblk, nnb, buf);
+    return cpu_rodata(cg, name, buf, (size_t)bytes);
+  }
   const float *src = gm_view_const(c, &p->b);
   if (!src || p->K < 1 || p->N < 1) return NULL;
   int64_t K = p->K, N = p->N, NR = c->nr;
@@ -58,8 +83,6 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, int64
   float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)total);
   memset(buf, 0, sizeof(float) * (size_t)total);
   gm_panels(c, src, p->brs, p->bcs, K, N, nblk, nnb, kstep, buf);
-  char name[512];
-  snprintf(name, sizeof name, "%s_cb%d", cg->o->name, cg->ntasks);
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
 }
 
