@@ -211,34 +211,146 @@ static void h_lt_step(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef h
   LLVMBuildMemCpy(B, h_table_ptr(h, h->lta, slot, s->lidx * 8), 8, res, 8, h_i64(h, 64));
 }
 
-/* The cuBLASLt state of slot (h_lt_step for every fp8 GEMM step): 0, or the failure. */
-static LLVMValueRef h_lt_init(Host *h, LLVMValueRef slot) {
+/* In NAME_cuda_init under the lock: slot's cuBLASLt handle and h_lt_step for every fp8 GEMM
+ * step; exits through x on a failure. */
+static void h_lt_init(Host *h, const HExit *x, LLVMValueRef slot) {
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
-  HExit x = {LLVMAppendBasicBlockInContext(h->C, h->fn, "lt_done"), NULL};
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
-  LLVMPositionBuilderAtEnd(B, x.done);
-  x.rv = LLVMBuildPhi(B, h->i32, "lt_rv");
-  LLVMPositionBuilderAtEnd(B, cur);
   LLVMTypeRef p1[1] = {h->ptr};
   LLVMValueRef hp = h_slot_ptr(h, h->lth, slot);
-  h_exit_status(h, &x, h_call(h, "cublasLtCreate", h->i32, p1, &hp, 1));
+  h_exit_status(h, x, h_call(h, "cublasLtCreate", h->i32, p1, &hp, 1));
   LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, hp, "");
   LLVMValueRef pp = LLVMBuildAlloca(B, h->ptr, "pref");
-  h_exit_status(h, &x, h_call(h, "cublasLtMatmulPreferenceCreate", h->i32, p1, &pp, 1));
+  h_exit_status(h, x, h_call(h, "cublasLtMatmulPreferenceCreate", h->i32, p1, &pp, 1));
   LLVMValueRef pref = LLVMBuildLoad2(B, h->ptr, pp, "");
   LLVMValueRef res = LLVMBuildAlloca(B, LLVMArrayType2(h->i64, 12), "heur");
   LLVMValueRef cnt = LLVMBuildAlloca(B, h->i32, "count");
   for (int i = 0; i < cc->nsteps; i++)
     if (cc->steps[i].kind == CU_STEP_GEMM && cc->steps[i].lidx >= 0)
-      h_lt_step(h, &x, slot, handle, pref, &cc->steps[i], res, cnt);
-  h_exit_status(h, &x, h_call(h, "cublasLtMatmulPreferenceDestroy", h->i32, p1, &pref, 1));
-  LLVMValueRef zero = h_i32(h, 0);
-  LLVMBasicBlockRef here = LLVMGetInsertBlock(B);
-  LLVMBuildBr(B, x.done);
-  LLVMAddIncoming(x.rv, &zero, &here, 1);
-  LLVMPositionBuilderAtEnd(B, x.done);
-  return x.rv;
+      h_lt_step(h, x, slot, handle, pref, &cc->steps[i], res, cnt);
+  h_exit_status(h, x, h_call(h, "cublasLtMatmulPreferenceDestroy", h->i32, p1, &pref, 1));
+}
+
+/* In NAME_cuda_init under the lock: slot's cuDNN handle and, per convolution, its four
+ * descriptors and the algorithm chosen (see the file's head); exits through x on a failure. */
+/* h_dnn_init's work for convolution step c: its four descriptors made and set, cuDNN's
+ * algorithms timed (perf: 8 results of 48 bytes, cnt: their count) and the fastest that
+ * succeeded and fits the reserved workspace kept (none: exit 3), run with its math type. */
+static void h_dnn_conv(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef handle,
+                       const CuStep *c, LLVMValueRef perf, LLVMValueRef cnt) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  LLVMTypeRef p1[1] = {h->ptr};
+  bool tf32 = cc->o->precision == CUDA_PRECISION_TF32;
+  LLVMValueRef d[4]; /* x, y tensors; filter; convolution */
+  static const char *const create[4] = {
+      "cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor", "cudnnCreateFilterDescriptor",
+      "cudnnCreateConvolutionDescriptor"};
+  for (int j = 0; j < 4; j++) {
+    LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx * 4 + j)};
+    LLVMValueRef dpp =
+        LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
+    LLVMValueRef s2 = h_call(h, create[j], h->i32, p1, &dpp, 1);
+    h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""),
+              LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
+    d[j] = LLVMBuildLoad2(B, h->ptr, dpp, "");
+  }
+  LLVMValueRef st[6];
+  LLVMTypeRef t7[7] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
+  /* NCHW (0) or NHWC (1), float (0) */
+  LLVMValueRef fmt = h_i32(h, c->nchw ? 0 : 1);
+  LLVMValueRef xa[7] = {
+      d[0], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch), h_i32(h, c->cw)};
+  st[0] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, xa, 7);
+  LLVMValueRef ya[7] = {
+      d[1], fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp), h_i32(h, c->cq)};
+  st[1] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, ya, 7);
+  LLVMValueRef fa[7] = {d[2],
+                        h_i32(h, 0),
+                        fmt,
+                        h_i32(h, c->ck),
+                        h_i32(h, c->cc / c->groups),
+                        h_i32(h, c->cr),
+                        h_i32(h, c->cs)};
+  st[2] = h_call(h, "cudnnSetFilter4dDescriptor", h->i32, t7, fa, 7);
+  LLVMTypeRef t9[9] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
+  /* cross-correlation (1), float accumulation (0) */
+  LLVMValueRef ca[9] = {d[3],
+                        h_i32(h, c->pad[0]),
+                        h_i32(h, c->pad[1]),
+                        h_i32(h, c->stride[0]),
+                        h_i32(h, c->stride[1]),
+                        h_i32(h, c->dil[0]),
+                        h_i32(h, c->dil[1]),
+                        h_i32(h, 1),
+                        h_i32(h, 0)};
+  st[3] = h_call(h, "cudnnSetConvolution2dDescriptor", h->i32, t9, ca, 9);
+  LLVMTypeRef t2[2] = {h->ptr, h->i32};
+  LLVMValueRef ga[2] = {d[3], h_i32(h, c->groups)};
+  st[4] = h_call(h, "cudnnSetConvolutionGroupCount", h->i32, t2, ga, 2);
+  /* highest: FMA kernels only (no TF32); tf32: tensor cores allowed */
+  LLVMValueRef ma[2] = {d[3], h_i32(h, tf32 ? 1 : 3)};
+  st[5] = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma, 2);
+  for (int j = 0; j < 6; j++)
+    h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""),
+              LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
+  /* time every algorithm once (cuDNN allocates its own buffers), fastest first */
+  LLVMTypeRef t8[8] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
+  LLVMValueRef fa8[8] = {
+      handle, d[0], c->wgrad ? d[1] : d[2], d[3], c->wgrad ? d[2] : d[1], h_i32(h, 8), cnt, perf};
+  LLVMValueRef sf = h_call(h,
+                           c->wgrad ? "cudnnFindConvolutionBackwardFilterAlgorithm"
+                                    : "cudnnFindConvolutionForwardAlgorithm",
+                           h->i32, t8, fa8, 8);
+  h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""),
+            LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
+  LLVMValueRef n = LLVMBuildLoad2(B, h->i32, cnt, "");
+  /* the first result that succeeded and whose workspace fits the reserve */
+  LLVMValueRef pick = h_i32(h, -1);
+  for (int q = 7; q >= 0; q--) {
+    LLVMValueRef o4 = h_i64(h, q * 48 + 4), o16 = h_i64(h, q * 48 + 16);
+    LLVMValueRef stq =
+        LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o4, 1, ""), "");
+    LLVMValueRef memq =
+        LLVMBuildLoad2(B, h->i64, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o16, 1, ""), "");
+    LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSLT, h_i32(h, q), n, "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, stq, h_i32(h, 0), ""), "");
+    ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntULE, memq, h_i64(h, cc->ws_bytes), ""), "");
+    pick = LLVMBuildSelect(B, ok, h_i32(h, q), pick, "");
+  }
+  h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntSLT, pick, h_i32(h, 0), ""), h_i32(h, 3));
+  LLVMValueRef base = LLVMBuildMul(B, LLVMBuildSExt(B, pick, h->i64, ""), h_i64(h, 48), "");
+  LLVMValueRef algo =
+      LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
+  LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx)};
+  LLVMBuildStore(B, algo,
+                 LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
+  if (tf32) { /* run with the math type the algorithm was timed with */
+    LLVMValueRef o28 = LLVMBuildAdd(B, base, h_i64(h, 28), "");
+    LLVMValueRef mt =
+        LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o28, 1, ""), "");
+    LLVMValueRef ma2[2] = {d[3], mt};
+    LLVMValueRef sm = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma2, 2);
+    h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, sm, h_i32(h, 0), ""),
+              LLVMBuildAdd(B, sm, h_i32(h, 100000), ""));
+  }
+}
+
+static void h_dnn_init(Host *h, const HExit *x, LLVMValueRef slot) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  LLVMTypeRef p1[1] = {h->ptr};
+  LLVMValueRef dp = h_slot_ptr(h, h->dnn, slot);
+  LLVMValueRef s = h_call(h, "cudnnCreate", h->i32, p1, &dp, 1);
+  h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
+            LLVMBuildAdd(B, s, h_i32(h, 100000), ""));
+  LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, dp, "");
+  LLVMTypeRef perf_t = LLVMArrayType2(h->i8, 48 * 8);
+  LLVMValueRef perf = LLVMBuildAlloca(B, perf_t, "perf");
+  LLVMSetAlignment(perf, 8);
+  LLVMValueRef cnt = LLVMBuildAlloca(B, h->i32, "count");
+  for (int i = 0; i < cc->nsteps; i++)
+    if (cc->steps[i].kind == CU_STEP_CONV) h_dnn_conv(h, x, slot, handle, &cc->steps[i], perf, cnt);
 }
 
 /* NAME_cuda_init(): load the module into the current context once. */
@@ -269,17 +381,9 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   h_lock(h, false);
   LLVMBuildRet(B, rv);
   LLVMPositionBuilderAtEnd(B, cur);
-#define EXIT_IF(cond, val)                                                                         \
-  do {                                                                                             \
-    LLVMBasicBlockRef go_ = LLVMAppendBasicBlockInContext(h->C, f, "ok");                          \
-    LLVMValueRef v_ = (val);                                                                       \
-    LLVMBasicBlockRef here_ = LLVMGetInsertBlock(B);                                               \
-    LLVMBuildCondBr(B, (cond), unlock, go_);                                                       \
-    LLVMAddIncoming(rv, &v_, &here_, 1);                                                           \
-    LLVMPositionBuilderAtEnd(B, go_);                                                              \
-  } while (0)
+  HExit x = {unlock, rv};
   LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
-  EXIT_IF(LLVMBuildICmp(B, LLVMIntSGE, s1, h_i32(h, 0), ""), h_i32(h, 0));
+  h_exit_if(h, &x, LLVMBuildICmp(B, LLVMIntSGE, s1, h_i32(h, 0), ""), h_i32(h, 0));
   /* a free slot: the first whose context is NULL */
   LLVMValueRef slot = h_i64(h, CU_SLOTS);
   for (int s = CU_SLOTS - 1; s >= 0; s--) {
@@ -289,7 +393,7 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
     slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstNull(h->ptr), ""),
                            h_i64(h, s), slot, "");
   }
-  EXIT_IF(LLVMBuildICmp(B, LLVMIntEQ, slot, h_i64(h, CU_SLOTS), ""), h_i32(h, 2));
+  h_exit_if(h, &x, LLVMBuildICmp(B, LLVMIntEQ, slot, h_i64(h, CU_SLOTS), ""), h_i32(h, 2));
   LLVMTypeRef p2[2] = {h->ptr, h->ptr};
   LLVMValueRef a2[2] = {mp, h->cubin};
   st = h_call(h, "cuModuleLoadData", h->i32, p2, a2, 2);
@@ -307,7 +411,7 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   LLVMValueRef lst = LLVMBuildPhi(B, h->i32, "");
   LLVMAddIncoming(lst, &st, &from, 1);
   LLVMAddIncoming(lst, &st2, &jit_end, 1);
-  EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, lst, h_i32(h, 0), ""), lst);
+  h_exit_if(h, &x, LLVMBuildICmp(B, LLVMIntNE, lst, h_i32(h, 0), ""), lst);
   LLVMValueRef mod = LLVMBuildLoad2(B, h->ptr, mp, "");
   LLVMBuildStore(B, mod, h_slot_ptr(h, h->mods, slot));
   LLVMTypeRef p3[3] = {h->ptr, h->ptr, h->ptr};
@@ -320,130 +424,16 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
         LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->knames), h->knames, kx, 2, ""), "");
     LLVMValueRef a[3] = {fp, mod, np};
     LLVMValueRef s = h_call(h, "cuModuleGetFunction", h->i32, p3, a, 3);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), s);
+    h_exit_if(h, &x, LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""), s);
   }
   if (cc->uses_cublas) {
     LLVMValueRef bp = h_slot_ptr(h, h->blas, slot);
     LLVMValueRef s = h_call(h, "cublasCreate_v2", h->i32, p1, &bp, 1);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
-            LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
+    h_exit_if(h, &x, LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
+              LLVMBuildAdd(B, s, h_i32(h, 1000), ""));
   }
-  if (cc->nlt) {
-    LLVMValueRef st = h_lt_init(h, slot);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st, h_i32(h, 0), ""), st);
-  }
-  if (cc->nconvs) {
-    LLVMValueRef dp = h_slot_ptr(h, h->dnn, slot);
-    LLVMValueRef s = h_call(h, "cudnnCreate", h->i32, p1, &dp, 1);
-    EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s, h_i32(h, 0), ""),
-            LLVMBuildAdd(B, s, h_i32(h, 100000), ""));
-    LLVMValueRef handle = LLVMBuildLoad2(B, h->ptr, dp, "");
-    LLVMTypeRef perf_t = LLVMArrayType2(h->i8, 48 * 8);
-    LLVMValueRef perf = LLVMBuildAlloca(B, perf_t, "perf");
-    LLVMSetAlignment(perf, 8);
-    LLVMValueRef cnt = LLVMBuildAlloca(B, h->i32, "count");
-    bool tf32 = cc->o->precision == CUDA_PRECISION_TF32;
-    for (int i = 0; i < cc->nsteps; i++) {
-      const CuStep *c = &cc->steps[i];
-      if (c->kind != CU_STEP_CONV) continue;
-      LLVMValueRef d[4]; /* x, y tensors; filter; convolution */
-      static const char *const create[4] = {
-          "cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor",
-          "cudnnCreateFilterDescriptor", "cudnnCreateConvolutionDescriptor"};
-      for (int j = 0; j < 4; j++) {
-        LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx * 4 + j)};
-        LLVMValueRef dpp =
-            LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
-        LLVMValueRef s2 = h_call(h, create[j], h->i32, p1, &dpp, 1);
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""),
-                LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
-        d[j] = LLVMBuildLoad2(B, h->ptr, dpp, "");
-      }
-      LLVMValueRef st[6];
-      LLVMTypeRef t7[7] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
-      /* NCHW (0) or NHWC (1), float (0) */
-      LLVMValueRef fmt = h_i32(h, c->nchw ? 0 : 1);
-      LLVMValueRef xa[7] = {
-          d[0],           fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->cc), h_i32(h, c->ch),
-          h_i32(h, c->cw)};
-      st[0] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, xa, 7);
-      LLVMValueRef ya[7] = {
-          d[1],           fmt, h_i32(h, 0), h_i32(h, c->cn), h_i32(h, c->ck), h_i32(h, c->cp),
-          h_i32(h, c->cq)};
-      st[1] = h_call(h, "cudnnSetTensor4dDescriptor", h->i32, t7, ya, 7);
-      LLVMValueRef fa[7] = {d[2],
-                            h_i32(h, 0),
-                            fmt,
-                            h_i32(h, c->ck),
-                            h_i32(h, c->cc / c->groups),
-                            h_i32(h, c->cr),
-                            h_i32(h, c->cs)};
-      st[2] = h_call(h, "cudnnSetFilter4dDescriptor", h->i32, t7, fa, 7);
-      LLVMTypeRef t9[9] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32, h->i32};
-      /* cross-correlation (1), float accumulation (0) */
-      LLVMValueRef ca[9] = {d[3],
-                            h_i32(h, c->pad[0]),
-                            h_i32(h, c->pad[1]),
-                            h_i32(h, c->stride[0]),
-                            h_i32(h, c->stride[1]),
-                            h_i32(h, c->dil[0]),
-                            h_i32(h, c->dil[1]),
-                            h_i32(h, 1),
-                            h_i32(h, 0)};
-      st[3] = h_call(h, "cudnnSetConvolution2dDescriptor", h->i32, t9, ca, 9);
-      LLVMTypeRef t2[2] = {h->ptr, h->i32};
-      LLVMValueRef ga[2] = {d[3], h_i32(h, c->groups)};
-      st[4] = h_call(h, "cudnnSetConvolutionGroupCount", h->i32, t2, ga, 2);
-      /* highest: FMA kernels only (no TF32); tf32: tensor cores allowed */
-      LLVMValueRef ma[2] = {d[3], h_i32(h, tf32 ? 1 : 3)};
-      st[5] = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma, 2);
-      for (int j = 0; j < 6; j++)
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, st[j], h_i32(h, 0), ""),
-                LLVMBuildAdd(B, st[j], h_i32(h, 100000), ""));
-      /* time every algorithm once (cuDNN allocates its own buffers), fastest first */
-      LLVMTypeRef t8[8] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
-      LLVMValueRef fa8[8] = {
-          handle, d[0], c->wgrad ? d[1] : d[2], d[3], c->wgrad ? d[2] : d[1], h_i32(h, 8),
-          cnt,    perf};
-      LLVMValueRef sf = h_call(h,
-                               c->wgrad ? "cudnnFindConvolutionBackwardFilterAlgorithm"
-                                        : "cudnnFindConvolutionForwardAlgorithm",
-                               h->i32, t8, fa8, 8);
-      EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sf, h_i32(h, 0), ""),
-              LLVMBuildAdd(B, sf, h_i32(h, 100000), ""));
-      LLVMValueRef n = LLVMBuildLoad2(B, h->i32, cnt, "");
-      /* the first result that succeeded and whose workspace fits the reserve */
-      LLVMValueRef pick = h_i32(h, -1);
-      for (int q = 7; q >= 0; q--) {
-        LLVMValueRef o4 = h_i64(h, q * 48 + 4), o16 = h_i64(h, q * 48 + 16);
-        LLVMValueRef stq =
-            LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o4, 1, ""), "");
-        LLVMValueRef memq =
-            LLVMBuildLoad2(B, h->i64, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o16, 1, ""), "");
-        LLVMValueRef ok = LLVMBuildICmp(B, LLVMIntSLT, h_i32(h, q), n, "");
-        ok = LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntEQ, stq, h_i32(h, 0), ""), "");
-        ok =
-            LLVMBuildAnd(B, ok, LLVMBuildICmp(B, LLVMIntULE, memq, h_i64(h, cc->ws_bytes), ""), "");
-        pick = LLVMBuildSelect(B, ok, h_i32(h, q), pick, "");
-      }
-      EXIT_IF(LLVMBuildICmp(B, LLVMIntSLT, pick, h_i32(h, 0), ""), h_i32(h, 3));
-      LLVMValueRef base = LLVMBuildMul(B, LLVMBuildSExt(B, pick, h->i64, ""), h_i64(h, 48), "");
-      LLVMValueRef algo =
-          LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
-      LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx)};
-      LLVMBuildStore(
-          B, algo, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
-      if (tf32) { /* run with the math type the algorithm was timed with */
-        LLVMValueRef o28 = LLVMBuildAdd(B, base, h_i64(h, 28), "");
-        LLVMValueRef mt =
-            LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &o28, 1, ""), "");
-        LLVMValueRef ma2[2] = {d[3], mt};
-        LLVMValueRef sm = h_call(h, "cudnnSetConvolutionMathType", h->i32, t2, ma2, 2);
-        EXIT_IF(LLVMBuildICmp(B, LLVMIntNE, sm, h_i32(h, 0), ""),
-                LLVMBuildAdd(B, sm, h_i32(h, 100000), ""));
-      }
-    }
-  }
+  if (cc->nlt) h_lt_init(h, &x, slot);
+  if (cc->nconvs) h_dnn_init(h, &x, slot);
   LLVMValueRef pub = LLVMBuildStore(B, ctx, h_slot_ptr(h, h->ctxs, slot));
   LLVMSetOrdering(pub, LLVMAtomicOrderingRelease);
   LLVMSetAlignment(pub, 8);
@@ -451,7 +441,6 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   LLVMBasicBlockRef here = LLVMGetInsertBlock(B);
   LLVMBuildBr(B, unlock);
   LLVMAddIncoming(rv, &zero, &here, 1);
-#undef EXIT_IF
   return f;
 }
 
@@ -469,11 +458,118 @@ static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValue
   return LLVMBuildGEP2(h->B, h->i8, base, &off, 1, "");
 }
 
+/* What NAME_cuda_run's step emitters share: its parameters, the context's slot and the GEMMs'
+ * scalars (alpha, beta: stack slots of 8 bytes). */
+typedef struct HRun {
+  LLVMValueRef args, results, temp, stream, slot, alpha, beta;
+} HRun;
+
+/* GEMM step s through cublasGemmStridedBatchedEx on the run's stream (handle: the slot's
+ * cuBLAS handle, set to the stream under the lock). */
+static void h_run_gemm(Host *h, const CuStep *s, const HRun *r, LLVMValueRef handle) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  CuGemmTypes gt = cuda_gemm_types(cc, s);
+  if (gt.scalar == DT_F64) {
+    LLVMBuildStore(B, LLVMConstReal(h->f64, 1.0), r->alpha);
+    LLVMBuildStore(B, LLVMConstReal(h->f64, 0.0), r->beta);
+  } else if (gt.scalar == DT_S32) {
+    LLVMBuildStore(B, h_i32(h, 1), r->alpha);
+    LLVMBuildStore(B, h_i32(h, 0), r->beta);
+  } else {
+    LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
+    LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
+  }
+  h_lock(h, true);
+  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+  LLVMValueRef sa[2] = {handle, r->stream};
+  LLVMValueRef st1 = h_call(h, "cublasSetStream_v2", h->i32, sp, sa, 2);
+  LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr,
+                        h->i32, h->i32, h->i64, h->ptr, h->i32, h->i32, h->i64, h->ptr,
+                        h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
+  LLVMValueRef ga[23] = {handle,
+                         h_i32(h, s->transa),
+                         h_i32(h, s->transb),
+                         h_i32(h, s->m),
+                         h_i32(h, s->n),
+                         h_i32(h, s->k),
+                         r->alpha,
+                         h_addr(h, &s->a, r->args, r->results, r->temp),
+                         h_i32(h, gt.ab),
+                         h_i32(h, s->lda),
+                         h_i64(h, s->sa),
+                         h_addr(h, &s->b, r->args, r->results, r->temp),
+                         h_i32(h, gt.ab),
+                         h_i32(h, s->ldb),
+                         h_i64(h, s->sb),
+                         r->beta,
+                         h_addr(h, &s->c, r->args, r->results, r->temp),
+                         h_i32(h, gt.c),
+                         h_i32(h, s->ldc),
+                         h_i64(h, s->sc),
+                         h_i32(h, s->batch),
+                         h_i32(h, gt.compute),
+                         h_i32(h, -1)};
+  LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
+  h_lock(h, false);
+  LLVMValueRef st =
+      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+  h_check(h, st, 1000);
+}
+
+/* Convolution step s through cuDNN on the run's stream, with the slot's descriptors and
+ * algorithm (dnn: the slot's handle, set to the stream under the lock). */
+static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  LLVMValueRef d[4];
+  for (int j = 0; j < 4; j++) {
+    LLVMValueRef ix[3] = {h_i64(h, 0), r->slot, h_i64(h, s->cidx * 4 + j)};
+    d[j] = LLVMBuildLoad2(
+        B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""),
+        "");
+  }
+  LLVMValueRef ax[3] = {h_i64(h, 0), r->slot, h_i64(h, s->cidx)};
+  LLVMValueRef algo = LLVMBuildLoad2(
+      B, h->i32, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""),
+      "");
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
+  h_lock(h, true);
+  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+  LLVMValueRef sa[2] = {dnn, r->stream};
+  LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
+  LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
+                        h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
+  /* forward: (x, w) -> y; backward filter: (x, dy = y) -> dw = w */
+  int in2 = s->wgrad ? 1 : 2, out = s->wgrad ? 2 : 1;
+  LLVMValueRef fa[13] = {dnn,
+                         r->alpha,
+                         d[0],
+                         h_addr(h, &s->x, r->args, r->results, r->temp),
+                         d[in2],
+                         h_addr(h, s->wgrad ? &s->y : &s->w, r->args, r->results, r->temp),
+                         d[3],
+                         algo,
+                         h_addr(h, &s->ws, r->args, r->results, r->temp),
+                         h_i64(h, cc->ws_bytes),
+                         r->beta,
+                         d[out],
+                         h_addr(h, s->wgrad ? &s->w : &s->y, r->args, r->results, r->temp)};
+  LLVMValueRef st2 =
+      h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32, fp,
+             fa, 13);
+  h_lock(h, false);
+  LLVMValueRef st =
+      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+  h_check(h, st, 100000);
+}
+
 /* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
  * (cublasLtMatmul is safe from several threads: no lock). */
-static void h_lt_run(Host *h, const CuStep *s, LLVMValueRef slot, LLVMValueRef args,
-                     LLVMValueRef results, LLVMValueRef temp, LLVMValueRef stream,
-                     LLVMValueRef alpha, LLVMValueRef beta) {
+static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
+  LLVMValueRef slot = r->slot, args = r->args, results = r->results, temp = r->temp;
+  LLVMValueRef stream = r->stream, alpha = r->alpha, beta = r->beta;
   LLVMBuilderRef B = h->B;
   LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
   LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
@@ -559,6 +655,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef handle =
       cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
   LLVMValueRef dnn = cc->nconvs ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->dnn, slot), "") : NULL;
+  HRun r = {args, results, temp, stream, slot, alpha, beta};
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     if (s->kind == CU_STEP_KERNEL) {
@@ -579,96 +676,11 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
           nul};
       h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
     } else if (s->kind == CU_STEP_GEMM && s->lidx >= 0) {
-      h_lt_run(h, s, slot, args, results, temp, stream, alpha, beta);
+      h_lt_run(h, s, &r);
     } else if (s->kind == CU_STEP_GEMM) {
-      CuGemmTypes gt = cuda_gemm_types(cc, s);
-      if (gt.scalar == DT_F64) {
-        LLVMBuildStore(B, LLVMConstReal(h->f64, 1.0), alpha);
-        LLVMBuildStore(B, LLVMConstReal(h->f64, 0.0), beta);
-      } else if (gt.scalar == DT_S32) {
-        LLVMBuildStore(B, h_i32(h, 1), alpha);
-        LLVMBuildStore(B, h_i32(h, 0), beta);
-      } else {
-        LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
-        LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
-      }
-      h_lock(h, true);
-      LLVMTypeRef sp[2] = {h->ptr, h->ptr};
-      LLVMValueRef sa[2] = {handle, stream};
-      LLVMValueRef st1 = h_call(h, "cublasSetStream_v2", h->i32, sp, sa, 2);
-      LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr,
-                            h->i32, h->i32, h->i64, h->ptr, h->i32, h->i32, h->i64, h->ptr,
-                            h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
-      LLVMValueRef ga[23] = {handle,
-                             h_i32(h, s->transa),
-                             h_i32(h, s->transb),
-                             h_i32(h, s->m),
-                             h_i32(h, s->n),
-                             h_i32(h, s->k),
-                             alpha,
-                             h_addr(h, &s->a, args, results, temp),
-                             h_i32(h, gt.ab),
-                             h_i32(h, s->lda),
-                             h_i64(h, s->sa),
-                             h_addr(h, &s->b, args, results, temp),
-                             h_i32(h, gt.ab),
-                             h_i32(h, s->ldb),
-                             h_i64(h, s->sb),
-                             beta,
-                             h_addr(h, &s->c, args, results, temp),
-                             h_i32(h, gt.c),
-                             h_i32(h, s->ldc),
-                             h_i64(h, s->sc),
-                             h_i32(h, s->batch),
-                             h_i32(h, gt.compute),
-                             h_i32(h, -1)};
-      LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
-      h_lock(h, false);
-      LLVMValueRef st =
-          LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
-      h_check(h, st, 1000);
+      h_run_gemm(h, s, &r, handle);
     } else if (s->kind == CU_STEP_CONV) {
-      LLVMValueRef d[4];
-      for (int j = 0; j < 4; j++) {
-        LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx * 4 + j)};
-        d[j] = LLVMBuildLoad2(
-            B, h->ptr,
-            LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""), "");
-      }
-      LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, s->cidx)};
-      LLVMValueRef algo = LLVMBuildLoad2(
-          B, h->i32,
-          LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""), "");
-      LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
-      LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
-      h_lock(h, true);
-      LLVMTypeRef sp[2] = {h->ptr, h->ptr};
-      LLVMValueRef sa[2] = {dnn, stream};
-      LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
-      LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
-                            h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
-      /* forward: (x, w) -> y; backward filter: (x, dy = y) -> dw = w */
-      int in2 = s->wgrad ? 1 : 2, out = s->wgrad ? 2 : 1;
-      LLVMValueRef fa[13] = {dnn,
-                             alpha,
-                             d[0],
-                             h_addr(h, &s->x, args, results, temp),
-                             d[in2],
-                             h_addr(h, s->wgrad ? &s->y : &s->w, args, results, temp),
-                             d[3],
-                             algo,
-                             h_addr(h, &s->ws, args, results, temp),
-                             h_i64(h, cc->ws_bytes),
-                             beta,
-                             d[out],
-                             h_addr(h, s->wgrad ? &s->w : &s->y, args, results, temp)};
-      LLVMValueRef st2 =
-          h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32,
-                 fp, fa, 13);
-      h_lock(h, false);
-      LLVMValueRef st =
-          LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
-      h_check(h, st, 100000);
+      h_run_conv(h, s, &r, dnn);
     } else {
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
       LLVMValueRef ca[4] = {
