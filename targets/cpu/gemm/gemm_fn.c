@@ -56,6 +56,68 @@ static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, L
   return LLVMBuildSelect(k->B, take, gfp(k, nb, gmul(k, l0, gi(k, 16))), bpj, "");
 }
 
+/* The paths the module's products of type e can take: a module without convolutions has no
+ * convolution packing, resident B or panels read in place; one without dots no packing of A
+ * from a matrix (its packing step functions are not made); the prebuilt library has all. */
+static void gm_fn_paths(CpuCg *cg, GmElt e, bool *has_conv, bool *has_dot) {
+  *has_conv = cg->lib && e == GE_F32, *has_dot = cg->lib || e != GE_F32;
+  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
+    for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
+      const HInstr *x = cg->m->comps[i]->instrs[j];
+      *has_conv |= x->op == OP_CONVOLUTION && gm_elt(x->ops[0]->shape.dt) == e;
+      /* (Winograd's products are plain) */
+      if (e == GE_F32) *has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x);
+    }
+}
+
+/* Which row panels of the block [ic, ic + mc) are convolution panels inside the image
+ * (gm_direct_panel), read in place: decided once per block, not per column panel, into the
+ * arrays *pok and *poff (a flag and row 0's offset per panel; 0 for a plain product) and *prs
+ * (the rows' distance). */
+static void gm_fn_direct_flags(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef ic,
+                               LLVMValueRef mc, LLVMValueRef *pok, LLVMValueRef *poff,
+                               LLVMValueRef *prs) {
+  CpuCg *cg = k->cg;
+  LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(c->mc / c->mr));
+  *pok = cpu_alloca(k, at);
+  *poff = cpu_alloca(k, at);
+  *prs = gvar(k, gi(k, 0));
+  CpuLoop lp;
+  LLVMValueRef i2 = gloop(k, &lp, gi(k, 0), mc, c->mr);
+  LLVMValueRef slot = LLVMBuildSDiv(k->B, i2, gi(k, c->mr), "");
+  LLVMValueRef okp = LLVMBuildInBoundsGEP2(k->B, cg->i64, *pok, &slot, 1, "");
+  LLVMValueRef offp = LLVMBuildInBoundsGEP2(k->B, cg->i64, *poff, &slot, 1, "");
+  LLVMBuildStore(k->B, gi(k, 0), okp);
+  LLVMBuildStore(k->B, gi(k, 0), offp);
+  GIf fc;
+  gif_open(k, &fc, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), false);
+  {
+    LLVMValueRef g[GC_COUNT], off, rs;
+    gm_conv_geom(k, P, g);
+    LLVMValueRef mrv2 = gmin(k, gi(k, c->mr), gsub(k, mc, i2));
+    LLVMValueRef ok =
+        gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
+    LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), okp);
+    LLVMBuildStore(k->B, off, offp);
+    LLVMBuildStore(k->B, rs, *prs);
+  }
+  gif_close(k, &fc);
+  gm_close(k, &lp);
+}
+
+/* K == 0: C = 0 (f32, or s32: the same bits). */
+static void gm_fn_zero_c(CpuKern *k, const LLVMValueRef *P) {
+  GIf z;
+  gif_open(k, &z, LLVMBuildICmp(k->B, LLVMIntSLE, P[GP_K], gi(k, 0), ""), false);
+  CpuLoop lm, ln;
+  LLVMValueRef m = gloop(k, &lm, gi(k, 0), P[GP_M], 1);
+  LLVMValueRef n = gloop(k, &ln, gi(k, 0), P[GP_N], 1);
+  gstore(k, LLVMConstReal(k->cg->f32, 0.0), gfp(k, P[GP_C], gadd(k, gmul(k, m, P[GP_LDC]), n)), 4);
+  gm_close(k, &ln);
+  gm_close(k, &lm);
+  gif_close(k, &z);
+}
+
 /* The GEMM function of the module, made once: A is read through strides, or (when its conv
  * argument is not NULL) packed from a convolution input. */
 LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
@@ -65,17 +127,8 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_%s", gm_prefix(cg), gm_elt_name(e));
   if (gm_declared_e(cg, e, slot, name, gm_fn_type(cg))) return *slot;
-  /* the paths the module's products can take: a module without convolutions has no
-     convolution packing, resident B or panels read in place; one without dots no packing of
-     A from a matrix (its packing step functions are not made); the prebuilt library has all */
-  bool has_conv = cg->lib && e == GE_F32, has_dot = cg->lib || e != GE_F32;
-  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
-    for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
-      const HInstr *x = cg->m->comps[i]->instrs[j];
-      has_conv |= x->op == OP_CONVOLUTION && gm_elt(x->ops[0]->shape.dt) == e;
-      /* (Winograd's products are plain) */
-      if (e == GE_F32) has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x);
-    }
+  bool has_conv, has_dot;
+  gm_fn_paths(cg, e, &has_conv, &has_dot);
   gm_step_function(cg, e, GS_PACK_B);
   if (has_dot) gm_step_function(cg, e, GS_PACK_A);
   if (has_conv) gm_step_function(cg, e, GS_PACK_CONV);
@@ -163,37 +216,10 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
     gif_close(k, &pn);
   }
   if (has_conv && has_dot) gif_close(k, &pk);
-  /* which panels of the block are convolution panels inside the image (gm_direct_panel), read
-     in place: decided once per block, not per column panel; flags 0 for a plain product */
+  /* convolution panels read in place (the micro-kernel reads f32) */
   LLVMValueRef pok = NULL, poff = NULL, prs = NULL;
-  bool direct = c.direct && has_conv && e == GE_F32; /* (the micro-kernel reads f32) */
-  if (direct) {
-    LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(c.mc / c.mr));
-    pok = cpu_alloca(k, at);
-    poff = cpu_alloca(k, at);
-    prs = gvar(k, gi(k, 0));
-    CpuLoop lp;
-    LLVMValueRef i2 = gloop(k, &lp, gi(k, 0), mc, c.mr);
-    LLVMValueRef slot = LLVMBuildSDiv(k->B, i2, gi(k, c.mr), "");
-    LLVMValueRef okp = LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, "");
-    LLVMValueRef offp = LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, "");
-    LLVMBuildStore(k->B, gi(k, 0), okp);
-    LLVMBuildStore(k->B, gi(k, 0), offp);
-    GIf fc;
-    gif_open(k, &fc, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), false);
-    {
-      LLVMValueRef g[GC_COUNT], off, rs;
-      gm_conv_geom(k, P, g);
-      LLVMValueRef mrv2 = gmin(k, gi(k, c.mr), gsub(k, mc, i2));
-      LLVMValueRef ok =
-          gm_direct_panel(k, &c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
-      LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), okp);
-      LLVMBuildStore(k->B, off, offp);
-      LLVMBuildStore(k->B, rs, prs);
-    }
-    gif_close(k, &fc);
-    gm_close(k, &lp);
-  }
+  bool direct = c.direct && has_conv && e == GE_F32;
+  if (direct) gm_fn_direct_flags(k, &c, P, ic, mc, &pok, &poff, &prs);
   /* the block's micro-tiles: row panels outer (GmCfg.order 1) or column panels outer */
   LLVMValueRef outer =
       c.order ? gloop(k, &lout, gi(k, 0), mc, c.mr) : gloop(k, &lout, gi(k, 0), nc, c.nr);
@@ -224,18 +250,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   gm_close(k, &lpc);
   gm_close(k, &lio);
   gm_close(k, &ljc);
-  /* K == 0: C = 0 */
-  GIf z;
-  gif_open(k, &z, LLVMBuildICmp(k->B, LLVMIntSLE, K, gi(k, 0), ""), false);
-  {
-    CpuLoop lm, ln;
-    LLVMValueRef m = gloop(k, &lm, gi(k, 0), M, 1);
-    LLVMValueRef n = gloop(k, &ln, gi(k, 0), N, 1);
-    gstore(k, LLVMConstReal(cg->f32, 0.0), gfp(k, P[GP_C], gadd(k, gmul(k, m, P[GP_LDC]), n)), 4);
-    gm_close(k, &ln);
-    gm_close(k, &lm);
-  }
-  gif_close(k, &z);
+  gm_fn_zero_c(k, P);
   LLVMBuildRetVoid(k->B);
   if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
   *slot = fn;
