@@ -105,6 +105,38 @@ static void gm_fn_direct_flags(CpuKern *k, const GmCfg *c, const LLVMValueRef *P
   gm_close(k, &lp);
 }
 
+/* A's block [ic, ic + mc) x [pc, pc + kc) packed at ap: from a convolution input (conv
+ * argument not NULL) or a strided matrix, unless given packed (apre). */
+static void gm_fn_pack_a(CpuKern *k, GmElt e, bool has_conv, bool has_dot, const LLVMValueRef *P,
+                         LLVMValueRef apre, LLVMValueRef ap, LLVMValueRef ic, LLVMValueRef mc,
+                         LLVMValueRef pc, LLVMValueRef kc) {
+  GIf pk, pn;
+  if (has_conv && has_dot) gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
+  if (has_conv) gm_call_step(k, e, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
+  if (has_conv && has_dot) gif_else(k, &pk);
+  if (has_dot) {
+    gif_open(k, &pn, LLVMBuildNot(k->B, apre, ""), false);
+    gm_call_step(k, e, GS_PACK_A, P, ap, ic, mc, pc, kc);
+    gif_close(k, &pn);
+  }
+  if (has_conv && has_dot) gif_close(k, &pk);
+}
+
+/* Row panel ir's in-place reading (gm_fn_direct_flags' entry for it) as the micro-kernel's
+ * GmDirect, into *d. */
+static GmDirect *gm_fn_direct(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef pok,
+                              LLVMValueRef poff, LLVMValueRef prs, LLVMValueRef ir, LLVMValueRef pc,
+                              GmDirect *d) {
+  CpuCg *cg = k->cg;
+  LLVMValueRef slot = LLVMBuildSDiv(k->B, ir, gi(k, c->mr), "");
+  LLVMValueRef ok =
+      LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
+  LLVMValueRef off =
+      LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
+  *d = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
+  return d;
+}
+
 /* K == 0: C = 0 (f32, or s32: the same bits). */
 static void gm_fn_zero_c(CpuKern *k, const LLVMValueRef *P) {
   GIf z;
@@ -206,16 +238,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
       k->B, LLVMBuildSDiv(k->B, gadd(k, mc, gi(k, c.mr - 1)), gi(k, c.mr), ""), gi(k, c.mr), "");
   LLVMValueRef apc = LLVMBuildSelect(
       k->B, apre, gfp(k, P[GP_APRE], gadd(k, gmul(k, ic, K), gmul(k, pc, mcr))), ap, "");
-  GIf pk, pn;
-  if (has_conv && has_dot) gif_open(k, &pk, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""), true);
-  if (has_conv) gm_call_step(k, e, GS_PACK_CONV, P, ap, ic, mc, pc, kc);
-  if (has_conv && has_dot) gif_else(k, &pk);
-  if (has_dot) {
-    gif_open(k, &pn, LLVMBuildNot(k->B, apre, ""), false);
-    gm_call_step(k, e, GS_PACK_A, P, ap, ic, mc, pc, kc);
-    gif_close(k, &pn);
-  }
-  if (has_conv && has_dot) gif_close(k, &pk);
+  gm_fn_pack_a(k, e, has_conv, has_dot, P, apre, ap, ic, mc, pc, kc);
   /* convolution panels read in place (the micro-kernel reads f32) */
   LLVMValueRef pok = NULL, poff = NULL, prs = NULL;
   bool direct = c.direct && has_conv && e == GE_F32;
@@ -231,15 +254,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   LLVMValueRef cp = gfp(k, P[GP_C], gadd(k, gmul(k, gadd(k, ic, ir), P[GP_LDC]), gadd(k, jc, jr)));
   LLVMValueRef bpj = gfp(k, bpc, gmul(k, jr, kc));
   GmDirect dat, *dr = NULL;
-  if (direct) {
-    LLVMValueRef slot = LLVMBuildSDiv(k->B, ir, gi(k, c.mr), "");
-    LLVMValueRef ok =
-        LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
-    LLVMValueRef off =
-        LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
-    dat = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
-    dr = &dat;
-  }
+  if (direct) dr = gm_fn_direct(k, &c, P, pok, poff, prs, ir, pc, &dat);
   LLVMValueRef pfl = c.pfb ? gm_next_lines(k, &c, P, bpc, bpj, kc, ncrj, ic, ir, jr) : NULL;
   c.micro->tile(k, &c,
                 &(GmTile){gfp(k, apc, gmul(k, ir, kc)), dr, bpj, kc, cp, P[GP_LDC], mrv, nrv, first,
