@@ -281,7 +281,14 @@ int64_t gm_pairs_pack_bytes(const GmCfg *c, GmElt e, int64_t M, int64_t N, int64
  * reads a GP_BPRE in (gm_packx_function's parameters; GB_KB0 and GB_KB1 unused), and its
  * bytes. */
 LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e);
-int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t K);
+/* Bytes of one column of such a B (K rounded to whole tile depths), and of the B packed for
+ * nnb column blocks of nblk columns (nnb 1: all N at once). */
+int64_t gm_pairs_col_bytes(GmElt e, int64_t K);
+int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t nblk, int64_t nnb, int64_t K);
+/* Whether the depth-group function of type e runs on AMX tiles (else AVX512-BF16 or VNNI). */
+static inline bool gm_pairs_tiles(const GmCfg *c, GmElt e) {
+  return e == GE_S8 ? c->amx_int8 : c->amx;
+}
 /* The same layout made here at compile time (a constant B: element (k, n) at src[k * rs + n *
  * cs], type e), for nnb column blocks of nblk columns (nnb 1: all N at once), into dst (zeroed
  * by the caller, gm_pairs_packed_bytes of the blocks' columns). */
@@ -527,7 +534,7 @@ const void *gm_view_const_bf16(const GmCfg *c, const GmView *v);
 LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool pairs, int64_t nblk,
                                int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
-int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool amx);
+int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool pairs);
 LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off);
 LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
                           LLVMValueRef other);

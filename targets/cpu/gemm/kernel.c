@@ -233,7 +233,7 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
                        : gi(k, 0);
   args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
   /* (the pairs' layout: the item's block at n0 times a column's bytes, in floats) */
-  int64_t col = pl->pairs ? gm_pairs_packed_bytes(p->et, 32, p->K) / 32 / 4 : p->K;
+  int64_t col = pl->pairs ? gm_pairs_col_bytes(p->et, p->K) / 4 : p->K;
   if (r->bconst)
     args[GP_BPRE] = gfp(k, cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, r->bconst, 0}),
                         gmul(k, n0, gi(k, col)));
@@ -332,7 +332,7 @@ static int gm_blocked(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *p
   if (!cpu_kern_end(r.k, pl->nchunks)) return -1;
   /* reducing: every chunk runs, the serial run too (each fills its own partial results) */
   cg->tasks[cg->ntasks - 1].whole = pl->nchunks > 1 && !pl->red;
-  bool tiles = pl->p.et == GE_S8 ? pl->c.amx_int8 : pl->c.amx;
+  bool tiles = gm_pairs_tiles(&pl->c, pl->p.et);
   if (pl->pairs)
     cg->tasks[cg->ntasks - 1].note = tiles               ? "AMX tiles"
                                      : pl->p.et == GE_S8 ? "AVX512-VNNI"
@@ -373,8 +373,7 @@ int cpu_gemm_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     return gm_winograd(cg, in, hero, pl.red, &pl.p, &pl.c, pl.stage_bytes, pl.want);
   case GM_PATH_BLOCKED: break;
   }
-  cg->products[pl.pairs            ? ((pl.p.et == GE_S8 ? pl.c.amx_int8 : pl.c.amx) ? CPU_PROD_AMX
-                                                                                    : CPU_PROD_DPBF16)
+  cg->products[pl.pairs ? (gm_pairs_tiles(&pl.c, pl.p.et) ? CPU_PROD_AMX : CPU_PROD_DPBF16)
                : pl.p.et == GE_F32 ? CPU_PROD_GEMM
                                    : CPU_PROD_GEMM_WIDE]++;
   return gm_blocked(cg, in, hero, &pl);

@@ -38,8 +38,8 @@ typedef struct GaFmt {
 } GaFmt;
 
 static GaFmt ga_fmt(const GmCfg *c, GmElt e) {
-  return e == GE_S8 ? (GaFmt){GE_S8, 1, 4, 64, c->amx_int8, !c->amx_int8}
-                    : (GaFmt){GE_BF16, 2, 2, 32, c->amx, false};
+  bool amx = gm_pairs_tiles(c, e);
+  return e == GE_S8 ? (GaFmt){GE_S8, 1, 4, 64, amx, !amx} : (GaFmt){GE_BF16, 2, 2, 32, amx, false};
 }
 
 /* v (B's bytes as stored: any integer vector or scalar) biased where f says so. */
@@ -413,9 +413,17 @@ void gm_pairs_panels(const GmCfg *c, GmElt e, const void *src, int64_t rs, int64
   }
 }
 
-int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t K) {
+int64_t gm_pairs_col_bytes(GmElt e, int64_t K) {
   GaFmt f = ga_fmt(&(GmCfg){0}, e); /* (its sizes only) */
-  return gm_roundup(N < 1 ? 1 : N, 32) * gm_roundup(K < 1 ? 1 : K, f.td) * f.esz;
+  return gm_roundup(K < 1 ? 1 : K, f.td) * f.esz;
+}
+
+int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t nblk, int64_t nnb, int64_t K) {
+  return gm_roundup(nnb > 1 ? nnb * gm_roundup(nblk, 32)
+                    : N < 1 ? 1
+                            : N,
+                    32) *
+         gm_pairs_col_bytes(e, K);
 }
 
 /* The A tiles of row panel ir (of the row block at ic) at depth pc: packed (tiles (ir / 16,

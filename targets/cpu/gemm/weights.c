@@ -69,8 +69,7 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool 
     /* a bf16 B of the depth-group function: its tiles, the same size as the constant */
     const void *s16 = gm_view_const_bf16(c, &p->b);
     if (!s16 || p->K < 1 || p->N < 1) return NULL;
-    int64_t bytes =
-        gm_pairs_packed_bytes(GE_BF16, nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, p->K);
+    int64_t bytes = gm_pairs_packed_bytes(GE_BF16, p->N, nblk, nnb, p->K);
     uint8_t *buf = hlo_arena_alloc(cg->scratch, (size_t)bytes);
     memset(buf, 0, (size_t)bytes);
     gm_pairs_panels(c, GE_BF16, s16, p->brs, p->bcs, p->K, p->N, nblk, nnb, buf);
@@ -106,11 +105,11 @@ int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   return (int)mb->param;
 }
 
-int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool amx) {
+int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool pairs) {
   int param = gm_pack_param(cg, p);
   if (param < 0) return -1;
   const GmView *v = &p->b;
-  int kind = p->wino ? 1 : amx ? 2 : 0;
+  int kind = p->wino ? 1 : pairs ? 2 : 0;
   int64_t K = p->wino ? p->geo[GC_CI] : p->K, NR = gm_cfg(cg).nr;
   int64_t wk[4] = {0};
   if (p->wino) memcpy(wk, p->wk, sizeof wk);
@@ -128,10 +127,9 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool 
     cg->packs = np;
     cg->pack_cap = nc;
   }
-  int64_t floats =
-      kind == 1   ? 16 * K * gm_roundup(p->N, NR)
-      : kind == 2 ? gm_pairs_packed_bytes(p->et, nnb > 1 ? nnb * gm_roundup(nblk, 32) : p->N, K) / 4
-                  : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
+  int64_t floats = kind == 1   ? 16 * K * gm_roundup(p->N, NR)
+                   : kind == 2 ? gm_pairs_packed_bytes(p->et, p->N, nblk, nnb, K) / 4
+                               : (nnb > 1 ? nnb * nblk : gm_roundup(p->N, NR)) * K;
   CpuPackJob *j = &cg->packs[cg->npacks++];
   *j = (CpuPackJob){kind,
                     param,
@@ -213,7 +211,7 @@ void cpu_gemm_pack_function(CpuCg *cg) {
     LLVMValueRef pf = j->kind == 2 ? gm_pairs_packb_function(cg, (GmElt)j->et)
                                    : gm_packx_function(cg, (GmElt)j->et, true);
     /* (an item's block at x0 times K's floats, or on depth groups x0 times a column's bytes) */
-    int64_t per_col = j->kind == 2 ? gm_pairs_packed_bytes((GmElt)j->et, 32, j->K) / 32 : j->K * 4;
+    int64_t per_col = j->kind == 2 ? gm_pairs_col_bytes((GmElt)j->et, j->K) : j->K * 4;
     for (int64_t xi = 0; xi < j->nnb; xi++) {
       int64_t x0 = xi * j->nblk, x1 = gm_min(x0 + j->nblk, j->N);
       LLVMValueRef a[GB_COUNT];
