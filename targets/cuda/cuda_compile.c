@@ -212,23 +212,16 @@ static void cc_stats(CudaCg *cc, FILE *f) {
   int gemms = 0, lts = 0;
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
-    if (s->kind == CU_STEP_GEMM && s->lidx >= 0)
-      lts++,
-          fprintf(f,
-                  "cuda: cublasLt gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
-                  s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
-                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->aat),
-                  hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
-    else if (s->kind == CU_STEP_KERNEL)
+    if (s->kind == CU_STEP_GEMM) {
+      ++*(s->lidx >= 0 ? &lts : &gemms);
+      fprintf(f, "cuda: %s gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
+              s->lidx >= 0 ? "cublasLt" : "cublas", s->transa ? 'T' : 'N', s->transb ? 'T' : 'N',
+              (long long)s->m, (long long)s->n, (long long)s->k, (long long)s->batch,
+              hlo_dtype_name(s->aat), hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
+    } else if (s->kind == CU_STEP_KERNEL)
       fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s)\n",
               s->name, s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st,
               s->spill_ld, s->in->name);
-    else if (s->kind == CU_STEP_GEMM)
-      gemms++,
-          fprintf(f, "cuda: cublas gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
-                  s->transa ? 'T' : 'N', s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n,
-                  (long long)s->k, (long long)s->batch, hlo_dtype_name(s->aat),
-                  hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
     else if (s->kind == CU_STEP_CONV)
       fprintf(f,
               "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld "

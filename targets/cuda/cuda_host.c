@@ -247,9 +247,7 @@ static void h_dnn_conv(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef 
       "cudnnCreateTensorDescriptor", "cudnnCreateTensorDescriptor", "cudnnCreateFilterDescriptor",
       "cudnnCreateConvolutionDescriptor"};
   for (int j = 0; j < 4; j++) {
-    LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx * 4 + j)};
-    LLVMValueRef dpp =
-        LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, "");
+    LLVMValueRef dpp = h_table_ptr(h, h->descs, slot, c->cidx * 4 + j);
     LLVMValueRef s2 = h_call(h, create[j], h->i32, p1, &dpp, 1);
     h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, s2, h_i32(h, 0), ""),
               LLVMBuildAdd(B, s2, h_i32(h, 100000), ""));
@@ -322,9 +320,7 @@ static void h_dnn_conv(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef 
   LLVMValueRef base = LLVMBuildMul(B, LLVMBuildSExt(B, pick, h->i64, ""), h_i64(h, 48), "");
   LLVMValueRef algo =
       LLVMBuildLoad2(B, h->i32, LLVMBuildInBoundsGEP2(B, h->i8, perf, &base, 1, ""), "");
-  LLVMValueRef ax[3] = {h_i64(h, 0), slot, h_i64(h, c->cidx)};
-  LLVMBuildStore(B, algo,
-                 LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""));
+  LLVMBuildStore(B, algo, h_table_ptr(h, h->algos, slot, c->cidx));
   if (tf32) { /* run with the math type the algorithm was timed with */
     LLVMValueRef o28 = LLVMBuildAdd(B, base, h_i64(h, 28), "");
     LLVMValueRef mt =
@@ -416,8 +412,7 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   LLVMBuildStore(B, mod, h_slot_ptr(h, h->mods, slot));
   LLVMTypeRef p3[3] = {h->ptr, h->ptr, h->ptr};
   for (int i = 0; i < cc->nkernels; i++) {
-    LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, i)};
-    LLVMValueRef fp = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, "");
+    LLVMValueRef fp = h_table_ptr(h, h->fns, slot, i);
     LLVMValueRef kx[2] = {h_i64(h, 0), h_i64(h, i)};
     LLVMValueRef np = LLVMBuildLoad2(
         B, h->ptr,
@@ -464,6 +459,22 @@ typedef struct HRun {
   LLVMValueRef args, results, temp, stream, slot, alpha, beta;
 } HRun;
 
+/* A library call on a handle shared by the threads that run the model: under the lock, the
+ * handle set to the stream (set_stream(handle, stream)), then fn(a); the run returns the first
+ * failing status plus add. */
+static void h_locked_call(Host *h, const char *set_stream, LLVMValueRef handle, LLVMValueRef stream,
+                          const char *fn, LLVMTypeRef *ps, LLVMValueRef *a, int n, int add) {
+  h_lock(h, true);
+  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+  LLVMValueRef sa[2] = {handle, stream};
+  LLVMValueRef st1 = h_call(h, set_stream, h->i32, sp, sa, 2);
+  LLVMValueRef st2 = h_call(h, fn, h->i32, ps, a, n);
+  h_lock(h, false);
+  LLVMValueRef st =
+      LLVMBuildSelect(h->B, LLVMBuildICmp(h->B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
+  h_check(h, st, add);
+}
+
 /* GEMM step s through cublasGemmStridedBatchedEx on the run's stream (handle: the slot's
  * cuBLAS handle, set to the stream under the lock). */
 static void h_run_gemm(Host *h, const CuStep *s, const HRun *r, LLVMValueRef handle) {
@@ -480,10 +491,6 @@ static void h_run_gemm(Host *h, const CuStep *s, const HRun *r, LLVMValueRef han
     LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
     LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
   }
-  h_lock(h, true);
-  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
-  LLVMValueRef sa[2] = {handle, r->stream};
-  LLVMValueRef st1 = h_call(h, "cublasSetStream_v2", h->i32, sp, sa, 2);
   LLVMTypeRef gp[23] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32, h->ptr, h->ptr,
                         h->i32, h->i32, h->i64, h->ptr, h->i32, h->i32, h->i64, h->ptr,
                         h->ptr, h->i32, h->i32, h->i64, h->i32, h->i32, h->i32};
@@ -510,11 +517,8 @@ static void h_run_gemm(Host *h, const CuStep *s, const HRun *r, LLVMValueRef han
                          h_i32(h, s->batch),
                          h_i32(h, gt.compute),
                          h_i32(h, -1)};
-  LLVMValueRef st2 = h_call(h, "cublasGemmStridedBatchedEx", h->i32, gp, ga, 23);
-  h_lock(h, false);
-  LLVMValueRef st =
-      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
-  h_check(h, st, 1000);
+  h_locked_call(h, "cublasSetStream_v2", handle, r->stream, "cublasGemmStridedBatchedEx", gp, ga,
+                23, 1000);
 }
 
 /* Convolution step s through cuDNN on the run's stream, with the slot's descriptors and
@@ -523,22 +527,11 @@ static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
   LLVMValueRef d[4];
-  for (int j = 0; j < 4; j++) {
-    LLVMValueRef ix[3] = {h_i64(h, 0), r->slot, h_i64(h, s->cidx * 4 + j)};
-    d[j] = LLVMBuildLoad2(
-        B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->descs), h->descs, ix, 3, ""),
-        "");
-  }
-  LLVMValueRef ax[3] = {h_i64(h, 0), r->slot, h_i64(h, s->cidx)};
-  LLVMValueRef algo = LLVMBuildLoad2(
-      B, h->i32, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->algos), h->algos, ax, 3, ""),
-      "");
+  for (int j = 0; j < 4; j++)
+    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->descs, r->slot, s->cidx * 4 + j), "");
+  LLVMValueRef algo = LLVMBuildLoad2(B, h->i32, h_table_ptr(h, h->algos, r->slot, s->cidx), "");
   LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
   LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
-  h_lock(h, true);
-  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
-  LLVMValueRef sa[2] = {dnn, r->stream};
-  LLVMValueRef st1 = h_call(h, "cudnnSetStream", h->i32, sp, sa, 2);
   LLVMTypeRef fp[13] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
                         h->i32, h->ptr, h->i64, h->ptr, h->ptr, h->ptr};
   /* forward: (x, w) -> y; backward filter: (x, dy = y) -> dw = w */
@@ -556,13 +549,9 @@ static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn
                          r->beta,
                          d[out],
                          h_addr(h, s->wgrad ? &s->w : &s->y, r->args, r->results, r->temp)};
-  LLVMValueRef st2 =
-      h_call(h, s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", h->i32, fp,
-             fa, 13);
-  h_lock(h, false);
-  LLVMValueRef st =
-      LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st1, h_i32(h, 0), ""), st1, st2, "");
-  h_check(h, st, 100000);
+  h_locked_call(h, "cudnnSetStream", dnn, r->stream,
+                s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", fp, fa, 13,
+                100000);
 }
 
 /* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
@@ -664,10 +653,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
         LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp),
                        LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
       }
-      LLVMValueRef ix[3] = {h_i64(h, 0), slot, h_i64(h, s->kidx)};
-      LLVMValueRef fn = LLVMBuildLoad2(
-          B, h->ptr, LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(h->fns), h->fns, ix, 3, ""),
-          "");
+      LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->fns, slot, s->kidx), "");
       LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32,
                             h->i32, h->i32, h->ptr, h->ptr, h->ptr};
       LLVMValueRef la[11] = {
