@@ -60,35 +60,22 @@ static void amx_loop(long n) {
   __asm__ volatile("tilerelease");
 }
 
-/* n rounds of 16 VDPBF16PS zmm0-15 += zmm16 x zmm17 (AVX-512 enabled for the registers above 15).
- */
-__attribute__((target("avx512f"))) static void avx512bf16_loop(long n) {
-  __asm__ volatile("vpxord %%zmm16,%%zmm16,%%zmm16\nvpxord %%zmm17,%%zmm17,%%zmm17" ::
-                       : "xmm16", "xmm17");
-  for (long i = 0; i < n; i++)
-    __asm__ volatile("vdpbf16ps %%zmm17,%%zmm16,%%zmm0\nvdpbf16ps %%zmm17,%%zmm16,%%zmm1\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm2\nvdpbf16ps %%zmm17,%%zmm16,%%zmm3\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm4\nvdpbf16ps %%zmm17,%%zmm16,%%zmm5\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm6\nvdpbf16ps %%zmm17,%%zmm16,%%zmm7\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm8\nvdpbf16ps %%zmm17,%%zmm16,%%zmm9\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm10\nvdpbf16ps %%zmm17,%%zmm16,%%zmm11\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm12\nvdpbf16ps %%zmm17,%%zmm16,%%zmm13\n"
-                     "vdpbf16ps %%zmm17,%%zmm16,%%zmm14\nvdpbf16ps %%zmm17,%%zmm16,%%zmm15\n" ::
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-}
-
-/* n rounds of 16 VFMADD231PS zmm0-15 += zmm16 x zmm17. */
-__attribute__((target("avx512f"))) static void fma_loop(long n) {
-  __asm__ volatile("vpxord %%zmm16,%%zmm16,%%zmm16\nvpxord %%zmm17,%%zmm17,%%zmm17" ::
-                       : "xmm16", "xmm17");
-  for (long i = 0; i < n; i++)
-    __asm__ volatile(".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
-                     "vfmadd231ps %%zmm17,%%zmm16,%%zmm\\r\n"
-                     ".endr\n" ::
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
-}
+/* A function running n rounds of 16 INSN zmm0-15, zmm16, zmm17 on 16 independent accumulators
+ * (zmm16 and zmm17 zeroed; AVX-512 enabled for the registers above 15). */
+#define ZMM_LOOP(name, insn)                                                                       \
+  __attribute__((target("avx512f"))) static void name(long n) {                                    \
+    __asm__ volatile("vpxord %%zmm16,%%zmm16,%%zmm16\nvpxord %%zmm17,%%zmm17,%%zmm17" ::           \
+                         : "xmm16", "xmm17");                                                      \
+    for (long i = 0; i < n; i++)                                                                   \
+      __asm__ volatile(                                                                            \
+          ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n" insn " %%zmm17,%%zmm16,%%zmm\\r\n"      \
+          ".endr\n" ::                                                                             \
+              : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",    \
+                "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");                             \
+  }
+ZMM_LOOP(avx512bf16_loop, "vdpbf16ps") /* zmm += pairs of bf16 products */
+ZMM_LOOP(fma_loop, "vfmadd231ps")      /* zmm += f32 products */
+#undef ZMM_LOOP
 
 enum { ISA_NONE, ISA_AMX, ISA_BF16, ISA_FMA };
 static const char *const isa_names[] = {"none", "amx", "avx512bf16", "fma"};
