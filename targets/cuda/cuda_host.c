@@ -459,6 +459,11 @@ typedef struct HRun {
   LLVMValueRef args, results, temp, stream, slot, alpha, beta;
 } HRun;
 
+/* The device address of p inside NAME_cuda_run (h_addr with the run's arrays). */
+static LLVMValueRef h_run_addr(Host *h, const HRun *r, const CuPtr *p) {
+  return h_addr(h, p, r->args, r->results, r->temp);
+}
+
 /* A library call on a handle shared by the threads that run the model: under the lock, the
  * handle set to the stream (set_stream(handle, stream)), then fn(a); the run returns the first
  * failing status plus add. */
@@ -501,16 +506,16 @@ static void h_run_gemm(Host *h, const CuStep *s, const HRun *r, LLVMValueRef han
                          h_i32(h, s->n),
                          h_i32(h, s->k),
                          r->alpha,
-                         h_addr(h, &s->a, r->args, r->results, r->temp),
+                         h_run_addr(h, r, &s->a),
                          h_i32(h, gt.ab),
                          h_i32(h, s->lda),
                          h_i64(h, s->sa),
-                         h_addr(h, &s->b, r->args, r->results, r->temp),
+                         h_run_addr(h, r, &s->b),
                          h_i32(h, gt.ab),
                          h_i32(h, s->ldb),
                          h_i64(h, s->sb),
                          r->beta,
-                         h_addr(h, &s->c, r->args, r->results, r->temp),
+                         h_run_addr(h, r, &s->c),
                          h_i32(h, gt.c),
                          h_i32(h, s->ldc),
                          h_i64(h, s->sc),
@@ -539,16 +544,16 @@ static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn
   LLVMValueRef fa[13] = {dnn,
                          r->alpha,
                          d[0],
-                         h_addr(h, &s->x, r->args, r->results, r->temp),
+                         h_run_addr(h, r, &s->x),
                          d[in2],
-                         h_addr(h, s->wgrad ? &s->y : &s->w, r->args, r->results, r->temp),
+                         h_run_addr(h, r, s->wgrad ? &s->y : &s->w),
                          d[3],
                          algo,
-                         h_addr(h, &s->ws, r->args, r->results, r->temp),
+                         h_run_addr(h, r, &s->ws),
                          h_i64(h, cc->ws_bytes),
                          r->beta,
                          d[out],
-                         h_addr(h, s->wgrad ? &s->w : &s->y, r->args, r->results, r->temp)};
+                         h_run_addr(h, r, s->wgrad ? &s->w : &s->y)};
   h_locked_call(h, "cudnnSetStream", dnn, r->stream,
                 s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", fp, fa, 13,
                 100000);
@@ -557,33 +562,32 @@ static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn
 /* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
  * (cublasLtMatmul is safe from several threads: no lock). */
 static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
-  LLVMValueRef slot = r->slot, args = r->args, results = r->results, temp = r->temp;
-  LLVMValueRef stream = r->stream, alpha = r->alpha, beta = r->beta;
+  LLVMValueRef slot = r->slot;
   LLVMBuilderRef B = h->B;
-  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), alpha);
-  LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), beta);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
   LLVMValueRef d[4];
   for (int j = 0; j < 4; j++)
     d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, slot, s->lidx * 4 + j), "");
-  LLVMValueRef c = h_addr(h, &s->c, args, results, temp), nul = LLVMConstNull(h->ptr);
+  LLVMValueRef c = h_run_addr(h, r, &s->c);
   LLVMTypeRef ps[16] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
                         h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i64, h->ptr};
   LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, slot), ""),
                         d[0],
-                        alpha,
-                        h_addr(h, &s->a, args, results, temp),
+                        r->alpha,
+                        h_run_addr(h, r, &s->a),
                         d[1],
-                        h_addr(h, &s->b, args, results, temp),
+                        h_run_addr(h, r, &s->b),
                         d[2],
-                        beta,
+                        r->beta,
                         c,
                         d[3],
                         c,
                         d[3],
                         h_table_ptr(h, h->lta, slot, s->lidx * 8),
-                        nul,
+                        LLVMConstNull(h->ptr),
                         h_i64(h, 0),
-                        stream};
+                        r->stream};
   h_check(h, h_call(h, "cublasLtMatmul", h->i32, ps, a, 16), 1000);
 }
 
