@@ -316,6 +316,9 @@ typedef struct CpuLoop {
 /* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
  * parameters, constants and tuples. false with a located error. */
 bool cpu_emit_instr(CpuCg *cg, HInstr *in);
+/* A product (named name) left to loop nests or loop kernels: counted in
+ * products[CPU_PROD_LOOPS], the first four named in loop_products (--stats of both targets). */
+void cpu_note_loop_product(CpuCg *cg, const char *name);
 /* A new kernel function for entry instruction root (appended to the module), its builder
  * positioned in the body; cpu_kern_end closes it and appends the task (false when generation
  * failed). */

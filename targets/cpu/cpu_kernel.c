@@ -1429,6 +1429,11 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   return cpu_kern_end(k, 1);
 }
 
+void cpu_note_loop_product(CpuCg *cg, const char *name) {
+  if (cg->products[CPU_PROD_LOOPS] < 4) cg->loop_products[cg->products[CPU_PROD_LOOPS]] = name;
+  cg->products[CPU_PROD_LOOPS]++;
+}
+
 bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   const MemBuf *b = &cg->plan.bufs[in->idx];
   bool computes =
@@ -1444,9 +1449,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (hero) {
     int g = cpu_gemm_kernel(cg, in, hero);
     if (g != 0) return g > 0;
-    if (cg->products[CPU_PROD_LOOPS] < 4)
-      cg->loop_products[cg->products[CPU_PROD_LOOPS]] = hero->name;
-    cg->products[CPU_PROD_LOOPS]++;
+    cpu_note_loop_product(cg, hero->name);
     /* (a product accumulating in a wider type than its result, bf16 or fp8 say, is elemental,
        its sum kept in f32 and rounded once: the accumulating kernel adds into the result's
        own storage) */

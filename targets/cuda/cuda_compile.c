@@ -238,14 +238,14 @@ static void cc_stats(CudaCg *cc, FILE *f) {
           "%lld bytes (%lld staging, %lld cuDNN workspace)\n",
           cc->nkernels, gemms, lts, cc->nconvs, (long long)cc->temp_bytes,
           (long long)cc->stage_bytes, (long long)cc->ws_bytes);
-  if (cc->nloop_products) {
+  if (cc->cg.products[CPU_PROD_LOOPS]) {
     fprintf(f,
             "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "
             "or form) %d:",
-            cc->nloop_products);
-    for (int i = 0; i < cc->nloop_products && i < 4; i++)
-      fprintf(f, "%s %s", i ? "," : "", cc->loop_products[i]);
-    fprintf(f, "%s\n", cc->nloop_products > 4 ? ", ..." : "");
+            cc->cg.products[CPU_PROD_LOOPS]);
+    for (int i = 0; i < cc->cg.products[CPU_PROD_LOOPS] && i < 4; i++)
+      fprintf(f, "%s %s", i ? "," : "", cc->cg.loop_products[i]);
+    fprintf(f, "%s\n", cc->cg.products[CPU_PROD_LOOPS] > 4 ? ", ..." : "");
   }
 }
 

@@ -97,23 +97,21 @@ typedef struct CuUniq {
 
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
-  CpuCg cg;                     /* the elemental generator's state (NVPTX module, plan, scratch) */
-  const CudaOpts *o;            /* options */
-  CpuOpts cpu_o;                /* name for the elemental generator's globals */
-  const char *arch;             /* sm_XX */
-  int nsteps, step_cap;         /* steps in execution order */
-  CuStep *steps;                /* the steps */
-  int nkernels;                 /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;          /* the distinct kernels' IR */
-  CuUniq *uniq;                 /* them */
-  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
-  int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands) */
-  int nloop_products;           /* dots and convolutions left to loop kernels (no library path) */
-  const char *loop_products[4]; /* the first ones' names, for --stats */
-  int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
-  int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
-  int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;           /* what the caller provides: plan heap + staging + workspace */
+  CpuCg cg;             /* the elemental generator's state (NVPTX module, plan, scratch) */
+  const CudaOpts *o;    /* options */
+  CpuOpts cpu_o;        /* name for the elemental generator's globals */
+  const char *arch;     /* sm_XX */
+  int nsteps, step_cap; /* steps in execution order */
+  CuStep *steps;        /* the steps */
+  int nkernels;         /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;  /* the distinct kernels' IR */
+  CuUniq *uniq;         /* them */
+  bool uses_cublas;     /* a GEMM step through cublasGemmStridedBatchedEx exists */
+  int nlt;              /* GEMM steps through cuBLASLt (fp8 operands) */
+  int nconvs;           /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;     /* cuDNN workspace reserved in temp (after the staging area) */
+  int64_t stage_bytes;  /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;   /* what the caller provides: plan heap + staging + workspace */
 } CudaCg;
 
 /* Resolve an entry instruction's storage to a device address. Constants have none (false). */

@@ -2154,8 +2154,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
-  if ((dot || conv) && cc->nloop_products++ < 4)
-    cc->loop_products[cc->nloop_products - 1] = in->name;
+  if (dot || conv) cpu_note_loop_product(&cc->cg, in->name);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   bool taken;
   bool dus_ok = ck_dus(cc, in, &taken);
