@@ -642,12 +642,8 @@ static void build(Fuser *f, Builder *b, Group *g, int *counts) {
           b->map[x->idx] = hlo_instr_clone(fc, x, NULL); /* scalars live inside */
         } else {
           HLO_ASSERT(!b->ismem[x->idx]); /* members come in dependency order */
-          char base[32];
-          snprintf(base, sizeof base, "param_%d", next);
-          HInstr *p = opt_new(fc, OP_PARAMETER, base, &x->shape, 0, NULL);
-          p->param_num = next;
+          b->map[x->idx] = opt_new_param(fc, &x->shape, next);
           ext[next++] = x;
-          b->map[x->idx] = p;
         }
         b->touched[b->ntouched++] = x->idx;
       }

@@ -32,6 +32,9 @@ typedef struct OptOpts {
                                               (targets whose convolutions write raw) */
   bool conv_operands_staged; /* fusion: no large arithmetic in convolution operands (targets
                                 that copy computed operands before the library call) */
+  int64_t attention_rows;    /* attention: query rows per batch item up to which the target's
+                                fused attention kernel applies (0: no attention fusions) */
+  int64_t attention_head;    /* attention: the largest head dim that kernel takes */
 } OptOpts;
 
 typedef struct PassCtx {
@@ -77,6 +80,8 @@ typedef HInstr *(*OptRewriteFn)(HComp *c, HInstr *in, PassCtx *pc, void *ctx);
 bool opt_rewrite_comp(HComp *c, PassCtx *pc, OptRewriteFn fn, void *ctx);
 /* New instruction appended to c with a fresh name "base.N". */
 HInstr *opt_new(HComp *c, HOp op, const char *base, const Shape *s, int nops, HInstr *const *ops);
+/* Parameter number num of fusion body c ("param_NUM"), shaped s. */
+HInstr *opt_new_param(HComp *c, const Shape *s, int num);
 /* A scalar constant of type dt holding v (converted as hlo_store_f64 does). */
 HInstr *opt_const_scalar(HComp *c, DType dt, double v);
 /* broadcast(scalar) to the dims of s (scalar itself when s is a scalar shape). */
@@ -133,6 +138,37 @@ typedef struct OptStats {
 void opt_stats(const HModule *m, OptStats *s);
 /* One-line summary, e.g. "kernels 16: fusions 12 (kLoop 3, kInput 6, kOutput 3), ...". */
 void opt_stats_print(FILE *f, const OptStats *s);
+
+/* ------------------------------------------------------------------ attention.c */
+
+/* Attention as opt_attention_match finds it: out = dot(softmax_k(E), V) with E elementwise ops
+ * of S = dot(Q, K). Dims are numbered by S (the scores' product): each of S's dims is a batch
+ * dim, a key dim (the softmax's reduced dims: the key operand's free dims) or a query dim (the
+ * query operand's free dims). The maps give, for every dim of an operand or of the result, the
+ * S dim it runs along, -1 for the one head dim (contracted in S, free in V and the result). */
+typedef struct OptAttn {
+  const HInstr *sdot;  /* the scores' product */
+  int qop;             /* its operand holding the queries (1 - qop: the keys) */
+  const HInstr *score; /* what the softmax runs over: sdot or an elementwise op of it */
+  int nchain;          /* elementwise ops between sdot and score (score included) */
+  const HInstr *chain[16];
+  const HInstr *rmax, *rsum, *div; /* the softmax's max, sum and division */
+  int nmid;                        /* converts and transposes between div and odot */
+  const HInstr *mid[4];
+  const HInstr *odot;        /* the output product */
+  int vop;                   /* its operand holding the values (1 - vop: the probabilities) */
+  bool sbatch[HLO_MAX_RANK]; /* S dims that are batch dims */
+  bool skey[HLO_MAX_RANK];   /* S dims that are key dims */
+  int8_t qmap[HLO_MAX_RANK]; /* queries' dims -> S dims */
+  int8_t kmap[HLO_MAX_RANK]; /* keys' dims -> S dims */
+  int8_t vmap[HLO_MAX_RANK]; /* values' dims -> S dims */
+  int8_t omap[HLO_MAX_RANK]; /* result dims -> S dims */
+  int64_t nbatch, nq, nk;    /* batch items, query rows and keys per batch item */
+  int64_t dh, dv;            /* head dims of the scores' and the output product */
+} OptAttn;
+/* Whether odot is the output product of an attention; *why says what did not match (a->div is
+ * set when the softmax did). Works on any computation (the entry, or a fusion's body). */
+bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);

@@ -52,9 +52,11 @@ void opt_stats(const HModule *m, OptStats *s) {
 }
 
 void opt_stats_print(FILE *f, const OptStats *s) {
+  char custom[32] = "";
+  if (s->by_kind[FK_CUSTOM]) snprintf(custom, sizeof custom, ", kCustom %d", s->by_kind[FK_CUSTOM]);
   fprintf(f,
-          "kernels %d: fusions %d (kLoop %d, kInput %d, kOutput %d; multi-output %d), "
+          "kernels %d: fusions %d (kLoop %d, kInput %d, kOutput %d%s; multi-output %d), "
           "unfused %d (dot/convolution %d); %d instructions\n",
           s->kernels, s->fusions, s->by_kind[FK_LOOP], s->by_kind[FK_INPUT], s->by_kind[FK_OUTPUT],
-          s->multi_output, s->unfused, s->unfused_dots, s->instrs);
+          custom, s->multi_output, s->unfused, s->unfused_dots, s->instrs);
 }

@@ -177,3 +177,11 @@ bool opt_comp_speculable(const HComp *c, HArena *scratch) {
   memset(seen, 0, (size_t)m->ncomps + 1);
   return sp_visit(c, seen, 0);
 }
+
+HInstr *opt_new_param(HComp *c, const Shape *s, int num) {
+  char base[32];
+  snprintf(base, sizeof base, "param_%d", num);
+  HInstr *p = opt_new(c, OP_PARAMETER, base, s, 0, NULL);
+  p->param_num = num;
+  return p;
+}

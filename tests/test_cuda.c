@@ -598,6 +598,34 @@ Test(cuda_ptx, fp8_dots_through_cublaslt) {
 
 /* Variadic scatter: one copy step writing both operands, one single-thread scatter step
  * updating both outputs (run on a GPU by tools/cuda_device_test.sh against the interpreter). */
+/* The attention pass's kCustom fusion becomes the fused kernel (a split over the keys for a
+ * decode step, then the kernel combining the slices); with the pass off, the products go to
+ * cuBLAS and the softmax to reductions. */
+Test(cuda_ptx, attention_through_the_fused_kernel) {
+  for (int off = 0; off < 2; off++) {
+    char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
+    snprintf(out, sizeof out, "%s/m.o", d);
+    snprintf(cmd, sizeof cmd,
+             "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
+             "/cuda/cases/attention_decode.hlo' --target=cuda --stats -o '%s' --name m %s > "
+             "'%s/stats.txt' 2>&1",
+             out, off ? "--disable-pass=attention" : "", d);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(out, sizeof out, "%s/stats.txt", d);
+    char *st = ct_slurp(out, NULL);
+    if (off) {
+      cr_expect(!strstr(st, " attention-") && strstr(st, "2 cuBLAS GEMMs"), "%s", st);
+    } else {
+      cr_expect(strstr(st, "kCustom 1") && strstr(st, " attention-split ") &&
+                    strstr(st, " attention-finish ") && strstr(st, "0 cuBLAS GEMMs"),
+                "%s", st);
+    }
+    free(st);
+    ct_rmdir(d);
+    free(d);
+  }
+}
+
 Test(cuda_ptx, variadic_scatter_steps) {
   char *js = tu_case_manifest("scatter_variadic", OPT_CONV_NHWC);
   cr_expect_eq(tu_count(js, "\"shape\": \"copy\""), 1, "%s", js);

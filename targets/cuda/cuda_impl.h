@@ -135,6 +135,38 @@ CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s);
 /* Emit the step(s) computing entry instruction in. false with a located error. */
 bool cuda_emit_instr(CudaCg *cc, HInstr *in);
 
+/* The pieces other kernel files build with. cuda_kbegin starts a kernel step for entry
+ * instruction root: its parameters are the storage of root's operands, of root itself, then
+ * the nextra addresses given (their values into xv); cuda_kend closes it (and drops it for an
+ * identical earlier kernel), false when generation failed. cuda_kbind_fusion makes a fusion's
+ * parameters resolve to its operands; cuda_kbuffer is an entry value's pointer in the kernel. */
+CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+                     const CuPtr *extra, LLVMValueRef *xv, CuStep **stp);
+bool cuda_kend(CpuKern *k);
+void cuda_kbind_fusion(CpuKern *k, const HInstr *in);
+LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in);
+/* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */
+LLVMValueRef cuda_sreg(CpuKern *k, const char *name);
+/* Row-major delinearization of lin over dims[0..n) into idx. */
+void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+/* v from another lane (any scalar register type up to 64 bits): the lane off below (down),
+ * lane ^ off (bfly) or lane off (idx). */
+typedef enum CuShfl { CU_SHFL_DOWN, CU_SHFL_BFLY, CU_SHFL_IDX } CuShfl;
+LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode);
+/* A shared-memory array of n elements of type elt for step st's kernel (st->smem set). */
+LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n);
+/* __syncthreads(). */
+void cuda_barrier(CpuKern *k);
+/* Generating `in` at index idx (rank entries) in this kernel gives v. */
+void cuda_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
+
+/* ------------------------------------------------------------------ cuda_attention.c */
+
+/* The fused attention kernel(s) for a kCustom fusion the attention pass built; false (nothing
+ * emitted, no error) when in is not one. */
+bool cuda_attention_ok(const HInstr *in);
+bool cuda_attention(CudaCg *cc, HInstr *in);
+
 /* ------------------------------------------------------------------ cuda_ptxas.c */
 
 /* Assemble ptx with ptxas (-arch, -O3, -v) in a private temporary folder; *cubin (malloc'd)

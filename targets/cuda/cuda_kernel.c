@@ -74,7 +74,7 @@
 
 /* ------------------------------------------------------------------ kernels and parameters */
 
-static LLVMValueRef ck_buffer(CpuKern *k, const HInstr *in) {
+LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in) {
   if (k->bufs[in->idx]) return k->bufs[in->idx];
   if (!k->failed)
     hlo_err_at(k->cg->err, in, "CUDA target: internal: value not passed to the kernel");
@@ -122,8 +122,8 @@ static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in,
 /* Start a kernel for entry instruction root: parameters are the storage of root's operands,
  * of root itself (when it has any), then the extra addresses given; *xv receives the values
  * of the extra parameters. */
-static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
-                         const CuPtr *extra, LLVMValueRef *xv, CuStep **stp) {
+CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+                     const CuPtr *extra, LLVMValueRef *xv, CuStep **stp) {
   CpuCg *cg = &cc->cg;
   CuStep *st = cuda_add_step(cc, CU_STEP_KERNEL, root);
   st->params = hlo_arena_alloc(cg->scratch, sizeof(CuPtr) * CU_MAX_PARAMS);
@@ -135,7 +135,7 @@ static CpuKern *ck_begin(CudaCg *cc, const HInstr *root, const char *what, int n
   k->cg = cg;
   k->B = cg->B;
   k->root = root;
-  cg->buffer_fn = ck_buffer;
+  cg->buffer_fn = cuda_kbuffer;
   int n = cg->entry->ninstrs;
   k->bufs = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n + 1));
   int *pix = hlo_arena_alloc(cg->scratch, sizeof(int) * (size_t)(n + 1));
@@ -317,7 +317,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   ck_alias_apply(cc, k->fn, np, ro, na, false);
 }
 
-static bool ck_end(CpuKern *k) {
+bool cuda_kend(CpuKern *k) {
   LLVMBuildRetVoid(k->B);
   if (!k->failed) {
     CudaCg *cc = (CudaCg *)k->cg; /* cg is CudaCg's first member */
@@ -326,13 +326,13 @@ static bool ck_end(CpuKern *k) {
   return !k->failed;
 }
 
-static void ck_bind_fusion(CpuKern *k, const HInstr *in) {
+void cuda_kbind_fusion(CpuKern *k, const HInstr *in) {
   if (in->op == OP_FUSION) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
 }
 
 /* ------------------------------------------------------------------ thread indexing, loops */
 
-static LLVMValueRef ck_sreg(CpuKern *k, const char *name) {
+LLVMValueRef cuda_sreg(CpuKern *k, const char *name) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   HLO_ASSERT(id != 0);
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
@@ -358,7 +358,7 @@ static void ck_endif(CpuKern *k, LLVMBasicBlockRef join, int mark) {
 }
 
 /* Row-major delinearization of lin over dims[0..n). */
-static void ck_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
+void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
   LLVMValueRef rem = lin;
   for (int d = n - 1; d >= 0; d--) {
     if (dims[d] == 1) {
@@ -401,15 +401,15 @@ static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, v
   int64_t total = hlo_shape_elems(ls);
   st->block = CU_BLOCK;
   if (!st->grid) st->grid = ck_grid(total, CU_BLOCK);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef start =
       LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
   CpuLoop l;
   LLVMValueRef i =
       cpu_loop_open_step(k, &l, start, cpu_i64(k, total), cpu_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef idx[HLO_MAX_RANK];
-  ck_delin(k, i, ls->dims, ls->rank, idx);
+  cuda_delin(k, i, ls->dims, ls->rank, idx);
   k->lin_idx = idx;
   k->lin = i;
   k->lin_shape = ls;
@@ -455,21 +455,19 @@ static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
  * stored by earlier kernels (read instead of recomputed). */
 static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves, const bool *mat) {
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "loop", 0, NULL, NULL, &st);
-  ck_bind_fusion(k, in);
-  LoopCtx c = {in, leaves, ck_buffer(k, in)};
+  CpuKern *k = cuda_kbegin(cc, in, "loop", 0, NULL, NULL, &st);
+  cuda_kbind_fusion(k, in);
+  LoopCtx c = {in, leaves, cuda_kbuffer(k, in)};
   if (mat)
     for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
       if (mat[j])
         k->mat[k->nmat++] =
             (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
   ck_grid_loop(k, st, ls, ck_loop_body, &c);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* ------------------------------------------------------------------ vectorized loop kernels */
-
-static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
 /* mark[i] = c->instrs[i] is `from` or an operand ancestor of it, not looking through `stop`
  * (stop itself is marked when reached). One backward sweep: instructions are in dependency
@@ -557,11 +555,11 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   const Shape *s = &in->shape;
   int L = ck_vec_lanes(s->dt);
   const char *what = L == 8 ? (hero ? "epilogue-v8" : "loop-v8") : hero ? "epilogue-v4" : "loop-v4";
-  CpuKern *k = ck_begin(cc, in, what, hero ? 1 : 0, &hp, &hv, &st);
-  ck_bind_fusion(k, in);
+  CpuKern *k = cuda_kbegin(cc, in, what, hero ? 1 : 0, &hp, &hv, &st);
+  cuda_kbind_fusion(k, in);
   LLVMBuilderRef B = k->B;
   int64_t nvec = hlo_shape_elems(s) / L;
-  LLVMValueRef out = ck_buffer(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
   /* operands loaded as vectors, and the alignment test of their addresses and the output's */
   const HInstr *vops[CU_MAX_PARAMS + 1];
   LLVMValueRef vptr[CU_MAX_PARAMS + 1];
@@ -596,8 +594,8 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     int64_t off = 0;
     if (cg->plan.bufs[memplan_base(&cg->plan, op->idx, &off)].kind == MEM_CONST) continue;
     vops[nvops] = op;
-    vptr[nvops++] = ck_buffer(k, op);
-    bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, ck_buffer(k, op), cg->i64, ""), "");
+    vptr[nvops++] = cuda_kbuffer(k, op);
+    bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, cuda_kbuffer(k, op), cg->i64, ""), "");
   }
   LLVMValueRef aligned =
       LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""), cpu_i64(k, 0), "");
@@ -611,8 +609,8 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
 
   LLVMPositionBuilderAtEnd(B, vbb);
   int mark = k->ncache;
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef start =
       LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
   CpuLoop l;
@@ -622,7 +620,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   LLVMValueRef lin[8], idx[8][HLO_MAX_RANK];
   for (int ln = 0; ln < L; ln++) {
     lin[ln] = ln ? LLVMBuildNSWAdd(B, base, cpu_i64(k, ln), "") : base;
-    ck_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
+    cuda_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
   }
   for (int q = 0; q < nvops; q++) {
     LLVMTypeRef mt = cpu_mem_type(cg, vops[q]->shape.dt);
@@ -630,7 +628,8 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, (unsigned)L), p, "");
     LLVMSetAlignment(v, 16);
     for (int ln = 0; ln < L; ln++)
-      ck_cache_add(k, vops[q], s->rank, idx[ln], LLVMBuildExtractElement(B, v, cpu_i64(k, ln), ""));
+      cuda_cache_add(k, vops[q], s->rank, idx[ln],
+                     LLVMBuildExtractElement(B, v, cpu_i64(k, ln), ""));
   }
   LLVMTypeRef ot = cpu_mem_type(cg, s->dt);
   LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, (unsigned)L));
@@ -654,7 +653,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   k->ncache = mark;
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* A multi-output fusion whose leaves differ in dims: a kernel per group of same-dims
@@ -690,12 +689,12 @@ static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
   if (ck_vec_ok(in, hero, cc->cg.scratch)) return ck_vec_kernel(cc, in, hero, hp);
   CuStep *st;
   LLVMValueRef dp;
-  CpuKern *k = ck_begin(cc, in, "epilogue", 1, &hp, &dp, &st);
-  ck_bind_fusion(k, in);
+  CpuKern *k = cuda_kbegin(cc, in, "epilogue", 1, &hp, &dp, &st);
+  cuda_kbind_fusion(k, in);
   k->mat[k->nmat++] = (CpuMat){hero, dp, DT_INVALID};
-  LoopCtx c = {in, NULL, ck_buffer(k, in)};
+  LoopCtx c = {in, NULL, cuda_kbuffer(k, in)};
   ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* ------------------------------------------------------------------ row reductions */
@@ -743,8 +742,7 @@ static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, co
   }
 }
 
-static void ck_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx,
-                         LLVMValueRef v) {
+void cuda_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
   k->cache =
       hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
   CpuCacheEnt *e = &k->cache[k->ncache++];
@@ -826,8 +824,7 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   return true;
 }
 
-/* v shuffled down by off lanes (any scalar register type up to 64 bits). */
-static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
+LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode) {
   CpuCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(v);
@@ -838,7 +835,11 @@ static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
                                              : 16;
   LLVMTypeRef ity = LLVMIntTypeInContext(cg->C, bits);
   LLVMValueRef iv = tk == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(B, v, ity, "");
-  unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.shfl.sync.down.i32", 28);
+  static const char *const names[] = {"llvm.nvvm.shfl.sync.down.i32",
+                                      "llvm.nvvm.shfl.sync.bfly.i32",
+                                      "llvm.nvvm.shfl.sync.idx.i32"};
+  const char *nm = names[mode];
+  unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
   HLO_ASSERT(id != 0);
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
   LLVMTypeRef ft = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
@@ -862,7 +863,7 @@ static LLVMValueRef ck_shfl_down(CpuKern *k, LLVMValueRef v, int off) {
   return tk == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(B, r, ty, "");
 }
 
-static void ck_barrier(CpuKern *k) {
+void cuda_barrier(CpuKern *k) {
   unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.barrier0", 18);
   HLO_ASSERT(id != 0);
   LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
@@ -883,22 +884,25 @@ static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int fr
   for (int off = from; off >= 1 && !k->failed; off /= 2) {
     LLVMValueRef o[CU_MAX_HEROES];
     for (int h = 0; h < p->nh; h++)
-      o[h] = ck_shfl_down(k, acc[h], off);
+      o[h] = cuda_shfl(k, acc[h], off, CU_SHFL_DOWN);
     ck_combine(k, p, acc, o);
   }
 }
 
-/* A shared-memory array of `slots` 8-byte slots for step st's kernel. */
-static LLVMValueRef ck_smem(CpuKern *k, CuStep *st, int slots) {
+LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n) {
   CpuCg *cg = k->cg;
-  LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)slots);
+  LLVMTypeRef at = LLVMArrayType2(elt, (uint64_t)n);
   char nm[128];
   snprintf(nm, sizeof nm, "%s_smem", st->name);
   LLVMValueRef smem = LLVMAddGlobalInAddressSpace(cg->M, at, nm, 3);
   LLVMSetInitializer(smem, LLVMGetUndef(at));
   LLVMSetLinkage(smem, LLVMInternalLinkage);
-  LLVMSetAlignment(smem, 8);
-  st->smem = 8 * slots;
+  LLVMSetAlignment(smem, 16);
+  LLVMTypeKind tk = LLVMGetTypeKind(elt);
+  int64_t size = tk == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(elt) / 8
+                 : tk == LLVMFloatTypeKind ? 4
+                                           : 8;
+  st->smem = size * n;
   return smem;
 }
 
@@ -916,7 +920,7 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
   const HInstr *h0 = p->hero[0];
   const Shape *s = &in->shape;
   for (int h = 0; h < p->nh; h++) {
-    ck_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
+    cuda_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
     for (int i = 0; p->comp && i < p->comp->ninstrs; i++) {
       const HInstr *x = p->comp->instrs[i];
@@ -924,7 +928,7 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
         continue;
       LLVMValueRef xi[HLO_MAX_RANK];
       ck_squeeze_idx(k, &h0->shape, oidx, &x->shape, xi);
-      ck_cache_add(k, x, x->shape.rank, xi, acc[h]);
+      cuda_cache_add(k, x, x->shape.rank, xi, acc[h]);
     }
   }
   LLVMValueRef si[HLO_MAX_RANK];
@@ -958,7 +962,7 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   CpuLoop jl;
   LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, jend, cpu_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
-  ck_delin(k, j, rext, nr, ridx);
+  cuda_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
     full[d] = p->red[d] ? ridx[r++] : oidx[o++];
   LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
@@ -1012,16 +1016,16 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   CpuCg *cg = &cc->cg;
   CuStep *st;
   LLVMValueRef part;
-  CpuKern *k = ck_begin(cc, in, "split-finish", 1, &pp, &part, &st);
+  CpuKern *k = cuda_kbegin(cc, in, "split-finish", 1, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
-  ck_bind_fusion(k, in);
-  LLVMValueRef out = ck_buffer(k, in);
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
   int nwarps = CU_BLOCK / 32;
   st->block = CU_BLOCK;
   st->grid = ck_grid(p->R, nwarps);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
   LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
   LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
@@ -1032,7 +1036,7 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
     LLVMValueRef init = cpu_gen(k, p->hero[h]->ops[1], NULL);
-    if (!init) return ck_end(k);
+    if (!init) return cuda_kend(k);
     aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
     accp[h] = cpu_alloca(k, aty[h]);
     LLVMBuildStore(B, init, accp[h]);
@@ -1044,7 +1048,7 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
     v[h] = LLVMBuildLoad2(B, aty[h], ck_partial_at(k, p, part, h, row, j), "");
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   }
-  if (!ck_combine(k, p, acc, v)) return ck_end(k);
+  if (!ck_combine(k, p, acc, v)) return cuda_kend(k);
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, acc[h], accp[h]);
   cpu_loop_close(k, &sl);
@@ -1052,13 +1056,13 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   LLVMValueRef oidx[HLO_MAX_RANK];
-  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   int m = 0;
   LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m);
   ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jo, m);
   cpu_loop_close(k, &rl);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
@@ -1067,21 +1071,21 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int64_t S = p->split; /* > 1: block slices of each row, partials to ck_split_finish */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k = ck_begin(cc, in,
-                        S > 1      ? "split-reduce"
-                        : p->block ? "block-reduce"
-                                   : "warp-reduce",
-                        S > 1 ? 1 : 0, &pp, &part, &st);
+  CpuKern *k = cuda_kbegin(cc, in,
+                           S > 1      ? "split-reduce"
+                           : p->block ? "block-reduce"
+                                      : "warp-reduce",
+                           S > 1 ? 1 : 0, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
-  ck_bind_fusion(k, in);
-  LLVMValueRef out = ck_buffer(k, in);
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
   int nwarps = CU_BLOCK / 32;
   int64_t rows_per_block = p->block ? 1 : nwarps;
   st->block = CU_BLOCK;
   st->grid = ck_grid(p->R * S, rows_per_block);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
   LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
   LLVMValueRef row0 =
@@ -1089,7 +1093,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
                : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
   LLVMValueRef j0 = p->block ? tid : lane;
   int64_t jstep = p->block ? CU_BLOCK : 32;
-  LLVMValueRef smem = p->block ? ck_smem(k, st, nwarps * p->nh) : NULL;
+  LLVMValueRef smem = p->block ? cuda_smem(k, st, cg->i64, nwarps * p->nh) : NULL;
   CpuLoop rl;
   LLVMValueRef vrow =
       cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R * S), cpu_i64(k, st->grid * rows_per_block));
@@ -1104,17 +1108,17 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     j0 = LLVMBuildNSWAdd(B, lo, j0, "");
   }
   LLVMValueRef oidx[HLO_MAX_RANK];
-  ck_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
     aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
+    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
     accp[h] = cpu_alloca(k, aty[h]);
     LLVMBuildStore(B, init[h], accp[h]);
   }
   /* the lanes' strided partial reductions */
-  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, jstep, accp, aty)) return ck_end(k);
+  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, jstep, accp, aty)) return cuda_kend(k);
   LLVMValueRef acc[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++)
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
@@ -1129,7 +1133,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
       LLVMBuildStore(B, acc[h], ck_smem_at(k, smem, i));
     }
     ck_endif(k, jn, m1);
-    ck_barrier(k);
+    cuda_barrier(k);
     join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), &m2);
     LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
     LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
@@ -1151,10 +1155,10 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   ck_endif(k, jo, m3);
   if (p->block) {
     ck_endif(k, join_w, m2);
-    ck_barrier(k); /* shared memory is reused by the next row */
+    cuda_barrier(k); /* shared memory is reused by the next row */
   }
   cpu_loop_close(k, &rl);
-  if (!ck_end(k)) return false;
+  if (!cuda_kend(k)) return false;
   return S == 1 || ck_split_finish(cc, in, p, pp);
 }
 
@@ -1171,25 +1175,25 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int64_t S = p->split, tiles = (p->R + 31) / 32; /* S > 1: block slices, as ck_row_reduce */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k =
-      ck_begin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp, &part, &st);
+  CpuKern *k = cuda_kbegin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp,
+                           &part, &st);
   LLVMBuilderRef B = k->B;
-  ck_bind_fusion(k, in);
-  LLVMValueRef out = ck_buffer(k, in);
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
   int nwarps = p->nh <= 4 && p->K >= 1024 ? 32 : 8; /* shared memory: 32 x nwarps x nh slots */
   st->block = 32 * nwarps;
   st->grid = ck_grid(tiles * S, 1);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
   LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef smem = ck_smem(k, st, 32 * nwarps * p->nh);
+  LLVMValueRef smem = cuda_smem(k, st, cg->i64, 32 * nwarps * p->nh);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
     aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return ck_end(k);
+    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
     accp[h] = cpu_alloca(k, aty[h]);
   }
   CpuLoop bl;
@@ -1208,13 +1212,13 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, p->R), "");
   LLVMValueRef oidx[HLO_MAX_RANK];
-  ck_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
-           oidx);
+  cuda_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
+             oidx);
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, init[h], accp[h]);
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef jv = ck_if(k, valid, &m1);
-  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return ck_end(k);
+  if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return cuda_kend(k);
   ck_endif(k, jv, m1);
   /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
   LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, 32), ""), lane, "");
@@ -1223,7 +1227,7 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
         LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
     LLVMBuildStore(B, LLVMBuildLoad2(B, aty[h], accp[h], ""), ck_smem_at(k, smem, i));
   }
-  ck_barrier(k);
+  cuda_barrier(k);
   LLVMValueRef w0 =
       LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), valid, "");
   LLVMBasicBlockRef jw = ck_if(k, w0, &m2);
@@ -1237,16 +1241,16 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
                                        LLVMBuildNSWMul(B, lane, cpu_i64(k, p->nh), ""), "");
       v[h] = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
     }
-    if (!ck_combine(k, p, acc, v)) return ck_end(k);
+    if (!ck_combine(k, p, acc, v)) return cuda_kend(k);
   }
   if (S > 1)
     ck_partial_store(k, p, part, row, slice, acc);
   else
     ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jw, m2);
-  ck_barrier(k); /* shared memory is reused by the next 32 outputs */
+  cuda_barrier(k); /* shared memory is reused by the next 32 outputs */
   cpu_loop_close(k, &bl);
-  if (!ck_end(k)) return false;
+  if (!cuda_kend(k)) return false;
   return S == 1 || ck_split_finish(cc, in, p, pp);
 }
 
@@ -1309,17 +1313,17 @@ static void ck_stage_index(CpuKern *k, const StageCtx *c, LLVMValueRef *idx, LLV
   int64_t ext[HLO_MAX_RANK];
   for (int i = 0; i < s->nb; i++)
     ext[i] = os->dims[s->b[i]];
-  ck_delin(k, idx[0], ext, s->nb, t);
+  cuda_delin(k, idx[0], ext, s->nb, t);
   for (int i = 0; i < s->nb; i++)
     oi[s->b[i]] = t[i];
   for (int i = 0; i < s->nf; i++)
     ext[i] = os->dims[s->f[i]];
-  ck_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
+  cuda_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
   for (int i = 0; i < s->nf; i++)
     oi[s->f[i]] = t[i];
   for (int i = 0; i < s->nc; i++)
     ext[i] = os->dims[s->c[i]];
-  ck_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
+  cuda_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
   for (int i = 0; i < s->nc; i++)
     oi[s->c[i]] = t[i];
 }
@@ -1403,22 +1407,22 @@ static bool ck_stage_tiled(CpuKern *k, CuStep *st, StageCtx *c) {
   st->block = CU_TILE * 8;
   st->grid = tiles < CU_MAX_GRID ? tiles : CU_MAX_GRID;
   st->smem = (int64_t)hlo_dtype_size(c->cs->dt) * CU_TILE * (CU_TILE + 1);
-  LLVMValueRef tid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef tx = LLVMBuildURem(B, tid, cpu_i64(k, CU_TILE), ""),
                ty = LLVMBuildUDiv(B, tid, cpu_i64(k, CU_TILE), "");
-  LLVMValueRef bid = ck_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   CpuLoop l;
   LLVMValueRef t = cpu_loop_open_step(k, &l, bid, cpu_i64(k, tiles), cpu_i64(k, st->grid));
   int64_t ext[3] = {c->cs->dims[0], tr, tc};
   LLVMValueRef ti[3];
-  ck_delin(k, t, ext, 3, ti);
+  cuda_delin(k, t, ext, 3, ti);
   LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], cpu_i64(k, CU_TILE), ""),
                c0 = LLVMBuildNSWMul(B, ti[2], cpu_i64(k, CU_TILE), "");
   LLVMValueRef tile = NULL;
   bool ok = ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, true);
-  ck_barrier(k);
+  cuda_barrier(k);
   ok = ok && ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, false);
-  ck_barrier(k); /* the tile is refilled by the next iteration */
+  cuda_barrier(k); /* the tile is refilled by the next iteration */
   cpu_loop_close(k, &l);
   return ok;
 }
@@ -1505,8 +1509,8 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   *used += memplan_align(s->B * s->F * s->K * (int64_t)hlo_dtype_size(at));
   CuStep *st;
   LLVMValueRef dst;
-  CpuKern *k = ck_begin(cc, in, "stage", 1, &g->ptr, &dst, &st);
-  ck_bind_fusion(k, in);
+  CpuKern *k = cuda_kbegin(cc, in, "stage", 1, &g->ptr, &dst, &st);
+  cuda_kbind_fusion(k, in);
   StageCtx c = {dot->ops[j], s, kf, dst, cs};
   if (ck_stage_transposes(&c) && cs->dims[1] > 1 && cs->dims[2] > 1) {
     st->what = "stage-tiled";
@@ -1514,7 +1518,7 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   } else {
     ck_grid_loop(k, st, cs, ck_stage_body, &c);
   }
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* s8 and fp8 operands: cuBLAS's integer GEMMs and cuBLASLt's fp8 ones take only K-contiguous
@@ -1730,10 +1734,10 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
 /* A stage kernel writing ctx->cs at temp offset off. */
 static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
-  ck_bind_fusion(k, in);
+  CpuKern *k = cuda_kbegin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
+  cuda_kbind_fusion(k, in);
   ck_grid_loop(k, st, c->cs, ck_conv_stage_body, c);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* cuDNN workspace reserved for one convolution: 8 times its input plus output, at least
@@ -1913,10 +1917,10 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   CuStep *st;
   LLVMValueRef pv[2];
   CuPtr ex[2] = {wp, yp};
-  CpuKern *k = ck_begin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
+  CpuKern *k = cuda_kbegin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
   u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
   ck_grid_loop(k, st, ys, ck_unstage_body, &u);
-  if (!ck_end(k)) return false;
+  if (!cuda_kend(k)) return false;
   return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(&xs),
                         (int64_t)hlo_shape_bytes(&ds));
 }
@@ -2065,28 +2069,28 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   if (!n) return false;
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "copy", 0, NULL, NULL, &st);
-  ScatterCtx c = {in, ck_buffer(k, in), n};
+  CpuKern *k = cuda_kbegin(cc, in, "copy", 0, NULL, NULL, &st);
+  ScatterCtx c = {in, cuda_kbuffer(k, in), n};
   ck_grid_loop(k, st, s, ck_copy_body, &c);
-  if (!ck_end(k)) return false;
+  if (!cuda_kend(k)) return false;
 
-  k = ck_begin(cc, in, "scatter", 0, NULL, NULL, &st);
+  k = cuda_kbegin(cc, in, "scatter", 0, NULL, NULL, &st);
   st->grid = st->block = 1;
-  LLVMValueRef base = ck_buffer(k, in), out[16];
+  LLVMValueRef base = cuda_kbuffer(k, in), out[16];
   for (int j = 0; j < n; j++)
     out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
   CpuLoop loops[HLO_MAX_RANK];
   LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
   for (int d = 0; d < us->rank; d++)
     ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
-  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return ck_end(k);
+  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return cuda_kend(k);
   int mark;
   LLVMBasicBlockRef join = ck_if(k, ok, &mark);
   cpu_scatter_combine(k, in, out, oi, ui);
   ck_endif(k, join, mark);
   for (int d = us->rank - 1; d >= 0; d--)
     cpu_loop_close(k, &loops[d]);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* ------------------------------------------------------------------ dynamic-update-slice */
@@ -2134,10 +2138,10 @@ static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
     c->bytes = (int64_t)hlo_shape_bytes(&in->shape);
   }
   CuStep *st;
-  CpuKern *k = ck_begin(cc, in, "update-slice", 0, NULL, NULL, &st);
-  DusCtx c = {in, ck_buffer(k, in)};
+  CpuKern *k = cuda_kbegin(cc, in, "update-slice", 0, NULL, NULL, &st);
+  DusCtx c = {in, cuda_kbuffer(k, in)};
   ck_grid_loop(k, st, &in->ops[1]->shape, ck_dus_body, &c);
-  return ck_end(k);
+  return cuda_kend(k);
 }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -2149,6 +2153,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
       b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
+  if (cuda_attention_ok(in)) return cuda_attention(cc, in);
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);

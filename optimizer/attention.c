@@ -1,0 +1,413 @@
+/* optimizer/attention.c: attention, softmax(f(Q.K)) . V, found and fused into one kCustom fusion.
+ *
+ * The matcher (opt_attention_match) starts at the output product and walks back: the
+ * probabilities (through converts and transposes) are exp(E - max(E)) / sum(exp(E - max(E)))
+ * over some dims of E, and E, the scores, is the product S = dot(Q, K) (either operand order)
+ * followed by elementwise ops of S's dims (scaling, masks from iota compares or parameters,
+ * soft-capping, converts), whose other operands are any values read at the score's index. The
+ * reduced dims must be exactly the key operand's free dims, the output product must contract
+ * them against the values, pair S's batch dims with its own and leave the query dims free: then
+ * out[b, q, c] = sum_k softmax_k(E[b, q, k]) V[b, k, c] over one head dim on each side. That is
+ * how JAX (jax.nn.softmax, dot_product_attention), TF and PyTorch/XLA export it, grouped-query
+ * heads included (they reshape the queries to [.., kv_heads, group, ..] and batch over the
+ * key/value heads, so a group's rows share the keys). The analysis fills OptAttn: for every
+ * operand and result dim the S dim it runs along (or the head dim), the counts.
+ *
+ * The pass (run when the target has a fused kernel, OptOpts.attention_rows > 0) turns every match
+ * with at most that many query rows per batch item into a fusion of kind kCustom whose body is the
+ * matched instructions; broadcasts, iotas and constants the scores read are copied in, other
+ * operands become parameters. The fusion computes exactly what the instructions did; the targets
+ * recognize the form again (opt_attention_match on the fusion's root) to give it one kernel. A
+ * match that cannot be fused says why in the decision log: an intermediate read outside (the
+ * probabilities returned too), too many query rows for the target's kernel. */
+#include "optimizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATT_MAX_CHAIN 16  /* elementwise ops between the product and the scores */
+#define ATT_MAX_PARAMS 64 /* parameters of an attention fusion */
+
+static bool att_is_dot(const HInstr *x) { return x && x->op == OP_DOT && x->dot && x->nops == 2; }
+
+/* reduce(v, init) over some dims with combiner op and init value want. */
+static bool att_reduce(const HInstr *x, int op, double want) {
+  if (!x || x->op != OP_REDUCE || x->nops != 2 || x->ncalls != 1) return false;
+  if (!hlo_dtype_is_float(x->shape.dt) || x->shape.dt != x->ops[0]->shape.dt) return false;
+  return hlo_comp_binary_op(x->calls[0], x->shape.dt) == op && opt_uniform_is(x->ops[1], want);
+}
+
+/* b = broadcast(r) back to the reduced operand's dims: its dims are the kept dims in order. */
+static bool att_rebroadcast(const HInstr *b, const HInstr *r) {
+  if (!b || b->op != OP_BROADCAST || b->ops[0] != r) return false;
+  const Shape *os = &r->ops[0]->shape;
+  if (!hlo_shape_same_dims(&b->shape, os) || b->dims.n != r->shape.rank) return false;
+  int j = 0;
+  for (int d = 0; d < os->rank; d++)
+    if (!opt_ilist_has(&r->dims, d)) {
+      if (j >= b->dims.n || b->dims.v[j] != d) return false;
+      j++;
+    }
+  return j == b->dims.n;
+}
+
+/* The product the scores x are computed from through elementwise ops of its dims; the ops
+ * go into a->chain. NULL when there is none or more than one. */
+static const HInstr *att_find_dot(const HInstr *x, const Shape *s, OptAttn *a, int depth) {
+  if (!hlo_shape_same_dims(&x->shape, s)) return NULL;
+  if (att_is_dot(x)) return x;
+  if (depth > ATT_MAX_CHAIN || !(hlo_op_flags(x->op) & OPF_ELEM) || x->op == OP_RNG) return NULL;
+  const HInstr *found = NULL;
+  for (int j = 0; j < x->nops; j++) {
+    const HInstr *d = att_find_dot(x->ops[j], s, a, depth + 1);
+    if (!d) continue;
+    if (found && found != d) return NULL;
+    found = d;
+  }
+  if (found) {
+    for (int i = 0; i < a->nchain; i++)
+      if (a->chain[i] == x) return found;
+    if (a->nchain == ATT_MAX_CHAIN) return NULL;
+    a->chain[a->nchain++] = x;
+  }
+  return found;
+}
+
+/* The free dims of dot operand j in order. */
+static int att_free_dims(const HInstr *dot, int j, int64_t *out) {
+  const IList *b = j ? &dot->dot->rhs_batch : &dot->dot->lhs_batch;
+  const IList *c = j ? &dot->dot->rhs_contract : &dot->dot->lhs_contract;
+  int n = 0;
+  for (int d = 0; d < dot->ops[j]->shape.rank; d++)
+    if (!opt_ilist_has(b, d) && !opt_ilist_has(c, d)) out[n++] = d;
+  return n;
+}
+
+/* The scores' product: which operand holds the keys (its free dims are the reduced ones), and
+ * the S dim of every dim of both operands. */
+static bool att_scores(OptAttn *a, const char **why) {
+  const HInstr *s = a->sdot;
+  const DotDims *dd = s->dot;
+  if (dd->lhs_contract.n != 1 || dd->rhs_contract.n != 1)
+    return *why = "the scores' product contracts more than one head dim", false;
+  int nb = dd->lhs_batch.n;
+  int64_t fl[HLO_MAX_RANK], fr[HLO_MAX_RANK];
+  int nl = att_free_dims(s, 0, fl), nr = att_free_dims(s, 1, fr);
+  bool red[HLO_MAX_RANK] = {0};
+  for (int j = 0; j < a->rmax->dims.n; j++)
+    red[a->rmax->dims.v[j]] = true;
+  int kop = -1;
+  for (int side = 0; side < 2 && kop < 0; side++) {
+    int lo = side ? nb + nl : nb, n = side ? nr : nl;
+    bool ok = n > 0;
+    for (int d = 0; d < s->shape.rank; d++)
+      if (red[d] != (d >= lo && d < lo + n)) ok = false;
+    if (ok) kop = side;
+  }
+  if (kop < 0) return *why = "the softmax does not run over the key operand's free dims", false;
+  a->qop = 1 - kop;
+  for (int d = 0; d < s->shape.rank; d++) {
+    a->skey[d] = red[d];
+    a->sbatch[d] = d < nb;
+  }
+  for (int side = 0; side < 2; side++) {
+    const IList *b = side ? &dd->rhs_batch : &dd->lhs_batch;
+    int8_t *map = side == a->qop ? a->qmap : a->kmap;
+    int64_t *fd = side ? fr : fl;
+    int nf = side ? nr : nl, lo = side ? nb + nl : nb;
+    for (int d = 0; d < HLO_MAX_RANK; d++)
+      map[d] = -1; /* the head dim */
+    for (int i = 0; i < nb; i++)
+      map[b->v[i]] = (int8_t)i;
+    for (int i = 0; i < nf; i++)
+      map[fd[i]] = (int8_t)(lo + i);
+  }
+  a->dh = s->ops[0]->shape.dims[dd->lhs_contract.v[0]];
+  return true;
+}
+
+/* The output product: the probabilities' dims (pdim: their S dims) pair with S's batch dims,
+ * contract the key dims and leave the query dims free; one head dim on the values' side. */
+static bool att_output(OptAttn *a, const int8_t *pdim, const char **why) {
+  const HInstr *o = a->odot, *s = a->sdot;
+  const DotDims *dd = o->dot;
+  int pop = 1 - a->vop;
+  const IList *pb = pop ? &dd->rhs_batch : &dd->lhs_batch,
+              *vb = pop ? &dd->lhs_batch : &dd->rhs_batch;
+  const IList *pc = pop ? &dd->rhs_contract : &dd->lhs_contract;
+  const IList *vc = pop ? &dd->lhs_contract : &dd->rhs_contract;
+  int nb = s->dot->lhs_batch.n;
+  if (pb->n != nb) return *why = "the output product's batch dims are not the scores'", false;
+  for (int i = 0; i < nb; i++)
+    if (!a->sbatch[pdim[pb->v[i]]])
+      return *why = "the output product's batch dims are not the scores'", false;
+  int nkey = 0;
+  for (int d = 0; d < s->shape.rank; d++)
+    nkey += a->skey[d];
+  if (pc->n != nkey) return *why = "the output product does not contract the key dims", false;
+  for (int i = 0; i < pc->n; i++)
+    if (!a->skey[pdim[pc->v[i]]])
+      return *why = "the output product does not contract the key dims", false;
+  int64_t pf[HLO_MAX_RANK], vf[HLO_MAX_RANK];
+  int npf = att_free_dims(o, pop, pf), nvf = att_free_dims(o, a->vop, vf);
+  if (nvf != 1) return *why = "the values have more than one head dim", false;
+  for (int d = 0; d < HLO_MAX_RANK; d++)
+    a->vmap[d] = a->omap[d] = -1;
+  for (int i = 0; i < nb; i++)
+    a->vmap[vb->v[i]] = pdim[pb->v[i]];
+  for (int i = 0; i < pc->n; i++)
+    a->vmap[vc->v[i]] = pdim[pc->v[i]];
+  /* result: [batch..., lhs free..., rhs free...] */
+  int r = 0;
+  for (int i = 0; i < nb; i++)
+    a->omap[r++] = pdim[pb->v[i]];
+  for (int side = 0; side < 2; side++) {
+    if (side == a->vop)
+      a->omap[r++] = -1;
+    else
+      for (int i = 0; i < npf; i++)
+        a->omap[r++] = pdim[pf[i]];
+  }
+  a->dv = o->ops[a->vop]->shape.dims[vf[0]];
+  return true;
+}
+
+/* Walk back from the second product's operand pop to the softmax's division: converts and
+ * transposes between them go to a->mid, pdim[] receives each operand dim's S dim. */
+static const HInstr *att_probs(OptAttn *a, int pop, int8_t *pdim) {
+  const HInstr *x = a->odot->ops[pop];
+  int rank = x->shape.rank;
+  for (int d = 0; d < rank; d++)
+    pdim[d] = (int8_t)d;
+  a->nmid = 0;
+  while ((x->op == OP_CONVERT || x->op == OP_TRANSPOSE) && a->nmid < 4) {
+    if (x->op == OP_TRANSPOSE) { /* operand dim dims[d] is result dim d */
+      int8_t t[HLO_MAX_RANK];
+      for (int d = 0; d < rank; d++)
+        t[d] = pdim[x->dims.v[d]];
+      memcpy(pdim, t, sizeof t);
+    } else if (!hlo_dtype_is_float(x->shape.dt)) {
+      return NULL;
+    }
+    a->mid[a->nmid++] = x;
+    x = x->ops[0];
+  }
+  return x->op == OP_DIVIDE ? x : NULL;
+}
+
+bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why) {
+  memset(a, 0, sizeof *a);
+  *why = "not a product";
+  if (!att_is_dot(odot) || odot->shape.dt == DT_TUPLE || !hlo_dtype_is_float(odot->shape.dt))
+    return false;
+  a->odot = odot;
+  int8_t pdim[HLO_MAX_RANK];
+  const HInstr *div = NULL;
+  for (int vop = 0; vop < 2 && !div; vop++) {
+    a->vop = vop;
+    div = att_probs(a, 1 - vop, pdim);
+  }
+  *why = "no softmax feeds the product";
+  if (!div) return false;
+  /* div = exp(E - bcast(max E)) / bcast(sum exp(..)) */
+  const HInstr *bs = div->ops[1], *ex = div->ops[0];
+  if (bs->op != OP_BROADCAST || ex->op != OP_EXP) return false;
+  const HInstr *rs = bs->ops[0], *sub = ex->ops[0];
+  if (!att_reduce(rs, OP_ADD, 0) || rs->ops[0] != ex || !att_rebroadcast(bs, rs)) return false;
+  if (sub->op != OP_SUBTRACT || sub->ops[1]->op != OP_BROADCAST) return false;
+  const HInstr *bm = sub->ops[1], *score = sub->ops[0], *rm = bm->ops[0];
+  if (!att_reduce(rm, OP_MAXIMUM, -INFINITY) || rm->ops[0] != score || !att_rebroadcast(bm, rm))
+    return false;
+  if (rm->dims.n != rs->dims.n) return false;
+  for (int j = 0; j < rm->dims.n; j++)
+    if (rm->dims.v[j] != rs->dims.v[j]) return false;
+  a->div = div;
+  a->rsum = rs;
+  a->rmax = rm;
+  a->score = score;
+  a->sdot = att_find_dot(score, &score->shape, a, 0);
+  *why = "the scores are not elementwise ops of one product";
+  if (!a->sdot || !hlo_dtype_is_float(a->sdot->shape.dt)) return false;
+  if (!att_scores(a, why) || !att_output(a, pdim, why)) return false;
+  a->nbatch = a->nq = a->nk = 1;
+  for (int d = 0; d < a->sdot->shape.rank; d++) {
+    int64_t n = a->sdot->shape.dims[d];
+    if (a->sbatch[d])
+      a->nbatch *= n;
+    else if (a->skey[d])
+      a->nk *= n;
+    else
+      a->nq *= n;
+  }
+  *why = NULL;
+  return true;
+}
+
+/* ------------------------------------------------------------------ the pass */
+
+typedef struct AttFuse {
+  HComp *c;
+  PassCtx *pc;
+  HUsers us;
+  uint8_t *mem;  /* per instruction index: 1 core member, 2 copied in */
+  HInstr **map;  /* per instruction index: its copy or parameter in the fusion */
+  HInstr **list; /* the members */
+  int n;
+} AttFuse;
+
+static void att_add(AttFuse *f, const HInstr *x, uint8_t how) {
+  if (f->mem[x->idx]) return;
+  f->mem[x->idx] = how;
+  f->list[f->n++] = (HInstr *)x;
+}
+
+/* What the scores read that is cheap to have inside: broadcasts, iotas, scalar constants. */
+static bool att_copyable(const HInstr *x) {
+  return x->op == OP_BROADCAST || x->op == OP_IOTA ||
+         (x->op == OP_CONSTANT && x->shape.rank == 0 && x->literal);
+}
+
+static void att_copy_in(AttFuse *f, const HInstr *x) {
+  if (f->mem[x->idx] || !att_copyable(x)) return;
+  att_add(f, x, 2);
+  for (int j = 0; j < x->nops; j++)
+    att_copy_in(f, x->ops[j]);
+}
+
+/* The members of match a; NULL (with the reason) when an intermediate is read outside. */
+static const char *att_members(AttFuse *f, const OptAttn *a) {
+  const HInstr *ex = a->div->ops[0], *sub = ex->ops[0];
+  const HInstr *core[ATT_MAX_CHAIN + 16];
+  int n = 0;
+  core[n++] = a->sdot;
+  for (int i = 0; i < a->nchain; i++)
+    core[n++] = a->chain[i];
+  const HInstr *soft[] = {a->rmax, sub->ops[1], sub, ex, a->rsum, a->div->ops[1], a->div};
+  for (int i = 0; i < 7; i++)
+    core[n++] = soft[i];
+  for (int i = 0; i < a->nmid; i++)
+    core[n++] = a->mid[i];
+  f->n = 0;
+  for (int i = 0; i < n; i++)
+    att_add(f, core[i], 1);
+  att_add(f, a->odot, 1);
+  for (int i = 0; i < n; i++) /* everything but the output is read inside only */
+    for (int u = 0; u < f->us.n[core[i]->idx]; u++)
+      if (f->mem[f->us.list[core[i]->idx][u]->idx] != 1)
+        return core[i] == a->sdot ? "the scores are read outside the attention"
+                                  : "an intermediate of the softmax is read outside the attention";
+  for (int i = 0; i < f->n; i++)
+    if (f->mem[f->list[i]->idx] == 1 && f->list[i] != a->sdot && f->list[i] != a->odot)
+      for (int j = 0; j < f->list[i]->nops; j++)
+        att_copy_in(f, f->list[i]->ops[j]);
+  return NULL;
+}
+
+static int att_cmp_idx(const void *x, const void *y) {
+  const HInstr *p = *(HInstr *const *)x, *q = *(HInstr *const *)y;
+  return p->idx - q->idx;
+}
+
+/* The kCustom fusion of f's members, replacing the output product. */
+static HInstr *att_build(AttFuse *f, const OptAttn *a) {
+  HComp *c = f->c;
+  HModule *m = c->mod;
+  qsort(f->list, (size_t)f->n, sizeof(HInstr *), att_cmp_idx);
+  HComp *fc = hlo_comp_new(m, hlo_module_unique_name(m, "attention_computation"));
+  fc->is_fusion = true;
+  HInstr *ext[ATT_MAX_PARAMS];
+  int next = 0;
+  for (int i = 0; i < f->n; i++) {
+    HInstr *in = f->list[i];
+    HInstr *ops[HLO_MAX_RANK * 2 + 4];
+    HLO_ASSERT(in->nops <= (int)(sizeof ops / sizeof *ops));
+    for (int j = 0; j < in->nops; j++) {
+      HInstr *x = in->ops[j];
+      if (!f->map[x->idx]) {
+        HLO_ASSERT(!f->mem[x->idx] && next < ATT_MAX_PARAMS);
+        f->map[x->idx] = opt_new_param(fc, &x->shape, next);
+        ext[next++] = x;
+      }
+      ops[j] = f->map[x->idx];
+    }
+    f->map[in->idx] = hlo_instr_clone(fc, in, ops);
+  }
+  fc->root = f->map[a->odot->idx];
+  opt_comp_toposort(fc, f->pc->scratch);
+  HInstr *fu = opt_new(c, OP_FUSION, "attention", &a->odot->shape, next, ext);
+  hlo_instr_set_calls(fu, 1, &fc);
+  fu->fusion_kind = FK_CUSTOM;
+  hlo_instr_replace_uses((HInstr *)a->odot, fu);
+  return fu;
+}
+
+static void att_log(PassCtx *pc, const HInstr *odot, const OptAttn *a, const char *verdict) {
+  if (!pc->log) return;
+  fprintf(pc->log,
+          "attention at %s: %lld batch item(s) x %lld query row(s) x %lld key(s), head dims %lld "
+          "-> %lld: %s\n",
+          odot->name, (long long)a->nbatch, (long long)a->nq, (long long)a->nk, (long long)a->dh,
+          (long long)a->dv, verdict);
+}
+
+static bool att_comp(HComp *c, PassCtx *pc) {
+  hlo_comp_renumber(c);
+  int n = c->ninstrs;
+  AttFuse f = {c,
+               pc,
+               hlo_comp_users(pc->scratch, c),
+               hlo_arena_alloc(pc->scratch, (size_t)n + 1),
+               hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)(n + 1)),
+               hlo_arena_alloc(pc->scratch, sizeof(HInstr *) * (size_t)(n + 1)),
+               0};
+  const OptOpts *o = pc->opts;
+  bool changed = false;
+  for (int i = 0; i < n; i++) {
+    HInstr *in = c->instrs[i];
+    OptAttn a;
+    const char *why;
+    if (!opt_attention_match(in, &a, &why)) {
+      if (pc->log && a.div) fprintf(pc->log, "attention at %s: not matched: %s\n", in->name, why);
+      continue;
+    }
+    const char *no = NULL;
+    char buf[160];
+    if (a.nq > o->attention_rows) {
+      snprintf(buf, sizeof buf,
+               "not fused: %lld query rows per batch item, the target's kernel takes up to %lld",
+               (long long)a.nq, (long long)o->attention_rows);
+      no = buf;
+    } else if (a.dh > o->attention_head || a.dv > o->attention_head) {
+      snprintf(buf, sizeof buf, "not fused: head dims above the target's kernel's %lld",
+               (long long)o->attention_head);
+      no = buf;
+    } else {
+      no = att_members(&f, &a);
+    }
+    if (!no) {
+      HInstr *fu = att_build(&f, &a);
+      snprintf(buf, sizeof buf, "fused into %s (kCustom, %d instructions)", fu->name, f.n);
+      att_log(pc, in, &a, buf);
+      changed = true;
+    } else {
+      att_log(pc, in, &a, no);
+    }
+    for (int j = 0; j < f.n; j++) /* clear what this match touched */
+      f.mem[f.list[j]->idx] = 0;
+    memset(f.map, 0, sizeof(HInstr *) * (size_t)(n + 1));
+    f.n = 0;
+  }
+  if (changed) opt_comp_toposort(c, pc->scratch);
+  return changed;
+}
+
+bool opt_attention(HModule *m, PassCtx *pc) {
+  if (pc->opts->attention_rows <= 0) return false;
+  if (pc->log) fprintf(pc->log, "== attention\n");
+  if (!att_comp(m->entry, pc)) return false;
+  opt_dce(m, pc);
+  opt_module_sort_comps(m, pc->scratch);
+  hlo_module_renumber(m);
+  return true;
+}

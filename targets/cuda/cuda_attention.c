@@ -1,0 +1,525 @@
+/* targets/cuda/cuda_attention.c: one fused kernel for an attention fusion (split-KV flash
+ * decoding).
+ *
+ * The attention pass leaves softmax(f(Q.K)) . V as a kCustom fusion; opt_attention_match on its
+ * root gives the dims. A block (4 warps) takes one batch item, a tile of up to 8 query rows and
+ * one slice of the keys: the rows' head vectors live in registers (lane l holds elements l,
+ * l + 32, ..), each warp walks its part of the slice AT_KB keys at a time: the scores of the
+ * rows against those keys (a dot per row over the lanes, a butterfly of shuffles), the
+ * fusion's elementwise ops on top of them through the elemental generator (the product's
+ * value entered in its cache at the score's index: scale, masks, soft-capping), then the
+ * online softmax (running max and sum per row, the output accumulator rescaled once per group
+ * of keys) and the values' rows accumulated, all in f32. The warps' states meet in shared
+ * memory; with one slice the block writes the output, otherwise each slice writes (max, sum,
+ * accumulator) to scratch and a second kernel combines the slices of a row (one warp per row)
+ * and writes it. Slices are chosen so that about 8 blocks per SM run: a decode step (a few
+ * query rows per key/value head, a long cache) reads each cache once, spread over every SM.
+ * The probabilities are never rounded to the values' type (XLA rounds them to bf16 before its
+ * second product in a bf16 model): the result is the exact softmax's, within the corpus's bf16
+ * bar of XLA's. */
+#include "cuda_impl.h"
+#include "optimizer.h"
+
+#include <math.h>
+#include <string.h>
+
+#define AT_WARPS 4 /* warps per block */
+#define AT_QT 8    /* query rows per block, at most */
+#define AT_KB 8    /* keys per step of a warp, at most */
+#define AT_SMS 132 /* streaming multiprocessors of an H100/H200 */
+
+typedef struct AttK {
+  OptAttn a;
+  const HInstr *q, *kk, *v; /* the products' operands in the fusion's body */
+  int srank;                /* the scores' rank */
+  int nbd, nqd, nkd;        /* S's batch, query and key dims */
+  int bdim[HLO_MAX_RANK], qdim[HLO_MAX_RANK], kdim[HLO_MAX_RANK]; /* which S dims */
+  int64_t bext[HLO_MAX_RANK], qext[HLO_MAX_RANK], kext[HLO_MAX_RANK];
+  int64_t qt, nqt;   /* query rows per block, query tiles */
+  int64_t ns, chunk; /* key slices, keys per slice */
+  int dt, dvt;       /* head elements per lane: ceil(dh / 32), ceil(dv / 32) */
+  int kb;            /* keys per step of a warp: qt * kb pairs, a power of two <= 32 */
+} AttK;
+
+bool cuda_attention_ok(const HInstr *in) {
+  if (in->op != OP_FUSION || in->fusion_kind != FK_CUSTOM || in->shape.dt == DT_TUPLE) return false;
+  OptAttn a;
+  const char *why;
+  if (!opt_attention_match(in->calls[0]->root, &a, &why)) return false;
+  return a.dh <= 256 && a.dv <= 256 && a.nk > 0 && a.nq > 0 && a.nbatch > 0;
+}
+
+static void at_plan(AttK *t, const HInstr *in) {
+  const char *why;
+  memset(t, 0, sizeof *t);
+  opt_attention_match(in->calls[0]->root, &t->a, &why);
+  const OptAttn *a = &t->a;
+  t->q = a->sdot->ops[a->qop];
+  t->kk = a->sdot->ops[1 - a->qop];
+  t->v = a->odot->ops[a->vop];
+  t->srank = a->sdot->shape.rank;
+  for (int d = 0; d < t->srank; d++) {
+    int64_t n = a->sdot->shape.dims[d];
+    if (a->sbatch[d]) {
+      t->bdim[t->nbd] = d;
+      t->bext[t->nbd++] = n;
+    } else if (a->skey[d]) {
+      t->kdim[t->nkd] = d;
+      t->kext[t->nkd++] = n;
+    } else {
+      t->qdim[t->nqd] = d;
+      t->qext[t->nqd++] = n;
+    }
+  }
+  t->qt = 1; /* a power of two: rows x keys per step fill the 32 lanes */
+  while (t->qt < a->nq && t->qt < AT_QT)
+    t->qt *= 2;
+  t->kb = 32 / (int)t->qt < AT_KB ? 32 / (int)t->qt : AT_KB;
+  t->nqt = (a->nq + t->qt - 1) / t->qt;
+  int64_t blocks = a->nbatch * t->nqt, want = 8 * AT_SMS;
+  int64_t ns = (want + blocks - 1) / blocks, minkeys = 16 * AT_WARPS;
+  if (ns > a->nk / minkeys) ns = a->nk / minkeys;
+  if (ns < 1) ns = 1;
+  t->chunk = (a->nk + ns - 1) / ns;
+  t->ns = (a->nk + t->chunk - 1) / t->chunk;
+  t->dt = (int)((a->dh + 31) / 32);
+  t->dvt = (int)((a->dv + 31) / 32);
+}
+
+/* ------------------------------------------------------------------ small IR helpers */
+
+static LLVMValueRef at_f(CpuKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
+
+static LLVMValueRef at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  HLO_ASSERT(id != 0);
+  LLVMTypeRef ty = k->cg->f32;
+  bool overloaded = LLVMIntrinsicIsOverloaded(id);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, overloaded ? &ty : NULL, overloaded);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, overloaded ? &ty : NULL, overloaded);
+  LLVMValueRef args[2] = {x, y};
+  return LLVMBuildCall2(k->B, ft, f, args, y ? 2 : 1, "");
+}
+
+/* exp(x) as 2^(x log2 e) on the special function unit. */
+static LLVMValueRef at_exp(CpuKern *k, LLVMValueRef x) {
+  return at_intr(k, "llvm.nvvm.ex2.approx.f", LLVMBuildFMul(k->B, x, at_f(k, M_LOG2E), ""), NULL);
+}
+
+static LLVMValueRef at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y) {
+  return at_intr(k, "llvm.maxnum", x, y);
+}
+
+static LLVMValueRef at_ld(CpuKern *k, LLVMValueRef p) {
+  return LLVMBuildLoad2(k->B, k->cg->f32, p, "");
+}
+static void at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->B, v, p); }
+
+/* The f32 value of operand x (a parameter of the fusion's body) at the index whose dims map to
+ * S dims through map (-1: the head dim, at c), 0 where the head index is out of range. */
+static LLVMValueRef at_load(CpuKern *k, const AttK *t, const HInstr *x, const int8_t *map,
+                            LLVMValueRef *sidx, LLVMValueRef c, LLVMValueRef inb) {
+  LLVMValueRef idx[HLO_MAX_RANK];
+  LLVMValueRef cc = inb ? LLVMBuildSelect(k->B, inb, c, cpu_i64(k, 0), "") : c;
+  for (int d = 0; d < x->shape.rank; d++)
+    idx[d] = map[d] < 0 ? cc : sidx[map[d]];
+  (void)t;
+  LLVMValueRef v = cpu_gen(k, x, idx);
+  if (!v) return at_f(k, 0);
+  v = cpu_convert(k, v, x->shape.dt, DT_F32);
+  return inb ? LLVMBuildSelect(k->B, inb, v, at_f(k, 0), "") : v;
+}
+
+/* Lane l's head index for its element j (l + 32 j) and whether it is below n (NULL: always). */
+static LLVMValueRef at_lane_c(CpuKern *k, LLVMValueRef lane, int j, int64_t n, LLVMValueRef *inb) {
+  LLVMValueRef c = LLVMBuildNSWAdd(k->B, lane, cpu_i64(k, 32 * j), "");
+  *inb = n % 32 ? LLVMBuildICmp(k->B, LLVMIntSLT, c, cpu_i64(k, n), "") : NULL;
+  return c;
+}
+
+/* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
+static void at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+                       LLVMValueRef *sidx) {
+  LLVMValueRef sub[HLO_MAX_RANK];
+  cuda_delin(k, lin, ext, n, sub);
+  for (int i = 0; i < n; i++)
+    sidx[dims[i]] = sub[i];
+}
+
+/* ------------------------------------------------------------------ the kernels */
+
+typedef struct AttRow {
+  LLVMValueRef sidx[HLO_MAX_RANK]; /* S index: batch and query dims set */
+  LLVMValueRef valid;              /* the row exists (the last tile may be short) */
+  LLVMValueRef qrow;               /* its query row number */
+} AttRow;
+
+/* The S index of row r (query row qrow of batch item b, clamped into range). */
+static void at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r) {
+  LLVMBuilderRef B = k->B;
+  r->qrow = qrow;
+  r->valid = LLVMBuildICmp(B, LLVMIntSLT, qrow, cpu_i64(k, t->a.nq), "");
+  LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, cpu_i64(k, t->a.nq - 1), "");
+  for (int d = 0; d < HLO_MAX_RANK; d++)
+    r->sidx[d] = cpu_i64(k, 0);
+  at_scatter(k, b, t->bdim, t->bext, t->nbd, r->sidx);
+  at_scatter(k, qc, t->qdim, t->qext, t->nqd, r->sidx);
+}
+
+/* Store the output of row r: acc[j] / sum for the lane's head elements. */
+static void at_store(CpuKern *k, const AttK *t, HInstr *in, LLVMValueRef out, const AttRow *r,
+                     LLVMValueRef lane, LLVMValueRef *acc, LLVMValueRef sum) {
+  LLVMBuilderRef B = k->B;
+  for (int j = 0; j < t->dvt; j++) {
+    LLVMValueRef inb;
+    LLVMValueRef c = at_lane_c(k, lane, j, t->a.dv, &inb);
+    LLVMValueRef ok = inb ? LLVMBuildAnd(B, r->valid, inb, "") : r->valid;
+    int mark;
+    LLVMBasicBlockRef join = NULL;
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "store");
+    join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stored");
+    LLVMBuildCondBr(B, ok, then, join);
+    LLVMPositionBuilderAtEnd(B, then);
+    mark = k->ncache;
+    LLVMValueRef oidx[HLO_MAX_RANK];
+    for (int d = 0; d < in->shape.rank; d++)
+      oidx[d] = t->a.omap[d] < 0 ? c : r->sidx[t->a.omap[d]];
+    LLVMValueRef v = LLVMBuildFDiv(B, acc[j], sum, "");
+    cpu_store_elem(k, out, &in->shape, oidx, cpu_convert(k, v, DT_F32, in->shape.dt));
+    LLVMBuildBr(B, join);
+    LLVMPositionBuilderAtEnd(B, join);
+    k->ncache = mark;
+  }
+}
+
+static LLVMValueRef at_at(CpuKern *k, LLVMValueRef base, LLVMTypeRef elt, LLVMValueRef i) {
+  return LLVMBuildInBoundsGEP2(k->B, elt, base, &i, 1, "");
+}
+
+/* Slot i (i64) of the f32 array at p (global or shared). */
+static LLVMValueRef at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
+  return at_at(k, p, k->cg->f32, i);
+}
+
+static LLVMValueRef at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, cpu_i64(k, m), ""), b, "");
+}
+
+/* The running state of one warp: each lane's row's max and sum (lanes of a row group agree),
+ * and the lane's accumulators of every row. */
+typedef struct AttState {
+  LLVMValueRef m, l, o[AT_QT][8];
+} AttState;
+
+static LLVMValueRef at_fma(CpuKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+  unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
+  LLVMTypeRef ty = k->cg->f32;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, &ty, 1);
+  LLVMValueRef args[3] = {x, y, z};
+  return LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, &ty, 1), f, args, 3, "");
+}
+
+/* The lanes' partial dots v[0..n) (n a power of two <= 32) summed over the warp, scattered:
+ * lane l ends with the total of value l >> (5 - log2 n). Each halving step keeps the half its
+ * lane bit selects and receives the other half from the partner lane. */
+static LLVMValueRef at_reduce_scatter(CpuKern *k, LLVMValueRef lane, LLVMValueRef *v, int n) {
+  LLVMBuilderRef B = k->B;
+  int off = 16;
+  for (; n > 1; n /= 2, off /= 2) {
+    LLVMValueRef bit =
+        LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, lane, cpu_i64(k, off), ""), cpu_i64(k, 0), "");
+    for (int i = 0; i < n / 2; i++) {
+      LLVMValueRef send = LLVMBuildSelect(B, bit, v[i], v[i + n / 2], "");
+      LLVMValueRef keep = LLVMBuildSelect(B, bit, v[i + n / 2], v[i], "");
+      v[i] = LLVMBuildFAdd(B, keep, cuda_shfl(k, send, off, CU_SHFL_BFLY), "");
+    }
+  }
+  for (; off >= 1; off /= 2)
+    v[0] = LLVMBuildFAdd(B, v[0], cuda_shfl(k, v[0], off, CU_SHFL_BFLY), "");
+  return v[0];
+}
+
+/* x combined over the lanes of each group of w (a power of two) with max or add. */
+static LLVMValueRef at_group(CpuKern *k, LLVMValueRef x, int w, bool max) {
+  for (int off = w / 2; off >= 1; off /= 2) {
+    LLVMValueRef y = cuda_shfl(k, x, off, CU_SHFL_BFLY);
+    x = max ? at_max(k, x, y) : LLVMBuildFAdd(k->B, x, y, "");
+  }
+  return x;
+}
+
+/* The keys of this warp's part of the slice [k0, kend), t->kb per step: the partial dots of
+ * every (row, key) pair, reduce-scattered so that each lane holds one pair's score (pairs
+ * repeated when fewer than 32); the fusion's elementwise ops on it at the pair's index (me:
+ * the lane's row); the online softmax per row (a group of 32 / qt lanes); the values' rows
+ * accumulated with each pair's probability broadcast from the lane holding it. */
+static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef lane,
+                    LLVMValueRef warp, LLVMValueRef k0, LLVMValueRef kend, LLVMValueRef qv[][8],
+                    AttState *s) {
+  LLVMBuilderRef B = k->B;
+  int kbn = t->kb, np = t->qt * kbn, sh = 0, w = 32 / t->qt;
+  while ((np << sh) < 32)
+    sh++;
+  CpuLoop kl;
+  LLVMValueRef first = LLVMBuildNSWAdd(B, k0, LLVMBuildNSWMul(B, warp, cpu_i64(k, kbn), ""), "");
+  LLVMValueRef kw = cpu_loop_open_step(k, &kl, first, kend, cpu_i64(k, kbn * AT_WARPS));
+  LLVMValueRef last = LLVMBuildNSWSub(B, kend, cpu_i64(k, 1), "");
+  LLVMValueRef kidx[8][HLO_MAX_RANK], val[32];
+  for (int kb = 0; kb < kbn && !k->failed; kb++) {
+    LLVMValueRef key = LLVMBuildNSWAdd(B, kw, cpu_i64(k, kb), "");
+    LLVMValueRef kc =
+        LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
+    memcpy(kidx[kb], me->sidx, sizeof kidx[kb]);
+    at_scatter(k, kc, t->kdim, t->kext, t->nkd, kidx[kb]);
+    LLVMValueRef kv[8];
+    for (int j = 0; j < t->dt; j++) {
+      LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
+      kv[j] = at_load(k, t, t->kk, t->a.kmap, kidx[kb], c, inb);
+    }
+    for (int r = 0; r < t->qt; r++) {
+      LLVMValueRef acc = at_f(k, 0);
+      for (int j = 0; j < t->dt; j++)
+        acc = at_fma(k, qv[r][j], kv[j], acc);
+      val[r * kbn + kb] = acc;
+    }
+  }
+  /* this lane's pair: row me (lane / w), key kw + (lane >> sh) % kbn */
+  LLVMValueRef dot = at_reduce_scatter(k, lane, val, np);
+  LLVMValueRef mykb =
+      LLVMBuildURem(B, LLVMBuildLShr(B, lane, cpu_i64(k, sh), ""), cpu_i64(k, kbn), "");
+  LLVMValueRef key = LLVMBuildNSWAdd(B, kw, mykb, "");
+  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
+  LLVMValueRef full[HLO_MAX_RANK];
+  memcpy(full, me->sidx, sizeof full);
+  at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
+  const HInstr *sd = t->a.sdot;
+  cuda_cache_add(k, sd, t->srank, full, cpu_convert(k, dot, DT_F32, sd->shape.dt));
+  LLVMValueRef e = cpu_gen(k, t->a.score, full);
+  if (!e) return;
+  e = LLVMBuildSelect(B, valid, cpu_convert(k, e, t->a.score->shape.dt, DT_F32), at_f(k, -INFINITY),
+                      "");
+  /* online softmax of the lane's row */
+  LLVMValueRef mo = at_ld(k, s->m), mn = at_max(k, mo, at_group(k, e, w, true));
+  /* all scores -inf so far: keep 0 as the reference (exp(-inf - -inf) would be NaN) */
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), mn, "");
+  LLVMValueRef corr = at_exp(k, LLVMBuildFSub(B, mo, ref, ""));
+  LLVMValueRef p = at_exp(k, LLVMBuildFSub(B, e, ref, ""));
+  LLVMValueRef dup = LLVMBuildICmp(
+      B, LLVMIntEQ, LLVMBuildAnd(B, lane, cpu_i64(k, (1 << sh) - 1), ""), cpu_i64(k, 0), "");
+  LLVMValueRef psum = at_group(k, LLVMBuildSelect(B, dup, p, at_f(k, 0), ""), w, false);
+  at_st(k, s->m, mn);
+  at_st(k, s->l, at_fma(k, at_ld(k, s->l), corr, psum));
+  LLVMValueRef o[AT_QT][8];
+  for (int r = 0; r < t->qt; r++) {
+    LLVMValueRef cr = cuda_shfl(k, corr, r * w, CU_SHFL_IDX);
+    for (int j = 0; j < t->dvt; j++)
+      o[r][j] = LLVMBuildFMul(B, at_ld(k, s->o[r][j]), cr, "");
+  }
+  for (int kb = 0; kb < kbn && !k->failed; kb++) {
+    LLVMValueRef vv[8];
+    for (int j = 0; j < t->dvt; j++) {
+      LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dv, &inb);
+      vv[j] = at_load(k, t, t->v, t->a.vmap, kidx[kb], c, inb);
+    }
+    for (int r = 0; r < t->qt; r++) {
+      LLVMValueRef pr = cuda_shfl(k, p, (r * kbn + kb) << sh, CU_SHFL_IDX);
+      for (int j = 0; j < t->dvt; j++)
+        o[r][j] = at_fma(k, pr, vv[j], o[r][j]);
+    }
+  }
+  for (int r = 0; r < t->qt; r++)
+    for (int j = 0; j < t->dvt; j++)
+      at_st(k, s->o[r][j], o[r][j]);
+  cpu_loop_close(k, &kl);
+}
+
+/* Combine the warps' states of row r (smem: per warp, per row: max, sum, dv accumulators):
+ * *mx, *sum and acc[] receive the block's. */
+static void at_combine(CpuKern *k, const AttK *t, LLVMValueRef smem, int r, LLVMValueRef lane,
+                       LLVMValueRef *mx, LLVMValueRef *sum, LLVMValueRef *acc) {
+  LLVMBuilderRef B = k->B;
+  int64_t per = 2 + 32 * t->dvt;
+  LLVMValueRef mw[AT_WARPS], M = at_f(k, -INFINITY);
+  for (int w = 0; w < AT_WARPS; w++) {
+    mw[w] = at_ld(k, at_slot(k, smem, cpu_i64(k, (w * t->qt + r) * per)));
+    M = at_max(k, M, mw[w]);
+  }
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), M, "");
+  LLVMValueRef L = at_f(k, 0);
+  for (int j = 0; j < t->dvt; j++)
+    acc[j] = at_f(k, 0);
+  for (int w = 0; w < AT_WARPS; w++) {
+    LLVMValueRef f = at_exp(k, LLVMBuildFSub(B, mw[w], ref, ""));
+    int64_t base = (w * t->qt + r) * per;
+    L = LLVMBuildFAdd(
+        B, L, LLVMBuildFMul(B, f, at_ld(k, at_slot(k, smem, cpu_i64(k, base + 1))), ""), "");
+    for (int j = 0; j < t->dvt; j++) {
+      LLVMValueRef i = LLVMBuildNSWAdd(B, lane, cpu_i64(k, base + 2 + 32 * j), "");
+      acc[j] = LLVMBuildFAdd(B, acc[j], LLVMBuildFMul(B, f, at_ld(k, at_slot(k, smem, i)), ""), "");
+    }
+  }
+  *mx = M;
+  *sum = L;
+}
+
+/* The main kernel: grid = batch items x query tiles x key slices. */
+static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
+  CuStep *st;
+  LLVMValueRef part = NULL;
+  bool split = t->ns > 1;
+  CpuKern *k = cuda_kbegin(cc, in, split ? "attention-split" : "attention", split, &pp, &part, &st);
+  LLVMBuilderRef B = k->B;
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
+  st->block = 32 * AT_WARPS;
+  st->grid = t->a.nbatch * t->nqt * t->ns;
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef slice = LLVMBuildURem(B, bid, cpu_i64(k, t->ns), "");
+  LLVMValueRef rest = LLVMBuildUDiv(B, bid, cpu_i64(k, t->ns), "");
+  LLVMValueRef qtile = LLVMBuildURem(B, rest, cpu_i64(k, t->nqt), "");
+  LLVMValueRef b = LLVMBuildUDiv(B, rest, cpu_i64(k, t->nqt), "");
+  AttRow rows[AT_QT], me;
+  LLVMValueRef qv[AT_QT][8];
+  AttState s;
+  for (int r = 0; r < t->qt; r++) {
+    at_row(k, t, b, at_lin(k, qtile, t->qt, cpu_i64(k, r)), &rows[r]);
+    for (int j = 0; j < t->dt; j++) {
+      LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
+      qv[r][j] = at_load(k, t, t->q, t->a.qmap, rows[r].sidx, c, inb);
+    }
+    for (int j = 0; j < t->dvt; j++) {
+      s.o[r][j] = cpu_alloca(k, k->cg->f32);
+      at_st(k, s.o[r][j], at_f(k, 0));
+    }
+  }
+  /* the lane's own row in the reduce-scattered scores: lane / (32 / qt) */
+  LLVMValueRef myr = LLVMBuildUDiv(B, lane, cpu_i64(k, 32 / t->qt), "");
+  at_row(k, t, b, at_lin(k, qtile, t->qt, myr), &me);
+  s.m = cpu_alloca(k, k->cg->f32);
+  s.l = cpu_alloca(k, k->cg->f32);
+  at_st(k, s.m, at_f(k, -INFINITY));
+  at_st(k, s.l, at_f(k, 0));
+  LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, cpu_i64(k, t->chunk), "");
+  LLVMValueRef k1 = LLVMBuildNSWAdd(B, k0, cpu_i64(k, t->chunk), "");
+  LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, cpu_i64(k, t->a.nk), ""),
+                                      k1, cpu_i64(k, t->a.nk), "");
+  at_keys(k, t, &me, lane, warp, k0, kend, qv, &s);
+  /* the warps' states into shared memory */
+  int64_t per = 2 + 32 * t->dvt;
+  LLVMValueRef smem = cuda_smem(k, st, k->cg->f32, AT_WARPS * t->qt * per);
+  for (int r = 0; r < t->qt; r++) {
+    LLVMValueRef base = at_lin(k, warp, t->qt * per, cpu_i64(k, r * per));
+    int from = (int)(r * (32 / t->qt)); /* a lane of row r's group */
+    at_st(k, at_slot(k, smem, base), cuda_shfl(k, at_ld(k, s.m), from, CU_SHFL_IDX));
+    at_st(k, at_slot(k, smem, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")),
+          cuda_shfl(k, at_ld(k, s.l), from, CU_SHFL_IDX));
+    for (int j = 0; j < t->dvt; j++) {
+      LLVMValueRef i =
+          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+      at_st(k, at_slot(k, smem, i), at_ld(k, s.o[r][j]));
+    }
+  }
+  cuda_barrier(k);
+  /* warp w combines and writes rows w, w + AT_WARPS, ... */
+  for (int r = 0; r < t->qt && !k->failed; r++) {
+    LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, r % AT_WARPS), "");
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");
+    LLVMBuildCondBr(B, mine, then, join);
+    LLVMPositionBuilderAtEnd(B, then);
+    int mark = k->ncache;
+    LLVMValueRef M, L, acc[8];
+    at_combine(k, t, smem, r, lane, &M, &L, acc);
+    if (!split) {
+      at_store(k, t, in, out, &rows[r], lane, acc, L);
+    } else { /* partial (max, sum, accumulators) of row (b, qrow), slice */
+      LLVMValueRef row = at_lin(k, b, t->a.nq, rows[r].qrow);
+      LLVMValueRef base = LLVMBuildNSWMul(B, at_lin(k, row, t->ns, slice), cpu_i64(k, per), "");
+      LLVMValueRef ok = rows[r].valid;
+      LLVMBasicBlockRef w1 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
+      LLVMBasicBlockRef w2 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
+      LLVMBuildCondBr(B, ok, w1, w2);
+      LLVMPositionBuilderAtEnd(B, w1);
+      at_st(k, at_slot(k, part, base), M);
+      at_st(k, at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")), L);
+      for (int j = 0; j < t->dvt; j++) {
+        LLVMValueRef i =
+            LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+        at_st(k, at_slot(k, part, i), acc[j]);
+      }
+      LLVMBuildBr(B, w2);
+      LLVMPositionBuilderAtEnd(B, w2);
+    }
+    LLVMBuildBr(B, join);
+    LLVMPositionBuilderAtEnd(B, join);
+    k->ncache = mark;
+  }
+  return cuda_kend(k);
+}
+
+/* The second kernel of a split: one warp per row combines its slices and writes the row. */
+static bool at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
+  CuStep *st;
+  LLVMValueRef part;
+  CpuKern *k = cuda_kbegin(cc, in, "attention-finish", 1, &pp, &part, &st);
+  LLVMBuilderRef B = k->B;
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
+  int64_t rowsn = t->a.nbatch * t->a.nq, per = 2 + 32 * t->dvt, nw = 8;
+  st->block = 32 * nw;
+  st->grid = (rowsn + nw - 1) / nw;
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef row = at_lin(k, bid, nw, LLVMBuildLShr(B, tid, cpu_i64(k, 5), ""));
+  LLVMValueRef have = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, rowsn), "");
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");
+  LLVMBuildCondBr(B, have, then, join);
+  LLVMPositionBuilderAtEnd(B, then);
+  AttRow r;
+  at_row(k, t, LLVMBuildUDiv(B, row, cpu_i64(k, t->a.nq), ""),
+         LLVMBuildURem(B, row, cpu_i64(k, t->a.nq), ""), &r);
+  LLVMValueRef M = at_f(k, -INFINITY);
+  LLVMValueRef rb = LLVMBuildNSWMul(B, row, cpu_i64(k, t->ns * per), "");
+  for (int64_t sl = 0; sl < t->ns; sl++)
+    M = at_max(k, M, at_ld(k, at_slot(k, part, LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), ""))));
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), M, "");
+  LLVMValueRef L = at_f(k, 0), acc[8];
+  for (int j = 0; j < t->dvt; j++)
+    acc[j] = at_f(k, 0);
+  for (int64_t sl = 0; sl < t->ns; sl++) {
+    LLVMValueRef base = LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), "");
+    LLVMValueRef f = at_exp(k, LLVMBuildFSub(B, at_ld(k, at_slot(k, part, base)), ref, ""));
+    LLVMValueRef l1 = at_ld(k, at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")));
+    L = LLVMBuildFAdd(B, L, LLVMBuildFMul(B, f, l1, ""), "");
+    for (int j = 0; j < t->dvt; j++) {
+      LLVMValueRef i =
+          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+      acc[j] = LLVMBuildFAdd(B, acc[j], LLVMBuildFMul(B, f, at_ld(k, at_slot(k, part, i)), ""), "");
+    }
+  }
+  at_store(k, t, in, out, &r, lane, acc, L);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, join);
+  return cuda_kend(k);
+}
+
+bool cuda_attention(CudaCg *cc, HInstr *in) {
+  AttK t;
+  at_plan(&t, in);
+  int64_t per = 2 + 32 * t.dvt;
+  CuPtr pp = {CU_TEMP, 0, cc->cg.plan.temp_bytes};
+  if (t.ns > 1) {
+    int64_t bytes = 4 * t.a.nbatch * t.a.nq * t.ns * per;
+    if (bytes > cc->stage_bytes) cc->stage_bytes = bytes;
+  }
+  if (!at_main(cc, in, &t, pp)) return false;
+  return t.ns == 1 || at_finish(cc, in, &t, pp);
+}
