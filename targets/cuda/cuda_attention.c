@@ -2,31 +2,35 @@
  * decoding).
  *
  * The attention pass leaves softmax(f(Q.K)) . V as a kCustom fusion; opt_attention_match on its
- * root gives the dims. A block (4 warps) takes one batch item, a tile of up to 8 query rows and
- * one slice of the keys: the rows' head vectors live in registers (lane l holds elements l,
- * l + 32, ..), each warp walks its part of the slice AT_KB keys at a time: the scores of the
- * rows against those keys (a dot per row over the lanes, a butterfly of shuffles), the
- * fusion's elementwise ops on top of them through the elemental generator (the product's
- * value entered in its cache at the score's index: scale, masks, soft-capping), then the
- * online softmax (running max and sum per row, the output accumulator rescaled once per group
- * of keys) and the values' rows accumulated, all in f32. The warps' states meet in shared
- * memory; with one slice the block writes the output, otherwise each slice writes (max, sum,
- * accumulator) to scratch and a second kernel combines the slices of a row (one warp per row)
- * and writes it. Slices are chosen so that about 8 blocks per SM run: a decode step (a few
- * query rows per key/value head, a long cache) reads each cache once, spread over every SM.
- * The probabilities are never rounded to the values' type (XLA rounds them to bf16 before its
- * second product in a bf16 model): the result is the exact softmax's, within the corpus's bf16
- * bar of XLA's. */
+ * root gives the dims. A block (4 warps) takes one batch item, a tile of qt query rows (a power
+ * of two up to 8) and one slice of the keys. Lane l holds head elements l, l + 32, .. of every
+ * row's query and accumulator. A warp takes kb = 32 / qt keys (at most 8) a step: the lanes'
+ * partial dots of all qt x kb (row, key) pairs are reduce-scattered (each halving keeps the
+ * half the lane's bit selects and receives the other from its partner: 31 shuffles for 32
+ * pairs, not 5 per pair), so that each lane ends with one pair's score; the fusion's
+ * elementwise ops run on it through the elemental generator, the product's value entered in
+ * its cache at the pair's index (scale, masks, soft-capping: once per pair, not once per lane);
+ * the online softmax of each row runs over its group of 32 / qt lanes (running max and sum, the
+ * accumulators rescaled once a step); the values' rows are accumulated with each pair's
+ * probability broadcast from the lane holding it (shfl.idx). All in f32, FMAs. The warps'
+ * states meet in shared memory; with one slice the block writes the output, otherwise each
+ * slice writes (max, sum, accumulators) to scratch and a second kernel combines a row's slices
+ * (one warp per row) and writes it. The slices fill the SMs in whole waves (about 4 resident
+ * blocks per SM): a decode step (a few query rows per key/value head, a long cache) reads each
+ * cache once, spread over every SM. The probabilities are never rounded to the values' type
+ * (XLA rounds them to bf16 before its second product in a bf16 model): the result is the exact
+ * softmax's, within the corpus's bf16 bar of XLA's. */
 #include "cuda_impl.h"
 #include "optimizer.h"
 
 #include <math.h>
 #include <string.h>
 
-#define AT_WARPS 4 /* warps per block */
-#define AT_QT 8    /* query rows per block, at most */
-#define AT_KB 8    /* keys per step of a warp, at most */
-#define AT_SMS 132 /* streaming multiprocessors of an H100/H200 */
+#define AT_WARPS 4    /* warps per block */
+#define AT_QT 8       /* query rows per block, at most */
+#define AT_KB 8       /* keys per step of a warp, at most */
+#define AT_SMS 132    /* streaming multiprocessors of an H100/H200 */
+#define AT_RESIDENT 4 /* blocks of the kernel resident per SM (~128 registers a thread) */
 
 typedef struct AttK {
   OptAttn a;
@@ -76,10 +80,14 @@ static void at_plan(AttK *t, const HInstr *in) {
     t->qt *= 2;
   t->kb = 32 / (int)t->qt < AT_KB ? 32 / (int)t->qt : AT_KB;
   t->nqt = (a->nq + t->qt - 1) / t->qt;
-  int64_t blocks = a->nbatch * t->nqt, want = 8 * AT_SMS;
-  int64_t ns = (want + blocks - 1) / blocks, minkeys = 16 * AT_WARPS;
-  if (ns > a->nk / minkeys) ns = a->nk / minkeys;
-  if (ns < 1) ns = 1;
+  /* key slices: the fewest waves of AT_RESIDENT blocks per SM times the keys per slice (the
+   * time of the slowest SM), ties to fewer slices (less to combine); at least 16 keys a warp */
+  int64_t blocks = a->nbatch * t->nqt, cap = AT_RESIDENT * AT_SMS, minkeys = 16 * AT_WARPS;
+  int64_t maxns = a->nk / minkeys < 1 ? 1 : a->nk / minkeys, ns = 1, best = -1;
+  for (int64_t n = 1; n <= maxns && n <= 256; n++) {
+    int64_t cost = (blocks * n + cap - 1) / cap * ((a->nk + n - 1) / n);
+    if (best < 0 || cost < best) best = cost, ns = n;
+  }
   t->chunk = (a->nk + ns - 1) / ns;
   t->ns = (a->nk + t->chunk - 1) / t->chunk;
   t->dt = (int)((a->dh + 31) / 32);
