@@ -53,14 +53,16 @@ static bool att_rebroadcast(const HInstr *b, const HInstr *r) {
 }
 
 /* The product the scores x are computed from through elementwise ops of its dims; the ops
- * go into a->chain. NULL when there is none or more than one. */
-static const HInstr *att_find_dot(const HInstr *x, const Shape *s, OptAttn *a, int depth) {
-  if (!hlo_shape_same_dims(&x->shape, s)) return NULL;
+ * go into a->chain. NULL when there is none or more than one, or when the walk visits more
+ * than *budget instructions (operands shared by many paths). */
+static const HInstr *att_find_dot(const HInstr *x, const Shape *s, OptAttn *a, int depth,
+                                  int *budget) {
+  if (--*budget < 0 || !hlo_shape_same_dims(&x->shape, s)) return NULL;
   if (att_is_dot(x)) return x;
   if (depth > ATT_MAX_CHAIN || !(hlo_op_flags(x->op) & OPF_ELEM) || x->op == OP_RNG) return NULL;
   const HInstr *found = NULL;
   for (int j = 0; j < x->nops; j++) {
-    const HInstr *d = att_find_dot(x->ops[j], s, a, depth + 1);
+    const HInstr *d = att_find_dot(x->ops[j], s, a, depth + 1, budget);
     if (!d) continue;
     if (found && found != d) return NULL;
     found = d;
@@ -226,7 +228,8 @@ bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why) {
   a->rsum = rs;
   a->rmax = rm;
   a->score = score;
-  a->sdot = att_find_dot(score, &score->shape, a, 0);
+  int budget = 256; /* instructions visited: a chain shared by many paths stays cheap */
+  a->sdot = att_find_dot(score, &score->shape, a, 0, &budget);
   *why = "the scores are not elementwise ops of one product";
   if (!a->sdot || !hlo_dtype_is_float(a->sdot->shape.dt)) return false;
   if (!att_scores(a, why) || !att_output(a, pdim, why)) return false;
