@@ -34,7 +34,10 @@
  *     OptOpts.conv_operands_staged (a target that copies computed convolution operands
  *     before its library call) no large arithmetic joins a convolution operand, so that a
  *     value read by two convolutions (a gradient feeding the data and the weight gradient)
- *     is computed and written once. Otherwise (a target reading convolution operands in
+ *     is computed and written once; with OptOpts.dot_operands_staged (the same for dots) a
+ *     prologue that several products read is not duplicated into their operands but
+ *     written once (Q, K and V of an attention read one normalized input in place, instead of
+ *     three staged copies of it). Otherwise (a target reading convolution operands in
  *     place) a transpose feeding a convolution's input, whose producer is fusible and read by
  *     it alone, roots a loop group of its own instead, which the producer joins: a max-pool of
  *     an NCHW input is written once in NHWC (the CPU target tiles the transposition) rather
@@ -383,6 +386,11 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
       p->op != OP_CONVERT && p->op != OP_COPY && hlo_shape_elems(&p->shape) >= ((int64_t)1 << 20))
     return *why = "large arithmetic in a convolution operand: materialized once by its own kernel, "
                   "read in place",
+           false;
+  if (dup && (fl & MF_PROLOGUE) && g->hero && g->hero->op == OP_DOT &&
+      f->pc->opts->dot_operands_staged)
+    return *why = "an operand of several products: written once by its own kernel, read in place "
+                  "(the target stages computed dot operands)",
            false;
   if ((fl & MF_REUSED) && !cheap(p))
     return *why = "expensive op would be recomputed behind a broadcast/gather", false;

@@ -32,6 +32,9 @@ typedef struct OptOpts {
                                               (targets whose convolutions write raw) */
   bool conv_operands_staged; /* fusion: no large arithmetic in convolution operands (targets
                                 that copy computed operands before the library call) */
+  bool dot_operands_staged;  /* fusion: a prologue read by several products is not duplicated
+                                into their operands (targets that copy computed dot operands
+                                before the library call: it is written once, read in place) */
   int64_t attention_rows;    /* attention: query rows per batch item up to which the target's
                                 fused attention kernel applies (0: no attention fusions) */
   int64_t attention_head;    /* attention: the largest head dim that kernel takes */

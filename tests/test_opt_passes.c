@@ -735,6 +735,45 @@ Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
   }
 }
 
+Test(opt_fusion, prologue_of_several_staged_dots_is_written_once) {
+  /* bf16(x * 2) read by three products: duplicated into their operands by default, one loop
+     kernel read in place when the target stages dot operands */
+  static const char *three_dots = "HloModule t\n"
+                                  "ENTRY e {\n"
+                                  "  x = f32[64,1024] parameter(0)\n"
+                                  "  w1 = bf16[1024,64] parameter(1)\n"
+                                  "  w2 = bf16[1024,64] parameter(2)\n"
+                                  "  w3 = bf16[1024,64] parameter(3)\n"
+                                  "  two = f32[] constant(2)\n"
+                                  "  tb = f32[64,1024] broadcast(two), dimensions={}\n"
+                                  "  d = f32[64,1024] multiply(x, tb)\n"
+                                  "  h = bf16[64,1024] convert(d)\n"
+                                  "  a = f32[64,64] dot(h, w1), lhs_contracting_dims={1}, "
+                                  "rhs_contracting_dims={0}\n"
+                                  "  b = f32[64,64] dot(h, w2), lhs_contracting_dims={1}, "
+                                  "rhs_contracting_dims={0}\n"
+                                  "  c = f32[64,64] dot(h, w3), lhs_contracting_dims={1}, "
+                                  "rhs_contracting_dims={0}\n"
+                                  "  ROOT t = (f32[64,64], f32[64,64], f32[64,64]) tuple(a, b, c)\n"
+                                  "}\n";
+  for (int staged = 0; staged < 2; staged++) {
+    HModule *m = tu_parse(three_dots);
+    OptOpts o = {0};
+    o.dot_operands_staged = staged;
+    fuse_keeping_values(m, &o);
+    int converts_in_dot_fusions = 0, loops = 0;
+    for (int i = 0; i < m->entry->ninstrs; i++) {
+      HInstr *x = m->entry->instrs[i];
+      if (x->op != OP_FUSION) continue;
+      if (x->fusion_kind == FK_OUTPUT) converts_in_dot_fusions += tu_count(x->calls[0], OP_CONVERT);
+      if (x->fusion_kind == FK_LOOP) loops++;
+    }
+    cr_expect_eq(converts_in_dot_fusions, staged ? 0 : 3, "staged=%d", staged);
+    cr_expect_eq(loops, staged ? 1 : 0, "staged=%d: the prologue as its own kernel", staged);
+    hlo_module_free(m);
+  }
+}
+
 Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
   /* a max-pool of an NCHW input read by two NHWC convolutions through one transpose: by
      default the transpose roots a loop kernel that the pool joins (the pool is written once,

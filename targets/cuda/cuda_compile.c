@@ -257,6 +257,7 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->conv_layout = precision == CUDA_PRECISION_TF32 ? OPT_CONV_NHWC : OPT_CONV_NCHW;
   oo->conv_epilogue_to_reduce = true;
   oo->conv_operands_staged = true;
+  oo->dot_operands_staged = true;
   oo->attention_rows = 16; /* the fused kernel's query rows per key set (decode shapes) */
   oo->attention_head = 256;
 }
