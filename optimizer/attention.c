@@ -14,8 +14,9 @@
  * operand and result dim the S dim it runs along (or the head dim), the counts.
  *
  * The pass (run when the target has a fused kernel, OptOpts.attention_rows > 0) turns every match
- * with at most that many query rows per batch item into a fusion of kind kCustom whose body is the
- * matched instructions; broadcasts, iotas and constants the scores read are copied in, other
+ * with at most that many query rows per batch item (attention_rows_f32 for f32/f64 queries, where
+ * the target's alternative has no tensor cores either) into a fusion of kind kCustom whose body is
+ * the matched instructions; broadcasts, iotas and constants the scores read are copied in, other
  * operands become parameters. The fusion computes exactly what the instructions did; the targets
  * recognize the form again (opt_attention_match on the fusion's root) to give it one kernel. A
  * match that cannot be fused says why in the decision log: an intermediate read outside (the
@@ -376,10 +377,13 @@ static bool att_comp(HComp *c, PassCtx *pc) {
     }
     const char *no = NULL;
     char buf[160];
-    if (a.nq > o->attention_rows) {
+    DType qt = a.sdot->ops[a.qop]->shape.dt;
+    int64_t rows = (qt == DT_F32 || qt == DT_F64) && o->attention_rows_f32 ? o->attention_rows_f32
+                                                                           : o->attention_rows;
+    if (a.nq > rows) {
       snprintf(buf, sizeof buf,
                "not fused: %lld query rows per batch item, the target's kernel takes up to %lld",
-               (long long)a.nq, (long long)o->attention_rows);
+               (long long)a.nq, (long long)rows);
       no = buf;
     } else if (a.dh > o->attention_head || a.dv > o->attention_head) {
       snprintf(buf, sizeof buf, "not fused: head dims above the target's kernel's %lld",

@@ -30,14 +30,15 @@ typedef struct OptOpts {
   bool conv_epilogue_to_reduce;           /* fusion: a convolution epilogue read only by reductions,
                                               or made of cheap ops only, goes into its readers' fusions
                                               (targets whose convolutions write raw) */
-  bool conv_operands_staged; /* fusion: no large arithmetic in convolution operands (targets
-                                that copy computed operands before the library call) */
-  bool dot_operands_staged;  /* fusion: a prologue read by several products is not duplicated
-                                into their operands (targets that copy computed dot operands
-                                before the library call: it is written once, read in place) */
-  int64_t attention_rows;    /* attention: query rows per batch item up to which the target's
-                                fused attention kernel applies (0: no attention fusions) */
-  int64_t attention_head;    /* attention: the largest head dim that kernel takes */
+  bool conv_operands_staged;  /* fusion: no large arithmetic in convolution operands (targets
+                                 that copy computed operands before the library call) */
+  bool dot_operands_staged;   /* fusion: a prologue read by several products is not duplicated
+                                 into their operands (targets that copy computed dot operands
+                                 before the library call: it is written once, read in place) */
+  int64_t attention_rows;     /* attention: query rows per batch item up to which the target's
+                                 fused attention kernel applies (0: no attention fusions) */
+  int64_t attention_rows_f32; /* the same for f32/f64 operands (0: attention_rows) */
+  int64_t attention_head;     /* attention: the largest head dim that kernel takes */
 } OptOpts;
 
 typedef struct PassCtx {
