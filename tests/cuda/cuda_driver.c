@@ -12,8 +12,9 @@
  * (default 20): GPU time between CUDA events around the runs and host wall-clock time of
  * the runs plus the final synchronization, both per run. Prints one line:
  *   PASS|FAIL <dir> results=<n> max_rel=<x> bad=<n> gpu_ms=<t> wall_ms=<t> first_ms=<t>
- * and exits 0 on PASS. Linked with the model object, hloc's hlo library (npy reading,
- * comparison), -lcuda and -lcublas. */
+ * and exits 0 on PASS. With HLOC_SAVE_RESULTS=FOLDER the results are also written there as
+ * got<k>.npy (to look at a failure element by element). Linked with the model object, hloc's hlo
+ * library (npy reading, comparison), -lcuda and -lcublas. */
 #include "hlo.h"
 #include "model.h"
 
@@ -99,6 +100,11 @@ int main(int argc, char **argv) {
     Literal *got = hlo_literal_new(a, &sh);
     CK(cuMemcpyDtoH(got->data, (CUdeviceptr)res[k], ti->bytes));
     char p[4096];
+    const char *save = getenv("HLOC_SAVE_RESULTS"); /* a folder: results kept as got<k>.npy */
+    if (save) {
+      snprintf(p, sizeof p, "%s/got%d.npy", save, k);
+      if (!hlo_npy_write(p, got, &err)) fprintf(stderr, "%s\n", err.msg);
+    }
     snprintf(p, sizeof p, "%s/out%d.npy", dir, k);
     Literal *want = hlo_npy_read(a, p, &err);
     double rt = rtol, at = rtol / 10;
