@@ -199,7 +199,7 @@ static const HInstr *att_probs(OptAttn *a, int pop, int8_t *pdim) {
   return x->op == OP_DIVIDE ? x : NULL;
 }
 
-bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why) {
+static bool att_match_dot(const HInstr *odot, OptAttn *a, const char **why) {
   memset(a, 0, sizeof *a);
   *why = "not a product";
   if (!att_is_dot(odot) || odot->shape.dt == DT_TUPLE || !hlo_dtype_is_float(odot->shape.dt))
@@ -244,7 +244,20 @@ bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why) {
     else
       a->nq *= n;
   }
+  a->out = odot;
   *why = NULL;
+  return true;
+}
+
+bool opt_attention_match(const HInstr *out, OptAttn *a, const char **why) {
+  if (out->op != OP_TRANSPOSE || out->nops != 1 || !att_is_dot(out->ops[0]))
+    return att_match_dot(out, a, why);
+  if (!att_match_dot(out->ops[0], a, why)) return false;
+  int8_t om[HLO_MAX_RANK]; /* result dim d is the product's dim dims[d] */
+  for (int d = 0; d < out->shape.rank; d++)
+    om[d] = a->omap[out->dims.v[d]];
+  memcpy(a->omap, om, sizeof om);
+  a->out = out;
   return true;
 }
 
@@ -282,7 +295,7 @@ static void att_copy_in(AttFuse *f, const HInstr *x) {
 /* The members of match a; NULL (with the reason) when an intermediate is read outside. */
 static const char *att_members(AttFuse *f, const OptAttn *a) {
   const HInstr *ex = a->div->ops[0], *sub = ex->ops[0];
-  const HInstr *core[ATT_MAX_CHAIN + 16];
+  const HInstr *core[ATT_MAX_CHAIN + 17];
   int n = 0;
   core[n++] = a->sdot;
   for (int i = 0; i < a->nchain; i++)
@@ -292,17 +305,19 @@ static const char *att_members(AttFuse *f, const OptAttn *a) {
     core[n++] = soft[i];
   for (int i = 0; i < a->nmid; i++)
     core[n++] = a->mid[i];
+  if (a->out != a->odot) core[n++] = a->odot; /* read by the transpose alone */
   f->n = 0;
   for (int i = 0; i < n; i++)
     att_add(f, core[i], 1);
-  att_add(f, a->odot, 1);
+  att_add(f, a->out, 1);
   for (int i = 0; i < n; i++) /* everything but the output is read inside only */
     for (int u = 0; u < f->us.n[core[i]->idx]; u++)
       if (f->mem[f->us.list[core[i]->idx][u]->idx] != 1)
         return core[i] == a->sdot ? "the scores are read outside the attention"
                                   : "an intermediate of the softmax is read outside the attention";
   for (int i = 0; i < f->n; i++)
-    if (f->mem[f->list[i]->idx] == 1 && f->list[i] != a->sdot && f->list[i] != a->odot)
+    if (f->mem[f->list[i]->idx] == 1 && f->list[i] != a->sdot && f->list[i] != a->odot &&
+        f->list[i] != a->out)
       for (int j = 0; j < f->list[i]->nops; j++)
         att_copy_in(f, f->list[i]->ops[j]);
   return NULL;
@@ -337,12 +352,12 @@ static HInstr *att_build(AttFuse *f, const OptAttn *a) {
     }
     f->map[in->idx] = hlo_instr_clone(fc, in, ops);
   }
-  fc->root = f->map[a->odot->idx];
+  fc->root = f->map[a->out->idx];
   opt_comp_toposort(fc, f->pc->scratch);
-  HInstr *fu = opt_new(c, OP_FUSION, "attention", &a->odot->shape, next, ext);
+  HInstr *fu = opt_new(c, OP_FUSION, "attention", &a->out->shape, next, ext);
   hlo_instr_set_calls(fu, 1, &fc);
   fu->fusion_kind = FK_CUSTOM;
-  hlo_instr_replace_uses((HInstr *)a->odot, fu);
+  hlo_instr_replace_uses((HInstr *)a->out, fu);
   return fu;
 }
 
@@ -371,10 +386,14 @@ static bool att_comp(HComp *c, PassCtx *pc) {
     HInstr *in = c->instrs[i];
     OptAttn a;
     const char *why;
+    if (in->op == OP_TRANSPOSE) continue; /* taken with its product */
     if (!opt_attention_match(in, &a, &why)) {
       if (pc->log && a.div) fprintf(pc->log, "attention at %s: not matched: %s\n", in->name, why);
       continue;
     }
+    /* a transpose alone reading the result joins: the kernel writes the result's layout */
+    HInstr *u = f.us.n[in->idx] == 1 ? f.us.list[in->idx][0] : NULL;
+    if (u && u->op == OP_TRANSPOSE) opt_attention_match(u, &a, &why);
     const char *no = NULL;
     char buf[160];
     DType qt = a.sdot->ops[a.qop]->shape.dt;

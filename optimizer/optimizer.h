@@ -166,13 +166,15 @@ typedef struct OptAttn {
   int8_t qmap[HLO_MAX_RANK]; /* queries' dims -> S dims */
   int8_t kmap[HLO_MAX_RANK]; /* keys' dims -> S dims */
   int8_t vmap[HLO_MAX_RANK]; /* values' dims -> S dims */
-  int8_t omap[HLO_MAX_RANK]; /* result dims -> S dims */
+  int8_t omap[HLO_MAX_RANK]; /* result dims (of out) -> S dims */
+  const HInstr *out;         /* the result: odot, or a transpose of it (the fusion's root) */
   int64_t nbatch, nq, nk;    /* batch items, query rows and keys per batch item */
   int64_t dh, dv;            /* head dims of the scores' and the output product */
 } OptAttn;
-/* Whether odot is the output product of an attention; *why says what did not match (a->div is
- * set when the softmax did). Works on any computation (the entry, or a fusion's body). */
-bool opt_attention_match(const HInstr *odot, OptAttn *a, const char **why);
+/* Whether out is the output product of an attention, or a transpose of one; *why says what did
+ * not match (a->div is set when the softmax did). Works on any computation (the entry, or a
+ * fusion's body). */
+bool opt_attention_match(const HInstr *out, OptAttn *a, const char **why);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);
