@@ -700,6 +700,19 @@ Test(opt_fusion, reduction_stays_out_of_a_grouped_convolution) {
   hlo_module_free(m);
 }
 
+/* Instructions with opcode op inside m's kOutput fusions; *loops: its kLoop fusions. */
+static int count_in_output_fusions(const HModule *m, HOp op, int *loops) {
+  int n = 0;
+  *loops = 0;
+  for (int i = 0; i < m->entry->ninstrs; i++) {
+    const HInstr *x = m->entry->instrs[i];
+    if (x->op != OP_FUSION) continue;
+    if (x->fusion_kind == FK_OUTPUT) n += tu_count(x->calls[0], op);
+    if (x->fusion_kind == FK_LOOP) ++*loops;
+  }
+  return n;
+}
+
 Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
   /* d = dy * 2 (1M+ elements) read by two convolutions: duplicated into both operands by
      default, computed once by its own kernel when the target stages convolution operands */
@@ -722,13 +735,7 @@ Test(opt_fusion, large_arithmetic_stays_out_of_staged_convolution_operands) {
     OptOpts o = {0};
     o.conv_operands_staged = staged;
     tu_run_opts(m, opt_fusion, &o);
-    int muls_in_conv_fusions = 0, loops = 0;
-    for (int i = 0; i < m->entry->ninstrs; i++) {
-      HInstr *x = m->entry->instrs[i];
-      if (x->op != OP_FUSION) continue;
-      if (x->fusion_kind == FK_OUTPUT) muls_in_conv_fusions += tu_count(x->calls[0], OP_MULTIPLY);
-      if (x->fusion_kind == FK_LOOP) loops++;
-    }
+    int loops, muls_in_conv_fusions = count_in_output_fusions(m, OP_MULTIPLY, &loops);
     cr_expect_eq(muls_in_conv_fusions, staged ? 0 : 2, "staged=%d", staged);
     cr_expect_eq(loops, staged ? 1 : 0, "staged=%d: the product as its own kernel", staged);
     hlo_module_free(m);
@@ -761,13 +768,7 @@ Test(opt_fusion, prologue_of_several_staged_dots_is_written_once) {
     OptOpts o = {0};
     o.dot_operands_staged = staged;
     fuse_keeping_values(m, &o);
-    int converts_in_dot_fusions = 0, loops = 0;
-    for (int i = 0; i < m->entry->ninstrs; i++) {
-      HInstr *x = m->entry->instrs[i];
-      if (x->op != OP_FUSION) continue;
-      if (x->fusion_kind == FK_OUTPUT) converts_in_dot_fusions += tu_count(x->calls[0], OP_CONVERT);
-      if (x->fusion_kind == FK_LOOP) loops++;
-    }
+    int loops, converts_in_dot_fusions = count_in_output_fusions(m, OP_CONVERT, &loops);
     cr_expect_eq(converts_in_dot_fusions, staged ? 0 : 3, "staged=%d", staged);
     cr_expect_eq(loops, staged ? 1 : 0, "staged=%d: the prologue as its own kernel", staged);
     hlo_module_free(m);
