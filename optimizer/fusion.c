@@ -44,6 +44,9 @@
  *     than gathered across channel planes by each convolution packing it. A reduce joins a
  *     loop group as its hero when its value reaches the group root through elementwise ops
  *     and bitcast-like reshapes only (the reduce "epilogue": mean = sum / n, rsqrt(var+eps)).
+ *     With OptOpts.row_chains a reduce whose group reads it back over its rows (a broadcast of
+ *     the kept dims) joins that group too, and a second one chained to it (row_chain): softmax
+ *     becomes one fusion of two reductions and the division, for a target's row kernel.
  *     Groups hold at most OPT_FUSION_MAX members.
  *  C. Multi-output. A loop group whose root feeds a reduce group over the same iteration
  *     space joins it as an extra output (softmax: exp(x - max) is written once while its sum
@@ -346,6 +349,35 @@ static bool transposed_by_producer(Fuser *f, const HInstr *p, const HInstr *hero
          q != f->c->root;
 }
 
+/* With OptOpts.row_chains (a target with row kernels for chained reductions): reduce p may join
+ * g although g reads it through a broadcast (once per row element) or already has a reduce hero,
+ * when every member reading p broadcasts it back over the reduced dims (a row value), g writes
+ * one value of p's operand dims, and g's hero (if any) reduces the same dims of the same shape:
+ * softmax's max, its sum of exp(x - max) and the division become one row kernel. */
+static bool row_chain(Fuser *f, const HInstr *p, const Group *g) {
+  if (!f->pc->opts->row_chains || g->nout != 1) return false;
+  const Shape *os = &p->ops[0]->shape;
+  if (!hlo_shape_same_dims(&g->root->shape, os)) return false;
+  int64_t kept = hlo_shape_elems(&p->shape);
+  if (!kept || hlo_shape_elems(os) / kept > 8192) return false;
+  if (g->hero) {
+    const HInstr *h = g->hero;
+    if (h->op != OP_REDUCE || !hlo_shape_same_dims(&h->ops[0]->shape, os) || h->dims.n != p->dims.n)
+      return false;
+    for (int j = 0; j < p->dims.n; j++)
+      if (h->dims.v[j] != p->dims.v[j]) return false;
+  }
+  for (int k = 0; k < f->us.n[p->idx]; k++) {
+    const HInstr *u = f->us.list[p->idx][k];
+    if (member_pos(g, u) < 0) continue;
+    if (u->op != OP_BROADCAST || !hlo_shape_same_dims(&u->shape, os) || u->dims.n != p->shape.rank)
+      return false;
+    for (int d = 0, j = 0; d < os->rank; d++) /* the kept dims, in order */
+      if (!opt_ilist_has(&p->dims, d) && (j >= u->dims.n || u->dims.v[j++] != d)) return false;
+  }
+  return true;
+}
+
 /* Can p join g? Sets *flags for the new member; reason on failure. */
 static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, const char **why) {
   if (g->n >= OPT_FUSION_MAX) return *why = "group is at the size cap", false;
@@ -363,6 +395,10 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
   }
   if (!any) return *why = "no user in the group", false;
   if (!one_to_one(p)) fl &= (uint8_t)~MF_PASSES;
+  if (is_reduce_hero(p) && !dup && row_chain(f, p, g)) {
+    *flags = 0;
+    return true;
+  }
   if (is_reduce_hero(p)) {
     if (g->hero) return *why = "the group already has a hero (two reductions or reduce+dot)", false;
     if (dup) return *why = "a reduction is never duplicated", false;
@@ -404,7 +440,7 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
 }
 
 static void add_member(Fuser *f, Group *g, HInstr *p, uint8_t fl) {
-  if (is_reduce_hero(p)) g->hero = p;
+  if (is_reduce_hero(p) && !g->hero) g->hero = p; /* a row chain's first joiner stays its hero */
   g->mem[g->n] = p;
   g->fl[g->n++] = fl;
   note_member(f, p, g->id);

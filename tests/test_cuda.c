@@ -626,6 +626,14 @@ Test(cuda_ptx, attention_through_the_fused_kernel) {
   }
 }
 
+/* Softmax's two reductions and its division: one row-chain kernel. */
+Test(cuda_ptx, softmax_as_one_row_kernel) {
+  char *js = tu_case_manifest("softmax_rows", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"shape\": \"row-chain\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"kernel\""), 1, "%s", js);
+  free(js);
+}
+
 Test(cuda_ptx, variadic_scatter_steps) {
   char *js = tu_case_manifest("scatter_variadic", OPT_CONV_NHWC);
   cr_expect_eq(tu_count(js, "\"shape\": \"copy\""), 1, "%s", js);

@@ -775,6 +775,45 @@ Test(opt_fusion, prologue_of_several_staged_dots_is_written_once) {
   }
 }
 
+Test(opt_fusion, softmax_is_one_row_chain_when_the_target_has_row_kernels) {
+  /* softmax over the minor dim: max, exp-and-sum and divide as three fusions by default; one
+     kInput fusion holding both reductions with OptOpts.row_chains */
+  static const char *softmax =
+      "HloModule t\n"
+      "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, "
+      "b)\n}\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[4,6,50] parameter(0)\n"
+      "  ninf = f32[] constant(-inf)\n"
+      "  m = f32[4,6] reduce(x, ninf), dimensions={2}, to_apply=mx\n"
+      "  mb = f32[4,6,50] broadcast(m), dimensions={0,1}\n"
+      "  d = f32[4,6,50] subtract(x, mb)\n"
+      "  ex = f32[4,6,50] exponential(d)\n"
+      "  z = f32[] constant(0)\n"
+      "  l = f32[4,6] reduce(ex, z), dimensions={2}, to_apply=add\n"
+      "  lb = f32[4,6,50] broadcast(l), dimensions={0,1}\n"
+      "  ROOT p = f32[4,6,50] divide(ex, lb)\n"
+      "}\n";
+  for (int chains = 0; chains < 2; chains++) {
+    HModule *m = tu_parse(softmax);
+    OptOpts o = {0};
+    o.row_chains = chains;
+    fuse_keeping_values(m, &o);
+    int fusions = 0, reduces = 0;
+    for (int i = 0; i < m->entry->ninstrs; i++) {
+      HInstr *x = m->entry->instrs[i];
+      if (x->op != OP_FUSION) continue;
+      fusions++;
+      if (chains) cr_expect_eq(x->fusion_kind, FK_INPUT);
+      reduces += tu_count(x->calls[0], OP_REDUCE);
+    }
+    cr_expect_eq(fusions, chains ? 1 : 3, "row_chains=%d: %d fusions", chains, fusions);
+    cr_expect_eq(reduces, 2, "row_chains=%d", chains);
+    hlo_module_free(m);
+  }
+}
+
 Test(opt_fusion, transposed_convolution_operand_is_written_by_its_producer) {
   /* a max-pool of an NCHW input read by two NHWC convolutions through one transpose: by
      default the transpose roots a loop kernel that the pool joins (the pool is written once,

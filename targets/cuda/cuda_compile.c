@@ -258,6 +258,7 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->conv_epilogue_to_reduce = true;
   oo->conv_operands_staged = true;
   oo->dot_operands_staged = true;
+  oo->row_chains = true;
   /* the fused kernel (CUDA cores) against cuBLAS and the softmax's reductions: faster for a
    * decode step's few rows per key set; for f32 at full precision (cuBLAS's SGEMM has no tensor
    * cores either) also for BERT's 128 rows per head (H200: bert_base 5.93 -> 5.60 ms,

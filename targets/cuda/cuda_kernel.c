@@ -711,6 +711,9 @@ typedef struct RowPlan {
   bool block;                        /* one block (not one warp) per output element */
   bool col;                          /* the operand's minor dim is kept: column scheme */
   int64_t split;                     /* blocks sharing one output's reduced elements (>= 1) */
+  bool chain;                        /* heroes feed one another (softmax: max, then the sum of
+                                        exp(x - max)): one pass each, then one for the output,
+                                        which has the operand's dims */
 } RowPlan;
 
 /* Whether a and b have the same dims once size-1 dims are dropped (a reshape between them
@@ -775,12 +778,12 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
       return false;
     for (int j = 0; j < h->dims.n; j++)
       if (h->dims.v[j] != h0->dims.v[j]) return false;
-    if (p->nh > 1) { /* no hero feeds another (each is one pass over the same operand) */
+    if (p->nh > 1) { /* a hero fed by another: the passes chain (in the body's order) */
       bool *anc = hlo_arena_alloc(scratch, (size_t)p->comp->ninstrs + 1);
       ck_ancestors(p->comp, h->ops[0], NULL, anc);
       for (int q = 0; q < p->comp->ninstrs; q++)
         for (int j = 0; j < p->nh; j++)
-          if (anc[q] && j != i && p->comp->instrs[q] == p->hero[j]) return false;
+          if (anc[q] && j != i && p->comp->instrs[q] == p->hero[j]) p->chain = true;
     }
     if (hlo_dtype_size(h->shape.dt) > 8) return false;
   }
@@ -798,6 +801,10 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   if (p->col && p->K < 32) return false; /* short columns: the loop kernel, one output per thread */
   /* outputs: the reduce's dims (epilogue) or the operand's dims (multi-output loop leaves) */
   const Shape *s = &in->shape;
+  if (p->chain) { /* a warp per row, rows short enough to be read once a pass from L1/L2 */
+    p->split = 1;
+    return !p->col && p->K <= 8192 && s->dt != DT_TUPLE && hlo_shape_same_dims(s, p->os);
+  }
   if (s->dt == DT_TUPLE) {
     if (in->op != OP_FUSION || p->comp->root->op != OP_TUPLE) return false;
     for (int j = 0; j < s->ntuple; j++)
@@ -880,13 +887,19 @@ static bool ck_combine(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValu
   return true;
 }
 
-static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
+static void ck_shfl_tree_mode(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from,
+                              CuShfl mode) {
   for (int off = from; off >= 1 && !k->failed; off /= 2) {
     LLVMValueRef o[CU_MAX_HEROES];
     for (int h = 0; h < p->nh; h++)
-      o[h] = cuda_shfl(k, acc[h], off, CU_SHFL_DOWN);
+      o[h] = cuda_shfl(k, acc[h], off, mode);
     ck_combine(k, p, acc, o);
   }
+}
+
+/* The lanes' partials combined into lane 0 (down) of each warp. */
+static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
+  ck_shfl_tree_mode(k, p, acc, from, CU_SHFL_DOWN);
 }
 
 LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n) {
@@ -915,10 +928,8 @@ static LLVMValueRef ck_smem_at(CpuKern *k, LLVMValueRef smem, LLVMValueRef i) {
 /* The outputs of the reduce's dims at output index oidx, from the reduced values acc: the
  * values enter the cache (with reshapes that only add or drop unit dims), then the fusion's
  * root (or each such tuple leaf) is generated on top of them and stored. */
-static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
-                            LLVMValueRef *oidx, LLVMValueRef *acc) {
+static void ck_reduce_cache(CpuKern *k, const RowPlan *p, LLVMValueRef *oidx, LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
-  const Shape *s = &in->shape;
   for (int h = 0; h < p->nh; h++) {
     cuda_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
@@ -931,6 +942,13 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
       cuda_cache_add(k, x, x->shape.rank, xi, acc[h]);
     }
   }
+}
+
+static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
+                            LLVMValueRef *oidx, LLVMValueRef *acc) {
+  const HInstr *h0 = p->hero[0];
+  const Shape *s = &in->shape;
+  ck_reduce_cache(k, p, oidx, acc);
   LLVMValueRef si[HLO_MAX_RANK];
   if (s->dt != DT_TUPLE) {
     ck_squeeze_idx(k, &h0->shape, oidx, s, si);
@@ -1061,6 +1079,65 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m);
   ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jo, m);
+  cpu_loop_close(k, &rl);
+  return cuda_kend(k);
+}
+
+/* Chained heroes (p->chain): one warp per row; a pass over the row per hero in the body's order
+ * (its value, combined over the lanes by a butterfly so that every lane has it, enters the cache
+ * at the row's index, where the next hero's operand and the output find it), then a pass
+ * writing the output at every element of the row. The row is read once a pass (from L1/L2 for
+ * rows of up to 8192 elements): softmax in one kernel instead of max, exp-and-sum and divide. */
+static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
+  CpuCg *cg = &cc->cg;
+  CuStep *st;
+  CpuKern *k = cuda_kbegin(cc, in, "row-chain", 0, NULL, NULL, &st);
+  LLVMBuilderRef B = k->B;
+  cuda_kbind_fusion(k, in);
+  LLVMValueRef out = cuda_kbuffer(k, in);
+  const HInstr *h0 = p->hero[0];
+  int nwarps = CU_BLOCK / 32;
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(p->R, nwarps);
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  CpuLoop rl;
+  LLVMValueRef row =
+      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  for (int h = 0; h < p->nh && !k->failed; h++) {
+    RowPlan one = *p;
+    one.nh = 1;
+    one.hero[0] = p->hero[h];
+    LLVMTypeRef aty = cpu_reg_type(cg, p->hero[h]->shape.dt);
+    LLVMValueRef init = cpu_gen(k, p->hero[h]->ops[1], NULL);
+    if (!init) return cuda_kend(k);
+    LLVMValueRef accp = cpu_alloca(k, aty);
+    LLVMBuildStore(B, init, accp);
+    if (!ck_reduce_span(k, &one, in, out, oidx, lane, cpu_i64(k, p->K), 32, &accp, &aty))
+      return cuda_kend(k);
+    LLVMValueRef acc = LLVMBuildLoad2(B, aty, accp, "");
+    ck_shfl_tree_mode(k, &one, &acc, 16, CU_SHFL_BFLY);
+    ck_reduce_cache(k, &one, oidx, &acc);
+  }
+  /* the output at every element of the row */
+  int64_t rext[HLO_MAX_RANK];
+  int nr = 0;
+  for (int d = 0; d < p->os->rank; d++)
+    if (p->red[d]) rext[nr++] = p->os->dims[d];
+  CpuLoop jl;
+  LLVMValueRef j = cpu_loop_open_step(k, &jl, lane, cpu_i64(k, p->K), cpu_i64(k, 32));
+  LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
+  cuda_delin(k, j, rext, nr, ridx);
+  for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
+    full[d] = p->red[d] ? ridx[r++] : oidx[o++];
+  LLVMValueRef v = cpu_gen(k, in, full);
+  if (v) cpu_store_elem(k, out, &in->shape, full, v);
+  cpu_loop_close(k, &jl);
   cpu_loop_close(k, &rl);
   return cuda_kend(k);
 }
@@ -2175,7 +2252,9 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   if (taken) return dus_ok;
   RowPlan rp;
   if (ck_row_plan(in, &rp, cg->scratch))
-    return rp.col ? ck_col_reduce(cc, in, &rp) : ck_row_reduce(cc, in, &rp);
+    return rp.chain ? ck_row_chain(cc, in, &rp)
+           : rp.col ? ck_col_reduce(cc, in, &rp)
+                    : ck_row_reduce(cc, in, &rp);
   const Shape *s = &in->shape;
   if (s->dt == DT_TUPLE) {
     if (in->op == OP_FUSION && in->calls[0]->root->op == OP_TUPLE) {
