@@ -1027,6 +1027,22 @@ static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LL
     LLVMBuildStore(k->B, acc[h], ck_partial_at(k, p, part, h, row, slice));
 }
 
+/* A warp per row of R rows: blocks of CU_BLOCK threads, a grid-stride loop over the rows (its
+ * induction variable returned, closed by the caller with rl); *lane: the thread's lane. */
+static LLVMValueRef ck_warp_rows(CpuKern *k, CuStep *st, int64_t R, LLVMValueRef *lane,
+                                 CpuLoop *rl) {
+  LLVMBuilderRef B = k->B;
+  int nwarps = CU_BLOCK / 32;
+  st->block = CU_BLOCK;
+  st->grid = ck_grid(R, nwarps);
+  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
+  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+  *lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  return cpu_loop_open_step(k, rl, row0, cpu_i64(k, R), cpu_i64(k, st->grid * nwarps));
+}
+
 /* Second kernel of a split reduction: one warp per output, lane l combines partials l,
  * l + 32, ..., a shuffle tree combines the lanes, lane 0 produces the fusion's outputs
  * (ck_reduce_store). */
@@ -1039,17 +1055,9 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
-  int nwarps = CU_BLOCK / 32;
-  st->block = CU_BLOCK;
-  st->grid = ck_grid(p->R, nwarps);
-  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef lane;
   CpuLoop rl;
-  LLVMValueRef row =
-      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
+  LLVMValueRef row = ck_warp_rows(k, st, p->R, &lane, &rl);
   LLVMValueRef acc[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
@@ -1096,17 +1104,9 @@ static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
-  int nwarps = CU_BLOCK / 32;
-  st->block = CU_BLOCK;
-  st->grid = ck_grid(p->R, nwarps);
-  LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+  LLVMValueRef lane;
   CpuLoop rl;
-  LLVMValueRef row =
-      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R), cpu_i64(k, st->grid * nwarps));
+  LLVMValueRef row = ck_warp_rows(k, st, p->R, &lane, &rl);
   LLVMValueRef oidx[HLO_MAX_RANK];
   cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   for (int h = 0; h < p->nh && !k->failed; h++) {
