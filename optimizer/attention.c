@@ -393,7 +393,8 @@ static bool att_comp(HComp *c, PassCtx *pc) {
     }
     /* a transpose alone reading the result joins: the kernel writes the result's layout */
     HInstr *u = f.us.n[in->idx] == 1 ? f.us.list[in->idx][0] : NULL;
-    if (u && u->op == OP_TRANSPOSE) opt_attention_match(u, &a, &why);
+    if (u && u->op == OP_TRANSPOSE && !opt_attention_match(u, &a, &why))
+      opt_attention_match(in, &a, &why); /* (cannot fail after the product matched) */
     const char *no = NULL;
     char buf[160];
     DType qt = a.sdot->ops[a.qop]->shape.dt;
