@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ATT_MAX_CHAIN 16  /* elementwise ops between the product and the scores */
 #define ATT_MAX_PARAMS 64 /* parameters of an attention fusion */
 
 static bool att_is_dot(const HInstr *x) { return x && x->op == OP_DOT && x->dot && x->nops == 2; }
@@ -39,20 +38,6 @@ static bool att_reduce(const HInstr *x, int op, double want) {
   return hlo_comp_binary_op(x->calls[0], x->shape.dt) == op && opt_uniform_is(x->ops[1], want);
 }
 
-/* b = broadcast(r) back to the reduced operand's dims: its dims are the kept dims in order. */
-static bool att_rebroadcast(const HInstr *b, const HInstr *r) {
-  if (!b || b->op != OP_BROADCAST || b->ops[0] != r) return false;
-  const Shape *os = &r->ops[0]->shape;
-  if (!hlo_shape_same_dims(&b->shape, os) || b->dims.n != r->shape.rank) return false;
-  int j = 0;
-  for (int d = 0; d < os->rank; d++)
-    if (!opt_ilist_has(&r->dims, d)) {
-      if (j >= b->dims.n || b->dims.v[j] != d) return false;
-      j++;
-    }
-  return j == b->dims.n;
-}
-
 /* The product the scores x are computed from through elementwise ops of its dims; the ops
  * go into a->chain. NULL when there is none or more than one, or when the walk visits more
  * than *budget instructions (operands shared by many paths). */
@@ -60,7 +45,8 @@ static const HInstr *att_find_dot(const HInstr *x, const Shape *s, OptAttn *a, i
                                   int *budget) {
   if (--*budget < 0 || !hlo_shape_same_dims(&x->shape, s)) return NULL;
   if (att_is_dot(x)) return x;
-  if (depth > ATT_MAX_CHAIN || !(hlo_op_flags(x->op) & OPF_ELEM) || x->op == OP_RNG) return NULL;
+  if (depth > OPT_ATT_MAX_CHAIN || !(hlo_op_flags(x->op) & OPF_ELEM) || x->op == OP_RNG)
+    return NULL;
   const HInstr *found = NULL;
   for (int j = 0; j < x->nops; j++) {
     const HInstr *d = att_find_dot(x->ops[j], s, a, depth + 1, budget);
@@ -71,7 +57,7 @@ static const HInstr *att_find_dot(const HInstr *x, const Shape *s, OptAttn *a, i
   if (found) {
     for (int i = 0; i < a->nchain; i++)
       if (a->chain[i] == x) return found;
-    if (a->nchain == ATT_MAX_CHAIN) return NULL;
+    if (a->nchain == OPT_ATT_MAX_CHAIN) return NULL;
     a->chain[a->nchain++] = x;
   }
   return found;
@@ -217,10 +203,11 @@ static bool att_match_dot(const HInstr *odot, OptAttn *a, const char **why) {
   const HInstr *bs = div->ops[1], *ex = div->ops[0];
   if (bs->op != OP_BROADCAST || ex->op != OP_EXP) return false;
   const HInstr *rs = bs->ops[0], *sub = ex->ops[0];
-  if (!att_reduce(rs, OP_ADD, 0) || rs->ops[0] != ex || !att_rebroadcast(bs, rs)) return false;
+  if (!att_reduce(rs, OP_ADD, 0) || rs->ops[0] != ex || !opt_is_row_broadcast(bs, rs)) return false;
   if (sub->op != OP_SUBTRACT || sub->ops[1]->op != OP_BROADCAST) return false;
   const HInstr *bm = sub->ops[1], *score = sub->ops[0], *rm = bm->ops[0];
-  if (!att_reduce(rm, OP_MAXIMUM, -INFINITY) || rm->ops[0] != score || !att_rebroadcast(bm, rm))
+  if (!att_reduce(rm, OP_MAXIMUM, -INFINITY) || rm->ops[0] != score ||
+      !opt_is_row_broadcast(bm, rm))
     return false;
   if (rm->dims.n != rs->dims.n) return false;
   for (int j = 0; j < rm->dims.n; j++)
@@ -295,7 +282,7 @@ static void att_copy_in(AttFuse *f, const HInstr *x) {
 /* The members of match a; NULL (with the reason) when an intermediate is read outside. */
 static const char *att_members(AttFuse *f, const OptAttn *a) {
   const HInstr *ex = a->div->ops[0], *sub = ex->ops[0];
-  const HInstr *core[ATT_MAX_CHAIN + 17];
+  const HInstr *core[OPT_ATT_MAX_CHAIN + 17];
   int n = 0;
   core[n++] = a->sdot;
   for (int i = 0; i < a->nchain; i++)

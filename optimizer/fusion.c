@@ -370,10 +370,7 @@ static bool row_chain(Fuser *f, const HInstr *p, const Group *g) {
   for (int k = 0; k < f->us.n[p->idx]; k++) {
     const HInstr *u = f->us.list[p->idx][k];
     if (member_pos(g, u) < 0) continue;
-    if (u->op != OP_BROADCAST || !hlo_shape_same_dims(&u->shape, os) || u->dims.n != p->shape.rank)
-      return false;
-    for (int d = 0, j = 0; d < os->rank; d++) /* the kept dims, in order */
-      if (!opt_ilist_has(&p->dims, d) && (j >= u->dims.n || u->dims.v[j++] != d)) return false;
+    if (!opt_is_row_broadcast(u, p)) return false;
   }
   return true;
 }

@@ -99,6 +99,9 @@ bool opt_uniform_value(const HInstr *in, double *v);
 bool opt_uniform_is(const HInstr *in, double want);
 /* A reshape (or bitcast) that moves no data: row-major on both sides. */
 bool opt_is_bitcast_reshape(const HInstr *in);
+/* b broadcasts reduce r's result back to r's operand dims (the kept dims in order): a row's
+ * value read at every element of the row. */
+bool opt_is_row_broadcast(const HInstr *b, const HInstr *r);
 /* Whether v is one of the entries of l (dimension numbers). */
 bool opt_ilist_has(const IList *l, int64_t v);
 /* Whether computation c (and every computation it calls) may be evaluated when its result is
@@ -147,6 +150,8 @@ void opt_stats_print(FILE *f, const OptStats *s);
 
 /* ------------------------------------------------------------------ attention.c */
 
+#define OPT_ATT_MAX_CHAIN 16 /* elementwise ops between the scores' product and the softmax */
+
 /* Attention as opt_attention_match finds it: out = dot(softmax_k(E), V) with E elementwise ops
  * of S = dot(Q, K). Dims are numbered by S (the scores' product): each of S's dims is a batch
  * dim, a key dim (the softmax's reduced dims: the key operand's free dims) or a query dim (the
@@ -157,7 +162,7 @@ typedef struct OptAttn {
   int qop;             /* its operand holding the queries (1 - qop: the keys) */
   const HInstr *score; /* what the softmax runs over: sdot or an elementwise op of it */
   int nchain;          /* elementwise ops between sdot and score (score included) */
-  const HInstr *chain[16];
+  const HInstr *chain[OPT_ATT_MAX_CHAIN];
   const HInstr *rmax, *rsum, *div; /* the softmax's max, sum and division */
   int nmid;                        /* converts and transposes between div and odot */
   const HInstr *mid[4];

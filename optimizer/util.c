@@ -185,3 +185,13 @@ HInstr *opt_new_param(HComp *c, const Shape *s, int num) {
   p->param_num = num;
   return p;
 }
+
+bool opt_is_row_broadcast(const HInstr *b, const HInstr *r) {
+  if (!b || b->op != OP_BROADCAST || b->ops[0] != r || r->op != OP_REDUCE || r->nops < 1)
+    return false;
+  const Shape *os = &r->ops[0]->shape;
+  if (!hlo_shape_same_dims(&b->shape, os) || b->dims.n != r->shape.rank) return false;
+  for (int d = 0, j = 0; d < os->rank; d++) /* the kept dims, in order */
+    if (!opt_ilist_has(&r->dims, d) && (j >= b->dims.n || b->dims.v[j++] != d)) return false;
+  return true;
+}

@@ -71,13 +71,9 @@ static int run_fixture(const char *model, int64_t rows, double tol, char **log) 
   cr_assert(r, "%s: %s", model, err.msg);
   expect_outputs(model, r, tol);
   char cmd[1200];
-  snprintf(cmd, sizeof cmd, "cat %s/*fusion-decisions.txt", dir);
-  FILE *p = popen(cmd, "r");
-  size_t cap = 1 << 20, len = 0;
-  *log = calloc(cap, 1);
-  len = fread(*log, 1, cap - 1, p);
-  (*log)[len] = 0;
-  pclose(p);
+  snprintf(cmd, sizeof cmd, "%s/module_%s.fusion-decisions.txt", dir, m->name);
+  size_t len;
+  cr_assert(hlo_read_file(cmd, log, &len, &err), "%s", err.msg);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
   hlo_arena_free(a);

@@ -45,18 +45,10 @@ typedef struct AttK {
   int kb;            /* keys per step of a warp: qt * kb pairs, a power of two <= 32 */
 } AttK;
 
-bool cuda_attention_ok(const HInstr *in) {
-  if (in->op != OP_FUSION || in->fusion_kind != FK_CUSTOM || in->shape.dt == DT_TUPLE) return false;
-  OptAttn a;
-  const char *why;
-  if (!opt_attention_match(in->calls[0]->root, &a, &why)) return false;
-  return a.dh <= 256 && a.dv <= 256 && a.nk > 0 && a.nq > 0 && a.nbatch > 0;
-}
-
-static void at_plan(AttK *t, const HInstr *in) {
-  const char *why;
+/* The kernels' plan for the match a (of the fusion in). */
+static void at_plan(AttK *t, const OptAttn *match) {
   memset(t, 0, sizeof *t);
-  opt_attention_match(in->calls[0]->root, &t->a, &why);
+  t->a = *match;
   const OptAttn *a = &t->a;
   t->q = a->sdot->ops[a->qop];
   t->kk = a->sdot->ops[1 - a->qop];
@@ -125,13 +117,12 @@ static void at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k
 
 /* The f32 value of operand x (a parameter of the fusion's body) at the index whose dims map to
  * S dims through map (-1: the head dim, at c), 0 where the head index is out of range. */
-static LLVMValueRef at_load(CpuKern *k, const AttK *t, const HInstr *x, const int8_t *map,
-                            LLVMValueRef *sidx, LLVMValueRef c, LLVMValueRef inb) {
+static LLVMValueRef at_load(CpuKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+                            LLVMValueRef c, LLVMValueRef inb) {
   LLVMValueRef idx[HLO_MAX_RANK];
   LLVMValueRef cc = inb ? LLVMBuildSelect(k->B, inb, c, cpu_i64(k, 0), "") : c;
   for (int d = 0; d < x->shape.rank; d++)
     idx[d] = map[d] < 0 ? cc : sidx[map[d]];
-  (void)t;
   LLVMValueRef v = cpu_gen(k, x, idx);
   if (!v) return at_f(k, 0);
   v = cpu_convert(k, v, x->shape.dt, DT_F32);
@@ -282,7 +273,7 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     LLVMValueRef kv[8];
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
-      kv[j] = at_load(k, t, t->kk, t->a.kmap, kidx[kb], c, inb);
+      kv[j] = at_load(k, t->kk, t->a.kmap, kidx[kb], c, inb);
     }
     for (int r = 0; r < t->qt; r++) {
       LLVMValueRef acc = at_f(k, 0);
@@ -328,7 +319,7 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     LLVMValueRef vv[8];
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dv, &inb);
-      vv[j] = at_load(k, t, t->v, t->a.vmap, kidx[kb], c, inb);
+      vv[j] = at_load(k, t->v, t->a.vmap, kidx[kb], c, inb);
     }
     for (int r = 0; r < t->qt; r++) {
       LLVMValueRef pr = cuda_shfl(k, p, (r * kbn + kb) << sh, CU_SHFL_IDX);
@@ -398,7 +389,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
     at_row(k, t, b, at_lin(k, qtile, t->qt, cpu_i64(k, r)), &rows[r]);
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
-      qv[r][j] = at_load(k, t, t->q, t->a.qmap, rows[r].sidx, c, inb);
+      qv[r][j] = at_load(k, t->q, t->a.qmap, rows[r].sidx, c, inb);
     }
     for (int j = 0; j < t->dvt; j++) {
       s.o[r][j] = cpu_alloca(k, k->cg->f32);
@@ -519,15 +510,19 @@ static bool at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   return cuda_kend(k);
 }
 
-bool cuda_attention(CudaCg *cc, HInstr *in) {
+bool cuda_attention(CudaCg *cc, HInstr *in, bool *taken) {
+  *taken = false;
+  if (in->op != OP_FUSION || in->fusion_kind != FK_CUSTOM || in->shape.dt == DT_TUPLE) return true;
+  OptAttn a;
+  const char *why;
+  if (!opt_attention_match(in->calls[0]->root, &a, &why) || a.dh > 256 || a.dv > 256 || !a.nk ||
+      !a.nq || !a.nbatch)
+    return true;
+  *taken = true;
   AttK t;
-  at_plan(&t, in);
+  at_plan(&t, &a);
   int64_t per = 2 + 32 * t.dvt;
-  CuPtr pp = {CU_TEMP, 0, cc->cg.plan.temp_bytes};
-  if (t.ns > 1) {
-    int64_t bytes = 4 * t.a.nbatch * t.a.nq * t.ns * per;
-    if (bytes > cc->stage_bytes) cc->stage_bytes = bytes;
-  }
+  CuPtr pp = cuda_scratch(cc, t.ns > 1 ? 4 * t.a.nbatch * t.a.nq * t.ns * per : 0);
   if (!at_main(cc, in, &t, pp)) return false;
   return t.ns == 1 || at_finish(cc, in, &t, pp);
 }

@@ -157,15 +157,17 @@ LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode);
 LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n);
 /* __syncthreads(). */
 void cuda_barrier(CpuKern *k);
+/* Private scratch after the plan's heap for a step (staged operands, partial results), at least
+ * bytes long; steps run one after another, so each reuses it from its start. */
+CuPtr cuda_scratch(CudaCg *cc, int64_t bytes);
 /* Generating `in` at index idx (rank entries) in this kernel gives v. */
 void cuda_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
 /* ------------------------------------------------------------------ cuda_attention.c */
 
-/* The fused attention kernel(s) for a kCustom fusion the attention pass built; false (nothing
- * emitted, no error) when in is not one. */
-bool cuda_attention_ok(const HInstr *in);
-bool cuda_attention(CudaCg *cc, HInstr *in);
+/* The fused attention kernel(s) for a kCustom fusion the attention pass built (*taken; else
+ * nothing emitted). false with a located error when generation failed. */
+bool cuda_attention(CudaCg *cc, HInstr *in, bool *taken);
 
 /* ------------------------------------------------------------------ cuda_ptxas.c */
 

@@ -1003,10 +1003,13 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
 
 /* Split reductions: partial results live after the plan's heap, [hero][output][slice] in
  * 8-byte slots. */
-static CuPtr ck_partials(CudaCg *cc, const RowPlan *p) {
-  int64_t bytes = 8 * p->nh * p->R * p->split;
-  if (p->split > 1 && bytes > cc->stage_bytes) cc->stage_bytes = bytes;
+CuPtr cuda_scratch(CudaCg *cc, int64_t bytes) {
+  if (bytes > cc->stage_bytes) cc->stage_bytes = bytes;
   return (CuPtr){CU_TEMP, 0, cc->cg.plan.temp_bytes};
+}
+
+static CuPtr ck_partials(CudaCg *cc, const RowPlan *p) {
+  return cuda_scratch(cc, p->split > 1 ? 8 * p->nh * p->R * p->split : 0);
 }
 
 static LLVMValueRef ck_partial_at(CpuKern *k, const RowPlan *p, LLVMValueRef part, int h,
@@ -2239,7 +2242,9 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
       b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (in->shape.dt != DT_TUPLE && hlo_shape_elems(&in->shape) == 0) return true;
-  if (cuda_attention_ok(in)) return cuda_attention(cc, in);
+  bool taken;
+  bool att_ok = cuda_attention(cc, in, &taken);
+  if (taken) return att_ok;
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
@@ -2247,7 +2252,6 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
   if (dot || conv) cpu_note_loop_product(&cc->cg, in->name);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
-  bool taken;
   bool dus_ok = ck_dus(cc, in, &taken);
   if (taken) return dus_ok;
   RowPlan rp;
