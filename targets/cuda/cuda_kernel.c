@@ -273,9 +273,15 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
   const char *nm = LLVMGetValueName2(k->fn, &n);
   char saved[96];
   snprintf(saved, sizeof saved, "%.*s", (int)n, nm);
+  /* the kernel's shared memory (cuda_smem) is named after it too: both neutral while printed */
+  char sname[112];
+  snprintf(sname, sizeof sname, "%s_smem", saved);
+  LLVMValueRef smem = LLVMGetNamedGlobal(cc->cg.M, sname);
   LLVMSetValueName2(k->fn, "hloc_kernel", 11);
+  if (smem) LLVMSetValueName2(smem, "hloc_kernel_smem", 16);
   char *txt = LLVMPrintValueToString(k->fn);
   LLVMSetValueName2(k->fn, saved, strlen(saved));
+  if (smem) LLVMSetValueName2(smem, sname, strlen(sname));
   /* loop IDs are distinct nodes, numbered module-wide: their attachments are dropped from
      the text (the options they carry are the same for the same code) */
   static const char lid[] = ", !llvm.loop !";
@@ -300,6 +306,7 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     /* the same code for another plan: keep only the facts true of both */
     ck_alias_apply(cc, u->step->fn, np, ro, na, true);
     LLVMDeleteFunction(k->fn);
+    if (smem) LLVMDeleteGlobal(smem);
     cc->nkernels--;
     st->kidx = u->step->kidx;
     st->fn = u->step->fn;
