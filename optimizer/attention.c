@@ -20,14 +20,23 @@
  * operands become parameters. The fusion computes exactly what the instructions did; the targets
  * recognize the form again (opt_attention_match on the fusion's root) to give it one kernel. A
  * match that cannot be fused says why in the decision log: an intermediate read outside (the
- * probabilities returned too), too many query rows for the target's kernel. */
+ * probabilities returned too), too many query rows for the target's kernel.
+ *
+ * A target whose 16-bit kernel takes any number of rows (OptOpts.attention_rows_16: queries,
+ * keys and values of one 16-bit type, opt_attention_16bit) also gets the producers of Q, K and V
+ * pulled in: loop-fusible instructions all of whose readers are members (RoPE's slices and
+ * concatenation, the grouped-query broadcast, converts). That kernel computes its keys and
+ * values once per batch item and its queries once per block, so they cost no more inside than
+ * in kernels of their own, and are not written and read back. Cheap expressions of iotas and
+ * scalar constants (a causal mask's compare and select) are copied in for every target. */
 #include "optimizer.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ATT_MAX_PARAMS 64 /* parameters of an attention fusion */
+#define ATT_MAX_PARAMS 64   /* parameters of an attention fusion */
+#define ATT_MAX_MEMBERS 192 /* its instructions, at most (producers pulled in stop there) */
 
 static bool att_is_dot(const HInstr *x) { return x && x->op == OP_DOT && x->dot && x->nops == 2; }
 
@@ -266,11 +275,20 @@ static void att_add(AttFuse *f, const HInstr *x, uint8_t how) {
   f->list[f->n++] = (HInstr *)x;
 }
 
-/* What the scores read that is cheap to have inside: broadcasts, iotas, scalar constants. */
-static bool att_copyable(const HInstr *x) {
-  return x->op == OP_BROADCAST || x->op == OP_IOTA ||
-         (x->op == OP_CONSTANT && x->shape.rank == 0 && x->literal);
+/* An expression of iotas and scalar constants alone (a causal mask), at most depth deep. */
+static bool att_const_expr(const HInstr *x, int depth) {
+  if (x->op == OP_IOTA || (x->op == OP_CONSTANT && x->shape.rank == 0 && x->literal)) return true;
+  if (depth == 0 || x->op == OP_PARAMETER || x->op == OP_CONSTANT || !opt_loop_fusible(x) ||
+      !(hlo_op_flags(x->op) & OPF_CHEAP))
+    return false;
+  for (int j = 0; j < x->nops; j++)
+    if (!att_const_expr(x->ops[j], depth - 1)) return false;
+  return true;
 }
+
+/* What the scores read that is cheap to have inside: broadcasts, iotas, scalar constants, and
+ * cheap expressions of those alone (masks built from iota compares and selects). */
+static bool att_copyable(const HInstr *x) { return x->op == OP_BROADCAST || att_const_expr(x, 16); }
 
 static void att_copy_in(AttFuse *f, const HInstr *x) {
   if (f->mem[x->idx] || !att_copyable(x)) return;
@@ -308,6 +326,47 @@ static const char *att_members(AttFuse *f, const OptAttn *a) {
       for (int j = 0; j < f->list[i]->nops; j++)
         att_copy_in(f, f->list[i]->ops[j]);
   return NULL;
+}
+
+/* Pull the producers of operand x of a product into the fusion: loop-fusible instructions all of
+ * whose readers are members (the 16-bit kernel stages its keys and values and generates its
+ * queries once a block, so what computes them, RoPE, grouped-query broadcasts, converts, runs
+ * there instead of in kernels of its own). */
+static void att_pull(AttFuse *f, const HInstr *x, int depth) {
+  if (f->mem[x->idx]) return;
+  if (depth == 0 || x->op == OP_PARAMETER || x->op == OP_REDUCE_WINDOW || !opt_loop_fusible(x) ||
+      f->n >= ATT_MAX_MEMBERS) {
+    att_copy_in(f, x);
+    return;
+  }
+  for (int u = 0; u < f->us.n[x->idx]; u++)
+    if (!f->mem[f->us.list[x->idx][u]->idx]) {
+      att_copy_in(f, x);
+      return;
+    }
+  att_add(f, x, 3);
+  for (int j = 0; j < x->nops; j++)
+    att_pull(f, x->ops[j], depth - 1);
+}
+
+static void att_pull_operands(AttFuse *f, const OptAttn *a) {
+  att_pull(f, a->sdot->ops[0], 64);
+  att_pull(f, a->sdot->ops[1], 64);
+  att_pull(f, a->odot->ops[a->vop], 64);
+}
+
+/* The fusion's parameters: the distinct operands of members that are not members. */
+static int att_nparams(AttFuse *f) {
+  int np = 0;
+  for (int i = 0; i < f->n; i++)
+    for (int j = 0; j < f->list[i]->nops; j++) {
+      HInstr *x = f->list[i]->ops[j];
+      if (!f->mem[x->idx] && !f->map[x->idx]) f->map[x->idx] = x, np++;
+    }
+  for (int i = 0; i < f->n; i++) /* map is att_build's: leave it clear */
+    for (int j = 0; j < f->list[i]->nops; j++)
+      f->map[f->list[i]->ops[j]->idx] = NULL;
+  return np;
 }
 
 static int att_cmp_idx(const void *x, const void *y) {
@@ -387,6 +446,8 @@ static bool att_comp(HComp *c, PassCtx *pc) {
     DType qt = a.sdot->ops[a.qop]->shape.dt;
     int64_t rows = (qt == DT_F32 || qt == DT_F64) && o->attention_rows_f32 ? o->attention_rows_f32
                                                                            : o->attention_rows;
+    if (o->attention_rows_16 > rows && opt_attention_16bit(&a, o->attention_head_16))
+      rows = o->attention_rows_16;
     if (a.nq > rows) {
       snprintf(buf, sizeof buf,
                "not fused: %lld query rows per batch item, the target's kernel takes up to %lld",
@@ -398,7 +459,10 @@ static bool att_comp(HComp *c, PassCtx *pc) {
       no = buf;
     } else {
       no = att_members(&f, &a);
+      if (!no && o->attention_rows_16 > 0 && opt_attention_16bit(&a, o->attention_head_16))
+        att_pull_operands(&f, &a);
     }
+    if (!no && att_nparams(&f) > ATT_MAX_PARAMS) no = "not fused: too many operands";
     if (!no) {
       HInstr *fu = att_build(&f, &a);
       snprintf(buf, sizeof buf, "fused into %s (kCustom, %d instructions)", fu->name, f.n);
@@ -424,4 +488,11 @@ bool opt_attention(HModule *m, PassCtx *pc) {
   opt_module_sort_comps(m, pc->scratch);
   hlo_module_renumber(m);
   return true;
+}
+
+bool opt_attention_16bit(const OptAttn *a, int64_t maxhead) {
+  DType t = a->sdot->ops[a->qop]->shape.dt;
+  if (t != DT_BF16 && t != DT_F16) return false;
+  if (a->sdot->ops[1 - a->qop]->shape.dt != t || a->odot->ops[a->vop]->shape.dt != t) return false;
+  return a->dh % 16 == 0 && a->dh <= maxhead && a->dv % 16 == 0 && a->dv <= maxhead;
 }

@@ -114,23 +114,6 @@ static void logf_(Fuser *f, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------- classification */
 
-static bool loop_fusible(const HInstr *in) {
-  if (!hlo_shape_is_array(&in->shape) || in->nctrl) return false;
-  unsigned fl = hlo_op_flags(in->op);
-  if (fl & OPF_SIDE) return false;
-  if (in->op == OP_CONSTANT) return in->shape.rank == 0 && in->literal;
-  if ((fl & OPF_ELEM) && in->op != OP_MAP && in->op != OP_COMPLEX &&
-      in->op != OP_STOCHASTIC_CONVERT)
-    return true;
-  static const HOp moves[] = {OP_BROADCAST,    OP_RESHAPE,       OP_BITCAST, OP_TRANSPOSE,
-                              OP_SLICE,        OP_CONCATENATE,   OP_PAD,     OP_REVERSE,
-                              OP_IOTA,         OP_DYNAMIC_SLICE, OP_GATHER,  OP_BITCAST_CONVERT,
-                              OP_REDUCE_WINDOW};
-  for (size_t i = 0; i < sizeof moves / sizeof *moves; i++)
-    if (moves[i] == in->op) return true;
-  return false;
-}
-
 static bool is_reduce_hero(const HInstr *in) {
   return in->op == OP_REDUCE && in->nops == 2 && hlo_shape_is_array(&in->shape) && !in->nctrl &&
          in->ncalls == 1;
@@ -262,7 +245,7 @@ static void grow_epilogue(Fuser *f, HInstr *d) {
     }
     if (!touches) continue;
     bool ok = !blocked && !f->placed[j] && (hlo_op_flags(u->op) & OPF_ELEM) && u->op != OP_MAP &&
-              loop_fusible(u) && u->shape.rank == d->shape.rank && !u->nctrl;
+              opt_loop_fusible(u) && u->shape.rank == d->shape.rank && !u->nctrl;
     for (int k = 0; ok && k < d->shape.rank; k++)
       ok = u->shape.dims[k] == d->shape.dims[k];
     if (!ok) {
@@ -345,8 +328,8 @@ static bool transposed_by_producer(Fuser *f, const HInstr *p, const HInstr *hero
   int r = p->shape.rank;
   if (r < 2 || p->dims.v[r - 1] == r - 1) return false;
   const HInstr *q = p->ops[0];
-  return q->op != OP_PARAMETER && q->op != OP_CONSTANT && loop_fusible(q) && f->us.n[q->idx] == 1 &&
-         q != f->c->root;
+  return q->op != OP_PARAMETER && q->op != OP_CONSTANT && opt_loop_fusible(q) &&
+         f->us.n[q->idx] == 1 && q != f->c->root;
 }
 
 /* With OptOpts.row_chains (a target with row kernels for chained reductions): reduce p may join
@@ -410,7 +393,7 @@ static bool can_join(Fuser *f, HInstr *p, Group *g, bool dup, uint8_t *flags, co
     return true;
   }
   if (is_dot_hero(p)) return *why = "dot/convolution only fuse with their own epilogue", false;
-  if (!loop_fusible(p)) return *why = "not loop-fusible", false;
+  if (!opt_loop_fusible(p)) return *why = "not loop-fusible", false;
   if (dup && !cheap(p)) return *why = "expensive op would be duplicated", false;
   if ((fl & MF_PROLOGUE) && !cheap(p))
     return *why = "expensive op in a dot/convolution operand would be recomputed", false;
@@ -446,7 +429,7 @@ static void add_member(Fuser *f, Group *g, HInstr *p, uint8_t fl) {
 static void place_producer(Fuser *f, HInstr *p) {
   HComp *c = f->c;
   if (f->placed[p->idx] || p->op == OP_PARAMETER) return;
-  bool fusible = loop_fusible(p) || is_reduce_hero(p);
+  bool fusible = opt_loop_fusible(p) || is_reduce_hero(p);
   if (!fusible) return;
   /* consumer groups */
   int gids[64], ng = 0;

@@ -41,6 +41,10 @@ typedef struct OptOpts {
                                  fused attention kernel applies (0: no attention fusions) */
   int64_t attention_rows_f32; /* the same for f32/f64 operands (0: attention_rows) */
   int64_t attention_head;     /* attention: the largest head dim that kernel takes */
+  int64_t attention_head_16;  /* attention: a target's kernel for 16-bit operands (tensor
+                                 cores) takes queries, keys and values of one 16-bit type with
+                                 head dims multiples of 16 up to this (opt_attention_16bit), */
+  int64_t attention_rows_16;  /* any query rows up to this (0: no such kernel) */
 } OptOpts;
 
 typedef struct PassCtx {
@@ -99,6 +103,9 @@ bool opt_uniform_value(const HInstr *in, double *v);
 bool opt_uniform_is(const HInstr *in, double want);
 /* A reshape (or bitcast) that moves no data: row-major on both sides. */
 bool opt_is_bitcast_reshape(const HInstr *in);
+/* Whether in can be a member of a loop fusion (generated elementwise at any index): elementwise
+ * ops but map, data movement, iota, gather, reduce-window, scalar constants. */
+bool opt_loop_fusible(const HInstr *in);
 /* b broadcasts reduce r's result back to r's operand dims (the kept dims in order): a row's
  * value read at every element of the row. */
 bool opt_is_row_broadcast(const HInstr *b, const HInstr *r);
@@ -182,6 +189,9 @@ typedef struct OptAttn {
  * not match (a->div is set when the softmax did). Works on any computation (the entry, or a
  * fusion's body). */
 bool opt_attention_match(const HInstr *out, OptAttn *a, const char **why);
+/* Whether a match has a 16-bit kernel's form: queries, keys and values all bf16 or all f16, head
+ * dims multiples of 16 up to maxhead. */
+bool opt_attention_16bit(const OptAttn *a, int64_t maxhead);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);

@@ -195,3 +195,20 @@ bool opt_is_row_broadcast(const HInstr *b, const HInstr *r) {
     if (!opt_ilist_has(&r->dims, d) && (j >= b->dims.n || b->dims.v[j++] != d)) return false;
   return true;
 }
+
+bool opt_loop_fusible(const HInstr *in) {
+  if (!hlo_shape_is_array(&in->shape) || in->nctrl) return false;
+  unsigned fl = hlo_op_flags(in->op);
+  if (fl & OPF_SIDE) return false;
+  if (in->op == OP_CONSTANT) return in->shape.rank == 0 && in->literal;
+  if ((fl & OPF_ELEM) && in->op != OP_MAP && in->op != OP_COMPLEX &&
+      in->op != OP_STOCHASTIC_CONVERT)
+    return true;
+  static const HOp moves[] = {OP_BROADCAST,    OP_RESHAPE,       OP_BITCAST, OP_TRANSPOSE,
+                              OP_SLICE,        OP_CONCATENATE,   OP_PAD,     OP_REVERSE,
+                              OP_IOTA,         OP_DYNAMIC_SLICE, OP_GATHER,  OP_BITCAST_CONVERT,
+                              OP_REDUCE_WINDOW};
+  for (size_t i = 0; i < sizeof moves / sizeof *moves; i++)
+    if (moves[i] == in->op) return true;
+  return false;
+}

@@ -626,6 +626,40 @@ Test(cuda_ptx, attention_through_the_fused_kernel) {
   }
 }
 
+/* 16-bit prefill attention: a staging kernel and the tensor-core kernel (mma.sync, ldmatrix
+ * from cp.async tiles), and the slices' combination where the keys are split; f16 on the f16
+ * instruction. */
+Test(cuda_ptx, prefill_attention_on_the_tensor_cores) {
+  static const struct {
+    const char *name, *main, *mma;
+    int finish;
+  } cases[] = {{"attention_prefill_bf16", "attention-mma", "f32.bf16.bf16.f32", 0},
+               {"attention_prefill_f16", "attention-mma", "f32.f16.f16.f32", 0},
+               {"attention_prefill_split", "attention-mma-split", "f32.bf16.bf16.f32", 1},
+               {"attention_prefill_steps", "attention-mma", "f32.bf16.bf16.f32", 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    char p[1024], *ptx, shape[64];
+    snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/%s.hlo", cases[c].name);
+    HErr err = {0};
+    HModule *m = proto_load_file(p, &err);
+    cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+    OptOpts oo = {0};
+    cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+    cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+    char *js = tu_kernels(m, cases[c].name, CUDA_EMIT_PTX, 3, &ptx, NULL);
+    cr_expect_eq(tu_count(js, "\"shape\": \"attention-stage\""), 1, "%s", js);
+    snprintf(shape, sizeof shape, "\"shape\": \"%s\"", cases[c].main);
+    cr_expect_eq(tu_count(js, shape), 1, "%s: %s", cases[c].name, js);
+    cr_expect_eq(tu_count(js, "\"shape\": \"attention-finish\""), cases[c].finish, "%s", js);
+    snprintf(shape, sizeof shape, "mma.sync.aligned.m16n8k16.row.col.%s", cases[c].mma);
+    cr_expect(strstr(ptx, shape) && strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") &&
+                  strstr(ptx, "cp.async.cg.shared.global"),
+              "%s: no tensor-core attention in the PTX", cases[c].name);
+    free(js);
+    free(ptx);
+  }
+}
+
 /* Softmax's two reductions and its division: one row-chain kernel. */
 Test(cuda_ptx, softmax_as_one_row_kernel) {
   char *js = tu_case_manifest("softmax_rows", OPT_CONV_NHWC);

@@ -48,9 +48,9 @@ static void expect_outputs(const char *model, const Literal *r, double tol) {
   hlo_arena_free(a);
 }
 
-/* The fixture optimized with attention fusions for up to `rows` query rows; returns how many
- * were built, *log the decision log (malloc'd). */
-static int run_fixture(const char *model, int64_t rows, double tol, char **log) {
+/* The fixture optimized with options o (attention fusions as they allow); returns how many were
+ * built, *log the decision log (malloc'd), *mp the optimized module when mp is not NULL. */
+static int run_fixture_with(const char *model, OptOpts o, double tol, char **log, HModule **mp) {
   HErr err = {0};
   char path[1024], dir[] = "/tmp/hloc_att_XXXXXX";
   cr_assert(mkdtemp(dir));
@@ -64,7 +64,8 @@ static int run_fixture(const char *model, int64_t rows, double tol, char **log) 
   Literal **args = tu_read_args(a, path, np);
   for (int i = 0; i < np; i++)
     hlo_literal_bits_as(args[i], m->entry->params[i]->shape.dt);
-  OptOpts o = {.verify_each = true, .attention_rows = rows, .attention_head = 256, .dump_dir = dir};
+  o.verify_each = true;
+  o.dump_dir = dir;
   cr_assert(opt_optimize(m, &o, &err), "%s: %s", model, err.msg);
   int n = count_attention(m);
   Literal *r = hlo_interp_run(m, a, args, np, &err);
@@ -77,8 +78,17 @@ static int run_fixture(const char *model, int64_t rows, double tol, char **log) 
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
   hlo_arena_free(a);
-  hlo_module_free(m);
+  if (mp)
+    *mp = m;
+  else
+    hlo_module_free(m);
   return n;
+}
+
+/* With attention fusions for up to `rows` query rows (any operand type). */
+static int run_fixture(const char *model, int64_t rows, double tol, char **log) {
+  OptOpts o = {.attention_rows = rows, .attention_head = 256};
+  return run_fixture_with(model, o, tol, log, NULL);
 }
 
 Test(opt_attention, corpus_attention_fused_and_still_xla, .timeout = 300) {
@@ -105,6 +115,43 @@ Test(opt_attention, row_limit_leaves_it_unfused_and_says_why, .timeout = 300) {
   int n = run_fixture("transformer_layer", 2, 1e-5, &log);
   cr_expect_eq(n, 0);
   cr_expect(strstr(log, "query rows per batch item, the target's kernel takes up to 2"), "%s", log);
+  free(log);
+}
+
+/* A target with a 16-bit kernel for any query rows (tensor cores) gets the bf16 prefill fused
+ * although its rows exceed attention_rows, with the producers of Q, K and V (RoPE's slices and
+ * concatenation, the grouped-query broadcast) and the causal mask (iota compares) inside: the
+ * fusion reads the projections' products and the rotation tables only. */
+Test(opt_attention, sixteen_bit_attention_takes_its_producers, .timeout = 300) {
+  char *log;
+  HModule *m;
+  OptOpts o = {.attention_rows = 2,
+               .attention_head = 256,
+               .attention_rows_16 = 1 << 20,
+               .attention_head_16 = 128};
+  int n = run_fixture_with("llama_layer_bf16", o, 3e-2, &log, &m);
+  cr_expect_eq(n, 1, "%s", log);
+  for (int i = 0; i < m->entry->ninstrs; i++) {
+    const HInstr *in = m->entry->instrs[i];
+    if (in->op != OP_FUSION || in->fusion_kind != FK_CUSTOM) continue;
+    bool concat = false;
+    const HComp *b = in->calls[0];
+    for (int j = 0; j < b->ninstrs; j++)
+      concat |= b->instrs[j]->op == OP_CONCATENATE;
+    cr_expect(concat, "RoPE's concatenation is inside %s", in->name);
+    for (int j = 0; j < in->nops; j++) {
+      const HInstr *x = in->ops[j];
+      cr_expect(x->op == OP_DOT || x->op == OP_FUSION || x->op == OP_CONSTANT ||
+                    x->op == OP_PARAMETER,
+                "%s reads %s (%s)", in->name, x->name, hlo_op_name(x->op));
+      cr_expect(x->shape.dt != DT_PRED, "the mask is computed inside, not read: %s", x->name);
+    }
+  }
+  /* without the 16-bit kernel the row limit leaves it unfused */
+  free(log);
+  hlo_module_free(m);
+  o.attention_rows_16 = 0;
+  cr_expect_eq(run_fixture_with("llama_layer_bf16", o, 3e-2, &log, NULL), 0, "%s", log);
   free(log);
 }
 

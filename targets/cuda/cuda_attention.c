@@ -20,8 +20,7 @@
  * cache once, spread over every SM. The probabilities are never rounded to the values' type
  * (XLA rounds them to bf16 before its second product in a bf16 model): the result is the exact
  * softmax's, within the corpus's bf16 bar of XLA's. */
-#include "cuda_impl.h"
-#include "optimizer.h"
+#include "cuda_attention.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,24 +28,9 @@
 #define AT_WARPS 4    /* warps per block */
 #define AT_QT 8       /* query rows per block, at most */
 #define AT_KB 8       /* keys per step of a warp, at most */
-#define AT_SMS 132    /* streaming multiprocessors of an H100/H200 */
 #define AT_RESIDENT 4 /* blocks of the kernel resident per SM (~128 registers a thread) */
 
-typedef struct AttK {
-  OptAttn a;
-  const HInstr *q, *kk, *v; /* the products' operands in the fusion's body */
-  int srank;                /* the scores' rank */
-  int nbd, nqd, nkd;        /* S's batch, query and key dims */
-  int bdim[HLO_MAX_RANK], qdim[HLO_MAX_RANK], kdim[HLO_MAX_RANK]; /* which S dims */
-  int64_t bext[HLO_MAX_RANK], qext[HLO_MAX_RANK], kext[HLO_MAX_RANK];
-  int64_t qt, nqt;   /* query rows per block, query tiles */
-  int64_t ns, chunk; /* key slices, keys per slice */
-  int dt, dvt;       /* head elements per lane: ceil(dh / 32), ceil(dv / 32) */
-  int kb;            /* keys per step of a warp: qt * kb pairs, a power of two <= 32 */
-} AttK;
-
-/* The kernels' plan for the match a (of the fusion in). */
-static void at_plan(AttK *t, const OptAttn *match) {
+void cuda_at_plan(AttK *t, const OptAttn *match) {
   memset(t, 0, sizeof *t);
   t->a = *match;
   const OptAttn *a = &t->a;
@@ -67,14 +51,13 @@ static void at_plan(AttK *t, const OptAttn *match) {
       t->qext[t->nqd++] = n;
     }
   }
-  t->qt = 1; /* a power of two: rows x keys per step fill the 32 lanes */
-  while (t->qt < a->nq && t->qt < AT_QT)
-    t->qt *= 2;
-  t->kb = 32 / (int)t->qt < AT_KB ? 32 / (int)t->qt : AT_KB;
-  t->nqt = (a->nq + t->qt - 1) / t->qt;
-  /* key slices: the fewest waves of AT_RESIDENT blocks per SM times the keys per slice (the
-   * time of the slowest SM), ties to fewer slices (less to combine); at least 16 keys a warp */
-  int64_t blocks = a->nbatch * t->nqt, cap = AT_RESIDENT * AT_SMS, minkeys = 16 * AT_WARPS;
+  t->dt = (int)((a->dh + 31) / 32);
+  t->dvt = (int)((a->dv + 31) / 32);
+}
+
+void cuda_at_slices(AttK *t, int64_t resident, int64_t minkeys) {
+  const OptAttn *a = &t->a;
+  int64_t blocks = a->nbatch * t->nqt, cap = resident * CU_SMS;
   int64_t maxns = a->nk / minkeys < 1 ? 1 : a->nk / minkeys, ns = 1, best = -1;
   for (int64_t n = 1; n <= maxns && n <= 256; n++) {
     int64_t cost = (blocks * n + cap - 1) / cap * ((a->nk + n - 1) / n);
@@ -82,15 +65,24 @@ static void at_plan(AttK *t, const OptAttn *match) {
   }
   t->chunk = (a->nk + ns - 1) / ns;
   t->ns = (a->nk + t->chunk - 1) / t->chunk;
-  t->dt = (int)((a->dh + 31) / 32);
-  t->dvt = (int)((a->dv + 31) / 32);
+}
+
+/* The CUDA-core kernel's tiles: qt rows (a power of two: rows x keys per step fill the 32
+ * lanes), kb keys a warp step, slices of at least 16 keys a warp. */
+static void at_plan_fma(AttK *t) {
+  t->qt = 1;
+  while (t->qt < t->a.nq && t->qt < AT_QT)
+    t->qt *= 2;
+  t->kb = 32 / (int)t->qt < AT_KB ? 32 / (int)t->qt : AT_KB;
+  t->nqt = (t->a.nq + t->qt - 1) / t->qt;
+  cuda_at_slices(t, AT_RESIDENT, 16 * AT_WARPS);
 }
 
 /* ------------------------------------------------------------------ small IR helpers */
 
-static LLVMValueRef at_f(CpuKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
+LLVMValueRef cuda_at_f(CpuKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
 
-static LLVMValueRef at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
+LLVMValueRef cuda_at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   HLO_ASSERT(id != 0);
   LLVMTypeRef ty = k->cg->f32;
@@ -102,18 +94,19 @@ static LLVMValueRef at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMVa
 }
 
 /* exp(x) as 2^(x log2 e) on the special function unit. */
-static LLVMValueRef at_exp(CpuKern *k, LLVMValueRef x) {
-  return at_intr(k, "llvm.nvvm.ex2.approx.f", LLVMBuildFMul(k->B, x, at_f(k, M_LOG2E), ""), NULL);
+LLVMValueRef cuda_at_exp(CpuKern *k, LLVMValueRef x) {
+  return cuda_at_intr(k, "llvm.nvvm.ex2.approx.f",
+                      LLVMBuildFMul(k->B, x, cuda_at_f(k, M_LOG2E), ""), NULL);
 }
 
-static LLVMValueRef at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y) {
-  return at_intr(k, "llvm.maxnum", x, y);
+LLVMValueRef cuda_at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y) {
+  return cuda_at_intr(k, "llvm.maxnum", x, y);
 }
 
-static LLVMValueRef at_ld(CpuKern *k, LLVMValueRef p) {
+LLVMValueRef cuda_at_ld(CpuKern *k, LLVMValueRef p) {
   return LLVMBuildLoad2(k->B, k->cg->f32, p, "");
 }
-static void at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->B, v, p); }
+void cuda_at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->B, v, p); }
 
 /* The f32 value of operand x (a parameter of the fusion's body) at the index whose dims map to
  * S dims through map (-1: the head dim, at c), 0 where the head index is out of range. */
@@ -124,9 +117,9 @@ static LLVMValueRef at_load(CpuKern *k, const HInstr *x, const int8_t *map, LLVM
   for (int d = 0; d < x->shape.rank; d++)
     idx[d] = map[d] < 0 ? cc : sidx[map[d]];
   LLVMValueRef v = cpu_gen(k, x, idx);
-  if (!v) return at_f(k, 0);
+  if (!v) return cuda_at_f(k, 0);
   v = cpu_convert(k, v, x->shape.dt, DT_F32);
-  return inb ? LLVMBuildSelect(k->B, inb, v, at_f(k, 0), "") : v;
+  return inb ? LLVMBuildSelect(k->B, inb, v, cuda_at_f(k, 0), "") : v;
 }
 
 /* Lane l's head index for its element j (l + 32 j) and whether it is below n (NULL: always). */
@@ -137,8 +130,8 @@ static LLVMValueRef at_lane_c(CpuKern *k, LLVMValueRef lane, int j, int64_t n, L
 }
 
 /* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
-static void at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
-                       LLVMValueRef *sidx) {
+void cuda_at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+                     LLVMValueRef *sidx) {
   LLVMValueRef sub[HLO_MAX_RANK];
   cuda_delin(k, lin, ext, n, sub);
   for (int i = 0; i < n; i++)
@@ -147,60 +140,56 @@ static void at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int6
 
 /* ------------------------------------------------------------------ the kernels */
 
-typedef struct AttRow {
-  LLVMValueRef sidx[HLO_MAX_RANK]; /* S index: batch and query dims set */
-  LLVMValueRef valid;              /* the row exists (the last tile may be short) */
-  LLVMValueRef qrow;               /* its query row number */
-} AttRow;
-
 /* The S index of row r (query row qrow of batch item b, clamped into range). */
-static void at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r) {
+void cuda_at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r) {
   LLVMBuilderRef B = k->B;
   r->qrow = qrow;
   r->valid = LLVMBuildICmp(B, LLVMIntSLT, qrow, cpu_i64(k, t->a.nq), "");
   LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, cpu_i64(k, t->a.nq - 1), "");
   for (int d = 0; d < HLO_MAX_RANK; d++)
     r->sidx[d] = cpu_i64(k, 0);
-  at_scatter(k, b, t->bdim, t->bext, t->nbd, r->sidx);
-  at_scatter(k, qc, t->qdim, t->qext, t->nqd, r->sidx);
+  cuda_at_scatter(k, b, t->bdim, t->bext, t->nbd, r->sidx);
+  cuda_at_scatter(k, qc, t->qdim, t->qext, t->nqd, r->sidx);
+}
+
+void cuda_at_store1(CpuKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
+                    LLVMValueRef c, LLVMValueRef ok, LLVMValueRef v) {
+  LLVMBuilderRef B = k->B;
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "store");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stored");
+  LLVMBuildCondBr(B, ok, then, join);
+  LLVMPositionBuilderAtEnd(B, then);
+  int mark = k->ncache;
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  for (int d = 0; d < in->shape.rank; d++)
+    oidx[d] = a->omap[d] < 0 ? c : r->sidx[a->omap[d]];
+  cpu_store_elem(k, out, &in->shape, oidx, cpu_convert(k, v, DT_F32, in->shape.dt));
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, join);
+  k->ncache = mark;
 }
 
 /* Store the output of row r: acc[j] / sum for the lane's head elements. */
 static void at_store(CpuKern *k, const AttK *t, HInstr *in, LLVMValueRef out, const AttRow *r,
                      LLVMValueRef lane, LLVMValueRef *acc, LLVMValueRef sum) {
-  LLVMBuilderRef B = k->B;
   for (int j = 0; j < t->dvt; j++) {
     LLVMValueRef inb;
     LLVMValueRef c = at_lane_c(k, lane, j, t->a.dv, &inb);
-    LLVMValueRef ok = inb ? LLVMBuildAnd(B, r->valid, inb, "") : r->valid;
-    int mark;
-    LLVMBasicBlockRef join = NULL;
-    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "store");
-    join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stored");
-    LLVMBuildCondBr(B, ok, then, join);
-    LLVMPositionBuilderAtEnd(B, then);
-    mark = k->ncache;
-    LLVMValueRef oidx[HLO_MAX_RANK];
-    for (int d = 0; d < in->shape.rank; d++)
-      oidx[d] = t->a.omap[d] < 0 ? c : r->sidx[t->a.omap[d]];
-    LLVMValueRef v = LLVMBuildFDiv(B, acc[j], sum, "");
-    cpu_store_elem(k, out, &in->shape, oidx, cpu_convert(k, v, DT_F32, in->shape.dt));
-    LLVMBuildBr(B, join);
-    LLVMPositionBuilderAtEnd(B, join);
-    k->ncache = mark;
+    LLVMValueRef ok = inb ? LLVMBuildAnd(k->B, r->valid, inb, "") : r->valid;
+    cuda_at_store1(k, in, &t->a, out, r, c, ok, LLVMBuildFDiv(k->B, acc[j], sum, ""));
   }
 }
 
-static LLVMValueRef at_at(CpuKern *k, LLVMValueRef base, LLVMTypeRef elt, LLVMValueRef i) {
+LLVMValueRef cuda_at_at(CpuKern *k, LLVMValueRef base, LLVMTypeRef elt, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(k->B, elt, base, &i, 1, "");
 }
 
 /* Slot i (i64) of the f32 array at p (global or shared). */
-static LLVMValueRef at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
-  return at_at(k, p, k->cg->f32, i);
+LLVMValueRef cuda_at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
+  return cuda_at_at(k, p, k->cg->f32, i);
 }
 
-static LLVMValueRef at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
+LLVMValueRef cuda_at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
   return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, cpu_i64(k, m), ""), b, "");
 }
 
@@ -239,10 +228,10 @@ static LLVMValueRef at_reduce_scatter(CpuKern *k, LLVMValueRef lane, LLVMValueRe
 }
 
 /* x combined over the lanes of each group of w (a power of two) with max or add. */
-static LLVMValueRef at_group(CpuKern *k, LLVMValueRef x, int w, bool max) {
+LLVMValueRef cuda_at_group(CpuKern *k, LLVMValueRef x, int w, bool max) {
   for (int off = w / 2; off >= 1; off /= 2) {
     LLVMValueRef y = cuda_shfl(k, x, off, CU_SHFL_BFLY);
-    x = max ? at_max(k, x, y) : LLVMBuildFAdd(k->B, x, y, "");
+    x = max ? cuda_at_max(k, x, y) : LLVMBuildFAdd(k->B, x, y, "");
   }
   return x;
 }
@@ -269,14 +258,14 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     LLVMValueRef kc =
         LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
     memcpy(kidx[kb], me->sidx, sizeof kidx[kb]);
-    at_scatter(k, kc, t->kdim, t->kext, t->nkd, kidx[kb]);
+    cuda_at_scatter(k, kc, t->kdim, t->kext, t->nkd, kidx[kb]);
     LLVMValueRef kv[8];
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
       kv[j] = at_load(k, t->kk, t->a.kmap, kidx[kb], c, inb);
     }
     for (int r = 0; r < t->qt; r++) {
-      LLVMValueRef acc = at_f(k, 0);
+      LLVMValueRef acc = cuda_at_f(k, 0);
       for (int j = 0; j < t->dt; j++)
         acc = at_fma(k, qv[r][j], kv[j], acc);
       val[r * kbn + kb] = acc;
@@ -290,30 +279,30 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, me->sidx, sizeof full);
-  at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
+  cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
   const HInstr *sd = t->a.sdot;
   cuda_cache_add(k, sd, t->srank, full, cpu_convert(k, dot, DT_F32, sd->shape.dt));
   LLVMValueRef e = cpu_gen(k, t->a.score, full);
   if (!e) return;
-  e = LLVMBuildSelect(B, valid, cpu_convert(k, e, t->a.score->shape.dt, DT_F32), at_f(k, -INFINITY),
-                      "");
+  e = LLVMBuildSelect(B, valid, cpu_convert(k, e, t->a.score->shape.dt, DT_F32),
+                      cuda_at_f(k, -INFINITY), "");
   /* online softmax of the lane's row */
-  LLVMValueRef mo = at_ld(k, s->m), mn = at_max(k, mo, at_group(k, e, w, true));
+  LLVMValueRef mo = cuda_at_ld(k, s->m), mn = cuda_at_max(k, mo, cuda_at_group(k, e, w, true));
   /* all scores -inf so far: keep 0 as the reference (exp(-inf - -inf) would be NaN) */
-  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, at_f(k, -INFINITY), "");
-  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), mn, "");
-  LLVMValueRef corr = at_exp(k, LLVMBuildFSub(B, mo, ref, ""));
-  LLVMValueRef p = at_exp(k, LLVMBuildFSub(B, e, ref, ""));
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, cuda_at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, cuda_at_f(k, 0), mn, "");
+  LLVMValueRef corr = cuda_at_exp(k, LLVMBuildFSub(B, mo, ref, ""));
+  LLVMValueRef p = cuda_at_exp(k, LLVMBuildFSub(B, e, ref, ""));
   LLVMValueRef dup = LLVMBuildICmp(
       B, LLVMIntEQ, LLVMBuildAnd(B, lane, cpu_i64(k, (1 << sh) - 1), ""), cpu_i64(k, 0), "");
-  LLVMValueRef psum = at_group(k, LLVMBuildSelect(B, dup, p, at_f(k, 0), ""), w, false);
-  at_st(k, s->m, mn);
-  at_st(k, s->l, at_fma(k, at_ld(k, s->l), corr, psum));
+  LLVMValueRef psum = cuda_at_group(k, LLVMBuildSelect(B, dup, p, cuda_at_f(k, 0), ""), w, false);
+  cuda_at_st(k, s->m, mn);
+  cuda_at_st(k, s->l, at_fma(k, cuda_at_ld(k, s->l), corr, psum));
   LLVMValueRef o[AT_QT][8];
   for (int r = 0; r < t->qt; r++) {
     LLVMValueRef cr = cuda_shfl(k, corr, r * w, CU_SHFL_IDX);
     for (int j = 0; j < t->dvt; j++)
-      o[r][j] = LLVMBuildFMul(B, at_ld(k, s->o[r][j]), cr, "");
+      o[r][j] = LLVMBuildFMul(B, cuda_at_ld(k, s->o[r][j]), cr, "");
   }
   for (int kb = 0; kb < kbn && !k->failed; kb++) {
     LLVMValueRef vv[8];
@@ -329,7 +318,7 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   }
   for (int r = 0; r < t->qt; r++)
     for (int j = 0; j < t->dvt; j++)
-      at_st(k, s->o[r][j], o[r][j]);
+      cuda_at_st(k, s->o[r][j], o[r][j]);
   cpu_loop_close(k, &kl);
 }
 
@@ -339,24 +328,26 @@ static void at_combine(CpuKern *k, const AttK *t, LLVMValueRef smem, int r, LLVM
                        LLVMValueRef *mx, LLVMValueRef *sum, LLVMValueRef *acc) {
   LLVMBuilderRef B = k->B;
   int64_t per = 2 + 32 * t->dvt;
-  LLVMValueRef mw[AT_WARPS], M = at_f(k, -INFINITY);
+  LLVMValueRef mw[AT_WARPS], M = cuda_at_f(k, -INFINITY);
   for (int w = 0; w < AT_WARPS; w++) {
-    mw[w] = at_ld(k, at_slot(k, smem, cpu_i64(k, (w * t->qt + r) * per)));
-    M = at_max(k, M, mw[w]);
+    mw[w] = cuda_at_ld(k, cuda_at_slot(k, smem, cpu_i64(k, (w * t->qt + r) * per)));
+    M = cuda_at_max(k, M, mw[w]);
   }
-  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, at_f(k, -INFINITY), "");
-  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), M, "");
-  LLVMValueRef L = at_f(k, 0);
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, cuda_at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, cuda_at_f(k, 0), M, "");
+  LLVMValueRef L = cuda_at_f(k, 0);
   for (int j = 0; j < t->dvt; j++)
-    acc[j] = at_f(k, 0);
+    acc[j] = cuda_at_f(k, 0);
   for (int w = 0; w < AT_WARPS; w++) {
-    LLVMValueRef f = at_exp(k, LLVMBuildFSub(B, mw[w], ref, ""));
+    LLVMValueRef f = cuda_at_exp(k, LLVMBuildFSub(B, mw[w], ref, ""));
     int64_t base = (w * t->qt + r) * per;
     L = LLVMBuildFAdd(
-        B, L, LLVMBuildFMul(B, f, at_ld(k, at_slot(k, smem, cpu_i64(k, base + 1))), ""), "");
+        B, L, LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, smem, cpu_i64(k, base + 1))), ""),
+        "");
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef i = LLVMBuildNSWAdd(B, lane, cpu_i64(k, base + 2 + 32 * j), "");
-      acc[j] = LLVMBuildFAdd(B, acc[j], LLVMBuildFMul(B, f, at_ld(k, at_slot(k, smem, i)), ""), "");
+      acc[j] = LLVMBuildFAdd(B, acc[j],
+                             LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, smem, i)), ""), "");
     }
   }
   *mx = M;
@@ -386,23 +377,23 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   LLVMValueRef qv[AT_QT][8];
   AttState s;
   for (int r = 0; r < t->qt; r++) {
-    at_row(k, t, b, at_lin(k, qtile, t->qt, cpu_i64(k, r)), &rows[r]);
+    cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, cpu_i64(k, r)), &rows[r]);
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
       qv[r][j] = at_load(k, t->q, t->a.qmap, rows[r].sidx, c, inb);
     }
     for (int j = 0; j < t->dvt; j++) {
       s.o[r][j] = cpu_alloca(k, k->cg->f32);
-      at_st(k, s.o[r][j], at_f(k, 0));
+      cuda_at_st(k, s.o[r][j], cuda_at_f(k, 0));
     }
   }
   /* the lane's own row in the reduce-scattered scores: lane / (32 / qt) */
   LLVMValueRef myr = LLVMBuildUDiv(B, lane, cpu_i64(k, 32 / t->qt), "");
-  at_row(k, t, b, at_lin(k, qtile, t->qt, myr), &me);
+  cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, myr), &me);
   s.m = cpu_alloca(k, k->cg->f32);
   s.l = cpu_alloca(k, k->cg->f32);
-  at_st(k, s.m, at_f(k, -INFINITY));
-  at_st(k, s.l, at_f(k, 0));
+  cuda_at_st(k, s.m, cuda_at_f(k, -INFINITY));
+  cuda_at_st(k, s.l, cuda_at_f(k, 0));
   LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, cpu_i64(k, t->chunk), "");
   LLVMValueRef k1 = LLVMBuildNSWAdd(B, k0, cpu_i64(k, t->chunk), "");
   LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, cpu_i64(k, t->a.nk), ""),
@@ -412,15 +403,15 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   int64_t per = 2 + 32 * t->dvt;
   LLVMValueRef smem = cuda_smem(k, st, k->cg->f32, AT_WARPS * t->qt * per);
   for (int r = 0; r < t->qt; r++) {
-    LLVMValueRef base = at_lin(k, warp, t->qt * per, cpu_i64(k, r * per));
+    LLVMValueRef base = cuda_at_lin(k, warp, t->qt * per, cpu_i64(k, r * per));
     int from = (int)(r * (32 / t->qt)); /* a lane of row r's group */
-    at_st(k, at_slot(k, smem, base), cuda_shfl(k, at_ld(k, s.m), from, CU_SHFL_IDX));
-    at_st(k, at_slot(k, smem, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")),
-          cuda_shfl(k, at_ld(k, s.l), from, CU_SHFL_IDX));
+    cuda_at_st(k, cuda_at_slot(k, smem, base), cuda_shfl(k, cuda_at_ld(k, s.m), from, CU_SHFL_IDX));
+    cuda_at_st(k, cuda_at_slot(k, smem, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")),
+               cuda_shfl(k, cuda_at_ld(k, s.l), from, CU_SHFL_IDX));
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef i =
           LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
-      at_st(k, at_slot(k, smem, i), at_ld(k, s.o[r][j]));
+      cuda_at_st(k, cuda_at_slot(k, smem, i), cuda_at_ld(k, s.o[r][j]));
     }
   }
   cuda_barrier(k);
@@ -437,19 +428,20 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
     if (!split) {
       at_store(k, t, in, out, &rows[r], lane, acc, L);
     } else { /* partial (max, sum, accumulators) of row (b, qrow), slice */
-      LLVMValueRef row = at_lin(k, b, t->a.nq, rows[r].qrow);
-      LLVMValueRef base = LLVMBuildNSWMul(B, at_lin(k, row, t->ns, slice), cpu_i64(k, per), "");
+      LLVMValueRef row = cuda_at_lin(k, b, t->a.nq, rows[r].qrow);
+      LLVMValueRef base =
+          LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), cpu_i64(k, per), "");
       LLVMValueRef ok = rows[r].valid;
       LLVMBasicBlockRef w1 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
       LLVMBasicBlockRef w2 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
       LLVMBuildCondBr(B, ok, w1, w2);
       LLVMPositionBuilderAtEnd(B, w1);
-      at_st(k, at_slot(k, part, base), M);
-      at_st(k, at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")), L);
+      cuda_at_st(k, cuda_at_slot(k, part, base), M);
+      cuda_at_st(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")), L);
       for (int j = 0; j < t->dvt; j++) {
         LLVMValueRef i =
             LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
-        at_st(k, at_slot(k, part, i), acc[j]);
+        cuda_at_st(k, cuda_at_slot(k, part, i), acc[j]);
       }
       LLVMBuildBr(B, w2);
       LLVMPositionBuilderAtEnd(B, w2);
@@ -462,7 +454,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
 }
 
 /* The second kernel of a split: one warp per row combines its slices and writes the row. */
-static bool at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
+bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   CuStep *st;
   LLVMValueRef part;
   CpuKern *k = cuda_kbegin(cc, in, "attention-finish", 1, &pp, &part, &st);
@@ -475,33 +467,38 @@ static bool at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef row = at_lin(k, bid, nw, LLVMBuildLShr(B, tid, cpu_i64(k, 5), ""));
+  LLVMValueRef row = cuda_at_lin(k, bid, nw, LLVMBuildLShr(B, tid, cpu_i64(k, 5), ""));
   LLVMValueRef have = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, rowsn), "");
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");
   LLVMBuildCondBr(B, have, then, join);
   LLVMPositionBuilderAtEnd(B, then);
   AttRow r;
-  at_row(k, t, LLVMBuildUDiv(B, row, cpu_i64(k, t->a.nq), ""),
-         LLVMBuildURem(B, row, cpu_i64(k, t->a.nq), ""), &r);
-  LLVMValueRef M = at_f(k, -INFINITY);
+  cuda_at_row(k, t, LLVMBuildUDiv(B, row, cpu_i64(k, t->a.nq), ""),
+              LLVMBuildURem(B, row, cpu_i64(k, t->a.nq), ""), &r);
+  LLVMValueRef M = cuda_at_f(k, -INFINITY);
   LLVMValueRef rb = LLVMBuildNSWMul(B, row, cpu_i64(k, t->ns * per), "");
   for (int64_t sl = 0; sl < t->ns; sl++)
-    M = at_max(k, M, at_ld(k, at_slot(k, part, LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), ""))));
-  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, at_f(k, -INFINITY), "");
-  LLVMValueRef ref = LLVMBuildSelect(B, ninf, at_f(k, 0), M, "");
-  LLVMValueRef L = at_f(k, 0), acc[8];
+    M = cuda_at_max(
+        k, M,
+        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), ""))));
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, cuda_at_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, cuda_at_f(k, 0), M, "");
+  LLVMValueRef L = cuda_at_f(k, 0), acc[8];
   for (int j = 0; j < t->dvt; j++)
-    acc[j] = at_f(k, 0);
+    acc[j] = cuda_at_f(k, 0);
   for (int64_t sl = 0; sl < t->ns; sl++) {
     LLVMValueRef base = LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), "");
-    LLVMValueRef f = at_exp(k, LLVMBuildFSub(B, at_ld(k, at_slot(k, part, base)), ref, ""));
-    LLVMValueRef l1 = at_ld(k, at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")));
+    LLVMValueRef f =
+        cuda_at_exp(k, LLVMBuildFSub(B, cuda_at_ld(k, cuda_at_slot(k, part, base)), ref, ""));
+    LLVMValueRef l1 =
+        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")));
     L = LLVMBuildFAdd(B, L, LLVMBuildFMul(B, f, l1, ""), "");
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef i =
           LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
-      acc[j] = LLVMBuildFAdd(B, acc[j], LLVMBuildFMul(B, f, at_ld(k, at_slot(k, part, i)), ""), "");
+      acc[j] = LLVMBuildFAdd(B, acc[j],
+                             LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, part, i)), ""), "");
     }
   }
   at_store(k, t, in, out, &r, lane, acc, L);
@@ -520,9 +517,11 @@ bool cuda_attention(CudaCg *cc, HInstr *in, bool *taken) {
     return true;
   *taken = true;
   AttK t;
-  at_plan(&t, &a);
+  cuda_at_plan(&t, &a);
+  if (cuda_attention_mma_ok(&t)) return cuda_attention_mma(cc, in, &t);
+  at_plan_fma(&t);
   int64_t per = 2 + 32 * t.dvt;
   CuPtr pp = cuda_scratch(cc, t.ns > 1 ? 4 * t.a.nbatch * t.a.nq * t.ns * per : 0);
   if (!at_main(cc, in, &t, pp)) return false;
-  return t.ns == 1 || at_finish(cc, in, &t, pp);
+  return t.ns == 1 || cuda_at_finish(cc, in, &t, pp);
 }

@@ -43,6 +43,7 @@ typedef enum CuStepKind {
 } CuStepKind;
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
+#define CU_SMS 132        /* streaming multiprocessors of an H100/H200 */
 
 typedef struct CuStep {
   CuStepKind kind;  /* what runs */

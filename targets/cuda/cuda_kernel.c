@@ -69,8 +69,8 @@
   65536 /* elements of a value the vectorized kernel reads per lane (a                             \
            per-channel vector behind a broadcast: cached) */
 #define CU_VEC_GRID                                                                                \
-  (132 * 8) /* blocks of a vectorized loop kernel: 8 per SM of an H100/H200                        \
-               (132 SMs; 8 x 256 threads fill an SM), a multiple of the SMs */
+  (CU_SMS * 8) /* blocks of a vectorized loop kernel: 8 per SM (8 x 256 threads fill an SM), a     \
+                  multiple of the SMs */
 
 /* ------------------------------------------------------------------ kernels and parameters */
 
@@ -820,13 +820,13 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   } else if (!ck_squeeze_eq(s, &h0->shape)) {
     return false;
   }
-  p->block = !p->col && p->K >= 2048 && p->R < 4 * 132;
+  p->block = !p->col && p->K >= 2048 && p->R < 4 * CU_SMS;
   /* few outputs with long reductions (batch-norm statistics: 64 channels of 1.6M elements):
    * split each output's elements over several blocks so that about 4 blocks per SM run,
    * partials combined by a second kernel (ck_split_finish) */
   p->split = 1;
   if (p->block || p->col) {
-    int64_t blocks = p->col ? (p->R + 31) / 32 : p->R, want = p->col ? 2 * 132 : 4 * 132;
+    int64_t blocks = p->col ? (p->R + 31) / 32 : p->R, want = p->col ? 2 * CU_SMS : 4 * CU_SMS;
     int64_t minper = p->col ? 256 : 2048; /* reduced elements per block slice, at least */
     int64_t sp = (want + blocks - 1) / blocks;
     if (sp > 256) sp = 256;
