@@ -403,12 +403,18 @@ struct HModule {
   HAlias *alias;              /* input/output alias entries */
   int nraw;                   /* verbatim module attributes (text header) */
   HAttr *raw;                 /* verbatim module attributes */
+  int niface, iface_cap;      /* notes on the entry interface for the generated header */
+  HAttr *iface;               /* name: a parameter's name or "result"; value: the note */
   int64_t next_uid;           /* next unused instruction/computation id */
   struct HNameSet *names;     /* names in use, built on first hlo_module_unique_name call */
   int64_t next_name;          /* next suffix tried by hlo_module_unique_name */
 };
 
 HModule *hlo_module_new(const char *name, const char *file);
+/* Add a note on the entry interface (key: a parameter's name, or "result"), or find one (NULL
+ * when there is none). The generated headers print them beside the argument list. */
+void hlo_module_iface_note(HModule *m, const char *key, const char *note);
+const char *hlo_module_iface_find(const HModule *m, const char *key);
 void hlo_module_free(HModule *m);
 HComp *hlo_comp_new(HModule *m, const char *name); /* appended to m->comps */
 HComp *hlo_module_find_comp(const HModule *m, const char *name);
@@ -462,6 +468,21 @@ HUsers hlo_comp_users(HArena *scratch, HComp *c);
  * cut where it closes (the verifier reports both). Sets idx to array positions. */
 void hlo_comp_postorder(HComp *c, HArena *scratch, const HInstr *first, const int64_t *weight,
                         HInstr **order);
+
+/* ------------------------------------------------------------------ elided.c */
+
+/* What to do with constants whose value an HLO dump elided (`constant({...})`): keep refusing
+ * them where their value is needed (error, the default), or fill them with zeros or with
+ * deterministic pseudo-random values of the seed (elided.c says which). */
+typedef enum HElidedMode { HLO_ELIDED_ERROR, HLO_ELIDED_ZERO, HLO_ELIDED_RANDOM } HElidedMode;
+typedef struct HElided {
+  HElidedMode mode;
+  uint64_t seed;
+} HElided;
+/* Parse error | zero | random | random:SEED (the value of --elided-constants). */
+bool hlo_elided_parse(const char *s, HElided *e, HErr *err);
+/* Give every elided constant of m a value as e says; returns how many were filled. */
+int hlo_fill_elided(HModule *m, const HElided *e);
 
 /* ------------------------------------------------------------------ print.c */
 

@@ -1781,7 +1781,8 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
     if (!in->literal) {
       hlo_err_at(err, in,
                  "the constant's value was elided in the input ({...}): its data is lost; "
-                 "read the module's .pb or dump with --xla_dump_large_constants");
+                 "read the module's .pb, dump with --xla_dump_large_constants, or give it "
+                 "values with --elided-constants=zero|random");
       return NULL;
     }
     return in->literal;

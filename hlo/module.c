@@ -371,3 +371,15 @@ bool hlo_comp_identity(const HComp *r, DType dt, double *id) {
   if (id) *id = op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0.0;
   return true;
 }
+
+void hlo_module_iface_note(HModule *m, const char *key, const char *note) {
+  m->iface = hlo_arena_grow(m->arena, m->iface, m->niface, &m->iface_cap, 4, sizeof *m->iface);
+  m->iface[m->niface++] =
+      (HAttr){hlo_arena_strdup(m->arena, key), hlo_arena_strdup(m->arena, note)};
+}
+
+const char *hlo_module_iface_find(const HModule *m, const char *key) {
+  for (int i = 0; i < m->niface; i++)
+    if (!strcmp(m->iface[i].name, key)) return m->iface[i].value;
+  return NULL;
+}

@@ -5,12 +5,18 @@
  * assignment also ignores them on input). This pass makes the dumps honest: every
  * instruction of every computation, except the entry's parameters and root, gets the default
  * row-major layout (recursively through tuples, literals included, tiling and memory-space
- * text dropped). The entry interface is kept as it is, but it must be row-major: the compiled
- * code and the interpreter read arguments and write results in row-major order, so a module
- * whose entry_computation_layout, entry parameters or entry root ask for another layout is
- * rejected with a located error rather than silently miscompiled. Changes nothing (and
- * reports no change) on a module that is already normalized. */
+ * text dropped). The entry interface: the compiled code and the interpreter read arguments
+ * and write results row-major; a module whose entry_computation_layout, entry parameters or
+ * root declare another layout gets a row-major interface (the same logical values; the
+ * declared layout is XLA's choice for its own runtime's buffers), or, with
+ * OptOpts.entry_layout_module (--entry-layout=module), the declared one: such a parameter
+ * becomes the row-major array of its physical order read through a transpose, such a result
+ * is transposed into its physical order, and the layout passes fuse those transposes into
+ * the kernels next to them. Changes nothing (and reports no change) on a module that is
+ * already normalized. */
 #include "layout.h"
+
+#include <string.h>
 
 /* Whether s (recursively) has the default layout and no extra layout text. */
 static bool ln_is_default(const Shape *s) {
@@ -50,43 +56,111 @@ static void ln_clear_literal(Literal *l) {
       ln_clear_literal(l->elems[i]);
 }
 
+/* Physical position j (major first) of array shape s holds logical dim m2m[rank - 1 - j]. */
+static void ln_order(const Shape *s, int64_t *phys) {
+  for (int j = 0; j < s->rank; j++)
+    phys[j] = s->has_layout ? s->m2m[s->rank - 1 - j] : j;
+}
+
+/* --entry-layout=module: parameter p (declared layout w) becomes the row-major array of its
+ * physical order, read through a transpose back to the logical shape. */
+static void ln_param_physical(HComp *e, HInstr *p, const Shape *w) {
+  int64_t phys[HLO_MAX_RANK], perm[HLO_MAX_RANK];
+  ln_order(w, phys);
+  layout_perm_inverse(w->rank, phys, perm);
+  Shape logical = p->shape;
+  p->shape = layout_permuted_shape(w->dt, w->rank, w->dims, phys);
+  HInstr *t = opt_new(e, OP_TRANSPOSE, "transpose", &logical, 1, &p);
+  t->dims.n = w->rank;
+  memcpy(t->dims.v, perm, sizeof(int64_t) * (size_t)w->rank);
+  hlo_shape_set_default_layout(&t->shape);
+  hlo_instr_replace_uses(p, t);
+}
+
+/* --entry-layout=module: the result r (declared layout w) written in its physical order. */
+static HInstr *ln_result_physical(HComp *e, HInstr *r, const Shape *w) {
+  if (hlo_shape_is_tuple(w)) {
+    HInstr **leaf = hlo_arena_alloc(e->mod->arena, sizeof(HInstr *) * (size_t)(w->ntuple + 1));
+    Shape *ls = hlo_arena_alloc(e->mod->arena, sizeof(Shape) * (size_t)(w->ntuple + 1));
+    for (int i = 0; i < w->ntuple; i++) {
+      HInstr *g = opt_new(e, OP_GET_TUPLE_ELEMENT, "get-tuple-element", &r->shape.tuple[i], 1, &r);
+      g->tuple_index = i;
+      leaf[i] = ln_result_physical(e, g, &w->tuple[i]);
+      ls[i] = leaf[i]->shape;
+    }
+    Shape ts = hlo_shape_tuple(e->mod->arena, w->ntuple, ls);
+    return opt_new(e, OP_TUPLE, "tuple", &ts, w->ntuple, leaf);
+  }
+  int64_t phys[HLO_MAX_RANK];
+  ln_order(w, phys);
+  return layout_transpose(e, r, phys);
+}
+
+/* The header's note on a parameter or the result whose declared layout w is not row-major. */
+static void ln_note(HModule *m, const char *key, const Shape *w, bool keep) {
+  if (ln_is_row_major(w)) return;
+  char buf[600];
+  const char *ws = hlo_shape_str(m->arena, w);
+  if (keep)
+    snprintf(buf, sizeof buf,
+             "the module's layout %s: the dims listed are in memory order (major first)", ws);
+  else
+    snprintf(buf, sizeof buf,
+             "the module declares %s; row-major here (--entry-layout=module keeps its layout)", ws);
+  hlo_module_iface_note(m, key, buf);
+}
+
+/* The entry interface: row-major by default (the declared layouts dropped: the same logical
+ * values, laid out as a C caller holding numpy-style arrays has them); with
+ * OptOpts.entry_layout_module each parameter and result in the layout the module declares,
+ * through transposes the layout passes fuse into the kernels that read or write them. */
+static bool ln_entry(HModule *m, PassCtx *pc, bool *changed) {
+  HComp *e = m->entry;
+  bool keep = pc->opts->entry_layout_module;
+  for (int i = 0; i < e->nparams; i++) {
+    HInstr *p = e->params[i];
+    const Shape *w =
+        m->has_entry_layout && i < m->nentry_layout ? &m->entry_layout_params[i] : &p->shape;
+    if (ln_is_row_major(w) && ln_is_row_major(&p->shape)) continue;
+    *changed = true;
+    if (keep && hlo_shape_is_tuple(w)) {
+      hlo_err_at(pc->err, p,
+                 "entry parameter layout %s: --entry-layout=module takes array parameters "
+                 "only (a tuple parameter's leaves are not reordered)",
+                 hlo_shape_str(m->arena, w));
+      return false;
+    }
+    ln_note(m, p->name, w, keep);
+    if (keep && hlo_shape_is_array(w) && !ln_is_row_major(w)) ln_param_physical(e, p, w);
+    ln_clear(&p->shape);
+  }
+  const Shape *w = m->has_entry_layout ? &m->entry_layout_result : &e->root->shape;
+  if (!ln_is_row_major(w) || !ln_is_row_major(&e->root->shape)) {
+    *changed = true;
+    ln_note(m, "result", w, keep);
+    if (keep && !ln_is_row_major(w)) {
+      Shape ws;
+      hlo_shape_copy(m->arena, &ws, w);
+      e->root = ln_result_physical(e, e->root, &ws);
+    }
+    ln_clear(&e->root->shape);
+  }
+  if (m->has_entry_layout) {
+    for (int i = 0; i < m->nentry_layout; i++)
+      m->entry_layout_params[i] = e->params[i]->shape;
+    m->entry_layout_result = e->root->shape;
+  }
+  if (*changed) opt_comp_toposort(e, pc->scratch);
+  return true;
+}
+
 bool layout_normalize(HModule *m, PassCtx *pc) {
   HComp *e = m->entry;
   if (!e) return false;
   hlo_comp_renumber(e);
-  if (m->has_entry_layout) {
-    for (int i = 0; i < m->nentry_layout; i++)
-      if (!ln_is_row_major(&m->entry_layout_params[i])) {
-        hlo_err_comp(pc->err, e,
-                     "entry_computation_layout: parameter %d has layout %s; hloc compiles "
-                     "row-major interfaces only",
-                     i, hlo_shape_str(m->arena, &m->entry_layout_params[i]));
-        return false;
-      }
-    if (!ln_is_row_major(&m->entry_layout_result)) {
-      hlo_err_comp(pc->err, e,
-                   "entry_computation_layout: result layout %s; hloc compiles row-major "
-                   "interfaces only",
-                   hlo_shape_str(m->arena, &m->entry_layout_result));
-      return false;
-    }
-  }
-  for (int i = 0; i < e->nparams; i++)
-    if (e->params[i] && !ln_is_row_major(&e->params[i]->shape)) {
-      hlo_err_at(pc->err, e->params[i],
-                 "entry parameter layout %s is not row-major; hloc compiles row-major "
-                 "interfaces only",
-                 hlo_shape_str(m->arena, &e->params[i]->shape));
-      return false;
-    }
-  if (e->root && !ln_is_row_major(&e->root->shape)) {
-    hlo_err_at(pc->err, e->root,
-               "entry result layout %s is not row-major; hloc compiles row-major interfaces "
-               "only",
-               hlo_shape_str(m->arena, &e->root->shape));
-    return false;
-  }
   bool changed = false;
+  if (!ln_entry(m, pc, &changed)) return false;
+  hlo_comp_renumber(e);
   for (int ci = 0; ci < m->ncomps; ci++) {
     HComp *c = m->comps[ci];
     for (int i = 0; i < c->ninstrs; i++) {

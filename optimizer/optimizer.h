@@ -35,6 +35,8 @@ typedef struct OptOpts {
   bool dot_operands_staged;   /* fusion: a prologue read by several products is not duplicated
                                  into their operands (targets that copy computed dot operands
                                  before the library call: it is written once, read in place) */
+  bool entry_layout_module;   /* layout-normalize: keep the entry layouts the module declares
+                                 at the interface (--entry-layout=module; default row-major) */
   bool row_chains;            /* fusion: reductions chained over the same rows (softmax) in one
                                 fusion (targets with a row kernel for them) */
   int64_t attention_rows;     /* attention: query rows per batch item up to which the target's

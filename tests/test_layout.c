@@ -52,20 +52,71 @@ Test(layout_normalize, interior_layouts_become_row_major) {
   hlo_module_free(m);
 }
 
-Test(layout_normalize, column_major_entry_interface_is_an_error) {
-  HModule *m = tu_parse("HloModule t\n"
-                        "ENTRY e {\n"
-                        "  x = f32[2,3]{0,1} parameter(0)\n"
-                        "  ROOT n = f32[2,3]{1,0} negate(x)\n"
-                        "}\n");
+/* A module declaring column-major entry layouts (as jax.image.resize exports): by default the
+ * interface becomes row-major with the same logical values, and the header's note says what
+ * the module declared; with entry_layout_module each parameter takes its physical order
+ * (f32[3,2] for a column-major f32[2,3]) and each result is written in its own. */
+static const char *lt_layout_text =
+    "HloModule t, entry_computation_layout={(f32[2,3]{0,1}, f32[3]{0})->(f32[3,2]{0,1}, "
+    "f32[2,3]{1,0})}\n"
+    "ENTRY e {\n"
+    "  x = f32[2,3]{0,1} parameter(0)\n"
+    "  b = f32[3]{0} parameter(1)\n"
+    "  bb = f32[2,3] broadcast(b), dimensions={1}\n"
+    "  s = f32[2,3] add(x, bb)\n"
+    "  t = f32[3,2] transpose(s), dimensions={1,0}\n"
+    "  n = f32[2,3] negate(x)\n"
+    "  ROOT r = (f32[3,2]{0,1}, f32[2,3]{1,0}) tuple(t, n)\n"
+    "}\n";
+
+Test(layout_normalize, declared_entry_layouts_become_row_major) {
+  HModule *m = tu_parse(lt_layout_text);
+  HArena *a = hlo_arena_new();
+  Literal *before = lt_eval(m, a);
+  cr_expect(tu_run(m, layout_normalize));
+  cr_expect(hlo_layout_is_default(&m->entry->params[0]->shape));
+  cr_expect(hlo_layout_is_default(&m->entry_layout_result.tuple[0]));
+  cr_expect_eq(m->entry->params[0]->shape.dims[0], 2);
+  lt_same(lt_eval(m, a), before);
+  const char *note = hlo_module_iface_find(m, "x");
+  cr_expect(note && strstr(note, "f32[2,3]{0,1}") && strstr(note, "row-major"), "%s", note);
+  cr_expect(!hlo_module_iface_find(m, "b"));
+  cr_expect(hlo_module_iface_find(m, "result"));
+  hlo_arena_free(a);
+  hlo_module_free(m);
+}
+
+Test(layout_normalize, declared_entry_layouts_kept_at_the_interface) {
+  HModule *m = tu_parse(lt_layout_text);
+  HArena *a = hlo_arena_new();
+  Literal *before = lt_eval(m, a);
+  OptOpts o = {.entry_layout_module = true};
+  cr_expect(tu_run_opts(m, layout_normalize, &o));
+  const HComp *e = m->entry;
+  cr_expect(e->params[0]->shape.dims[0] == 3 && e->params[0]->shape.dims[1] == 2);
+  cr_expect(hlo_layout_is_default(&e->params[0]->shape));
+  /* x's physical array is x transposed: the logical values again through the module */
+  int64_t t10[2] = {1, 0};
+  Literal *args[2];
+  args[0] = hlo_literal_new(a, &e->params[0]->shape);
+  args[1] = hlo_literal_new(a, &e->params[1]->shape);
+  Shape xs = hlo_shape_array(DT_F32, 2, (int64_t[]){2, 3});
+  Literal *logical = hlo_literal_new(a, &xs);
+  for (int64_t k = 0; k < 6; k++) /* what lt_eval gives parameter 0 */
+    hlo_literal_set_f64(logical, k, 0.125 * (double)((k * 5) % 17) - 1);
+  args[0] = layout_literal_transpose(a, logical, t10);
+  for (int64_t k = 0; k < 3; k++)
+    hlo_literal_set_f64(args[1], k, 0.125 * (double)((k * 5 + 3) % 17) - 1);
   HErr err = {0};
-  OptOpts o = {0};
-  PassCtx pc = {&o, hlo_arena_new(), &err, NULL};
-  hlo_module_renumber(m);
-  layout_normalize(m, &pc);
-  cr_expect(err.set);
-  cr_expect(strstr(err.msg, "instruction 'x'") && strstr(err.msg, "row-major"), "%s", err.msg);
-  hlo_arena_free(pc.scratch);
+  Literal *got = hlo_interp_run(m, a, args, 2, &err);
+  cr_assert(got, "%s", err.msg);
+  /* result 0 declared column-major f32[3,2]: physical f32[2,3], the logical one transposed */
+  cr_expect(got->elems[0]->shape.dims[0] == 2 && got->elems[0]->shape.dims[1] == 3);
+  lt_same(layout_literal_transpose(a, got->elems[0], t10), before->elems[0]);
+  lt_same(got->elems[1], before->elems[1]);
+  const char *note = hlo_module_iface_find(m, "x");
+  cr_expect(note && strstr(note, "memory order"), "%s", note);
+  hlo_arena_free(a);
   hlo_module_free(m);
 }
 

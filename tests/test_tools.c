@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hlo.h"
+#include "proto.h"
 #include "target.h"
 
 typedef struct Run {
@@ -235,6 +236,71 @@ Test(tools, hloc_run_matches_xla) {
           f, f, f, f, f, f, f, f);
   cr_expect_eq(r->rc, 1);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  run("rm -rf %s", dir);
+}
+
+/* Constants a dump elided ({...}): refused by default with a line naming the option; filled by
+ * --elided-constants=zero|random[:SEED], the same values in hloc and hloc-run for a seed (the
+ * compiled object and the interpreter agree), others for another seed; --stats counts them. */
+Test(tools, elided_constants_filled) {
+  char dir[] = "/tmp/hloc_elided_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char p[600];
+  snprintf(p, sizeof p, "%s/m.hlo", dir);
+  const char *text =
+      "HloModule m\nENTRY e {\n  x = f32[2,3] parameter(0)\n"
+      "  w = f32[3,4] constant({...})\n  b = f32[4] constant({...})\n"
+      "  d = f32[2,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bb = f32[2,4] broadcast(b), dimensions={1}\n"
+      "  ROOT r = f32[2,4] add(d, bb)\n}\n";
+  write_file(p, text, strlen(text));
+  Run *r = run(HLOC " %s -o %s/m.o", p, dir);
+  cr_expect_eq(r->rc, 1);
+  cr_expect(lines(r->err) == 1 && strstr(r->err, "'w'") && strstr(r->err, "--elided-constants"),
+            "%s", r->err);
+  r = run(HLOC " %s -o %s/m.o --elided-constants=ones", p, dir);
+  cr_expect(r->rc == 1 && lines(r->err) == 1, "%s", r->err);
+  r = run(HLOC " %s -o %s/m.o --elided-constants=random:3 --stats", p, dir);
+  cr_expect_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "elided constants filled: 2"), "%s", r->err);
+  char seeds[3][16384];
+  for (int i = 0; i < 3; i++) {
+    r = run(HLOC " %s --emit=hlo --elided-constants=random:%d", p, i == 2 ? 4 : 3);
+    cr_assert_eq(r->rc, 0, "%s", r->err);
+    cr_expect(!strstr(r->out, "{...}"), "%s", r->out);
+    snprintf(seeds[i], sizeof seeds[i], "%s", r->out);
+  }
+  cr_expect_str_eq(seeds[0], seeds[1]);
+  cr_expect_str_neq(seeds[0], seeds[2]);
+  r = run(HLOC " %s --emit=hlo --elided-constants=zero", p);
+  cr_expect(r->rc == 0 && strstr(r->out, "constant({0, 0, 0, 0})"), "%s", r->out);
+  /* hloc-run fills what the library fills for the seed */
+  HArena *a = hlo_arena_new();
+  HErr err = {0};
+  int64_t dims[2] = {2, 3};
+  Shape xs = hlo_shape_array(DT_F32, 2, dims);
+  Literal *x = hlo_literal_new(a, &xs);
+  for (int i = 0; i < 6; i++)
+    hlo_literal_set_f64(x, i, 0.25 * i - 0.5);
+  char xp[700], op[700];
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(op, sizeof op, "%s/out0.npy", dir);
+  cr_assert(hlo_npy_write(xp, x, &err), "%s", err.msg);
+  r = run(HLOC_RUN " %s %s -o %s --elided-constants=random:3", p, xp, dir);
+  cr_assert_eq(r->rc, 0, "%s%s", r->out, r->err);
+  HModule *m = proto_load_file(p, &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  HElided e;
+  cr_assert(hlo_elided_parse("random:3", &e, &err), "%s", err.msg);
+  cr_expect_eq(hlo_fill_elided(m, &e), 2);
+  Literal *want = hlo_interp_run(m, a, &x, 1, &err), *got = hlo_npy_read(a, op, &err);
+  cr_assert(want && got, "%s", err.msg);
+  HCompare c;
+  cr_assert(hlo_literal_compare(got, want, 0, 0, &c, &err), "%s", err.msg);
+  cr_expect_eq(c.bad, 0);
+  cr_expect_gt(hlo_literal_max_abs(want), 0);
+  hlo_module_free(m);
+  hlo_arena_free(a);
   run("rm -rf %s", dir);
 }
 

@@ -68,6 +68,15 @@ static void usage(FILE *f) {
         "  --list-knobs         list the CPU target's tuning, debug and test knobs (environment)\n"
         "  --freeze ARG=FILE    turn entry parameter ARG (number or name) into a constant\n"
         "                       holding FILE (.npy) before optimization (repeatable)\n"
+        "  --entry-layout=L     row-major (default: arguments and results dense row-major,\n"
+        "                       whatever entry_computation_layout declares) or module (in\n"
+        "                       the layouts it declares: the header lists their dims in\n"
+        "                       memory order and says so)\n"
+        "  --elided-constants=M what to do with constants a dump elided (constant({...})):\n"
+        "                       error (default: refused where their value is needed),\n"
+        "                       zero, or random[:SEED] (deterministic values of weight scale;\n"
+        "                       hloc-run and hloc-bench-ref take the same option and fill\n"
+        "                       the same values); --stats says how many were filled\n"
         "  --stats              print kernels, fusions, instructions, TEMP_BYTES, the\n"
         "                       peak-live bound and each compile phase's time to stderr\n"
         "  -h, --help           this text\n",
@@ -146,6 +155,8 @@ int main(int argc, char **argv) {
   enum { MAX_FREEZE = 256 };
   const char *freeze[MAX_FREEZE];
   int nfreeze = 0;
+  HElided elided = {0};
+  const char *elided_arg = NULL;
   bool stats = false, profile = false;
 #ifndef NDEBUG
   oo.verify_each = true; /* debug builds verify after every changing pass */
@@ -181,6 +192,19 @@ int main(int argc, char **argv) {
         return 1;
       }
       freeze[nfreeze++] = v;
+    } else if ((v = flag_value(argc, argv, &i, "--elided-constants"))) {
+      HErr perr = {0};
+      if (!hlo_elided_parse(v, &elided, &perr)) {
+        fprintf(stderr, "hloc: %s\n", perr.msg);
+        return 1;
+      }
+      elided_arg = v;
+    } else if ((v = flag_value(argc, argv, &i, "--entry-layout"))) {
+      if (strcmp(v, "row-major") && strcmp(v, "module")) {
+        fprintf(stderr, "hloc: --entry-layout must be row-major or module\n");
+        return 1;
+      }
+      oo.entry_layout_module = !strcmp(v, "module");
     } else if (!strcmp(argv[i], "--time-passes")) {
       oo.time_passes = true;
     } else if ((v = flag_value(argc, argv, &i, "--disable-pass"))) {
@@ -279,6 +303,7 @@ int main(int argc, char **argv) {
     hlo_module_free(m);
     return 1;
   }
+  int nfilled = hlo_fill_elided(m, &elided);
   double t_opt = now_s();
 
   /* everything but printing the module as read goes through the optimizer */
@@ -294,6 +319,8 @@ int main(int argc, char **argv) {
     opt_stats(m, &st);
     fprintf(stderr, "%s: ", m->name);
     opt_stats_print(stderr, &st);
+    if (elided.mode != HLO_ELIDED_ERROR)
+      fprintf(stderr, "elided constants filled: %d (--elided-constants=%s)\n", nfilled, elided_arg);
     HArena *pa = hlo_arena_new();
     MemPlan plan;
     HErr perr = {0};

@@ -36,11 +36,18 @@ int main(int argc, char **argv) {
   const char **ins = calloc((size_t)argc, sizeof *ins);
   const char **exps = calloc((size_t)argc, sizeof *exps);
   bool in_expect = false;
+  HElided elided = {0};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       puts("usage: hloc-run FILE in0.npy ... [-o DIR] [--expect out0.npy ...] [--rtol R] "
-           "[--atol A] [--max-tol F]");
+           "[--atol A] [--max-tol F] [--elided-constants=error|zero|random[:SEED]]");
       return 0;
+    } else if (!strncmp(argv[i], "--elided-constants=", 19)) {
+      HErr perr = {0};
+      if (!hlo_elided_parse(argv[i] + 19, &elided, &perr)) {
+        fprintf(stderr, "hloc-run: %s\n", perr.msg);
+        return 1;
+      }
     } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
       outdir = argv[++i];
       in_expect = false;
@@ -82,6 +89,7 @@ int main(int argc, char **argv) {
   HArena *a = hlo_arena_new();
   HModule *m = proto_load_file(file, &err);
   if (!m || !hlo_verify(m, &err)) goto fail;
+  hlo_fill_elided(m, &elided);
   hlo_flatten_entry_params(m, a); /* tuple-shaped parameters leaf by leaf, as in the objects */
   Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(nin ? nin : 1));
   for (int i = 0; i < nin; i++) {

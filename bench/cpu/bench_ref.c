@@ -84,11 +84,18 @@ int main(int argc, char **argv) {
   const char *file = NULL, *expect = NULL, *save = NULL;
   bool interp = false;
   double rtol = 1e-3, atol = 1e-4;
+  HElided elided = {0};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       puts("usage: hloc-bench-ref FILE [--interp [--expect DIR] [--rtol R] [--atol A] [--save "
-           "DIR]]");
+           "DIR]] [--elided-constants=error|zero|random[:SEED]]");
       return 0;
+    } else if (!strncmp(argv[i], "--elided-constants=", 19)) {
+      HErr perr = {0};
+      if (!hlo_elided_parse(argv[i] + 19, &elided, &perr)) {
+        fprintf(stderr, "hloc-bench-ref: %s\n", perr.msg);
+        return 1;
+      }
     } else if (!strcmp(argv[i], "--interp")) {
       interp = true;
     } else if (!strcmp(argv[i], "--expect") && i + 1 < argc) {
@@ -124,6 +131,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hloc-bench-ref: %s\n", err.msg);
     return 1;
   }
+  hlo_fill_elided(m, &elided);
   { /* tuple-shaped parameters leaf by leaf, as the compiled code takes them */
     HArena *fa = hlo_arena_new();
     hlo_flatten_entry_params(m, fa);

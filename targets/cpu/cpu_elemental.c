@@ -1799,7 +1799,7 @@ bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
     hlo_err_at(
         err, in,
         "%s target: constant: its value is elided in the HLO text ({...}); compile the module's "
-        "HloModuleProto (.pb) instead",
+        "HloModuleProto (.pb) instead, or give it values with --elided-constants=zero|random",
         target);
     return false;
   }

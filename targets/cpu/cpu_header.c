@@ -38,6 +38,12 @@ void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s) {
                  sh, hlo_shape_bytes(s));
 }
 
+void cpu_header_note(HStr *b, const HModule *m, const char *key) {
+  const char *note = hlo_module_iface_find(m, key);
+  char nt[1024];
+  if (note) hlo_str_printf(b, " *          (%s)\n", cpu_comment_safe(nt, sizeof nt, note));
+}
+
 /* The types every generated header shares (CPU and CUDA), guarded so that headers of
  * several models, of either target, can be included in one program. */
 void cpu_header_runtime_types(HStr *b) {
@@ -87,9 +93,12 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
       " * Arguments:\n",
       n, cpu_comment_safe(mname, sizeof mname, m->name), n, U, U, n);
   int nargs = e->nparams;
-  for (int i = 0; i < nargs; i++)
+  for (int i = 0; i < nargs; i++) {
     cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
+    cpu_header_note(&b, m, e->params[i]->name);
+  }
   hlo_str_printf(&b, " * Results:\n");
+  cpu_header_note(&b, m, "result");
   for (int k = 0; k < plan->nresults; k++) {
     const HInstr *li = e->instrs[plan->results[k].name];
     cpu_header_shape_line(&b, k, li->name, &plan->results[k].shape);

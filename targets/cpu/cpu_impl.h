@@ -503,6 +503,8 @@ void cpu_upper(char *dst, size_t n, const char *src);
 const char *cpu_comment_safe(char *dst, size_t n, const char *s);
 /* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */
 void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
+/* The module's interface note for key (a parameter's name, "result"), a line when it has one. */
+void cpu_header_note(HStr *b, const HModule *m, const char *key);
 /* The guarded hloc_tensor_info / parallel-for types every generated header declares. */
 void cpu_header_runtime_types(HStr *b);
 

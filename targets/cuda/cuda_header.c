@@ -71,9 +71,12 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
       " *\n"
       " * Arguments:\n",
       n, cc->arch, cpu_comment_safe(mname, sizeof mname, m->name), libs, n, U, U, n);
-  for (int i = 0; i < e->nparams; i++)
+  for (int i = 0; i < e->nparams; i++) {
     cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
+    cpu_header_note(&b, m, e->params[i]->name);
+  }
   hlo_str_printf(&b, " * Results:\n");
+  cpu_header_note(&b, m, "result");
   for (int k = 0; k < plan->nresults; k++)
     cpu_header_shape_line(&b, k, e->instrs[plan->results[k].name]->name, &plan->results[k].shape);
   hlo_str_printf(
