@@ -344,6 +344,8 @@ typedef struct HInstr {
   CmpType cmp_type;        /* compare: type */
   FusionKind fusion_kind;  /* fusion: kind */
   bool is_stable;          /* sort */
+  bool largest;            /* topk: the largest k (else the smallest) */
+  int64_t topk_k;          /* topk: k */
   bool indices_are_sorted; /* gather, scatter */
   bool unique_indices;     /* scatter */
   int32_t exponent_bits;   /* reduce-precision */
@@ -414,6 +416,13 @@ HModule *hlo_module_new(const char *name, const char *file);
 /* Add a note on the entry interface (key: a parameter's name, or "result"), or find one (NULL
  * when there is none). The generated headers print them beside the argument list. */
 void hlo_module_iface_note(HModule *m, const char *key, const char *note);
+/* A custom-call that on one device returns its one operand unchanged: XLA's sharding and
+ * placement annotations (Sharding, SPMDFullToShardShape and SPMDShardToFullShape where the
+ * shapes agree, MoveToDevice, MoveToHost, annotate_device_placement). */
+bool hlo_custom_call_is_identity(const HInstr *in);
+/* XLA's TopK custom-call: one array operand [.., n], a (values, s32 indices) result of the
+ * largest k along the last dim (a topk with largest=true). */
+bool hlo_custom_call_is_topk(const HInstr *in);
 const char *hlo_module_iface_find(const HModule *m, const char *key);
 void hlo_module_free(HModule *m);
 HComp *hlo_comp_new(HModule *m, const char *name); /* appended to m->comps */

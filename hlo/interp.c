@@ -1616,6 +1616,43 @@ static Literal *eval_sort(IState *st, const HInstr *in, Literal *const *ops, HEr
   return s.failed ? NULL : res;
 }
 
+/* topk: per row of the last dim, the k largest (smallest) values by a stable sort in total
+ * order (NaN above +inf, -NaN below -inf; ties keep index order, as XLA orders them) and
+ * their s32 indices. XLA's TopK custom-call (operand [batch, n], the largest k) is the same. */
+static Literal *eval_topk(IState *st, const HInstr *in, Literal *const *ops, HErr *err) {
+  const Shape *xs = &ops[0]->shape;
+  if (!hlo_shape_is_tuple(&in->shape) || in->shape.ntuple != 2 || xs->rank < 1) {
+    hlo_err_at(err, in, "topk needs an array operand and a (values, indices) result");
+    return NULL;
+  }
+  bool largest = in->op == OP_CUSTOM_CALL || in->largest;
+  int64_t len = xs->dims[xs->rank - 1], k = in->shape.tuple[0].dims[xs->rank - 1];
+  int64_t rows = len ? hlo_shape_elems(xs) / len : 0;
+  Literal *res = new_lit(st, &in->shape);
+  SortCtx s = {.st = st, .in = in, .n = 1, .ops = ops, .err = err, .stride = 1};
+  s.fast_dir = OP_COMPARE;
+  s.dir = largest ? CMP_GT : CMP_LT;
+  s.ctype = hlo_dtype_is_float(xs->dt)          ? CMPT_TOTALORDER
+            : hlo_dtype_kind(xs->dt) == DK_SINT ? CMPT_SIGNED
+                                                : CMPT_UNSIGNED;
+  int64_t *perm = malloc(sizeof(int64_t) * (size_t)(len ? 2 * len : 1));
+  HLO_ASSERT(perm);
+  size_t es = hlo_dtype_size(xs->dt);
+  for (int64_t r = 0; r < rows; r++) {
+    s.base = r * len;
+    for (int64_t j = 0; j < len; j++)
+      perm[j] = j;
+    merge_sort(&s, perm, perm + len, len);
+    for (int64_t j = 0; j < k; j++) {
+      memcpy((char *)res->elems[0]->data + (size_t)(r * k + j) * es,
+             (char *)ops[0]->data + (size_t)(s.base + perm[j]) * es, es);
+      hlo_literal_set_i64(res->elems[1], r * k + j, perm[j]);
+    }
+  }
+  free(perm);
+  return res;
+}
+
 /* ------------------------------------------------------------------ batch norm */
 
 /* Per-feature geometry: element i of the operand belongs to feature (i / inner) % nf. */
@@ -1855,6 +1892,7 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   case OP_REDUCE_WINDOW: return interp_reduce_window(st, in, ops, err);
   case OP_SELECT_AND_SCATTER: return interp_select_and_scatter(st, in, ops, err);
   case OP_SORT: return eval_sort(st, in, ops, err);
+  case OP_TOPK: return eval_topk(st, in, ops, err);
   case OP_BATCH_NORM_TRAINING:
   case OP_BATCH_NORM_INFERENCE:
   case OP_BATCH_NORM_GRAD: return eval_batch_norm(st, in, ops, err);
@@ -1908,6 +1946,8 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
     return new_lit(st, &tok);
   }
   case OP_CUSTOM_CALL:
+    if (hlo_custom_call_is_identity(in)) return ops[0];
+    if (hlo_custom_call_is_topk(in)) return eval_topk(st, in, ops, err);
     hlo_err_at(err, in, "unsupported custom-call target %s",
                in->custom_call_target ? in->custom_call_target : "(none)");
     return NULL;
@@ -1919,7 +1959,6 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   case OP_REAL:
   case OP_COMPLEX:
   case OP_STOCHASTIC_CONVERT:
-  case OP_TOPK:
   case OP_SCAN:
   case OP_FFT:
   case OP_CHOLESKY:

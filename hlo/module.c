@@ -383,3 +383,31 @@ const char *hlo_module_iface_find(const HModule *m, const char *key) {
     if (!strcmp(m->iface[i].name, key)) return m->iface[i].value;
   return NULL;
 }
+
+bool hlo_custom_call_is_identity(const HInstr *in) {
+  static const char *const ids[] = {
+      "Sharding",     "SPMDFullToShardShape", "SPMDShardToFullShape",
+      "MoveToDevice", "MoveToHost",           "annotate_device_placement"};
+  if (in->op != OP_CUSTOM_CALL || in->nops != 1 || !in->custom_call_target || in->ncalls ||
+      !hlo_shape_eq(&in->shape, &in->ops[0]->shape))
+    return false;
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
+    if (!strcmp(in->custom_call_target, ids[i])) return true;
+  return false;
+}
+
+bool hlo_custom_call_is_topk(const HInstr *in) {
+  if (in->op != OP_CUSTOM_CALL || in->nops != 1 || !in->custom_call_target ||
+      strcmp(in->custom_call_target, "TopK") || !hlo_shape_is_tuple(&in->shape) ||
+      in->shape.ntuple != 2)
+    return false;
+  const Shape *x = &in->ops[0]->shape, *v = &in->shape.tuple[0], *i = &in->shape.tuple[1];
+  if (!hlo_shape_is_array(x) || x->rank < 1 || v->dt != x->dt || i->dt != DT_S32 ||
+      v->rank != x->rank || i->rank != x->rank)
+    return false;
+  for (int d = 0; d < x->rank; d++)
+    if (v->dims[d] != i->dims[d] || (d < x->rank - 1 && v->dims[d] != x->dims[d]) ||
+        v->dims[d] > x->dims[d])
+      return false;
+  return true;
+}

@@ -1102,7 +1102,15 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
   }
   if (KEY("indices_are_sorted") && (op == OP_GATHER || op == OP_SCATTER))
     return parse_bool(p, &in->indices_are_sorted, "indices_are_sorted");
-  if (KEY("is_stable") && op == OP_SORT) return parse_bool(p, &in->is_stable, "is_stable");
+  if (KEY("is_stable") && (op == OP_SORT || op == OP_TOPK))
+    return parse_bool(p, &in->is_stable, "is_stable");
+  if (KEY("largest") && op == OP_TOPK) return parse_bool(p, &in->largest, "largest");
+  if (KEY("k") && op == OP_TOPK) {
+    size_t pos = p->pos;
+    if (!parse_i64(p, &in->topk_k, "k")) return false;
+    if (in->topk_k < 0) return perr(p, pos, "topk k %lld is negative", (long long)in->topk_k);
+    return true;
+  }
   if ((KEY("exponent_bits") || KEY("mantissa_bits")) && op == OP_REDUCE_PRECISION) {
     size_t pos = p->pos;
     if (!parse_i64(p, &v, "bit count")) return false;

@@ -379,6 +379,8 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
   }
   if (in->indices_are_sorted) fputs(", indices_are_sorted=true", f);
   if (in->unique_indices) fputs(", unique_indices=true", f);
+  if (op == OP_TOPK)
+    fprintf(f, ", k=%lld, largest=%s", (long long)in->topk_k, in->largest ? "true" : "false");
   if (in->is_stable) fputs(", is_stable=true", f);
   if (op == OP_REDUCE_PRECISION)
     fprintf(f, ", exponent_bits=%d, mantissa_bits=%d", in->exponent_bits, in->mantissa_bits);

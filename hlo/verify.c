@@ -1179,6 +1179,23 @@ static bool infer_sort(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   return infer_tuple(a, in, out);
 }
 
+/* topk: the k largest (or smallest) along the last dim and their s32 indices. */
+static bool infer_topk(HArena *a, const HInstr *in, Shape *out, HErr *err) {
+  if (!want_arr(err, in, 0)) return false;
+  const Shape *s = &in->ops[0]->shape;
+  if (s->rank < 1) return bad(err, in, "topk needs an operand of rank 1 or more");
+  if (in->topk_k > s->dims[s->rank - 1])
+    return bad(err, in, "topk k %lld exceeds the last dim of %s", (long long)in->topk_k, SS(s));
+  if (s->dt == DT_PRED || hlo_dtype_kind(s->dt) == DK_OTHER)
+    return bad(err, in, "topk of %s values", hlo_dtype_name(s->dt));
+  int64_t d[HLO_MAX_RANK];
+  memcpy(d, s->dims, sizeof(int64_t) * (size_t)s->rank);
+  d[s->rank - 1] = in->topk_k;
+  Shape e[2] = {arr(s->dt, s->rank, d), arr(DT_S32, s->rank, d)};
+  *out = hlo_shape_tuple(a, 2, e);
+  return true;
+}
+
 /* batch-norm-*: operand of rank >= 1 with a feature dim; per-feature vectors of its type. */
 static bool bn_common(const HInstr *in, int nvec, const int *vec, HErr *err) {
   if (!want_arr(err, in, 0)) return false;
@@ -1413,6 +1430,7 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   case OP_REDUCE_WINDOW: return infer_reduce_window(a, in, out, err);
   case OP_SELECT_AND_SCATTER: return infer_select_and_scatter(a, in, out, err);
   case OP_SORT: return infer_sort(a, in, out, err);
+  case OP_TOPK: return infer_topk(a, in, out, err);
   case OP_BATCH_NORM_TRAINING:
   case OP_BATCH_NORM_INFERENCE:
   case OP_BATCH_NORM_GRAD: return infer_batch_norm(a, in, out, err);
@@ -1496,7 +1514,6 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   case OP_SET_DIMENSION_SIZE:
   case OP_DYNAMIC_RESHAPE:
   case OP_FFT:
-  case OP_TOPK:
   case OP_TRIANGULAR_SOLVE:
   case OP_RAGGED_DOT:
   case OP_SCALED_DOT:

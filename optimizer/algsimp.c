@@ -4,7 +4,8 @@
  * floats, as XLA's AlgebraicSimplifier): arithmetic identities (x+0, x-0, x*1, x/1, integer
  * x*0, double negation/not, min/max/and/or of a value with itself or with the identity
  * element, integer self-comparisons, unsigned comparisons against 0), data-movement
- * identities (reshape to the same dims, reshape of reshape, broadcast of broadcast, broadcast
+ * identities (sharding and placement custom-calls, which return their operand on one
+ * device; reshape to the same dims, reshape of reshape, broadcast of broadcast, broadcast
  * through a reshape that only adds or drops size-1 dimensions, transpose of transpose,
  * identity transposes, full slices, empty pads, single-operand concatenates, converts to the
  * same type, copies), tuple plumbing (get-tuple-element of tuple) and selects with a constant
@@ -353,8 +354,8 @@ static HInstr *simplify(HComp *c, HInstr *in) {
   case OP_INFEED:
   case OP_OUTFEED:
   case OP_RNG:
-  case OP_RNG_BIT_GENERATOR:
-  case OP_CUSTOM_CALL:
+  case OP_RNG_BIT_GENERATOR: return NULL;
+  case OP_CUSTOM_CALL: return hlo_custom_call_is_identity(in) ? in->ops[0] : NULL;
   case OP_COUNT: return NULL;
   }
   return NULL;

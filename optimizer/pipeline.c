@@ -16,7 +16,7 @@
  * when not dumping).
  *
  * Stages: "normalize" (tuple-shaped entry parameters flattened into leaves, interior layouts
- * row-major, entry interface checked), "simplify"
+ * row-major, entry interface row-major or as declared, topk as a sort), "simplify"
  * (inline calls, algebraic simplification, constant folding, CSE, DCE to a fixed point),
  * "inference" (batch-norm folding into constant weights, then the clean-up passes again, to
  * a fixed point), "layout" (once: transposes folded into dot/convolution dimension numbers,
@@ -56,7 +56,7 @@ typedef struct Stage {
 
 /* hloc's pipeline, top to bottom. */
 static const Stage pipeline[] = {
-    {"normalize", false, {"flatten-params", "layout-normalize", NULL}},
+    {"normalize", false, {"flatten-params", "layout-normalize", "topk-expand", NULL}},
     {"simplify",
      true,
      {"conditional-select", "while-unroll", "inline-call", "algsimp", "constant-fold", "cse", "dce",

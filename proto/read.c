@@ -758,6 +758,10 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
     return fail(r, "unknown fusion kind '%s'", fk);
 
   in->is_stable = pi->is_stable;
+  in->largest = pi->largest;
+  in->topk_k = pi->k;
+  if (in->op == OP_TOPK && in->topk_k < 0)
+    return fail(r, "topk k %lld is negative", (long long)pi->k);
   in->indices_are_sorted = pi->indices_are_sorted;
   in->unique_indices = pi->unique_indices;
   in->exponent_bits = pi->exponent_bits;

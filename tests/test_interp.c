@@ -794,6 +794,35 @@ Test(interp, sort_multi_operand) {
   hlo_arena_free(a);
 }
 
+/* topk: the k largest (smallest) of each row with their indices, ties in index order, NaN
+ * above +inf; XLA's TopK custom-call the same; the sharding annotation passes its operand.
+ * (tests/cpu/cases/op_topk.hlo checks the optimizer's expansion into a sort against this.) */
+Test(interp, topk_and_annotations) {
+  HArena *a = hlo_arena_new();
+  const char *t =
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  x = f32[2,5] constant({{1, 3, 3, -1, 2}, {nan, 0, inf, -inf, 0}})\n"
+      "  hi = (f32[2,3], s32[2,3]) topk(x), k=3, largest=true\n"
+      "  lo = (f32[2,2], s32[2,2]) topk(x), k=2, largest=false\n"
+      "  cc = (f32[2,2], s32[2,2]) custom-call(x), custom_call_target=\"TopK\"\n"
+      "  sh = f32[2,5] custom-call(x), custom_call_target=\"Sharding\", sharding={replicated}\n"
+      "  ROOT r = ((f32[2,3], s32[2,3]), (f32[2,2], s32[2,2]), (f32[2,2], s32[2,2]), f32[2,5]) "
+      "tuple(hi, lo, cc, sh)\n"
+      "}\n";
+  {
+    Literal *r = run(a, t, NULL, 0);
+    expect_f(r->elems[0]->elems[0], DT_F32, NF(3, 3, 2, NAN, INFINITY, 0));
+    expect_i(r->elems[0]->elems[1], DT_S32, NI(1, 2, 4, 0, 2, 1));
+    expect_f(r->elems[1]->elems[0], DT_F32, NF(-1, 1, -INFINITY, 0));
+    expect_i(r->elems[1]->elems[1], DT_S32, NI(3, 0, 3, 1));
+    expect_f(r->elems[2]->elems[0], DT_F32, NF(3, 3, NAN, INFINITY));
+    expect_i(r->elems[2]->elems[1], DT_S32, NI(1, 2, 0, 2));
+    expect_f(r->elems[3], DT_F32, NF(1, 3, 3, -1, 2, NAN, 0, INFINITY, -INFINITY, 0));
+  }
+  hlo_arena_free(a);
+}
+
 Test(interp, batch_norm) {
   HArena *a = hlo_arena_new();
   const char *t =

@@ -1635,6 +1635,7 @@ bool cpu_op_own_kernel(HOp op) { return op == OP_SORT || op == OP_SELECT_AND_SCA
 
 bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
+  char cbuf[300];
   switch (in->op) {
   case OP_PARAMETER:
   case OP_CONSTANT:
@@ -1746,8 +1747,14 @@ bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   case OP_OPT_BARRIER:
   case OP_ADD_DEPENDENCY:
   case OP_AFTER_ALL:
-  case OP_RNG_BIT_GENERATOR:
-  case OP_CUSTOM_CALL: why = "op is not supported"; break;
+  case OP_RNG_BIT_GENERATOR: why = "op is not supported"; break;
+  case OP_CUSTOM_CALL:
+    snprintf(cbuf, sizeof cbuf,
+             "target %s is not supported (hloc compiles XLA's ops; a library call by name has no "
+             "definition here)",
+             in->custom_call_target ? in->custom_call_target : "(none)");
+    why = cbuf;
+    break;
   case OP_PARTITION_ID:
   case OP_REPLICA_ID:
   case OP_RNG_GET_AND_UPDATE_STATE:

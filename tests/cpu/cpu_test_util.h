@@ -213,11 +213,15 @@ static inline char *ct_llvm_ir(const char *src, const char *name, int opt_level)
 /* Compile text (after the optimizer when optimize) with every kernel split into chunks down
  * to one element, evaluate it with the interpreter on generated arguments (ct_arg, integers
  * in [0, int_range)), run it through tests/cpu_driver.c serially and on 2 threads and compare
- * (relative tolerance rtol). Every failure names what. */
+ * (relative tolerance rtol). Constants a dump elided get the same pseudo-random values on both
+ * sides (--elided-constants=random). Every failure names what. */
 static inline void ct_check_text_ex(const char *what, const char *text, double rtol, int int_range,
                                     bool optimize) {
   HModule *ref = ct_parse_named(text, what);
   HModule *m = ct_parse_named(text, what);
+  HElided fill = {HLO_ELIDED_RANDOM, 0}; /* a dump's elided weights: the same in both */
+  hlo_fill_elided(ref, &fill);
+  hlo_fill_elided(m, &fill);
   HArena *a = hlo_arena_new();
   char *dir = ct_tmpdir("hloc_cpu");
   HErr err = {0};
