@@ -1408,6 +1408,10 @@ static bool finish_comp(Parser *p, HComp *c, PInstr *pis, int n, HInstr *root) {
 static bool parse_comp(Parser *p, bool is_entry) {
   Ref nm;
   if (!name(p, &nm, "computation name")) return false;
+  if (nm.n == 9 && !memcmp(nm.s, "HloModule", 9))
+    return perr(p, nm.pos,
+                "a second HloModule: the file holds several modules (lit's '// -----' "
+                "separators, --split-input-file); hloc reads one module a file");
   if (map_get(&p->comps, nm.s, nm.n))
     return perr(p, nm.pos, "duplicate computation name '%.*s'", nm.n, nm.s);
   char *cname = hlo_arena_strndup(p->m->arena, nm.s, (size_t)nm.n);

@@ -803,6 +803,10 @@ Test(parse, truncated_real_module) {
 }
 
 Test(parse, bad_names_and_types) {
+  /* lit's --split-input-file: several modules in one file */
+  BAD("HloModule t\nENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n// -----\nHloModule u, "
+      "is_scheduled=true\nENTRY f {\n  ROOT b = f32[] parameter(0)\n}\n",
+      "bad.hlo:6:1", "a second HloModule", "one module a file");
   BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  x = f32[] frobnicate(a)\n}\n",
       "bad.hlo:4:13", "computation 'e'", "instruction 'x'", "unknown opcode 'frobnicate'");
   BAD("HloModule t\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT x = f32[] add(a, nope)\n}\n",

@@ -9,7 +9,7 @@
 set -euo pipefail
 tsv=$1
 when=$2
-reason() { sed 's/^hloc: [^:]*: //; s/computation [^:]*: //; s/instruction [^:]*: //'; }
+reason() { sed 's/^hloc: [^ :]*:[0-9]*:[0-9]*: //; s/^hloc: [^:]*: //; s/computation [^:]*: //; s/instruction [^:]*: //'; }
 cat <<EOF
 # XLA's own HLO files through hloc
 
@@ -21,7 +21,8 @@ each result's scale; 3e-2 for modules with 16-bit or fp8 values). Outcomes: \`pa
 (outside the tolerance); \`refused\` (hloc's located error: what it does not compile yet);
 \`reference failed\` (the interpreter could not evaluate it: an op it lacks, or over 120 s);
 \`timeout\` (the compiled run over 300 s). The CI test \`tests/test_xla_hlo.c\` runs the files
-of \`tests/xla_hlo_subset.txt\`, a share of those that pass.
+of \`tests/xla_hlo_subset.txt\`, a share of those that pass. A file of several modules (lit's
+\`// -----\` separators) counts each module, as FILE#N.
 
 Sweep of $when.
 

@@ -1284,7 +1284,15 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     case OP_RNG:
     case OP_RNG_BIT_GENERATOR:
     case OP_CUSTOM_CALL:
-    case OP_COUNT: return el_fail(k, in, "op is not supported by the CPU target");
+    case OP_COUNT: {
+      char msg[320];
+      snprintf(msg, sizeof msg,
+               "%s: not generated element by element (inside a fusion computation, or where "
+               "an elementwise value is asked of it); the CPU target compiles it only as an "
+               "entry instruction of its own, where it supports it",
+               hlo_op_name(in->op));
+      return el_fail(k, in, msg);
+    }
     }
   if (!r || k->failed) return NULL;
   if (cacheable) {
