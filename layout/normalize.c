@@ -16,8 +16,6 @@
  * already normalized. */
 #include "layout.h"
 
-#include <string.h>
-
 /* Whether s (recursively) has the default layout and no extra layout text. */
 static bool ln_is_default(const Shape *s) {
   if (s->dt == DT_TUPLE) {
@@ -68,13 +66,8 @@ static void ln_param_physical(HComp *e, HInstr *p, const Shape *w) {
   int64_t phys[HLO_MAX_RANK], perm[HLO_MAX_RANK];
   ln_order(w, phys);
   layout_perm_inverse(w->rank, phys, perm);
-  Shape logical = p->shape;
   p->shape = layout_permuted_shape(w->dt, w->rank, w->dims, phys);
-  HInstr *t = opt_new(e, OP_TRANSPOSE, "transpose", &logical, 1, &p);
-  t->dims.n = w->rank;
-  memcpy(t->dims.v, perm, sizeof(int64_t) * (size_t)w->rank);
-  hlo_shape_set_default_layout(&t->shape);
-  hlo_instr_replace_uses(p, t);
+  hlo_instr_replace_uses(p, layout_transpose(e, p, perm));
 }
 
 /* --entry-layout=module: the result r (declared layout w) written in its physical order. */

@@ -78,7 +78,6 @@ bool opt_topk_expand(HModule *m, PassCtx *pc) {
     for (int i = 0; i < n; i++) {
       HInstr *in = c->instrs[i];
       if (in->nctrl || !(in->op == OP_TOPK || hlo_custom_call_is_topk(in))) continue;
-      if (in->shape.ntuple != 2 || in->ops[0]->shape.rank < 1) continue;
       hlo_instr_replace_uses(in, tk_expand(c, in));
       changed = true;
     }

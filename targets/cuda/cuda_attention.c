@@ -82,25 +82,19 @@ static void at_plan_fma(AttK *t) {
 
 LLVMValueRef cuda_at_f(CpuKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
 
-LLVMValueRef cuda_at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  HLO_ASSERT(id != 0);
-  LLVMTypeRef ty = k->cg->f32;
-  bool overloaded = LLVMIntrinsicIsOverloaded(id);
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, overloaded ? &ty : NULL, overloaded);
-  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, overloaded ? &ty : NULL, overloaded);
+static LLVMValueRef at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
   LLVMValueRef args[2] = {x, y};
-  return LLVMBuildCall2(k->B, ft, f, args, y ? 2 : 1, "");
+  return cuda_intrinsic(k, name, k->cg->f32, args, y ? 2 : 1);
 }
 
 /* exp(x) as 2^(x log2 e) on the special function unit. */
 LLVMValueRef cuda_at_exp(CpuKern *k, LLVMValueRef x) {
-  return cuda_at_intr(k, "llvm.nvvm.ex2.approx.f",
-                      LLVMBuildFMul(k->B, x, cuda_at_f(k, M_LOG2E), ""), NULL);
+  return at_intr(k, "llvm.nvvm.ex2.approx.f", LLVMBuildFMul(k->B, x, cuda_at_f(k, M_LOG2E), ""),
+                 NULL);
 }
 
 LLVMValueRef cuda_at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y) {
-  return cuda_at_intr(k, "llvm.maxnum", x, y);
+  return at_intr(k, "llvm.maxnum", x, y);
 }
 
 LLVMValueRef cuda_at_ld(CpuKern *k, LLVMValueRef p) {
@@ -180,13 +174,15 @@ static void at_store(CpuKern *k, const AttK *t, HInstr *in, LLVMValueRef out, co
   }
 }
 
-LLVMValueRef cuda_at_at(CpuKern *k, LLVMValueRef base, LLVMTypeRef elt, LLVMValueRef i) {
-  return LLVMBuildInBoundsGEP2(k->B, elt, base, &i, 1, "");
-}
-
 /* Slot i (i64) of the f32 array at p (global or shared). */
 LLVMValueRef cuda_at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
-  return cuda_at_at(k, p, k->cg->f32, i);
+  return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
+}
+
+int64_t cuda_at_slots(const AttK *t) { return 2 + 32 * t->dvt; }
+
+int64_t cuda_at_part_bytes(const AttK *t) {
+  return t->ns > 1 ? 4 * t->a.nbatch * t->a.nq * t->ns * cuda_at_slots(t) : 0;
 }
 
 LLVMValueRef cuda_at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
@@ -200,11 +196,8 @@ typedef struct AttState {
 } AttState;
 
 static LLVMValueRef at_fma(CpuKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
-  unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
-  LLVMTypeRef ty = k->cg->f32;
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, &ty, 1);
   LLVMValueRef args[3] = {x, y, z};
-  return LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, &ty, 1), f, args, 3, "");
+  return cuda_intrinsic(k, "llvm.fma", k->cg->f32, args, 3);
 }
 
 /* The lanes' partial dots v[0..n) (n a power of two <= 32) summed over the warp, scattered:
@@ -327,7 +320,7 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
 static void at_combine(CpuKern *k, const AttK *t, LLVMValueRef smem, int r, LLVMValueRef lane,
                        LLVMValueRef *mx, LLVMValueRef *sum, LLVMValueRef *acc) {
   LLVMBuilderRef B = k->B;
-  int64_t per = 2 + 32 * t->dvt;
+  int64_t per = cuda_at_slots(t);
   LLVMValueRef mw[AT_WARPS], M = cuda_at_f(k, -INFINITY);
   for (int w = 0; w < AT_WARPS; w++) {
     mw[w] = cuda_at_ld(k, cuda_at_slot(k, smem, cpu_i64(k, (w * t->qt + r) * per)));
@@ -400,7 +393,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
                                       k1, cpu_i64(k, t->a.nk), "");
   at_keys(k, t, &me, lane, warp, k0, kend, qv, &s);
   /* the warps' states into shared memory */
-  int64_t per = 2 + 32 * t->dvt;
+  int64_t per = cuda_at_slots(t);
   LLVMValueRef smem = cuda_smem(k, st, k->cg->f32, AT_WARPS * t->qt * per);
   for (int r = 0; r < t->qt; r++) {
     LLVMValueRef base = cuda_at_lin(k, warp, t->qt * per, cpu_i64(k, r * per));
@@ -461,7 +454,7 @@ bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
-  int64_t rowsn = t->a.nbatch * t->a.nq, per = 2 + 32 * t->dvt, nw = 8;
+  int64_t rowsn = t->a.nbatch * t->a.nq, per = cuda_at_slots(t), nw = 8;
   st->block = 32 * nw;
   st->grid = (rowsn + nw - 1) / nw;
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
@@ -520,8 +513,7 @@ bool cuda_attention(CudaCg *cc, HInstr *in, bool *taken) {
   cuda_at_plan(&t, &a);
   if (cuda_attention_mma_ok(&t)) return cuda_attention_mma(cc, in, &t);
   at_plan_fma(&t);
-  int64_t per = 2 + 32 * t.dvt;
-  CuPtr pp = cuda_scratch(cc, t.ns > 1 ? 4 * t.a.nbatch * t.a.nq * t.ns * per : 0);
+  CuPtr pp = cuda_scratch(cc, cuda_at_part_bytes(&t));
   if (!at_main(cc, in, &t, pp)) return false;
   return t.ns == 1 || cuda_at_finish(cc, in, &t, pp);
 }

@@ -39,9 +39,7 @@ void cuda_at_plan(AttK *t, const OptAttn *match);
  * per slice (the slowest SM's time), ties to fewer slices; at least minkeys per slice. */
 void cuda_at_slices(AttK *t, int64_t resident, int64_t minkeys);
 
-LLVMValueRef cuda_at_f(CpuKern *k, double v); /* an f32 constant */
-/* A call of the f32 intrinsic name on x (and y when not NULL). */
-LLVMValueRef cuda_at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cuda_at_f(CpuKern *k, double v);         /* an f32 constant */
 LLVMValueRef cuda_at_exp(CpuKern *k, LLVMValueRef x); /* exp(x) on the special function unit */
 LLVMValueRef cuda_at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef cuda_at_ld(CpuKern *k, LLVMValueRef p); /* f32 load */
@@ -54,8 +52,12 @@ void cuda_at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, A
 /* Store f32 v into the output at row r, head element c, when ok. */
 void cuda_at_store1(CpuKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
                     LLVMValueRef c, LLVMValueRef ok, LLVMValueRef v);
-LLVMValueRef cuda_at_at(CpuKern *k, LLVMValueRef base, LLVMTypeRef elt, LLVMValueRef i);
 LLVMValueRef cuda_at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i); /* f32 slot i of p */
+/* A row's state as the kernels keep it in shared memory and the slices write it for the
+ * combining kernel: max, sum and 32 * dvt accumulators, in f32 slots; and the bytes of every
+ * row's slices' states (0 without slices). */
+int64_t cuda_at_slots(const AttK *t);
+int64_t cuda_at_part_bytes(const AttK *t);
 LLVMValueRef cuda_at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b); /* a * m + b */
 /* x combined over the lanes of each group of w (a power of two) with max or add. */
 LLVMValueRef cuda_at_group(CpuKern *k, LLVMValueRef x, int w, bool max);

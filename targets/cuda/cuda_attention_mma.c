@@ -29,20 +29,14 @@
 #define AM_RESIDENT 2           /* blocks resident per SM (registers: ~200 a thread) */
 
 bool cuda_attention_mma_ok(const AttK *t) {
-  return t->a.nq >= 16 && opt_attention_16bit(&t->a, 128);
+  return t->a.nq >= 16 && opt_attention_16bit(&t->a, CU_MMA_HEAD);
 }
 
 /* ------------------------------------------------------------------ IR pieces */
 
 /* A call of intrinsic name; an overloaded one (ldmatrix) on its first argument's type. */
 static LLVMValueRef am_call(CpuKern *k, const char *name, LLVMValueRef *args, int n) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  HLO_ASSERT(id != 0);
-  LLVMTypeRef ty = n ? LLVMTypeOf(args[0]) : NULL;
-  size_t nt = LLVMIntrinsicIsOverloaded(id) ? 1 : 0;
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, nt ? &ty : NULL, nt);
-  return LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, nt ? &ty : NULL, nt), f, args,
-                        (unsigned)n, "");
+  return cuda_intrinsic(k, name, n ? LLVMTypeOf(args[0]) : NULL, args, n);
 }
 
 static LLVMValueRef am_i32(CpuKern *k, int64_t v) {
@@ -360,7 +354,7 @@ static void am_write(CpuKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMVa
                      LLVMValueRef slice) {
   LLVMBuilderRef B = k->B;
   const AttK *t = w->t;
-  int64_t per = 2 + 32 * t->dvt;
+  int64_t per = cuda_at_slots(t);
   for (int h = 0; h < 2 && !k->failed; h++) {
     LLVMValueRef L = cuda_at_group(k, cuda_at_ld(k, w->l[h]), 4, false);
     LLVMValueRef base = NULL;
@@ -456,8 +450,7 @@ bool cuda_attention_mma(CudaCg *cc, HInstr *in, AttK *t) {
   int64_t kbytes = 2 * t->a.nbatch * t->a.nk * t->a.dh;
   int64_t voff = (kbytes + 255) / 256 * 256;
   int64_t poff = voff + (2 * t->a.nbatch * t->a.nk * t->a.dv + 255) / 256 * 256;
-  int64_t pbytes = t->ns > 1 ? 4 * t->a.nbatch * t->a.nq * t->ns * (2 + 32 * t->dvt) : 0;
-  CuPtr sp = cuda_scratch(cc, poff + pbytes);
+  CuPtr sp = cuda_scratch(cc, poff + cuda_at_part_bytes(t));
   if (!am_stage(cc, in, t, sp, voff) || !am_main(cc, in, t, sp, voff, poff)) return false;
   CuPtr pp = {sp.base, sp.index, sp.offset + poff};
   return t->ns == 1 || cuda_at_finish(cc, in, t, pp);

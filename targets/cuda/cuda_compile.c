@@ -266,7 +266,7 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->attention_rows = 16;
   oo->attention_rows_f32 = precision == CUDA_PRECISION_TF32 ? 16 : 128;
   oo->attention_head = 256;
-  oo->attention_head_16 = 128; /* the tensor-core kernel (cuda_attention_mma.c): any rows */
+  oo->attention_head_16 = CU_MMA_HEAD; /* the tensor-core kernel (cuda_attention_mma.c) */
   oo->attention_rows_16 = INT64_MAX;
 }
 

@@ -44,6 +44,7 @@ typedef enum CuStepKind {
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
 #define CU_SMS 132        /* streaming multiprocessors of an H100/H200 */
+#define CU_MMA_HEAD 128   /* head dims the tensor-core attention kernel takes, at most */
 
 typedef struct CuStep {
   CuStepKind kind;  /* what runs */
@@ -148,6 +149,10 @@ void cuda_kbind_fusion(CpuKern *k, const HInstr *in);
 LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in);
 /* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */
 LLVMValueRef cuda_sreg(CpuKern *k, const char *name);
+/* A call of intrinsic name on args; an overloaded intrinsic takes overload as its type (f32
+ * for llvm.maxnum, the pointer type for ldmatrix), which is ignored otherwise. */
+LLVMValueRef cuda_intrinsic(CpuKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
+                            int n);
 /* Row-major delinearization of lin over dims[0..n) into idx. */
 void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
 /* v from another lane (any scalar register type up to 64 bits): the lane off below (down),

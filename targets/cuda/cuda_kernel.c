@@ -339,13 +339,18 @@ void cuda_kbind_fusion(CpuKern *k, const HInstr *in) {
 
 /* ------------------------------------------------------------------ thread indexing, loops */
 
-LLVMValueRef cuda_sreg(CpuKern *k, const char *name) {
+LLVMValueRef cuda_intrinsic(CpuKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
+                            int n) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   HLO_ASSERT(id != 0);
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
-  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, NULL, 0);
-  LLVMValueRef v = LLVMBuildCall2(k->B, ft, f, NULL, 0, "");
-  return LLVMBuildZExt(k->B, v, k->cg->i64, "");
+  size_t nt = overload && LLVMIntrinsicIsOverloaded(id) ? 1 : 0;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, nt ? &overload : NULL, nt);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, nt ? &overload : NULL, nt);
+  return LLVMBuildCall2(k->B, ft, f, args, (unsigned)n, "");
+}
+
+LLVMValueRef cuda_sreg(CpuKern *k, const char *name) {
+  return LLVMBuildZExt(k->B, cuda_intrinsic(k, name, NULL, NULL, 0), k->cg->i64, "");
 }
 
 /* if (c) { ... }: returns the join block; the builder is left in the then-block. */
@@ -853,36 +858,27 @@ LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode) {
                                       "llvm.nvvm.shfl.sync.bfly.i32",
                                       "llvm.nvvm.shfl.sync.idx.i32"};
   const char *nm = names[mode];
-  unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
-  HLO_ASSERT(id != 0);
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
-  LLVMTypeRef ft = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
   LLVMValueRef mask = LLVMConstInt(cg->i32, 0xffffffffu, 0), c = LLVMConstInt(cg->i32, 31, 0);
   LLVMValueRef o = LLVMConstInt(cg->i32, (unsigned)off, 0);
   LLVMValueRef r;
   if (bits <= 32) {
     LLVMValueRef w = bits == 32 ? iv : LLVMBuildZExt(B, iv, cg->i32, "");
     LLVMValueRef a[4] = {mask, w, o, c};
-    r = LLVMBuildCall2(B, ft, f, a, 4, "");
+    r = cuda_intrinsic(k, nm, NULL, a, 4);
     if (bits < 32) r = LLVMBuildTrunc(B, r, ity, "");
   } else {
     LLVMValueRef lo = LLVMBuildTrunc(B, iv, cg->i32, "");
     LLVMValueRef hi =
         LLVMBuildTrunc(B, LLVMBuildLShr(B, iv, LLVMConstInt(cg->i64, 32, 0), ""), cg->i32, "");
     LLVMValueRef a1[4] = {mask, lo, o, c}, a2[4] = {mask, hi, o, c};
-    LLVMValueRef rl = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a1, 4, ""), cg->i64, "");
-    LLVMValueRef rh = LLVMBuildZExt(B, LLVMBuildCall2(B, ft, f, a2, 4, ""), cg->i64, "");
+    LLVMValueRef rl = LLVMBuildZExt(B, cuda_intrinsic(k, nm, NULL, a1, 4), cg->i64, "");
+    LLVMValueRef rh = LLVMBuildZExt(B, cuda_intrinsic(k, nm, NULL, a2, 4), cg->i64, "");
     r = LLVMBuildOr(B, rl, LLVMBuildShl(B, rh, LLVMConstInt(cg->i64, 32, 0), ""), "");
   }
   return tk == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(B, r, ty, "");
 }
 
-void cuda_barrier(CpuKern *k) {
-  unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.barrier0", 18);
-  HLO_ASSERT(id != 0);
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, NULL, 0);
-  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, NULL, 0), f, NULL, 0, "");
-}
+void cuda_barrier(CpuKern *k) { cuda_intrinsic(k, "llvm.nvvm.barrier0", NULL, NULL, 0); }
 
 /* acc[h] = reducer_h(acc[h], v[h]) for every hero. */
 static bool ck_combine(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValueRef *v) {
