@@ -47,6 +47,8 @@ typedef struct OptOpts {
                                  cores) takes queries, keys and values of one 16-bit type with
                                  head dims multiples of 16 up to this (opt_attention_16bit), */
   int64_t attention_rows_16;  /* any query rows up to this (0: no such kernel) */
+  bool loops_unrolled;        /* while-unroll: every counted loop unrolled (targets that cannot
+                                 run loops); else only loops whose trip computes little */
 } OptOpts;
 
 typedef struct PassCtx {

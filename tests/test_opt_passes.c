@@ -1484,3 +1484,60 @@ Test(opt_reduce_factor, simple_cnn_train_step_takes_fewer_passes, .timeout = 120
   cr_expect_lt(kinput[1], kinput[0], "fixture: %d kInput fusions with the pass, %d without",
                kinput[1], kinput[0]);
 }
+
+/* ------------------------------------------------------------------ while-unroll */
+
+/* A counted loop of n-element trips (h = tanh(h / 2 + x[i]), 8 trips) as text. */
+static char *counted_loop(int n) {
+  static char buf[2048];
+  snprintf(buf, sizeof buf,
+           "HloModule t\n"
+           "body {\n  s = (s32[], f32[%d], f32[8,%d]) parameter(0)\n"
+           "  i = s32[] get-tuple-element(s), index=0\n"
+           "  h = f32[%d] get-tuple-element(s), index=1\n"
+           "  xs = f32[8,%d] get-tuple-element(s), index=2\n"
+           "  z = s32[] constant(0)\n"
+           "  xd = f32[1,%d] dynamic-slice(xs, i, z), dynamic_slice_sizes={1,%d}\n"
+           "  x = f32[%d] reshape(xd)\n"
+           "  hf = f32[] constant(0.5)\n  hb = f32[%d] broadcast(hf), dimensions={}\n"
+           "  m = f32[%d] multiply(h, hb)\n  a = f32[%d] add(m, x)\n  t = f32[%d] tanh(a)\n"
+           "  one = s32[] constant(1)\n  i2 = s32[] add(i, one)\n"
+           "  ROOT r = (s32[], f32[%d], f32[8,%d]) tuple(i2, t, xs)\n}\n"
+           "cond {\n  s = (s32[], f32[%d], f32[8,%d]) parameter(0)\n"
+           "  i = s32[] get-tuple-element(s), index=0\n  n = s32[] constant(8)\n"
+           "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+           "ENTRY e {\n  xs = f32[8,%d] parameter(0)\n  h0 = f32[%d] parameter(1)\n"
+           "  z = s32[] constant(0)\n"
+           "  init = (s32[], f32[%d], f32[8,%d]) tuple(z, h0, xs)\n"
+           "  w = (s32[], f32[%d], f32[8,%d]) while(init), condition=cond, body=body\n"
+           "  ROOT hf = f32[%d] get-tuple-element(w), index=1\n}\n",
+           n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+  return buf;
+}
+
+static int count_whiles(const HModule *m) {
+  int n = 0;
+  for (int i = 0; i < m->entry->ninstrs; i++)
+    n += m->entry->instrs[i]->op == OP_WHILE;
+  return n;
+}
+
+/* A loop whose trips compute much stays a loop (a target that runs loops), unless the target
+ * asks for every counted loop unrolled (OptOpts.loops_unrolled: CUDA); a loop of tiny trips is
+ * unrolled either way; the values are the loop's. */
+Test(opt_while_unroll, loops_with_work_stay_loops) {
+  for (int big = 0; big < 2; big++)
+    for (int all = 0; all < 2; all++) {
+      HModule *m = tu_parse(counted_loop(big ? 256 : 4));
+      HArena *ar = hlo_arena_new();
+      Literal *before = eval(m, ar);
+      OptOpts o = {0};
+      o.loops_unrolled = all;
+      tu_run_opts(m, opt_while_unroll, &o);
+      cr_expect_eq(count_whiles(m), big && !all ? 1 : 0, "big=%d all=%d", big, all);
+      tu_run_opts(m, opt_inline_call, &o);
+      tu_expect_same(eval(m, ar), before, 1e-6);
+      hlo_arena_free(ar);
+      hlo_module_free(m);
+    }
+}

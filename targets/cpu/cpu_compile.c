@@ -170,6 +170,67 @@ typedef struct CpLoop {
   int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
 } CpLoop;
 
+/* The storage of each flat leaf of value v (at byte voff of its storage, shape vs), from *k on:
+ * what a loop's init value is made of (through tuples and their elements). */
+static void cp_init_sources(const HInstr *v, int64_t voff, const Shape *vs, CpuSlot *src,
+                            int64_t *bytes, int *k) {
+  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
+    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
+  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
+    for (int j = 0; j < v->nops; j++)
+      cp_init_sources(v->ops[j], 0, &v->ops[j]->shape, src, bytes, k);
+    return;
+  }
+  if (vs->dt == DT_TUPLE) {
+    for (int j = 0; j < vs->ntuple; j++)
+      cp_init_sources(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], src, bytes, k);
+    return;
+  }
+  if (bytes) bytes[*k] = (int64_t)hlo_shape_bytes(vs);
+  src[(*k)++] = (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff};
+}
+
+/* Per flat leaf of loop w's state, where the loop reads it: the init value's storage for a leaf
+ * the body passes through unchanged (a flat state; weights, the scanned inputs), so that it is
+ * neither copied in nor kept twice; in == NULL for the others. The init value's storage stays
+ * as it is while the loop runs (it is live up to the loop instruction). */
+static CpuSlot *cp_invariant_leaves(CpuCg *cg, const HInstr *w, int nleaves) {
+  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)nleaves);
+  int k = 0;
+  cp_init_sources(w->ops[0], 0, &w->ops[0]->shape, src, NULL, &k);
+  const HComp *body = w->calls[0];
+  const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
+  bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == nleaves && k == nleaves;
+  for (int j = 0; j < nleaves; j++) {
+    const HInstr *x = flat && root->op == OP_TUPLE && j < root->nops ? root->ops[j] : NULL;
+    bool inv = x && x->op == OP_GET_TUPLE_ELEMENT && x->ops[0] == param && x->tuple_index == j &&
+               hlo_shape_bytes(&w->shape.tuple[j]) > 0;
+    if (!inv) src[j] = (CpuSlot){CPU_SLOT_INSTR, NULL, NULL, 0};
+  }
+  return src;
+}
+
+/* Whether the body of loop w (planned by bp) leaves result leaf r where it is in the state: a
+ * leaf passed through at its own place, neither computed nor copied into the next state. */
+static bool cp_leaf_stays(const HInstr *w, const MemPlan *bp, int r) {
+  const MemResult *mr = &bp->results[r];
+  if (!mr->copy) return false;
+  int64_t off = 0;
+  int b = memplan_base(bp, mr->instr, &off);
+  return bp->bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(&w->shape, r);
+}
+
+/* Flat leaf k of (nested) tuple shape s. */
+static const Shape *cp_leaf_shape(const Shape *s, int k) {
+  if (s->dt != DT_TUPLE) return s;
+  for (int j = 0; j < s->ntuple; j++) {
+    int n = hlo_shape_leaves(&s->tuple[j]);
+    if (k < n) return cp_leaf_shape(&s->tuple[j], k);
+    k -= n;
+  }
+  return s;
+}
+
 /* Plan the loops of computation c (placed by region rg), recursively: their conditions and
  * bodies, and scratch for each above cg->loop_top. */
 static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
@@ -205,20 +266,28 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
                  "CPU target: internal error, while loop results do not match its state");
       return false;
     }
+    /* the next state: a place for each leaf the body does not leave where it is */
+    int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
     L->next_off = memplan_align(cg->loop_top);
-    L->pred_off = L->next_off + memplan_align(memplan_value_bytes(&w->shape));
+    int64_t at = L->next_off;
+    for (int k = 0; k < nleaves; k++) {
+      next[k] = at;
+      if (!cp_leaf_stays(w, &L->body_plan, k))
+        at += memplan_align(memplan_value_bytes(cp_leaf_shape(&w->shape, k)));
+    }
+    L->pred_off = memplan_align(at);
     /* the condition and the body never run at once: one heap for both */
     int64_t heap = L->pred_off + MEMPLAN_ALIGN;
     int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes
                                                                       : L->body_plan.temp_bytes;
     cg->loop_top = heap + memplan_align(hsize);
-    int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
-    for (int k = 0; k < nleaves; k++)
-      next[k] = L->next_off + memplan_leaf_offset(&w->shape, k);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
     *pred = L->pred_off;
-    L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex, soff, pred};
-    L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex, soff, next};
+    const CpuSlot *inv = cp_invariant_leaves(cg, w, nleaves);
+    L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex,
+                          soff, pred,          rg,    inv,  &w->shape};
+    L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex,
+                          soff, next,          rg,    inv,  &w->shape};
     cg->loops =
         hlo_arena_grow(cg->scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
     cg->loops[cg->nloops++] = L;
@@ -261,25 +330,33 @@ static void cp_copy(CpuCg *cg, CpuSlot dst, CpuSlot src, int64_t bytes) {
   cp_add_task(cg, CPU_TASK_COPY, s, 2, bytes);
 }
 
-/* Copies of the leaves of value v (at byte voff of its storage, shape vs) into the state block
- * of loop instruction w, flat leaves from *k on. */
-static void cp_init_copies(CpuCg *cg, const HInstr *v, int64_t voff, const Shape *vs,
-                           const HInstr *w, int *k) {
-  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
-    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
-  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
-    for (int j = 0; j < v->nops; j++)
-      cp_init_copies(cg, v->ops[j], 0, &v->ops[j]->shape, w, k);
-    return;
+/* Whether leaf j of loop w's result is read in computation c (a get-tuple-element of it, or any
+ * other use of the whole state). */
+static bool cp_leaf_read(const HComp *c, const HInstr *w, int j) {
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    for (int o = 0; o < x->nops; o++)
+      if (x->ops[o] == w && (x->op != OP_GET_TUPLE_ELEMENT || x->tuple_index == j)) return true;
   }
-  if (vs->dt == DT_TUPLE) {
-    for (int j = 0; j < vs->ntuple; j++)
-      cp_init_copies(cg, v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], w, k);
-    return;
+  return c->root == w;
+}
+
+/* Copies of loop L's init value into its state block, but for the invariant leaves (read where
+ * they are: cp_invariant_leaves); at_exit: the invariant leaves the loop's users read, copied
+ * into the state block after the loop. */
+static void cp_state_copies(CpuCg *cg, const CpLoop *L, bool at_exit) {
+  const HInstr *w = L->w;
+  int n = hlo_shape_leaves(&w->shape);
+  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)n);
+  int64_t *bytes = hlo_arena_alloc(cg->scratch, sizeof *bytes * (size_t)n);
+  int k = 0;
+  cp_init_sources(w->ops[0], 0, &w->ops[0]->shape, src, bytes, &k);
+  for (int j = 0; j < k; j++) {
+    bool inv = L->body.inv[j].in != NULL;
+    if (inv != at_exit || (at_exit && !cp_leaf_read(cg->entry, w, j))) continue;
+    cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, j)}, src[j],
+            bytes[j]);
   }
-  cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, *k)},
-          (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff}, (int64_t)hlo_shape_bytes(vs));
-  (*k)++;
 }
 
 static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg);
@@ -290,8 +367,8 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   for (int i = 0; i < cg->nloops && !L; i++)
     if (cg->loops[i]->w == w) L = cg->loops[i];
   HLO_ASSERT(L);
-  int k = 0, first = cg->ntasks;
-  cp_init_copies(cg, w->ops[0], 0, &w->ops[0]->shape, w, &k);
+  int first = cg->ntasks;
+  cp_state_copies(cg, L, false);
   int top = cg->ntasks;
   if (!cp_emit_comp(cg, &L->cond)) return false;
   const MemResult *pr = &L->cond_plan.results[0];
@@ -315,10 +392,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   for (int r = 0; r < n; r++) {
     const MemResult *mr = &L->body_plan.results[r];
     if (!mr->copy) continue;
-    int64_t off = 0;
-    int b = memplan_base(&L->body_plan, mr->instr, &off);
-    stays[r] = L->body_plan.bufs[b].kind == MEM_PARAM &&
-               off + mr->offset == memplan_leaf_offset(&w->shape, r);
+    stays[r] = cp_leaf_stays(w, &L->body_plan, r);
     if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
               (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset},
@@ -332,6 +406,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
               L->body_plan.results[r].size);
   cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0)->target = top;
   cg->tasks[branch].target = cg->ntasks;
+  cp_state_copies(cg, L, true);
   /* the loop's control tasks are named after it (a nested loop's already are) */
   for (int t = first; t < cg->ntasks; t++)
     if (cg->tasks[t].op != CPU_TASK_KERNEL && !cg->tasks[t].root) cg->tasks[t].root = w;
@@ -516,6 +591,21 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
 /* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
  * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
  * weights' base (NULL when none were given); plus *off bytes. */
+/* Where a loop region's slot at byte off of the state block is read when that falls in an
+ * invariant leaf (the init value's storage in rg->outer, cp_invariant_leaves): true and *to. */
+static bool cp_invariant_slot(const CpuRegion *rg, int64_t off, CpuSlot *to) {
+  if (!rg->inv) return false;
+  for (int j = 0; j < rg->state->ntuple; j++) {
+    int64_t lo = memplan_leaf_offset(rg->state, j);
+    if (!rg->inv[j].in || off < lo || off >= lo + (int64_t)hlo_shape_bytes(&rg->state->tuple[j]))
+      continue;
+    *to = rg->inv[j];
+    to->off += off - lo;
+    return true;
+  }
+  return false;
+}
+
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind,
                        int64_t *index, int64_t *off, LLVMValueRef *gv) {
   *kind = 2, *index = 0, *off = 0;
@@ -535,12 +625,16 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   const MemBuf *mb = &rg->plan->bufs[bi];
   *off += sl->off;
   switch (mb->kind) {
-  case MEM_PARAM:
+  case MEM_PARAM: {
+    CpuSlot to;
     if (rg->entry)
       *kind = 0, *index = mb->param;
+    else if (cp_invariant_slot(rg, *off, &to))
+      cp_resolve(cg, rg->outer, &to, kind, index, off, gv); /* where the init value is */
     else
       *kind = rg->param_kind, *index = rg->param_index, *off += rg->param_off; /* a loop's state */
     break;
+  }
   case MEM_RESULT:
     if (rg->entry)
       *kind = 1, *index = mb->result;
@@ -554,6 +648,34 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   }
 }
 
+/* Slot sl's memory in a loop's region rg: the state (a result's or the scratch's bytes), the
+ * next state and the heap (scratch), constants; [lo, hi) is the slot's value from its offset. */
+static CpuMem cp_loop_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
+  int64_t off = 0;
+  int bi = memplan_base(rg->plan, sl->in->idx, &off);
+  const MemBuf *mb = &rg->plan->bufs[bi];
+  off += sl->off;
+  int64_t size = memplan_value_bytes(&sl->in->shape) - sl->off;
+  CpuSlot to;
+  switch (mb->kind) {
+  case MEM_PARAM: /* the loop's state, or where an invariant leaf is read */
+    if (cp_invariant_slot(rg, off, &to)) return cpu_slot_mem(cg, rg->outer, &to);
+    off += rg->param_off;
+    if (rg->param_kind == 1) return (CpuMem){CPU_MEM_RESULT, rg->param_index, off, off + size};
+    return (CpuMem){CPU_MEM_SCRATCH, 0, off, off + size};
+  case MEM_RESULT:
+    off += rg->result_off[mb->result];
+    return (CpuMem){CPU_MEM_SCRATCH, 0, off, off + size};
+  case MEM_TEMP:
+    off += mb->offset + rg->heap_off;
+    return (CpuMem){CPU_MEM_SCRATCH, 0, off, off + size};
+  case MEM_CONST: return (CpuMem){CPU_MEM_RODATA, 0, 0, 0};
+  case MEM_NONE:
+  case MEM_ALIAS: break;
+  }
+  return (CpuMem){CPU_MEM_UNKNOWN, 0, 0, 0};
+}
+
 CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
   CpuMem m = {CPU_MEM_UNKNOWN, 0, 0, 0};
   if (sl->kind == CPU_SLOT_GLOBAL || sl->kind == CPU_SLOT_PACKED) {
@@ -561,13 +683,15 @@ CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl) {
   } else if (sl->kind == CPU_SLOT_TEMP) {
     /* kernel-private scratch: above every plan's heap, its extent not recorded */
     if (sl->off >= cg->temp_base) m = (CpuMem){CPU_MEM_SCRATCH, 0, sl->off, INT64_MAX};
-  } else if (rg && rg->entry) {
+  } else if (rg && !rg->entry) {
+    m = cp_loop_mem(cg, rg, sl);
+  } else if (rg) {
     int64_t off = 0;
     int bi = memplan_base(rg->plan, sl->in->idx, &off);
     const MemBuf *mb = &rg->plan->bufs[bi];
     switch (mb->kind) {
     case MEM_PARAM: m = (CpuMem){CPU_MEM_ARG, mb->param, 0, 0}; break;
-    case MEM_RESULT: m = (CpuMem){CPU_MEM_RESULT, mb->result, 0, 0}; break;
+    case MEM_RESULT: m = (CpuMem){CPU_MEM_RESULT, mb->result, 0, INT64_MAX}; break;
     case MEM_TEMP: m = (CpuMem){CPU_MEM_SCRATCH, 0, mb->offset, mb->offset + mb->size}; break;
     case MEM_CONST: m.kind = CPU_MEM_RODATA; break;
     case MEM_NONE:
@@ -588,7 +712,7 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
   switch (a->kind) {
   case CPU_MEM_ARG:
   case CPU_MEM_RODATA: return true; /* never written */
-  case CPU_MEM_RESULT: return a->index != b->index;
+  case CPU_MEM_RESULT: return a->index != b->index || a->hi <= b->lo || b->hi <= a->lo;
   case CPU_MEM_SCRATCH: return a->hi <= b->lo || b->hi <= a->lo;
   case CPU_MEM_UNKNOWN: break;
   }
@@ -1212,7 +1336,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
-  cg.entry_region = (CpuRegion){cg.entry, &cg.plan, true, 0, 0, 0, 0, NULL};
+  cg.entry_region = (CpuRegion){cg.entry, &cg.plan, true, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
   cg.region = &cg.entry_region;
   /* the loops' scratch above the plan's heap, kernel-private scratch (GEMM packing areas)
      above both */

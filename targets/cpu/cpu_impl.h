@@ -65,8 +65,9 @@ typedef struct CpuPackJob {
 
 /* Where the values of one computation live: the entry's (args, results, the plan's heap), or
  * a while loop's condition or body (cpu_compile.c): its heap at heap_off in the scratch,
- * its tuple parameter the loop's state block, its results the next-state block or the
- * predicate byte (all in the scratch, at fixed offsets). */
+ * its tuple parameter the loop's state block (but for the invariant leaves, read where the
+ * loop's init value is), its results the next-state block or the predicate byte (all in the
+ * scratch, at fixed offsets). */
 typedef struct CpuRegion {
   const HComp *comp;   /* computation whose instructions it places */
   const MemPlan *plan; /* their buffers */
@@ -76,7 +77,12 @@ typedef struct CpuRegion {
                           the run function's table: 1 results[param_index], 2 the scratch */
   int64_t param_index; /* !entry: results[] index when param_kind is 1 */
   int64_t param_off;   /* !entry: byte offset of the state (in the scratch, or in the result) */
-  const int64_t *result_off; /* !entry: scratch offset of each result leaf */
+  const int64_t *result_off;     /* !entry: scratch offset of each result leaf */
+  const struct CpuRegion *outer; /* !entry: the region of the while instruction */
+  const CpuSlot *inv;            /* !entry, or NULL: per flat leaf of the state, where a leaf the
+                                    body passes through unchanged is read (the init value's
+                                    storage in outer; in == NULL: a leaf of the state block) */
+  const Shape *state;            /* !entry: the state's shape */
 } CpuRegion;
 
 /* What a task of the run function does (the schedule is a table walked by one loop). */
@@ -188,16 +194,16 @@ typedef struct CpuCg {
 /* The memory a kernel's slot reaches, as far as the plan tells (cpu_slot_mem): for the alias
  * scopes that let LLVM vectorize without runtime overlap checks (cpu_kernel.c). */
 typedef enum CpuMemKind {
-  CPU_MEM_UNKNOWN, /* not known (a while loop's region): may overlap anything */
+  CPU_MEM_UNKNOWN, /* not known: may overlap anything */
   CPU_MEM_ARG,     /* args[index], read-only */
-  CPU_MEM_RESULT,  /* results[index] */
+  CPU_MEM_RESULT,  /* results[index], its bytes [lo, hi) (a loop's state kept there) */
   CPU_MEM_SCRATCH, /* the scratch bytes [lo, hi) */
   CPU_MEM_RODATA,  /* read-only data of the object */
 } CpuMemKind;
 typedef struct CpuMem {
   CpuMemKind kind;
   int64_t index;  /* CPU_MEM_ARG, CPU_MEM_RESULT */
-  int64_t lo, hi; /* CPU_MEM_SCRATCH */
+  int64_t lo, hi; /* CPU_MEM_SCRATCH, CPU_MEM_RESULT */
 } CpuMem;
 /* What slot sl of a task placed in region rg reaches. */
 CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl);
