@@ -234,6 +234,14 @@ static void mp_aliases(MemPlan *p, HComp *c, const int *blast) {
   }
 }
 
+static void mp_state_in_place(MemPlan *p, HComp *c);
+
+bool memplan_assign_body(HComp *c, HArena *a, MemPlan *out, HErr *err) {
+  if (!memplan_assign(c, a, out, err)) return false;
+  mp_state_in_place(out, c);
+  return true;
+}
+
 bool memplan_assign(HComp *c, HArena *a, MemPlan *out, HErr *err) {
   hlo_comp_renumber(c);
   int n = c->ninstrs;
@@ -440,4 +448,69 @@ void memplan_dump(const MemPlan *p, const HComp *c, FILE *f) {
       p->peak_live ? 100.0 * (double)(p->temp_bytes - p->peak_live) / (double)p->peak_live : 0;
   fprintf(f, "TEMP_BYTES %lld\npeak-live lower bound %lld\nfragmentation %.2f%%\n",
           (long long)p->temp_bytes, (long long)p->peak_live, frag);
+}
+
+/* ------------------------------------------------------------------ a loop body's state in place
+ */
+
+/* Whether user reads operand opnd in place: elementwise, or as a dynamic-update-slice's operand
+ * (directly, or as the only use of a fusion's parameter that is its root's operand 0). */
+static bool mp_reads_in_place(const HInstr *user, int opnd) {
+  if (memplan_reads_elementwise(user, opnd)) return true;
+  if (user->op == OP_DYNAMIC_UPDATE_SLICE) return opnd == 0;
+  if (user->op != OP_FUSION || user->ncalls != 1) return false;
+  const HComp *f = user->calls[0];
+  const HInstr *r = f->root;
+  if (r->op != OP_DYNAMIC_UPDATE_SLICE || r->ops[0]->op != OP_PARAMETER ||
+      r->ops[0]->param_num != opnd || !hlo_shape_same_dims(&r->shape, &user->shape))
+    return false;
+  for (int i = 0; i < f->ninstrs; i++)
+    for (int k = 0; k < f->instrs[i]->nops; k++)
+      if (f->instrs[i]->ops[k] == r->ops[0] && !(f->instrs[i] == r && k == 0)) return false;
+  return true;
+}
+
+/* Whether x's value lies in [lo, hi) of parameter block pb's bytes (a view of it), and where. */
+static bool mp_in_leaf(const MemPlan *p, const HInstr *x, int pb, int64_t lo, int64_t hi) {
+  int64_t off = 0;
+  if (memplan_base(p, x->idx, &off) != pb) return false;
+  return off < hi && off + memplan_value_bytes(&x->shape) > lo;
+}
+
+static void mp_state_in_place(MemPlan *p, HComp *c) {
+  if (c->nparams != 1 || c->params[0]->shape.dt != DT_TUPLE || !c->root) return;
+  int pb = c->params[0]->idx;
+  const Shape *ps = &c->params[0]->shape;
+  for (int r = 0; r < p->nresults && r < hlo_shape_leaves(ps); r++) {
+    MemResult *mr = &p->results[r];
+    if (mr->copy) continue;
+    HInstr *in = c->instrs[mr->instr];
+    int64_t lo = memplan_leaf_offset(ps, r), hi = lo + mr->size;
+    int take = -1;
+    for (int k = 0; k < in->nops && take < 0; k++) {
+      int64_t off = 0;
+      if (memplan_base(p, in->ops[k]->idx, &off) == pb && off == lo &&
+          memplan_value_bytes(&in->ops[k]->shape) == mr->size && mp_reads_in_place(in, k))
+        take = k;
+    }
+    if (take < 0) continue;
+    bool ok = true; /* no other read of the leaf by `in` out of place, none after it */
+    for (int k = 0; k < in->nops && ok; k++)
+      if (k != take && mp_in_leaf(p, in->ops[k], pb, lo, hi) && !memplan_reads_elementwise(in, k))
+        ok = false;
+    /* (a tuple's elements are read when the results are, after every kernel: a leaf the root
+       moves elsewhere, as a swap does, is read then) */
+    for (int i = 0; i < c->ninstrs && ok; i++)
+      for (int k = 0; k < c->instrs[i]->nops && ok; k++)
+        if ((i > in->idx || c->instrs[i]->op == OP_TUPLE) &&
+            mp_in_leaf(p, c->instrs[i]->ops[k], pb, lo, hi))
+          ok = false;
+    if (!ok) continue;
+    MemBuf *b = &p->bufs[in->idx];
+    b->kind = MEM_ALIAS;
+    b->view = false;
+    b->alias = in->ops[take]->idx;
+    b->offset = 0;
+    mr->copy = true; /* a copy of the state's own leaf: left where it is */
+  }
 }

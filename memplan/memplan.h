@@ -78,6 +78,12 @@ typedef struct MemPlan {
  * result leaf is a copy of parameter p itself or the leaf is parameter p unchanged. The
  * caller may always pass distinct buffers instead. */
 bool memplan_assign(HComp *entry, HArena *a, MemPlan *out, HErr *err);
+/* A while loop's body: memplan_assign, then a result leaf r computed by an instruction that reads
+ * leaf r of the state (the tuple parameter) in place (elementwise, or as a dynamic-update-slice's
+ * operand) and after every other read of it is computed into the state itself: results[r] is
+ * then a copy of that leaf, which the targets leave where it is (the scan's hidden state and its
+ * outputs updated in place, not copied to the next state and back every trip). */
+bool memplan_assign_body(HComp *body, HArena *a, MemPlan *out, HErr *err);
 /* Follow aliases from instruction i to the instruction that owns the storage; *offset gets
  * the byte offset of i's value inside it. */
 int memplan_base(const MemPlan *p, int i, int64_t *offset);

@@ -197,6 +197,13 @@ bool opt_attention_match(const HInstr *out, OptAttn *a, const char **why);
  * dims multiples of 16 up to maxhead. */
 bool opt_attention_16bit(const OptAttn *a, int64_t maxhead);
 
+/* ------------------------------------------------------------------ while_unroll.c */
+
+/* The trip count of while instruction w when it is a counted loop (an induction value from a
+ * constant, a constant step, a constant bound or one the body passes through) of at most cap
+ * trips, else -1. */
+int64_t opt_while_trips(const HInstr *w, int64_t cap);
+
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);
 #include "passes.def"

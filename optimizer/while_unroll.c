@@ -47,37 +47,52 @@ static bool wu_invariant(const HInstr *init, const HComp *body, int64_t k, int64
   return k < init->nops && wu_const(init->ops[k], v);
 }
 
-/* The trip count of while instruction w, or -1 when it is not a counted loop. */
-static int64_t wu_trips(const HInstr *w) {
+/* Binary instruction x, or a fusion of one whose operands are the fusion's parameters or
+ * constants (what the fusion pass leaves of a loop's compare and increment): the instruction
+ * carrying the opcode (and comparison direction), its operands in x's computation in ops. */
+static const HInstr *wu_binary(const HInstr *x, const HInstr **ops) {
+  const HInstr *r = x->op == OP_FUSION && x->ncalls == 1 ? x->calls[0]->root : x;
+  if (r->nops != 2) return NULL;
+  for (int j = 0; j < 2; j++) {
+    const HInstr *o = r->ops[j];
+    if (r == x || o->op == OP_CONSTANT)
+      ops[j] = o;
+    else if (o->op == OP_PARAMETER && o->param_num < x->nops)
+      ops[j] = x->ops[o->param_num];
+    else
+      return NULL;
+  }
+  return r;
+}
+
+int64_t opt_while_trips(const HInstr *w, int64_t cap) {
   const HInstr *init = w->ops[0];
   const HComp *body = w->calls[0], *cond = w->calls[1]; /* HLO's order: body, condition */
-  const HInstr *cr = cond->root, *br = body->root;
-  if (init->op != OP_TUPLE || br->op != OP_TUPLE || cr->op != OP_COMPARE ||
-      cr->ops[0]->shape.rank != 0 || !hlo_dtype_is_int(cr->ops[0]->shape.dt))
+  const HInstr *co[2], *br = body->root, *cr = wu_binary(cond->root, co);
+  if (init->op != OP_TUPLE || br->op != OP_TUPLE || !cr || cr->op != OP_COMPARE ||
+      co[0]->shape.rank != 0 || !hlo_dtype_is_int(co[0]->shape.dt))
     return -1;
   /* the induction element j: one side of the comparison, stepped by a constant in the body */
   for (int side = 0; side < 2; side++) {
-    int64_t j = wu_elem(cond, cr->ops[side]);
+    int64_t j = wu_elem(cond, co[side]);
     if (j < 0 || j >= br->nops || j >= init->nops) continue;
-    const HInstr *nx = br->ops[j];
+    const HInstr *no[2], *nx = wu_binary(br->ops[j], no);
     int64_t step, c0, bound;
-    if (nx->op != OP_ADD && nx->op != OP_SUBTRACT) continue;
-    int ci = wu_elem(body, nx->ops[0]) == j                       ? 1
-             : nx->op == OP_ADD && wu_elem(body, nx->ops[1]) == j ? 0
-                                                                  : -1;
-    if (ci < 0 || !wu_const(nx->ops[ci], &step)) continue;
+    if (!nx || (nx->op != OP_ADD && nx->op != OP_SUBTRACT)) continue;
+    int ci = wu_elem(body, no[0]) == j ? 1 : nx->op == OP_ADD && wu_elem(body, no[1]) == j ? 0 : -1;
+    if (ci < 0 || !wu_const(no[ci], &step)) continue;
     if (nx->op == OP_SUBTRACT) step = -step;
     if (!wu_const(init->ops[j], &c0)) continue;
-    const HInstr *other = cr->ops[1 - side];
+    const HInstr *other = co[1 - side];
     int64_t k = wu_elem(cond, other);
     if (!wu_const(other, &bound) && !(k >= 0 && k != j && wu_invariant(init, body, k, &bound)))
       continue;
     /* simulate: the comparison is (i dir bound) with i on the left, or (bound dir i) */
     int64_t i = c0, t = 0;
-    DType dt = cr->ops[0]->shape.dt;
+    DType dt = co[0]->shape.dt;
     while (side == 0 ? hlo_cmp_i64(cr->cmp_dir, dt, i, bound)
                      : hlo_cmp_i64(cr->cmp_dir, dt, bound, i)) {
-      if (++t > WU_MAX_TRIPS) return -1;
+      if (++t > cap) return -1;
       i += step;
     }
     return t;
@@ -116,7 +131,7 @@ static int64_t wu_work(const HComp *c, int depth) {
 static HInstr *wu_rule(HComp *c, HInstr *w, PassCtx *pc, void *ctx) {
   (void)ctx;
   if (w->op != OP_WHILE || w->nops != 1 || w->ncalls != 2 || w->nctrl) return NULL;
-  int64_t t = wu_trips(w);
+  int64_t t = opt_while_trips(w, WU_MAX_TRIPS);
   if (t < 0) return NULL;
   HComp *body = w->calls[0];
   if ((int64_t)body->ninstrs * t > WU_MAX_INSTRS || !opt_comp_speculable(body, pc->scratch) ||

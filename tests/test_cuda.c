@@ -360,24 +360,35 @@ Test(cuda_ptx, unsupported_op_is_a_located_error) {
   hlo_module_free(m);
 }
 
-/* A while loop whose trip count depends on the data (the CPU target runs it as a loop) is a
- * located error naming the loop. */
-Test(cuda_ptx, data_dependent_while_is_a_located_error) {
+/* While loops run as steps the host walks: a data-dependent one (Newton's square root) tests its
+ * predicate read back from the device, then jumps back; a counted loop kept as a loop
+ * (--disable-pass=while-unroll) counts on the host, without a condition kernel; the scanned
+ * weights are read in place (no copy of the [64, 128] weight or the [16, 4, 32] inputs into
+ * the state), and the counter starts from a constant copied from the host. */
+Test(cuda_ptx, while_loops_as_host_driven_steps) {
   HErr err = {0};
   HModule *m = proto_load_file(HLOC_TEST_DIR "/xla_cases/while_newton/module.hlo", &err);
   cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
   OptOpts oo = {0};
   cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
-  CudaOpts o = {0};
-  o.name = "m";
-  o.out_path = "/nonexistent/m.ptx";
-  o.emit = CUDA_EMIT_PTX;
-  cr_expect_not(cuda_compile(m, &o, &err));
-  cr_expect(strstr(err.msg, "CUDA target") && strstr(err.msg, "'while.5'") &&
-                strstr(err.msg, "counted loops"),
-            "%s", err.msg);
-  hlo_module_free(m);
+  char *js = tu_kernels(m, "while_newton", CUDA_EMIT_PTX, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"kind\": \"exit_unless\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"jump\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"count\""), 0, "%s", js);
+  free(js);
+  m = proto_load_file(HLOC_TEST_DIR "/cuda/cases/while_lstm_scan.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  oo.disabled[oo.ndisabled++] = "while-unroll";
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  js = tu_kernels(m, "while_lstm_scan", CUDA_EMIT_PTX, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"kind\": \"count\", \"counter\": 0, \"trips\": 16"), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"exit_after\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"exit_unless\""), 0, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"copy_constant\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"copy\", \"bytes\": 32768"), 0, "%s", js);
+  cr_expect_eq(tu_count(js, "\"bytes\": 8192, \"src\": {\"base\": \"arg\""), 0, "%s", js);
+  free(js);
 }
 
 /* ------------------------------------------------------------------ host object and header */

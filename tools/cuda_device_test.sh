@@ -7,12 +7,12 @@
 # tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
 # toolkit's stub library) and the libraries the model's header lists (MODEL_CUDA_LIBS:
 # -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside; the same for the
-# cases of tests/xla_cases (XLA's outputs, as xla_<case>; not the data-dependent loops, which
-# only the CPU target compiles). Then the same for
+# cases of tests/xla_cases (XLA's outputs, as xla_<case>). Then the same for
 # every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
-# (hloc-bench-ref --save: the benchmark's deterministic inputs). device/bench
+# (hloc-bench-ref --save: the benchmark's deterministic inputs); a case's line
+# "// hloc-flags: ..." gives hloc flags of its own (--disable-pass=while-unroll). device/bench
 # (bench/cuda.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
@@ -44,15 +44,14 @@ for f in "$CORPUS"/*/; do
 done
 for f in "$ROOT"/tests/xla_cases/*/; do
   n=xla_$(basename "$f")
-  case $n in xla_while_newton|xla_while_arg_bound) # data-dependent loops: the CPU target's only
-    echo "skipped $n: the CUDA target does not compile data-dependent while loops" >&2; continue ;; esac
   build_one "$n" "$f/module.hlo"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/"
 done
 for f in "$ROOT"/tests/cuda/cases/*.hlo; do
   for layout in nchw nhwc; do
     n=case_$(basename "$f" .hlo)_$layout
-    build_one "$n" "$f" --conv-layout=$layout
+    # shellcheck disable=SC2046 # the case's own flags, word-split on purpose
+    build_one "$n" "$f" --conv-layout=$layout $(sed -n 's|^// hloc-flags: ||p' "$f")
     "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
   done
 done

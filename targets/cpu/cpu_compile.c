@@ -258,7 +258,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
       return false;
     }
     if (!memplan_assign(cond, cg->scratch, &L->cond_plan, cg->err) ||
-        !memplan_assign(body, cg->scratch, &L->body_plan, cg->err))
+        !memplan_assign_body(body, cg->scratch, &L->body_plan, cg->err))
       return false;
     int nleaves = hlo_shape_leaves(&w->shape);
     if (L->body_plan.nresults != nleaves || L->cond_plan.nresults != 1) {
@@ -646,6 +646,15 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
   case MEM_NONE:
   case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
   }
+}
+
+bool cpu_slots_same_address(CpuCg *cg, const CpuSlot *a, const CpuSlot *b) {
+  if (!cg->region || a->kind == CPU_SLOT_PACKED || b->kind == CPU_SLOT_PACKED) return false;
+  int64_t ka, ia, oa, kb, ib, ob;
+  LLVMValueRef ga = NULL, gb = NULL;
+  cp_resolve(cg, cg->region, a, &ka, &ia, &oa, &ga);
+  cp_resolve(cg, cg->region, b, &kb, &ib, &ob, &gb);
+  return ka == kb && ia == ib && oa == ob && ga == gb;
 }
 
 /* Slot sl's memory in a loop's region rg: the state (a result's or the scratch's bytes), the
@@ -1336,7 +1345,8 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
 
   if (!cp_lower(&cg)) goto done;
   if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
-  cg.entry_region = (CpuRegion){cg.entry, &cg.plan, true, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
+  cg.entry_plan = cg.plan; /* a copy: cg.plan becomes each loop computation's while emitted */
+  cg.entry_region = (CpuRegion){cg.entry, &cg.entry_plan, true, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
   cg.region = &cg.entry_region;
   /* the loops' scratch above the plan's heap, kernel-private scratch (GEMM packing areas)
      above both */

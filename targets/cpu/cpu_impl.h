@@ -140,7 +140,8 @@ typedef struct CpuCg {
   HErr *err;                         /* first error */
   HArena *scratch;                   /* plan and bookkeeping, freed at the end */
   MemPlan plan;                      /* buffers of the entry computation */
-  CpuRegion entry_region;            /* the entry's region (plan above) */
+  MemPlan entry_plan;                /* the entry's plan (plan is the emitted computation's) */
+  CpuRegion entry_region;            /* the entry's region (entry_plan) */
   const CpuRegion *region;           /* the region whose instructions are being compiled (tasks made
                                         now resolve their slots in it) */
   int nloops, loop_cap;              /* while loops compiled (cpu_compile.c's CpLoop) */
@@ -205,6 +206,11 @@ typedef struct CpuMem {
   int64_t index;  /* CPU_MEM_ARG, CPU_MEM_RESULT */
   int64_t lo, hi; /* CPU_MEM_SCRATCH, CPU_MEM_RESULT */
 } CpuMem;
+/* Whether slots a and b of a kernel of the current region address the same byte (a value
+ * computed in place of its operand, a loop state's leaf updated in place): the kernel then
+ * reads and writes through one pointer, so that LLVM vectorizes without an overlap check
+ * (which two equal pointers would fail, running the scalar copy). */
+bool cpu_slots_same_address(CpuCg *cg, const CpuSlot *a, const CpuSlot *b);
 /* What slot sl of a task placed in region rg reaches. */
 CpuMem cpu_slot_mem(const CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl);
 /* Whether no byte written through one of a and b can be accessed through the other: read-only

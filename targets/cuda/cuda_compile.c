@@ -77,22 +77,6 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
   return s;
 }
 
-bool cuda_ptr_of(CudaCg *cc, const HInstr *in, CuPtr *out) {
-  const MemPlan *p = &cc->cg.plan;
-  int64_t off = 0;
-  int b = memplan_base(p, in->idx, &off);
-  const MemBuf *mb = &p->bufs[b];
-  switch (mb->kind) {
-  case MEM_PARAM: *out = (CuPtr){CU_ARG, (int)mb->param, off}; return true;
-  case MEM_RESULT: *out = (CuPtr){CU_RESULT, mb->result, off}; return true;
-  case MEM_TEMP: *out = (CuPtr){CU_TEMP, 0, mb->offset + off}; return true;
-  case MEM_CONST:
-  case MEM_NONE:
-  case MEM_ALIAS: break;
-  }
-  return false;
-}
-
 /* ------------------------------------------------------------------ checks */
 
 static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
@@ -104,14 +88,6 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
     HInstr *in = c->instrs[i];
     if (cpu_op_own_kernel(in->op)) { /* a serial kernel of the CPU target's: no GPU form yet */
       hlo_err_at(cc->cg.err, in, "CUDA target: %s is not supported", hlo_op_name(in->op));
-      return false;
-    }
-    if (in->op == OP_WHILE) { /* the optimizer's while-unroll compiles the others */
-      hlo_err_at(cc->cg.err, in,
-                 "CUDA target: only counted loops are compiled (unrolled): an induction value from "
-                 "a constant, a constant step, a constant bound, at most 1024 trips, no side "
-                 "effects; this loop's "
-                 "count is not known at compile time (the CPU target compiles such loops)");
       return false;
     }
     if (!cpu_op_supported(in, "CUDA", cc->cg.err)) return false;
@@ -310,7 +286,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
   hlo_module_renumber(m);
   if (!cc_check_comp(cc, m->entry, 0)) goto done;
-  if (!memplan_assign(m->entry, cg->scratch, &cg->plan, err)) goto done;
+  if (!memplan_assign(m->entry, cg->scratch, &cg->plan, err) || !cuda_plan_loops(cc)) goto done;
 
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTarget();
@@ -338,10 +314,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   LLVMDisposeTargetData(td);
   cpu_cg_types(cg);
 
-  bool gen_ok = true;
-  for (int i = 0; i < m->entry->ninstrs && gen_ok; i++)
-    gen_ok = cuda_emit_instr(cc, m->entry->instrs[i]);
-  if (!gen_ok) goto done_dl;
+  if (!cuda_emit_comp(cc, &cc->entry_region)) goto done_dl;
   for (int r = 0; r < cg->plan.nresults; r++) {
     const MemResult *mr = &cg->plan.results[r];
     if (!mr->copy) continue;

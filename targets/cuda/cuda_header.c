@@ -214,8 +214,20 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
       jptr(&b, &s->y);
       hlo_str_printf(&b, ", \"workspace\": ");
       jptr(&b, &s->ws);
+    } else if (s->kind == CU_STEP_BRANCH) {
+      hlo_str_printf(&b, "\"kind\": \"exit_unless\", \"target\": %d, \"pred\": ", s->target);
+      jptr(&b, &s->src);
+    } else if (s->kind == CU_STEP_COUNT) {
+      hlo_str_printf(&b, "\"kind\": \"exit_after\", \"counter\": %d, \"target\": %d", s->counter,
+                     s->target);
+    } else if (s->kind == CU_STEP_SET) {
+      hlo_str_printf(&b, "\"kind\": \"count\", \"counter\": %d, \"trips\": %lld", s->counter,
+                     (long long)s->trips);
+    } else if (s->kind == CU_STEP_JUMP) {
+      hlo_str_printf(&b, "\"kind\": \"jump\", \"target\": %d", s->target);
     } else {
-      hlo_str_printf(&b, "\"kind\": \"copy\", \"bytes\": %lld, \"src\": ", (long long)s->bytes);
+      hlo_str_printf(&b, "\"kind\": \"%s\", \"bytes\": %lld, \"src\": ",
+                     s->hconst ? "copy_constant" : "copy", (long long)s->bytes);
       jptr(&b, &s->src);
       hlo_str_printf(&b, ", \"dst\": ");
       jptr(&b, &s->dst);

@@ -591,6 +591,96 @@ static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
   h_check(h, h_call(h, "cublasLtMatmul", h->i32, ps, a, 16), 1000);
 }
 
+/* ------------------------------------------------------------------ loops in NAME_cuda_run
+ *
+ * Steps run in order, but for the control steps of while loops (cuda_loop.c): every step a
+ * branch or jump goes to starts a block of its own; a loop's exit test reads its predicate
+ * back (an asynchronous copy to a stack byte, then the stream synchronized) or tests a host
+ * counter; a copy from a constant goes from the host (the constant's bytes in this object). */
+typedef struct HFlow {
+  LLVMBasicBlockRef *at; /* per step (and the end): the block that starts there, or NULL */
+  LLVMValueRef counters; /* [ncounters x i64] on the stack */
+  LLVMValueRef byte;     /* the predicate read back */
+  const HRun *r;
+} HFlow;
+
+static HFlow h_flow_begin(Host *h, const HRun *r) {
+  CudaCg *cc = h->cc;
+  HFlow fl = {hlo_arena_alloc(cc->cg.scratch, sizeof(LLVMBasicBlockRef) * (size_t)(cc->nsteps + 1)),
+              NULL, NULL, r};
+  memset(fl.at, 0, sizeof(LLVMBasicBlockRef) * (size_t)(cc->nsteps + 1));
+  for (int i = 0; i < cc->nsteps; i++) {
+    const CuStep *s = &cc->steps[i];
+    if (s->kind == CU_STEP_BRANCH || s->kind == CU_STEP_COUNT || s->kind == CU_STEP_JUMP)
+      if (!fl.at[s->target]) fl.at[s->target] = LLVMAppendBasicBlockInContext(h->C, h->fn, "step");
+  }
+  if (cc->ncounters)
+    fl.counters =
+        LLVMBuildAlloca(h->B, LLVMArrayType2(h->i64, (uint64_t)cc->ncounters), "counters");
+  fl.byte = LLVMBuildAlloca(h->B, h->i8, "pred");
+  return fl;
+}
+
+/* Before step i: continue into the block that starts there, if any. */
+static void h_flow_at(Host *h, const HFlow *fl, int i) {
+  if (!fl->at[i]) return;
+  LLVMBuildBr(h->B, fl->at[i]);
+  LLVMPositionBuilderAtEnd(h->B, fl->at[i]);
+}
+
+static LLVMValueRef h_counter(Host *h, const HFlow *fl, int c) {
+  LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, c)};
+  return LLVMBuildInBoundsGEP2(h->B, LLVMArrayType2(h->i64, (uint64_t)h->cc->ncounters),
+                               fl->counters, ix, 2, "");
+}
+
+/* Go to step target when cond holds, else on to a new block. */
+static void h_flow_branch(Host *h, const HFlow *fl, LLVMValueRef cond, int target) {
+  LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(h->C, h->fn, "on");
+  LLVMBuildCondBr(h->B, cond, fl->at[target], on);
+  LLVMPositionBuilderAtEnd(h->B, on);
+}
+
+/* A copy from a constant's bytes in this object to the device. */
+static void h_copy_const(Host *h, const HFlow *fl, const CuStep *s) {
+  const char *bytes = (const char *)s->hconst->data + s->src.offset;
+  LLVMValueRef init = LLVMConstStringInContext(h->C, bytes, (unsigned)s->bytes, 1);
+  LLVMValueRef g = h_global(h, LLVMTypeOf(init), "hloc_loop_const", init, true);
+  LLVMTypeRef cp4[4] = {h->i64, h->ptr, h->i64, h->ptr};
+  LLVMValueRef ca[4] = {LLVMBuildPtrToInt(h->B, h_run_addr(h, fl->r, &s->dst), h->i64, ""), g,
+                        h_i64(h, s->bytes), fl->r->stream};
+  h_check(h, h_call(h, "cuMemcpyHtoDAsync_v2", h->i32, cp4, ca, 4), 0);
+}
+
+/* The control steps and copies from constants; false for the other steps. */
+static bool h_flow_step(Host *h, const HFlow *fl, const CuStep *s) {
+  LLVMBuilderRef B = h->B;
+  if (s->kind == CU_STEP_COPY && s->hconst) {
+    h_copy_const(h, fl, s);
+  } else if (s->kind == CU_STEP_SET) {
+    LLVMBuildStore(B, h_i64(h, s->trips), h_counter(h, fl, s->counter));
+  } else if (s->kind == CU_STEP_COUNT) {
+    LLVMValueRef p = h_counter(h, fl, s->counter), v = LLVMBuildLoad2(B, h->i64, p, "");
+    LLVMBuildStore(B, LLVMBuildSub(B, v, h_i64(h, 1), ""), p);
+    h_flow_branch(h, fl, LLVMBuildICmp(B, LLVMIntEQ, v, h_i64(h, 0), ""), s->target);
+  } else if (s->kind == CU_STEP_BRANCH) {
+    LLVMTypeRef cp4[4] = {h->ptr, h->i64, h->i64, h->ptr};
+    LLVMValueRef ca[4] = {fl->byte, LLVMBuildPtrToInt(B, h_run_addr(h, fl->r, &s->src), h->i64, ""),
+                          h_i64(h, 1), fl->r->stream};
+    h_check(h, h_call(h, "cuMemcpyDtoHAsync_v2", h->i32, cp4, ca, 4), 0);
+    LLVMTypeRef p1[1] = {h->ptr};
+    h_check(h, h_call(h, "cuStreamSynchronize", h->i32, p1, &ca[3], 1), 0);
+    LLVMValueRef v = LLVMBuildLoad2(B, h->i8, fl->byte, "");
+    h_flow_branch(h, fl, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstInt(h->i8, 0, 0), ""), s->target);
+  } else if (s->kind == CU_STEP_JUMP) {
+    LLVMBuildBr(B, fl->at[s->target]);
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, h->fn, "after"));
+  } else {
+    return false;
+  }
+  return true;
+}
+
 static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
@@ -649,8 +739,11 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
   LLVMValueRef dnn = cc->nconvs ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->dnn, slot), "") : NULL;
   HRun r = {args, results, temp, stream, slot, alpha, beta};
+  HFlow fl = h_flow_begin(h, &r);
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
+    h_flow_at(h, &fl, i);
+    if (h_flow_step(h, &fl, s)) continue;
     if (s->kind == CU_STEP_KERNEL) {
       for (int p = 0; p < s->nparams; p++) {
         LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
@@ -680,6 +773,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       h_check(h, h_call(h, "cuMemcpyDtoDAsync_v2", h->i32, cp4, ca, 4), 0);
     }
   }
+  h_flow_at(h, &fl, cc->nsteps);
   LLVMBuildRet(B, h_i32(h, 0));
 }
 

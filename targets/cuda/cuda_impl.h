@@ -10,6 +10,8 @@
  *                   reductions, GEMM operand staging and epilogues, scatter
  *   cuda_host.c     the host object: x86-64 LLVM IR embedding cubin and PTX, module loading
  *                   once per CUDA context, launches on the caller's stream
+ *   cuda_loop.c     while loops: the condition's and body's plans and scratch regions, their
+ *                   steps between control steps the host walks; device addresses by region
  *   cuda_ptxas.c    running ptxas in a private temporary folder, parsing its -v report
  *   cuda_header.c   the generated C header and the JSON manifest
  *
@@ -40,6 +42,12 @@ typedef enum CuStepKind {
   CU_STEP_GEMM,   /* a cuBLAS strided batched GEMM (column-major terms) */
   CU_STEP_COPY,   /* a device-to-device copy */
   CU_STEP_CONV,   /* a cuDNN convolution (NHWC/KRSC or NCHW/KCRS) */
+  CU_STEP_BRANCH, /* a while loop's exit test: to step `target` when the byte at src is 0 (read
+                     back to the host: the stream synchronized) */
+  CU_STEP_COUNT,  /* a counted loop's exit test: to `target` when host counter `counter` is 0,
+                     else the counter decremented */
+  CU_STEP_SET,    /* host counter `counter` set to `trips` (a counted loop's start) */
+  CU_STEP_JUMP,   /* to step `target` (a loop's back edge) */
 } CuStepKind;
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
@@ -75,8 +83,14 @@ typedef struct CuStep {
                             host object keeps per context */
   CuPtr a, b, c;         /* operands */
   /* CU_STEP_COPY */
-  CuPtr src, dst; /* addresses */
-  int64_t bytes;  /* size */
+  CuPtr src, dst;        /* addresses */
+  int64_t bytes;         /* size */
+  const Literal *hconst; /* or NULL: the source is this constant's bytes from src.offset, copied
+                            from the host (a loop's init value made of constants) */
+  /* CU_STEP_BRANCH, CU_STEP_COUNT, CU_STEP_SET, CU_STEP_JUMP */
+  int target;    /* the step gone to */
+  int counter;   /* the host counter */
+  int64_t trips; /* CU_STEP_SET: its value */
   /* CU_STEP_CONV: y[n,p,q,k] = sum x[n, h, w, c] f[k, r, s, c] (cross-correlation, groups),
    * or in NCHW: y[n,k,p,q] = sum x[n, c, h, w] f[k, c, r, s] */
   int cidx;               /* convolution number (descriptors and algorithm per context) */
@@ -97,26 +111,51 @@ typedef struct CuUniq {
   const CuStep *step; /* the step that generated it */
 } CuUniq;
 
+/* Where the values of one computation live: the entry's (args, results, the plan's heap in temp),
+ * or a while loop's condition or body (cuda_loop.c): its heap at heap_off in temp, its tuple
+ * parameter the loop's state (but for invariant leaves, read where the init value is), its
+ * results the next-state block or the predicate byte in temp. */
+typedef struct CuRegion {
+  const HComp *comp;            /* the computation */
+  const MemPlan *plan;          /* its buffers */
+  bool entry;                   /* the entry computation */
+  int64_t heap_off;             /* !entry: temp offset of the plan's heap */
+  CuPtr state;                  /* !entry: the loop state's block */
+  const int64_t *result_off;    /* !entry: temp offset of each result leaf */
+  const struct CuRegion *outer; /* !entry: the region of the while instruction */
+  const HInstr *const *inv;     /* !entry: per flat state leaf, the init value an invariant
+                                   leaf is read from (in outer; NULL: the state's leaf) */
+  const int64_t *inv_off;       /* byte offset in that value's storage */
+  const Shape *sshape;          /* !entry: the state's shape */
+} CuRegion;
+
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
-  CpuCg cg;             /* the elemental generator's state (NVPTX module, plan, scratch) */
-  const CudaOpts *o;    /* options */
-  CpuOpts cpu_o;        /* name for the elemental generator's globals */
-  const char *arch;     /* sm_XX */
-  int nsteps, step_cap; /* steps in execution order */
-  CuStep *steps;        /* the steps */
-  int nkernels;         /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;  /* the distinct kernels' IR */
-  CuUniq *uniq;         /* them */
-  bool uses_cublas;     /* a GEMM step through cublasGemmStridedBatchedEx exists */
-  int nlt;              /* GEMM steps through cuBLASLt (fp8 operands) */
-  int nconvs;           /* CU_STEP_CONV steps (cuDNN is used when > 0) */
-  int64_t ws_bytes;     /* cuDNN workspace reserved in temp (after the staging area) */
-  int64_t stage_bytes;  /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;   /* what the caller provides: plan heap + staging + workspace */
+  CpuCg cg;               /* the elemental generator's state (NVPTX module, plan, scratch) */
+  const CudaOpts *o;      /* options */
+  CpuOpts cpu_o;          /* name for the elemental generator's globals */
+  const char *arch;       /* sm_XX */
+  int nsteps, step_cap;   /* steps in execution order */
+  CuStep *steps;          /* the steps */
+  int nkernels;           /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;    /* the distinct kernels' IR */
+  CuUniq *uniq;           /* them */
+  bool uses_cublas;       /* a GEMM step through cublasGemmStridedBatchedEx exists */
+  int nlt;                /* GEMM steps through cuBLASLt (fp8 operands) */
+  int nconvs;             /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;       /* cuDNN workspace reserved in temp (after the staging area) */
+  int64_t stage_bytes;    /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;     /* what the caller provides: plan heap + staging + workspace */
+  MemPlan entry_plan;     /* the entry's plan (cg.plan is the emitted computation's) */
+  CuRegion entry_region;  /* the entry's values */
+  const CuRegion *region; /* the computation being emitted (cg.entry, cg.plan are its) */
+  int nloops, loop_cap;   /* while loops (cuda_loop.c) */
+  struct CuLoop **loops;  /* them */
+  int ncounters;          /* host counters of counted loops */
 } CudaCg;
 
-/* Resolve an entry instruction's storage to a device address. Constants have none (false). */
+/* Resolve the storage of an instruction of the computation being emitted (cc->region) to a
+ * device address. Constants have none (false). */
 bool cuda_ptr_of(CudaCg *cc, const HInstr *in, CuPtr *out);
 /* Append a step (zeroed, kind set). */
 CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in);
@@ -131,6 +170,15 @@ typedef struct CuGemmTypes {
   DType scalar; /* alpha and beta: f32, f64 or s32 */
 } CuGemmTypes;
 CuGemmTypes cuda_gemm_types(const CudaCg *cc, const CuStep *s);
+
+/* ------------------------------------------------------------------ cuda_loop.c */
+
+/* Plan the while loops of the entry (and those nested in them): plans for their conditions and
+ * bodies, scratch regions above the entry's heap; then every plan's heap ends at the top, so that
+ * staging scratch lies above all. false with a located error. */
+bool cuda_plan_loops(CudaCg *cc);
+/* The steps of the computation placed by rg, in order (while loops with their control steps). */
+bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg);
 
 /* ------------------------------------------------------------------ cuda_kernel.c */
 
