@@ -47,8 +47,9 @@ typedef struct OptOpts {
                                  cores) takes queries, keys and values of one 16-bit type with
                                  head dims multiples of 16 up to this (opt_attention_16bit), */
   int64_t attention_rows_16;  /* any query rows up to this (0: no such kernel) */
-  bool loops_unrolled;        /* while-unroll: every counted loop unrolled (targets that cannot
-                                 run loops); else only loops whose trip computes little */
+  bool unroll_fusible_loops;  /* while-unroll: a counted loop whose body is elementwise and data
+                                 movement only is unrolled whatever its work (its trips then fuse
+                                 into few kernels: targets whose per-trip launches cost more) */
 } OptOpts;
 
 typedef struct PassCtx {

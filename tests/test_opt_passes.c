@@ -1522,19 +1522,33 @@ static int count_whiles(const HModule *m) {
   return n;
 }
 
-/* A loop whose trips compute much stays a loop (a target that runs loops), unless the target
- * asks for every counted loop unrolled (OptOpts.loops_unrolled: CUDA); a loop of tiny trips is
- * unrolled either way; the values are the loop's. */
+/* A loop whose trips compute much stays a loop, unless its body is elementwise work and the
+ * target asks for such loops unrolled (OptOpts.unroll_fusible_loops: CUDA, where the trips then
+ * fuse); a loop of tiny trips is unrolled either way; a body with a product stays a loop on
+ * both; the values are the loop's. */
 Test(opt_while_unroll, loops_with_work_stay_loops) {
-  for (int big = 0; big < 2; big++)
-    for (int all = 0; all < 2; all++) {
-      HModule *m = tu_parse(counted_loop(big ? 256 : 4));
+  for (int big = 0; big < 3; big++)
+    for (int fus = 0; fus < 2; fus++) {
+      char *text = counted_loop(big ? 256 : 4);
+      if (big == 2) { /* the body's multiply by a product of h with itself (an outer product) */
+        char *at = strstr(text, "  m = f32[256] multiply(h, hb)\n");
+        cr_assert(at);
+        static char buf[4096];
+        snprintf(buf, sizeof buf,
+                 "%.*s  d = f32[] dot(h, h), lhs_contracting_dims={0}, "
+                 "rhs_contracting_dims={0}\n  db = f32[256] broadcast(d), dimensions={}\n"
+                 "  m = f32[256] multiply(db, hb)\n%s",
+                 (int)(at - text), text, at + strlen("  m = f32[256] multiply(h, hb)\n"));
+        text = buf;
+      }
+      HModule *m = tu_parse(text);
       HArena *ar = hlo_arena_new();
       Literal *before = eval(m, ar);
       OptOpts o = {0};
-      o.loops_unrolled = all;
+      o.unroll_fusible_loops = fus;
       tu_run_opts(m, opt_while_unroll, &o);
-      cr_expect_eq(count_whiles(m), big && !all ? 1 : 0, "big=%d all=%d", big, all);
+      int want = big == 2 || (big == 1 && !fus);
+      cr_expect_eq(count_whiles(m), want, "big=%d fusible=%d", big, fus);
       tu_run_opts(m, opt_inline_call, &o);
       tu_expect_same(eval(m, ar), before, 1e-6);
       hlo_arena_free(ar);

@@ -11,8 +11,7 @@
 # every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
-# (hloc-bench-ref --save: the benchmark's deterministic inputs); a case's line
-# "// hloc-flags: ..." gives hloc flags of its own (--disable-pass=while-unroll). device/bench
+# (hloc-bench-ref --save: the benchmark's deterministic inputs). device/bench
 # (bench/cuda.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
@@ -50,8 +49,7 @@ done
 for f in "$ROOT"/tests/cuda/cases/*.hlo; do
   for layout in nchw nhwc; do
     n=case_$(basename "$f" .hlo)_$layout
-    # shellcheck disable=SC2046 # the case's own flags, word-split on purpose
-    build_one "$n" "$f" --conv-layout=$layout $(sed -n 's|^// hloc-flags: ||p' "$f")
+    build_one "$n" "$f" --conv-layout=$layout
     "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
   done
 done

@@ -234,7 +234,7 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->conv_epilogue_to_reduce = true;
   oo->conv_operands_staged = true;
   oo->dot_operands_staged = true;
-  oo->loops_unrolled = true; /* the CUDA target runs no loops: counted ones are unrolled */
+  oo->unroll_fusible_loops = true; /* a launch per kernel and trip: elementwise trips fused */
   oo->row_chains = true;
   /* the fused kernel (CUDA cores) against cuBLAS and the softmax's reductions: faster for a
    * decode step's few rows per key set; for f32 at full precision (cuBLAS's SGEMM has no tensor
