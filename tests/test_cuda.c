@@ -343,21 +343,45 @@ Test(cuda_ptx, fp8_module_compiles) {
 
 Test(cuda_ptx, unsupported_op_is_a_located_error) {
   static const char text[] = "HloModule s\n"
-                             "cmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = "
-                             "pred[] compare(a, b), direction=LT }\n"
-                             "ENTRY e { p = f32[8]{0} parameter(0)\n ROOT s = f32[8]{0} sort(p), "
-                             "dimensions={0}, to_apply=cmp }\n";
+                             "ENTRY e { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                             " ROOT s = f32[8]{0} rng(a, b), distribution=rng_uniform }\n";
   HErr err = {0};
-  HModule *m = hlo_parse_text(text, sizeof text - 1, "sort.hlo", &err);
+  HModule *m = hlo_parse_text(text, sizeof text - 1, "rng.hlo", &err);
   cr_assert(m, "%s", err.msg);
   CudaOpts o = {0};
   o.name = "m";
   o.out_path = "/nonexistent/m.ptx";
   o.emit = CUDA_EMIT_PTX;
   cr_expect_not(cuda_compile(m, &o, &err));
-  cr_expect(strstr(err.msg, "sort.hlo") && strstr(err.msg, "CUDA target") && strstr(err.msg, "'s'"),
+  cr_expect(strstr(err.msg, "rng.hlo") && strstr(err.msg, "CUDA target") && strstr(err.msg, "'s'"),
             "%s", err.msg);
   hlo_module_free(m);
+}
+
+/* A sort (topk's stable sort of values and indices, rows of 50000) is one initializing kernel,
+ * the bitonic network's 136 stages (rows padded to 65536 slots: 16 x 17 / 2) launching one
+ * shared kernel with their (k, j), and a gathering kernel. */
+Test(cuda_ptx, sort_as_a_bitonic_network) {
+  HErr err = {0};
+  HModule *m = proto_load_file(HLOC_TEST_DIR "/cuda/cases/topk_long_rows.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  char *js = tu_kernels(m, "topk_long_rows", CUDA_EMIT_PTX, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"shape\": \"sort-init\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"shape\": \"sort-stage\""), 136, "%s", js);
+  cr_expect_eq(tu_count(js, "\"shape\": \"sort-gather\""), 1, "%s", js);
+  const char *first = strstr(js, "\"shape\": \"sort-stage\"");
+  cr_assert(first);
+  const char *name = strstr(first - 80 > js ? first - 80 : js, "\"name\": \"");
+  cr_assert(name);
+  char kname[64] = {0};
+  sscanf(name, "\"name\": \"%63[^\"]", kname);
+  char want[96];
+  snprintf(want, sizeof want, "\"name\": \"%s\", \"shape\": \"sort-stage\"", kname);
+  cr_expect_eq(tu_count(js, want), 136, "every stage launches %s", kname);
+  free(js);
 }
 
 /* While loops run as steps the host walks: a data-dependent one (Newton's square root) tests its

@@ -1639,8 +1639,6 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 
 /* ------------------------------------------------------------------ support check */
 
-bool cpu_op_own_kernel(HOp op) { return op == OP_SORT || op == OP_SELECT_AND_SCATTER; }
-
 bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
   char cbuf[300];

@@ -401,16 +401,17 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
                         LLVMValueRef *ok);
 void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
                          LLVMValueRef *ui);
+/* The window scan of select-and-scatter in at source position sidx (cpu_select_scatter.c):
+ * *have_a (i1) whether the window has a real tap, *val_a the selected value, sel_a[d] (i64
+ * allocas) its operand index; errors name target. false when generation failed. */
+bool cpu_sas_select(CpuKern *k, const HInstr *in, const LLVMValueRef *sidx, LLVMValueRef have_a,
+                    LLVMValueRef val_a, const LLVMValueRef *sel_a, const char *target);
 /* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
 bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
                          LLVMValueRef *out);
 /* Whether gen supports op at all (checked before emission for a located error). */
 bool cpu_op_supported(const HInstr *in, const char *target,
                       HErr *err); /* target: "CPU", "CUDA", for the message */
-/* Ops cpu_op_supported accepts only because the CPU target has a kernel of its own for them
- * (sort, select-and-scatter), not through the elemental generator: other targets reusing the
- * generator (targets/cuda) reject them. */
-bool cpu_op_own_kernel(HOp op);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
 /* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value

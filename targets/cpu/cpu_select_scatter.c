@@ -93,77 +93,17 @@ static void cpu_sas_close(CpuKern *k, CpuLoop *loops, int nl) {
     cpu_loop_close(k, &loops[j]);
 }
 
-bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
-  if (!cpu_sas_check(cg, in)) return false;
-  const HInstr *x = in->ops[0], *src = in->ops[1], *init = in->ops[2];
-  const Shape *xs = &x->shape, *ss = &src->shape, *os = &in->shape;
+bool cpu_sas_select(CpuKern *k, const HInstr *in, const LLVMValueRef *sidx, LLVMValueRef have_a,
+                    LLVMValueRef val_a, const LLVMValueRef *sel_a, const char *target) {
+  CpuCg *cg = k->cg;
+  LLVMBuilderRef B = k->B;
+  const HInstr *x = in->ops[0];
+  const Shape *xs = &x->shape, *ss = &in->ops[1]->shape;
   const Window *win = in->window;
   int rank = xs->rank;
-  int64_t total = hlo_shape_elems(os), nsrc = hlo_shape_elems(ss), wel = 1;
-  for (int d = 0; d < rank; d++)
-    wel *= win->d[d].size;
-  bool scan = nsrc > 0 && wel > 0;
-
-  /* the split: the first identity-window dimension of extent > 1, when the work is large */
-  int split = -1;
-  int64_t csize = 0, P = 1;
-  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
-  int64_t work = total + (scan ? nsrc * wel : 0);
-  for (int d = 0; d < rank && work >= min; d++) {
-    const WinDim *w = &win->d[d];
-    if (xs->dims[d] <= 1 || w->size != 1 || w->stride != 1 || w->pad_lo != 0 || w->pad_hi != 0 ||
-        w->base_dil != 1 || ss->dims[d] != xs->dims[d])
-      continue;
-    int64_t D = xs->dims[d], want = D < 64 ? D : 64;
-    csize = (D + want - 1) / want;
-    P = (D + csize - 1) / csize;
-    if (P > 1)
-      split = d;
-    else
-      P = 1;
-    break;
-  }
-
-  CpuKern *k = cpu_kern_begin(cg, in);
-  LLVMBuilderRef B = k->B;
-  LLVMValueRef out = cpu_buffer(k, in);
-  CpuLoop loops[HLO_MAX_RANK], wloops[HLO_MAX_RANK];
-  LLVMValueRef idx[HLO_MAX_RANK], sidx[HLO_MAX_RANK], widx[HLO_MAX_RANK], pidx[HLO_MAX_RANK];
-
-  /* every output element of this chunk = init */
-  LLVMValueRef zero[1] = {cpu_i64(k, 0)};
-  LLVMValueRef iv = cpu_gen(k, init, zero);
-  if (!iv) return cpu_kern_end(k, P);
-  bool flat = true; /* this chunk's output slice is contiguous: one loop (a memset) */
-  for (int d = 0; d < split; d++)
-    flat = flat && os->dims[d] == 1;
-  int nl;
-  if (flat) {
-    Shape fs = hlo_shape_array(os->dt, 1, &total);
-    int64_t row = split >= 0 ? total / os->dims[split] : total;
-    LLVMValueRef lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, split >= 0 ? csize * row : 0), "");
-    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, split >= 0 ? csize * row : total), "");
-    LLVMValueRef T = cpu_i64(k, total);
-    hi = cpu_smin(k, hi, T);
-    CpuLoop fl;
-    idx[0] = cpu_loop_open(k, &fl, lo, hi);
-    cpu_store_elem(k, out, &fs, idx, iv);
-    cpu_loop_close(k, &fl);
-  } else {
-    nl = cpu_sas_open(k, os->dims, rank, split, csize, loops, idx);
-    cpu_store_elem(k, out, os, idx, iv);
-    cpu_sas_close(k, loops, nl);
-  }
-  if (!scan) return cpu_kern_end(k, P);
-
-  /* the candidate: whether there is one, its operand index and value */
   LLVMTypeRef vt = cpu_reg_type(cg, xs->dt);
-  LLVMValueRef have_a = cpu_alloca(k, cg->i1), val_a = cpu_alloca(k, vt);
-  LLVMValueRef sel_a[HLO_MAX_RANK];
-  for (int d = 0; d < rank; d++)
-    sel_a[d] = cpu_alloca(k, cg->i64);
-
-  nl = cpu_sas_open(k, ss->dims, rank, split, csize, loops, sidx);
+  CpuLoop wloops[HLO_MAX_RANK];
+  LLVMValueRef widx[HLO_MAX_RANK], pidx[HLO_MAX_RANK];
   LLVMBuildStore(B, LLVMConstInt(cg->i1, 0, 0), have_a);
   int64_t wdims[HLO_MAX_RANK] = {0};
   for (int d = 0; d < rank; d++)
@@ -211,8 +151,8 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   LLVMPositionBuilderAtEnd(B, cmpb);
   LLVMValueRef args[2] = {LLVMBuildLoad2(B, vt, val_a, ""), v}, res[1] = {NULL};
   if (v && cpu_gen_scalar_comp(k, in->calls[0], args, 2, res) && LLVMTypeOf(res[0]) != cg->i1) {
-    hlo_err_at(cg->err, in,
-               "CPU target: select-and-scatter select computation does not return pred");
+    hlo_err_at(cg->err, in, "%s target: select-and-scatter select computation does not return pred",
+               target);
     k->failed = true;
   }
   LLVMBuildCondBr(B, res[0] && !k->failed ? res[0] : LLVMConstInt(cg->i1, 1, 0), nextb, takeb);
@@ -226,12 +166,88 @@ bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
   k->ncache = mark; /* values of the tap block do not dominate the rest */
   cpu_sas_close(k, wloops, nw);
 
+  return !k->failed;
+}
+
+bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
+  if (!cpu_sas_check(cg, in)) return false;
+  const HInstr *x = in->ops[0], *src = in->ops[1], *init = in->ops[2];
+  const Shape *xs = &x->shape, *ss = &src->shape, *os = &in->shape;
+  const Window *win = in->window;
+  int rank = xs->rank;
+  int64_t total = hlo_shape_elems(os), nsrc = hlo_shape_elems(ss), wel = 1;
+  for (int d = 0; d < rank; d++)
+    wel *= win->d[d].size;
+  bool scan = nsrc > 0 && wel > 0;
+
+  /* the split: the first identity-window dimension of extent > 1, when the work is large */
+  int split = -1;
+  int64_t csize = 0, P = 1;
+  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
+  int64_t work = total + (scan ? nsrc * wel : 0);
+  for (int d = 0; d < rank && work >= min; d++) {
+    const WinDim *w = &win->d[d];
+    if (xs->dims[d] <= 1 || w->size != 1 || w->stride != 1 || w->pad_lo != 0 || w->pad_hi != 0 ||
+        w->base_dil != 1 || ss->dims[d] != xs->dims[d])
+      continue;
+    int64_t D = xs->dims[d], want = D < 64 ? D : 64;
+    csize = (D + want - 1) / want;
+    P = (D + csize - 1) / csize;
+    if (P > 1)
+      split = d;
+    else
+      P = 1;
+    break;
+  }
+
+  CpuKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef out = cpu_buffer(k, in);
+  CpuLoop loops[HLO_MAX_RANK];
+  LLVMValueRef idx[HLO_MAX_RANK], sidx[HLO_MAX_RANK];
+
+  /* every output element of this chunk = init */
+  LLVMValueRef zero[1] = {cpu_i64(k, 0)};
+  LLVMValueRef iv = cpu_gen(k, init, zero);
+  if (!iv) return cpu_kern_end(k, P);
+  bool flat = true; /* this chunk's output slice is contiguous: one loop (a memset) */
+  for (int d = 0; d < split; d++)
+    flat = flat && os->dims[d] == 1;
+  int nl;
+  if (flat) {
+    Shape fs = hlo_shape_array(os->dt, 1, &total);
+    int64_t row = split >= 0 ? total / os->dims[split] : total;
+    LLVMValueRef lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, split >= 0 ? csize * row : 0), "");
+    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, split >= 0 ? csize * row : total), "");
+    LLVMValueRef T = cpu_i64(k, total);
+    hi = cpu_smin(k, hi, T);
+    CpuLoop fl;
+    idx[0] = cpu_loop_open(k, &fl, lo, hi);
+    cpu_store_elem(k, out, &fs, idx, iv);
+    cpu_loop_close(k, &fl);
+  } else {
+    nl = cpu_sas_open(k, os->dims, rank, split, csize, loops, idx);
+    cpu_store_elem(k, out, os, idx, iv);
+    cpu_sas_close(k, loops, nl);
+  }
+  if (!scan) return cpu_kern_end(k, P);
+
+  /* the candidate: whether there is one, its operand index and value */
+  LLVMTypeRef vt = cpu_reg_type(cg, xs->dt);
+  LLVMValueRef have_a = cpu_alloca(k, cg->i1), val_a = cpu_alloca(k, vt);
+  LLVMValueRef sel_a[HLO_MAX_RANK];
+  for (int d = 0; d < rank; d++)
+    sel_a[d] = cpu_alloca(k, cg->i64);
+
+  nl = cpu_sas_open(k, ss->dims, rank, split, csize, loops, sidx);
+  if (!cpu_sas_select(k, in, sidx, have_a, val_a, sel_a, "CPU")) return cpu_kern_end(k, P);
+
   /* out[sel] = scatter(out[sel], source) when the window had a real tap */
   LLVMBasicBlockRef updb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "sas_scatter");
   LLVMBasicBlockRef doneb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "sas_done");
   LLVMBuildCondBr(B, LLVMBuildLoad2(B, cg->i1, have_a, ""), updb, doneb);
   LLVMPositionBuilderAtEnd(B, updb);
-  mark = k->ncache;
+  int mark = k->ncache;
   LLVMValueRef oi[HLO_MAX_RANK];
   for (int d = 0; d < rank; d++)
     oi[d] = LLVMBuildLoad2(B, cg->i64, sel_a[d], "");

@@ -86,10 +86,6 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (cpu_op_own_kernel(in->op)) { /* a serial kernel of the CPU target's: no GPU form yet */
-      hlo_err_at(cc->cg.err, in, "CUDA target: %s is not supported", hlo_op_name(in->op));
-      return false;
-    }
     if (!cpu_op_supported(in, "CUDA", cc->cg.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cc_check_comp(cc, in->calls[j], depth + 1)) return false;

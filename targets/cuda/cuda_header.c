@@ -170,6 +170,12 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
         jptr(&b, &s->params[p]);
       }
       hlo_str_printf(&b, "]");
+      if (s->nscalars) {
+        hlo_str_printf(&b, ", \"scalars\": [");
+        for (int j = 0; j < s->nscalars; j++)
+          hlo_str_printf(&b, "%s%lld", j ? ", " : "", (long long)s->scalar[j]);
+        hlo_str_printf(&b, "]");
+      }
     } else if (s->kind == CU_STEP_GEMM) {
       CuGemmTypes gt = cuda_gemm_types(cc, s);
       hlo_str_printf(&b,

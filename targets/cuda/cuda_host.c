@@ -694,7 +694,8 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
   int maxp = 1;
   for (int i = 0; i < cc->nsteps; i++)
-    if (cc->steps[i].nparams > maxp) maxp = cc->steps[i].nparams;
+    if (cc->steps[i].nparams + cc->steps[i].nscalars > maxp)
+      maxp = cc->steps[i].nparams + cc->steps[i].nscalars;
   LLVMTypeRef vt = LLVMArrayType2(h->ptr, (uint64_t)maxp);
   LLVMValueRef vals = LLVMBuildAlloca(B, vt, "vals");
   LLVMValueRef pp = LLVMBuildAlloca(B, vt, "pp");
@@ -749,6 +750,10 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
         LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
         LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp),
                        LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
+      }
+      for (int j = 0; j < s->nscalars; j++) { /* an i64 in the 8 bytes of its slot */
+        LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, s->nparams + j)};
+        LLVMBuildStore(B, h_i64(h, s->scalar[j]), LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
       }
       LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->fns, slot, s->kidx), "");
       LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32,

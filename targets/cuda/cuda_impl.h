@@ -51,6 +51,7 @@ typedef enum CuStepKind {
 } CuStepKind;
 
 #define CU_MAX_PARAMS 256 /* pointer parameters of one kernel */
+#define CU_MAX_SCALARS 4  /* i64 parameters of one kernel (after the pointers) */
 #define CU_SMS 132        /* streaming multiprocessors of an H100/H200 */
 #define CU_MMA_HEAD 128   /* head dims the tensor-core attention kernel takes, at most */
 
@@ -58,16 +59,18 @@ typedef struct CuStep {
   CuStepKind kind;  /* what runs */
   const HInstr *in; /* entry instruction it belongs to */
   /* CU_STEP_KERNEL */
-  char name[96];                /* kernel symbol */
-  int kidx;                     /* kernel number (index into the function table) */
-  LLVMValueRef fn;              /* the NVPTX function */
-  int64_t grid, block;          /* launch dimensions (x only) */
-  int64_t smem;                 /* static shared memory bytes (for the manifest) */
-  const char *what;             /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
-  int nparams;                  /* pointer parameters */
-  CuPtr *params;                /* their addresses */
-  int64_t *psize;               /* bytes reachable from each (-1: unknown) */
-  int regs, spill_st, spill_ld; /* ptxas report */
+  char name[96];                  /* kernel symbol */
+  int kidx;                       /* kernel number (index into the function table) */
+  LLVMValueRef fn;                /* the NVPTX function */
+  int64_t grid, block;            /* launch dimensions (x only) */
+  int64_t smem;                   /* static shared memory bytes (for the manifest) */
+  const char *what;               /* kernel shape: "loop", "row-reduce", "stage", "scatter", ... */
+  int nparams;                    /* pointer parameters */
+  CuPtr *params;                  /* their addresses */
+  int64_t *psize;                 /* bytes reachable from each (-1: unknown) */
+  int nscalars;                   /* i64 parameters after the pointers */
+  int64_t scalar[CU_MAX_SCALARS]; /* their values */
+  int regs, spill_st, spill_ld;   /* ptxas report */
   /* CU_STEP_GEMM: C = op(A) op(B) in cuBLAS's column-major terms */
   int transa, transb;    /* 0: N, 1: T */
   int64_t m, n, k;       /* sizes */
@@ -192,7 +195,20 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in);
  * parameters resolve to its operands; cuda_kbuffer is an entry value's pointer in the kernel. */
 CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                      const CuPtr *extra, LLVMValueRef *xv, CuStep **stp);
+/* cuda_kbegin with nscalars i64 parameters after the pointers, of the given values in this
+ * step (their values in the kernel into sv): steps that differ only in them share a kernel. */
+CpuKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+                        const CuPtr *extra, LLVMValueRef *xv, int nscalars, const int64_t *scalar,
+                        LLVMValueRef *sv, CuStep **stp);
 bool cuda_kend(CpuKern *k);
+/* The grid-stride loop over shape ls: body(k, idx) for every element, launched as st->grid
+ * blocks (set from the element count when still 0). */
+typedef bool (*CkBody)(CpuKern *k, LLVMValueRef *idx, void *ctx);
+void cuda_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx);
+/* The kernels of a sort instruction (cuda_sort.c), of a select-and-scatter
+ * (cuda_select_scatter.c). */
+bool cuda_sort(CudaCg *cc, HInstr *in);
+bool cuda_select_scatter(CudaCg *cc, HInstr *in);
 void cuda_kbind_fusion(CpuKern *k, const HInstr *in);
 LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in);
 /* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */

@@ -124,6 +124,12 @@ static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in,
  * of the extra parameters. */
 CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                      const CuPtr *extra, LLVMValueRef *xv, CuStep **stp) {
+  return cuda_kbegin_ex(cc, root, what, nextra, extra, xv, 0, NULL, NULL, stp);
+}
+
+CpuKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+                        const CuPtr *extra, LLVMValueRef *xv, int nscalars, const int64_t *scalar,
+                        LLVMValueRef *sv, CuStep **stp) {
   CpuCg *cg = &cc->cg;
   CuStep *st = cuda_add_step(cc, CU_STEP_KERNEL, root);
   st->params = hlo_arena_alloc(cg->scratch, sizeof(CuPtr) * CU_MAX_PARAMS);
@@ -148,10 +154,15 @@ CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextr
   HLO_ASSERT(nextra <= 16);
   for (int j = 0; j < nextra; j++)
     xi[j] = ck_param(st, extra[j], -1);
-  LLVMTypeRef *ps = hlo_arena_alloc(cg->scratch, sizeof(LLVMTypeRef) * (size_t)(st->nparams + 1));
-  for (int i = 0; i < st->nparams; i++)
-    ps[i] = cg->ptr;
-  LLVMTypeRef ft = LLVMFunctionType(cg->vd, ps, (unsigned)st->nparams, 0);
+  HLO_ASSERT(nscalars <= CU_MAX_SCALARS);
+  st->nscalars = nscalars;
+  for (int j = 0; j < nscalars; j++)
+    st->scalar[j] = scalar[j];
+  LLVMTypeRef *ps =
+      hlo_arena_alloc(cg->scratch, sizeof(LLVMTypeRef) * (size_t)(st->nparams + nscalars + 1));
+  for (int i = 0; i < st->nparams + nscalars; i++)
+    ps[i] = i < st->nparams ? cg->ptr : cg->i64;
+  LLVMTypeRef ft = LLVMFunctionType(cg->vd, ps, (unsigned)(st->nparams + nscalars), 0);
   k->fn = LLVMAddFunction(cg->M, st->name, ft);
   LLVMSetFunctionCallConv(k->fn, 71 /* PTX_Kernel */);
   st->fn = k->fn;
@@ -159,6 +170,8 @@ CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextr
     if (pix[i] >= 0) k->bufs[i] = LLVMGetParam(k->fn, (unsigned)pix[i]);
   for (int j = 0; j < nextra; j++)
     xv[j] = LLVMGetParam(k->fn, (unsigned)xi[j]);
+  for (int j = 0; j < nscalars; j++)
+    sv[j] = LLVMGetParam(k->fn, (unsigned)(st->nparams + j));
   k->entry = LLVMAppendBasicBlockInContext(cg->C, k->fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "start");
   LLVMPositionBuilderAtEnd(k->B, k->entry);
@@ -405,11 +418,7 @@ static LLVMValueRef ck_leaf(CpuKern *k, LLVMValueRef p, const Shape *s, int j) {
   return lp;
 }
 
-typedef bool (*CkBody)(CpuKern *k, LLVMValueRef *idx, void *ctx);
-
-/* The grid-stride loop over shape ls: body(k, idx) for every element, launched as
- * st->grid blocks (set here from the element count when still 0). */
-static void ck_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
+void cuda_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
   int64_t total = hlo_shape_elems(ls);
   st->block = CU_BLOCK;
   if (!st->grid) st->grid = ck_grid(total, CU_BLOCK);
@@ -475,7 +484,7 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
       if (mat[j])
         k->mat[k->nmat++] =
             (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
-  ck_grid_loop(k, st, ls, ck_loop_body, &c);
+  cuda_grid_loop(k, st, ls, ck_loop_body, &c);
   return cuda_kend(k);
 }
 
@@ -661,7 +670,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
 
   LLVMPositionBuilderAtEnd(B, sbb);
   LoopCtx c = {in, NULL, out};
-  ck_grid_loop(k, st, s, ck_loop_body, &c);
+  cuda_grid_loop(k, st, s, ck_loop_body, &c);
   k->ncache = mark;
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
@@ -705,7 +714,7 @@ static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
   cuda_kbind_fusion(k, in);
   k->mat[k->nmat++] = (CpuMat){hero, dp, DT_INVALID};
   LoopCtx c = {in, NULL, cuda_kbuffer(k, in)};
-  ck_grid_loop(k, st, &in->shape, ck_loop_body, &c);
+  cuda_grid_loop(k, st, &in->shape, ck_loop_body, &c);
   return cuda_kend(k);
 }
 
@@ -1608,7 +1617,7 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
     st->what = "stage-tiled";
     if (!ck_stage_tiled(k, st, &c)) k->failed = true;
   } else {
-    ck_grid_loop(k, st, cs, ck_stage_body, &c);
+    cuda_grid_loop(k, st, cs, ck_stage_body, &c);
   }
   return cuda_kend(k);
 }
@@ -1828,7 +1837,7 @@ static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
   CuStep *st;
   CpuKern *k = cuda_kbegin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
   cuda_kbind_fusion(k, in);
-  ck_grid_loop(k, st, c->cs, ck_conv_stage_body, c);
+  cuda_grid_loop(k, st, c->cs, ck_conv_stage_body, c);
   return cuda_kend(k);
 }
 
@@ -2011,7 +2020,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   CuPtr ex[2] = {wp, yp};
   CpuKern *k = cuda_kbegin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
   u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
-  ck_grid_loop(k, st, ys, ck_unstage_body, &u);
+  cuda_grid_loop(k, st, ys, ck_unstage_body, &u);
   if (!cuda_kend(k)) return false;
   return ck_conv_finish(cc, in, conv, yp, own, (int64_t)hlo_shape_bytes(&xs),
                         (int64_t)hlo_shape_bytes(&ds));
@@ -2163,7 +2172,7 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   CuStep *st;
   CpuKern *k = cuda_kbegin(cc, in, "copy", 0, NULL, NULL, &st);
   ScatterCtx c = {in, cuda_kbuffer(k, in), n};
-  ck_grid_loop(k, st, s, ck_copy_body, &c);
+  cuda_grid_loop(k, st, s, ck_copy_body, &c);
   if (!cuda_kend(k)) return false;
 
   k = cuda_kbegin(cc, in, "scatter", 0, NULL, NULL, &st);
@@ -2232,7 +2241,7 @@ static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
   CuStep *st;
   CpuKern *k = cuda_kbegin(cc, in, "update-slice", 0, NULL, NULL, &st);
   DusCtx c = {in, cuda_kbuffer(k, in)};
-  ck_grid_loop(k, st, &in->ops[1]->shape, ck_dus_body, &c);
+  cuda_grid_loop(k, st, &in->ops[1]->shape, ck_dus_body, &c);
   return cuda_kend(k);
 }
 
@@ -2255,6 +2264,8 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
   if (dot || conv) cpu_note_loop_product(&cc->cg, in->name);
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
+  if (in->op == OP_SORT) return cuda_sort(cc, in);
+  if (in->op == OP_SELECT_AND_SCATTER) return cuda_select_scatter(cc, in);
   bool dus_ok = ck_dus(cc, in, &taken);
   if (taken) return dus_ok;
   RowPlan rp;
