@@ -450,8 +450,7 @@ void memplan_dump(const MemPlan *p, const HComp *c, FILE *f) {
           (long long)p->temp_bytes, (long long)p->peak_live, frag);
 }
 
-/* ------------------------------------------------------------------ a loop body's state in place
- */
+/* ------------------------------------------------------------------ loop bodies */
 
 /* Whether user reads operand opnd in place: elementwise, or as a dynamic-update-slice's operand
  * (directly, or as the only use of a fusion's parameter that is its root's operand 0). */
@@ -513,4 +512,30 @@ static void mp_state_in_place(MemPlan *p, HComp *c) {
     b->offset = 0;
     mr->copy = true; /* a copy of the state's own leaf: left where it is */
   }
+}
+
+void memplan_init_leaves(const HInstr *v, int64_t voff, const Shape *vs, const HInstr **src,
+                         int64_t *off, int64_t *bytes, int *k) {
+  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
+    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
+  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
+    for (int j = 0; j < v->nops; j++)
+      memplan_init_leaves(v->ops[j], 0, &v->ops[j]->shape, src, off, bytes, k);
+    return;
+  }
+  if (vs->dt == DT_TUPLE) {
+    for (int j = 0; j < vs->ntuple; j++)
+      memplan_init_leaves(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], src, off, bytes, k);
+    return;
+  }
+  src[*k] = v, off[*k] = voff, bytes[*k] = (int64_t)hlo_shape_bytes(vs);
+  (*k)++;
+}
+
+bool memplan_leaf_stays(const MemPlan *bp, const Shape *state, int r) {
+  const MemResult *mr = &bp->results[r];
+  if (!mr->copy) return false;
+  int64_t off = 0;
+  int b = memplan_base(bp, mr->instr, &off);
+  return bp->bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(state, r);
 }

@@ -78,6 +78,15 @@ typedef struct MemPlan {
  * result leaf is a copy of parameter p itself or the leaf is parameter p unchanged. The
  * caller may always pass distinct buffers instead. */
 bool memplan_assign(HComp *entry, HArena *a, MemPlan *out, HErr *err);
+/* A while loop's init value v (at byte voff of its storage, shape vs) as the flat leaves of the
+ * loop's state, from *k on: the instruction whose storage holds leaf k, the byte there and the
+ * leaf's bytes (through tuples and their elements; a leaf of a block at its offset). */
+void memplan_init_leaves(const HInstr *v, int64_t voff, const Shape *vs, const HInstr **src,
+                         int64_t *off, int64_t *bytes, int *k);
+/* Whether a loop's body planned by bp leaves result leaf r where it is in the state of shape
+ * state: a leaf passed through at its own place, or updated in place (memplan_assign_body),
+ * neither computed into nor copied through a next state. */
+bool memplan_leaf_stays(const MemPlan *bp, const Shape *state, int r);
 /* A while loop's body: memplan_assign, then a result leaf r computed by an instruction that reads
  * leaf r of the state (the tuple parameter) in place (elementwise, or as a dynamic-update-slice's
  * operand) and after every other read of it is computed into the state itself: results[r] is

@@ -170,34 +170,19 @@ typedef struct CpLoop {
   int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
 } CpLoop;
 
-/* The storage of each flat leaf of value v (at byte voff of its storage, shape vs), from *k on:
- * what a loop's init value is made of (through tuples and their elements). */
-static void cp_init_sources(const HInstr *v, int64_t voff, const Shape *vs, CpuSlot *src,
-                            int64_t *bytes, int *k) {
-  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
-    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
-  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
-    for (int j = 0; j < v->nops; j++)
-      cp_init_sources(v->ops[j], 0, &v->ops[j]->shape, src, bytes, k);
-    return;
-  }
-  if (vs->dt == DT_TUPLE) {
-    for (int j = 0; j < vs->ntuple; j++)
-      cp_init_sources(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], src, bytes, k);
-    return;
-  }
-  if (bytes) bytes[*k] = (int64_t)hlo_shape_bytes(vs);
-  src[(*k)++] = (CpuSlot){CPU_SLOT_INSTR, v, NULL, voff};
-}
-
 /* Per flat leaf of loop w's state, where the loop reads it: the init value's storage for a leaf
  * the body passes through unchanged (a flat state; weights, the scanned inputs), so that it is
  * neither copied in nor kept twice; in == NULL for the others. The init value's storage stays
  * as it is while the loop runs (it is live up to the loop instruction). */
 static CpuSlot *cp_invariant_leaves(CpuCg *cg, const HInstr *w, int nleaves) {
   CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)nleaves);
+  const HInstr **v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)nleaves);
+  int64_t *off = hlo_arena_alloc(cg->scratch, sizeof *off * (size_t)nleaves);
+  int64_t *bytes = hlo_arena_alloc(cg->scratch, sizeof *bytes * (size_t)nleaves);
   int k = 0;
-  cp_init_sources(w->ops[0], 0, &w->ops[0]->shape, src, NULL, &k);
+  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, v, off, bytes, &k);
+  for (int j = 0; j < k; j++)
+    src[j] = (CpuSlot){CPU_SLOT_INSTR, v[j], NULL, off[j]};
   const HComp *body = w->calls[0];
   const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
   bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == nleaves && k == nleaves;
@@ -208,16 +193,6 @@ static CpuSlot *cp_invariant_leaves(CpuCg *cg, const HInstr *w, int nleaves) {
     if (!inv) src[j] = (CpuSlot){CPU_SLOT_INSTR, NULL, NULL, 0};
   }
   return src;
-}
-
-/* Whether the body of loop w (planned by bp) leaves result leaf r where it is in the state: a
- * leaf passed through at its own place, neither computed nor copied into the next state. */
-static bool cp_leaf_stays(const HInstr *w, const MemPlan *bp, int r) {
-  const MemResult *mr = &bp->results[r];
-  if (!mr->copy) return false;
-  int64_t off = 0;
-  int b = memplan_base(bp, mr->instr, &off);
-  return bp->bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(&w->shape, r);
 }
 
 /* Flat leaf k of (nested) tuple shape s. */
@@ -272,7 +247,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     int64_t at = L->next_off;
     for (int k = 0; k < nleaves; k++) {
       next[k] = at;
-      if (!cp_leaf_stays(w, &L->body_plan, k))
+      if (!memplan_leaf_stays(&L->body_plan, &w->shape, k))
         at += memplan_align(memplan_value_bytes(cp_leaf_shape(&w->shape, k)));
     }
     L->pred_off = memplan_align(at);
@@ -347,15 +322,16 @@ static bool cp_leaf_read(const HComp *c, const HInstr *w, int j) {
 static void cp_state_copies(CpuCg *cg, const CpLoop *L, bool at_exit) {
   const HInstr *w = L->w;
   int n = hlo_shape_leaves(&w->shape);
-  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)n);
+  const HInstr **src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)n);
+  int64_t *off = hlo_arena_alloc(cg->scratch, sizeof *off * (size_t)n);
   int64_t *bytes = hlo_arena_alloc(cg->scratch, sizeof *bytes * (size_t)n);
   int k = 0;
-  cp_init_sources(w->ops[0], 0, &w->ops[0]->shape, src, bytes, &k);
+  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
   for (int j = 0; j < k; j++) {
     bool inv = L->body.inv[j].in != NULL;
     if (inv != at_exit || (at_exit && !cp_leaf_read(cg->entry, w, j))) continue;
-    cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, j)}, src[j],
-            bytes[j]);
+    cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, j)},
+            (CpuSlot){CPU_SLOT_INSTR, src[j], NULL, off[j]}, bytes[j]);
   }
 }
 
@@ -392,7 +368,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   for (int r = 0; r < n; r++) {
     const MemResult *mr = &L->body_plan.results[r];
     if (!mr->copy) continue;
-    stays[r] = cp_leaf_stays(w, &L->body_plan, r);
+    stays[r] = memplan_leaf_stays(&L->body_plan, &w->shape, r);
     if (!stays[r])
       cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, L->body.result_off[r]},
               (CpuSlot){CPU_SLOT_INSTR, L->body.comp->instrs[mr->instr], NULL, mr->offset},

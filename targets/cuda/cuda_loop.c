@@ -112,34 +112,6 @@ static bool cl_copy(CudaCg *cc, const HInstr *owner, CuPtr dst, const CuRegion *
 
 /* ------------------------------------------------------------------ planning */
 
-/* The storage of each flat leaf of value v (byte voff of its storage, shape vs), from *k on. */
-static void cl_sources(const HInstr *v, int64_t voff, const Shape *vs, const HInstr **src,
-                       int64_t *off, int64_t *bytes, int *k) {
-  while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
-    v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
-  if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
-    for (int j = 0; j < v->nops; j++)
-      cl_sources(v->ops[j], 0, &v->ops[j]->shape, src, off, bytes, k);
-    return;
-  }
-  if (vs->dt == DT_TUPLE) {
-    for (int j = 0; j < vs->ntuple; j++)
-      cl_sources(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], src, off, bytes, k);
-    return;
-  }
-  src[*k] = v, off[*k] = voff, bytes[*k] = (int64_t)hlo_shape_bytes(vs);
-  (*k)++;
-}
-
-/* Whether the body (planned by bp) leaves result leaf r of loop w where it is in the state. */
-static bool cl_stays(const HInstr *w, const MemPlan *bp, int r) {
-  const MemResult *mr = &bp->results[r];
-  if (!mr->copy) return false;
-  int64_t off = 0;
-  int b = memplan_base(bp, mr->instr, &off);
-  return bp->bufs[b].kind == MEM_PARAM && off + mr->offset == memplan_leaf_offset(&w->shape, r);
-}
-
 /* The invariant leaves of loop L (in region rg): a flat state whose body passes leaf j through
  * unchanged, its init value with a device address (not a constant). */
 static void cl_invariants(CudaCg *cc, CuLoop *L, const CuRegion *rg, int n) {
@@ -148,7 +120,7 @@ static void cl_invariants(CudaCg *cc, CuLoop *L, const CuRegion *rg, int n) {
   int64_t *off = hlo_arena_alloc(cc->cg.scratch, sizeof *off * (size_t)n);
   int64_t *bytes = hlo_arena_alloc(cc->cg.scratch, sizeof *bytes * (size_t)n);
   int k = 0;
-  cl_sources(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
+  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
   const HComp *body = w->calls[0];
   const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
   bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == n && k == n && root->op == OP_TUPLE;
@@ -191,7 +163,8 @@ static bool cl_plan_one(CudaCg *cc, const HInstr *w, const CuRegion *rg, int64_t
   int64_t at = L->next_off = memplan_align(*top);
   for (int k = 0; k < n; k++) {
     next[k] = at;
-    if (!cl_stays(w, &L->body_plan, k)) at += memplan_align(L->body_plan.results[k].size);
+    if (!memplan_leaf_stays(&L->body_plan, &w->shape, k))
+      at += memplan_align(L->body_plan.results[k].size);
   }
   L->pred_off = memplan_align(at);
   int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof *pred);
@@ -259,7 +232,7 @@ static bool cl_state_copies(CudaCg *cc, const CuLoop *L, bool at_exit) {
   const HInstr **src = hlo_arena_alloc(cc->cg.scratch, sizeof *src * (size_t)n);
   int64_t *off = hlo_arena_alloc(cc->cg.scratch, sizeof *off * (size_t)n);
   int64_t *bytes = hlo_arena_alloc(cc->cg.scratch, sizeof *bytes * (size_t)n);
-  cl_sources(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
+  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
   const HComp *c = cc->region->comp;
   for (int j = 0; j < k; j++) {
     bool inv = L->body.inv[j] != NULL, read = c->root == w;
@@ -281,13 +254,13 @@ static bool cl_next_state(CudaCg *cc, const CuLoop *L) {
   const MemPlan *bp = &L->body_plan;
   for (int r = 0; r < bp->nresults; r++) {
     const MemResult *mr = &bp->results[r];
-    if (mr->copy && !cl_stays(w, bp, r) &&
+    if (mr->copy && !memplan_leaf_stays(bp, &w->shape, r) &&
         !cl_copy(cc, w, (CuPtr){CU_TEMP, 0, L->body.result_off[r]}, &L->body,
                  L->body.comp->instrs[mr->instr], mr->offset, mr->size))
       return false;
   }
   for (int r = 0; r < bp->nresults; r++) {
-    if (cl_stays(w, bp, r)) continue;
+    if (memplan_leaf_stays(bp, &w->shape, r)) continue;
     CuStep *s = cuda_add_step(cc, CU_STEP_COPY, w);
     s->src = (CuPtr){CU_TEMP, 0, L->body.result_off[r]};
     s->dst = L->body.state;
