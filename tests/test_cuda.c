@@ -378,7 +378,7 @@ Test(cuda_ptx, sort_as_a_bitonic_network) {
   cr_assert(name);
   char kname[64] = {0};
   sscanf(name, "\"name\": \"%63[^\"]", kname);
-  char want[96];
+  char want[128];
   snprintf(want, sizeof want, "\"name\": \"%s\", \"shape\": \"sort-stage\"", kname);
   cr_expect_eq(tu_count(js, want), 136, "every stage launches %s", kname);
   free(js);
