@@ -50,6 +50,10 @@ typedef struct OptOpts {
   bool unroll_fusible_loops;  /* while-unroll: a counted loop whose body is elementwise and data
                                  movement only is unrolled whatever its work (its trips then fuse
                                  into few kernels: targets whose per-trip launches cost more) */
+  /* called after every pass that changed the module (after its verification and dump), with
+     the pass's name; false stops the pipeline there (hloc verify's pass bisection) */
+  bool (*after_pass)(void *ctx, const char *pass, HModule *m);
+  void *after_ctx;
 } OptOpts;
 
 typedef struct PassCtx {
@@ -204,6 +208,32 @@ bool opt_attention_16bit(const OptAttn *a, int64_t maxhead);
  * constant, a constant step, a constant bound or one the body passes through) of at most cap
  * trips, else -1. */
 int64_t opt_while_trips(const HInstr *w, int64_t cap);
+
+/* ------------------------------------------------------------------ bisect.c */
+
+/* hloc verify's pass bisection: the module's values on the interpreter before optimization and
+ * after every pass that changes it, on the same arguments; the first pass whose results leave
+ * the tolerance. */
+typedef struct OptBisect {
+  double rtol, atol; /* an element agrees when |got - want| <= atol + rtol |want| */
+  double tol16;      /* bf16/f16 results: atol at least tol16 x the result's largest |want| */
+  FILE *report;      /* a line per checked pass (NULL: none) */
+  /* test hook, not reachable from the command line: called after each changing pass, before
+     its check (a deliberately wrong rewrite injected there must be found at that pass) */
+  void (*inject)(void *ctx, const char *pass, HModule *m);
+  void *inject_ctx;
+  /* out */
+  int checked;          /* passes checked */
+  const char *bad_pass; /* the first pass whose results moved (NULL: none) */
+  int bad_step;         /* its number among the changing passes (1-based) */
+  int bad_result;       /* the result leaf furthest out */
+  HCompare worst;       /* its comparison */
+} OptBisect;
+/* Optimize m with options o (whose after_pass is taken) checking every changing pass against
+ * the interpreter's results on args (nargs, the entry's parameters before flatten-params);
+ * 0 when every pass agrees, 1 at the first that does not (b->bad_*: which), -1 on error. */
+int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, OptBisect *b,
+               HErr *err);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);

@@ -134,6 +134,7 @@ static bool run_pass(Runner *r, const Stage *st, const OptPass *p) {
     char suffix[256];
     snprintf(suffix, sizeof suffix, "%04d.%s.after_%s", ++r->step, st->name, p->name);
     if (!dump(r, suffix)) return false;
+    if (r->o->after_pass && !r->o->after_pass(r->o->after_ctx, p->name, r->m)) r->stopped = true;
   }
   if (r->o->stop_after && !strcmp(r->o->stop_after, p->name)) r->stopped = true;
   return changed;

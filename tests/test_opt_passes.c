@@ -1555,3 +1555,65 @@ Test(opt_while_unroll, loops_with_work_stay_loops) {
       hlo_module_free(m);
     }
 }
+
+/* ------------------------------------------------------------------ bisect (hloc verify) */
+
+/* The test hook: after the first run of the named pass, the entry's f32 constant 0.25 becomes
+ * 0.75 (a deliberately wrong rewrite). */
+typedef struct Corrupt {
+  const char *pass;
+  bool done;
+} Corrupt;
+
+static void corrupt_after(void *ctx, const char *pass, HModule *m) {
+  Corrupt *c = ctx;
+  if (c->done || strcmp(pass, c->pass)) return;
+  for (int i = 0; i < m->entry->ninstrs; i++) {
+    HInstr *x = m->entry->instrs[i];
+    if (x->op == OP_CONSTANT && x->literal && x->shape.dt == DT_F32 &&
+        hlo_literal_get_f64(x->literal, 0) == 0.25) {
+      hlo_literal_set_f64(x->literal, 0, 0.75);
+      c->done = true;
+      return;
+    }
+  }
+}
+
+/* Every pass of the pipeline keeps a module's values; a wrong rewrite injected after algsimp
+ * (not reachable from the command line) is found at algsimp, and the pipeline stops there. */
+Test(opt_bisect, finds_the_pass_that_moved_the_results) {
+  static const char *text = "HloModule t\n"
+                            "ENTRY e {\n"
+                            "  x = f32[16] parameter(0)\n"
+                            "  one = f32[] constant(1)\n"
+                            "  ob = f32[16] broadcast(one), dimensions={}\n"
+                            "  y = f32[16] multiply(x, ob)\n"
+                            "  c = f32[] constant(0.25)\n"
+                            "  cb = f32[16] broadcast(c), dimensions={}\n"
+                            "  z = f32[16] add(y, cb)\n"
+                            "  ROOT t = f32[16] tanh(z)\n"
+                            "}\n";
+  for (int inject = 0; inject < 2; inject++) {
+    HModule *m = tu_parse(text);
+    HArena *ar = hlo_arena_new();
+    Literal *arg = hlo_literal_new(ar, &m->entry->params[0]->shape);
+    for (int64_t k = 0; k < 16; k++)
+      hlo_literal_set_f64(arg, k, 0.125 * (double)k - 1);
+    Corrupt c = {"algsimp", false};
+    OptBisect b = {.rtol = 1e-5, .atol = 1e-6, .tol16 = 3e-2};
+    if (inject) b.inject = corrupt_after, b.inject_ctx = &c;
+    OptOpts o = {0};
+    HErr err = {0};
+    int rc = opt_bisect(m, &o, &arg, 1, &b, &err);
+    cr_expect_eq(rc, inject ? 1 : 0, "inject=%d: %s", inject, err.msg);
+    cr_expect_gt(b.checked, 0);
+    if (inject) {
+      cr_expect(c.done);
+      cr_expect(b.bad_pass && !strcmp(b.bad_pass, "algsimp"), "found at %s",
+                b.bad_pass ? b.bad_pass : "(none)");
+      cr_expect_gt(b.worst.bad, 0);
+    }
+    hlo_arena_free(ar);
+    hlo_module_free(m);
+  }
+}

@@ -1,6 +1,7 @@
 /* tests/test_tools.c: the command-line tools end to end: bad input gives one located line and
  * exit code 1, hloc-run reproduces XLA's outputs, --emit=hlo prints text that reads back. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,4 +432,43 @@ Test(tools, output_to_special_files) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_expect_eq(system(cmd), 0);
+}
+
+/* hloc verify: a fixture on its own inputs and on random ones agrees after every pass (exit 0);
+ * a missing file, a wrong argument count and an unknown option are one line each, exit 2. */
+Test(tools, verify_bisects_the_passes) {
+  const char *fx = HLOC_CORPUS_DIR "/fixtures/mlp";
+  Run *r = run(HLOC " verify %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+                    "%s/in5.npy %s/in6.npy",
+               fx, fx, fx, fx, fx, fx, fx, fx);
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "every pass agrees") && strstr(r->out, "fusion"), "%s", r->out);
+  r = run(HLOC " verify " HLOC_CORPUS_DIR "/fixtures/transformer_layer/module.pb --random-inputs=7 "
+               "--rtol 1e-4");
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "random arguments"), "%s", r->out);
+  r = run(HLOC " verify /nonexistent/m.pb");
+  cr_expect_eq(r->rc, 2, "%s", r->err);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  r = run(HLOC " verify %s/module.pb %s/in0.npy", fx, fx);
+  cr_expect_eq(r->rc, 2, "%s", r->err);
+  cr_expect(strstr(r->err, "arguments given"), "%s", r->err);
+  r = run(HLOC " verify %s/module.pb --bogus", fx);
+  cr_expect_eq(r->rc, 2, "%s", r->err);
+}
+
+/* Every corpus fixture verifies clean: no optimizer pass moves its values on random inputs. */
+Test(tools, verify_every_fixture, .timeout = 600) {
+  DIR *d = opendir(HLOC_CORPUS_DIR "/fixtures");
+  cr_assert(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    Run *r =
+        run(HLOC " verify " HLOC_CORPUS_DIR "/fixtures/%s/module.pb --random-inputs", e->d_name);
+    cr_expect_eq(r->rc, 0, "%s: %s%s", e->d_name, r->out, r->err);
+    n++;
+  }
+  closedir(d);
+  cr_expect_geq(n, 11);
 }

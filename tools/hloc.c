@@ -4,6 +4,7 @@
  *   hloc FILE --emit=hlo [-o OUT]   print the module as HLO text
  *   hloc FILE -o model.o            compile for the host CPU: model.o + model.h
  *   hloc FILE --emit=hlo-opt        print the module after the optimization pipeline
+ *   hloc verify FILE [in.npy ...]   find the first optimizer pass whose results move
  *
  * The driver only parses flags and calls library entry points in order (load, verify,
  * compile); each phase reports one located line on failure and the driver exits 1. */
@@ -26,6 +27,7 @@
 
 static void usage(FILE *f) {
   fputs("usage: hloc FILE [options]\n"
+        "       hloc verify FILE [in0.npy ...] [options]   (hloc verify --help)\n"
         "  FILE                 HloModuleProto (.pb, also HloProto/HloSnapshot) or HLO text\n"
         "  -o PATH              output file (object by default)\n"
         "  --emit=KIND          hlo | hlo-opt | llvm | asm | obj (default: obj with -o,\n"
@@ -133,6 +135,127 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* ------------------------------------------------------------------ hloc verify */
+
+static void verify_usage(FILE *f) {
+  fprintf(f,
+          "usage: hloc verify MODEL [in0.npy ...] [--random-inputs[=SEED]] [--rtol R] [--atol A]\n"
+          "                   [--target=cpu|cuda]\n"
+          "  Evaluates MODEL on the reference interpreter before optimization and after every\n"
+          "  optimizer pass that changes it (the target's pipeline), on the given arguments or\n"
+          "  deterministic pseudo-random ones (the default, seed 0), and names the first pass\n"
+          "  whose results leave the tolerance (default rtol 1e-4, atol 1e-5; bf16/f16\n"
+          "  results: 3e-2 of their largest magnitude). Exit 0: every pass agrees; 1: a\n"
+          "  pass moved the results; 2: bad input.\n");
+}
+
+/* Deterministic arguments: floats in [-1, 1), integers in [0, 4), alternating predicates. */
+static void verify_fill(Literal *l, uint64_t *state) {
+  if (l->shape.dt == DT_TUPLE) {
+    for (int i = 0; i < l->shape.ntuple; i++)
+      verify_fill(l->elems[i], state);
+    return;
+  }
+  for (int64_t k = 0; k < hlo_shape_elems(&l->shape); k++) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(*state >> 11) / 9007199254740992.0;
+    if (hlo_dtype_is_float(l->shape.dt))
+      hlo_literal_set_f64(l, k, 2 * u - 1);
+    else
+      hlo_literal_set_i64(l, k, (int64_t)(u * 4));
+  }
+}
+
+static bool verify_tol(const char *v, double *t) {
+  char *end = NULL;
+  *t = strtod(v, &end);
+  if (end && !*end && *t >= 0) return true;
+  fprintf(stderr, "hloc verify: bad tolerance '%s'\n", v);
+  return false;
+}
+
+static int verify_main(int argc, char **argv) {
+  const char *file = NULL, *ins[256], *target = "cpu";
+  int nin = 0;
+  uint64_t seed = 0;
+  OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2, .report = stdout};
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    char *end = NULL;
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      verify_usage(stdout);
+      return 0;
+    } else if (!strncmp(argv[i], "--random-inputs", 15) && (!argv[i][15] || argv[i][15] == '=')) {
+      seed = argv[i][15] ? strtoull(argv[i] + 16, &end, 10) : 0;
+      if (argv[i][15] && (!end || *end)) {
+        fprintf(stderr, "hloc verify: bad seed '%s'\n", argv[i] + 16);
+        return 2;
+      }
+    } else if ((v = flag_value(argc, argv, &i, "--rtol"))) {
+      if (!verify_tol(v, &b.rtol)) return 2;
+    } else if ((v = flag_value(argc, argv, &i, "--atol"))) {
+      if (!verify_tol(v, &b.atol)) return 2;
+    } else if ((v = flag_value(argc, argv, &i, "--target"))) {
+      target = v;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "hloc verify: unknown or incomplete option '%s'\n", argv[i]);
+      return 2;
+    } else if (!file) {
+      file = argv[i];
+    } else if (nin < 256) {
+      ins[nin++] = argv[i];
+    }
+  }
+  if (!file) {
+    verify_usage(stderr);
+    return 2;
+  }
+  HErr err = {0};
+  HArena *a = hlo_arena_new();
+  HModule *m = proto_load_file(file, &err);
+  int rc = 2;
+  OptOpts oo = {0};
+  oo.verify_each = true;
+  bool known = !strcmp(target, "cpu");
+#ifdef HLOC_HAVE_CUDA
+  if (!strcmp(target, "cuda")) cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST), known = true;
+#endif
+  if (!known) {
+    hlo_err(&err, file, NULL, NULL, "hloc verify: unknown or unavailable target '%s'", target);
+  } else if (m && hlo_verify(m, &err)) {
+    int np = m->entry->nparams;
+    Literal **args = hlo_arena_alloc(a, sizeof *args * (size_t)(np + 1));
+    uint64_t state = seed * 2654435761ull + 1;
+    bool ok = nin == 0 || nin == np;
+    if (!ok) hlo_err(&err, file, NULL, NULL, "%d arguments given, the entry takes %d", nin, np);
+    for (int i = 0; i < np && ok; i++) {
+      if (nin) {
+        ok = (args[i] = hlo_npy_read(a, ins[i], &err)) != NULL;
+        if (ok) hlo_literal_bits_as(args[i], m->entry->params[i]->shape.dt);
+      } else {
+        args[i] = hlo_literal_new(a, &m->entry->params[i]->shape);
+        verify_fill(args[i], &state);
+      }
+    }
+    if (ok) {
+      printf("hloc verify %s (%s arguments), target %s\n", file, nin ? "given" : "random", target);
+      printf("pass  name                    result\n");
+      rc = opt_bisect(m, &oo, args, np, &b, &err);
+    }
+    if (rc == 0) printf("every pass agrees (%d checked)\n", b.checked);
+    if (rc == 1)
+      printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "
+             "err %.3g, worst element %lld got %.9g, expected %.9g\n",
+             b.bad_pass, b.bad_step, b.bad_result, b.worst.max_abs, (long long)b.worst.worst,
+             b.worst.worst_got, b.worst.worst_want);
+    if (rc < 0) rc = 2;
+  }
+  if (err.set) fprintf(stderr, "hloc verify: %s\n", err.msg);
+  hlo_module_free(m);
+  hlo_arena_free(a);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   /* A compilation copies a model's constants several times (the .npy of a frozen weight read
      and parsed, its packed form, the joined objects): served from the heap and
@@ -144,6 +267,7 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   mallopt(M_TOP_PAD, 64 << 20);
 #endif
+  if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 1, argv + 1);
   const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
   const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL, *conv_algo = NULL;
 #ifdef HLOC_HAVE_CUDA

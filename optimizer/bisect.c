@@ -1,0 +1,122 @@
+/* optimizer/bisect.c: pass bisection for `hloc verify`.
+ *
+ * The interpreter evaluates the module before optimization, then the pipeline runs with an
+ * after-pass hook that evaluates the module again after every pass that changed it, on the
+ * same arguments (flattened into leaves once flatten-params has made the entry's tuple
+ * parameters leaves), and compares every result leaf with the first evaluation. The first pass
+ * whose results leave the tolerance stops the pipeline: it is the pass to look at, since every
+ * pass before it kept the values. A pass after which the interpreter fails counts as a
+ * divergence too (its error is reported). Each check runs in an arena of its own. */
+#include "optimizer.h"
+
+#include <string.h>
+
+typedef struct BsCtx {
+  OptBisect *b;
+  Literal **want; /* the results before optimization, flat */
+  int nwant;
+  Literal *const *args, **flat; /* the arguments as given, and as leaves */
+  int nargs, nflat;
+  HErr *err;
+} BsCtx;
+
+enum { BS_MAX_LEAVES = 4096 };
+
+static void bs_flatten(Literal *l, Literal **out, int *n) {
+  if (l->shape.dt != DT_TUPLE) {
+    if (*n < BS_MAX_LEAVES) out[*n] = l;
+    (*n)++;
+    return;
+  }
+  for (int i = 0; i < l->shape.ntuple; i++)
+    bs_flatten(l->elems[i], out, n);
+}
+
+/* Compare results leaf by leaf; false at the first leaf outside the tolerance (*c, *leaf). */
+static bool bs_agree(const OptBisect *b, Literal **got, int ngot, Literal **want, int nwant,
+                     HCompare *worst, int *leaf, HErr *err) {
+  memset(worst, 0, sizeof *worst);
+  *leaf = 0;
+  if (ngot != nwant) {
+    hlo_err(err, NULL, NULL, NULL, "the module has %d results, %d before optimization", ngot,
+            nwant);
+    return false;
+  }
+  for (int k = 0; k < ngot; k++) {
+    DType dt = want[k]->shape.dt;
+    double at = b->atol;
+    if ((dt == DT_BF16 || dt == DT_F16) && b->tol16 * hlo_literal_max_abs(want[k]) > at)
+      at = b->tol16 * hlo_literal_max_abs(want[k]);
+    HCompare c;
+    if (!hlo_literal_compare(got[k], want[k], b->rtol, at, &c, err)) return false;
+    if (c.bad || c.max_rel > worst->max_rel || k == 0) *worst = c, *leaf = k;
+    if (c.bad) return false;
+  }
+  return true;
+}
+
+static bool bs_after_pass(void *vctx, const char *pass, HModule *m) {
+  BsCtx *x = vctx;
+  OptBisect *b = x->b;
+  if (b->inject) b->inject(b->inject_ctx, pass, m);
+  b->checked++;
+  int np = m->entry->nparams;
+  Literal *const *args = np == x->nargs ? x->args : np == x->nflat ? x->flat : NULL;
+  HArena *a = hlo_arena_new();
+  HErr e = {0};
+  Literal *res = args ? hlo_interp_run(m, a, args, np, &e) : NULL;
+  if (!args) hlo_err(&e, NULL, NULL, NULL, "the entry has %d parameters, %d given", np, x->nargs);
+  Literal **got = hlo_arena_alloc(a, sizeof *got * BS_MAX_LEAVES);
+  int ngot = 0;
+  if (res) bs_flatten(res, got, &ngot);
+  HCompare c = {0};
+  int leaf = 0;
+  bool ok = res && bs_agree(b, got, ngot, x->want, x->nwant, &c, &leaf, &e);
+  if (b->report && (!res || e.set))
+    fprintf(b->report, "%4d  %-22s  FAILED  %s\n", b->checked, pass, e.msg);
+  else if (b->report)
+    fprintf(b->report,
+            "%4d  %-22s  %-6s  max abs err %.3g, max rel err %.3g (result %d: %lld outside)\n",
+            b->checked, pass, ok ? "agrees" : "MOVED", c.max_abs, c.max_rel, leaf,
+            (long long)c.bad);
+  if (!ok) {
+    b->bad_pass = pass;
+    b->bad_step = b->checked;
+    b->bad_result = leaf;
+    b->worst = c;
+  }
+  hlo_arena_free(a);
+  return ok;
+}
+
+int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, OptBisect *b,
+               HErr *err) {
+  HArena *a = hlo_arena_new();
+  Literal *ref = hlo_interp_run(m, a, args, nargs, err);
+  int rc = -1;
+  if (ref) {
+    BsCtx x = {b,
+               hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES),
+               0,
+               args,
+               hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES),
+               nargs,
+               0,
+               err};
+    bs_flatten(ref, x.want, &x.nwant);
+    for (int i = 0; i < nargs; i++)
+      bs_flatten(args[i], x.flat, &x.nflat);
+    if (x.nwant > BS_MAX_LEAVES || x.nflat > BS_MAX_LEAVES) {
+      hlo_err(err, m->file, NULL, NULL, "more than %d result or argument leaves", BS_MAX_LEAVES);
+    } else {
+      OptOpts oo = *o;
+      oo.after_pass = bs_after_pass;
+      oo.after_ctx = &x;
+      b->checked = 0;
+      b->bad_pass = NULL;
+      if (opt_optimize(m, &oo, err)) rc = b->bad_pass ? 1 : 0;
+    }
+  }
+  hlo_arena_free(a);
+  return rc;
+}
