@@ -9,6 +9,7 @@
  * divergence too (its error is reported). Each check runs in an arena of its own. */
 #include "optimizer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct BsCtx {
@@ -33,8 +34,8 @@ static void bs_flatten(Literal *l, Literal **out, int *n) {
 }
 
 /* Compare results leaf by leaf; false at the first leaf outside the tolerance (*c, *leaf). */
-static bool bs_agree(const OptBisect *b, Literal **got, int ngot, Literal **want, int nwant,
-                     HCompare *worst, int *leaf, HErr *err) {
+static bool bs_agree(const OptBisect *b, Literal *const *got, int ngot, Literal *const *want,
+                     int nwant, HCompare *worst, int *leaf, HErr *err) {
   memset(worst, 0, sizeof *worst);
   *leaf = 0;
   if (ngot != nwant) {
@@ -79,6 +80,12 @@ static bool bs_after_pass(void *vctx, const char *pass, HModule *m) {
             "%4d  %-22s  %-6s  max abs err %.3g, max rel err %.3g (result %d: %lld outside)\n",
             b->checked, pass, ok ? "agrees" : "MOVED", c.max_abs, c.max_rel, leaf,
             (long long)c.bad);
+  if (b->checked <= OPT_BISECT_STEPS) {
+    b->step[b->checked - 1].pass = pass;
+    b->step[b->checked - 1].ok = ok;
+    b->step[b->checked - 1].result = leaf;
+    b->step[b->checked - 1].c = c;
+  }
   if (!ok) {
     b->bad_pass = pass;
     b->bad_step = b->checked;
@@ -119,4 +126,14 @@ int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, Op
   }
   hlo_arena_free(a);
   return rc;
+}
+
+bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, int nwant,
+                        HCompare *worst, int *leaf, HErr *err) {
+  Literal **leaves = malloc(sizeof *leaves * BS_MAX_LEAVES);
+  int n = 0;
+  bs_flatten(got, leaves, &n);
+  bool ok = n <= BS_MAX_LEAVES && bs_agree(b, leaves, n, want, nwant, worst, leaf, err);
+  free(leaves);
+  return ok;
 }

@@ -214,6 +214,7 @@ int64_t opt_while_trips(const HInstr *w, int64_t cap);
 /* hloc verify's pass bisection: the module's values on the interpreter before optimization and
  * after every pass that changes it, on the same arguments; the first pass whose results leave
  * the tolerance. */
+#define OPT_BISECT_STEPS 256 /* checked passes recorded */
 typedef struct OptBisect {
   double rtol, atol; /* an element agrees when |got - want| <= atol + rtol |want| */
   double tol16;      /* bf16/f16 results: atol at least tol16 x the result's largest |want| */
@@ -223,6 +224,12 @@ typedef struct OptBisect {
   void (*inject)(void *ctx, const char *pass, HModule *m);
   void *inject_ctx;
   /* out */
+  struct {
+    const char *pass; /* the pass (NULL past the first OPT_BISECT_STEPS) */
+    bool ok;          /* its results agreed */
+    int result;       /* the result leaf furthest out */
+    HCompare c;       /* its comparison */
+  } step[OPT_BISECT_STEPS];
   int checked;          /* passes checked */
   const char *bad_pass; /* the first pass whose results moved (NULL: none) */
   int bad_step;         /* its number among the changing passes (1-based) */
@@ -234,6 +241,10 @@ typedef struct OptBisect {
  * 0 when every pass agrees, 1 at the first that does not (b->bad_*: which), -1 on error. */
 int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, OptBisect *b,
                HErr *err);
+/* Whether result got (a tuple's leaves in order) agrees with the nwant arrays want within b's
+ * tolerance; *worst and *leaf: the leaf furthest out (false with err set on a shape mismatch). */
+bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, int nwant,
+                        HCompare *worst, int *leaf, HErr *err);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);

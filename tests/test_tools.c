@@ -447,6 +447,36 @@ Test(tools, verify_bisects_the_passes) {
                "--rtol 1e-4");
   cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
   cr_expect(strstr(r->out, "random arguments"), "%s", r->out);
+  /* against XLA's outputs: the interpreter agrees; the JSON report lists the passes */
+  r = run(HLOC " verify %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+               "%s/in5.npy %s/in6.npy --expect %s/out0.npy --json /tmp/hloc_verify_%d.json",
+          fx, fx, fx, fx, fx, fx, fx, fx, fx, (int)getpid());
+  cr_expect_eq(r->rc, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "interpreter against the expected outputs: agrees"), "%s", r->out);
+  char path[64], js[16384];
+  snprintf(path, sizeof path, "/tmp/hloc_verify_%d.json", (int)getpid());
+  slurp(path, js, sizeof js);
+  unlink(path);
+  cr_expect(strstr(js, "\"interpreter_vs_expected\": {\"agrees\": true") &&
+                strstr(js, "{\"pass\": \"fusion\", \"agrees\": true") &&
+                strstr(js, "\"first_bad_pass\": null"),
+            "%s", js);
+  /* an expected output that is not the model's: the interpreter disagrees, exit 1 */
+  char bad[64], buf[1 << 16];
+  snprintf(bad, sizeof bad, "/tmp/hloc_verify_bad_%d.npy", (int)getpid());
+  FILE *f = fopen(HLOC_CORPUS_DIR "/fixtures/mlp/out0.npy", "rb");
+  cr_assert(f);
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  for (size_t k = n - 64; k < n; k++)
+    buf[k] = (char)(buf[k] ^ 0x40);
+  write_file(bad, buf, n);
+  r = run(HLOC " verify %s/module.pb %s/in0.npy %s/in1.npy %s/in2.npy %s/in3.npy %s/in4.npy "
+               "%s/in5.npy %s/in6.npy --expect %s",
+          fx, fx, fx, fx, fx, fx, fx, fx, bad);
+  unlink(bad);
+  cr_expect_eq(r->rc, 1, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->out, "DISAGREES"), "%s", r->out);
   r = run(HLOC " verify /nonexistent/m.pb");
   cr_expect_eq(r->rc, 2, "%s", r->err);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);

@@ -140,13 +140,15 @@ static double now_s(void) {
 static void verify_usage(FILE *f) {
   fprintf(f,
           "usage: hloc verify MODEL [in0.npy ...] [--random-inputs[=SEED]] [--rtol R] [--atol A]\n"
-          "                   [--target=cpu|cuda]\n"
+          "                   [--target=cpu|cuda] [--expect out0.npy ...] [--json FILE]\n"
           "  Evaluates MODEL on the reference interpreter before optimization and after every\n"
           "  optimizer pass that changes it (the target's pipeline), on the given arguments or\n"
           "  deterministic pseudo-random ones (the default, seed 0), and names the first pass\n"
           "  whose results leave the tolerance (default rtol 1e-4, atol 1e-5; bf16/f16\n"
-          "  results: 3e-2 of their largest magnitude). Exit 0: every pass agrees; 1: a\n"
-          "  pass moved the results; 2: bad input.\n");
+          "  results: 3e-2 of their largest magnitude). With --expect (the framework's\n"
+          "  outputs, e.g. XLA's), it first says whether the interpreter, i.e. hloc's reading\n"
+          "  of the HLO, agrees with them. --json FILE writes the report for scripts. Exit 0:\n"
+          "  all agree; 1: the interpreter or a pass moved the results; 2: bad input.\n");
 }
 
 /* Deterministic arguments: floats in [-1, 1), integers in [0, 4), alternating predicates. */
@@ -174,9 +176,43 @@ static bool verify_tol(const char *v, double *t) {
   return false;
 }
 
+/* The report as JSON: the interpreter against --expect (null when not asked), every checked
+ * pass, the first one out of tolerance (null when none). */
+static bool verify_json(const char *path, const char *file, const char *target, int interp,
+                        const HCompare *ic, int ileaf, const OptBisect *b, HErr *err) {
+  HStr j = {0};
+  hlo_str_printf(
+      &j, "{\n  \"module\": \"%s\",\n  \"target\": \"%s\",\n  \"interpreter_vs_expected\": ", file,
+      target);
+  if (interp < 0)
+    hlo_str_printf(&j, "null");
+  else
+    hlo_str_printf(
+        &j,
+        "{\"agrees\": %s, \"result\": %d, \"max_abs\": %.6g, \"max_rel\": %.6g, \"outside\": %lld}",
+        interp ? "true" : "false", ileaf, ic->max_abs, ic->max_rel, (long long)ic->bad);
+  hlo_str_printf(&j, ",\n  \"passes\": [");
+  for (int i = 0; i < b->checked && i < OPT_BISECT_STEPS; i++)
+    hlo_str_printf(&j,
+                   "%s\n    {\"pass\": \"%s\", \"agrees\": %s, \"result\": %d, \"max_abs\": %.6g, "
+                   "\"max_rel\": %.6g, \"outside\": %lld}",
+                   i ? "," : "", b->step[i].pass, b->step[i].ok ? "true" : "false",
+                   b->step[i].result, b->step[i].c.max_abs, b->step[i].c.max_rel,
+                   (long long)b->step[i].c.bad);
+  hlo_str_printf(&j, "\n  ],\n  \"first_bad_pass\": ");
+  if (b->bad_pass)
+    hlo_str_printf(&j, "\"%s\"\n}\n", b->bad_pass);
+  else
+    hlo_str_printf(&j, "null\n}\n");
+  bool ok = hlo_write_file_atomic(path, j.p, j.n, err);
+  free(j.p);
+  return ok;
+}
+
 static int verify_main(int argc, char **argv) {
-  const char *file = NULL, *ins[256], *target = "cpu";
-  int nin = 0;
+  const char *file = NULL, *ins[256], *exps[256], *target = "cpu", *json = NULL;
+  int nin = 0, nexp = 0;
+  bool expecting = false;
   uint64_t seed = 0;
   OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2, .report = stdout};
   for (int i = 1; i < argc; i++) {
@@ -197,12 +233,18 @@ static int verify_main(int argc, char **argv) {
       if (!verify_tol(v, &b.atol)) return 2;
     } else if ((v = flag_value(argc, argv, &i, "--target"))) {
       target = v;
+    } else if ((v = flag_value(argc, argv, &i, "--json"))) {
+      json = v;
+    } else if (!strcmp(argv[i], "--expect")) {
+      expecting = true;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "hloc verify: unknown or incomplete option '%s'\n", argv[i]);
       return 2;
     } else if (!file) {
       file = argv[i];
-    } else if (nin < 256) {
+    } else if (expecting && nexp < 256) {
+      exps[nexp++] = argv[i];
+    } else if (!expecting && nin < 256) {
       ins[nin++] = argv[i];
     }
   }
@@ -237,10 +279,39 @@ static int verify_main(int argc, char **argv) {
         verify_fill(args[i], &state);
       }
     }
-    if (ok) {
+    int interp = -1; /* the interpreter against --expect: 1 agrees, 0 not, -1 not asked */
+    HCompare ic = {0};
+    int ileaf = 0;
+    if (ok)
       printf("hloc verify %s (%s arguments), target %s\n", file, nin ? "given" : "random", target);
+    if (ok && nexp) {
+      Literal **want = hlo_arena_alloc(a, sizeof *want * (size_t)nexp);
+      for (int k = 0; k < nexp && ok; k++)
+        ok = (want[k] = hlo_npy_read(a, exps[k], &err)) != NULL;
+      Literal *res = ok ? hlo_interp_run(m, a, args, np, &err) : NULL;
+      for (int k = 0; res && k < nexp; k++) /* bf16 references as bits of the result's type */
+        hlo_literal_bits_as(
+            want[k], (res->shape.dt == DT_TUPLE ? res->elems[k < res->shape.ntuple ? k : 0] : res)
+                         ->shape.dt);
+      ok = res != NULL;
+      if (ok) {
+        HErr ce = {0};
+        interp = opt_bisect_compare(&b, res, want, nexp, &ic, &ileaf, &ce);
+        if (ce.set)
+          printf("interpreter against the expected outputs: %s\n", ce.msg);
+        else
+          printf("interpreter against the expected outputs: %s (result %d: max abs err %.3g, max "
+                 "rel err %.3g, %lld outside)\n",
+                 interp ? "agrees" : "DISAGREES: hloc's reading of the HLO differs", ileaf,
+                 ic.max_abs, ic.max_rel, (long long)ic.bad);
+      }
+    }
+    if (ok) {
       printf("pass  name                    result\n");
       rc = opt_bisect(m, &oo, args, np, &b, &err);
+      if (rc == 0 && interp == 0) rc = 1;
+      if (json && rc >= 0 && !verify_json(json, file, target, interp, &ic, ileaf, &b, &err))
+        rc = -1;
     }
     if (rc == 0) printf("every pass agrees (%d checked)\n", b.checked);
     if (rc == 1)
