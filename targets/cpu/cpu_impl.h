@@ -401,6 +401,12 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
                         LLVMValueRef *ok);
 void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
                          LLVMValueRef *ui);
+/* Sort in's operands' values at operand index idx (cpu_sort.c; false when generation failed), and
+ * its comparator on two positions' values, lhs before rhs: i1, or NULL after a located error
+ * naming target. */
+bool cpu_sort_values(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *vals);
+LLVMValueRef cpu_sort_compare(CpuKern *k, const HInstr *in, const LLVMValueRef *lhs,
+                              const LLVMValueRef *rhs, const char *target);
 /* The window scan of select-and-scatter in at source position sidx (cpu_select_scatter.c):
  * *have_a (i1) whether the window has a real tap, *val_a the selected value, sel_a[d] (i64
  * allocas) its operand index; errors name target. false when generation failed. */

@@ -75,6 +75,26 @@ static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
   return true;
 }
 
+bool cpu_sort_values(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *vals) {
+  for (int o = 0; o < in->nops; o++)
+    if (!(vals[o] = cpu_gen(k, in->ops[o], idx))) return false;
+  return true;
+}
+
+LLVMValueRef cpu_sort_compare(CpuKern *k, const HInstr *in, const LLVMValueRef *lhs,
+                              const LLVMValueRef *rhs, const char *target) {
+  LLVMValueRef args[2 * CPU_SORT_MAX_OPS], res[1] = {NULL};
+  for (int o = 0; o < in->nops; o++)
+    args[2 * o] = lhs[o], args[2 * o + 1] = rhs[o];
+  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * in->nops, res)) return NULL;
+  if (LLVMTypeOf(res[0]) != k->cg->i1) {
+    hlo_err_at(k->cg->err, in, "%s target: sort comparator does not return pred", target);
+    k->failed = true;
+    return NULL;
+  }
+  return res[0];
+}
+
 bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   if (!cpu_sort_check(cg, in)) return false;
   int n = in->nops;
@@ -100,7 +120,6 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   CpuKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   LLVMTypeRef i64 = cg->i64;
-  const HComp *cmp = in->calls[0];
 
   /* output leaves (entry block) */
   LLVMValueRef out[CPU_SORT_MAX_OPS];
@@ -190,20 +209,11 @@ bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
   memcpy(rhs_idx, idx, sizeof idx);
   lhs_idx[dim] = pr;
   rhs_idx[dim] = pl;
-  LLVMValueRef args[2 * CPU_SORT_MAX_OPS], res[1] = {NULL};
-  bool ok = true;
-  for (int o = 0; o < n && ok; o++) {
-    ok = (args[2 * o] = cpu_gen(k, in->ops[o], lhs_idx)) != NULL;
-    ok = ok && (args[2 * o + 1] = cpu_gen(k, in->ops[o], rhs_idx)) != NULL;
-  }
-  ok = ok && cpu_gen_scalar_comp(k, cmp, args, 2 * n, res);
-  if (ok && LLVMTypeOf(res[0]) != cg->i1) {
-    hlo_err_at(cg->err, in, "CPU target: sort comparator does not return pred");
-    k->failed = true;
-    ok = false;
-  }
+  LLVMValueRef lv[CPU_SORT_MAX_OPS], rv[CPU_SORT_MAX_OPS], res = NULL;
+  if (cpu_sort_values(k, in, lhs_idx, lv) && cpu_sort_values(k, in, rhs_idx, rv))
+    res = cpu_sort_compare(k, in, lv, rv, "CPU");
   k->ncache = mark;
-  LLVMValueRef take_cmp = ok ? res[0] : LLVMConstInt(cg->i1, 0, 0);
+  LLVMValueRef take_cmp = res ? res : LLVMConstInt(cg->i1, 0, 0);
   LLVMBasicBlockRef cmp_end = LLVMGetInsertBlock(B);
   LLVMBuildBr(B, join);
   /* otherwise one run is exhausted: take the right one when the left one is */

@@ -73,26 +73,19 @@ static LLVMValueRef cs_before(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMV
   LLVMBuildCondBr(B, LLVMBuildAnd(B, aok, bok, ""), cmpb, join);
   LLVMPositionBuilderAtEnd(B, cmpb);
   int mark = k->ncache;
-  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], ab[2 * CS_MAX_OPS], ba[2 * CS_MAX_OPS];
+  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], va[CS_MAX_OPS], vb[CS_MAX_OPS];
   cs_index(k, s, r, a, ia);
   cs_index(k, s, r, b, ib);
-  bool ok = true;
-  for (int o = 0; o < s->n && ok; o++) {
-    ok = (ab[2 * o] = ba[2 * o + 1] = cpu_gen(k, s->in->ops[o], ia)) != NULL;
-    ok = ok && (ab[2 * o + 1] = ba[2 * o] = cpu_gen(k, s->in->ops[o], ib)) != NULL;
-  }
-  LLVMValueRef first[1] = {NULL}, second[1] = {NULL};
-  ok = ok && cpu_gen_scalar_comp(k, s->in->calls[0], ab, 2 * s->n, first) &&
-       cpu_gen_scalar_comp(k, s->in->calls[0], ba, 2 * s->n, second);
-  if (ok && (LLVMTypeOf(first[0]) != cg->i1 || LLVMTypeOf(second[0]) != cg->i1)) {
-    hlo_err_at(cg->err, s->in, "CUDA target: sort comparator does not return pred");
-    ok = false;
-  }
+  LLVMValueRef first = NULL, second = NULL;
+  if (cpu_sort_values(k, s->in, ia, va) && cpu_sort_values(k, s->in, ib, vb) &&
+      (first = cpu_sort_compare(k, s->in, va, vb, "CUDA")))
+    second = cpu_sort_compare(k, s->in, vb, va, "CUDA");
+  bool ok = first && second;
   k->ncache = mark;
   if (!ok) k->failed = true;
   LLVMValueRef tie = LLVMBuildICmp(B, LLVMIntSLT, a, b, "");
   LLVMValueRef res =
-      ok ? LLVMBuildOr(B, first[0], LLVMBuildAnd(B, LLVMBuildNot(B, second[0], ""), tie, ""), "")
+      ok ? LLVMBuildOr(B, first, LLVMBuildAnd(B, LLVMBuildNot(B, second, ""), tie, ""), "")
          : LLVMConstInt(cg->i1, 0, 0);
   LLVMBasicBlockRef cmp_end = LLVMGetInsertBlock(B);
   LLVMBuildBr(B, join);
