@@ -54,12 +54,10 @@ static uint64_t el_hash(uint64_t h, const char *s) {
 /* Uniform in [0, 1). */
 static double el_unit(uint64_t *x) { return (double)(el_mix(x) >> 11) * 0x1.0p-53; }
 
-static void el_fill(Literal *l, const HInstr *in, const HElided *e) {
+/* Array literal l's values from stream x, scaled as above. */
+static void el_fill_from(Literal *l, uint64_t x) {
   const Shape *s = &l->shape;
   int64_t n = hlo_shape_elems(s);
-  if (e->mode == HLO_ELIDED_ZERO || n == 0) return; /* hlo_literal_new zero-fills */
-  uint64_t x = el_hash(el_hash(0xcbf29ce484222325ull ^ e->seed, in->parent ? in->parent->name : ""),
-                       in->name);
   int64_t big = 1;
   for (int d = 0; d < s->rank; d++)
     if (s->dims[d] > big) big = s->dims[d];
@@ -75,6 +73,25 @@ static void el_fill(Literal *l, const HInstr *in, const HElided *e) {
     else
       hlo_literal_set_f64(l, i, 0.5 + 0.5 * u);
   }
+}
+
+static uint64_t el_stream(const HInstr *in, uint64_t seed) {
+  return el_hash(el_hash(0xcbf29ce484222325ull ^ seed, in->parent ? in->parent->name : ""),
+                 in->name);
+}
+
+static void el_fill(Literal *l, const HInstr *in, const HElided *e) {
+  if (e->mode == HLO_ELIDED_ZERO || hlo_shape_elems(&l->shape) == 0) return; /* zero-filled */
+  el_fill_from(l, el_stream(in, e->seed));
+}
+
+void hlo_literal_fill_random(Literal *l, const HInstr *in, uint64_t seed) {
+  if (l->shape.dt != DT_TUPLE) {
+    el_fill_from(l, el_stream(in, seed));
+    return;
+  }
+  for (int i = 0; i < l->shape.ntuple; i++)
+    hlo_literal_fill_random(l->elems[i], in, seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
 }
 
 int hlo_fill_elided(HModule *m, const HElided *e) {

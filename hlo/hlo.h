@@ -492,6 +492,10 @@ typedef struct HElided {
 bool hlo_elided_parse(const char *s, HElided *e, HErr *err);
 /* Give every elided constant of m a value as e says; returns how many were filled. */
 int hlo_fill_elided(HModule *m, const HElided *e);
+/* Array or tuple literal l filled with the pseudo-random values --elided-constants=random:SEED
+ * gives instruction in (a parameter's argument, for hloc verify); a tuple's leaves each from
+ * their own stream. */
+void hlo_literal_fill_random(Literal *l, const HInstr *in, uint64_t seed);
 
 /* ------------------------------------------------------------------ print.c */
 

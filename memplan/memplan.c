@@ -514,22 +514,46 @@ static void mp_state_in_place(MemPlan *p, HComp *c) {
   }
 }
 
-void memplan_init_leaves(const HInstr *v, int64_t voff, const Shape *vs, const HInstr **src,
-                         int64_t *off, int64_t *bytes, int *k) {
+static void mp_init_leaves(const HInstr *v, int64_t voff, const Shape *vs, MemLoopInit *o) {
   while (voff == 0 && v->op == OP_GET_TUPLE_ELEMENT && v->ops[0]->op == OP_TUPLE && vs == &v->shape)
     v = v->ops[0]->ops[v->tuple_index], vs = &v->shape;
   if (voff == 0 && v->op == OP_TUPLE && vs == &v->shape) {
     for (int j = 0; j < v->nops; j++)
-      memplan_init_leaves(v->ops[j], 0, &v->ops[j]->shape, src, off, bytes, k);
+      mp_init_leaves(v->ops[j], 0, &v->ops[j]->shape, o);
     return;
   }
   if (vs->dt == DT_TUPLE) {
     for (int j = 0; j < vs->ntuple; j++)
-      memplan_init_leaves(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], src, off, bytes, k);
+      mp_init_leaves(v, voff + memplan_tuple_offset(vs, j), &vs->tuple[j], o);
     return;
   }
-  src[*k] = v, off[*k] = voff, bytes[*k] = (int64_t)hlo_shape_bytes(vs);
-  (*k)++;
+  o->src[o->n] = v, o->off[o->n] = voff, o->bytes[o->n] = (int64_t)hlo_shape_bytes(vs);
+  o->n++;
+}
+
+void memplan_loop_init(HArena *a, const HInstr *w, MemLoopInit *out) {
+  size_t n = (size_t)hlo_shape_leaves(&w->shape) + 1;
+  *out = (MemLoopInit){0, hlo_arena_alloc(a, sizeof *out->src * n),
+                       hlo_arena_alloc(a, sizeof *out->off * n),
+                       hlo_arena_alloc(a, sizeof *out->bytes * n), hlo_arena_alloc(a, n)};
+  mp_init_leaves(w->ops[0], 0, &w->ops[0]->shape, out);
+  const HComp *body = w->calls[0];
+  const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
+  bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == out->n && root->op == OP_TUPLE;
+  for (int j = 0; j < out->n; j++) {
+    const HInstr *x = flat && j < root->nops ? root->ops[j] : NULL;
+    out->invariant[j] = x && x->op == OP_GET_TUPLE_ELEMENT && x->ops[0] == param &&
+                        x->tuple_index == j && out->bytes[j] > 0;
+  }
+}
+
+bool memplan_leaf_read(const HComp *c, const HInstr *w, int j) {
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    for (int o = 0; o < x->nops; o++)
+      if (x->ops[o] == w && (x->op != OP_GET_TUPLE_ELEMENT || x->tuple_index == j)) return true;
+  }
+  return c->root == w;
 }
 
 bool memplan_leaf_stays(const MemPlan *bp, const Shape *state, int r) {

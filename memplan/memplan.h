@@ -78,11 +78,20 @@ typedef struct MemPlan {
  * result leaf is a copy of parameter p itself or the leaf is parameter p unchanged. The
  * caller may always pass distinct buffers instead. */
 bool memplan_assign(HComp *entry, HArena *a, MemPlan *out, HErr *err);
-/* A while loop's init value v (at byte voff of its storage, shape vs) as the flat leaves of the
- * loop's state, from *k on: the instruction whose storage holds leaf k, the byte there and the
- * leaf's bytes (through tuples and their elements; a leaf of a block at its offset). */
-void memplan_init_leaves(const HInstr *v, int64_t voff, const Shape *vs, const HInstr **src,
-                         int64_t *off, int64_t *bytes, int *k);
+/* A while loop's init value as the flat leaves of its state (through tuples and their elements;
+ * a leaf of a block at its offset): per leaf the instruction whose storage holds it, the byte
+ * there and its bytes, and whether the body passes it through at its own place unchanged (a
+ * flat state's weights, the scanned inputs: the loop may read it where the init value is). */
+typedef struct MemLoopInit {
+  int n;
+  const HInstr **src;
+  int64_t *off, *bytes;
+  bool *invariant;
+} MemLoopInit;
+void memplan_loop_init(HArena *a, const HInstr *w, MemLoopInit *out);
+/* Whether leaf j of loop w's result is read in computation c (w's): a get-tuple-element of it,
+ * or any other use of the whole state. */
+bool memplan_leaf_read(const HComp *c, const HInstr *w, int j);
 /* Whether a loop's body planned by bp leaves result leaf r where it is in the state of shape
  * state: a leaf passed through at its own place, or updated in place (memplan_assign_body),
  * neither computed into nor copied through a next state. */

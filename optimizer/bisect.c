@@ -18,7 +18,6 @@ typedef struct BsCtx {
   int nwant;
   Literal *const *args, **flat; /* the arguments as given, and as leaves */
   int nargs, nflat;
-  HErr *err;
 } BsCtx;
 
 enum { BS_MAX_LEAVES = 4096 };
@@ -102,14 +101,9 @@ int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, Op
   Literal *ref = hlo_interp_run(m, a, args, nargs, err);
   int rc = -1;
   if (ref) {
-    BsCtx x = {b,
-               hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES),
-               0,
-               args,
-               hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES),
-               nargs,
-               0,
-               err};
+    BsCtx x = {b,    hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES), 0,
+               args, hlo_arena_alloc(a, sizeof(Literal *) * BS_MAX_LEAVES), nargs,
+               0};
     bs_flatten(ref, x.want, &x.nwant);
     for (int i = 0; i < nargs; i++)
       bs_flatten(args[i], x.flat, &x.nflat);
@@ -133,6 +127,8 @@ bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, 
   Literal **leaves = malloc(sizeof *leaves * BS_MAX_LEAVES);
   int n = 0;
   bs_flatten(got, leaves, &n);
+  for (int k = 0; k < n && k < nwant && n <= BS_MAX_LEAVES; k++) /* bf16 as '<u2' bits */
+    hlo_literal_bits_as(want[k], leaves[k]->shape.dt);
   bool ok = n <= BS_MAX_LEAVES && bs_agree(b, leaves, n, want, nwant, worst, leaf, err);
   free(leaves);
   return ok;

@@ -242,7 +242,8 @@ typedef struct OptBisect {
 int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, OptBisect *b,
                HErr *err);
 /* Whether result got (a tuple's leaves in order) agrees with the nwant arrays want within b's
- * tolerance; *worst and *leaf: the leaf furthest out (false with err set on a shape mismatch). */
+ * tolerance (a want read from .npy as 2-byte bits taken as its leaf's bf16 or f16); *worst and
+ * *leaf: the leaf furthest out (false with err set on a shape mismatch). */
 bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, int nwant,
                         HCompare *worst, int *leaf, HErr *err);
 

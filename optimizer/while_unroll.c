@@ -16,13 +16,10 @@
  * report. A counted loop stays a loop unless one trip computes at most WU_SMALL_WORK elements
  * (products and reductions counted by their multiply-adds): there the loop's own cost per trip
  * (its exit test, the state copies, a task per kernel) outweighs the work, and the unrolled
- * trips fuse. Measured on the CPU (2026-12-02, 64 trips of h = tanh(h / 2 + x[i])): 16
- * elements 12.5 us unrolled, 13.5 as a loop; 256: 203 / 26 us; 65536: 54 / 4.1 ms. A target
- * whose per-trip launches cost more (CUDA: OptOpts.unroll_fusible_loops) also unrolls a loop
- * whose body is elementwise work and data movement only, whose trips fuse into few kernels
- * (H200, the same scan over 65536 elements: 0.064 ms unrolled, 0.81 as a loop; an LSTM's
- * trips, a product each, 3.38 unrolled, 2.79 as a loop). The * decision log (--dump-passes) names
- * each loop, its count and work, and what was done. */
+ * trips fuse. A target whose per-trip launches cost more (CUDA: OptOpts.unroll_fusible_loops)
+ * also unrolls a loop whose body is elementwise work and data movement only, whose trips fuse
+ * into few kernels (docs/benchmarks.md's tuning table has the figures behind both). The
+ * decision log (--dump-passes) names each loop, its count and work, and what was done. */
 #include "optimizer.h"
 
 enum { WU_MAX_TRIPS = 1024, WU_MAX_INSTRS = 200000, WU_SMALL_WORK = 64 };

@@ -151,23 +151,6 @@ static void verify_usage(FILE *f) {
           "  all agree; 1: the interpreter or a pass moved the results; 2: bad input.\n");
 }
 
-/* Deterministic arguments: floats in [-1, 1), integers in [0, 4), alternating predicates. */
-static void verify_fill(Literal *l, uint64_t *state) {
-  if (l->shape.dt == DT_TUPLE) {
-    for (int i = 0; i < l->shape.ntuple; i++)
-      verify_fill(l->elems[i], state);
-    return;
-  }
-  for (int64_t k = 0; k < hlo_shape_elems(&l->shape); k++) {
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    double u = (double)(*state >> 11) / 9007199254740992.0;
-    if (hlo_dtype_is_float(l->shape.dt))
-      hlo_literal_set_f64(l, k, 2 * u - 1);
-    else
-      hlo_literal_set_i64(l, k, (int64_t)(u * 4));
-  }
-}
-
 static bool verify_tol(const char *v, double *t) {
   char *end = NULL;
   *t = strtod(v, &end);
@@ -209,118 +192,143 @@ static bool verify_json(const char *path, const char *file, const char *target, 
   return ok;
 }
 
-static int verify_main(int argc, char **argv) {
-  const char *file = NULL, *ins[256], *exps[256], *target = "cpu", *json = NULL;
-  int nin = 0, nexp = 0;
+typedef struct VerifyArgs {
+  const char *file, *target, *json, *ins[256], *exps[256];
+  int nin, nexp;
+  uint64_t seed;
+} VerifyArgs;
+
+/* The command line of hloc verify into *va and b's tolerances: 0 to go on, -1 after --help,
+ * else the exit code. */
+static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
   bool expecting = false;
-  uint64_t seed = 0;
-  OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2, .report = stdout};
   for (int i = 1; i < argc; i++) {
     const char *v;
     char *end = NULL;
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       verify_usage(stdout);
-      return 0;
+      return -1;
     } else if (!strncmp(argv[i], "--random-inputs", 15) && (!argv[i][15] || argv[i][15] == '=')) {
-      seed = argv[i][15] ? strtoull(argv[i] + 16, &end, 10) : 0;
+      va->seed = argv[i][15] ? strtoull(argv[i] + 16, &end, 10) : 0;
       if (argv[i][15] && (!end || *end)) {
         fprintf(stderr, "hloc verify: bad seed '%s'\n", argv[i] + 16);
         return 2;
       }
     } else if ((v = flag_value(argc, argv, &i, "--rtol"))) {
-      if (!verify_tol(v, &b.rtol)) return 2;
+      if (!verify_tol(v, &b->rtol)) return 2;
     } else if ((v = flag_value(argc, argv, &i, "--atol"))) {
-      if (!verify_tol(v, &b.atol)) return 2;
+      if (!verify_tol(v, &b->atol)) return 2;
     } else if ((v = flag_value(argc, argv, &i, "--target"))) {
-      target = v;
+      va->target = v;
     } else if ((v = flag_value(argc, argv, &i, "--json"))) {
-      json = v;
+      va->json = v;
     } else if (!strcmp(argv[i], "--expect")) {
       expecting = true;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "hloc verify: unknown or incomplete option '%s'\n", argv[i]);
       return 2;
-    } else if (!file) {
-      file = argv[i];
-    } else if (expecting && nexp < 256) {
-      exps[nexp++] = argv[i];
-    } else if (!expecting && nin < 256) {
-      ins[nin++] = argv[i];
+    } else if (!va->file) {
+      va->file = argv[i];
+    } else if (expecting && va->nexp < 256) {
+      va->exps[va->nexp++] = argv[i];
+    } else if (!expecting && va->nin < 256) {
+      va->ins[va->nin++] = argv[i];
     }
   }
-  if (!file) {
-    verify_usage(stderr);
-    return 2;
+  if (va->file) return 0;
+  verify_usage(stderr);
+  return 2;
+}
+
+/* The entry's arguments: the given .npy files, else the pseudo-random values of the seed. */
+static Literal **verify_args(HArena *a, const HModule *m, const VerifyArgs *va, HErr *err) {
+  int np = m->entry->nparams;
+  if (va->nin && va->nin != np) {
+    hlo_err(err, va->file, NULL, NULL, "%d arguments given, the entry takes %d", va->nin, np);
+    return NULL;
   }
+  Literal **args = hlo_arena_alloc(a, sizeof *args * (size_t)(np + 1));
+  for (int i = 0; i < np; i++) {
+    const HInstr *p = m->entry->params[i];
+    if (!va->nin) {
+      args[i] = hlo_literal_new(a, &p->shape);
+      hlo_literal_fill_random(args[i], p, va->seed);
+    } else if ((args[i] = hlo_npy_read(a, va->ins[i], err))) {
+      hlo_literal_bits_as(args[i], p->shape.dt);
+    } else {
+      return NULL;
+    }
+  }
+  return args;
+}
+
+/* The interpreter on the module as read against the expected outputs: 1 agrees, 0 not (*ic,
+ * *ileaf: the leaf furthest out), -1 on error. */
+static int verify_expect(HArena *a, HModule *m, Literal **args, const VerifyArgs *va,
+                         const OptBisect *b, HCompare *ic, int *ileaf, HErr *err) {
+  Literal **want = hlo_arena_alloc(a, sizeof *want * (size_t)va->nexp);
+  for (int k = 0; k < va->nexp; k++)
+    if (!(want[k] = hlo_npy_read(a, va->exps[k], err))) return -1;
+  Literal *res = hlo_interp_run(m, a, args, m->entry->nparams, err);
+  if (!res) return -1;
+  HErr ce = {0};
+  int agree = opt_bisect_compare(b, res, want, va->nexp, ic, ileaf, &ce);
+  if (ce.set)
+    printf("interpreter against the expected outputs: %s\n", ce.msg);
+  else
+    printf("interpreter against the expected outputs: %s (result %d: max abs err %.3g, max rel "
+           "err %.3g, %lld outside)\n",
+           agree ? "agrees" : "DISAGREES: hloc's reading of the HLO differs", *ileaf, ic->max_abs,
+           ic->max_rel, (long long)ic->bad);
+  return agree;
+}
+
+/* The passes' verdict (and with --expect the interpreter's): the exit code. */
+static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs *va, OptBisect *b,
+                      HErr *err) {
+  Literal **args = verify_args(a, m, va, err);
+  if (!args) return 2;
+  printf("hloc verify %s (%s arguments), target %s\n", va->file, va->nin ? "given" : "random",
+         va->target);
+  int interp = -1; /* the interpreter against --expect: 1 agrees, 0 not, -1 not asked */
+  HCompare ic = {0};
+  int ileaf = 0;
+  if (va->nexp && (interp = verify_expect(a, m, args, va, b, &ic, &ileaf, err)) < 0) return 2;
+  printf("pass  name                    result\n");
+  int rc = opt_bisect(m, oo, args, m->entry->nparams, b, err);
+  if (rc >= 0 && va->json &&
+      !verify_json(va->json, va->file, va->target, interp, &ic, ileaf, b, err))
+    return 2;
+  if (rc == 0) printf("every pass agrees (%d checked)\n", b->checked);
+  if (rc == 1)
+    printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "
+           "err %.3g, worst element %lld got %.9g, expected %.9g\n",
+           b->bad_pass, b->bad_step, b->bad_result, b->worst.max_abs, (long long)b->worst.worst,
+           b->worst.worst_got, b->worst.worst_want);
+  if (rc == 0 && interp == 0) rc = 1; /* the passes keep the values, hloc's reading differs */
+  return rc < 0 ? 2 : rc;
+}
+
+static int verify_main(int argc, char **argv) {
+  VerifyArgs va = {.target = "cpu"};
+  OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2, .report = stdout};
+  int rc = verify_parse(argc, argv, &va, &b);
+  if (rc) return rc < 0 ? 0 : rc;
   HErr err = {0};
   HArena *a = hlo_arena_new();
-  HModule *m = proto_load_file(file, &err);
-  int rc = 2;
+  HModule *m = proto_load_file(va.file, &err);
   OptOpts oo = {0};
   oo.verify_each = true;
-  bool known = !strcmp(target, "cpu");
+  bool known = !strcmp(va.target, "cpu");
 #ifdef HLOC_HAVE_CUDA
-  if (!strcmp(target, "cuda")) cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST), known = true;
+  if (!strcmp(va.target, "cuda")) cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST), known = true;
 #endif
-  if (!known) {
-    hlo_err(&err, file, NULL, NULL, "hloc verify: unknown or unavailable target '%s'", target);
-  } else if (m && hlo_verify(m, &err)) {
-    int np = m->entry->nparams;
-    Literal **args = hlo_arena_alloc(a, sizeof *args * (size_t)(np + 1));
-    uint64_t state = seed * 2654435761ull + 1;
-    bool ok = nin == 0 || nin == np;
-    if (!ok) hlo_err(&err, file, NULL, NULL, "%d arguments given, the entry takes %d", nin, np);
-    for (int i = 0; i < np && ok; i++) {
-      if (nin) {
-        ok = (args[i] = hlo_npy_read(a, ins[i], &err)) != NULL;
-        if (ok) hlo_literal_bits_as(args[i], m->entry->params[i]->shape.dt);
-      } else {
-        args[i] = hlo_literal_new(a, &m->entry->params[i]->shape);
-        verify_fill(args[i], &state);
-      }
-    }
-    int interp = -1; /* the interpreter against --expect: 1 agrees, 0 not, -1 not asked */
-    HCompare ic = {0};
-    int ileaf = 0;
-    if (ok)
-      printf("hloc verify %s (%s arguments), target %s\n", file, nin ? "given" : "random", target);
-    if (ok && nexp) {
-      Literal **want = hlo_arena_alloc(a, sizeof *want * (size_t)nexp);
-      for (int k = 0; k < nexp && ok; k++)
-        ok = (want[k] = hlo_npy_read(a, exps[k], &err)) != NULL;
-      Literal *res = ok ? hlo_interp_run(m, a, args, np, &err) : NULL;
-      for (int k = 0; res && k < nexp; k++) /* bf16 references as bits of the result's type */
-        hlo_literal_bits_as(
-            want[k], (res->shape.dt == DT_TUPLE ? res->elems[k < res->shape.ntuple ? k : 0] : res)
-                         ->shape.dt);
-      ok = res != NULL;
-      if (ok) {
-        HErr ce = {0};
-        interp = opt_bisect_compare(&b, res, want, nexp, &ic, &ileaf, &ce);
-        if (ce.set)
-          printf("interpreter against the expected outputs: %s\n", ce.msg);
-        else
-          printf("interpreter against the expected outputs: %s (result %d: max abs err %.3g, max "
-                 "rel err %.3g, %lld outside)\n",
-                 interp ? "agrees" : "DISAGREES: hloc's reading of the HLO differs", ileaf,
-                 ic.max_abs, ic.max_rel, (long long)ic.bad);
-      }
-    }
-    if (ok) {
-      printf("pass  name                    result\n");
-      rc = opt_bisect(m, &oo, args, np, &b, &err);
-      if (rc == 0 && interp == 0) rc = 1;
-      if (json && rc >= 0 && !verify_json(json, file, target, interp, &ic, ileaf, &b, &err))
-        rc = -1;
-    }
-    if (rc == 0) printf("every pass agrees (%d checked)\n", b.checked);
-    if (rc == 1)
-      printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "
-             "err %.3g, worst element %lld got %.9g, expected %.9g\n",
-             b.bad_pass, b.bad_step, b.bad_result, b.worst.max_abs, (long long)b.worst.worst,
-             b.worst.worst_got, b.worst.worst_want);
-    if (rc < 0) rc = 2;
-  }
+  rc = 2;
+  if (!known)
+    hlo_err(&err, va.file, NULL, NULL, "hloc verify: unknown or unavailable target '%s'",
+            va.target);
+  else if (m && hlo_verify(m, &err))
+    rc = verify_run(a, m, &oo, &va, &b, &err);
   if (err.set) fprintf(stderr, "hloc verify: %s\n", err.msg);
   hlo_module_free(m);
   hlo_arena_free(a);

@@ -168,30 +168,17 @@ typedef struct CpLoop {
   MemPlan cond_plan, body_plan;
   CpuRegion cond, body;       /* where the condition's and the body's values live */
   int64_t next_off, pred_off; /* scratch offsets of the next-state block and the predicate */
+  MemLoopInit init;           /* where its init value's leaves are, which are invariant */
 } CpLoop;
 
-/* Per flat leaf of loop w's state, where the loop reads it: the init value's storage for a leaf
- * the body passes through unchanged (a flat state; weights, the scanned inputs), so that it is
- * neither copied in nor kept twice; in == NULL for the others. The init value's storage stays
- * as it is while the loop runs (it is live up to the loop instruction). */
-static CpuSlot *cp_invariant_leaves(CpuCg *cg, const HInstr *w, int nleaves) {
-  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)nleaves);
-  const HInstr **v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)nleaves);
-  int64_t *off = hlo_arena_alloc(cg->scratch, sizeof *off * (size_t)nleaves);
-  int64_t *bytes = hlo_arena_alloc(cg->scratch, sizeof *bytes * (size_t)nleaves);
-  int k = 0;
-  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, v, off, bytes, &k);
-  for (int j = 0; j < k; j++)
-    src[j] = (CpuSlot){CPU_SLOT_INSTR, v[j], NULL, off[j]};
-  const HComp *body = w->calls[0];
-  const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
-  bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == nleaves && k == nleaves;
-  for (int j = 0; j < nleaves; j++) {
-    const HInstr *x = flat && root->op == OP_TUPLE && j < root->nops ? root->ops[j] : NULL;
-    bool inv = x && x->op == OP_GET_TUPLE_ELEMENT && x->ops[0] == param && x->tuple_index == j &&
-               hlo_shape_bytes(&w->shape.tuple[j]) > 0;
-    if (!inv) src[j] = (CpuSlot){CPU_SLOT_INSTR, NULL, NULL, 0};
-  }
+/* Per flat leaf of loop L's state, where the loop reads it: the init value's storage for an
+ * invariant leaf (memplan_loop_init), neither copied in nor kept twice (that storage stays as it
+ * is while the loop runs: it is live up to the loop instruction); in == NULL for the others. */
+static CpuSlot *cp_invariant_leaves(CpuCg *cg, const CpLoop *L) {
+  const MemLoopInit *li = &L->init;
+  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)(li->n + 1));
+  for (int j = 0; j < li->n; j++)
+    src[j] = (CpuSlot){CPU_SLOT_INSTR, li->invariant[j] ? li->src[j] : NULL, NULL, li->off[j]};
   return src;
 }
 
@@ -258,7 +245,8 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     cg->loop_top = heap + memplan_align(hsize);
     int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
     *pred = L->pred_off;
-    const CpuSlot *inv = cp_invariant_leaves(cg, w, nleaves);
+    memplan_loop_init(cg->scratch, w, &L->init);
+    const CpuSlot *inv = cp_invariant_leaves(cg, L);
     L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex,
                           soff, pred,          rg,    inv,  &w->shape};
     L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex,
@@ -305,33 +293,16 @@ static void cp_copy(CpuCg *cg, CpuSlot dst, CpuSlot src, int64_t bytes) {
   cp_add_task(cg, CPU_TASK_COPY, s, 2, bytes);
 }
 
-/* Whether leaf j of loop w's result is read in computation c (a get-tuple-element of it, or any
- * other use of the whole state). */
-static bool cp_leaf_read(const HComp *c, const HInstr *w, int j) {
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *x = c->instrs[i];
-    for (int o = 0; o < x->nops; o++)
-      if (x->ops[o] == w && (x->op != OP_GET_TUPLE_ELEMENT || x->tuple_index == j)) return true;
-  }
-  return c->root == w;
-}
-
 /* Copies of loop L's init value into its state block, but for the invariant leaves (read where
  * they are: cp_invariant_leaves); at_exit: the invariant leaves the loop's users read, copied
  * into the state block after the loop. */
 static void cp_state_copies(CpuCg *cg, const CpLoop *L, bool at_exit) {
   const HInstr *w = L->w;
-  int n = hlo_shape_leaves(&w->shape);
-  const HInstr **src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)n);
-  int64_t *off = hlo_arena_alloc(cg->scratch, sizeof *off * (size_t)n);
-  int64_t *bytes = hlo_arena_alloc(cg->scratch, sizeof *bytes * (size_t)n);
-  int k = 0;
-  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
-  for (int j = 0; j < k; j++) {
-    bool inv = L->body.inv[j].in != NULL;
-    if (inv != at_exit || (at_exit && !cp_leaf_read(cg->entry, w, j))) continue;
+  const MemLoopInit *li = &L->init;
+  for (int j = 0; j < li->n; j++) {
+    if (li->invariant[j] != at_exit || (at_exit && !memplan_leaf_read(cg->entry, w, j))) continue;
     cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, j)},
-            (CpuSlot){CPU_SLOT_INSTR, src[j], NULL, off[j]}, bytes[j]);
+            (CpuSlot){CPU_SLOT_INSTR, li->src[j], NULL, li->off[j]}, li->bytes[j]);
   }
 }
 
@@ -564,9 +535,6 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
   return src;
 }
 
-/* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
- * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
- * weights' base (NULL when none were given); plus *off bytes. */
 /* Where a loop region's slot at byte off of the state block is read when that falls in an
  * invariant leaf (the init value's storage in rg->outer, cp_invariant_leaves): true and *to. */
 static bool cp_invariant_slot(const CpuRegion *rg, int64_t off, CpuSlot *to) {
@@ -582,6 +550,9 @@ static bool cp_invariant_slot(const CpuRegion *rg, int64_t off, CpuSlot *to) {
   return false;
 }
 
+/* Where slot sl of a task placed by region rg points, as an entry of the run function's slot
+ * table: *kind 0 args[*index], 1 results[*index], 2 the scratch, 3 the global *gv, 4 the packed
+ * weights' base (NULL when none were given); plus *off bytes. */
 static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_t *kind,
                        int64_t *index, int64_t *off, LLVMValueRef *gv) {
   *kind = 2, *index = 0, *off = 0;

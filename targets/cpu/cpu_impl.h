@@ -401,6 +401,12 @@ bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValu
                         LLVMValueRef *ok);
 void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
                          LLVMValueRef *ui);
+#define CPU_SORT_MAX_OPS 32 /* operands of one sort */
+/* Whether sort and select-and-scatter instruction in has the form their kernels (the CPU's and
+ * the CUDA target's) take and a plan that keeps its result apart from its operands; false with a
+ * located error naming target. */
+bool cpu_sort_check(CpuCg *cg, const HInstr *in, const char *target);
+bool cpu_sas_check(CpuCg *cg, const HInstr *in, const char *target);
 /* Sort in's operands' values at operand index idx (cpu_sort.c; false when generation failed), and
  * its comparator on two positions' values, lhs before rhs: i1, or NULL after a located error
  * naming target. */

@@ -200,10 +200,9 @@ static bool kn_same_slot(const CpuSlot *a, const CpuSlot *b) {
 }
 
 LLVMValueRef cpu_slot(CpuKern *k, CpuSlot s) {
-  for (int i = 0; i < k->nslots; i++)
-    if (kn_same_slot(&k->slots[i], &s)) return k->slot_vals[i];
   for (int i = 0; i < k->nslots; i++) /* one pointer for one address */
-    if (cpu_slots_same_address(k->cg, &k->slots[i], &s)) return k->slot_vals[i];
+    if (kn_same_slot(&k->slots[i], &s) || cpu_slots_same_address(k->cg, &k->slots[i], &s))
+      return k->slot_vals[i];
   if (k->nslots == k->slot_cap) {
     int nc = k->slot_cap ? k->slot_cap * 2 : 16;
     CpuSlot *ns = hlo_arena_alloc(k->cg->scratch, sizeof *ns * (size_t)nc);

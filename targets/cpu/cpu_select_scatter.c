@@ -27,12 +27,12 @@
  * the kernel checks the plan anyway. Any element type the elemental generator handles. */
 #include "cpu_impl.h"
 
-/* Check the instruction against what the kernel assumes; false with a located error. */
-static bool cpu_sas_check(CpuCg *cg, const HInstr *in) {
+bool cpu_sas_check(CpuCg *cg, const HInstr *in, const char *target) {
   if (in->nops != 3 || in->ncalls != 2 || !in->calls[0] || !in->calls[1] ||
       (!in->window && in->ops[0]->shape.rank != 0)) {
     hlo_err_at(cg->err, in,
-               "CPU target: select-and-scatter needs 3 operands, a window, select and scatter");
+               "%s target: select-and-scatter needs 3 operands, a window, select and scatter",
+               target);
     return false;
   }
   const Shape *xs = &in->ops[0]->shape, *ss = &in->ops[1]->shape, *is = &in->ops[2]->shape;
@@ -41,13 +41,15 @@ static bool cpu_sas_check(CpuCg *cg, const HInstr *in) {
       ss->rank != xs->rank || (in->window && in->window->n != xs->rank) || xs->dt != in->shape.dt ||
       ss->dt != in->shape.dt || is->dt != in->shape.dt) {
     hlo_err_at(cg->err, in,
-               "CPU target: select-and-scatter operand, source, init and result do not match");
+               "%s target: select-and-scatter operand, source, init and result do not match",
+               target);
     return false;
   }
   for (int d = 0; d < xs->rank; d++) {
     const WinDim *w = &in->window->d[d];
     if (w->size < 0 || w->stride < 1 || w->win_dil < 1 || w->base_dil < 1) {
-      hlo_err_at(cg->err, in, "CPU target: select-and-scatter window dimension %d is invalid", d);
+      hlo_err_at(cg->err, in, "%s target: select-and-scatter window dimension %d is invalid",
+                 target, d);
       return false;
     }
   }
@@ -56,7 +58,8 @@ static bool cpu_sas_check(CpuCg *cg, const HInstr *in) {
   for (int o = 0; o < 3; o++)
     if (memplan_base(p, in->ops[o]->idx, NULL) == self) {
       hlo_err_at(cg->err, in,
-                 "CPU target: select-and-scatter result planned in the buffer of operand %d", o);
+                 "%s target: select-and-scatter result planned in the buffer of operand %d", target,
+                 o);
       return false;
     }
   return true;
@@ -170,7 +173,7 @@ bool cpu_sas_select(CpuKern *k, const HInstr *in, const LLVMValueRef *sidx, LLVM
 }
 
 bool cpu_select_scatter_kernel(CpuCg *cg, HInstr *in) {
-  if (!cpu_sas_check(cg, in)) return false;
+  if (!cpu_sas_check(cg, in, "CPU")) return false;
   const HInstr *x = in->ops[0], *src = in->ops[1], *init = in->ops[2];
   const Shape *xs = &x->shape, *ss = &src->shape, *os = &in->shape;
   const Window *win = in->window;

@@ -24,8 +24,6 @@
 
 #include <string.h>
 
-#define CPU_SORT_MAX_OPS 32 /* operands of one sort */
-
 /* i64 element ix of the index buffer p. */
 static LLVMValueRef cpu_sort_ld(CpuKern *k, LLVMValueRef p, LLVMValueRef ix) {
   LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, k->cg->i64, p, &ix, 1, "");
@@ -39,19 +37,18 @@ static void cpu_sort_st(CpuKern *k, LLVMValueRef p, LLVMValueRef ix, LLVMValueRe
   LLVMSetAlignment(LLVMBuildStore(k->B, v, q), 8);
 }
 
-/* Check the instruction against what the kernel assumes; false with a located error. */
-static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
+bool cpu_sort_check(CpuCg *cg, const HInstr *in, const char *target) {
   int n = in->nops;
   if (n < 1 || n > CPU_SORT_MAX_OPS || in->ncalls != 1 || in->dims.n != 1) {
     hlo_err_at(cg->err, in,
-               "CPU target: sort needs 1 to %d operands, one dimension and a comparator",
+               "%s target: sort needs 1 to %d operands, one dimension and a comparator", target,
                CPU_SORT_MAX_OPS);
     return false;
   }
   const Shape *xs = &in->ops[0]->shape;
   int64_t dim = in->dims.v[0];
   if (!hlo_shape_is_array(xs) || dim < 0 || dim >= xs->rank) {
-    hlo_err_at(cg->err, in, "CPU target: sort dimension %lld is invalid", (long long)dim);
+    hlo_err_at(cg->err, in, "%s target: sort dimension %lld is invalid", target, (long long)dim);
     return false;
   }
   for (int o = 0; o < n; o++) {
@@ -61,7 +58,7 @@ static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
     const Shape *os = &in->ops[o]->shape;
     if (!want || !hlo_shape_is_array(want) || !hlo_shape_is_array(os) || want->dt != os->dt ||
         !hlo_shape_same_dims(want, xs) || !hlo_shape_same_dims(os, xs)) {
-      hlo_err_at(cg->err, in, "CPU target: sort operand %d does not match the result", o);
+      hlo_err_at(cg->err, in, "%s target: sort operand %d does not match the result", target, o);
       return false;
     }
   }
@@ -69,7 +66,8 @@ static bool cpu_sort_check(CpuCg *cg, const HInstr *in) {
   int self = memplan_base(p, in->idx, NULL);
   for (int o = 0; o < n; o++)
     if (memplan_base(p, in->ops[o]->idx, NULL) == self) {
-      hlo_err_at(cg->err, in, "CPU target: sort result planned in the buffer of operand %d", o);
+      hlo_err_at(cg->err, in, "%s target: sort result planned in the buffer of operand %d", target,
+                 o);
       return false;
     }
   return true;
@@ -96,7 +94,7 @@ LLVMValueRef cpu_sort_compare(CpuKern *k, const HInstr *in, const LLVMValueRef *
 }
 
 bool cpu_sort_kernel(CpuCg *cg, HInstr *in) {
-  if (!cpu_sort_check(cg, in)) return false;
+  if (!cpu_sort_check(cg, in, "CPU")) return false;
   int n = in->nops;
   const Shape *xs = &in->ops[0]->shape;
   int dim = (int)in->dims.v[0];

@@ -25,6 +25,7 @@ typedef struct CuLoop {
   CuRegion cond, body;        /* the condition's and the body's values */
   int64_t next_off, pred_off; /* temp offsets of the next-state block and the predicate */
   int64_t trips;              /* a counted loop's trips (-1: data-dependent) */
+  MemLoopInit init;           /* where its init value's leaves are, which are invariant */
 } CuLoop;
 
 enum { CL_MAX_TRIPS = 1 << 24 }; /* counted loops simulated up to this many trips */
@@ -112,27 +113,17 @@ static bool cl_copy(CudaCg *cc, const HInstr *owner, CuPtr dst, const CuRegion *
 
 /* ------------------------------------------------------------------ planning */
 
-/* The invariant leaves of loop L (in region rg): a flat state whose body passes leaf j through
- * unchanged, its init value with a device address (not a constant). */
-static void cl_invariants(CudaCg *cc, CuLoop *L, const CuRegion *rg, int n) {
-  const HInstr *w = L->w;
-  const HInstr **src = hlo_arena_alloc(cc->cg.scratch, sizeof *src * (size_t)n);
-  int64_t *off = hlo_arena_alloc(cc->cg.scratch, sizeof *off * (size_t)n);
-  int64_t *bytes = hlo_arena_alloc(cc->cg.scratch, sizeof *bytes * (size_t)n);
-  int k = 0;
-  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
-  const HComp *body = w->calls[0];
-  const HInstr *root = body->root, *param = body->nparams == 1 ? body->params[0] : NULL;
-  bool flat = w->shape.dt == DT_TUPLE && w->shape.ntuple == n && k == n && root->op == OP_TUPLE;
-  for (int j = 0; j < n; j++) {
-    const HInstr *x = flat && j < root->nops ? root->ops[j] : NULL;
+/* The invariant leaves of loop L (in region rg) that the regions read where the init value is
+ * (memplan_loop_init): those whose init value has a device address (not a constant). */
+static void cl_invariants(CudaCg *cc, CuLoop *L, const CuRegion *rg) {
+  const MemLoopInit *li = &L->init;
+  const HInstr **src = hlo_arena_alloc(cc->cg.scratch, sizeof *src * (size_t)(li->n + 1));
+  for (int j = 0; j < li->n; j++) {
     CuPtr p;
-    bool inv = x && x->op == OP_GET_TUPLE_ELEMENT && x->ops[0] == param && x->tuple_index == j &&
-               bytes[j] > 0 && cl_ptr_in(rg, src[j], off[j], &p);
-    if (!inv) src[j] = NULL;
+    src[j] = li->invariant[j] && cl_ptr_in(rg, li->src[j], li->off[j], &p) ? li->src[j] : NULL;
   }
   L->body.inv = L->cond.inv = src;
-  L->body.inv_off = L->cond.inv_off = off;
+  L->body.inv_off = L->cond.inv_off = li->off;
 }
 
 static bool cl_plan(CudaCg *cc, const HComp *c, const CuRegion *rg, int64_t *top, int depth);
@@ -174,7 +165,8 @@ static bool cl_plan_one(CudaCg *cc, const HInstr *w, const CuRegion *rg, int64_t
                                                                     : L->body_plan.temp_bytes;
   L->cond = (CuRegion){cond, &L->cond_plan, false, heap, state, pred, rg, NULL, NULL, &w->shape};
   L->body = (CuRegion){body, &L->body_plan, false, heap, state, next, rg, NULL, NULL, &w->shape};
-  cl_invariants(cc, L, rg, n);
+  memplan_loop_init(cg->scratch, w, &L->init);
+  cl_invariants(cc, L, rg);
   cc->loops =
       hlo_arena_grow(cg->scratch, cc->loops, cc->nloops, &cc->loop_cap, 8, sizeof *cc->loops);
   cc->loops[cc->nloops++] = L;
@@ -228,22 +220,13 @@ bool cuda_plan_loops(CudaCg *cc) {
  * invariant leaves read after the loop, into the state then). */
 static bool cl_state_copies(CudaCg *cc, const CuLoop *L, bool at_exit) {
   const HInstr *w = L->w;
-  int n = hlo_shape_leaves(&w->shape), k = 0;
-  const HInstr **src = hlo_arena_alloc(cc->cg.scratch, sizeof *src * (size_t)n);
-  int64_t *off = hlo_arena_alloc(cc->cg.scratch, sizeof *off * (size_t)n);
-  int64_t *bytes = hlo_arena_alloc(cc->cg.scratch, sizeof *bytes * (size_t)n);
-  memplan_init_leaves(w->ops[0], 0, &w->ops[0]->shape, src, off, bytes, &k);
-  const HComp *c = cc->region->comp;
-  for (int j = 0; j < k; j++) {
-    bool inv = L->body.inv[j] != NULL, read = c->root == w;
-    for (int i = 0; i < c->ninstrs && !read; i++)
-      for (int o = 0; o < c->instrs[i]->nops; o++)
-        read |= c->instrs[i]->ops[o] == w &&
-                (c->instrs[i]->op != OP_GET_TUPLE_ELEMENT || c->instrs[i]->tuple_index == j);
-    if (inv != at_exit || (at_exit && !read)) continue;
+  const MemLoopInit *li = &L->init;
+  for (int j = 0; j < li->n; j++) {
+    bool inv = L->body.inv[j] != NULL;
+    if (inv != at_exit || (at_exit && !memplan_leaf_read(cc->region->comp, w, j))) continue;
     CuPtr dst = L->body.state;
     dst.offset += memplan_leaf_offset(&w->shape, j);
-    if (!cl_copy(cc, w, dst, cc->region, src[j], off[j], bytes[j])) return false;
+    if (!cl_copy(cc, w, dst, cc->region, li->src[j], li->off[j], li->bytes[j])) return false;
   }
   return true;
 }

@@ -77,20 +77,7 @@ static bool sas_body(CpuKern *k, LLVMValueRef *o, void *ctx) {
 }
 
 bool cuda_select_scatter(CudaCg *cc, HInstr *in) {
-  const Shape *xs = &in->ops[0]->shape;
-  bool ok = in->nops == 3 && in->ncalls == 2 && in->window && in->window->n == xs->rank &&
-            hlo_shape_is_array(&in->shape) && hlo_shape_same_dims(&in->shape, xs) &&
-            in->ops[1]->shape.rank == xs->rank && in->ops[2]->shape.rank == 0;
-  for (int d = 0; ok && d < xs->rank; d++) {
-    const WinDim *w = &in->window->d[d];
-    ok = w->size >= 1 && w->stride >= 1 && w->win_dil >= 1 && w->base_dil >= 1;
-  }
-  if (!ok) {
-    hlo_err_at(cc->cg.err, in,
-               "CUDA target: select-and-scatter needs an operand, a source of its rank, a scalar "
-               "init and a valid window");
-    return false;
-  }
+  if (!cpu_sas_check(&cc->cg, in, "CUDA")) return false;
   CuStep *st;
   CpuKern *k = cuda_kbegin(cc, in, "select-scatter", 0, NULL, NULL, &st);
   SasCtx c = {in, cuda_kbuffer(k, in)};

@@ -16,15 +16,13 @@
  * shared-memory network for the short strides is not done.) */
 #include "cuda_impl.h"
 
-#define CS_MAX_OPS 32 /* operands of one sort */
-
 typedef struct CsPlan {
   const HInstr *in;
-  int n, dim;                   /* operands, the sorted dim */
-  int64_t len, np, rows;        /* row length, its power of two, rows */
-  LLVMValueRef perm;            /* s32 [rows][np] in the kernel being built */
-  LLVMValueRef k, j;            /* the stage (i64 parameters) */
-  LLVMValueRef out[CS_MAX_OPS]; /* result leaves */
+  int dim;                            /* the sorted dim */
+  int64_t len, np, rows;              /* row length, its power of two, rows */
+  LLVMValueRef perm;                  /* s32 [rows][np] in the kernel being built */
+  LLVMValueRef k, j;                  /* the stage (i64 parameters) */
+  LLVMValueRef out[CPU_SORT_MAX_OPS]; /* result leaves */
 } CsPlan;
 
 /* Operand index of row r at position p: the other dims from r (row-major), dim = p. */
@@ -73,7 +71,7 @@ static LLVMValueRef cs_before(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMV
   LLVMBuildCondBr(B, LLVMBuildAnd(B, aok, bok, ""), cmpb, join);
   LLVMPositionBuilderAtEnd(B, cmpb);
   int mark = k->ncache;
-  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], va[CS_MAX_OPS], vb[CS_MAX_OPS];
+  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], va[CPU_SORT_MAX_OPS], vb[CPU_SORT_MAX_OPS];
   cs_index(k, s, r, a, ia);
   cs_index(k, s, r, b, ib);
   LLVMValueRef first = NULL, second = NULL;
@@ -125,33 +123,20 @@ static bool cs_gather_body(CpuKern *k, LLVMValueRef *idx, void *ctx) {
   LLVMValueRef src[HLO_MAX_RANK], dst[HLO_MAX_RANK];
   cs_index(k, s, idx[0], cs_ld(k, s, idx[0], idx[1]), src);
   cs_index(k, s, idx[0], idx[1], dst);
-  for (int o = 0; o < s->n && !k->failed; o++) {
+  for (int o = 0; o < s->in->nops && !k->failed; o++) {
     LLVMValueRef v = cpu_gen(k, s->in->ops[o], src);
-    const Shape *ls = s->n == 1 ? &s->in->shape : &s->in->shape.tuple[o];
+    const Shape *ls = s->in->nops == 1 ? &s->in->shape : &s->in->shape.tuple[o];
     if (v) cpu_store_elem(k, s->out[o], ls, dst, v);
   }
   return !k->failed;
 }
 
+/* The CPU kernel's check, and rows short enough for the s32 permutation. */
 static bool cs_check(CudaCg *cc, const HInstr *in) {
-  int n = in->nops;
-  const Shape *xs = n ? &in->ops[0]->shape : NULL;
-  bool ok = n >= 1 && n <= CS_MAX_OPS && in->ncalls == 1 && in->dims.n == 1 &&
-            hlo_shape_is_array(xs) && in->dims.v[0] >= 0 && in->dims.v[0] < xs->rank;
-  for (int o = 0; ok && o < n; o++) {
-    const Shape *want = n == 1                                              ? &in->shape
-                        : in->shape.dt == DT_TUPLE && in->shape.ntuple == n ? &in->shape.tuple[o]
-                                                                            : NULL;
-    ok = want && hlo_shape_is_array(want) && want->dt == in->ops[o]->shape.dt &&
-         hlo_shape_same_dims(want, xs) && hlo_shape_same_dims(&in->ops[o]->shape, xs);
-  }
-  if (ok && xs->dims[in->dims.v[0]] > (1 << 30)) ok = false;
-  if (!ok)
-    hlo_err_at(cc->cg.err, in,
-               "CUDA target: sort needs 1 to %d operands of the result's dims, one dimension of "
-               "at most 2^30 elements and a comparator",
-               CS_MAX_OPS);
-  return ok;
+  if (!cpu_sort_check(&cc->cg, in, "CUDA")) return false;
+  if (in->ops[0]->shape.dims[in->dims.v[0]] <= (1 << 30)) return true;
+  hlo_err_at(cc->cg.err, in, "CUDA target: sort rows of more than 2^30 elements");
+  return false;
 }
 
 /* A kernel of the sort over shape [rows, cols] with body fn (stage: k, j given). */
@@ -164,8 +149,8 @@ static bool cs_kernel(CudaCg *cc, HInstr *in, CsPlan *s, CuPtr pp, const char *w
       cuda_kbegin_ex(cc, in, what, 1, &pp, &s->perm, fn == cs_stage_body ? 2 : 0, sc, sv, &st);
   s->k = sv[0], s->j = sv[1];
   LLVMValueRef out = cuda_kbuffer(k, in);
-  for (int o = 0; o < s->n; o++)
-    s->out[o] = s->n == 1
+  for (int o = 0; o < s->in->nops; o++)
+    s->out[o] = s->in->nops == 1
                     ? out
                     : LLVMBuildInBoundsGEP2(
                           k->B, k->cg->i8, out,
@@ -178,7 +163,7 @@ static bool cs_kernel(CudaCg *cc, HInstr *in, CsPlan *s, CuPtr pp, const char *w
 
 bool cuda_sort(CudaCg *cc, HInstr *in) {
   if (!cs_check(cc, in)) return false;
-  CsPlan s = {in, in->nops, (int)in->dims.v[0], 0, 1, 0, NULL, NULL, NULL, {NULL}};
+  CsPlan s = {in, (int)in->dims.v[0], 0, 1, 0, NULL, NULL, NULL, {NULL}};
   const Shape *xs = &in->ops[0]->shape;
   s.len = xs->dims[s.dim];
   while (s.np < s.len)
