@@ -67,6 +67,11 @@ static void tg_check_fn(const char *what, const char *text, double rtol, bool wa
   tg_check_gemm(what, text, rtol, "model_gemm_f32", want_gemm, also);
 }
 
+/* LLVM features every compilation of tg_check_gemm gets (NULL: the host's): the widened
+ * 16-bit tests turn the bf16 dot instructions off, so that they test the widened GEMM on any
+ * host (a Zen 4 or Cooper Lake host would take AVX512-BF16's). */
+static const char *tg_features;
+
 /* The same, the GEMM function being gemm (the one of the operands' type: model_gemm_bf16 ...). */
 static void tg_check_gemm(const char *what, const char *text, double rtol, const char *gemm,
                           bool want_gemm, const char *also) {
@@ -84,6 +89,7 @@ static void tg_check_gemm(const char *what, const char *text, double rtol, const
                 .out_path = ll,
                 .opt_level = 2,
                 .emit = CPU_EMIT_LLVM,
+                .features = tg_features,
                 .par_min_elems = 1};
   cr_assert(cpu_compile(ml, &ol, &err), "%s: %s", what, err.msg);
   cr_expect_eq(tg_has_fn(dir, gemm), want_gemm, "%s: GEMM path %s", what,
@@ -100,6 +106,7 @@ static void tg_check_gemm(const char *what, const char *text, double rtol, const
                  .header_path = hdr,
                  .opt_level = 2,
                  .emit = CPU_EMIT_OBJ,
+                 .features = tg_features,
                  .par_min_elems = 1};
     cr_assert(cpu_compile(m, &o, &err), "%s: %s", what, err.msg);
     ct_knob(CPU_KNOB_PREBUILT, NULL);
@@ -1361,7 +1368,9 @@ static void tg_lowp(const char *ty, const char *rty, int nb, int M, int K, int N
            M, K, N, ta ? ", A transposed" : "", tb ? ", B transposed" : "", fused ? ", fused" : "");
   snprintf(fn, sizeof fn, "model_gemm_%s", ty);
   if (!blocked) cr_expect(tg_few_kernel(t), "%s: not the few-rows or few-columns kernel", what);
+  tg_features = "-avx512bf16,-amx-bf16";
   tg_check_gemm(what, t, strcmp(rty, "f32") ? 3e-2 : 1e-4, fn, blocked, NULL);
+  tg_features = NULL;
   free(t);
 }
 
@@ -1512,6 +1521,32 @@ Test(cpu_gemm_lowp, bf16_on_avx512bf16, .timeout = 120) {
   t = tg_lowp_text("f16", "f32", 0, 64, 128, 64, false, false, false);
   cr_expect(!tg_dpbf16(t, "cooperlake", ""), "cooperlake, f16: AVX512-BF16 GEMM");
   free(t);
+}
+
+/* Where the host runs AVX512-BF16 without AMX (Zen 4, Cooper Lake), the bf16 GEMM it takes
+ * (gemm/dpbf16.c) runs against the interpreter: the shapes of bf16_blocked (two K blocks, edge
+ * panels, B transposed, batched inside an output fusion) and a bf16 -> f32 one (a transposed A
+ * takes the widened GEMM). */
+Test(cpu_gemm_lowp, bf16_dp_runs_on_the_host, .timeout = 300) {
+  if (!__builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16"))
+    cr_skip_test("the host has no AVX512-BF16, or AMX instead");
+  static const struct {
+    const char *rty;
+    int nb, M, K, N;
+    bool ta, tb, fused;
+  } cs[] = {{"bf16", 0, 37, 450, 70, false, false, false},
+            {"bf16", 0, 37, 450, 70, false, true, false},
+            {"bf16", 3, 29, 100, 33, false, true, true},
+            {"f32", 0, 40, 130, 50, false, false, true}};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    char *t = tg_lowp_text("bf16", cs[i].rty, cs[i].nb, cs[i].M, cs[i].K, cs[i].N, cs[i].ta,
+                           cs[i].tb, cs[i].fused),
+         what[96];
+    snprintf(what, sizeof what, "AVX512-BF16 GEMM, case %zu", i);
+    tg_check_gemm(what, t, strcmp(cs[i].rty, "f32") ? 3e-2 : 1e-4, "model_gemm_bf16_dp", true,
+                  NULL);
+    free(t);
+  }
 }
 
 /* 16-bit convolutions go through the GEMM, their input packed and widened by the 16-bit
