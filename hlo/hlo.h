@@ -311,7 +311,7 @@ typedef struct HModule HModule;
 
 typedef struct HInstr {
   HOp op;               /* opcode */
-  const char *name;     /* unique within the module; stable, printed in dumps */
+  const char *name;     /* unique within its computation; stable, printed in dumps */
   Shape shape;          /* result shape */
   int nops;             /* operand count */
   struct HInstr **ops;  /* operands, same computation */

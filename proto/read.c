@@ -24,7 +24,8 @@
  *    depth), literals (the data field selected by the element type, count-checked, reordered
  *    to row-major when the literal's layout is not the default, 16-bit types read
  *    little-endian) and every instruction attribute the IR models. Shardings, frontend
- *    attributes and topk's k/largest become verbatim attributes in their HLO text spelling.
+ *    attributes, channel ids and a custom-call's side effect become verbatim attributes in
+ *    their HLO text spelling; a schedule becomes the module's is_scheduled.
  *    Entry layout comes from host_program_shape (or the entry's program_shape), aliasing
  *    from input_output_alias.
  *
@@ -566,10 +567,6 @@ static void read_raw_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto
   HAttr attrs[4];
   int n = 0;
   HArena *a = r->m->arena;
-  if (in->op == OP_TOPK) {
-    attrs[n++] = (HAttr){"k", hlo_arena_printf(a, "%lld", (long long)pi->k)};
-    attrs[n++] = (HAttr){"largest", pi->largest ? "true" : "false"};
-  }
   if (pi->sharding) {
     SBuf b = {.a = r->tmp};
     if (sharding_text(&b, pi->sharding, 0))
@@ -577,6 +574,9 @@ static void read_raw_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto
   }
   const char *fa = frontend_text(r, pi->frontend_attributes);
   if (fa) attrs[n++] = (HAttr){"frontend_attributes", fa};
+  if (pi->channel_id)
+    attrs[n++] = (HAttr){"channel_id", hlo_arena_printf(a, "%lld", (long long)pi->channel_id)};
+  if (pi->custom_call_has_side_effect) attrs[n++] = (HAttr){"custom_call_has_side_effect", "true"};
   if (!n) return;
   in->nraw = n;
   in->raw = hlo_arena_memdup(a, attrs, sizeof(HAttr) * (size_t)n);
@@ -788,7 +788,6 @@ typedef struct ModCtx {
   const Xla__HloModuleProto *mp; /* decoded module */
   IdMap comp_ids;                /* computation id -> index in mp->computations */
   HComp **built;                 /* per proto computation: its HComp once built */
-  NameSet names;                 /* instruction and computation names seen */
   int64_t max_id;                /* largest id seen, for next_uid */
 } ModCtx;
 
@@ -813,6 +812,9 @@ static bool read_comp(Reader *r, ModCtx *x, int ci) {
   if (ni > (size_t)INT32_MAX / 4) return fail(r, "too many instructions");
   IdMap ids;
   idmap_init(&ids, t, ni);
+  NameSet names; /* per computation, as the text parser takes them (XLA's test files reuse
+                    parameter names across computations) */
+  nameset_init(&names, t, ni);
   for (size_t i = 0; i < ni; i++) {
     const Xla__HloInstructionProto *pi = pc->instructions[i];
     r->instr = pi->name;
@@ -820,8 +822,8 @@ static bool read_comp(Reader *r, ModCtx *x, int ci) {
       r->instr = NULL;
       return fail(r, "instruction with id %lld has no name", (long long)pi->id);
     }
-    if (!nameset_add(&x->names, pi->name))
-      return fail(r, "duplicate instruction name (names are unique in a module)");
+    if (!nameset_add(&names, pi->name))
+      return fail(r, "duplicate instruction name in the computation");
     if (!idmap_put(&ids, pi->id, (int)i)) return fail(r, "duplicate id %lld", (long long)pi->id);
     note_id(x, pi->id);
   }
@@ -998,6 +1000,14 @@ static bool order_comps(Reader *r, ModCtx *x, int *order) {
 
 /* ------------------------------------------------------------------ module */
 
+/* Whether s declares a layout (a scalar's says nothing but for extras). */
+static bool shape_has_layout(const Shape *s) {
+  if (s->dt != DT_TUPLE) return s->has_layout && (s->rank || s->layout_extra);
+  for (int i = 0; i < s->ntuple; i++)
+    if (shape_has_layout(&s->tuple[i])) return true;
+  return false;
+}
+
 static int entry_index(const Xla__HloModuleProto *mp, bool *by_key) {
   *by_key = true;
   for (size_t i = 0; i < mp->n_computations; i++)
@@ -1041,7 +1051,11 @@ static bool read_entry(Reader *r, ModCtx *x) {
       if (!read_shape(r, ps->parameters[i], &m->entry_layout_params[i], 0)) return false;
     if (!read_shape(r, ps->result, &m->entry_layout_result, 0)) return false;
     m->nentry_layout = (int)ps->n_parameters;
-    m->has_entry_layout = true;
+    /* shapes without layouts declare none (what proto/write.c writes for a module without
+       an entry_computation_layout) */
+    m->has_entry_layout = shape_has_layout(&m->entry_layout_result);
+    for (size_t i = 0; i < ps->n_parameters; i++)
+      m->has_entry_layout |= shape_has_layout(&m->entry_layout_params[i]);
   }
 
   const Xla__HloInputOutputAliasProto *al = mp->input_output_alias;
@@ -1075,10 +1089,6 @@ static HModule *build_module(Reader *r, const Xla__HloModuleProto *mp) {
   m->uid = mp->id;
   ModCtx x = {.mp = mp, .max_id = 0};
   size_t nc = mp->n_computations;
-  size_t ninstr = 0;
-  for (size_t i = 0; i < nc; i++)
-    ninstr += mp->computations[i]->n_instructions;
-  nameset_init(&x.names, r->tmp, ninstr);
   x.built = hlo_arena_alloc(r->tmp, sizeof(HComp *) * (nc + 1));
   int *order = hlo_arena_alloc(r->tmp, sizeof(int) * (nc + 1));
   bool ok = order_comps(r, &x, order);
@@ -1087,12 +1097,13 @@ static HModule *build_module(Reader *r, const Xla__HloModuleProto *mp) {
   r->comp = r->instr = NULL;
   ok = ok && read_entry(r, &x);
   if (ok) {
+    /* is_scheduled as XLA prints it (the schedule's order is the instructions' order: a
+       scheduled module's file order is its schedule) */
     const char *fa = frontend_text(r, mp->frontend_attributes);
-    if (fa) {
-      m->raw = hlo_arena_alloc(m->arena, sizeof(HAttr));
-      m->raw[0] = (HAttr){"frontend_attributes", fa};
-      m->nraw = 1;
-    }
+    m->raw = hlo_arena_alloc(m->arena, 2 * sizeof(HAttr));
+    if (mp->schedule && mp->schedule->n_sequences)
+      m->raw[m->nraw++] = (HAttr){"is_scheduled", "true"};
+    if (fa) m->raw[m->nraw++] = (HAttr){"frontend_attributes", fa};
     hlo_module_renumber(m);
     if (x.max_id < INT64_MAX && x.max_id + 1 > m->next_uid) m->next_uid = x.max_id + 1;
     return m;

@@ -4,6 +4,8 @@
  *   hloc FILE --emit=hlo [-o OUT]   print the module as HLO text
  *   hloc FILE -o model.o            compile for the host CPU: model.o + model.h
  *   hloc FILE --emit=hlo-opt        print the module after the optimization pipeline
+ *   hloc FILE --emit=pb -o OUT.pb   write the module as a binary HloModuleProto (pb-opt: after
+ *                                   the optimization pipeline)
  *   hloc verify FILE [in.npy ...]   find the first optimizer pass whose results move
  *
  * The driver only parses flags and calls library entry points in order (load, verify,
@@ -30,9 +32,10 @@ static void usage(FILE *f) {
         "       hloc verify FILE [in0.npy ...] [options]   (hloc verify --help)\n"
         "  FILE                 HloModuleProto (.pb, also HloProto/HloSnapshot) or HLO text\n"
         "  -o PATH              output file (object by default)\n"
-        "  --emit=KIND          hlo | hlo-opt | llvm | asm | obj (default: obj with -o,\n"
-        "                       else a summary); hlo prints the module as read, hlo-opt after\n"
-        "                       optimization\n"
+        "  --emit=KIND          hlo | hlo-opt | pb | pb-opt | llvm | asm | obj (default: obj\n"
+        "                       with -o, else a summary); hlo prints the module as read, hlo-opt\n"
+        "                       after optimization; pb and pb-opt write them as a binary\n"
+        "                       HloModuleProto (needs -o)\n"
         "  --name NAME          symbol prefix of the generated code (default: stem of -o)\n"
         "  --header PATH        where to write the C header (default: beside -o, .h)\n"
         "  --target=cpu         code generation target: cpu, or cuda where built with CUDA\n"
@@ -467,9 +470,15 @@ int main(int argc, char **argv) {
 #ifdef HLOC_HAVE_CUDA
   cuda_emit = emit && (!strcmp(emit, "ptx") || !strcmp(emit, "cubin"));
 #endif
-  if (emit && !cuda_emit && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") &&
+  bool emit_pb = emit && (!strcmp(emit, "pb") || !strcmp(emit, "pb-opt"));
+  if (emit && !cuda_emit && !emit_pb && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") &&
       strcmp(emit, "llvm") && strcmp(emit, "asm") && strcmp(emit, "obj")) {
-    fprintf(stderr, "hloc: unknown --emit kind '%s' (hlo, hlo-opt, llvm, asm, obj)\n", emit);
+    fprintf(stderr, "hloc: unknown --emit kind '%s' (hlo, hlo-opt, pb, pb-opt, llvm, asm, obj)\n",
+            emit);
+    return 1;
+  }
+  if (emit_pb && !out) {
+    fprintf(stderr, "hloc: --emit=%s needs -o PATH (the proto is binary)\n", emit);
     return 1;
   }
 #ifdef HLOC_HAVE_CUDA
@@ -510,7 +519,8 @@ int main(int argc, char **argv) {
   double t_opt = now_s();
 
   /* everything but printing the module as read goes through the optimizer */
-  bool as_read = (!emit && !out && !oo.dump_dir) || (emit && !strcmp(emit, "hlo"));
+  bool as_read =
+      (!emit && !out && !oo.dump_dir) || (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "pb")));
   if (!as_read && !opt_optimize(m, &oo, &err)) {
     fprintf(stderr, "hloc: %s\n", err.msg);
     hlo_module_free(m);
@@ -547,6 +557,14 @@ int main(int argc, char **argv) {
       ninstr += m->comps[i]->ninstrs;
     printf("%s: module %s: %d computations, %d instructions, %d parameters: verified\n", input,
            m->name, m->ncomps, ninstr, m->entry->nparams);
+  } else if (emit_pb) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!proto_write_module(m, &buf, &len, &err) || !hlo_write_file_atomic(out, buf, len, &err)) {
+      fprintf(stderr, "hloc: %s\n", err.msg);
+      rc = 1;
+    }
+    free(buf);
   } else if (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "hlo-opt"))) {
     if (!out) {
       hlo_print_module(stdout, m, NULL);
