@@ -35,6 +35,12 @@ void *hlo_arena_grow(HArena *a, void *arr, int n, int *cap, int first, size_t el
 char *hlo_arena_printf(HArena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 size_t hlo_arena_used(const HArena *a); /* bytes handed out so far */
 
+/* ------------------------------------------------------------------ version.c */
+
+const char *hlo_version(void); /* "0.1.0": hloc's version */
+const char *hlo_commit(void);  /* the git commit built from ("5dda4997f1c2", "-dirty" when the
+                                  tree had changes, "unknown" outside a checkout) */
+
 /* ------------------------------------------------------------------ err.c */
 
 /* A located error: the first error reported wins, later ones are dropped.

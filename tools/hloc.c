@@ -7,6 +7,7 @@
  *   hloc FILE --emit=pb -o OUT.pb   write the module as a binary HloModuleProto (pb-opt: after
  *                                   the optimization pipeline)
  *   hloc verify FILE [in.npy ...]   find the first optimizer pass whose results move
+ *   hloc --version                  version, commit, LLVM and the targets built
  *
  * The driver only parses flags and calls library entry points in order (load, verify,
  * compile); each phase reports one located line on failure and the driver exits 1. */
@@ -19,6 +20,8 @@
 #define HLOC_HAVE_CPU 1
 #endif
 
+#include "hloc_version.h"
+
 #include <stdlib.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -26,6 +29,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* What --version prints: what a bug report or a build log needs to name the compiler. */
+static void print_version(void) {
+  printf("hloc %s (commit %s)\nLLVM %s\ntargets: %s\n", hlo_version(), hlo_commit(),
+         HLOC_LLVM_VERSION, HLOC_TARGETS);
+}
 
 static void usage(FILE *f) {
   fputs("usage: hloc FILE [options]\n"
@@ -84,6 +93,7 @@ static void usage(FILE *f) {
         "                       the same values); --stats says how many were filled\n"
         "  --stats              print kernels, fusions, instructions, TEMP_BYTES, the\n"
         "                       peak-live bound and each compile phase's time to stderr\n"
+        "  --version            version, commit, LLVM version and the targets built\n"
         "  -h, --help           this text\n",
         f);
 }
@@ -371,6 +381,9 @@ int main(int argc, char **argv) {
     const char *v;
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--version")) {
+      print_version();
       return 0;
     } else if (!strcmp(argv[i], "--list-knobs")) {
 #ifdef HLOC_HAVE_CPU

@@ -1,6 +1,7 @@
 # tools/hloc.cmake: use hloc from a CMake build.
 #
-#   include(path/to/hloc/tools/hloc.cmake)
+#   find_package(hloc CONFIG REQUIRED)      # an installed hloc (cmake --install), or
+#   include(path/to/hloc/tools/hloc.cmake)   # from a checkout
 #   hloc_add_model(mlp_model model.pb NAME mlp)        # -> library target mlp_model
 #   target_link_libraries(my_app PRIVATE mlp_model)      # adds the object, model.h's folder, -lm
 #
@@ -8,8 +9,9 @@
 #                [NAME <symbol prefix>]      default: <target>
 #                [CPU <cpu>] [FEATURES <llvm features>] [OPT <0..3>]
 #                [FREEZE <ARG=file.npy> ...] [FLAGS <more hloc flags> ...]
-#                [HLOC <path to hloc>])      default: the `hloc` target of this build, or
-#                                            the hloc found on PATH
+#                [HLOC <path to hloc>])      default: the `hloc` target of this build, the
+#                                            hloc::hloc of find_package(hloc), or the hloc
+#                                            found on PATH
 # The object and header are generated at build time into
 # ${CMAKE_CURRENT_BINARY_DIR}/hloc/<target>/, and rebuilt when the model or hloc changes.
 function(hloc_add_model target model)
@@ -27,6 +29,9 @@ function(hloc_add_model target model)
   elseif(TARGET hloc)
     set(hloc "$<TARGET_FILE:hloc>")
     set(hloc_dep hloc)
+  elseif(TARGET hloc::hloc) # find_package(hloc): the installed compiler
+    set(hloc "$<TARGET_FILE:hloc::hloc>")
+    set(hloc_dep "$<TARGET_FILE:hloc::hloc>")
   else()
     find_program(HLOC_EXECUTABLE hloc REQUIRED)
     set(hloc "${HLOC_EXECUTABLE}")
