@@ -395,6 +395,7 @@ done:
   if (cg->C) LLVMContextDispose(cg->C);
   if (TM) LLVMDisposeTargetMachine(TM);
   hlo_arena_free(cg->scratch);
+  free(cc->fp.t);
   free(cc);
   return ok;
 }

@@ -108,10 +108,11 @@ typedef struct CuStep {
   CuPtr x, w, y, ws;                 /* input, filter, output, workspace */
 } CuStep;
 
-/* A kernel generated once, by its IR text with the name replaced. */
+/* A kernel generated once, by its IR's fingerprint (gen_fingerprint). */
 typedef struct CuUniq {
-  uint64_t hash;      /* FNV-1a of text */
-  const char *text;   /* the IR */
+  uint64_t hash;      /* FNV-1a of the tokens */
+  const uint64_t *t;  /* the tokens */
+  size_t n;           /* their count */
   const CuStep *step; /* the step that generated it */
 } CuUniq;
 
@@ -143,8 +144,9 @@ typedef struct CudaCg {
   int nsteps, step_cap;         /* steps in execution order */
   CuStep *steps;                /* the steps */
   int nkernels;                 /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;          /* the distinct kernels' IR */
+  int nuniq, uniq_cap;          /* the distinct kernels' fingerprints */
   CuUniq *uniq;                 /* them */
+  GenFp fp;                     /* the fingerprint of the kernel being closed (its buffer reused) */
   bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
   int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands) */
   int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */

@@ -53,7 +53,8 @@
  * updates in order (XLA's update order is sequential). Row reductions also serve fusions whose
  * outputs only add or drop unit dims ([8,128] -> [8,128,1]): the reduced value is entered in the
  * cache for such reshapes too. A kernel whose IR equals an earlier one's (up to its name) is
- * dropped and its step launches the earlier one: the identical layers of a deep model compile once.
+ * dropped and its step launches the earlier one (their fingerprints compared, ck_dedupe): the
+ * identical layers of a deep model compile once.
  * Pointer parameters carry what the memory plan proves: readonly for those the kernel never writes,
  * noalias where no written parameter overlaps (ck_alias_facts; loads become ld.global.nc). Requires
  * a renumbered module and a memory plan (cuda_compile.c). */
@@ -268,10 +269,57 @@ static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, c
   }
 }
 
-/* Identical kernels (the same IR up to the name: the layers of a deep model) are generated
- * once; *st then launches the first one. The IR is compared before the parameters get their
- * aliasing attributes (ck_alias_facts), which depend on the memory plan: a shared kernel
- * keeps those true for every step launching it. */
+/* Whether constant v is, or is made of, the kernel's shared memory smem. */
+static bool ck_has_smem(LLVMValueRef v, LLVMValueRef smem, int depth) {
+  if (v == smem) return true;
+  if (!v || depth > 8 || !LLVMIsAConstant(v) || LLVMIsAGlobalValue(v)) return false;
+  int n = LLVMGetNumOperands(v);
+  for (int i = 0; i < n; i++)
+    if (ck_has_smem(LLVMGetOperand(v, (unsigned)i), smem, depth + 1)) return true;
+  return false;
+}
+
+/* Tokens of constant v reaching smem: smem itself as "this kernel's shared memory of its
+ * type", a constant made of it spelled out (its opcode, type, operands; a GEP's source type
+ * and inbounds flag). Tags of low bits 4 are never a pointer's, a local's or a hole's. */
+static void ck_tok_smem(GenFp *f, LLVMValueRef v, LLVMValueRef smem) {
+  if (v == smem) {
+    gen_fp_tok(f, (0x5E3ull << 3) | 4);
+    gen_fp_tokp(f, LLVMGlobalGetValueType(smem));
+    return;
+  }
+  if (!ck_has_smem(v, smem, 0)) {
+    gen_fp_tokp(f, v);
+    return;
+  }
+  bool ce = LLVMIsAConstantExpr(v);
+  gen_fp_tok(f, ((uint64_t)(ce ? LLVMGetConstOpcode(v) : 0) << 8 | 0xC0) << 3 | 4);
+  gen_fp_tokp(f, LLVMTypeOf(v));
+  if (ce && LLVMGetConstOpcode(v) == LLVMGetElementPtr) {
+    gen_fp_tokp(f, LLVMGetGEPSourceElementType(v));
+    gen_fp_tok(f, LLVMIsInBounds(v));
+  }
+  int n = LLVMGetNumOperands(v);
+  gen_fp_tok(f, (uint64_t)n);
+  for (int i = 0; i < n; i++)
+    ck_tok_smem(f, LLVMGetOperand(v, (unsigned)i), smem);
+}
+
+/* The fingerprint's say over the operands of a kernel with shared memory (ctx: the global):
+ * the global is named after its kernel, one per kernel, so by identity two identical kernels
+ * would differ. */
+static bool ck_fp_operand(void *ctx, GenFp *f, LLVMValueRef in, int k, LLVMValueRef v) {
+  (void)in, (void)k;
+  if (!ck_has_smem(v, ctx, 0)) return false;
+  ck_tok_smem(f, v, ctx);
+  return true;
+}
+
+/* Identical kernels (the same IR up to names: the layers of a deep model) are generated once;
+ * *st then launches the first one. Their fingerprints (gen_fingerprint; the kernel's own
+ * shared memory, cuda_smem, by its type, ck_fp_operand) are compared before the parameters
+ * get their aliasing attributes (ck_alias_facts), which depend on the memory plan: a shared
+ * kernel keeps those true for every step launching it. */
 static void ck_dedupe(CudaCg *cc, GenKern *k, CuStep *st) {
   int np = st->nparams;
   bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1),
@@ -281,39 +329,17 @@ static void ck_dedupe(CudaCg *cc, GenKern *k, CuStep *st) {
     memset(ro, 0, (size_t)np);
     memset(na, 0, (size_t)np);
   }
-  size_t n = 0;
-  const char *nm = LLVMGetValueName2(k->fn, &n);
-  char saved[96];
-  snprintf(saved, sizeof saved, "%.*s", (int)n, nm);
-  /* the kernel's shared memory (cuda_smem) is named after it too: both neutral while printed */
   char sname[112];
-  snprintf(sname, sizeof sname, "%s_smem", saved);
+  snprintf(sname, sizeof sname, "%s_smem", st->name);
   LLVMValueRef smem = LLVMGetNamedGlobal(cc->cg.M, sname);
-  LLVMSetValueName2(k->fn, "hloc_kernel", 11);
-  if (smem) LLVMSetValueName2(smem, "hloc_kernel_smem", 16);
-  char *txt = LLVMPrintValueToString(k->fn);
-  LLVMSetValueName2(k->fn, saved, strlen(saved));
-  if (smem) LLVMSetValueName2(smem, sname, strlen(sname));
-  /* loop IDs are distinct nodes, numbered module-wide: their attachments are dropped from
-     the text (the options they carry are the same for the same code) */
-  static const char lid[] = ", !llvm.loop !";
-  char *o = txt;
-  for (const char *c = txt; *c;) {
-    if (!strncmp(c, lid, sizeof lid - 1)) {
-      c += sizeof lid - 1;
-      while (*c >= '0' && *c <= '9')
-        c++;
-      continue;
-    }
-    *o++ = *c++;
-  }
-  *o = 0;
+  GenFp *fp = &cc->fp;
+  gen_fingerprint(k->fn, fp, smem ? ck_fp_operand : NULL, smem);
   uint64_t hsh = 1469598103934665603ull;
-  for (const char *c = txt; *c; c++)
-    hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
-  for (int i = 0; i < cc->nuniq; i++) {
+  for (size_t i = 0; i < fp->n; i++)
+    hsh = (hsh ^ fp->t[i]) * 1099511628211ull;
+  for (int i = 0; i < cc->nuniq && !fp->opaque; i++) {
     CuUniq *u = &cc->uniq[i];
-    if (u->hash != hsh || strcmp(u->text, txt)) continue;
+    if (u->hash != hsh || u->n != fp->n || memcmp(u->t, fp->t, fp->n * sizeof *fp->t)) continue;
     HLO_ASSERT(st->kidx == cc->nkernels - 1);
     /* the same code for another plan: keep only the facts true of both */
     ck_alias_apply(cc, u->step->fn, np, ro, na, true);
@@ -323,16 +349,15 @@ static void ck_dedupe(CudaCg *cc, GenKern *k, CuStep *st) {
     st->kidx = u->step->kidx;
     st->fn = u->step->fn;
     memcpy(st->name, u->step->name, sizeof st->name);
-    LLVMDisposeMessage(txt);
     return;
   }
-  cc->uniq =
-      hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
-  size_t len = strlen(txt);
-  char *keep = hlo_arena_alloc(cc->cg.scratch, len + 1);
-  memcpy(keep, txt, len + 1);
-  LLVMDisposeMessage(txt);
-  cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, st};
+  if (!fp->opaque) {
+    cc->uniq =
+        hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
+    uint64_t *keep = hlo_arena_alloc(cc->cg.scratch, fp->n * sizeof *keep + 1);
+    memcpy(keep, fp->t, fp->n * sizeof *keep);
+    cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, fp->n, st};
+  }
   ck_alias_apply(cc, k->fn, np, ro, na, false);
 }
 
