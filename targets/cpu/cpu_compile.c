@@ -102,12 +102,12 @@ static bool cp_inline_one(HModule *m, HComp *c) {
 
 static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
   if (depth > 64) {
-    hlo_err_comp(cg->err, c, "CPU target: computations nested too deeply");
+    hlo_err_comp(cg->g.err, c, "CPU target: computations nested too deeply");
     return false;
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!cpu_op_supported(in, "CPU", cg->err)) return false;
+    if (!gen_op_supported(in, "CPU", cg->g.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cp_check_comp(cg, in->calls[j], depth + 1)) return false;
   }
@@ -132,11 +132,11 @@ static void cp_inline_all(HModule *m, HComp *c, int depth) {
 }
 
 static bool cp_lower(CpuCg *cg) {
-  HModule *m = cg->m;
-  hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
-  cp_inline_all(m, cg->entry, 0);
+  HModule *m = cg->g.m;
+  hlo_flatten_entry_params(m, cg->g.scratch); /* tuple-shaped parameters passed leaf by leaf */
+  cp_inline_all(m, cg->g.entry, 0);
   hlo_module_renumber(m);
-  return cp_check_comp(cg, cg->entry, 0);
+  return cp_check_comp(cg, cg->g.entry, 0);
 }
 
 /* ------------------------------------------------------------------ while loops
@@ -176,7 +176,7 @@ typedef struct CpLoop {
  * is while the loop runs: it is live up to the loop instruction); in == NULL for the others. */
 static CpuSlot *cp_invariant_leaves(CpuCg *cg, const CpLoop *L) {
   const MemLoopInit *li = &L->init;
-  CpuSlot *src = hlo_arena_alloc(cg->scratch, sizeof *src * (size_t)(li->n + 1));
+  CpuSlot *src = hlo_arena_alloc(cg->g.scratch, sizeof *src * (size_t)(li->n + 1));
   for (int j = 0; j < li->n; j++)
     src[j] = (CpuSlot){CPU_SLOT_INSTR, li->invariant[j] ? li->src[j] : NULL, NULL, li->off[j]};
   return src;
@@ -204,32 +204,32 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     if (w->op != OP_WHILE) continue;
     cg->loop_top = base;
     if (depth > 16) {
-      hlo_err_at(cg->err, w, "CPU target: while loops nested more than 16 deep");
+      hlo_err_at(cg->g.err, w, "CPU target: while loops nested more than 16 deep");
       return false;
     }
     HComp *body = w->calls[0], *cond = w->calls[1];
-    CpLoop *L = hlo_arena_alloc(cg->scratch, sizeof *L);
+    CpLoop *L = hlo_arena_alloc(cg->g.scratch, sizeof *L);
     L->w = w;
     int64_t skind, sindex, soff;
     LLVMValueRef sgv = NULL;
     cp_resolve(cg, rg, &(CpuSlot){CPU_SLOT_INSTR, w, NULL, 0}, &skind, &sindex, &soff, &sgv);
     if (skind != 1 && skind != 2) {
       hlo_err_at(
-          cg->err, w,
+          cg->g.err, w,
           "CPU target: internal error, a while loop's state is neither scratch nor a result");
       return false;
     }
-    if (!memplan_assign(cond, cg->scratch, &L->cond_plan, cg->err) ||
-        !memplan_assign_body(body, cg->scratch, &L->body_plan, cg->err))
+    if (!memplan_assign(cond, cg->g.scratch, &L->cond_plan, cg->g.err) ||
+        !memplan_assign_body(body, cg->g.scratch, &L->body_plan, cg->g.err))
       return false;
     int nleaves = hlo_shape_leaves(&w->shape);
     if (L->body_plan.nresults != nleaves || L->cond_plan.nresults != 1) {
-      hlo_err_at(cg->err, w,
+      hlo_err_at(cg->g.err, w,
                  "CPU target: internal error, while loop results do not match its state");
       return false;
     }
     /* the next state: a place for each leaf the body does not leave where it is */
-    int64_t *next = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * (size_t)nleaves);
+    int64_t *next = hlo_arena_alloc(cg->g.scratch, sizeof(int64_t) * (size_t)nleaves);
     L->next_off = memplan_align(cg->loop_top);
     int64_t at = L->next_off;
     for (int k = 0; k < nleaves; k++) {
@@ -243,16 +243,16 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
     int64_t hsize = L->cond_plan.temp_bytes > L->body_plan.temp_bytes ? L->cond_plan.temp_bytes
                                                                       : L->body_plan.temp_bytes;
     cg->loop_top = heap + memplan_align(hsize);
-    int64_t *pred = hlo_arena_alloc(cg->scratch, sizeof(int64_t));
+    int64_t *pred = hlo_arena_alloc(cg->g.scratch, sizeof(int64_t));
     *pred = L->pred_off;
-    memplan_loop_init(cg->scratch, w, &L->init);
+    memplan_loop_init(cg->g.scratch, w, &L->init);
     const CpuSlot *inv = cp_invariant_leaves(cg, L);
     L->cond = (CpuRegion){cond, &L->cond_plan, false, heap, (int)skind, sindex,
                           soff, pred,          rg,    inv,  &w->shape};
     L->body = (CpuRegion){body, &L->body_plan, false, heap, (int)skind, sindex,
                           soff, next,          rg,    inv,  &w->shape};
     cg->loops =
-        hlo_arena_grow(cg->scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
+        hlo_arena_grow(cg->g.scratch, cg->loops, cg->nloops, &cg->loop_cap, 16, sizeof *cg->loops);
     cg->loops[cg->nloops++] = L;
     /* the loops nested in the condition and in the body: above this loop's heap, and (the
        two never running at once) from the same offset */
@@ -270,7 +270,7 @@ static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
 
 CpuTask *cpu_task_push(CpuCg *cg) {
   cg->tasks =
-      hlo_arena_grow(cg->scratch, cg->tasks, cg->ntasks, &cg->task_cap, 64, sizeof *cg->tasks);
+      hlo_arena_grow(cg->g.scratch, cg->tasks, cg->ntasks, &cg->task_cap, 64, sizeof *cg->tasks);
   CpuTask *t = &cg->tasks[cg->ntasks++];
   *t = (CpuTask){.region = cg->region, .nchunks = 1};
   return t;
@@ -283,7 +283,8 @@ static CpuTask *cp_add_task(CpuCg *cg, CpuTaskOp op, const CpuSlot *slots, int n
   t->op = op;
   t->bytes = bytes;
   t->nslots = nslots;
-  t->slots = nslots ? hlo_arena_memdup(cg->scratch, slots, sizeof(CpuSlot) * (size_t)nslots) : NULL;
+  t->slots =
+      nslots ? hlo_arena_memdup(cg->g.scratch, slots, sizeof(CpuSlot) * (size_t)nslots) : NULL;
   return t;
 }
 
@@ -300,7 +301,7 @@ static void cp_state_copies(CpuCg *cg, const CpLoop *L, bool at_exit) {
   const HInstr *w = L->w;
   const MemLoopInit *li = &L->init;
   for (int j = 0; j < li->n; j++) {
-    if (li->invariant[j] != at_exit || (at_exit && !memplan_leaf_read(cg->entry, w, j))) continue;
+    if (li->invariant[j] != at_exit || (at_exit && !memplan_leaf_read(cg->g.entry, w, j))) continue;
     cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, w, NULL, memplan_leaf_offset(&w->shape, j)},
             (CpuSlot){CPU_SLOT_INSTR, li->src[j], NULL, li->off[j]}, li->bytes[j]);
   }
@@ -334,7 +335,7 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
      into the next-state block first, then every other leaf goes from there to the state */
   const CpuRegion *outer = cg->region;
   int n = L->body_plan.nresults;
-  bool *stays = hlo_arena_alloc(cg->scratch, (size_t)n + 1);
+  bool *stays = hlo_arena_alloc(cg->g.scratch, (size_t)n + 1);
   cg->region = &L->body;
   for (int r = 0; r < n; r++) {
     const MemResult *mr = &L->body_plan.results[r];
@@ -363,106 +364,50 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
 /* The kernels (and loops) of the computation placed by rg, in order. */
 static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg) {
   const CpuRegion *saved_rg = cg->region;
-  HComp *saved_comp = cg->entry;
+  HComp *saved_comp = cg->g.entry;
   MemPlan saved_plan = cg->plan;
   cg->region = rg;
-  cg->entry = (HComp *)rg->comp;
+  cg->g.entry = (HComp *)rg->comp;
   cg->plan = *rg->plan;
   bool ok = true;
-  for (int i = 0; i < cg->entry->ninstrs && ok; i++) {
-    HInstr *in = cg->entry->instrs[i];
+  for (int i = 0; i < cg->g.entry->ninstrs && ok; i++) {
+    HInstr *in = cg->g.entry->instrs[i];
     ok = in->op == OP_WHILE ? cp_emit_while(cg, in) : cpu_emit_instr(cg, in);
   }
   cg->region = saved_rg;
-  cg->entry = saved_comp;
+  cg->g.entry = saved_comp;
   cg->plan = saved_plan;
-  return ok && !cg->err->set;
+  return ok && !cg->g.err->set;
 }
 
 /* ------------------------------------------------------------------ types and constants */
 
-LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
-  switch (t) {
-  case DT_PRED: return cg->i1;
-  case DT_S8:
-  case DT_U8: return cg->i8;
-  case DT_S16:
-  case DT_U16: return cg->i16;
-  case DT_S32:
-  case DT_U32: return cg->i32;
-  case DT_S64:
-  case DT_U64: return cg->i64;
-  case DT_F16: return cg->f16;
-  case DT_BF16: return cg->bf16;
-  case DT_F8E4M3FN:
-  case DT_F8E5M2: return cg->f32; /* LLVM has no fp8 type: held as f32 */
-  case DT_F32: return cg->f32;
-  case DT_F64: return cg->f64;
-  case DT_INVALID:
-  case DT_TOKEN:
-  case DT_TUPLE:
-  case DT_COUNT: break;
-  }
-  HLO_ASSERT(!"no register type");
-  return NULL;
-}
-
-LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t) {
-  return t == DT_PRED || hlo_dtype_is_fp8(t) ? cg->i8 : cpu_reg_type(cg, t);
-}
-
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n) {
   if (cg->raw_ok && n >= CPU_RAW_MIN) {
     /* declared here, defined by the data block that cpu_emit() joins to the object */
-    LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMArrayType2(cg->i8, n), name);
+    LLVMValueRef gv = LLVMAddGlobal(cg->g.M, LLVMArrayType2(cg->g.i8, n), name);
     LLVMSetGlobalConstant(gv, 1);
     LLVMSetVisibility(gv, LLVMHiddenVisibility);
     LLVMSetAlignment(gv, 64);
-    cg->raw_sym = hlo_arena_grow(cg->scratch, cg->raw_sym, cg->nraw, &cg->raw_symcap, 16,
+    cg->raw_sym = hlo_arena_grow(cg->g.scratch, cg->raw_sym, cg->nraw, &cg->raw_symcap, 16,
                                  sizeof *cg->raw_sym);
-    cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->scratch, name), data, n};
+    cg->raw_sym[cg->nraw++] = (CpuElfSym){hlo_arena_strdup(cg->g.scratch, name), data, n};
     return gv;
   }
-  LLVMValueRef init = LLVMConstStringInContext(cg->C, (const char *)data, (unsigned)n, 1);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(gv, 64);
-  return gv;
+  return gen_rodata(&cg->g, name, data, n);
 }
 
-LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in) {
-  for (int i = 0; i < cg->nconst; i++)
-    if (cg->const_instr[i] == in) return cg->const_gv[i];
-  if (cg->nconst == cg->const_cap) {
-    int nc = cg->const_cap ? cg->const_cap * 2 : 64;
-    HInstr **ni = hlo_arena_alloc(cg->scratch, sizeof *ni * (size_t)nc);
-    LLVMValueRef *ng = hlo_arena_alloc(cg->scratch, sizeof *ng * (size_t)nc);
-    if (cg->nconst) {
-      memcpy(ni, cg->const_instr, sizeof *ni * (size_t)cg->nconst);
-      memcpy(ng, cg->const_gv, sizeof *ng * (size_t)cg->nconst);
-    }
-    cg->const_instr = ni;
-    cg->const_gv = ng;
-    cg->const_cap = nc;
-  }
-  size_t n = hlo_shape_bytes(&in->shape);
-  char name[512];
-  snprintf(name, sizeof name, "%s_c%d", cg->o->name, cg->nconst);
-  LLVMValueRef gv = cpu_rodata(cg, name, n ? in->literal->data : "", n);
-  cg->const_instr[cg->nconst] = in;
-  cg->const_gv[cg->nconst] = gv;
-  cg->nconst++;
-  return gv;
+/* The generator's hooks (GenCg): storage through the kernel's slots, read-only data through
+ * cpu_rodata. */
+static LLVMValueRef cp_rodata_hook(GenCg *g, const char *name, const void *data, size_t n) {
+  return cpu_rodata(cpu_cg(g), name, data, n);
 }
 
 /* ------------------------------------------------------------------ interface */
 
 static LLVMValueRef cp_str(CpuCg *cg, const char *s, const char *gname) {
-  LLVMValueRef init = LLVMConstStringInContext(cg->C, s, (unsigned)strlen(s), 0);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), gname);
+  LLVMValueRef init = LLVMConstStringInContext(cg->g.C, s, (unsigned)strlen(s), 0);
+  LLVMValueRef gv = LLVMAddGlobal(cg->g.M, LLVMTypeOf(init), gname);
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);
   LLVMSetLinkage(gv, LLVMPrivateLinkage);
@@ -473,9 +418,10 @@ static LLVMValueRef cp_str(CpuCg *cg, const char *s, const char *gname) {
 /* NAME_arg_info / NAME_result_info: arrays of hloc_tensor_info. */
 static void cp_info_table(CpuCg *cg, const char *which, int n, const char **names,
                           const Shape **shapes) {
-  LLVMTypeRef fields[5] = {cg->ptr, cg->ptr, cg->i32, LLVMArrayType2(cg->i64, 8), cg->i64};
-  LLVMTypeRef st = LLVMStructTypeInContext(cg->C, fields, 5, 0);
-  LLVMValueRef *elems = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n ? n : 1));
+  LLVMTypeRef fields[5] = {cg->g.ptr, cg->g.ptr, cg->g.i32, LLVMArrayType2(cg->g.i64, 8),
+                           cg->g.i64};
+  LLVMTypeRef st = LLVMStructTypeInContext(cg->g.C, fields, 5, 0);
+  LLVMValueRef *elems = hlo_arena_alloc(cg->g.scratch, sizeof(LLVMValueRef) * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) {
     char g[512];
     snprintf(g, sizeof g, "%s_%s_name%d", cg->o->name, which, i);
@@ -484,29 +430,29 @@ static void cp_info_table(CpuCg *cg, const char *which, int n, const char **name
     LLVMValueRef dt = cp_str(cg, hlo_dtype_name(shapes[i]->dt), g);
     LLVMValueRef dims[8];
     for (int d = 0; d < 8; d++)
-      dims[d] = LLVMConstInt(cg->i64,
+      dims[d] = LLVMConstInt(cg->g.i64,
                              d < shapes[i]->rank ? (unsigned long long)shapes[i]->dims[d] : 0, 0);
-    LLVMValueRef vals[5] = {nm, dt, LLVMConstInt(cg->i32, (unsigned)shapes[i]->rank, 0),
-                            LLVMConstArray2(cg->i64, dims, 8),
-                            LLVMConstInt(cg->i64, hlo_shape_bytes(shapes[i]), 0)};
+    LLVMValueRef vals[5] = {nm, dt, LLVMConstInt(cg->g.i32, (unsigned)shapes[i]->rank, 0),
+                            LLVMConstArray2(cg->g.i64, dims, 8),
+                            LLVMConstInt(cg->g.i64, hlo_shape_bytes(shapes[i]), 0)};
     elems[i] = LLVMConstNamedStruct(st, vals, 5);
   }
   LLVMValueRef arr = LLVMConstArray2(st, elems, (uint64_t)n);
   char g[512];
   snprintf(g, sizeof g, "%s_%s_info", cg->o->name, which);
-  LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
+  LLVMValueRef gv = LLVMAddGlobal(cg->g.M, LLVMTypeOf(arr), g);
   LLVMSetInitializer(gv, arr);
   LLVMSetGlobalConstant(gv, 1);
 }
 
 static LLVMValueRef cp_i64(CpuCg *cg, int64_t v) {
-  return LLVMConstInt(cg->i64, (unsigned long long)v, 1);
+  return LLVMConstInt(cg->g.i64, (unsigned long long)v, 1);
 }
 
 /* Pointer to the storage of entry instruction i inside the run function. */
 static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueRef results,
                                  LLVMValueRef temp) {
-  LLVMBuilderRef B = cg->B;
+  LLVMBuilderRef B = cg->g.B;
   int64_t off = 0;
   int b = memplan_base(&cg->plan, i, &off);
   const MemBuf *mb = &cg->plan.bufs[b];
@@ -514,23 +460,24 @@ static LLVMValueRef cp_instr_ptr(CpuCg *cg, int i, LLVMValueRef args, LLVMValueR
   switch (mb->kind) {
   case MEM_PARAM:
     ix = cp_i64(cg, mb->param);
-    src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+    src = LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, args, &ix, 1, ""), "");
     break;
   case MEM_RESULT:
     ix = cp_i64(cg, mb->result);
-    src = LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+    src =
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, results, &ix, 1, ""), "");
     break;
   case MEM_TEMP:
     ix = cp_i64(cg, mb->offset);
-    src = LLVMBuildInBoundsGEP2(B, cg->i8, temp, &ix, 1, "");
+    src = LLVMBuildInBoundsGEP2(B, cg->g.i8, temp, &ix, 1, "");
     break;
-  case MEM_CONST: src = cpu_const_global(cg, cg->entry->instrs[b]); break;
+  case MEM_CONST: src = gen_const_global(&cg->g, cg->g.entry->instrs[b]); break;
   case MEM_NONE:
   case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
   }
   if (off) {
     ix = cp_i64(cg, off);
-    src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
+    src = LLVMBuildInBoundsGEP2(B, cg->g.i8, src, &ix, 1, "");
   }
   return src;
 }
@@ -589,7 +536,7 @@ static void cp_resolve(CpuCg *cg, const CpuRegion *rg, const CpuSlot *sl, int64_
       *off += rg->result_off[mb->result]; /* the next state, or the predicate */
     break;
   case MEM_TEMP: *off += mb->offset + (rg->entry ? 0 : rg->heap_off); break;
-  case MEM_CONST: *kind = 3, *gv = cpu_const_global(cg, rg->comp->instrs[bi]); break;
+  case MEM_CONST: *kind = 3, *gv = gen_const_global(&cg->g, rg->comp->instrs[bi]); break;
   case MEM_NONE:
   case MEM_ALIAS: HLO_ASSERT(!"value without storage"); break;
   }
@@ -683,8 +630,8 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b) {
  * counted on the last kernel of its instruction (the earlier ones pack operands) that does not
  * only finish another's work (CpuTask.finish). */
 static void cp_task_names(CpuCg *cg) {
-  LLVMValueRef *v = hlo_arena_alloc(cg->scratch, sizeof *v * (size_t)(cg->ntasks + 1));
-  LLVMValueRef *fl = hlo_arena_alloc(cg->scratch, sizeof *fl * (size_t)(cg->ntasks + 1));
+  LLVMValueRef *v = hlo_arena_alloc(cg->g.scratch, sizeof *v * (size_t)(cg->ntasks + 1));
+  LLVMValueRef *fl = hlo_arena_alloc(cg->g.scratch, sizeof *fl * (size_t)(cg->ntasks + 1));
   for (int t = 0; t < cg->ntasks; t++) {
     const CpuTask *task = &cg->tasks[t];
     const HInstr *r = task->root;
@@ -723,59 +670,60 @@ static void cp_task_names(CpuCg *cg) {
     }
     snprintf(g, sizeof g, "%s_task_name%d", cg->o->name, t);
     v[t] = cp_str(cg, s, g);
-    fl[t] = LLVMConstReal(cg->f64, flops);
+    fl[t] = LLVMConstReal(cg->g.f64, flops);
   }
   const char *which[2] = {"names", "flops"};
   for (int j = 0; j < 2; j++) {
     char g[512];
     snprintf(g, sizeof g, "%s_task_%s", cg->o->name, which[j]);
-    LLVMValueRef arr = LLVMConstArray2(j ? cg->f64 : cg->ptr, j ? fl : v, (uint64_t)cg->ntasks);
-    LLVMValueRef gv = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), g);
+    LLVMValueRef arr = LLVMConstArray2(j ? cg->g.f64 : cg->g.ptr, j ? fl : v, (uint64_t)cg->ntasks);
+    LLVMValueRef gv = LLVMAddGlobal(cg->g.M, LLVMTypeOf(arr), g);
     LLVMSetInitializer(gv, arr);
     LLVMSetGlobalConstant(gv, 1);
   }
 }
 
 static void cp_run_functions(CpuCg *cg) {
-  LLVMBuilderRef B = cg->B;
+  LLVMBuilderRef B = cg->g.B;
   const char *n = cg->o->name;
   char name[512];
-  LLVMTypeRef pf_ps[4] = {cg->ptr, cg->i64, cg->ptr, cg->ptr};
-  LLVMTypeRef pf_ty = LLVMFunctionType(cg->vd, pf_ps, 4, 0);
+  LLVMTypeRef pf_ps[4] = {cg->g.ptr, cg->g.i64, cg->g.ptr, cg->g.ptr};
+  LLVMTypeRef pf_ty = LLVMFunctionType(cg->g.vd, pf_ps, 4, 0);
   /* The walk over the tasks is NAME_run_packed_mt(args, results, temp, packed, pf, runner);
      with --profile it is NAME_run_profile, with a seventh parameter (ticks), and
      NAME_run_packed_mt calls it with ticks NULL. NAME_run, NAME_run_mt and NAME_run_packed
      call the walk with NULL for what they lack. */
   bool prof = cg->o->profile;
-  LLVMTypeRef mt_ps[7] = {cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr, cg->ptr};
-  LLVMTypeRef walk_ty = LLVMFunctionType(cg->i32, mt_ps, prof ? 7 : 6, 0);
+  LLVMTypeRef mt_ps[7] = {cg->g.ptr, cg->g.ptr, cg->g.ptr, cg->g.ptr,
+                          cg->g.ptr, cg->g.ptr, cg->g.ptr};
+  LLVMTypeRef walk_ty = LLVMFunctionType(cg->g.i32, mt_ps, prof ? 7 : 6, 0);
   snprintf(name, sizeof name, prof ? "%s_run_profile" : "%s_run_packed_mt", n);
-  LLVMValueRef mt = LLVMAddFunction(cg->M, name, walk_ty);
+  LLVMValueRef mt = LLVMAddFunction(cg->g.M, name, walk_ty);
   LLVMValueRef args = LLVMGetParam(mt, 0), results = LLVMGetParam(mt, 1),
                temp = LLVMGetParam(mt, 2);
   LLVMValueRef packed = LLVMGetParam(mt, 3), pf = LLVMGetParam(mt, 4), runner = LLVMGetParam(mt, 5);
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->C, mt, "entry");
-  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, mt, "bad");
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, mt, "go");
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(cg->g.C, mt, "entry");
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->g.C, mt, "bad");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->g.C, mt, "go");
   LLVMPositionBuilderAtEnd(B, entry);
   int maxslots = 1;
   for (int t = 0; t < cg->ntasks; t++)
     if (cg->tasks[t].nslots > maxslots) maxslots = cg->tasks[t].nslots;
-  LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->ptr, (uint64_t)maxslots), "ctx");
+  LLVMValueRef ctx = LLVMBuildAlloca(B, LLVMArrayType2(cg->g.ptr, (uint64_t)maxslots), "ctx");
   /* profile: the counter (the time-stamp counter on x86) read before and after each task;
      the difference goes to ticks[t], or to a local when ticks is NULL */
   LLVMValueRef ticks = prof ? LLVMGetParam(mt, 6) : NULL, tick_sink = NULL, tick_fn = NULL,
                tick0 = NULL;
   LLVMTypeRef tick_ty = NULL;
   if (prof) {
-    tick_sink = LLVMBuildAlloca(B, cg->i64, "tick_sink");
+    tick_sink = LLVMBuildAlloca(B, cg->g.i64, "tick_sink");
     unsigned id = LLVMLookupIntrinsicID("llvm.readcyclecounter", 21);
-    tick_fn = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
-    tick_ty = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
+    tick_fn = LLVMGetIntrinsicDeclaration(cg->g.M, id, NULL, 0);
+    tick_ty = LLVMIntrinsicGetType(cg->g.C, id, NULL, 0);
   }
-  LLVMValueRef isbad = LLVMConstInt(cg->i1, 0, 0);
-  LLVMValueRef nul = LLVMConstNull(cg->ptr);
-  if (cg->entry->nparams > 0)
+  LLVMValueRef isbad = LLVMConstInt(cg->g.i1, 0, 0);
+  LLVMValueRef nul = LLVMConstNull(cg->g.ptr);
+  if (cg->g.entry->nparams > 0)
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
   if (cg->plan.nresults > 0)
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
@@ -783,25 +731,25 @@ static void cp_run_functions(CpuCg *cg) {
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
   /* packed weights: 64-byte aligned (the GEMM's aligned loads) */
   LLVMValueRef pmis =
-      LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), cp_i64(cg, 63), "");
+      LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->g.i64, ""), cp_i64(cg, 63), "");
   isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntNE, pmis, cp_i64(cg, 0), ""), "");
   LLVMBuildCondBr(B, isbad, bad, go);
   LLVMPositionBuilderAtEnd(B, bad);
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
+  LLVMBuildRet(B, LLVMConstInt(cg->g.i32, 1, 0));
   LLVMPositionBuilderAtEnd(B, go);
   /* The schedule is data: a table of tasks {fn, nchunks, whole, first slot, slot count} and
      one of slots {kind, index, byte offset, global}, walked by one loop, so this function's
      size does not grow with the module (kinds: 0 args[index], 1 results[index], 2 temp,
      3 the global, 4 the packed weights: their base, NULL when none were given). */
-  LLVMTypeRef sf[4] = {cg->i64, cg->i64, cg->i64, cg->ptr};
-  LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->C, sf, 4, 0);
-  LLVMTypeRef tf[6] = {cg->ptr, cg->i64, cg->i64, cg->i64, cg->i64, cg->i64};
-  LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->C, tf, 6, 0);
+  LLVMTypeRef sf[4] = {cg->g.i64, cg->g.i64, cg->g.i64, cg->g.ptr};
+  LLVMTypeRef slot_ty = LLVMStructTypeInContext(cg->g.C, sf, 4, 0);
+  LLVMTypeRef tf[6] = {cg->g.ptr, cg->g.i64, cg->g.i64, cg->g.i64, cg->g.i64, cg->g.i64};
+  LLVMTypeRef tab_ty = LLVMStructTypeInContext(cg->g.C, tf, 6, 0);
   int nsl = 0;
   for (int t = 0; t < cg->ntasks; t++)
     nsl += cg->tasks[t].nslots;
-  LLVMValueRef *sv = hlo_arena_alloc(cg->scratch, sizeof *sv * (size_t)(nsl + 1));
-  LLVMValueRef *tv = hlo_arena_alloc(cg->scratch, sizeof *tv * (size_t)(cg->ntasks + 1));
+  LLVMValueRef *sv = hlo_arena_alloc(cg->g.scratch, sizeof *sv * (size_t)(nsl + 1));
+  LLVMValueRef *tv = hlo_arena_alloc(cg->g.scratch, sizeof *tv * (size_t)(cg->ntasks + 1));
   int at = 0;
   for (int t = 0; t < cg->ntasks; t++) {
     const CpuTask *task = &cg->tasks[t];
@@ -826,10 +774,10 @@ static void cp_run_functions(CpuCg *cg) {
   }
   char gname[512];
   snprintf(gname, sizeof gname, "%s_tasks", n);
-  LLVMValueRef ttab = LLVMAddGlobal(cg->M, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), gname);
+  LLVMValueRef ttab = LLVMAddGlobal(cg->g.M, LLVMArrayType2(tab_ty, (uint64_t)cg->ntasks), gname);
   LLVMSetInitializer(ttab, LLVMConstArray2(tab_ty, tv, (uint64_t)cg->ntasks));
   snprintf(gname, sizeof gname, "%s_slots", n);
-  LLVMValueRef stab = LLVMAddGlobal(cg->M, LLVMArrayType2(slot_ty, (uint64_t)nsl), gname);
+  LLVMValueRef stab = LLVMAddGlobal(cg->g.M, LLVMArrayType2(slot_ty, (uint64_t)nsl), gname);
   LLVMSetInitializer(stab, LLVMConstArray2(slot_ty, sv, (uint64_t)nsl));
   LLVMValueRef tabs[2] = {ttab, stab};
   for (int j = 0; j < 2; j++) {
@@ -840,12 +788,12 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef zero64 = cp_i64(cg, 0), one64 = cp_i64(cg, 1);
   /* for t in tasks */
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef thdr = LLVMAppendBasicBlockInContext(cg->C, mt, "task");
-  LLVMBasicBlockRef tbody = LLVMAppendBasicBlockInContext(cg->C, mt, "taskb");
-  LLVMBasicBlockRef tdone = LLVMAppendBasicBlockInContext(cg->C, mt, "tasks_done");
+  LLVMBasicBlockRef thdr = LLVMAppendBasicBlockInContext(cg->g.C, mt, "task");
+  LLVMBasicBlockRef tbody = LLVMAppendBasicBlockInContext(cg->g.C, mt, "taskb");
+  LLVMBasicBlockRef tdone = LLVMAppendBasicBlockInContext(cg->g.C, mt, "tasks_done");
   LLVMBuildBr(B, thdr);
   LLVMPositionBuilderAtEnd(B, thdr);
-  LLVMValueRef ti = LLVMBuildPhi(B, cg->i64, "t");
+  LLVMValueRef ti = LLVMBuildPhi(B, cg->g.i64, "t");
   LLVMAddIncoming(ti, &zero64, &pre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, ti, cp_i64(cg, cg->ntasks), ""), tbody, tdone);
   LLVMPositionBuilderAtEnd(B, tbody);
@@ -858,25 +806,26 @@ static void cp_run_functions(CpuCg *cg) {
   }
   /* for j in slots: ctx[j] = base(kind) + off */
   LLVMBasicBlockRef spre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef shdr = LLVMAppendBasicBlockInContext(cg->C, mt, "slot");
-  LLVMBasicBlockRef sbody = LLVMAppendBasicBlockInContext(cg->C, mt, "slotb");
-  LLVMBasicBlockRef k0 = LLVMAppendBasicBlockInContext(cg->C, mt, "arg");
-  LLVMBasicBlockRef k1 = LLVMAppendBasicBlockInContext(cg->C, mt, "res");
-  LLVMBasicBlockRef kj = LLVMAppendBasicBlockInContext(cg->C, mt, "slotj");
-  LLVMBasicBlockRef sdone = LLVMAppendBasicBlockInContext(cg->C, mt, "slots_done");
+  LLVMBasicBlockRef shdr = LLVMAppendBasicBlockInContext(cg->g.C, mt, "slot");
+  LLVMBasicBlockRef sbody = LLVMAppendBasicBlockInContext(cg->g.C, mt, "slotb");
+  LLVMBasicBlockRef k0 = LLVMAppendBasicBlockInContext(cg->g.C, mt, "arg");
+  LLVMBasicBlockRef k1 = LLVMAppendBasicBlockInContext(cg->g.C, mt, "res");
+  LLVMBasicBlockRef kj = LLVMAppendBasicBlockInContext(cg->g.C, mt, "slotj");
+  LLVMBasicBlockRef sdone = LLVMAppendBasicBlockInContext(cg->g.C, mt, "slots_done");
   LLVMBuildBr(B, shdr);
   LLVMPositionBuilderAtEnd(B, shdr);
-  LLVMValueRef sj = LLVMBuildPhi(B, cg->i64, "j");
+  LLVMValueRef sj = LLVMBuildPhi(B, cg->g.i64, "j");
   LLVMAddIncoming(sj, &zero64, &spre, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, sj, tf_v[4], ""), sbody, sdone);
   LLVMPositionBuilderAtEnd(B, sbody);
   LLVMValueRef sgp =
       LLVMBuildInBoundsGEP2(B, LLVMArrayType2(slot_ty, (uint64_t)nsl), stab,
                             (LLVMValueRef[]){zero64, LLVMBuildNSWAdd(B, tf_v[3], sj, "")}, 2, "");
-  LLVMValueRef skind = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 0, ""), "");
-  LLVMValueRef sidx = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 1, ""), "");
-  LLVMValueRef soff = LLVMBuildLoad2(B, cg->i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 2, ""), "");
-  LLVMValueRef sgv = LLVMBuildLoad2(B, cg->ptr, LLVMBuildStructGEP2(B, slot_ty, sgp, 3, ""), "");
+  LLVMValueRef skind =
+      LLVMBuildLoad2(B, cg->g.i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 0, ""), "");
+  LLVMValueRef sidx = LLVMBuildLoad2(B, cg->g.i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 1, ""), "");
+  LLVMValueRef soff = LLVMBuildLoad2(B, cg->g.i64, LLVMBuildStructGEP2(B, slot_ty, sgp, 2, ""), "");
+  LLVMValueRef sgv = LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildStructGEP2(B, slot_ty, sgp, 3, ""), "");
   LLVMValueRef tg =
       LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 2), ""), temp, sgv, "");
   tg = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, skind, cp_i64(cg, 4), ""), packed, tg, "");
@@ -885,26 +834,26 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMAddCase(sw, one64, k1);
   LLVMPositionBuilderAtEnd(B, k0);
   LLVMValueRef va =
-      LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &sidx, 1, ""), "");
+      LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, args, &sidx, 1, ""), "");
   LLVMBuildBr(B, kj);
   LLVMPositionBuilderAtEnd(B, k1);
   LLVMValueRef vr =
-      LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &sidx, 1, ""), "");
+      LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, results, &sidx, 1, ""), "");
   LLVMBuildBr(B, kj);
   LLVMPositionBuilderAtEnd(B, kj);
-  LLVMValueRef base = LLVMBuildPhi(B, cg->ptr, "");
+  LLVMValueRef base = LLVMBuildPhi(B, cg->g.ptr, "");
   LLVMValueRef inc[3] = {va, vr, tg};
   LLVMBasicBlockRef incb[3] = {k0, k1, sbody};
   LLVMAddIncoming(base, inc, incb, 3);
-  LLVMValueRef sp = LLVMBuildInBoundsGEP2(B, cg->i8, base, &soff, 1, "");
-  LLVMBuildStore(B, sp, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &sj, 1, ""));
+  LLVMValueRef sp = LLVMBuildInBoundsGEP2(B, cg->g.i8, base, &soff, 1, "");
+  LLVMBuildStore(B, sp, LLVMBuildInBoundsGEP2(B, cg->g.ptr, ctx, &sj, 1, ""));
   LLVMValueRef sjn = LLVMBuildNSWAdd(B, sj, one64, "");
   LLVMAddIncoming(sj, &sjn, &kj, 1);
   LLVMBuildBr(B, shdr);
   LLVMPositionBuilderAtEnd(B, sdone);
   LLVMValueRef fn = tf_v[0], nch = tf_v[1], whole = tf_v[2], op = tf_v[5];
-  LLVMBasicBlockRef kern = LLVMAppendBasicBlockInContext(cg->C, mt, "kernel");
-  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, mt, "next");
+  LLVMBasicBlockRef kern = LLVMAppendBasicBlockInContext(cg->g.C, mt, "kernel");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->g.C, mt, "next");
   LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, ""); /* (made here: dominates next) */
   /* control tasks only where the module has while loops: the run function stays a plain
      walk over the kernels otherwise */
@@ -914,9 +863,9 @@ static void cp_run_functions(CpuCg *cg) {
   if (!control) {
     LLVMBuildBr(B, kern);
   } else {
-    cpy = LLVMAppendBasicBlockInContext(cg->C, mt, "copy");
-    brn = LLVMAppendBasicBlockInContext(cg->C, mt, "branch");
-    jmp = LLVMAppendBasicBlockInContext(cg->C, mt, "jump");
+    cpy = LLVMAppendBasicBlockInContext(cg->g.C, mt, "copy");
+    brn = LLVMAppendBasicBlockInContext(cg->g.C, mt, "branch");
+    jmp = LLVMAppendBasicBlockInContext(cg->g.C, mt, "jump");
     LLVMValueRef opsw = LLVMBuildSwitch(B, op, kern, 3);
     LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_COPY), cpy);
     LLVMAddCase(opsw, cp_i64(cg, CPU_TASK_BRANCH), brn);
@@ -925,30 +874,30 @@ static void cp_run_functions(CpuCg *cg) {
     LLVMPositionBuilderAtEnd(B, cpy);
     LLVMValueRef i0 = zero64;
     LLVMValueRef cdst =
-        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, ctx, &i0, 1, ""), "");
     LLVMValueRef csrc =
-        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &one64, 1, ""), "");
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, ctx, &one64, 1, ""), "");
     LLVMBuildMemMove(B, cdst, 1, csrc, 1, nch);
     LLVMBuildBr(B, next);
     /* a loop's exit test: to the target when the predicate byte is zero */
     LLVMPositionBuilderAtEnd(B, brn);
     LLVMValueRef pp =
-        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, ctx, &i0, 1, ""), "");
-    LLVMValueRef pv = LLVMBuildLoad2(B, cg->i8, pp, "");
-    bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->i8, 0, 0), ""), whole,
-                         tn, "");
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, ctx, &i0, 1, ""), "");
+    LLVMValueRef pv = LLVMBuildLoad2(B, cg->g.i8, pp, "");
+    bt = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, pv, LLVMConstInt(cg->g.i8, 0, 0), ""),
+                         whole, tn, "");
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, jmp);
     LLVMBuildBr(B, next);
   }
   /* a kernel: one call, the parallel-for, the whole work at once, or chunk by chunk */
   LLVMPositionBuilderAtEnd(B, kern);
-  LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(cg->C, mt, "one");
-  LLVMBasicBlockRef many = LLVMAppendBasicBlockInContext(cg->C, mt, "many");
-  LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->C, mt, "par");
-  LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->C, mt, "ser");
-  LLVMBasicBlockRef all = LLVMAppendBasicBlockInContext(cg->C, mt, "all");
-  LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->C, mt, "sloop");
+  LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(cg->g.C, mt, "one");
+  LLVMBasicBlockRef many = LLVMAppendBasicBlockInContext(cg->g.C, mt, "many");
+  LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(cg->g.C, mt, "par");
+  LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(cg->g.C, mt, "ser");
+  LLVMBasicBlockRef all = LLVMAppendBasicBlockInContext(cg->g.C, mt, "all");
+  LLVMBasicBlockRef sloop = LLVMAppendBasicBlockInContext(cg->g.C, mt, "sloop");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, nch, one64, ""), one, many);
   LLVMPositionBuilderAtEnd(B, one);
   LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, zero64}, 2, "");
@@ -964,14 +913,14 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, nch}, 2, "");
   LLVMBuildBr(B, next);
   LLVMPositionBuilderAtEnd(B, sloop);
-  LLVMValueRef ci = LLVMBuildPhi(B, cg->i64, "c");
+  LLVMValueRef ci = LLVMBuildPhi(B, cg->g.i64, "c");
   LLVMAddIncoming(ci, &zero64, &ser, 1);
   LLVMBuildCall2(B, cg->task_ty, fn, (LLVMValueRef[]){ctx, ci}, 2, "");
   LLVMValueRef cn = LLVMBuildNSWAdd(B, ci, one64, "");
   LLVMAddIncoming(ci, &cn, &sloop, 1);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, cn, nch, ""), sloop, next);
   LLVMPositionBuilderAtEnd(B, next);
-  LLVMValueRef tnext = LLVMBuildPhi(B, cg->i64, "tnext");
+  LLVMValueRef tnext = LLVMBuildPhi(B, cg->g.i64, "tnext");
   LLVMValueRef tin[7] = {tn, tn, tn, tn, tn, bt, whole};
   LLVMBasicBlockRef tinb[7] = {one, par, all, sloop, cpy, brn, jmp};
   LLVMAddIncoming(tnext, tin, tinb, control ? 7 : 4);
@@ -979,8 +928,8 @@ static void cp_run_functions(CpuCg *cg) {
     LLVMValueRef dt =
         LLVMBuildNUWSub(B, LLVMBuildCall2(B, tick_ty, tick_fn, NULL, 0, "tick1"), tick0, "");
     LLVMValueRef slot = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, ticks, nul, ""), tick_sink,
-                                        LLVMBuildInBoundsGEP2(B, cg->i64, ticks, &ti, 1, ""), "");
-    LLVMBuildStore(B, LLVMBuildAdd(B, LLVMBuildLoad2(B, cg->i64, slot, ""), dt, ""), slot);
+                                        LLVMBuildInBoundsGEP2(B, cg->g.i64, ticks, &ti, 1, ""), "");
+    LLVMBuildStore(B, LLVMBuildAdd(B, LLVMBuildLoad2(B, cg->g.i64, slot, ""), dt, ""), slot);
   }
   LLVMAddIncoming(ti, &tnext, &next, 1);
   LLVMBuildBr(B, thdr);
@@ -992,14 +941,14 @@ static void cp_run_functions(CpuCg *cg) {
     LLVMValueRef src = cp_instr_ptr(cg, mr->instr, args, results, temp), ix;
     if (mr->offset) {
       ix = cp_i64(cg, mr->offset);
-      src = LLVMBuildInBoundsGEP2(B, cg->i8, src, &ix, 1, "");
+      src = LLVMBuildInBoundsGEP2(B, cg->g.i8, src, &ix, 1, "");
     }
     ix = cp_i64(cg, r);
     LLVMValueRef dst =
-        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, results, &ix, 1, ""), "");
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, results, &ix, 1, ""), "");
     LLVMBuildMemCpy(B, dst, 1, src, 1, cp_i64(cg, mr->size));
   }
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
+  LLVMBuildRet(B, LLVMConstInt(cg->g.i32, 0, 0));
 
   /* the entry points that call the walk: which of its parameters each takes (-1: NULL) */
   static const struct {
@@ -1016,8 +965,8 @@ static void cp_run_functions(CpuCg *cg) {
     if (!prof && e == 3) break; /* the walk itself */
     snprintf(name, sizeof name, "%s_%s", n, entries[e].suffix);
     LLVMValueRef w = LLVMAddFunction(
-        cg->M, name, LLVMFunctionType(cg->i32, mt_ps, (unsigned)entries[e].nparams, 0));
-    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, w, "entry"));
+        cg->g.M, name, LLVMFunctionType(cg->g.i32, mt_ps, (unsigned)entries[e].nparams, 0));
+    LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->g.C, w, "entry"));
     LLVMValueRef ca[7];
     for (int j = 0; j < 7; j++)
       ca[j] = entries[e].from[j] < 0 ? nul : LLVMGetParam(w, (unsigned)entries[e].from[j]);
@@ -1027,10 +976,10 @@ static void cp_run_functions(CpuCg *cg) {
   cpu_gemm_pack_function(cg);
 
   /* tensor tables */
-  HComp *e = cg->entry;
+  HComp *e = cg->g.entry;
   int na = e->nparams, nr = cg->plan.nresults;
-  const char **names = hlo_arena_alloc(cg->scratch, sizeof(char *) * (size_t)(na + nr + 1));
-  const Shape **shapes = hlo_arena_alloc(cg->scratch, sizeof(Shape *) * (size_t)(na + nr + 1));
+  const char **names = hlo_arena_alloc(cg->g.scratch, sizeof(char *) * (size_t)(na + nr + 1));
+  const Shape **shapes = hlo_arena_alloc(cg->g.scratch, sizeof(Shape *) * (size_t)(na + nr + 1));
   for (int i = 0; i < na; i++) {
     names[i] = e->params[i]->name;
     shapes[i] = &e->params[i]->shape;
@@ -1118,18 +1067,18 @@ static bool cp_shape_bf16(const Shape *s) {
 static void cp_bf16_runtime(CpuCg *cg) {
   if (strncmp(cg->triple, "x86_64", 6)) return;
   bool has = false;
-  for (int c = 0; c < cg->m->ncomps && !has; c++)
-    for (int i = 0; i < cg->m->comps[c]->ninstrs && !has; i++)
-      has = cp_shape_bf16(&cg->m->comps[c]->instrs[i]->shape);
-  if (!has || LLVMGetNamedFunction(cg->M, "__truncsfbf2")) return;
-  LLVMTypeRef ft = LLVMFunctionType(cg->bf16, &cg->f32, 1, 0);
-  LLVMValueRef f = LLVMAddFunction(cg->M, "__truncsfbf2", ft);
+  for (int c = 0; c < cg->g.m->ncomps && !has; c++)
+    for (int i = 0; i < cg->g.m->comps[c]->ninstrs && !has; i++)
+      has = cp_shape_bf16(&cg->g.m->comps[c]->instrs[i]->shape);
+  if (!has || LLVMGetNamedFunction(cg->g.M, "__truncsfbf2")) return;
+  LLVMTypeRef ft = LLVMFunctionType(cg->g.bf16, &cg->g.f32, 1, 0);
+  LLVMValueRef f = LLVMAddFunction(cg->g.M, "__truncsfbf2", ft);
   LLVMSetLinkage(f, LLVMWeakAnyLinkage);
   LLVMSetVisibility(f, LLVMHiddenVisibility);
-  LLVMBuilderRef B = LLVMCreateBuilderInContext(cg->C);
-  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->C, f, "entry"));
-  CpuKern k = {.cg = cg, .B = B}; /* cpu_round_bf16 needs no more of a kernel */
-  LLVMBuildRet(B, cpu_round_bf16(&k, LLVMGetParam(f, 0)));
+  LLVMBuilderRef B = LLVMCreateBuilderInContext(cg->g.C);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(cg->g.C, f, "entry"));
+  GenKern k = {.cg = &cg->g, .B = B}; /* gen_round_bf16 needs no more of a kernel */
+  LLVMBuildRet(B, gen_round_bf16(&k, LLVMGetParam(f, 0)));
   LLVMDisposeBuilder(B);
 }
 
@@ -1139,9 +1088,9 @@ static void cp_mark_small(CpuCg *cg) {
   if (e && *e) limit = atoll(e);
   int n = cg->ntasks;
   int64_t total = 0;
-  int64_t *fe = hlo_arena_alloc(cg->scratch,
+  int64_t *fe = hlo_arena_alloc(cg->g.scratch,
                                 sizeof *fe * (size_t)(n + 1)); /* per function, at its first task */
-  int *first = hlo_arena_alloc(cg->scratch, sizeof *first * (size_t)(n + 1));
+  int *first = hlo_arena_alloc(cg->g.scratch, sizeof *first * (size_t)(n + 1));
   for (int t = 0; t < n; t++) {
     const CpuTask *task = &cg->tasks[t];
     int64_t w = cp_task_elems(task);
@@ -1195,55 +1144,45 @@ int cpu_feature_said(const char *feat, const char *f) {
 void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname) {
   memset(cg, 0, sizeof *cg);
   cg->o = o;
-  cg->err = err;
-  cg->scratch = hlo_arena_new();
+  cg->g.name = o->name;
+  cg->g.err = err;
+  cg->g.buffer_fn = cpu_buffer;
+  cg->g.const_ptr_fn = cpu_const_ptr;
+  cg->g.rodata_fn = cp_rodata_hook;
+  cg->g.scratch = hlo_arena_new();
   /* the target: the host's triple, CPU and features where the options leave them unset (the
      host's features only for the host CPU itself: for a named CPU, LLVM derives the features
      from the name, and an explicit --features adds to or removes from them) */
   char *deftriple = LLVMGetDefaultTargetTriple(), *hostcpu = LLVMGetHostCPUName();
   bool host = !o->triple || !strcmp(o->triple, deftriple);
   bool host_cpu = host && (!o->cpu || !strcmp(o->cpu, hostcpu));
-  cg->triple = hlo_arena_strdup(cg->scratch, o->triple ? o->triple : deftriple);
-  cg->tcpu = hlo_arena_strdup(cg->scratch, o->cpu ? o->cpu : host ? hostcpu : "generic");
+  cg->triple = hlo_arena_strdup(cg->g.scratch, o->triple ? o->triple : deftriple);
+  cg->tcpu = hlo_arena_strdup(cg->g.scratch, o->cpu ? o->cpu : host ? hostcpu : "generic");
   if (o->features || !host_cpu) {
-    cg->tfeat = hlo_arena_strdup(cg->scratch, o->features ? o->features : "");
+    cg->tfeat = hlo_arena_strdup(cg->g.scratch, o->features ? o->features : "");
   } else {
     char *hf = LLVMGetHostCPUFeatures();
-    cg->tfeat = hlo_arena_strdup(cg->scratch, hf);
+    cg->tfeat = hlo_arena_strdup(cg->g.scratch, hf);
     LLVMDisposeMessage(hf);
   }
   LLVMDisposeMessage(deftriple);
   LLVMDisposeMessage(hostcpu);
-  cg->C = LLVMContextCreate();
-  cg->M = LLVMModuleCreateWithNameInContext(modname ? modname : "hloc", cg->C);
-  LLVMSetSourceFileName(cg->M, "hloc", 4);
-  cg->B = LLVMCreateBuilderInContext(cg->C);
-  cpu_cg_types(cg);
-}
-
-void cpu_cg_types(CpuCg *cg) {
-  cg->i1 = LLVMInt1TypeInContext(cg->C);
-  cg->i8 = LLVMInt8TypeInContext(cg->C);
-  cg->i16 = LLVMInt16TypeInContext(cg->C);
-  cg->i32 = LLVMInt32TypeInContext(cg->C);
-  cg->i64 = LLVMInt64TypeInContext(cg->C);
-  cg->f16 = LLVMHalfTypeInContext(cg->C);
-  cg->bf16 = LLVMBFloatTypeInContext(cg->C);
-  cg->f32 = LLVMFloatTypeInContext(cg->C);
-  cg->f64 = LLVMDoubleTypeInContext(cg->C);
-  cg->ptr = LLVMPointerTypeInContext(cg->C, 0);
-  cg->vd = LLVMVoidTypeInContext(cg->C);
-  LLVMTypeRef cf[3] = {cg->ptr, cg->ptr, cg->ptr};
-  cg->ctx_ty = LLVMStructTypeInContext(cg->C, cf, 3, 0);
-  LLVMTypeRef tp[2] = {cg->ptr, cg->i64};
-  cg->task_ty = LLVMFunctionType(cg->vd, tp, 2, 0);
+  cg->g.C = LLVMContextCreate();
+  cg->g.M = LLVMModuleCreateWithNameInContext(modname ? modname : "hloc", cg->g.C);
+  LLVMSetSourceFileName(cg->g.M, "hloc", 4);
+  cg->g.B = LLVMCreateBuilderInContext(cg->g.C);
+  gen_cg_types(&cg->g);
+  LLVMTypeRef cf[3] = {cg->g.ptr, cg->g.ptr, cg->g.ptr};
+  cg->ctx_ty = LLVMStructTypeInContext(cg->g.C, cf, 3, 0);
+  LLVMTypeRef tp[2] = {cg->g.ptr, cg->g.i64};
+  cg->task_ty = LLVMFunctionType(cg->g.vd, tp, 2, 0);
 }
 
 void cpu_cg_free(CpuCg *cg) {
-  LLVMDisposeBuilder(cg->B);
-  LLVMDisposeModule(cg->M);
-  LLVMContextDispose(cg->C);
-  hlo_arena_free(cg->scratch);
+  LLVMDisposeBuilder(cg->g.B);
+  LLVMDisposeModule(cg->g.M);
+  LLVMContextDispose(cg->g.C);
+  hlo_arena_free(cg->g.scratch);
 }
 
 /* --stats: the kernels the products got, and the first products left to loop nests (a type
@@ -1282,8 +1221,8 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   double tstart = cp_now();
   CpuCg cg;
   cpu_cg_init(&cg, o, err, m->name);
-  cg.m = m;
-  cg.entry = m->entry;
+  cg.g.m = m;
+  cg.g.entry = m->entry;
   bool ok = false;
   char *obj = NULL, *hdr = NULL;
   size_t objlen = 0, hdrlen = 0;
@@ -1291,14 +1230,15 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   cg.raw_ok = o->emit == CPU_EMIT_OBJ && cpu_elf64le(cg.triple);
 
   if (!cp_lower(&cg)) goto done;
-  if (!memplan_assign(cg.entry, cg.scratch, &cg.plan, err)) goto done;
+  if (!memplan_assign(cg.g.entry, cg.g.scratch, &cg.plan, err)) goto done;
   cg.entry_plan = cg.plan; /* a copy: cg.plan becomes each loop computation's while emitted */
-  cg.entry_region = (CpuRegion){cg.entry, &cg.entry_plan, true, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
+  cg.entry_region =
+      (CpuRegion){cg.g.entry, &cg.entry_plan, true, 0, 0, 0, 0, NULL, NULL, NULL, NULL};
   cg.region = &cg.entry_region;
   /* the loops' scratch above the plan's heap, kernel-private scratch (GEMM packing areas)
      above both */
   cg.loop_top = memplan_align(cg.plan.temp_bytes);
-  if (!cp_plan_loops(&cg, cg.entry, &cg.entry_region, 0)) goto done;
+  if (!cp_plan_loops(&cg, cg.g.entry, &cg.entry_region, 0)) goto done;
   cg.temp_base = memplan_align(cg.loop_top);
   if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
   if (cg.prebuilt && !cpu_gemm_made(&cg)) cg.prebuilt = NULL; /* no product: no library */
@@ -1306,14 +1246,14 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
     cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f))
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg.g.M); f; f = LLVMGetNextFunction(f))
     nk += LLVMCountBasicBlocks(f) > 0;
   cpu_share_kernels(&cg);
   if (o->opt_level >= 2) cp_mark_small(&cg);
   cp_bf16_runtime(&cg);
   if (cpu_knob(&cg, CPU_KNOB_TIME)) {
     int nk2 = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(cg.M); f; f = LLVMGetNextFunction(f))
+    for (LLVMValueRef f = LLVMGetFirstFunction(cg.g.M); f; f = LLVMGetNextFunction(f))
       nk2 += LLVMCountBasicBlocks(f) > 0;
     fprintf(stderr,
             "hloc cpu: %d tasks, %d functions, %d after sharing (%.3f s); IR built in %.3f s\n",

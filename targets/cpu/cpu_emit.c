@@ -705,7 +705,7 @@ static void ce_specialize(LLVMModuleRef M) {
 static bool ce_joined(CpuCg *cg, bool ok, char *joined, size_t jn, const char *jm, const char *what,
                       char **obj, size_t *n) {
   if (!ok) {
-    hlo_err(cg->err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s", what, jm);
+    hlo_err(cg->g.err, cg->o->out_path, NULL, NULL, "CPU target: joining %s failed: %s", what, jm);
     return false;
   }
   free(*obj);
@@ -736,7 +736,7 @@ static bool ce_join_tail(CpuCg *cg, char **obj, size_t *n) {
 
 /* The split path (see the top of the file). */
 static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, size_t *outlen) {
-  HErr *err = cg->err;
+  HErr *err = cg->g.err;
   bool timing = cpu_knob(cg, CPU_KNOB_TIME) != NULL;
   bool ok = false;
   double t0 = ce_now();
@@ -745,16 +745,16 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
      they are external, which would forbid it, so it is done on the whole module first
      (ce_specialize), then dead argument elimination and global dead code elimination (a
      packing step no call reaches). The passes may replace the GEMM function (same name). */
-  ce_specialize(cg->M);
+  ce_specialize(cg->g.M);
   {
     LLVMTargetMachineRef TM = ce_target_machine(s);
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef pe = TM ? LLVMRunPasses(cg->M, "deadargelim,globaldce", TM, po) : NULL;
+    LLVMErrorRef pe = TM ? LLVMRunPasses(cg->g.M, "deadargelim,globaldce", TM, po) : NULL;
     LLVMDisposePassBuilderOptions(po);
     if (TM) LLVMDisposeTargetMachine(TM);
     if (pe) {
       char *em = LLVMGetErrorMessage(pe);
-      hlo_err(err, cg->m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
+      hlo_err(err, cg->g.m->file, NULL, NULL, "CPU target: LLVM optimization failed: %s", em);
       LLVMDisposeErrorMessage(em);
       return false;
     }
@@ -770,7 +770,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
      ce_join_tail); writing megabytes of initializers to the bitcode and reading them back in
      every thread cost more than compiling the kernels (transformer_layer with frozen weights,
      28 MB: 0.6 s to write, 0.5 s per part to read, on the 2-core EPYC). */
-  pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->M);
+  pl->bc = LLVMWriteBitcodeToMemoryBuffer(cg->g.M);
   double t_bc = ce_now() - t0;
   /* threads: a thread of its own for every other part when there are CPUs for all;
      otherwise one per CPU, this thread sharing the other parts after part 0 */
@@ -794,11 +794,11 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   double t1 = ce_now();
   CeJob *j0 = &pl->job[0];
   j0->s = s;
-  j0->C = cg->C;
-  j0->M = cg->M;
+  j0->C = cg->g.C;
+  j0->M = cg->g.M;
   j0->ft = LLVMObjectFile;
   bool part0[CE_MAX_PARTS] = {true};
-  ce_cut(cg->M, sp, part0, j0, true);
+  ce_cut(cg->g.M, sp, part0, j0, true);
   /* globals the other parts' code refers to: named local symbols (a .L label is not in the
      symbol table), kept although nothing in this module may use them */
   if (sp->nglob > 0) {
@@ -806,14 +806,14 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
     HLO_ASSERT(used);
     int nu = 0;
     for (int i = 0; i < sp->nglob; i++) {
-      LLVMValueRef g = LLVMGetNamedGlobal(cg->M, sp->glob[i]);
+      LLVMValueRef g = LLVMGetNamedGlobal(cg->g.M, sp->glob[i]);
       if (!g || LLVMIsDeclaration(g)) continue; /* a large constant's: joined at the end */
       if (LLVMGetLinkage(g) == LLVMPrivateLinkage) LLVMSetLinkage(g, LLVMInternalLinkage);
       used[nu++] = g;
     }
     if (nu > 0) {
-      LLVMValueRef arr = LLVMConstArray2(cg->ptr, used, (uint64_t)nu);
-      LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
+      LLVMValueRef arr = LLVMConstArray2(cg->g.ptr, used, (uint64_t)nu);
+      LLVMValueRef u = LLVMAddGlobal(cg->g.M, LLVMTypeOf(arr), "llvm.compiler.used");
       LLVMSetInitializer(u, arr);
       LLVMSetLinkage(u, LLVMAppendingLinkage);
       LLVMSetSection(u, "llvm.metadata");
@@ -838,7 +838,7 @@ static bool ce_emit_split(CpuCg *cg, const CeSetup *s, CeSplit *sp, char **out, 
   double t_join = 0;
   if (bad >= 0) {
     const CeJob *bj = &pl->job[bad];
-    hlo_err(err, bj->err_in_cg ? cg->o->out_path : cg->m->file, NULL, NULL, "CPU target: %s",
+    hlo_err(err, bj->err_in_cg ? cg->o->out_path : cg->g.m->file, NULL, NULL, "CPU target: %s",
             bj->err[0] ? bj->err : "a part was not compiled");
     goto done;
   }
@@ -893,13 +893,13 @@ done:
  * instruction a kernel computes is named. For finding where compile time goes; the real
  * compilation follows unchanged. */
 static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->g.M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     char *fname = ce_name(f);
     const char *what = "";
     for (int t = 0; t < cg->ntasks; t++)
       if (cg->tasks[t].fn == f && cg->tasks[t].root) what = cg->tasks[t].root->name;
-    LLVMModuleRef M = LLVMCloneModule(cg->M);
+    LLVMModuleRef M = LLVMCloneModule(cg->g.M);
     for (LLVMValueRef g = LLVMGetFirstFunction(M); g; g = LLVMGetNextFunction(g)) {
       size_t n = 0;
       const char *gn = LLVMGetValueName2(g, &n);
@@ -909,7 +909,7 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
     }
     CeJob j = {0};
     j.s = s;
-    j.C = cg->C;
+    j.C = cg->g.C;
     j.M = M;
     j.ft = LLVMObjectFile;
     bool ok = ce_run_job(&j, true);
@@ -926,7 +926,7 @@ static void ce_time_functions(CpuCg *cg, const CeSetup *s) {
 
 bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   const CpuOpts *o = cg->o;
-  HErr *err = cg->err;
+  HErr *err = cg->g.err;
   LLVMInitializeAllTargetInfos();
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
@@ -957,22 +957,23 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
             triple);
     goto done;
   }
-  LLVMSetTarget(cg->M, triple);
+  LLVMSetTarget(cg->g.M, triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(TM);
-  LLVMSetModuleDataLayout(cg->M, td);
+  LLVMSetModuleDataLayout(cg->g.M, td);
   LLVMDisposeTargetData(td);
   /* every function carries the CPU and features, so IR output states what it was tuned for (a
      function given features of its own, the machine's and more, keeps them: gemm/pairs.c) */
-  for (LLVMValueRef f = LLVMGetFirstFunction(cg->M); f; f = LLVMGetNextFunction(f)) {
+  for (LLVMValueRef f = LLVMGetFirstFunction(cg->g.M); f; f = LLVMGetNextFunction(f)) {
     if (LLVMCountBasicBlocks(f) == 0) continue;
     LLVMAddTargetDependentFunctionAttr(f, "target-cpu", s.cpu);
     bool own = LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-features", 15);
     if (*s.feat && !own) LLVMAddTargetDependentFunctionAttr(f, "target-features", s.feat);
     unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, kind, 0));
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(cg->g.C, kind, 0));
   }
-  if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
-    hlo_err(err, cg->m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s",
+  if (LLVMVerifyModule(cg->g.M, LLVMReturnStatusAction, &msg)) {
+    hlo_err(err, cg->g.m->file, NULL, NULL, "CPU target: internal error, invalid LLVM IR: %.400s",
             msg ? msg : "");
     goto done;
   }
@@ -998,24 +999,24 @@ bool cpu_emit(CpuCg *cg, char **out, size_t *outlen) {
   if (cpu_knob(cg, CPU_KNOB_FNTIME)) ce_time_functions(cg, &s);
   bool timing = cpu_knob(cg, CPU_KNOB_TIME) != NULL;
   if (!cg->lib && o->emit == CPU_EMIT_OBJ && s.lvl >= 1 && cpu_elf64le(triple) &&
-      ce_plan_split(cg, cg->M, &sp)) {
+      ce_plan_split(cg, cg->g.M, &sp)) {
     ok = ce_emit_split(cg, &s, &sp, out, outlen);
     goto done;
   }
   if (s.lvl >= 1)
-    ce_specialize(cg->M); /* as the split path does (the library's functions have no calls) */
+    ce_specialize(cg->g.M); /* as the split path does (the library's functions have no calls) */
   CeJob j = {0};
   j.s = &s;
-  j.C = cg->C;
-  j.M = cg->M;
+  j.C = cg->g.C;
+  j.M = cg->g.M;
   j.ft = o->emit == CPU_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile;
   if (!ce_run_job(&j, o->emit != CPU_EMIT_LLVM)) {
-    hlo_err(err, j.err_in_cg ? o->out_path : cg->m->file, NULL, NULL, "CPU target: %s", j.err);
+    hlo_err(err, j.err_in_cg ? o->out_path : cg->g.m->file, NULL, NULL, "CPU target: %s", j.err);
     ce_free_job(&j);
     goto done;
   }
   if (o->emit == CPU_EMIT_LLVM) {
-    char *t = LLVMPrintModuleToString(cg->M);
+    char *t = LLVMPrintModuleToString(cg->g.M);
     *outlen = strlen(t);
     *out = ce_strdup(t, *outlen);
     LLVMDisposeMessage(t);

@@ -19,54 +19,6 @@ void cpu_upper(char *dst, size_t n, const char *src) {
   dst[i] = 0;
 }
 
-const char *cpu_comment_safe(char *dst, size_t n, const char *s) {
-  size_t o = 0;
-  for (; s && *s && o + 2 < n; s++) {
-    unsigned char ch = (unsigned char)*s;
-    dst[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-    if ((ch == '*' && s[1] == '/') || (ch == '/' && s[1] == '*')) dst[o++] = ' ';
-  }
-  dst[o] = 0;
-  return dst;
-}
-
-/* One line of the argument/result list in the header's comment. */
-void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s) {
-  char sh[256], nm[512];
-  hlo_shape_snprint(sh, sizeof sh, s, false);
-  hlo_str_printf(b, " *   %3d  %-40s %s (%zu bytes)\n", i, cpu_comment_safe(nm, sizeof nm, name),
-                 sh, hlo_shape_bytes(s));
-}
-
-void cpu_header_note(HStr *b, const HModule *m, const char *key) {
-  const char *note = hlo_module_iface_find(m, key);
-  char nt[1024];
-  if (note) hlo_str_printf(b, " *          (%s)\n", cpu_comment_safe(nt, sizeof nt, note));
-}
-
-/* The types every generated header shares (CPU and CUDA), guarded so that headers of
- * several models, of either target, can be included in one program. */
-void cpu_header_runtime_types(HStr *b) {
-  hlo_str_printf(
-      b,
-      "#ifndef HLOC_RUNTIME_TYPES_DEFINED\n"
-      "#define HLOC_RUNTIME_TYPES_DEFINED\n"
-      "/* One argument or result of a compiled model. */\n"
-      "typedef struct hloc_tensor_info {\n"
-      "  const char *name;  /* HLO instruction name */\n"
-      "  const char *dtype; /* HLO element type: \"f32\", \"s32\", \"pred\", ... */\n"
-      "  int32_t rank;      /* number of dimensions */\n"
-      "  int64_t dims[8];   /* dimension sizes, dims[0] outermost; unused entries 0 */\n"
-      "  size_t bytes;      /* size of the dense row-major data */\n"
-      "} hloc_tensor_info;\n"
-      "/* A task of a parallel loop: runs chunk i of the work described by ctx. */\n"
-      "typedef void (*hloc_task_fn)(void *ctx, int64_t i);\n"
-      "/* The caller's parallel-for: calls fn(ctx, i) for every i in [0, n), returns when\n"
-      "   all calls have returned. */\n"
-      "typedef void (*hloc_parallel_for_fn)(void *runner, int64_t n, hloc_task_fn fn, void *ctx);\n"
-      "#endif\n\n");
-}
-
 char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, int ntasks,
                       const CpuPackJob *packs, int npacks, int64_t packed_bytes, size_t *len) {
   HStr b = {0};
@@ -91,17 +43,17 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
       " * thread is created by the generated code; pf == NULL runs on the calling thread.\n"
       " *\n"
       " * Arguments:\n",
-      n, cpu_comment_safe(mname, sizeof mname, m->name), n, U, U, n);
+      n, gen_comment_safe(mname, sizeof mname, m->name), n, U, U, n);
   int nargs = e->nparams;
   for (int i = 0; i < nargs; i++) {
-    cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
-    cpu_header_note(&b, m, e->params[i]->name);
+    gen_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
+    gen_header_note(&b, m, e->params[i]->name);
   }
   hlo_str_printf(&b, " * Results:\n");
-  cpu_header_note(&b, m, "result");
+  gen_header_note(&b, m, "result");
   for (int k = 0; k < plan->nresults; k++) {
     const HInstr *li = e->instrs[plan->results[k].name];
-    cpu_header_shape_line(&b, k, li->name, &plan->results[k].shape);
+    gen_header_shape_line(&b, k, li->name, &plan->results[k].shape);
   }
   hlo_str_printf(&b, " */\n");
   hlo_str_printf(&b,
@@ -109,7 +61,7 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
                  "#include <stddef.h>\n#include <stdint.h>\n\n"
                  "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
                  U, U);
-  cpu_header_runtime_types(&b);
+  gen_header_runtime_types(&b);
   hlo_str_printf(&b, "#define %s_NUM_ARGS %d\n", U, nargs);
   hlo_str_printf(&b, "#define %s_NUM_RESULTS %d\n", U, plan->nresults);
   hlo_str_printf(&b, "#define %s_TEMP_BYTES %lld\n", U, (long long)plan->temp_bytes);
@@ -137,7 +89,7 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
           hlo_str_printf(&pl, ", ");
         }
         hlo_str_printf(&pl, "%d (%s)", i,
-                       cpu_comment_safe(pname, sizeof pname, e->params[i]->name));
+                       gen_comment_safe(pname, sizeof pname, e->params[i]->name));
         break;
       }
   hlo_str_printf(

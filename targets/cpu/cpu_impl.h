@@ -5,8 +5,6 @@
  *                   optimization and emission, atomic output
  *   cpu_kernel.c    one kernel function per entry instruction: loops, buffers, the loop nest
  *                   that stores an elemental value, accumulating dot/convolution nests, scatter
- *   cpu_elemental.c the elemental generator: value = gen(instr, index[]) through fused,
- *                   called and reducer computations; scalar math
  *   cpu_sort.c      the sort kernel (stable merge sort of a permutation per row)
  *   cpu_select_scatter.c the select-and-scatter kernel (init, then window scans per source
  *                   element in order)
@@ -16,14 +14,12 @@
 #ifndef HLOC_CPU_IMPL_H
 #define HLOC_CPU_IMPL_H
 
-#include "memplan.h"
+#include "gen.h"
 #include "target.h"
 
-#include <llvm-c/Core.h>
+#include <stddef.h>
 
 /* ------------------------------------------------------------------ cpu_compile.c */
-
-struct CpuKern;
 
 /* One pointer a kernel receives from the run function: kernels see every buffer through a
  * per-task table of pointers (their ctx argument), never through module-specific addresses,
@@ -132,13 +128,11 @@ typedef enum {
 } CpuProduct;
 
 typedef struct CpuCg {
-  HModule *m;                        /* module compiled */
-  HComp *entry;                      /* its entry computation */
+  GenCg g;                           /* the generator's state (g.entry: the computation being
+                                        compiled, its plan below) */
   const CpuOpts *o;                  /* options */
   const char *triple, *tcpu, *tfeat; /* the target's triple, CPU and features as LLVM gets
                                         them (the options', else the host's: cpu_cg_init) */
-  HErr *err;                         /* first error */
-  HArena *scratch;                   /* plan and bookkeeping, freed at the end */
   MemPlan plan;                      /* buffers of the entry computation */
   MemPlan entry_plan;                /* the entry's plan (plan is the emitted computation's) */
   CpuRegion entry_region;            /* the entry's region (entry_plan) */
@@ -146,30 +140,19 @@ typedef struct CpuCg {
                                         now resolve their slots in it) */
   int nloops, loop_cap;              /* while loops compiled (cpu_compile.c's CpLoop) */
   struct CpLoop **loops;             /* their plans and scratch */
-  int64_t loop_top; /* scratch used by the entry heap and the loops' regions so far */
-  LLVMContextRef C; /* LLVM context */
-  LLVMModuleRef M;  /* LLVM module */
-  LLVMBuilderRef B; /* the one builder */
-  LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, f64, ptr, vd; /* common types */
-  LLVMTypeRef ctx_ty;           /* kernel context: { ptr args, ptr results, ptr temp } */
-  LLVMTypeRef task_ty;          /* void (ptr, i64) */
-  int nconst;                   /* constant globals made so far */
-  HInstr **const_instr;         /* constant instruction of each global */
-  LLVMValueRef *const_gv;       /* its global */
-  int const_cap;                /* capacity of the two arrays */
-  int ntasks;                   /* kernels in execution order */
-  CpuTask *tasks;               /* the kernels */
-  int task_cap;                 /* capacity of tasks */
-  int64_t extra_temp;           /* kernel-private scratch (GEMM packing, staged operands) appended
-                                   to the plan's heap at offset plan.temp_bytes (before growth) */
-  int64_t temp_base;            /* the plan's own heap size: where the private scratch starts */
-  struct GmState *gemm;         /* the GEMM's state (gemm/gemm_impl.h: its configuration for the
-                                   target CPU and the functions made), made on first use */
-  int products[CPU_PROD_COUNT]; /* dots and convolutions by the kernel that computes them */
-  const char *loop_products[4]; /* the first of those computed by loop nests (--stats) */
-  /* Optional hook for another target reusing the elemental generator (targets/cuda): the
-     storage of an entry value read during generation; NULL: cpu_buffer(). */
-  LLVMValueRef (*buffer_fn)(struct CpuKern *k, const HInstr *in);
+  int64_t loop_top;               /* scratch used by the entry heap and the loops' regions so far */
+  LLVMTypeRef ctx_ty;             /* kernel context: { ptr args, ptr results, ptr temp } */
+  LLVMTypeRef task_ty;            /* void (ptr, i64) */
+  int ntasks;                     /* kernels in execution order */
+  CpuTask *tasks;                 /* the kernels */
+  int task_cap;                   /* capacity of tasks */
+  int64_t extra_temp;             /* kernel-private scratch (GEMM packing, staged operands) appended
+                                     to the plan's heap at offset plan.temp_bytes (before growth) */
+  int64_t temp_base;              /* the plan's own heap size: where the private scratch starts */
+  struct GmState *gemm;           /* the GEMM's state (gemm/gemm_impl.h: its configuration for the
+                                     target CPU and the functions made), made on first use */
+  int products[CPU_PROD_COUNT];   /* dots and convolutions by the kernel that computes them */
+  const char *loop_products[4];   /* the first of those computed by loop nests (--stats) */
   bool lib;                       /* compiling the prebuilt library (cpu_prebuilt.c): the GEMM's
                                      functions with every path, named CPU_LIB_PREFIX_* */
   const CpuPrebuiltObj *prebuilt; /* the prebuilt library this module's object is joined with
@@ -181,6 +164,9 @@ typedef struct CpuCg {
   CpuElfSym *raw_sym;   /* that data (in scratch) */
   int nraw, raw_symcap; /* entries and capacity */
 } CpuCg;
+
+/* The CpuCg whose generator state g is (every GenCg of the CPU target is one). */
+static inline CpuCg *cpu_cg(GenCg *g) { return (CpuCg *)((char *)g - offsetof(CpuCg, g)); }
 
 /* Symbol prefix of the prebuilt library's functions (local symbols of the objects). */
 #define CPU_LIB_PREFIX "__hloc"
@@ -223,9 +209,6 @@ bool cpu_mem_disjoint(const CpuCg *cg, const CpuMem *a, const CpuMem *b);
  * modname) and builder, the common types, a scratch arena; cpu_cg_free releases them. */
 void cpu_cg_init(CpuCg *cg, const CpuOpts *o, HErr *err, const char *modname);
 void cpu_cg_free(CpuCg *cg);
-/* The common types of cg (i1 .. vd, the kernel context and task types) in context cg->C (also
- * the CUDA target's, which reuses the elemental generator). */
-void cpu_cg_types(CpuCg *cg);
 /* What an LLVM features string ("+avx2,-avx512f,...") says of feature f ("avx2"): +1 on, -1
  * off (the last mention decides), 0 nothing. */
 int cpu_feature_said(const char *feat, const char *f);
@@ -235,219 +218,64 @@ CpuTask *cpu_task_push(CpuCg *cg);
 /* A private, read-only, 64-byte aligned global holding n bytes of data, named name. From
  * CPU_RAW_MIN bytes on, where the output is an ELF64 object (cg->raw_ok), a hidden declaration
  * instead, the bytes kept by reference (data must live as long as the compilation: the module's
- * or cg->scratch's): cpu_emit() joins them to the object as a local symbol of .rodata, past
+ * or cg->g.scratch's): cpu_emit() joins them to the object as a local symbol of .rodata, past
  * LLVM. */
 LLVMValueRef cpu_rodata(CpuCg *cg, const char *name, const void *data, size_t n);
 #define CPU_RAW_MIN (64 << 10)
-/* The read-only global holding a constant instruction's literal (made once). */
-LLVMValueRef cpu_const_global(CpuCg *cg, HInstr *in);
-/* LLVM register type of a dtype (pred: i1; fp8: f32, cpu_fp8_decode) and storage type (pred,
- * fp8: i8). */
-LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t);
-LLVMTypeRef cpu_mem_type(CpuCg *cg, DType t);
 
 /* ------------------------------------------------------------------ cpu_kernel.c */
 
-#define CPU_MAX_BIND 32 /* nesting depth of computations bound during generation */
-
-/* Parameters of a computation entered during elemental generation: either bound to the
- * operands of the instruction calling it (fusion, call, map), or to scalar values
- * (reducers, map bodies). */
-typedef struct CpuBind {
-  const HComp *comp;    /* computation whose parameters are bound */
-  const HInstr *caller; /* operands of this instruction, or NULL */
-  LLVMValueRef *vals;   /* scalar values by parameter number, when caller is NULL */
-  int nvals;            /* number of vals */
-  int cache_mark;       /* elemental cache entries made before entering */
-} CpuBind;
-
-typedef struct CpuCacheEnt {
-  const HInstr *in;               /* instruction generated */
-  LLVMValueRef idx[HLO_MAX_RANK]; /* at this index */
-  LLVMValueRef v;                 /* its value */
-} CpuCacheEnt;
-
-#define CPU_MAX_MAT 64 /* materialized values per kernel */
-
-/* A value of a fused computation already stored in a buffer by this kernel or an earlier one
- * (an output fusion's dot, a multi-output fusion's leaf): generation loads it. */
-typedef struct CpuMat {
-  const HInstr *in; /* the instruction */
-  LLVMValueRef p;   /* its row-major buffer */
-  DType dt;         /* the buffer's element type when not in's own (DT_INVALID: in's): the
-                       f32 sums of a 16-bit product, rounded to in's type as they are loaded */
-} CpuMat;
-
-/* One kernel function being emitted. */
+/* One CPU kernel function being emitted: the generator's kernel and the slot table through
+ * which it reaches memory (every GenKern of the CPU target is the g of one). */
 typedef struct CpuKern {
-  CpuCg *cg;                  /* module state */
-  LLVMBuilderRef B;           /* = cg->B */
-  LLVMValueRef fn;            /* the function */
-  LLVMValueRef ctx;           /* its context argument */
-  LLVMValueRef chunk;         /* its chunk argument */
-  LLVMBasicBlockRef entry;    /* allocas and buffer pointers go here, before entry_br */
-  LLVMValueRef entry_br;      /* terminator of the entry block */
-  LLVMValueRef *bufs;         /* per entry instruction: its buffer pointer, once asked */
-  const HInstr *root;         /* the entry instruction this kernel computes */
-  int nbind;                  /* bound computations (a stack) */
-  CpuBind bind[CPU_MAX_BIND]; /* the stack */
-  int ncache, cache_cap;      /* elemental values generated at the current loop depth */
-  CpuCacheEnt *cache;         /* the cache (scratch arena) */
-  bool failed;                /* an error was reported while generating */
-  LLVMValueRef *lin_idx;      /* the kernel's root index array, when it has a linear form */
-  LLVMValueRef lin;           /* row-major linear index equal to lin_idx over lin_shape */
-  const Shape *lin_shape;     /* shape lin is linear in */
-  int nmat;                   /* materialized values */
-  CpuMat mat[CPU_MAX_MAT];    /* them */
-  int nslots, slot_cap;       /* pointers read from ctx (see CpuSlot) */
-  CpuSlot *slots;             /* them, in order of first use */
-  LLVMValueRef *slot_vals;    /* their loaded values (entry block) */
-  int reduce_loop;            /* > 0 while generating a reduction loop's combiner */
-  int nranges, range_cap;     /* induction variables of the open loops with constant bounds */
-  struct CpuRange *ranges;    /* them (a stack, like the loops) */
+  GenKern g;               /* what the elemental generator sees */
+  LLVMValueRef ctx;        /* the function's context argument */
+  LLVMValueRef chunk;      /* its chunk argument */
+  int nslots, slot_cap;    /* pointers read from ctx (see CpuSlot) */
+  CpuSlot *slots;          /* them, in order of first use */
+  LLVMValueRef *slot_vals; /* their loaded values (entry block) */
 } CpuKern;
 
-/* An induction variable's values inside its loop body: [lo, hi]. */
-typedef struct CpuRange {
-  LLVMValueRef iv;
-  int64_t lo, hi;
-} CpuRange;
-
-typedef struct CpuLoop {
-  LLVMBasicBlockRef header; /* phi and test */
-  LLVMBasicBlockRef exit;   /* after the loop */
-  LLVMValueRef iv;          /* induction variable (i64) */
-  LLVMValueRef hi;          /* exclusive bound */
-  int cache_mark;           /* elemental cache entries before the loop */
-  int range_mark;           /* CpuKern.nranges before the loop */
-  int64_t step;             /* increment (1 unless set after opening) */
-  LLVMValueRef step_v;      /* run-time increment (e.g. a GPU grid stride); overrides step */
-  LLVMValueRef latch_br;    /* its back edge, once closed (for cpu_loop_hint) */
-} CpuLoop;
+/* The CpuKern of generator kernel k. */
+static inline CpuKern *cpu_kern(GenKern *k) {
+  return (CpuKern *)((char *)k - offsetof(CpuKern, g));
+}
 
 /* Emit the kernel(s) for entry instruction in, appending to cg->tasks. No kernel for views,
  * parameters, constants and tuples. false with a located error. */
 bool cpu_emit_instr(CpuCg *cg, HInstr *in);
 /* A product (named name) left to loop nests or loop kernels: counted in
- * products[CPU_PROD_LOOPS], the first four named in loop_products (--stats of both targets). */
+ * products[CPU_PROD_LOOPS], the first four named in loop_products (--stats). */
 void cpu_note_loop_product(CpuCg *cg, const char *name);
 /* A new kernel function for entry instruction root (appended to the module), its builder
  * positioned in the body; cpu_kern_end closes it and appends the task (false when generation
  * failed). */
-CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root);
-bool cpu_kern_end(CpuKern *k, int64_t nchunks);
+GenKern *cpu_kern_begin(CpuCg *cg, const HInstr *root);
+bool cpu_kern_end(GenKern *k, int64_t nchunks);
 /* Generation of `in` inside this kernel loads it from row-major buffer p (_as: whose elements
  * are of type dt, DT_INVALID meaning in's own, converted to in's type as they are loaded). */
-void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p);
-void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DType dt);
-/* The one dot or convolution of fusion in (NULL when it has none, or several). */
-const HInstr *cpu_fusion_hero(const HInstr *in);
+void cpu_kern_materialized(GenKern *k, const HInstr *in, LLVMValueRef p);
+void cpu_kern_materialized_as(GenKern *k, const HInstr *in, LLVMValueRef p, DType dt);
 /* Whether every use of v in c reaches `to` through elementwise ops of v's dimensions (v may
  * be `to` itself). */
 bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to);
-/* Loops: [lo, hi) step 1; the body is emitted between open and close. */
-/* min(a, b) of two signed integers. */
-LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b);
-LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi);
-void cpu_loop_close(CpuKern *k, CpuLoop *l);
-/* Bounds [*lo, *hi] of an i64 index value inside the current loop nest, derived from
- * constants, the induction variables of open loops with constant bounds, and nsw add, sub and
- * mul, udiv and urem by constants of those; false when not known. Lets the elemental
- * generator drop bounds tests that cannot fail (in the segments of cpu_kernel.c's kn_segments). */
-bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi);
 /* Attach llvm.loop metadata {name[, value]} (value NULL: none) to the back edge br of a loop
- * (CpuLoop.latch_br once closed), replacing what it had. */
-void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value);
-/* The same loop stepping by a run-time value. */
-LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
-                                LLVMValueRef step);
+ * (GenLoop.latch_br once closed), replacing what it had. */
+void cpu_loop_hint(GenKern *k, LLVMValueRef br, const char *name, LLVMValueRef value);
 /* Vectors: x (a scalar) in every lane of an n-wide vector; the constant n-lane mask whose
  * first m lanes are set; llvm.masked.load (the lanes left off zero) and llvm.masked.store of
  * 4-byte aligned elements at p. */
-LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n);
-LLVMValueRef cpu_lane_mask(CpuKern *k, int n, int m);
-LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask);
-void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+LLVMValueRef cpu_splat(GenKern *k, LLVMValueRef x, int n);
+LLVMValueRef cpu_lane_mask(GenKern *k, int n, int m);
+LLVMValueRef cpu_masked_load(GenKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask);
+void cpu_masked_store(GenKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
 /* Pointer to the storage of an entry instruction inside the current kernel. */
-LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in);
+LLVMValueRef cpu_buffer(GenKern *k, const HInstr *in);
 /* Pointer to what slot s describes, loaded from the kernel's ctx in the entry block (one load
  * per distinct slot). */
-LLVMValueRef cpu_slot(CpuKern *k, CpuSlot s);
+LLVMValueRef cpu_slot(GenKern *k, CpuSlot s);
 /* Pointer to a constant instruction's literal (through a slot). */
-LLVMValueRef cpu_const_ptr(CpuKern *k, const HInstr *in);
-/* alloca in the kernel's entry block. */
-LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t);
-/* Element of an array value of shape s stored at p, at index idx (register type). */
-LLVMValueRef cpu_load_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx);
-void cpu_store_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx, LLVMValueRef v);
-LLVMValueRef cpu_i64(CpuKern *k, int64_t v);
-
-/* ------------------------------------------------------------------ cpu_elemental.c */
-
-/* Value of instruction in at index idx (in->shape.rank entries, i64), in register type.
- * NULL after reporting a located error (k->failed). */
-LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
-/* All leaves of a tuple-valued instruction (variadic reduce) at idx, into out[]. */
-bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
-/* Scatter, shared by the targets: the operand count N of a scatter (1 plain, N variadic; 0
- * when its operands and result do not have that form); for update index ui, the output index
- * oi its element goes to and whether it goes at all (*ok: XLA skips an update whose window
- * does not fit; false when generation failed); the combination of the update into the N
- * outputs out[] at oi (loads, the combiner of 2N scalars, stores). */
-int cpu_scatter_n(const HInstr *in);
-/* cpu_scatter_n, or 0 after a located error naming the target ("CPU", "CUDA"). */
-int cpu_scatter_check(const HInstr *in, HErr *err, const char *target);
-bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi,
-                        LLVMValueRef *ok);
-void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
-                         LLVMValueRef *ui);
-#define CPU_SORT_MAX_OPS 32 /* operands of one sort */
-/* Whether sort and select-and-scatter instruction in has the form their kernels (the CPU's and
- * the CUDA target's) take and a plan that keeps its result apart from its operands; false with a
- * located error naming target. */
-bool cpu_sort_check(CpuCg *cg, const HInstr *in, const char *target);
-bool cpu_sas_check(CpuCg *cg, const HInstr *in, const char *target);
-/* Sort in's operands' values at operand index idx (cpu_sort.c; false when generation failed), and
- * its comparator on two positions' values, lhs before rhs: i1, or NULL after a located error
- * naming target. */
-bool cpu_sort_values(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *vals);
-LLVMValueRef cpu_sort_compare(CpuKern *k, const HInstr *in, const LLVMValueRef *lhs,
-                              const LLVMValueRef *rhs, const char *target);
-/* The window scan of select-and-scatter in at source position sidx (cpu_select_scatter.c):
- * *have_a (i1) whether the window has a real tap, *val_a the selected value, sel_a[d] (i64
- * allocas) its operand index; errors name target. false when generation failed. */
-bool cpu_sas_select(CpuKern *k, const HInstr *in, const LLVMValueRef *sidx, LLVMValueRef have_a,
-                    LLVMValueRef val_a, const LLVMValueRef *sel_a, const char *target);
-/* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
-bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
-                         LLVMValueRef *out);
-/* Whether gen supports op at all (checked before emission for a located error). */
-bool cpu_op_supported(const HInstr *in, const char *target,
-                      HErr *err); /* target: "CPU", "CUDA", for the message */
-/* Convert a register value between dtypes with XLA's semantics. */
-LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to);
-/* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value
- * -> fp8 bits rounded as hlo_f32_to_f8e4m3fn / _f8e5m2 do (integer IR, branch-free). */
-LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits);
-LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x);
-/* The type a dot or convolution accumulates in: f32 when an operand or the result is fp8 or
- * the result is bf16 or f16 (sums in f32, rounded once: docs/numerics.md), else the result
- * type. */
-DType cpu_dot_acc_type(const HInstr *in);
-/* An f32 value (scalar or vector) rounded to bf16 to nearest even, NaNs made quiet, in integer
- * operations (hlo_f32_to_bf16's): LLVM lowers fptrunc to bfloat to a library call per element
- * on x86 without AVX512-BF16, which the rounded results of the GEMM cannot afford. */
-LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v);
-/* Products for accumulating kernels: the term of a dot / convolution at output index idx
- * and reduction variables red (dot: contracting dims in lhs order; convolution: kernel input
- * feature then kernel spatial dims). */
-LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red);
-LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red);
-/* Reduction extents of a dot / convolution (into ext[]); returns their count. */
-int cpu_dot_red_dims(const HInstr *in, int64_t *ext);
-int cpu_conv_red_dims(const HInstr *in, int64_t *ext);
-/* Scalar binary arithmetic used by accumulating kernels (fadd / add). */
-LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cpu_const_ptr(GenKern *k, const HInstr *in);
 
 /* ------------------------------------------------------------------ cpu_prebuilt.c */
 
@@ -498,7 +326,7 @@ void cpu_gemm_library(CpuCg *cg);
 bool cpu_stream_stores(CpuCg *cg);
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power of
  * two), in registers. */
-void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n);
+void cpu_transpose_regs(GenKern *k, LLVMValueRef *v, int n);
 
 /* ------------------------------------------------------------------ cpu_sort.c */
 
@@ -522,16 +350,6 @@ char *cpu_header_text(const HModule *m, const MemPlan *plan, const CpuOpts *o, i
                       const CpuPackJob *packs, int npacks, int64_t packed_bytes, size_t *len);
 /* Upper-case macro prefix. */
 void cpu_upper(char *dst, size_t n, const char *src);
-/* s as text safe inside a C comment of a generated header (HLO names are arbitrary strings in
- * a module proto): "*" followed by "/" becomes "* /", "/" followed by "*" "/ *", control
- * characters '?'; at most n - 1 bytes into dst. */
-const char *cpu_comment_safe(char *dst, size_t n, const char *s);
-/* One " *   i  name  shape (bytes)" line of a generated header's argument/result list. */
-void cpu_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
-/* The module's interface note for key (a parameter's name, "result"), a line when it has one. */
-void cpu_header_note(HStr *b, const HModule *m, const char *key);
-/* The guarded hloc_tensor_info / parallel-for types every generated header declares. */
-void cpu_header_runtime_types(HStr *b);
 
 /* ------------------------------------------------------------------ cpu_share.c */
 
@@ -547,9 +365,9 @@ int64_t cpu_sdiv_by_magic(int64_t n, const int64_t mv[4]);
 /* ------------------------------------------------------------------ cpu_emit.c
  * (added with the two-thread emission; the driver's last step) */
 
-/* Optimize cg->M and emit it as o->emit asks into *out (malloc'd, *outlen bytes): on the
+/* Optimize cg->g.M and emit it as o->emit asks into *out (malloc'd, *outlen bytes): on the
  * calling thread, or for objects of larger modules split in two parts optimized and
- * code-generated on two threads and joined into one object. cg->M is consumed (left in an
+ * code-generated on two threads and joined into one object. cg->g.M is consumed (left in an
  * unspecified state). false with a located error. */
 bool cpu_emit(CpuCg *cg, char **out, size_t *outlen);
 

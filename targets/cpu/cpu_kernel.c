@@ -5,7 +5,7 @@
  * a table of pointers filled by the run function (CpuSlot: an entry value's storage per the
  * memory plan, a constant's global, kernel-private scratch); the kernel loads the ones it uses
  * once, in its entry block, and never names a module-specific address. Kernel shapes:
- *   - loop kernel: a loop nest over the output shape storing cpu_gen(root, index) (for a
+ *   - loop kernel: a loop nest over the output shape storing gen_value(root, index) (for a
  *     tuple-shaped root, every leaf at the same index);
  *   - transposing kernel: an f32 loop kernel whose root is a transpose of the minor dimension,
  *     computed in tiles along the operand's rows and transposed in registers
@@ -27,101 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-LLVMValueRef cpu_i64(CpuKern *k, int64_t v) {
-  return LLVMConstInt(k->cg->i64, (unsigned long long)v, 1);
-}
-
-LLVMValueRef cpu_smin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
-  return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 /* ------------------------------------------------------------------ loops */
 
-LLVMValueRef cpu_loop_open(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi) {
-  l->step = 1;
-  l->step_v = NULL;
-  LLVMBuilderRef B = k->B;
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  l->header = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "loop");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "body");
-  l->exit = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "exit");
-  l->hi = hi;
-  l->cache_mark = k->ncache;
-  l->range_mark = k->nranges;
-  LLVMBuildBr(B, l->header);
-  LLVMPositionBuilderAtEnd(B, l->header);
-  l->iv = LLVMBuildPhi(B, k->cg->i64, "i");
-  if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
-      LLVMConstIntGetSExtValue(lo) < LLVMConstIntGetSExtValue(hi)) {
-    k->ranges =
-        hlo_arena_grow(k->cg->scratch, k->ranges, k->nranges, &k->range_cap, 16, sizeof *k->ranges);
-    k->ranges[k->nranges++] =
-        (CpuRange){l->iv, LLVMConstIntGetSExtValue(lo), LLVMConstIntGetSExtValue(hi) - 1};
-  }
-  LLVMAddIncoming(l->iv, &lo, &pre, 1);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, l->iv, hi, ""), body, l->exit);
-  LLVMPositionBuilderAtEnd(B, body);
-  return l->iv;
-}
-
-void cpu_loop_close(CpuKern *k, CpuLoop *l) {
-  LLVMBuilderRef B = k->B;
-  LLVMValueRef step = l->step_v ? l->step_v : cpu_i64(k, l->step > 1 ? l->step : 1);
-  LLVMValueRef next = LLVMBuildNSWAdd(B, l->iv, step, "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  LLVMValueRef br = LLVMBuildBr(B, l->header);
-  LLVMAddIncoming(l->iv, &next, &latch, 1);
-  LLVMPositionBuilderAtEnd(B, l->exit);
-  k->ncache = l->cache_mark;  /* values made inside the loop do not dominate its exit */
-  k->nranges = l->range_mark; /* past the loop, its variable is out of its range */
-  l->latch_br = br;
-}
-
-#define KN_RANGE_MAX ((int64_t)1 << 40) /* bounds beyond this are "unknown" (no overflow) */
-
-static bool kn_range_rec(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi, int depth) {
-  if (LLVMIsAConstantInt(v)) {
-    *lo = *hi = LLVMConstIntGetSExtValue(v);
-    return *lo > -KN_RANGE_MAX && *lo < KN_RANGE_MAX;
-  }
-  for (int i = k->nranges - 1; i >= 0; i--)
-    if (k->ranges[i].iv == v) {
-      *lo = k->ranges[i].lo, *hi = k->ranges[i].hi;
-      return true;
-    }
-  if (depth > 16 || !LLVMIsAInstruction(v) || LLVMGetNumOperands(v) != 2) return false;
-  LLVMOpcode op = LLVMGetInstructionOpcode(v);
-  int64_t al, ah, bl, bh;
-  if (!kn_range_rec(k, LLVMGetOperand(v, 0), &al, &ah, depth + 1) ||
-      !kn_range_rec(k, LLVMGetOperand(v, 1), &bl, &bh, depth + 1))
-    return false;
-  if (op == LLVMAdd) {
-    *lo = al + bl, *hi = ah + bh;
-  } else if (op == LLVMSub) {
-    *lo = al - bh, *hi = ah - bl;
-  } else if (op == LLVMMul) {
-    if (al < -(1 << 20) || ah > (1 << 20) || bl < -(1 << 20) || bh > (1 << 20)) return false;
-    int64_t c[4] = {al * bl, al * bh, ah * bl, ah * bh};
-    *lo = *hi = c[0];
-    for (int j = 1; j < 4; j++)
-      *lo = c[j] < *lo ? c[j] : *lo, *hi = c[j] > *hi ? c[j] : *hi;
-  } else if (op == LLVMUDiv || op == LLVMURem) { /* of non-negative values by a constant */
-    if (al < 0 || bl != bh || bl <= 0) return false;
-    if (op == LLVMUDiv)
-      *lo = al / bl, *hi = ah / bl;
-    else
-      *lo = ah < bl ? al : 0, *hi = ah < bl ? ah : bl - 1;
-  } else {
-    return false;
-  }
-  return *lo > -KN_RANGE_MAX && *hi < KN_RANGE_MAX;
-}
-
-bool cpu_index_range(CpuKern *k, LLVMValueRef v, int64_t *lo, int64_t *hi) {
-  return kn_range_rec(k, v, lo, hi, 0);
-}
-
-void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef value) {
+void cpu_loop_hint(GenKern *k, LLVMValueRef br, const char *name, LLVMValueRef value) {
   LLVMContextRef C = k->cg->C;
   LLVMMetadataRef tmp = LLVMTemporaryMDNode(C, NULL, 0);
   LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(C, name, strlen(name)),
@@ -132,16 +40,9 @@ void cpu_loop_hint(CpuKern *k, LLVMValueRef br, const char *name, LLVMValueRef v
   LLVMSetMetadata(br, LLVMGetMDKindIDInContext(C, "llvm.loop", 9), LLVMMetadataAsValue(C, loop));
 }
 
-LLVMValueRef cpu_loop_open_step(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi,
-                                LLVMValueRef step) {
-  LLVMValueRef iv = cpu_loop_open(k, l, lo, hi);
-  l->step_v = step;
-  return iv;
-}
-
 /* ------------------------------------------------------------------ vectors */
 
-LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n) {
+LLVMValueRef cpu_splat(GenKern *k, LLVMValueRef x, int n) {
   LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), (unsigned)n);
   LLVMValueRef v =
       LLVMBuildInsertElement(k->B, LLVMGetUndef(vt), x, LLVMConstInt(k->cg->i32, 0, 0), "");
@@ -149,14 +50,14 @@ LLVMValueRef cpu_splat(CpuKern *k, LLVMValueRef x, int n) {
                                 LLVMConstNull(LLVMVectorType(k->cg->i32, (unsigned)n)), "");
 }
 
-LLVMValueRef cpu_lane_mask(CpuKern *k, int n, int m) {
+LLVMValueRef cpu_lane_mask(GenKern *k, int n, int m) {
   LLVMValueRef bits[64];
   for (int q = 0; q < n; q++)
     bits[q] = LLVMConstInt(k->cg->i1, q < m, 0);
   return LLVMConstVector(bits, (unsigned)n);
 }
 
-LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
+LLVMValueRef cpu_masked_load(GenKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef ty[2] = {vt, k->cg->ptr};
   LLVMValueRef f =
       LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
@@ -164,7 +65,7 @@ LLVMValueRef cpu_masked_load(CpuKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMVal
   return LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
 }
 
-void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+void cpu_masked_store(GenKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef ty[2] = {LLVMTypeOf(v), k->cg->ptr};
   LLVMValueRef f =
       LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), ty, 2);
@@ -174,17 +75,9 @@ void cpu_masked_store(CpuKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef m
 
 /* ------------------------------------------------------------------ buffers */
 
-LLVMValueRef cpu_alloca(CpuKern *k, LLVMTypeRef t) {
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
-  LLVMPositionBuilderBefore(k->B, k->entry_br);
-  LLVMValueRef a = LLVMBuildAlloca(k->B, t, "acc");
-  LLVMPositionBuilderAtEnd(k->B, cur);
-  return a;
-}
-
-static LLVMValueRef kn_byte_off(CpuKern *k, LLVMValueRef p, int64_t off) {
+static LLVMValueRef kn_byte_off(GenKern *k, LLVMValueRef p, int64_t off) {
   if (off == 0) return p;
-  LLVMValueRef ix = cpu_i64(k, off);
+  LLVMValueRef ix = gen_i64(k, off);
   return LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &ix, 1, "");
 }
 
@@ -199,39 +92,40 @@ static bool kn_same_slot(const CpuSlot *a, const CpuSlot *b) {
   return false;
 }
 
-LLVMValueRef cpu_slot(CpuKern *k, CpuSlot s) {
-  for (int i = 0; i < k->nslots; i++) /* one pointer for one address */
-    if (kn_same_slot(&k->slots[i], &s) || cpu_slots_same_address(k->cg, &k->slots[i], &s))
-      return k->slot_vals[i];
-  if (k->nslots == k->slot_cap) {
-    int nc = k->slot_cap ? k->slot_cap * 2 : 16;
+LLVMValueRef cpu_slot(GenKern *k, CpuSlot s) {
+  CpuKern *ck = cpu_kern(k);
+  for (int i = 0; i < ck->nslots; i++) /* one pointer for one address */
+    if (kn_same_slot(&ck->slots[i], &s) || cpu_slots_same_address(cpu_cg(k->cg), &ck->slots[i], &s))
+      return ck->slot_vals[i];
+  if (ck->nslots == ck->slot_cap) {
+    int nc = ck->slot_cap ? ck->slot_cap * 2 : 16;
     CpuSlot *ns = hlo_arena_alloc(k->cg->scratch, sizeof *ns * (size_t)nc);
     LLVMValueRef *nv = hlo_arena_alloc(k->cg->scratch, sizeof *nv * (size_t)nc);
-    if (k->nslots) {
-      memcpy(ns, k->slots, sizeof *ns * (size_t)k->nslots);
-      memcpy(nv, k->slot_vals, sizeof *nv * (size_t)k->nslots);
+    if (ck->nslots) {
+      memcpy(ns, ck->slots, sizeof *ns * (size_t)ck->nslots);
+      memcpy(nv, ck->slot_vals, sizeof *nv * (size_t)ck->nslots);
     }
-    k->slots = ns;
-    k->slot_vals = nv;
-    k->slot_cap = nc;
+    ck->slots = ns;
+    ck->slot_vals = nv;
+    ck->slot_cap = nc;
   }
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
-  LLVMValueRef ix = cpu_i64(k, k->nslots);
-  LLVMValueRef p = LLVMBuildInBoundsGEP2(k->B, k->cg->ptr, k->ctx, &ix, 1, "");
+  LLVMValueRef ix = gen_i64(k, ck->nslots);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(k->B, k->cg->ptr, ck->ctx, &ix, 1, "");
   LLVMValueRef v = LLVMBuildLoad2(k->B, k->cg->ptr, p, "");
   LLVMPositionBuilderAtEnd(k->B, cur);
-  k->slots[k->nslots] = s;
-  k->slot_vals[k->nslots] = v;
-  k->nslots++;
+  ck->slots[ck->nslots] = s;
+  ck->slot_vals[ck->nslots] = v;
+  ck->nslots++;
   return v;
 }
 
-LLVMValueRef cpu_const_ptr(CpuKern *k, const HInstr *in) {
-  return cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, cpu_const_global(k->cg, (HInstr *)in), 0});
+LLVMValueRef cpu_const_ptr(GenKern *k, const HInstr *in) {
+  return cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, gen_const_global(k->cg, (HInstr *)in), 0});
 }
 
-LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in) {
+LLVMValueRef cpu_buffer(GenKern *k, const HInstr *in) {
   HLO_ASSERT(in->parent == k->cg->entry);
   if (k->bufs[in->idx]) return k->bufs[in->idx];
   LLVMValueRef p = cpu_slot(k, (CpuSlot){CPU_SLOT_INSTR, in, NULL, 0});
@@ -239,62 +133,29 @@ LLVMValueRef cpu_buffer(CpuKern *k, const HInstr *in) {
   return p;
 }
 
-static LLVMValueRef kn_linear(CpuKern *k, const Shape *s, LLVMValueRef *idx) {
-  /* the root index passed down unchanged (elementwise ops) to a same-dims value: its
-     linear form is known, and keeps the access contiguous for the vectorizer */
-  if (idx && idx == k->lin_idx && hlo_shape_same_dims(s, k->lin_shape)) return k->lin;
-  int64_t st[HLO_MAX_RANK];
-  hlo_shape_strides(s, st);
-  LLVMValueRef lin = NULL;
-  for (int d = 0; d < s->rank; d++) {
-    if (s->dims[d] == 1) continue;
-    LLVMValueRef t = st[d] == 1 ? idx[d] : LLVMBuildNSWMul(k->B, idx[d], cpu_i64(k, st[d]), "");
-    lin = lin ? LLVMBuildNSWAdd(k->B, lin, t, "") : t;
-  }
-  return lin ? lin : cpu_i64(k, 0);
-}
-
-LLVMValueRef cpu_load_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx) {
-  LLVMTypeRef mt = cpu_mem_type(k->cg, s->dt);
-  LLVMValueRef lin = kn_linear(k, s, idx);
-  LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, mt, p, &lin, 1, "");
-  LLVMValueRef v = LLVMBuildLoad2(k->B, mt, q, "");
-  LLVMSetAlignment(v, (unsigned)hlo_dtype_size(s->dt));
-  if (s->dt == DT_PRED) v = LLVMBuildICmp(k->B, LLVMIntNE, v, LLVMConstInt(k->cg->i8, 0, 0), "");
-  if (hlo_dtype_is_fp8(s->dt)) v = cpu_fp8_decode(k, s->dt, v);
-  return v;
-}
-
-void cpu_store_elem(CpuKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx, LLVMValueRef v) {
-  LLVMTypeRef mt = cpu_mem_type(k->cg, s->dt);
-  LLVMValueRef lin = kn_linear(k, s, idx);
-  LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, mt, p, &lin, 1, "");
-  if (s->dt == DT_PRED) v = LLVMBuildZExt(k->B, v, k->cg->i8, "");
-  if (hlo_dtype_is_fp8(s->dt)) v = cpu_fp8_encode(k, s->dt, v);
-  LLVMValueRef st = LLVMBuildStore(k->B, v, q);
-  LLVMSetAlignment(st, (unsigned)hlo_dtype_size(s->dt));
-}
-
 /* ------------------------------------------------------------------ kernel functions */
 
-CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root) {
-  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
-  k->cg = cg;
-  k->B = cg->B;
+GenKern *cpu_kern_begin(CpuCg *cg, const HInstr *root) {
+  CpuKern *ck = hlo_arena_alloc(cg->g.scratch, sizeof *ck);
+  GenKern *k = &ck->g;
+  k->cg = &cg->g;
+  k->B = cg->g.B;
   k->root = root;
-  k->bufs = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(cg->entry->ninstrs + 1));
+  k->bufs =
+      hlo_arena_alloc(cg->g.scratch, sizeof(LLVMValueRef) * (size_t)(cg->g.entry->ninstrs + 1));
   char name[512];
   snprintf(name, sizeof name, "%s_k%d", cg->o->name, cg->ntasks);
-  k->fn = LLVMAddFunction(cg->M, name, cg->task_ty);
+  k->fn = LLVMAddFunction(cg->g.M, name, cg->task_ty);
   LLVMSetLinkage(k->fn, LLVMInternalLinkage);
   /* kernels stay separate functions: each is optimized on its own (keeps compile time
      linear in the module size) and is what the parallel-for runs anyway */
   unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
-  LLVMAddAttributeAtIndex(k->fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
-  k->ctx = LLVMGetParam(k->fn, 0);
-  k->chunk = LLVMGetParam(k->fn, 1);
-  k->entry = LLVMAppendBasicBlockInContext(cg->C, k->fn, "entry");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "start");
+  LLVMAddAttributeAtIndex(k->fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(cg->g.C, ni, 0));
+  ck->ctx = LLVMGetParam(k->fn, 0);
+  ck->chunk = LLVMGetParam(k->fn, 1);
+  k->entry = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "entry");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "start");
   LLVMPositionBuilderAtEnd(k->B, k->entry);
   k->entry_br = LLVMBuildBr(k->B, body);
   LLVMPositionBuilderAtEnd(k->B, body);
@@ -313,15 +174,16 @@ CpuKern *cpu_kern_begin(CpuCg *cg, const HInstr *root) {
  * assumed of them. The scopes are named by slot number (the same nodes in every kernel, so
  * that identical kernels stay identical for cp_share_kernels); that holds because kernels
  * are never inlined into each other (noinline, cpu_kern_begin). */
-static void kn_alias_scopes(CpuKern *k) {
+static void kn_alias_scopes(GenKern *k) {
   enum { MAXS = 64 };
-  int n = k->nslots;
+  const CpuKern *ck = cpu_kern(k);
+  int n = ck->nslots;
   if (n < 2 || n > MAXS) return;
-  CpuCg *cg = k->cg;
-  LLVMContextRef C = cg->C;
+  CpuCg *cg = cpu_cg(k->cg);
+  LLVMContextRef C = cg->g.C;
   CpuMem mem[MAXS];
   for (int i = 0; i < n; i++)
-    mem[i] = cpu_slot_mem(cg, cg->region, &k->slots[i]);
+    mem[i] = cpu_slot_mem(cg, cg->region, &ck->slots[i]);
   LLVMMetadataRef scope[MAXS],
       domain = LLVMMDNodeInContext2(
           C, (LLVMMetadataRef[]){LLVMMDStringInContext2(C, "hloc.slots", 10)}, 1);
@@ -350,7 +212,7 @@ static void kn_alias_scopes(CpuKern *k) {
       while (LLVMIsAGetElementPtrInst(p))
         p = LLVMGetOperand(p, 0);
       for (int i = 0; i < n; i++)
-        if (k->slot_vals[i] == p && as[i]) {
+        if (ck->slot_vals[i] == p && as[i]) {
           LLVMSetMetadata(in, kas, as[i]);
           LLVMSetMetadata(in, kna, na[i]);
           break;
@@ -358,15 +220,15 @@ static void kn_alias_scopes(CpuKern *k) {
     }
 }
 
-bool cpu_kern_end(CpuKern *k, int64_t nchunks) {
+bool cpu_kern_end(GenKern *k, int64_t nchunks) {
   LLVMBuildRetVoid(k->B);
   if (k->failed) return false;
   kn_alias_scopes(k);
-  CpuTask *t = cpu_task_push(k->cg);
+  CpuTask *t = cpu_task_push(cpu_cg(k->cg));
   t->fn = k->fn;
   t->nchunks = nchunks;
-  t->nslots = k->nslots;
-  t->slots = k->slots;
+  t->nslots = cpu_kern(k)->nslots;
+  t->slots = cpu_kern(k)->slots;
   t->root = k->root;
   return true;
 }
@@ -403,40 +265,40 @@ static KnSplit kn_split(CpuCg *cg, const Shape *s, int64_t work) {
 }
 
 /* Range of dimension d in the current chunk. */
-static void kn_range(CpuKern *k, const Shape *s, const KnSplit *sp, int d, LLVMValueRef *lo,
+static void kn_range(GenKern *k, const Shape *s, const KnSplit *sp, int d, LLVMValueRef *lo,
                      LLVMValueRef *hi) {
   if (d != sp->dim) {
-    *lo = cpu_i64(k, 0);
-    *hi = cpu_i64(k, s->dims[d]);
+    *lo = gen_i64(k, 0);
+    *hi = gen_i64(k, s->dims[d]);
     return;
   }
-  LLVMValueRef l = LLVMBuildNSWMul(k->B, k->chunk, cpu_i64(k, sp->size), "");
-  LLVMValueRef h = LLVMBuildNSWAdd(k->B, l, cpu_i64(k, sp->size), "");
-  LLVMValueRef D = cpu_i64(k, s->dims[d]);
+  LLVMValueRef l = LLVMBuildNSWMul(k->B, cpu_kern(k)->chunk, gen_i64(k, sp->size), "");
+  LLVMValueRef h = LLVMBuildNSWAdd(k->B, l, gen_i64(k, sp->size), "");
+  LLVMValueRef D = gen_i64(k, s->dims[d]);
   h = LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, h, D, ""), h, D, "");
   *lo = l;
   *hi = h;
 }
 
 /* Open loops over dims [0, n) of s; size-1 dims get index 0 and no loop. */
-static int kn_open_nest(CpuKern *k, const Shape *s, const KnSplit *sp, int n, CpuLoop *loops,
+static int kn_open_nest(GenKern *k, const Shape *s, const KnSplit *sp, int n, GenLoop *loops,
                         LLVMValueRef *idx) {
   int nl = 0;
   for (int d = 0; d < n; d++) {
     if (s->dims[d] == 1 && d != sp->dim) {
-      idx[d] = cpu_i64(k, 0);
+      idx[d] = gen_i64(k, 0);
       continue;
     }
     LLVMValueRef lo, hi;
     kn_range(k, s, sp, d, &lo, &hi);
-    idx[d] = cpu_loop_open(k, &loops[nl++], lo, hi);
+    idx[d] = gen_loop_open(k, &loops[nl++], lo, hi);
   }
   return nl;
 }
 
-static void kn_close_nest(CpuKern *k, CpuLoop *loops, int nl) {
+static void kn_close_nest(GenKern *k, GenLoop *loops, int nl) {
   for (int j = nl - 1; j >= 0; j--)
-    cpu_loop_close(k, &loops[j]);
+    gen_loop_close(k, &loops[j]);
 }
 
 /* The work of a loop kernel writing ls: its elements, or the elements the largest reduction
@@ -461,9 +323,9 @@ static int64_t kn_work(const HInstr *in, const Shape *ls) {
  * or for short rows one loop over the linear index (long enough to vectorize) with the
  * multi-dimensional index derived from it where an op needs it. Fills *sp with the split
  * used. */
-static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, CpuLoop *loops,
+static int kn_open_out(GenKern *k, const Shape *ls, int64_t work, KnSplit *sp, GenLoop *loops,
                        LLVMValueRef *idx) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   int64_t total = hlo_shape_elems(ls);
   if (!(ls->rank >= 2 && ls->dims[ls->rank - 1] < 16)) {
     *sp = kn_split(cg, ls, work);
@@ -479,7 +341,7 @@ static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, C
       idx[d] = rem;
       break;
     }
-    LLVMValueRef dim = cpu_i64(k, ls->dims[d]);
+    LLVMValueRef dim = gen_i64(k, ls->dims[d]);
     idx[d] = LLVMBuildURem(k->B, rem, dim, "");
     rem = LLVMBuildUDiv(k->B, rem, dim, "");
   }
@@ -490,7 +352,7 @@ static int kn_open_out(CpuKern *k, const Shape *ls, int64_t work, KnSplit *sp, C
 }
 
 /* Pointer (in the entry block) to leaf j of a tuple-shaped entry value. */
-static LLVMValueRef kn_leaf_ptr(CpuKern *k, const HInstr *in, int j) {
+static LLVMValueRef kn_leaf_ptr(GenKern *k, const HInstr *in, int j) {
   LLVMValueRef out = cpu_buffer(k, in);
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
@@ -499,12 +361,12 @@ static LLVMValueRef kn_leaf_ptr(CpuKern *k, const HInstr *in, int j) {
   return lp;
 }
 
-void cpu_kern_materialized(CpuKern *k, const HInstr *in, LLVMValueRef p) {
+void cpu_kern_materialized(GenKern *k, const HInstr *in, LLVMValueRef p) {
   cpu_kern_materialized_as(k, in, p, DT_INVALID);
 }
 
-void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DType dt) {
-  if (k->nmat < CPU_MAX_MAT) k->mat[k->nmat++] = (CpuMat){in, p, dt};
+void cpu_kern_materialized_as(GenKern *k, const HInstr *in, LLVMValueRef p, DType dt) {
+  if (k->nmat < GEN_MAX_MAT) k->mat[k->nmat++] = (GenMat){in, p, dt};
 }
 
 /* Where a loop over an output dimension of extent n of kernel in is split, so that its
@@ -512,7 +374,7 @@ void cpu_kern_materialized_as(CpuKern *k, const HInstr *in, LLVMValueRef p, DTyp
  * segments [seg[i], seg[i + 1]), i < the count returned (1: not split). Every reduce-window
  * or pad dimension of extent n that can reach outside its operand narrows the middle part
  * (the loop may compute another dimension: the split is then only a cost, since the bounds
- * tests come from the loop variables' ranges, cpu_index_range). Inside the middle part the
+ * tests come from the loop variables' ranges, gen_index_range). Inside the middle part the
  * operand index is affine in the loop variable, so an 8- or 16-wide loop loads vectors
  * where a clamped index made it gather (a 3x3 max-pool with a padded last column). */
 static int kn_segments(const HInstr *in, int64_t n, int64_t seg[4]) {
@@ -561,21 +423,22 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
   const Shape *ls = multi ? &s->tuple[0] : s;
   if (multi) {
     if (!(in->op == OP_REDUCE || (froot && froot->op == OP_TUPLE))) {
-      hlo_err_at(cg->err, in, "CPU target: tuple-shaped %s is not supported", hlo_op_name(in->op));
+      hlo_err_at(cg->g.err, in, "CPU target: tuple-shaped %s is not supported",
+                 hlo_op_name(in->op));
       return false;
     }
     if (s->ntuple > 64) {
-      hlo_err_at(cg->err, in, "CPU target: too many outputs");
+      hlo_err_at(cg->g.err, in, "CPU target: too many outputs");
       return false;
     }
     for (int j = 0; j < s->ntuple; j++)
       if (s->tuple[j].dt == DT_TUPLE) {
-        hlo_err_at(cg->err, in, "CPU target: nested tuple outputs are not supported");
+        hlo_err_at(cg->g.err, in, "CPU target: nested tuple outputs are not supported");
         return false;
       }
   }
-  CpuKern *k = cpu_kern_begin(cg, in);
-  CpuLoop loops[HLO_MAX_RANK], inner;
+  GenKern *k = cpu_kern_begin(cg, in);
+  GenLoop loops[HLO_MAX_RANK], inner;
   LLVMValueRef idx[HLO_MAX_RANK];
   KnSplit sp;
   int r = ls->rank, nseg = 1;
@@ -592,24 +455,24 @@ static bool kn_loop_kernel(CpuCg *cg, HInstr *in) {
     nl = kn_open_out(k, ls, work, &sp, loops, idx);
   }
   for (int g = 0; g < nseg; g++) {
-    if (nseg > 1) idx[r - 1] = cpu_loop_open(k, &inner, cpu_i64(k, seg[g]), cpu_i64(k, seg[g + 1]));
+    if (nseg > 1) idx[r - 1] = gen_loop_open(k, &inner, gen_i64(k, seg[g]), gen_i64(k, seg[g + 1]));
     if (!multi) {
-      LLVMValueRef v = cpu_gen(k, in, idx);
-      if (v) cpu_store_elem(k, cpu_buffer(k, in), s, idx, v);
+      LLVMValueRef v = gen_value(k, in, idx);
+      if (v) gen_store_elem(k, cpu_buffer(k, in), s, idx, v);
     } else {
       LLVMValueRef vals[64];
       if (in->op == OP_REDUCE) {
-        cpu_gen_multi(k, in, idx, vals);
+        gen_value_multi(k, in, idx, vals);
       } else {
-        k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+        k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, k->ncache};
         for (int j = 0; j < s->ntuple && !k->failed; j++)
-          vals[j] = cpu_gen(k, froot->ops[j], idx);
+          vals[j] = gen_value(k, froot->ops[j], idx);
         k->nbind--;
       }
       for (int j = 0; j < s->ntuple && !k->failed; j++)
-        cpu_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
+        gen_store_elem(k, kn_leaf_ptr(k, in, j), &s->tuple[j], idx, vals[j]);
     }
-    if (nseg > 1) cpu_loop_close(k, &inner);
+    if (nseg > 1) gen_loop_close(k, &inner);
   }
   kn_close_nest(k, loops, nl);
   return cpu_kern_end(k, sp.n);
@@ -679,55 +542,55 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
                       : s->dims[j];
     if (j == a) ga = i;
   }
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef f32 = cg->f32, vt = LLVMVectorType(f32, (unsigned)VW);
+  LLVMTypeRef f32 = cg->g.f32, vt = LLVMVectorType(f32, (unsigned)VW);
   Shape grid = hlo_shape_array(s->dt, r, gd);
   KnSplit sp = kn_split_n(cg, &grid, hlo_shape_elems(s), KN_TCHUNKS);
-  CpuLoop loops[HLO_MAX_RANK], lt, lu, lh;
+  GenLoop loops[HLO_MAX_RANK], lt, lu, lh;
   LLVMValueRef gi[HLO_MAX_RANK], idx[HLO_MAX_RANK];
   int nl = kn_open_nest(k, &grid, &sp, r, loops, gi);
   for (int i = 0; i < r; i++)
     idx[gdim[i]] = gi[i];
-  LLVMValueRef vw = cpu_i64(k, VW), bt = cpu_i64(k, BT), hh = cpu_i64(k, 0), h0 = NULL, nh = NULL;
+  LLVMValueRef vw = gen_i64(k, VW), bt = gen_i64(k, BT), hh = gen_i64(k, 0), h0 = NULL, nh = NULL;
   LLVMValueRef a0 = LLVMBuildNSWMul(B, gi[ga], vw, ""), b0 = LLVMBuildNSWMul(B, gi[r - 1], bt, "");
-  LLVMValueRef na = cpu_smin(k, vw, LLVMBuildNSWSub(B, cpu_i64(k, s->dims[a]), a0, ""));
-  LLVMValueRef nb = cpu_smin(k, bt, LLVMBuildNSWSub(B, cpu_i64(k, s->dims[b]), b0, ""));
+  LLVMValueRef na = gen_smin(k, vw, LLVMBuildNSWSub(B, gen_i64(k, s->dims[a]), a0, ""));
+  LLVMValueRef nb = gen_smin(k, bt, LLVMBuildNSWSub(B, gen_i64(k, s->dims[b]), b0, ""));
   if (hd >= 0) {
-    h0 = LLVMBuildNSWMul(B, gi[r - 2], cpu_i64(k, H), "");
-    nh = cpu_smin(k, cpu_i64(k, H), LLVMBuildNSWSub(B, cpu_i64(k, s->dims[hd]), h0, ""));
+    h0 = LLVMBuildNSWMul(B, gi[r - 2], gen_i64(k, H), "");
+    nh = gen_smin(k, gen_i64(k, H), LLVMBuildNSWSub(B, gen_i64(k, s->dims[hd]), h0, ""));
   }
   /* the chunk's tile in kernel-private scratch */
   int64_t tbytes = (int64_t)VW * H * BT * 4;
   if (tbytes * sp.n > cg->extra_temp) cg->extra_temp = tbytes * sp.n;
-  LLVMValueRef toff = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, tbytes), "");
+  LLVMValueRef toff = LLVMBuildNSWMul(B, cpu_kern(k)->chunk, gen_i64(k, tbytes), "");
   LLVMValueRef tile = LLVMBuildInBoundsGEP2(
-      B, cg->i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &toff, 1, "");
+      B, cg->g.i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &toff, 1, "");
   /* tile[t][h][u] = out[.., h0 + h, .., b0 + u, .., a0 + t] (row (t * H + h) * BT) */
 #define KN_ROW(t)                                                                                  \
-  LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, (t), cpu_i64(k, H), ""), hh, ""), bt, "")
-  LLVMValueRef t = cpu_loop_open(k, &lt, cpu_i64(k, 0), na);
+  LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, (t), gen_i64(k, H), ""), hh, ""), bt, "")
+  LLVMValueRef t = gen_loop_open(k, &lt, gen_i64(k, 0), na);
   idx[a] = LLVMBuildNSWAdd(B, a0, t, "");
   if (hd >= 0) {
-    hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
+    hh = gen_loop_open(k, &lh, gen_i64(k, 0), nh);
     idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
   }
   /* a strip of whole rows (b0 = 0) is split where a window or pad reaches out (kn_segments) */
   int64_t seg[4];
   int nseg = BT >= s->dims[b] ? kn_segments(in, s->dims[b], seg) : 1;
   for (int g = 0; g < nseg; g++) {
-    LLVMValueRef u = nseg > 1 ? cpu_loop_open(k, &lu, cpu_i64(k, seg[g]), cpu_i64(k, seg[g + 1]))
-                              : cpu_loop_open(k, &lu, cpu_i64(k, 0), nb);
+    LLVMValueRef u = nseg > 1 ? gen_loop_open(k, &lu, gen_i64(k, seg[g]), gen_i64(k, seg[g + 1]))
+                              : gen_loop_open(k, &lu, gen_i64(k, 0), nb);
     idx[b] = LLVMBuildNSWAdd(B, b0, u, "");
-    LLVMValueRef v = cpu_gen(k, in, idx);
+    LLVMValueRef v = gen_value(k, in, idx);
     if (v) {
       LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(t), u, "");
       LLVMSetAlignment(LLVMBuildStore(B, v, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, "")), 4);
     }
-    cpu_loop_close(k, &lu);
+    gen_loop_close(k, &lu);
   }
-  if (hd >= 0) cpu_loop_close(k, &lh);
-  cpu_loop_close(k, &lt);
+  if (hd >= 0) gen_loop_close(k, &lh);
+  gen_loop_close(k, &lt);
   /* the tile's VW x VW blocks; the whole vectors of a large output in scratch (aligned to a
      vector when its rows are whole vectors) are stored past the caches where the CPU gains
      from it (cpu_stream_stores): the output would not stay in them, and a cached store first
@@ -740,49 +603,49 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
             s->dims[a] % VW == 0 && (int64_t)hlo_shape_bytes(s) >= KN_NT_BYTES &&
             cpu_stream_stores(cg);
   if (hd >= 0) {
-    hh = cpu_loop_open(k, &lh, cpu_i64(k, 0), nh);
+    hh = gen_loop_open(k, &lh, gen_i64(k, 0), nh);
     idx[hd] = LLVMBuildNSWAdd(B, h0, hh, "");
   }
-  CpuLoop ls;
-  LLVMValueRef sb = cpu_loop_open_step(k, &ls, cpu_i64(k, 0), nb, vw);
-  LLVMValueRef nsb = cpu_smin(k, vw, LLVMBuildNSWSub(B, nb, sb, ""));
+  GenLoop ls;
+  LLVMValueRef sb = gen_loop_open_step(k, &ls, gen_i64(k, 0), nb, vw);
+  LLVMValueRef nsb = gen_smin(k, vw, LLVMBuildNSWSub(B, nb, sb, ""));
   /* VW rows transposed in registers (rows past na, and lanes past nsb, read tile memory
      that holds no value of this block: they land in lanes and rows not stored); row e goes
      to b = b0 + sb + e when e < nsb, as one vector, or masked to its first na lanes at the
      edge of a */
   LLVMValueRef rows[16];
   for (int q = 0; q < VW; q++) {
-    LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(cpu_i64(k, q)), sb, "");
+    LLVMValueRef off = LLVMBuildNSWAdd(B, KN_ROW(gen_i64(k, q)), sb, "");
     rows[q] = LLVMBuildLoad2(B, vt, LLVMBuildInBoundsGEP2(B, f32, tile, &off, 1, ""), "");
     LLVMSetAlignment(rows[q], 4);
   }
   cpu_transpose_regs(k, rows, VW);
   LLVMValueRef lanes[16];
   for (int q = 0; q < VW; q++)
-    lanes[q] = LLVMConstInt(cg->i64, (unsigned)q, 0);
+    lanes[q] = LLVMConstInt(cg->g.i64, (unsigned)q, 0);
   LLVMValueRef lane_ix = LLVMConstVector(lanes, (unsigned)VW);
   LLVMValueRef mask = LLVMBuildICmp(B, LLVMIntSLT, lane_ix, cpu_splat(k, na, VW), "");
   LLVMValueRef full_a = LLVMBuildICmp(B, LLVMIntEQ, na, vw, "");
   idx[a] = a0;
   LLVMValueRef bs = LLVMBuildNSWAdd(B, b0, sb, "");
   for (int e = 0; e < VW; e++) {
-    LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(cg->C, k->fn, "row");
-    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rowv");
-    LLVMBasicBlockRef msk = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rowm");
-    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->C, k->fn, "rown");
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, cpu_i64(k, e), nsb, ""), st, next);
+    LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "row");
+    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "rowv");
+    LLVMBasicBlockRef msk = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "rowm");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "rown");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, gen_i64(k, e), nsb, ""), st, next);
     LLVMPositionBuilderAtEnd(B, st);
-    idx[b] = LLVMBuildNSWAdd(B, bs, cpu_i64(k, e), "");
-    LLVMValueRef lin = kn_linear(k, s, idx);
+    idx[b] = LLVMBuildNSWAdd(B, bs, gen_i64(k, e), "");
+    LLVMValueRef lin = gen_linear(k, s, idx);
     LLVMValueRef dst = LLVMBuildInBoundsGEP2(B, f32, out, &lin, 1, "");
     LLVMBuildCondBr(B, full_a, vec, msk);
     LLVMPositionBuilderAtEnd(B, vec);
     LLVMValueRef vst = LLVMBuildStore(B, rows[e], dst);
     LLVMSetAlignment(vst, nt ? (unsigned)VW * 4 : 4);
     if (nt) {
-      LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(cg->i32, 1, 0));
-      LLVMSetMetadata(vst, LLVMGetMDKindIDInContext(cg->C, "nontemporal", 11),
-                      LLVMMetadataAsValue(cg->C, LLVMMDNodeInContext2(cg->C, &one, 1)));
+      LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(cg->g.i32, 1, 0));
+      LLVMSetMetadata(vst, LLVMGetMDKindIDInContext(cg->g.C, "nontemporal", 11),
+                      LLVMMetadataAsValue(cg->g.C, LLVMMDNodeInContext2(cg->g.C, &one, 1)));
     }
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, msk);
@@ -790,11 +653,11 @@ static bool kn_transpose_kernel(CpuCg *cg, HInstr *in, int b) {
     LLVMBuildBr(B, next);
     LLVMPositionBuilderAtEnd(B, next);
   }
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "tiled");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "tiled");
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
-  cpu_loop_close(k, &ls);
-  if (hd >= 0) cpu_loop_close(k, &lh);
+  gen_loop_close(k, &ls);
+  if (hd >= 0) gen_loop_close(k, &lh);
 #undef KN_ROW
   kn_close_nest(k, loops, nl);
   /* stores past the caches are weakly ordered: fenced before the chunk returns, so the kernels
@@ -815,21 +678,21 @@ static bool kn_multi_fusion(CpuCg *cg, HInstr *in) {
     for (int j = 0; j < n; j++) {
       if (done[j] || (pass == 0) == (root->ops[j]->op == OP_REDUCE)) continue;
       const Shape *ls = &s->tuple[j];
-      CpuKern *k = cpu_kern_begin(cg, in);
+      GenKern *k = cpu_kern_begin(cg, in);
       for (int d = 0; d < n; d++)
         if (done[d]) cpu_kern_materialized(k, root->ops[d], kn_leaf_ptr(k, in, d));
-      CpuLoop loops[HLO_MAX_RANK];
+      GenLoop loops[HLO_MAX_RANK];
       LLVMValueRef idx[HLO_MAX_RANK];
       KnSplit sp;
       int nl = kn_open_out(k, ls, kn_work(in, ls), &sp, loops, idx);
-      k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+      k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, k->ncache};
       bool group[64] = {0};
       for (int g = j; g < n && !k->failed; g++) {
         if (done[g] || (pass == 0) == (root->ops[g]->op == OP_REDUCE) ||
             !hlo_shape_same_dims(&s->tuple[g], ls))
           continue;
-        LLVMValueRef v = cpu_gen(k, root->ops[g], idx);
-        if (v) cpu_store_elem(k, kn_leaf_ptr(k, in, g), &s->tuple[g], idx, v);
+        LLVMValueRef v = gen_value(k, root->ops[g], idx);
+        if (v) gen_store_elem(k, kn_leaf_ptr(k, in, g), &s->tuple[g], idx, v);
         group[g] = true;
       }
       k->nbind--;
@@ -860,25 +723,9 @@ bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to) {
 
 static bool kn_elem_path(const HComp *c, const HInstr *v) { return cpu_elem_path(c, v, c->root); }
 
-/* The dot/convolution of an output fusion whose epilogue is elementwise in it (NULL if the
- * fusion is not of that form). */
-const HInstr *cpu_fusion_hero(const HInstr *in) {
-  if (in->op != OP_FUSION || in->ncalls < 1) return NULL;
-  const HComp *c = in->calls[0];
-  const HInstr *hero = NULL;
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *x = c->instrs[i];
-    if (x->op == OP_DOT || x->op == OP_CONVOLUTION) {
-      if (hero) return NULL;
-      hero = x;
-    }
-  }
-  return hero;
-}
-
 static const HInstr *kn_output_hero(const HInstr *in) {
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE || in->shape.rank < 1) return NULL;
-  const HInstr *hero = cpu_fusion_hero(in);
+  const HInstr *hero = gen_fusion_hero(in);
   if (!hero || hero->shape.dt != in->shape.dt || hero->shape.dt == DT_PRED ||
       !hlo_shape_same_dims(&hero->shape, &in->shape) || !kn_elem_path(in->calls[0], hero))
     return NULL;
@@ -909,13 +756,13 @@ static int kn_block_dim(const HInstr *hero) {
 static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   const Shape *s = &in->shape;
   int64_t ext[HLO_MAX_RANK * 2];
-  int nr = hero->op == OP_DOT ? cpu_dot_red_dims(hero, ext) : cpu_conv_red_dims(hero, ext);
+  int nr = hero->op == OP_DOT ? gen_dot_red_dims(hero, ext) : gen_conv_red_dims(hero, ext);
   int64_t work = hlo_shape_elems(s);
   for (int j = 0; j < nr; j++)
     work *= ext[j] > 0 ? ext[j] : 1;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   bool fused = hero != in;
-  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  if (fused) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   KnSplit sp = kn_split(cg, s, work);
   int bd = kn_block_dim(hero);
   int R = 1;
@@ -925,17 +772,17 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
     sp.n = (s->dims[bd] + sp.size - 1) / sp.size;
   }
   DType t = s->dt;
-  CpuLoop loops[HLO_MAX_RANK], red_loops[HLO_MAX_RANK * 2], jl;
+  GenLoop loops[HLO_MAX_RANK], red_loops[HLO_MAX_RANK * 2], jl;
   LLVMValueRef idx[HLO_MAX_RANK], red[HLO_MAX_RANK * 2];
   int last = s->rank - 1, nl = 0;
   for (int d = 0; d < last; d++) {
     if (s->dims[d] == 1 && d != sp.dim) {
-      idx[d] = cpu_i64(k, 0);
+      idx[d] = gen_i64(k, 0);
       continue;
     }
     LLVMValueRef lo, hi;
     kn_range(k, s, &sp, d, &lo, &hi);
-    idx[d] = cpu_loop_open(k, &loops[nl], lo, hi);
+    idx[d] = gen_loop_open(k, &loops[nl], lo, hi);
     if (d == bd) loops[nl].step = R;
     nl++;
   }
@@ -943,44 +790,44 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   int nrow = bd >= 0 ? R : 1;
   for (int r = 0; r < nrow; r++) {
     memcpy(rows[r], idx, sizeof(LLVMValueRef) * (size_t)s->rank);
-    if (bd >= 0 && r > 0) rows[r][bd] = LLVMBuildNSWAdd(k->B, idx[bd], cpu_i64(k, r), "");
+    if (bd >= 0 && r > 0) rows[r][bd] = LLVMBuildNSWAdd(k->B, idx[bd], gen_i64(k, r), "");
   }
   LLVMValueRef lo, hi;
   kn_range(k, s, &sp, last, &lo, &hi);
   LLVMValueRef out = cpu_buffer(k, in);
   /* zero the output rows */
-  LLVMValueRef jv = cpu_loop_open(k, &jl, lo, hi);
-  LLVMValueRef zero = hlo_dtype_is_float(t) ? LLVMConstReal(cpu_reg_type(cg, t), 0.0)
-                                            : LLVMConstInt(cpu_reg_type(cg, t), 0, 0);
+  LLVMValueRef jv = gen_loop_open(k, &jl, lo, hi);
+  LLVMValueRef zero = hlo_dtype_is_float(t) ? LLVMConstReal(gen_reg_type(&cg->g, t), 0.0)
+                                            : LLVMConstInt(gen_reg_type(&cg->g, t), 0, 0);
   for (int r = 0; r < nrow; r++) {
     rows[r][last] = jv;
-    cpu_store_elem(k, out, s, rows[r], zero);
+    gen_store_elem(k, out, s, rows[r], zero);
   }
-  cpu_loop_close(k, &jl);
+  gen_loop_close(k, &jl);
   for (int j = 0; j < nr; j++)
-    red[j] = cpu_loop_open(k, &red_loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
-  jv = cpu_loop_open(k, &jl, lo, hi);
+    red[j] = gen_loop_open(k, &red_loops[j], gen_i64(k, 0), gen_i64(k, ext[j]));
+  jv = gen_loop_open(k, &jl, lo, hi);
   for (int r = 0; r < nrow && !k->failed; r++) {
     rows[r][last] = jv;
-    LLVMValueRef term = hero->op == OP_DOT ? cpu_dot_term(k, hero, rows[r], red)
-                                           : cpu_conv_term(k, hero, rows[r], red);
+    LLVMValueRef term = hero->op == OP_DOT ? gen_dot_term(k, hero, rows[r], red)
+                                           : gen_conv_term(k, hero, rows[r], red);
     if (term) {
-      LLVMValueRef cur = cpu_load_elem(k, out, s, rows[r]);
-      cpu_store_elem(k, out, s, rows[r], cpu_add(k, t, cur, term));
+      LLVMValueRef cur = gen_load_elem(k, out, s, rows[r]);
+      gen_store_elem(k, out, s, rows[r], gen_add(k, t, cur, term));
     }
   }
-  cpu_loop_close(k, &jl);
+  gen_loop_close(k, &jl);
   for (int j = nr - 1; j >= 0; j--)
-    cpu_loop_close(k, &red_loops[j]);
+    gen_loop_close(k, &red_loops[j]);
   if (fused && !k->failed) {
     cpu_kern_materialized(k, hero, out);
-    jv = cpu_loop_open(k, &jl, lo, hi);
+    jv = gen_loop_open(k, &jl, lo, hi);
     for (int r = 0; r < nrow && !k->failed; r++) {
       rows[r][last] = jv;
-      LLVMValueRef v = cpu_gen(k, in->calls[0]->root, rows[r]);
-      if (v) cpu_store_elem(k, out, s, rows[r], v);
+      LLVMValueRef v = gen_value(k, in->calls[0]->root, rows[r]);
+      if (v) gen_store_elem(k, out, s, rows[r], v);
     }
-    cpu_loop_close(k, &jl);
+    gen_loop_close(k, &jl);
   }
   kn_close_nest(k, loops, nl);
   return cpu_kern_end(k, sp.n);
@@ -1011,8 +858,7 @@ static const HInstr *kn_column_reduce(const HInstr *in) {
     return NULL;
   const Shape *os = &r->ops[0]->shape;
   int minor = os->rank - 1;
-  for (int j = 0; j < r->dims.n; j++)
-    if (r->dims.v[j] == minor) return NULL;
+  if (hlo_ilist_has(&r->dims, minor)) return NULL;
   if (r->dims.n == 0 || os->dims[minor] < 8) return NULL;
   return r;
 }
@@ -1023,47 +869,47 @@ static const HInstr *kn_column_reduce(const HInstr *in) {
  * A fusion's elementwise epilogue is applied to the finished row in place. */
 static bool kn_column_kernel(CpuCg *cg, HInstr *in, const HInstr *r) {
   const Shape *s = &in->shape, *os = &r->ops[0]->shape;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   bool fused = r != in;
-  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  if (fused) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   KnSplit sp = kn_split(cg, s, hlo_shape_elems(os));
-  CpuLoop loops[HLO_MAX_RANK], red[HLO_MAX_RANK], jl;
+  GenLoop loops[HLO_MAX_RANK], red[HLO_MAX_RANK], jl;
   LLVMValueRef idx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   int last = s->rank - 1;
   int nl = kn_open_nest(k, s, &sp, last, loops, idx);
   LLVMValueRef lo, hi;
   kn_range(k, s, &sp, last, &lo, &hi);
   LLVMValueRef out = cpu_buffer(k, in);
-  LLVMValueRef init = cpu_gen(k, r->ops[1], NULL);
-  idx[last] = cpu_loop_open(k, &jl, lo, hi);
-  if (init) cpu_store_elem(k, out, s, idx, init);
-  cpu_loop_close(k, &jl);
+  LLVMValueRef init = gen_value(k, r->ops[1], NULL);
+  idx[last] = gen_loop_open(k, &jl, lo, hi);
+  if (init) gen_store_elem(k, out, s, idx, init);
+  gen_loop_close(k, &jl);
   bool isred[HLO_MAX_RANK] = {0};
   for (int j = 0; j < r->dims.n; j++)
     isred[r->dims.v[j]] = true;
   int nr = 0;
   for (int d = 0, o = 0; d < os->rank; d++) {
     if (isred[d])
-      full[d] = cpu_loop_open(k, &red[nr++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+      full[d] = gen_loop_open(k, &red[nr++], gen_i64(k, 0), gen_i64(k, os->dims[d]));
     else
       full[d] = o == last ? NULL : idx[o], o++;
   }
-  idx[last] = cpu_loop_open(k, &jl, lo, hi);
+  idx[last] = gen_loop_open(k, &jl, lo, hi);
   full[os->rank - 1] = idx[last];
-  LLVMValueRef v = cpu_gen(k, r->ops[0], full);
+  LLVMValueRef v = gen_value(k, r->ops[0], full);
   if (v && !k->failed) {
-    LLVMValueRef args[2] = {cpu_load_elem(k, out, s, idx), v}, res[1];
-    if (cpu_gen_scalar_comp(k, r->calls[0], args, 2, res)) cpu_store_elem(k, out, s, idx, res[0]);
+    LLVMValueRef args[2] = {gen_load_elem(k, out, s, idx), v}, res[1];
+    if (gen_scalar_comp(k, r->calls[0], args, 2, res)) gen_store_elem(k, out, s, idx, res[0]);
   }
-  cpu_loop_close(k, &jl);
+  gen_loop_close(k, &jl);
   for (int j = nr - 1; j >= 0; j--)
-    cpu_loop_close(k, &red[j]);
+    gen_loop_close(k, &red[j]);
   if (fused && !k->failed) {
     cpu_kern_materialized(k, r, out);
-    idx[last] = cpu_loop_open(k, &jl, lo, hi);
-    LLVMValueRef e = cpu_gen(k, in->calls[0]->root, idx);
-    if (e) cpu_store_elem(k, out, s, idx, e);
-    cpu_loop_close(k, &jl);
+    idx[last] = gen_loop_open(k, &jl, lo, hi);
+    LLVMValueRef e = gen_value(k, in->calls[0]->root, idx);
+    if (e) gen_store_elem(k, out, s, idx, e);
+    gen_loop_close(k, &jl);
   }
   kn_close_nest(k, loops, nl);
   return cpu_kern_end(k, sp.n);
@@ -1131,12 +977,8 @@ static bool kn_colred_match(const HInstr *in, KnColRed *cr) {
       return false;
     if (!hlo_shape_same_dims(&r->ops[0]->shape, os) || r->dims.n != r0->dims.n || r->dims.n == 0)
       return false;
-    for (int j = 0; j < r->dims.n; j++) {
-      bool found = false;
-      for (int q = 0; q < r0->dims.n; q++)
-        found = found || r0->dims.v[q] == r->dims.v[j];
-      if (!found || r->dims.v[j] == minor) return false;
-    }
+    for (int j = 0; j < r->dims.n; j++)
+      if (!hlo_ilist_has(&r0->dims, r->dims.v[j]) || r->dims.v[j] == minor) return false;
     /* a reduction whose operand needs another one (variance from a mean computed in the
        same fusion) is not one pass */
     if (kn_uses_reduce(r->ops[0], 0) || kn_uses_reduce(r->ops[1], 0)) return false;
@@ -1193,36 +1035,36 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   bool fused = in->op == OP_FUSION;
 
   /* task 1: the reductions of chunk c into partials (or the shared results) */
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
-  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  if (fused) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
   LLVMValueRef base = scratch;
   if (partial) {
-    LLVMValueRef off = LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, k->chunk, cpu_i64(k, 1), ""),
-                                       cpu_i64(k, res_bytes), "");
-    base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &off, 1, "");
+    LLVMValueRef off = LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, cpu_kern(k)->chunk, gen_i64(k, 1), ""),
+                                       gen_i64(k, res_bytes), "");
+    base = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch, &off, 1, "");
   }
   LLVMValueRef acc[KN_MAX_RED], init[KN_MAX_RED];
   for (int i = 0; i < cr.n; i++) {
-    LLVMValueRef o = cpu_i64(k, roff[i]);
-    acc[i] = LLVMBuildInBoundsGEP2(B, cg->i8, base, &o, 1, "");
-    init[i] = cpu_gen(k, cr.r[i]->ops[1], NULL);
+    LLVMValueRef o = gen_i64(k, roff[i]);
+    acc[i] = LLVMBuildInBoundsGEP2(B, cg->g.i8, base, &o, 1, "");
+    init[i] = gen_value(k, cr.r[i]->ops[1], NULL);
     if (!init[i]) {
       cpu_kern_end(k, 1);
       return -1;
     }
   }
-  LLVMValueRef lo = cpu_i64(k, 0), hi = cpu_i64(k, 0);
+  LLVMValueRef lo = gen_i64(k, 0), hi = gen_i64(k, 0);
   if (P > 1) {
-    lo = LLVMBuildNSWMul(B, k->chunk, cpu_i64(k, csize), "");
-    hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, csize), "");
-    LLVMValueRef D = cpu_i64(k, os->dims[sd]);
-    hi = cpu_smin(k, hi, D);
+    lo = LLVMBuildNSWMul(B, cpu_kern(k)->chunk, gen_i64(k, csize), "");
+    hi = LLVMBuildNSWAdd(B, lo, gen_i64(k, csize), "");
+    LLVMValueRef D = gen_i64(k, os->dims[sd]);
+    hi = gen_smin(k, hi, D);
   }
   /* the result index of operand index full[]: the kept dims in order */
   const Shape *rs = &r0->shape;
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   LLVMValueRef full[HLO_MAX_RANK], ridx[HLO_MAX_RANK];
   int nl = 0;
   /* init: partials whole; shared results only in this chunk's range of the kept split dim */
@@ -1230,28 +1072,28 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
     nl = 0;
     for (int d = 0, o = 0; d < minor; d++) {
       if (pass == 0 && red[d]) continue;
-      LLVMValueRef l = cpu_i64(k, 0), h = cpu_i64(k, os->dims[d]);
+      LLVMValueRef l = gen_i64(k, 0), h = gen_i64(k, os->dims[d]);
       if (d == sd && P > 1 && !(pass == 0 && partial)) l = lo, h = hi;
       if (os->dims[d] == 1)
-        full[d] = cpu_i64(k, 0);
+        full[d] = gen_i64(k, 0);
       else
-        full[d] = cpu_loop_open(k, &loops[nl++], l, h);
+        full[d] = gen_loop_open(k, &loops[nl++], l, h);
       if (!red[d]) ridx[o++] = full[d];
     }
-    LLVMValueRef j = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[minor]));
+    LLVMValueRef j = gen_loop_open(k, &loops[nl++], gen_i64(k, 0), gen_i64(k, os->dims[minor]));
     full[minor] = j;
     ridx[rs->rank - 1] = j;
     for (int i = 0; i < cr.n && !k->failed; i++) {
       const Shape *s = &cr.r[i]->shape;
       if (pass == 0) {
-        cpu_store_elem(k, acc[i], s, ridx, init[i]);
+        gen_store_elem(k, acc[i], s, ridx, init[i]);
         continue;
       }
-      LLVMValueRef v = cpu_gen(k, cr.r[i]->ops[0], full);
+      LLVMValueRef v = gen_value(k, cr.r[i]->ops[0], full);
       if (!v) break;
-      LLVMValueRef args[2] = {cpu_load_elem(k, acc[i], s, ridx), v}, res[1];
-      if (cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
-        cpu_store_elem(k, acc[i], s, ridx, res[0]);
+      LLVMValueRef args[2] = {gen_load_elem(k, acc[i], s, ridx), v}, res[1];
+      if (gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
+        gen_store_elem(k, acc[i], s, ridx, res[0]);
     }
     kn_close_nest(k, loops, nl);
   }
@@ -1263,8 +1105,8 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
   scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base});
   LLVMValueRef rp[KN_MAX_RED];
   for (int i = 0; i < cr.n; i++) {
-    LLVMValueRef o = cpu_i64(k, roff[i]);
-    rp[i] = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
+    LLVMValueRef o = gen_i64(k, roff[i]);
+    rp[i] = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch, &o, 1, "");
   }
   if (partial) {
     /* chunk 0's partials are copied, the others combined into them in chunk order: one
@@ -1272,157 +1114,74 @@ static int kn_colred_kernel(CpuCg *cg, HInstr *in) {
        kernel one of the costliest to compile), all reductions in its vectorized inner loop */
     Shape flat = hlo_shape_array(DT_F32, 1, &cr.out_elems);
     for (int pass = 0; pass < 2 && !k->failed; pass++) {
-      CpuLoop lc, le;
-      LLVMValueRef off = cpu_i64(k, res_bytes);
+      GenLoop lc, le;
+      LLVMValueRef off = gen_i64(k, res_bytes);
       if (pass == 1) {
-        LLVMValueRef c = cpu_loop_open(k, &lc, cpu_i64(k, 2), cpu_i64(k, P + 1));
+        LLVMValueRef c = gen_loop_open(k, &lc, gen_i64(k, 2), gen_i64(k, P + 1));
         off = LLVMBuildNSWMul(B, c, off, "");
       }
-      LLVMValueRef e = cpu_loop_open(k, &le, cpu_i64(k, 0), cpu_i64(k, cr.out_elems));
+      LLVMValueRef e = gen_loop_open(k, &le, gen_i64(k, 0), gen_i64(k, cr.out_elems));
       for (int i = 0; i < cr.n && !k->failed; i++) {
         flat.dt = cr.r[i]->shape.dt;
-        LLVMValueRef o = LLVMBuildNSWAdd(B, off, cpu_i64(k, roff[i]), "");
-        LLVMValueRef pp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch, &o, 1, "");
-        LLVMValueRef pv = cpu_load_elem(k, pp, &flat, &e), res[1] = {pv};
-        LLVMValueRef args[2] = {pass ? cpu_load_elem(k, rp[i], &flat, &e) : NULL, pv};
-        if (!pass || cpu_gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
-          cpu_store_elem(k, rp[i], &flat, &e, res[0]);
+        LLVMValueRef o = LLVMBuildNSWAdd(B, off, gen_i64(k, roff[i]), "");
+        LLVMValueRef pp = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch, &o, 1, "");
+        LLVMValueRef pv = gen_load_elem(k, pp, &flat, &e), res[1] = {pv};
+        LLVMValueRef args[2] = {pass ? gen_load_elem(k, rp[i], &flat, &e) : NULL, pv};
+        if (!pass || gen_scalar_comp(k, cr.r[i]->calls[0], args, 2, res))
+          gen_store_elem(k, rp[i], &flat, &e, res[0]);
       }
-      cpu_loop_close(k, &le);
+      gen_loop_close(k, &le);
       if (pass == 1) {
-        cpu_loop_close(k, &lc);
+        gen_loop_close(k, &lc);
         cpu_loop_hint(k, lc.latch_br, "llvm.loop.unroll.disable", NULL);
       }
     }
   }
   for (int i = 0; i < cr.n; i++)
     cpu_kern_materialized(k, cr.r[i], rp[i]);
-  if (fused) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+  if (fused) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, k->ncache};
   KnSplit none = {-1, 0, 1};
   for (int j = 0; j < cr.nleaves && !k->failed; j++) {
     const Shape *ls = &cr.leaf[j]->shape;
     LLVMValueRef idx[HLO_MAX_RANK];
     nl = kn_open_nest(k, ls, &none, ls->rank, loops, idx);
-    LLVMValueRef v = cpu_gen(k, cr.leaf[j], idx);
+    LLVMValueRef v = gen_value(k, cr.leaf[j], idx);
     LLVMValueRef dst = in->shape.dt == DT_TUPLE ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
-    if (v) cpu_store_elem(k, dst, ls, idx, v);
+    if (v) gen_store_elem(k, dst, ls, idx, v);
     kn_close_nest(k, loops, nl);
   }
   return cpu_kern_end(k, 1) ? 1 : -1;
 }
 
-/* Variadic scatter's operand count N (1 for a plain one), or 0 when in's operands and result
- * do not have the form N operands, indices, N updates -> an array (N = 1) or an N-tuple. */
-int cpu_scatter_n(const HInstr *in) {
-  int n = (in->nops - 1) / 2;
-  if (in->nops < 3 || in->nops % 2 == 0 || n > 16 || (n > 1) != (in->shape.dt == DT_TUPLE) ||
-      (n > 1 && in->shape.ntuple != n))
-    return 0;
-  return n;
-}
-
-int cpu_scatter_check(const HInstr *in, HErr *err, const char *target) {
-  int n = cpu_scatter_n(in);
-  if (!n)
-    hlo_err_at(err, in, "%s target: scatter with %d operands and result %s is not supported",
-               target, in->nops, in->shape.dt == DT_TUPLE ? "a tuple" : "an array");
-  return n;
-}
-
-bool cpu_scatter_update(CpuKern *k, const HInstr *in, LLVMValueRef *ui, LLVMValueRef *oi,
-                        LLVMValueRef *ok) {
-  LLVMBuilderRef B = k->B;
-  int n = cpu_scatter_n(in);
-  const ScatterDims *sd = in->scatter;
-  const HInstr *ind = in->ops[n];
-  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *is = &ind->shape,
-              *us = &in->ops[n + 1]->shape;
-  LLVMValueRef sidx[HLO_MAX_RANK]; /* the update's scatter (non-window) dims, in order */
-  int ns = 0;
-  for (int d = 0; d < us->rank; d++)
-    if (!hlo_ilist_has(&sd->update_window_dims, d)) sidx[ns++] = ui[d];
-  int64_t ivd = sd->index_vector_dim;
-  LLVMValueRef start[HLO_MAX_RANK];
-  for (int d = 0; d < s->rank; d++)
-    start[d] = cpu_i64(k, 0);
-  for (int c = 0; c < sd->scatter_dims_to_operand_dims.n; c++) {
-    LLVMValueRef ii[HLO_MAX_RANK];
-    int b = 0;
-    for (int d = 0; d < is->rank; d++)
-      ii[d] = d == ivd ? cpu_i64(k, c) : sidx[b++];
-    LLVMValueRef sv = cpu_gen(k, ind, ii);
-    if (!sv) return false;
-    start[sd->scatter_dims_to_operand_dims.v[c]] = cpu_convert(k, sv, is->dt, DT_S64);
-  }
-  for (int j = 0; j < sd->input_batching_dims.n; j++) {
-    int64_t id = sd->scatter_indices_batching_dims.v[j];
-    int pos = (int)(id < ivd || ivd >= is->rank ? id : id - 1);
-    start[sd->input_batching_dims.v[j]] = sidx[pos];
-  }
-  LLVMValueRef all = LLVMConstInt(k->cg->i1, 1, 0);
-  int w = 0;
-  for (int d = 0; d < s->rank; d++) {
-    int64_t wsize = 1;
-    oi[d] = start[d];
-    if (!hlo_ilist_has(&sd->inserted_window_dims, d) &&
-        !hlo_ilist_has(&sd->input_batching_dims, d)) {
-      int64_t ud = sd->update_window_dims.v[w++];
-      wsize = us->dims[ud];
-      oi[d] = LLVMBuildNSWAdd(B, start[d], ui[ud], "");
-    }
-    /* XLA skips an update whose window does not fit entirely */
-    all = LLVMBuildAnd(B, all, LLVMBuildICmp(B, LLVMIntSGE, start[d], cpu_i64(k, 0), ""), "");
-    all = LLVMBuildAnd(
-        B, all, LLVMBuildICmp(B, LLVMIntSLE, start[d], cpu_i64(k, s->dims[d] - wsize), ""), "");
-  }
-  *ok = all;
-  return true;
-}
-
-void cpu_scatter_combine(CpuKern *k, const HInstr *in, const LLVMValueRef *out, LLVMValueRef *oi,
-                         LLVMValueRef *ui) {
-  int n = cpu_scatter_n(in);
-  LLVMValueRef args[32], res[16];
-  for (int j = 0; j < n; j++) {
-    const Shape *os = n > 1 ? &in->shape.tuple[j] : &in->shape;
-    args[j] = cpu_load_elem(k, out[j], os, oi);
-    args[n + j] = cpu_gen(k, in->ops[n + 1 + j], ui);
-    if (!args[n + j]) return;
-  }
-  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res)) return;
-  for (int j = 0; j < n; j++)
-    cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, oi, res[j]);
-}
-
 /* Scatter, serially: the output set to the operand, then every update element combined into
- * its place (cpu_scatter_update, cpu_scatter_combine). */
+ * its place (gen_scatter_update, gen_scatter_combine). */
 static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
-  int n = cpu_scatter_check(in, cg->err, "CPU");
+  int n = gen_scatter_check(in, cg->g.err, "CPU");
   if (!n) return false;
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   KnSplit none = {-1, 0, 1};
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   LLVMValueRef idx[HLO_MAX_RANK], out[16];
   for (int j = 0; j < n; j++)
     out[j] = n > 1 ? kn_leaf_ptr(k, in, j) : cpu_buffer(k, in);
   int nl = kn_open_nest(k, s, &none, s->rank, loops, idx);
   for (int j = 0; j < n && !k->failed; j++) {
-    LLVMValueRef v = cpu_gen(k, in->ops[j], idx);
-    if (v) cpu_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, idx, v);
+    LLVMValueRef v = gen_value(k, in->ops[j], idx);
+    if (v) gen_store_elem(k, out[j], n > 1 ? &in->shape.tuple[j] : &in->shape, idx, v);
   }
   kn_close_nest(k, loops, nl);
   if (k->failed) return cpu_kern_end(k, 1);
   LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
   nl = kn_open_nest(k, us, &none, us->rank, loops, ui);
-  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return cpu_kern_end(k, 1);
-  LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(cg->C, k->fn, "upd");
-  LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(cg->C, k->fn, "skip");
+  if (!gen_scatter_update(k, in, ui, oi, &ok)) return cpu_kern_end(k, 1);
+  LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "upd");
+  LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "skip");
   LLVMBuildCondBr(B, ok, doit, skip);
   LLVMPositionBuilderAtEnd(B, doit);
   int mark = k->ncache;
-  cpu_scatter_combine(k, in, out, oi, ui);
+  gen_scatter_combine(k, in, out, oi, ui);
   k->ncache = mark;
   LLVMBuildBr(B, skip);
   LLVMPositionBuilderAtEnd(B, skip);
@@ -1454,7 +1213,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
     /* (a product accumulating in a wider type than its result, bf16 or fp8 say, is elemental,
        its sum kept in f32 and rounded once: the accumulating kernel adds into the result's
        own storage) */
-    if (cpu_dot_acc_type(hero) == hero->shape.dt) return kn_accum_kernel(cg, in, hero);
+    if (gen_dot_acc_type(hero) == hero->shape.dt) return kn_accum_kernel(cg, in, hero);
   }
   /* a product whose epilogue a reduction reduces (else the reduction's generic kernels) */
   if ((hero = cpu_gemm_reduce_hero(in))) {

@@ -79,7 +79,7 @@ bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err) {
   HModule none = {.name = "hloc-prebuilt", .file = "<prebuilt library>"};
   CpuCg cg;
   cpu_cg_init(&cg, &o, err, none.name);
-  cg.m = &none;
+  cg.g.m = &none;
   cg.lib = true;
   bool ok = false;
   const char *level = cpu_gemm_isa(&cg);

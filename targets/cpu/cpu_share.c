@@ -3,7 +3,7 @@
  *
  * Kernels reach all memory through their pointer table (cpu_kernel.c), so kernels that differ
  * only in the buffers they touch are one function. Two rounds, each comparing the task
- * functions in task order by a fingerprint (below):
+ * functions in task order by their fingerprint (below):
  *   - exact: IR equal up to names (repeated layers of one shape): the later function is
  *     deleted and its tasks run the earlier one;
  *   - up to integer constants (at -O0..-O2; -O3 keeps every kernel specialized): IR equal
@@ -19,98 +19,13 @@
  * one block at four sizes), about a sixth of its compile time; the generated code ran as
  * fast (tools/bench drivers, the bench models, within noise).
  *
- * The fingerprint is a sequence of 64-bit tokens that spells out, block by block and
- * instruction by instruction, the opcode, the type, every operand (values of the function
- * itself by their position in it; constants, globals, functions, types, attributes and
- * metadata by identity, since the LLVMContext uniques them; in the second round a hole by its
- * kind and width only) and every property an instruction carries outside its operands
- * (predicates, flags, alignment, orderings, indices, masks, call attributes, metadata
- * attachments; a loop ID, distinct per loop, by its options). Equal fingerprints make IR equal
- * up to names (and hole values); a function using an instruction the fingerprint does not
- * know is never merged. The walk replaced comparing printed IR: printing a function alone
- * walks the whole module's metadata each time (quadratic), and even one print of the module
- * cost ~40 ms on bert_base. */
+ * The fingerprint is gen_fingerprint (targets/gen/gen_fingerprint.c); the holes are this
+ * file's say over its operands (cp_hole).
+ */
 #include "cpu_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ fingerprints */
-
-/* A function's fingerprint (see the top of the file). */
-typedef struct CpFp {
-  uint64_t *t;   /* tokens */
-  size_t n, cap; /* count and capacity */
-  bool opaque;   /* holds an instruction the fingerprint cannot describe */
-} CpFp;
-
-static void cp_tok(CpFp *f, uint64_t v) {
-  if (f->n == f->cap) {
-    f->cap = f->cap ? f->cap * 2 : 1024;
-    f->t = realloc(f->t, f->cap * sizeof *f->t);
-    HLO_ASSERT(f->t);
-  }
-  f->t[f->n++] = v;
-}
-
-static void cp_tokp(CpFp *f, const void *p) { cp_tok(f, (uint64_t)(uintptr_t)p); }
-
-/* Position of a local value (argument, block, instruction) in the function: an open-addressing
- * table from the pointer to its number. */
-typedef struct CpLocals {
-  LLVMValueRef *key; /* pointers, NULL: empty */
-  uint32_t *val;     /* numbers */
-  size_t mask;       /* size - 1 (a power of two) */
-} CpLocals;
-
-static size_t cp_slot(const CpLocals *l, LLVMValueRef v) {
-  uint64_t h = (uint64_t)(uintptr_t)v * 0x9E3779B97F4A7C15ull;
-  size_t i = (size_t)(h >> 20) & l->mask;
-  while (l->key[i] && l->key[i] != v)
-    i = (i + 1) & l->mask;
-  return i;
-}
-
-static void cp_local_add(CpLocals *l, LLVMValueRef v, uint32_t n) {
-  size_t i = cp_slot(l, v);
-  l->key[i] = v;
-  l->val[i] = n;
-}
-
-/* Token of an operand: tag 1 + number for local values, the pointer for everything else
- * (pointers are at least 8-byte aligned, so the low bits tell the two apart). */
-static void cp_tok_operand(CpFp *f, const CpLocals *l, LLVMValueRef v) {
-  if (v) {
-    size_t i = cp_slot(l, v);
-    if (l->key[i]) {
-      cp_tok(f, ((uint64_t)l->val[i] << 3) | 1);
-      return;
-    }
-  }
-  cp_tokp(f, v);
-}
-
-static void cp_tok_attrs(CpFp *f, LLVMValueRef fn_or_call, bool call, unsigned nparams) {
-  for (long idx = -1; idx <= (long)nparams; idx++) {
-    LLVMAttributeIndex ai =
-        idx < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (LLVMAttributeIndex)idx;
-    unsigned n = call ? LLVMGetCallSiteAttributeCount(fn_or_call, ai)
-                      : LLVMGetAttributeCountAtIndex(fn_or_call, ai);
-    cp_tok(f, n);
-    if (!n) continue;
-    LLVMAttributeRef a[64];
-    if (n > 64) {
-      f->opaque = true;
-      return;
-    }
-    if (call)
-      LLVMGetCallSiteAttributes(fn_or_call, ai, a);
-    else
-      LLVMGetAttributesAtIndex(fn_or_call, ai, a);
-    for (unsigned k = 0; k < n; k++)
-      cp_tokp(f, a[k]);
-  }
-}
 
 /* ------------------------------------------------------------------ holes */
 
@@ -180,216 +95,22 @@ static int cp_hole_kind(LLVMValueRef in, LLVMOpcode op, int k, LLVMValueRef v) {
   return CP_EXACT;
 }
 
-static void cp_fingerprint(LLVMValueRef fn, CpFp *f, CpHoles *h) {
-  f->n = 0;
-  f->opaque = false;
+/* Operand k (value v) of instruction i as the second round sees it: a hole (cp_hole_kind) is a
+ * token of its kind and width, its site recorded in the CpHoles ctx; false for the rest. */
+static bool cp_hole(void *ctx, GenFp *f, LLVMValueRef i, int k, LLVMValueRef v) {
+  CpHoles *h = ctx;
+  int hk = cp_hole_kind(i, LLVMGetInstructionOpcode(i), k, v);
+  if (hk == CP_EXACT) return false;
+  unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(v));
+  gen_fp_tok(f, ((uint64_t)(hk * 128 + (int)bits) << 3) | 2);
+  cp_site_add(h, (CpSite){i, k, LLVMConstIntGetSExtValue(v), hk, bits});
+  return true;
+}
+
+/* fn's fingerprint; with h, its holes are left open and recorded in h. */
+static void cp_fingerprint(LLVMValueRef fn, GenFp *f, CpHoles *h) {
   if (h) h->n = 0;
-  LLVMContextRef C = LLVMGetTypeContext(LLVMTypeOf(fn));
-  unsigned loop_kind = LLVMGetMDKindIDInContext(C, "llvm.loop", 9);
-  size_t nv = LLVMCountParams(fn) + 1;
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    nv++;
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
-      nv++;
-  }
-  size_t cap = 16;
-  while (cap < 2 * nv)
-    cap *= 2;
-  CpLocals l = {calloc(cap, sizeof(LLVMValueRef)), calloc(cap, sizeof(uint32_t)), cap - 1};
-  HLO_ASSERT(l.key && l.val);
-  uint32_t num = 0;
-  for (LLVMValueRef p = LLVMGetFirstParam(fn); p; p = LLVMGetNextParam(p))
-    cp_local_add(&l, p, num++);
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    cp_local_add(&l, LLVMBasicBlockAsValue(b), num++);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
-      cp_local_add(&l, i, num++);
-  }
-  /* the function: type, calling convention, attributes, metadata */
-  cp_tokp(f, LLVMGlobalGetValueType(fn));
-  cp_tok(f, LLVMGetFunctionCallConv(fn));
-  cp_tok(f, (uint64_t)LLVMGetLinkage(fn));
-  cp_tok_attrs(f, fn, false, LLVMCountParams(fn));
-  size_t nmd = 0;
-  LLVMValueMetadataEntry *md = LLVMGlobalCopyAllMetadata(fn, &nmd);
-  cp_tok(f, nmd);
-  for (size_t k = 0; k < nmd; k++) {
-    cp_tok(f, LLVMValueMetadataEntriesGetKind(md, (unsigned)k));
-    cp_tokp(f, LLVMValueMetadataEntriesGetMetadata(md, (unsigned)k));
-  }
-  if (md) LLVMDisposeValueMetadataEntries(md);
-  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b)) {
-    cp_tok(f, 0xB10C);
-    for (LLVMValueRef i = LLVMGetFirstInstruction(b); i && !f->opaque;
-         i = LLVMGetNextInstruction(i)) {
-      LLVMOpcode op = LLVMGetInstructionOpcode(i);
-      cp_tok(f, (uint64_t)op);
-      cp_tokp(f, LLVMTypeOf(i));
-      int no = LLVMGetNumOperands(i);
-      cp_tok(f, (uint64_t)no);
-      for (int k = 0; k < no; k++) {
-        LLVMValueRef v = LLVMGetOperand(i, k);
-        int hk = h ? cp_hole_kind(i, op, k, v) : CP_EXACT;
-        if (hk == CP_EXACT) {
-          cp_tok_operand(f, &l, v);
-          continue;
-        }
-        unsigned bits = LLVMGetIntTypeWidth(LLVMTypeOf(v));
-        cp_tok(f, ((uint64_t)(hk * 128 + (int)bits) << 3) | 2);
-        cp_site_add(h, (CpSite){i, k, LLVMConstIntGetSExtValue(v), hk, bits});
-      }
-      if (LLVMCanValueUseFastMathFlags(i)) cp_tok(f, LLVMGetFastMathFlags(i));
-      switch (op) {
-      case LLVMAdd:
-      case LLVMSub:
-      case LLVMMul:
-      case LLVMShl: cp_tok(f, (uint64_t)LLVMGetNSW(i) << 1 | (uint64_t)LLVMGetNUW(i)); break;
-      case LLVMUDiv:
-      case LLVMSDiv:
-      case LLVMLShr:
-      case LLVMAShr: cp_tok(f, LLVMGetExact(i)); break;
-      case LLVMOr: cp_tok(f, LLVMGetIsDisjoint(i)); break;
-      case LLVMZExt: cp_tok(f, LLVMGetNNeg(i)); break;
-      case LLVMFNeg:
-      case LLVMFAdd:
-      case LLVMFSub:
-      case LLVMFMul:
-      case LLVMFDiv:
-      case LLVMURem:
-      case LLVMSRem:
-      case LLVMFRem:
-      case LLVMAnd:
-      case LLVMXor:
-      case LLVMTrunc:
-      case LLVMSExt:
-      case LLVMFPToUI:
-      case LLVMFPToSI:
-      case LLVMSIToFP:
-      case LLVMFPTrunc:
-      case LLVMFPExt:
-      case LLVMPtrToInt:
-      case LLVMIntToPtr:
-      case LLVMBitCast:
-      case LLVMAddrSpaceCast:
-      case LLVMSelect:
-      case LLVMExtractElement:
-      case LLVMInsertElement:
-      case LLVMFreeze:
-      case LLVMRet:
-      case LLVMBr:
-      case LLVMSwitch:
-      case LLVMUnreachable: break;
-      case LLVMUIToFP: /* LLVM 19's nneg on uitofp has no C accessor; the builder never sets it */
-        break;
-      case LLVMICmp: cp_tok(f, LLVMGetICmpPredicate(i)); break;
-      case LLVMFCmp: cp_tok(f, LLVMGetFCmpPredicate(i)); break;
-      case LLVMAlloca:
-        cp_tokp(f, LLVMGetAllocatedType(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMLoad:
-      case LLVMStore:
-        cp_tok(f, LLVMGetAlignment(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMGetOrdering(i));
-        if (LLVMGetOrdering(i) != LLVMAtomicOrderingNotAtomic)
-          cp_tok(f, LLVMIsAtomicSingleThread(i));
-        break;
-      case LLVMGetElementPtr:
-        cp_tokp(f, LLVMGetGEPSourceElementType(i));
-        cp_tok(f, LLVMIsInBounds(i));
-        break;
-      case LLVMCall:
-        cp_tokp(f, LLVMGetCalledFunctionType(i));
-        cp_tok(f, LLVMGetTailCallKind(i));
-        cp_tok(f, LLVMGetInstructionCallConv(i));
-        cp_tok_attrs(f, i, true, LLVMGetNumArgOperands(i));
-        break;
-      case LLVMPHI: {
-        unsigned n = LLVMCountIncoming(i);
-        for (unsigned k = 0; k < n; k++)
-          cp_tok_operand(f, &l, LLVMBasicBlockAsValue(LLVMGetIncomingBlock(i, k)));
-        break;
-      }
-      case LLVMExtractValue:
-      case LLVMInsertValue: {
-        unsigned n = LLVMGetNumIndices(i);
-        const unsigned *ix = LLVMGetIndices(i);
-        cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++)
-          cp_tok(f, ix[k]);
-        break;
-      }
-      case LLVMShuffleVector: {
-        unsigned n = LLVMGetNumMaskElements(i);
-        cp_tok(f, n);
-        for (unsigned k = 0; k < n; k++)
-          cp_tok(f, (uint64_t)(int64_t)LLVMGetMaskValue(i, k));
-        break;
-      }
-      case LLVMAtomicRMW:
-        cp_tok(f, LLVMGetAtomicRMWBinOp(i));
-        cp_tok(f, LLVMGetOrdering(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMAtomicCmpXchg:
-        cp_tok(f, LLVMGetCmpXchgSuccessOrdering(i));
-        cp_tok(f, LLVMGetCmpXchgFailureOrdering(i));
-        cp_tok(f, LLVMGetWeak(i));
-        cp_tok(f, LLVMGetVolatile(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        cp_tok(f, LLVMGetAlignment(i));
-        break;
-      case LLVMFence:
-        cp_tok(f, LLVMGetOrdering(i));
-        cp_tok(f, LLVMIsAtomicSingleThread(i));
-        break;
-      case LLVMIndirectBr:
-      case LLVMInvoke:
-      case LLVMCallBr:
-      case LLVMUserOp1:
-      case LLVMUserOp2:
-      case LLVMVAArg:
-      case LLVMResume:
-      case LLVMLandingPad:
-      case LLVMCleanupRet:
-      case LLVMCatchRet:
-      case LLVMCatchPad:
-      case LLVMCleanupPad:
-      case LLVMCatchSwitch: f->opaque = true; break;
-      }
-      if (LLVMHasMetadata(i)) {
-        size_t nm = 0;
-        LLVMValueMetadataEntry *e = LLVMInstructionGetAllMetadataOtherThanDebugLoc(i, &nm);
-        cp_tok(f, 0x3D00 + nm);
-        for (size_t k = 0; k < nm; k++) {
-          unsigned kind = LLVMValueMetadataEntriesGetKind(e, (unsigned)k);
-          LLVMMetadataRef md = LLVMValueMetadataEntriesGetMetadata(e, (unsigned)k);
-          cp_tok(f, kind);
-          if (kind != loop_kind) {
-            cp_tokp(f, md);
-            continue;
-          }
-          /* a loop ID is distinct (its first operand is itself): its options by identity */
-          LLVMValueRef mv = LLVMMetadataAsValue(C, md), ops[8];
-          unsigned nops = LLVMGetMDNodeNumOperands(mv);
-          if (nops > 8) {
-            f->opaque = true;
-            continue;
-          }
-          LLVMGetMDNodeOperands(mv, ops);
-          cp_tok(f, nops);
-          for (unsigned q = 1; q < nops; q++)
-            cp_tokp(f, ops[q]);
-        }
-        if (e) LLVMDisposeValueMetadataEntries(e);
-      }
-    }
-  }
-  free(l.key);
-  free(l.val);
+  gen_fingerprint(fn, f, h ? cp_hole : NULL, h);
 }
 
 /* ------------------------------------------------------------------ merging */
@@ -447,7 +168,7 @@ typedef struct CpParam {
  * computed here per member), as LLVM would have made of a constant divisor. */
 static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   LLVMValueRef f0 = cg->tasks[mt[0]].fn;
-  HArena *a = cg->scratch; /* zeroed, freed with the compilation's scratch */
+  HArena *a = cg->g.scratch; /* zeroed, freed with the compilation's scratch */
   LLVMValueRef *mf = hlo_arena_alloc(a, (size_t)m * sizeof *mf);
   for (int i = 0; i < m; i++)
     mf[i] = cg->tasks[mt[i]].fn;
@@ -482,25 +203,26 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
   for (int t = 0; t < cg->ntasks; t++)
     for (int i = 0; i < m; i++)
       if (cg->tasks[t].fn == mf[i] && cg->tasks[t].nslots > pslot) pslot = cg->tasks[t].nslots;
-  LLVMBuilderRef B = cg->B;
+  LLVMBuilderRef B = cg->g.B;
   if (nv > 0) {
     /* the values, read once at the top of the entry block */
     LLVMPositionBuilderBefore(B, LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(f0)));
-    LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)pslot, 0);
+    LLVMValueRef ix = LLVMConstInt(cg->g.i64, (unsigned long long)pslot, 0);
     LLVMValueRef tab = LLVMBuildLoad2(
-        B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, LLVMGetParam(f0, 0), &ix, 1, ""), "kparams");
+        B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, LLVMGetParam(f0, 0), &ix, 1, ""),
+        "kparams");
     for (int q = 0; q < np; q++)
       for (int j = 0; j < (ps[q].kind == CP_HOLE_DIV ? CP_DIV_VALUES : 1); j++) {
-        ix = LLVMConstInt(cg->i64, (unsigned long long)(ps[q].at + j), 0);
+        ix = LLVMConstInt(cg->g.i64, (unsigned long long)(ps[q].at + j), 0);
         LLVMValueRef v = LLVMBuildLoad2(
-            B, cg->i64, LLVMBuildInBoundsGEP2(B, cg->i64, tab, &ix, 1, ""), "kparam");
-        ps[q].val[j] = ps[q].bits == 32 ? LLVMBuildTrunc(B, v, cg->i32, "") : v;
+            B, cg->g.i64, LLVMBuildInBoundsGEP2(B, cg->g.i64, tab, &ix, 1, ""), "kparam");
+        ps[q].val[j] = ps[q].bits == 32 ? LLVMBuildTrunc(B, v, cg->g.i32, "") : v;
       }
     /* plain holes first: a divisor's instruction may have one in its dividend */
     for (size_t s = 0; s < L; s++)
       if (sp[s] >= 0 && h0->s[s].kind == CP_HOLE_PLAIN)
         LLVMSetOperand(h0->s[s].in, (unsigned)h0->s[s].op, ps[sp[s]].val[0]);
-    LLVMTypeRef i128 = LLVMInt128TypeInContext(cg->C);
+    LLVMTypeRef i128 = LLVMInt128TypeInContext(cg->g.C);
     for (size_t s = 0; s < L; s++) {
       if (sp[s] < 0 || h0->s[s].kind != CP_HOLE_DIV) continue;
       LLVMValueRef in = h0->s[s].in, *pv = ps[sp[s]].val;
@@ -509,10 +231,10 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
       LLVMValueRef prod =
           LLVMBuildMul(B, LLVMBuildSExt(B, n, i128, ""), LLVMBuildSExt(B, pv[1], i128, ""), "");
       LLVMValueRef t =
-          LLVMBuildTrunc(B, LLVMBuildAShr(B, prod, LLVMConstInt(i128, 64, 0), ""), cg->i64, "");
+          LLVMBuildTrunc(B, LLVMBuildAShr(B, prod, LLVMConstInt(i128, 64, 0), ""), cg->g.i64, "");
       t = LLVMBuildAdd(B, t, LLVMBuildAnd(B, n, pv[3], ""), "");
       t = LLVMBuildAShr(B, t, pv[2], "");
-      LLVMValueRef sign = LLVMBuildLShr(B, n, LLVMConstInt(cg->i64, 63, 0), "");
+      LLVMValueRef sign = LLVMBuildLShr(B, n, LLVMConstInt(cg->g.i64, 63, 0), "");
       LLVMValueRef q = LLVMBuildAdd(B, t, LLVMBuildAnd(B, sign, pv[4], ""), "");
       if (LLVMGetInstructionOpcode(in) == LLVMSRem)
         q = LLVMBuildSub(B, n, LLVMBuildMul(B, q, pv[0], ""), "");
@@ -531,11 +253,11 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
         if (ps[q].kind == CP_HOLE_DIV) cpu_sdiv_magic(ps[q].v[i], &vals[ps[q].at + 1]);
       }
       for (int j = 0; j < nv; j++)
-        cv[j] = LLVMConstInt(cg->i64, (unsigned long long)vals[j], 1);
-      LLVMValueRef init = LLVMConstArray2(cg->i64, cv, (uint64_t)nv);
+        cv[j] = LLVMConstInt(cg->g.i64, (unsigned long long)vals[j], 1);
+      LLVMValueRef init = LLVMConstArray2(cg->g.i64, cv, (uint64_t)nv);
       char name[300];
       snprintf(name, sizeof name, "%s_kp%d", cg->o->name, mt[i]);
-      gv = LLVMAddGlobal(cg->M, LLVMTypeOf(init), name);
+      gv = LLVMAddGlobal(cg->g.M, LLVMTypeOf(init), name);
       LLVMSetInitializer(gv, init);
       LLVMSetGlobalConstant(gv, 1);
       LLVMSetLinkage(gv, LLVMPrivateLinkage);
@@ -547,7 +269,7 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
       if (task->fn != mf[i]) continue;
       task->fn = f0;
       if (!gv) continue;
-      CpuSlot *ns = hlo_arena_alloc(cg->scratch, sizeof *ns * (size_t)(pslot + 1));
+      CpuSlot *ns = hlo_arena_alloc(cg->g.scratch, sizeof *ns * (size_t)(pslot + 1));
       for (int j = 0; j <= pslot; j++)
         ns[j] = j < task->nslots ? task->slots[j] : (CpuSlot){CPU_SLOT_GLOBAL, NULL, gv, 0};
       task->slots = ns;
@@ -562,8 +284,8 @@ static void cp_merge(CpuCg *cg, const int *mt, int m, const CpHoles *hs) {
 static void cp_share_round(CpuCg *cg, bool param) {
   int n = cg->ntasks;
   size_t un = (size_t)n;
-  HArena *a = cg->scratch;
-  CpFp *fp = hlo_arena_alloc(a, un * sizeof *fp); /* per task whose function is first seen there */
+  HArena *a = cg->g.scratch;
+  GenFp *fp = hlo_arena_alloc(a, un * sizeof *fp); /* per task whose function is first seen there */
   CpHoles *hs = hlo_arena_alloc(a, un * sizeof *hs);
   uint64_t *hash = hlo_arena_alloc(a, un * sizeof *hash);
   bool *have = hlo_arena_alloc(a, un * sizeof *have);

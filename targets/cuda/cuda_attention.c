@@ -80,51 +80,51 @@ static void at_plan_fma(AttK *t) {
 
 /* ------------------------------------------------------------------ small IR helpers */
 
-LLVMValueRef cuda_at_f(CpuKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
+LLVMValueRef cuda_at_f(GenKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
 
-static LLVMValueRef at_intr(CpuKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
+static LLVMValueRef at_intr(GenKern *k, const char *name, LLVMValueRef x, LLVMValueRef y) {
   LLVMValueRef args[2] = {x, y};
   return cuda_intrinsic(k, name, k->cg->f32, args, y ? 2 : 1);
 }
 
 /* exp(x) as 2^(x log2 e) on the special function unit. */
-LLVMValueRef cuda_at_exp(CpuKern *k, LLVMValueRef x) {
+LLVMValueRef cuda_at_exp(GenKern *k, LLVMValueRef x) {
   return at_intr(k, "llvm.nvvm.ex2.approx.f", LLVMBuildFMul(k->B, x, cuda_at_f(k, M_LOG2E), ""),
                  NULL);
 }
 
-LLVMValueRef cuda_at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y) {
+LLVMValueRef cuda_at_max(GenKern *k, LLVMValueRef x, LLVMValueRef y) {
   return at_intr(k, "llvm.maxnum", x, y);
 }
 
-LLVMValueRef cuda_at_ld(CpuKern *k, LLVMValueRef p) {
+LLVMValueRef cuda_at_ld(GenKern *k, LLVMValueRef p) {
   return LLVMBuildLoad2(k->B, k->cg->f32, p, "");
 }
-void cuda_at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->B, v, p); }
+void cuda_at_st(GenKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->B, v, p); }
 
 /* The f32 value of operand x (a parameter of the fusion's body) at the index whose dims map to
  * S dims through map (-1: the head dim, at c), 0 where the head index is out of range. */
-static LLVMValueRef at_load(CpuKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+static LLVMValueRef at_load(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                             LLVMValueRef c, LLVMValueRef inb) {
   LLVMValueRef idx[HLO_MAX_RANK];
-  LLVMValueRef cc = inb ? LLVMBuildSelect(k->B, inb, c, cpu_i64(k, 0), "") : c;
+  LLVMValueRef cc = inb ? LLVMBuildSelect(k->B, inb, c, gen_i64(k, 0), "") : c;
   for (int d = 0; d < x->shape.rank; d++)
     idx[d] = map[d] < 0 ? cc : sidx[map[d]];
-  LLVMValueRef v = cpu_gen(k, x, idx);
+  LLVMValueRef v = gen_value(k, x, idx);
   if (!v) return cuda_at_f(k, 0);
-  v = cpu_convert(k, v, x->shape.dt, DT_F32);
+  v = gen_convert(k, v, x->shape.dt, DT_F32);
   return inb ? LLVMBuildSelect(k->B, inb, v, cuda_at_f(k, 0), "") : v;
 }
 
 /* Lane l's head index for its element j (l + 32 j) and whether it is below n (NULL: always). */
-static LLVMValueRef at_lane_c(CpuKern *k, LLVMValueRef lane, int j, int64_t n, LLVMValueRef *inb) {
-  LLVMValueRef c = LLVMBuildNSWAdd(k->B, lane, cpu_i64(k, 32 * j), "");
-  *inb = n % 32 ? LLVMBuildICmp(k->B, LLVMIntSLT, c, cpu_i64(k, n), "") : NULL;
+static LLVMValueRef at_lane_c(GenKern *k, LLVMValueRef lane, int j, int64_t n, LLVMValueRef *inb) {
+  LLVMValueRef c = LLVMBuildNSWAdd(k->B, lane, gen_i64(k, 32 * j), "");
+  *inb = n % 32 ? LLVMBuildICmp(k->B, LLVMIntSLT, c, gen_i64(k, n), "") : NULL;
   return c;
 }
 
 /* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
-void cuda_at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+void cuda_at_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
                      LLVMValueRef *sidx) {
   LLVMValueRef sub[HLO_MAX_RANK];
   cuda_delin(k, lin, ext, n, sub);
@@ -135,18 +135,18 @@ void cuda_at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_
 /* ------------------------------------------------------------------ the kernels */
 
 /* The S index of row r (query row qrow of batch item b, clamped into range). */
-void cuda_at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r) {
+void cuda_at_row(GenKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r) {
   LLVMBuilderRef B = k->B;
   r->qrow = qrow;
-  r->valid = LLVMBuildICmp(B, LLVMIntSLT, qrow, cpu_i64(k, t->a.nq), "");
-  LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, cpu_i64(k, t->a.nq - 1), "");
+  r->valid = LLVMBuildICmp(B, LLVMIntSLT, qrow, gen_i64(k, t->a.nq), "");
+  LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, gen_i64(k, t->a.nq - 1), "");
   for (int d = 0; d < HLO_MAX_RANK; d++)
-    r->sidx[d] = cpu_i64(k, 0);
+    r->sidx[d] = gen_i64(k, 0);
   cuda_at_scatter(k, b, t->bdim, t->bext, t->nbd, r->sidx);
   cuda_at_scatter(k, qc, t->qdim, t->qext, t->nqd, r->sidx);
 }
 
-void cuda_at_store1(CpuKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
+void cuda_at_store1(GenKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
                     LLVMValueRef c, LLVMValueRef ok, LLVMValueRef v) {
   LLVMBuilderRef B = k->B;
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "store");
@@ -157,14 +157,14 @@ void cuda_at_store1(CpuKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, 
   LLVMValueRef oidx[HLO_MAX_RANK];
   for (int d = 0; d < in->shape.rank; d++)
     oidx[d] = a->omap[d] < 0 ? c : r->sidx[a->omap[d]];
-  cpu_store_elem(k, out, &in->shape, oidx, cpu_convert(k, v, DT_F32, in->shape.dt));
+  gen_store_elem(k, out, &in->shape, oidx, gen_convert(k, v, DT_F32, in->shape.dt));
   LLVMBuildBr(B, join);
   LLVMPositionBuilderAtEnd(B, join);
   k->ncache = mark;
 }
 
 /* Store the output of row r: acc[j] / sum for the lane's head elements. */
-static void at_store(CpuKern *k, const AttK *t, HInstr *in, LLVMValueRef out, const AttRow *r,
+static void at_store(GenKern *k, const AttK *t, HInstr *in, LLVMValueRef out, const AttRow *r,
                      LLVMValueRef lane, LLVMValueRef *acc, LLVMValueRef sum) {
   for (int j = 0; j < t->dvt; j++) {
     LLVMValueRef inb;
@@ -175,7 +175,7 @@ static void at_store(CpuKern *k, const AttK *t, HInstr *in, LLVMValueRef out, co
 }
 
 /* Slot i (i64) of the f32 array at p (global or shared). */
-LLVMValueRef cuda_at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
+LLVMValueRef cuda_at_slot(GenKern *k, LLVMValueRef p, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
 }
 
@@ -185,8 +185,8 @@ int64_t cuda_at_part_bytes(const AttK *t) {
   return t->ns > 1 ? 4 * t->a.nbatch * t->a.nq * t->ns * cuda_at_slots(t) : 0;
 }
 
-LLVMValueRef cuda_at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
-  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, cpu_i64(k, m), ""), b, "");
+LLVMValueRef cuda_at_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, gen_i64(k, m), ""), b, "");
 }
 
 /* The running state of one warp: each lane's row's max and sum (lanes of a row group agree),
@@ -195,7 +195,7 @@ typedef struct AttState {
   LLVMValueRef m, l, o[AT_QT][8];
 } AttState;
 
-static LLVMValueRef at_fma(CpuKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+static LLVMValueRef at_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
   LLVMValueRef args[3] = {x, y, z};
   return cuda_intrinsic(k, "llvm.fma", k->cg->f32, args, 3);
 }
@@ -203,12 +203,12 @@ static LLVMValueRef at_fma(CpuKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValue
 /* The lanes' partial dots v[0..n) (n a power of two <= 32) summed over the warp, scattered:
  * lane l ends with the total of value l >> (5 - log2 n). Each halving step keeps the half its
  * lane bit selects and receives the other half from the partner lane. */
-static LLVMValueRef at_reduce_scatter(CpuKern *k, LLVMValueRef lane, LLVMValueRef *v, int n) {
+static LLVMValueRef at_reduce_scatter(GenKern *k, LLVMValueRef lane, LLVMValueRef *v, int n) {
   LLVMBuilderRef B = k->B;
   int off = 16;
   for (; n > 1; n /= 2, off /= 2) {
     LLVMValueRef bit =
-        LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, lane, cpu_i64(k, off), ""), cpu_i64(k, 0), "");
+        LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, lane, gen_i64(k, off), ""), gen_i64(k, 0), "");
     for (int i = 0; i < n / 2; i++) {
       LLVMValueRef send = LLVMBuildSelect(B, bit, v[i], v[i + n / 2], "");
       LLVMValueRef keep = LLVMBuildSelect(B, bit, v[i + n / 2], v[i], "");
@@ -221,7 +221,7 @@ static LLVMValueRef at_reduce_scatter(CpuKern *k, LLVMValueRef lane, LLVMValueRe
 }
 
 /* x combined over the lanes of each group of w (a power of two) with max or add. */
-LLVMValueRef cuda_at_group(CpuKern *k, LLVMValueRef x, int w, bool max) {
+LLVMValueRef cuda_at_group(GenKern *k, LLVMValueRef x, int w, bool max) {
   for (int off = w / 2; off >= 1; off /= 2) {
     LLVMValueRef y = cuda_shfl(k, x, off, CU_SHFL_BFLY);
     x = max ? cuda_at_max(k, x, y) : LLVMBuildFAdd(k->B, x, y, "");
@@ -234,20 +234,20 @@ LLVMValueRef cuda_at_group(CpuKern *k, LLVMValueRef x, int w, bool max) {
  * repeated when fewer than 32); the fusion's elementwise ops on it at the pair's index (me:
  * the lane's row); the online softmax per row (a group of 32 / qt lanes); the values' rows
  * accumulated with each pair's probability broadcast from the lane holding it. */
-static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef lane,
+static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef lane,
                     LLVMValueRef warp, LLVMValueRef k0, LLVMValueRef kend, LLVMValueRef qv[][8],
                     AttState *s) {
   LLVMBuilderRef B = k->B;
   int kbn = t->kb, np = t->qt * kbn, sh = 0, w = 32 / t->qt;
   while ((np << sh) < 32)
     sh++;
-  CpuLoop kl;
-  LLVMValueRef first = LLVMBuildNSWAdd(B, k0, LLVMBuildNSWMul(B, warp, cpu_i64(k, kbn), ""), "");
-  LLVMValueRef kw = cpu_loop_open_step(k, &kl, first, kend, cpu_i64(k, kbn * AT_WARPS));
-  LLVMValueRef last = LLVMBuildNSWSub(B, kend, cpu_i64(k, 1), "");
+  GenLoop kl;
+  LLVMValueRef first = LLVMBuildNSWAdd(B, k0, LLVMBuildNSWMul(B, warp, gen_i64(k, kbn), ""), "");
+  LLVMValueRef kw = gen_loop_open_step(k, &kl, first, kend, gen_i64(k, kbn * AT_WARPS));
+  LLVMValueRef last = LLVMBuildNSWSub(B, kend, gen_i64(k, 1), "");
   LLVMValueRef kidx[8][HLO_MAX_RANK], val[32];
   for (int kb = 0; kb < kbn && !k->failed; kb++) {
-    LLVMValueRef key = LLVMBuildNSWAdd(B, kw, cpu_i64(k, kb), "");
+    LLVMValueRef key = LLVMBuildNSWAdd(B, kw, gen_i64(k, kb), "");
     LLVMValueRef kc =
         LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
     memcpy(kidx[kb], me->sidx, sizeof kidx[kb]);
@@ -267,17 +267,17 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   /* this lane's pair: row me (lane / w), key kw + (lane >> sh) % kbn */
   LLVMValueRef dot = at_reduce_scatter(k, lane, val, np);
   LLVMValueRef mykb =
-      LLVMBuildURem(B, LLVMBuildLShr(B, lane, cpu_i64(k, sh), ""), cpu_i64(k, kbn), "");
+      LLVMBuildURem(B, LLVMBuildLShr(B, lane, gen_i64(k, sh), ""), gen_i64(k, kbn), "");
   LLVMValueRef key = LLVMBuildNSWAdd(B, kw, mykb, "");
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, me->sidx, sizeof full);
   cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
   const HInstr *sd = t->a.sdot;
-  cuda_cache_add(k, sd, t->srank, full, cpu_convert(k, dot, DT_F32, sd->shape.dt));
-  LLVMValueRef e = cpu_gen(k, t->a.score, full);
+  cuda_cache_add(k, sd, t->srank, full, gen_convert(k, dot, DT_F32, sd->shape.dt));
+  LLVMValueRef e = gen_value(k, t->a.score, full);
   if (!e) return;
-  e = LLVMBuildSelect(B, valid, cpu_convert(k, e, t->a.score->shape.dt, DT_F32),
+  e = LLVMBuildSelect(B, valid, gen_convert(k, e, t->a.score->shape.dt, DT_F32),
                       cuda_at_f(k, -INFINITY), "");
   /* online softmax of the lane's row */
   LLVMValueRef mo = cuda_at_ld(k, s->m), mn = cuda_at_max(k, mo, cuda_at_group(k, e, w, true));
@@ -287,7 +287,7 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   LLVMValueRef corr = cuda_at_exp(k, LLVMBuildFSub(B, mo, ref, ""));
   LLVMValueRef p = cuda_at_exp(k, LLVMBuildFSub(B, e, ref, ""));
   LLVMValueRef dup = LLVMBuildICmp(
-      B, LLVMIntEQ, LLVMBuildAnd(B, lane, cpu_i64(k, (1 << sh) - 1), ""), cpu_i64(k, 0), "");
+      B, LLVMIntEQ, LLVMBuildAnd(B, lane, gen_i64(k, (1 << sh) - 1), ""), gen_i64(k, 0), "");
   LLVMValueRef psum = cuda_at_group(k, LLVMBuildSelect(B, dup, p, cuda_at_f(k, 0), ""), w, false);
   cuda_at_st(k, s->m, mn);
   cuda_at_st(k, s->l, at_fma(k, cuda_at_ld(k, s->l), corr, psum));
@@ -312,18 +312,18 @@ static void at_keys(CpuKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   for (int r = 0; r < t->qt; r++)
     for (int j = 0; j < t->dvt; j++)
       cuda_at_st(k, s->o[r][j], o[r][j]);
-  cpu_loop_close(k, &kl);
+  gen_loop_close(k, &kl);
 }
 
 /* Combine the warps' states of row r (smem: per warp, per row: max, sum, dv accumulators):
  * *mx, *sum and acc[] receive the block's. */
-static void at_combine(CpuKern *k, const AttK *t, LLVMValueRef smem, int r, LLVMValueRef lane,
+static void at_combine(GenKern *k, const AttK *t, LLVMValueRef smem, int r, LLVMValueRef lane,
                        LLVMValueRef *mx, LLVMValueRef *sum, LLVMValueRef *acc) {
   LLVMBuilderRef B = k->B;
   int64_t per = cuda_at_slots(t);
   LLVMValueRef mw[AT_WARPS], M = cuda_at_f(k, -INFINITY);
   for (int w = 0; w < AT_WARPS; w++) {
-    mw[w] = cuda_at_ld(k, cuda_at_slot(k, smem, cpu_i64(k, (w * t->qt + r) * per)));
+    mw[w] = cuda_at_ld(k, cuda_at_slot(k, smem, gen_i64(k, (w * t->qt + r) * per)));
     M = cuda_at_max(k, M, mw[w]);
   }
   LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, cuda_at_f(k, -INFINITY), "");
@@ -335,10 +335,10 @@ static void at_combine(CpuKern *k, const AttK *t, LLVMValueRef smem, int r, LLVM
     LLVMValueRef f = cuda_at_exp(k, LLVMBuildFSub(B, mw[w], ref, ""));
     int64_t base = (w * t->qt + r) * per;
     L = LLVMBuildFAdd(
-        B, L, LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, smem, cpu_i64(k, base + 1))), ""),
+        B, L, LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, smem, gen_i64(k, base + 1))), ""),
         "");
     for (int j = 0; j < t->dvt; j++) {
-      LLVMValueRef i = LLVMBuildNSWAdd(B, lane, cpu_i64(k, base + 2 + 32 * j), "");
+      LLVMValueRef i = LLVMBuildNSWAdd(B, lane, gen_i64(k, base + 2 + 32 * j), "");
       acc[j] = LLVMBuildFAdd(B, acc[j],
                              LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, smem, i)), ""), "");
     }
@@ -352,7 +352,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   CuStep *st;
   LLVMValueRef part = NULL;
   bool split = t->ns > 1;
-  CpuKern *k = cuda_kbegin(cc, in, split ? "attention-split" : "attention", split, &pp, &part, &st);
+  GenKern *k = cuda_kbegin(cc, in, split ? "attention-split" : "attention", split, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
@@ -360,57 +360,57 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   st->grid = t->a.nbatch * t->nqt * t->ns;
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef slice = LLVMBuildURem(B, bid, cpu_i64(k, t->ns), "");
-  LLVMValueRef rest = LLVMBuildUDiv(B, bid, cpu_i64(k, t->ns), "");
-  LLVMValueRef qtile = LLVMBuildURem(B, rest, cpu_i64(k, t->nqt), "");
-  LLVMValueRef b = LLVMBuildUDiv(B, rest, cpu_i64(k, t->nqt), "");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, gen_i64(k, 5), "");
+  LLVMValueRef slice = LLVMBuildURem(B, bid, gen_i64(k, t->ns), "");
+  LLVMValueRef rest = LLVMBuildUDiv(B, bid, gen_i64(k, t->ns), "");
+  LLVMValueRef qtile = LLVMBuildURem(B, rest, gen_i64(k, t->nqt), "");
+  LLVMValueRef b = LLVMBuildUDiv(B, rest, gen_i64(k, t->nqt), "");
   AttRow rows[AT_QT], me;
   LLVMValueRef qv[AT_QT][8];
   AttState s;
   for (int r = 0; r < t->qt; r++) {
-    cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, cpu_i64(k, r)), &rows[r]);
+    cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, gen_i64(k, r)), &rows[r]);
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
       qv[r][j] = at_load(k, t->q, t->a.qmap, rows[r].sidx, c, inb);
     }
     for (int j = 0; j < t->dvt; j++) {
-      s.o[r][j] = cpu_alloca(k, k->cg->f32);
+      s.o[r][j] = gen_alloca(k, k->cg->f32);
       cuda_at_st(k, s.o[r][j], cuda_at_f(k, 0));
     }
   }
   /* the lane's own row in the reduce-scattered scores: lane / (32 / qt) */
-  LLVMValueRef myr = LLVMBuildUDiv(B, lane, cpu_i64(k, 32 / t->qt), "");
+  LLVMValueRef myr = LLVMBuildUDiv(B, lane, gen_i64(k, 32 / t->qt), "");
   cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, myr), &me);
-  s.m = cpu_alloca(k, k->cg->f32);
-  s.l = cpu_alloca(k, k->cg->f32);
+  s.m = gen_alloca(k, k->cg->f32);
+  s.l = gen_alloca(k, k->cg->f32);
   cuda_at_st(k, s.m, cuda_at_f(k, -INFINITY));
   cuda_at_st(k, s.l, cuda_at_f(k, 0));
-  LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, cpu_i64(k, t->chunk), "");
-  LLVMValueRef k1 = LLVMBuildNSWAdd(B, k0, cpu_i64(k, t->chunk), "");
-  LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, cpu_i64(k, t->a.nk), ""),
-                                      k1, cpu_i64(k, t->a.nk), "");
+  LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, gen_i64(k, t->chunk), "");
+  LLVMValueRef k1 = LLVMBuildNSWAdd(B, k0, gen_i64(k, t->chunk), "");
+  LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, gen_i64(k, t->a.nk), ""),
+                                      k1, gen_i64(k, t->a.nk), "");
   at_keys(k, t, &me, lane, warp, k0, kend, qv, &s);
   /* the warps' states into shared memory */
   int64_t per = cuda_at_slots(t);
   LLVMValueRef smem = cuda_smem(k, st, k->cg->f32, AT_WARPS * t->qt * per);
   for (int r = 0; r < t->qt; r++) {
-    LLVMValueRef base = cuda_at_lin(k, warp, t->qt * per, cpu_i64(k, r * per));
+    LLVMValueRef base = cuda_at_lin(k, warp, t->qt * per, gen_i64(k, r * per));
     int from = (int)(r * (32 / t->qt)); /* a lane of row r's group */
     cuda_at_st(k, cuda_at_slot(k, smem, base), cuda_shfl(k, cuda_at_ld(k, s.m), from, CU_SHFL_IDX));
-    cuda_at_st(k, cuda_at_slot(k, smem, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")),
+    cuda_at_st(k, cuda_at_slot(k, smem, LLVMBuildNSWAdd(B, base, gen_i64(k, 1), "")),
                cuda_shfl(k, cuda_at_ld(k, s.l), from, CU_SHFL_IDX));
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef i =
-          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, gen_i64(k, 2 + 32 * j), ""), "");
       cuda_at_st(k, cuda_at_slot(k, smem, i), cuda_at_ld(k, s.o[r][j]));
     }
   }
   cuda_barrier(k);
   /* warp w combines and writes rows w, w + AT_WARPS, ... */
   for (int r = 0; r < t->qt && !k->failed; r++) {
-    LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, r % AT_WARPS), "");
+    LLVMValueRef mine = LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, r % AT_WARPS), "");
     LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");
     LLVMBuildCondBr(B, mine, then, join);
@@ -423,17 +423,17 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
     } else { /* partial (max, sum, accumulators) of row (b, qrow), slice */
       LLVMValueRef row = cuda_at_lin(k, b, t->a.nq, rows[r].qrow);
       LLVMValueRef base =
-          LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), cpu_i64(k, per), "");
+          LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), gen_i64(k, per), "");
       LLVMValueRef ok = rows[r].valid;
       LLVMBasicBlockRef w1 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
       LLVMBasicBlockRef w2 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
       LLVMBuildCondBr(B, ok, w1, w2);
       LLVMPositionBuilderAtEnd(B, w1);
       cuda_at_st(k, cuda_at_slot(k, part, base), M);
-      cuda_at_st(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")), L);
+      cuda_at_st(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, gen_i64(k, 1), "")), L);
       for (int j = 0; j < t->dvt; j++) {
         LLVMValueRef i =
-            LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+            LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, gen_i64(k, 2 + 32 * j), ""), "");
         cuda_at_st(k, cuda_at_slot(k, part, i), acc[j]);
       }
       LLVMBuildBr(B, w2);
@@ -450,7 +450,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
 bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   CuStep *st;
   LLVMValueRef part;
-  CpuKern *k = cuda_kbegin(cc, in, "attention-finish", 1, &pp, &part, &st);
+  GenKern *k = cuda_kbegin(cc, in, "attention-finish", 1, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
@@ -459,37 +459,37 @@ bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   st->grid = (rowsn + nw - 1) / nw;
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef row = cuda_at_lin(k, bid, nw, LLVMBuildLShr(B, tid, cpu_i64(k, 5), ""));
-  LLVMValueRef have = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, rowsn), "");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
+  LLVMValueRef row = cuda_at_lin(k, bid, nw, LLVMBuildLShr(B, tid, gen_i64(k, 5), ""));
+  LLVMValueRef have = LLVMBuildICmp(B, LLVMIntSLT, row, gen_i64(k, rowsn), "");
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");
   LLVMBuildCondBr(B, have, then, join);
   LLVMPositionBuilderAtEnd(B, then);
   AttRow r;
-  cuda_at_row(k, t, LLVMBuildUDiv(B, row, cpu_i64(k, t->a.nq), ""),
-              LLVMBuildURem(B, row, cpu_i64(k, t->a.nq), ""), &r);
+  cuda_at_row(k, t, LLVMBuildUDiv(B, row, gen_i64(k, t->a.nq), ""),
+              LLVMBuildURem(B, row, gen_i64(k, t->a.nq), ""), &r);
   LLVMValueRef M = cuda_at_f(k, -INFINITY);
-  LLVMValueRef rb = LLVMBuildNSWMul(B, row, cpu_i64(k, t->ns * per), "");
+  LLVMValueRef rb = LLVMBuildNSWMul(B, row, gen_i64(k, t->ns * per), "");
   for (int64_t sl = 0; sl < t->ns; sl++)
     M = cuda_at_max(
         k, M,
-        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), ""))));
+        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, rb, gen_i64(k, sl * per), ""))));
   LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, M, cuda_at_f(k, -INFINITY), "");
   LLVMValueRef ref = LLVMBuildSelect(B, ninf, cuda_at_f(k, 0), M, "");
   LLVMValueRef L = cuda_at_f(k, 0), acc[8];
   for (int j = 0; j < t->dvt; j++)
     acc[j] = cuda_at_f(k, 0);
   for (int64_t sl = 0; sl < t->ns; sl++) {
-    LLVMValueRef base = LLVMBuildNSWAdd(B, rb, cpu_i64(k, sl * per), "");
+    LLVMValueRef base = LLVMBuildNSWAdd(B, rb, gen_i64(k, sl * per), "");
     LLVMValueRef f =
         cuda_at_exp(k, LLVMBuildFSub(B, cuda_at_ld(k, cuda_at_slot(k, part, base)), ref, ""));
     LLVMValueRef l1 =
-        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, cpu_i64(k, 1), "")));
+        cuda_at_ld(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, gen_i64(k, 1), "")));
     L = LLVMBuildFAdd(B, L, LLVMBuildFMul(B, f, l1, ""), "");
     for (int j = 0; j < t->dvt; j++) {
       LLVMValueRef i =
-          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, cpu_i64(k, 2 + 32 * j), ""), "");
+          LLVMBuildNSWAdd(B, base, LLVMBuildNSWAdd(B, lane, gen_i64(k, 2 + 32 * j), ""), "");
       acc[j] = LLVMBuildFAdd(B, acc[j],
                              LLVMBuildFMul(B, f, cuda_at_ld(k, cuda_at_slot(k, part, i)), ""), "");
     }

@@ -39,28 +39,28 @@ void cuda_at_plan(AttK *t, const OptAttn *match);
  * per slice (the slowest SM's time), ties to fewer slices; at least minkeys per slice. */
 void cuda_at_slices(AttK *t, int64_t resident, int64_t minkeys);
 
-LLVMValueRef cuda_at_f(CpuKern *k, double v);         /* an f32 constant */
-LLVMValueRef cuda_at_exp(CpuKern *k, LLVMValueRef x); /* exp(x) on the special function unit */
-LLVMValueRef cuda_at_max(CpuKern *k, LLVMValueRef x, LLVMValueRef y);
-LLVMValueRef cuda_at_ld(CpuKern *k, LLVMValueRef p); /* f32 load */
-void cuda_at_st(CpuKern *k, LLVMValueRef p, LLVMValueRef v);
+LLVMValueRef cuda_at_f(GenKern *k, double v);         /* an f32 constant */
+LLVMValueRef cuda_at_exp(GenKern *k, LLVMValueRef x); /* exp(x) on the special function unit */
+LLVMValueRef cuda_at_max(GenKern *k, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cuda_at_ld(GenKern *k, LLVMValueRef p); /* f32 load */
+void cuda_at_st(GenKern *k, LLVMValueRef p, LLVMValueRef v);
 /* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
-void cuda_at_scatter(CpuKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+void cuda_at_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
                      LLVMValueRef *sidx);
 /* The S index of row r (query row qrow of batch item b, clamped into range). */
-void cuda_at_row(CpuKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r);
+void cuda_at_row(GenKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r);
 /* Store f32 v into the output at row r, head element c, when ok. */
-void cuda_at_store1(CpuKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
+void cuda_at_store1(GenKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
                     LLVMValueRef c, LLVMValueRef ok, LLVMValueRef v);
-LLVMValueRef cuda_at_slot(CpuKern *k, LLVMValueRef p, LLVMValueRef i); /* f32 slot i of p */
+LLVMValueRef cuda_at_slot(GenKern *k, LLVMValueRef p, LLVMValueRef i); /* f32 slot i of p */
 /* A row's state as the kernels keep it in shared memory and the slices write it for the
  * combining kernel: max, sum and 32 * dvt accumulators, in f32 slots; and the bytes of every
  * row's slices' states (0 without slices). */
 int64_t cuda_at_slots(const AttK *t);
 int64_t cuda_at_part_bytes(const AttK *t);
-LLVMValueRef cuda_at_lin(CpuKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b); /* a * m + b */
+LLVMValueRef cuda_at_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b); /* a * m + b */
 /* x combined over the lanes of each group of w (a power of two) with max or add. */
-LLVMValueRef cuda_at_group(CpuKern *k, LLVMValueRef x, int w, bool max);
+LLVMValueRef cuda_at_group(GenKern *k, LLVMValueRef x, int w, bool max);
 /* The second kernel of a split: combines each row's slices (partials at pp: per row and slice,
  * max, sum and 32 * dvt accumulators) and writes the row. */
 bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp);

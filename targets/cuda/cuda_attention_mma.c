@@ -35,45 +35,45 @@ bool cuda_attention_mma_ok(const AttK *t) {
 /* ------------------------------------------------------------------ IR pieces */
 
 /* A call of intrinsic name; an overloaded one (ldmatrix) on its first argument's type. */
-static LLVMValueRef am_call(CpuKern *k, const char *name, LLVMValueRef *args, int n) {
+static LLVMValueRef am_call(GenKern *k, const char *name, LLVMValueRef *args, int n) {
   return cuda_intrinsic(k, name, n ? LLVMTypeOf(args[0]) : NULL, args, n);
 }
 
-static LLVMValueRef am_i32(CpuKern *k, int64_t v) {
+static LLVMValueRef am_i32(GenKern *k, int64_t v) {
   return LLVMConstInt(k->cg->i32, (unsigned long long)v, 1);
 }
 
-static LLVMValueRef am_add(CpuKern *k, LLVMValueRef a, int64_t b) {
-  return LLVMBuildNSWAdd(k->B, a, cpu_i64(k, b), "");
+static LLVMValueRef am_add(GenKern *k, LLVMValueRef a, int64_t b) {
+  return LLVMBuildNSWAdd(k->B, a, gen_i64(k, b), "");
 }
 
 /* The element's 16 bits (operand x at S index sidx, head index c) in the low half of an i32. */
-static LLVMValueRef am_bits(CpuKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+static LLVMValueRef am_bits(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                             LLVMValueRef c) {
   LLVMValueRef idx[HLO_MAX_RANK];
   for (int d = 0; d < x->shape.rank; d++)
     idx[d] = map[d] < 0 ? c : sidx[map[d]];
-  LLVMValueRef v = cpu_gen(k, x, idx);
+  LLVMValueRef v = gen_value(k, x, idx);
   if (!v) return am_i32(k, 0);
   return LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, v, k->cg->i16, ""), k->cg->i32, "");
 }
 
-static LLVMValueRef am_pack(CpuKern *k, LLVMValueRef lo, LLVMValueRef hi) {
+static LLVMValueRef am_pack(GenKern *k, LLVMValueRef lo, LLVMValueRef hi) {
   return LLVMBuildOr(k->B, lo, LLVMBuildShl(k->B, hi, am_i32(k, 16), ""), "");
 }
 
 /* f32 x, y rounded to the 16-bit type t, packed (x in the low half). */
-static LLVMValueRef am_pack_f32(CpuKern *k, DType t, LLVMValueRef x, LLVMValueRef y) {
+static LLVMValueRef am_pack_f32(GenKern *k, DType t, LLVMValueRef x, LLVMValueRef y) {
   LLVMValueRef v[2] = {x, y};
   for (int i = 0; i < 2; i++)
     v[i] =
-        LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, cpu_convert(k, v[i], DT_F32, t), k->cg->i16, ""),
+        LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, gen_convert(k, v[i], DT_F32, t), k->cg->i16, ""),
                       k->cg->i32, "");
   return am_pack(k, v[0], v[1]);
 }
 
 /* c += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor cores. */
-static void am_mma(CpuKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c) {
+static void am_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c) {
   LLVMValueRef args[10];
   LLVMTypeRef h2 = LLVMVectorType(k->cg->f16, 2);
   for (int i = 0; i < 6; i++) {
@@ -92,7 +92,7 @@ static void am_mma(CpuKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMVa
 
 /* ldmatrix of n (2 or 4) 8x8 matrices of 16-bit elements from shared address p (this lane's
  * row), transposed or not, into r[0..n). */
-static void am_ldsm(CpuKern *k, LLVMValueRef p, bool trans, int n, LLVMValueRef *r) {
+static void am_ldsm(GenKern *k, LLVMValueRef p, bool trans, int n, LLVMValueRef *r) {
   char name[64];
   snprintf(name, sizeof name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d%s.b16", n,
            trans ? ".trans" : "");
@@ -102,14 +102,14 @@ static void am_ldsm(CpuKern *k, LLVMValueRef p, bool trans, int n, LLVMValueRef 
 }
 
 /* Byte offset in a tile of rows of nch 16-byte chunks of chunk c of row r (swizzled). */
-static LLVMValueRef am_swz(CpuKern *k, LLVMValueRef r, LLVMValueRef c, int64_t nch) {
+static LLVMValueRef am_swz(GenKern *k, LLVMValueRef r, LLVMValueRef c, int64_t nch) {
   LLVMBuilderRef B = k->B;
   int64_t m = (nch < 8 ? nch : 8) - 1;
-  LLVMValueRef x = LLVMBuildXor(B, c, LLVMBuildAnd(B, r, cpu_i64(k, m), ""), "");
-  return LLVMBuildNSWMul(B, cuda_at_lin(k, r, nch, x), cpu_i64(k, 16), "");
+  LLVMValueRef x = LLVMBuildXor(B, c, LLVMBuildAnd(B, r, gen_i64(k, m), ""), "");
+  return LLVMBuildNSWMul(B, cuda_at_lin(k, r, nch, x), gen_i64(k, 16), "");
 }
 
-static LLVMValueRef am_byte(CpuKern *k, LLVMValueRef p, LLVMValueRef off) {
+static LLVMValueRef am_byte(GenKern *k, LLVMValueRef p, LLVMValueRef off) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &off, 1, "");
 }
 
@@ -117,17 +117,17 @@ static LLVMValueRef am_byte(CpuKern *k, LLVMValueRef p, LLVMValueRef off) {
 
 /* Unit u (16 bytes: 8 head elements) of operand x staged as [batch item][key][head] (nch
  * chunks a row) at dst. */
-static void am_stage_unit(CpuKern *k, const AttK *t, const HInstr *x, const int8_t *map,
+static void am_stage_unit(GenKern *k, const AttK *t, const HInstr *x, const int8_t *map,
                           int64_t nch, LLVMValueRef u, LLVMValueRef dst) {
   LLVMBuilderRef B = k->B;
   int64_t dims[3] = {t->a.nbatch, t->a.nk, nch};
   LLVMValueRef sub[3], sidx[HLO_MAX_RANK];
   cuda_delin(k, u, dims, 3, sub);
   for (int d = 0; d < HLO_MAX_RANK; d++)
-    sidx[d] = cpu_i64(k, 0);
+    sidx[d] = gen_i64(k, 0);
   cuda_at_scatter(k, sub[0], t->bdim, t->bext, t->nbd, sidx);
   cuda_at_scatter(k, sub[1], t->kdim, t->kext, t->nkd, sidx);
-  LLVMValueRef c0 = LLVMBuildNSWMul(B, sub[2], cpu_i64(k, 8), "");
+  LLVMValueRef c0 = LLVMBuildNSWMul(B, sub[2], gen_i64(k, 8), "");
   LLVMTypeRef v4 = LLVMVectorType(k->cg->i32, 4);
   LLVMValueRef vec = LLVMGetUndef(v4);
   for (int i = 0; i < 4; i++) {
@@ -135,7 +135,7 @@ static void am_stage_unit(CpuKern *k, const AttK *t, const HInstr *x, const int8
     LLVMValueRef hi = am_bits(k, x, map, sidx, am_add(k, c0, 2 * i + 1));
     vec = LLVMBuildInsertElement(B, vec, am_pack(k, lo, hi), am_i32(k, i), "");
   }
-  LLVMValueRef p = am_byte(k, dst, LLVMBuildNSWMul(B, u, cpu_i64(k, 16), ""));
+  LLVMValueRef p = am_byte(k, dst, LLVMBuildNSWMul(B, u, gen_i64(k, 16), ""));
   LLVMSetAlignment(LLVMBuildStore(B, vec, p), 16);
 }
 
@@ -143,7 +143,7 @@ static void am_stage_unit(CpuKern *k, const AttK *t, const HInstr *x, const int8
 static bool am_stage(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t voff) {
   CuStep *st;
   LLVMValueRef base;
-  CpuKern *k = cuda_kbegin(cc, in, "attention-stage", 1, &sp, &base, &st);
+  GenKern *k = cuda_kbegin(cc, in, "attention-stage", 1, &sp, &base, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   int64_t nck = t->a.dh / 8, ncv = t->a.dv / 8;
@@ -156,7 +156,7 @@ static bool am_stage(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vo
   LLVMBasicBlockRef vt = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stagevtest");
   LLVMBasicBlockRef vb = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stagev");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "staged");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, u, cpu_i64(k, uk), ""), kb, vt);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, u, gen_i64(k, uk), ""), kb, vt);
   int mark = k->ncache;
   LLVMPositionBuilderAtEnd(B, kb);
   am_stage_unit(k, t, t->kk, t->a.kmap, nck, u, base);
@@ -164,9 +164,9 @@ static bool am_stage(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vo
   k->ncache = mark;
   LLVMPositionBuilderAtEnd(B, vt);
   LLVMValueRef uvv = am_add(k, u, -uk);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, uvv, cpu_i64(k, uv), ""), vb, done);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, uvv, gen_i64(k, uv), ""), vb, done);
   LLVMPositionBuilderAtEnd(B, vb);
-  am_stage_unit(k, t, t->v, t->a.vmap, ncv, uvv, am_byte(k, base, cpu_i64(k, voff)));
+  am_stage_unit(k, t, t->v, t->a.vmap, ncv, uvv, am_byte(k, base, gen_i64(k, voff)));
   LLVMBuildBr(B, done);
   k->ncache = mark;
   LLVMPositionBuilderAtEnd(B, done);
@@ -190,7 +190,7 @@ typedef struct AmWarp {
 
 /* Copy the 64-key tile from key kb (rows past kend repeat the last) of staged x (d head
  * elements a row) into shared tile s, asynchronously; one commit group. */
-static void am_tile(CpuKern *k, const AmWarp *w, LLVMValueRef xg, int64_t d, LLVMValueRef s,
+static void am_tile(GenKern *k, const AmWarp *w, LLVMValueRef xg, int64_t d, LLVMValueRef s,
                     LLVMValueRef kb, LLVMValueRef kend) {
   LLVMBuilderRef B = k->B;
   int64_t nch = d / 8, per = AM_KEYS * nch / AM_THREADS;
@@ -198,13 +198,13 @@ static void am_tile(CpuKern *k, const AmWarp *w, LLVMValueRef xg, int64_t d, LLV
   LLVMTypeRef g1 = LLVMPointerTypeInContext(k->cg->C, 1);
   for (int64_t i = 0; i < per; i++) {
     LLVMValueRef u = am_add(k, w->tid, i * AM_THREADS);
-    LLVMValueRef r = LLVMBuildUDiv(B, u, cpu_i64(k, nch), "");
-    LLVMValueRef c = LLVMBuildURem(B, u, cpu_i64(k, nch), "");
+    LLVMValueRef r = LLVMBuildUDiv(B, u, gen_i64(k, nch), "");
+    LLVMValueRef c = LLVMBuildURem(B, u, gen_i64(k, nch), "");
     LLVMValueRef key = LLVMBuildNSWAdd(B, kb, r, "");
     key = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
     LLVMValueRef row = cuda_at_lin(k, w->b, w->t->a.nk, key);
     LLVMValueRef src =
-        am_byte(k, xg, LLVMBuildNSWMul(B, cuda_at_lin(k, row, nch, c), cpu_i64(k, 16), ""));
+        am_byte(k, xg, LLVMBuildNSWMul(B, cuda_at_lin(k, row, nch, c), gen_i64(k, 16), ""));
     LLVMValueRef args[2] = {am_byte(k, s, am_swz(k, r, c, nch)),
                             LLVMBuildAddrSpaceCast(B, src, g1, "")};
     am_call(k, "llvm.nvvm.cp.async.cg.shared.global.16", args, 2);
@@ -213,7 +213,7 @@ static void am_tile(CpuKern *k, const AmWarp *w, LLVMValueRef xg, int64_t d, LLV
 }
 
 /* Wait until at most n of this thread's copy groups are pending, then for the block. */
-static void am_wait(CpuKern *k, int n) {
+static void am_wait(GenKern *k, int n) {
   LLVMValueRef a = am_i32(k, n);
   am_call(k, "llvm.nvvm.cp.async.wait.group", &a, 1);
   cuda_barrier(k);
@@ -221,21 +221,21 @@ static void am_wait(CpuKern *k, int n) {
 
 /* The scores of the step's 8 tiles of 8 keys from kb (K tile in shared memory), the fusion's
  * ops on top, -inf past kend: e[tile][0..3] (keys 2q, 2q + 1 of row g, then of row g + 8). */
-static void am_scores(CpuKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
+static void am_scores(GenKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
                       LLVMValueRef e[8][4]) {
   LLVMBuilderRef B = k->B;
   const AttK *t = w->t;
   int nks = (int)(t->a.dh / 16);
   int64_t nch = t->a.dh / 8;
-  LLVMValueRef r8 = LLVMBuildAnd(B, w->lane, cpu_i64(k, 7), "");
-  LLVMValueRef m8 = LLVMBuildLShr(B, w->lane, cpu_i64(k, 3), "");
+  LLVMValueRef r8 = LLVMBuildAnd(B, w->lane, gen_i64(k, 7), "");
+  LLVMValueRef m8 = LLVMBuildLShr(B, w->lane, gen_i64(k, 3), "");
   LLVMValueRef last = am_add(k, kend, -1);
   for (int nt = 0; nt < 8; nt++) {
     LLVMValueRef acc[4] = {cuda_at_f(k, 0), cuda_at_f(k, 0), cuda_at_f(k, 0), cuda_at_f(k, 0)};
     LLVMValueRef r = am_add(k, r8, nt * 8);
     for (int ks = 0; ks < nks; ks += 2) {
       bool two = ks + 1 < nks; /* x4: fragments of ks and ks + 1; x2: of ks */
-      LLVMValueRef m = two ? m8 : LLVMBuildAnd(B, m8, cpu_i64(k, 1), "");
+      LLVMValueRef m = two ? m8 : LLVMBuildAnd(B, m8, gen_i64(k, 1), "");
       LLVMValueRef c = am_add(k, m, 2 * ks), bf[4];
       am_ldsm(k, am_byte(k, w->ks, am_swz(k, r, c, nch)), false, two ? 4 : 2, bf);
       am_mma(k, w->ty, w->qa[ks], bf, acc);
@@ -243,15 +243,15 @@ static void am_scores(CpuKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
     }
     for (int i = 0; i < 4; i++) { /* element i: row g + 8 (i / 2), key nt * 8 + 2q + i % 2 */
       LLVMValueRef key = LLVMBuildNSWAdd(
-          B, kb, am_add(k, LLVMBuildNSWMul(B, w->q, cpu_i64(k, 2), ""), nt * 8 + i % 2), "");
+          B, kb, am_add(k, LLVMBuildNSWMul(B, w->q, gen_i64(k, 2), ""), nt * 8 + i % 2), "");
       LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
       LLVMValueRef full[HLO_MAX_RANK];
       memcpy(full, w->row[i / 2].sidx, sizeof full);
       cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
       const HInstr *sd = t->a.sdot;
-      cuda_cache_add(k, sd, t->srank, full, cpu_convert(k, acc[i], DT_F32, sd->shape.dt));
-      LLVMValueRef v = cpu_gen(k, t->a.score, full);
-      v = v ? cpu_convert(k, v, t->a.score->shape.dt, DT_F32) : cuda_at_f(k, 0);
+      cuda_cache_add(k, sd, t->srank, full, gen_convert(k, acc[i], DT_F32, sd->shape.dt));
+      LLVMValueRef v = gen_value(k, t->a.score, full);
+      v = v ? gen_convert(k, v, t->a.score->shape.dt, DT_F32) : cuda_at_f(k, 0);
       e[nt][i] = LLVMBuildSelect(B, valid, v, cuda_at_f(k, -INFINITY), "");
     }
   }
@@ -259,7 +259,7 @@ static void am_scores(CpuKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
 
 /* The online softmax of the step's scores: the rows' max and sums updated, the accumulators
  * rescaled, e[][] replaced by the probabilities (relative to the new max). */
-static void am_softmax(CpuKern *k, AmWarp *w, LLVMValueRef e[8][4]) {
+static void am_softmax(GenKern *k, AmWarp *w, LLVMValueRef e[8][4]) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef corr[2];
   for (int h = 0; h < 2; h++) {
@@ -287,12 +287,12 @@ static void am_softmax(CpuKern *k, AmWarp *w, LLVMValueRef e[8][4]) {
 
 /* o += P . V for the step's 64 keys (V tile in shared memory), P rounded to the operands' type:
  * the score tiles 2j, 2j + 1 are the A fragment of keys 16 j .. 16 j + 15. */
-static void am_values(CpuKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
+static void am_values(GenKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
   LLVMBuilderRef B = k->B;
   int nvt = (int)(w->t->a.dv / 8);
   int64_t nch = w->t->a.dv / 8;
-  LLVMValueRef r8 = LLVMBuildAnd(B, w->lane, cpu_i64(k, 7), "");
-  LLVMValueRef m8 = LLVMBuildLShr(B, w->lane, cpu_i64(k, 3), "");
+  LLVMValueRef r8 = LLVMBuildAnd(B, w->lane, gen_i64(k, 7), "");
+  LLVMValueRef m8 = LLVMBuildLShr(B, w->lane, gen_i64(k, 3), "");
   LLVMValueRef o[16][4];
   for (int nt = 0; nt < nvt; nt++)
     for (int i = 0; i < 4; i++)
@@ -305,8 +305,8 @@ static void am_values(CpuKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
     /* lane: matrix m8 (keys + 8 (m8 % 2), columns + 8 (m8 / 2)), row r8 */
     LLVMValueRef r = LLVMBuildNSWAdd(
         B, am_add(k, r8, 16 * j),
-        LLVMBuildNSWMul(B, LLVMBuildAnd(B, m8, cpu_i64(k, 1), ""), cpu_i64(k, 8), ""), "");
-    LLVMValueRef half = LLVMBuildLShr(B, m8, cpu_i64(k, 1), "");
+        LLVMBuildNSWMul(B, LLVMBuildAnd(B, m8, gen_i64(k, 1), ""), gen_i64(k, 8), ""), "");
+    LLVMValueRef half = LLVMBuildLShr(B, m8, gen_i64(k, 1), "");
     for (int nt = 0; nt < nvt; nt += 2) { /* dv a multiple of 16: pairs of tiles */
       LLVMValueRef bf[4];
       am_ldsm(k, am_byte(k, w->vs, am_swz(k, r, am_add(k, half, nt), nch)), true, 4, bf);
@@ -321,36 +321,36 @@ static void am_values(CpuKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
 
 /* The warp's rows: S index, running state, query fragments (a0: row g, elements 2q, 2q + 1 of
  * each 16; a1: row g + 8; a2, a3: elements + 8). */
-static void am_rows(CpuKern *k, AmWarp *w, LLVMValueRef qtile) {
+static void am_rows(GenKern *k, AmWarp *w, LLVMValueRef qtile) {
   LLVMBuilderRef B = k->B;
   const AttK *t = w->t;
-  LLVMValueRef warp = LLVMBuildLShr(B, w->tid, cpu_i64(k, 5), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, w->tid, gen_i64(k, 5), "");
   for (int h = 0; h < 2; h++) {
     LLVMValueRef r =
         cuda_at_lin(k, qtile, AM_ROWS, cuda_at_lin(k, warp, 16, am_add(k, w->g, 8 * h)));
     cuda_at_row(k, t, w->b, r, &w->row[h]);
-    w->m[h] = cpu_alloca(k, k->cg->f32);
-    w->l[h] = cpu_alloca(k, k->cg->f32);
+    w->m[h] = gen_alloca(k, k->cg->f32);
+    w->l[h] = gen_alloca(k, k->cg->f32);
     cuda_at_st(k, w->m[h], cuda_at_f(k, -INFINITY));
     cuda_at_st(k, w->l[h], cuda_at_f(k, 0));
   }
   for (int ks = 0; ks < t->a.dh / 16; ks++)
     for (int i = 0; i < 4; i++) {
       LLVMValueRef c =
-          am_add(k, LLVMBuildNSWMul(B, w->q, cpu_i64(k, 2), ""), 16 * ks + 8 * (i / 2));
+          am_add(k, LLVMBuildNSWMul(B, w->q, gen_i64(k, 2), ""), 16 * ks + 8 * (i / 2));
       LLVMValueRef *sx = w->row[i % 2].sidx;
       w->qa[ks][i] = am_pack(k, am_bits(k, t->q, t->a.qmap, sx, c),
                              am_bits(k, t->q, t->a.qmap, sx, am_add(k, c, 1)));
     }
   for (int nt = 0; nt < t->a.dv / 8; nt++)
     for (int i = 0; i < 4; i++) {
-      w->o[nt][i] = cpu_alloca(k, k->cg->f32);
+      w->o[nt][i] = gen_alloca(k, k->cg->f32);
       cuda_at_st(k, w->o[nt][i], cuda_at_f(k, 0));
     }
 }
 
 /* The rows' outputs (one slice), or the slice's partials for the combining kernel. */
-static void am_write(CpuKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMValueRef part,
+static void am_write(GenKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMValueRef part,
                      LLVMValueRef slice) {
   LLVMBuilderRef B = k->B;
   const AttK *t = w->t;
@@ -361,7 +361,7 @@ static void am_write(CpuKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMVa
     LLVMBasicBlockRef done = NULL;
     if (part) { /* partials of row (b, qrow), slice: max, sum, accumulators */
       LLVMValueRef row = cuda_at_lin(k, w->b, t->a.nq, w->row[h].qrow);
-      base = LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), cpu_i64(k, per), "");
+      base = LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), gen_i64(k, per), "");
       LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
       done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
       LLVMBuildCondBr(B, w->row[h].valid, then, done);
@@ -371,7 +371,7 @@ static void am_write(CpuKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMVa
     }
     for (int nt = 0; nt < t->a.dv / 8; nt++)
       for (int i = 0; i < 2; i++) {
-        LLVMValueRef c = am_add(k, LLVMBuildNSWMul(B, w->q, cpu_i64(k, 2), ""), 8 * nt + i);
+        LLVMValueRef c = am_add(k, LLVMBuildNSWMul(B, w->q, gen_i64(k, 2), ""), 8 * nt + i);
         LLVMValueRef acc = cuda_at_ld(k, w->o[nt][2 * h + i]);
         if (part)
           cuda_at_st(k, cuda_at_slot(k, part, LLVMBuildNSWAdd(B, base, am_add(k, c, 2), "")), acc);
@@ -391,7 +391,7 @@ static bool am_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vof
   CuStep *st;
   LLVMValueRef base;
   bool split = t->ns > 1;
-  CpuKern *k =
+  GenKern *k =
       cuda_kbegin(cc, in, split ? "attention-mma-split" : "attention-mma", 1, &sp, &base, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
@@ -404,28 +404,28 @@ static bool am_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vof
   w.ty = t->q->shape.dt;
   w.tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  w.lane = LLVMBuildAnd(B, w.tid, cpu_i64(k, 31), "");
-  w.g = LLVMBuildLShr(B, w.lane, cpu_i64(k, 2), "");
-  w.q = LLVMBuildAnd(B, w.lane, cpu_i64(k, 3), "");
-  LLVMValueRef slice = LLVMBuildURem(B, bid, cpu_i64(k, t->ns), "");
-  LLVMValueRef rest = LLVMBuildUDiv(B, bid, cpu_i64(k, t->ns), "");
-  LLVMValueRef qtile = LLVMBuildURem(B, rest, cpu_i64(k, t->nqt), "");
-  w.b = LLVMBuildUDiv(B, rest, cpu_i64(k, t->nqt), "");
+  w.lane = LLVMBuildAnd(B, w.tid, gen_i64(k, 31), "");
+  w.g = LLVMBuildLShr(B, w.lane, gen_i64(k, 2), "");
+  w.q = LLVMBuildAnd(B, w.lane, gen_i64(k, 3), "");
+  LLVMValueRef slice = LLVMBuildURem(B, bid, gen_i64(k, t->ns), "");
+  LLVMValueRef rest = LLVMBuildUDiv(B, bid, gen_i64(k, t->ns), "");
+  LLVMValueRef qtile = LLVMBuildURem(B, rest, gen_i64(k, t->nqt), "");
+  w.b = LLVMBuildUDiv(B, rest, gen_i64(k, t->nqt), "");
   LLVMValueRef smem = cuda_smem(k, st, k->cg->i8, AM_KEYS * 2 * (t->a.dh + t->a.dv));
-  LLVMValueRef zero[2] = {cpu_i64(k, 0), cpu_i64(k, 0)};
+  LLVMValueRef zero[2] = {gen_i64(k, 0), gen_i64(k, 0)};
   w.ks = LLVMBuildInBoundsGEP2(B, LLVMGlobalGetValueType(smem), smem, zero, 2, "");
-  w.vs = am_byte(k, w.ks, cpu_i64(k, AM_KEYS * 2 * t->a.dh));
+  w.vs = am_byte(k, w.ks, gen_i64(k, AM_KEYS * 2 * t->a.dh));
   w.kg = base;
-  w.vg = am_byte(k, base, cpu_i64(k, voff));
+  w.vg = am_byte(k, base, gen_i64(k, voff));
   am_rows(k, &w, qtile);
-  LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, cpu_i64(k, t->chunk), "");
+  LLVMValueRef k0 = LLVMBuildNSWMul(B, slice, gen_i64(k, t->chunk), "");
   LLVMValueRef k1 = am_add(k, k0, t->chunk);
-  LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, cpu_i64(k, t->a.nk), ""),
-                                      k1, cpu_i64(k, t->a.nk), "");
+  LLVMValueRef kend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, k1, gen_i64(k, t->a.nk), ""),
+                                      k1, gen_i64(k, t->a.nk), "");
   am_tile(k, &w, w.kg, t->a.dh, w.ks, k0, kend);
   int mark = k->ncache;
-  CpuLoop kl;
-  LLVMValueRef kb = cpu_loop_open_step(k, &kl, k0, kend, cpu_i64(k, AM_KEYS));
+  GenLoop kl;
+  LLVMValueRef kb = gen_loop_open_step(k, &kl, k0, kend, gen_i64(k, AM_KEYS));
   am_tile(k, &w, w.vg, t->a.dv, w.vs, kb, kend); /* V overlaps the scores */
   am_wait(k, 1);                                 /* K's tile */
   LLVMValueRef e[8][4];
@@ -436,10 +436,10 @@ static bool am_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vof
   am_wait(k, 1); /* V's tile */
   if (!k->failed) am_values(k, &w, e);
   cuda_barrier(k);
-  cpu_loop_close(k, &kl);
+  gen_loop_close(k, &kl);
   k->ncache = mark;
   am_call(k, "llvm.nvvm.cp.async.wait.all", NULL, 0);
-  am_write(k, &w, in, out, split ? am_byte(k, base, cpu_i64(k, poff)) : NULL, slice);
+  am_write(k, &w, in, out, split ? am_byte(k, base, gen_i64(k, poff)) : NULL, slice);
   return cuda_kend(k);
 }
 

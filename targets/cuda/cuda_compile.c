@@ -7,12 +7,12 @@
  *      become device addresses (base pointer + offset); dot operands that must be staged
  *      get private scratch after the heap (TEMP_BYTES covers both);
  *   3. steps: one or more per computing entry instruction, in entry order (cuda_kernel.c):
- *      NVPTX kernels generated with the CPU target's elemental generator, cuBLAS GEMMs;
+ *      NVPTX kernels generated with the shared elemental generator (targets/gen), cuBLAS GEMMs;
  *      then device-to-device copies of result leaves not computed in place;
  *   4. math: calls the elemental generator makes to LLVM math intrinsics (llvm.exp, log,
  *      sin, cos, pow) and to libm (erff, tanf, atan2f, ...) are redirected to libdevice's
  *      __nv_* functions, libdevice.10.bc is linked in (LLVMLinkModules2) and internalized;
- *      the CPU files need no change for this;
+ *      the generator needs no change for this;
  *   5. LLVMVerifyModule, default<O3> with the NVPTX target machine (NVVMReflect resolves
  *      libdevice's __nvvm_reflect), PTX emitted; ptxas (-arch, -O3, -v) makes the cubin and
  *      reports registers and spills per kernel (--stats);
@@ -86,7 +86,7 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!cpu_op_supported(in, "CUDA", cc->cg.err)) return false;
+    if (!gen_op_supported(in, "CUDA", cc->cg.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cc_check_comp(cc, in->calls[j], depth + 1)) return false;
   }
@@ -145,7 +145,7 @@ static void cc_math_to_libdevice(CudaCg *cc) {
 }
 
 static bool cc_link_libdevice(CudaCg *cc, const char *path, const char *triple, const char *dl) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   LLVMMemoryBufferRef buf = NULL;
   char *msg = NULL;
   if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buf, &msg)) {
@@ -210,14 +210,14 @@ static void cc_stats(CudaCg *cc, FILE *f) {
           "%lld bytes (%lld staging, %lld cuDNN workspace)\n",
           cc->nkernels, gemms, lts, cc->nconvs, (long long)cc->temp_bytes,
           (long long)cc->stage_bytes, (long long)cc->ws_bytes);
-  if (cc->cg.products[CPU_PROD_LOOPS]) {
+  if (cc->nloop_products) {
     fprintf(f,
             "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "
             "or form) %d:",
-            cc->cg.products[CPU_PROD_LOOPS]);
-    for (int i = 0; i < cc->cg.products[CPU_PROD_LOOPS] && i < 4; i++)
-      fprintf(f, "%s %s", i ? "," : "", cc->cg.loop_products[i]);
-    fprintf(f, "%s\n", cc->cg.products[CPU_PROD_LOOPS] > 4 ? ", ..." : "");
+            cc->nloop_products);
+    for (int i = 0; i < cc->nloop_products && i < 4; i++)
+      fprintf(f, "%s %s", i ? "," : "", cc->loop_products[i]);
+    fprintf(f, "%s\n", cc->nloop_products > 4 ? ", ..." : "");
   }
 }
 
@@ -265,11 +265,11 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   snprintf(libdevice, sizeof libdevice, "%s/nvvm/libdevice/libdevice.10.bc", home);
 
   CudaCg *cc = calloc(1, sizeof *cc);
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   cc->o = o;
   cc->arch = arch;
-  cc->cpu_o.name = o->name;
-  cg->o = &cc->cpu_o;
+  cg->name = o->name;
+  cg->buffer_fn = cuda_kbuffer;
   cg->m = m;
   cg->entry = m->entry;
   cg->err = err;
@@ -282,7 +282,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   hlo_flatten_entry_params(m, cg->scratch); /* tuple-shaped parameters passed leaf by leaf */
   hlo_module_renumber(m);
   if (!cc_check_comp(cc, m->entry, 0)) goto done;
-  if (!memplan_assign(m->entry, cg->scratch, &cg->plan, err) || !cuda_plan_loops(cc)) goto done;
+  if (!memplan_assign(m->entry, cg->scratch, &cc->plan, err) || !cuda_plan_loops(cc)) goto done;
 
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTarget();
@@ -308,11 +308,11 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   char *dl = LLVMCopyStringRepOfTargetData(td);
   LLVMSetModuleDataLayout(cg->M, td);
   LLVMDisposeTargetData(td);
-  cpu_cg_types(cg);
+  gen_cg_types(cg);
 
   if (!cuda_emit_comp(cc, &cc->entry_region)) goto done_dl;
-  for (int r = 0; r < cg->plan.nresults; r++) {
-    const MemResult *mr = &cg->plan.results[r];
+  for (int r = 0; r < cc->plan.nresults; r++) {
+    const MemResult *mr = &cc->plan.results[r];
     if (!mr->copy) continue;
     HInstr *src = m->entry->instrs[mr->instr];
     CuStep *s = cuda_add_step(cc, CU_STEP_COPY, src);
@@ -327,8 +327,8 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   cc->stage_bytes = memplan_align(cc->stage_bytes);
   for (int i = 0; i < cc->nsteps; i++)
     if (cc->steps[i].kind == CU_STEP_CONV)
-      cc->steps[i].ws.offset = cg->plan.temp_bytes + cc->stage_bytes;
-  cc->temp_bytes = cg->plan.temp_bytes + cc->stage_bytes + cc->ws_bytes;
+      cc->steps[i].ws.offset = cc->plan.temp_bytes + cc->stage_bytes;
+  cc->temp_bytes = cc->plan.temp_bytes + cc->stage_bytes + cc->ws_bytes;
 
   if (LLVMVerifyModule(cg->M, LLVMReturnStatusAction, &msg)) {
     hlo_err(err, m->file, NULL, NULL, "CUDA target: internal: invalid kernel IR: %.600s", msg);
@@ -395,6 +395,7 @@ done:
   if (cg->C) LLVMContextDispose(cg->C);
   if (TM) LLVMDisposeTargetMachine(TM);
   hlo_arena_free(cg->scratch);
+  free(cc->fp.t);
   free(cc);
   return ok;
 }

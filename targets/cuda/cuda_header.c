@@ -43,7 +43,7 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
   HStr b = {0};
   const HModule *m = cc->cg.m;
   const HComp *e = cc->cg.entry;
-  const MemPlan *plan = &cc->cg.plan;
+  const MemPlan *plan = &cc->plan;
   const char *n = cc->o->name;
   char U[256];
   upper(U, sizeof U, n);
@@ -70,22 +70,22 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
       " * from several threads are safe given distinct temp buffers.\n"
       " *\n"
       " * Arguments:\n",
-      n, cc->arch, cpu_comment_safe(mname, sizeof mname, m->name), libs, n, U, U, n);
+      n, cc->arch, gen_comment_safe(mname, sizeof mname, m->name), libs, n, U, U, n);
   for (int i = 0; i < e->nparams; i++) {
-    cpu_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
-    cpu_header_note(&b, m, e->params[i]->name);
+    gen_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
+    gen_header_note(&b, m, e->params[i]->name);
   }
   hlo_str_printf(&b, " * Results:\n");
-  cpu_header_note(&b, m, "result");
+  gen_header_note(&b, m, "result");
   for (int k = 0; k < plan->nresults; k++)
-    cpu_header_shape_line(&b, k, e->instrs[plan->results[k].name]->name, &plan->results[k].shape);
+    gen_header_shape_line(&b, k, e->instrs[plan->results[k].name]->name, &plan->results[k].shape);
   hlo_str_printf(
       &b,
       " */\n#ifndef HLOC_CUDA_MODEL_%s_H\n#define HLOC_CUDA_MODEL_%s_H\n\n"
       "#include <stddef.h>\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
       U, U);
   hlo_str_printf(&b, "#ifndef __cuda_cuda_h__\ntypedef struct CUstream_st *CUstream;\n#endif\n\n");
-  cpu_header_runtime_types(&b);
+  gen_header_runtime_types(&b);
   hlo_str_printf(&b, "#define %s_NUM_ARGS %d\n", U, e->nparams);
   hlo_str_printf(&b, "#define %s_NUM_RESULTS %d\n", U, plan->nresults);
   hlo_str_printf(&b, "#define %s_TEMP_BYTES %lld\n", U, (long long)cc->temp_bytes);
@@ -126,7 +126,7 @@ static void jtensors(HStr *b, int n, const char **names, const Shape **shapes) {
 char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
   HStr b = {0};
   const HComp *e = cc->cg.entry;
-  const MemPlan *plan = &cc->cg.plan;
+  const MemPlan *plan = &cc->plan;
   hlo_str_printf(&b, "{\n  \"generator\": \"hloc\",\n  \"module\": ");
   bj(&b, cc->cg.m->name ? cc->cg.m->name : "");
   hlo_str_printf(&b, ",\n  \"name\": ");

@@ -706,7 +706,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
   if (cc->cg.entry->nparams > 0)
     bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
-  if (cc->cg.plan.nresults > 0)
+  if (cc->plan.nresults > 0)
     bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
   if (cc->temp_bytes > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
   h_ret_if(h, bad, h_i32(h, 1));
@@ -902,15 +902,14 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   h_run_fn(h, lookup, init);
 
   const HComp *e = cc->cg.entry;
-  const char **names = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *names);
-  const Shape **shapes = calloc((size_t)(e->nparams + cc->cg.plan.nresults + 1), sizeof *shapes);
+  const char **names = calloc((size_t)(e->nparams + cc->plan.nresults + 1), sizeof *names);
+  const Shape **shapes = calloc((size_t)(e->nparams + cc->plan.nresults + 1), sizeof *shapes);
   for (int i = 0; i < e->nparams; i++)
     names[i] = e->params[i]->name, shapes[i] = &e->params[i]->shape;
   h_info(h, "arg", e->nparams, names, shapes);
-  for (int k = 0; k < cc->cg.plan.nresults; k++)
-    names[k] = e->instrs[cc->cg.plan.results[k].name]->name,
-    shapes[k] = &cc->cg.plan.results[k].shape;
-  h_info(h, "result", cc->cg.plan.nresults, names, shapes);
+  for (int k = 0; k < cc->plan.nresults; k++)
+    names[k] = e->instrs[cc->plan.results[k].name]->name, shapes[k] = &cc->plan.results[k].shape;
+  h_info(h, "result", cc->plan.nresults, names, shapes);
   free(names);
   free(shapes);
 

@@ -3,11 +3,11 @@
  * Sectioned by file:
  *   cuda_compile.c  driver: support check, buffer plan, the step list (kernels, cuBLAS GEMMs,
  *                   copies), NVPTX module (libdevice math), PTX, ptxas, outputs
- *   cuda_kernel.c   the kernels: grid-stride loop kernels over cpu_gen (the CPU target's
- *                   elemental generator; purely elementwise 4-byte ones with 128-bit vector
- *                   accesses, 4 elements per thread, when the addresses are 16-byte aligned
- *                   at run time, else a scalar loop in the same kernel), warp/block row
- *                   reductions, GEMM operand staging and epilogues, scatter
+ *   cuda_kernel.c   the kernels: grid-stride loop kernels over gen_value (the shared
+ *                   elemental generator, targets/gen; purely elementwise 4-byte ones with
+ *                   128-bit vector accesses, 4 elements per thread, when the addresses are
+ *                   16-byte aligned at run time, else a scalar loop in the same kernel),
+ *                   warp/block row reductions, GEMM operand staging and epilogues, scatter
  *   cuda_host.c     the host object: x86-64 LLVM IR embedding cubin and PTX, module loading
  *                   once per CUDA context, launches on the caller's stream
  *   cuda_loop.c     while loops: the condition's and body's plans and scratch regions, their
@@ -20,7 +20,8 @@
 #ifndef HLOC_CUDA_IMPL_H
 #define HLOC_CUDA_IMPL_H
 
-#include "../cpu/cpu_impl.h"
+#include "gen.h"
+#include "target.h"
 
 /* ------------------------------------------------------------------ cuda_compile.c */
 
@@ -107,10 +108,11 @@ typedef struct CuStep {
   CuPtr x, w, y, ws;                 /* input, filter, output, workspace */
 } CuStep;
 
-/* A kernel generated once, by its IR text with the name replaced. */
+/* A kernel generated once, by its IR's fingerprint (gen_fingerprint). */
 typedef struct CuUniq {
-  uint64_t hash;      /* FNV-1a of text */
-  const char *text;   /* the IR */
+  uint64_t hash;      /* FNV-1a of the tokens */
+  const uint64_t *t;  /* the tokens */
+  size_t n;           /* their count */
   const CuStep *step; /* the step that generated it */
 } CuUniq;
 
@@ -134,27 +136,31 @@ typedef struct CuRegion {
 
 /* Module-wide state of one CUDA compilation. */
 typedef struct CudaCg {
-  CpuCg cg;               /* the elemental generator's state (NVPTX module, plan, scratch) */
-  const CudaOpts *o;      /* options */
-  CpuOpts cpu_o;          /* name for the elemental generator's globals */
-  const char *arch;       /* sm_XX */
-  int nsteps, step_cap;   /* steps in execution order */
-  CuStep *steps;          /* the steps */
-  int nkernels;           /* distinct kernels (steps may share one) */
-  int nuniq, uniq_cap;    /* the distinct kernels' IR */
-  CuUniq *uniq;           /* them */
-  bool uses_cublas;       /* a GEMM step through cublasGemmStridedBatchedEx exists */
-  int nlt;                /* GEMM steps through cuBLASLt (fp8 operands) */
-  int nconvs;             /* CU_STEP_CONV steps (cuDNN is used when > 0) */
-  int64_t ws_bytes;       /* cuDNN workspace reserved in temp (after the staging area) */
-  int64_t stage_bytes;    /* private scratch after the plan's heap (staged GEMM operands) */
-  int64_t temp_bytes;     /* what the caller provides: plan heap + staging + workspace */
-  MemPlan entry_plan;     /* the entry's plan (cg.plan is the emitted computation's) */
-  CuRegion entry_region;  /* the entry's values */
-  const CuRegion *region; /* the computation being emitted (cg.entry, cg.plan are its) */
-  int nloops, loop_cap;   /* while loops (cuda_loop.c) */
-  struct CuLoop **loops;  /* them */
-  int ncounters;          /* host counters of counted loops */
+  GenCg cg;                     /* the generator's state (NVPTX module, scratch; cg.entry: the
+                                   computation being emitted) */
+  MemPlan plan;                 /* the emitted computation's buffers (entry_plan, or a loop's) */
+  const CudaOpts *o;            /* options */
+  const char *arch;             /* sm_XX */
+  int nsteps, step_cap;         /* steps in execution order */
+  CuStep *steps;                /* the steps */
+  int nkernels;                 /* distinct kernels (steps may share one) */
+  int nuniq, uniq_cap;          /* the distinct kernels' fingerprints */
+  CuUniq *uniq;                 /* them */
+  GenFp fp;                     /* the fingerprint of the kernel being closed (its buffer reused) */
+  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
+  int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands) */
+  int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
+  int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
+  int64_t temp_bytes;           /* what the caller provides: plan heap + staging + workspace */
+  MemPlan entry_plan;           /* the entry's plan (plan is the emitted computation's) */
+  CuRegion entry_region;        /* the entry's values */
+  const CuRegion *region;       /* the computation being emitted (cg.entry, plan are its) */
+  int nloops, loop_cap;         /* while loops (cuda_loop.c) */
+  struct CuLoop **loops;        /* them */
+  int ncounters;                /* host counters of counted loops */
+  int nloop_products;           /* dots and convolutions left to loop kernels (--stats) */
+  const char *loop_products[4]; /* the first of them */
 } CudaCg;
 
 /* Resolve the storage of an instruction of the computation being emitted (cc->region) to a
@@ -193,45 +199,45 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in);
  * the nextra addresses given (their values into xv); cuda_kend closes it (and drops it for an
  * identical earlier kernel), false when generation failed. cuda_kbind_fusion makes a fusion's
  * parameters resolve to its operands; cuda_kbuffer is an entry value's pointer in the kernel. */
-CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+GenKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                      const CuPtr *extra, LLVMValueRef *xv, CuStep **stp);
 /* cuda_kbegin with nscalars i64 parameters after the pointers, of the given values in this
  * step (their values in the kernel into sv): steps that differ only in them share a kernel. */
-CpuKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+GenKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                         const CuPtr *extra, LLVMValueRef *xv, int nscalars, const int64_t *scalar,
                         LLVMValueRef *sv, CuStep **stp);
-bool cuda_kend(CpuKern *k);
+bool cuda_kend(GenKern *k);
 /* The grid-stride loop over shape ls: body(k, idx) for every element, launched as st->grid
  * blocks (set from the element count when still 0). */
-typedef bool (*CkBody)(CpuKern *k, LLVMValueRef *idx, void *ctx);
-void cuda_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx);
+typedef bool (*CkBody)(GenKern *k, LLVMValueRef *idx, void *ctx);
+void cuda_grid_loop(GenKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx);
 /* The kernels of a sort instruction (cuda_sort.c), of a select-and-scatter
  * (cuda_select_scatter.c). */
 bool cuda_sort(CudaCg *cc, HInstr *in);
 bool cuda_select_scatter(CudaCg *cc, HInstr *in);
-void cuda_kbind_fusion(CpuKern *k, const HInstr *in);
-LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in);
+void cuda_kbind_fusion(GenKern *k, const HInstr *in);
+LLVMValueRef cuda_kbuffer(GenKern *k, const HInstr *in);
 /* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */
-LLVMValueRef cuda_sreg(CpuKern *k, const char *name);
+LLVMValueRef cuda_sreg(GenKern *k, const char *name);
 /* A call of intrinsic name on args; an overloaded intrinsic takes overload as its type (f32
  * for llvm.maxnum, the pointer type for ldmatrix), which is ignored otherwise. */
-LLVMValueRef cuda_intrinsic(CpuKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
+LLVMValueRef cuda_intrinsic(GenKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
                             int n);
 /* Row-major delinearization of lin over dims[0..n) into idx. */
-void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
 /* v from another lane (any scalar register type up to 64 bits): the lane off below (down),
  * lane ^ off (bfly) or lane off (idx). */
 typedef enum CuShfl { CU_SHFL_DOWN, CU_SHFL_BFLY, CU_SHFL_IDX } CuShfl;
-LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode);
+LLVMValueRef cuda_shfl(GenKern *k, LLVMValueRef v, int off, CuShfl mode);
 /* A shared-memory array of n elements of type elt for step st's kernel (st->smem set). */
-LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n);
+LLVMValueRef cuda_smem(GenKern *k, CuStep *st, LLVMTypeRef elt, int64_t n);
 /* __syncthreads(). */
-void cuda_barrier(CpuKern *k);
+void cuda_barrier(GenKern *k);
 /* Private scratch after the plan's heap for a step (staged operands, partial results), at least
  * bytes long; steps run one after another, so each reuses it from its start. */
 CuPtr cuda_scratch(CudaCg *cc, int64_t bytes);
 /* Generating `in` at index idx (rank entries) in this kernel gives v. */
-void cuda_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
+void cuda_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
 /* ------------------------------------------------------------------ cuda_attention.c */
 

@@ -1,11 +1,11 @@
 /* targets/cuda/cuda_kernel.c: the steps computing one entry instruction on the GPU.
  *
  * Every computing entry instruction (a fusion, or a lone instruction treated as a fusion of
- * one) becomes one or more steps. Kernel bodies are produced by the CPU target's elemental
- * generator, cpu_gen(k, instr, idx[]), unchanged: this file only builds the NVPTX kernel
- * around it (thread indexing, the loop over the iteration space, stores) and tells it where
- * entry values live through the CpuCg.buffer_fn hook (each operand of the instruction is one
- * pointer parameter of the kernel). Kernel shapes:
+ * one) becomes one or more steps. Kernel bodies are produced by the shared elemental
+ * generator (targets/gen), gen_value(k, instr, idx[]), unchanged: this file only builds the
+ * NVPTX kernel around it (thread indexing, the loop over the iteration space, stores) and
+ * tells it where entry values live through the GenCg.buffer_fn hook (each operand of the
+ * instruction is one pointer parameter of the kernel). Kernel shapes:
  *   - vectorized loop kernel, for a 4-byte output computed elementwise (every operand read at
  *     the output's own index, or small: a scalar, a per-channel vector behind a broadcast)
  *     with a multiple of 4 elements: each thread
@@ -15,7 +15,7 @@
  *     aligned;
  *   - loop kernel: 256-thread blocks, a grid-stride loop over the row-major linear index of
  *     the output (consecutive threads write consecutive elements: coalesced), delinearized
- *     into idx[] for cpu_gen; multi-output fusions store every leaf of the same dims;
+ *     into idx[] for gen_value; multi-output fusions store every leaf of the same dims;
  *     leaves of other dims get kernels of their own that read the leaves already written.
  *     Column reductions (the operand's minor dimension kept) with short columns (< 32
  *     reduced elements per output) are loop kernels too: each thread reduces one output
@@ -29,7 +29,7 @@
  *     computation, then a warp-shuffle tree (shfl.sync.down) and, for blocks, a shared-memory
  *     stage across the 8 warps. Sibling reduces of a multi-output kInput fusion share the
  *     loop, and outputs with the operand's dims (softmax's exp) are written in it. The
- *     reduced values enter cpu_gen's value cache at the output index, so the fusion's
+ *     reduced values enter gen_value's value cache at the output index, so the fusion's
  *     epilogue (mean = sum / n, rsqrt(var + eps)) is generated on top of them;
  *   - dot (alone or as the hero of a kOutput fusion) in f32/f64: a cuBLAS strided batched
  *     GEMM. An operand already stored as [batch, M, K] or [batch, K, M] (either transposition
@@ -53,7 +53,8 @@
  * updates in order (XLA's update order is sequential). Row reductions also serve fusions whose
  * outputs only add or drop unit dims ([8,128] -> [8,128,1]): the reduced value is entered in the
  * cache for such reshapes too. A kernel whose IR equals an earlier one's (up to its name) is
- * dropped and its step launches the earlier one: the identical layers of a deep model compile once.
+ * dropped and its step launches the earlier one (their fingerprints compared, ck_dedupe): the
+ * identical layers of a deep model compile once.
  * Pointer parameters carry what the memory plan proves: readonly for those the kernel never writes,
  * noalias where no written parameter overlaps (ck_alias_facts; loads become ld.global.nc). Requires
  * a renumbered module and a memory plan (cuda_compile.c). */
@@ -74,7 +75,7 @@
 
 /* ------------------------------------------------------------------ kernels and parameters */
 
-LLVMValueRef cuda_kbuffer(CpuKern *k, const HInstr *in) {
+LLVMValueRef cuda_kbuffer(GenKern *k, const HInstr *in) {
   if (k->bufs[in->idx]) return k->bufs[in->idx];
   if (!k->failed)
     hlo_err_at(k->cg->err, in, "CUDA target: internal: value not passed to the kernel");
@@ -102,14 +103,14 @@ static int ck_param(CuStep *st, CuPtr p, int64_t bytes) {
 
 /* Make an entry instruction's storage reachable in the kernel being built: a constant's
  * global, or a pointer parameter (its number into pix[in->idx]). */
-static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in, int *pix) {
-  CpuCg *cg = &cc->cg;
+static void ck_bind_buffer(CudaCg *cc, GenKern *k, CuStep *st, const HInstr *in, int *pix) {
+  GenCg *cg = &cc->cg;
   if (k->bufs[in->idx]) return;
   int64_t off = 0;
-  int b = memplan_base(&cg->plan, in->idx, &off);
-  const MemBuf *mb = &cg->plan.bufs[b];
+  int b = memplan_base(&cc->plan, in->idx, &off);
+  const MemBuf *mb = &cc->plan.bufs[b];
   if (mb->kind == MEM_CONST) {
-    LLVMValueRef gv = cpu_const_global(cg, cg->entry->instrs[b]);
+    LLVMValueRef gv = gen_const_global(cg, cg->entry->instrs[b]);
     LLVMValueRef ix = LLVMConstInt(cg->i64, (unsigned long long)off, 0);
     k->bufs[in->idx] = off ? LLVMConstInBoundsGEP2(cg->i8, gv, &ix, 1) : gv;
     return;
@@ -122,26 +123,25 @@ static void ck_bind_buffer(CudaCg *cc, CpuKern *k, CuStep *st, const HInstr *in,
 /* Start a kernel for entry instruction root: parameters are the storage of root's operands,
  * of root itself (when it has any), then the extra addresses given; *xv receives the values
  * of the extra parameters. */
-CpuKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+GenKern *cuda_kbegin(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                      const CuPtr *extra, LLVMValueRef *xv, CuStep **stp) {
   return cuda_kbegin_ex(cc, root, what, nextra, extra, xv, 0, NULL, NULL, stp);
 }
 
-CpuKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
+GenKern *cuda_kbegin_ex(CudaCg *cc, const HInstr *root, const char *what, int nextra,
                         const CuPtr *extra, LLVMValueRef *xv, int nscalars, const int64_t *scalar,
                         LLVMValueRef *sv, CuStep **stp) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st = cuda_add_step(cc, CU_STEP_KERNEL, root);
   st->params = hlo_arena_alloc(cg->scratch, sizeof(CuPtr) * CU_MAX_PARAMS);
   st->psize = hlo_arena_alloc(cg->scratch, sizeof(int64_t) * CU_MAX_PARAMS);
   st->what = what;
   st->kidx = cc->nkernels++;
   snprintf(st->name, sizeof st->name, "%s_k%d", cc->o->name, st->kidx);
-  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
+  GenKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
   k->cg = cg;
   k->B = cg->B;
   k->root = root;
-  cg->buffer_fn = cuda_kbuffer;
   int n = cg->entry->ninstrs;
   k->bufs = hlo_arena_alloc(cg->scratch, sizeof(LLVMValueRef) * (size_t)(n + 1));
   int *pix = hlo_arena_alloc(cg->scratch, sizeof(int) * (size_t)(n + 1));
@@ -220,7 +220,7 @@ static bool ck_overlap(const CuStep *st, int i, int j) {
  * disjoint ranges of the caller's buffers (arguments, results and temp never overlap one
  * another). false (no facts) when a store's address cannot be traced to a parameter or a call
  * takes a pointer. */
-static bool ck_alias_facts(CpuKern *k, const CuStep *st, bool *ro, bool *na) {
+static bool ck_alias_facts(GenKern *k, const CuStep *st, bool *ro, bool *na) {
   int n = st->nparams;
   for (int i = 0; i < n; i++)
     ro[i] = true;
@@ -269,11 +269,58 @@ static void ck_alias_apply(CudaCg *cc, LLVMValueRef fn, int n, const bool *ro, c
   }
 }
 
-/* Identical kernels (the same IR up to the name: the layers of a deep model) are generated
- * once; *st then launches the first one. The IR is compared before the parameters get their
- * aliasing attributes (ck_alias_facts), which depend on the memory plan: a shared kernel
- * keeps those true for every step launching it. */
-static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
+/* Whether constant v is, or is made of, the kernel's shared memory smem. */
+static bool ck_has_smem(LLVMValueRef v, LLVMValueRef smem, int depth) {
+  if (v == smem) return true;
+  if (!v || depth > 8 || !LLVMIsAConstant(v) || LLVMIsAGlobalValue(v)) return false;
+  int n = LLVMGetNumOperands(v);
+  for (int i = 0; i < n; i++)
+    if (ck_has_smem(LLVMGetOperand(v, (unsigned)i), smem, depth + 1)) return true;
+  return false;
+}
+
+/* Tokens of constant v reaching smem: smem itself as "this kernel's shared memory of its
+ * type", a constant made of it spelled out (its opcode, type, operands; a GEP's source type
+ * and inbounds flag). Tags of low bits 4 are never a pointer's, a local's or a hole's. */
+static void ck_tok_smem(GenFp *f, LLVMValueRef v, LLVMValueRef smem) {
+  if (v == smem) {
+    gen_fp_tok(f, (0x5E3ull << 3) | 4);
+    gen_fp_tokp(f, LLVMGlobalGetValueType(smem));
+    return;
+  }
+  if (!ck_has_smem(v, smem, 0)) {
+    gen_fp_tokp(f, v);
+    return;
+  }
+  bool ce = LLVMIsAConstantExpr(v);
+  gen_fp_tok(f, ((uint64_t)(ce ? LLVMGetConstOpcode(v) : 0) << 8 | 0xC0) << 3 | 4);
+  gen_fp_tokp(f, LLVMTypeOf(v));
+  if (ce && LLVMGetConstOpcode(v) == LLVMGetElementPtr) {
+    gen_fp_tokp(f, LLVMGetGEPSourceElementType(v));
+    gen_fp_tok(f, LLVMIsInBounds(v));
+  }
+  int n = LLVMGetNumOperands(v);
+  gen_fp_tok(f, (uint64_t)n);
+  for (int i = 0; i < n; i++)
+    ck_tok_smem(f, LLVMGetOperand(v, (unsigned)i), smem);
+}
+
+/* The fingerprint's say over the operands of a kernel with shared memory (ctx: the global):
+ * the global is named after its kernel, one per kernel, so by identity two identical kernels
+ * would differ. */
+static bool ck_fp_operand(void *ctx, GenFp *f, LLVMValueRef in, int k, LLVMValueRef v) {
+  (void)in, (void)k;
+  if (!ck_has_smem(v, ctx, 0)) return false;
+  ck_tok_smem(f, v, ctx);
+  return true;
+}
+
+/* Identical kernels (the same IR up to names: the layers of a deep model) are generated once;
+ * *st then launches the first one. Their fingerprints (gen_fingerprint; the kernel's own
+ * shared memory, cuda_smem, by its type, ck_fp_operand) are compared before the parameters
+ * get their aliasing attributes (ck_alias_facts), which depend on the memory plan: a shared
+ * kernel keeps those true for every step launching it. */
+static void ck_dedupe(CudaCg *cc, GenKern *k, CuStep *st) {
   int np = st->nparams;
   bool *ro = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1),
        *na = hlo_arena_alloc(cc->cg.scratch, (size_t)np + 1);
@@ -282,39 +329,17 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     memset(ro, 0, (size_t)np);
     memset(na, 0, (size_t)np);
   }
-  size_t n = 0;
-  const char *nm = LLVMGetValueName2(k->fn, &n);
-  char saved[96];
-  snprintf(saved, sizeof saved, "%.*s", (int)n, nm);
-  /* the kernel's shared memory (cuda_smem) is named after it too: both neutral while printed */
   char sname[112];
-  snprintf(sname, sizeof sname, "%s_smem", saved);
+  snprintf(sname, sizeof sname, "%s_smem", st->name);
   LLVMValueRef smem = LLVMGetNamedGlobal(cc->cg.M, sname);
-  LLVMSetValueName2(k->fn, "hloc_kernel", 11);
-  if (smem) LLVMSetValueName2(smem, "hloc_kernel_smem", 16);
-  char *txt = LLVMPrintValueToString(k->fn);
-  LLVMSetValueName2(k->fn, saved, strlen(saved));
-  if (smem) LLVMSetValueName2(smem, sname, strlen(sname));
-  /* loop IDs are distinct nodes, numbered module-wide: their attachments are dropped from
-     the text (the options they carry are the same for the same code) */
-  static const char lid[] = ", !llvm.loop !";
-  char *o = txt;
-  for (const char *c = txt; *c;) {
-    if (!strncmp(c, lid, sizeof lid - 1)) {
-      c += sizeof lid - 1;
-      while (*c >= '0' && *c <= '9')
-        c++;
-      continue;
-    }
-    *o++ = *c++;
-  }
-  *o = 0;
+  GenFp *fp = &cc->fp;
+  gen_fingerprint(k->fn, fp, smem ? ck_fp_operand : NULL, smem);
   uint64_t hsh = 1469598103934665603ull;
-  for (const char *c = txt; *c; c++)
-    hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
-  for (int i = 0; i < cc->nuniq; i++) {
+  for (size_t i = 0; i < fp->n; i++)
+    hsh = (hsh ^ fp->t[i]) * 1099511628211ull;
+  for (int i = 0; i < cc->nuniq && !fp->opaque; i++) {
     CuUniq *u = &cc->uniq[i];
-    if (u->hash != hsh || strcmp(u->text, txt)) continue;
+    if (u->hash != hsh || u->n != fp->n || memcmp(u->t, fp->t, fp->n * sizeof *fp->t)) continue;
     HLO_ASSERT(st->kidx == cc->nkernels - 1);
     /* the same code for another plan: keep only the facts true of both */
     ck_alias_apply(cc, u->step->fn, np, ro, na, true);
@@ -324,20 +349,19 @@ static void ck_dedupe(CudaCg *cc, CpuKern *k, CuStep *st) {
     st->kidx = u->step->kidx;
     st->fn = u->step->fn;
     memcpy(st->name, u->step->name, sizeof st->name);
-    LLVMDisposeMessage(txt);
     return;
   }
-  cc->uniq =
-      hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
-  size_t len = strlen(txt);
-  char *keep = hlo_arena_alloc(cc->cg.scratch, len + 1);
-  memcpy(keep, txt, len + 1);
-  LLVMDisposeMessage(txt);
-  cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, st};
+  if (!fp->opaque) {
+    cc->uniq =
+        hlo_arena_grow(cc->cg.scratch, cc->uniq, cc->nuniq, &cc->uniq_cap, 64, sizeof *cc->uniq);
+    uint64_t *keep = hlo_arena_alloc(cc->cg.scratch, fp->n * sizeof *keep + 1);
+    memcpy(keep, fp->t, fp->n * sizeof *keep);
+    cc->uniq[cc->nuniq++] = (CuUniq){hsh, keep, fp->n, st};
+  }
   ck_alias_apply(cc, k->fn, np, ro, na, false);
 }
 
-bool cuda_kend(CpuKern *k) {
+bool cuda_kend(GenKern *k) {
   LLVMBuildRetVoid(k->B);
   if (!k->failed) {
     CudaCg *cc = (CudaCg *)k->cg; /* cg is CudaCg's first member */
@@ -346,13 +370,13 @@ bool cuda_kend(CpuKern *k) {
   return !k->failed;
 }
 
-void cuda_kbind_fusion(CpuKern *k, const HInstr *in) {
-  if (in->op == OP_FUSION) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, k->ncache};
+void cuda_kbind_fusion(GenKern *k, const HInstr *in) {
+  if (in->op == OP_FUSION) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, k->ncache};
 }
 
 /* ------------------------------------------------------------------ thread indexing, loops */
 
-LLVMValueRef cuda_intrinsic(CpuKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
+LLVMValueRef cuda_intrinsic(GenKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
                             int n) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   HLO_ASSERT(id != 0);
@@ -362,12 +386,12 @@ LLVMValueRef cuda_intrinsic(CpuKern *k, const char *name, LLVMTypeRef overload, 
   return LLVMBuildCall2(k->B, ft, f, args, (unsigned)n, "");
 }
 
-LLVMValueRef cuda_sreg(CpuKern *k, const char *name) {
+LLVMValueRef cuda_sreg(GenKern *k, const char *name) {
   return LLVMBuildZExt(k->B, cuda_intrinsic(k, name, NULL, NULL, 0), k->cg->i64, "");
 }
 
 /* if (c) { ... }: returns the join block; the builder is left in the then-block. */
-static LLVMBasicBlockRef ck_if(CpuKern *k, LLVMValueRef c, int *mark) {
+static LLVMBasicBlockRef ck_if(GenKern *k, LLVMValueRef c, int *mark) {
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "join");
   LLVMBuildCondBr(k->B, c, then, join);
@@ -376,18 +400,18 @@ static LLVMBasicBlockRef ck_if(CpuKern *k, LLVMValueRef c, int *mark) {
   return join;
 }
 
-static void ck_endif(CpuKern *k, LLVMBasicBlockRef join, int mark) {
+static void ck_endif(GenKern *k, LLVMBasicBlockRef join, int mark) {
   LLVMBuildBr(k->B, join);
   LLVMPositionBuilderAtEnd(k->B, join);
   k->ncache = mark;
 }
 
 /* Row-major delinearization of lin over dims[0..n). */
-void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
+void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
   LLVMValueRef rem = lin;
   for (int d = n - 1; d >= 0; d--) {
     if (dims[d] == 1) {
-      idx[d] = cpu_i64(k, 0);
+      idx[d] = gen_i64(k, 0);
       continue;
     }
     bool outer = true;
@@ -397,7 +421,7 @@ void cuda_delin(CpuKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMVa
       idx[d] = rem;
       continue;
     }
-    LLVMValueRef D = cpu_i64(k, dims[d]);
+    LLVMValueRef D = gen_i64(k, dims[d]);
     idx[d] = LLVMBuildURem(k->B, rem, D, "");
     rem = LLVMBuildUDiv(k->B, rem, D, "");
   }
@@ -409,26 +433,26 @@ static int64_t ck_grid(int64_t work, int64_t per_block) {
 }
 
 /* Pointer (entry block) to leaf j of a tuple-shaped value stored at p. */
-static LLVMValueRef ck_leaf(CpuKern *k, LLVMValueRef p, const Shape *s, int j) {
+static LLVMValueRef ck_leaf(GenKern *k, LLVMValueRef p, const Shape *s, int j) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
-  LLVMValueRef ix = cpu_i64(k, memplan_tuple_offset(s, j));
+  LLVMValueRef ix = gen_i64(k, memplan_tuple_offset(s, j));
   LLVMValueRef lp = LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &ix, 1, "");
   LLVMPositionBuilderAtEnd(k->B, cur);
   return lp;
 }
 
-void cuda_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
+void cuda_grid_loop(GenKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx) {
   int64_t total = hlo_shape_elems(ls);
   st->block = CU_BLOCK;
   if (!st->grid) st->grid = ck_grid(total, CU_BLOCK);
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef start =
-      LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
-  CpuLoop l;
+      LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, bid, gen_i64(k, CU_BLOCK), ""), tid, "");
+  GenLoop l;
   LLVMValueRef i =
-      cpu_loop_open_step(k, &l, start, cpu_i64(k, total), cpu_i64(k, st->grid * CU_BLOCK));
+      gen_loop_open_step(k, &l, start, gen_i64(k, total), gen_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef idx[HLO_MAX_RANK];
   cuda_delin(k, i, ls->dims, ls->rank, idx);
   k->lin_idx = idx;
@@ -436,7 +460,7 @@ void cuda_grid_loop(CpuKern *k, CuStep *st, const Shape *ls, CkBody body, void *
   k->lin_shape = ls;
   body(k, idx, ctx);
   k->lin_idx = NULL;
-  cpu_loop_close(k, &l);
+  gen_loop_close(k, &l);
 }
 
 /* ------------------------------------------------------------------ loop kernels */
@@ -447,27 +471,27 @@ typedef struct LoopCtx {
   LLVMValueRef out; /* its storage */
 } LoopCtx;
 
-static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+static bool ck_loop_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   LoopCtx *c = vctx;
   const HInstr *in = c->in;
   const Shape *s = &in->shape;
   if (s->dt != DT_TUPLE) {
-    LLVMValueRef v = cpu_gen(k, in, idx);
-    if (v) cpu_store_elem(k, c->out, s, idx, v);
+    LLVMValueRef v = gen_value(k, in, idx);
+    if (v) gen_store_elem(k, c->out, s, idx, v);
     return v != NULL;
   }
   if (in->op == OP_REDUCE) {
     LLVMValueRef vals[HLO_MAX_RANK * 2];
-    if (s->ntuple > HLO_MAX_RANK * 2 || !cpu_gen_multi(k, in, idx, vals)) return false;
+    if (s->ntuple > HLO_MAX_RANK * 2 || !gen_value_multi(k, in, idx, vals)) return false;
     for (int j = 0; j < s->ntuple; j++)
-      cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
+      gen_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
     return true;
   }
   const HInstr *froot = in->calls[0]->root;
   for (int j = 0; j < s->ntuple && !k->failed; j++) {
     if (c->leaves && !c->leaves[j]) continue;
-    LLVMValueRef v = cpu_gen(k, froot->ops[j], idx);
-    if (v) cpu_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, v);
+    LLVMValueRef v = gen_value(k, froot->ops[j], idx);
+    if (v) gen_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, v);
   }
   return !k->failed;
 }
@@ -476,14 +500,14 @@ static bool ck_loop_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
  * stored by earlier kernels (read instead of recomputed). */
 static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves, const bool *mat) {
   CuStep *st;
-  CpuKern *k = cuda_kbegin(cc, in, "loop", 0, NULL, NULL, &st);
+  GenKern *k = cuda_kbegin(cc, in, "loop", 0, NULL, NULL, &st);
   cuda_kbind_fusion(k, in);
   LoopCtx c = {in, leaves, cuda_kbuffer(k, in)};
   if (mat)
-    for (int j = 0; j < in->shape.ntuple && k->nmat < CPU_MAX_MAT; j++)
+    for (int j = 0; j < in->shape.ntuple && k->nmat < GEN_MAX_MAT; j++)
       if (mat[j])
         k->mat[k->nmat++] =
-            (CpuMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
+            (GenMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
   cuda_grid_loop(k, st, ls, ck_loop_body, &c);
   return cuda_kend(k);
 }
@@ -564,19 +588,19 @@ static bool ck_vec_ok(const HInstr *in, const HInstr *hero, HArena *scratch) {
  * loop takes L consecutive elements Li..Li+L-1 (L = 4 for a 4-byte output, 8 for a 2-byte
  * one): every 2- or 4-byte operand of the output's dims held in a buffer (not a constant) is
  * read with 16-byte vector loads (ld.global.v4; two for a 4-byte operand of 8 lanes), its lanes
- * entered in cpu_gen's value cache at the lanes' indices, the generator runs once per lane,
+ * entered in gen_value's value cache at the lanes' indices, the generator runs once per lane,
  * and the L results are written with one 16-byte vector store. Buffers are normally 16-byte
  * aligned (the plan's temp offsets are multiples of 64, cudaMalloc returns 256-aligned
  * memory), but a caller may pass any pointer: the kernel tests the addresses it vectorizes
  * and otherwise runs the scalar grid-stride loop (the same body as ck_loop_kernel). */
 static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st;
   LLVMValueRef hv = NULL;
   const Shape *s = &in->shape;
   int L = ck_vec_lanes(s->dt);
   const char *what = L == 8 ? (hero ? "epilogue-v8" : "loop-v8") : hero ? "epilogue-v4" : "loop-v4";
-  CpuKern *k = cuda_kbegin(cc, in, what, hero ? 1 : 0, &hp, &hv, &st);
+  GenKern *k = cuda_kbegin(cc, in, what, hero ? 1 : 0, &hp, &hv, &st);
   cuda_kbind_fusion(k, in);
   LLVMBuilderRef B = k->B;
   int64_t nvec = hlo_shape_elems(s) / L;
@@ -590,7 +614,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   if (hero) {       /* the dot/convolution's result, where the library wrote it */
     epi = hlo_arena_alloc(cg->scratch, (size_t)in->calls[0]->ninstrs + 1);
     ck_ancestors(in->calls[0], in->calls[0]->root, hero, epi);
-    k->mat[k->nmat++] = (CpuMat){hero, hv, DT_INVALID};
+    k->mat[k->nmat++] = (GenMat){hero, hv, DT_INVALID};
     vops[nvops] = hero;
     vptr[nvops++] = hv;
     bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, hv, cg->i64, ""), "");
@@ -613,13 +637,13 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
       if (!used) continue;
     }
     int64_t off = 0;
-    if (cg->plan.bufs[memplan_base(&cg->plan, op->idx, &off)].kind == MEM_CONST) continue;
+    if (cc->plan.bufs[memplan_base(&cc->plan, op->idx, &off)].kind == MEM_CONST) continue;
     vops[nvops] = op;
     vptr[nvops++] = cuda_kbuffer(k, op);
     bits = LLVMBuildOr(B, bits, LLVMBuildPtrToInt(B, cuda_kbuffer(k, op), cg->i64, ""), "");
   }
   LLVMValueRef aligned =
-      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, cpu_i64(k, 15), ""), cpu_i64(k, 0), "");
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, bits, gen_i64(k, 15), ""), gen_i64(k, 0), "");
   LLVMBasicBlockRef vbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "vec");
   LLVMBasicBlockRef sbb = LLVMAppendBasicBlockInContext(cg->C, k->fn, "scalar");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "done");
@@ -633,38 +657,38 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef start =
-      LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, CU_BLOCK), ""), tid, "");
-  CpuLoop l;
+      LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, gen_i64(k, CU_BLOCK), ""), tid, "");
+  GenLoop l;
   LLVMValueRef i =
-      cpu_loop_open_step(k, &l, start, cpu_i64(k, nvec), cpu_i64(k, st->grid * CU_BLOCK));
-  LLVMValueRef base = LLVMBuildNSWMul(B, i, cpu_i64(k, L), "");
+      gen_loop_open_step(k, &l, start, gen_i64(k, nvec), gen_i64(k, st->grid * CU_BLOCK));
+  LLVMValueRef base = LLVMBuildNSWMul(B, i, gen_i64(k, L), "");
   LLVMValueRef lin[8], idx[8][HLO_MAX_RANK];
   for (int ln = 0; ln < L; ln++) {
-    lin[ln] = ln ? LLVMBuildNSWAdd(B, base, cpu_i64(k, ln), "") : base;
+    lin[ln] = ln ? LLVMBuildNSWAdd(B, base, gen_i64(k, ln), "") : base;
     cuda_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
   }
   for (int q = 0; q < nvops; q++) {
-    LLVMTypeRef mt = cpu_mem_type(cg, vops[q]->shape.dt);
+    LLVMTypeRef mt = gen_mem_type(cg, vops[q]->shape.dt);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(B, mt, vptr[q], &base, 1, "");
     LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, (unsigned)L), p, "");
     LLVMSetAlignment(v, 16);
     for (int ln = 0; ln < L; ln++)
       cuda_cache_add(k, vops[q], s->rank, idx[ln],
-                     LLVMBuildExtractElement(B, v, cpu_i64(k, ln), ""));
+                     LLVMBuildExtractElement(B, v, gen_i64(k, ln), ""));
   }
-  LLVMTypeRef ot = cpu_mem_type(cg, s->dt);
+  LLVMTypeRef ot = gen_mem_type(cg, s->dt);
   LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, (unsigned)L));
   for (int ln = 0; ln < L && !k->failed; ln++) {
     k->lin_idx = idx[ln];
     k->lin = lin[ln];
     k->lin_shape = s;
-    LLVMValueRef v = cpu_gen(k, in, idx[ln]);
-    if (v) acc = LLVMBuildInsertElement(B, acc, v, cpu_i64(k, ln), "");
+    LLVMValueRef v = gen_value(k, in, idx[ln]);
+    if (v) acc = LLVMBuildInsertElement(B, acc, v, gen_i64(k, ln), "");
   }
   k->lin_idx = NULL;
   LLVMValueRef sp = LLVMBuildStore(B, acc, LLVMBuildInBoundsGEP2(B, ot, out, &base, 1, ""));
   LLVMSetAlignment(sp, 16);
-  cpu_loop_close(k, &l);
+  gen_loop_close(k, &l);
   k->ncache = mark;
   LLVMBuildBr(B, done);
 
@@ -710,9 +734,9 @@ static bool ck_epilogue(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) {
   if (ck_vec_ok(in, hero, cc->cg.scratch)) return ck_vec_kernel(cc, in, hero, hp);
   CuStep *st;
   LLVMValueRef dp;
-  CpuKern *k = cuda_kbegin(cc, in, "epilogue", 1, &hp, &dp, &st);
+  GenKern *k = cuda_kbegin(cc, in, "epilogue", 1, &hp, &dp, &st);
   cuda_kbind_fusion(k, in);
-  k->mat[k->nmat++] = (CpuMat){hero, dp, DT_INVALID};
+  k->mat[k->nmat++] = (GenMat){hero, dp, DT_INVALID};
   LoopCtx c = {in, NULL, cuda_kbuffer(k, in)};
   cuda_grid_loop(k, st, &in->shape, ck_loop_body, &c);
   return cuda_kend(k);
@@ -752,7 +776,7 @@ static bool ck_squeeze_eq(const Shape *a, const Shape *b) {
 }
 
 /* The index into `to` of the element at index fidx of `from` (ck_squeeze_eq shapes). */
-static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, const Shape *to,
+static void ck_squeeze_idx(GenKern *k, const Shape *from, LLVMValueRef *fidx, const Shape *to,
                            LLVMValueRef *tidx) {
   int i = 0;
   for (int j = 0; j < to->rank; j++) {
@@ -766,10 +790,10 @@ static void ck_squeeze_idx(CpuKern *k, const Shape *from, LLVMValueRef *fidx, co
   }
 }
 
-void cuda_cache_add(CpuKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
+void cuda_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
   k->cache =
       hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
-  CpuCacheEnt *e = &k->cache[k->ncache++];
+  GenCacheEnt *e = &k->cache[k->ncache++];
   e->in = in;
   for (int d = 0; d < rank; d++)
     e->idx[d] = idx[d];
@@ -852,8 +876,8 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   return true;
 }
 
-LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode) {
-  CpuCg *cg = k->cg;
+LLVMValueRef cuda_shfl(GenKern *k, LLVMValueRef v, int off, CuShfl mode) {
+  GenCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(v);
   LLVMTypeKind tk = LLVMGetTypeKind(ty);
@@ -887,19 +911,19 @@ LLVMValueRef cuda_shfl(CpuKern *k, LLVMValueRef v, int off, CuShfl mode) {
   return tk == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(B, r, ty, "");
 }
 
-void cuda_barrier(CpuKern *k) { cuda_intrinsic(k, "llvm.nvvm.barrier0", NULL, NULL, 0); }
+void cuda_barrier(GenKern *k) { cuda_intrinsic(k, "llvm.nvvm.barrier0", NULL, NULL, 0); }
 
 /* acc[h] = reducer_h(acc[h], v[h]) for every hero. */
-static bool ck_combine(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValueRef *v) {
+static bool ck_combine(GenKern *k, const RowPlan *p, LLVMValueRef *acc, LLVMValueRef *v) {
   for (int h = 0; h < p->nh; h++) {
     LLVMValueRef args[2] = {acc[h], v[h]}, res[1];
-    if (!cpu_gen_scalar_comp(k, p->hero[h]->calls[0], args, 2, res)) return false;
+    if (!gen_scalar_comp(k, p->hero[h]->calls[0], args, 2, res)) return false;
     acc[h] = res[0];
   }
   return true;
 }
 
-static void ck_shfl_tree_mode(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from,
+static void ck_shfl_tree_mode(GenKern *k, const RowPlan *p, LLVMValueRef *acc, int from,
                               CuShfl mode) {
   for (int off = from; off >= 1 && !k->failed; off /= 2) {
     LLVMValueRef o[CU_MAX_HEROES];
@@ -910,12 +934,12 @@ static void ck_shfl_tree_mode(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, i
 }
 
 /* The lanes' partials combined into lane 0 (down) of each warp. */
-static void ck_shfl_tree(CpuKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
+static void ck_shfl_tree(GenKern *k, const RowPlan *p, LLVMValueRef *acc, int from) {
   ck_shfl_tree_mode(k, p, acc, from, CU_SHFL_DOWN);
 }
 
-LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n) {
-  CpuCg *cg = k->cg;
+LLVMValueRef cuda_smem(GenKern *k, CuStep *st, LLVMTypeRef elt, int64_t n) {
+  GenCg *cg = k->cg;
   LLVMTypeRef at = LLVMArrayType2(elt, (uint64_t)n);
   char nm[128];
   snprintf(nm, sizeof nm, "%s_smem", st->name);
@@ -932,15 +956,15 @@ LLVMValueRef cuda_smem(CpuKern *k, CuStep *st, LLVMTypeRef elt, int64_t n) {
 }
 
 /* Slot i of shared array smem. */
-static LLVMValueRef ck_smem_at(CpuKern *k, LLVMValueRef smem, LLVMValueRef i) {
-  LLVMValueRef ix[2] = {cpu_i64(k, 0), i};
+static LLVMValueRef ck_smem_at(GenKern *k, LLVMValueRef smem, LLVMValueRef i) {
+  LLVMValueRef ix[2] = {gen_i64(k, 0), i};
   return LLVMBuildInBoundsGEP2(k->B, LLVMGlobalGetValueType(smem), smem, ix, 2, "");
 }
 
 /* The outputs of the reduce's dims at output index oidx, from the reduced values acc: the
  * values enter the cache (with reshapes that only add or drop unit dims), then the fusion's
  * root (or each such tuple leaf) is generated on top of them and stored. */
-static void ck_reduce_cache(CpuKern *k, const RowPlan *p, LLVMValueRef *oidx, LLVMValueRef *acc) {
+static void ck_reduce_cache(GenKern *k, const RowPlan *p, LLVMValueRef *oidx, LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
   for (int h = 0; h < p->nh; h++) {
     cuda_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
@@ -956,7 +980,7 @@ static void ck_reduce_cache(CpuKern *k, const RowPlan *p, LLVMValueRef *oidx, LL
   }
 }
 
-static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
+static void ck_reduce_store(GenKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
                             LLVMValueRef *oidx, LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
   const Shape *s = &in->shape;
@@ -964,15 +988,15 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
   LLVMValueRef si[HLO_MAX_RANK];
   if (s->dt != DT_TUPLE) {
     ck_squeeze_idx(k, &h0->shape, oidx, s, si);
-    LLVMValueRef r = cpu_gen(k, in, si);
-    if (r) cpu_store_elem(k, out, s, si, r);
+    LLVMValueRef r = gen_value(k, in, si);
+    if (r) gen_store_elem(k, out, s, si, r);
   } else {
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
       if (!ck_squeeze_eq(&s->tuple[q], &h0->shape) || hlo_shape_same_dims(&s->tuple[q], p->os))
         continue;
       ck_squeeze_idx(k, &h0->shape, oidx, &s->tuple[q], si);
-      LLVMValueRef r = cpu_gen(k, p->comp->root->ops[q], si);
-      if (r) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
+      LLVMValueRef r = gen_value(k, p->comp->root->ops[q], si);
+      if (r) gen_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
     }
   }
 }
@@ -980,7 +1004,7 @@ static void ck_reduce_store(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueR
 /* The lanes' partial reductions over reduced indices j = j0, j0 + jstep, ... < jend for output
  * index oidx, accumulated into accp[]; leaves of a tuple output with the operand's dims are
  * written on the way (every operand element is visited once). */
-static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
+static bool ck_reduce_span(GenKern *k, const RowPlan *p, HInstr *in, LLVMValueRef out,
                            LLVMValueRef *oidx, LLVMValueRef j0, LLVMValueRef jend, int64_t jstep,
                            LLVMValueRef *accp, LLVMTypeRef *aty) {
   LLVMBuilderRef B = k->B;
@@ -989,15 +1013,15 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   int nr = 0;
   for (int d = 0; d < p->os->rank; d++)
     if (p->red[d]) rext[nr++] = p->os->dims[d];
-  CpuLoop jl;
-  LLVMValueRef j = cpu_loop_open_step(k, &jl, j0, jend, cpu_i64(k, jstep));
+  GenLoop jl;
+  LLVMValueRef j = gen_loop_open_step(k, &jl, j0, jend, gen_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   cuda_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
     full[d] = p->red[d] ? ridx[r++] : oidx[o++];
   LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
-    if (!(v[h] = cpu_gen(k, p->hero[h]->ops[0], full))) return false;
+    if (!(v[h] = gen_value(k, p->hero[h]->ops[0], full))) return false;
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   }
   if (!ck_combine(k, p, acc, v)) return false;
@@ -1006,10 +1030,10 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   if (s->dt == DT_TUPLE) /* leaves with the operand's dims, written once here */
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
       if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
-      LLVMValueRef lv = cpu_gen(k, p->comp->root->ops[q], full);
-      if (lv) cpu_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
+      LLVMValueRef lv = gen_value(k, p->comp->root->ops[q], full);
+      if (lv) gen_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
     }
-  cpu_loop_close(k, &jl);
+  gen_loop_close(k, &jl);
   return !k->failed;
 }
 
@@ -1017,26 +1041,26 @@ static bool ck_reduce_span(CpuKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
  * 8-byte slots. */
 CuPtr cuda_scratch(CudaCg *cc, int64_t bytes) {
   if (bytes > cc->stage_bytes) cc->stage_bytes = bytes;
-  return (CuPtr){CU_TEMP, 0, cc->cg.plan.temp_bytes};
+  return (CuPtr){CU_TEMP, 0, cc->plan.temp_bytes};
 }
 
 static CuPtr ck_partials(CudaCg *cc, const RowPlan *p) {
   return cuda_scratch(cc, p->split > 1 ? 8 * p->nh * p->R * p->split : 0);
 }
 
-static LLVMValueRef ck_partial_at(CpuKern *k, const RowPlan *p, LLVMValueRef part, int h,
+static LLVMValueRef ck_partial_at(GenKern *k, const RowPlan *p, LLVMValueRef part, int h,
                                   LLVMValueRef row, LLVMValueRef slice) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef i =
       LLVMBuildNSWAdd(B,
-                      LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, cpu_i64(k, h * p->R), row, ""),
-                                      cpu_i64(k, p->split), ""),
+                      LLVMBuildNSWMul(B, LLVMBuildNSWAdd(B, gen_i64(k, h * p->R), row, ""),
+                                      gen_i64(k, p->split), ""),
                       slice, "");
-  LLVMValueRef off = LLVMBuildNSWMul(B, i, cpu_i64(k, 8), "");
+  LLVMValueRef off = LLVMBuildNSWMul(B, i, gen_i64(k, 8), "");
   return LLVMBuildInBoundsGEP2(B, k->cg->i8, part, &off, 1, "");
 }
 
-static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LLVMValueRef row,
+static void ck_partial_store(GenKern *k, const RowPlan *p, LLVMValueRef part, LLVMValueRef row,
                              LLVMValueRef slice, LLVMValueRef *acc) {
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(k->B, acc[h], ck_partial_at(k, p, part, h, row, slice));
@@ -1044,46 +1068,46 @@ static void ck_partial_store(CpuKern *k, const RowPlan *p, LLVMValueRef part, LL
 
 /* A warp per row of R rows: blocks of CU_BLOCK threads, a grid-stride loop over the rows (its
  * induction variable returned, closed by the caller with rl); *lane: the thread's lane. */
-static LLVMValueRef ck_warp_rows(CpuKern *k, CuStep *st, int64_t R, LLVMValueRef *lane,
-                                 CpuLoop *rl) {
+static LLVMValueRef ck_warp_rows(GenKern *k, CuStep *st, int64_t R, LLVMValueRef *lane,
+                                 GenLoop *rl) {
   LLVMBuilderRef B = k->B;
   int nwarps = CU_BLOCK / 32;
   st->block = CU_BLOCK;
   st->grid = ck_grid(R, nwarps);
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  *lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
-  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
-  return cpu_loop_open_step(k, rl, row0, cpu_i64(k, R), cpu_i64(k, st->grid * nwarps));
+  *lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, gen_i64(k, 5), "");
+  LLVMValueRef row0 = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, gen_i64(k, nwarps), ""), warp, "");
+  return gen_loop_open_step(k, rl, row0, gen_i64(k, R), gen_i64(k, st->grid * nwarps));
 }
 
 /* Second kernel of a split reduction: one warp per output, lane l combines partials l,
  * l + 32, ..., a shuffle tree combines the lanes, lane 0 produces the fusion's outputs
  * (ck_reduce_store). */
 static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st;
   LLVMValueRef part;
-  CpuKern *k = cuda_kbegin(cc, in, "split-finish", 1, &pp, &part, &st);
+  GenKern *k = cuda_kbegin(cc, in, "split-finish", 1, &pp, &part, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
   LLVMValueRef lane;
-  CpuLoop rl;
+  GenLoop rl;
   LLVMValueRef row = ck_warp_rows(k, st, p->R, &lane, &rl);
   LLVMValueRef acc[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
-    LLVMValueRef init = cpu_gen(k, p->hero[h]->ops[1], NULL);
+    LLVMValueRef init = gen_value(k, p->hero[h]->ops[1], NULL);
     if (!init) return cuda_kend(k);
-    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    accp[h] = cpu_alloca(k, aty[h]);
+    aty[h] = gen_reg_type(cg, p->hero[h]->shape.dt);
+    accp[h] = gen_alloca(k, aty[h]);
     LLVMBuildStore(B, init, accp[h]);
   }
-  CpuLoop sl;
-  LLVMValueRef j = cpu_loop_open_step(k, &sl, lane, cpu_i64(k, p->split), cpu_i64(k, 32));
+  GenLoop sl;
+  LLVMValueRef j = gen_loop_open_step(k, &sl, lane, gen_i64(k, p->split), gen_i64(k, 32));
   LLVMValueRef v[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
     v[h] = LLVMBuildLoad2(B, aty[h], ck_partial_at(k, p, part, h, row, j), "");
@@ -1092,17 +1116,17 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   if (!ck_combine(k, p, acc, v)) return cuda_kend(k);
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, acc[h], accp[h]);
-  cpu_loop_close(k, &sl);
+  gen_loop_close(k, &sl);
   for (int h = 0; h < p->nh; h++)
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   LLVMValueRef oidx[HLO_MAX_RANK];
   cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   int m = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m);
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m);
   ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jo, m);
-  cpu_loop_close(k, &rl);
+  gen_loop_close(k, &rl);
   return cuda_kend(k);
 }
 
@@ -1112,15 +1136,15 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
  * writing the output at every element of the row. The row is read once a pass (from L1/L2 for
  * rows of up to 8192 elements): softmax in one kernel instead of max, exp-and-sum and divide. */
 static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st;
-  CpuKern *k = cuda_kbegin(cc, in, "row-chain", 0, NULL, NULL, &st);
+  GenKern *k = cuda_kbegin(cc, in, "row-chain", 0, NULL, NULL, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
   LLVMValueRef out = cuda_kbuffer(k, in);
   const HInstr *h0 = p->hero[0];
   LLVMValueRef lane;
-  CpuLoop rl;
+  GenLoop rl;
   LLVMValueRef row = ck_warp_rows(k, st, p->R, &lane, &rl);
   LLVMValueRef oidx[HLO_MAX_RANK];
   cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
@@ -1128,12 +1152,12 @@ static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
     RowPlan one = *p;
     one.nh = 1;
     one.hero[0] = p->hero[h];
-    LLVMTypeRef aty = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    LLVMValueRef init = cpu_gen(k, p->hero[h]->ops[1], NULL);
+    LLVMTypeRef aty = gen_reg_type(cg, p->hero[h]->shape.dt);
+    LLVMValueRef init = gen_value(k, p->hero[h]->ops[1], NULL);
     if (!init) return cuda_kend(k);
-    LLVMValueRef accp = cpu_alloca(k, aty);
+    LLVMValueRef accp = gen_alloca(k, aty);
     LLVMBuildStore(B, init, accp);
-    if (!ck_reduce_span(k, &one, in, out, oidx, lane, cpu_i64(k, p->K), 32, &accp, &aty))
+    if (!ck_reduce_span(k, &one, in, out, oidx, lane, gen_i64(k, p->K), 32, &accp, &aty))
       return cuda_kend(k);
     LLVMValueRef acc = LLVMBuildLoad2(B, aty, accp, "");
     ck_shfl_tree_mode(k, &one, &acc, 16, CU_SHFL_BFLY);
@@ -1144,26 +1168,26 @@ static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int nr = 0;
   for (int d = 0; d < p->os->rank; d++)
     if (p->red[d]) rext[nr++] = p->os->dims[d];
-  CpuLoop jl;
-  LLVMValueRef j = cpu_loop_open_step(k, &jl, lane, cpu_i64(k, p->K), cpu_i64(k, 32));
+  GenLoop jl;
+  LLVMValueRef j = gen_loop_open_step(k, &jl, lane, gen_i64(k, p->K), gen_i64(k, 32));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
   cuda_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
     full[d] = p->red[d] ? ridx[r++] : oidx[o++];
-  LLVMValueRef v = cpu_gen(k, in, full);
-  if (v) cpu_store_elem(k, out, &in->shape, full, v);
-  cpu_loop_close(k, &jl);
-  cpu_loop_close(k, &rl);
+  LLVMValueRef v = gen_value(k, in, full);
+  if (v) gen_store_elem(k, out, &in->shape, full, v);
+  gen_loop_close(k, &jl);
+  gen_loop_close(k, &rl);
   return cuda_kend(k);
 }
 
 static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st;
   int64_t S = p->split; /* > 1: block slices of each row, partials to ck_split_finish */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k = cuda_kbegin(cc, in,
+  GenKern *k = cuda_kbegin(cc, in,
                            S > 1      ? "split-reduce"
                            : p->block ? "block-reduce"
                                       : "warp-reduce",
@@ -1178,24 +1202,24 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   st->grid = ck_grid(p->R * S, rows_per_block);
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, gen_i64(k, 5), "");
   LLVMValueRef row0 =
       p->block ? bid
-               : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, cpu_i64(k, nwarps), ""), warp, "");
+               : LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, bid, gen_i64(k, nwarps), ""), warp, "");
   LLVMValueRef j0 = p->block ? tid : lane;
   int64_t jstep = p->block ? CU_BLOCK : 32;
   LLVMValueRef smem = p->block ? cuda_smem(k, st, cg->i64, nwarps * p->nh) : NULL;
-  CpuLoop rl;
+  GenLoop rl;
   LLVMValueRef vrow =
-      cpu_loop_open_step(k, &rl, row0, cpu_i64(k, p->R * S), cpu_i64(k, st->grid * rows_per_block));
-  LLVMValueRef row = vrow, jend = cpu_i64(k, p->K), slice = NULL;
+      gen_loop_open_step(k, &rl, row0, gen_i64(k, p->R * S), gen_i64(k, st->grid * rows_per_block));
+  LLVMValueRef row = vrow, jend = gen_i64(k, p->K), slice = NULL;
   if (S > 1) { /* row vrow / S, slice vrow % S of ceil(K / S) elements */
     int64_t chunk = (p->K + S - 1) / S;
-    row = LLVMBuildUDiv(B, vrow, cpu_i64(k, S), "");
-    slice = LLVMBuildURem(B, vrow, cpu_i64(k, S), "");
-    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, cpu_i64(k, chunk), "");
-    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, chunk), "");
+    row = LLVMBuildUDiv(B, vrow, gen_i64(k, S), "");
+    slice = LLVMBuildURem(B, vrow, gen_i64(k, S), "");
+    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, gen_i64(k, chunk), "");
+    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, gen_i64(k, chunk), "");
     jend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, jend, ""), hi, jend, "");
     j0 = LLVMBuildNSWAdd(B, lo, j0, "");
   }
@@ -1204,9 +1228,9 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
-    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
-    accp[h] = cpu_alloca(k, aty[h]);
+    aty[h] = gen_reg_type(cg, p->hero[h]->shape.dt);
+    if (!(init[h] = gen_value(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
+    accp[h] = gen_alloca(k, aty[h]);
     LLVMBuildStore(B, init[h], accp[h]);
   }
   /* the lanes' strided partial reductions */
@@ -1218,20 +1242,20 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef join_w = NULL;
   if (p->block) {
-    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m1);
+    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m1);
     for (int h = 0; h < p->nh; h++) {
       LLVMValueRef i =
-          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, gen_i64(k, p->nh), ""), gen_i64(k, h), "");
       LLVMBuildStore(B, acc[h], ck_smem_at(k, smem, i));
     }
     ck_endif(k, jn, m1);
     cuda_barrier(k);
-    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), &m2);
-    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, cpu_i64(k, nwarps), "");
-    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, cpu_i64(k, 0), "");
+    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, 0), ""), &m2);
+    LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, gen_i64(k, nwarps), "");
+    LLVMValueRef sl = LLVMBuildSelect(B, have, lane, gen_i64(k, 0), "");
     for (int h = 0; h < p->nh; h++) {
       LLVMValueRef i =
-          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+          LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, sl, gen_i64(k, p->nh), ""), gen_i64(k, h), "");
       LLVMValueRef x = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
       acc[h] = LLVMBuildSelect(B, have, x, init[h], "");
     }
@@ -1239,7 +1263,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   }
   /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
   int m3 = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, cpu_i64(k, 0), ""), &m3);
+  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m3);
   if (S > 1)
     ck_partial_store(k, p, part, row, slice, acc);
   else
@@ -1249,7 +1273,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     ck_endif(k, join_w, m2);
     cuda_barrier(k); /* shared memory is reused by the next row */
   }
-  cpu_loop_close(k, &rl);
+  gen_loop_close(k, &rl);
   if (!cuda_kend(k)) return false;
   return S == 1 || ck_split_finish(cc, in, p, pp);
 }
@@ -1262,12 +1286,12 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
  * past the last output only take part in the barriers. With p->split > 1, blocks take
  * slices of the reduced elements and write partials for ck_split_finish. */
 static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   CuStep *st;
   int64_t S = p->split, tiles = (p->R + 31) / 32; /* S > 1: block slices, as ck_row_reduce */
   CuPtr pp = ck_partials(cc, p);
   LLVMValueRef part = NULL;
-  CpuKern *k = cuda_kbegin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp,
+  GenKern *k = cuda_kbegin(cc, in, S > 1 ? "split-col-reduce" : "col-reduce", S > 1 ? 1 : 0, &pp,
                            &part, &st);
   LLVMBuilderRef B = k->B;
   cuda_kbind_fusion(k, in);
@@ -1278,33 +1302,33 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   st->grid = ck_grid(tiles * S, 1);
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  LLVMValueRef lane = LLVMBuildAnd(B, tid, cpu_i64(k, 31), "");
-  LLVMValueRef warp = LLVMBuildLShr(B, tid, cpu_i64(k, 5), "");
+  LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
+  LLVMValueRef warp = LLVMBuildLShr(B, tid, gen_i64(k, 5), "");
   LLVMValueRef smem = cuda_smem(k, st, cg->i64, 32 * nwarps * p->nh);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
-    aty[h] = cpu_reg_type(cg, p->hero[h]->shape.dt);
-    if (!(init[h] = cpu_gen(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
-    accp[h] = cpu_alloca(k, aty[h]);
+    aty[h] = gen_reg_type(cg, p->hero[h]->shape.dt);
+    if (!(init[h] = gen_value(k, p->hero[h]->ops[1], NULL))) return cuda_kend(k);
+    accp[h] = gen_alloca(k, aty[h]);
   }
-  CpuLoop bl;
-  LLVMValueRef vt = cpu_loop_open_step(k, &bl, bid, cpu_i64(k, tiles * S), cpu_i64(k, st->grid));
-  LLVMValueRef tile = vt, j0 = warp, jend = cpu_i64(k, p->K), slice = NULL;
+  GenLoop bl;
+  LLVMValueRef vt = gen_loop_open_step(k, &bl, bid, gen_i64(k, tiles * S), gen_i64(k, st->grid));
+  LLVMValueRef tile = vt, j0 = warp, jend = gen_i64(k, p->K), slice = NULL;
   if (S > 1) { /* tile vt / S, slice vt % S of ceil(K / S) elements */
     int64_t chunk = (p->K + S - 1) / S;
-    tile = LLVMBuildUDiv(B, vt, cpu_i64(k, S), "");
-    slice = LLVMBuildURem(B, vt, cpu_i64(k, S), "");
-    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, cpu_i64(k, chunk), "");
-    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, cpu_i64(k, chunk), "");
+    tile = LLVMBuildUDiv(B, vt, gen_i64(k, S), "");
+    slice = LLVMBuildURem(B, vt, gen_i64(k, S), "");
+    LLVMValueRef lo = LLVMBuildNSWMul(B, slice, gen_i64(k, chunk), "");
+    LLVMValueRef hi = LLVMBuildNSWAdd(B, lo, gen_i64(k, chunk), "");
     jend = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, hi, jend, ""), hi, jend, "");
     j0 = LLVMBuildNSWAdd(B, lo, j0, "");
   }
-  LLVMValueRef base = LLVMBuildNSWMul(B, tile, cpu_i64(k, 32), "");
+  LLVMValueRef base = LLVMBuildNSWMul(B, tile, gen_i64(k, 32), "");
   LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
-  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, cpu_i64(k, p->R), "");
+  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, gen_i64(k, p->R), "");
   LLVMValueRef oidx[HLO_MAX_RANK];
-  cuda_delin(k, LLVMBuildSelect(B, valid, row, cpu_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
+  cuda_delin(k, LLVMBuildSelect(B, valid, row, gen_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
              oidx);
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, init[h], accp[h]);
@@ -1313,15 +1337,15 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return cuda_kend(k);
   ck_endif(k, jv, m1);
   /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
-  LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, cpu_i64(k, 32), ""), lane, "");
+  LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, gen_i64(k, 32), ""), lane, "");
   for (int h = 0; h < p->nh; h++) {
     LLVMValueRef i =
-        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, cpu_i64(k, p->nh), ""), cpu_i64(k, h), "");
+        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, me, gen_i64(k, p->nh), ""), gen_i64(k, h), "");
     LLVMBuildStore(B, LLVMBuildLoad2(B, aty[h], accp[h], ""), ck_smem_at(k, smem, i));
   }
   cuda_barrier(k);
   LLVMValueRef w0 =
-      LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, cpu_i64(k, 0), ""), valid, "");
+      LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, 0), ""), valid, "");
   LLVMBasicBlockRef jw = ck_if(k, w0, &m2);
   LLVMValueRef acc[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++)
@@ -1329,8 +1353,8 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   for (int w = 0; w < nwarps && !k->failed; w++) {
     LLVMValueRef v[CU_MAX_HEROES];
     for (int h = 0; h < p->nh; h++) {
-      LLVMValueRef i = LLVMBuildNSWAdd(B, cpu_i64(k, (int64_t)w * 32 * p->nh + h),
-                                       LLVMBuildNSWMul(B, lane, cpu_i64(k, p->nh), ""), "");
+      LLVMValueRef i = LLVMBuildNSWAdd(B, gen_i64(k, (int64_t)w * 32 * p->nh + h),
+                                       LLVMBuildNSWMul(B, lane, gen_i64(k, p->nh), ""), "");
       v[h] = LLVMBuildLoad2(B, aty[h], ck_smem_at(k, smem, i), "");
     }
     if (!ck_combine(k, p, acc, v)) return cuda_kend(k);
@@ -1341,7 +1365,7 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     ck_reduce_store(k, p, in, out, oidx, acc);
   ck_endif(k, jw, m2);
   cuda_barrier(k); /* shared memory is reused by the next 32 outputs */
-  cpu_loop_close(k, &bl);
+  gen_loop_close(k, &bl);
   if (!cuda_kend(k)) return false;
   return S == 1 || ck_split_finish(cc, in, p, pp);
 }
@@ -1353,18 +1377,11 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
 static const HInstr *ck_hero(const HInstr *in, HOp want) {
   if (in->op == want) return in;
   if (in->op != OP_FUSION || in->shape.dt == DT_TUPLE) return NULL;
-  HOp other = want == OP_DOT ? OP_CONVOLUTION : OP_DOT;
-  const HInstr *hero = NULL;
   const HComp *c = in->calls[0];
-  for (int i = 0; i < c->ninstrs; i++) {
-    const HInstr *x = c->instrs[i];
-    if (x->op == other || x->op == OP_REDUCE || x->op == OP_REDUCE_WINDOW) return NULL;
-    if (x->op == want) {
-      if (hero) return NULL;
-      hero = x;
-    }
-  }
-  return hero;
+  for (int i = 0; i < c->ninstrs; i++)
+    if (c->instrs[i]->op == OP_REDUCE || c->instrs[i]->op == OP_REDUCE_WINDOW) return NULL;
+  const HInstr *hero = gen_fusion_hero(in);
+  return hero && hero->op == want ? hero : NULL;
 }
 
 /* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
@@ -1398,7 +1415,7 @@ typedef struct StageCtx {
 } StageCtx;
 
 /* The operand expression's index of staged element idx ([B, F, K], or [B, K, F] k_first). */
-static void ck_stage_index(CpuKern *k, const StageCtx *c, LLVMValueRef *idx, LLVMValueRef *oi) {
+static void ck_stage_index(GenKern *k, const StageCtx *c, LLVMValueRef *idx, LLVMValueRef *oi) {
   const DotSide *s = c->s;
   const Shape *os = &c->expr->shape;
   LLVMValueRef t[HLO_MAX_RANK];
@@ -1420,12 +1437,12 @@ static void ck_stage_index(CpuKern *k, const StageCtx *c, LLVMValueRef *idx, LLV
     oi[s->c[i]] = t[i];
 }
 
-static bool ck_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+static bool ck_stage_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   StageCtx *c = vctx;
   LLVMValueRef oi[HLO_MAX_RANK];
   ck_stage_index(k, c, idx, oi);
-  LLVMValueRef v = cpu_gen(k, c->expr, oi);
-  if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
+  LLVMValueRef v = gen_value(k, c->expr, oi);
+  if (v) gen_store_elem(k, c->dst, c->cs, idx, v);
   return v != NULL;
 }
 
@@ -1447,26 +1464,26 @@ static bool ck_stage_transposes(const StageCtx *c) {
  * rows r0 + tx, cols c0 + ty + 8i, into tile[col][row]) or write (staged [b, r0 + ty + 8i,
  * c0 + tx] from tile[col][row]): reads run along the expression's minor dim, writes along the
  * staged one. */
-static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef r0, LLVMValueRef c0,
+static bool ck_tile_phase(GenKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef r0, LLVMValueRef c0,
                           LLVMValueRef tx, LLVMValueRef ty, LLVMValueRef *tile, const char *name,
                           bool read) {
   LLVMBuilderRef B = k->B;
-  CpuCg *cg = k->cg;
+  GenCg *cg = k->cg;
   int64_t R = c->cs->dims[1], C = c->cs->dims[2];
   for (int i = 0; i < CU_TILE / 8; i++) {
-    LLVMValueRef tyi = LLVMBuildNSWAdd(B, ty, cpu_i64(k, 8 * i), "");
+    LLVMValueRef tyi = LLVMBuildNSWAdd(B, ty, gen_i64(k, 8 * i), "");
     LLVMValueRef rr = read ? tx : tyi, cc = read ? tyi : tx; /* within the tile */
     LLVMValueRef idx[3] = {b, LLVMBuildNSWAdd(B, r0, rr, ""), LLVMBuildNSWAdd(B, c0, cc, "")};
-    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, idx[1], cpu_i64(k, R), ""),
-                                   LLVMBuildICmp(B, LLVMIntSLT, idx[2], cpu_i64(k, C), ""), "");
+    LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, idx[1], gen_i64(k, R), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLT, idx[2], gen_i64(k, C), ""), "");
     int mark;
     LLVMBasicBlockRef join = ck_if(k, in, &mark);
     LLVMValueRef slot =
-        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, cpu_i64(k, CU_TILE + 1), ""), rr, "");
+        LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, gen_i64(k, CU_TILE + 1), ""), rr, "");
     if (read) {
       LLVMValueRef oi[HLO_MAX_RANK];
       ck_stage_index(k, c, idx, oi);
-      LLVMValueRef v = cpu_gen(k, c->expr, oi);
+      LLVMValueRef v = gen_value(k, c->expr, oi);
       if (!v) return false;
       if (!*tile) { /* the tile's element type is the generator's value type */
         LLVMTypeRef at = LLVMArrayType2(LLVMTypeOf(v), (uint64_t)CU_TILE * (CU_TILE + 1));
@@ -1479,7 +1496,7 @@ static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
       LLVMBuildStore(B, v, ck_smem_at(k, *tile, slot));
     } else {
       LLVMTypeRef et = LLVMGetElementType(LLVMGlobalGetValueType(*tile));
-      cpu_store_elem(k, c->dst, c->cs, idx, LLVMBuildLoad2(B, et, ck_smem_at(k, *tile, slot), ""));
+      gen_store_elem(k, c->dst, c->cs, idx, LLVMBuildLoad2(B, et, ck_smem_at(k, *tile, slot), ""));
     }
     ck_endif(k, join, mark);
   }
@@ -1491,7 +1508,7 @@ static bool ck_tile_phase(CpuKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
  * tile along the expression's minor dim and writes it along the staged minor dim, so both
  * sides are coalesced (the element-per-thread loop read a transposed KV cache at a tenth of
  * the bandwidth). */
-static bool ck_stage_tiled(CpuKern *k, CuStep *st, StageCtx *c) {
+static bool ck_stage_tiled(GenKern *k, CuStep *st, StageCtx *c) {
   LLVMBuilderRef B = k->B;
   int64_t R = c->cs->dims[1], C = c->cs->dims[2];
   int64_t tr = (R + CU_TILE - 1) / CU_TILE, tc = (C + CU_TILE - 1) / CU_TILE,
@@ -1500,22 +1517,22 @@ static bool ck_stage_tiled(CpuKern *k, CuStep *st, StageCtx *c) {
   st->grid = tiles < CU_MAX_GRID ? tiles : CU_MAX_GRID;
   st->smem = (int64_t)hlo_dtype_size(c->cs->dt) * CU_TILE * (CU_TILE + 1);
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
-  LLVMValueRef tx = LLVMBuildURem(B, tid, cpu_i64(k, CU_TILE), ""),
-               ty = LLVMBuildUDiv(B, tid, cpu_i64(k, CU_TILE), "");
+  LLVMValueRef tx = LLVMBuildURem(B, tid, gen_i64(k, CU_TILE), ""),
+               ty = LLVMBuildUDiv(B, tid, gen_i64(k, CU_TILE), "");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
-  CpuLoop l;
-  LLVMValueRef t = cpu_loop_open_step(k, &l, bid, cpu_i64(k, tiles), cpu_i64(k, st->grid));
+  GenLoop l;
+  LLVMValueRef t = gen_loop_open_step(k, &l, bid, gen_i64(k, tiles), gen_i64(k, st->grid));
   int64_t ext[3] = {c->cs->dims[0], tr, tc};
   LLVMValueRef ti[3];
   cuda_delin(k, t, ext, 3, ti);
-  LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], cpu_i64(k, CU_TILE), ""),
-               c0 = LLVMBuildNSWMul(B, ti[2], cpu_i64(k, CU_TILE), "");
+  LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], gen_i64(k, CU_TILE), ""),
+               c0 = LLVMBuildNSWMul(B, ti[2], gen_i64(k, CU_TILE), "");
   LLVMValueRef tile = NULL;
   bool ok = ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, true);
   cuda_barrier(k);
   ok = ok && ck_tile_phase(k, c, ti[0], r0, c0, tx, ty, &tile, st->name, false);
   cuda_barrier(k); /* the tile is refilled by the next iteration */
-  cpu_loop_close(k, &l);
+  gen_loop_close(k, &l);
   return ok;
 }
 
@@ -1598,10 +1615,10 @@ static int64_t ck_tn_align(DType at) { return at == DT_S8 ? 4 : 16; }
  * ck_int8_ok) into temp at *used. */
 static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s,
                      int64_t *used, GemmOperand *g) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   DType at = dot->ops[j]->shape.dt;
   bool kf = j == 1 && !ck_tn_only(at); /* staged K-major: [B, K, F] */
-  *g = (GemmOperand){false,       {CU_TEMP, 0, cg->plan.temp_bytes + *used},
+  *g = (GemmOperand){false,       {CU_TEMP, 0, cc->plan.temp_bytes + *used},
                      kf ? 0 : j,  kf ? s->F : s->K,
                      s->F * s->K, 0};
   int64_t dims[3] = {s->B, kf ? s->K : s->F, kf ? s->F : s->K};
@@ -1610,7 +1627,7 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   *used += memplan_align(s->B * s->F * s->K * (int64_t)hlo_dtype_size(at));
   CuStep *st;
   LLVMValueRef dst;
-  CpuKern *k = cuda_kbegin(cc, in, "stage", 1, &g->ptr, &dst, &st);
+  GenKern *k = cuda_kbegin(cc, in, "stage", 1, &g->ptr, &dst, &st);
   cuda_kbind_fusion(k, in);
   StageCtx c = {dot->ops[j], s, kf, dst, cs};
   if (ck_stage_transposes(&c) && cs->dims[1] > 1 && cs->dims[2] > 1) {
@@ -1665,14 +1682,13 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
 }
 
 static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
-  CpuCg *cg = &cc->cg;
   DType t = dot->shape.dt, at = dot->ops[0]->shape.dt; /* result, operands */
   DotSide side[2];
   ck_dot_side(dot, 0, &side[0]);
   ck_dot_side(dot, 1, &side[1]);
   const DotSide *L = &side[0], *R = &side[1];
   int64_t esz = (int64_t)hlo_dtype_size(t), asz = (int64_t)hlo_dtype_size(at);
-  int64_t stage = cg->plan.temp_bytes, used = 0;
+  int64_t stage = cc->plan.temp_bytes, used = 0;
   GemmOperand g[2];
   int p = ck_batch_cut(cc, in, dot, side, g);
   int64_t outer = 1, inner = 1;
@@ -1686,7 +1702,7 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   /* where the product goes: the fusion's own buffer when it is not shared with an operand */
   CuPtr out;
   bool epi = dot != in, own = true; /* own: the product goes to the fusion's buffer */
-  const MemBuf *mb = &cg->plan.bufs[in->idx];
+  const MemBuf *mb = &cc->plan.bufs[in->idx];
   if (!cuda_ptr_of(cc, in, &out) ||
       (epi && (mb->kind == MEM_ALIAS || !hlo_shape_same_dims(&dot->shape, &in->shape) ||
                dot->shape.dt != in->shape.dt))) {
@@ -1794,7 +1810,7 @@ typedef struct ConvStageCtx {
   const Shape *cs;          /* staged shape (rank nsp + 2) */
 } ConvStageCtx;
 
-static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+static bool ck_conv_stage_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   ConvStageCtx *c = vctx;
   const Shape *os = &c->expr->shape;
   int r = os->rank;
@@ -1802,25 +1818,25 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   if (c->perm) {
     for (int j = 0; j < r; j++)
       oi[j] = idx[c->from[j]];
-    LLVMValueRef v = cpu_gen(k, c->expr, oi);
-    if (v) cpu_store_elem(k, c->dst, c->cs, idx, v);
+    LLVMValueRef v = gen_value(k, c->expr, oi);
+    if (v) gen_store_elem(k, c->dst, c->cs, idx, v);
     return v != NULL;
   }
   /* staged input, zero-padded: operand index = staged index - lo, zero outside */
   LLVMBuilderRef B = k->B;
   LLVMValueRef in = LLVMConstInt(k->cg->i1, 1, 0);
   for (int i = 0; i < r; i++) {
-    oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], cpu_i64(k, c->lo[i]), "") : idx[i];
+    oi[i] = c->lo[i] ? LLVMBuildNSWSub(B, idx[i], gen_i64(k, c->lo[i]), "") : idx[i];
     if (c->cs->dims[i] != os->dims[i] || c->lo[i]) {
-      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], cpu_i64(k, 0), ""), "");
+      in = LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSGE, oi[i], gen_i64(k, 0), ""), "");
       in =
-          LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], cpu_i64(k, os->dims[i]), ""), "");
+          LLVMBuildAnd(B, in, LLVMBuildICmp(B, LLVMIntSLT, oi[i], gen_i64(k, os->dims[i]), ""), "");
     }
   }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
   int mark;
   LLVMBasicBlockRef join = ck_if(k, in, &mark);
-  LLVMValueRef v = cpu_gen(k, c->expr, oi);
+  LLVMValueRef v = gen_value(k, c->expr, oi);
   if (!v) return false;
   LLVMBasicBlockRef then_end = LLVMGetInsertBlock(B);
   ck_endif(k, join, mark);
@@ -1828,14 +1844,14 @@ static bool ck_conv_stage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
   LLVMValueRef zero = LLVMConstReal(k->cg->f32, 0.0);
   LLVMAddIncoming(phi, &v, &then_end, 1);
   LLVMAddIncoming(phi, &zero, &pre, 1);
-  cpu_store_elem(k, c->dst, c->cs, idx, phi);
+  gen_store_elem(k, c->dst, c->cs, idx, phi);
   return true;
 }
 
 /* A stage kernel writing ctx->cs at temp offset off. */
 static bool ck_conv_stage(CudaCg *cc, HInstr *in, ConvStageCtx *c, CuPtr at) {
   CuStep *st;
-  CpuKern *k = cuda_kbegin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
+  GenKern *k = cuda_kbegin(cc, in, "conv-stage", 1, &at, &c->dst, &st);
   cuda_kbind_fusion(k, in);
   cuda_grid_loop(k, st, c->cs, ck_conv_stage_body, c);
   return cuda_kend(k);
@@ -1859,7 +1875,7 @@ static int64_t ck_conv_ws(const CudaCg *cc, int64_t xbytes, int64_t ybytes) {
 static bool ck_conv_out(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr *yp, int64_t stage,
                         int64_t *used) {
   const Shape *ys = &conv->shape;
-  const MemBuf *mb = &cc->cg.plan.bufs[in->idx];
+  const MemBuf *mb = &cc->plan.bufs[in->idx];
   bool own = true;
   if (!cuda_ptr_of(cc, in, yp) ||
       (conv != in &&
@@ -1950,12 +1966,12 @@ typedef struct UnstageCtx {
   int from[HLO_MAX_RANK]; /* source dim j = destination index from[j] */
 } UnstageCtx;
 
-static bool ck_unstage_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+static bool ck_unstage_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   UnstageCtx *c = vctx;
   LLVMValueRef si[HLO_MAX_RANK];
   for (int j = 0; j < c->ss->rank; j++)
     si[j] = idx[c->from[j]];
-  cpu_store_elem(k, c->dst, c->ds, idx, cpu_load_elem(k, c->src, c->ss, si));
+  gen_store_elem(k, c->dst, c->ds, idx, gen_load_elem(k, c->src, c->ss, si));
   return true;
 }
 
@@ -1965,12 +1981,12 @@ static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp,
 /* The weight gradient of ck_wgrad_match through cudnnConvolutionBackwardFilter. */
 static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw, const int *xf,
                           const int *df) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   const Shape *ys = &conv->shape;
   int r = ys->rank, nsp = r - 2, off = 2 - nsp;
   LayoutConvPos q = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC);
   int sp0 = q.sp0, feat = q.feat;
-  int64_t stage = cg->plan.temp_bytes, at = stage;
+  int64_t stage = cc->plan.temp_bytes, at = stage;
   CuPtr xp, dp, wp, yp;
   Shape xs, ds;
   if (!ck_wgrad_operand(cc, in, conv->ops[0], xf, nsp, &xp, &at, &xs) ||
@@ -2018,7 +2034,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
   CuStep *st;
   LLVMValueRef pv[2];
   CuPtr ex[2] = {wp, yp};
-  CpuKern *k = cuda_kbegin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
+  GenKern *k = cuda_kbegin(cc, in, "wgrad-unstage", 2, ex, pv, &st);
   u.src = pv[0], u.dst = pv[1], u.ss = wshape, u.ds = ys;
   cuda_grid_loop(k, st, ys, ck_unstage_body, &u);
   if (!cuda_kend(k)) return false;
@@ -2027,7 +2043,7 @@ static bool ck_conv_wgrad(CudaCg *cc, HInstr *in, const HInstr *conv, bool nchw,
 }
 
 static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
   const WinDim *wd = conv->window->d;
   int r = ys->rank, nsp = r - 2, off = 2 - nsp; /* HLO spatial dim i is cuDNN's off + i */
@@ -2036,7 +2052,7 @@ static bool ck_conv(CudaCg *cc, HInstr *in, const HInstr *conv) {
   if (ck_wgrad_match(conv, nchw, xf, df)) return ck_conv_wgrad(cc, in, conv, nchw, xf, df);
   LayoutConvPos q = layout_conv_pos(r, nchw ? OPT_CONV_NCHW : OPT_CONV_NHWC);
   int sp0 = q.sp0, ksp0 = q.ksp0, feat = q.feat, kout = q.kout, kin = q.kin;
-  int64_t stage = cg->plan.temp_bytes, used = 0;
+  int64_t stage = cc->plan.temp_bytes, used = 0;
   int64_t xdims[HLO_MAX_RANK];
   for (int i = 0; i < r; i++)
     xdims[i] = xs->dims[i];
@@ -2145,16 +2161,16 @@ static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp,
 typedef struct ScatterCtx {
   const HInstr *in; /* the scatter */
   LLVMValueRef out; /* its storage */
-  int n;            /* its operands (cpu_scatter_n) */
+  int n;            /* its operands (gen_scatter_n) */
 } ScatterCtx;
 
-static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
+static bool ck_copy_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   ScatterCtx *c = vctx;
   const Shape *s = &c->in->shape;
   for (int j = 0; j < c->n; j++) {
-    LLVMValueRef v = cpu_gen(k, c->in->ops[j], idx);
+    LLVMValueRef v = gen_value(k, c->in->ops[j], idx);
     if (!v) return false;
-    cpu_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s,
+    gen_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s,
                    idx, v);
   }
   return true;
@@ -2162,15 +2178,15 @@ static bool ck_copy_body(CpuKern *k, LLVMValueRef *idx, void *vctx) {
 
 /* Copy the operands (a grid loop), then apply every update in order on one thread:
  * out[start(u) + window(u)] = f(out, upd[u]), the index arithmetic and the combination shared
- * with the CPU target (cpu_scatter_update, cpu_scatter_combine); variadic scatter updates its
+ * with the CPU target (gen_scatter_update, gen_scatter_combine); variadic scatter updates its
  * N outputs together. */
 static bool ck_scatter(CudaCg *cc, HInstr *in) {
-  CpuCg *cg = &cc->cg;
-  int n = cpu_scatter_check(in, cg->err, "CUDA");
+  GenCg *cg = &cc->cg;
+  int n = gen_scatter_check(in, cg->err, "CUDA");
   if (!n) return false;
   const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
   CuStep *st;
-  CpuKern *k = cuda_kbegin(cc, in, "copy", 0, NULL, NULL, &st);
+  GenKern *k = cuda_kbegin(cc, in, "copy", 0, NULL, NULL, &st);
   ScatterCtx c = {in, cuda_kbuffer(k, in), n};
   cuda_grid_loop(k, st, s, ck_copy_body, &c);
   if (!cuda_kend(k)) return false;
@@ -2180,17 +2196,17 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
   LLVMValueRef base = cuda_kbuffer(k, in), out[16];
   for (int j = 0; j < n; j++)
     out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
   for (int d = 0; d < us->rank; d++)
-    ui[d] = cpu_loop_open_step(k, &loops[d], cpu_i64(k, 0), cpu_i64(k, us->dims[d]), cpu_i64(k, 1));
-  if (!cpu_scatter_update(k, in, ui, oi, &ok)) return cuda_kend(k);
+    ui[d] = gen_loop_open_step(k, &loops[d], gen_i64(k, 0), gen_i64(k, us->dims[d]), gen_i64(k, 1));
+  if (!gen_scatter_update(k, in, ui, oi, &ok)) return cuda_kend(k);
   int mark;
   LLVMBasicBlockRef join = ck_if(k, ok, &mark);
-  cpu_scatter_combine(k, in, out, oi, ui);
+  gen_scatter_combine(k, in, out, oi, ui);
   ck_endif(k, join, mark);
   for (int d = us->rank - 1; d >= 0; d--)
-    cpu_loop_close(k, &loops[d]);
+    gen_loop_close(k, &loops[d]);
   return cuda_kend(k);
 }
 
@@ -2202,7 +2218,7 @@ typedef struct DusCtx {
 } DusCtx;
 
 /* Output element start + ui = update element ui; starts clamped as XLA clamps them. */
-static bool ck_dus_body(CpuKern *k, LLVMValueRef *ui, void *vctx) {
+static bool ck_dus_body(GenKern *k, LLVMValueRef *ui, void *vctx) {
   DusCtx *c = vctx;
   const HInstr *in = c->in;
   const Shape *os = &in->shape, *us = &in->ops[1]->shape;
@@ -2210,18 +2226,18 @@ static bool ck_dus_body(CpuKern *k, LLVMValueRef *ui, void *vctx) {
   LLVMValueRef oi[HLO_MAX_RANK];
   for (int d = 0; d < os->rank; d++) {
     const HInstr *si = in->ops[2 + d];
-    LLVMValueRef v = cpu_gen(k, si, NULL);
+    LLVMValueRef v = gen_value(k, si, NULL);
     if (!v) return false;
     v = hlo_dtype_kind(si->shape.dt) == DK_UINT ? LLVMBuildZExtOrBitCast(B, v, k->cg->i64, "")
                                                 : LLVMBuildSExtOrBitCast(B, v, k->cg->i64, "");
-    LLVMValueRef hi = cpu_i64(k, os->dims[d] - us->dims[d]);
-    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, cpu_i64(k, 0), ""), cpu_i64(k, 0), v,
+    LLVMValueRef hi = gen_i64(k, os->dims[d] - us->dims[d]);
+    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, gen_i64(k, 0), ""), gen_i64(k, 0), v,
                         "");
     v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, hi, ""), hi, v, "");
     oi[d] = LLVMBuildNSWAdd(B, v, ui[d], "");
   }
-  LLVMValueRef v = cpu_gen(k, in->ops[1], ui);
-  if (v) cpu_store_elem(k, c->out, os, oi, v);
+  LLVMValueRef v = gen_value(k, in->ops[1], ui);
+  if (v) gen_store_elem(k, c->out, os, oi, v);
   return v != NULL;
 }
 
@@ -2239,7 +2255,7 @@ static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
     c->bytes = (int64_t)hlo_shape_bytes(&in->shape);
   }
   CuStep *st;
-  CpuKern *k = cuda_kbegin(cc, in, "update-slice", 0, NULL, NULL, &st);
+  GenKern *k = cuda_kbegin(cc, in, "update-slice", 0, NULL, NULL, &st);
   DusCtx c = {in, cuda_kbuffer(k, in)};
   cuda_grid_loop(k, st, &in->ops[1]->shape, ck_dus_body, &c);
   return cuda_kend(k);
@@ -2248,8 +2264,8 @@ static bool ck_dus(CudaCg *cc, HInstr *in, bool *taken) {
 /* ------------------------------------------------------------------ dispatch */
 
 bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
-  CpuCg *cg = &cc->cg;
-  const MemBuf *b = &cg->plan.bufs[in->idx];
+  GenCg *cg = &cc->cg;
+  const MemBuf *b = &cc->plan.bufs[in->idx];
   bool computes =
       b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
@@ -2262,7 +2278,10 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
   if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
-  if (dot || conv) cpu_note_loop_product(&cc->cg, in->name);
+  if (dot || conv) {
+    if (cc->nloop_products < 4) cc->loop_products[cc->nloop_products] = in->name;
+    cc->nloop_products++;
+  }
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   if (in->op == OP_SORT) return cuda_sort(cc, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cuda_select_scatter(cc, in);

@@ -12,7 +12,7 @@
  * the entry's heap (a nested loop's above its loop's). A leaf the body passes through unchanged
  * (weights, the scanned inputs) is read where the init value is, never copied in (and copied
  * into the state after the loop only when something reads it there). Every computation is
- * emitted with its region current (cc->region, cg.entry and cg.plan are its), so that the
+ * emitted with its region current (cc->region, cg.entry and cc->plan are its), so that the
  * kernels resolve their operands through cuda_ptr_of like the entry's. A copy whose source is
  * a constant (a loop counter's start) goes from the host. */
 #include "cuda_impl.h"
@@ -130,7 +130,7 @@ static bool cl_plan(CudaCg *cc, const HComp *c, const CuRegion *rg, int64_t *top
 
 /* Plan loop w of region rg: its regions from *top up, then the loops nested in it. */
 static bool cl_plan_one(CudaCg *cc, const HInstr *w, const CuRegion *rg, int64_t *top, int depth) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   HComp *body = w->calls[0], *cond = w->calls[1];
   CuLoop *L = hlo_arena_alloc(cg->scratch, sizeof *L);
   memset(L, 0, sizeof *L);
@@ -199,7 +199,7 @@ static bool cl_plan(CudaCg *cc, const HComp *c, const CuRegion *rg, int64_t *top
 }
 
 bool cuda_plan_loops(CudaCg *cc) {
-  MemPlan *ep = &cc->cg.plan;
+  MemPlan *ep = &cc->plan;
   cc->entry_region = (CuRegion){cc->cg.entry, ep, true, 0, {0}, NULL, NULL, NULL, NULL, NULL};
   cc->region = &cc->entry_region;
   int64_t top = ep->temp_bytes;
@@ -208,7 +208,7 @@ bool cuda_plan_loops(CudaCg *cc) {
   ep->temp_bytes = top; /* staging scratch (at every plan's temp_bytes) above every region */
   for (int i = 0; i < cc->nloops; i++)
     cc->loops[i]->cond_plan.temp_bytes = cc->loops[i]->body_plan.temp_bytes = top;
-  /* the entry region keeps a copy: cg.plan becomes each loop computation's while it is emitted */
+  /* the entry region keeps a copy: plan becomes each loop computation's while it is emitted */
   cc->entry_plan = *ep;
   cc->entry_region.plan = &cc->entry_plan;
   return true;
@@ -286,13 +286,13 @@ static bool cl_emit_while(CudaCg *cc, const HInstr *w) {
 }
 
 bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg) {
-  CpuCg *cg = &cc->cg;
+  GenCg *cg = &cc->cg;
   const CuRegion *saved_rg = cc->region;
   HComp *saved_comp = cg->entry;
-  MemPlan saved_plan = cg->plan;
+  MemPlan saved_plan = cc->plan;
   cc->region = rg;
   cg->entry = (HComp *)rg->comp;
-  cg->plan = *rg->plan;
+  cc->plan = *rg->plan;
   bool ok = true;
   for (int i = 0; i < rg->comp->ninstrs && ok; i++) {
     HInstr *in = rg->comp->instrs[i];
@@ -300,6 +300,6 @@ bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg) {
   }
   cc->region = saved_rg;
   cg->entry = saved_comp;
-  cg->plan = saved_plan;
+  cc->plan = saved_plan;
   return ok && !cg->err->set;
 }

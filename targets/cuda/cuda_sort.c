@@ -10,7 +10,7 @@
  * slot (past the row's end) sorts after every element, and of two elements neither of which
  * the comparator puts first, the one earlier in the row comes first; so the result is XLA's
  * stable sort whatever is_stable says (the CPU target's merge sort is stable too). The
- * comparator is generated inline (cpu_gen_scalar_comp) on the operands read at the two
+ * comparator is generated inline (gen_scalar_comp) on the operands read at the two
  * positions. A last kernel gathers every operand's row through the permutation into the
  * result. (log2(np) (log2(np) + 1) / 2 launches: 55 for rows of 1024, 136 for 65536; a
  * shared-memory network for the short strides is not done.) */
@@ -22,11 +22,11 @@ typedef struct CsPlan {
   int64_t len, np, rows;              /* row length, its power of two, rows */
   LLVMValueRef perm;                  /* s32 [rows][np] in the kernel being built */
   LLVMValueRef k, j;                  /* the stage (i64 parameters) */
-  LLVMValueRef out[CPU_SORT_MAX_OPS]; /* result leaves */
+  LLVMValueRef out[GEN_SORT_MAX_OPS]; /* result leaves */
 } CsPlan;
 
 /* Operand index of row r at position p: the other dims from r (row-major), dim = p. */
-static void cs_index(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef p,
+static void cs_index(GenKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef p,
                      LLVMValueRef *idx) {
   const Shape *xs = &s->in->ops[0]->shape;
   for (int d = xs->rank - 1; d >= 0; d--) {
@@ -34,33 +34,33 @@ static void cs_index(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef p
       idx[d] = p;
       continue;
     }
-    LLVMValueRef n = cpu_i64(k, xs->dims[d]);
+    LLVMValueRef n = gen_i64(k, xs->dims[d]);
     idx[d] = LLVMBuildSRem(k->B, r, n, "");
     r = LLVMBuildSDiv(k->B, r, n, "");
   }
 }
 
-static LLVMValueRef cs_slot(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i) {
-  LLVMValueRef ix = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, r, cpu_i64(k, s->np), ""), i, "");
+static LLVMValueRef cs_slot(GenKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i) {
+  LLVMValueRef ix = LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, r, gen_i64(k, s->np), ""), i, "");
   return LLVMBuildInBoundsGEP2(k->B, k->cg->i32, s->perm, &ix, 1, "");
 }
 
-static LLVMValueRef cs_ld(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i) {
+static LLVMValueRef cs_ld(GenKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i) {
   return LLVMBuildSExt(k->B, LLVMBuildLoad2(k->B, k->cg->i32, cs_slot(k, s, r, i), ""), k->cg->i64,
                        "");
 }
 
-static void cs_st(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i, LLVMValueRef v) {
+static void cs_st(GenKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef i, LLVMValueRef v) {
   LLVMBuildStore(k->B, LLVMBuildTrunc(k->B, v, k->cg->i32, ""), cs_slot(k, s, r, i));
 }
 
 /* Whether row r's element a sorts before its element b (positions; padding last, ties in row
  * order). */
-static LLVMValueRef cs_before(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef a,
+static LLVMValueRef cs_before(GenKern *k, const CsPlan *s, LLVMValueRef r, LLVMValueRef a,
                               LLVMValueRef b) {
-  CpuCg *cg = k->cg;
+  GenCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
-  LLVMValueRef len = cpu_i64(k, s->len);
+  LLVMValueRef len = gen_i64(k, s->len);
   LLVMValueRef aok = LLVMBuildICmp(B, LLVMIntSLT, a, len, ""),
                bok = LLVMBuildICmp(B, LLVMIntSLT, b, len, "");
   /* a padding slot last: a real a before a padding b, nothing before a padding slot */
@@ -71,13 +71,13 @@ static LLVMValueRef cs_before(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMV
   LLVMBuildCondBr(B, LLVMBuildAnd(B, aok, bok, ""), cmpb, join);
   LLVMPositionBuilderAtEnd(B, cmpb);
   int mark = k->ncache;
-  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], va[CPU_SORT_MAX_OPS], vb[CPU_SORT_MAX_OPS];
+  LLVMValueRef ia[HLO_MAX_RANK], ib[HLO_MAX_RANK], va[GEN_SORT_MAX_OPS], vb[GEN_SORT_MAX_OPS];
   cs_index(k, s, r, a, ia);
   cs_index(k, s, r, b, ib);
   LLVMValueRef first = NULL, second = NULL;
-  if (cpu_sort_values(k, s->in, ia, va) && cpu_sort_values(k, s->in, ib, vb) &&
-      (first = cpu_sort_compare(k, s->in, va, vb, "CUDA")))
-    second = cpu_sort_compare(k, s->in, vb, va, "CUDA");
+  if (gen_sort_values(k, s->in, ia, va) && gen_sort_values(k, s->in, ib, vb) &&
+      (first = gen_sort_compare(k, s->in, va, vb, "CUDA")))
+    second = gen_sort_compare(k, s->in, vb, va, "CUDA");
   bool ok = first && second;
   k->ncache = mark;
   if (!ok) k->failed = true;
@@ -95,21 +95,21 @@ static LLVMValueRef cs_before(CpuKern *k, const CsPlan *s, LLVMValueRef r, LLVMV
   return phi;
 }
 
-static bool cs_init_body(CpuKern *k, LLVMValueRef *idx, void *ctx) {
+static bool cs_init_body(GenKern *k, LLVMValueRef *idx, void *ctx) {
   cs_st(k, ctx, idx[0], idx[1], idx[1]);
   return true;
 }
 
 /* One compare-exchange of the stage (k, j): pair q of row idx[0]. */
-static bool cs_stage_body(CpuKern *k, LLVMValueRef *idx, void *ctx) {
+static bool cs_stage_body(GenKern *k, LLVMValueRef *idx, void *ctx) {
   const CsPlan *s = ctx;
   LLVMBuilderRef B = k->B;
-  LLVMValueRef q = idx[1], jm = LLVMBuildSub(B, s->j, cpu_i64(k, 1), "");
+  LLVMValueRef q = idx[1], jm = LLVMBuildSub(B, s->j, gen_i64(k, 1), "");
   LLVMValueRef i = LLVMBuildOr(
-      B, LLVMBuildShl(B, LLVMBuildAnd(B, q, LLVMBuildNot(B, jm, ""), ""), cpu_i64(k, 1), ""),
+      B, LLVMBuildShl(B, LLVMBuildAnd(B, q, LLVMBuildNot(B, jm, ""), ""), gen_i64(k, 1), ""),
       LLVMBuildAnd(B, q, jm, ""), "");
   LLVMValueRef l = LLVMBuildOr(B, i, s->j, "");
-  LLVMValueRef asc = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, i, s->k, ""), cpu_i64(k, 0), "");
+  LLVMValueRef asc = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, i, s->k, ""), gen_i64(k, 0), "");
   LLVMValueRef pa = cs_ld(k, s, idx[0], i), pb = cs_ld(k, s, idx[0], l);
   LLVMValueRef x = LLVMBuildSelect(B, asc, pb, pa, ""), y = LLVMBuildSelect(B, asc, pa, pb, "");
   LLVMValueRef swap = cs_before(k, s, idx[0], x, y);
@@ -118,22 +118,22 @@ static bool cs_stage_body(CpuKern *k, LLVMValueRef *idx, void *ctx) {
   return !k->failed;
 }
 
-static bool cs_gather_body(CpuKern *k, LLVMValueRef *idx, void *ctx) {
+static bool cs_gather_body(GenKern *k, LLVMValueRef *idx, void *ctx) {
   const CsPlan *s = ctx;
   LLVMValueRef src[HLO_MAX_RANK], dst[HLO_MAX_RANK];
   cs_index(k, s, idx[0], cs_ld(k, s, idx[0], idx[1]), src);
   cs_index(k, s, idx[0], idx[1], dst);
   for (int o = 0; o < s->in->nops && !k->failed; o++) {
-    LLVMValueRef v = cpu_gen(k, s->in->ops[o], src);
+    LLVMValueRef v = gen_value(k, s->in->ops[o], src);
     const Shape *ls = s->in->nops == 1 ? &s->in->shape : &s->in->shape.tuple[o];
-    if (v) cpu_store_elem(k, s->out[o], ls, dst, v);
+    if (v) gen_store_elem(k, s->out[o], ls, dst, v);
   }
   return !k->failed;
 }
 
-/* The CPU kernel's check, and rows short enough for the s32 permutation. */
+/* The shared check (gen_sort_check), and rows short enough for the s32 permutation. */
 static bool cs_check(CudaCg *cc, const HInstr *in) {
-  if (!cpu_sort_check(&cc->cg, in, "CUDA")) return false;
+  if (!gen_sort_check(in, &cc->plan, cc->cg.err, "CUDA")) return false;
   if (in->ops[0]->shape.dims[in->dims.v[0]] <= (1 << 30)) return true;
   hlo_err_at(cc->cg.err, in, "CUDA target: sort rows of more than 2^30 elements");
   return false;
@@ -145,7 +145,7 @@ static bool cs_kernel(CudaCg *cc, HInstr *in, CsPlan *s, CuPtr pp, const char *w
   CuStep *st;
   LLVMValueRef sv[2];
   int64_t sc[2] = {kk, jj};
-  CpuKern *k =
+  GenKern *k =
       cuda_kbegin_ex(cc, in, what, 1, &pp, &s->perm, fn == cs_stage_body ? 2 : 0, sc, sv, &st);
   s->k = sv[0], s->j = sv[1];
   LLVMValueRef out = cuda_kbuffer(k, in);
@@ -154,7 +154,7 @@ static bool cs_kernel(CudaCg *cc, HInstr *in, CsPlan *s, CuPtr pp, const char *w
                     ? out
                     : LLVMBuildInBoundsGEP2(
                           k->B, k->cg->i8, out,
-                          (LLVMValueRef[]){cpu_i64(k, memplan_tuple_offset(&in->shape, o))}, 1, "");
+                          (LLVMValueRef[]){gen_i64(k, memplan_tuple_offset(&in->shape, o))}, 1, "");
   int64_t dims[2] = {s->rows, cols};
   Shape sh = hlo_shape_array(DT_S32, 2, dims);
   cuda_grid_loop(k, st, &sh, fn, s);

@@ -20,21 +20,21 @@ enum { GD_ROWS = 8 }; /* rows of a band (4 measured slower, 16 would need 32 acc
 
 /* One band's k loop: the accumulators acc[][] (in: their values before) over the kq tile
  * depths of A rows at arow and B's tiles at b0, b1; acc[][] holds their values after. */
-static void gd_kloop(CpuKern *k, bool int8, const GmPairBlock *b, LLVMValueRef arow,
+static void gd_kloop(GenKern *k, bool int8, const GmPairBlock *b, LLVMValueRef arow,
                      LLVMValueRef acc[GD_ROWS][2]) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->i32 : cg->f32, 16);
+  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->g.i32 : cg->g.f32, 16);
   /* (B's vectors and A's broadcast groups: 32 bf16, or 16 words of 4 s8 / u8) */
   LLVMTypeRef vb =
-      int8 ? LLVMVectorType(cg->i32, 16) : LLVMVectorType(LLVMBFloatTypeInContext(cg->C), 32);
+      int8 ? LLVMVectorType(cg->g.i32, 16) : LLVMVectorType(LLVMBFloatTypeInContext(cg->g.C), 32);
   const char *nm = int8 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512bf16.dpbf16ps.512";
   unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
   HLO_ASSERT(id != 0);
-  LLVMValueRef dp = LLVMGetIntrinsicDeclaration(cg->M, id, NULL, 0);
-  LLVMTypeRef dpt = LLVMIntrinsicGetType(cg->C, id, NULL, 0);
+  LLVMValueRef dp = LLVMGetIntrinsicDeclaration(cg->g.M, id, NULL, 0);
+  LLVMTypeRef dpt = LLVMIntrinsicGetType(cg->g.C, id, NULL, 0);
   GPhiLoop pl = gphi_open(k, "dq", "dqb", "dqd");
-  LLVMValueRef z = gi(k, 0), q = LLVMBuildPhi(B, cg->i64, "q");
+  LLVMValueRef z = gi(k, 0), q = LLVMBuildPhi(B, cg->g.i64, "q");
   LLVMAddIncoming(q, &z, &pl.pre, 1);
   LLVMValueRef ph[GD_ROWS][2];
   for (int r = 0; r < GD_ROWS; r++)
@@ -56,7 +56,7 @@ static void gd_kloop(CpuKern *k, bool int8, const GmPairBlock *b, LLVMValueRef a
     for (int j = 0; j < 2; j++)
       bv[j] = gload(k, vb, gbyte(k, bt[j], gi(k, 64 * p)), 4);
     for (int r = 0; r < GD_ROWS; r++) {
-      LLVMValueRef pair = gload(k, cg->i32, gbyte(k, ar[r], gi(k, 4 * p)), 4);
+      LLVMValueRef pair = gload(k, cg->g.i32, gbyte(k, ar[r], gi(k, 4 * p)), 4);
       LLVMValueRef av = LLVMBuildBitCast(B, cpu_splat(k, pair, 16), vb, "");
       for (int j = 0; j < 2; j++) {
         /* (VPDPBUSD: the first source unsigned, B biased to u8; the second A's s8) */
@@ -78,11 +78,11 @@ static void gd_kloop(CpuKern *k, bool int8, const GmPairBlock *b, LLVMValueRef a
       acc[r][j] = ph[r][j];
 }
 
-void gm_dp_block(CpuKern *k, bool int8, const GmPairBlock *b) {
-  CpuCg *cg = k->cg;
+void gm_dp_block(GenKern *k, bool int8, const GmPairBlock *b) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->i32 : cg->f32, 16);
-  CpuLoop lg;
+  LLVMTypeRef vf = LLVMVectorType(int8 ? cg->g.i32 : cg->g.f32, 16);
+  GenLoop lg;
   LLVMValueRef g = gloop(k, &lg, gi(k, 0), gi(k, 32 / GD_ROWS), 1);
   /* bands 0 and 1 are rows of A's first tile row (a0), 2 and 3 of its second (a1) */
   LLVMValueRef hi = LLVMBuildICmp(B, LLVMIntSGE, g, gi(k, 16 / GD_ROWS), "");
@@ -98,7 +98,7 @@ void gm_dp_block(CpuKern *k, bool int8, const GmPairBlock *b) {
     if (b->corr) {
       LLVMValueRef ri = gadd(k, gmul(k, g, gi(k, GD_ROWS)), gi(k, r));
       init = cpu_splat(
-          k, gload(k, cg->i32, LLVMBuildInBoundsGEP2(B, cg->i32, b->corr, &ri, 1, ""), 4), 16);
+          k, gload(k, cg->g.i32, LLVMBuildInBoundsGEP2(B, cg->g.i32, b->corr, &ri, 1, ""), 4), 16);
     }
     for (int j = 0; j < 2; j++) {
       cp[r][j] = gbyte(k, crow, gadd(k, gmul(k, gi(k, r), b->rs), gi(k, 64 * j)));

@@ -13,7 +13,7 @@
 #include "gemm_impl.h"
 
 /* idx[d0 .. d0 + n) of shape s from their row-major linear index r. */
-static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int n,
+static void gm_unflatten(GenKern *k, const Shape *s, LLVMValueRef r, int d0, int n,
                          LLVMValueRef *idx) {
   for (int d = d0 + n - 1; d >= d0; d--) {
     if (d == d0) {
@@ -28,11 +28,11 @@ static void gm_unflatten(CpuKern *k, const Shape *s, LLVMValueRef r, int d0, int
 /* A chunk's items [*lo, *hi) of items split into nchunks (chunk nchunks, the serial run: all
  * of them); *chunk is the chunk number, 0 for the serial run; returns whether this is the
  * serial run. gm_chunk_items_v: the item count known at run time. */
-LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
+LLVMValueRef gm_chunk_items_v(GenKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
                               LLVMValueRef *lo, LLVMValueRef *hi) {
   LLVMBuilderRef B = k->B;
-  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, nchunks), "");
-  *chunk = LLVMBuildSelect(B, whole, gi(k, 0), k->chunk, "");
+  LLVMValueRef whole = LLVMBuildICmp(B, LLVMIntSGE, cpu_kern(k)->chunk, gi(k, nchunks), "");
+  *chunk = LLVMBuildSelect(B, whole, gi(k, 0), cpu_kern(k)->chunk, "");
   *lo = LLVMBuildSDiv(B, gmul(k, *chunk, items), gi(k, nchunks), "");
   *hi = LLVMBuildSelect(
       B, whole, items,
@@ -40,14 +40,14 @@ LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, L
   return whole;
 }
 
-LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
+LLVMValueRef gm_chunk_items(GenKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
                             LLVMValueRef *lo, LLVMValueRef *hi) {
   return gm_chunk_items_v(k, gi(k, items), nchunks, chunk, lo, hi);
 }
 
 /* The loop dimensions' indices lidx from their linear index bi, and the element offsets they
  * give in A, B and C. */
-void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
+void gm_loop_offsets(GenKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
                      LLVMValueRef *offa, LLVMValueRef *offb, LLVMValueRef *offc) {
   LLVMValueRef r = bi;
   *offa = *offb = *offc = gi(k, 0);
@@ -79,14 +79,14 @@ const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero) {
 }
 
 /* a (+) b with reduction red's reducer. */
-static LLVMValueRef gm_reduce_combine(CpuKern *k, const HInstr *red, LLVMValueRef a,
+static LLVMValueRef gm_reduce_combine(GenKern *k, const HInstr *red, LLVMValueRef a,
                                       LLVMValueRef b) {
   LLVMValueRef args[2] = {a, b}, out = NULL;
-  return cpu_gen_scalar_comp(k, red->calls[0], args, 2, &out) ? out : NULL;
+  return gen_scalar_comp(k, red->calls[0], args, 2, &out) ? out : NULL;
 }
 
 const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
-  const HInstr *hero = cpu_fusion_hero(in);
+  const HInstr *hero = gen_fusion_hero(in);
   return hero && gm_reduce_root(in, hero) ? hero : NULL;
 }
 
@@ -97,7 +97,7 @@ const HInstr *cpu_gemm_reduce_hero(const HInstr *in) {
  * results P (red's shape, row-major). Rows are outer, columns inner: the columns of one row go
  * to consecutive elements (vectors: the feature dimension is minor and, when reducing, not
  * reduced). */
-void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+void gm_epilogue(GenKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                  const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
                  LLVMValueRef n1, LLVMValueRef C, LLVMValueRef P) {
   bool low = gm_cbuf(p);
@@ -111,50 +111,50 @@ void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, 
     idx[d] = gi(k, 0);
   for (int j = 0; j < p->nloop; j++)
     idx[p->lout[j]] = lidx[j];
-  CpuLoop lm, ln;
+  GenLoop lm, ln;
   gm_unflatten(k, s, gloop(k, &lm, m0, m1, 1), p->mdim0, p->nm, idx);
   gm_unflatten(k, s, gloop(k, &ln, n0, n1, 1), p->ndim0, p->nn, idx);
-  LLVMValueRef v = cpu_gen(k, red ? red->ops[0] : hero == in ? in : in->calls[0]->root, idx);
-  if (v && !red) cpu_store_elem(k, out, &in->shape, idx, v);
+  LLVMValueRef v = gen_value(k, red ? red->ops[0] : hero == in ? in : in->calls[0]->root, idx);
+  if (v && !red) gen_store_elem(k, out, &in->shape, idx, v);
   if (v && red) {
     LLVMValueRef pos = gi(k, 0);
     for (int d = 0, o = 0; d < s->rank; d++)
-      if (!gm_has(&red->dims, d)) pos = gadd(k, pos, gmul(k, idx[d], gi(k, rst[o++])));
+      if (!hlo_ilist_has(&red->dims, d)) pos = gadd(k, pos, gmul(k, idx[d], gi(k, rst[o++])));
     LLVMValueRef q = gfp(k, P, pos), r = gm_reduce_combine(k, red, gload(k, k->cg->f32, q, 4), v);
     if (r) gstore(k, r, q, 4);
   }
-  cpu_loop_close(k, &ln);
-  cpu_loop_close(k, &lm);
+  gen_loop_close(k, &ln);
+  gen_loop_close(k, &lm);
 }
 
 /* The partial results P of a reducing kernel's chunk set to the reducer's identity. */
-void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes) {
+void gm_reduce_init(GenKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes) {
   double id = 0;
   hlo_comp_identity(red->calls[0], DT_F32, &id);
-  CpuLoop lz;
+  GenLoop lz;
   LLVMValueRef z = gloop(k, &lz, gi(k, 0), gi(k, part_bytes / 4), 1);
   gstore(k, LLVMConstReal(k->cg->f32, id), gfp(k, P, z), 4);
-  cpu_loop_close(k, &lz);
+  gen_loop_close(k, &lz);
 }
 
 /* The kernel after a reducing GEMM's: red's output = init (+) the chunks' partial results, in
  * chunk order (the same at any thread count). */
 bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off,
                       int64_t part_bytes, int64_t nchunks) {
-  CpuKern *k = cpu_kern_begin(cg, in);
-  k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  GenKern *k = cpu_kern_begin(cg, in);
+  k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef P = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + part_off});
   LLVMValueRef out = cpu_buffer(k, in);
   LLVMValueRef idx[HLO_MAX_RANK];
-  CpuLoop l;
+  GenLoop l;
   LLVMValueRef pos = gloop(k, &l, gi(k, 0), gi(k, hlo_shape_elems(&red->shape)), 1);
   gm_unflatten(k, &red->shape, pos, 0, red->shape.rank, idx);
-  LLVMValueRef acc = cpu_gen(k, red->ops[1], idx);
+  LLVMValueRef acc = gen_value(k, red->ops[1], idx);
   for (int64_t j = 0; acc && j < nchunks; j++)
     acc = gm_reduce_combine(
-        k, red, acc, gload(k, cg->f32, gfp(k, P, gadd(k, pos, gi(k, j * part_bytes / 4))), 4));
-  if (acc) cpu_store_elem(k, out, &in->shape, idx, acc);
-  cpu_loop_close(k, &l);
+        k, red, acc, gload(k, cg->g.f32, gfp(k, P, gadd(k, pos, gi(k, j * part_bytes / 4))), 4));
+  if (acc) gen_store_elem(k, out, &in->shape, idx, acc);
+  gen_loop_close(k, &l);
   k->nbind--;
   if (!cpu_kern_end(k, 1)) return false;
   cg->tasks[cg->ntasks - 1].finish = true;

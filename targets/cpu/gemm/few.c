@@ -59,15 +59,15 @@ bool gm_small_m_fits(const GmCfg *c, const GmProb *p) {
  * along K, a vector of K at a time (the last one under a lane mask), each reduced to its sum
  * at the end. With nrows (not NULL), rows from nrows on are row nrows - 1 again (the same
  * values read and stored): a partial group of rows runs the same code. */
-static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMValueRef A,
+static void gm_small_dots(GenKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMValueRef A,
                           LLVMValueRef Bp, LLVMValueRef Cp, const GmProb *p, int R, int nn,
                           LLVMValueRef nrows) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   int VW = c->vw;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)VW);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)VW);
   LLVMValueRef fma =
-      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
+      LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   int64_t kv_end = p->K / VW * VW, rem = p->K % VW;
@@ -83,11 +83,11 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
   /* the whole vectors of K */
   if (kv_end > 0) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smalld");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smalld_done");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "smalld");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "smalld_done");
     LLVMBuildBr(B, body);
     LLVMPositionBuilderAtEnd(B, body);
-    LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k"), i0 = gi(k, 0);
+    LLVMValueRef kv = LLVMBuildPhi(B, cg->g.i64, "k"), i0 = gi(k, 0);
     LLVMAddIncoming(kv, &i0, &pre, 1);
     for (int r = 0; r < R; r++)
       for (int j = 0; j < nn; j++) {
@@ -124,12 +124,12 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
     }
   }
   LLVMValueRef red = LLVMGetIntrinsicDeclaration(
-      cg->M, LLVMLookupIntrinsicID("llvm.vector.reduce.fadd", 23), &vt, 1);
+      cg->g.M, LLVMLookupIntrinsicID("llvm.vector.reduce.fadd", 23), &vt, 1);
   LLVMTypeRef rty = LLVMGlobalGetValueType(red);
   for (int r = 0; r < R; r++)
     for (int j = 0; j < nn; j++) {
       LLVMValueRef sum = LLVMBuildCall2(
-          B, rty, red, (LLVMValueRef[]){LLVMConstReal(cg->f32, -0.0), nacc[r][j]}, 2, "");
+          B, rty, red, (LLVMValueRef[]){LLVMConstReal(cg->g.f32, -0.0), nacc[r][j]}, 2, "");
       LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
       gstore(k, sum, gfp(k, Cp, gadd(k, coff[r], gi(k, j))), 4);
     }
@@ -137,15 +137,15 @@ static void gm_small_dots(CpuKern *k, const GmCfg *c, GmElt ea, GmElt eb, LLVMVa
 
 /* The R rows of the column block at Bp / Cp, K rows [k0, k1): its first nv vectors whole,
  * vector nv (when mask) partial. */
-static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp,
+static void gm_small_group(GenKern *k, const GmCfg *c, LLVMValueRef A, LLVMValueRef Bp,
                            LLVMValueRef Cp, const GmProb *p, int R, int nv, LLVMValueRef mask,
                            LLVMValueRef k0, LLVMValueRef k1) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
   int V = nv + (mask != NULL);
   LLVMValueRef fma =
-      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
+      LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID("llvm.fmuladd", 12), &vt, 1);
   LLVMTypeRef fty = LLVMGlobalGetValueType(fma);
   LLVMValueRef zero = LLVMConstNull(vt);
   GmElt e = p->et;
@@ -161,11 +161,11 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
       nacc[r][j] = LLVMBuildSelect(B, first, zero, GM_VLOAD(cq[r][j], j), "");
     }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smallk");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->C, k->fn, "smallk_done");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "smallk");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(cg->g.C, k->fn, "smallk_done");
   LLVMBuildBr(B, body);
   LLVMPositionBuilderAtEnd(B, body);
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k");
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->g.i64, "k");
   LLVMAddIncoming(kv, &k0, &pre, 1);
   for (int r = 0; r < R; r++)
     for (int j = 0; j < V; j++) {
@@ -207,12 +207,12 @@ static void gm_small_group(CpuKern *k, const GmCfg *c, LLVMValueRef A, LLVMValue
  * kernels): bound to the fusion's computation, A, B (unless Bm is NULL: B not read) and C's
  * addresses (C: the f32 sums at byte coff of the private scratch when the result is 16-bit,
  * gm_cbuf), and this chunk's share [lo, hi) of items. */
-static CpuKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p,
+static GenKern *gm_items_kern(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p,
                               int64_t items, int64_t nchunks, int64_t coff, LLVMValueRef *A,
                               LLVMValueRef *Bm, LLVMValueRef *C, LLVMValueRef *chunk,
                               LLVMValueRef *lo, LLVMValueRef *hi) {
-  CpuKern *k = cpu_kern_begin(cg, in);
-  if (hero != in) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  GenKern *k = cpu_kern_begin(cg, in);
+  if (hero != in) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   *A = gm_view_ptr(k, &p->a);
   if (Bm) *Bm = gm_view_ptr(k, &p->b);
   *C = gm_cbuf(p) ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + coff})
@@ -233,10 +233,10 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   int64_t cbytes = gm_cbuf(p) ? memplan_align(nb * p->M * p->N * 4) : 0;
   if (stage_bytes + cbytes > cg->extra_temp) cg->extra_temp = stage_bytes + cbytes;
   LLVMValueRef A, Bm, C, chunk, lo, hi;
-  CpuKern *k =
+  GenKern *k =
       gm_items_kern(cg, in, hero, p, items, nchunks, stage_bytes, &A, &Bm, &C, &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
-  CpuLoop li, lk, lb;
+  GenLoop li, lk, lb;
   LLVMValueRef it = gloop(k, &li, lo, hi, 1);
   int cache_mark = k->ncache;
   LLVMValueRef ri = LLVMBuildSRem(B, it, gi(k, nr), ""), bi = LLVMBuildSDiv(B, it, gi(k, nr), "");
@@ -325,7 +325,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   const float *bsrc = p->brs != 1 ? gm_view_const(c, &p->b) : NULL;
   LLVMValueRef bconst = NULL;
   if (bsrc) {
-    float *t = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(p->N * p->K));
+    float *t = hlo_arena_alloc(cg->g.scratch, sizeof(float) * (size_t)(p->N * p->K));
     for (int64_t n = 0; n < p->N; n++)
       for (int64_t kk = 0; kk < p->K; kk++)
         t[n * p->K + kk] = bsrc[kk * p->brs + n * p->bcs];
@@ -339,7 +339,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
           cbytes = gm_cbuf(p) ? memplan_align(p->M * p->N * 4) : 0;
   if (coff + cbytes > cg->extra_temp) cg->extra_temp = coff + cbytes;
   LLVMValueRef A, Bm = NULL, C, chunk, lo, hi;
-  CpuKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, coff, &A, bconst ? NULL : &Bm, &C,
+  GenKern *k = gm_items_kern(cg, in, hero, p, groups, nchunks, coff, &A, bconst ? NULL : &Bm, &C,
                              &chunk, &lo, &hi);
   LLVMBuilderRef B = k->B;
   int cache_mark = k->ncache;
@@ -351,8 +351,8 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
     LLVMValueRef off = gmul(k, chunk, gi(k, bt_bytes));
     LLVMValueRef base =
         cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + stage_bytes});
-    Bt = LLVMBuildInBoundsGEP2(B, cg->i8, base, &off, 1, "");
-    CpuLoop lk, ln;
+    Bt = LLVMBuildInBoundsGEP2(B, cg->g.i8, base, &off, 1, "");
+    GenLoop lk, ln;
     LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, p->N), 1);
     LLVMValueRef kk = gloop(k, &lk, gi(k, 0), gi(k, p->K), 1);
     LLVMValueRef v = gm_load_f32(
@@ -368,7 +368,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
   }
   /* groups of R rows, the last one partial when R does not divide M (its missing rows are
      its last row again) */
-  CpuLoop lg, lj;
+  GenLoop lg, lj;
   LLVMValueRef g = gloop(k, &lg, lo, hi, 1);
   LLVMValueRef m0 = gmul(k, g, gi(k, R)), nrows = gmin(k, gi(k, R), gsub(k, gi(k, p->M), m0));
   LLVMValueRef Ap = gep_e(k, p->et, A, gmul(k, m0, gi(k, p->ars))),

@@ -210,7 +210,7 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
 GmState *gm_state(CpuCg *cg) {
   if (cg->gemm) return cg->gemm;
   GmCfg c = gm_cfg_make(cg);
-  GmState *st = hlo_arena_alloc(cg->scratch, sizeof *st);
+  GmState *st = hlo_arena_alloc(cg->g.scratch, sizeof *st);
   memset(st, 0, sizeof *st);
   st->cfg = c;
   cg->gemm = st;

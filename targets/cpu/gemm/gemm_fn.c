@@ -16,7 +16,7 @@
 #include "gemm_impl.h"
 
 /* gm_kstep in IR, for a run-time K. */
-LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K) {
+LLVMValueRef gm_kstep_ir(GenKern *k, const GmCfg *c, LLVMValueRef K) {
   LLVMValueRef nkb = LLVMBuildSDiv(k->B, gadd(k, K, gi(k, c->kc - 1)), gi(k, c->kc), "");
   nkb = LLVMBuildSelect(k->B, gslt(k, nkb, gi(k, 1)), gi(k, 1), nkb, "");
   LLVMValueRef kstep = LLVMBuildSDiv(k->B, gadd(k, K, gsub(k, nkb, gi(k, 1))), nkb, "");
@@ -27,9 +27,10 @@ LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K) {
 LLVMTypeRef gm_fn_type(CpuCg *cg) {
   LLVMTypeRef ps[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++)
-    ps[j] = cg->i64;
-  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] = cg->ptr;
-  return LLVMFunctionType(cg->vd, ps, GP_COUNT, 0);
+    ps[j] = cg->g.i64;
+  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] =
+      cg->g.ptr;
+  return LLVMFunctionType(cg->g.vd, ps, GP_COUNT, 0);
 }
 
 /* Where the micro-kernel call on column panel jr of row panel ir prefetches its kc / 4 lines
@@ -41,7 +42,7 @@ LLVMTypeRef gm_fn_type(CpuCg *cg) {
  * Calls past that, and calls without a packed B, prefetch their own panel again: lines
  * already at hand, no branch in the loop. A block pulled from L3 or memory by its first row
  * panel alone could not be streamed as fast as that panel consumed it. */
-static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bpc,
+static LLVMValueRef gm_next_lines(GenKern *k, const GmCfg *c, LLVMValueRef *P, LLVMValueRef bpc,
                                   LLVMValueRef bpj, LLVMValueRef kc, LLVMValueRef ncrj,
                                   LLVMValueRef ic, LLVMValueRef ir, LLVMValueRef jr) {
   LLVMValueRef per = LLVMBuildSDiv(k->B, kc, gi(k, 4), "");
@@ -61,9 +62,9 @@ static LLVMValueRef gm_next_lines(CpuKern *k, const GmCfg *c, LLVMValueRef *P, L
  * from a matrix (its packing step functions are not made); the prebuilt library has all. */
 static void gm_fn_paths(CpuCg *cg, GmElt e, bool *has_conv, bool *has_dot) {
   *has_conv = cg->lib && e == GE_F32, *has_dot = cg->lib || e != GE_F32;
-  for (int i = 0; !cg->lib && i < cg->m->ncomps; i++)
-    for (int j = 0; j < cg->m->comps[i]->ninstrs; j++) {
-      const HInstr *x = cg->m->comps[i]->instrs[j];
+  for (int i = 0; !cg->lib && i < cg->g.m->ncomps; i++)
+    for (int j = 0; j < cg->g.m->comps[i]->ninstrs; j++) {
+      const HInstr *x = cg->g.m->comps[i]->instrs[j];
       *has_conv |= x->op == OP_CONVOLUTION && gm_elt(x->ops[0]->shape.dt) == e;
       /* (Winograd's products are plain) */
       if (e == GE_F32) *has_dot |= x->op == OP_DOT || gm_wino_conv(cg, x);
@@ -74,19 +75,19 @@ static void gm_fn_paths(CpuCg *cg, GmElt e, bool *has_conv, bool *has_dot) {
  * (gm_direct_panel), read in place: decided once per block, not per column panel, into the
  * arrays *pok and *poff (a flag and row 0's offset per panel; 0 for a plain product) and *prs
  * (the rows' distance). */
-static void gm_fn_direct_flags(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef ic,
+static void gm_fn_direct_flags(GenKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef ic,
                                LLVMValueRef mc, LLVMValueRef *pok, LLVMValueRef *poff,
                                LLVMValueRef *prs) {
-  CpuCg *cg = k->cg;
-  LLVMTypeRef at = LLVMArrayType2(cg->i64, (uint64_t)(c->mc / c->mr));
-  *pok = cpu_alloca(k, at);
-  *poff = cpu_alloca(k, at);
+  CpuCg *cg = cpu_cg(k->cg);
+  LLVMTypeRef at = LLVMArrayType2(cg->g.i64, (uint64_t)(c->mc / c->mr));
+  *pok = gen_alloca(k, at);
+  *poff = gen_alloca(k, at);
   *prs = gvar(k, gi(k, 0));
-  CpuLoop lp;
+  GenLoop lp;
   LLVMValueRef i2 = gloop(k, &lp, gi(k, 0), mc, c->mr);
   LLVMValueRef slot = LLVMBuildSDiv(k->B, i2, gi(k, c->mr), "");
-  LLVMValueRef okp = LLVMBuildInBoundsGEP2(k->B, cg->i64, *pok, &slot, 1, "");
-  LLVMValueRef offp = LLVMBuildInBoundsGEP2(k->B, cg->i64, *poff, &slot, 1, "");
+  LLVMValueRef okp = LLVMBuildInBoundsGEP2(k->B, cg->g.i64, *pok, &slot, 1, "");
+  LLVMValueRef offp = LLVMBuildInBoundsGEP2(k->B, cg->g.i64, *poff, &slot, 1, "");
   LLVMBuildStore(k->B, gi(k, 0), okp);
   LLVMBuildStore(k->B, gi(k, 0), offp);
   GIf fc;
@@ -97,7 +98,7 @@ static void gm_fn_direct_flags(CpuKern *k, const GmCfg *c, const LLVMValueRef *P
     LLVMValueRef mrv2 = gmin(k, gi(k, c->mr), gsub(k, mc, i2));
     LLVMValueRef ok =
         gm_direct_panel(k, c, P, g, gadd(k, gadd(k, ic, i2), g[GC_M0]), mrv2, &off, &rs);
-    LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->i64, ""), okp);
+    LLVMBuildStore(k->B, LLVMBuildZExt(k->B, ok, cg->g.i64, ""), okp);
     LLVMBuildStore(k->B, off, offp);
     LLVMBuildStore(k->B, rs, *prs);
   }
@@ -107,7 +108,7 @@ static void gm_fn_direct_flags(CpuKern *k, const GmCfg *c, const LLVMValueRef *P
 
 /* A's block [ic, ic + mc) x [pc, pc + kc) packed at ap: from a convolution input (conv
  * argument not NULL) or a strided matrix, unless given packed (apre). */
-static void gm_fn_pack_a(CpuKern *k, GmElt e, bool has_conv, bool has_dot, const LLVMValueRef *P,
+static void gm_fn_pack_a(GenKern *k, GmElt e, bool has_conv, bool has_dot, const LLVMValueRef *P,
                          LLVMValueRef apre, LLVMValueRef ap, LLVMValueRef ic, LLVMValueRef mc,
                          LLVMValueRef pc, LLVMValueRef kc) {
   GIf pk, pn;
@@ -124,24 +125,24 @@ static void gm_fn_pack_a(CpuKern *k, GmElt e, bool has_conv, bool has_dot, const
 
 /* Row panel ir's in-place reading (gm_fn_direct_flags' entry for it) as the micro-kernel's
  * GmDirect, into *d. */
-static GmDirect *gm_fn_direct(CpuKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef pok,
+static GmDirect *gm_fn_direct(GenKern *k, const GmCfg *c, const LLVMValueRef *P, LLVMValueRef pok,
                               LLVMValueRef poff, LLVMValueRef prs, LLVMValueRef ir, LLVMValueRef pc,
                               GmDirect *d) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMValueRef slot = LLVMBuildSDiv(k->B, ir, gi(k, c->mr), "");
-  LLVMValueRef ok =
-      LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, pok, &slot, 1, ""), "");
-  LLVMValueRef off =
-      LLVMBuildLoad2(k->B, cg->i64, LLVMBuildInBoundsGEP2(k->B, cg->i64, poff, &slot, 1, ""), "");
+  LLVMValueRef ok = LLVMBuildLoad2(k->B, cg->g.i64,
+                                   LLVMBuildInBoundsGEP2(k->B, cg->g.i64, pok, &slot, 1, ""), "");
+  LLVMValueRef off = LLVMBuildLoad2(k->B, cg->g.i64,
+                                    LLVMBuildInBoundsGEP2(k->B, cg->g.i64, poff, &slot, 1, ""), "");
   *d = (GmDirect){P, LLVMBuildICmp(k->B, LLVMIntNE, ok, gi(k, 0), ""), off, gget(k, prs), pc};
   return d;
 }
 
 /* K == 0: C = 0 (f32, or s32: the same bits). */
-static void gm_fn_zero_c(CpuKern *k, const LLVMValueRef *P) {
+static void gm_fn_zero_c(GenKern *k, const LLVMValueRef *P) {
   GIf z;
   gif_open(k, &z, LLVMBuildICmp(k->B, LLVMIntSLE, P[GP_K], gi(k, 0), ""), false);
-  CpuLoop lm, ln;
+  GenLoop lm, ln;
   LLVMValueRef m = gloop(k, &lm, gi(k, 0), P[GP_M], 1);
   LLVMValueRef n = gloop(k, &ln, gi(k, 0), P[GP_N], 1);
   gstore(k, LLVMConstReal(k->cg->f32, 0.0), gfp(k, P[GP_C], gadd(k, gmul(k, m, P[GP_LDC]), n)), 4);
@@ -164,17 +165,17 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   gm_step_function(cg, e, GS_PACK_B);
   if (has_dot) gm_step_function(cg, e, GS_PACK_A);
   if (has_conv) gm_step_function(cg, e, GS_PACK_CONV);
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   LLVMValueRef fn = k->fn;
   gm_mark(fn, &c);
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++)
     P[j] = LLVMGetParam(fn, (unsigned)j);
   unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
-  LLVMAddAttributeAtIndex(fn, GP_PACK + 1, LLVMCreateEnumAttribute(cg->C, na, 0));
-  LLVMTypeRef tile_ty = LLVMArrayType2(cg->f32, (uint64_t)(c.mr * c.nr));
-  LLVMValueRef tile = cpu_alloca(k, tile_ty);
+  LLVMAddAttributeAtIndex(fn, GP_PACK + 1, LLVMCreateEnumAttribute(cg->g.C, na, 0));
+  LLVMTypeRef tile_ty = LLVMArrayType2(cg->g.f32, (uint64_t)(c.mr * c.nr));
+  LLVMValueRef tile = gen_alloca(k, tile_ty);
   LLVMSetAlignment(tile, 64);
   /* block sizes actually used (as gm_pack_bytes) */
   LLVMValueRef M = P[GP_M], N = P[GP_N], K = P[GP_K];
@@ -186,7 +187,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
       gi(k, c.nr));
   LLVMValueRef res =
       !has_conv
-          ? LLVMConstInt(cg->i1, 0, 0)
+          ? LLVMConstInt(cg->g.i1, 0, 0)
           : LLVMBuildAnd(k->B, LLVMBuildIsNotNull(k->B, P[GP_CONV], ""),
                          LLVMBuildICmp(k->B, LLVMIntSLE, gmul(k, K, ncr), gi(k, GM_RESIDENT), ""),
                          "");
@@ -201,12 +202,12 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
      finished before moving on; else the K blocks outermost with B packed per block */
   LLVMValueRef keep =
       LLVMBuildAnd(k->B, res, LLVMBuildICmp(k->B, LLVMIntNE, P[GP_BKEEP], gi(k, 0), ""), "");
-  CpuLoop ljc, lio, lpc, lic, lout, lin;
+  GenLoop ljc, lio, lpc, lic, lout, lin;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), N, c.nc);
   LLVMValueRef nc = gmin(k, gi(k, c.nc), gsub(k, N, jc));
   LLVMValueRef io = gloop(k, &lio, gi(k, 0), LLVMBuildSelect(k->B, res, M, gi(k, 1), ""), c.mc);
   LLVMValueRef kstep = gm_kstep_ir(k, &c, K);
-  LLVMValueRef pc = cpu_loop_open_step(k, &lpc, gi(k, 0), K, kstep);
+  LLVMValueRef pc = gen_loop_open_step(k, &lpc, gi(k, 0), K, kstep);
   LLVMValueRef kc = gmin(k, kstep, gsub(k, K, pc));
   LLVMValueRef first = LLVMBuildICmp(k->B, LLVMIntEQ, pc, gi(k, 0), "");
   LLVMValueRef bpc = LLVMBuildSelect(k->B, res, gfp(k, bp, gmul(k, pc, ncr)), bp, "");
@@ -267,7 +268,7 @@ LLVMValueRef gm_function(CpuCg *cg, GmElt e) {
   gm_close(k, &ljc);
   gm_fn_zero_c(k, P);
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   *slot = fn;
   return fn;
 }

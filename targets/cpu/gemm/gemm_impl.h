@@ -131,24 +131,24 @@ int64_t gm_kstep(const GmCfg *c, int64_t K);
 
 /* ------------------------------------------------------------------ gemm_ir.c */
 
-static inline LLVMValueRef gi(CpuKern *k, int64_t v) { return cpu_i64(k, v); }
-static inline LLVMValueRef gadd(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gi(GenKern *k, int64_t v) { return gen_i64(k, v); }
+static inline LLVMValueRef gadd(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildNSWAdd(k->B, a, b, "");
 }
-static inline LLVMValueRef gsub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gsub(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildNSWSub(k->B, a, b, "");
 }
-static inline LLVMValueRef gmul(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gmul(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildNSWMul(k->B, a, b, "");
 }
-static inline LLVMValueRef gmin(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
-  return cpu_smin(k, a, b);
+static inline LLVMValueRef gmin(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return gen_smin(k, a, b);
 }
-static inline LLVMValueRef gslt(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gslt(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildICmp(k->B, LLVMIntSLT, a, b, "");
 }
 /* &p[i] for f32 elements */
-static inline LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
+static inline LLVMValueRef gfp(GenKern *k, LLVMValueRef p, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, p, &i, 1, "");
 }
 /* Operand elements of type e (gemm_ir.c): the GmElt of a dtype (GE_F32 for any but bf16 and
@@ -158,36 +158,36 @@ static inline LLVMValueRef gfp(CpuKern *k, LLVMValueRef p, LLVMValueRef i) {
 GmElt gm_elt(DType dt);
 bool gm_elt_ok(DType dt);
 LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e);
-static inline LLVMValueRef gep_e(CpuKern *k, GmElt e, LLVMValueRef p, LLVMValueRef i) {
+static inline LLVMValueRef gep_e(GenKern *k, GmElt e, LLVMValueRef p, LLVMValueRef i) {
   return e == GE_F32 ? gfp(k, p, i)
-                     : LLVMBuildInBoundsGEP2(k->B, gm_elt_type(k->cg, e), p, &i, 1, "");
+                     : LLVMBuildInBoundsGEP2(k->B, gm_elt_type(cpu_cg(k->cg), e), p, &i, 1, "");
 }
-LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align);
-LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask);
-static inline LLVMValueRef gload(CpuKern *k, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
+LLVMValueRef gm_load_f32(GenKern *k, GmElt e, LLVMValueRef p, int n, unsigned align);
+LLVMValueRef gm_masked_f32(GenKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask);
+static inline LLVMValueRef gload(GenKern *k, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
   LLVMValueRef v = LLVMBuildLoad2(k->B, t, p, "");
   LLVMSetAlignment(v, align);
   return v;
 }
-static inline void gstore(CpuKern *k, LLVMValueRef v, LLVMValueRef p, unsigned align) {
+static inline void gstore(GenKern *k, LLVMValueRef v, LLVMValueRef p, unsigned align) {
   LLVMSetAlignment(LLVMBuildStore(k->B, v, p), align);
 }
 /* &p[off] in bytes; a && b; a <= b (signed) */
-static inline LLVMValueRef gbyte(CpuKern *k, LLVMValueRef p, LLVMValueRef off) {
+static inline LLVMValueRef gbyte(GenKern *k, LLVMValueRef p, LLVMValueRef off) {
   return LLVMBuildInBoundsGEP2(k->B, k->cg->i8, p, &off, 1, "");
 }
-static inline LLVMValueRef gand(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gand(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildAnd(k->B, a, b, "");
 }
-static inline LLVMValueRef gsle(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static inline LLVMValueRef gsle(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildICmp(k->B, LLVMIntSLE, a, b, "");
 }
-static inline LLVMValueRef gvar(CpuKern *k, LLVMValueRef init) {
-  LLVMValueRef a = cpu_alloca(k, LLVMTypeOf(init));
+static inline LLVMValueRef gvar(GenKern *k, LLVMValueRef init) {
+  LLVMValueRef a = gen_alloca(k, LLVMTypeOf(init));
   LLVMBuildStore(k->B, init, a);
   return a;
 }
-static inline LLVMValueRef gget(CpuKern *k, LLVMValueRef var) {
+static inline LLVMValueRef gget(GenKern *k, LLVMValueRef var) {
   return LLVMBuildLoad2(k->B, k->cg->i64, var, "");
 }
 
@@ -197,31 +197,31 @@ static inline LLVMValueRef gget(CpuKern *k, LLVMValueRef var) {
 typedef struct GWhile {
   LLVMBasicBlockRef hdr, exit; /* blocks */
 } GWhile;
-LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
+LLVMValueRef gwhile_open(GenKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
                          const char *hname, const char *bname, const char *ename);
-void gwhile_close(CpuKern *k, const GWhile *w);
+void gwhile_close(GenKern *k, const GWhile *w);
 /* if (c) { ...then... } [else { ... }]: the builder is left in the then block; gif_else moves
  * it to the else block, gif_close to the join block. */
 typedef struct GIf {
   LLVMBasicBlockRef then_bb, else_bb, join; /* blocks */
 } GIf;
-void gif_open(CpuKern *k, GIf *f, LLVMValueRef c, bool with_else);
-void gif_else(CpuKern *k, GIf *f);
-void gif_close(CpuKern *k, GIf *f);
+void gif_open(GenKern *k, GIf *f, LLVMValueRef c, bool with_else);
+void gif_else(GenKern *k, GIf *f);
+void gif_close(GenKern *k, GIf *f);
 /* A loop whose values are phis: a header entered from the current block (pre), a body and an
  * exit; the builder is left in the header, where the caller adds the phis and the test. */
 typedef struct GPhiLoop {
   LLVMBasicBlockRef pre, hdr, body, done; /* blocks */
 } GPhiLoop;
-GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, const char *dname);
-/* cpu_loop_open over [lo, hi) stepping by step; gm_close closes it as a loop LLVM must not
+GPhiLoop gphi_open(GenKern *k, const char *hname, const char *bname, const char *dname);
+/* gen_loop_open over [lo, hi) stepping by step; gm_close closes it as a loop LLVM must not
  * vectorize (gm_novec marks a back edge so). */
-LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step);
-void gm_novec(CpuKern *k, LLVMValueRef br);
-void gm_close(CpuKern *k, CpuLoop *l);
+LLVMValueRef gloop(GenKern *k, GenLoop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step);
+void gm_novec(GenKern *k, LLVMValueRef br);
+void gm_close(GenKern *k, GenLoop *l);
 /* A prefetch of the cache line at p: for writing into L1 (level < 0), or for reading into
  * the cache of that locality (3 L1, 2 L2; x86's prefetcht0 / prefetcht1). */
-void gm_prefetch(CpuKern *k, LLVMValueRef p, int level);
+void gm_prefetch(GenKern *k, LLVMValueRef p, int level);
 /* The symbol prefix of the GEMM's functions: the module's name, or the prebuilt library's. */
 const char *gm_prefix(const CpuCg *cg);
 /* The name of type e in its functions' names ("f32", "bf16", "f16"); gm_declared for a function
@@ -233,7 +233,7 @@ bool gm_declared_e(CpuCg *cg, GmElt e, LLVMValueRef *slot, const char *name, LLV
 bool gm_declared(CpuCg *cg, LLVMValueRef *slot, const char *name, LLVMTypeRef ft);
 /* A new internal, never-inlined function with the builder at its body's start (the caller
  * restores the builder's position when done); gm_mark gives it the GEMM's light pipeline. */
-CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft);
+GenKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft);
 void gm_mark(LLVMValueRef fn, const GmCfg *c);
 
 /* ------------------------------------------------------------------ gemm_fn.c */
@@ -266,7 +266,7 @@ enum {
 LLVMTypeRef gm_fn_type(CpuCg *cg);
 LLVMValueRef gm_function(CpuCg *cg, GmElt e);
 /* gm_kstep in IR, for a run-time K. */
-LLVMValueRef gm_kstep_ir(CpuKern *k, const GmCfg *c, LLVMValueRef K);
+LLVMValueRef gm_kstep_ir(GenKern *k, const GmCfg *c, LLVMValueRef K);
 
 /* ------------------------------------------------------------------ pairs.c, amx.c, dpbf16.c */
 
@@ -319,13 +319,13 @@ typedef struct GmPairBlock {
 /* amx.c: the tile configuration loaded (per call of the function), whether the process may
  * use the tiles (asked of the kernel once), a block on the tiles (t1: B's tiles loaded with
  * the streaming hint; int8: s8 quads, TDPBSSD, else bf16 pairs), the tiles released. */
-void gm_amx_config(CpuKern *k);
-LLVMValueRef gm_amx_granted(CpuKern *k);
-void gm_amx_block(CpuKern *k, bool t1, bool int8, const GmPairBlock *b);
-void gm_amx_release(CpuKern *k);
+void gm_amx_config(GenKern *k);
+LLVMValueRef gm_amx_granted(GenKern *k);
+void gm_amx_block(GenKern *k, bool t1, bool int8, const GmPairBlock *b);
+void gm_amx_release(GenKern *k);
 /* dpbf16.c: a block on AVX512-BF16's VDPBF16PS (int8: s8 quads on AVX512-VNNI's VPDPBUSD, B
  * biased to u8, s32 sums). */
-void gm_dp_block(CpuKern *k, bool int8, const GmPairBlock *b);
+void gm_dp_block(GenKern *k, bool int8, const GmPairBlock *b);
 
 /* ------------------------------------------------------------------ micro_fma.c (a family each) */
 
@@ -357,7 +357,7 @@ typedef struct GmTile {
  * broadcast FMAs of micro_fma.c; dot-product or matrix instructions would be others). */
 typedef struct GmMicro {
   const char *name;                                          /* family name */
-  void (*tile)(CpuKern *k, const GmCfg *c, const GmTile *t); /* emit one micro-kernel call */
+  void (*tile)(GenKern *k, const GmCfg *c, const GmTile *t); /* emit one micro-kernel call */
 } GmMicro;
 
 extern const GmMicro gm_micro_fma;
@@ -394,22 +394,22 @@ enum { GB_X, GB_RS, GB_CS, GB_N, GB_K, GB_DST, GB_KB0, GB_KB1, GB_COUNT };
  * it on the MR row pointers rows. */
 LLVMTypeRef gm_step_type(CpuCg *cg);
 LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which);
-void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
+void gm_call_step(GenKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
                   LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3);
 LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b);
 LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e);
-void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+void gm_call_rows_t(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
                     LLVMValueRef k1, LLVMValueRef dst);
 
 /* pack_conv.c: the geometry from the conv parameter; depth pc as its tap and channel; whether
  * the panel of pixels pix0 .. is read in place (*off, *rstride: where and how); the packing. */
-void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g);
-void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
+void gm_conv_geom(GenKern *k, const LLVMValueRef *P, LLVMValueRef *g);
+void gm_tap(GenKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
             LLVMValueRef *ci);
-LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
+LLVMValueRef gm_direct_panel(GenKern *k, const GmCfg *c, const LLVMValueRef *P,
                              const LLVMValueRef *g, LLVMValueRef pix0, LLVMValueRef mrv,
                              LLVMValueRef *off, LLVMValueRef *rstride);
-void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+void gm_pack_a_conv(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
                     LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc,
                     LLVMValueRef zp);
 
@@ -452,9 +452,8 @@ typedef struct GmProb {
  * epilogue reads rounded to the result type (gm_epilogue). */
 static inline bool gm_cbuf(const GmProb *p) { return p->cdt == DT_BF16 || p->cdt == DT_F16; }
 
-/* Row-major strides of s; whether IList l holds v. */
+/* Row-major strides of s. */
 void gm_rowmajor(const Shape *s, int64_t *st);
-bool gm_has(const IList *l, int64_t v);
 /* The problem of dot / convolution hero of `fusion` (NULL: the entry instruction itself), its
  * operands seen as views or (bit 0 of stage: A, bit 1: B) to be staged; false when it has
  * none (wino: B seen for Winograd, whose taps need not merge). */
@@ -462,7 +461,7 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
 bool gm_conv_prob(CpuCg *cg, const HInstr *fusion, const HInstr *cv, int stage, bool wino,
                   GmProb *p);
 /* The address of view v's element 0 inside kernel k. */
-LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v);
+LLVMValueRef gm_view_ptr(GenKern *k, const GmView *v);
 
 /* ------------------------------------------------------------------ plan.c */
 
@@ -535,22 +534,22 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool 
                                int64_t nnb, int64_t kstep);
 int gm_pack_param(const CpuCg *cg, const GmProb *p);
 int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool pairs);
-LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off);
-LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
+LLVMValueRef gm_packed_base(GenKern *k, int64_t pk_off);
+LLVMValueRef gm_or_packed(GenKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
                           LLVMValueRef other);
-LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb);
+LLVMValueRef gm_b_packed(GenKern *k, LLVMValueRef bconst, LLVMValueRef pkb);
 
 /* ------------------------------------------------------------------ epilogue.c */
 
 /* A chunk's share [*lo, *hi) of items (gm_chunk_items_v: a count known at run time), *chunk
  * its number (0 for the serial run, chunk nchunks, which does them all); returns whether this
  * is the serial run. */
-LLVMValueRef gm_chunk_items_v(CpuKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
+LLVMValueRef gm_chunk_items_v(GenKern *k, LLVMValueRef items, int64_t nchunks, LLVMValueRef *chunk,
                               LLVMValueRef *lo, LLVMValueRef *hi);
-LLVMValueRef gm_chunk_items(CpuKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
+LLVMValueRef gm_chunk_items(GenKern *k, int64_t items, int64_t nchunks, LLVMValueRef *chunk,
                             LLVMValueRef *lo, LLVMValueRef *hi);
 /* The loop dimensions' indices lidx from their linear index bi, and their offsets in A, B, C. */
-void gm_loop_offsets(CpuKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
+void gm_loop_offsets(GenKern *k, const GmProb *p, LLVMValueRef bi, LLVMValueRef *lidx,
                      LLVMValueRef *offa, LLVMValueRef *offb, LLVMValueRef *offc);
 /* The reduce at the root of fusion in that the GEMM reduces block by block, or NULL. */
 const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero);
@@ -558,10 +557,10 @@ const HInstr *gm_reduce_root(const HInstr *in, const HInstr *hero);
  * chunk's partial results P instead; a result that is not f32: C holds the product's f32 sums,
  * which are rounded to it and stored in in's buffer, through the fusion or alone); P set to
  * the reducer's identity; the kernel combining the chunks' partial results with the init. */
-void gm_epilogue(CpuKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
+void gm_epilogue(GenKern *k, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                  const LLVMValueRef *lidx, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef n0,
                  LLVMValueRef n1, LLVMValueRef C, LLVMValueRef P);
-void gm_reduce_init(CpuKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes);
+void gm_reduce_init(GenKern *k, const HInstr *red, LLVMValueRef P, int64_t part_bytes);
 bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off,
                       int64_t part_bytes, int64_t nchunks);
 
@@ -584,7 +583,7 @@ int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const G
 bool gm_wino_conv(CpuCg *cg, const HInstr *cv);
 bool gm_wino_fits(const GmProb *p);
 LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which);
-void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
+void gm_wino_taps(GenKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
                   LLVMValueRef hi, int64_t CI, int64_t CO, const int64_t *wk);
 int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, const GmProb *p,
                 const GmCfg *c, int64_t stage_bytes, int64_t want);

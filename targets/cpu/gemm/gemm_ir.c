@@ -9,7 +9,7 @@
  * and the attributes that give it the light optimization pipeline. */
 #include "gemm_impl.h"
 
-LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
+LLVMValueRef gwhile_open(GenKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef bound,
                          const char *hname, const char *bname, const char *ename) {
   LLVMBuilderRef B = k->B;
   w->hdr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname);
@@ -23,12 +23,12 @@ LLVMValueRef gwhile_open(CpuKern *k, GWhile *w, LLVMValueRef var, LLVMValueRef b
   return v;
 }
 
-void gwhile_close(CpuKern *k, const GWhile *w) {
+void gwhile_close(GenKern *k, const GWhile *w) {
   LLVMBuildBr(k->B, w->hdr);
   LLVMPositionBuilderAtEnd(k->B, w->exit);
 }
 
-void gif_open(CpuKern *k, GIf *f, LLVMValueRef c, bool with_else) {
+void gif_open(GenKern *k, GIf *f, LLVMValueRef c, bool with_else) {
   f->then_bb = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
   f->else_bb = with_else ? LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "else") : NULL;
   f->join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "join");
@@ -36,47 +36,47 @@ void gif_open(CpuKern *k, GIf *f, LLVMValueRef c, bool with_else) {
   LLVMPositionBuilderAtEnd(k->B, f->then_bb);
 }
 
-void gif_else(CpuKern *k, GIf *f) {
+void gif_else(GenKern *k, GIf *f) {
   LLVMBuildBr(k->B, f->join);
   LLVMPositionBuilderAtEnd(k->B, f->else_bb);
 }
 
-void gif_close(CpuKern *k, GIf *f) {
+void gif_close(GenKern *k, GIf *f) {
   LLVMBuildBr(k->B, f->join);
   LLVMPositionBuilderAtEnd(k->B, f->join);
 }
 
-LLVMValueRef gloop(CpuKern *k, CpuLoop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step) {
-  LLVMValueRef iv = cpu_loop_open(k, l, lo, hi);
+LLVMValueRef gloop(GenKern *k, GenLoop *l, LLVMValueRef lo, LLVMValueRef hi, int64_t step) {
+  LLVMValueRef iv = gen_loop_open(k, l, lo, hi);
   l->step = step;
   return iv;
 }
 
 /* Mark the back edge br as a loop LLVM must not vectorize: the GEMM's loops are vectorized
  * by hand, and the vectorizer's analysis of them would be compile time spent for nothing. */
-void gm_novec(CpuKern *k, LLVMValueRef br) {
+void gm_novec(GenKern *k, LLVMValueRef br) {
   cpu_loop_hint(k, br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0));
 }
 
-void gm_close(CpuKern *k, CpuLoop *l) {
-  cpu_loop_close(k, l);
+void gm_close(GenKern *k, GenLoop *l) {
+  gen_loop_close(k, l);
   gm_novec(k, l->latch_br);
 }
 
 /* A prefetch of the cache line at p: for writing into L1 (level < 0), or for reading into
  * the cache of that locality (3 L1, 2 L2; x86's prefetcht0 / prefetcht1). */
-void gm_prefetch(CpuKern *k, LLVMValueRef p, int level) {
-  CpuCg *cg = k->cg;
+void gm_prefetch(GenKern *k, LLVMValueRef p, int level) {
+  CpuCg *cg = cpu_cg(k->cg);
   unsigned pid = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-  LLVMTypeRef pty = cg->ptr;
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->M, pid, &pty, 1);
-  LLVMValueRef pa[4] = {p, LLVMConstInt(cg->i32, level < 0, 0),
-                        LLVMConstInt(cg->i32, (unsigned long long)(level < 0 ? 3 : level), 0),
-                        LLVMConstInt(cg->i32, 1, 0)};
-  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(cg->C, pid, &pty, 1), f, pa, 4, "");
+  LLVMTypeRef pty = cg->g.ptr;
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->g.M, pid, &pty, 1);
+  LLVMValueRef pa[4] = {p, LLVMConstInt(cg->g.i32, level < 0, 0),
+                        LLVMConstInt(cg->g.i32, (unsigned long long)(level < 0 ? 3 : level), 0),
+                        LLVMConstInt(cg->g.i32, 1, 0)};
+  LLVMBuildCall2(k->B, LLVMIntrinsicGetType(cg->g.C, pid, &pty, 1), f, pa, 4, "");
 }
 
-GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, const char *dname) {
+GPhiLoop gphi_open(GenKern *k, const char *hname, const char *bname, const char *dname) {
   GPhiLoop l = {LLVMGetInsertBlock(k->B), LLVMAppendBasicBlockInContext(k->cg->C, k->fn, hname),
                 LLVMAppendBasicBlockInContext(k->cg->C, k->fn, bname),
                 LLVMAppendBasicBlockInContext(k->cg->C, k->fn, dname)};
@@ -88,7 +88,7 @@ GPhiLoop gphi_open(CpuKern *k, const char *hname, const char *bname, const char 
 /* Each of the n vectors v[] (of one type) passed through an empty inline-assembly statement
  * (in and out in one vector register): an optimization barrier LLVM's instruction selection
  * cannot look through. */
-static void gm_opaque(CpuKern *k, LLVMValueRef *v, int n) {
+static void gm_opaque(GenKern *k, LLVMValueRef *v, int n) {
   LLVMTypeRef t = LLVMTypeOf(v[0]);
   LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
   static const char cons[] = "=v,0";
@@ -105,9 +105,9 @@ static void gm_opaque(CpuKern *k, LLVMValueRef *v, int n) {
  * without it the DAG combiner's demanded-elements analysis walks the whole shuffle tree back
  * from every node, which made the packing functions' instruction selection slow on AVX-512;
  * each stage alone selects the same instructions. */
-void cpu_transpose_regs(CpuKern *k, LLVMValueRef *v, int n) {
+void cpu_transpose_regs(GenKern *k, LLVMValueRef *v, int n) {
   LLVMValueRef m0[16], m1[16];
-  bool barrier = gm_cfg(k->cg).x86 && n > 4;
+  bool barrier = gm_cfg(cpu_cg(k->cg)).x86 && n > 4;
   for (int s = n / 2; s >= 1; s /= 2) {
     if (barrier) gm_opaque(k, v, n);
     for (int e = 0; e < n; e++) {
@@ -137,7 +137,7 @@ const char *gm_prefix(const CpuCg *cg) {
  * cpu_emit(). false when the function is to be made here. */
 bool gm_declared(CpuCg *cg, LLVMValueRef *slot, const char *name, LLVMTypeRef ft) {
   if (!cg->prebuilt) return false;
-  *slot = LLVMAddFunction(cg->M, name, ft);
+  *slot = LLVMAddFunction(cg->g.M, name, ft);
   LLVMSetVisibility(*slot, LLVMHiddenVisibility);
   return true;
 }
@@ -145,20 +145,21 @@ bool gm_declared(CpuCg *cg, LLVMValueRef *slot, const char *name, LLVMTypeRef ft
 /* A new internal, never-inlined function of the module (the GEMM and its packing helpers)
  * with an entry block and a body block, the builder at the body's start; the caller restores
  * the builder's position when done. */
-CpuKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft) {
-  LLVMValueRef fn = LLVMAddFunction(cg->M, name, ft);
+GenKern *gm_fn_begin(CpuCg *cg, const char *name, LLVMTypeRef ft) {
+  LLVMValueRef fn = LLVMAddFunction(cg->g.M, name, ft);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->C, ni, 0));
-  CpuKern *k = hlo_arena_alloc(cg->scratch, sizeof *k);
-  k->cg = cg;
-  k->B = cg->B;
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cg->g.C, ni, 0));
+  CpuKern *ck = hlo_arena_alloc(cg->g.scratch, sizeof *ck); /* a CpuKern, as every kernel */
+  GenKern *k = &ck->g;
+  k->cg = &cg->g;
+  k->B = cg->g.B;
   k->fn = fn;
-  k->entry = LLVMAppendBasicBlockInContext(cg->C, fn, "entry");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->C, fn, "start");
-  LLVMPositionBuilderAtEnd(cg->B, k->entry);
-  k->entry_br = LLVMBuildBr(cg->B, body);
-  LLVMPositionBuilderAtEnd(cg->B, body);
+  k->entry = LLVMAppendBasicBlockInContext(cg->g.C, fn, "entry");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(cg->g.C, fn, "start");
+  LLVMPositionBuilderAtEnd(cg->g.B, k->entry);
+  k->entry_br = LLVMBuildBr(cg->g.B, body);
+  LLVMPositionBuilderAtEnd(cg->g.B, body);
   return k;
 }
 
@@ -179,7 +180,7 @@ GmElt gm_elt(DType dt) {
 bool gm_elt_ok(DType dt) { return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_S8; }
 
 LLVMTypeRef gm_elt_type(CpuCg *cg, GmElt e) {
-  return e == GE_BF16 ? cg->i16 : e == GE_F16 ? cg->f16 : e == GE_S8 ? cg->i8 : cg->f32;
+  return e == GE_BF16 ? cg->g.i16 : e == GE_F16 ? cg->g.f16 : e == GE_S8 ? cg->g.i8 : cg->g.f32;
 }
 
 const char *gm_elt_name(GmElt e) {
@@ -194,13 +195,13 @@ bool gm_declared_e(CpuCg *cg, GmElt e, LLVMValueRef *slot, const char *name, LLV
 /* v (n elements of type e, 0: a scalar) widened to f32: bf16 is the upper half of an f32, so
  * its bits are zero-extended and shifted up by 16 (exact, NaNs and denormals included); f16
  * goes through fpext (F16C's vcvtph2ps on x86). */
-static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
-  CpuCg *cg = k->cg;
-  LLVMTypeRef f = n ? LLVMVectorType(cg->f32, (unsigned)n) : cg->f32;
+static LLVMValueRef gm_widen(GenKern *k, GmElt e, LLVMValueRef v, int n) {
+  CpuCg *cg = cpu_cg(k->cg);
+  LLVMTypeRef f = n ? LLVMVectorType(cg->g.f32, (unsigned)n) : cg->g.f32;
   if (e == GE_F16) return LLVMBuildFPExt(k->B, v, f, "");
   if (e == GE_S8) return LLVMBuildSIToFP(k->B, v, f, ""); /* exact */
-  LLVMTypeRef it = n ? LLVMVectorType(cg->i32, (unsigned)n) : cg->i32;
-  LLVMValueRef sh[16], s16 = LLVMConstInt(cg->i32, 16, 0);
+  LLVMTypeRef it = n ? LLVMVectorType(cg->g.i32, (unsigned)n) : cg->g.i32;
+  LLVMValueRef sh[16], s16 = LLVMConstInt(cg->g.i32, 16, 0);
   for (int j = 0; j < n; j++)
     sh[j] = s16;
   LLVMValueRef w = LLVMBuildShl(k->B, LLVMBuildZExt(k->B, v, it, ""),
@@ -208,19 +209,19 @@ static LLVMValueRef gm_widen(CpuKern *k, GmElt e, LLVMValueRef v, int n) {
   return LLVMBuildBitCast(k->B, w, f, "");
 }
 
-LLVMValueRef gm_load_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, unsigned align) {
-  LLVMTypeRef et = gm_elt_type(k->cg, e), t = n ? LLVMVectorType(et, (unsigned)n) : et;
+LLVMValueRef gm_load_f32(GenKern *k, GmElt e, LLVMValueRef p, int n, unsigned align) {
+  LLVMTypeRef et = gm_elt_type(cpu_cg(k->cg), e), t = n ? LLVMVectorType(et, (unsigned)n) : et;
   if (e == GE_F32) return gload(k, t, p, align);
   return gm_widen(k, e, gload(k, t, p, e == GE_S8 ? 1 : 2), n);
 }
 
-LLVMValueRef gm_masked_f32(CpuKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask) {
-  CpuCg *cg = k->cg;
+LLVMValueRef gm_masked_f32(GenKern *k, GmElt e, LLVMValueRef p, int n, LLVMValueRef mask) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMTypeRef vt = LLVMVectorType(gm_elt_type(cg, e), (unsigned)n);
   if (e == GE_F32) return cpu_masked_load(k, vt, p, mask);
-  LLVMTypeRef ty[2] = {vt, cg->ptr};
+  LLVMTypeRef ty[2] = {vt, cg->g.ptr};
   LLVMValueRef f =
-      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
-  LLVMValueRef a[4] = {p, LLVMConstInt(cg->i32, e == GE_S8 ? 1 : 2, 0), mask, LLVMConstNull(vt)};
+      LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
+  LLVMValueRef a[4] = {p, LLVMConstInt(cg->g.i32, e == GE_S8 ? 1 : 2, 0), mask, LLVMConstNull(vt)};
   return gm_widen(k, e, LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, ""), n);
 }

@@ -20,29 +20,30 @@
  * own, split over its first dimension, run before the GEMM kernel. */
 static bool gm_stage(CpuCg *cg, HInstr *fusion, const HInstr *v, int64_t off, GmView *out) {
   const Shape *s = &v->shape;
-  CpuKern *k = cpu_kern_begin(cg, fusion);
-  if (fusion->op == OP_FUSION && v->parent != cg->entry)
-    k->bind[k->nbind++] = (CpuBind){fusion->calls[0], fusion, NULL, 0, 0};
+  GenKern *k = cpu_kern_begin(cg, fusion);
+  if (fusion->op == OP_FUSION && v->parent != cg->g.entry)
+    k->bind[k->nbind++] = (GenBind){fusion->calls[0], fusion, NULL, 0, 0};
   LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + off});
   int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : 32768;
   int64_t d0 = s->rank > 0 ? s->dims[0] : 1;
   int64_t nch = hlo_shape_elems(s) < min ? 1 : d0 < 8 ? d0 : 8;
   if (nch < 1) nch = 1;
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   LLVMValueRef idx[HLO_MAX_RANK];
   int nl = 0;
   for (int d = 0; d < s->rank; d++) {
     LLVMValueRef lo = gi(k, 0), hi = gi(k, s->dims[d]);
     if (d == 0 && nch > 1) {
-      lo = LLVMBuildSDiv(k->B, gmul(k, k->chunk, gi(k, d0)), gi(k, nch), "");
-      hi = LLVMBuildSDiv(k->B, gmul(k, gadd(k, k->chunk, gi(k, 1)), gi(k, d0)), gi(k, nch), "");
+      lo = LLVMBuildSDiv(k->B, gmul(k, cpu_kern(k)->chunk, gi(k, d0)), gi(k, nch), "");
+      hi = LLVMBuildSDiv(k->B, gmul(k, gadd(k, cpu_kern(k)->chunk, gi(k, 1)), gi(k, d0)),
+                         gi(k, nch), "");
     }
     idx[d] = gloop(k, &loops[nl++], lo, hi, 1);
   }
-  LLVMValueRef val = cpu_gen(k, v, idx);
-  if (val) cpu_store_elem(k, dst, s, idx, val);
+  LLVMValueRef val = gen_value(k, v, idx);
+  if (val) gen_store_elem(k, dst, s, idx, val);
   for (int j = nl - 1; j >= 0; j--)
-    cpu_loop_close(k, &loops[j]);
+    gen_loop_close(k, &loops[j]);
   if (!cpu_kern_end(k, nch)) return false;
   cg->tasks[cg->ntasks - 1].note = "operand staged";
   *out = (GmView){NULL, false, off, 0, {0}, gm_elt(s->dt)};
@@ -65,7 +66,7 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
   int64_t nx = pre == 1 ? nnb : (p.M + c.mc - 1) / c.mc, xb = pre == 1 ? nblk : c.mc;
   int64_t pch = (alt && nmb1 > nx ? nmb1 : nx) * nkb;
   if (pch < 2) pch = 2;
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   LLVMValueRef X = gm_view_ptr(k, pre == 1 ? &p.b : &p.a);
   LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pre_off});
@@ -74,12 +75,12 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
      run with B packed packs A for alt's row blocks (mblk1 rows each, laid out as a call
      starting at the block's first row reads it: MC blocks within) */
   LLVMValueRef v_xb = gi(k, xb), v_nx = gi(k, nx);
-  LLVMValueRef c0 = k->chunk, c1 = NULL, skip = NULL;
+  LLVMValueRef c0 = cpu_kern(k)->chunk, c1 = NULL, skip = NULL;
   LLVMValueRef pks = gm_packed_base(k, pk_off);
   if (pre == 1 && pks) skip = LLVMBuildIsNotNull(B, pks, "");
   LLVMValueRef serial = NULL;
   if (alt) {
-    serial = LLVMBuildICmp(B, LLVMIntEQ, k->chunk, gi(k, pch), "");
+    serial = LLVMBuildICmp(B, LLVMIntEQ, cpu_kern(k)->chunk, gi(k, pch), "");
     LLVMValueRef pkv = gm_b_packed(k, bconst, pks);
     LLVMValueRef rows = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, serial, ""), "");
     v_xb = LLVMBuildSelect(B, rows, gi(k, mblk1), v_xb, "");
@@ -87,10 +88,10 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
     c0 = LLVMBuildSelect(B, serial, gi(k, 0), c0, "");
   }
   LLVMValueRef nxk = gmul(k, v_nx, gi(k, nkb));
-  c1 = gmin(k, gadd(k, k->chunk, gi(k, 1)), nxk);
+  c1 = gmin(k, gadd(k, cpu_kern(k)->chunk, gi(k, 1)), nxk);
   if (serial) c1 = LLVMBuildSelect(B, serial, nxk, c1, "");
   if (skip) c1 = LLVMBuildSelect(B, skip, c0, c1, "");
-  CpuLoop lcc;
+  GenLoop lcc;
   LLVMValueRef cc = gloop(k, &lcc, c0, c1, 1);
   LLVMValueRef xi = LLVMBuildSDiv(B, cc, gi(k, nkb), ""), kb = LLVMBuildSRem(B, cc, gi(k, nkb), "");
   int64_t ext = pre == 1 ? p.N : p.M;
@@ -117,7 +118,7 @@ static bool gm_prepack(CpuCg *cg, HInstr *in, const GmPlan *pl, LLVMValueRef bco
 
 /* The blocked GEMM kernel being emitted: the values its items' calls share. */
 typedef struct GmRun {
-  CpuKern *k;            /* the kernel */
+  GenKern *k;            /* the kernel */
   LLVMValueRef A, Bm, C; /* the operands' and the output's addresses (C NULL when reducing) */
   LLVMValueRef geo;      /* convolution: the geometry array (GC_*), else NULL */
   LLVMValueRef bconst;   /* B packed at compile time, or NULL */
@@ -136,22 +137,22 @@ typedef struct GmRun {
 static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
   const GmProb *p = &pl->p;
   const HInstr *red = pl->red;
-  CpuKern *k = r->k = cpu_kern_begin(cg, in);
+  GenKern *k = r->k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
-  if (pl->fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  if (pl->fusion) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   /* a B packed at compile time is all the calls read: the constant itself is not referenced
      (and leaves the object when nothing else reads it) */
   r->A = gm_view_ptr(k, &p->a);
-  r->Bm = r->bconst ? LLVMConstNull(cg->ptr) : gm_view_ptr(k, &p->b);
+  r->Bm = r->bconst ? LLVMConstNull(cg->g.ptr) : gm_view_ptr(k, &p->b);
   r->C = red ? NULL : cpu_buffer(k, in);
   LLVMValueRef scratch =
       cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->stage_bytes});
   r->geo = NULL;
   if (p->conv) {
-    r->geo = cpu_alloca(k, LLVMArrayType2(cg->i64, GC_COUNT));
+    r->geo = gen_alloca(k, LLVMArrayType2(cg->g.i64, GC_COUNT));
     for (int j = 0; j < GC_M0; j++) {
       LLVMValueRef ix = gi(k, j);
-      LLVMBuildStore(B, gi(k, p->geo[j]), LLVMBuildInBoundsGEP2(B, cg->i64, r->geo, &ix, 1, ""));
+      LLVMBuildStore(B, gi(k, p->geo[j]), LLVMBuildInBoundsGEP2(B, cg->g.i64, r->geo, &ix, 1, ""));
     }
   }
   /* items of this chunk: [chunk * items / nchunks, (chunk + 1) * items / nchunks), ordered
@@ -168,7 +169,7 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
   r->use1 = NULL;
   if (pl->alt) {
     LLVMValueRef pkv = gm_b_packed(k, r->bconst, r->pkd);
-    LLVMValueRef ser = LLVMBuildICmp(B, LLVMIntSGE, k->chunk, gi(k, pl->nchunks), "");
+    LLVMValueRef ser = LLVMBuildICmp(B, LLVMIntSGE, cpu_kern(k)->chunk, gi(k, pl->nchunks), "");
     r->use1 = LLVMBuildAnd(B, pkv, LLVMBuildNot(B, ser, ""), "");
     r->v_mblk = LLVMBuildSelect(B, r->use1, gi(k, pl->mblk1), r->v_mblk, "");
     r->v_nmb = LLVMBuildSelect(B, r->use1, gi(k, pl->nmb1), r->v_nmb, "");
@@ -177,18 +178,18 @@ static void gm_run_begin(CpuCg *cg, HInstr *in, const GmPlan *pl, GmRun *r) {
     v_items = LLVMBuildSelect(B, LLVMBuildAnd(B, pkv, ser, ""), gi(k, pl->nnb0), v_items, "");
   }
   r->whole = gm_chunk_items_v(k, v_items, pl->nchunks, &chunk, &r->lo, &r->hi);
-  r->packp = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+  r->packp = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch,
                                    (LLVMValueRef[]){gmul(k, chunk, gi(k, pl->pack))}, 1, "");
   /* reducing: the chunk's slice buffer and its partial results, which start from the
      reducer's identity (offsets in the private scratch, as scratch's own) */
   r->Cs = r->P = NULL;
   if (pl->cbuf)
-    r->Cs = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+    r->Cs = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch,
                                   (LLVMValueRef[]){gadd(k, gi(k, pl->slice_off - pl->stage_bytes),
                                                         gmul(k, chunk, gi(k, pl->slice_bytes)))},
                                   1, "");
   if (red) {
-    r->P = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+    r->P = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch,
                                  (LLVMValueRef[]){gadd(k, gi(k, pl->part_off - pl->stage_bytes),
                                                        gmul(k, chunk, gi(k, pl->part_bytes)))},
                                  1, "");
@@ -203,7 +204,7 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
                         LLVMValueRef packp, LLVMValueRef offa, LLVMValueRef offb,
                         LLVMValueRef offc) {
   const GmProb *p = &pl->p;
-  CpuKern *k = r->k;
+  GenKern *k = r->k;
   LLVMBuilderRef B = k->B;
   LLVMValueRef args[GP_COUNT];
   args[GP_M] = gsub(k, s1, s0);
@@ -213,7 +214,7 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
     /* the packer decodes output pixels from s0 + row; the image is passed whole */
     args[GP_A] = gfp(k, r->A, offa);
     LLVMValueRef ix = gi(k, GC_M0);
-    LLVMBuildStore(B, s0, LLVMBuildInBoundsGEP2(B, cg->i64, r->geo, &ix, 1, ""));
+    LLVMBuildStore(B, s0, LLVMBuildInBoundsGEP2(B, cg->g.i64, r->geo, &ix, 1, ""));
   } else {
     args[GP_A] = gep_e(k, p->et, r->A, gadd(k, offa, gmul(k, s0, gi(k, p->ars))));
   }
@@ -227,11 +228,11 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
                         : gfp(k, r->C, gadd(k, offc, gadd(k, gmul(k, s0, gi(k, p->ldc)), n0)));
   args[GP_LDC] = gi(k, p->ldc);
   args[GP_PACK] = packp;
-  args[GP_CONV] = p->conv ? r->geo : LLVMConstNull(cg->ptr);
+  args[GP_CONV] = p->conv ? r->geo : LLVMConstNull(cg->g.ptr);
   args[GP_BKEEP] = pl->slices && p->conv && pl->resident
-                       ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->i64, "")
+                       ? LLVMBuildZExt(B, LLVMBuildICmp(B, LLVMIntSGT, s0, m0, ""), cg->g.i64, "")
                        : gi(k, 0);
-  args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+  args[GP_BPRE] = args[GP_APRE] = LLVMConstNull(cg->g.ptr);
   /* (the pairs' layout: the item's block at n0 times a column's bytes, in floats) */
   int64_t col = pl->pairs ? gm_pairs_col_bytes(p->et, p->K) / 4 : p->K;
   if (r->bconst)
@@ -242,10 +243,10 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
     LLVMValueRef prep =
         cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->pre_off});
     if (pl->pre == 1)
-      prep = LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr),
+      prep = LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->g.ptr),
                              gfp(k, prep, gmul(k, n0, gi(k, p->K))), "");
     args[pl->pre == 1 ? GP_BPRE : GP_APRE] =
-        pl->merge ? LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->ptr), prep, "") : prep;
+        pl->merge ? LLVMBuildSelect(B, r->whole, LLVMConstNull(cg->g.ptr), prep, "") : prep;
     /* alt's chunks: their row block's A, packed for a call starting at its first row */
     if (r->use1)
       args[GP_APRE] =
@@ -263,7 +264,7 @@ static void gm_run_call(CpuCg *cg, const GmPlan *pl, const GmRun *r, LLVMValueRe
 static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan *pl,
                          const GmRun *r) {
   const GmProb *p = &pl->p;
-  CpuKern *k = r->k;
+  GenKern *k = r->k;
   LLVMBuilderRef B = k->B;
   LLVMValueRef itv = gvar(k, r->lo);
   GWhile items_loop;
@@ -291,7 +292,7 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
           cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + pl->merge_off}), packp,
           "");
   }
-  CpuLoop lsl;
+  GenLoop lsl;
   LLVMValueRef s0 = m0, s1 = m1;
   if (pl->slices) {
     s0 = gloop(k, &lsl, m0, m1, 2 * pl->c.mc);
@@ -303,13 +304,13 @@ static void gm_run_items(CpuCg *cg, HInstr *in, const HInstr *hero, const GmPlan
        of the loop index at Cs) */
     LLVMValueRef V =
         !pl->cbuf ? r->C
-                  : LLVMBuildGEP2(B, cg->f32, r->Cs,
+                  : LLVMBuildGEP2(B, cg->g.f32, r->Cs,
                                   (LLVMValueRef[]){
                                       gsub(k, gi(k, 0), gadd(k, offc, gmul(k, s0, gi(k, p->ldc))))},
                                   1, "");
     gm_epilogue(k, in, hero, pl->red, p, lidx, s0, s1, n0, n1, V, r->P);
   }
-  if (pl->slices) cpu_loop_close(k, &lsl);
+  if (pl->slices) gen_loop_close(k, &lsl);
   gwhile_close(k, &items_loop);
   k->ncache = cache_mark;
 }

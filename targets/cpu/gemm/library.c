@@ -46,8 +46,8 @@ void cpu_gemm_library(CpuCg *cg) {
   for (int w = 0; w < GW_COUNT; w++)
     fn[n++] = gm_wino_function(cg, (GmWino)w);
   /* internal (local symbols of the object) and kept although nothing here calls them */
-  LLVMValueRef arr = LLVMConstArray2(cg->ptr, fn, (uint64_t)n);
-  LLVMValueRef u = LLVMAddGlobal(cg->M, LLVMTypeOf(arr), "llvm.compiler.used");
+  LLVMValueRef arr = LLVMConstArray2(cg->g.ptr, fn, (uint64_t)n);
+  LLVMValueRef u = LLVMAddGlobal(cg->g.M, LLVMTypeOf(arr), "llvm.compiler.used");
   LLVMSetInitializer(u, arr);
   LLVMSetLinkage(u, LLVMAppendingLinkage);
   LLVMSetSection(u, "llvm.metadata");

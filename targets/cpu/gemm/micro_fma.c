@@ -26,13 +26,13 @@ typedef struct GmArow {
  * tile (R <= MR; the panel stays MR tall): in[][] are the incoming accumulators, out[][]
  * receives their values after the loop (rows below R untouched). With pf, each iteration
  * also prefetches one cache line into L2, pf + 64 bytes per iteration (gm_next_lines). */
-static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef bp, LLVMValueRef k0,
+static void gm_kloop(GenKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef bp, LLVMValueRef k0,
                      LLVMValueRef k1, int u, int R, LLVMValueRef in[16][4], LLVMValueRef out[16][4],
                      LLVMValueRef pf) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
   /* A and B are walked by pointers advanced once per u steps, every load at a constant
      offset from them: indexes scaled per step were 5 integer instructions per step, which on
      Intel cores share ports 0 and 5 with the 512-bit FMAs */
@@ -41,14 +41,14 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
                pb0 = gfp(k, bp, gmul(k, k0, gi(k, c->nr)));
   GPhiLoop pl = gphi_open(k, "uk", "ukb", "ukd");
   LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->i64, "k"), pa = LLVMBuildPhi(B, cg->ptr, "pa"),
-               pb = LLVMBuildPhi(B, cg->ptr, "pb");
+  LLVMValueRef kv = LLVMBuildPhi(B, cg->g.i64, "k"), pa = LLVMBuildPhi(B, cg->g.ptr, "pa"),
+               pb = LLVMBuildPhi(B, cg->g.ptr, "pb");
   LLVMAddIncoming(kv, &k0, &pre, 1);
   LLVMAddIncoming(pa, &pa0, &pre, 1);
   LLVMAddIncoming(pb, &pb0, &pre, 1);
   LLVMValueRef pp = NULL;
   if (pf) {
-    pp = LLVMBuildPhi(B, cg->ptr, "pp");
+    pp = LLVMBuildPhi(B, cg->g.ptr, "pp");
     LLVMAddIncoming(pp, &pf, &pre, 1);
   }
   LLVMValueRef acc[16][4];
@@ -61,8 +61,8 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
   LLVMBuildCondBr(B, gslt(k, kv, k1), body, done);
   LLVMPositionBuilderAtEnd(B, body);
   unsigned fid = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
-  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->M, fid, &vt, 1);
-  LLVMTypeRef fty = LLVMIntrinsicGetType(cg->C, fid, &vt, 1);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(cg->g.M, fid, &vt, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(cg->g.C, fid, &vt, 1);
   for (int q = 0; q < u; q++) {
     LLVMValueRef bv[4];
     for (int j = 0; j < NV; j++)
@@ -71,7 +71,7 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
     for (int r = 0; r < R; r++) {
       LLVMValueRef ao =
           a->rstride ? gadd(k, gi(k, q), gmul(k, gi(k, r), a->rstride)) : gi(k, q * MR + r);
-      LLVMValueRef av = cpu_splat(k, gload(k, cg->f32, gfp(k, pa, ao), 4), c->vw);
+      LLVMValueRef av = cpu_splat(k, gload(k, cg->g.f32, gfp(k, pa, ao), 4), c->vw);
       for (int j = 0; j < NV; j++) {
         LLVMValueRef args[3] = {av, bv[j], acc[r][j]};
         acc[r][j] = LLVMBuildCall2(B, fty, fma, args, 3, "");
@@ -98,15 +98,15 @@ static void gm_kloop(CpuKern *k, const GmCfg *c, const GmArow *a, LLVMValueRef b
 /* The micro-kernel's k loops over the K block [pc, pc + kc) of a panel read in place: one run
  * of input channels per tap (kh, kw), the accumulators carried across the runs. Reads the
  * geometry itself: the conv parameter is only valid where d->ok holds. */
-static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp,
+static void gm_direct_kloops(GenKern *k, const GmCfg *c, const GmDirect *d, LLVMValueRef bp,
                              LLVMValueRef kc, LLVMValueRef init[16][4], LLVMValueRef out[16][4]) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   LLVMValueRef g[GC_COUNT];
   gm_conv_geom(k, d->P, g);
   LLVMValueRef base = gfp(k, d->P[GP_A], d->off);
   int MR = c->mr, NV = c->nr / c->vw;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
   LLVMValueRef st[4] = {gi(k, 0), NULL, NULL, NULL}; /* kk, kh, kw, ci */
   gm_tap(k, g, d->pc, &st[1], &st[2], &st[3]);
   LLVMValueRef tsh = gmul(k, g[GC_DH], g[GC_XSH]), tsw = gmul(k, g[GC_DW], g[GC_XSW]);
@@ -114,7 +114,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMBasicBlockRef pre = pl.pre, body = pl.body, done = pl.done, hdr = pl.hdr;
   LLVMValueRef v[4], acc[16][4];
   for (int j = 0; j < 4; j++) {
-    v[j] = LLVMBuildPhi(B, cg->i64, "");
+    v[j] = LLVMBuildPhi(B, cg->g.i64, "");
     LLVMAddIncoming(v[j], &st[j], &pre, 1);
   }
   for (int r = 0; r < MR; r++)
@@ -128,7 +128,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
   LLVMValueRef n = gmin(k, gsub(k, g[GC_CI], ci), gsub(k, kc, kk));
   /* a plain GEP: the moved-back pointer may lie before the input */
   LLVMValueRef po = gsub(k, gadd(k, gadd(k, gmul(k, kh, tsh), gmul(k, kw, tsw)), ci), kk);
-  GmArow a = {LLVMBuildGEP2(B, cg->f32, base, &po, 1, ""), d->rstride};
+  GmArow a = {LLVMBuildGEP2(B, cg->g.f32, base, &po, 1, ""), d->rstride};
   /* unrolled by 2, not 4: with the MR row pointers live, LLVM's scheduler hoists the B loads
      of all unrolled steps, and four steps' B vectors spill an accumulator at MR 12; the runs
      are even (gm_direct_panel), so no remainder loop */
@@ -150,7 +150,7 @@ static void gm_direct_kloops(CpuKern *k, const GmCfg *c, const GmDirect *d, LLVM
 
 /* Close the if f whose then branch ended in block tend with the tile tv[][] and whose else
  * branch ends here with the tile phis[][]: phis[][] become the joined tile. */
-static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef tend,
+static void gm_join_tiles(GenKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef tend,
                           LLVMValueRef tv[16][4], LLVMValueRef phis[16][4]) {
   LLVMBasicBlockRef fend = LLVMGetInsertBlock(k->B);
   gif_close(k, f);
@@ -165,19 +165,19 @@ static void gm_join_tiles(CpuKern *k, const GmCfg *c, GIf *f, LLVMBasicBlockRef 
     }
 }
 
-static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValueRef phis[16][4]);
+static void gm_store_tile(GenKern *k, const GmCfg *c, const GmTile *tl, LLVMValueRef phis[16][4]);
 
 /* The micro-kernel on packed panels ap (MR x kc) and bp (kc x NR) into C at cp; with dr, a
  * convolution panel is read in place instead where dr->ok holds (one tile store for both);
  * with pf, kc / 4 cache lines from pf on are prefetched into L2 along the way. */
-static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
-  CpuCg *cg = k->cg;
+static void gm_fma_tile(GenKern *k, const GmCfg *c, const GmTile *t) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   LLVMValueRef ap = t->ap, bp = t->bp, kc = t->kc, cp = t->cp, ldc = t->ldc, mrv = t->mrv,
                pf = t->pf;
   const GmDirect *dr = t->dr;
   int MR = c->mr, NV = c->nr / c->vw;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
   LLVMValueRef zero = LLVMConstNull(vt);
   /* prefetch the C tile (written after the k loop) */
   for (int r = 0; r < MR; r++)
@@ -227,22 +227,22 @@ static void gm_fma_tile(CpuKern *k, const GmCfg *c, const GmTile *t) {
 }
 
 /* v (f32 lanes) as C holds it: itself, or (C of s32) converted to s32, exact (GmTile.s32). */
-static LLVMValueRef gm_c_val(CpuKern *k, const GmTile *tl, LLVMValueRef v) {
+static LLVMValueRef gm_c_val(GenKern *k, const GmTile *tl, LLVMValueRef v) {
   if (!tl->s32) return v;
   LLVMTypeRef t = LLVMTypeOf(v), it = k->cg->i32;
   if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) it = LLVMVectorType(it, LLVMGetVectorSize(t));
   return LLVMBuildFPToSI(k->B, v, it, "");
 }
 /* c + the value at p of C (v's type): f32 or s32 sums. */
-static LLVMValueRef gm_c_add(CpuKern *k, const GmTile *tl, LLVMValueRef v, LLVMValueRef p) {
+static LLVMValueRef gm_c_add(GenKern *k, const GmTile *tl, LLVMValueRef v, LLVMValueRef p) {
   LLVMValueRef c = gload(k, LLVMTypeOf(v), p, 4);
   return tl->s32 ? LLVMBuildAdd(k->B, v, c, "") : LLVMBuildFAdd(k->B, v, c, "");
 }
 
 /* Store the tile phis[][] of micro-kernel call tl: full tiles straight to C, edge tiles through
  * the stack tile (set on the first K block, added after). */
-static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValueRef phis[16][4]) {
-  CpuCg *cg = k->cg;
+static void gm_store_tile(GenKern *k, const GmCfg *c, const GmTile *tl, LLVMValueRef phis[16][4]) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   int MR = c->mr, NV = c->nr / c->vw;
   LLVMValueRef cp = tl->cp, ldc = tl->ldc, mrv = tl->mrv, nrv = tl->nrv, first = tl->first,
@@ -269,11 +269,11 @@ static void gm_store_tile(CpuKern *k, const GmCfg *c, const GmTile *tl, LLVMValu
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < NV; j++)
       gstore(k, phis[r][j], gfp(k, tile, gi(k, r * c->nr + j * c->vw)), 64);
-  CpuLoop lr, lc;
+  GenLoop lr, lc;
   LLVMValueRef r = gloop(k, &lr, gi(k, 0), mrv, 1);
   LLVMValueRef cc = gloop(k, &lc, gi(k, 0), nrv, 1);
   LLVMValueRef t =
-      gm_c_val(k, tl, gload(k, cg->f32, gfp(k, tile, gadd(k, gmul(k, r, gi(k, c->nr)), cc)), 4));
+      gm_c_val(k, tl, gload(k, cg->g.f32, gfp(k, tile, gadd(k, gmul(k, r, gi(k, c->nr)), cc)), 4));
   LLVMValueRef p = gfp(k, cp, gadd(k, gmul(k, r, ldc), cc));
   GIf h;
   gif_open(k, &h, first, true);

@@ -20,11 +20,11 @@
  * panels of a unit-stride B are copied row by row across all panels (contiguous reads); full
  * panels of a B whose K is contiguous (a transposed B: the keys of attention) are read VW
  * deep down each column and transposed in registers; the rest element by element. */
-static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef bp,
+static void gm_pack_b(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef bp,
                       LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
-  CpuLoop lj, lk, lcc;
+  GenLoop lj, lk, lcc;
   LLVMValueRef unit = LLVMBuildICmp(B, LLVMIntEQ, P[GP_BCS], gi(k, 1), "");
   LLVMValueRef tr = LLVMBuildAnd(B, LLVMBuildNot(B, unit, ""),
                                  LLVMBuildICmp(B, LLVMIntEQ, P[GP_BRS], gi(k, 1), ""), "");
@@ -38,7 +38,7 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     /* GM_PACK_ROWS rows at a time, each panel's part of them written in one contiguous run:
        one row at a time across all panels stores at a stride of a whole panel (a multiple of
        4 KiB), which kept every store in one cache set */
-    CpuLoop lb;
+    GenLoop lb;
     LLVMValueRef kb = gloop(k, &lb, gi(k, 0), kc, GM_PACK_ROWS);
     LLVMValueRef ke = gmin(k, kc, gadd(k, kb, gi(k, GM_PACK_ROWS)));
     LLVMValueRef jr = gloop(k, &lj, gi(k, 0), nfull, c->nr);
@@ -96,7 +96,7 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
     LLVMValueRef in = gslt(k, cc, ncv);
     LLVMValueRef col = gadd(k, col0, gmin(k, cc, gsub(k, ncv, gi(k, 1))));
     LLVMValueRef v = gm_load_f32(k, e, gep_e(k, e, rowp, gmul(k, col, P[GP_BCS])), 0, 4);
-    v = LLVMBuildSelect(B, in, v, LLVMConstReal(cg->f32, 0.0), "");
+    v = LLVMBuildSelect(B, in, v, LLVMConstReal(cg->g.f32, 0.0), "");
     gstore(k, v, gfp(k, dst, cc), 4);
     gm_close(k, &lcc);
     gm_close(k, &lk);
@@ -108,19 +108,19 @@ static void gm_pack_b(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
  * of VW apart; VW >= MR) the MR floats rows[r][kk] go to dst[kk * MR + r]. Each step loads VW
  * floats of every row, transposes the block in registers (padded to VW rows) and stores MR
  * floats per depth. */
-static void gm_pack_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+static void gm_pack_rows_t(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
                            LLVMValueRef k1, LLVMValueRef dst) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   int MR = c->mr;
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  CpuLoop lk;
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
+  GenLoop lk;
   LLVMValueRef kk = gloop(k, &lk, k0, k1, c->vw);
   LLVMValueRef v[16], lanes[16];
   for (int q = 0; q < c->vw; q++)
     v[q] = q < MR ? gm_load_f32(k, e, gep_e(k, e, rows[q], kk), c->vw, 4) : LLVMGetUndef(vt);
   cpu_transpose_regs(k, v, c->vw);
   for (int q = 0; q < MR; q++)
-    lanes[q] = LLVMConstInt(cg->i32, (unsigned)q, 0);
+    lanes[q] = LLVMConstInt(cg->g.i32, (unsigned)q, 0);
   LLVMValueRef first = LLVMConstVector(lanes, (unsigned)MR);
   for (int e = 0; e < c->vw; e++)
     gstore(k, LLVMBuildShuffleVector(k->B, v[e], LLVMGetUndef(vt), first, ""),
@@ -137,34 +137,34 @@ LLVMValueRef gm_rows_t_function(CpuCg *cg, GmElt e) {
   GmCfg c = gm_cfg(cg);
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_%s_rows_t", gm_prefix(cg), gm_elt_name(e));
-  LLVMTypeRef ps[4] = {cg->ptr, cg->i64, cg->i64, cg->ptr};
-  if (gm_declared_e(cg, e, &st->rows_fn[e], name, LLVMFunctionType(cg->vd, ps, 4, 0)))
+  LLVMTypeRef ps[4] = {cg->g.ptr, cg->g.i64, cg->g.i64, cg->g.ptr};
+  if (gm_declared_e(cg, e, &st->rows_fn[e], name, LLVMFunctionType(cg->g.vd, ps, 4, 0)))
     return st->rows_fn[e];
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, 4, 0));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->g.vd, ps, 4, 0));
   gm_mark(k->fn, &c);
   LLVMValueRef rows[16], arr = LLVMGetParam(k->fn, 0);
   for (int q = 0; q < c.mr; q++) {
     LLVMValueRef ix = gi(k, q);
-    rows[q] =
-        LLVMBuildLoad2(k->B, cg->ptr, LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""), "");
+    rows[q] = LLVMBuildLoad2(k->B, cg->g.ptr,
+                             LLVMBuildInBoundsGEP2(k->B, cg->g.ptr, arr, &ix, 1, ""), "");
   }
   gm_pack_rows_t(k, &c, e, rows, LLVMGetParam(k->fn, 1), LLVMGetParam(k->fn, 2),
                  LLVMGetParam(k->fn, 3));
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   st->rows_fn[e] = k->fn;
   return k->fn;
 }
 
 /* Call gm_rows_t_function on the MR row pointers rows. */
-void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
+void gm_call_rows_t(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLVMValueRef k0,
                     LLVMValueRef k1, LLVMValueRef dst) {
-  CpuCg *cg = k->cg;
-  LLVMValueRef arr = cpu_alloca(k, LLVMArrayType2(cg->ptr, (uint64_t)c->mr));
+  CpuCg *cg = cpu_cg(k->cg);
+  LLVMValueRef arr = gen_alloca(k, LLVMArrayType2(cg->g.ptr, (uint64_t)c->mr));
   for (int q = 0; q < c->mr; q++) {
     LLVMValueRef ix = gi(k, q);
-    LLVMBuildStore(k->B, rows[q], LLVMBuildInBoundsGEP2(k->B, cg->ptr, arr, &ix, 1, ""));
+    LLVMBuildStore(k->B, rows[q], LLVMBuildInBoundsGEP2(k->B, cg->g.ptr, arr, &ix, 1, ""));
   }
   LLVMValueRef fn = gm_rows_t_function(cg, e);
   LLVMValueRef args[4] = {arr, k0, k1, dst};
@@ -174,13 +174,13 @@ void gm_call_rows_t(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *rows, LLV
 /* Pack A[ic + 0..mc, pc + 0..kc] from strided A into MR-tall panels at ap (zero rows past
  * mc). Full panels of an A whose rows are contiguous in K are read VW deep per row and
  * transposed in registers; the rest element by element. */
-static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+static void gm_pack_a(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
                       LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
-  LLVMValueRef fz = LLVMConstReal(cg->f32, 0.0);
-  CpuLoop li, lr, lk;
+  LLVMValueRef fz = LLVMConstReal(cg->g.f32, 0.0);
+  GenLoop li, lr, lk;
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
@@ -240,10 +240,11 @@ static void gm_pack_a(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVM
 LLVMTypeRef gm_step_type(CpuCg *cg) {
   LLVMTypeRef ps[GP_COUNT + 5];
   for (int j = 0; j < GP_COUNT + 5; j++)
-    ps[j] = cg->i64;
-  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] = cg->ptr;
-  ps[GP_COUNT] = cg->ptr;
-  return LLVMFunctionType(cg->vd, ps, GP_COUNT + 5, 0);
+    ps[j] = cg->g.i64;
+  ps[GP_A] = ps[GP_B] = ps[GP_C] = ps[GP_PACK] = ps[GP_CONV] = ps[GP_BPRE] = ps[GP_APRE] =
+      cg->g.ptr;
+  ps[GP_COUNT] = cg->g.ptr;
+  return LLVMFunctionType(cg->g.vd, ps, GP_COUNT + 5, 0);
 }
 
 LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
@@ -254,8 +255,8 @@ LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_%s_%s", gm_prefix(cg), gm_elt_name(e), names[which]);
   if (gm_declared_e(cg, e, slot, name, gm_step_type(cg))) return *slot;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, gm_step_type(cg));
   gm_mark(k->fn, &c);
   LLVMValueRef P[GP_COUNT], x[4];
   for (int j = 0; j < GP_COUNT; j++)
@@ -267,20 +268,20 @@ LLVMValueRef gm_step_function(CpuCg *cg, GmElt e, GmStep which) {
   case GS_PACK_B: gm_pack_b(k, &c, e, P, dst, x[0], x[1], x[2], x[3]); break;
   case GS_PACK_A: gm_pack_a(k, &c, e, P, dst, x[0], x[1], x[2], x[3]); break;
   case GS_PACK_CONV: {
-    LLVMValueRef zp = cpu_alloca(k, cg->f32); /* the zero that padding taps read */
-    LLVMBuildStore(k->B, LLVMConstReal(cg->f32, 0.0), zp);
+    LLVMValueRef zp = gen_alloca(k, cg->g.f32); /* the zero that padding taps read */
+    LLVMBuildStore(k->B, LLVMConstReal(cg->g.f32, 0.0), zp);
     gm_pack_a_conv(k, &c, e, P, dst, x[0], x[1], x[2], x[3], zp);
     break;
   }
   case GS_COUNT: break;
   }
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   *slot = k->fn;
   return k->fn;
 }
 
-void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
+void gm_call_step(GenKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVMValueRef dst,
                   LLVMValueRef a0, LLVMValueRef a1, LLVMValueRef a2, LLVMValueRef a3) {
   LLVMValueRef args[GP_COUNT + 5];
   for (int j = 0; j < GP_COUNT; j++)
@@ -290,8 +291,8 @@ void gm_call_step(CpuKern *k, GmElt e, GmStep which, const LLVMValueRef *P, LLVM
   args[GP_COUNT + 2] = a1;
   args[GP_COUNT + 3] = a2;
   args[GP_COUNT + 4] = a3;
-  LLVMBuildCall2(k->B, gm_step_type(k->cg), gm_state(k->cg)->step_fn[e][which], args, GP_COUNT + 5,
-                 "");
+  LLVMBuildCall2(k->B, gm_step_type(cpu_cg(k->cg)), gm_state(cpu_cg(k->cg))->step_fn[e][which],
+                 args, GP_COUNT + 5, "");
 }
 
 /* The functions of the module (made once each) that pack a whole operand of a product ahead
@@ -311,14 +312,14 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   snprintf(name, sizeof name, "%s_gemm_pack%c_%s", gm_prefix(cg), b ? 'b' : 'a', gm_elt_name(e));
   LLVMTypeRef ps[GB_COUNT];
   for (int j = 0; j < GB_COUNT; j++)
-    ps[j] = cg->i64;
-  ps[GB_X] = ps[GB_DST] = cg->ptr;
-  if (gm_declared_e(cg, e, slot, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0))) return *slot;
+    ps[j] = cg->g.i64;
+  ps[GB_X] = ps[GB_DST] = cg->g.ptr;
+  if (gm_declared_e(cg, e, slot, name, LLVMFunctionType(cg->g.vd, ps, GB_COUNT, 0))) return *slot;
   /* one call per chunk: kept a function, shared by the products of the module; the packing
      itself is the GEMM's step function (the other GEMM arguments are not read by it) */
   gm_step_function(cg, e, b ? GS_PACK_B : GS_PACK_A);
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->g.vd, ps, GB_COUNT, 0));
   LLVMValueRef fn = k->fn;
   gm_mark(fn, &c);
   LLVMValueRef Q[GB_COUNT], P[GP_COUNT + 5];
@@ -334,7 +335,7 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   LLVMValueRef N = Q[GB_N], K = Q[GB_K];
   LLVMValueRef kstep = gm_kstep_ir(k, &c, K);
   int64_t blk = b ? c.nc : c.mc, rnd = b ? c.nr : c.mr;
-  CpuLoop lj, lkb;
+  GenLoop lj, lkb;
   LLVMValueRef j0 = gloop(k, &lj, gi(k, 0), N, blk);
   LLVMValueRef nj = gmin(k, gi(k, blk), gsub(k, N, j0));
   LLVMValueRef njr = LLVMBuildMul(
@@ -353,7 +354,7 @@ LLVMValueRef gm_packx_function(CpuCg *cg, GmElt e, bool b) {
   gm_close(k, &lkb);
   gm_close(k, &lj);
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   *slot = fn;
   return fn;
 }

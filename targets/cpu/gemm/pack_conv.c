@@ -14,7 +14,7 @@
 #include "gemm_impl.h"
 
 /* The convolution geometry (GC_*) from the GEMM's conv parameter. */
-void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
+void gm_conv_geom(GenKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
   for (int j = 0; j < GC_COUNT; j++) {
     LLVMValueRef ix = gi(k, j);
     g[j] = LLVMBuildLoad2(k->B, k->cg->i64,
@@ -24,7 +24,7 @@ void gm_conv_geom(CpuKern *k, const LLVMValueRef *P, LLVMValueRef *g) {
 
 /* Depth pc of a convolution's K as its tap (kh, kw) and input channel ci (K runs over
  * (kh, kw, ci), ci fastest). */
-void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
+void gm_tap(GenKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh, LLVMValueRef *kw,
             LLVMValueRef *ci) {
   LLVMValueRef kwci = gmul(k, g[GC_KW], g[GC_CI]);
   LLVMValueRef rem0 = LLVMBuildSRem(k->B, pc, kwci, "");
@@ -34,7 +34,7 @@ void gm_tap(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pc, LLVMValueRef *kh
 }
 
 /* Output pixel pix of a convolution as its image and output row and column. */
-static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMValueRef *img,
+static void gm_pixel(GenKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMValueRef *img,
                      LLVMValueRef *oh, LLVMValueRef *ow) {
   LLVMValueRef q = LLVMBuildSRem(k->B, pix, g[GC_OHW], "");
   *img = LLVMBuildSDiv(k->B, pix, g[GC_OHW], "");
@@ -43,14 +43,14 @@ static void gm_pixel(CpuKern *k, const LLVMValueRef *g, LLVMValueRef pix, LLVMVa
 }
 
 /* Whether the span [first, last] of input rows or columns lies inside [0, n). */
-static LLVMValueRef gm_inside(CpuKern *k, LLVMValueRef first, LLVMValueRef last, LLVMValueRef n) {
+static LLVMValueRef gm_inside(GenKern *k, LLVMValueRef first, LLVMValueRef last, LLVMValueRef n) {
   return LLVMBuildAnd(k->B, LLVMBuildICmp(k->B, LLVMIntSGE, first, gi(k, 0), ""), gslt(k, last, n),
                       "");
 }
 
 /* Element offset in a convolution input of row ih, column iw and channel ci of the image
  * whose offset is xb. */
-static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, LLVMValueRef ih,
+static LLVMValueRef gm_xoff(GenKern *k, const LLVMValueRef *g, LLVMValueRef xb, LLVMValueRef ih,
                             LLVMValueRef iw, LLVMValueRef ci) {
   return gadd(k, gadd(k, xb, gadd(k, gmul(k, ih, g[GC_XSH]), gmul(k, iw, g[GC_XSW]))),
               gmul(k, ci, g[GC_XSC]));
@@ -60,11 +60,11 @@ static LLVMValueRef gm_xoff(CpuKern *k, const LLVMValueRef *g, LLVMValueRef xb, 
  * in K, into a panel: for t in [0, n) the MR floats src[r * sw + t * xs] go to dst[t * MR + r].
  * sw 1 is one MR-wide copy per depth; sw 2 loads the two halves' spans (MR floats each, never
  * past the last element read) and picks every other element with one shuffle. */
-static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef src, LLVMValueRef xs,
+static void gm_pack_strided(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef src, LLVMValueRef xs,
                             int sw, LLVMValueRef n, LLVMValueRef dst) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   int MR = c->mr;
-  CpuLoop lt;
+  GenLoop lt;
   LLVMValueRef t = gloop(k, &lt, gi(k, 0), n, 1);
   LLVMValueRef p = gep_e(k, e, src, gmul(k, t, xs)), v;
   if (sw == 1) {
@@ -75,7 +75,7 @@ static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef sr
     LLVMValueRef lo = gm_load_f32(k, e, p, MR, 4),
                  hi = gm_load_f32(k, e, gep_e(k, e, p, gi(k, MR - 1)), MR, 4), m[16];
     for (int r = 0; r < MR; r++)
-      m[r] = LLVMConstInt(cg->i32, (unsigned)(r < MR / 2 ? 2 * r : MR + 2 * r - (MR - 1)), 0);
+      m[r] = LLVMConstInt(cg->g.i32, (unsigned)(r < MR / 2 ? 2 * r : MR + 2 * r - (MR - 1)), 0);
     v = LLVMBuildShuffleVector(k->B, lo, hi, LLVMConstVector(m, (unsigned)MR), "");
   }
   gstore(k, v, gfp(k, dst, gmul(k, t, gi(k, MR))), 4);
@@ -89,7 +89,7 @@ static void gm_pack_strided(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef sr
  * the image (no padding), so that row r reads row 0's elements r * SW * XSW further on. *off
  * receives row 0's offset in the input at tap (0, 0) and channel 0 (0 when false), *rstride
  * the distance between rows. Both the packing (which skips such panels) and the GEMM ask. */
-LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
+LLVMValueRef gm_direct_panel(GenKern *k, const GmCfg *c, const LLVMValueRef *P,
                              const LLVMValueRef *g, LLVMValueRef pix0, LLVMValueRef mrv,
                              LLVMValueRef *off, LLVMValueRef *rstride) {
   LLVMBuilderRef B = k->B;
@@ -138,10 +138,10 @@ LLVMValueRef gm_direct_panel(CpuKern *k, const GmCfg *c, const LLVMValueRef *P,
  * pointer and a stride, a row whose tap falls in the padding (or past the last row) reads the
  * one zero at zp with stride 0, and the MR rows are interleaved into the panel with the rows
  * unrolled (MR contiguous stores per step). */
-void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
+void gm_pack_a_conv(GenKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMValueRef ap,
                     LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef pc, LLVMValueRef kc,
                     LLVMValueRef zp) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   int MR = c->mr;
   LLVMValueRef g[GC_COUNT];
@@ -149,7 +149,7 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMVa
   LLVMValueRef kh0, kw0, ci0;
   gm_tap(k, g, pc, &kh0, &kw0, &ci0);
   LLVMValueRef OH = LLVMBuildSDiv(B, g[GC_OHW], g[GC_OW], "");
-  CpuLoop li, lt;
+  GenLoop li, lt;
   LLVMValueRef ir = gloop(k, &li, gi(k, 0), mc, MR);
   LLVMValueRef mrv = gmin(k, gi(k, MR), gsub(k, mc, ir));
   LLVMValueRef panel = gfp(k, ap, gmul(k, ir, kc));
@@ -173,9 +173,9 @@ void gm_pack_a_conv(CpuKern *k, const GmCfg *c, GmElt e, LLVMValueRef *P, LLVMVa
       LLVMValueRef w = LLVMBuildICmp(B, LLVMIntEQ, ow = gadd(k, ow, gi(k, 1)), g[GC_OW], "");
       ow = LLVMBuildSelect(B, w, gi(k, 0), ow, "");
       LLVMValueRef h =
-          LLVMBuildICmp(B, LLVMIntEQ, oh = gadd(k, oh, LLVMBuildZExt(B, w, cg->i64, "")), OH, "");
+          LLVMBuildICmp(B, LLVMIntEQ, oh = gadd(k, oh, LLVMBuildZExt(B, w, cg->g.i64, "")), OH, "");
       oh = LLVMBuildSelect(B, h, gi(k, 0), oh, "");
-      img = gadd(k, img, LLVMBuildZExt(B, h, cg->i64, ""));
+      img = gadd(k, img, LLVMBuildZExt(B, h, cg->g.i64, ""));
     }
     ih0[r] = gsub(k, gmul(k, oh, g[GC_SH]), g[GC_PH]);
     iw0[r] = gsub(k, gmul(k, ow, g[GC_SW]), g[GC_PW]);

@@ -43,7 +43,7 @@ static GaFmt ga_fmt(const GmCfg *c, GmElt e) {
 }
 
 /* v (B's bytes as stored: any integer vector or scalar) biased where f says so. */
-static LLVMValueRef ga_biased(CpuKern *k, const GaFmt *f, LLVMValueRef v) {
+static LLVMValueRef ga_biased(GenKern *k, const GaFmt *f, LLVMValueRef v) {
   if (!f->bias) return v;
   LLVMTypeRef t = LLVMTypeOf(v), et = t;
   unsigned n = 0;
@@ -71,7 +71,7 @@ int64_t gm_pairs_pack_bytes(const GmCfg *c, GmElt e, int64_t M, int64_t N, int64
 }
 
 /* v rounded up to a multiple of m (a power of two: whole tiles' rows, columns or depths). */
-static LLVMValueRef ga_round(CpuKern *k, LLVMValueRef v, int m) {
+static LLVMValueRef ga_round(GenKern *k, LLVMValueRef v, int m) {
   return LLVMBuildAnd(k->B, gadd(k, v, gi(k, m - 1)), gi(k, ~(int64_t)(m - 1)), "");
 }
 
@@ -79,10 +79,10 @@ static LLVMValueRef ga_round(CpuKern *k, LLVMValueRef v, int m) {
 
 /* An edge element: src[i * rs + j * cs] (i, j clamped inside by the caller) stored at dst
  * where ok holds, else zero; B's (b) biased where the format says so. */
-static void ga_elem(CpuKern *k, const GaFmt *f, bool b, LLVMValueRef src, LLVMValueRef i,
+static void ga_elem(GenKern *k, const GaFmt *f, bool b, LLVMValueRef src, LLVMValueRef i,
                     LLVMValueRef rs, LLVMValueRef j, LLVMValueRef cs, LLVMValueRef ok,
                     LLVMValueRef dst) {
-  LLVMTypeRef t = gm_elt_type(k->cg, f->e);
+  LLVMTypeRef t = gm_elt_type(cpu_cg(k->cg), f->e);
   LLVMValueRef v = gload(k, t, gep_e(k, f->e, src, gadd(k, gmul(k, i, rs), gmul(k, j, cs))), 1);
   v = LLVMBuildSelect(k->B, ok, v, LLVMConstInt(t, 0, 0), "");
   gstore(k, b ? ga_biased(k, f, v) : v, dst, 1);
@@ -90,10 +90,10 @@ static void ga_elem(CpuKern *k, const GaFmt *f, bool b, LLVMValueRef src, LLVMVa
 
 /* A's rows [ic, ic + mc), all of its depth, into tiles: tile (t, q) (rows 16 t.., depths
  * td q..) at ap + (t * kq + q) * GM_TILE_BYTES; zeros past mc rows (up to mcr) and past K. */
-static void ga_pack_a(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef ap,
+static void ga_pack_a(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef ap,
                       LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef mcr, LLVMValueRef kq) {
-  CpuCg *cg = k->cg;
-  CpuLoop lr, lq, lj;
+  CpuCg *cg = cpu_cg(k->cg);
+  GenLoop lr, lq, lj;
   LLVMValueRef r = gloop(k, &lr, gi(k, 0), mcr, 1);
   LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
   LLVMValueRef t = LLVMBuildSDiv(k->B, r, gi(k, 16), ""),
@@ -107,7 +107,7 @@ static void ga_pack_a(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVal
                            LLVMBuildICmp(k->B, LLVMIntEQ, P[GP_ACS], gi(k, 1), ""));
   GIf fi;
   gif_open(k, &fi, full, true);
-  LLVMTypeRef row_t = LLVMVectorType(cg->i8, 64); /* a tile row's 64 bytes */
+  LLVMTypeRef row_t = LLVMVectorType(cg->g.i8, 64); /* a tile row's 64 bytes */
   gstore(k, gload(k, row_t, gep_e(k, f->e, src, k0), 1), dst, 1);
   gif_else(k, &fi);
   {
@@ -127,7 +127,7 @@ static void ga_pack_a(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVal
 
 /* Whether the group of rows kg, kg + 1 .. of B's w columns from c0 (of the block's nc) lies
  * inside B, its columns contiguous. */
-static LLVMValueRef ga_rows_inside(CpuKern *k, const GaFmt *f, const LLVMValueRef *P,
+static LLVMValueRef ga_rows_inside(GenKern *k, const GaFmt *f, const LLVMValueRef *P,
                                    LLVMValueRef kg, LLVMValueRef c0, LLVMValueRef nc, int w) {
   LLVMValueRef in =
       gand(k, gsle(k, gadd(k, c0, gi(k, w)), nc), gsle(k, gadd(k, kg, gi(k, f->grp)), P[GP_K]));
@@ -137,9 +137,9 @@ static LLVMValueRef ga_rows_inside(CpuKern *k, const GaFmt *f, const LLVMValueRe
 /* The group's rows of B, w columns from col, as one vector of the rows one after the other
  * (returns row kg's address); ga_interleave takes its depths group by group, 16 columns from
  * column h * 16 (a VNNI tile's row: 64 bytes). */
-static LLVMValueRef ga_rows_load(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef kg,
+static LLVMValueRef ga_rows_load(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef kg,
                                  LLVMValueRef col, int w, LLVMValueRef *rows) {
-  LLVMTypeRef vt = LLVMVectorType(gm_elt_type(k->cg, f->e), (unsigned)w);
+  LLVMTypeRef vt = LLVMVectorType(gm_elt_type(cpu_cg(k->cg), f->e), (unsigned)w);
   LLVMValueRef s0 = gep_e(k, f->e, P[GP_B], gadd(k, gmul(k, kg, P[GP_BRS]), col)), r[4], cat[128];
   for (int g = 0; g < f->grp; g++)
     r[g] = gload(k, vt, gep_e(k, f->e, s0, gmul(k, gi(k, g), P[GP_BRS])), 1);
@@ -153,7 +153,7 @@ static LLVMValueRef ga_rows_load(CpuKern *k, const GaFmt *f, const LLVMValueRef 
   *rows = lo;
   return s0;
 }
-static LLVMValueRef ga_interleave(CpuKern *k, const GaFmt *f, LLVMValueRef rows, int w, int h) {
+static LLVMValueRef ga_interleave(GenKern *k, const GaFmt *f, LLVMValueRef rows, int w, int h) {
   LLVMValueRef mask[64];
   int n = 16 * f->grp;
   for (int i = 0; i < n; i++)
@@ -165,7 +165,7 @@ static LLVMValueRef ga_interleave(CpuKern *k, const GaFmt *f, LLVMValueRef rows,
 /* Depth group kg.. of B's 16 columns from col (c0 of the block's nc) into dst, a row of a VNNI
  * tile: interleaved vectors where the 16 columns and the group's rows are inside B and its
  * columns are contiguous, else element by element with zeros outside. */
-static void ga_pack_b16(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef dst,
+static void ga_pack_b16(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef dst,
                         LLVMValueRef kg, LLVMValueRef jc, LLVMValueRef c0, LLVMValueRef nc) {
   GIf fi;
   gif_open(k, &fi, ga_rows_inside(k, f, P, kg, c0, nc, 16), true);
@@ -174,7 +174,7 @@ static void ga_pack_b16(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMV
   gstore(k, ga_biased(k, f, ga_interleave(k, f, rows, 16, 0)), dst, 1);
   gif_else(k, &fi);
   {
-    CpuLoop ln;
+    GenLoop ln;
     LLVMValueRef n = gloop(k, &ln, gi(k, 0), gi(k, 16 * f->grp), 1);
     LLVMValueRef cn = gadd(k, c0, LLVMBuildSDiv(k->B, n, gi(k, f->grp), ""));
     LLVMValueRef kk = gadd(k, kg, LLVMBuildSRem(k->B, n, gi(k, f->grp), ""));
@@ -193,10 +193,10 @@ static void ga_pack_b16(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMV
  * in turn; zeros past nc columns (up to ncr) and past K. Groups of rows outer (B is read along
  * its rows), 32 columns (two tiles) a step: 32-column loads of the group's rows, two
  * interleaving shuffles. */
-static void ga_pack_b(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef bp,
+static void ga_pack_b(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef bp,
                       LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc,
                       LLVMValueRef ncr, bool pf) {
-  CpuLoop lc, lp;
+  GenLoop lc, lp;
   LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, f->td), "");
   LLVMValueRef d = gloop(k, &lp, gi(k, 0), kc, f->grp);
   LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 32);
@@ -235,11 +235,11 @@ static void ga_pack_b(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVal
  * or the keys of attention scores): per tile, 16 columns of td depths loaded as 16 vectors of
  * 16 depth groups (4 bytes each), transposed in registers (cpu_transpose_regs) into the tile's
  * 16 rows of groups; a tile not inside B (or B's depths strided) element by element. */
-static void ga_pack_bt(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef bp,
+static void ga_pack_bt(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef bp,
                        LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc, LLVMValueRef nc,
                        LLVMValueRef ncr) {
-  CpuCg *cg = k->cg;
-  CpuLoop lc, lq, lp;
+  CpuCg *cg = cpu_cg(k->cg);
+  GenLoop lc, lq, lp;
   LLVMValueRef kq = LLVMBuildSDiv(k->B, kc, gi(k, f->td), "");
   LLVMValueRef c0 = gloop(k, &lc, gi(k, 0), ncr, 16);
   LLVMValueRef q = gloop(k, &lq, gi(k, 0), kq, 1);
@@ -253,7 +253,7 @@ static void ga_pack_bt(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVa
   GIf fi;
   gif_open(k, &fi, full, true);
   {
-    LLVMTypeRef v16 = LLVMVectorType(cg->i32, 16);
+    LLVMTypeRef v16 = LLVMVectorType(cg->g.i32, 16);
     LLVMValueRef v[16];
     for (int n = 0; n < 16; n++)
       v[n] = gload(k, v16,
@@ -280,9 +280,9 @@ static void ga_pack_bt(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMVa
 
 /* rows x cols 4-byte values (f32 or s32, copied as bits) between C (leading dimension ldc) and
  * the 32 x 32 stack tile e (to_e: into e). */
-static void ga_edge_copy(CpuKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValueRef e,
+static void ga_edge_copy(GenKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValueRef e,
                          LLVMValueRef rows, LLVMValueRef cols, bool to_e) {
-  CpuLoop li, lj;
+  GenLoop li, lj;
   LLVMValueRef i = gloop(k, &li, gi(k, 0), rows, 1);
   LLVMValueRef j = gloop(k, &lj, gi(k, 0), cols, 1);
   LLVMValueRef pc = gfp(k, C, gadd(k, gmul(k, i, ldc), j));
@@ -296,7 +296,7 @@ static void ga_edge_copy(CpuKern *k, LLVMValueRef C, LLVMValueRef ldc, LLVMValue
  * (A's panel at a, B's tiles of columns 0-15 and 16-31 at b0 and b1) by the target's family:
  * in place where the block lies inside C, else in the stack tile edge, copied from C first
  * (but on the first K block) and back after. */
-static void ga_panel(CpuKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *a, LLVMValueRef b0,
+static void ga_panel(GenKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *a, LLVMValueRef b0,
                      LLVMValueRef b1, LLVMValueRef kq, LLVMValueRef cp, LLVMValueRef ldc,
                      LLVMValueRef mrv, LLVMValueRef nrv, LLVMValueRef first, LLVMValueRef edge,
                      LLVMValueRef corr) {
@@ -328,7 +328,7 @@ static void ga_panel(CpuKern *k, const GmCfg *c, const GaFmt *f, const GmPairA *
 
 /* Depths [pc, pc + kc) of columns [jc, jc + nc) of B into tiles at bp (ga_pack_b's layout),
  * from either of B's contiguous dimensions. */
-static void ga_pack_block(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVMValueRef *P,
+static void ga_pack_block(GenKern *k, const GmCfg *c, const GaFmt *f, const LLVMValueRef *P,
                           LLVMValueRef bp, LLVMValueRef pc, LLVMValueRef kc, LLVMValueRef jc,
                           LLVMValueRef nc, LLVMValueRef ncr) {
   GIf bt;
@@ -342,7 +342,7 @@ static void ga_pack_block(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVM
 /* Byte offset of block (jc, pc) in a B packed whole (gm_pairs_packb_function): the column
  * blocks one after the other, each its K blocks in turn (kr: K rounded to whole tile depths;
  * ncr: the block's columns rounded to 32; every block before jc is GA_NC wide). */
-static LLVMValueRef ga_block_off(CpuKern *k, const GaFmt *f, LLVMValueRef kr, LLVMValueRef pc,
+static LLVMValueRef ga_block_off(GenKern *k, const GaFmt *f, LLVMValueRef kr, LLVMValueRef pc,
                                  LLVMValueRef jc, LLVMValueRef ncr) {
   return gmul(k, gadd(k, gmul(k, jc, kr), gmul(k, pc, ncr)), gi(k, f->esz));
 }
@@ -355,10 +355,10 @@ LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e) {
   snprintf(name, sizeof name, "%s_gemm_%s_pairs_packb", gm_prefix(cg), gm_elt_name(e));
   LLVMTypeRef ps[GB_COUNT];
   for (int j = 0; j < GB_COUNT; j++)
-    ps[j] = cg->i64;
-  ps[GB_X] = ps[GB_DST] = cg->ptr;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->vd, ps, GB_COUNT, 0));
+    ps[j] = cg->g.i64;
+  ps[GB_X] = ps[GB_DST] = cg->g.ptr;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->g.vd, ps, GB_COUNT, 0));
   GmCfg c = st->cfg;
   gm_mark(k->fn, &c);
   /* the GEMM's parameters that the block packers read */
@@ -372,7 +372,7 @@ LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e) {
   P[GP_K] = LLVMGetParam(k->fn, GB_K);
   LLVMValueRef dst = LLVMGetParam(k->fn, GB_DST);
   LLVMValueRef kr = ga_round(k, P[GP_K], f.td);
-  CpuLoop ljc, lpc;
+  GenLoop ljc, lpc;
   LLVMValueRef jc = gloop(k, &ljc, gi(k, 0), P[GP_N], GA_NC);
   LLVMValueRef nc = gmin(k, gi(k, GA_NC), gsub(k, P[GP_N], jc));
   LLVMValueRef ncr = ga_round(k, nc, 32);
@@ -383,7 +383,7 @@ LLVMValueRef gm_pairs_packb_function(CpuCg *cg, GmElt e) {
   gm_close(k, &lpc);
   gm_close(k, &ljc);
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   st->pairs_packb_fn[e] = k->fn;
   return k->fn;
 }
@@ -428,7 +428,7 @@ int64_t gm_pairs_packed_bytes(GmElt e, int64_t N, int64_t nblk, int64_t nnb, int
 
 /* The A tiles of row panel ir (of the row block at ic) at depth pc: packed (tiles (ir / 16,
  * pc / td ..) and the next row of tiles, kqa tile depths a row) or, where direct, in A itself. */
-static GmPairA ga_a_panel(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef direct,
+static GmPairA ga_a_panel(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef direct,
                           LLVMValueRef ap, LLVMValueRef kqa, LLVMValueRef ic, LLVMValueRef ir,
                           LLVMValueRef pc) {
   LLVMValueRef a0 = gbyte(k, ap,
@@ -449,7 +449,7 @@ static GmPairA ga_a_panel(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLV
 /* A's row block at ic, mc rows (mcr rounded): read in place (the returned condition: its rows
  * contiguous and whole tiles, K a multiple of the tile depth and M of 32, so that no load
  * passes a row or the last), else packed at ap here. */
-static LLVMValueRef ga_a_block(CpuKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef ap,
+static LLVMValueRef ga_a_block(GenKern *k, const GaFmt *f, const LLVMValueRef *P, LLVMValueRef ap,
                                LLVMValueRef ic, LLVMValueRef mc, LLVMValueRef mcr,
                                LLVMValueRef kqa) {
   LLVMValueRef edges = LLVMBuildOr(k->B, LLVMBuildAnd(k->B, P[GP_K], gi(k, f->td - 1), ""),
@@ -466,15 +466,15 @@ static LLVMValueRef ga_a_block(CpuKern *k, const GaFmt *f, const LLVMValueRef *P
 /* B biased (GaFmt.bias): each row of the products carries 128 times the row's sum of A over
  * all of K; -128 times those sums of rows [ic, ic + mc) into corr (i32 each), which the first
  * K block's accumulators start from. A's rows 64 depths a step where contiguous. */
-static void ga_row_corr(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ic, LLVMValueRef mc,
+static void ga_row_corr(GenKern *k, const LLVMValueRef *P, LLVMValueRef ic, LLVMValueRef mc,
                         LLVMValueRef corr) {
-  CpuCg *cg = k->cg;
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef v64 = LLVMVectorType(cg->i32, 64);
+  LLVMTypeRef v64 = LLVMVectorType(cg->g.i32, 64);
   unsigned rid = LLVMLookupIntrinsicID("llvm.vector.reduce.add", 22);
-  LLVMValueRef red = LLVMGetIntrinsicDeclaration(cg->M, rid, &v64, 1);
-  LLVMValueRef vacc = cpu_alloca(k, v64), sacc = cpu_alloca(k, cg->i32);
-  CpuLoop lr, lk;
+  LLVMValueRef red = LLVMGetIntrinsicDeclaration(cg->g.M, rid, &v64, 1);
+  LLVMValueRef vacc = gen_alloca(k, v64), sacc = gen_alloca(k, cg->g.i32);
+  GenLoop lr, lk;
   LLVMValueRef r = gloop(k, &lr, gi(k, 0), mc, 1);
   LLVMValueRef row = gep_e(k, GE_S8, P[GP_A], gmul(k, gadd(k, ic, r), P[GP_ARS]));
   LLVMValueRef kv =
@@ -482,32 +482,33 @@ static void ga_row_corr(CpuKern *k, const LLVMValueRef *P, LLVMValueRef ic, LLVM
                       LLVMBuildAnd(B, P[GP_K], gi(k, ~(int64_t)63), ""), gi(k, 0), "");
   LLVMBuildStore(B, LLVMConstNull(v64), vacc);
   LLVMValueRef kk = gloop(k, &lk, gi(k, 0), kv, 64);
-  LLVMValueRef x =
-      LLVMBuildSExt(B, gload(k, LLVMVectorType(cg->i8, 64), gep_e(k, GE_S8, row, kk), 1), v64, "");
+  LLVMValueRef x = LLVMBuildSExt(
+      B, gload(k, LLVMVectorType(cg->g.i8, 64), gep_e(k, GE_S8, row, kk), 1), v64, "");
   LLVMBuildStore(B, LLVMBuildAdd(B, gload(k, v64, vacc, 64), x, ""), vacc);
   gm_close(k, &lk);
   LLVMValueRef v = gload(k, v64, vacc, 64);
   LLVMBuildStore(B, LLVMBuildCall2(B, LLVMGlobalGetValueType(red), red, &v, 1, ""), sacc);
   kk = gloop(k, &lk, kv, P[GP_K], 1);
   LLVMValueRef e = LLVMBuildSExt(
-      B, gload(k, cg->i8, gep_e(k, GE_S8, row, gmul(k, kk, P[GP_ACS])), 1), cg->i32, "");
-  LLVMBuildStore(B, LLVMBuildAdd(B, gload(k, cg->i32, sacc, 4), e, ""), sacc);
+      B, gload(k, cg->g.i8, gep_e(k, GE_S8, row, gmul(k, kk, P[GP_ACS])), 1), cg->g.i32, "");
+  LLVMBuildStore(B, LLVMBuildAdd(B, gload(k, cg->g.i32, sacc, 4), e, ""), sacc);
   gm_close(k, &lk);
-  LLVMValueRef s = LLVMBuildMul(B, gload(k, cg->i32, sacc, 4), LLVMConstInt(cg->i32, -128, 1), "");
-  gstore(k, s, LLVMBuildInBoundsGEP2(B, cg->i32, corr, &r, 1, ""), 4);
+  LLVMValueRef s =
+      LLVMBuildMul(B, gload(k, cg->g.i32, sacc, 4), LLVMConstInt(cg->g.i32, -128, 1), "");
+  gstore(k, s, LLVMBuildInBoundsGEP2(B, cg->g.i32, corr, &r, 1, ""), 4);
   gm_close(k, &lr);
 }
 
 /* The blocks of one call, K > 0 and the tiles granted (see the file's head); corr: GA_MC i32
  * of scratch for the biased format's corrections. */
-static void ga_blocks(CpuKern *k, const GmCfg *c, const GaFmt *f, const LLVMValueRef *P,
+static void ga_blocks(GenKern *k, const GmCfg *c, const GaFmt *f, const LLVMValueRef *P,
                       LLVMValueRef edge, LLVMValueRef corr) {
   LLVMValueRef M = P[GP_M], N = P[GP_N];
   LLVMValueRef kr = ga_round(k, P[GP_K], f->td);
   LLVMValueRef kqa = LLVMBuildSDiv(k->B, kr, gi(k, f->td), "");
   int64_t kcb = ga_kc(c, f);
   if (f->amx) gm_amx_config(k);
-  CpuLoop lic, ljc, lpc, lir, ljr;
+  GenLoop lic, ljc, lpc, lir, ljr;
   LLVMValueRef ic = gloop(k, &lic, gi(k, 0), M, GA_MC);
   LLVMValueRef mc = gmin(k, gi(k, GA_MC), gsub(k, M, ic));
   LLVMValueRef mcr = ga_round(k, mc, 32);
@@ -558,8 +559,8 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   GaFmt f = ga_fmt(&c, e);
   char name[512];
   snprintf(name, sizeof name, "%s_gemm_%s_%s", gm_prefix(cg), gm_elt_name(e), f.amx ? "amx" : "dp");
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, gm_fn_type(cg));
   gm_mark(k->fn, &c);
   /* (the target's features and the family's: an attribute replaces the machine's string) */
   char feat[4096];
@@ -571,9 +572,9 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
   LLVMValueRef P[GP_COUNT];
   for (int j = 0; j < GP_COUNT; j++)
     P[j] = LLVMGetParam(k->fn, (unsigned)j);
-  LLVMValueRef edge = cpu_alloca(k, LLVMArrayType2(cg->f32, 32 * 32));
+  LLVMValueRef edge = gen_alloca(k, LLVMArrayType2(cg->g.f32, 32 * 32));
   LLVMSetAlignment(edge, 64);
-  LLVMValueRef corr = f.bias ? cpu_alloca(k, LLVMArrayType2(cg->i32, GA_MC)) : NULL;
+  LLVMValueRef corr = f.bias ? gen_alloca(k, LLVMArrayType2(cg->g.i32, GA_MC)) : NULL;
   LLVMValueRef go = gslt(k, gi(k, 0), P[GP_K]);
   GIf fi, fd = {0};
   gif_open(k, &fi, f.amx ? gand(k, go, gm_amx_granted(k)) : go, true);
@@ -593,12 +594,12 @@ LLVMValueRef gm_pairs_function(CpuCg *cg, GmElt e) {
      never reads B) */
   LLVMValueRef W[GP_COUNT];
   memcpy(W, P, sizeof W);
-  W[GP_BPRE] = LLVMConstNull(cg->ptr);
+  W[GP_BPRE] = LLVMConstNull(cg->g.ptr);
   LLVMBuildCall2(k->B, gm_fn_type(cg), widened, W, GP_COUNT, "");
   if (dp) gif_close(k, &fd);
   gif_close(k, &fi);
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   st->pairs_fn[e] = k->fn;
   return k->fn;
 }

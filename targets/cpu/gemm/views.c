@@ -17,7 +17,7 @@ void gm_rowmajor(const Shape *s, int64_t *st) { hlo_shape_strides(s, st); }
 static bool gm_view(const CpuCg *cg, const HInstr *fusion, const HInstr *v, GmView *out,
                     int depth) {
   if (depth > 32 || !gm_elt_ok(v->shape.dt) || v->shape.rank > HLO_MAX_RANK) return false;
-  if (v->parent == cg->entry) {
+  if (v->parent == cg->g.entry) {
     if (v->shape.dt == DT_TUPLE) return false;
     *out = (GmView){v, false, -1, 0, {0}, gm_elt(v->shape.dt)};
     gm_rowmajor(&v->shape, out->st);
@@ -104,7 +104,7 @@ static bool gm_operand(const CpuCg *cg, const HInstr *fusion, const HInstr *v, b
                        GmView *out) {
   if (!stage && gm_view(cg, fusion, v, out, 0)) return true;
   if (!gm_elt_ok(v->shape.dt) ||
-      !(v->parent == cg->entry || (fusion && v->parent == fusion->calls[0])))
+      !(v->parent == cg->g.entry || (fusion && v->parent == fusion->calls[0])))
     return false;
   *out = (GmView){v, false, -2, 0, {0}, gm_elt(v->shape.dt)};
   gm_rowmajor(&v->shape, out->st);
@@ -125,10 +125,10 @@ static bool gm_merge(const int64_t *st, const int64_t *ext, const int64_t *list,
   return true;
 }
 
-LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v) {
+LLVMValueRef gm_view_ptr(GenKern *k, const GmView *v) {
   LLVMValueRef p =
       v->staged >= 0
-          ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, k->cg->temp_base + v->staged})
+          ? cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cpu_cg(k->cg)->temp_base + v->staged})
       : v->global ? cpu_const_ptr(k, v->base)
                   : cpu_buffer(k, v->base);
   if (v->off == 0) return p;
@@ -137,12 +137,6 @@ LLVMValueRef gm_view_ptr(CpuKern *k, const GmView *v) {
   p = gep_e(k, v->et, p, gi(k, v->off));
   LLVMPositionBuilderAtEnd(k->B, cur);
   return p;
-}
-
-bool gm_has(const IList *l, int64_t v) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == v) return true;
-  return false;
 }
 
 bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, GmProb *p) {
@@ -163,9 +157,9 @@ bool gm_dot_prob(CpuCg *cg, const HInstr *fusion, const HInstr *dot, int stage, 
   int64_t lf[HLO_MAX_RANK], rf[HLO_MAX_RANK];
   int nlf = 0, nrf = 0;
   for (int d = 0; d < ls->rank; d++)
-    if (!gm_has(&dd->lhs_batch, d) && !gm_has(&dd->lhs_contract, d)) lf[nlf++] = d;
+    if (!hlo_ilist_has(&dd->lhs_batch, d) && !hlo_ilist_has(&dd->lhs_contract, d)) lf[nlf++] = d;
   for (int d = 0; d < rs->rank; d++)
-    if (!gm_has(&dd->rhs_batch, d) && !gm_has(&dd->rhs_contract, d)) rf[nrf++] = d;
+    if (!hlo_ilist_has(&dd->rhs_batch, d) && !hlo_ilist_has(&dd->rhs_contract, d)) rf[nrf++] = d;
   /* K */
   int nc = dd->lhs_contract.n;
   if (!gm_merge(p->a.st, ls->dims, dd->lhs_contract.v, nc, &p->acs)) return false;

@@ -70,7 +70,7 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool 
     const void *s16 = gm_view_const_bf16(c, &p->b);
     if (!s16 || p->K < 1 || p->N < 1) return NULL;
     int64_t bytes = gm_pairs_packed_bytes(GE_BF16, p->N, nblk, nnb, p->K);
-    uint8_t *buf = hlo_arena_alloc(cg->scratch, (size_t)bytes);
+    uint8_t *buf = hlo_arena_alloc(cg->g.scratch, (size_t)bytes);
     memset(buf, 0, (size_t)bytes);
     gm_pairs_panels(c, GE_BF16, s16, p->brs, p->bcs, p->K, p->N, nblk, nnb, buf);
     return cpu_rodata(cg, name, buf, (size_t)bytes);
@@ -79,7 +79,7 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool 
   if (!src || p->K < 1 || p->N < 1) return NULL;
   int64_t K = p->K, N = p->N, NR = c->nr;
   int64_t total = (nnb > 1 ? nnb * nblk : gm_roundup(N, NR)) * K;
-  float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)total);
+  float *buf = hlo_arena_alloc(cg->g.scratch, sizeof(float) * (size_t)total);
   memset(buf, 0, sizeof(float) * (size_t)total);
   gm_panels(c, src, p->brs, p->bcs, K, N, nblk, nnb, kstep, buf);
   return cpu_rodata(cg, name, buf, sizeof(float) * (size_t)total);
@@ -94,7 +94,7 @@ LLVMValueRef gm_const_packed_b(CpuCg *cg, const GmCfg *c, const GmProb *p, bool 
 int gm_pack_param(const CpuCg *cg, const GmProb *p) {
   const GmView *v = &p->b;
   if ((p->conv && !p->wino) || v->staged != -1 || v->global || !v->base ||
-      v->base->op != OP_PARAMETER || v->base->parent != cg->entry ||
+      v->base->op != OP_PARAMETER || v->base->parent != cg->g.entry ||
       cg->region != &cg->entry_region || p->K < 1 || p->N < 1)
     return -1;
   int64_t boff = 0;
@@ -122,7 +122,7 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool 
   }
   if (cg->npacks == cg->pack_cap) {
     int nc = cg->pack_cap ? 2 * cg->pack_cap : 8;
-    CpuPackJob *np = hlo_arena_alloc(cg->scratch, sizeof *np * (size_t)nc);
+    CpuPackJob *np = hlo_arena_alloc(cg->g.scratch, sizeof *np * (size_t)nc);
     if (cg->npacks) memcpy(np, cg->packs, sizeof *np * (size_t)cg->npacks);
     cg->packs = np;
     cg->pack_cap = nc;
@@ -149,13 +149,13 @@ int64_t gm_pack_job(CpuCg *cg, const GmProb *p, int64_t nblk, int64_t nnb, bool 
 
 /* The caller's packed weights as a kernel sees them (CPU_SLOT_PACKED: NULL when the run was
  * given none), or NULL when the operand has no place there (pk_off < 0). */
-LLVMValueRef gm_packed_base(CpuKern *k, int64_t pk_off) {
+LLVMValueRef gm_packed_base(GenKern *k, int64_t pk_off) {
   return pk_off >= 0 ? cpu_slot(k, (CpuSlot){CPU_SLOT_PACKED, NULL, NULL, 0}) : NULL;
 }
 
 /* Element eoff of the operand's place at byte pk_off of the packed weights base when the run
  * was given them, else other. */
-LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
+LLVMValueRef gm_or_packed(GenKern *k, LLVMValueRef base, int64_t pk_off, LLVMValueRef eoff,
                           LLVMValueRef other) {
   LLVMValueRef p =
       gfp(k, LLVMBuildGEP2(k->B, k->cg->i8, base, (LLVMValueRef[]){gi(k, pk_off)}, 1, ""), eoff);
@@ -164,7 +164,7 @@ LLVMValueRef gm_or_packed(CpuKern *k, LLVMValueRef base, int64_t pk_off, LLVMVal
 
 /* Whether a product's B is read packed in this run: packed at compile time (bconst), or by
  * the caller ahead of the runs (the packed weights' base pkb not NULL). */
-LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb) {
+LLVMValueRef gm_b_packed(GenKern *k, LLVMValueRef bconst, LLVMValueRef pkb) {
   if (bconst || !pkb) return LLVMConstInt(k->cg->i1, bconst ? 1 : 0, 0);
   return LLVMBuildIsNotNull(k->B, pkb, "");
 }
@@ -172,18 +172,18 @@ LLVMValueRef gm_b_packed(CpuKern *k, LLVMValueRef bconst, LLVMValueRef pkb) {
 void cpu_gemm_pack_function(CpuCg *cg) {
   char name[512];
   snprintf(name, sizeof name, "%s_pack", cg->o->name);
-  LLVMTypeRef ps[2] = {cg->ptr, cg->ptr};
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->i32, ps, 2, 0));
+  LLVMTypeRef ps[2] = {cg->g.ptr, cg->g.ptr};
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, LLVMFunctionType(cg->g.i32, ps, 2, 0));
   LLVMValueRef fn = k->fn;
   LLVMSetLinkage(fn, LLVMExternalLinkage); /* part of the interface */
-  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->C, fn, "bad");
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->C, fn, "go");
-  LLVMBuilderRef B = cg->B;
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(cg->g.C, fn, "bad");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(cg->g.C, fn, "go");
+  LLVMBuilderRef B = cg->g.B;
   LLVMValueRef args = LLVMGetParam(fn, 0), packed = LLVMGetParam(fn, 1),
-               nul = LLVMConstNull(cg->ptr);
+               nul = LLVMConstNull(cg->g.ptr);
   LLVMValueRef isbad = LLVMBuildICmp(
-      B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->i64, ""), gi(k, 63), ""),
+      B, LLVMIntNE, LLVMBuildAnd(B, LLVMBuildPtrToInt(B, packed, cg->g.i64, ""), gi(k, 63), ""),
       gi(k, 0), "");
   if (cg->npacks) {
     isbad = LLVMBuildOr(B, isbad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
@@ -191,7 +191,7 @@ void cpu_gemm_pack_function(CpuCg *cg) {
   }
   LLVMBuildCondBr(B, isbad, bad, go);
   LLVMPositionBuilderAtEnd(B, bad);
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 1, 0));
+  LLVMBuildRet(B, LLVMConstInt(cg->g.i32, 1, 0));
   LLVMPositionBuilderAtEnd(B, go);
   /* (the functions called are made on first use; their makers leave the builder where it was) */
   GmCfg c = gm_cfg(cg);
@@ -199,12 +199,13 @@ void cpu_gemm_pack_function(CpuCg *cg) {
     const CpuPackJob *j = &cg->packs[i];
     LLVMValueRef ix = gi(k, j->param);
     LLVMValueRef X =
-        LLVMBuildLoad2(B, cg->ptr, LLVMBuildInBoundsGEP2(B, cg->ptr, args, &ix, 1, ""), "");
+        LLVMBuildLoad2(B, cg->g.ptr, LLVMBuildInBoundsGEP2(B, cg->g.ptr, args, &ix, 1, ""), "");
     if (j->kind == 1) {
       /* a Winograd convolution's taps, transformed for all input channels */
-      gm_wino_taps(k, &c, gfp(k, X, gi(k, j->off)),
-                   LLVMBuildInBoundsGEP2(B, cg->i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
-                   gi(k, 0), gi(k, j->K), j->K, j->N, j->wk);
+      gm_wino_taps(
+          k, &c, gfp(k, X, gi(k, j->off)),
+          LLVMBuildInBoundsGEP2(B, cg->g.i8, packed, (LLVMValueRef[]){gi(k, j->dst)}, 1, ""),
+          gi(k, 0), gi(k, j->K), j->K, j->N, j->wk);
       continue;
     }
     int64_t ks = gm_kstep(&c, j->K), nkb = (j->K + ks - 1) / ks;
@@ -220,13 +221,13 @@ void cpu_gemm_pack_function(CpuCg *cg) {
       a[GB_CS] = gi(k, j->cs);
       a[GB_N] = gi(k, x1 - x0);
       a[GB_K] = gi(k, j->K);
-      a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->i8, packed,
+      a[GB_DST] = LLVMBuildInBoundsGEP2(B, cg->g.i8, packed,
                                         (LLVMValueRef[]){gi(k, j->dst + x0 * per_col)}, 1, "");
       a[GB_KB0] = gi(k, 0);
       a[GB_KB1] = gi(k, nkb);
       LLVMBuildCall2(B, LLVMGlobalGetValueType(pf), pf, a, GB_COUNT, "");
     }
   }
-  LLVMBuildRet(B, LLVMConstInt(cg->i32, 0, 0));
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  LLVMBuildRet(B, LLVMConstInt(cg->g.i32, 0, 0));
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
 }

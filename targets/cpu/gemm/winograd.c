@@ -20,7 +20,7 @@
 
 /* The F(2x2, 3x3) input transform of a 4x4 patch d (row-major), in place: Bt d B with
  * Bt = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
-static void gm_wino_in(CpuKern *k, LLVMValueRef *d) {
+static void gm_wino_in(GenKern *k, LLVMValueRef *d) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef t[16];
   for (int j = 0; j < 4; j++) {
@@ -40,7 +40,7 @@ static void gm_wino_in(CpuKern *k, LLVMValueRef *d) {
 
 /* The output transform of 4x4 products m (row-major): y = At m A (2x2, row-major) with
  * At = [1 1 1 0; 0 1 -1 -1]. */
-static void gm_wino_out(CpuKern *k, const LLVMValueRef *m, LLVMValueRef *y) {
+static void gm_wino_out(GenKern *k, const LLVMValueRef *m, LLVMValueRef *y) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef s[8];
   for (int j = 0; j < 4; j++) {
@@ -92,18 +92,18 @@ static const int gm_wino_nargs[GW_COUNT] = {15, 10, 11};
 static LLVMTypeRef gm_wino_type(CpuCg *cg, GmWino which) {
   LLVMTypeRef ps[16];
   for (int j = 0; j < gm_wino_nargs[which]; j++)
-    ps[j] = j < 2 ? cg->ptr : cg->i64;
-  return LLVMFunctionType(cg->vd, ps, (unsigned)gm_wino_nargs[which], 0);
+    ps[j] = j < 2 ? cg->g.ptr : cg->g.i64;
+  return LLVMFunctionType(cg->g.vd, ps, (unsigned)gm_wino_nargs[which], 0);
 }
 
 /* GW_IN's and GW_OUT's walk over tile rows [q0, q1): opens the loops and gives the tile's
  * image n, tile row th, tile column tw and number t in the slice; gm_wino_walk_close closes. */
 typedef struct GmWalk {
-  CpuLoop lq, lw;
+  GenLoop lq, lw;
   LLVMValueRef n, th, tw, t;
 } GmWalk;
 
-static void gm_wino_walk(CpuKern *k, GmWalk *w, LLVMValueRef q0, LLVMValueRef q1, LLVMValueRef TC,
+static void gm_wino_walk(GenKern *k, GmWalk *w, LLVMValueRef q0, LLVMValueRef q1, LLVMValueRef TC,
                          LLVMValueRef TR) {
   LLVMValueRef q = gloop(k, &w->lq, q0, q1, 1);
   w->n = LLVMBuildSDiv(k->B, q, TR, "");
@@ -113,16 +113,16 @@ static void gm_wino_walk(CpuKern *k, GmWalk *w, LLVMValueRef q0, LLVMValueRef q1
   w->t = gadd(k, t0, w->tw);
 }
 
-static void gm_wino_walk_close(CpuKern *k, GmWalk *w) {
+static void gm_wino_walk_close(GenKern *k, GmWalk *w) {
   gm_close(k, &w->lw);
   gm_close(k, &w->lq);
 }
 
-static void gm_wino_in_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
-  CpuCg *cg = k->cg;
+static void gm_wino_in_body(GenKern *k, const GmCfg *c, const LLVMValueRef *P) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   enum { X, V, Q0, Q1, CI, T, TC, TR, H, W, PH, PW, XSH, XSW, XSB };
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
   GmWalk w;
   gm_wino_walk(k, &w, P[Q0], P[Q1], P[TC], P[TR]);
   LLVMValueRef xb = gfp(k, P[X], gmul(k, w.n, P[XSB]));
@@ -137,7 +137,7 @@ static void gm_wino_in_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
     offh[i] = gmul(k, LLVMBuildSelect(B, okh[i], ih, gi(k, 0), ""), P[XSH]);
     offw[i] = gmul(k, LLVMBuildSelect(B, okw[i], iw, gi(k, 0), ""), P[XSW]);
   }
-  CpuLoop lc;
+  GenLoop lc;
   LLVMValueRef ci = gloop(k, &lc, gi(k, 0), P[CI], c->vw);
   LLVMValueRef d[16], zero = LLVMConstNull(vt);
   for (int i = 0; i < 4; i++)
@@ -153,12 +153,12 @@ static void gm_wino_in_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   gm_wino_walk_close(k, &w);
 }
 
-static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
-  CpuCg *cg = k->cg;
+static void gm_wino_out_body(GenKern *k, const GmCfg *c, const LLVMValueRef *P) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   enum { M, C, Q0, Q1, CO, T, TC, TR, OH, OW };
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  LLVMValueRef dummy = cpu_alloca(k, vt); /* where pixels outside the output go */
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
+  LLVMValueRef dummy = gen_alloca(k, vt); /* where pixels outside the output go */
   GmWalk w;
   gm_wino_walk(k, &w, P[Q0], P[Q1], P[TC], P[TR]);
   LLVMValueRef oh = gmul(k, w.th, gi(k, 2)), ow = gmul(k, w.tw, gi(k, 2));
@@ -168,7 +168,7 @@ static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) 
   LLVMValueRef ok[4] = {NULL, col1, row1, LLVMBuildAnd(B, row1, col1, "")};
   LLVMValueRef px[4] = {pix, gadd(k, pix, gi(k, 1)), gadd(k, pix, P[OW]),
                         gadd(k, gadd(k, pix, P[OW]), gi(k, 1))};
-  CpuLoop lc;
+  GenLoop lc;
   LLVMValueRef co = gloop(k, &lc, gi(k, 0), P[CO], c->vw);
   LLVMValueRef m[16], y[4], at = gadd(k, gmul(k, w.t, P[CO]), co), blk = gmul(k, P[T], P[CO]);
   for (int e = 0; e < 16; e++)
@@ -182,12 +182,12 @@ static void gm_wino_out_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) 
   gm_wino_walk_close(k, &w);
 }
 
-static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
-  CpuCg *cg = k->cg;
+static void gm_wino_u_body(GenKern *k, const GmCfg *c, const LLVMValueRef *P) {
+  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   enum { W, U, CI0, CI1, CI, CO, SKH, SKW, SCI, SCO, KSTEP };
-  LLVMTypeRef vt = LLVMVectorType(cg->f32, (unsigned)c->vw);
-  CpuLoop lc, lo;
+  LLVMTypeRef vt = LLVMVectorType(cg->g.f32, (unsigned)c->vw);
+  GenLoop lc, lo;
   LLVMValueRef ci = gloop(k, &lc, P[CI0], P[CI1], 1);
   /* ci's K block [pc, pc + kc) and row in it */
   LLVMValueRef pc = gmul(k, LLVMBuildSDiv(B, ci, P[KSTEP], ""), P[KSTEP]);
@@ -199,17 +199,17 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
   LLVMValueRef in = gslt(k, co, P[CO]), col = gmin(k, co, gsub(k, P[CO], gi(k, c->vw)));
   LLVMValueRef h[16], g[9], t[12], zero = LLVMConstNull(vt);
   for (int j = 0; j < c->vw; j++)
-    h[j] = LLVMConstReal(cg->f32, 0.5);
+    h[j] = LLVMConstReal(cg->g.f32, 0.5);
   LLVMValueRef half = LLVMConstVector(h, (unsigned)c->vw);
   /* the taps of (ci, co .. co + VW): a vector load where the output channels are contiguous
      (HWIO), else a gather (OIHW weights read in place) */
   LLVMValueRef wci = gfp(k, P[W], gmul(k, ci, P[SCI])), gt[2][9];
-  LLVMTypeRef gty[2] = {vt, LLVMVectorType(cg->ptr, (unsigned)c->vw)};
+  LLVMTypeRef gty[2] = {vt, LLVMVectorType(cg->g.ptr, (unsigned)c->vw)};
   LLVMValueRef gather =
-      LLVMGetIntrinsicDeclaration(cg->M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
+      LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID("llvm.masked.gather", 18), gty, 2);
   LLVMValueRef lane[16], idx = NULL;
   for (int j = 0; j < c->vw; j++)
-    lane[j] = LLVMConstInt(cg->i64, (unsigned long long)j, 0);
+    lane[j] = LLVMConstInt(cg->g.i64, (unsigned long long)j, 0);
   LLVMBasicBlockRef from[2];
   GIf f;
   gif_open(k, &f, LLVMBuildICmp(B, LLVMIntEQ, P[SCO], gi(k, 1), ""), true);
@@ -230,9 +230,9 @@ static void gm_wino_u_body(CpuKern *k, const GmCfg *c, const LLVMValueRef *P) {
       }
       gt[1][tap] = LLVMBuildCall2(
           B, LLVMGlobalGetValueType(gather), gather,
-          (LLVMValueRef[]){LLVMBuildGEP2(B, cg->f32, tp, &idx, 1, ""), LLVMConstInt(cg->i32, 4, 0),
-                           LLVMConstAllOnes(LLVMVectorType(cg->i1, (unsigned)c->vw)),
-                           LLVMGetUndef(vt)},
+          (LLVMValueRef[]){
+              LLVMBuildGEP2(B, cg->g.f32, tp, &idx, 1, ""), LLVMConstInt(cg->g.i32, 4, 0),
+              LLVMConstAllOnes(LLVMVectorType(cg->g.i1, (unsigned)c->vw)), LLVMGetUndef(vt)},
           4, "");
     }
     from[path] = LLVMGetInsertBlock(B);
@@ -282,8 +282,8 @@ LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which) {
   char name[512];
   snprintf(name, sizeof name, "%s_wino_%s", gm_prefix(cg), names[which]);
   if (gm_declared(cg, slot, name, gm_wino_type(cg, which))) return *slot;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->B);
-  CpuKern *k = gm_fn_begin(cg, name, gm_wino_type(cg, which));
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(cg->g.B);
+  GenKern *k = gm_fn_begin(cg, name, gm_wino_type(cg, which));
   gm_mark(k->fn, &c);
   LLVMValueRef P[16];
   for (int j = 0; j < gm_wino_nargs[which]; j++)
@@ -292,19 +292,19 @@ LLVMValueRef gm_wino_function(CpuCg *cg, GmWino which) {
   if (which == GW_OUT) gm_wino_out_body(k, &c, P);
   if (which == GW_U) gm_wino_u_body(k, &c, P);
   LLVMBuildRetVoid(k->B);
-  if (saved) LLVMPositionBuilderAtEnd(cg->B, saved);
+  if (saved) LLVMPositionBuilderAtEnd(cg->g.B, saved);
   *slot = k->fn;
   return k->fn;
 }
 
-static void gm_wino_call(CpuKern *k, GmWino which, LLVMValueRef *args) {
-  LLVMBuildCall2(k->B, gm_wino_type(k->cg, which), gm_wino_function(k->cg, which), args,
-                 (unsigned)gm_wino_nargs[which], "");
+static void gm_wino_call(GenKern *k, GmWino which, LLVMValueRef *args) {
+  LLVMBuildCall2(k->B, gm_wino_type(cpu_cg(k->cg), which), gm_wino_function(cpu_cg(k->cg), which),
+                 args, (unsigned)gm_wino_nargs[which], "");
 }
 
 /* The taps' transform (GW_U) of input channels [lo, hi) of taps w (CI x CO, strides wk of (kh,
  * kw, ci, co)) into U. */
-void gm_wino_taps(CpuKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
+void gm_wino_taps(GenKern *k, const GmCfg *c, LLVMValueRef w, LLVMValueRef U, LLVMValueRef lo,
                   LLVMValueRef hi, int64_t CI, int64_t CO, const int64_t *wk) {
   LLVMValueRef ua[11] = {w,
                          U,
@@ -328,8 +328,8 @@ static LLVMValueRef gm_wino_const_taps(CpuCg *cg, const GmCfg *c, const GmProb *
   const float *w = gm_view_const(c, &p->b);
   if (!w) return NULL;
   int64_t CI = p->geo[GC_CI], CO = p->N, ublk = CI * gm_roundup(CO, c->nr);
-  float *raw = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * CI * CO));
-  float *buf = hlo_arena_alloc(cg->scratch, sizeof(float) * (size_t)(16 * ublk));
+  float *raw = hlo_arena_alloc(cg->g.scratch, sizeof(float) * (size_t)(16 * CI * CO));
+  float *buf = hlo_arena_alloc(cg->g.scratch, sizeof(float) * (size_t)(16 * ublk));
   memset(buf, 0, sizeof(float) * (size_t)(16 * ublk));
   for (int64_t ci = 0; ci < CI; ci++)
     for (int64_t co = 0; co < CO; co++) {
@@ -411,7 +411,7 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   int64_t pk_off = uconst ? -1 : gm_pack_job(cg, p, 0, 0, false);
   if (!uconst) {
     int64_t uch = CI < 16 ? CI : 16;
-    CpuKern *kt = cpu_kern_begin(cg, in);
+    GenKern *kt = cpu_kern_begin(cg, in);
     LLVMValueRef Ut = cpu_slot(kt, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + u_off});
     gm_chunk_items(kt, CI, uch, &chunk, &lo, &hi);
     LLVMValueRef pkb = gm_packed_base(kt, pk_off);
@@ -423,10 +423,10 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   }
 
   /* the convolution */
-  CpuKern *k = cpu_kern_begin(cg, in);
+  GenKern *k = cpu_kern_begin(cg, in);
   LLVMBuilderRef B = k->B;
   const HInstr *fusion = hero == in ? NULL : in;
-  if (fusion) k->bind[k->nbind++] = (CpuBind){in->calls[0], in, NULL, 0, 0};
+  if (fusion) k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, 0};
   LLVMValueRef X = gm_view_ptr(k, &p->a), C = red ? NULL : cpu_buffer(k, in);
   LLVMValueRef U = uconst
                        ? cpu_slot(k, (CpuSlot){CPU_SLOT_GLOBAL, NULL, uconst, 0})
@@ -434,18 +434,19 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   if (pk_off >= 0) U = gm_or_packed(k, gm_packed_base(k, pk_off), pk_off, gi(k, 0), U);
   LLVMValueRef scratch = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base + ch_off});
   gm_chunk_items(k, items, nchunks, &chunk, &lo, &hi);
-  LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->i8, scratch,
+  LLVMValueRef base = LLVMBuildInBoundsGEP2(B, cg->g.i8, scratch,
                                             (LLVMValueRef[]){gmul(k, chunk, gi(k, per))}, 1, "");
   LLVMValueRef Vb = base;
-  LLVMValueRef Mb = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes)}, 1, "");
+  LLVMValueRef Mb =
+      LLVMBuildInBoundsGEP2(B, cg->g.i8, base, (LLVMValueRef[]){gi(k, v_bytes)}, 1, "");
   LLVMValueRef packp =
-      LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes)}, 1, "");
+      LLVMBuildInBoundsGEP2(B, cg->g.i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes)}, 1, "");
   LLVMValueRef Cs = NULL, P = NULL;
   if (red) {
-    Cs = LLVMBuildInBoundsGEP2(B, cg->i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes + pack)},
+    Cs = LLVMBuildInBoundsGEP2(B, cg->g.i8, base, (LLVMValueRef[]){gi(k, v_bytes + m_bytes + pack)},
                                1, "");
     P = LLVMBuildInBoundsGEP2(
-        B, cg->i8, scratch,
+        B, cg->g.i8, scratch,
         (LLVMValueRef[]){gadd(k, gi(k, part_off - ch_off), gmul(k, chunk, gi(k, part_bytes)))}, 1,
         "");
     gm_reduce_init(k, red, P, part_bytes);
@@ -467,7 +468,7 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   /* C as the output transform sees it: the output, or the slice buffer standing for rows
      [s0, s1) */
   LLVMValueRef Cw =
-      red ? LLVMBuildGEP2(B, cg->f32, Cs,
+      red ? LLVMBuildGEP2(B, cg->g.f32, Cs,
                           (LLVMValueRef[]){gsub(k, gi(k, 0), gmul(k, sq[0], gi(k, CO)))}, 1, "")
           : C;
   LLVMValueRef ia[15] = {X,
@@ -488,7 +489,7 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
   gm_wino_call(k, GW_IN, ia);
   {
     /* the 16 products M[xi] = V[xi] U[xi] */
-    CpuLoop lx;
+    GenLoop lx;
     LLVMValueRef xi = gloop(k, &lx, gi(k, 0), gi(k, 16), 1);
     LLVMValueRef args[GP_COUNT];
     args[GP_M] = gmul(k, gsub(k, q1, q0), gi(k, TC));
@@ -497,13 +498,13 @@ int gm_winograd(CpuCg *cg, HInstr *in, const HInstr *hero, const HInstr *red, co
     args[GP_A] = gfp(k, Vb, gmul(k, xi, gi(k, T * CI)));
     args[GP_ARS] = gi(k, CI);
     args[GP_ACS] = gi(k, 1);
-    args[GP_B] = LLVMConstNull(cg->ptr);
+    args[GP_B] = LLVMConstNull(cg->g.ptr);
     args[GP_BRS] = gi(k, CO);
     args[GP_BCS] = gi(k, 1);
     args[GP_C] = gfp(k, Mb, gmul(k, xi, gi(k, T * CO)));
     args[GP_LDC] = gi(k, CO);
     args[GP_PACK] = packp;
-    args[GP_CONV] = args[GP_APRE] = LLVMConstNull(cg->ptr);
+    args[GP_CONV] = args[GP_APRE] = LLVMConstNull(cg->g.ptr);
     args[GP_BPRE] = gfp(k, U, gmul(k, xi, gi(k, ublk)));
     args[GP_BKEEP] = gi(k, 0);
     LLVMBuildCall2(B, gm_fn_type(cg), gm_function(cg, GE_F32), args, GP_COUNT, "");

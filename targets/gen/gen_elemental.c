@@ -1,8 +1,8 @@
-/* targets/cpu/cpu_elemental.c: the elemental generator.
+/* targets/gen/gen_elemental.c: the elemental generator, shared by both targets.
  *
  * XLA's elemental IR emitter design: the value of an instruction at an output index is
  * generated as scalar IR by recursion through its operands, so a whole fused computation
- * becomes the body of ONE loop nest. value = cpu_gen(k, instr, index[]):
+ * becomes the body of ONE loop nest. value = gen_value(k, instr, index[]):
  *   - an entry-computation value other than the kernel's own root is a load from its buffer
  *     (this is also how a lone instruction becomes a "fusion of one");
  *   - a parameter of a computation entered during generation (the fused computation of the
@@ -24,16 +24,16 @@
  * (vectorizable, ~1 ulp; llvm.exp is a libm call per element), libm calls for the rare rest;
  * reduce-precision as integer arithmetic on the value's bits in its own format (vectorizable).
  * fp8 (f8e4m3fn, f8e5m2; LLVM 19 has no such IR type) is held as f32 in registers and as its
- * byte in memory: loads decode and stores encode with integer IR (cpu_fp8_decode/_encode, the
+ * byte in memory: loads decode and stores encode with integer IR (gen_fp8_decode/_encode, the
  * rules of hlo/literal.c's scalar conversions), and every op that makes a new fp8 value rounds
  * its f32 result to fp8 (el_fp8_round), so each fp8 instruction rounds once as the
  * interpreter's does; dots and convolutions touching fp8 accumulate in f32. */
-#include "cpu_impl.h"
+#include "gen.h"
 
 #include <math.h>
 #include <string.h>
 
-static LLVMValueRef el_fail(CpuKern *k, const HInstr *in, const char *what) {
+static LLVMValueRef el_fail(GenKern *k, const HInstr *in, const char *what) {
   if (!k->failed) hlo_err_at(k->cg->err, in, "CPU target: %s", what);
   k->failed = true;
   return NULL;
@@ -41,42 +41,42 @@ static LLVMValueRef el_fail(CpuKern *k, const HInstr *in, const char *what) {
 
 /* ------------------------------------------------------------------ index arithmetic */
 
-static LLVMValueRef ix_add(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef ix_add(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildNSWAdd(k->B, a, b, "");
 }
-static LLVMValueRef ix_sub(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef ix_sub(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildNSWSub(k->B, a, b, "");
 }
-static LLVMValueRef ix_mul(CpuKern *k, LLVMValueRef a, int64_t c) {
+static LLVMValueRef ix_mul(GenKern *k, LLVMValueRef a, int64_t c) {
   if (c == 1) return a;
-  return LLVMBuildNSWMul(k->B, a, cpu_i64(k, c), "");
+  return LLVMBuildNSWMul(k->B, a, gen_i64(k, c), "");
 }
-static LLVMValueRef ix_clamp(CpuKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
+static LLVMValueRef ix_clamp(GenKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
   if (hi < lo) hi = lo;
-  LLVMValueRef l = cpu_i64(k, lo), h = cpu_i64(k, hi);
+  LLVMValueRef l = gen_i64(k, lo), h = gen_i64(k, hi);
   v = LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSLT, v, l, ""), l, v, "");
   return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, LLVMIntSGT, v, h, ""), h, v, "");
 }
 /* lo <= v < hi as i1 */
-static LLVMValueRef ix_in(CpuKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
-  LLVMValueRef a = LLVMBuildICmp(k->B, LLVMIntSGE, v, cpu_i64(k, lo), "");
-  LLVMValueRef b = LLVMBuildICmp(k->B, LLVMIntSLT, v, cpu_i64(k, hi), "");
+static LLVMValueRef ix_in(GenKern *k, LLVMValueRef v, int64_t lo, int64_t hi) {
+  LLVMValueRef a = LLVMBuildICmp(k->B, LLVMIntSGE, v, gen_i64(k, lo), "");
+  LLVMValueRef b = LLVMBuildICmp(k->B, LLVMIntSLT, v, gen_i64(k, hi), "");
   return LLVMBuildAnd(k->B, a, b, "");
 }
-static LLVMValueRef and1(CpuKern *k, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef and1(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   if (!a) return b;
   return LLVMBuildAnd(k->B, a, b, "");
 }
 /* Index p into a dimension of extent dim, whose values lie in [lo, hi] where known (as far
  * as the static extremes tell), folded into *ok as a validity test and clamped on the sides
- * where it can leave [0, dim) and no other: cpu_index_range narrows the extremes inside loops
- * of constant bounds, so the interior of a split loop (cpu_kernel.c, kn_segments) tests
+ * where it can leave [0, dim) and no other: gen_index_range narrows the extremes inside loops
+ * of constant bounds, so the interior of a split loop (the CPU's kn_segments) tests
  * nothing and its index stays affine in the loop variable, which keeps the loop vectorizable. */
-static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi,
+static LLVMValueRef ix_bound(GenKern *k, LLVMValueRef p, int64_t dim, int64_t lo, int64_t hi,
                              LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   int64_t rl, rh;
-  if (cpu_index_range(k, p, &rl, &rh)) {
+  if (gen_index_range(k, p, &rl, &rh)) {
     if (rl > lo) lo = rl;
     if (rh < hi) hi = rh;
   }
@@ -86,25 +86,25 @@ static LLVMValueRef ix_bound(CpuKern *k, LLVMValueRef p, int64_t dim, int64_t lo
     return ix_clamp(k, p, 0, dim - 1);
   }
   if (!low && !high) return p;
-  LLVMValueRef c = cpu_i64(k, low ? 0 : dim - 1);
+  LLVMValueRef c = gen_i64(k, low ? 0 : dim - 1);
   LLVMValueRef in_r = LLVMBuildICmp(B, low ? LLVMIntSGE : LLVMIntSLE, p, c, "");
   *ok = and1(k, *ok, in_r);
   return LLVMBuildSelect(B, in_r, p, c, "");
 }
 
 /* A scalar index value (any integer dtype) as i64. */
-static LLVMValueRef ix_from(CpuKern *k, LLVMValueRef v, DType t) {
-  return cpu_convert(k, v, t, DT_S64);
+static LLVMValueRef ix_from(GenKern *k, LLVMValueRef v, DType t) {
+  return gen_convert(k, v, t, DT_S64);
 }
 
 /* ------------------------------------------------------------------ constants, intrinsics */
 
-static LLVMValueRef el_zero(CpuKern *k, DType t) {
-  LLVMTypeRef ty = cpu_reg_type(k->cg, t);
+static LLVMValueRef el_zero(GenKern *k, DType t) {
+  LLVMTypeRef ty = gen_reg_type(k->cg, t);
   return hlo_dtype_is_float(t) ? LLVMConstReal(ty, 0.0) : LLVMConstInt(ty, 0, 0);
 }
 
-static LLVMValueRef el_intr(CpuKern *k, const char *name, LLVMTypeRef ty, LLVMValueRef *args,
+static LLVMValueRef el_intr(GenKern *k, const char *name, LLVMTypeRef ty, LLVMValueRef *args,
                             int n) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   HLO_ASSERT(id != 0);
@@ -113,10 +113,10 @@ static LLVMValueRef el_intr(CpuKern *k, const char *name, LLVMTypeRef ty, LLVMVa
   LLVMTypeRef ft = LLVMIntrinsicGetType(k->cg->C, id, tys, 1);
   return LLVMBuildCall2(k->B, ft, f, args, (unsigned)n, "");
 }
-static LLVMValueRef el_intr1(CpuKern *k, const char *name, LLVMValueRef a) {
+static LLVMValueRef el_intr1(GenKern *k, const char *name, LLVMValueRef a) {
   return el_intr(k, name, LLVMTypeOf(a), &a, 1);
 }
-static LLVMValueRef el_intr2(CpuKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef el_intr2(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
   LLVMValueRef args[2] = {a, b};
   return el_intr(k, name, LLVMTypeOf(a), args, 2);
 }
@@ -127,9 +127,9 @@ static LLVMValueRef el_intr2(CpuKern *k, const char *name, LLVMValueRef a, LLVMV
  * isnan(b) ? b : (b > a ? b : a), which x86 does in three branch-free instructions (maxps,
  * a compare, a blend), where llvm.maximum orders the zeros by their sign (six, and branches
  * in scalar code, which mispredicted on a max-pool's remainder loop). Inside a reduction
- * loop (CpuKern.reduce_loop) llvm.maximum stays: the loop vectorizer turns that recurrence
+ * loop (GenKern.reduce_loop) llvm.maximum stays: the loop vectorizer turns that recurrence
  * into a vector reduction, and the signs of zeros are the only difference. */
-static LLVMValueRef el_fminmax(CpuKern *k, LLVMValueRef a, LLVMValueRef b, bool max) {
+static LLVMValueRef el_fminmax(GenKern *k, LLVMValueRef a, LLVMValueRef b, bool max) {
   LLVMBuilderRef B = k->B;
   if (k->reduce_loop) return el_intr2(k, max ? "llvm.maximum" : "llvm.minimum", a, b);
   LLVMValueRef better = LLVMBuildFCmp(B, max ? LLVMRealOGT : LLVMRealOLT, b, a, "");
@@ -138,13 +138,13 @@ static LLVMValueRef el_fminmax(CpuKern *k, LLVMValueRef a, LLVMValueRef b, bool 
 }
 
 /* A libm function of n float/double arguments (f16/bf16 computed in f32). */
-static LLVMValueRef el_libm(CpuKern *k, const char *name, DType t, LLVMValueRef *args, int n) {
-  CpuCg *cg = k->cg;
+static LLVMValueRef el_libm(GenKern *k, const char *name, DType t, LLVMValueRef *args, int n) {
+  GenCg *cg = k->cg;
   bool dbl = t == DT_F64;
   LLVMTypeRef ty = dbl ? cg->f64 : cg->f32;
   LLVMValueRef a[2];
   for (int i = 0; i < n; i++)
-    a[i] = cpu_convert(k, args[i], t, dbl ? DT_F64 : DT_F32);
+    a[i] = gen_convert(k, args[i], t, dbl ? DT_F64 : DT_F32);
   char fname[32];
   snprintf(fname, sizeof fname, "%s%s", name, dbl ? "" : "f");
   LLVMTypeRef ps[2] = {ty, ty};
@@ -152,12 +152,12 @@ static LLVMValueRef el_libm(CpuKern *k, const char *name, DType t, LLVMValueRef 
   LLVMValueRef f = LLVMGetNamedFunction(cg->M, fname);
   if (!f) f = LLVMAddFunction(cg->M, fname, ft);
   LLVMValueRef r = LLVMBuildCall2(k->B, ft, f, a, (unsigned)n, "");
-  return cpu_convert(k, r, dbl ? DT_F64 : DT_F32, t);
+  return gen_convert(k, r, dbl ? DT_F64 : DT_F32, t);
 }
 
 /* tanh for f32: Eigen-style rational approximation on [-7.9, 7.9] (odd polynomial of degree
  * 13 over an even one of degree 6), exact sign, |x| < 4e-4 returns x. */
-static LLVMValueRef el_tanh_f32(CpuKern *k, LLVMValueRef x) {
+static LLVMValueRef el_tanh_f32(GenKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f = k->cg->f32;
   static const double alpha[] = {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
@@ -187,7 +187,7 @@ static LLVMValueRef el_tanh_f32(CpuKern *k, LLVMValueRef x) {
  * Cody-Waite), e^r by Cephes' degree-7 polynomial (about 1 ulp), times 2^n built in the
  * exponent field in two halves (so results down to the subnormals scale correctly); above
  * 88.72 +inf, below -103.98 zero, NaN kept. */
-static LLVMValueRef el_exp_f32(CpuKern *k, LLVMValueRef x) {
+static LLVMValueRef el_exp_f32(GenKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
   static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
@@ -236,12 +236,12 @@ static void el_fp8_format(DType t, int *e, int *m, bool *ieee) {
   *e = e5 ? 5 : 4, *m = e5 ? 2 : 3, *ieee = e5;
 }
 
-static LLVMValueRef el_i32(CpuKern *k, uint64_t v) { return LLVMConstInt(k->cg->i32, v, 0); }
+static LLVMValueRef el_i32(GenKern *k, uint64_t v) { return LLVMConstInt(k->cg->i32, v, 0); }
 
 /* bits (i8) -> f32: the magnitude shifted into f32's exponent and mantissa and rebiased
  * (normals); subnormals as their mantissa times 2^(1 - bias - m), exact; an all-ones exponent
  * (f8e5m2) becomes f32's with the mantissa bits on top; f8e4m3fn's NaN f32's quiet NaN. */
-LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits) {
+LLVMValueRef gen_fp8_decode(GenKern *k, DType t, LLVMValueRef bits) {
   LLVMBuilderRef B = k->B;
   int e, m;
   bool ieee;
@@ -273,9 +273,9 @@ LLVMValueRef cpu_fp8_decode(CpuKern *k, DType t, LLVMValueRef bits) {
  * subnormal quantum (exact: a power of two) is rounded to an integer by adding 2^23 in f32
  * (round to nearest even: the sum's low bits are the result). A NaN keeps the top mantissa
  * bits (f8e5m2, made quiet when they are zero) or is S.1111.111. The sign is copied. */
-LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x) {
+LLVMValueRef gen_fp8_encode(GenKern *k, DType t, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
-  CpuCg *cg = k->cg;
+  GenCg *cg = k->cg;
   int e, m;
   bool ieee;
   el_fp8_format(t, &e, &m, &ieee);
@@ -319,14 +319,14 @@ LLVMValueRef cpu_fp8_encode(CpuKern *k, DType t, LLVMValueRef x) {
 }
 
 /* f32 x rounded to the nearest value of fp8 type t, still as f32. */
-static LLVMValueRef el_fp8_round(CpuKern *k, DType t, LLVMValueRef x) {
-  return cpu_fp8_decode(k, t, cpu_fp8_encode(k, t, x));
+static LLVMValueRef el_fp8_round(GenKern *k, DType t, LLVMValueRef x) {
+  return gen_fp8_decode(k, t, gen_fp8_encode(k, t, x));
 }
 
 /* f64 -> f32 rounded to odd (truncated, the lowest bit set when inexact): rounding that to
  * the far narrower fp8 gives the correctly rounded fp8 value, where f64 -> f32 -> fp8 by
  * nearest twice could round twice the same way. */
-static LLVMValueRef el_f64_to_f32_odd(CpuKern *k, LLVMValueRef d) {
+static LLVMValueRef el_f64_to_f32_odd(GenKern *k, LLVMValueRef d) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef f = LLVMBuildFPTrunc(B, d, k->cg->f32, "");
   LLVMValueRef back = LLVMBuildFPExt(B, f, k->cg->f64, "");
@@ -344,7 +344,7 @@ static LLVMValueRef el_f64_to_f32_odd(CpuKern *k, LLVMValueRef d) {
 /* f32 -> bf16 as hlo_f32_to_bf16 does (to nearest even, a NaN made quiet), in integer IR: for
  * the values of fp8 code (an fptrunc to bfloat is a call of __truncsfbf2 on x86 without
  * AVX512-BF16, which not every libgcc has). */
-static LLVMValueRef el_f32_to_bf16(CpuKern *k, LLVMValueRef x) {
+static LLVMValueRef el_f32_to_bf16(GenKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef b = LLVMBuildBitCast(B, x, k->cg->i32, "");
   LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, b, el_i32(k, 16), ""), el_i32(k, 1), "");
@@ -356,21 +356,21 @@ static LLVMValueRef el_f32_to_bf16(CpuKern *k, LLVMValueRef x) {
   return LLVMBuildBitCast(B, h, k->cg->bf16, "");
 }
 
-LLVMValueRef cpu_convert(CpuKern *k, LLVMValueRef v, DType from, DType to) {
+LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to) {
   if (from == to) return v;
   /* fp8 values are f32 in registers: from one, convert as from f32 (to bf16 exactly, in
      integer IR); to one, get f32 (by odd rounding from f64) and round it to the type */
   if (hlo_dtype_is_fp8(from) && to == DT_BF16) return el_f32_to_bf16(k, v);
-  if (hlo_dtype_is_fp8(from) && !hlo_dtype_is_fp8(to)) return cpu_convert(k, v, DT_F32, to);
+  if (hlo_dtype_is_fp8(from) && !hlo_dtype_is_fp8(to)) return gen_convert(k, v, DT_F32, to);
   if (hlo_dtype_is_fp8(to)) {
     if (from == DT_F64)
       v = el_f64_to_f32_odd(k, v);
     else if (!hlo_dtype_is_fp8(from))
-      v = cpu_convert(k, v, from, DT_F32);
+      v = gen_convert(k, v, from, DT_F32);
     return el_fp8_round(k, to, v);
   }
   LLVMBuilderRef B = k->B;
-  LLVMTypeRef tt = cpu_reg_type(k->cg, to);
+  LLVMTypeRef tt = gen_reg_type(k->cg, to);
   DKind fk = hlo_dtype_kind(from), tk = hlo_dtype_kind(to);
   if (tk == DK_PRED) {
     if (fk == DK_FLOAT)
@@ -416,7 +416,7 @@ static LLVMValueRef el_const_int(LLVMTypeRef t, unsigned long long x) {
   return LLVMConstVector(e, n < 64 ? n : 64);
 }
 
-LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v) {
+LLVMValueRef gen_round_bf16(GenKern *k, LLVMValueRef v) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ft = LLVMTypeOf(v);
   bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
@@ -436,23 +436,23 @@ LLVMValueRef cpu_round_bf16(CpuKern *k, LLVMValueRef v) {
 
 /* A materialized value at idx: loaded from its buffer, converted when the buffer holds another
  * type (a 16-bit product's f32 sums, rounded once to it). */
-static LLVMValueRef el_materialized(CpuKern *k, const CpuMat *m, LLVMValueRef *idx) {
+static LLVMValueRef el_materialized(GenKern *k, const GenMat *m, LLVMValueRef *idx) {
   const Shape *s = &m->in->shape;
-  if (m->dt == DT_INVALID || m->dt == s->dt) return cpu_load_elem(k, m->p, s, idx);
+  if (m->dt == DT_INVALID || m->dt == s->dt) return gen_load_elem(k, m->p, s, idx);
   Shape t = *s;
   t.dt = m->dt;
-  LLVMValueRef v = cpu_load_elem(k, m->p, &t, idx);
-  return m->dt == DT_F32 && s->dt == DT_BF16 ? cpu_round_bf16(k, v)
-                                             : cpu_convert(k, v, m->dt, s->dt);
+  LLVMValueRef v = gen_load_elem(k, m->p, &t, idx);
+  return m->dt == DT_F32 && s->dt == DT_BF16 ? gen_round_bf16(k, v)
+                                             : gen_convert(k, v, m->dt, s->dt);
 }
 
-LLVMValueRef cpu_add(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+LLVMValueRef gen_add(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
   if (hlo_dtype_is_float(t)) return LLVMBuildFAdd(k->B, a, b, "");
   if (t == DT_PRED) return LLVMBuildOr(k->B, a, b, "");
   return LLVMBuildAdd(k->B, a, b, "");
 }
 
-static LLVMValueRef el_mul(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef el_mul(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
   if (hlo_dtype_is_float(t)) return LLVMBuildFMul(k->B, a, b, "");
   if (t == DT_PRED) return LLVMBuildAnd(k->B, a, b, "");
   return LLVMBuildMul(k->B, a, b, "");
@@ -460,13 +460,13 @@ static LLVMValueRef el_mul(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b) 
 
 /* ------------------------------------------------------------------ scalar ops */
 
-static LLVMValueRef el_int_minmax(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool max) {
+static LLVMValueRef el_int_minmax(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool max) {
   bool s = hlo_dtype_kind(t) == DK_SINT;
   LLVMIntPredicate p = max ? (s ? LLVMIntSGT : LLVMIntUGT) : (s ? LLVMIntSLT : LLVMIntULT);
   return LLVMBuildSelect(k->B, LLVMBuildICmp(k->B, p, a, b, ""), a, b, "");
 }
 
-static LLVMValueRef el_compare(CpuKern *k, const HInstr *in, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef el_compare(GenKern *k, const HInstr *in, LLVMValueRef a, LLVMValueRef b) {
   DType t = in->ops[0]->shape.dt;
   LLVMBuilderRef B = k->B;
   CmpType ct = in->cmp_type;
@@ -508,13 +508,13 @@ static LLVMValueRef el_compare(CpuKern *k, const HInstr *in, LLVMValueRef a, LLV
 }
 
 /* Integer division and remainder with XLA's results for x/0 (-1, x) and MIN/-1 (MIN, 0). */
-static LLVMValueRef el_int_div(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool rem) {
+static LLVMValueRef el_int_div(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b, bool rem) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(a);
   bool s = hlo_dtype_kind(t) == DK_SINT;
   unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
   /* a constant divisor other than 0 and -1 needs neither case: the plain instruction (which
-     LLVM strength-reduces, and kernel sharing sees as a divisor: cpu_share.c) */
+     LLVM strength-reduces, and kernel sharing sees as a divisor: targets/cpu/cpu_share.c) */
   if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0 &&
       (!s || LLVMConstIntGetSExtValue(b) != -1)) {
     if (rem) return s ? LLVMBuildSRem(B, a, b, "") : LLVMBuildURem(B, a, b, "");
@@ -542,7 +542,7 @@ static LLVMValueRef el_int_div(CpuKern *k, DType t, LLVMValueRef a, LLVMValueRef
   return LLVMBuildSelect(B, dz, LLVMConstAllOnes(ty), r, "");
 }
 
-static LLVMValueRef el_shift(CpuKern *k, HOp op, DType t, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef el_shift(GenKern *k, HOp op, DType t, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(a);
   unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
@@ -573,7 +573,7 @@ static bool el_rp_format_ok(const HInstr *in, DType t) {
  *   - a NaN is kept as it is.
  * The same steps as the interpreter's reduce_precision_bits (hlo/interp.c), checked against XLA's
  * own results in tests/xla_cases/rp_*. */
-static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, LLVMValueRef x) {
+static LLVMValueRef el_reduce_precision(GenKern *k, const HInstr *in, DType t, LLVMValueRef x) {
   int nbits, src_exp, src_man;
   if (!el_rp_format_ok(in, t) || !hlo_float_format(t, &nbits, &src_exp, &src_man))
     return el_fail(k, in, "reduce-precision format is not supported");
@@ -620,13 +620,13 @@ static LLVMValueRef el_reduce_precision(CpuKern *k, const HInstr *in, DType t, L
 }
 
 /* One elementwise op on operand values v[] (register types). */
-static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
+static LLVMValueRef el_scalar(GenKern *k, const HInstr *in, LLVMValueRef *v) {
   LLVMBuilderRef B = k->B;
   DType t = in->nops ? in->ops[in->op == OP_SELECT || in->op == OP_CLAMP ? 1 : 0]->shape.dt
                      : in->shape.dt;
   bool fl = hlo_dtype_is_float(t);
   bool sg = hlo_dtype_kind(t) == DK_SINT;
-  LLVMTypeRef ty = cpu_reg_type(k->cg, t);
+  LLVMTypeRef ty = gen_reg_type(k->cg, t);
   switch (in->op) {
   case OP_ADD:
     return fl             ? LLVMBuildFAdd(B, v[0], v[1], "")
@@ -700,7 +700,7 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_CBRT: return el_libm(k, "cbrt", t, v, 1);
   case OP_EXP:
     if (t == DT_F64) return el_intr1(k, "llvm.exp", v[0]);
-    return cpu_convert(k, el_exp_f32(k, cpu_convert(k, v[0], t, DT_F32)), DT_F32, t);
+    return gen_convert(k, el_exp_f32(k, gen_convert(k, v[0], t, DT_F32)), DT_F32, t);
   case OP_LOG: return el_intr1(k, "llvm.log", v[0]);
   case OP_SINE: return el_intr1(k, "llvm.sin", v[0]);
   case OP_COSINE: return el_intr1(k, "llvm.cos", v[0]);
@@ -737,7 +737,7 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   }
   case OP_TANH:
     if (t == DT_F64) return el_libm(k, "tanh", t, v, 1);
-    return cpu_convert(k, el_tanh_f32(k, cpu_convert(k, v[0], t, DT_F32)), DT_F32, t);
+    return gen_convert(k, el_tanh_f32(k, gen_convert(k, v[0], t, DT_F32)), DT_F32, t);
   case OP_ERF: return el_libm(k, "erf", t, v, 1);
   case OP_ACOS: return el_libm(k, "acos", t, v, 1);
   case OP_ACOSH: return el_libm(k, "acosh", t, v, 1);
@@ -747,7 +747,7 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_ATANH: return el_libm(k, "atanh", t, v, 1);
   case OP_COSH: return el_libm(k, "cosh", t, v, 1);
   case OP_SINH: return el_libm(k, "sinh", t, v, 1);
-  case OP_CONVERT: return cpu_convert(k, v[0], t, in->shape.dt);
+  case OP_CONVERT: return gen_convert(k, v[0], t, in->shape.dt);
   case OP_REDUCE_PRECISION: return el_reduce_precision(k, in, t, v[0]);
   case OP_COPY: return v[0];
   case OP_PARAMETER:
@@ -840,35 +840,35 @@ static LLVMValueRef el_scalar(CpuKern *k, const HInstr *in, LLVMValueRef *v) {
 
 /* ------------------------------------------------------------------ the generator */
 
-static CpuBind *el_find_bind(CpuKern *k, const HComp *c) {
+static GenBind *el_find_bind(GenKern *k, const HComp *c) {
   for (int i = k->nbind - 1; i >= 0; i--)
     if (k->bind[i].comp == c) return &k->bind[i];
   return NULL;
 }
 
-static bool el_push(CpuKern *k, const HInstr *in, const HComp *c, const HInstr *caller,
+static bool el_push(GenKern *k, const HInstr *in, const HComp *c, const HInstr *caller,
                     LLVMValueRef *vals, int nvals) {
-  if (k->nbind == CPU_MAX_BIND) {
+  if (k->nbind == GEN_MAX_BIND) {
     el_fail(k, in, "computations nested too deeply");
     return false;
   }
-  k->bind[k->nbind++] = (CpuBind){c, caller, vals, nvals, k->ncache};
+  k->bind[k->nbind++] = (GenBind){c, caller, vals, nvals, k->ncache};
   return true;
 }
 
-static bool el_cacheable(CpuKern *k, const HInstr *in) {
+static bool el_cacheable(GenKern *k, const HInstr *in) {
   if (in->parent == k->cg->entry) return true;
   return k->nbind > 0 && k->bind[0].caller == k->root && in->parent == k->bind[0].comp;
 }
 
-static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
+static LLVMValueRef el_reduce(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out);
 static void el_reassoc(LLVMValueRef v);
-static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
-static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx);
+static LLVMValueRef el_reduce_window(GenKern *k, const HInstr *in, LLVMValueRef *idx);
+static LLVMValueRef el_gather(GenKern *k, const HInstr *in, LLVMValueRef *idx);
 
 /* Operand index of a reshape: degenerate-dimension changes map directly, the rest goes
  * through the linear index. */
-static void el_reshape_idx(CpuKern *k, const Shape *out, const Shape *op, LLVMValueRef *idx,
+static void el_reshape_idx(GenKern *k, const Shape *out, const Shape *op, LLVMValueRef *idx,
                            LLVMValueRef *oi) {
   int a = 0, b = 0;
   bool direct = true;
@@ -891,14 +891,14 @@ static void el_reshape_idx(CpuKern *k, const Shape *out, const Shape *op, LLVMVa
   }
   if (direct) {
     for (int d = 0; d < op->rank; d++)
-      oi[d] = map[d] < 0 ? cpu_i64(k, 0) : idx[map[d]];
+      oi[d] = map[d] < 0 ? gen_i64(k, 0) : idx[map[d]];
     return;
   }
-  LLVMValueRef lin = cpu_i64(k, 0);
+  LLVMValueRef lin = gen_i64(k, 0);
   for (int d = 0; d < out->rank; d++)
     lin = ix_add(k, ix_mul(k, lin, out->dims[d]), idx[d]);
   for (int d = op->rank - 1; d >= 0; d--) {
-    LLVMValueRef dim = cpu_i64(k, op->dims[d]);
+    LLVMValueRef dim = gen_i64(k, op->dims[d]);
     if (d == 0) {
       oi[d] = lin;
       break;
@@ -909,12 +909,12 @@ static void el_reshape_idx(CpuKern *k, const Shape *out, const Shape *op, LLVMVa
 }
 
 /* An elementwise op: operands at the same index (scalar operands broadcast), then math. */
-static LLVMValueRef el_elementwise(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+static LLVMValueRef el_elementwise(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
   LLVMValueRef v[4], empty[1];
   if (in->nops > 4) return el_fail(k, in, "too many operands");
   for (int j = 0; j < in->nops; j++) {
     const HInstr *o = in->ops[j];
-    v[j] = cpu_gen(k, o, o->shape.rank == 0 && in->shape.rank > 0 ? empty : idx);
+    v[j] = gen_value(k, o, o->shape.rank == 0 && in->shape.rank > 0 ? empty : idx);
     if (!v[j]) return NULL;
   }
   LLVMValueRef r = el_scalar(k, in, v);
@@ -927,9 +927,9 @@ static LLVMValueRef el_elementwise(CpuKern *k, const HInstr *in, LLVMValueRef *i
   return r && !exact && hlo_dtype_is_fp8(in->shape.dt) ? el_fp8_round(k, in->shape.dt, r) : r;
 }
 
-LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
   if (k->failed) return NULL;
-  CpuCg *cg = k->cg;
+  GenCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int rank = in->shape.rank;
   bool boundary = in->parent == cg->entry && in != k->root;
@@ -937,11 +937,11 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   for (int i = 0; i < k->nmat; i++)
     if (k->mat[i].in == in) return el_materialized(k, &k->mat[i], idx);
   if (in->op == OP_PARAMETER && !boundary) {
-    CpuBind *b = el_find_bind(k, in->parent);
+    GenBind *b = el_find_bind(k, in->parent);
     if (!b) return el_fail(k, in, "parameter of an unbound computation");
     if (b->caller) {
       if (in->param_num >= b->caller->nops) return el_fail(k, in, "parameter number out of range");
-      return cpu_gen(k, b->caller->ops[in->param_num], idx);
+      return gen_value(k, b->caller->ops[in->param_num], idx);
     }
     if (in->param_num >= b->nvals) return el_fail(k, in, "parameter number out of range");
     return b->vals[in->param_num];
@@ -949,7 +949,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   bool cacheable = el_cacheable(k, in);
   if (cacheable)
     for (int i = k->ncache - 1; i >= 0; i--) {
-      CpuCacheEnt *e = &k->cache[i];
+      GenCacheEnt *e = &k->cache[i];
       if (e->in != in) continue;
       bool same = true;
       for (int d = 0; d < rank && same; d++)
@@ -962,80 +962,82 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   /* values of the entry computation are loads; cached like any value (they are immutable
      for the rest of the kernel: buffers are only overwritten by the value owning them) */
   if (boundary)
-    r = cpu_load_elem(k, cg->buffer_fn ? cg->buffer_fn(k, in) : cpu_buffer(k, in), &in->shape, idx);
+    r = gen_load_elem(k, cg->buffer_fn(k, in), &in->shape, idx);
   else
     switch (in->op) {
     case OP_CONSTANT:
       if (!in->literal) return el_fail(k, in, "constant without a literal");
       if (rank == 0) {
         DType t = in->shape.dt;
-        LLVMTypeRef ty = cpu_reg_type(cg, t);
+        LLVMTypeRef ty = gen_reg_type(cg, t);
         if (hlo_dtype_is_fp8(t))
-          r = cpu_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
+          r = gen_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
         else if (hlo_dtype_is_float(t))
           r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
         else
           r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
       } else {
-        r = cpu_load_elem(k, cpu_const_ptr(k, in), &in->shape, idx);
+        r = gen_load_elem(
+            k, cg->const_ptr_fn ? cg->const_ptr_fn(k, in) : gen_const_global(cg, (HInstr *)in),
+            &in->shape, idx);
       }
       break;
-    case OP_IOTA: r = cpu_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
+    case OP_IOTA: r = gen_convert(k, idx[in->iota_dim], DT_S64, in->shape.dt); break;
     case OP_BROADCAST:
       for (int j = 0; j < in->dims.n; j++)
         oi[j] = idx[in->dims.v[j]];
-      r = cpu_gen(k, in->ops[0], oi);
+      r = gen_value(k, in->ops[0], oi);
       break;
     case OP_RESHAPE:
     case OP_BITCAST:
       el_reshape_idx(k, &in->shape, &in->ops[0]->shape, idx, oi);
-      r = cpu_gen(k, in->ops[0], oi);
+      r = gen_value(k, in->ops[0], oi);
       break;
     case OP_TRANSPOSE:
       for (int j = 0; j < rank; j++)
         oi[in->dims.v[j]] = idx[j];
-      r = cpu_gen(k, in->ops[0], oi);
+      r = gen_value(k, in->ops[0], oi);
       break;
     case OP_SLICE:
       for (int d = 0; d < rank; d++)
-        oi[d] = ix_add(k, cpu_i64(k, in->slice->start[d]), ix_mul(k, idx[d], in->slice->stride[d]));
-      r = cpu_gen(k, in->ops[0], oi);
+        oi[d] = ix_add(k, gen_i64(k, in->slice->start[d]), ix_mul(k, idx[d], in->slice->stride[d]));
+      r = gen_value(k, in->ops[0], oi);
       break;
     case OP_REVERSE:
       for (int d = 0; d < rank; d++)
         oi[d] = idx[d];
       for (int j = 0; j < in->dims.n; j++) {
         int64_t d = in->dims.v[j];
-        oi[d] = ix_sub(k, cpu_i64(k, in->shape.dims[d] - 1), idx[d]);
+        oi[d] = ix_sub(k, gen_i64(k, in->shape.dims[d] - 1), idx[d]);
       }
-      r = cpu_gen(k, in->ops[0], oi);
+      r = gen_value(k, in->ops[0], oi);
       break;
     case OP_PAD: {
       const Shape *os = &in->ops[0]->shape;
       LLVMValueRef ok = NULL;
       for (int d = 0; d < rank; d++) {
-        LLVMValueRef t = ix_sub(k, idx[d], cpu_i64(k, in->pad->lo[d]));
+        LLVMValueRef t = ix_sub(k, idx[d], gen_i64(k, in->pad->lo[d]));
         int64_t st = in->pad->interior[d] + 1;
         if (st > 1) {
-          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, t, cpu_i64(k, 0), ""));
+          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, t, gen_i64(k, 0), ""));
           LLVMValueRef tt = ix_clamp(k, t, 0, INT64_MAX / 4);
           ok = and1(k, ok,
-                    LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, cpu_i64(k, st), ""),
-                                  cpu_i64(k, 0), ""));
-          t = LLVMBuildUDiv(B, tt, cpu_i64(k, st), "");
-          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, cpu_i64(k, os->dims[d]), ""));
+                    LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, tt, gen_i64(k, st), ""),
+                                  gen_i64(k, 0), ""));
+          t = LLVMBuildUDiv(B, tt, gen_i64(k, st), "");
+          ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, t, gen_i64(k, os->dims[d]), ""));
           oi[d] = ix_clamp(k, t, 0, os->dims[d] - 1);
         } else {
           oi[d] = ix_bound(k, t, os->dims[d], -in->pad->lo[d],
                            in->shape.dims[d] - 1 - in->pad->lo[d], &ok);
         }
       }
-      LLVMValueRef pv = cpu_gen(k, in->ops[1], NULL);
+      LLVMValueRef pv = gen_value(k, in->ops[1], NULL);
       if (hlo_shape_elems(os) == 0) {
         r = pv;
         break;
       }
-      LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+      LLVMValueRef v = gen_value(k, in->ops[0], oi);
       if (!v || !pv) return NULL;
       r = ok ? LLVMBuildSelect(B, ok, v, pv, "") : v;
       break;
@@ -1048,13 +1050,13 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
         if (n == 0) continue;
         for (int d = 0; d < rank; d++)
           oi[d] = idx[d];
-        oi[cd] = ix_clamp(k, ix_sub(k, idx[cd], cpu_i64(k, off)), 0, n - 1);
-        LLVMValueRef v = cpu_gen(k, in->ops[j], oi);
+        oi[cd] = ix_clamp(k, ix_sub(k, idx[cd], gen_i64(k, off)), 0, n - 1);
+        LLVMValueRef v = gen_value(k, in->ops[j], oi);
         if (!v) return NULL;
         if (!r)
           r = v;
         else
-          r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], cpu_i64(k, off), ""), v, r,
+          r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], gen_i64(k, off), ""), v, r,
                               "");
         off += n;
       }
@@ -1065,12 +1067,12 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       const Shape *os = &in->ops[0]->shape;
       for (int d = 0; d < rank; d++) {
         const HInstr *si = in->ops[1 + d];
-        LLVMValueRef s = cpu_gen(k, si, NULL);
+        LLVMValueRef s = gen_value(k, si, NULL);
         if (!s) return NULL;
         s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - in->shape.dims[d]);
         oi[d] = ix_add(k, s, idx[d]);
       }
-      r = cpu_gen(k, in->ops[0], oi);
+      r = gen_value(k, in->ops[0], oi);
       break;
     }
     case OP_DYNAMIC_UPDATE_SLICE: {
@@ -1079,19 +1081,19 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       LLVMValueRef ui[HLO_MAX_RANK];
       for (int d = 0; d < rank; d++) {
         const HInstr *si = in->ops[2 + d];
-        LLVMValueRef s = cpu_gen(k, si, NULL);
+        LLVMValueRef s = gen_value(k, si, NULL);
         if (!s) return NULL;
         s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
         LLVMValueRef t = ix_sub(k, idx[d], s);
         ok = and1(k, ok, ix_in(k, t, 0, us->dims[d]));
         ui[d] = ix_clamp(k, t, 0, us->dims[d] - 1);
       }
-      LLVMValueRef base = cpu_gen(k, in->ops[0], idx);
+      LLVMValueRef base = gen_value(k, in->ops[0], idx);
       if (hlo_shape_elems(us) == 0) {
         r = base;
         break;
       }
-      LLVMValueRef upd = cpu_gen(k, in->ops[1], ui);
+      LLVMValueRef upd = gen_value(k, in->ops[1], ui);
       if (!base || !upd) return NULL;
       r = ok ? LLVMBuildSelect(B, ok, upd, base, "") : upd;
       break;
@@ -1105,11 +1107,11 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     case OP_GET_TUPLE_ELEMENT: {
       const HInstr *o = in->ops[0];
       if (o->op == OP_TUPLE) {
-        r = cpu_gen(k, o->ops[in->tuple_index], idx);
+        r = gen_value(k, o->ops[in->tuple_index], idx);
       } else if (o->op == OP_REDUCE && !(o->parent == cg->entry && o != k->root)) {
         LLVMValueRef outs[HLO_MAX_RANK * 2];
         if (o->nops / 2 > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
-        if (!cpu_gen_multi(k, o, idx, outs)) return NULL;
+        if (!gen_value_multi(k, o, idx, outs)) return NULL;
         r = outs[in->tuple_index];
       } else {
         return el_fail(k, in, "get-tuple-element of this producer is not supported in a fusion");
@@ -1119,42 +1121,42 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     case OP_DOT:
     case OP_CONVOLUTION: {
       int64_t ext[HLO_MAX_RANK * 2];
-      int nr = in->op == OP_DOT ? cpu_dot_red_dims(in, ext) : cpu_conv_red_dims(in, ext);
-      DType t = cpu_dot_acc_type(in);
-      LLVMValueRef acc = cpu_alloca(k, cpu_reg_type(cg, t));
+      int nr = in->op == OP_DOT ? gen_dot_red_dims(in, ext) : gen_conv_red_dims(in, ext);
+      DType t = gen_dot_acc_type(in);
+      LLVMValueRef acc = gen_alloca(k, gen_reg_type(cg, t));
       LLVMBuildStore(B, el_zero(k, t), acc);
-      CpuLoop loops[HLO_MAX_RANK * 2];
+      GenLoop loops[HLO_MAX_RANK * 2];
       LLVMValueRef red[HLO_MAX_RANK * 2];
       for (int j = 0; j < nr; j++)
-        red[j] = cpu_loop_open(k, &loops[j], cpu_i64(k, 0), cpu_i64(k, ext[j]));
+        red[j] = gen_loop_open(k, &loops[j], gen_i64(k, 0), gen_i64(k, ext[j]));
       LLVMValueRef term =
-          in->op == OP_DOT ? cpu_dot_term(k, in, idx, red) : cpu_conv_term(k, in, idx, red);
+          in->op == OP_DOT ? gen_dot_term(k, in, idx, red) : gen_conv_term(k, in, idx, red);
       if (!term) return NULL;
-      LLVMValueRef cur = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
-      LLVMValueRef sum = cpu_add(k, t, cur, term);
+      LLVMValueRef cur = LLVMBuildLoad2(B, gen_reg_type(cg, t), acc, "");
+      LLVMValueRef sum = gen_add(k, t, cur, term);
       el_reassoc(sum);
       LLVMBuildStore(B, sum, acc);
       for (int j = nr - 1; j >= 0; j--)
-        cpu_loop_close(k, &loops[j]);
-      r = LLVMBuildLoad2(B, cpu_reg_type(cg, t), acc, "");
+        gen_loop_close(k, &loops[j]);
+      r = LLVMBuildLoad2(B, gen_reg_type(cg, t), acc, "");
       if (t != in->shape.dt) /* a 16-bit or fp8 product's f32 sum, rounded once */
-        r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : cpu_convert(k, r, t, in->shape.dt);
+        r = in->shape.dt == DT_BF16 ? el_f32_to_bf16(k, r) : gen_convert(k, r, t, in->shape.dt);
       break;
     }
     case OP_FUSION:
     case OP_CALL:
       if (in->ncalls < 1) return el_fail(k, in, "no called computation");
       if (!el_push(k, in, in->calls[0], in, NULL, 0)) return NULL;
-      r = cpu_gen(k, in->calls[0]->root, idx);
+      r = gen_value(k, in->calls[0]->root, idx);
       k->nbind--;
       break;
     case OP_MAP: {
       LLVMValueRef vals[16];
       if (in->nops > 16) return el_fail(k, in, "map with too many operands");
       for (int j = 0; j < in->nops; j++)
-        if (!(vals[j] = cpu_gen(k, in->ops[j], idx))) return NULL;
+        if (!(vals[j] = gen_value(k, in->ops[j], idx))) return NULL;
       LLVMValueRef out[1];
-      if (!cpu_gen_scalar_comp(k, in->calls[0], vals, in->nops, out)) return NULL;
+      if (!gen_scalar_comp(k, in->calls[0], vals, in->nops, out)) return NULL;
       r = out[0];
       break;
     }
@@ -1162,12 +1164,12 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
       DType ft = in->ops[0]->shape.dt, tt = in->shape.dt;
       if (hlo_dtype_size(ft) != hlo_dtype_size(tt) || ft == DT_PRED || tt == DT_PRED)
         return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
-      LLVMValueRef v = cpu_gen(k, in->ops[0], idx);
+      LLVMValueRef v = gen_value(k, in->ops[0], idx);
       if (!v) return NULL;
       /* fp8 registers are f32: go through the bits */
-      if (hlo_dtype_is_fp8(ft)) v = cpu_fp8_encode(k, ft, v);
-      r = hlo_dtype_is_fp8(tt) ? cpu_fp8_decode(k, tt, v)
-                               : LLVMBuildBitCast(B, v, cpu_reg_type(cg, tt), "");
+      if (hlo_dtype_is_fp8(ft)) v = gen_fp8_encode(k, ft, v);
+      r = hlo_dtype_is_fp8(tt) ? gen_fp8_decode(k, tt, v)
+                               : LLVMBuildBitCast(B, v, gen_reg_type(cg, tt), "");
       break;
     }
     case OP_ABS:
@@ -1298,7 +1300,7 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   if (cacheable) {
     k->cache =
         hlo_arena_grow(cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
-    CpuCacheEnt *e = &k->cache[k->ncache++];
+    GenCacheEnt *e = &k->cache[k->ncache++];
     e->in = in;
     for (int d = 0; d < rank; d++)
       e->idx[d] = idx[d];
@@ -1307,16 +1309,15 @@ LLVMValueRef cpu_gen(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   return r;
 }
 
-bool cpu_gen_scalar_comp(CpuKern *k, const HComp *c, LLVMValueRef *args, int nargs,
-                         LLVMValueRef *out) {
+bool gen_scalar_comp(GenKern *k, const HComp *c, LLVMValueRef *args, int nargs, LLVMValueRef *out) {
   if (!el_push(k, c->root, c, NULL, args, nargs)) return false;
   const HInstr *root = c->root;
   bool ok = true;
   if (root->op == OP_TUPLE) {
     for (int j = 0; j < root->nops && ok; j++)
-      ok = (out[j] = cpu_gen(k, root->ops[j], NULL)) != NULL;
+      ok = (out[j] = gen_value(k, root->ops[j], NULL)) != NULL;
   } else {
-    ok = (out[0] = cpu_gen(k, root, NULL)) != NULL;
+    ok = (out[0] = gen_value(k, root, NULL)) != NULL;
   }
   k->nbind--;
   return ok && !k->failed;
@@ -1331,8 +1332,8 @@ static void el_reassoc(LLVMValueRef v) {
     LLVMSetFastMathFlags(v, LLVMGetFastMathFlags(v) | LLVMFastMathAllowReassoc);
 }
 
-static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
-  CpuCg *cg = k->cg;
+static LLVMValueRef el_reduce(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
+  GenCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   int n = in->nops / 2;
   if (n > HLO_MAX_RANK * 2) return el_fail(k, in, "too many reduce operands");
@@ -1340,9 +1341,9 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
   LLVMValueRef acc[HLO_MAX_RANK * 2];
   LLVMTypeRef aty[HLO_MAX_RANK * 2];
   for (int j = 0; j < n; j++) {
-    aty[j] = cpu_reg_type(cg, in->ops[n + j]->shape.dt);
-    acc[j] = cpu_alloca(k, aty[j]);
-    LLVMValueRef init = cpu_gen(k, in->ops[n + j], NULL);
+    aty[j] = gen_reg_type(cg, in->ops[n + j]->shape.dt);
+    acc[j] = gen_alloca(k, aty[j]);
+    LLVMValueRef init = gen_value(k, in->ops[n + j], NULL);
     if (!init) return NULL;
     LLVMBuildStore(B, init, acc[j]);
   }
@@ -1350,21 +1351,21 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
   for (int j = 0; j < in->dims.n; j++)
     red[in->dims.v[j]] = true;
   LLVMValueRef full[HLO_MAX_RANK];
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   int nl = 0, o = 0;
   for (int d = 0; d < os->rank; d++) {
     if (red[d])
-      full[d] = cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, os->dims[d]));
+      full[d] = gen_loop_open(k, &loops[nl++], gen_i64(k, 0), gen_i64(k, os->dims[d]));
     else
       full[d] = idx[o++];
   }
   LLVMValueRef args[HLO_MAX_RANK * 4], res[HLO_MAX_RANK * 2];
   for (int j = 0; j < n; j++) {
     args[j] = LLVMBuildLoad2(B, aty[j], acc[j], "");
-    if (!(args[n + j] = cpu_gen(k, in->ops[j], full))) return NULL;
+    if (!(args[n + j] = gen_value(k, in->ops[j], full))) return NULL;
   }
   k->reduce_loop++;
-  bool gen_ok = cpu_gen_scalar_comp(k, in->calls[0], args, 2 * n, res);
+  bool gen_ok = gen_scalar_comp(k, in->calls[0], args, 2 * n, res);
   k->reduce_loop--;
   if (!gen_ok) return NULL;
   for (int j = 0; j < n; j++) {
@@ -1372,7 +1373,7 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
     LLVMBuildStore(B, res[j], acc[j]);
   }
   for (int j = nl - 1; j >= 0; j--)
-    cpu_loop_close(k, &loops[j]);
+    gen_loop_close(k, &loops[j]);
   LLVMValueRef first = NULL;
   for (int j = 0; j < n; j++) {
     LLVMValueRef v = LLVMBuildLoad2(B, aty[j], acc[j], "");
@@ -1382,7 +1383,7 @@ static LLVMValueRef el_reduce(CpuKern *k, const HInstr *in, LLVMValueRef *idx, L
   return first;
 }
 
-bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
+bool gen_value_multi(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *out) {
   if (in->op != OP_REDUCE) {
     el_fail(k, in, "multi-output value of this op is not supported");
     return false;
@@ -1394,22 +1395,22 @@ bool cpu_gen_multi(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef
  * validity test folded into *ok (NULL: always valid). The index is clamped only on the side
  * where the window can leave the operand (padding, base dilation): an unpadded dimension's
  * index is affine in the output index, which keeps the output loop vectorizable. */
-static LLVMValueRef el_rw_index(CpuKern *k, const HInstr *in, int d, LLVMValueRef od,
+static LLVMValueRef el_rw_index(GenKern *k, const HInstr *in, int d, LLVMValueRef od,
                                 LLVMValueRef wk, LLVMValueRef *ok) {
   LLVMBuilderRef B = k->B;
   const WinDim *wd = &in->window->d[d];
   int64_t dim = in->ops[0]->shape.dims[d], odim = in->shape.dims[d];
-  if (wd->reversal) wk = ix_sub(k, cpu_i64(k, wd->size - 1), wk);
+  if (wd->reversal) wk = ix_sub(k, gen_i64(k, wd->size - 1), wk);
   LLVMValueRef p = ix_sub(k, ix_add(k, ix_mul(k, od, wd->stride), ix_mul(k, wk, wd->win_dil)),
-                          cpu_i64(k, wd->pad_lo));
+                          gen_i64(k, wd->pad_lo));
   if (wd->base_dil > 1) {
-    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
+    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSGE, p, gen_i64(k, 0), ""));
     LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
     *ok = and1(k, *ok,
-               LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""),
-                             cpu_i64(k, 0), ""));
-    p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
-    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, dim), ""));
+               LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, gen_i64(k, wd->base_dil), ""),
+                             gen_i64(k, 0), ""));
+    p = LLVMBuildUDiv(B, pc, gen_i64(k, wd->base_dil), "");
+    *ok = and1(k, *ok, LLVMBuildICmp(B, LLVMIntSLT, p, gen_i64(k, dim), ""));
     return ix_clamp(k, p, 0, dim - 1);
   }
   /* extreme positions the window reaches: [-pad_lo, (odim-1)*stride + (size-1)*dil - pad_lo] */
@@ -1423,15 +1424,15 @@ static LLVMValueRef el_rw_index(CpuKern *k, const HInstr *in, int d, LLVMValueRe
  * positions contributing the init value. Small windows (a 3x3 pool) are unrolled into
  * straight-line code so the accumulator stays in registers and the output loop around it
  * can vectorize; larger ones loop over the window. */
-static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
-  CpuCg *cg = k->cg;
+static LLVMValueRef el_reduce_window(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
+  GenCg *cg = k->cg;
   LLVMBuilderRef B = k->B;
   if (in->nops != 2) return el_fail(k, in, "variadic reduce-window is not supported");
   const Window *w = in->window;
   const Shape *os = &in->ops[0]->shape;
   DType t = in->shape.dt;
-  LLVMTypeRef ty = cpu_reg_type(cg, t);
-  LLVMValueRef init = cpu_gen(k, in->ops[1], NULL);
+  LLVMTypeRef ty = gen_reg_type(cg, t);
+  LLVMValueRef init = gen_value(k, in->ops[1], NULL);
   if (!init) return NULL;
   int64_t npos = 1;
   for (int d = 0; d < os->rank; d++)
@@ -1447,43 +1448,43 @@ static LLVMValueRef el_reduce_window(CpuKern *k, const HInstr *in, LLVMValueRef 
         r /= w->d[d].size;
       }
       for (int d = 0; d < os->rank; d++)
-        oi[d] = el_rw_index(k, in, d, idx[d], cpu_i64(k, wpos[d]), &ok);
-      LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+        oi[d] = el_rw_index(k, in, d, idx[d], gen_i64(k, wpos[d]), &ok);
+      LLVMValueRef v = gen_value(k, in->ops[0], oi);
       if (!v) return NULL;
       if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
       LLVMValueRef args[2] = {acc, v}, res[1];
-      if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
+      if (!gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
       acc = res[0];
     }
     return acc;
   }
-  LLVMValueRef acc = cpu_alloca(k, ty);
+  LLVMValueRef acc = gen_alloca(k, ty);
   LLVMBuildStore(B, init, acc);
-  CpuLoop loops[HLO_MAX_RANK];
+  GenLoop loops[HLO_MAX_RANK];
   LLVMValueRef oi[HLO_MAX_RANK], ok = NULL;
   int nl = 0;
   LLVMValueRef wv[HLO_MAX_RANK];
   for (int d = 0; d < os->rank; d++) {
     const WinDim *wd = &w->d[d];
-    wv[d] = wd->size == 1 ? cpu_i64(k, 0)
-                          : cpu_loop_open(k, &loops[nl++], cpu_i64(k, 0), cpu_i64(k, wd->size));
+    wv[d] = wd->size == 1 ? gen_i64(k, 0)
+                          : gen_loop_open(k, &loops[nl++], gen_i64(k, 0), gen_i64(k, wd->size));
   }
   for (int d = 0; d < os->rank; d++)
     oi[d] = el_rw_index(k, in, d, idx[d], wv[d], &ok);
-  LLVMValueRef v = cpu_gen(k, in->ops[0], oi);
+  LLVMValueRef v = gen_value(k, in->ops[0], oi);
   if (!v) return NULL;
   if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
   LLVMValueRef args[2] = {LLVMBuildLoad2(B, ty, acc, ""), v}, res[1];
-  if (!cpu_gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
+  if (!gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
   LLVMBuildStore(B, res[0], acc);
   for (int j = nl - 1; j >= 0; j--)
-    cpu_loop_close(k, &loops[j]);
+    gen_loop_close(k, &loops[j]);
   return LLVMBuildLoad2(B, ty, acc, "");
 }
 
 /* ------------------------------------------------------------------ gather */
 
-static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
+static LLVMValueRef el_gather(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
   const GatherDims *g = in->gather;
   const HInstr *op = in->ops[0], *ind = in->ops[1];
   const Shape *os = &op->shape, *is = &ind->shape;
@@ -1497,13 +1498,13 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
   int64_t ivd = g->index_vector_dim;
   LLVMValueRef start[HLO_MAX_RANK];
   for (int d = 0; d < os->rank; d++)
-    start[d] = cpu_i64(k, 0);
+    start[d] = gen_i64(k, 0);
   for (int c = 0; c < g->start_index_map.n; c++) {
     LLVMValueRef ii[HLO_MAX_RANK];
     int b = 0;
     for (int d = 0; d < is->rank; d++)
-      ii[d] = d == ivd ? cpu_i64(k, c) : bidx[b++];
-    LLVMValueRef s = cpu_gen(k, ind, ii);
+      ii[d] = d == ivd ? gen_i64(k, c) : bidx[b++];
+    LLVMValueRef s = gen_value(k, ind, ii);
     if (!s) return NULL;
     int64_t od = g->start_index_map.v[c];
     start[od] = ix_clamp(k, ix_from(k, s, is->dt), 0, os->dims[od] - g->slice_sizes.v[od]);
@@ -1522,19 +1523,19 @@ static LLVMValueRef el_gather(CpuKern *k, const HInstr *in, LLVMValueRef *idx) {
     }
     oi[d] = ix_add(k, start[d], idx[g->offset_dims.v[off++]]);
   }
-  return cpu_gen(k, op, oi);
+  return gen_value(k, op, oi);
 }
 
 /* ------------------------------------------------------------------ dot, convolution terms */
 
-int cpu_dot_red_dims(const HInstr *in, int64_t *ext) {
+int gen_dot_red_dims(const HInstr *in, int64_t *ext) {
   const DotDims *dd = in->dot;
   for (int j = 0; j < dd->lhs_contract.n; j++)
     ext[j] = in->ops[0]->shape.dims[dd->lhs_contract.v[j]];
   return dd->lhs_contract.n;
 }
 
-LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
+LLVMValueRef gen_dot_term(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
   const DotDims *dd = in->dot;
   const HInstr *l = in->ops[0], *r = in->ops[1];
   LLVMValueRef li[HLO_MAX_RANK], ri[HLO_MAX_RANK];
@@ -1552,17 +1553,17 @@ LLVMValueRef cpu_dot_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMV
     li[dd->lhs_contract.v[j]] = red[j];
     ri[dd->rhs_contract.v[j]] = red[j];
   }
-  DType t = cpu_dot_acc_type(in);
-  LLVMValueRef a = cpu_gen(k, l, li);
+  DType t = gen_dot_acc_type(in);
+  LLVMValueRef a = gen_value(k, l, li);
   if (!a) return NULL;
-  LLVMValueRef b = cpu_gen(k, r, ri);
+  LLVMValueRef b = gen_value(k, r, ri);
   if (!b) return NULL;
-  a = cpu_convert(k, a, l->shape.dt, t);
-  b = cpu_convert(k, b, r->shape.dt, t);
+  a = gen_convert(k, a, l->shape.dt, t);
+  b = gen_convert(k, b, r->shape.dt, t);
   return el_mul(k, t, a, b);
 }
 
-DType cpu_dot_acc_type(const HInstr *in) {
+DType gen_dot_acc_type(const HInstr *in) {
   DType t = in->shape.dt;
   bool fp8 = hlo_dtype_is_fp8(t);
   for (int j = 0; j < in->nops && j < 2; j++)
@@ -1570,7 +1571,7 @@ DType cpu_dot_acc_type(const HInstr *in) {
   return (fp8 || t == DT_BF16 || t == DT_F16) && t != DT_F64 ? DT_F32 : t;
 }
 
-int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {
+int gen_conv_red_dims(const HInstr *in, int64_t *ext) {
   const ConvDims *cd = in->conv;
   const Shape *ks = &in->ops[1]->shape;
   ext[0] = ks->dims[cd->k_in];
@@ -1579,7 +1580,7 @@ int cpu_conv_red_dims(const HInstr *in, int64_t *ext) {
   return 1 + cd->k_sp.n;
 }
 
-LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
+LLVMValueRef gen_conv_term(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueRef *red) {
   LLVMBuilderRef B = k->B;
   const ConvDims *cd = in->conv;
   const HInstr *x = in->ops[0], *w = in->ops[1];
@@ -1592,12 +1593,12 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
   /* feature groups: output feature of belongs to group of / (cout / fg) */
   LLVMValueRef inf = red[0];
   if (fg > 1) {
-    LLVMValueRef grp = LLVMBuildUDiv(B, of, cpu_i64(k, cout / fg), "");
+    LLVMValueRef grp = LLVMBuildUDiv(B, of, gen_i64(k, cout / fg), "");
     inf = ix_add(k, ix_mul(k, grp, cin_g), red[0]);
   }
   LLVMValueRef inb = ob;
   if (bg > 1) {
-    LLVMValueRef grp = LLVMBuildUDiv(B, of, cpu_i64(k, cout / bg), "");
+    LLVMValueRef grp = LLVMBuildUDiv(B, of, gen_i64(k, cout / bg), "");
     inb = ix_add(k, ix_mul(k, grp, ys->dims[cd->out_batch]), ob);
   }
   xi[cd->in_batch] = inb;
@@ -1608,30 +1609,30 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
     const WinDim *wd = &in->window->d[j];
     int64_t xd = cd->in_sp.v[j];
     LLVMValueRef kk = red[1 + j];
-    wi[cd->k_sp.v[j]] = wd->reversal ? ix_sub(k, cpu_i64(k, wd->size - 1), kk) : kk;
+    wi[cd->k_sp.v[j]] = wd->reversal ? ix_sub(k, gen_i64(k, wd->size - 1), kk) : kk;
     LLVMValueRef p = ix_sub(
         k, ix_add(k, ix_mul(k, idx[cd->out_sp.v[j]], wd->stride), ix_mul(k, kk, wd->win_dil)),
-        cpu_i64(k, wd->pad_lo));
+        gen_i64(k, wd->pad_lo));
     if (wd->base_dil > 1) {
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, cpu_i64(k, 0), ""));
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSGE, p, gen_i64(k, 0), ""));
       LLVMValueRef pc = ix_clamp(k, p, 0, INT64_MAX / 4);
       ok = and1(k, ok,
-                LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, cpu_i64(k, wd->base_dil), ""),
-                              cpu_i64(k, 0), ""));
-      p = LLVMBuildUDiv(B, pc, cpu_i64(k, wd->base_dil), "");
-      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, cpu_i64(k, xs->dims[xd]), ""));
+                LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildURem(B, pc, gen_i64(k, wd->base_dil), ""),
+                              gen_i64(k, 0), ""));
+      p = LLVMBuildUDiv(B, pc, gen_i64(k, wd->base_dil), "");
+      ok = and1(k, ok, LLVMBuildICmp(B, LLVMIntSLT, p, gen_i64(k, xs->dims[xd]), ""));
     } else if (wd->pad_lo > 0 || wd->pad_hi > 0 || wd->pad_lo < 0 || wd->pad_hi < 0) {
       ok = and1(k, ok, ix_in(k, p, 0, xs->dims[xd]));
     }
     xi[xd] = ok ? ix_clamp(k, p, 0, xs->dims[xd] - 1) : p;
   }
-  DType t = cpu_dot_acc_type(in);
-  LLVMValueRef a = cpu_gen(k, x, xi);
+  DType t = gen_dot_acc_type(in);
+  LLVMValueRef a = gen_value(k, x, xi);
   if (!a) return NULL;
-  LLVMValueRef b = cpu_gen(k, w, wi);
+  LLVMValueRef b = gen_value(k, w, wi);
   if (!b) return NULL;
-  a = cpu_convert(k, a, xs->dt, t);
-  b = cpu_convert(k, b, ws->dt, t);
+  a = gen_convert(k, a, xs->dt, t);
+  b = gen_convert(k, b, ws->dt, t);
   LLVMValueRef m = el_mul(k, t, a, b);
   if (ok) m = LLVMBuildSelect(B, ok, m, el_zero(k, t), "");
   return m;
@@ -1639,7 +1640,7 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 
 /* ------------------------------------------------------------------ support check */
 
-bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
+bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
   char cbuf[300];
   switch (in->op) {
@@ -1721,8 +1722,8 @@ bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   case OP_GET_TUPLE_ELEMENT:
   case OP_CALL:
   case OP_FUSION:
-  case OP_SORT: /* a kernel of its own (cpu_sort.c); not elemental inside a fusion */
-  case OP_SELECT_AND_SCATTER: /* likewise (cpu_select_scatter.c) */ break;
+  case OP_SORT: /* a kernel of its own (each target's); not elemental inside a fusion */
+  case OP_SELECT_AND_SCATTER: /* likewise */ break;
   case OP_IMAG:
   case OP_REAL:
   case OP_COMPLEX: why = "complex numbers are not supported"; break;
@@ -1747,7 +1748,7 @@ bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
           "branch runs, "
           "the taken one's result is selected)";
     break;
-  case OP_WHILE: /* the run function's loop over the condition's and body's kernels (cpu_compile.c);
+  case OP_WHILE: /* the targets' loops over the condition's and body's kernels;
                     counted loops are unrolled by the optimizer's while-unroll */
     break;
   case OP_OPT_BARRIER:
