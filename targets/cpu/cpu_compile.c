@@ -398,6 +398,8 @@ LLVMTypeRef cpu_reg_type(CpuCg *cg, DType t) {
   case DT_F8E5M2: return cg->f32; /* LLVM has no fp8 type: held as f32 */
   case DT_F32: return cg->f32;
   case DT_F64: return cg->f64;
+  case DT_C64:
+  case DT_C128: /* refused by cpu_op_supported */
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:

@@ -1642,6 +1642,15 @@ LLVMValueRef cpu_conv_term(CpuKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 bool cpu_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
   char cbuf[300];
+  bool cplx = hlo_shape_has_complex(&in->shape);
+  for (int k = 0; k < in->nops && !cplx; k++)
+    cplx = hlo_shape_has_complex(&in->ops[k]->shape);
+  if (cplx) {
+    hlo_err_at(err, in,
+               "%s target: %s: complex types (c64, c128) are not supported by this target yet",
+               target, hlo_op_name(in->op));
+    return false;
+  }
   switch (in->op) {
   case OP_PARAMETER:
   case OP_CONSTANT:
