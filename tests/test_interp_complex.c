@@ -349,3 +349,18 @@ Test(interp_complex, targets_refuse_complex) {
             "%s", e.msg);
   hlo_module_free(m);
 }
+
+Test(interp_complex, elided_constants_get_both_parts) {
+  HModule *m = tu_parse("HloModule t\nENTRY e {\n  ROOT k = c64[4,4] constant({...})\n}\n");
+  HElided el = {.mode = HLO_ELIDED_RANDOM, .seed = 3};
+  cr_assert_eq(hlo_fill_elided(m, &el), 1);
+  const Literal *l = m->entry->root->literal;
+  int imag = 0;
+  for (int i = 0; i < 16; i++) {
+    double _Complex z = hlo_load_c128(DT_C64, l->data, i);
+    cr_expect(fabs(creal(z)) <= 1 && fabs(cimag(z)) <= 1, "element %d out of range", i);
+    imag += cimag(z) != 0;
+  }
+  cr_expect_eq(imag, 16, "the imaginary parts are not filled");
+  hlo_module_free(m);
+}
