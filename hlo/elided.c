@@ -13,9 +13,11 @@
  * rank 0 and 1 floats (biases, scales, a batch norm's mean and variance) uniform in [0.5, 1),
  * positive so that a variance under rsqrt stays finite; integers uniform in [0, 4) (small
  * enough to index any dim of a gather or dynamic slice after XLA's clamping), predicates fair
- * coins. */
+ * coins, complex values two floats of their rank's range (real part first, from successive
+ * draws). */
 #include "hlo.h"
 
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +66,13 @@ static void el_fill_from(Literal *l, uint64_t x) {
   double a = sqrt(3.0 / (double)(n / big > 0 ? n / big : 1));
   for (int64_t i = 0; i < n; i++) {
     double u = el_unit(&x);
-    if (s->dt == DT_PRED)
+    if (hlo_dtype_is_complex(s->dt)) {
+      /* both parts in the float range of the rank, the imaginary one from the next draw */
+      double v = el_unit(&x);
+      double re = s->rank >= 2 ? (2 * u - 1) * a : 0.5 + 0.5 * u;
+      double im = s->rank >= 2 ? (2 * v - 1) * a : 0.5 + 0.5 * v;
+      hlo_store_c128(s->dt, l->data, i, CMPLX(re, im));
+    } else if (s->dt == DT_PRED)
       hlo_literal_set_i64(l, i, u < 0.5);
     else if (hlo_dtype_is_int(s->dt))
       hlo_literal_set_i64(l, i, (int64_t)(u * 4));

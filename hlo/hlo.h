@@ -74,11 +74,12 @@ _Noreturn void hlo_assert_fail(const char *file, int line, const char *what);
 /* ------------------------------------------------------------------ types.c: dtypes, ops */
 
 typedef enum DKind {
-  DK_PRED,  /* boolean stored as one byte, 0 or 1 */
-  DK_SINT,  /* two's complement signed integer */
-  DK_UINT,  /* unsigned integer */
-  DK_FLOAT, /* IEEE binary float (f16, f32, f64), bfloat16, or fp8 (f8e4m3fn, f8e5m2) */
-  DK_OTHER, /* token, tuple: no element data */
+  DK_PRED,    /* boolean stored as one byte, 0 or 1 */
+  DK_SINT,    /* two's complement signed integer */
+  DK_UINT,    /* unsigned integer */
+  DK_FLOAT,   /* IEEE binary float (f16, f32, f64), bfloat16, or fp8 (f8e4m3fn, f8e5m2) */
+  DK_COMPLEX, /* two floats of the component type, real part first (c64, c128) */
+  DK_OTHER,   /* token, tuple: no element data */
 } DKind;
 
 typedef enum DType {
@@ -106,6 +107,15 @@ static inline bool hlo_dtype_is_float(DType t) { return hlo_dtype_kind(t) == DK_
 static inline bool hlo_dtype_is_fp8(DType t) { return t == DT_F8E4M3FN || t == DT_F8E5M2; }
 static inline bool hlo_dtype_is_int(DType t) {
   return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT;
+}
+static inline bool hlo_dtype_is_complex(DType t) { return hlo_dtype_kind(t) == DK_COMPLEX; }
+/* The component type of a complex type (c64 -> f32, c128 -> f64); DT_INVALID for others. */
+static inline DType hlo_dtype_component(DType t) {
+  return t == DT_C64 ? DT_F32 : t == DT_C128 ? DT_F64 : DT_INVALID;
+}
+/* The complex type of a component type (f32 -> c64, f64 -> c128); DT_INVALID for others. */
+static inline DType hlo_dtype_complex_of(DType t) {
+  return t == DT_F32 ? DT_C64 : t == DT_F64 ? DT_C128 : DT_INVALID;
 }
 
 enum {
@@ -137,6 +147,13 @@ typedef enum CmpType {
   CMPT_UNSIGNED,
 } CmpType;
 typedef enum FusionKind { FK_NONE, FK_LOOP, FK_INPUT, FK_OUTPUT, FK_CUSTOM } FusionKind;
+/* fft's kinds, numbered as xla.FftType. */
+typedef enum FftType {
+  FFT_FFT,   /* complex -> complex, forward */
+  FFT_IFFT,  /* complex -> complex, inverse, scaled by 1/N */
+  FFT_RFFT,  /* real -> complex, the innermost transformed dim n becomes n/2+1 */
+  FFT_IRFFT, /* complex (n/2+1) -> real (n), inverse, scaled by 1/N */
+} FftType;
 
 const char *hlo_cmp_dir_name(CmpDir d); /* "EQ" ... */
 /* x <d> y for integers of type dt (unsigned types compared unsigned). */
@@ -146,6 +163,8 @@ const char *hlo_cmp_type_name(CmpType t); /* "" for default, "FLOAT" ... */
 bool hlo_cmp_type_from_name(const char *s, size_t n, CmpType *out);
 const char *hlo_fusion_kind_name(FusionKind k); /* "kLoop" ... */
 bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out);
+const char *hlo_fft_type_name(FftType t); /* "FFT" ... */
+bool hlo_fft_type_from_name(const char *s, size_t n, FftType *out);
 
 /* ------------------------------------------------------------------ shape.c */
 
@@ -176,6 +195,7 @@ bool hlo_shape_eq(const Shape *a, const Shape *b);        /* types and dims, ign
 bool hlo_shape_eq_layout(const Shape *a, const Shape *b); /* also layouts */
 bool hlo_shape_same_dims(const Shape *a, const Shape *b); /* arrays with equal dims */
 bool hlo_layout_is_default(const Shape *s);               /* no layout or row-major */
+bool hlo_shape_has_complex(const Shape *s);               /* a complex element type anywhere in s */
 /* Row-major strides in elements. */
 void hlo_shape_strides(const Shape *s, int64_t *strides);
 /* Text as XLA prints it: "f32[2,3]{1,0}", "(f32[2]{0}, s32[])". with_layout adds {..}. */
@@ -203,7 +223,8 @@ void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
  * bf16 or f16 array read from .npy as '<u2', an fp8 one as '|u1' or '|V1'); true when l now
  * has type want. */
 bool hlo_literal_bits_as(Literal *l, DType want);
-/* Largest |element| of an array literal (0 for an empty one; NaNs ignored). */
+/* Largest |element| of an array literal (0 for an empty one; NaNs ignored; a complex
+ * element's magnitude). */
 double hlo_literal_max_abs(const Literal *l);
 /* The corpus's bar for bf16 and f16 results: within this fraction of the reference's largest
  * magnitude (one bf16 rounding of a large value is about that); hloc-run, the tests and the
@@ -224,11 +245,17 @@ uint8_t hlo_f32_to_f8e4m3fn(float f);
 uint8_t hlo_f32_to_f8e5m2(float f);
 uint8_t hlo_f64_to_f8e4m3fn(double d);
 uint8_t hlo_f64_to_f8e5m2(double d);
-/* Load element i of raw data of type t as double / int64; store likewise. */
+/* Load element i of raw data of type t as double / int64; store likewise. A complex element
+ * loads as its real part and a real value stores as a complex one with zero imaginary part
+ * (XLA's convert from a real type); code that means both parts uses the c128 pair below. */
 double hlo_load_f64(DType t, const void *data, int64_t i);
 int64_t hlo_load_i64(DType t, const void *data, int64_t i);
 void hlo_store_f64(DType t, void *data, int64_t i, double v);
 void hlo_store_i64(DType t, void *data, int64_t i, int64_t v);
+/* Element i of any array type as a complex double (a real one with zero imaginary part);
+ * stored into type t, rounded per part for c64 (a real t keeps the real part only). */
+double _Complex hlo_load_c128(DType t, const void *data, int64_t i);
+void hlo_store_c128(DType t, void *data, int64_t i, double _Complex v);
 /* Reorder element data given in the physical order of layout m2m into row-major. */
 void hlo_literal_from_layout(const Shape *s, const void *src, void *dst_row_major);
 
@@ -352,6 +379,8 @@ typedef struct HInstr {
   bool is_stable;          /* sort */
   bool largest;            /* topk: the largest k (else the smallest) */
   int64_t topk_k;          /* topk: k */
+  FftType fft_type;        /* fft: FFT, IFFT, RFFT or IRFFT */
+  IList fft_length;        /* fft: fft_length, the lengths of the transformed innermost dims */
   bool indices_are_sorted; /* gather, scatter */
   bool unique_indices;     /* scatter */
   int32_t exponent_bits;   /* reduce-precision */
@@ -556,16 +585,19 @@ Literal *hlo_interp_comp(HComp *c, HArena *a, Literal *const *args, int nargs, H
 
 /* Element-wise comparison of a computed array against a reference (e.g. XLA's output). */
 typedef struct HCompare {
-  double max_abs;    /* largest |got - want| */
-  double max_rel;    /* largest |got - want| / max(|want|, tiny) */
-  int64_t worst;     /* flat index of the element furthest outside tolerance (or max_abs) */
-  double worst_got;  /* that element's computed value */
-  double worst_want; /* that element's reference value */
-  int64_t bad;       /* elements outside tolerance (NaN vs number counts as bad) */
+  double max_abs;       /* largest |got - want| */
+  double max_rel;       /* largest |got - want| / max(|want|, tiny) */
+  int64_t worst;        /* flat index of the element furthest outside tolerance (or max_abs) */
+  double worst_got;     /* that element's computed value (a complex one's real part) */
+  double worst_want;    /* that element's reference value (likewise) */
+  double worst_got_im;  /* complex results: the computed imaginary part (else 0) */
+  double worst_want_im; /* complex results: the reference imaginary part (else 0) */
+  int64_t bad;          /* elements outside tolerance (NaN vs number counts as bad) */
 } HCompare;
 
 /* Compare arrays of equal dims (dtypes may differ); within tolerance when every element
- * satisfies |got - want| <= atol + rtol * |want|. false (with err) when dims differ. */
+ * satisfies |got - want| <= atol + rtol * |want| (complex values: the magnitudes of the
+ * complex difference and of want). false (with err) when dims differ. */
 bool hlo_literal_compare(const Literal *got, const Literal *want, double rtol, double atol,
                          HCompare *out, HErr *err);
 

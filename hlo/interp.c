@@ -29,7 +29,9 @@
  *
  * Requires: a module whose instruction shapes are consistent (the verifier's job); the
  * interpreter still checks everything it indexes with, so a malformed module gives a located
- * error, never a crash. The window/indexing ops live in interp_window.c (interp_impl.h). */
+ * error, never a crash. The window/indexing ops live in interp_window.c, complex numbers and
+ * fft in interp_complex.c (interp_impl.h): the elementwise, convert and dot functions here
+ * hand complex operands to it, and data movement moves elements of any size as bytes. */
 #include "interp_impl.h"
 
 #include <math.h>
@@ -264,6 +266,8 @@ double interp_binop_f64(HOp op, DType dt, double a, double b) {
 /* Whether binary op `op` is defined for dtype dt. */
 static bool binop_valid(HOp op, DType dt) {
   DKind k = hlo_dtype_kind(dt);
+  /* complex reducers and map bodies run as computations (interp_complex.c has the ops) */
+  if (k == DK_COMPLEX) return false;
   switch ((int)op) {
   case OP_ADD:
   case OP_SUBTRACT:
@@ -459,9 +463,7 @@ static int64_t unary_i(HOp op, DType t, int64_t x, bool *ok) {
   return 0;
 }
 
-/* Checks that operand literal o can be read elementwise for an output of n elements:
- * same element count, or a rank-0 scalar (stride 0). */
-static bool elem_operand(const HInstr *in, int k, const Literal *o, int64_t n, int64_t *stride,
+bool interp_elem_operand(const HInstr *in, int k, const Literal *o, int64_t n, int64_t *stride,
                          HErr *err) {
   if (!hlo_shape_is_array(&o->shape)) {
     hlo_err_at(err, in, "operand %d is not an array", k);
@@ -482,8 +484,9 @@ static bool elem_operand(const HInstr *in, int k, const Literal *o, int64_t n, i
 }
 
 static Literal *eval_unary(IState *st, const HInstr *in, Literal *x, HErr *err) {
+  if (hlo_dtype_is_complex(x->shape.dt)) return interp_complex_unary(st, in, x, err);
   int64_t n = hlo_shape_elems(&in->shape), s;
-  if (!elem_operand(in, 0, x, n, &s, err)) return NULL;
+  if (!interp_elem_operand(in, 0, x, n, &s, err)) return NULL;
   DType it = x->shape.dt, ot = in->shape.dt;
   Literal *r = new_lit(st, &in->shape);
   bool ok = true;
@@ -528,8 +531,10 @@ bad:
 
 static Literal *eval_convert(IState *st, const HInstr *in, Literal *x, HErr *err) {
   int64_t n = hlo_shape_elems(&in->shape), s;
-  if (!elem_operand(in, 0, x, n, &s, err)) return NULL;
+  if (!interp_elem_operand(in, 0, x, n, &s, err)) return NULL;
   DType it = x->shape.dt, ot = in->shape.dt;
+  if (hlo_dtype_is_complex(it) || hlo_dtype_is_complex(ot))
+    return interp_complex_convert(st, in, x, err);
   if (hlo_dtype_kind(it) == DK_OTHER || hlo_dtype_kind(ot) == DK_OTHER) {
     hlo_err_at(err, in, "convert from %s to %s", hlo_dtype_name(it), hlo_dtype_name(ot));
     return NULL;
@@ -571,8 +576,11 @@ static Literal *eval_convert(IState *st, const HInstr *in, Literal *x, HErr *err
 }
 
 static Literal *eval_binary(IState *st, const HInstr *in, Literal *x, Literal *y, HErr *err) {
+  if (hlo_dtype_is_complex(x->shape.dt) || hlo_dtype_is_complex(in->shape.dt))
+    return interp_complex_binary(st, in, x, y, err);
   int64_t n = hlo_shape_elems(&in->shape), sx, sy;
-  if (!elem_operand(in, 0, x, n, &sx, err) || !elem_operand(in, 1, y, n, &sy, err)) return NULL;
+  if (!interp_elem_operand(in, 0, x, n, &sx, err) || !interp_elem_operand(in, 1, y, n, &sy, err))
+    return NULL;
   DType t = x->shape.dt, ot = in->shape.dt;
   if (y->shape.dt != t || ot != t || !binop_valid(in->op, t)) {
     hlo_err_at(err, in, "%s is not defined for %s, %s -> %s", hlo_op_name(in->op),
@@ -627,8 +635,10 @@ static Literal *eval_binary(IState *st, const HInstr *in, Literal *x, Literal *y
 }
 
 static Literal *eval_compare(IState *st, const HInstr *in, Literal *x, Literal *y, HErr *err) {
+  if (hlo_dtype_is_complex(x->shape.dt)) return interp_complex_compare(st, in, x, y, err);
   int64_t n = hlo_shape_elems(&in->shape), sx, sy;
-  if (!elem_operand(in, 0, x, n, &sx, err) || !elem_operand(in, 1, y, n, &sy, err)) return NULL;
+  if (!interp_elem_operand(in, 0, x, n, &sx, err) || !interp_elem_operand(in, 1, y, n, &sy, err))
+    return NULL;
   DType t = x->shape.dt;
   if (y->shape.dt != t || in->shape.dt != DT_PRED || hlo_dtype_kind(t) == DK_OTHER) {
     hlo_err_at(err, in, "compare of %s and %s -> %s", hlo_dtype_name(t),
@@ -674,8 +684,9 @@ static Literal *eval_compare(IState *st, const HInstr *in, Literal *x, Literal *
 
 static Literal *eval_select(IState *st, const HInstr *in, Literal *const *ops, HErr *err) {
   int64_t n = hlo_shape_elems(&in->shape), sp, sa, sb;
-  if (!elem_operand(in, 0, ops[0], n, &sp, err) || !elem_operand(in, 1, ops[1], n, &sa, err) ||
-      !elem_operand(in, 2, ops[2], n, &sb, err))
+  if (!interp_elem_operand(in, 0, ops[0], n, &sp, err) ||
+      !interp_elem_operand(in, 1, ops[1], n, &sa, err) ||
+      !interp_elem_operand(in, 2, ops[2], n, &sb, err))
     return NULL;
   DType t = in->shape.dt;
   if (ops[0]->shape.dt != DT_PRED || ops[1]->shape.dt != t || ops[2]->shape.dt != t) {
@@ -702,13 +713,14 @@ static Literal *eval_select(IState *st, const HInstr *in, Literal *const *ops, H
 
 static Literal *eval_clamp(IState *st, const HInstr *in, Literal *const *ops, HErr *err) {
   int64_t n = hlo_shape_elems(&in->shape), s0, s1, s2;
-  if (!elem_operand(in, 0, ops[0], n, &s0, err) || !elem_operand(in, 1, ops[1], n, &s1, err) ||
-      !elem_operand(in, 2, ops[2], n, &s2, err))
+  if (!interp_elem_operand(in, 0, ops[0], n, &s0, err) ||
+      !interp_elem_operand(in, 1, ops[1], n, &s1, err) ||
+      !interp_elem_operand(in, 2, ops[2], n, &s2, err))
     return NULL;
   DType t = in->shape.dt;
   if (ops[0]->shape.dt != t || ops[1]->shape.dt != t || ops[2]->shape.dt != t ||
-      hlo_dtype_kind(t) == DK_OTHER || hlo_dtype_kind(t) == DK_PRED) {
-    hlo_err_at(err, in, "clamp needs three operands of type %s", hlo_dtype_name(t));
+      hlo_dtype_kind(t) == DK_OTHER || hlo_dtype_kind(t) == DK_PRED || hlo_dtype_is_complex(t)) {
+    hlo_err_at(err, in, "clamp needs three operands of type %s (ordered)", hlo_dtype_name(t));
     return NULL;
   }
   Literal *r = new_lit(st, &in->shape);
@@ -729,7 +741,7 @@ static Literal *eval_clamp(IState *st, const HInstr *in, Literal *const *ops, HE
 
 static Literal *eval_reduce_precision(IState *st, const HInstr *in, Literal *x, HErr *err) {
   int64_t n = hlo_shape_elems(&in->shape), s;
-  if (!elem_operand(in, 0, x, n, &s, err)) return NULL;
+  if (!interp_elem_operand(in, 0, x, n, &s, err)) return NULL;
   DType t = in->shape.dt;
   int nbits, se, sm;
   if (!hlo_float_format(t, &nbits, &se, &sm) || x->shape.dt != t || in->exponent_bits < 1 ||
@@ -1085,7 +1097,7 @@ static Literal *eval_map(IState *st, const HInstr *in, Literal *const *ops, HErr
   Literal **args = hlo_arena_alloc(st->arena, sizeof(Literal *) * (size_t)k);
   int64_t *strides = hlo_arena_alloc(st->arena, sizeof(int64_t) * (size_t)k);
   for (int i = 0; i < k; i++) {
-    if (!elem_operand(in, i, ops[i], n, &strides[i], err)) return NULL;
+    if (!interp_elem_operand(in, i, ops[i], n, &strides[i], err)) return NULL;
     Shape s = hlo_shape_scalar(ops[i]->shape.dt);
     args[i] = new_lit(st, &s);
   }
@@ -1422,6 +1434,10 @@ static Literal *eval_dot(IState *st, const HInstr *in, Literal *x, Literal *y, H
   bool fl = hlo_dtype_is_float(os->dt) || hlo_dtype_is_float(xs->dt) || hlo_dtype_is_float(ys->dt);
   if (hlo_dtype_kind(os->dt) == DK_OTHER) goto mismatch;
   Literal *r = new_lit(st, os);
+  if (hlo_dtype_is_complex(os->dt)) {
+    interp_complex_dot(x, y, lperm, rperm, B, M, K, N, r);
+    return r;
+  }
   void *L = pack_operand(x, lperm, fl), *R = pack_operand(y, rperm, fl);
   int64_t on = B * M * N;
   void *acc = calloc((size_t)(on ? on : 1), 8);
@@ -1864,6 +1880,10 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
     }
     return ops[0];
   case OP_CONVERT: return eval_convert(st, in, ops[0], err);
+  case OP_IMAG:
+  case OP_REAL: return interp_complex_unary(st, in, ops[0], err);
+  case OP_COMPLEX: return interp_complex_make(st, in, ops[0], ops[1], err);
+  case OP_FFT: return interp_fft(st, in, ops[0], err);
   case OP_BITCAST_CONVERT: return eval_bitcast_convert(st, in, ops[0], err);
   case OP_REDUCE_PRECISION: return eval_reduce_precision(st, in, ops[0], err);
 
@@ -1955,12 +1975,8 @@ static Literal *eval_instr(IState *st, HInstr *in, Literal *const *ops, Literal 
   case OP_PARTITION_ID:
   case OP_REPLICA_ID:
   case OP_RNG_GET_AND_UPDATE_STATE:
-  case OP_IMAG:
-  case OP_REAL:
-  case OP_COMPLEX:
   case OP_STOCHASTIC_CONVERT:
   case OP_SCAN:
-  case OP_FFT:
   case OP_CHOLESKY:
   case OP_TRIANGULAR_SOLVE:
   case OP_RAGGED_DOT:

@@ -2,9 +2,12 @@
  *
  * Literal data is dense and row-major regardless of the shape's layout. The load/store
  * helpers convert between any element type and double or int64; the interpreter, the readers
- * and constant folding all use them, so dtype conversion rules live in one place. */
+ * and constant folding all use them, so dtype conversion rules live in one place. Complex
+ * elements (c64, c128) are pairs of their component type, real part first, accessed as C's
+ * double _Complex through hlo_load_c128 / hlo_store_c128. */
 #include "hlo.h"
 
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -197,6 +200,8 @@ double hlo_load_f64(DType t, const void *d, int64_t i) {
   case DT_F8E5M2: return hlo_f8e5m2_to_f32(((const uint8_t *)d)[i]);
   case DT_F32: return ((const float *)d)[i];
   case DT_F64: return ((const double *)d)[i];
+  case DT_C64: return ((const float *)d)[2 * i]; /* the real part */
+  case DT_C128: return ((const double *)d)[2 * i];
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:
@@ -221,7 +226,9 @@ int64_t hlo_load_i64(DType t, const void *d, int64_t i) {
   case DT_F8E4M3FN:
   case DT_F8E5M2:
   case DT_F32:
-  case DT_F64: {
+  case DT_F64:
+  case DT_C64:
+  case DT_C128: {
     double v = hlo_load_f64(t, d, i);
     if (isnan(v)) return 0;
     if (v >= 9223372036854775807.0) return INT64_MAX;
@@ -270,6 +277,8 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
   case DT_F8E5M2: ((uint8_t *)d)[i] = hlo_f64_to_f8e5m2(v); return;
   case DT_F32: ((float *)d)[i] = (float)v; return;
   case DT_F64: ((double *)d)[i] = v; return;
+  case DT_C64:
+  case DT_C128: hlo_store_c128(t, d, i, v); return;
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:
@@ -294,13 +303,34 @@ void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
   case DT_F8E4M3FN:
   case DT_F8E5M2:
   case DT_F32:
-  case DT_F64: hlo_store_f64(t, d, i, (double)v); return;
+  case DT_F64:
+  case DT_C64:
+  case DT_C128: hlo_store_f64(t, d, i, (double)v); return;
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:
   case DT_COUNT: break;
   }
   HLO_ASSERT(!"store of non-array type");
+}
+
+double _Complex hlo_load_c128(DType t, const void *d, int64_t i) {
+  /* CMPLX, not re + im * I: that would turn an infinite part into a NaN one */
+  if (t == DT_C64) return CMPLX(((const float *)d)[2 * i], ((const float *)d)[2 * i + 1]);
+  if (t == DT_C128) return CMPLX(((const double *)d)[2 * i], ((const double *)d)[2 * i + 1]);
+  return CMPLX(hlo_load_f64(t, d, i), 0.0);
+}
+
+void hlo_store_c128(DType t, void *d, int64_t i, double _Complex v) {
+  if (t == DT_C64) {
+    ((float *)d)[2 * i] = (float)creal(v);
+    ((float *)d)[2 * i + 1] = (float)cimag(v);
+  } else if (t == DT_C128) {
+    ((double *)d)[2 * i] = creal(v);
+    ((double *)d)[2 * i + 1] = cimag(v);
+  } else {
+    hlo_store_f64(t, d, i, creal(v));
+  }
 }
 
 double hlo_literal_get_f64(const Literal *l, int64_t i) {
@@ -328,7 +358,8 @@ bool hlo_literal_bits_as(Literal *l, DType want) {
 double hlo_literal_max_abs(const Literal *l) {
   double m = 0;
   for (int64_t i = 0, n = hlo_shape_elems(&l->shape); i < n; i++) {
-    double v = fabs(hlo_literal_get_f64(l, i));
+    double _Complex z = hlo_load_c128(l->shape.dt, l->data, i);
+    double v = cabs(z); /* hypot: no overflow */
     if (v > m) m = v;
   }
   return m;

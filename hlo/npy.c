@@ -8,7 +8,9 @@
  * arrays arrive as 2-byte bit patterns ('<u2', or ml_dtypes' '|V2'), read as u16 and typed by
  * the module's parameter through hlo_literal_bits_as; bf16 is written as '<u2' bits, the
  * corpus's convention. The fp8 types (f8e4m3fn, f8e5m2) likewise: read from '|u1' or ml_dtypes'
- * '|V1' as u8 bits, written as '|u1' bits. The writer emits v1.0 and writes atomically. */
+ * '|V1' as u8 bits, written as '|u1' bits. Complex arrays are numpy's '<c8' (c64) and '<c16'
+ * (c128), whose bytes are the IR's (real, imaginary) pairs. The writer emits v1.0 and writes
+ * atomically. */
 #include "hlo.h"
 
 #include <ctype.h>
@@ -31,6 +33,8 @@ static const struct {
     {"f2", DT_F16},
     {"f4", DT_F32},
     {"f8", DT_F64},
+    {"c8", DT_C64}, /* interleaved real and imaginary parts, as the IR stores them */
+    {"c16", DT_C128},
     /* ml_dtypes' bfloat16 and float8 arrays: raw element bits, typed by the module */
     {"V2", DT_U16},
     {"V1", DT_U8},
@@ -103,19 +107,19 @@ Literal *hlo_npy_parse(HArena *a, const void *buf, size_t len, const char *file,
   }
   size_t dl = (size_t)(de - d);
   const char *code = d;
-  if (dl == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=')) {
+  if (dl >= 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=' || d[0] == '>')) {
+    /* one-byte elements have no byte order */
+    if (d[0] == '>' && !(dl == 3 && d[2] == '1')) {
+      hlo_err(err, file, NULL, NULL, "big-endian .npy data ('%.*s') is not supported", (int)dl, d);
+      return NULL;
+    }
     code = d + 1;
-    dl = 2;
-  } else if (dl == 3 && d[0] == '>' && d[2] != '1') {
-    hlo_err(err, file, NULL, NULL, "big-endian .npy data ('%.3s') is not supported", d);
-    return NULL;
-  } else if (dl == 3 && d[0] == '>') {
-    code = d + 1;
-    dl = 2;
+    dl--;
   }
   DType dt = DT_INVALID;
   for (size_t i = 0; i < sizeof npy_types / sizeof *npy_types; i++)
-    if (dl == 2 && !memcmp(code, npy_types[i].descr, 2)) dt = npy_types[i].dt;
+    if (dl == strlen(npy_types[i].descr) && !memcmp(code, npy_types[i].descr, dl))
+      dt = npy_types[i].dt;
   if (dt == DT_INVALID) {
     hlo_err(err, file, NULL, NULL, "unsupported .npy dtype '%.*s'", (int)(de - d), d);
     return NULL;
@@ -207,6 +211,8 @@ static const char *npy_descr(DType t) {
   case DT_F16: return "<f2";
   case DT_F32: return "<f4";
   case DT_F64: return "<f8";
+  case DT_C64: return "<c8";
+  case DT_C128: return "<c16";
   case DT_BF16:
   case DT_F8E4M3FN:
   case DT_F8E5M2: /* written as bits: hlo_npy_write */

@@ -28,6 +28,7 @@
  * 'C', instruction 'I': what" and NULL, with everything allocated so far freed. */
 #include "hlo.h"
 
+#include <complex.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -455,12 +456,21 @@ static bool raw_value(Parser *p, const char **s, size_t *n) {
 /* ------------------------------------------------------------------ shapes */
 
 static const char *const unsupported_types[] = {
-    "c64",        "c128",       "f8e4m3b11fnuz",
-    "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3",
-    "f8e3m4",     "f8e8m0fnu",  "f4e2m1fn",
-    "s4",         "u4",         "s2",
-    "u2",         "s1",         "u1",
-    "opaque",     "f4e2m1fnuz",
+    "f8e4m3b11fnuz",
+    "f8e5m2fnuz",
+    "f8e4m3fnuz",
+    "f8e4m3",
+    "f8e3m4",
+    "f8e8m0fnu",
+    "f4e2m1fn",
+    "s4",
+    "u4",
+    "s2",
+    "u2",
+    "s1",
+    "u1",
+    "opaque",
+    "f4e2m1fnuz",
 };
 
 static bool parse_shape(Parser *p, Shape *s);
@@ -634,6 +644,19 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
     if (!parse_double(p, &v, dt != DT_F64 && !hlo_dtype_is_fp8(dt), "floating-point constant"))
       return false;
     hlo_store_f64(dt, data, i, v);
+    return true;
+  }
+  case DK_COMPLEX: {
+    /* XLA writes a complex element as (re, im) */
+    double re = 0, im = 0;
+    bool f32 = dt == DT_C64;
+    if (!expect(p, '(', "at the start of a complex constant") ||
+        !parse_double(p, &re, f32, "real part of a complex constant") ||
+        !expect(p, ',', "between the parts of a complex constant") ||
+        !parse_double(p, &im, f32, "imaginary part of a complex constant") ||
+        !expect(p, ')', "at the end of a complex constant"))
+      return false;
+    hlo_store_c128(dt, data, i, CMPLX(re, im));
     return true;
   }
   case DK_OTHER: break;
@@ -1104,6 +1127,14 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
     return parse_bool(p, &in->indices_are_sorted, "indices_are_sorted");
   if (KEY("is_stable") && (op == OP_SORT || op == OP_TOPK))
     return parse_bool(p, &in->is_stable, "is_stable");
+  if (KEY("fft_type") && op == OP_FFT) {
+    Ref r;
+    if (!name(p, &r, "fft type")) return false;
+    if (!hlo_fft_type_from_name(r.s, (size_t)r.n, &in->fft_type))
+      return perr(p, r.pos, "unknown fft type '%.*s'", r.n, r.s);
+    return true;
+  }
+  if (KEY("fft_length") && op == OP_FFT) return parse_ilist(p, &in->fft_length, "fft_length");
   if (KEY("largest") && op == OP_TOPK) return parse_bool(p, &in->largest, "largest");
   if (KEY("k") && op == OP_TOPK) {
     size_t pos = p->pos;

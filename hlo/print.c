@@ -14,6 +14,7 @@
  * written bare like XLA does, anything else quoted. */
 #include "hlo.h"
 
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,15 @@ static void print_elem(FILE *f, const Literal *l, int64_t i) {
   case DK_SINT: fprintf(f, "%lld", (long long)hlo_load_i64(dt, l->data, i)); return;
   case DK_UINT: fprintf(f, "%llu", (unsigned long long)hlo_load_i64(dt, l->data, i)); return;
   case DK_FLOAT: print_float(f, dt, hlo_load_f64(dt, l->data, i)); return;
+  case DK_COMPLEX: {
+    double _Complex z = hlo_load_c128(dt, l->data, i);
+    fputc('(', f);
+    print_float(f, hlo_dtype_component(dt), creal(z));
+    fputs(", ", f);
+    print_float(f, hlo_dtype_component(dt), cimag(z));
+    fputc(')', f);
+    return;
+  }
   case DK_OTHER: break;
   }
   fputs("?", f);
@@ -382,6 +392,10 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
   if (op == OP_TOPK)
     fprintf(f, ", k=%lld, largest=%s", (long long)in->topk_k, in->largest ? "true" : "false");
   if (in->is_stable) fputs(", is_stable=true", f);
+  if (op == OP_FFT) {
+    fprintf(f, ", fft_type=%s", hlo_fft_type_name(in->fft_type));
+    attr_ilist(f, "fft_length", &in->fft_length);
+  }
   if (op == OP_REDUCE_PRECISION)
     fprintf(f, ", exponent_bits=%d, mantissa_bits=%d", in->exponent_bits, in->mantissa_bits);
   if (op == OP_BATCH_NORM_TRAINING || op == OP_BATCH_NORM_INFERENCE || op == OP_BATCH_NORM_GRAD) {

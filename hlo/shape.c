@@ -99,6 +99,13 @@ bool hlo_layout_is_default(const Shape *s) {
   return true;
 }
 
+bool hlo_shape_has_complex(const Shape *s) {
+  if (s->dt != DT_TUPLE) return hlo_dtype_is_complex(s->dt);
+  for (int i = 0; i < s->ntuple; i++)
+    if (hlo_shape_has_complex(&s->tuple[i])) return true;
+  return false;
+}
+
 bool hlo_shape_eq_layout(const Shape *a, const Shape *b) {
   if (!hlo_shape_eq(a, b)) return false;
   if (a->dt == DT_TUPLE) {

@@ -97,10 +97,12 @@ static bool lookup(const char *const *names, int count, const char *s, size_t n,
 static const char *const cmp_dirs[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
 static const char *const cmp_types[] = {"", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"};
 static const char *const fusion_kinds[] = {"", "kLoop", "kInput", "kOutput", "kCustom"};
+static const char *const fft_types[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
 
 const char *hlo_cmp_dir_name(CmpDir d) { return cmp_dirs[d]; }
 const char *hlo_cmp_type_name(CmpType t) { return cmp_types[t]; }
 const char *hlo_fusion_kind_name(FusionKind k) { return fusion_kinds[k]; }
+const char *hlo_fft_type_name(FftType t) { return (unsigned)t < 4 ? fft_types[t] : "?"; }
 
 bool hlo_cmp_dir_from_name(const char *s, size_t n, CmpDir *out) {
   int v;
@@ -120,5 +122,12 @@ bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out) {
   int v;
   if (n == 0 || !lookup(fusion_kinds, 5, s, n, &v)) return false;
   *out = (FusionKind)v;
+  return true;
+}
+
+bool hlo_fft_type_from_name(const char *s, size_t n, FftType *out) {
+  int v;
+  if (!lookup(fft_types, 4, s, n, &v)) return false;
+  *out = (FftType)v;
   return true;
 }

@@ -33,11 +33,17 @@
  *   - iota: the whole shape (the iota dimension must be in range);
  *   - bitcast: the whole shape with its layout (same byte size as the operand);
  *   - parameter, custom-call, rng-bit-generator, the dynamic-shape ops, ops whose attributes
- *     hloc does not model (fft, topk, triangular-solve, ragged-dot, scaled-dot, scan) and all
+ *     hloc does not model (topk, triangular-solve, ragged-dot, scaled-dot, scan) and all
  *     OPF_SIDE ops (collectives, send/recv, infeed/outfeed, async, ...): the whole shape, as
  *     given, checked only for being well formed (the targets reject what they cannot run).
  *     all-reduce-like ops still get their reducer checked.
  * Every other op ignores in->shape, so a pass can fill a new instruction's shape with it.
+ * Complex types follow XLA's rules: add, subtract, multiply, divide, power, negate, sign and
+ * the floating-or-complex unary ops (exp, log, sqrt, rsqrt, cbrt, sin, cos, tan, tanh,
+ * logistic, expm1, log1p) take them; abs, real and imag give the component type (real and
+ * imag of a float its own type); complex(f32, f32) is c64 and complex(f64, f64) c128; compare
+ * is EQ or NE only; convert goes from any numeric type to complex and between complex types,
+ * never from complex to real; dot takes two complex operands; fft as InferFftShape.
  * Inferred array shapes carry the default (row-major) layout, except those taken as given,
  * which keep in->shape's layout. Tuple shapes are allocated in the arena passed in.
  *
@@ -97,6 +103,7 @@ static bool is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
 static bool is_int(DType t) { return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT; }
 static bool is_pred(DType t) { return t == DT_PRED; }
 static bool is_num(DType t) { return is_float(t) || is_int(t); }
+static bool is_cplx(DType t) { return hlo_dtype_is_complex(t); }
 
 /* Well-formedness of a shape: a known element type, rank within bounds, no negative dims,
  * a layout that is a permutation, tuples with element arrays. NULL when fine, else why. */
@@ -306,6 +313,11 @@ typedef enum ElemKind {
   EK_INT,      /* integers only */
   EK_INT_PRED, /* integers and pred */
   EK_ANY,      /* any array element type */
+  /* the same with the complex types (c64, c128) */
+  EK_NUM_C,      /* integers, floats and complex */
+  EK_NUM_PRED_C, /* integers, floats, pred and complex */
+  EK_SIGNED_C,   /* signed integers, floats and complex */
+  EK_FLOAT_C,    /* floats and complex */
 } ElemKind;
 
 static bool kind_ok(ElemKind k, DType t) {
@@ -317,6 +329,10 @@ static bool kind_ok(ElemKind k, DType t) {
   case EK_INT: return is_int(t);
   case EK_INT_PRED: return is_int(t) || is_pred(t);
   case EK_ANY: return true;
+  case EK_NUM_C: return is_num(t) || is_cplx(t);
+  case EK_NUM_PRED_C: return is_num(t) || is_pred(t) || is_cplx(t);
+  case EK_SIGNED_C: return kind_ok(EK_SIGNED, t) || is_cplx(t);
+  case EK_FLOAT_C: return is_float(t) || is_cplx(t);
   }
   return false;
 }
@@ -330,6 +346,10 @@ static const char *kind_name(ElemKind k) {
   case EK_INT: return "an integer";
   case EK_INT_PRED: return "an integer or pred";
   case EK_ANY: return "any";
+  case EK_NUM_C: return "a numeric or complex";
+  case EK_NUM_PRED_C: return "a numeric, pred or complex";
+  case EK_SIGNED_C: return "a signed integer, floating-point or complex";
+  case EK_FLOAT_C: return "a floating-point or complex";
   }
   return "?";
 }
@@ -356,13 +376,25 @@ static bool infer_binary(const HInstr *in, ElemKind k, DType rdt, Shape *out, HE
   return true;
 }
 
-static bool infer_compare(const HInstr *in, Shape *out, HErr *err) {
-  if (!infer_binary(in, EK_NUM_PRED, DT_PRED, out, err)) return false;
+/* Unary op on floats and complex whose complex result is the component type (abs, real,
+ * imag): a real operand keeps its type. */
+static bool infer_to_component(const HInstr *in, ElemKind k, Shape *out, HErr *err) {
+  if (!want_arr(err, in, 0)) return false;
   DType t = in->ops[0]->shape.dt;
+  return infer_unary(in, k, is_cplx(t) ? hlo_dtype_component(t) : DT_INVALID, out, err);
+}
+
+static bool infer_compare(const HInstr *in, Shape *out, HErr *err) {
+  if (!infer_binary(in, EK_NUM_PRED_C, DT_PRED, out, err)) return false;
+  DType t = in->ops[0]->shape.dt;
+  /* complex numbers have no order: XLA compares them for (in)equality only */
+  if (is_cplx(t) && in->cmp_dir != CMP_EQ && in->cmp_dir != CMP_NE)
+    return bad(err, in, "compare direction %s is not defined for %s (only EQ and NE)",
+               hlo_cmp_dir_name(in->cmp_dir), hlo_dtype_name(t));
   bool ok = true;
   switch (in->cmp_type) {
   case CMPT_DEFAULT: break;
-  case CMPT_FLOAT:
+  case CMPT_FLOAT: ok = is_float(t) || is_cplx(t); break;
   case CMPT_TOTALORDER: ok = is_float(t); break;
   case CMPT_SIGNED: ok = hlo_dtype_kind(t) == DK_SINT; break;
   case CMPT_UNSIGNED: ok = hlo_dtype_kind(t) == DK_UINT || is_pred(t); break;
@@ -384,8 +416,23 @@ static bool target_type(const HInstr *in, DType *t, HErr *err) {
 
 static bool infer_convert(const HInstr *in, Shape *out, HErr *err) {
   DType t;
-  if (!target_type(in, &t, err)) return false;
-  return infer_unary(in, EK_NUM_PRED, t, out, err);
+  if (!target_type(in, &t, err) || !want_arr(err, in, 0)) return false;
+  /* XLA's ShapeInference: "Conversion from complex to real type ... is not implemented" (real
+   * and imag take the parts) */
+  if (is_cplx(in->ops[0]->shape.dt) && !is_cplx(t))
+    return bad(err, in, "convert from complex %s to real %s is not defined (use real or imag)",
+               SS(&in->ops[0]->shape), hlo_dtype_name(t));
+  if (t == DT_TOKEN) return bad(err, in, "convert to token");
+  return infer_unary(in, EK_NUM_PRED_C, t, out, err);
+}
+
+/* complex(re, im): two floats of one type (f32 or f64) of equal shape -> c64 or c128. */
+static bool infer_complex(const HInstr *in, Shape *out, HErr *err) {
+  if (!want_arr(err, in, 0)) return false;
+  DType t = in->ops[0]->shape.dt, ct = hlo_dtype_complex_of(t);
+  if (ct == DT_INVALID)
+    return bad(err, in, "complex needs f32 or f64 parts, got %s", SS(&in->ops[0]->shape));
+  return infer_binary(in, EK_FLOAT, ct, out, err);
 }
 
 /* bitcast-convert: equal bit widths keep the dims; a narrower target adds a minor dimension
@@ -396,6 +443,9 @@ static bool infer_bitcast_convert(const HInstr *in, Shape *out, HErr *err) {
   const Shape *s = &in->ops[0]->shape;
   size_t from = hlo_dtype_size(s->dt), to = hlo_dtype_size(t);
   if (from == 0 || to == 0) return bad(err, in, "bitcast-convert of %s", SS(s));
+  if (is_cplx(s->dt) != is_cplx(t))
+    return bad(err, in, "bitcast-convert between complex and real types (%s to %s)", SS(s),
+               hlo_dtype_name(t));
   if (from == to) {
     *out = arr(t, s->rank, s->dims);
   } else if (from > to) {
@@ -1092,10 +1142,11 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
                  "dot contracting dimension sizes differ: lhs %s dim %lld, rhs %s dim "
                  "%lld",
                  SS(l), (long long)dd->lhs_contract.v[i], SS(r), (long long)dd->rhs_contract.v[i]);
-  if ((is_float(l->dt) != is_float(r->dt)) || !kind_ok(EK_NUM_PRED, l->dt) ||
-      !kind_ok(EK_NUM_PRED, r->dt))
-    return bad(err, in, "dot operands %s and %s must be both floating-point or both integer", SS(l),
-               SS(r));
+  if ((is_float(l->dt) != is_float(r->dt)) || is_cplx(l->dt) != is_cplx(r->dt) ||
+      !kind_ok(EK_NUM_PRED_C, l->dt) || !kind_ok(EK_NUM_PRED_C, r->dt))
+    return bad(err, in,
+               "dot operands %s and %s must be both floating-point, both complex or both integer",
+               SS(l), SS(r));
   int64_t d[2 * HLO_MAX_RANK];
   int n = 0;
   for (int i = 0; i < dd->lhs_batch.n; i++)
@@ -1109,8 +1160,45 @@ static bool infer_dot(const HInstr *in, Shape *out, HErr *err) {
   if (n > HLO_MAX_RANK) return bad(err, in, "dot result rank %d is too large", n);
   DType t = in->shape.dt;
   if (t == DT_INVALID) t = l->dt;
-  if (!kind_ok(EK_NUM_PRED, t)) return bad(err, in, "dot result type %s", hlo_dtype_name(t));
+  if (!kind_ok(EK_NUM_PRED_C, t) || is_cplx(t) != is_cplx(l->dt))
+    return bad(err, in, "dot result type %s", hlo_dtype_name(t));
   *out = arr(t, n, d);
+  return true;
+}
+
+/* fft as XLA's ShapeInference::InferFftShape: 1 to 3 innermost dims transformed; FFT and
+ * IFFT keep a complex shape; RFFT takes f32/f64 whose innermost dims are fft_length and gives
+ * the complex type with the last of them n/2+1; IRFFT takes complex whose innermost dims are
+ * fft_length but the last, n/2+1, and gives the component type with the last dim n. */
+static bool infer_fft(const HInstr *in, Shape *out, HErr *err) {
+  if (!want_arr(err, in, 0)) return false;
+  const Shape *s = &in->ops[0]->shape;
+  const IList *fl = &in->fft_length;
+  int r = fl->n;
+  if (r < 1 || r > 3) return bad(err, in, "fft_length has %d entries, FFT supports 1 to 3", r);
+  if (s->rank < r)
+    return bad(err, in, "fft of rank %d needs an operand of rank >= %d, got %s", r, r, SS(s));
+  for (int i = 0; i < r; i++)
+    if (fl->v[i] < 0) return bad(err, in, "fft_length %lld is negative", (long long)fl->v[i]);
+  bool real_in = in->fft_type == FFT_RFFT;
+  if (real_in ? !(s->dt == DT_F32 || s->dt == DT_F64) : !is_cplx(s->dt))
+    return bad(err, in, "%s needs %s input, got %s", hlo_fft_type_name(in->fft_type),
+               real_in ? "f32 or f64" : "complex", SS(s));
+  int64_t last = fl->v[r - 1];
+  for (int i = 0; i < r; i++) {
+    int64_t want = fl->v[i], have = s->dims[s->rank - r + i];
+    if (in->fft_type == FFT_IRFFT && i == r - 1) want = (have == 0 && last == 0) ? 0 : last / 2 + 1;
+    if (have != want)
+      return bad(err, in, "%s needs dim %d of %s to be %lld (fft_length entry %d is %lld)",
+                 hlo_fft_type_name(in->fft_type), s->rank - r + i, SS(s), (long long)want, i,
+                 (long long)fl->v[i]);
+  }
+  DType t = in->fft_type == FFT_RFFT    ? hlo_dtype_complex_of(s->dt)
+            : in->fft_type == FFT_IRFFT ? hlo_dtype_component(s->dt)
+                                        : s->dt;
+  *out = arr(t, s->rank, s->dims);
+  if (in->fft_type == FFT_RFFT && last != 0) out->dims[s->rank - 1] = last / 2 + 1;
+  if (in->fft_type == FFT_IRFFT) out->dims[s->rank - 1] = last;
   return true;
 }
 
@@ -1353,28 +1441,29 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   case OP_IOTA: return infer_iota(in, out, err);
 
   /* elementwise unary */
-  case OP_ABS:
-  case OP_NEGATE: return infer_unary(in, EK_NUM, DT_INVALID, out, err);
-  case OP_SIGN: return infer_unary(in, EK_SIGNED, DT_INVALID, out, err);
+  case OP_ABS: return infer_to_component(in, EK_NUM_C, out, err);
+  case OP_IMAG:
+  case OP_REAL: return infer_to_component(in, EK_FLOAT_C, out, err);
+  case OP_NEGATE: return infer_unary(in, EK_NUM_C, DT_INVALID, out, err);
+  case OP_SIGN: return infer_unary(in, EK_SIGNED_C, DT_INVALID, out, err);
+  /* XLA's floating-or-complex unary ops */
   case OP_CBRT:
-  case OP_CEIL:
   case OP_COSINE:
-  case OP_ERF:
   case OP_EXP:
   case OP_EXPM1:
-  case OP_FLOOR:
-  case OP_IMAG:
-  case OP_REAL:
   case OP_LOG:
   case OP_LOG1P:
   case OP_LOGISTIC:
-  case OP_ROUND_AFZ:
-  case OP_ROUND_EVEN:
   case OP_RSQRT:
   case OP_SINE:
   case OP_SQRT:
   case OP_TAN:
-  case OP_TANH:
+  case OP_TANH: return infer_unary(in, EK_FLOAT_C, DT_INVALID, out, err);
+  case OP_CEIL:
+  case OP_ERF:
+  case OP_FLOOR:
+  case OP_ROUND_AFZ:
+  case OP_ROUND_EVEN:
   case OP_ACOS:
   case OP_ACOSH:
   case OP_ASIN:
@@ -1400,13 +1489,13 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
 
   /* elementwise binary */
   case OP_ADD:
-  case OP_MULTIPLY:
+  case OP_MULTIPLY: return infer_binary(in, EK_NUM_PRED_C, DT_INVALID, out, err);
   case OP_MAXIMUM:
   case OP_MINIMUM: return infer_binary(in, EK_NUM_PRED, DT_INVALID, out, err);
   case OP_SUBTRACT:
   case OP_DIVIDE:
-  case OP_REMAINDER:
-  case OP_POWER: return infer_binary(in, EK_NUM, DT_INVALID, out, err);
+  case OP_POWER: return infer_binary(in, EK_NUM_C, DT_INVALID, out, err);
+  case OP_REMAINDER: return infer_binary(in, EK_NUM, DT_INVALID, out, err);
   case OP_ATAN2: return infer_binary(in, EK_FLOAT, DT_INVALID, out, err);
   case OP_MULHI:
   case OP_SHL:
@@ -1416,8 +1505,7 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   case OP_OR:
   case OP_XOR: return infer_binary(in, EK_INT_PRED, DT_INVALID, out, err);
   case OP_COMPARE: return infer_compare(in, out, err);
-  case OP_COMPLEX:
-    return bad(err, in, "complex numbers are not supported (no complex element types)");
+  case OP_COMPLEX: return infer_complex(in, out, err);
   case OP_STOCHASTIC_CONVERT: return infer_stochastic_convert(in, out, err);
 
   /* elementwise ternary and map */
@@ -1437,6 +1525,7 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
 
   /* linear algebra */
   case OP_DOT: return infer_dot(in, out, err);
+  case OP_FFT: return infer_fft(in, out, err);
   case OP_CONVOLUTION: return infer_convolution(in, out, err);
   case OP_CHOLESKY: {
     const Shape *s = &in->ops[0]->shape;
@@ -1513,7 +1602,6 @@ bool hlo_infer_shape(HArena *a, const HInstr *in, Shape *out, HErr *err) {
   case OP_CUSTOM_CALL:
   case OP_SET_DIMENSION_SIZE:
   case OP_DYNAMIC_RESHAPE:
-  case OP_FFT:
   case OP_TRIANGULAR_SOLVE:
   case OP_RAGGED_DOT:
   case OP_SCALED_DOT:

@@ -106,7 +106,7 @@ HInstr *opt_const_scalar(HComp *c, DType dt, double v);
 /* broadcast(scalar) to the dims of s (scalar itself when s is a scalar shape). */
 HInstr *opt_broadcast_scalar(HComp *c, HInstr *scalar, const Shape *s);
 /* in is a constant whose elements are all equal, possibly seen through broadcast, reshape,
- * transpose and copy; *v receives the value. */
+ * transpose and copy; *v receives the value (complex ones only when real: imaginary 0). */
 bool opt_uniform_value(const HInstr *in, double *v);
 /* opt_uniform_value and the value equals want (integers compared exactly). */
 bool opt_uniform_is(const HInstr *in, double want);

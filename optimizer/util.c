@@ -19,6 +19,7 @@
  * seen through broadcasts and reshapes, bitcast-like reshapes, and element counts. */
 #include "optimizer.h"
 
+#include <complex.h>
 #include <string.h>
 
 void opt_comp_toposort(HComp *c, HArena *scratch) {
@@ -124,6 +125,9 @@ bool opt_uniform_value(const HInstr *in, double *v) {
   const uint8_t *d = l->data;
   for (int64_t i = 1; i < n; i++)
     if (memcmp(d, d + (size_t)i * es, es)) return false;
+  /* a complex value is a real one only when its imaginary part is zero */
+  if (hlo_dtype_is_complex(l->shape.dt) && cimag(hlo_load_c128(l->shape.dt, l->data, 0)) != 0)
+    return false;
   *v = hlo_literal_get_f64(l, 0);
   return true;
 }

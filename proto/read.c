@@ -23,11 +23,11 @@
  * 3. Conversion. Shapes (element type, dims, minor_to_major, layout extras, tuples of bounded
  *    depth), literals (the data field selected by the element type, count-checked, reordered
  *    to row-major when the literal's layout is not the default, 16-bit types read
- *    little-endian) and every instruction attribute the IR models. Shardings, frontend
- *    attributes, channel ids and a custom-call's side effect become verbatim attributes in
- *    their HLO text spelling; a schedule becomes the module's is_scheduled.
- *    Entry layout comes from host_program_shape (or the entry's program_shape), aliasing
- *    from input_output_alias.
+ *    little-endian, complex ones from c64s / c128s as interleaved real and imaginary parts) and
+ *    every instruction attribute the IR models. Shardings, frontend attributes, channel ids and
+ *    a custom-call's side effect become verbatim attributes in their HLO text spelling; a
+ *    schedule becomes the module's is_scheduled. Entry layout comes from host_program_shape
+ *    (or the entry's program_shape), aliasing from input_output_alias.
  *
  * Every inconsistency is one located error (file, computation, instruction). Temporary
  * tables live in a scratch arena freed on return; the decoded message is freed as well, so
@@ -372,6 +372,8 @@ static size_t literal_count(const Xla__LiteralProto *lp, DType dt) {
   case DT_U64: return lp->n_u64s;
   case DT_F32: return lp->n_f32s;
   case DT_F64: return lp->n_f64s;
+  case DT_C64: return lp->n_c64s % 2 ? SIZE_MAX : lp->n_c64s / 2; /* interleaved re, im */
+  case DT_C128: return lp->n_c128s % 2 ? SIZE_MAX : lp->n_c128s / 2;
   case DT_TOKEN:
   case DT_TUPLE:
   case DT_INVALID:
@@ -409,6 +411,8 @@ static void literal_copy(const Xla__LiteralProto *lp, DType dt, void *dst, size_
   case DT_U64: memcpy(dst, lp->u64s, n * 8); return;
   case DT_F32: memcpy(dst, lp->f32s, n * 4); return;
   case DT_F64: memcpy(dst, lp->f64s, n * 8); return;
+  case DT_C64: memcpy(dst, lp->c64s, n * 8); return;
+  case DT_C128: memcpy(dst, lp->c128s, n * 16); return;
   case DT_TOKEN:
   case DT_TUPLE:
   case DT_INVALID:
@@ -748,15 +752,22 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
   /* XLA writes the type even when it is the default for the operands; HLO text omits it */
   if (in->op == OP_COMPARE && in->nops > 0) {
     DType odt = in->ops[0]->shape.dt;
-    CmpType def = hlo_dtype_is_float(odt)          ? CMPT_FLOAT
-                  : hlo_dtype_kind(odt) == DK_SINT ? CMPT_SIGNED
-                                                   : CMPT_UNSIGNED;
+    CmpType def = hlo_dtype_is_float(odt) || hlo_dtype_is_complex(odt) ? CMPT_FLOAT
+                  : hlo_dtype_kind(odt) == DK_SINT                     ? CMPT_SIGNED
+                                                                       : CMPT_UNSIGNED;
     if (in->cmp_type == def) in->cmp_type = CMPT_DEFAULT;
   }
   const char *fk = pi->fusion_kind;
   if (fk && *fk && !hlo_fusion_kind_from_name(fk, strlen(fk), &in->fusion_kind))
     return fail(r, "unknown fusion kind '%s'", fk);
 
+  if (in->op == OP_FFT) {
+    if (pi->fft_type < 0 || pi->fft_type > FFT_IRFFT)
+      return fail(r, "unknown fft_type %d", pi->fft_type);
+    in->fft_type = (FftType)pi->fft_type;
+    if (!read_ilist(r, &in->fft_length, pi->fft_length, pi->n_fft_length, "fft_length"))
+      return false;
+  }
   in->is_stable = pi->is_stable;
   in->largest = pi->largest;
   in->topk_k = pi->k;

@@ -189,13 +189,18 @@ static void w_no_layout(Writer *w, Shape *dst, const Shape *s) {
     w_no_layout(w, &dst->tuple[i], &s->tuple[i]);
 }
 
+/* The program shape of n parameters pinstr[] (their shapes, or params[] when given; their
+ * names, which XLA requires one per parameter) and the result. */
 static Xla__ProgramShapeProto *w_program_shape(Writer *w, int n, const Shape *params,
                                                HInstr *const *pinstr, const Shape *result) {
   Xla__ProgramShapeProto *ps = W_NEW(w, Xla__ProgramShapeProto, XLA__PROGRAM_SHAPE_PROTO__INIT);
-  ps->n_parameters = (size_t)n;
+  ps->n_parameters = ps->n_parameter_names = (size_t)n;
   ps->parameters = hlo_arena_alloc(w->a, sizeof *ps->parameters * ((size_t)n + 1));
-  for (int i = 0; i < n; i++)
+  ps->parameter_names = hlo_arena_alloc(w->a, sizeof *ps->parameter_names * ((size_t)n + 1));
+  for (int i = 0; i < n; i++) {
     if (!(ps->parameters[i] = w_shape(w, params ? &params[i] : &pinstr[i]->shape))) return NULL;
+    ps->parameter_names[i] = w_str(w, pinstr[i]->name);
+  }
   return (ps->result = w_shape(w, result)) ? ps : NULL;
 }
 
@@ -236,6 +241,8 @@ static void w_literal_data(Writer *w, Xla__LiteralProto *lp, DType dt, const voi
   case DT_U64: lp->n_u64s = n, lp->u64s = hlo_arena_memdup(w->a, d, 8 * n + 1); return;
   case DT_F32: lp->n_f32s = n, lp->f32s = hlo_arena_memdup(w->a, d, 4 * n + 1); return;
   case DT_F64: lp->n_f64s = n, lp->f64s = hlo_arena_memdup(w->a, d, 8 * n + 1); return;
+  case DT_C64: lp->n_c64s = 2 * n, lp->c64s = hlo_arena_memdup(w->a, d, 8 * n + 1); return;
+  case DT_C128: lp->n_c128s = 2 * n, lp->c128s = hlo_arena_memdup(w->a, d, 16 * n + 1); return;
   case DT_TOKEN:
   case DT_TUPLE:
   case DT_INVALID:
@@ -549,6 +556,11 @@ static void w_scalars(Writer *w, Xla__HloInstructionProto *pi, const HInstr *in)
   pi->mantissa_bits = in->mantissa_bits;
   pi->epsilon = in->epsilon;
   pi->feature_index = in->feature_index;
+  if (in->op == OP_FFT) {
+    pi->fft_type = (int32_t)in->fft_type;
+    pi->n_fft_length = (size_t)in->fft_length.n;
+    pi->fft_length = w_ints(w, in->fft_length.v, in->fft_length.n);
+  }
   if (in->custom_call_target) pi->custom_call_target = w_str(w, in->custom_call_target);
   if (in->backend_config)
     pi->backend_config = w_bytes(w, in->backend_config, strlen(in->backend_config));
@@ -725,14 +737,14 @@ static Xla__HloModuleProto *w_module(Writer *w) {
      program shape with layouts declares one */
   const HComp *e = m->entry;
   if (m->has_entry_layout) {
-    mp->host_program_shape =
-        w_program_shape(w, m->nentry_layout, m->entry_layout_params, NULL, &m->entry_layout_result);
+    mp->host_program_shape = w_program_shape(w, m->nentry_layout, m->entry_layout_params, e->params,
+                                             &m->entry_layout_result);
   } else {
     Shape *ps = hlo_arena_alloc(w->a, sizeof *ps * ((size_t)e->nparams + 1)), rs;
     for (int i = 0; i < e->nparams; i++)
       w_no_layout(w, &ps[i], &e->params[i]->shape);
     w_no_layout(w, &rs, &e->root->shape);
-    mp->host_program_shape = w_program_shape(w, e->nparams, ps, NULL, &rs);
+    mp->host_program_shape = w_program_shape(w, e->nparams, ps, e->params, &rs);
   }
   if (!mp->host_program_shape || !w_alias(w, mp) || !w_module_raw(w, mp)) return NULL;
   return mp;

@@ -765,8 +765,8 @@ Test(proto, shape_and_literal_errors) {
   }
   {
     int64_t d = 4;
-    expect_error(simple_module(ins("r", "negate", sh(T_C64, 1, &d), 2, 1, &one), 2),
-                 "instruction 'r': unsupported element type c64");
+    expect_error(simple_module(ins("r", "negate", sh(21, 1, &d), 2, 1, &one), 2),
+                 "instruction 'r': unsupported element type s4");
     expect_error(simple_module(ins("r", "negate", sh(27, 1, &d), 2, 1, &one), 2),
                  "unsupported element type u2");
   }
@@ -1240,4 +1240,36 @@ Test(proto, entry_layout_and_aliasing) {
   pb_msg(&al, 1, ae);
   pb_msg(&m, 8, al);
   expect_error(m, "alias names parameter 3, entry has 1 parameters");
+}
+
+Test(proto, complex_literals_and_fft) {
+  int64_t d2 = 2, d3 = 3, four = 4, one = 1;
+  /* c64s and c128s: packed interleaved real and imaginary parts */
+  float c64[4] = {1, 2, 3.5f, -4};
+  Literal *l = load_const(const_instr(T_C64, 1, &d2, 12, c64, sizeof c64, sh(T_C64, 1, &d2)));
+  cr_expect_eq(l->shape.dt, DT_C64);
+  cr_expect(!memcmp(l->data, c64, sizeof c64), "c64 data");
+  double c128[4] = {-1, 0.25, 1e300, -1e-300};
+  l = load_const(const_instr(18, 1, &d2, 18, c128, sizeof c128, sh(18, 1, &d2)));
+  cr_expect_eq(l->shape.dt, DT_C128);
+  cr_expect(!memcmp(l->data, c128, sizeof c128), "c128 data");
+  /* an odd number of floats is not a whole number of complex elements */
+  expect_error(simple_module(const_instr(T_C64, 1, &d2, 12, c64, 12, sh(T_C64, 1, &d2)), 2),
+               "instruction 'k'");
+  /* fft_type (31) and fft_length (32): an RFFT of the f32[4] parameter */
+  PB f = ins("r", "fft", sh(T_C64, 1, &d3), 2, 1, &one);
+  pb_int(&f, 31, 2);
+  pb_packed(&f, 32, &four, 1);
+  HErr err;
+  HModule *m = load_pb(simple_module(f, 2), &err);
+  cr_assert(m, "%s", err.msg);
+  HInstr *r = find_instr(m->entry, "r");
+  cr_assert(r);
+  cr_expect_eq(r->fft_type, FFT_RFFT);
+  cr_expect(r->fft_length.n == 1 && r->fft_length.v[0] == 4);
+  cr_expect(hlo_verify(m, &err), "%s", err.msg);
+  hlo_module_free(m);
+  f = ins("r", "fft", sh(T_C64, 1, &d3), 2, 1, &one);
+  pb_int(&f, 31, 7);
+  expect_error(simple_module(f, 2), "unknown fft_type 7");
 }

@@ -147,9 +147,9 @@ static int pw_folder(const char *dir, bool nested) {
 }
 
 Test(proto_write, test_cases_round_trip, .timeout = 120) {
-  int n = pw_folder(HLOC_TEST_DIR "/cpu/cases", false) +
-          pw_folder(HLOC_TEST_DIR "/cuda/cases", false) +
-          pw_folder(HLOC_TEST_DIR "/xla_cases", true);
+  int n =
+      pw_folder(HLOC_TEST_DIR "/cpu/cases", false) + pw_folder(HLOC_TEST_DIR "/cuda/cases", false) +
+      pw_folder(HLOC_TEST_DIR "/xla_cases", true) + pw_folder(HLOC_TEST_DIR "/xla_complex", true);
   cr_expect_geq(n, 100, "only %d cases", n);
 }
 

@@ -425,7 +425,8 @@ Test(verify, declared_shape_mismatch) {
 Test(verify, float_only_and_int_only_ops) {
   FAILS("HloModule m\nENTRY main {\n  a = s32[4]{0} parameter(0)\n"
         "  ROOT e = s32[4]{0} exponential(a)\n}\n",
-        "instruction 'e'", "exponential expects a floating-point element type", "s32[4]");
+        "instruction 'e'", "exponential expects a floating-point or complex element type",
+        "s32[4]");
   FAILS("HloModule m\nENTRY main {\n  a = f32[4]{0} parameter(0)\n"
         "  ROOT s = f32[4]{0} shift-left(a, a)\n}\n",
         "instruction 's'", "shift-left expects an integer element type");

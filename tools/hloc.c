@@ -313,11 +313,16 @@ static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs
       !verify_json(va->json, va->file, va->target, interp, &ic, ileaf, b, err))
     return 2;
   if (rc == 0) printf("every pass agrees (%d checked)\n", b->checked);
-  if (rc == 1)
+  if (rc == 1) {
+    const HCompare *w = &b->worst;
     printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "
-           "err %.3g, worst element %lld got %.9g, expected %.9g\n",
-           b->bad_pass, b->bad_step, b->bad_result, b->worst.max_abs, (long long)b->worst.worst,
-           b->worst.worst_got, b->worst.worst_want);
+           "err %.3g, worst element %lld got %.9g, expected %.9g",
+           b->bad_pass, b->bad_step, b->bad_result, w->max_abs, (long long)w->worst, w->worst_got,
+           w->worst_want);
+    if (w->worst_got_im != 0 || w->worst_want_im != 0) /* complex: the imaginary parts */
+      printf(" (imaginary parts %.9g, %.9g)", w->worst_got_im, w->worst_want_im);
+    printf("\n");
+  }
   if (rc == 0 && interp == 0) rc = 1; /* the passes keep the values, hloc's reading differs */
   return rc < 0 ? 2 : rc;
 }

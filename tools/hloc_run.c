@@ -138,8 +138,12 @@ int main(int argc, char **argv) {
              c.max_abs, c.max_rel, (long long)c.bad, (long long)hlo_shape_elems(&leaves[k]->shape),
              c.bad ? " FAIL" : "");
       if (c.bad) {
-        printf("  worst element %lld: got %.9g, expected %.9g\n", (long long)c.worst, c.worst_got,
-               c.worst_want);
+        if (hlo_dtype_is_complex(dt))
+          printf("  worst element %lld: got (%.9g, %.9g), expected (%.9g, %.9g)\n",
+                 (long long)c.worst, c.worst_got, c.worst_got_im, c.worst_want, c.worst_want_im);
+        else
+          printf("  worst element %lld: got %.9g, expected %.9g\n", (long long)c.worst, c.worst_got,
+                 c.worst_want);
         rc = 1;
       }
     }

@@ -43,6 +43,8 @@ LLVMTypeRef gen_reg_type(GenCg *g, DType t) {
   case DT_F8E5M2: return g->f32; /* LLVM has no fp8 type: held as f32 */
   case DT_F32: return g->f32;
   case DT_F64: return g->f64;
+  case DT_C64:
+  case DT_C128: /* refused by gen_op_supported */
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:

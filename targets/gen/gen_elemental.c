@@ -1643,6 +1643,15 @@ LLVMValueRef gen_conv_term(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
 bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
   const char *why = NULL;
   char cbuf[300];
+  bool cplx = hlo_shape_has_complex(&in->shape);
+  for (int k = 0; k < in->nops && !cplx; k++)
+    cplx = hlo_shape_has_complex(&in->ops[k]->shape);
+  if (cplx) {
+    hlo_err_at(err, in,
+               "%s target: %s: complex types (c64, c128) are not supported by this target yet",
+               target, hlo_op_name(in->op));
+    return false;
+  }
   switch (in->op) {
   case OP_PARAMETER:
   case OP_CONSTANT:
