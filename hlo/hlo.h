@@ -470,6 +470,9 @@ void hlo_instr_set_calls(HInstr *in, int n, HComp *const *calls);
 /* Recompute idx of every instruction, params[] by parameter number, comp idx. */
 void hlo_comp_renumber(HComp *c);
 void hlo_module_renumber(HModule *m);
+/* Every array shape of m's instructions without a layout gets the row-major one, the layout
+ * hloc computes with (XLA needs one on every shape to run a module it reads from a proto). */
+void hlo_module_fill_layouts(HModule *m);
 /* A fresh name "base.N" unused in the module. */
 const char *hlo_module_unique_name(HModule *m, const char *base);
 /* want itself when no instruction or computation has that name yet, else a fresh one. */

@@ -92,6 +92,21 @@ void hlo_comp_renumber(HComp *c) {
   }
 }
 
+static void fill_layout(Shape *s) {
+  if (s->dt == DT_TUPLE) {
+    for (int i = 0; i < s->ntuple; i++)
+      fill_layout(&s->tuple[i]);
+  } else if (!s->has_layout && s->dt != DT_TOKEN) {
+    hlo_shape_set_default_layout(s);
+  }
+}
+
+void hlo_module_fill_layouts(HModule *m) {
+  for (int c = 0; c < m->ncomps; c++)
+    for (int i = 0; i < m->comps[c]->ninstrs; i++)
+      fill_layout(&m->comps[c]->instrs[i]->shape);
+}
+
 void hlo_module_renumber(HModule *m) {
   for (int i = 0; i < m->ncomps; i++) {
     m->comps[i]->idx = i;

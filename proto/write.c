@@ -5,12 +5,11 @@
  * The message tree is built in a scratch arena (protobuf-c messages are plain structs with
  * their descriptors' defaults) and packed once.
  *
- * Ids: XLA's ids are unique in a module; the module's own ids (a proto's, kept by read.c) are
- * written when they are unique and non-negative, else every instruction and computation is
- * numbered afresh. Layouts are written where the shape has one; a literal's shape is its
- * instruction's with the row-major layout its data is kept in. Attributes carried verbatim
- * are turned back into fields: sharding (the forms read.c spells), frontend attributes, a
- * custom-call's side effect, channel ids and the module's is_scheduled (a schedule in
+ * Ids: every instruction and computation is numbered afresh in module order (XLA's ids are
+ * unique in a module and read modulo 2^32). Layouts are written where the shape has one; a
+ * literal's shape is its instruction's with the row-major layout its data is kept in. Attributes
+ * carried verbatim are turned back into fields: sharding (the forms read.c spells), frontend
+ * attributes, a custom-call's side effect, channel ids and the module's is_scheduled (a schedule in
  * instruction order); any other verbatim attribute has no field here and is an error naming
  * it, so that a conversion never drops part of a module without a word. */
 #include "proto.h"
@@ -26,9 +25,8 @@ typedef struct Writer {
   const HModule *m;   /* module written */
   const char *comp;   /* computation being written (messages) */
   const char *instr;  /* instruction being written (messages) */
-  bool renumber;      /* the module's ids are not unique: number them afresh */
-  int64_t *comp_id;   /* renumber: per computation (by idx), its id */
-  int64_t **instr_id; /* renumber: per computation, per instruction (by idx), its id */
+  int64_t *comp_id;   /* per computation (by idx), its id */
+  int64_t **instr_id; /* per computation, per instruction (by idx), its id */
   HErr *err;          /* first error */
 } Writer;
 
@@ -59,36 +57,11 @@ static char *w_str(Writer *w, const char *s) {
 
 /* ------------------------------------------------------------------ ids */
 
-static int w_cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Whether n ids are non-negative and pairwise distinct. */
-static bool w_unique(Writer *w, int64_t *ids, size_t n) {
-  qsort(ids, n, sizeof *ids, w_cmp_i64);
-  for (size_t i = 0; i < n; i++)
-    if (ids[i] < 0 || (i && ids[i] == ids[i - 1])) return false;
-  (void)w;
-  return true;
-}
-
-/* Keep the module's ids where they are unique (per kind), else number everything afresh. */
+/* Every instruction and computation numbered afresh, 1, 2, ... in module order: ids XLA takes
+ * (unique in the module, below 2^32: XLA reads an id's low 32 bits as its local id), whatever
+ * the module's own (an optimized module's new computations have none from the input). */
 static void w_plan_ids(Writer *w) {
   const HModule *m = w->m;
-  size_t ni = 0;
-  for (int c = 0; c < m->ncomps; c++)
-    ni += (size_t)m->comps[c]->ninstrs;
-  int64_t *ids = hlo_arena_alloc(w->a, sizeof *ids * (ni + (size_t)m->ncomps + 1));
-  size_t k = 0;
-  for (int c = 0; c < m->ncomps; c++)
-    for (int i = 0; i < m->comps[c]->ninstrs; i++)
-      ids[k++] = m->comps[c]->instrs[i]->uid;
-  bool ok = w_unique(w, ids, k);
-  for (int c = 0; c < m->ncomps; c++)
-    ids[c] = m->comps[c]->uid;
-  w->renumber = !ok || !w_unique(w, ids, (size_t)m->ncomps);
-  if (!w->renumber) return;
   w->comp_id = hlo_arena_alloc(w->a, sizeof(int64_t) * ((size_t)m->ncomps + 1));
   w->instr_id = hlo_arena_alloc(w->a, sizeof(int64_t *) * ((size_t)m->ncomps + 1));
   int64_t next = 1;
@@ -101,12 +74,10 @@ static void w_plan_ids(Writer *w) {
   }
 }
 
-static int64_t w_comp_id(const Writer *w, const HComp *c) {
-  return w->renumber ? w->comp_id[c->idx] : c->uid;
-}
+static int64_t w_comp_id(const Writer *w, const HComp *c) { return w->comp_id[c->idx]; }
 
 static int64_t w_instr_id(const Writer *w, const HInstr *in) {
-  return w->renumber ? w->instr_id[in->parent->idx][in->idx] : in->uid;
+  return w->instr_id[in->parent->idx][in->idx];
 }
 
 /* ------------------------------------------------------------------ shapes */

@@ -578,6 +578,7 @@ int main(int argc, char **argv) {
   } else if (emit_pb) {
     uint8_t *buf = NULL;
     size_t len = 0;
+    hlo_module_fill_layouts(m); /* what XLA needs to run it */
     if (!proto_write_module(m, &buf, &len, &err) || !hlo_write_file_atomic(out, buf, len, &err)) {
       fprintf(stderr, "hloc: %s\n", err.msg);
       rc = 1;

@@ -259,6 +259,8 @@ void gen_header_shape_line(HStr *b, int i, const char *name, const Shape *s);
 void gen_header_note(HStr *b, const HModule *m, const char *key);
 /* The guarded hloc_tensor_info / parallel-for types every generated header declares. */
 void gen_header_runtime_types(HStr *b);
+/* "#define U_HLOC_VERSION ..." naming the compiler that wrote the header (version, commit). */
+void gen_header_version(HStr *b, const char *U);
 
 /* ------------------------------------------------------------------ gen_fingerprint.c */
 

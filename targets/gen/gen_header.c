@@ -55,3 +55,9 @@ void gen_header_runtime_types(HStr *b) {
       "typedef void (*hloc_parallel_for_fn)(void *runner, int64_t n, hloc_task_fn fn, void *ctx);\n"
       "#endif\n\n");
 }
+
+void gen_header_version(HStr *b, const char *U) {
+  hlo_str_printf(b,
+                 "#define %s_HLOC_VERSION \"%s (commit %s)\" /* the compiler that wrote this */\n",
+                 U, hlo_version(), hlo_commit());
+}
