@@ -22,6 +22,7 @@
 
 #include "hloc_version.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -353,343 +354,364 @@ static int verify_main(int argc, char **argv) {
   return rc;
 }
 
+/* The compiler's command line. */
+typedef struct HlocArgs {
+  const char *input, *out, *emit, *name, *header;                /* file, -o, --emit, --name ... */
+  const char *target, *cpu, *features, *conv_layout, *conv_algo; /* target options */
+  const char *gpu_arch, *precision, *manifest, *conv_ws;         /* --target=cuda options */
+  int opt;                                                       /* -O level */
+  OptOpts oo;                                                    /* optimizer options */
+  const char *freeze[256];                                       /* --freeze ARG=FILE */
+  int nfreeze;                                                   /* their count */
+  HElided elided;                                                /* --elided-constants */
+  const char *elided_arg;                                        /* its text */
+  bool stats, profile;                                           /* --stats, --profile */
+  bool cuda_emit, emit_pb, is_cuda; /* --emit=ptx|cubin, --emit=pb|pb-opt, --target=cuda */
+} HlocArgs;
+
+/* A flag that prints something and exits (--help, --version, --list-*): its exit status, or
+ * -1 for any other argument. */
+static int args_query(const char *arg) {
+  if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+    usage(stdout);
+  } else if (!strcmp(arg, "--version")) {
+    print_version();
+  } else if (!strcmp(arg, "--list-knobs")) {
+#ifdef HLOC_HAVE_CPU
+    cpu_knobs_print(stdout);
+#else
+    fputs("hloc: this build has no CPU target, so no knobs\n", stderr);
+    return 1;
+#endif
+  } else if (!strcmp(arg, "--list-passes")) {
+    for (int k = 0; k < opt_pass_count(); k++)
+      printf("%-20s %s\n", opt_pass_at(k)->name, opt_pass_at(k)->summary);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+/* An optimizer flag at argv[*i] (advanced past its value): 1 taken, 0 not one, -1 after a
+ * message. */
+static int args_optimizer(int argc, char **argv, int *i, HlocArgs *a) {
+  const char *v, *arg = argv[*i];
+  OptOpts *oo = &a->oo;
+  if (!strcmp(arg, "--dump-passes")) {
+    oo->dump_dir = "hloc_dumps";
+  } else if (!strncmp(arg, "--dump-passes=", 14)) {
+    oo->dump_dir = arg + 14;
+  } else if (!strcmp(arg, "--time-passes")) {
+    oo->time_passes = true;
+  } else if ((v = flag_value(argc, argv, i, "--freeze"))) {
+    if (a->nfreeze == (int)(sizeof a->freeze / sizeof a->freeze[0]))
+      return fprintf(stderr, "hloc: too many --freeze options\n"), -1;
+    a->freeze[a->nfreeze++] = v;
+  } else if ((v = flag_value(argc, argv, i, "--elided-constants"))) {
+    HErr perr = {0};
+    if (!hlo_elided_parse(v, &a->elided, &perr)) return fprintf(stderr, "hloc: %s\n", perr.msg), -1;
+    a->elided_arg = v;
+  } else if ((v = flag_value(argc, argv, i, "--entry-layout"))) {
+    if (strcmp(v, "row-major") && strcmp(v, "module"))
+      return fprintf(stderr, "hloc: --entry-layout must be row-major or module\n"), -1;
+    oo->entry_layout_module = !strcmp(v, "module");
+  } else if ((v = flag_value(argc, argv, i, "--disable-pass"))) {
+    if (oo->ndisabled == OPT_MAX_DISABLED)
+      return fprintf(stderr, "hloc: too many --disable-pass options\n"), -1;
+    oo->disabled[oo->ndisabled++] = v;
+  } else if ((v = flag_value(argc, argv, i, "--stop-after"))) {
+    oo->stop_after = v;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* An output or code generation flag at argv[*i]: 1 taken, 0 not one. */
+static int args_codegen(int argc, char **argv, int *i, HlocArgs *a) {
+  static const struct {
+    const char *flag;
+    size_t field;
+  } vals[] = {
+      {"-o", offsetof(HlocArgs, out)},
+      {"--emit", offsetof(HlocArgs, emit)},
+      {"--name", offsetof(HlocArgs, name)},
+      {"--header", offsetof(HlocArgs, header)},
+      {"--target", offsetof(HlocArgs, target)},
+      {"--cpu", offsetof(HlocArgs, cpu)},
+      {"--features", offsetof(HlocArgs, features)},
+      {"--conv-layout", offsetof(HlocArgs, conv_layout)},
+      {"--conv-algo", offsetof(HlocArgs, conv_algo)},
+#ifdef HLOC_HAVE_CUDA
+      {"--gpu-arch", offsetof(HlocArgs, gpu_arch)},
+      {"--precision", offsetof(HlocArgs, precision)},
+      {"--manifest", offsetof(HlocArgs, manifest)},
+      {"--conv-workspace", offsetof(HlocArgs, conv_ws)},
+#endif
+  };
+  const char *arg = argv[*i], *v;
+  for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++)
+    if ((v = flag_value(argc, argv, i, vals[k].flag))) {
+      *(const char **)((char *)a + vals[k].field) = v;
+      return 1;
+    }
+  if (!strcmp(arg, "--stats")) {
+    a->stats = true;
+  } else if (!strcmp(arg, "--profile")) {
+    a->profile = true;
+  } else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' && !arg[3]) {
+    a->opt = arg[2] - '0';
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* The command line into *a: -1 to go on, else the exit status (a query, or 1 after a
+ * message). */
+static int args_parse(int argc, char **argv, HlocArgs *a) {
+  a->target = "cpu";
+  a->opt = 2;
+#ifndef NDEBUG
+  a->oo.verify_each = true; /* debug builds verify after every changing pass */
+#endif
+  for (int i = 1; i < argc; i++) {
+    int q = args_query(argv[i]), r;
+    if (q >= 0) return q;
+    if ((r = args_optimizer(argc, argv, &i, a)) < 0) return 1;
+    if (r || args_codegen(argc, argv, &i, a)) continue;
+    if (argv[i][0] == '-' && argv[i][1])
+      return fprintf(stderr, "hloc: unknown option '%s' (see hloc --help)\n", argv[i]), 1;
+    if (a->input)
+      return fprintf(stderr, "hloc: more than one input file ('%s' and '%s')\n", a->input, argv[i]),
+             1;
+    a->input = argv[i];
+  }
+  if (!a->input) return usage(stderr), 1;
+  return -1;
+}
+
+/* The options' consistency, before any work: 0, or 1 after a message. */
+static int args_check(HlocArgs *a) {
+  const char *emit = a->emit;
+#ifdef HLOC_HAVE_CUDA
+  a->cuda_emit = emit && (!strcmp(emit, "ptx") || !strcmp(emit, "cubin"));
+  a->is_cuda = !strcmp(a->target, "cuda");
+#endif
+  a->emit_pb = emit && (!strcmp(emit, "pb") || !strcmp(emit, "pb-opt"));
+  if (emit && !a->cuda_emit && !a->emit_pb && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") &&
+      strcmp(emit, "llvm") && strcmp(emit, "asm") && strcmp(emit, "obj"))
+    return fprintf(stderr,
+                   "hloc: unknown --emit kind '%s' (hlo, hlo-opt, pb, pb-opt, llvm, asm, obj)\n",
+                   emit),
+           1;
+  if (a->emit_pb && !a->out)
+    return fprintf(stderr, "hloc: --emit=%s needs -o PATH (the proto is binary)\n", emit), 1;
+  if (strcmp(a->target, "cpu") && !a->is_cuda)
+    return fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n",
+                   a->target),
+           1;
+  if (a->conv_layout && strcmp(a->conv_layout, "nhwc") && strcmp(a->conv_layout, "nchw"))
+    return fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n"), 1;
+  if (a->conv_algo && strcmp(a->conv_algo, "auto") && strcmp(a->conv_algo, "direct"))
+    return fprintf(stderr, "hloc: --conv-algo must be auto or direct\n"), 1;
+#ifdef HLOC_HAVE_CUDA
+  if (a->is_cuda)
+    cuda_optimizer_options(&a->oo, a->precision && !strcmp(a->precision, "tf32")
+                                       ? CUDA_PRECISION_TF32
+                                       : CUDA_PRECISION_HIGHEST);
+#endif
+  if (a->conv_layout)
+    a->oo.conv_layout = !strcmp(a->conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC;
+  return 0;
+}
+
+/* --stats: the optimized module's figures, its buffer plan and the phases' times (t[0..3]:
+ * load, verify, optimize start and end). */
+static void print_stats(const HModule *m, const HlocArgs *a, int nfilled, const double *t) {
+  OptStats st;
+  opt_stats(m, &st);
+  fprintf(stderr, "%s: ", m->name);
+  opt_stats_print(stderr, &st);
+  if (a->elided.mode != HLO_ELIDED_ERROR)
+    fprintf(stderr, "elided constants filled: %d (--elided-constants=%s)\n", nfilled,
+            a->elided_arg);
+  HArena *pa = hlo_arena_new();
+  MemPlan plan;
+  HErr perr = {0};
+  double t_plan = now_s();
+  if (memplan_assign(m->entry, pa, &plan, &perr))
+    fprintf(stderr, "TEMP_BYTES %lld, peak-live lower bound %lld\n", (long long)plan.temp_bytes,
+            (long long)plan.peak_live);
+  else
+    fprintf(stderr, "no buffer plan: %s\n", perr.msg);
+  t_plan = now_s() - t_plan;
+  hlo_arena_free(pa);
+  fprintf(stderr, "time: load %.2f ms, verify+freeze %.2f ms, optimize %.2f ms, plan %.2f ms\n",
+          1e3 * (t[1] - t[0]), 1e3 * (t[2] - t[1]), 1e3 * (t[3] - t[2]), 1e3 * t_plan);
+}
+
+/* The module read, verified, frozen, filled and (unless printed as read) optimized; NULL after
+ * a message. */
+static HModule *load_module(HlocArgs *a) {
+  HErr err = {0};
+  double t[4];
+  t[0] = now_s();
+  HModule *m = proto_load_file(a->input, &err);
+  t[1] = now_s();
+  if (!m || !hlo_verify(m, &err) ||
+      (a->nfreeze && !opt_freeze_specs(m, a->nfreeze, a->freeze, &err))) {
+    fprintf(stderr, "hloc: %s\n", err.msg);
+    hlo_module_free(m);
+    return NULL;
+  }
+  int nfilled = hlo_fill_elided(m, &a->elided);
+  t[2] = now_s();
+  /* everything but printing the module as read goes through the optimizer */
+  const char *emit = a->emit;
+  bool as_read = (!emit && !a->out && !a->oo.dump_dir) ||
+                 (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "pb")));
+  if (!as_read && !opt_optimize(m, &a->oo, &err)) {
+    fprintf(stderr, "hloc: %s\n", err.msg);
+    hlo_module_free(m);
+    return NULL;
+  }
+  t[3] = now_s();
+  if (a->stats) print_stats(m, a, nfilled, t);
+  return m;
+}
+
+/* --emit=hlo|hlo-opt (text, to -o or stdout) and --emit=pb|pb-opt: 0, or 1 after a message. */
+static int emit_module(HModule *m, const HlocArgs *a) {
+  HErr err = {0};
+  char *buf = NULL;
+  size_t len = 0;
+  bool ok = true;
+  if (a->emit_pb) {
+    hlo_module_fill_layouts(m); /* what XLA needs to run it */
+    ok = proto_write_module(m, (uint8_t **)&buf, &len, &err);
+  } else if (!a->out) {
+    hlo_print_module(stdout, m, NULL);
+    return 0;
+  } else {
+    FILE *f = open_memstream(&buf, &len);
+    hlo_print_module(f, m, NULL);
+    fclose(f);
+  }
+  ok = ok && hlo_write_file_atomic(a->out, buf, len, &err);
+  if (!ok) fprintf(stderr, "hloc: %s\n", err.msg);
+  free(buf);
+  return ok ? 0 : 1;
+}
+
+#ifdef HLOC_HAVE_CUDA
+/* --target=cuda: the host object and header, or --emit=ptx|cubin and the manifest. */
+static int emit_cuda(HModule *m, const HlocArgs *a) {
+  const char *emit = a->emit, *prec = a->precision, *ws = a->conv_ws;
+  if (!a->out || (emit && !a->cuda_emit && strcmp(emit, "obj")))
+    return fprintf(stderr, "hloc: --target=cuda needs -o PATH and --emit=obj|ptx|cubin\n"), 1;
+  char *end = NULL;
+  long long mib = ws ? strtoll(ws, &end, 10) : 0;
+  if (prec && strcmp(prec, "tf32") && strcmp(prec, "highest"))
+    return fprintf(stderr, "hloc: --precision must be highest or tf32\n"), 1;
+  if (a->profile)
+    return fprintf(stderr, "hloc: --profile is an option of the cpu target (time the CUDA kernels "
+                           "with nsys or ncu)\n"),
+           1;
+  if (ws && (end == ws || *end || mib < 1 || mib > (1LL << 24)))
+    return fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n"), 1;
+  char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL, *man = NULL;
+  CudaOpts co = {.name = nm, .out_path = a->out, .gpu_arch = a->gpu_arch};
+  co.opt_level = a->opt < 2 ? a->opt : 3;
+  co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ
+            : !strcmp(emit, "ptx")        ? CUDA_EMIT_PTX
+                                          : CUDA_EMIT_CUBIN;
+  co.precision = prec && !strcmp(prec, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
+  co.stats = a->stats ? stderr : NULL;
+  co.conv_ws_limit = (int64_t)mib << 20;
+  if (co.emit == CUDA_EMIT_OBJ)
+    co.header_path = a->header ? a->header : (hdr = replace_ext(a->out, ".h"));
+  co.manifest_path = a->manifest                ? a->manifest
+                     : co.emit != CUDA_EMIT_OBJ ? (man = replace_ext(a->out, ".json"))
+                                                : NULL;
+  HErr err = {0};
+  int rc = 0;
+  if (!cuda_compile(m, &co, &err)) fprintf(stderr, "hloc: %s\n", err.msg), rc = 1;
+  free(nm);
+  free(hdr);
+  free(man);
+  return rc;
+}
+#endif
+
+/* The CPU target: object (or assembly, LLVM IR) and header. */
+static int emit_cpu(HModule *m, const HlocArgs *a) {
+#ifdef HLOC_HAVE_CPU
+  if (!a->out) return fprintf(stderr, "hloc: --emit=%s needs -o PATH\n", a->emit), 1;
+  char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL;
+  static CpuKnobs knobs;
+  cpu_knobs_from_env(&knobs);
+  CpuOpts o = {.knobs = &knobs, .name = nm, .out_path = a->out, .cpu = a->cpu};
+  o.features = a->features;
+  o.opt_level = a->opt;
+  o.profile = a->profile;
+  o.stats = a->stats ? stderr : NULL;
+  o.direct_conv = a->conv_algo && !strcmp(a->conv_algo, "direct");
+  o.emit = !a->emit || !strcmp(a->emit, "obj") ? CPU_EMIT_OBJ
+           : !strcmp(a->emit, "asm")           ? CPU_EMIT_ASM
+                                               : CPU_EMIT_LLVM;
+  if (o.emit == CPU_EMIT_OBJ)
+    o.header_path = a->header ? a->header : (hdr = replace_ext(a->out, ".h"));
+  else
+    o.header_path = a->header;
+  double t_cg = now_s();
+  HErr err = {0};
+  int rc = 0;
+  if (!cpu_compile(m, &o, &err)) fprintf(stderr, "hloc: %s\n", err.msg), rc = 1;
+  if (a->stats) fprintf(stderr, "time: code generation %.2f ms\n", 1e3 * (now_s() - t_cg));
+  free(nm);
+  free(hdr);
+  return rc;
+#else
+  (void)m, (void)a;
+  fprintf(stderr, "hloc: code generation is not available in this build\n");
+  return 1;
+#endif
+}
+
 int main(int argc, char **argv) {
   /* A compilation copies a model's constants several times (the .npy of a frozen weight read
-     and parsed, its packed form, the joined objects): served from the heap and
-     reused once freed rather than from fresh mappings, the copies stop paying a page fault per
-     4 KiB (transformer_layer with 28 MB of frozen weights: 0.28 -> 0.25 s, a third less system
-     time, on the 2-core Xeon VM). A process that exits right after keeps what it freed. */
+     and parsed, its packed form, the joined objects): served from the heap and reused once
+     freed rather than from fresh mappings, the copies stop paying a page fault per 4 KiB
+     (docs/log: a third less system time on transformer_layer with 28 MB of frozen weights).
+     A process that exits right after keeps what it freed. */
 #if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   mallopt(M_TOP_PAD, 64 << 20);
 #endif
   if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 1, argv + 1);
-  const char *input = NULL, *out = NULL, *emit = NULL, *name = NULL, *header = NULL;
-  const char *target = "cpu", *cpu = NULL, *features = NULL, *conv_layout = NULL, *conv_algo = NULL;
-#ifdef HLOC_HAVE_CUDA
-  /* --target=cuda options (targets/cuda) */
-  const char *gpu_arch = NULL, *precision = NULL, *manifest = NULL, *conv_ws = NULL;
-#endif
-  int opt = 2;
-  OptOpts oo = {0};
-  enum { MAX_FREEZE = 256 };
-  const char *freeze[MAX_FREEZE];
-  int nfreeze = 0;
-  HElided elided = {0};
-  const char *elided_arg = NULL;
-  bool stats = false, profile = false;
-#ifndef NDEBUG
-  oo.verify_each = true; /* debug builds verify after every changing pass */
-#endif
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      print_version();
-      return 0;
-    } else if (!strcmp(argv[i], "--list-knobs")) {
-#ifdef HLOC_HAVE_CPU
-      cpu_knobs_print(stdout);
-      return 0;
-#else
-      fputs("hloc: this build has no CPU target, so no knobs\n", stderr);
-      return 1;
-#endif
-    } else if (!strcmp(argv[i], "--list-passes")) {
-      for (int k = 0; k < opt_pass_count(); k++)
-        printf("%-20s %s\n", opt_pass_at(k)->name, opt_pass_at(k)->summary);
-      return 0;
-    } else if (!strcmp(argv[i], "--dump-passes")) {
-      oo.dump_dir = "hloc_dumps";
-    } else if (!strncmp(argv[i], "--dump-passes=", 14)) {
-      oo.dump_dir = argv[i] + 14;
-    } else if (!strcmp(argv[i], "--stats")) {
-      stats = true;
-    } else if (!strcmp(argv[i], "--profile")) {
-      profile = true;
-    } else if ((v = flag_value(argc, argv, &i, "--freeze"))) {
-      if (nfreeze == MAX_FREEZE) {
-        fprintf(stderr, "hloc: too many --freeze options\n");
-        return 1;
-      }
-      freeze[nfreeze++] = v;
-    } else if ((v = flag_value(argc, argv, &i, "--elided-constants"))) {
-      HErr perr = {0};
-      if (!hlo_elided_parse(v, &elided, &perr)) {
-        fprintf(stderr, "hloc: %s\n", perr.msg);
-        return 1;
-      }
-      elided_arg = v;
-    } else if ((v = flag_value(argc, argv, &i, "--entry-layout"))) {
-      if (strcmp(v, "row-major") && strcmp(v, "module")) {
-        fprintf(stderr, "hloc: --entry-layout must be row-major or module\n");
-        return 1;
-      }
-      oo.entry_layout_module = !strcmp(v, "module");
-    } else if (!strcmp(argv[i], "--time-passes")) {
-      oo.time_passes = true;
-    } else if ((v = flag_value(argc, argv, &i, "--disable-pass"))) {
-      if (oo.ndisabled == OPT_MAX_DISABLED) {
-        fprintf(stderr, "hloc: too many --disable-pass options\n");
-        return 1;
-      }
-      oo.disabled[oo.ndisabled++] = v;
-    } else if ((v = flag_value(argc, argv, &i, "--stop-after"))) {
-      oo.stop_after = v;
-    } else if ((v = flag_value(argc, argv, &i, "-o"))) {
-      out = v;
-    } else if ((v = flag_value(argc, argv, &i, "--emit"))) {
-      emit = v;
-    } else if ((v = flag_value(argc, argv, &i, "--name"))) {
-      name = v;
-    } else if ((v = flag_value(argc, argv, &i, "--header"))) {
-      header = v;
-    } else if ((v = flag_value(argc, argv, &i, "--target"))) {
-      target = v;
-    } else if ((v = flag_value(argc, argv, &i, "--cpu"))) {
-      cpu = v;
-    } else if ((v = flag_value(argc, argv, &i, "--features"))) {
-      features = v;
-    } else if ((v = flag_value(argc, argv, &i, "--conv-layout"))) {
-      conv_layout = v;
-    } else if ((v = flag_value(argc, argv, &i, "--conv-algo"))) {
-      conv_algo = v;
-#ifdef HLOC_HAVE_CUDA
-    } else if ((v = flag_value(argc, argv, &i, "--gpu-arch"))) {
-      gpu_arch = v;
-    } else if ((v = flag_value(argc, argv, &i, "--precision"))) {
-      precision = v;
-    } else if ((v = flag_value(argc, argv, &i, "--manifest"))) {
-      manifest = v;
-    } else if ((v = flag_value(argc, argv, &i, "--conv-workspace"))) {
-      conv_ws = v;
-#endif
-    } else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' && argv[i][2] <= '3' &&
-               !argv[i][3]) {
-      opt = argv[i][2] - '0';
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "hloc: unknown option '%s' (see hloc --help)\n", argv[i]);
-      return 1;
-    } else if (!input) {
-      input = argv[i];
-    } else {
-      fprintf(stderr, "hloc: more than one input file ('%s' and '%s')\n", input, argv[i]);
-      return 1;
-    }
-  }
-  if (!input) {
-    usage(stderr);
-    return 1;
-  }
-  bool cuda_emit = false; /* --emit=ptx|cubin (CUDA target) */
-#ifdef HLOC_HAVE_CUDA
-  cuda_emit = emit && (!strcmp(emit, "ptx") || !strcmp(emit, "cubin"));
-#endif
-  bool emit_pb = emit && (!strcmp(emit, "pb") || !strcmp(emit, "pb-opt"));
-  if (emit && !cuda_emit && !emit_pb && strcmp(emit, "hlo") && strcmp(emit, "hlo-opt") &&
-      strcmp(emit, "llvm") && strcmp(emit, "asm") && strcmp(emit, "obj")) {
-    fprintf(stderr, "hloc: unknown --emit kind '%s' (hlo, hlo-opt, pb, pb-opt, llvm, asm, obj)\n",
-            emit);
-    return 1;
-  }
-  if (emit_pb && !out) {
-    fprintf(stderr, "hloc: --emit=%s needs -o PATH (the proto is binary)\n", emit);
-    return 1;
-  }
-#ifdef HLOC_HAVE_CUDA
-  bool is_cuda = !strcmp(target, "cuda");
-#else
-  bool is_cuda = false;
-#endif
-  if (strcmp(target, "cpu") && !is_cuda) {
-    fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n", target);
-    return 1;
-  }
-
-  if (conv_layout && strcmp(conv_layout, "nhwc") && strcmp(conv_layout, "nchw")) {
-    fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n");
-    return 1;
-  }
-  if (conv_algo && strcmp(conv_algo, "auto") && strcmp(conv_algo, "direct")) {
-    fprintf(stderr, "hloc: --conv-algo must be auto or direct\n");
-    return 1;
-  }
-#ifdef HLOC_HAVE_CUDA
-  if (is_cuda)
-    cuda_optimizer_options(&oo, precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32
-                                                                        : CUDA_PRECISION_HIGHEST);
-#endif
-  if (conv_layout) oo.conv_layout = !strcmp(conv_layout, "nchw") ? OPT_CONV_NCHW : OPT_CONV_NHWC;
-
-  HErr err = {0};
-  double t_load = now_s();
-  HModule *m = proto_load_file(input, &err);
-  double t_verify = now_s();
-  if (!m || !hlo_verify(m, &err) || (nfreeze && !opt_freeze_specs(m, nfreeze, freeze, &err))) {
-    fprintf(stderr, "hloc: %s\n", err.msg);
-    hlo_module_free(m);
-    return 1;
-  }
-  int nfilled = hlo_fill_elided(m, &elided);
-  double t_opt = now_s();
-
-  /* everything but printing the module as read goes through the optimizer */
-  bool as_read =
-      (!emit && !out && !oo.dump_dir) || (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "pb")));
-  if (!as_read && !opt_optimize(m, &oo, &err)) {
-    fprintf(stderr, "hloc: %s\n", err.msg);
-    hlo_module_free(m);
-    return 1;
-  }
-  double t_done = now_s();
-  if (stats) {
-    OptStats st;
-    opt_stats(m, &st);
-    fprintf(stderr, "%s: ", m->name);
-    opt_stats_print(stderr, &st);
-    if (elided.mode != HLO_ELIDED_ERROR)
-      fprintf(stderr, "elided constants filled: %d (--elided-constants=%s)\n", nfilled, elided_arg);
-    HArena *pa = hlo_arena_new();
-    MemPlan plan;
-    HErr perr = {0};
-    double t_plan = now_s();
-    if (memplan_assign(m->entry, pa, &plan, &perr))
-      fprintf(stderr, "TEMP_BYTES %lld, peak-live lower bound %lld\n", (long long)plan.temp_bytes,
-              (long long)plan.peak_live);
-    else
-      fprintf(stderr, "no buffer plan: %s\n", perr.msg);
-    t_plan = now_s() - t_plan;
-    hlo_arena_free(pa);
-    fprintf(stderr, "time: load %.2f ms, verify+freeze %.2f ms, optimize %.2f ms, plan %.2f ms\n",
-            1e3 * (t_verify - t_load), 1e3 * (t_opt - t_verify), 1e3 * (t_done - t_opt),
-            1e3 * t_plan);
-  }
-
-  int rc = 0;
-  if (!emit && !out) {
+  static HlocArgs a;
+  int rc = args_parse(argc, argv, &a);
+  if (rc >= 0) return rc;
+  if (args_check(&a)) return 1;
+  HModule *m = load_module(&a);
+  if (!m) return 1;
+  if (!a.emit && !a.out) {
     int ninstr = 0;
     for (int i = 0; i < m->ncomps; i++)
       ninstr += m->comps[i]->ninstrs;
-    printf("%s: module %s: %d computations, %d instructions, %d parameters: verified\n", input,
+    printf("%s: module %s: %d computations, %d instructions, %d parameters: verified\n", a.input,
            m->name, m->ncomps, ninstr, m->entry->nparams);
-  } else if (emit_pb) {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    hlo_module_fill_layouts(m); /* what XLA needs to run it */
-    if (!proto_write_module(m, &buf, &len, &err) || !hlo_write_file_atomic(out, buf, len, &err)) {
-      fprintf(stderr, "hloc: %s\n", err.msg);
-      rc = 1;
-    }
-    free(buf);
-  } else if (emit && (!strcmp(emit, "hlo") || !strcmp(emit, "hlo-opt"))) {
-    if (!out) {
-      hlo_print_module(stdout, m, NULL);
-    } else {
-      char *buf = NULL;
-      size_t len = 0;
-      FILE *f = open_memstream(&buf, &len);
-      hlo_print_module(f, m, NULL);
-      fclose(f);
-      if (!hlo_write_file_atomic(out, buf, len, &err)) {
-        fprintf(stderr, "hloc: %s\n", err.msg);
-        rc = 1;
-      }
-      free(buf);
-    }
+  } else if (a.emit_pb || (a.emit && (!strcmp(a.emit, "hlo") || !strcmp(a.emit, "hlo-opt")))) {
+    rc = emit_module(m, &a);
 #ifdef HLOC_HAVE_CUDA
-  } else if (is_cuda) {
-    /* --target=cuda: host object + header, or --emit=ptx|cubin + manifest (targets/cuda) */
-    if (!out || (emit && !cuda_emit && strcmp(emit, "obj"))) {
-      fprintf(stderr, "hloc: --target=cuda needs -o PATH and --emit=obj|ptx|cubin\n");
-      hlo_module_free(m);
-      return 1;
-    }
-    char *nm = name ? strdup(name) : stem_identifier(out);
-    char *hdr = NULL, *man = NULL;
-    CudaOpts co = {0};
-    co.name = nm;
-    co.out_path = out;
-    co.gpu_arch = gpu_arch;
-    co.opt_level = opt < 2 ? opt : 3;
-    co.emit = !emit || !strcmp(emit, "obj") ? CUDA_EMIT_OBJ
-              : !strcmp(emit, "ptx")        ? CUDA_EMIT_PTX
-                                            : CUDA_EMIT_CUBIN;
-    co.precision =
-        precision && !strcmp(precision, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
-    co.stats = stats ? stderr : NULL;
-    char *end = NULL;
-    long long mib = conv_ws ? strtoll(conv_ws, &end, 10) : 0;
-    co.conv_ws_limit = (int64_t)mib << 20;
-    if (precision && strcmp(precision, "tf32") && strcmp(precision, "highest")) {
-      fprintf(stderr, "hloc: --precision must be highest or tf32\n");
-      rc = 1;
-    } else if (profile) {
-      fprintf(stderr, "hloc: --profile is an option of the cpu target (time the CUDA kernels with "
-                      "nsys or ncu)\n");
-      rc = 1;
-    } else if (conv_ws && (end == conv_ws || *end || mib < 1 || mib > (1LL << 24))) {
-      fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n");
-      rc = 1;
-    } else {
-      if (co.emit == CUDA_EMIT_OBJ)
-        co.header_path = header ? header : (hdr = replace_ext(out, ".h"));
-      co.manifest_path = manifest                   ? manifest
-                         : co.emit != CUDA_EMIT_OBJ ? (man = replace_ext(out, ".json"))
-                                                    : NULL;
-      if (!cuda_compile(m, &co, &err)) {
-        fprintf(stderr, "hloc: %s\n", err.msg);
-        rc = 1;
-      }
-    }
-    free(nm);
-    free(hdr);
-    free(man);
+  } else if (a.is_cuda) {
+    rc = emit_cuda(m, &a);
 #endif
   } else {
-#ifdef HLOC_HAVE_CPU
-    if (!out) {
-      fprintf(stderr, "hloc: --emit=%s needs -o PATH\n", emit);
-      hlo_module_free(m);
-      return 1;
-    }
-    char *nm = name ? strdup(name) : stem_identifier(out);
-    char *hdr = NULL;
-    static CpuKnobs knobs;
-    cpu_knobs_from_env(&knobs);
-    CpuOpts o = {0};
-    o.knobs = &knobs;
-    o.name = nm;
-    o.out_path = out;
-    o.cpu = cpu;
-    o.features = features;
-    o.opt_level = opt;
-    o.profile = profile;
-    o.stats = stats ? stderr : NULL;
-    o.direct_conv = conv_algo && !strcmp(conv_algo, "direct");
-    o.emit = !emit || !strcmp(emit, "obj") ? CPU_EMIT_OBJ
-             : !strcmp(emit, "asm")        ? CPU_EMIT_ASM
-                                           : CPU_EMIT_LLVM;
-    if (o.emit == CPU_EMIT_OBJ)
-      o.header_path = header ? header : (hdr = replace_ext(out, ".h"));
-    else
-      o.header_path = header;
-    double t_cg = now_s();
-    if (!cpu_compile(m, &o, &err)) {
-      fprintf(stderr, "hloc: %s\n", err.msg);
-      rc = 1;
-    }
-    if (stats) fprintf(stderr, "time: code generation %.2f ms\n", 1e3 * (now_s() - t_cg));
-    free(nm);
-    free(hdr);
-#else
-    (void)name, (void)header, (void)cpu, (void)features, (void)opt, (void)profile;
-    fprintf(stderr, "hloc: code generation is not available in this build\n");
-    rc = 1;
-#endif
+    rc = emit_cpu(m, &a);
   }
   hlo_module_free(m);
-  return rc;
+  return rc < 0 ? 0 : rc;
 }
