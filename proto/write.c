@@ -51,6 +51,10 @@ static int64_t *w_ints(Writer *w, const int64_t *v, int n) {
   return n ? hlo_arena_memdup(w->a, v, sizeof *v * (size_t)n) : NULL;
 }
 
+/* IList l into the repeated int64 field (n_field, field). */
+#define W_ILIST(w, n_field, field, l)                                                              \
+  ((n_field) = (size_t)(l).n, (field) = w_ints((w), (l).v, (l).n))
+
 static char *w_str(Writer *w, const char *s) {
   return s ? hlo_arena_strdup(w->a, s) : (char *)protobuf_c_empty_string;
 }
@@ -413,43 +417,31 @@ static Xla__ConvolutionDimensionNumbers *w_conv(Writer *w, const ConvDims *c) {
   pc->input_batch_dimension = c->in_batch, pc->input_feature_dimension = c->in_feat;
   pc->kernel_input_feature_dimension = c->k_in, pc->kernel_output_feature_dimension = c->k_out;
   pc->output_batch_dimension = c->out_batch, pc->output_feature_dimension = c->out_feat;
-  pc->n_input_spatial_dimensions = (size_t)c->in_sp.n;
-  pc->input_spatial_dimensions = w_ints(w, c->in_sp.v, c->in_sp.n);
-  pc->n_kernel_spatial_dimensions = (size_t)c->k_sp.n;
-  pc->kernel_spatial_dimensions = w_ints(w, c->k_sp.v, c->k_sp.n);
-  pc->n_output_spatial_dimensions = (size_t)c->out_sp.n;
-  pc->output_spatial_dimensions = w_ints(w, c->out_sp.v, c->out_sp.n);
+  W_ILIST(w, pc->n_input_spatial_dimensions, pc->input_spatial_dimensions, c->in_sp);
+  W_ILIST(w, pc->n_kernel_spatial_dimensions, pc->kernel_spatial_dimensions, c->k_sp);
+  W_ILIST(w, pc->n_output_spatial_dimensions, pc->output_spatial_dimensions, c->out_sp);
   return pc;
 }
 
 static Xla__DotDimensionNumbers *w_dot(Writer *w, const DotDims *d) {
   Xla__DotDimensionNumbers *pd =
       W_NEW(w, Xla__DotDimensionNumbers, XLA__DOT_DIMENSION_NUMBERS__INIT);
-  pd->n_lhs_batch_dimensions = (size_t)d->lhs_batch.n;
-  pd->lhs_batch_dimensions = w_ints(w, d->lhs_batch.v, d->lhs_batch.n);
-  pd->n_rhs_batch_dimensions = (size_t)d->rhs_batch.n;
-  pd->rhs_batch_dimensions = w_ints(w, d->rhs_batch.v, d->rhs_batch.n);
-  pd->n_lhs_contracting_dimensions = (size_t)d->lhs_contract.n;
-  pd->lhs_contracting_dimensions = w_ints(w, d->lhs_contract.v, d->lhs_contract.n);
-  pd->n_rhs_contracting_dimensions = (size_t)d->rhs_contract.n;
-  pd->rhs_contracting_dimensions = w_ints(w, d->rhs_contract.v, d->rhs_contract.n);
+  W_ILIST(w, pd->n_lhs_batch_dimensions, pd->lhs_batch_dimensions, d->lhs_batch);
+  W_ILIST(w, pd->n_rhs_batch_dimensions, pd->rhs_batch_dimensions, d->rhs_batch);
+  W_ILIST(w, pd->n_lhs_contracting_dimensions, pd->lhs_contracting_dimensions, d->lhs_contract);
+  W_ILIST(w, pd->n_rhs_contracting_dimensions, pd->rhs_contracting_dimensions, d->rhs_contract);
   return pd;
 }
 
 static Xla__GatherDimensionNumbers *w_gather(Writer *w, const GatherDims *g) {
   Xla__GatherDimensionNumbers *pg =
       W_NEW(w, Xla__GatherDimensionNumbers, XLA__GATHER_DIMENSION_NUMBERS__INIT);
-  pg->n_offset_dims = (size_t)g->offset_dims.n;
-  pg->offset_dims = w_ints(w, g->offset_dims.v, g->offset_dims.n);
-  pg->n_collapsed_slice_dims = (size_t)g->collapsed_slice_dims.n;
-  pg->collapsed_slice_dims = w_ints(w, g->collapsed_slice_dims.v, g->collapsed_slice_dims.n);
-  pg->n_start_index_map = (size_t)g->start_index_map.n;
-  pg->start_index_map = w_ints(w, g->start_index_map.v, g->start_index_map.n);
-  pg->n_operand_batching_dims = (size_t)g->operand_batching_dims.n;
-  pg->operand_batching_dims = w_ints(w, g->operand_batching_dims.v, g->operand_batching_dims.n);
-  pg->n_start_indices_batching_dims = (size_t)g->start_indices_batching_dims.n;
-  pg->start_indices_batching_dims =
-      w_ints(w, g->start_indices_batching_dims.v, g->start_indices_batching_dims.n);
+  W_ILIST(w, pg->n_offset_dims, pg->offset_dims, g->offset_dims);
+  W_ILIST(w, pg->n_collapsed_slice_dims, pg->collapsed_slice_dims, g->collapsed_slice_dims);
+  W_ILIST(w, pg->n_start_index_map, pg->start_index_map, g->start_index_map);
+  W_ILIST(w, pg->n_operand_batching_dims, pg->operand_batching_dims, g->operand_batching_dims);
+  W_ILIST(w, pg->n_start_indices_batching_dims, pg->start_indices_batching_dims,
+          g->start_indices_batching_dims);
   pg->index_vector_dim = g->index_vector_dim;
   return pg;
 }
@@ -457,18 +449,13 @@ static Xla__GatherDimensionNumbers *w_gather(Writer *w, const GatherDims *g) {
 static Xla__ScatterDimensionNumbers *w_scatter(Writer *w, const ScatterDims *s) {
   Xla__ScatterDimensionNumbers *ps =
       W_NEW(w, Xla__ScatterDimensionNumbers, XLA__SCATTER_DIMENSION_NUMBERS__INIT);
-  ps->n_update_window_dims = (size_t)s->update_window_dims.n;
-  ps->update_window_dims = w_ints(w, s->update_window_dims.v, s->update_window_dims.n);
-  ps->n_inserted_window_dims = (size_t)s->inserted_window_dims.n;
-  ps->inserted_window_dims = w_ints(w, s->inserted_window_dims.v, s->inserted_window_dims.n);
-  ps->n_scatter_dims_to_operand_dims = (size_t)s->scatter_dims_to_operand_dims.n;
-  ps->scatter_dims_to_operand_dims =
-      w_ints(w, s->scatter_dims_to_operand_dims.v, s->scatter_dims_to_operand_dims.n);
-  ps->n_input_batching_dims = (size_t)s->input_batching_dims.n;
-  ps->input_batching_dims = w_ints(w, s->input_batching_dims.v, s->input_batching_dims.n);
-  ps->n_scatter_indices_batching_dims = (size_t)s->scatter_indices_batching_dims.n;
-  ps->scatter_indices_batching_dims =
-      w_ints(w, s->scatter_indices_batching_dims.v, s->scatter_indices_batching_dims.n);
+  W_ILIST(w, ps->n_update_window_dims, ps->update_window_dims, s->update_window_dims);
+  W_ILIST(w, ps->n_inserted_window_dims, ps->inserted_window_dims, s->inserted_window_dims);
+  W_ILIST(w, ps->n_scatter_dims_to_operand_dims, ps->scatter_dims_to_operand_dims,
+          s->scatter_dims_to_operand_dims);
+  W_ILIST(w, ps->n_input_batching_dims, ps->input_batching_dims, s->input_batching_dims);
+  W_ILIST(w, ps->n_scatter_indices_batching_dims, ps->scatter_indices_batching_dims,
+          s->scatter_indices_batching_dims);
   ps->index_vector_dim = s->index_vector_dim;
   return ps;
 }
@@ -529,8 +516,7 @@ static void w_scalars(Writer *w, Xla__HloInstructionProto *pi, const HInstr *in)
   pi->feature_index = in->feature_index;
   if (in->op == OP_FFT) {
     pi->fft_type = (int32_t)in->fft_type;
-    pi->n_fft_length = (size_t)in->fft_length.n;
-    pi->fft_length = w_ints(w, in->fft_length.v, in->fft_length.n);
+    W_ILIST(w, pi->n_fft_length, pi->fft_length, in->fft_length);
   }
   if (in->custom_call_target) pi->custom_call_target = w_str(w, in->custom_call_target);
   if (in->backend_config)
@@ -574,11 +560,9 @@ static Xla__HloInstructionProto *w_instr(Writer *w, const HInstr *in) {
     pi->n_dimensions = 1;
     pi->dimensions = w_ints(w, &in->iota_dim, 1);
   } else {
-    pi->n_dimensions = (size_t)in->dims.n;
-    pi->dimensions = w_ints(w, in->dims.v, in->dims.n);
+    W_ILIST(w, pi->n_dimensions, pi->dimensions, in->dims);
   }
-  pi->n_dynamic_slice_sizes = (size_t)in->dslice_sizes.n;
-  pi->dynamic_slice_sizes = w_ints(w, in->dslice_sizes.v, in->dslice_sizes.n);
+  W_ILIST(w, pi->n_dynamic_slice_sizes, pi->dynamic_slice_sizes, in->dslice_sizes);
   if (in->op == OP_CONSTANT) {
     if (!in->literal) {
       wfail(w, "the constant's value was elided ({...}): a proto needs its data "
@@ -601,8 +585,7 @@ static Xla__HloInstructionProto *w_instr(Writer *w, const HInstr *in) {
   w_slice_pad(w, pi, in);
   if (in->gather) {
     pi->gather_dimension_numbers = w_gather(w, in->gather);
-    pi->n_gather_slice_sizes = (size_t)in->gather->slice_sizes.n;
-    pi->gather_slice_sizes = w_ints(w, in->gather->slice_sizes.v, in->gather->slice_sizes.n);
+    W_ILIST(w, pi->n_gather_slice_sizes, pi->gather_slice_sizes, in->gather->slice_sizes);
   }
   if (in->scatter) pi->scatter_dimension_numbers = w_scatter(w, in->scatter);
   w_scalars(w, pi, in);
@@ -679,11 +662,9 @@ static bool w_alias(Writer *w, Xla__HloModuleProto *mp) {
     Xla__HloInputOutputAliasProto__AliasEntryProto *e =
         W_NEW(w, Xla__HloInputOutputAliasProto__AliasEntryProto,
               XLA__HLO_INPUT_OUTPUT_ALIAS_PROTO__ALIAS_ENTRY_PROTO__INIT);
-    e->n_output_shape_index = (size_t)h->out_index.n;
-    e->output_shape_index = w_ints(w, h->out_index.v, h->out_index.n);
+    W_ILIST(w, e->n_output_shape_index, e->output_shape_index, h->out_index);
     e->parameter_number = h->param;
-    e->n_parameter_shape_index = (size_t)h->param_index.n;
-    e->parameter_shape_index = w_ints(w, h->param_index.v, h->param_index.n);
+    W_ILIST(w, e->n_parameter_shape_index, e->parameter_shape_index, h->param_index);
     e->kind = (Xla__HloInputOutputAliasProto__Kind)h->kind;
     al->entries[i] = e;
   }
