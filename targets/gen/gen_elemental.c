@@ -1736,21 +1736,31 @@ bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
   case OP_IMAG:
   case OP_REAL:
   case OP_COMPLEX: why = "complex numbers are not supported"; break;
-  case OP_MULHI:
-  case OP_STOCHASTIC_CONVERT:
   case OP_TOPK:
+    why = "topk is compiled as a sort (the optimizer's topk-expand pass), which this one skipped";
+    break;
   case OP_BATCH_NORM_TRAINING:
   case OP_BATCH_NORM_INFERENCE:
   case OP_BATCH_NORM_GRAD:
+    why = "batch-norm ops have no code generator yet (frameworks export them expanded)";
+    break;
   case OP_SCAN:
+    why = "the scan op has no code generator yet (JAX exports lax.scan as a while loop, which "
+          "compiles)";
+    break;
+  case OP_GET_DIMENSION_SIZE:
+  case OP_SET_DIMENSION_SIZE:
+  case OP_DYNAMIC_RESHAPE: why = "dynamic shapes are not supported"; break;
+  case OP_MULHI:
+  case OP_STOCHASTIC_CONVERT:
   case OP_FFT:
   case OP_CHOLESKY:
   case OP_TRIANGULAR_SOLVE:
   case OP_RAGGED_DOT:
   case OP_SCALED_DOT:
-  case OP_GET_DIMENSION_SIZE:
-  case OP_SET_DIMENSION_SIZE:
-  case OP_DYNAMIC_RESHAPE:
+    why = "op has no code generator on this target yet (the reference interpreter, hloc-run, "
+          "evaluates what it supports)";
+    break;
   case OP_CONDITIONAL:
     /* the optimizer's conditional-select compiles the others */
     why = "only conditionals whose branches have no side effects, rng or loops are compiled (every "
