@@ -22,14 +22,42 @@ typedef struct BsCtx {
 
 enum { BS_MAX_LEAVES = 4096 };
 
-static void bs_flatten(Literal *l, Literal **out, int *n) {
+void opt_bisect_leaves(Literal *l, Literal **out, int *n, int cap) {
   if (l->shape.dt != DT_TUPLE) {
-    if (*n < BS_MAX_LEAVES) out[*n] = l;
+    if (*n < cap) out[*n] = l;
     (*n)++;
     return;
   }
   for (int i = 0; i < l->shape.ntuple; i++)
-    bs_flatten(l->elems[i], out, n);
+    opt_bisect_leaves(l->elems[i], out, n, cap);
+}
+
+static void bs_flatten(Literal *l, Literal **out, int *n) {
+  opt_bisect_leaves(l, out, n, BS_MAX_LEAVES);
+}
+
+int opt_bisect_flat_args(HArena *a, Literal *const *args, int nargs, const HModule *m,
+                         Literal ***out, HErr *err) {
+  int np = m->entry->nparams, n = 0;
+  *out = hlo_arena_alloc(a, sizeof **out * BS_MAX_LEAVES);
+  if (np == nargs) {
+    memcpy(*out, args, sizeof *args * (size_t)nargs);
+    return nargs;
+  }
+  for (int i = 0; i < nargs; i++)
+    bs_flatten(args[i], *out, &n);
+  if (n == np) return n;
+  hlo_err(err, m->file, NULL, NULL, "the entry has %d parameters, %d given", np, nargs);
+  return -1;
+}
+
+bool opt_bisect_leaf(const OptBisect *b, const Literal *got, const Literal *want, HCompare *c,
+                     HErr *err) {
+  DType dt = want->shape.dt;
+  double at = b->atol;
+  if ((dt == DT_BF16 || dt == DT_F16) && b->tol16 * hlo_literal_max_abs(want) > at)
+    at = b->tol16 * hlo_literal_max_abs(want);
+  return hlo_literal_compare(got, want, b->rtol, at, c, err);
 }
 
 /* Compare results leaf by leaf; false at the first leaf outside the tolerance (*c, *leaf). */
@@ -43,12 +71,8 @@ static bool bs_agree(const OptBisect *b, Literal *const *got, int ngot, Literal 
     return false;
   }
   for (int k = 0; k < ngot; k++) {
-    DType dt = want[k]->shape.dt;
-    double at = b->atol;
-    if ((dt == DT_BF16 || dt == DT_F16) && b->tol16 * hlo_literal_max_abs(want[k]) > at)
-      at = b->tol16 * hlo_literal_max_abs(want[k]);
     HCompare c;
-    if (!hlo_literal_compare(got[k], want[k], b->rtol, at, &c, err)) return false;
+    if (!opt_bisect_leaf(b, got[k], want[k], &c, err)) return false;
     if (c.bad || c.max_rel > worst->max_rel || k == 0) *worst = c, *leaf = k;
     if (c.bad) return false;
   }

@@ -222,6 +222,9 @@ typedef struct OptBisect {
   /* test hook, not reachable from the command line: called after each changing pass, before
      its check (a deliberately wrong rewrite injected there must be found at that pass) */
   void (*inject)(void *ctx, const char *pass, HModule *m);
+  /* test hook: called on the traced module the target compiles (not the one the interpreter
+     evaluates) before it is compiled: a deliberately wrong kernel made there must be found */
+  void (*inject_module)(void *ctx, HModule *m);
   void *inject_ctx;
   /* out */
   struct {
@@ -230,11 +233,15 @@ typedef struct OptBisect {
     int result;       /* the result leaf furthest out */
     HCompare c;       /* its comparison */
   } step[OPT_BISECT_STEPS];
-  int checked;          /* passes checked */
-  const char *bad_pass; /* the first pass whose results moved (NULL: none) */
-  int bad_step;         /* its number among the changing passes (1-based) */
-  int bad_result;       /* the result leaf furthest out */
-  HCompare worst;       /* its comparison */
+  int checked;            /* passes checked */
+  const char *bad_pass;   /* the first pass whose results moved (NULL: none) */
+  int bad_step;           /* its number among the changing passes (1-based) */
+  int bad_result;         /* the result leaf furthest out */
+  HCompare worst;         /* its comparison */
+  int kernels_checked;    /* kernel bisection: kernels compared */
+  const char *bad_kernel; /* the first kernel (its entry instruction) out of tolerance, or NULL */
+  int bad_kernel_idx;     /* its number in schedule order (1-based) */
+  HCompare kernel_worst;  /* its comparison */
 } OptBisect;
 /* Optimize m with options o (whose after_pass is taken) checking every changing pass against
  * the interpreter's results on args (nargs, the entry's parameters before flatten-params);
@@ -246,6 +253,33 @@ int opt_bisect(HModule *m, const OptOpts *o, Literal *const *args, int nargs, Op
  * *leaf: the leaf furthest out (false with err set on a shape mismatch). */
 bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, int nwant,
                         HCompare *worst, int *leaf, HErr *err);
+/* One result leaf against its reference within b's tolerance (16-bit types: tol16 of the
+ * largest |want|); false with err on a shape mismatch. */
+bool opt_bisect_leaf(const OptBisect *b, const Literal *got, const Literal *want, HCompare *c,
+                     HErr *err);
+/* The leaves of l (a tuple's, depth first) into out[] (at most cap); *n counts them all. */
+void opt_bisect_leaves(Literal *l, Literal **out, int *n, int cap);
+/* args as m's entry takes them (its parameters as given, or their leaves once flatten-params
+ * made tuple parameters leaves) in *out; their count, or -1 with err. */
+int opt_bisect_flat_args(HArena *a, Literal *const *args, int nargs, const HModule *m,
+                         Literal ***out, HErr *err);
+
+/* ------------------------------------------------------------------ trace.c */
+
+/* Make m's entry root the tuple (root, the value of every entry instruction a kernel computes,
+ * in schedule order): the traced module; the instructions into traced[] (at most cap), their
+ * count returned. The entry layout and aliases are dropped (the interface is the tuple). */
+int opt_trace_outputs(HModule *m, HInstr **traced, int cap);
+/* Runs module m compiled for a target on nargs arguments: its result leaves into *out (n of
+ * them, in a), or false with err. */
+typedef bool (*OptRunFn)(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,
+                         Literal ***out, int *n, HErr *err);
+/* Kernel bisection: the optimized module traced twice, mi for the interpreter and mc for the
+ * target (run through run); each kernel's compiled output against the interpreter's value of
+ * the same instruction, reported in schedule order on b->report; 0 when all agree, 1 at a
+ * divergence (b->bad_kernel: the first), -1 on error. */
+int opt_bisect_kernels(HModule *mi, HModule *mc, Literal *const *args, int nargs, OptRunFn run,
+                       void *run_ctx, OptBisect *b, HErr *err);
 
 /* ------------------------------------------------------------------ the passes */
 #define PASS(name, fn, summary) bool fn(HModule *m, PassCtx *pc);

@@ -78,6 +78,12 @@ bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err);
  * inlined into the entry and fused computations). false with a located error when an
  * instruction or dtype cannot be compiled, or when LLVM or the file system fails. */
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err);
+/* Compile m (optimized) with options o (name, paths and emit are its own) into a temporary
+ * folder, link it into a shared object with the system's C compiler ($CC, else cc), load it
+ * and run it on args (the entry's parameters, row-major); the result leaves into *out (n of
+ * them, in a). For hloc verify's kernel bisection. false with a located error. */
+bool cpu_run_module(HModule *m, const CpuOpts *o, Literal *const *args, int nargs, HArena *a,
+                    Literal ***out, int *n, HErr *err);
 
 /* ------------------------------------------------------------------ cuda/ */
 

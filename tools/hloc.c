@@ -155,14 +155,20 @@ static void verify_usage(FILE *f) {
   fprintf(f,
           "usage: hloc verify MODEL [in0.npy ...] [--random-inputs[=SEED]] [--rtol R] [--atol A]\n"
           "                   [--target=cpu|cuda] [--expect out0.npy ...] [--json FILE]\n"
+          "                   [--passes-only]\n"
           "  Evaluates MODEL on the reference interpreter before optimization and after every\n"
           "  optimizer pass that changes it (the target's pipeline), on the given arguments or\n"
           "  deterministic pseudo-random ones (the default, seed 0), and names the first pass\n"
           "  whose results leave the tolerance (default rtol 1e-4, atol 1e-5; bf16/f16\n"
           "  results: 3e-2 of their largest magnitude). With --expect (the framework's\n"
           "  outputs, e.g. XLA's), it first says whether the interpreter, i.e. hloc's reading\n"
-          "  of the HLO, agrees with them. --json FILE writes the report for scripts. Exit 0:\n"
-          "  all agree; 1: the interpreter or a pass moved the results; 2: bad input.\n");
+          "  of the HLO, agrees with them. When every pass agrees (and unless --passes-only),\n"
+          "  the kernel bisection follows (--target=cpu): the optimized module compiled for\n"
+          "  the host with every kernel's output also a result (linked with $CC, else cc, and\n"
+          "  loaded), each compared with the interpreter's value of the same instruction; the\n"
+          "  first kernel out of tolerance is printed with its HLO and its operands' values.\n"
+          "  --json FILE writes the report for scripts. Exit 0: all agree; 1: the\n"
+          "  interpreter, a pass or a kernel moved the results; 2: bad input.\n");
 }
 
 static bool verify_tol(const char *v, double *t) {
@@ -198,7 +204,16 @@ static bool verify_json(const char *path, const char *file, const char *target, 
                    (long long)b->step[i].c.bad);
   hlo_str_printf(&j, "\n  ],\n  \"first_bad_pass\": ");
   if (b->bad_pass)
-    hlo_str_printf(&j, "\"%s\"\n}\n", b->bad_pass);
+    hlo_str_printf(&j, "\"%s\"", b->bad_pass);
+  else
+    hlo_str_printf(&j, "null");
+  hlo_str_printf(&j, ",\n  \"kernels_checked\": %d,\n  \"first_bad_kernel\": ", b->kernels_checked);
+  if (b->bad_kernel)
+    hlo_str_printf(&j,
+                   "{\"name\": \"%s\", \"index\": %d, \"max_abs\": %.6g, \"max_rel\": %.6g, "
+                   "\"outside\": %lld}\n}\n",
+                   b->bad_kernel, b->bad_kernel_idx, b->kernel_worst.max_abs,
+                   b->kernel_worst.max_rel, (long long)b->kernel_worst.bad);
   else
     hlo_str_printf(&j, "null\n}\n");
   bool ok = hlo_write_file_atomic(path, j.p, j.n, err);
@@ -210,6 +225,7 @@ typedef struct VerifyArgs {
   const char *file, *target, *json, *ins[256], *exps[256];
   int nin, nexp;
   uint64_t seed;
+  bool passes_only; /* --passes-only: no kernel bisection */
 } VerifyArgs;
 
 /* The command line of hloc verify into *va and b's tolerances: 0 to go on, -1 after --help,
@@ -238,6 +254,8 @@ static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
       va->json = v;
     } else if (!strcmp(argv[i], "--expect")) {
       expecting = true;
+    } else if (!strcmp(argv[i], "--passes-only")) {
+      va->passes_only = true;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "hloc verify: unknown or incomplete option '%s'\n", argv[i]);
       return 2;
@@ -298,6 +316,43 @@ static int verify_expect(HArena *a, HModule *m, Literal **args, const VerifyArgs
 }
 
 /* The passes' verdict (and with --expect the interpreter's): the exit code. */
+#ifdef HLOC_HAVE_CPU
+/* OptRunFn for the host CPU (cpu_run.c), with the knobs of the environment. */
+static bool verify_run_cpu(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,
+                           Literal ***out, int *n, HErr *err) {
+  static CpuKnobs knobs;
+  cpu_knobs_from_env(&knobs);
+  CpuOpts o = {.knobs = &knobs, .opt_level = 2};
+  (void)ctx;
+  return cpu_run_module(m, &o, args, nargs, a, out, n, err);
+}
+#endif
+
+/* The kernel bisection of m (optimized by the pass bisection, which agreed): a second copy
+ * read and optimized the same way is compiled; 0 / 1 / -1 as opt_bisect_kernels. */
+static int verify_kernels(HModule *m, const OptOpts *oo, const VerifyArgs *va, Literal *const *args,
+                          int nargs, OptBisect *b, HErr *err) {
+  if (strcmp(va->target, "cpu")) {
+    printf("kernel bisection: on the CPU target only (--target=cpu); not run for %s\n", va->target);
+    return 0;
+  }
+#ifdef HLOC_HAVE_CPU
+  HModule *mc = proto_load_file(va->file, err);
+  int rc = -1;
+  if (mc && hlo_verify(mc, err) && opt_optimize(mc, oo, err)) {
+    printf("kernel  name                            result\n");
+    rc = opt_bisect_kernels(m, mc, args, nargs, verify_run_cpu, NULL, b, err);
+    if (rc == 0) printf("every kernel agrees (%d checked)\n", b->kernels_checked);
+  }
+  hlo_module_free(mc);
+  return rc;
+#else
+  (void)m, (void)oo, (void)args, (void)nargs, (void)b, (void)err;
+  printf("kernel bisection: this build has no CPU target\n");
+  return 0;
+#endif
+}
+
 static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs *va, OptBisect *b,
                       HErr *err) {
   Literal **args = verify_args(a, m, va, err);
@@ -309,11 +364,13 @@ static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs
   int ileaf = 0;
   if (va->nexp && (interp = verify_expect(a, m, args, va, b, &ic, &ileaf, err)) < 0) return 2;
   printf("pass  name                    result\n");
-  int rc = opt_bisect(m, oo, args, m->entry->nparams, b, err);
+  int nargs = m->entry->nparams;
+  int rc = opt_bisect(m, oo, args, nargs, b, err);
+  if (rc == 0) printf("every pass agrees (%d checked)\n", b->checked);
+  if (rc == 0 && !va->passes_only) rc = verify_kernels(m, oo, va, args, nargs, b, err);
   if (rc >= 0 && va->json &&
       !verify_json(va->json, va->file, va->target, interp, &ic, ileaf, b, err))
     return 2;
-  if (rc == 0) printf("every pass agrees (%d checked)\n", b->checked);
   if (rc == 1) {
     const HCompare *w = &b->worst;
     printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "

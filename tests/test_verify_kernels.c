@@ -1,0 +1,89 @@
+/* tests/test_verify_kernels.c: hloc verify's kernel bisection (optimizer/trace.c with the CPU
+ * target's in-process run, targets/cpu/cpu_run.c).
+ *
+ * A three-kernel module (an elementwise kernel, two GEMMs with epilogues) agrees kernel by
+ * kernel; with a deliberately wrong kernel injected through the test hook (the second
+ * kernel's fused constant changed in the module the target compiles, not in the one the
+ * interpreter evaluates) the bisection names that kernel, counts the one after it as out too,
+ * and passes the first. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optimizer.h"
+#include "target.h"
+#include "test_util.h"
+
+static const char *tk_text = "HloModule kb\n"
+                             "ENTRY e {\n"
+                             "  x = f32[8,16] parameter(0)\n"
+                             "  w = f32[16,16] parameter(1)\n"
+                             "  a = f32[8,16] tanh(x)\n"
+                             "  d = f32[8,16] dot(a, w), lhs_contracting_dims={1}, "
+                             "rhs_contracting_dims={0}\n"
+                             "  c = f32[] constant(0.5)\n"
+                             "  cb = f32[8,16] broadcast(c), dimensions={}\n"
+                             "  e = f32[8,16] multiply(d, cb)\n"
+                             "  d2 = f32[8,16] dot(e, w), lhs_contracting_dims={1}, "
+                             "rhs_contracting_dims={0}\n"
+                             "  ROOT r = f32[8,16] exponential(d2)\n"
+                             "}\n";
+
+static bool tk_run(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,
+                   Literal ***out, int *n, HErr *err) {
+  (void)ctx;
+  CpuOpts o = {.opt_level = 2};
+  return cpu_run_module(m, &o, args, nargs, a, out, n, err);
+}
+
+/* The hook: the fused constant 0.5 of the compiled module's kernels becomes 0.75. */
+static void tk_corrupt(void *ctx, HModule *m) {
+  for (int c = 0; c < m->ncomps; c++)
+    for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+      HInstr *x = m->comps[c]->instrs[i];
+      if (m->comps[c] != m->entry && x->op == OP_CONSTANT && x->literal &&
+          hlo_literal_get_f64(x->literal, 0) == 0.5) {
+        hlo_literal_set_f64(x->literal, 0, 0.75);
+        *(const char **)ctx = x->parent->name;
+      }
+    }
+}
+
+Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
+  for (int inject = 0; inject < 2; inject++) {
+    HModule *mi = tu_parse(tk_text), *mc = tu_parse(tk_text);
+    HErr err = {0};
+    OptOpts o = {0};
+    cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+    HArena *ar = hlo_arena_new();
+    Literal *args[2];
+    for (int p = 0; p < 2; p++) {
+      args[p] = hlo_literal_new(ar, &mi->entry->params[p]->shape);
+      for (int64_t k = 0; k < hlo_shape_elems(&args[p]->shape); k++)
+        hlo_literal_set_f64(args[p], k, 0.01 * (double)((k * 7 + p) % 23) - 0.1);
+    }
+    const char *corrupted = NULL;
+    OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2};
+    if (inject) b.inject_module = tk_corrupt, b.inject_ctx = &corrupted;
+    int rc = opt_bisect_kernels(mi, mc, args, 2, tk_run, NULL, &b, &err);
+    cr_expect_eq(rc, inject, "inject=%d: rc %d (%s)", inject, rc, err.msg);
+    cr_expect_eq(b.kernels_checked, 3, "inject=%d: %d kernels", inject, b.kernels_checked);
+    if (inject) {
+      cr_assert(corrupted, "no constant to corrupt");
+      cr_assert(b.bad_kernel, "no kernel found");
+      const HInstr *bad = NULL;
+      for (int i = 0; i < mi->entry->ninstrs; i++)
+        if (!strcmp(mi->entry->instrs[i]->name, b.bad_kernel)) bad = mi->entry->instrs[i];
+      cr_assert(bad && bad->op == OP_FUSION, "%s is not a fusion", b.bad_kernel);
+      cr_expect_str_eq(bad->calls[0]->name, corrupted, "found %s, the corrupted kernel is %s",
+                       bad->calls[0]->name, corrupted);
+      cr_expect_eq(b.bad_kernel_idx, 2);
+      cr_expect_gt(b.kernel_worst.bad, 0);
+    } else {
+      cr_expect_null(b.bad_kernel);
+    }
+    hlo_arena_free(ar);
+    hlo_module_free(mi);
+    hlo_module_free(mc);
+  }
+}
