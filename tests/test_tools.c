@@ -487,7 +487,8 @@ Test(tools, verify_bisects_the_passes) {
   cr_expect_eq(r->rc, 2, "%s", r->err);
 }
 
-/* Every corpus fixture verifies clean: no optimizer pass moves its values on random inputs. */
+/* Every corpus fixture verifies clean: no optimizer pass moves its values on random inputs,
+ * and every kernel of the CPU target computes what the interpreter does. */
 Test(tools, verify_every_fixture, .timeout = 600) {
   DIR *d = opendir(HLOC_CORPUS_DIR "/fixtures");
   cr_assert(d);
@@ -497,6 +498,8 @@ Test(tools, verify_every_fixture, .timeout = 600) {
     Run *r =
         run(HLOC " verify " HLOC_CORPUS_DIR "/fixtures/%s/module.pb --random-inputs", e->d_name);
     cr_expect_eq(r->rc, 0, "%s: %s%s", e->d_name, r->out, r->err);
+    cr_expect(strstr(r->out, "every kernel agrees"), "%s: no kernel bisection: %s", e->d_name,
+              r->out);
     n++;
   }
   closedir(d);
