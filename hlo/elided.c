@@ -71,7 +71,7 @@ static void el_fill_from(Literal *l, uint64_t x) {
       double v = el_unit(&x);
       double re = s->rank >= 2 ? (2 * u - 1) * a : 0.5 + 0.5 * u;
       double im = s->rank >= 2 ? (2 * v - 1) * a : 0.5 + 0.5 * v;
-      hlo_store_c128(s->dt, l->data, i, CMPLX(re, im));
+      hlo_store_c128(s->dt, l->data, i, HLO_CMPLX(re, im));
     } else if (s->dt == DT_PRED)
       hlo_literal_set_i64(l, i, u < 0.5);
     else if (hlo_dtype_is_int(s->dt))

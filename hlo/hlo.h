@@ -254,6 +254,9 @@ void hlo_store_f64(DType t, void *data, int64_t i, double v);
 void hlo_store_i64(DType t, void *data, int64_t i, int64_t v);
 /* Element i of any array type as a complex double (a real one with zero imaginary part);
  * stored into type t, rounded per part for c64 (a real t keeps the real part only). */
+/* A double complex from its parts, exactly (re + im * I would turn an infinite part into a
+ * NaN one); glibc's CMPLX is missing under clang, __builtin_complex is in both compilers. */
+#define HLO_CMPLX(re, im) __builtin_complex((double)(re), (double)(im))
 double _Complex hlo_load_c128(DType t, const void *data, int64_t i);
 void hlo_store_c128(DType t, void *data, int64_t i, double _Complex v);
 /* Reorder element data given in the physical order of layout m2m into row-major. */

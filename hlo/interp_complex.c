@@ -38,8 +38,8 @@ static cplx ld(const Literal *l, int64_t i) { return hlo_load_c128(l->shape.dt, 
 /* ------------------------------------------------------------------ scalar semantics */
 
 static cplx c_mul(cplx a, cplx b) {
-  return CMPLX(creal(a) * creal(b) - cimag(a) * cimag(b),
-               creal(a) * cimag(b) + cimag(a) * creal(b));
+  return HLO_CMPLX(creal(a) * creal(b) - cimag(a) * cimag(b),
+                   creal(a) * cimag(b) + cimag(a) * creal(b));
 }
 
 static cplx c_pow(cplx a, cplx b) {
@@ -53,11 +53,11 @@ static cplx c_pow(cplx a, cplx b) {
 /* log(1 + z) and exp(z) - 1 without the cancellation near 0 that clog / cexp would have. */
 static cplx c_log1p(cplx z) {
   double x = creal(z), y = cimag(z);
-  return CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
+  return HLO_CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
 }
 static cplx c_expm1(cplx z) {
   double x = creal(z), y = cimag(z), s = sin(0.5 * y);
-  return CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+  return HLO_CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
 /* Unary op on a complex value; *ok = false when XLA does not define it for complex. */
@@ -182,7 +182,7 @@ Literal *interp_complex_make(IState *st, const HInstr *in, Literal *re, Literal 
   Literal *r = hlo_literal_new(interp_arena(st), &in->shape);
   for (int64_t i = 0; i < n; i++)
     hlo_store_c128(in->shape.dt, r->data, i,
-                   CMPLX(hlo_load_f64(t, re->data, i * sr), hlo_load_f64(t, im->data, i * si)));
+                   HLO_CMPLX(hlo_load_f64(t, re->data, i * sr), hlo_load_f64(t, im->data, i * si)));
   return r;
 }
 
@@ -244,7 +244,7 @@ static cplx *twiddles(int64_t n, int sign) {
   HLO_ASSERT(w);
   for (int64_t m = 0; m < n; m++) {
     double a = 2 * M_PI * (double)m / (double)n;
-    w[m] = CMPLX(cos(a), sign * sin(a));
+    w[m] = HLO_CMPLX(cos(a), sign * sin(a));
   }
   return w;
 }

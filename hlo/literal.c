@@ -315,10 +315,10 @@ void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
 }
 
 double _Complex hlo_load_c128(DType t, const void *d, int64_t i) {
-  /* CMPLX, not re + im * I: that would turn an infinite part into a NaN one */
-  if (t == DT_C64) return CMPLX(((const float *)d)[2 * i], ((const float *)d)[2 * i + 1]);
-  if (t == DT_C128) return CMPLX(((const double *)d)[2 * i], ((const double *)d)[2 * i + 1]);
-  return CMPLX(hlo_load_f64(t, d, i), 0.0);
+  /* HLO_CMPLX: exact parts (hlo.h) */
+  if (t == DT_C64) return HLO_CMPLX(((const float *)d)[2 * i], ((const float *)d)[2 * i + 1]);
+  if (t == DT_C128) return HLO_CMPLX(((const double *)d)[2 * i], ((const double *)d)[2 * i + 1]);
+  return HLO_CMPLX(hlo_load_f64(t, d, i), 0.0);
 }
 
 void hlo_store_c128(DType t, void *d, int64_t i, double _Complex v) {

@@ -656,7 +656,7 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
         !parse_double(p, &im, f32, "imaginary part of a complex constant") ||
         !expect(p, ')', "at the end of a complex constant"))
       return false;
-    hlo_store_c128(dt, data, i, CMPLX(re, im));
+    hlo_store_c128(dt, data, i, HLO_CMPLX(re, im));
     return true;
   }
   case DK_OTHER: break;

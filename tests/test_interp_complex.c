@@ -152,9 +152,9 @@ Test(interp_complex, fft4_by_hand) {
               "  ih = f32[4] fft(h), fft_type=IRFFT, fft_length={4}\n"
               "  ROOT t = (c64[4], c64[4], c64[3], f32[4], f32[4]) tuple(f, i, rf, ir, ih)\n"
               "}\n");
-  expect_all(r->elems[0], DT_C64, NC(10, CMPLX(-2, 2), -2, CMPLX(-2, -2)), 1e-6);
+  expect_all(r->elems[0], DT_C64, NC(10, HLO_CMPLX(-2, 2), -2, HLO_CMPLX(-2, -2)), 1e-6);
   expect_all(r->elems[1], DT_C64, NC(1, 2, 3, 4), 1e-6); /* IFFT scaled by 1/4 */
-  expect_all(r->elems[2], DT_C64, NC(10, CMPLX(-2, 2), -2), 1e-6);
+  expect_all(r->elems[2], DT_C64, NC(10, HLO_CMPLX(-2, 2), -2), 1e-6);
   expect_all(r->elems[3], DT_F32, NC(1, 2, 3, 4), 1e-6);
   expect_all(r->elems[4], DT_F32, NC(1, 2, 3, 4), 1e-6);
   hlo_arena_free(a);
@@ -182,17 +182,18 @@ Test(interp_complex, arithmetic_parts_and_converts) {
                        "c128[3], c64[3], c64[3]) tuple(m, d, s, n, ab, z, eq, wide, fr, sg)\n"
                        "}\n");
   /* (1+2i)(3-4i) = 11+2i; (3+4i)i = -4+3i */
-  expect_all(r->elems[0], DT_C64, NC(CMPLX(11, 2), CMPLX(-4, 3), 0), 0);
-  expect_all(r->elems[1], DT_C64, NC(CMPLX(1, 2), CMPLX(3, 4), 0), 1e-7);
-  expect_all(r->elems[2], DT_C64, NC(CMPLX(-2, 6), CMPLX(3, 3), 1), 0);
-  expect_all(r->elems[3], DT_C64, NC(CMPLX(-1, -2), CMPLX(-3, -4), 0), 0);
+  expect_all(r->elems[0], DT_C64, NC(HLO_CMPLX(11, 2), HLO_CMPLX(-4, 3), 0), 0);
+  expect_all(r->elems[1], DT_C64, NC(HLO_CMPLX(1, 2), HLO_CMPLX(3, 4), 0), 1e-7);
+  expect_all(r->elems[2], DT_C64, NC(HLO_CMPLX(-2, 6), HLO_CMPLX(3, 3), 1), 0);
+  expect_all(r->elems[3], DT_C64, NC(HLO_CMPLX(-1, -2), HLO_CMPLX(-3, -4), 0), 0);
   expect_all(r->elems[4], DT_F32, NC(sqrt(5), 5, 0), 1e-7);
-  expect_all(r->elems[5], DT_C64, NC(CMPLX(-4, 3), CMPLX(1, 0), CMPLX(0, -1)), 0);
+  expect_all(r->elems[5], DT_C64, NC(HLO_CMPLX(-4, 3), HLO_CMPLX(1, 0), HLO_CMPLX(0, -1)), 0);
   for (int i = 0; i < 3; i++)
     cr_expect(((const uint8_t *)r->elems[6]->data)[i], "divide did not undo multiply at %d", i);
-  expect_all(r->elems[7], DT_C128, NC(CMPLX(1, 2), CMPLX(3, 4), 0), 0);
+  expect_all(r->elems[7], DT_C128, NC(HLO_CMPLX(1, 2), HLO_CMPLX(3, 4), 0), 0);
   expect_all(r->elems[8], DT_C64, NC(3, 0, -1), 0);
-  expect_all(r->elems[9], DT_C64, NC(CMPLX(1 / sqrt(5), 2 / sqrt(5)), CMPLX(0.6, 0.8), 0), 1e-7);
+  expect_all(r->elems[9], DT_C64, NC(HLO_CMPLX(1 / sqrt(5), 2 / sqrt(5)), HLO_CMPLX(0.6, 0.8), 0),
+             1e-7);
   hlo_arena_free(a);
 }
 
@@ -227,23 +228,29 @@ Test(interp_complex, data_movement_of_wide_elements) {
          "c128[2,2], c128[2,3], c128[2,3]) tuple(t, s, rv, pd, ds, cc, b, g, se)\n"
          "}\n");
   expect_all(r->elems[0], DT_C128,
-             NC(CMPLX(1, 1), CMPLX(4, -4), CMPLX(2, 2), CMPLX(5, -5), CMPLX(3, 3), CMPLX(6, -6)),
+             NC(HLO_CMPLX(1, 1), HLO_CMPLX(4, -4), HLO_CMPLX(2, 2), HLO_CMPLX(5, -5),
+                HLO_CMPLX(3, 3), HLO_CMPLX(6, -6)),
              0);
-  expect_all(r->elems[1], DT_C128, NC(CMPLX(2, 2), CMPLX(5, -5)), 0);
+  expect_all(r->elems[1], DT_C128, NC(HLO_CMPLX(2, 2), HLO_CMPLX(5, -5)), 0);
   expect_all(r->elems[2], DT_C128,
-             NC(CMPLX(3, 3), CMPLX(2, 2), CMPLX(1, 1), CMPLX(6, -6), CMPLX(5, -5), CMPLX(4, -4)),
+             NC(HLO_CMPLX(3, 3), HLO_CMPLX(2, 2), HLO_CMPLX(1, 1), HLO_CMPLX(6, -6),
+                HLO_CMPLX(5, -5), HLO_CMPLX(4, -4)),
              0);
-  expect_all(
-      r->elems[3], DT_C128,
-      NC(0, CMPLX(1, 1), CMPLX(2, 2), CMPLX(3, 3), 0, CMPLX(4, -4), CMPLX(5, -5), CMPLX(6, -6)), 0);
-  expect_all(r->elems[4], DT_C128, NC(CMPLX(5, -5), CMPLX(6, -6)), 0);
-  expect_c(r->elems[5], 11, CMPLX(6, -6), 0);
-  expect_all(r->elems[6], DT_C128, NC(CMPLX(6, 6), CMPLX(6, 6), CMPLX(15, -15), CMPLX(15, -15)), 0);
+  expect_all(r->elems[3], DT_C128,
+             NC(0, HLO_CMPLX(1, 1), HLO_CMPLX(2, 2), HLO_CMPLX(3, 3), 0, HLO_CMPLX(4, -4),
+                HLO_CMPLX(5, -5), HLO_CMPLX(6, -6)),
+             0);
+  expect_all(r->elems[4], DT_C128, NC(HLO_CMPLX(5, -5), HLO_CMPLX(6, -6)), 0);
+  expect_c(r->elems[5], 11, HLO_CMPLX(6, -6), 0);
+  expect_all(r->elems[6], DT_C128,
+             NC(HLO_CMPLX(6, 6), HLO_CMPLX(6, 6), HLO_CMPLX(15, -15), HLO_CMPLX(15, -15)), 0);
   expect_all(r->elems[7], DT_C128,
-             NC(CMPLX(4, -4), CMPLX(5, -5), CMPLX(6, -6), CMPLX(1, 1), CMPLX(2, 2), CMPLX(3, 3)),
+             NC(HLO_CMPLX(4, -4), HLO_CMPLX(5, -5), HLO_CMPLX(6, -6), HLO_CMPLX(1, 1),
+                HLO_CMPLX(2, 2), HLO_CMPLX(3, 3)),
              0);
   expect_all(r->elems[8], DT_C128,
-             NC(CMPLX(1, 1), CMPLX(2, 2), CMPLX(3, 3), CMPLX(6, -6), CMPLX(5, -5), CMPLX(4, -4)),
+             NC(HLO_CMPLX(1, 1), HLO_CMPLX(2, 2), HLO_CMPLX(3, 3), HLO_CMPLX(6, -6),
+                HLO_CMPLX(5, -5), HLO_CMPLX(4, -4)),
              0);
   hlo_arena_free(a);
 }
@@ -284,7 +291,7 @@ Test(interp_complex, npy_round_trip) {
     Shape s = hlo_shape_array(types[t], 2, dims);
     Literal *l = hlo_literal_new(a, &s);
     for (int i = 0; i < 4; i++)
-      hlo_store_c128(types[t], l->data, i, CMPLX(i + 0.5, -i));
+      hlo_store_c128(types[t], l->data, i, HLO_CMPLX(i + 0.5, -i));
     char path[] = "/tmp/hloc_cplx_XXXXXX";
     close(mkstemp(path));
     HErr e = {0};
