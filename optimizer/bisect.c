@@ -9,6 +9,7 @@
  * divergence too (its error is reported). Each check runs in an arena of its own. */
 #include "optimizer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,31 @@ int opt_bisect_flat_args(HArena *a, Literal *const *args, int nargs, const HModu
   if (n == np) return n;
   hlo_err(err, m->file, NULL, NULL, "the entry has %d parameters, %d given", np, nargs);
   return -1;
+}
+
+double opt_bisect_ulps(const Literal *got, const Literal *want) {
+  int nb, ex, man;
+  DType t = want->shape.dt;
+  if ((t != DT_BF16 && t != DT_F16) || !hlo_float_format(t, &nb, &ex, &man)) return -1;
+  int emin = 2 - (1 << (ex - 1)); /* the smallest normal's exponent */
+  double worst = 0;
+  for (int64_t i = 0; i < hlo_shape_elems(&want->shape); i++) {
+    double w = hlo_literal_get_f64(want, i), g = hlo_literal_get_f64(got, i);
+    if (isnan(w) || isnan(g) || isinf(w) || g == w) continue;
+    int e = w != 0 ? ilogb(w) : emin;
+    double ulp = ldexp(1.0, (e < emin ? emin : e) - man);
+    if (fabs(g - w) / ulp > worst) worst = fabs(g - w) / ulp;
+  }
+  return worst;
+}
+
+void opt_bisect_ulps_note(FILE *f, double ulps, DType t) {
+  if (ulps == 0)
+    fprintf(f, ", exact in %s\n", hlo_dtype_name(t));
+  else if (ulps <= 1)
+    fprintf(f, ", within 1 %s ulp: one rounding apart, not a bug\n", hlo_dtype_name(t));
+  else
+    fprintf(f, ", %.3g %s ulps\n", ulps, hlo_dtype_name(t));
 }
 
 bool opt_bisect_leaf(const OptBisect *b, const Literal *got, const Literal *want, HCompare *c,

@@ -257,6 +257,13 @@ bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, 
  * largest |want|); false with err on a shape mismatch. */
 bool opt_bisect_leaf(const OptBisect *b, const Literal *got, const Literal *want, HCompare *c,
                      HErr *err);
+/* For bf16 and f16 arrays: the largest |got - want| in units in the last place of want's
+ * element (1 or less: the two differ by one rounding to the type, not by a bug); -1 for other
+ * types. */
+double opt_bisect_ulps(const Literal *got, const Literal *want);
+/* ", exact in bf16", ", within 1 bf16 ulp: one rounding apart, not a bug" or ", N bf16 ulps", and
+ * a newline, for a report line. */
+void opt_bisect_ulps_note(FILE *f, double ulps, DType t);
 /* The leaves of l (a tuple's, depth first) into out[] (at most cap); *n counts them all. */
 void opt_bisect_leaves(Literal *l, Literal **out, int *n, int cap);
 /* args as m's entry takes them (its parameters as given, or their leaves once flatten-params

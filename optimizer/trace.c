@@ -106,9 +106,12 @@ static int tr_compare(OptBisect *b, HInstr *const *tr, int ntr, Literal *const *
       if (c.max_rel > after_rel) after_rel = c.max_rel;
       continue;
     }
+    double ulps = opt_bisect_ulps(got[nres + k], want[nres + k]);
     if (f)
-      fprintf(f, "%4d  %-30s  %-6s  max abs err %.3g, max rel err %.3g (%lld outside)\n", k + 1,
-              tr[k]->name, c.bad ? "OUT" : "agrees", c.max_abs, c.max_rel, (long long)c.bad);
+      fprintf(f, "%4d  %-30s  %-6s  max abs err %.3g, max rel err %.3g (%lld outside)%s", k + 1,
+              tr[k]->name, c.bad ? "OUT" : "agrees", c.max_abs, c.max_rel, (long long)c.bad,
+              ulps < 0 ? "\n" : "");
+    if (f && ulps >= 0) opt_bisect_ulps_note(f, ulps, want[nres + k]->shape.dt);
     if (c.bad) {
       first = k;
       b->bad_kernel = tr[k]->name;

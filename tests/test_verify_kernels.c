@@ -87,3 +87,21 @@ Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
     hlo_module_free(mc);
   }
 }
+
+/* Differences of 16-bit results in units in the last place: one rounding is at most 1. */
+Test(verify_kernels, ulps_of_bf16_results) {
+  HArena *a = hlo_arena_new();
+  int64_t dims[1] = {3};
+  Shape s = hlo_shape_array(DT_BF16, 1, dims), f = hlo_shape_array(DT_F32, 1, dims);
+  Literal *want = hlo_literal_new(a, &s), *got = hlo_literal_new(a, &s);
+  const double w[3] = {1.0, 256.0, -0.0078125}, g1[3] = {1.0078125, 258.0, -0.0078125};
+  for (int i = 0; i < 3; i++)
+    hlo_literal_set_f64(want, i, w[i]), hlo_literal_set_f64(got, i, g1[i]);
+  cr_expect_float_eq(opt_bisect_ulps(got, want), 1.0, 1e-12);
+  hlo_literal_set_f64(got, 1, 260.0); /* two ulps of 256 */
+  cr_expect_float_eq(opt_bisect_ulps(got, want), 2.0, 1e-12);
+  cr_expect_float_eq(opt_bisect_ulps(want, want), 0.0, 1e-12);
+  Literal *x = hlo_literal_new(a, &f);
+  cr_expect_lt(opt_bisect_ulps(x, x), 0, "f32 results have no ulp verdict");
+  hlo_arena_free(a);
+}
