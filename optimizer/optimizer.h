@@ -274,9 +274,10 @@ int opt_bisect_flat_args(HArena *a, Literal *const *args, int nargs, const HModu
 /* ------------------------------------------------------------------ trace.c */
 
 /* Make m's entry root the tuple (root, the value of every entry instruction a kernel computes,
- * in schedule order): the traced module; the instructions into traced[] (at most cap), their
- * count returned. The entry layout and aliases are dropped (the interface is the tuple). */
-int opt_trace_outputs(HModule *m, HInstr **traced, int cap);
+ * in schedule order): the traced module; the instructions into traced[] (room for the entry's
+ * instruction count), their count returned. The entry layout and aliases are dropped (the
+ * interface is the tuple). */
+int opt_trace_outputs(HModule *m, HInstr **traced);
 /* Runs module m compiled for a target on nargs arguments: its result leaves into *out (n of
  * them, in a), or false with err. */
 typedef bool (*OptRunFn)(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,

@@ -23,10 +23,10 @@ static bool tr_traced(const HInstr *in) {
   return in->shape.dt != DT_TUPLE && in->shape.dt != DT_TOKEN;
 }
 
-int opt_trace_outputs(HModule *m, HInstr **traced, int cap) {
+int opt_trace_outputs(HModule *m, HInstr **traced) {
   HComp *e = m->entry;
   int n = 0;
-  for (int i = 0; i < e->ninstrs && n < cap; i++)
+  for (int i = 0; i < e->ninstrs; i++)
     if (tr_traced(e->instrs[i])) traced[n++] = e->instrs[i];
   HInstr **ops = malloc(sizeof *ops * (size_t)(n + 1));
   Shape *sh = malloc(sizeof *sh * (size_t)(n + 1));
@@ -133,10 +133,10 @@ static int tr_compare(OptBisect *b, HInstr *const *tr, int ntr, Literal *const *
 
 int opt_bisect_kernels(HModule *mi, HModule *mc, Literal *const *args, int nargs, OptRunFn run,
                        void *run_ctx, OptBisect *b, HErr *err) {
-  enum { CAP = 2048 };
-  HInstr **ti = malloc(sizeof *ti * CAP), **tc = malloc(sizeof *tc * CAP);
+  HInstr **ti = malloc(sizeof *ti * (size_t)(mi->entry->ninstrs + 1)),
+         **tc = malloc(sizeof *tc * (size_t)(mc->entry->ninstrs + 1));
   int nres = hlo_shape_leaves(&mi->entry->root->shape);
-  int ni = opt_trace_outputs(mi, ti, CAP), nc = opt_trace_outputs(mc, tc, CAP), rc = -1;
+  int ni = opt_trace_outputs(mi, ti), nc = opt_trace_outputs(mc, tc), rc = -1;
   HArena *a = hlo_arena_new();
   Literal **flat = NULL;
   int nflat = opt_bisect_flat_args(a, args, nargs, mi, &flat, err);

@@ -313,10 +313,10 @@ static int verify_expect(HArena *a, HModule *m, Literal **args, const VerifyArgs
            agree ? "agrees" : "DISAGREES: hloc's reading of the HLO differs", *ileaf, ic->max_abs,
            ic->max_rel, (long long)ic->bad);
   /* 16-bit results: whether they differ from the expected by more than one rounding */
-  Literal **got = hlo_arena_alloc(a, sizeof *got * 4096);
-  int ngot = 0;
-  opt_bisect_leaves(res, got, &ngot, 4096);
-  for (int k = 0; !ce.set && k < ngot && k < va->nexp && ngot <= 4096; k++) {
+  int ngot = 0, cap = hlo_shape_leaves(&res->shape);
+  Literal **got = hlo_arena_alloc(a, sizeof *got * (size_t)(cap + 1));
+  opt_bisect_leaves(res, got, &ngot, cap);
+  for (int k = 0; !ce.set && k < ngot && k < va->nexp; k++) {
     double ulps = opt_bisect_ulps(got[k], want[k]);
     if (ulps < 0) continue;
     printf("  result %d", k);

@@ -22,14 +22,14 @@ static long long cr_define(const char *h, const char *name) {
   return p ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
-/* The leaf shapes of s in order into out[] (at most cap); their count. */
-static int cr_leaves(const Shape *s, const Shape **out, int n, int cap) {
+/* The leaf shapes of s in order into out[] from out[n] on; the count so far. */
+static int cr_leaves(const Shape *s, const Shape **out, int n) {
   if (s->dt != DT_TUPLE) {
-    if (n < cap) out[n] = s;
+    out[n] = s;
     return n + 1;
   }
   for (int i = 0; i < s->ntuple; i++)
-    n = cr_leaves(&s->tuple[i], out, n, cap);
+    n = cr_leaves(&s->tuple[i], out, n);
   return n;
 }
 
@@ -40,10 +40,10 @@ static bool cr_call(void *so, const char *hdr, const HModule *m, Literal *const 
                     HArena *a, Literal ***out, int *n, HErr *err) {
   CrRunFn run = (CrRunFn)dlsym(so, "hv_run");
   long long nres = cr_define(hdr, "HV_NUM_RESULTS"), temp = cr_define(hdr, "HV_TEMP_BYTES");
-  int cap = 4096;
-  const Shape **leaf = hlo_arena_alloc(a, sizeof *leaf * (size_t)cap);
-  int nl = cr_leaves(&m->entry->root->shape, leaf, 0, cap);
-  if (!run || nres != nl || nl > cap || temp < 0) {
+  const Shape *root = &m->entry->root->shape;
+  const Shape **leaf = hlo_arena_alloc(a, sizeof *leaf * (size_t)(hlo_shape_leaves(root) + 1));
+  int nl = cr_leaves(root, leaf, 0);
+  if (!run || nres != nl || temp < 0) {
     hlo_err(err, m->file, NULL, NULL,
             "kernel bisection: the compiled module's interface is not "
             "the one expected (%lld results, %d leaves)",
