@@ -196,6 +196,8 @@ bool hlo_shape_eq_layout(const Shape *a, const Shape *b); /* also layouts */
 bool hlo_shape_same_dims(const Shape *a, const Shape *b); /* arrays with equal dims */
 bool hlo_layout_is_default(const Shape *s);               /* no layout or row-major */
 bool hlo_shape_has_complex(const Shape *s);               /* a complex element type anywhere in s */
+/* The leaf shapes of s in order into out[n], out[n + 1], ...; returns n plus their count. */
+int hlo_shape_leaf_shapes(const Shape *s, const Shape **out, int n);
 /* Row-major strides in elements. */
 void hlo_shape_strides(const Shape *s, int64_t *strides);
 /* Text as XLA prints it: "f32[2,3]{1,0}", "(f32[2]{0}, s32[])". with_layout adds {..}. */

@@ -62,6 +62,16 @@ int hlo_shape_leaves(const Shape *s) {
   return n;
 }
 
+int hlo_shape_leaf_shapes(const Shape *s, const Shape **out, int n) {
+  if (s->dt != DT_TUPLE) {
+    out[n] = s;
+    return n + 1;
+  }
+  for (int i = 0; i < s->ntuple; i++)
+    n = hlo_shape_leaf_shapes(&s->tuple[i], out, n);
+  return n;
+}
+
 int64_t hlo_shape_elems(const Shape *s) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++)

@@ -128,4 +128,22 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err);
  * override conv_layout afterwards. Defined with cuda_compile. */
 void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision);
 
+/* hloc verify's kernel bisection on a GPU that may be on another machine (cuda_run.c). The
+ * bundle's id: a hash of m's text, the arguments, the options that change the code and
+ * hloc's commit (m before it is compiled). */
+uint64_t cuda_bundle_id(const HModule *m, const CudaOpts *o, Literal *const *args, int nargs);
+/* A bundle folder dir (made if missing) holding m (optimized) compiled with o, the arguments
+ * (nargs, row-major), a driver linked here against the toolkit's stub libcuda, and run.sh,
+ * which runs the module once on the first GPU of the machine it is on and writes each result
+ * leaf beside it; id is written last. false with a located error. */
+bool cuda_bundle_prepare(HModule *m, const CudaOpts *o, Literal *const *args, int nargs,
+                         const char *dir, uint64_t id, HErr *err);
+/* Run the bundle in dir on this machine: 1 ran; 0 this machine cannot run it (no GPU, no CUDA
+ * driver; why gets the run's last line); -1 the run failed (err). */
+int cuda_bundle_run(const HModule *m, const char *dir, char *why, size_t nwhy, HErr *err);
+/* The result leaves (of m's root) of a bundle that ran into *out (n of them, in a), once its
+ * id is id; false with a located error (another bundle's results are refused). */
+bool cuda_bundle_results(const HModule *m, const char *dir, uint64_t id, HArena *a, Literal ***out,
+                         int *n, HErr *err);
+
 #endif

@@ -505,3 +505,35 @@ Test(tools, verify_every_fixture, .timeout = 600) {
   closedir(d);
   cr_expect_geq(n, 11);
 }
+
+#ifdef HLOC_HAVE_CUDA
+/* hloc verify --target=cuda: the GPU bundle is prepared; without a GPU here (CI) it waits
+ * (exit 3, with the command to give once it ran), and --results on it before its run is a
+ * located error naming the missing result; a CPU target refuses the GPU options. */
+Test(tools, verify_prepares_a_gpu_bundle, .timeout = 120) {
+  const char *fx = HLOC_CORPUS_DIR "/fixtures/mlp";
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/hloc_vb_%d", (int)getpid());
+  Run *r = run(HLOC " verify %s/module.pb --target=cuda --bundle %s --json %s.json", fx, dir, dir);
+  cr_assert(r->rc == 3 || r->rc == 0, "%s%s", r->out, r->err);
+  char path[128], js[16384];
+  snprintf(path, sizeof path, "%s.json", dir);
+  slurp(path, js, sizeof js);
+  unlink(path);
+  if (r->rc == 3) { /* no GPU here */
+    cr_expect(strstr(r->out, "--results") && strstr(r->out, "run.sh"), "%s", r->out);
+    cr_expect(strstr(js, "\"gpu_bundle_pending\""), "%s", js);
+    r = run(HLOC " verify %s/module.pb --target=cuda --results %s", fx, dir);
+    cr_expect_eq(r->rc, 2, "%s%s", r->out, r->err);
+    cr_expect(strstr(r->err, "got0.bin") && lines(r->err) == 1, "%s", r->err);
+  } else {
+    cr_expect(strstr(r->out, "every kernel agrees"), "%s", r->out);
+  }
+  snprintf(path, sizeof path, "%s/run", dir);
+  cr_expect_eq(access(path, X_OK), 0, "no driver linked in %s", dir);
+  r = run(HLOC " verify %s/module.pb --bundle %s", fx, dir);
+  cr_expect_eq(r->rc, 2, "%s", r->err);
+  cr_expect(strstr(r->err, "--target=cuda"), "%s", r->err);
+  run("rm -rf %s", dir);
+}
+#endif

@@ -105,3 +105,96 @@ Test(verify_kernels, ulps_of_bf16_results) {
   cr_expect_lt(opt_bisect_ulps(x, x), 0, "f32 results have no ulp verdict");
   hlo_arena_free(a);
 }
+
+#ifdef HLOC_HAVE_CUDA
+/* The GPU's side of the bisection (targets/cuda/cuda_run.c): the bundle is prepared and run
+ * here; where this machine has no GPU (CI) the GPU is stood in for by the CPU target on the
+ * same module, whose results are written where the bundle's run writes them. */
+typedef struct TkGpu {
+  char dir[256];
+  CudaOpts o;
+} TkGpu;
+
+/* The results as a bundle's run writes them: got<k>.bin, raw. */
+static bool tk_write_got(const char *dir, Literal **res, int n) {
+  for (int k = 0; k < n; k++) {
+    char p[512];
+    HErr e = {0};
+    snprintf(p, sizeof p, "%s/got%d.bin", dir, k);
+    if (!hlo_write_file_atomic(p, res[k]->data, (size_t)hlo_shape_bytes(&res[k]->shape), &e))
+      return false;
+  }
+  return true;
+}
+
+static bool tk_run_gpu(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,
+                       Literal ***out, int *n, HErr *err) {
+  TkGpu *g = ctx;
+  uint64_t id = cuda_bundle_id(m, &g->o, args, nargs);
+  char *text = NULL, why[256];
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  hlo_print_module(f, m, NULL);
+  fclose(f);
+  HModule *host = hlo_parse_text(text, len, "<copy>", err); /* the stand-in's own copy */
+  free(text);
+  if (!host || !cuda_bundle_prepare(m, &g->o, args, nargs, g->dir, id, err)) return false;
+  int ran = cuda_bundle_run(m, g->dir, why, sizeof why, err);
+  cr_assert_geq(ran, 0, "%s", err->msg);
+  CpuOpts co = {.opt_level = 2};
+  if (!ran &&
+      (!cpu_run_module(host, &co, args, nargs, a, out, n, err) || !tk_write_got(g->dir, *out, *n)))
+    return false;
+  hlo_module_free(host);
+  return cuda_bundle_results(m, g->dir, id, a, out, n, err);
+}
+
+Test(verify_kernels, finds_the_kernel_through_a_gpu_bundle, .timeout = 120) {
+  HModule *mi = tu_parse(tk_text), *mc = tu_parse(tk_text);
+  HErr err = {0};
+  OptOpts o = {0};
+  cuda_optimizer_options(&o, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+  HArena *ar = hlo_arena_new();
+  Literal *args[2];
+  for (int p = 0; p < 2; p++) {
+    args[p] = hlo_literal_new(ar, &mi->entry->params[p]->shape);
+    for (int64_t k = 0; k < hlo_shape_elems(&args[p]->shape); k++)
+      hlo_literal_set_f64(args[p], k, 0.01 * (double)((k * 5 + p) % 19) - 0.08);
+  }
+  TkGpu g = {.o = {.opt_level = 2}};
+  snprintf(g.dir, sizeof g.dir, "/tmp/hloc_tk_XXXXXX");
+  cr_assert(mkdtemp(g.dir));
+  const char *corrupted = NULL;
+  OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2};
+  b.inject_module = tk_corrupt, b.inject_ctx = &corrupted;
+  int rc = opt_bisect_kernels(mi, mc, args, 2, tk_run_gpu, &g, &b, &err);
+  cr_expect_eq(rc, 1, "rc %d (%s)", rc, err.msg);
+  cr_assert(corrupted && b.bad_kernel, "no kernel found");
+  const HInstr *bad = NULL;
+  for (int i = 0; i < mi->entry->ninstrs; i++)
+    if (!strcmp(mi->entry->instrs[i]->name, b.bad_kernel)) bad = mi->entry->instrs[i];
+  cr_assert(bad && bad->op == OP_FUSION, "%s is not a fusion", b.bad_kernel);
+  cr_expect_str_eq(bad->calls[0]->name, corrupted);
+  /* results of another bundle (its id changed) and a short result are refused */
+  char p[512], cmd[600];
+  snprintf(p, sizeof p, "%s/bundle.id", g.dir);
+  cr_assert(hlo_write_file_atomic(p, "0\n", 2, &err));
+  Literal **out = NULL;
+  int n = 0;
+  HErr e2 = {0};
+  cr_expect_not(cuda_bundle_results(mc, g.dir, 1, ar, &out, &n, &e2));
+  cr_expect(strstr(e2.msg, "prepared from another module"), "%s", e2.msg);
+  cr_assert(hlo_write_file_atomic(p, "0000000000000001\n", 17, &err));
+  snprintf(p, sizeof p, "%s/got0.bin", g.dir);
+  cr_assert(hlo_write_file_atomic(p, "abc", 3, &err));
+  memset(&e2, 0, sizeof e2);
+  cr_expect_not(cuda_bundle_results(mc, g.dir, 1, ar, &out, &n, &e2));
+  cr_expect(strstr(e2.msg, "got0.bin") && strstr(e2.msg, "3 bytes"), "%s", e2.msg);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+  cr_expect_eq(system(cmd), 0);
+  hlo_arena_free(ar);
+  hlo_module_free(mi);
+  hlo_module_free(mc);
+}
+#endif

@@ -155,7 +155,8 @@ static void verify_usage(FILE *f) {
   fprintf(f,
           "usage: hloc verify MODEL [in0.npy ...] [--random-inputs[=SEED]] [--rtol R] [--atol A]\n"
           "                   [--target=cpu|cuda] [--expect out0.npy ...] [--json FILE]\n"
-          "                   [--passes-only]\n"
+          "                   [--passes-only] [--precision=highest|tf32]\n"
+          "                   [--bundle DIR | --results DIR]\n"
           "  Evaluates MODEL on the reference interpreter before optimization and after every\n"
           "  optimizer pass that changes it (the target's pipeline), on the given arguments or\n"
           "  deterministic pseudo-random ones (the default, seed 0), and names the first pass\n"
@@ -167,8 +168,13 @@ static void verify_usage(FILE *f) {
           "  the host with every kernel's output also a result (linked with $CC, else cc, and\n"
           "  loaded), each compared with the interpreter's value of the same instruction; the\n"
           "  first kernel out of tolerance is printed with its HLO and its operands' values.\n"
-          "  --json FILE writes the report for scripts. Exit 0: all agree; 1: the\n"
-          "  interpreter, a pass or a kernel moved the results; 2: bad input.\n");
+          "  With --target=cuda the traced module is compiled for the GPU into a bundle\n"
+          "  folder (--bundle DIR, else a temporary one): the object, the arguments, a driver\n"
+          "  linked here and run.sh. Where this machine has a GPU it runs at once; else carry\n"
+          "  DIR to one, run 'sh DIR/run.sh' there, bring DIR back and give the same command\n"
+          "  with --results DIR. --json FILE writes the report for scripts. Exit 0: all\n"
+          "  agree; 1: the interpreter, a pass or a kernel moved the results; 2: bad input;\n"
+          "  3: the GPU bundle is prepared and waits for its run.\n");
 }
 
 static bool verify_tol(const char *v, double *t) {
@@ -182,7 +188,8 @@ static bool verify_tol(const char *v, double *t) {
 /* The report as JSON: the interpreter against --expect (null when not asked), every checked
  * pass, the first one out of tolerance (null when none). */
 static bool verify_json(const char *path, const char *file, const char *target, int interp,
-                        const HCompare *ic, int ileaf, const OptBisect *b, HErr *err) {
+                        const HCompare *ic, int ileaf, const OptBisect *b, const char *pending,
+                        HErr *err) {
   HStr j = {0};
   hlo_str_printf(
       &j, "{\n  \"module\": \"%s\",\n  \"target\": \"%s\",\n  \"interpreter_vs_expected\": ", file,
@@ -207,6 +214,7 @@ static bool verify_json(const char *path, const char *file, const char *target, 
     hlo_str_printf(&j, "\"%s\"", b->bad_pass);
   else
     hlo_str_printf(&j, "null");
+  if (pending[0]) hlo_str_printf(&j, ",\n  \"gpu_bundle_pending\": \"%s\"", pending);
   hlo_str_printf(&j, ",\n  \"kernels_checked\": %d,\n  \"first_bad_kernel\": ", b->kernels_checked);
   if (b->bad_kernel)
     hlo_str_printf(&j,
@@ -223,9 +231,13 @@ static bool verify_json(const char *path, const char *file, const char *target, 
 
 typedef struct VerifyArgs {
   const char *file, *target, *json, *ins[256], *exps[256];
+  const char *precision;        /* --precision (cuda) */
+  const char *bundle, *results; /* --bundle DIR, --results DIR (cuda) */
   int nin, nexp;
   uint64_t seed;
   bool passes_only; /* --passes-only: no kernel bisection */
+  int argc;         /* the command line, to repeat it with --results */
+  char **argv;
 } VerifyArgs;
 
 /* The command line of hloc verify into *va and b's tolerances: 0 to go on, -1 after --help,
@@ -252,6 +264,12 @@ static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
       va->target = v;
     } else if ((v = flag_value(argc, argv, &i, "--json"))) {
       va->json = v;
+    } else if ((v = flag_value(argc, argv, &i, "--precision"))) {
+      va->precision = v;
+    } else if ((v = flag_value(argc, argv, &i, "--bundle"))) {
+      va->bundle = v;
+    } else if ((v = flag_value(argc, argv, &i, "--results"))) {
+      va->results = v;
     } else if (!strcmp(argv[i], "--expect")) {
       expecting = true;
     } else if (!strcmp(argv[i], "--passes-only")) {
@@ -267,6 +285,18 @@ static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
       va->ins[va->nin++] = argv[i];
     }
   }
+  const char *why = NULL;
+  if (va->precision && strcmp(va->precision, "highest") && strcmp(va->precision, "tf32"))
+    why = "--precision must be highest or tf32";
+  else if ((va->bundle || va->results || va->precision) && strcmp(va->target, "cuda"))
+    why = "--bundle, --results and --precision are for --target=cuda";
+  else if (va->bundle && va->results)
+    why = "--bundle prepares a run, --results reads one: give one of them";
+  if (why) {
+    fprintf(stderr, "hloc verify: %s\n", why);
+    return 2;
+  }
+  va->argc = argc, va->argv = argv;
   if (va->file) return 0;
   verify_usage(stderr);
   return 2;
@@ -338,29 +368,104 @@ static bool verify_run_cpu(void *ctx, HModule *m, Literal *const *args, int narg
 }
 #endif
 
-/* The kernel bisection of m (optimized by the pass bisection, which agreed): a second copy
- * read and optimized the same way is compiled; 0 / 1 / -1 as opt_bisect_kernels. */
-static int verify_kernels(HModule *m, const OptOpts *oo, const VerifyArgs *va, Literal *const *args,
-                          int nargs, OptBisect *b, HErr *err) {
-  if (strcmp(va->target, "cpu")) {
-    printf("kernel bisection: on the CPU target only (--target=cpu); not run for %s\n", va->target);
-    return 0;
+#ifdef HLOC_HAVE_CUDA
+/* The GPU side of the kernel bisection: a bundle prepared in dir and run here when this
+ * machine can, or (--results) the results of one that ran elsewhere. */
+typedef struct VerifyGpu {
+  const VerifyArgs *va;
+  CudaOpts o;
+  const char *dir;
+  bool pending; /* prepared; this machine cannot run it */
+  char why[512];
+} VerifyGpu;
+
+/* OptRunFn for the GPU. */
+static bool verify_run_cuda(void *ctx, HModule *m, Literal *const *args, int nargs, HArena *a,
+                            Literal ***out, int *n, HErr *err) {
+  VerifyGpu *g = ctx;
+  uint64_t id = cuda_bundle_id(m, &g->o, args, nargs);
+  if (!g->va->results) {
+    if (!cuda_bundle_prepare(m, &g->o, args, nargs, g->dir, id, err)) return false;
+    int ran = cuda_bundle_run(m, g->dir, g->why, sizeof g->why, err);
+    if (ran <= 0) return g->pending = ran == 0, false;
   }
-#ifdef HLOC_HAVE_CPU
+  return cuda_bundle_results(m, g->dir, id, a, out, n, err);
+}
+
+/* What to do with a bundle this machine cannot run: the command again with --results. */
+static void verify_pending(const VerifyGpu *g) {
+  const VerifyArgs *va = g->va;
+  printf("kernel bisection: this machine cannot run the GPU bundle (%s)\n", g->why);
+  printf("  prepared in %s: carry it to a machine with an NVIDIA GPU and run there\n"
+         "    sh %s/run.sh\n  then, with the folder back here:\n    hloc verify",
+         g->dir, g->dir);
+  for (int i = 1; i < va->argc; i++) {
+    if (!strcmp(va->argv[i], "--bundle")) {
+      i++;
+      continue;
+    }
+    if (strncmp(va->argv[i], "--bundle=", 9)) printf(" %s", va->argv[i]);
+  }
+  printf(" --results %s\n", g->dir);
+}
+
+/* The kernel bisection on the GPU; 0 / 1 / -1 as opt_bisect_kernels, 3 when it waits for a
+ * run elsewhere. */
+static int verify_kernels_cuda(HModule *m, HModule *mc, Literal *const *args, int nargs,
+                               const VerifyArgs *va, OptBisect *b, char *pending, size_t np,
+                               HErr *err) {
+  char tmp[512] = "";
+  VerifyGpu g = {.va = va, .dir = va->results ? va->results : va->bundle};
+  g.o.precision = va->precision && !strcmp(va->precision, "tf32") ? CUDA_PRECISION_TF32
+                                                                  : CUDA_PRECISION_HIGHEST;
+  g.o.opt_level = 2;
+  if (!g.dir) {
+    const char *t = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/hloc_verify_XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmp)) {
+      hlo_err(err, va->file, NULL, NULL, "kernel bisection: cannot make a temporary folder");
+      return -1;
+    }
+    g.dir = tmp;
+  }
+  int rc = opt_bisect_kernels(m, mc, args, nargs, verify_run_cuda, &g, b, err);
+  if (g.pending) {
+    memset(err, 0, sizeof *err);
+    verify_pending(&g);
+    snprintf(pending, np, "%s", g.dir);
+    return 3;
+  }
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  if (tmp[0] && system(cmd) != 0) fprintf(stderr, "hloc verify: cannot remove %s\n", tmp);
+  return rc;
+}
+#endif
+
+/* The kernel bisection of m (optimized by the pass bisection, which agreed): a second copy
+ * read and optimized the same way is compiled; 0 / 1 / -1 as opt_bisect_kernels, 3 when the
+ * GPU run waits for another machine. */
+static int verify_kernels(HModule *m, const OptOpts *oo, const VerifyArgs *va, Literal *const *args,
+                          int nargs, OptBisect *b, char *pending, size_t np, HErr *err) {
+  bool cuda = !strcmp(va->target, "cuda");
   HModule *mc = proto_load_file(va->file, err);
   int rc = -1;
   if (mc && hlo_verify(mc, err) && opt_optimize(mc, oo, err)) {
     printf("kernel  name                            result\n");
-    rc = opt_bisect_kernels(m, mc, args, nargs, verify_run_cpu, NULL, b, err);
+#ifdef HLOC_HAVE_CUDA
+    if (cuda) rc = verify_kernels_cuda(m, mc, args, nargs, va, b, pending, np, err);
+#else
+    (void)pending, (void)np;
+#endif
+#ifdef HLOC_HAVE_CPU
+    if (!cuda) rc = opt_bisect_kernels(m, mc, args, nargs, verify_run_cpu, NULL, b, err);
+#else
+    if (!cuda) printf("kernel bisection: this build has no CPU target\n"), rc = 0;
+#endif
     if (rc == 0) printf("every kernel agrees (%d checked)\n", b->kernels_checked);
   }
   hlo_module_free(mc);
   return rc;
-#else
-  (void)m, (void)oo, (void)args, (void)nargs, (void)b, (void)err;
-  printf("kernel bisection: this build has no CPU target\n");
-  return 0;
-#endif
 }
 
 static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs *va, OptBisect *b,
@@ -377,11 +482,13 @@ static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs
   int nargs = m->entry->nparams;
   int rc = opt_bisect(m, oo, args, nargs, b, err);
   if (rc == 0) printf("every pass agrees (%d checked)\n", b->checked);
-  if (rc == 0 && !va->passes_only) rc = verify_kernels(m, oo, va, args, nargs, b, err);
+  char pending[512] = ""; /* the GPU bundle waiting for its run */
+  if (rc == 0 && !va->passes_only)
+    rc = verify_kernels(m, oo, va, args, nargs, b, pending, sizeof pending, err);
   if (rc >= 0 && va->json &&
-      !verify_json(va->json, va->file, va->target, interp, &ic, ileaf, b, err))
+      !verify_json(va->json, va->file, va->target, interp, &ic, ileaf, b, pending, err))
     return 2;
-  if (rc == 1) {
+  if (rc == 1 && b->bad_pass) {
     const HCompare *w = &b->worst;
     printf("first pass out of tolerance: %s (pass %d of the changing ones), result %d: max abs "
            "err %.3g, worst element %lld got %.9g, expected %.9g",
@@ -391,7 +498,7 @@ static int verify_run(HArena *a, HModule *m, const OptOpts *oo, const VerifyArgs
       printf(" (imaginary parts %.9g, %.9g)", w->worst_got_im, w->worst_want_im);
     printf("\n");
   }
-  if (rc == 0 && interp == 0) rc = 1; /* the passes keep the values, hloc's reading differs */
+  if ((rc == 0 || rc == 3) && interp == 0) rc = 1; /* hloc's reading of the HLO differs */
   return rc < 0 ? 2 : rc;
 }
 
@@ -407,7 +514,11 @@ static int verify_main(int argc, char **argv) {
   oo.verify_each = true;
   bool known = !strcmp(va.target, "cpu");
 #ifdef HLOC_HAVE_CUDA
-  if (!strcmp(va.target, "cuda")) cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST), known = true;
+  if (!strcmp(va.target, "cuda"))
+    cuda_optimizer_options(&oo, va.precision && !strcmp(va.precision, "tf32")
+                                    ? CUDA_PRECISION_TF32
+                                    : CUDA_PRECISION_HIGHEST),
+        known = true;
 #endif
   rc = 2;
   if (!known)

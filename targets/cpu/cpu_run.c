@@ -22,17 +22,6 @@ static long long cr_define(const char *h, const char *name) {
   return p ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
-/* The leaf shapes of s in order into out[] from out[n] on; the count so far. */
-static int cr_leaves(const Shape *s, const Shape **out, int n) {
-  if (s->dt != DT_TUPLE) {
-    out[n] = s;
-    return n + 1;
-  }
-  for (int i = 0; i < s->ntuple; i++)
-    n = cr_leaves(&s->tuple[i], out, n);
-  return n;
-}
-
 typedef int (*CrRunFn)(const void *const args[], void *const results[], void *temp);
 
 /* Call the loaded run function on args; the result leaves into *out. */
@@ -42,7 +31,7 @@ static bool cr_call(void *so, const char *hdr, const HModule *m, Literal *const 
   long long nres = cr_define(hdr, "HV_NUM_RESULTS"), temp = cr_define(hdr, "HV_TEMP_BYTES");
   const Shape *root = &m->entry->root->shape;
   const Shape **leaf = hlo_arena_alloc(a, sizeof *leaf * (size_t)(hlo_shape_leaves(root) + 1));
-  int nl = cr_leaves(root, leaf, 0);
+  int nl = hlo_shape_leaf_shapes(root, leaf, 0);
   if (!run || nres != nl || temp < 0) {
     hlo_err(err, m->file, NULL, NULL,
             "kernel bisection: the compiled module's interface is not "

@@ -243,6 +243,11 @@ void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->attention_rows_16 = INT64_MAX;
 }
 
+const char *cuda_toolkit_home(const CudaOpts *o) {
+  const char *home = o->cuda_home ? o->cuda_home : getenv("CUDA_HOME");
+  return home && *home ? home : HLOC_CUDA_HOME;
+}
+
 bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   if (!cc_identifier(o->name)) {
     hlo_err(err, m->file, NULL, NULL, "CUDA target: name '%s' is not a C identifier",
@@ -258,8 +263,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
             arch);
     return false;
   }
-  const char *home = o->cuda_home ? o->cuda_home : getenv("CUDA_HOME");
-  if (!home || !*home) home = HLOC_CUDA_HOME;
+  const char *home = cuda_toolkit_home(o);
   char ptxas[4096], libdevice[4096];
   snprintf(ptxas, sizeof ptxas, "%s/bin/ptxas", home);
   snprintf(libdevice, sizeof libdevice, "%s/nvvm/libdevice/libdevice.10.bc", home);

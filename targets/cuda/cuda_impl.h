@@ -14,6 +14,7 @@
  *                   steps between control steps the host walks; device addresses by region
  *   cuda_ptxas.c    running ptxas in a private temporary folder, parsing its -v report
  *   cuda_header.c   the generated C header and the JSON manifest
+ *   cuda_run.c      hloc verify's GPU run: the module, its arguments and a driver as a folder
  *
  * A device pointer used by a step is always "base + offset" where the base is one of the
  * caller's args[i], results[i] or temp (CuPtr); kernels take such pointers as parameters. */
@@ -24,6 +25,9 @@
 #include "target.h"
 
 /* ------------------------------------------------------------------ cuda_compile.c */
+
+/* The toolkit: o->cuda_home, else $CUDA_HOME, else the one found when hloc was built. */
+const char *cuda_toolkit_home(const CudaOpts *o);
 
 typedef enum CuBase {
   CU_ARG,    /* args[index] */
