@@ -389,7 +389,9 @@ static bool verify_run_cuda(void *ctx, HModule *m, Literal *const *args, int nar
     int ran = cuda_bundle_run(m, g->dir, g->why, sizeof g->why, err);
     if (ran <= 0) return g->pending = ran == 0, false;
   }
-  return cuda_bundle_results(m, g->dir, id, a, out, n, err);
+  if (!cuda_bundle_results(m, g->dir, id, a, out, n, err)) return false;
+  printf("kernel  name                            result\n");
+  return true;
 }
 
 /* What to do with a bundle this machine cannot run: the command again with --results. */
@@ -451,13 +453,13 @@ static int verify_kernels(HModule *m, const OptOpts *oo, const VerifyArgs *va, L
   HModule *mc = proto_load_file(va->file, err);
   int rc = -1;
   if (mc && hlo_verify(mc, err) && opt_optimize(mc, oo, err)) {
-    printf("kernel  name                            result\n");
 #ifdef HLOC_HAVE_CUDA
     if (cuda) rc = verify_kernels_cuda(m, mc, args, nargs, va, b, pending, np, err);
 #else
     (void)pending, (void)np;
 #endif
 #ifdef HLOC_HAVE_CPU
+    if (!cuda) printf("kernel  name                            result\n");
     if (!cuda) rc = opt_bisect_kernels(m, mc, args, nargs, verify_run_cpu, NULL, b, err);
 #else
     if (!cuda) printf("kernel bisection: this build has no CPU target\n"), rc = 0;
