@@ -797,8 +797,7 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef out = cpu_buffer(k, in);
   /* zero the output rows */
   LLVMValueRef jv = gen_loop_open(k, &jl, lo, hi);
-  LLVMValueRef zero = hlo_dtype_is_float(t) ? LLVMConstReal(gen_reg_type(&cg->g, t), 0.0)
-                                            : LLVMConstInt(gen_reg_type(&cg->g, t), 0, 0);
+  LLVMValueRef zero = gen_zero(k, t);
   for (int r = 0; r < nrow; r++) {
     rows[r][last] = jv;
     gen_store_elem(k, out, s, rows[r], zero);
