@@ -73,21 +73,16 @@ static char **cc_case_names(int *n) {
   return names;
 }
 
-/* The cases without fft, whose kernels are all elemental. */
 Test(cpu_complex, xla_cases, .timeout = 600) {
-  int n = 0, run = 0;
+  int n = 0;
   char **names = cc_case_names(&n);
   cr_expect_eq(n, 20, "%d cases in %s", n, CASES);
   for (int i = 0; i < n; i++) {
-    if (!strncmp(names[i], "c64_", 4) || !strcmp(names[i], "c128_elementwise")) {
-      cc_xla_case(names[i], false);
-      cc_xla_case(names[i], true);
-      run++;
-    }
+    cc_xla_case(names[i], false);
+    cc_xla_case(names[i], true);
     free(names[i]);
   }
   free(names);
-  cr_expect_eq(run, 5);
 }
 
 /* ------------------------------------------------------------------ against the interpreter */
@@ -251,14 +246,84 @@ Test(cpu_complex, dots, .timeout = 300) {
            1e-5);
 }
 
+/* fft of kind over dims lens (innermost) of a batch of b, type c (c64, c128), against the
+ * interpreter's direct transform in double. */
+static void cc_fft(const char *kind, const char *c, int b, const int *lens, int r, double rtol) {
+  char dims_c[96] = "", dims_r[96] = "", dims_h[96] = "", fl[64] = "";
+  int k = snprintf(dims_c, sizeof dims_c, "%d", b);
+  snprintf(dims_r, sizeof dims_r, "%d", b);
+  snprintf(dims_h, sizeof dims_h, "%d", b);
+  for (int i = 0, f = 0; i < r; i++) {
+    k += snprintf(dims_c + k, sizeof dims_c - (size_t)k, ",%d", lens[i]);
+    size_t lr = strlen(dims_r), lh = strlen(dims_h);
+    snprintf(dims_r + lr, sizeof dims_r - lr, ",%d", lens[i]);
+    snprintf(dims_h + lh, sizeof dims_h - lh, ",%d", i == r - 1 ? lens[i] / 2 + 1 : lens[i]);
+    f += snprintf(fl + f, sizeof fl - (size_t)f, "%s%d", i ? "," : "", lens[i]);
+  }
+  const char *re = !strcmp(c, "c64") ? "f32" : "f64";
+  char in_s[128], out_s[128], text[1024], what[300];
+  if (!strcmp(kind, "RFFT"))
+    snprintf(in_s, sizeof in_s, "%s[%s]", re, dims_r),
+        snprintf(out_s, sizeof out_s, "%s[%s]", c, dims_h);
+  else if (!strcmp(kind, "IRFFT"))
+    snprintf(in_s, sizeof in_s, "%s[%s]", c, dims_h),
+        snprintf(out_s, sizeof out_s, "%s[%s]", re, dims_r);
+  else
+    snprintf(in_s, sizeof in_s, "%s[%s]", c, dims_c),
+        snprintf(out_s, sizeof out_s, "%s[%s]", c, dims_c);
+  snprintf(text, sizeof text,
+           "HloModule t\nENTRY e {\n  a = %s parameter(0)\n"
+           "  ROOT r = %s fft(a), fft_type=%s, fft_length={%s}\n}\n",
+           in_s, out_s, kind, fl);
+  snprintf(what, sizeof what, "%s %s -> %s", kind, in_s, out_s);
+  cc_check_ex(what, text, rtol, false, false);
+}
+
+/* Lengths of every kind of factor: powers of two (radix 4 and 2 passes), small primes and
+ * their products (radix 3, 5, 7, 11, 13), primes beyond (Bluestein: 17, 101, 1009) and a
+ * product with one (202); length 1. */
+Test(cpu_complex, fft_lengths, .timeout = 600) {
+  static const int lens[] = {1,   2,  3,   8,   12,  16,   30,   49,  77,
+                             169, 17, 101, 202, 256, 1000, 1024, 1009};
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    int b = lens[i] > 300 ? 2 : 5;
+    cc_fft("FFT", "c64", b, &lens[i], 1, 3e-6);
+    cc_fft("IFFT", "c64", b, &lens[i], 1, 3e-6);
+  }
+  static const int wide[] = {60, 97, 4096};
+  for (size_t i = 0; i < sizeof wide / sizeof *wide; i++)
+    cc_fft("FFT", "c128", 2, &wide[i], 1, 1e-12);
+}
+
+/* The real kinds at even and odd lengths (Nyquist bin or none), Bluestein's too; 2 and 3 dims
+ * (outer axes in place, IRFFT's through its scratch copy), c128. */
+Test(cpu_complex, fft_real_and_multi_dim, .timeout = 600) {
+  static const int lens[] = {2, 7, 12, 17, 64, 100, 131};
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    cc_fft("RFFT", "c64", 3, &lens[i], 1, 3e-6);
+    cc_fft("IRFFT", "c64", 3, &lens[i], 1, 3e-6);
+  }
+  const int d2[] = {17, 12}, d3[] = {6, 5, 9}, d3b[] = {4, 19, 8};
+  cc_fft("FFT", "c64", 3, d2, 2, 3e-6);
+  cc_fft("IFFT", "c64", 2, d3, 3, 3e-6);
+  cc_fft("RFFT", "c64", 2, d3b, 3, 3e-6);
+  cc_fft("IRFFT", "c64", 2, d3b, 3, 3e-6);
+  cc_fft("IRFFT", "c64", 3, d2, 2, 3e-6);
+  cc_fft("RFFT", "c128", 2, d3, 3, 1e-12);
+  cc_fft("IRFFT", "c128", 2, d2, 2, 1e-12);
+}
+
 /* ------------------------------------------------------------------ refusals */
 
 /* Complex values the CPU target does not compute are one located error naming the op. */
 Test(cpu_complex, unsupported_ops_are_located_errors) {
-  ct_expect_located_error("HloModule t\nENTRY e {\n  a = c64[4] parameter(0)\n"
-                          "  ROOT r = s64[4] bitcast-convert(a)\n}\n",
-                          "bitcast-convert",
-                          "complex types (c64, c128) are not supported by this target");
+  ct_expect_located_error("HloModule t\nadd { a = c64[] parameter(0)\n b = c64[] parameter(1)\n"
+                          " ROOT s = c64[] add(a, b) }\nENTRY e {\n  a = c64[8] parameter(0)\n"
+                          "  i = s32[2,1] parameter(1)\n  u = c64[2] parameter(2)\n"
+                          "  ROOT r = c64[8] scatter(a, i, u), update_window_dims={}, "
+                          "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+                          "index_vector_dim=1, to_apply=add\n}\n",
+                          "scatter", "complex types (c64, c128) are not supported by this target");
 }
 
 #ifdef HLOC_HAVE_CUDA

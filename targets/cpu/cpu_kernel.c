@@ -1221,6 +1221,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
   if (in->op == OP_SORT) return cpu_sort_kernel(cg, in);
+  if (in->op == OP_FFT) return cpu_fft_kernel(cg, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cpu_select_scatter_kernel(cg, in);
   if (b->kind != MEM_ALIAS) {
     int cr = kn_colred_kernel(cg, in);

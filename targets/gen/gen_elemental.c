@@ -1672,6 +1672,7 @@ static bool el_complex_ok(const HInstr *in) {
   case OP_REDUCE:
   case OP_REDUCE_WINDOW:
   case OP_DOT:
+  case OP_FFT:
   case OP_BITCAST:
   case OP_BROADCAST:
   case OP_RESHAPE:
