@@ -8,15 +8,16 @@
  * runs model_run (THREADS = 0) or model_run_mt with a pthread parallel-for of THREADS
  * threads, and compares result k with DIR/out<k>.npy: |got - want| <= RTOL * (|want| + s),
  * where s is the largest magnitude in out<k> (so values near zero are judged against the
- * tensor's scale). Prints the worst error of each result; exits 0 when all are within
- * tolerance, 1 on a mismatch, 2 on a usage or file error. Scratch and results are filled
- * with NaN bytes first, so reading unwritten memory shows up as a mismatch, and each ends
- * right before an inaccessible page, so an access past its end kills the driver. Then the same
- * run through the packed weights: model_run_packed (or _mt) without packed weights, then after
- * model_pack, must give the same bytes as the run before; with the packed weights overwritten
- * by NaN bytes (when there are any) the results must change (they are read); a packed pointer
- * not 64-byte aligned is refused. Only the header is used: the point is to check the generated
- * interface like a user would. */
+ * tensor's scale; a complex result part by part, real and imaginary in turn). Prints the
+ * worst error of each result; exits 0 when all are within tolerance, 1 on a mismatch, 2 on a
+ * usage or file error. Scratch and results are filled with NaN bytes first, so reading
+ * unwritten memory shows up as a mismatch, and each ends right before an inaccessible page,
+ * so an access past its end kills the driver. Then the same run through the packed weights:
+ * model_run_packed (or _mt) without packed weights, then after model_pack, must give the
+ * same bytes as the run before; with the packed weights overwritten by NaN bytes (when there
+ * are any) the results must change (they are read); a packed pointer not 64-byte aligned is
+ * refused. Only the header is used: the point is to check the generated interface like a
+ * user would. */
 #define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS under -std=c11 */
 #include "model.h"
 
@@ -104,9 +105,10 @@ static int npy_read(const char *path, Npy *a) {
 /* numpy descr of an HLO dtype */
 static const char *npy_descr(const char *dt) {
   static const char *map[][2] = {
-      {"f32", "<f4"}, {"f64", "<f8"}, {"s32", "<i4"},  {"s64", "<i8"},      {"u32", "<u4"},
-      {"u8", "|u1"},  {"s8", "|i1"},  {"pred", "|b1"}, {"f16", "<f2"},      {"s16", "<i2"},
-      {"u16", "<u2"}, {"u64", "<u8"}, {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"}};
+      {"f32", "<f4"}, {"f64", "<f8"},  {"s32", "<i4"},  {"s64", "<i8"},      {"u32", "<u4"},
+      {"u8", "|u1"},  {"s8", "|i1"},   {"pred", "|b1"}, {"f16", "<f2"},      {"s16", "<i2"},
+      {"u16", "<u2"}, {"u64", "<u8"},  {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"},
+      {"c64", "<c8"}, {"c128", "<c16"}};
   /* (NumPy has no bf16 or fp8: their bits, as XLA's outputs hold them) */
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(map[i][0], dt) == 0) return map[i][1];
@@ -135,12 +137,13 @@ static double fp8_bits(uint8_t b, int e5) {
   return b & 0x80 ? -v : v;
 }
 
+/* Element i of an array of dtype dt as a double (of a complex array its parts in turn). */
 static double elem(const char *dt, const void *p, size_t i) {
-  if (!strcmp(dt, "f32")) return ((const float *)p)[i];
+  if (!strcmp(dt, "f32") || !strcmp(dt, "c64")) return ((const float *)p)[i];
   if (!strncmp(dt, "f8e", 3)) return fp8_bits(((const uint8_t *)p)[i], !strcmp(dt, "f8e5m2"));
   if (!strcmp(dt, "bf16") || !strcmp(dt, "f16"))
     return half_bits(((const uint16_t *)p)[i], dt[0] == 'b');
-  if (!strcmp(dt, "f64")) return ((const double *)p)[i];
+  if (!strcmp(dt, "f64") || !strcmp(dt, "c128")) return ((const double *)p)[i];
   if (!strcmp(dt, "s32")) return ((const int32_t *)p)[i];
   if (!strcmp(dt, "s64")) return (double)((const int64_t *)p)[i];
   if (!strcmp(dt, "u32")) return ((const uint32_t *)p)[i];
@@ -242,9 +245,9 @@ int main(int argc, char **argv) {
     const char *dt = model_result_info[k].dtype;
     size_t n = w.bytes /
                (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8") && strncmp(dt, "f8e", 3)
-                    ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") ? 8
-                       : strstr(dt, "16")                       ? 2
-                                                                : 4)
+                    ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") || !strcmp(dt, "c128") ? 8
+                       : strstr(dt, "16")                                              ? 2
+                                                                                       : 4)
                     : 1);
     double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0,
            ww = n ? elem(dt, w.data, 0) : 0;

@@ -107,7 +107,7 @@ static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!gen_op_supported(in, "CPU", cg->g.err)) return false;
+    if (!gen_op_supported_ex(in, "CPU", true, cg->g.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cp_check_comp(cg, in->calls[j], depth + 1)) return false;
   }

@@ -6,6 +6,7 @@
  *   cpu_kernel.c    one kernel function per entry instruction: loops, buffers, the loop nest
  *                   that stores an elemental value, accumulating dot/convolution nests, scatter
  *   cpu_sort.c      the sort kernel (stable merge sort of a permutation per row)
+ *   cpu_fft.c       the fft kernels (a task per axis, mixed-radix and Bluestein line functions)
  *   cpu_select_scatter.c the select-and-scatter kernel (init, then window scans per source
  *                   element in order)
  *   cpu_header.c    the generated C header
@@ -163,6 +164,7 @@ typedef struct CpuCg {
   bool raw_ok;          /* large read-only data goes straight into the object (cpu_rodata) */
   CpuElfSym *raw_sym;   /* that data (in scratch) */
   int nraw, raw_symcap; /* entries and capacity */
+  struct CpuFft *fft;   /* cpu_fft.c's functions and tables made so far (NULL: none) */
 } CpuCg;
 
 /* The CpuCg whose generator state g is (every GenCg of the CPU target is one). */
@@ -334,6 +336,14 @@ void cpu_transpose_regs(GenKern *k, LLVMValueRef *v, int n);
  * stable merge sort of an index permutation (kernel-private scratch), then every operand
  * gathered through it. false with a located error. */
 bool cpu_sort_kernel(CpuCg *cg, HInstr *in);
+
+/* ------------------------------------------------------------------ cpu_fft.c */
+
+/* The kernels of a lone fft instruction of the entry computation (any of the four kinds over
+ * 1 to 3 dims, any lengths): a task per transformed axis, each line through the module's line
+ * function of its length (mixed-radix Stockham passes, Bluestein's algorithm for a length with
+ * a prime factor beyond 13). false with a located error. */
+bool cpu_fft_kernel(CpuCg *cg, HInstr *in);
 
 /* ------------------------------------------------------------------ cpu_select_scatter.c */
 

@@ -797,8 +797,7 @@ static bool kn_accum_kernel(CpuCg *cg, HInstr *in, const HInstr *hero) {
   LLVMValueRef out = cpu_buffer(k, in);
   /* zero the output rows */
   LLVMValueRef jv = gen_loop_open(k, &jl, lo, hi);
-  LLVMValueRef zero = hlo_dtype_is_float(t) ? LLVMConstReal(gen_reg_type(&cg->g, t), 0.0)
-                                            : LLVMConstInt(gen_reg_type(&cg->g, t), 0, 0);
+  LLVMValueRef zero = gen_zero(k, t);
   for (int r = 0; r < nrow; r++) {
     rows[r][last] = jv;
     gen_store_elem(k, out, s, rows[r], zero);
@@ -1222,6 +1221,7 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   }
   if (in->op == OP_SCATTER) return kn_scatter_kernel(cg, in);
   if (in->op == OP_SORT) return cpu_sort_kernel(cg, in);
+  if (in->op == OP_FFT) return cpu_fft_kernel(cg, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cpu_select_scatter_kernel(cg, in);
   if (b->kind != MEM_ALIAS) {
     int cr = kn_colred_kernel(cg, in);

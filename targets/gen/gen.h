@@ -7,6 +7,8 @@
  *                   loads and stores, a fusion's hero
  *   gen_elemental.c the elemental generator: value = gen_value(kernel, instr, index[]) through
  *                   fused, called and reducer computations; scalar math; the support check
+ *   gen_complex.c   complex numbers (c64, c128) in the elemental generator: their register
+ *                   type, arithmetic and functions
  *   gen_scatter.c   scatter's form, update indices and combination
  *   gen_sort.c      sort's form check, operand values and inline comparator
  *   gen_select_scatter.c select-and-scatter's form check and window scan
@@ -175,8 +177,17 @@ bool gen_value_multi(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVMValueR
 /* Evaluate scalar computation c on args (one per parameter); its root's leaves into out[]. */
 bool gen_scalar_comp(GenKern *k, const HComp *c, LLVMValueRef *args, int nargs, LLVMValueRef *out);
 /* Whether the generator supports in's op at all (checked before emission for a located error
- * naming target: "CPU", "CUDA"). */
+ * naming target: "CPU", "CUDA"); complex values are refused. */
 bool gen_op_supported(const HInstr *in, const char *target, HErr *err);
+/* The same check for a target that compiles complex values (complex_ok: the elementwise ops,
+ * data movement, reductions, dot and fft on them; anything else touching them is refused). */
+bool gen_op_supported_ex(const HInstr *in, const char *target, bool complex_ok, HErr *err);
+/* The zero of dtype t in register type (a complex zero for c64, c128). */
+LLVMValueRef gen_zero(GenKern *k, DType t);
+/* An LLVM intrinsic of one argument (b NULL) or two of a's type ("llvm.sqrt", "llvm.copysign");
+ * a libm function of n float/double arguments of type t (f16/bf16 computed in f32). */
+LLVMValueRef gen_intr(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef gen_libm(GenKern *k, const char *name, DType t, LLVMValueRef *args, int n);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to);
 /* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value
@@ -201,6 +212,25 @@ int gen_dot_red_dims(const HInstr *in, int64_t *ext);
 int gen_conv_red_dims(const HInstr *in, int64_t *ext);
 /* Scalar binary arithmetic used by accumulating kernels (fadd / add). */
 LLVMValueRef gen_add(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+
+/* ------------------------------------------------------------------ gen_complex.c */
+
+/* The register (and memory) type of complex dtype t: the struct {T, T} of its parts. */
+LLVMTypeRef gen_complex_type(GenCg *g, DType t);
+/* The complex value (re, im) of complex dtype t; a constant one. */
+LLVMValueRef gen_complex(GenKern *k, DType t, LLVMValueRef re, LLVMValueRef im);
+LLVMValueRef gen_complex_const(GenKern *k, DType t, double re, double im);
+/* Whether elementwise instruction in takes or makes a complex value (or is complex, real or
+ * imag), and its value from its operands' values v[] (NULL after a located error). */
+bool gen_complex_op(const HInstr *in);
+LLVMValueRef gen_complex_elementwise(GenKern *k, const HInstr *in, LLVMValueRef *v);
+/* Convert to or from a complex type (gen_convert's complex cases). */
+LLVMValueRef gen_complex_convert(GenKern *k, LLVMValueRef v, DType from, DType to);
+/* a + b and a * b of complex dtype t (accumulating kernels). */
+LLVMValueRef gen_complex_add(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef gen_complex_mul(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b);
+/* c ? a : b, a complex value's parts selected one by one (vectorizable); others as one select. */
+LLVMValueRef gen_select(GenKern *k, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b);
 
 /* ------------------------------------------------------------------ gen_scatter.c */
 

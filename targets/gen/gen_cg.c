@@ -44,7 +44,7 @@ LLVMTypeRef gen_reg_type(GenCg *g, DType t) {
   case DT_F32: return g->f32;
   case DT_F64: return g->f64;
   case DT_C64:
-  case DT_C128: /* refused by gen_op_supported */
+  case DT_C128: return gen_complex_type(g, t); /* {re, im} (gen_complex.c) */
   case DT_INVALID:
   case DT_TOKEN:
   case DT_TUPLE:

@@ -27,9 +27,13 @@
  * byte in memory: loads decode and stores encode with integer IR (gen_fp8_decode/_encode, the
  * rules of hlo/literal.c's scalar conversions), and every op that makes a new fp8 value rounds
  * its f32 result to fp8 (el_fp8_round), so each fp8 instruction rounds once as the
- * interpreter's does; dots and convolutions touching fp8 accumulate in f32. */
+ * interpreter's does; dots and convolutions touching fp8 accumulate in f32. Complex values
+ * (c64, c128) are structs of their two parts in registers, interleaved in memory; their
+ * arithmetic and functions are gen_complex.c's, reached from el_elementwise, gen_convert,
+ * gen_add and the dot's product, and a select of two of them selects each part (gen_select). */
 #include "gen.h"
 
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -99,7 +103,8 @@ static LLVMValueRef ix_from(GenKern *k, LLVMValueRef v, DType t) {
 
 /* ------------------------------------------------------------------ constants, intrinsics */
 
-static LLVMValueRef el_zero(GenKern *k, DType t) {
+LLVMValueRef gen_zero(GenKern *k, DType t) {
+  if (hlo_dtype_is_complex(t)) return gen_complex_const(k, t, 0, 0);
   LLVMTypeRef ty = gen_reg_type(k->cg, t);
   return hlo_dtype_is_float(t) ? LLVMConstReal(ty, 0.0) : LLVMConstInt(ty, 0, 0);
 }
@@ -119,6 +124,10 @@ static LLVMValueRef el_intr1(GenKern *k, const char *name, LLVMValueRef a) {
 static LLVMValueRef el_intr2(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
   LLVMValueRef args[2] = {a, b};
   return el_intr(k, name, LLVMTypeOf(a), args, 2);
+}
+
+LLVMValueRef gen_intr(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef b) {
+  return b ? el_intr2(k, name, a, b) : el_intr1(k, name, a);
 }
 
 /* Floating-point maximum (max) or minimum of a and b, as XLA defines them (and the reference
@@ -153,6 +162,10 @@ static LLVMValueRef el_libm(GenKern *k, const char *name, DType t, LLVMValueRef 
   if (!f) f = LLVMAddFunction(cg->M, fname, ft);
   LLVMValueRef r = LLVMBuildCall2(k->B, ft, f, a, (unsigned)n, "");
   return gen_convert(k, r, dbl ? DT_F64 : DT_F32, t);
+}
+
+LLVMValueRef gen_libm(GenKern *k, const char *name, DType t, LLVMValueRef *args, int n) {
+  return el_libm(k, name, t, args, n);
 }
 
 /* tanh for f32: Eigen-style rational approximation on [-7.9, 7.9] (odd polynomial of degree
@@ -358,6 +371,8 @@ static LLVMValueRef el_f32_to_bf16(GenKern *k, LLVMValueRef x) {
 
 LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to) {
   if (from == to) return v;
+  if (hlo_dtype_is_complex(from) || hlo_dtype_is_complex(to))
+    return gen_complex_convert(k, v, from, to);
   /* fp8 values are f32 in registers: from one, convert as from f32 (to bf16 exactly, in
      integer IR); to one, get f32 (by odd rounding from f64) and round it to the type */
   if (hlo_dtype_is_fp8(from) && to == DT_BF16) return el_f32_to_bf16(k, v);
@@ -447,12 +462,14 @@ static LLVMValueRef el_materialized(GenKern *k, const GenMat *m, LLVMValueRef *i
 }
 
 LLVMValueRef gen_add(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+  if (hlo_dtype_is_complex(t)) return gen_complex_add(k, t, a, b);
   if (hlo_dtype_is_float(t)) return LLVMBuildFAdd(k->B, a, b, "");
   if (t == DT_PRED) return LLVMBuildOr(k->B, a, b, "");
   return LLVMBuildAdd(k->B, a, b, "");
 }
 
 static LLVMValueRef el_mul(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef b) {
+  if (hlo_dtype_is_complex(t)) return gen_complex_mul(k, t, a, b);
   if (hlo_dtype_is_float(t)) return LLVMBuildFMul(k->B, a, b, "");
   if (t == DT_PRED) return LLVMBuildAnd(k->B, a, b, "");
   return LLVMBuildMul(k->B, a, b, "");
@@ -917,6 +934,7 @@ static LLVMValueRef el_elementwise(GenKern *k, const HInstr *in, LLVMValueRef *i
     v[j] = gen_value(k, o, o->shape.rank == 0 && in->shape.rank > 0 ? empty : idx);
     if (!v[j]) return NULL;
   }
+  if (gen_complex_op(in)) return gen_complex_elementwise(k, in, v);
   LLVMValueRef r = el_scalar(k, in, v);
   /* an fp8 result computed in f32 is rounded to fp8 (convert rounds itself; the other ops
      named give one of their operands' values, its negation or +-1, already fp8) */
@@ -972,7 +990,10 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
         LLVMTypeRef ty = gen_reg_type(cg, t);
         if (hlo_dtype_is_fp8(t))
           r = gen_fp8_decode(k, t, LLVMConstInt(cg->i8, *(const uint8_t *)in->literal->data, 0));
-        else if (hlo_dtype_is_float(t))
+        else if (hlo_dtype_is_complex(t)) {
+          double _Complex z = hlo_load_c128(t, in->literal->data, 0);
+          r = gen_complex_const(k, t, creal(z), cimag(z));
+        } else if (hlo_dtype_is_float(t))
           r = LLVMConstReal(ty, hlo_literal_get_f64(in->literal, 0));
         else
           r = LLVMConstInt(ty, (unsigned long long)hlo_literal_get_i64(in->literal, 0), 0);
@@ -1039,7 +1060,7 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
       }
       LLVMValueRef v = gen_value(k, in->ops[0], oi);
       if (!v || !pv) return NULL;
-      r = ok ? LLVMBuildSelect(B, ok, v, pv, "") : v;
+      r = ok ? gen_select(k, ok, v, pv) : v;
       break;
     }
     case OP_CONCATENATE: {
@@ -1056,8 +1077,7 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
         if (!r)
           r = v;
         else
-          r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], gen_i64(k, off), ""), v, r,
-                              "");
+          r = gen_select(k, LLVMBuildICmp(B, LLVMIntSGE, idx[cd], gen_i64(k, off), ""), v, r);
         off += n;
       }
       if (!r) return el_fail(k, in, "concatenate of empty operands");
@@ -1095,7 +1115,7 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
       }
       LLVMValueRef upd = gen_value(k, in->ops[1], ui);
       if (!base || !upd) return NULL;
-      r = ok ? LLVMBuildSelect(B, ok, upd, base, "") : upd;
+      r = ok ? gen_select(k, ok, upd, base) : upd;
       break;
     }
     case OP_GATHER: r = el_gather(k, in, idx); break;
@@ -1124,7 +1144,7 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
       int nr = in->op == OP_DOT ? gen_dot_red_dims(in, ext) : gen_conv_red_dims(in, ext);
       DType t = gen_dot_acc_type(in);
       LLVMValueRef acc = gen_alloca(k, gen_reg_type(cg, t));
-      LLVMBuildStore(B, el_zero(k, t), acc);
+      LLVMBuildStore(B, gen_zero(k, t), acc);
       GenLoop loops[HLO_MAX_RANK * 2];
       LLVMValueRef red[HLO_MAX_RANK * 2];
       for (int j = 0; j < nr; j++)
@@ -1451,7 +1471,7 @@ static LLVMValueRef el_reduce_window(GenKern *k, const HInstr *in, LLVMValueRef 
         oi[d] = el_rw_index(k, in, d, idx[d], gen_i64(k, wpos[d]), &ok);
       LLVMValueRef v = gen_value(k, in->ops[0], oi);
       if (!v) return NULL;
-      if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
+      if (ok) v = gen_select(k, ok, v, init);
       LLVMValueRef args[2] = {acc, v}, res[1];
       if (!gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
       acc = res[0];
@@ -1473,7 +1493,7 @@ static LLVMValueRef el_reduce_window(GenKern *k, const HInstr *in, LLVMValueRef 
     oi[d] = el_rw_index(k, in, d, idx[d], wv[d], &ok);
   LLVMValueRef v = gen_value(k, in->ops[0], oi);
   if (!v) return NULL;
-  if (ok) v = LLVMBuildSelect(B, ok, v, init, "");
+  if (ok) v = gen_select(k, ok, v, init);
   LLVMValueRef args[2] = {LLVMBuildLoad2(B, ty, acc, ""), v}, res[1];
   if (!gen_scalar_comp(k, in->calls[0], args, 2, res)) return NULL;
   LLVMBuildStore(B, res[0], acc);
@@ -1634,19 +1654,57 @@ LLVMValueRef gen_conv_term(GenKern *k, const HInstr *in, LLVMValueRef *idx, LLVM
   a = gen_convert(k, a, xs->dt, t);
   b = gen_convert(k, b, ws->dt, t);
   LLVMValueRef m = el_mul(k, t, a, b);
-  if (ok) m = LLVMBuildSelect(B, ok, m, el_zero(k, t), "");
+  if (ok) m = LLVMBuildSelect(B, ok, m, gen_zero(k, t), "");
   return m;
 }
 
 /* ------------------------------------------------------------------ support check */
 
+/* Whether the generator computes op on complex values (given a target that takes them):
+ * the elementwise ops gen_complex.c defines, data movement, reductions through a reducer
+ * computation, dot and fft (a kernel of its own). */
+static bool el_complex_ok(const HInstr *in) {
+  if (hlo_op_flags(in->op) & OPF_ELEM) return in->op != OP_BITCAST_CONVERT && in->op != OP_MAP;
+  switch ((int)in->op) {
+  case OP_PARAMETER:
+  case OP_CONSTANT:
+  case OP_MAP:
+  case OP_REDUCE:
+  case OP_REDUCE_WINDOW:
+  case OP_DOT:
+  case OP_FFT:
+  case OP_BITCAST:
+  case OP_BROADCAST:
+  case OP_RESHAPE:
+  case OP_TRANSPOSE:
+  case OP_REVERSE:
+  case OP_SLICE:
+  case OP_CONCATENATE:
+  case OP_PAD:
+  case OP_DYNAMIC_SLICE:
+  case OP_DYNAMIC_UPDATE_SLICE:
+  case OP_GATHER:
+  case OP_TUPLE:
+  case OP_GET_TUPLE_ELEMENT:
+  case OP_CALL:
+  case OP_FUSION:
+  case OP_WHILE: return true;
+  default: return false;
+  }
+}
+
 bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
-  const char *why = NULL;
+  return gen_op_supported_ex(in, target, false, err);
+}
+
+bool gen_op_supported_ex(const HInstr *in, const char *target, bool complex_ok, HErr *err) {
+  const char *why = NULL, *no_gen = "op has no code generator on this target yet (the reference "
+                                    "interpreter, hloc-run, evaluates what it supports)";
   char cbuf[300];
   bool cplx = hlo_shape_has_complex(&in->shape);
   for (int k = 0; k < in->nops && !cplx; k++)
     cplx = hlo_shape_has_complex(&in->ops[k]->shape);
-  if (cplx) {
+  if (cplx && !(complex_ok && el_complex_ok(in))) {
     hlo_err_at(err, in,
                "%s target: %s: complex types (c64, c128) are not supported by this target yet",
                target, hlo_op_name(in->op));
@@ -1735,7 +1793,9 @@ bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
   case OP_SELECT_AND_SCATTER: /* likewise */ break;
   case OP_IMAG:
   case OP_REAL:
-  case OP_COMPLEX: why = "complex numbers are not supported"; break;
+  case OP_COMPLEX:
+    if (!complex_ok) why = "complex numbers are not supported";
+    break;
   case OP_TOPK:
     why = "topk is compiled as a sort (the optimizer's topk-expand pass), which this one skipped";
     break;
@@ -1751,16 +1811,15 @@ bool gen_op_supported(const HInstr *in, const char *target, HErr *err) {
   case OP_GET_DIMENSION_SIZE:
   case OP_SET_DIMENSION_SIZE:
   case OP_DYNAMIC_RESHAPE: why = "dynamic shapes are not supported"; break;
+  case OP_FFT: /* a kernel of its own where the target takes complex values */
+    if (!complex_ok) why = no_gen;
+    break;
   case OP_MULHI:
   case OP_STOCHASTIC_CONVERT:
-  case OP_FFT:
   case OP_CHOLESKY:
   case OP_TRIANGULAR_SOLVE:
   case OP_RAGGED_DOT:
-  case OP_SCALED_DOT:
-    why = "op has no code generator on this target yet (the reference interpreter, hloc-run, "
-          "evaluates what it supports)";
-    break;
+  case OP_SCALED_DOT: why = no_gen; break;
   case OP_CONDITIONAL:
     /* the optimizer's conditional-select compiles the others */
     why = "only conditionals whose branches have no side effects, rng or loops are compiled (every "

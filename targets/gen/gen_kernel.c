@@ -133,10 +133,32 @@ LLVMValueRef gen_linear(GenKern *k, const Shape *s, LLVMValueRef *idx) {
   return lin ? lin : gen_i64(k, 0);
 }
 
+/* A complex element at q as its two parts, loaded as scalars (so that loops of them vectorize
+ * as interleaved accesses), and stored likewise. */
+static LLVMValueRef gk_load_complex(GenKern *k, LLVMTypeRef mt, LLVMValueRef q, DType t) {
+  LLVMValueRef z = LLVMGetPoison(mt);
+  for (unsigned j = 0; j < 2; j++) {
+    LLVMTypeRef pt = LLVMStructGetTypeAtIndex(mt, j);
+    LLVMValueRef v = LLVMBuildLoad2(k->B, pt, LLVMBuildStructGEP2(k->B, mt, q, j, ""), "");
+    LLVMSetAlignment(v, (unsigned)hlo_dtype_size(t) / 2);
+    z = LLVMBuildInsertValue(k->B, z, v, j, "");
+  }
+  return z;
+}
+
+static void gk_store_complex(GenKern *k, LLVMTypeRef mt, LLVMValueRef q, DType t, LLVMValueRef z) {
+  for (unsigned j = 0; j < 2; j++) {
+    LLVMValueRef v = LLVMBuildExtractValue(k->B, z, j, "");
+    LLVMValueRef st = LLVMBuildStore(k->B, v, LLVMBuildStructGEP2(k->B, mt, q, j, ""));
+    LLVMSetAlignment(st, (unsigned)hlo_dtype_size(t) / 2);
+  }
+}
+
 LLVMValueRef gen_load_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx) {
   LLVMTypeRef mt = gen_mem_type(k->cg, s->dt);
   LLVMValueRef lin = gen_linear(k, s, idx);
   LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, mt, p, &lin, 1, "");
+  if (hlo_dtype_is_complex(s->dt)) return gk_load_complex(k, mt, q, s->dt);
   LLVMValueRef v = LLVMBuildLoad2(k->B, mt, q, "");
   LLVMSetAlignment(v, (unsigned)hlo_dtype_size(s->dt));
   if (s->dt == DT_PRED) v = LLVMBuildICmp(k->B, LLVMIntNE, v, LLVMConstInt(k->cg->i8, 0, 0), "");
@@ -148,6 +170,10 @@ void gen_store_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *id
   LLVMTypeRef mt = gen_mem_type(k->cg, s->dt);
   LLVMValueRef lin = gen_linear(k, s, idx);
   LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, mt, p, &lin, 1, "");
+  if (hlo_dtype_is_complex(s->dt)) {
+    gk_store_complex(k, mt, q, s->dt, v);
+    return;
+  }
   if (s->dt == DT_PRED) v = LLVMBuildZExt(k->B, v, k->cg->i8, "");
   if (hlo_dtype_is_fp8(s->dt)) v = gen_fp8_encode(k, s->dt, v);
   LLVMValueRef st = LLVMBuildStore(k->B, v, q);
