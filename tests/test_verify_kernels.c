@@ -49,6 +49,27 @@ static void tk_corrupt(void *ctx, HModule *m) {
     }
 }
 
+/* The two arguments of tk_text: a ramp of values in [lo, lo + 0.01 (mod - 1)]. */
+static void tk_args(HArena *ar, const HModule *m, Literal **args, int mul, int mod, double lo) {
+  for (int p = 0; p < 2; p++) {
+    args[p] = hlo_literal_new(ar, &m->entry->params[p]->shape);
+    for (int64_t k = 0; k < hlo_shape_elems(&args[p]->shape); k++)
+      hlo_literal_set_f64(args[p], k, 0.01 * (double)((k * mul + p) % mod) + lo);
+  }
+}
+
+/* The kernel b names is the fusion of the computation the hook corrupted. */
+static void tk_expect_found(const HModule *mi, const OptBisect *b, const char *corrupted) {
+  cr_assert(corrupted, "no constant to corrupt");
+  cr_assert(b->bad_kernel, "no kernel found");
+  const HInstr *bad = NULL;
+  for (int i = 0; i < mi->entry->ninstrs; i++)
+    if (!strcmp(mi->entry->instrs[i]->name, b->bad_kernel)) bad = mi->entry->instrs[i];
+  cr_assert(bad && bad->op == OP_FUSION, "%s is not a fusion", b->bad_kernel);
+  cr_expect_str_eq(bad->calls[0]->name, corrupted, "found %s, the corrupted kernel is %s",
+                   bad->calls[0]->name, corrupted);
+}
+
 Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
   for (int inject = 0; inject < 2; inject++) {
     HModule *mi = tu_parse(tk_text), *mc = tu_parse(tk_text);
@@ -57,11 +78,7 @@ Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
     cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
     HArena *ar = hlo_arena_new();
     Literal *args[2];
-    for (int p = 0; p < 2; p++) {
-      args[p] = hlo_literal_new(ar, &mi->entry->params[p]->shape);
-      for (int64_t k = 0; k < hlo_shape_elems(&args[p]->shape); k++)
-        hlo_literal_set_f64(args[p], k, 0.01 * (double)((k * 7 + p) % 23) - 0.1);
-    }
+    tk_args(ar, mi, args, 7, 23, -0.1);
     const char *corrupted = NULL;
     OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2};
     if (inject) b.inject_module = tk_corrupt, b.inject_ctx = &corrupted;
@@ -69,14 +86,7 @@ Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
     cr_expect_eq(rc, inject, "inject=%d: rc %d (%s)", inject, rc, err.msg);
     cr_expect_eq(b.kernels_checked, 3, "inject=%d: %d kernels", inject, b.kernels_checked);
     if (inject) {
-      cr_assert(corrupted, "no constant to corrupt");
-      cr_assert(b.bad_kernel, "no kernel found");
-      const HInstr *bad = NULL;
-      for (int i = 0; i < mi->entry->ninstrs; i++)
-        if (!strcmp(mi->entry->instrs[i]->name, b.bad_kernel)) bad = mi->entry->instrs[i];
-      cr_assert(bad && bad->op == OP_FUSION, "%s is not a fusion", b.bad_kernel);
-      cr_expect_str_eq(bad->calls[0]->name, corrupted, "found %s, the corrupted kernel is %s",
-                       bad->calls[0]->name, corrupted);
+      tk_expect_found(mi, &b, corrupted);
       cr_expect_eq(b.bad_kernel_idx, 2);
       cr_expect_gt(b.kernel_worst.bad, 0);
     } else {
@@ -157,11 +167,7 @@ Test(verify_kernels, finds_the_kernel_through_a_gpu_bundle, .timeout = 120) {
   cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
   HArena *ar = hlo_arena_new();
   Literal *args[2];
-  for (int p = 0; p < 2; p++) {
-    args[p] = hlo_literal_new(ar, &mi->entry->params[p]->shape);
-    for (int64_t k = 0; k < hlo_shape_elems(&args[p]->shape); k++)
-      hlo_literal_set_f64(args[p], k, 0.01 * (double)((k * 5 + p) % 19) - 0.08);
-  }
+  tk_args(ar, mi, args, 5, 19, -0.08);
   TkGpu g = {.o = {.opt_level = 2}};
   snprintf(g.dir, sizeof g.dir, "/tmp/hloc_tk_XXXXXX");
   cr_assert(mkdtemp(g.dir));
@@ -170,12 +176,7 @@ Test(verify_kernels, finds_the_kernel_through_a_gpu_bundle, .timeout = 120) {
   b.inject_module = tk_corrupt, b.inject_ctx = &corrupted;
   int rc = opt_bisect_kernels(mi, mc, args, 2, tk_run_gpu, &g, &b, &err);
   cr_expect_eq(rc, 1, "rc %d (%s)", rc, err.msg);
-  cr_assert(corrupted && b.bad_kernel, "no kernel found");
-  const HInstr *bad = NULL;
-  for (int i = 0; i < mi->entry->ninstrs; i++)
-    if (!strcmp(mi->entry->instrs[i]->name, b.bad_kernel)) bad = mi->entry->instrs[i];
-  cr_assert(bad && bad->op == OP_FUSION, "%s is not a fusion", b.bad_kernel);
-  cr_expect_str_eq(bad->calls[0]->name, corrupted);
+  tk_expect_found(mi, &b, corrupted);
   /* results of another bundle (its id changed) and a short result are refused */
   char p[512], cmd[600];
   snprintf(p, sizeof p, "%s/bundle.id", g.dir);
