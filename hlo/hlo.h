@@ -84,7 +84,7 @@ typedef enum DKind {
 
 typedef enum DType {
   DT_INVALID = 0, /* not a type: unset or unsupported */
-#define DT(E, name, bytes, proto, kind) DT_##E,
+#define DT(E, name, bytes, proto, kind, bits) DT_##E,
 #include "dtypes.def"
 #undef DT
   DT_COUNT
@@ -92,6 +92,9 @@ typedef enum DType {
 
 const char *hlo_dtype_name(DType t);
 size_t hlo_dtype_size(DType t);
+/* The width of t's values in bits: hlo_dtype_size * 8, but 4 for s4 and u4 (stored a byte
+ * each, the byte holding the value: sign-extended for s4). */
+int hlo_dtype_bits(DType t);
 /* The binary format of float type t (f16, bf16, f32, f64): total, exponent and mantissa bits;
  * false for other types, the fp8 ones included (f8e4m3fn's special values are not IEEE's,
  * and targets hold fp8 values as f32, so bit-level ops such as reduce-precision do not
@@ -105,6 +108,8 @@ const char *hlo_proto_type_name(int v); /* any PrimitiveType's text name, for me
 static inline bool hlo_dtype_is_float(DType t) { return hlo_dtype_kind(t) == DK_FLOAT; }
 /* f8e4m3fn or f8e5m2: stored as one byte, computed through f32 (targets keep them in f32). */
 static inline bool hlo_dtype_is_fp8(DType t) { return t == DT_F8E4M3FN || t == DT_F8E5M2; }
+/* s4 or u4: one element per byte, the byte holding the value (sign-extended for s4). */
+static inline bool hlo_dtype_is_int4(DType t) { return t == DT_S4 || t == DT_U4; }
 static inline bool hlo_dtype_is_int(DType t) {
   return hlo_dtype_kind(t) == DK_SINT || hlo_dtype_kind(t) == DK_UINT;
 }
@@ -222,8 +227,8 @@ int64_t hlo_literal_get_i64(const Literal *l, int64_t i);
 void hlo_literal_set_f64(Literal *l, int64_t i, double v);
 void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v);
 /* Take l's elements as bit patterns of `want` when l holds unsigned integers of its size (a
- * bf16 or f16 array read from .npy as '<u2', an fp8 one as '|u1' or '|V1'); true when l now
- * has type want. */
+ * bf16 or f16 array read from .npy as '<u2', an fp8 one as '|u1' or '|V1'), or as s4/u4 when l
+ * holds bytes (s8 or u8: each byte's low 4 bits); true when l now has type want. */
 bool hlo_literal_bits_as(Literal *l, DType want);
 /* Largest |element| of an array literal (0 for an empty one; NaNs ignored; a complex
  * element's magnitude). */

@@ -69,7 +69,7 @@ static Literal *alias_lit(IState *st, const Shape *s, void *data) {
 
 static const char *shape_s(IState *st, const Shape *s) { return hlo_shape_str(st->arena, s); }
 
-static int dtype_bits(DType t) { return (int)hlo_dtype_size(t) * 8; }
+static int dtype_bits(DType t) { return hlo_dtype_bits(t); } /* 4 for s4, u4 */
 
 /* Value v truncated to the width of t and sign- or zero-extended back to 64 bits. */
 static int64_t int_norm(DType t, int64_t v) {
@@ -762,7 +762,35 @@ static Literal *eval_reduce_precision(IState *st, const HInstr *in, Literal *x, 
   return r;
 }
 
+/* bitcast-convert touching s4 or u4 on XLA's packing: two 4-bit values a byte, the first in
+ * the low nibble, so element j of the minor dimension is bits 4j..4j+3 of the wider value
+ * (little-endian, as the bytes of the wider types are); between s4 and u4, the same 4 bits. */
+static Literal *bitcast_int4(IState *st, const HInstr *in, Literal *x) {
+  DType it = x->shape.dt, ot = in->shape.dt;
+  int64_t n = hlo_shape_elems(&x->shape), m = hlo_shape_elems(&in->shape);
+  Literal *r = new_lit(st, &in->shape);
+  uint8_t *b = r->data;
+  if (hlo_dtype_is_int4(it) && hlo_dtype_is_int4(ot)) {
+    for (int64_t i = 0; i < n; i++)
+      hlo_store_i64(ot, b, i, hlo_load_i64(it, x->data, i));
+  } else if (hlo_dtype_is_int4(it)) { /* n nibbles packed into m wider values' bytes */
+    for (int64_t i = 0; i < n; i++)
+      b[i / 2] |= (uint8_t)((hlo_load_i64(it, x->data, i) & 0xf) << (4 * (i % 2)));
+  } else { /* the bytes of n wider values unpacked into m nibbles */
+    const uint8_t *xb = x->data;
+    for (int64_t i = 0; i < m; i++)
+      hlo_store_i64(ot, b, i, (xb[i / 2] >> (4 * (i % 2))) & 0xf);
+  }
+  return r;
+}
+
 static Literal *eval_bitcast_convert(IState *st, const HInstr *in, Literal *x, HErr *err) {
+  if (hlo_shape_is_array(&x->shape) && hlo_shape_is_array(&in->shape) &&
+      (hlo_dtype_is_int4(x->shape.dt) || hlo_dtype_is_int4(in->shape.dt)) &&
+      hlo_shape_elems(&x->shape) * hlo_dtype_bits(x->shape.dt) ==
+          hlo_shape_elems(&in->shape) * hlo_dtype_bits(in->shape.dt) &&
+      hlo_dtype_kind(x->shape.dt) != DK_PRED && hlo_dtype_kind(in->shape.dt) != DK_PRED)
+    return bitcast_int4(st, in, x);
   if (!hlo_shape_is_array(&x->shape) || !hlo_shape_is_array(&in->shape) ||
       hlo_shape_bytes(&x->shape) != hlo_shape_bytes(&in->shape)) {
     hlo_err_at(err, in, "bitcast-convert from %s to %s changes the byte size",

@@ -183,6 +183,19 @@ uint8_t hlo_f32_to_f8e5m2(float f) { return f8_from_f32(f, 5, 2, true); }
 uint8_t hlo_f64_to_f8e4m3fn(double d) { return f8_from_f64(d, 4, 3, false); }
 uint8_t hlo_f64_to_f8e5m2(double d) { return f8_from_f64(d, 5, 2, true); }
 
+/* s4 and u4 are a byte per element: a load takes the byte's low 4 bits, sign- or
+ * zero-extended, so a byte holding anything above them still reads as the 4-bit value; a store
+ * writes the value's low 4 bits so extended, so the byte holds the integer itself. */
+static int64_t int4_load(DType t, const void *d, int64_t i) {
+  unsigned b = ((const uint8_t *)d)[i] & 0xfu;
+  return t == DT_S4 && b >= 8 ? (int64_t)b - 16 : (int64_t)b;
+}
+
+static void int4_store(DType t, void *d, int64_t i, int64_t v) {
+  int64_t b = v & 0xf;
+  ((uint8_t *)d)[i] = (uint8_t)(t == DT_S4 && b >= 8 ? b - 16 : b);
+}
+
 double hlo_load_f64(DType t, const void *d, int64_t i) {
   switch (t) {
   case DT_PRED: return ((const uint8_t *)d)[i] != 0;
@@ -194,6 +207,8 @@ double hlo_load_f64(DType t, const void *d, int64_t i) {
   case DT_U16: return ((const uint16_t *)d)[i];
   case DT_U32: return ((const uint32_t *)d)[i];
   case DT_U64: return (double)((const uint64_t *)d)[i];
+  case DT_S4:
+  case DT_U4: return (double)int4_load(t, d, i);
   case DT_F16: return hlo_f16_to_f32(((const uint16_t *)d)[i]);
   case DT_BF16: return hlo_bf16_to_f32(((const uint16_t *)d)[i]);
   case DT_F8E4M3FN: return hlo_f8e4m3fn_to_f32(((const uint8_t *)d)[i]);
@@ -221,6 +236,8 @@ int64_t hlo_load_i64(DType t, const void *d, int64_t i) {
   case DT_U16: return ((const uint16_t *)d)[i];
   case DT_U32: return ((const uint32_t *)d)[i];
   case DT_U64: return (int64_t)((const uint64_t *)d)[i];
+  case DT_S4:
+  case DT_U4: return int4_load(t, d, i);
   case DT_F16:
   case DT_BF16:
   case DT_F8E4M3FN:
@@ -271,6 +288,8 @@ void hlo_store_f64(DType t, void *d, int64_t i, double v) {
                          : v >= 18446744073709551615.0 ? UINT64_MAX
                                                        : (uint64_t)v;
     return;
+  case DT_S4: int4_store(t, d, i, sat(v, -8, 7)); return;
+  case DT_U4: int4_store(t, d, i, sat(v, 0, 15)); return;
   case DT_F16: ((uint16_t *)d)[i] = hlo_f32_to_f16((float)v); return;
   case DT_BF16: ((uint16_t *)d)[i] = hlo_f32_to_bf16((float)v); return;
   case DT_F8E4M3FN: ((uint8_t *)d)[i] = hlo_f64_to_f8e4m3fn(v); return;
@@ -298,6 +317,8 @@ void hlo_store_i64(DType t, void *d, int64_t i, int64_t v) {
   case DT_U16: ((uint16_t *)d)[i] = (uint16_t)v; return;
   case DT_U32: ((uint32_t *)d)[i] = (uint32_t)v; return;
   case DT_U64: ((uint64_t *)d)[i] = (uint64_t)v; return;
+  case DT_S4:
+  case DT_U4: int4_store(t, d, i, v); return; /* wraps, as every integer store here */
   case DT_F16:
   case DT_BF16:
   case DT_F8E4M3FN:
@@ -349,6 +370,13 @@ void hlo_literal_set_i64(Literal *l, int64_t i, int64_t v) {
 bool hlo_literal_bits_as(Literal *l, DType want) {
   DType have = l->shape.dt;
   if (have == want) return true;
+  if (hlo_dtype_is_int4(want) && (have == DT_S8 || have == DT_U8)) {
+    /* one element per byte: the low 4 bits are the value (i1 or u1 arrays, or V1 bits) */
+    l->shape.dt = want;
+    for (int64_t i = 0, n = hlo_shape_elems(&l->shape); i < n; i++)
+      int4_store(want, l->data, i, int4_load(want, l->data, i));
+    return true;
+  }
   bool carrier = hlo_dtype_kind(have) == DK_UINT && hlo_dtype_kind(want) == DK_FLOAT;
   if (!carrier || hlo_dtype_size(have) != hlo_dtype_size(want)) return false;
   l->shape.dt = want;

@@ -8,9 +8,12 @@
  * arrays arrive as 2-byte bit patterns ('<u2', or ml_dtypes' '|V2'), read as u16 and typed by
  * the module's parameter through hlo_literal_bits_as; bf16 is written as '<u2' bits, the
  * corpus's convention. The fp8 types (f8e4m3fn, f8e5m2) likewise: read from '|u1' or ml_dtypes'
- * '|V1' as u8 bits, written as '|u1' bits. Complex arrays are numpy's '<c8' (c64) and '<c16'
- * (c128), whose bytes are the IR's (real, imaginary) pairs. The writer emits v1.0 and writes
- * atomically. */
+ * '|V1' as u8 bits, written as '|u1' bits. The 4-bit integers (s4, u4) are one element per
+ * byte as in ml_dtypes (whose int4 arrays save as '|V1'): read from '|i1', '|u1' or '|V1' and
+ * typed by the module (the byte's low 4 bits are the value), written as '|i1' (s4) or '|u1'
+ * (u4) bytes holding the value, so numpy reads the integers. Complex arrays are numpy's '<c8' (c64)
+ * and '<c16' (c128), whose bytes are the IR's (real, imaginary) pairs. The writer emits v1.0 and
+ * writes atomically. */
 #include "hlo.h"
 
 #include <ctype.h>
@@ -213,6 +216,8 @@ static const char *npy_descr(DType t) {
   case DT_F64: return "<f8";
   case DT_C64: return "<c8";
   case DT_C128: return "<c16";
+  case DT_S4: return "|i1"; /* the byte holds the value, sign-extended */
+  case DT_U4: return "|u1";
   case DT_BF16:
   case DT_F8E4M3FN:
   case DT_F8E5M2: /* written as bits: hlo_npy_write */

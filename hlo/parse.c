@@ -456,20 +456,8 @@ static bool raw_value(Parser *p, const char **s, size_t *n) {
 /* ------------------------------------------------------------------ shapes */
 
 static const char *const unsupported_types[] = {
-    "f8e4m3b11fnuz",
-    "f8e5m2fnuz",
-    "f8e4m3fnuz",
-    "f8e4m3",
-    "f8e3m4",
-    "f8e8m0fnu",
-    "f4e2m1fn",
-    "s4",
-    "u4",
-    "s2",
-    "u2",
-    "s1",
-    "u1",
-    "opaque",
+    "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4", "f8e8m0fnu",
+    "f4e2m1fn",      "s2",         "u2",         "s1",     "u1",     "opaque",
     "f4e2m1fnuz",
 };
 
@@ -623,13 +611,13 @@ static bool parse_scalar(Parser *p, DType dt, void *data, int64_t i) {
         return perr(p, start, "value %s out of range for %s", buf, hlo_dtype_name(dt));
       unsigned long long u = strtoull(buf, &end, 10);
       if (end == buf || *end) return perr(p, start, "malformed integer '%s'", buf);
-      if (errno == ERANGE || (dt != DT_U64 && u >> (8 * hlo_dtype_size(dt))))
+      if (errno == ERANGE || (dt != DT_U64 && u >> hlo_dtype_bits(dt)))
         return perr(p, start, "value %s out of range for %s", buf, hlo_dtype_name(dt));
       v = (int64_t)u;
     } else {
       long long sv = strtoll(buf, &end, 10);
       if (end == buf || *end) return perr(p, start, "malformed integer '%s'", buf);
-      int bits = 8 * (int)hlo_dtype_size(dt);
+      int bits = hlo_dtype_bits(dt);
       if (errno == ERANGE ||
           (bits < 64 && (sv < -(1ll << (bits - 1)) || sv > (1ll << (bits - 1)) - 1)))
         return perr(p, start, "value %s out of range for %s", buf, hlo_dtype_name(dt));

@@ -11,9 +11,10 @@ static const struct {
   size_t size;
   int proto;
   DKind kind;
+  int bits;
 } dtypes[DT_COUNT] = {
-    [DT_INVALID] = {"invalid", 0, 0, DK_OTHER},
-#define DT(E, name, bytes, proto, kind) [DT_##E] = {name, bytes, proto, kind},
+    [DT_INVALID] = {"invalid", 0, 0, DK_OTHER, 0},
+#define DT(E, name, bytes, proto, kind, bits) [DT_##E] = {name, bytes, proto, kind, bits},
 #include "dtypes.def"
 #undef DT
 };
@@ -21,6 +22,7 @@ static const struct {
 const char *hlo_dtype_name(DType t) { return t < DT_COUNT ? dtypes[t].name : "invalid"; }
 size_t hlo_dtype_size(DType t) { return t < DT_COUNT ? dtypes[t].size : 0; }
 DKind hlo_dtype_kind(DType t) { return t < DT_COUNT ? dtypes[t].kind : DK_OTHER; }
+int hlo_dtype_bits(DType t) { return t < DT_COUNT ? dtypes[t].bits : 0; }
 int hlo_dtype_proto(DType t) { return t < DT_COUNT ? dtypes[t].proto : 0; }
 
 bool hlo_float_format(DType t, int *nbits, int *exp, int *man) {

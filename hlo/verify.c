@@ -441,7 +441,8 @@ static bool infer_bitcast_convert(const HInstr *in, Shape *out, HErr *err) {
   DType t;
   if (!target_type(in, &t, err) || !want_arr(err, in, 0)) return false;
   const Shape *s = &in->ops[0]->shape;
-  size_t from = hlo_dtype_size(s->dt), to = hlo_dtype_size(t);
+  /* by bit widths: s4 and u4 are 4 bits here (XLA packs them two per byte for this op) */
+  size_t from = (size_t)hlo_dtype_bits(s->dt), to = (size_t)hlo_dtype_bits(t);
   if (from == 0 || to == 0) return bad(err, in, "bitcast-convert of %s", SS(s));
   if (is_cplx(s->dt) != is_cplx(t))
     return bad(err, in, "bitcast-convert between complex and real types (%s to %s)", SS(s),
@@ -450,7 +451,7 @@ static bool infer_bitcast_convert(const HInstr *in, Shape *out, HErr *err) {
     *out = arr(t, s->rank, s->dims);
   } else if (from > to) {
     if (s->rank + 1 > HLO_MAX_RANK) return bad(err, in, "bitcast-convert result rank too large");
-    if (from % to) return bad(err, in, "bitcast-convert sizes %zu and %zu", from, to);
+    if (from % to) return bad(err, in, "bitcast-convert widths %zu and %zu bits", from, to);
     *out = arr(t, s->rank, s->dims);
     out->dims[out->rank++] = (int64_t)(from / to);
     hlo_shape_set_default_layout(out);

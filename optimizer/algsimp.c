@@ -29,7 +29,7 @@ static bool is_int(DType t) { return hlo_dtype_is_int(t); }
 /* Smallest / largest value of an integer type, as double (exact for up to 53 bits, which
  * is all the comparisons below need: values are read back as int64 for the check). */
 static bool int_limit(DType t, bool max, int64_t *out) {
-  size_t bits = 8 * hlo_dtype_size(t);
+  size_t bits = (size_t)hlo_dtype_bits(t);
   if (hlo_dtype_kind(t) == DK_SINT) {
     if (bits >= 64)
       *out = max ? INT64_MAX : INT64_MIN;

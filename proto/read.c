@@ -362,6 +362,8 @@ static size_t literal_count(const Xla__LiteralProto *lp, DType dt) {
   case DT_U8: return lp->u8s.len;
   case DT_F8E4M3FN: return lp->f8e4m3fns.len;
   case DT_F8E5M2: return lp->f8e5m2s.len;
+  case DT_S4: return lp->s4s.len;
+  case DT_U4: return lp->u4s.len;
   case DT_S16: return lp->s16s.len % 2 ? SIZE_MAX : lp->s16s.len / 2;
   case DT_U16: return lp->u16s.len % 2 ? SIZE_MAX : lp->u16s.len / 2;
   case DT_F16: return lp->f16s.len % 2 ? SIZE_MAX : lp->f16s.len / 2;
@@ -393,6 +395,13 @@ static void literal_copy(const Xla__LiteralProto *lp, DType dt, void *dst, size_
   case DT_U8: memcpy(dst, lp->u8s.data, n); return;
   case DT_F8E4M3FN: memcpy(dst, lp->f8e4m3fns.data, n); return;
   case DT_F8E5M2: memcpy(dst, lp->f8e5m2s.data, n); return;
+  case DT_S4:
+  case DT_U4:
+    /* a byte per element: its low 4 bits, extended as the IR holds them */
+    memcpy(dst, dt == DT_S4 ? lp->s4s.data : lp->u4s.data, n);
+    for (size_t i = 0; i < n; i++)
+      hlo_store_i64(dt, dst, (int64_t)i, hlo_load_i64(dt, dst, (int64_t)i));
+    return;
   case DT_S16:
   case DT_U16:
   case DT_F16:

@@ -206,6 +206,8 @@ static void w_literal_data(Writer *w, Xla__LiteralProto *lp, DType dt, const voi
   case DT_U8: lp->u8s = w_bytes(w, d, n); return;
   case DT_F8E4M3FN: lp->f8e4m3fns = w_bytes(w, d, n); return;
   case DT_F8E5M2: lp->f8e5m2s = w_bytes(w, d, n); return;
+  case DT_S4: lp->s4s = w_bytes(w, d, n); return; /* a byte per element, as XLA's literals */
+  case DT_U4: lp->u4s = w_bytes(w, d, n); return;
   case DT_S16: lp->s16s = w_le16(w, d, n); return;
   case DT_U16: lp->u16s = w_le16(w, d, n); return;
   case DT_F16: lp->f16s = w_le16(w, d, n); return;

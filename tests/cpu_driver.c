@@ -105,14 +105,21 @@ static int npy_read(const char *path, Npy *a) {
 /* numpy descr of an HLO dtype */
 static const char *npy_descr(const char *dt) {
   static const char *map[][2] = {
-      {"f32", "<f4"}, {"f64", "<f8"},  {"s32", "<i4"},  {"s64", "<i8"},      {"u32", "<u4"},
-      {"u8", "|u1"},  {"s8", "|i1"},   {"pred", "|b1"}, {"f16", "<f2"},      {"s16", "<i2"},
-      {"u16", "<u2"}, {"u64", "<u8"},  {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"},
-      {"c64", "<c8"}, {"c128", "<c16"}};
-  /* (NumPy has no bf16 or fp8: their bits, as XLA's outputs hold them) */
+      {"f32", "<f4"}, {"f64", "<f8"},   {"s32", "<i4"},  {"s64", "<i8"},      {"u32", "<u4"},
+      {"u8", "|u1"},  {"s8", "|i1"},    {"pred", "|b1"}, {"f16", "<f2"},      {"s16", "<i2"},
+      {"u16", "<u2"}, {"u64", "<u8"},   {"bf16", "<u2"}, {"f8e4m3fn", "|u1"}, {"f8e5m2", "|u1"},
+      {"c64", "<c8"}, {"c128", "<c16"}, {"s4", "|i1"},   {"u4", "|u1"}};
+  /* (NumPy has no bf16 or fp8: their bits, as XLA's outputs hold them; s4 and u4 are a byte
+     each holding the value) */
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(map[i][0], dt) == 0) return map[i][1];
   return "?";
+}
+
+/* bytes of an element of an HLO dtype, from its numpy descr ("<c16": 16) */
+static size_t dt_size(const char *dt) {
+  const char *d = npy_descr(dt);
+  return d[0] == '?' ? 1 : (size_t)atoi(d + 2);
 }
 
 /* An f16's or bf16's bits as a double. */
@@ -147,8 +154,8 @@ static double elem(const char *dt, const void *p, size_t i) {
   if (!strcmp(dt, "s32")) return ((const int32_t *)p)[i];
   if (!strcmp(dt, "s64")) return (double)((const int64_t *)p)[i];
   if (!strcmp(dt, "u32")) return ((const uint32_t *)p)[i];
-  if (!strcmp(dt, "pred") || !strcmp(dt, "u8")) return ((const uint8_t *)p)[i];
-  if (!strcmp(dt, "s8")) return ((const int8_t *)p)[i];
+  if (!strcmp(dt, "pred") || !strcmp(dt, "u8") || !strcmp(dt, "u4")) return ((const uint8_t *)p)[i];
+  if (!strcmp(dt, "s8") || !strcmp(dt, "s4")) return ((const int8_t *)p)[i];
   return NAN;
 }
 
@@ -243,12 +250,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     const char *dt = model_result_info[k].dtype;
-    size_t n = w.bytes /
-               (strcmp(dt, "pred") && strcmp(dt, "u8") && strcmp(dt, "s8") && strncmp(dt, "f8e", 3)
-                    ? (!strcmp(dt, "f64") || !strcmp(dt, "s64") || !strcmp(dt, "c128") ? 8
-                       : strstr(dt, "16")                                              ? 2
-                                                                                       : 4)
-                    : 1);
+    size_t n = w.bytes / dt_size(dt);
     double scale = 0, worst = 0, wg = n ? elem(dt, results[k], 0) : 0,
            ww = n ? elem(dt, w.data, 0) : 0;
     size_t wi = 0;

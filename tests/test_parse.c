@@ -813,7 +813,7 @@ Test(parse, bad_names_and_types) {
       "bad.hlo:4:25", "computation 'e'", "instruction 'x'", "undefined operand 'nope'");
   BAD("HloModule t\nENTRY e {\n  a = q32[2] parameter(0)\n}\n", "bad.hlo:3:7", "instruction 'a'",
       "unknown element type 'q32'");
-  BAD("HloModule t\nENTRY e {\n  a = u4[2] parameter(0)\n}\n", "unsupported element type 'u4'");
+  BAD("HloModule t\nENTRY e {\n  a = u2[2] parameter(0)\n}\n", "unsupported element type 'u2'");
   BAD("HloModule t\nENTRY e {\n  a = f8e4m3fnuz[2] parameter(0)\n}\n",
       "unsupported element type 'f8e4m3fnuz'");
   BAD("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] call(a), "

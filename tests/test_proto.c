@@ -765,8 +765,8 @@ Test(proto, shape_and_literal_errors) {
   }
   {
     int64_t d = 4;
-    expect_error(simple_module(ins("r", "negate", sh(21, 1, &d), 2, 1, &one), 2),
-                 "instruction 'r': unsupported element type s4");
+    expect_error(simple_module(ins("r", "negate", sh(26, 1, &d), 2, 1, &one), 2),
+                 "instruction 'r': unsupported element type s2");
     expect_error(simple_module(ins("r", "negate", sh(27, 1, &d), 2, 1, &one), 2),
                  "unsupported element type u2");
   }

@@ -79,6 +79,26 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
 
 /* ------------------------------------------------------------------ checks */
 
+/* The 4-bit integer type (s4, u4) anywhere in s, or DT_INVALID. */
+static DType cc_int4_in(const Shape *s) {
+  for (int i = 0; s->dt == DT_TUPLE && i < s->ntuple; i++) {
+    DType t = cc_int4_in(&s->tuple[i]);
+    if (t != DT_INVALID) return t;
+  }
+  return hlo_dtype_is_int4(s->dt) ? s->dt : DT_INVALID;
+}
+
+/* s4 and u4 have no code on the GPU yet (the CPU target compiles them): refused by name. */
+static bool cc_check_int4(CudaCg *cc, const HInstr *in) {
+  DType t = cc_int4_in(&in->shape);
+  for (int k = 0; k < in->nops && t == DT_INVALID; k++)
+    t = cc_int4_in(&in->ops[k]->shape);
+  if (t == DT_INVALID) return true;
+  hlo_err_at(cc->cg.err, in, "CUDA target: %s: element type %s is not supported by this target",
+             hlo_op_name(in->op), hlo_dtype_name(t));
+  return false;
+}
+
 static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   if (depth > 64) {
     hlo_err_comp(cc->cg.err, c, "CUDA target: computations nested too deeply");
@@ -86,7 +106,7 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!gen_op_supported(in, "CUDA", cc->cg.err)) return false;
+    if (!cc_check_int4(cc, in) || !gen_op_supported(in, "CUDA", cc->cg.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cc_check_comp(cc, in->calls[j], depth + 1)) return false;
   }

@@ -57,8 +57,8 @@ typedef struct GenCg {
 
 /* The common types of g (i1 .. vd) in context g->C. */
 void gen_cg_types(GenCg *g);
-/* LLVM register type of a dtype (pred: i1; fp8: f32, gen_fp8_decode) and storage type (pred,
- * fp8: i8). */
+/* LLVM register type of a dtype (pred: i1; fp8: f32, gen_fp8_decode; s4, u4: i4) and storage
+ * type (pred, fp8, s4, u4: i8). */
 LLVMTypeRef gen_reg_type(GenCg *g, DType t);
 LLVMTypeRef gen_mem_type(GenCg *g, DType t);
 /* A private, read-only, 64-byte aligned global holding n bytes of data, named name. */

@@ -37,6 +37,8 @@ LLVMTypeRef gen_reg_type(GenCg *g, DType t) {
   case DT_U32: return g->i32;
   case DT_S64:
   case DT_U64: return g->i64;
+  case DT_S4:
+  case DT_U4: return LLVMIntTypeInContext(g->C, 4); /* wraps modulo 16 as XLA's i4 */
   case DT_F16: return g->f16;
   case DT_BF16: return g->bf16;
   case DT_F8E4M3FN:
@@ -55,7 +57,7 @@ LLVMTypeRef gen_reg_type(GenCg *g, DType t) {
 }
 
 LLVMTypeRef gen_mem_type(GenCg *g, DType t) {
-  return t == DT_PRED || hlo_dtype_is_fp8(t) ? g->i8 : gen_reg_type(g, t);
+  return t == DT_PRED || hlo_dtype_is_fp8(t) || hlo_dtype_is_int4(t) ? g->i8 : gen_reg_type(g, t);
 }
 
 LLVMValueRef gen_const_global(GenCg *g, HInstr *in) {

@@ -415,7 +415,7 @@ LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to) {
     if (fk == DK_SINT) return LLVMBuildSIToFP(B, v, tt, "");
     return LLVMBuildUIToFP(B, v, tt, "");
   }
-  size_t fs = hlo_dtype_size(from), ts = hlo_dtype_size(to);
+  int fs = hlo_dtype_bits(from), ts = hlo_dtype_bits(to); /* s4, u4: i4 registers */
   if (fs == ts) return v;
   if (fs > ts) return LLVMBuildTrunc(B, v, tt, "");
   return fk == DK_SINT ? LLVMBuildSExt(B, v, tt, "") : LLVMBuildZExt(B, v, tt, "");
@@ -529,7 +529,7 @@ static LLVMValueRef el_int_div(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(a);
   bool s = hlo_dtype_kind(t) == DK_SINT;
-  unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+  unsigned bits = (unsigned)hlo_dtype_bits(t);
   /* a constant divisor other than 0 and -1 needs neither case: the plain instruction (which
      LLVM strength-reduces, and kernel sharing sees as a divisor: targets/cpu/cpu_share.c) */
   if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0 &&
@@ -562,7 +562,7 @@ static LLVMValueRef el_int_div(GenKern *k, DType t, LLVMValueRef a, LLVMValueRef
 static LLVMValueRef el_shift(GenKern *k, HOp op, DType t, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef ty = LLVMTypeOf(a);
-  unsigned bits = (unsigned)hlo_dtype_size(t) * 8;
+  unsigned bits = (unsigned)hlo_dtype_bits(t);
   LLVMValueRef big = LLVMBuildICmp(B, LLVMIntUGE, b, LLVMConstInt(ty, bits, 0), "");
   LLVMValueRef sb = LLVMBuildSelect(B, big, LLVMConstInt(ty, 0, 0), b, "");
   if (op == OP_SHL)
@@ -945,6 +945,49 @@ static LLVMValueRef el_elementwise(GenKern *k, const HInstr *in, LLVMValueRef *i
   return r && !exact && hlo_dtype_is_fp8(in->shape.dt) ? el_fp8_round(k, in->shape.dt, r) : r;
 }
 
+/* The wide integer of the same bits as x of type t (fp8 through its byte). */
+static LLVMValueRef el_bits_of(GenKern *k, DType t, LLVMValueRef x) {
+  if (hlo_dtype_is_fp8(t)) return gen_fp8_encode(k, t, x);
+  LLVMTypeRef it = LLVMIntTypeInContext(k->cg->C, (unsigned)hlo_dtype_bits(t));
+  return hlo_dtype_is_float(t) ? LLVMBuildBitCast(k->B, x, it, "") : x;
+}
+
+/* bitcast-convert between s4/u4 and a type of 8 bits or more, on XLA's packing: element j of
+ * the 4-bit side's minor dimension is bits 4j..4j+3 of the wide value (hlo/interp.c's
+ * bitcast_int4). To the wide type the nibbles are joined, from it one is shifted out. */
+static LLVMValueRef el_bitcast_int4(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
+  LLVMBuilderRef B = k->B;
+  const HInstr *x = in->ops[0];
+  DType ft = x->shape.dt, tt = in->shape.dt;
+  if (ft == DT_PRED || tt == DT_PRED)
+    return el_fail(k, in, "bitcast-convert between pred and a 4-bit type is not supported");
+  LLVMValueRef oi[HLO_MAX_RANK], v;
+  if (hlo_dtype_is_int4(ft)) { /* nibbles of x's minor dimension, low first */
+    int n = hlo_dtype_bits(tt) / 4, rank = in->shape.rank;
+    LLVMTypeRef wt = LLVMIntTypeInContext(k->cg->C, (unsigned)hlo_dtype_bits(tt));
+    memcpy(oi, idx, sizeof *oi * (size_t)rank);
+    v = LLVMConstInt(wt, 0, 0);
+    for (int j = 0; j < n; j++) {
+      oi[rank] = gen_i64(k, j);
+      LLVMValueRef e = gen_value(k, x, oi);
+      if (!e) return NULL;
+      e = LLVMBuildShl(B, LLVMBuildZExt(B, e, wt, ""), LLVMConstInt(wt, 4 * (unsigned)j, 0), "");
+      v = LLVMBuildOr(B, v, e, "");
+    }
+    if (hlo_dtype_is_fp8(tt)) return gen_fp8_decode(k, tt, v);
+    return LLVMBuildBitCast(B, v, gen_reg_type(k->cg, tt), "");
+  }
+  int rank = x->shape.rank; /* the nibble idx[rank] of x's value at idx[0..rank) */
+  if (hlo_dtype_bits(ft) > 64) return el_fail(k, in, "bitcast-convert wider than 64 bits");
+  v = gen_value(k, x, idx);
+  if (!v) return NULL;
+  v = el_bits_of(k, ft, v);
+  LLVMTypeRef wt = LLVMTypeOf(v);
+  LLVMValueRef sh = LLVMBuildMul(B, idx[rank], gen_i64(k, 4), "");
+  sh = LLVMBuildTruncOrBitCast(B, sh, wt, ""); /* in range: idx[rank] < bits / 4 */
+  return LLVMBuildTrunc(B, LLVMBuildLShr(B, v, sh, ""), gen_reg_type(k->cg, tt), "");
+}
+
 LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
   if (k->failed) return NULL;
   GenCg *cg = k->cg;
@@ -1182,6 +1225,11 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
     }
     case OP_BITCAST_CONVERT: {
       DType ft = in->ops[0]->shape.dt, tt = in->shape.dt;
+      if ((hlo_dtype_is_int4(ft) || hlo_dtype_is_int4(tt)) &&
+          hlo_dtype_bits(ft) != hlo_dtype_bits(tt)) {
+        r = el_bitcast_int4(k, in, idx);
+        break;
+      }
       if (hlo_dtype_size(ft) != hlo_dtype_size(tt) || ft == DT_PRED || tt == DT_PRED)
         return el_fail(k, in, "bitcast-convert between different element sizes is not supported");
       LLVMValueRef v = gen_value(k, in->ops[0], idx);

@@ -4,9 +4,9 @@
  * entry_br) and a body the builder walks. What both targets' kernels build with lives here:
  * i64 constants, counted loops (whose constant-bound induction variables feed the index
  * range analysis that lets the elemental generator drop bounds tests), allocas, row-major
- * element loads and stores (pred and fp8 stored as bytes), and the one dot or convolution of
- * a fusion. How a kernel is called and where its pointers come from is the target's: the
- * CPU's slot table, the CUDA kernel's parameters. */
+ * element loads and stores (pred, fp8, s4 and u4 stored as bytes), and the one dot or convolution
+ * of a fusion. How a kernel is called and where its pointers come from is the target's: the CPU's
+ * slot table, the CUDA kernel's parameters. */
 #include "gen.h"
 
 #include <string.h>
@@ -163,6 +163,7 @@ LLVMValueRef gen_load_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValue
   LLVMSetAlignment(v, (unsigned)hlo_dtype_size(s->dt));
   if (s->dt == DT_PRED) v = LLVMBuildICmp(k->B, LLVMIntNE, v, LLVMConstInt(k->cg->i8, 0, 0), "");
   if (hlo_dtype_is_fp8(s->dt)) v = gen_fp8_decode(k, s->dt, v);
+  if (hlo_dtype_is_int4(s->dt)) v = LLVMBuildTrunc(k->B, v, gen_reg_type(k->cg, s->dt), "");
   return v;
 }
 
@@ -176,6 +177,9 @@ void gen_store_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *id
   }
   if (s->dt == DT_PRED) v = LLVMBuildZExt(k->B, v, k->cg->i8, "");
   if (hlo_dtype_is_fp8(s->dt)) v = gen_fp8_encode(k, s->dt, v);
+  /* the byte holds the 4-bit value itself, as the interpreter's literals do */
+  if (s->dt == DT_S4) v = LLVMBuildSExt(k->B, v, k->cg->i8, "");
+  if (s->dt == DT_U4) v = LLVMBuildZExt(k->B, v, k->cg->i8, "");
   LLVMValueRef st = LLVMBuildStore(k->B, v, q);
   LLVMSetAlignment(st, (unsigned)hlo_dtype_size(s->dt));
 }
