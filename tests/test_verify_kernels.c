@@ -199,3 +199,55 @@ Test(verify_kernels, finds_the_kernel_through_a_gpu_bundle, .timeout = 120) {
   hlo_module_free(mc);
 }
 #endif
+
+/* A bf16 kernel off by about one percent (inside bf16's tolerance) feeds an f32 product, which
+ * is out of the f32 tolerance only through that input: the product is marked as agreeing on
+ * its compiled inputs, and no kernel is named. */
+static const char *tk_bf16_text =
+    "HloModule kb16\n"
+    "ENTRY e {\n"
+    "  x = f32[8,16] parameter(0)\n"
+    "  w = f32[16,16] parameter(1)\n"
+    "  c = f32[] constant(0.5)\n"
+    "  cb = f32[8,16] broadcast(c), dimensions={}\n"
+    "  m = f32[8,16] multiply(x, cb)\n"
+    "  h = bf16[8,16] convert(m)\n"
+    "  wb = bf16[16,16] convert(w)\n"
+    "  d = f32[8,16] dot(h, wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  d2 = f32[8,16] dot(h, wb), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+    "  ROOT t = (f32[8,16], f32[8,16], bf16[8,16]) tuple(d, d2, h)\n"
+    "}\n";
+
+static void tk_nudge(void *ctx, HModule *m) {
+  for (int c = 0; c < m->ncomps; c++)
+    for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+      HInstr *x = m->comps[c]->instrs[i];
+      if (x->op == OP_CONSTANT && x->literal && hlo_literal_get_f64(x->literal, 0) == 0.5)
+        hlo_literal_set_f64(x->literal, 0, 0.505), *(int *)ctx += 1;
+    }
+}
+
+Test(verify_kernels, a_difference_carried_by_the_inputs_names_no_kernel, .timeout = 120) {
+  HModule *mi = tu_parse(tk_bf16_text), *mc = tu_parse(tk_bf16_text);
+  HErr err = {0};
+  OptOpts o = {0};
+  cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+  HArena *ar = hlo_arena_new();
+  Literal *args[2];
+  tk_args(ar, mi, args, 7, 23, 0.05);
+  int nudged = 0;
+  char *rep = NULL;
+  size_t len = 0;
+  OptBisect b = {.rtol = 1e-4, .atol = 1e-5, .tol16 = 3e-2, .report = open_memstream(&rep, &len)};
+  b.inject_module = tk_nudge, b.inject_ctx = &nudged;
+  int rc = opt_bisect_kernels(mi, mc, args, 2, tk_run, NULL, &b, &err);
+  fclose(b.report);
+  cr_expect_gt(nudged, 0, "no constant to nudge");
+  cr_expect_eq(rc, 0, "rc %d (%s): %s", rc, err.msg, rep);
+  cr_expect_geq(b.kernels_checked, 2, "%s", rep);
+  cr_expect(strstr(rep, "agrees on its compiled inputs"), "%s", rep);
+  free(rep);
+  hlo_arena_free(ar);
+  hlo_module_free(mi);
+  hlo_module_free(mc);
+}
