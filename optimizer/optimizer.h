@@ -258,8 +258,8 @@ bool opt_bisect_compare(const OptBisect *b, Literal *got, Literal *const *want, 
 bool opt_bisect_leaf(const OptBisect *b, const Literal *got, const Literal *want, HCompare *c,
                      HErr *err);
 /* For bf16 and f16 arrays: the largest |got - want| in units in the last place of want's
- * element (1 or less: the two differ by one rounding to the type, not by a bug); -1 for other
- * types. */
+ * element (1 or less: the two differ by one rounding to the type, not by a bug), over the
+ * elements whose want is not zero (a zero is no rounding); -1 for other types. */
 double opt_bisect_ulps(const Literal *got, const Literal *want);
 /* ", exact in bf16", ", within 1 bf16 ulp: one rounding apart, not a bug" or ", N bf16 ulps", and
  * a newline, for a report line. */

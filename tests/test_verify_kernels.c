@@ -251,3 +251,16 @@ Test(verify_kernels, a_difference_carried_by_the_inputs_names_no_kernel, .timeou
   hlo_module_free(mi);
   hlo_module_free(mc);
 }
+
+/* A reference of exact zeros has no rounding to count: its elements are left to the
+ * tolerance (a zero's "ulp" is the smallest normal's, which made counts of 1e37). */
+Test(verify_kernels, ulps_skip_exact_zeros) {
+  HArena *a = hlo_arena_new();
+  int64_t dims[1] = {2};
+  Shape s = hlo_shape_array(DT_BF16, 1, dims);
+  Literal *want = hlo_literal_new(a, &s), *got = hlo_literal_new(a, &s);
+  hlo_literal_set_f64(want, 0, 0.0), hlo_literal_set_f64(got, 0, 0.03125);
+  hlo_literal_set_f64(want, 1, 1.0), hlo_literal_set_f64(got, 1, 1.0078125);
+  cr_expect_float_eq(opt_bisect_ulps(got, want), 1.0, 1e-12);
+  hlo_arena_free(a);
+}
