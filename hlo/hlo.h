@@ -485,6 +485,10 @@ void hlo_module_renumber(HModule *m);
 void hlo_module_fill_layouts(HModule *m);
 /* A fresh name "base.N" unused in the module. */
 const char *hlo_module_unique_name(HModule *m, const char *base);
+/* FNV-1a of n bytes continued from h (HLO_HASH_START to begin): the hash of hloc's name
+ * tables and of other byte strings. */
+#define HLO_HASH_START 1469598103934665603ull
+uint64_t hlo_hash_bytes(uint64_t h, const void *p, size_t n);
 /* want itself when no instruction or computation has that name yet, else a fresh one. */
 const char *hlo_module_name_as(HModule *m, const char *want);
 /* Replace every use of `from` by `to` in from's computation (and root). */
@@ -555,6 +559,8 @@ typedef struct HPrintOpts {
 
 /* Print the module as HLO text that hlo_parse_text reads back (unless elide_large). */
 void hlo_print_module(FILE *f, const HModule *m, const HPrintOpts *o);
+/* The same text, malloc'd (NUL-terminated; its length into *len when len is not NULL). */
+char *hlo_module_text(const HModule *m, const HPrintOpts *o, size_t *len);
 void hlo_print_comp(FILE *f, const HComp *c, const HPrintOpts *o);
 void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o);
 void hlo_print_literal(FILE *f, const Literal *l);

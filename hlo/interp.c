@@ -69,11 +69,9 @@ static Literal *alias_lit(IState *st, const Shape *s, void *data) {
 
 static const char *shape_s(IState *st, const Shape *s) { return hlo_shape_str(st->arena, s); }
 
-static int dtype_bits(DType t) { return hlo_dtype_bits(t); } /* 4 for s4, u4 */
-
 /* Value v truncated to the width of t and sign- or zero-extended back to 64 bits. */
 static int64_t int_norm(DType t, int64_t v) {
-  int bits = dtype_bits(t);
+  int bits = hlo_dtype_bits(t);
   if (bits >= 64) return v;
   uint64_t mask = (UINT64_C(1) << bits) - 1, u = (uint64_t)v & mask;
   if (hlo_dtype_kind(t) == DK_SINT && (u >> (bits - 1)) & 1) u |= ~mask;
@@ -81,7 +79,7 @@ static int64_t int_norm(DType t, int64_t v) {
 }
 
 static uint64_t int_mask(DType t) {
-  int bits = dtype_bits(t);
+  int bits = hlo_dtype_bits(t);
   return bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 }
 
@@ -166,7 +164,7 @@ static double fmin_nan(double a, double b) { return (isnan(a) || a <= b) ? a : b
 
 int64_t interp_binop_i64(HOp op, DType dt, int64_t a, int64_t b) {
   bool is_signed = hlo_dtype_kind(dt) == DK_SINT;
-  int bits = dtype_bits(dt);
+  int bits = hlo_dtype_bits(dt);
   uint64_t mask = int_mask(dt);
   a = int_norm(dt, a);
   b = int_norm(dt, b);
@@ -429,7 +427,7 @@ static double unary_f(HOp op, double x, bool *ok) {
 
 /* Unary integer op on a value of type t. *ok = false when not defined for integers. */
 static int64_t unary_i(HOp op, DType t, int64_t x, bool *ok) {
-  int bits = dtype_bits(t);
+  int bits = hlo_dtype_bits(t);
   uint64_t mask = int_mask(t), u = (uint64_t)x & mask;
   bool pred = hlo_dtype_kind(t) == DK_PRED;
   switch ((int)op) {

@@ -121,12 +121,14 @@ struct HNameSet {
   const char **slot; /* NULL = empty */
 };
 
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+uint64_t hlo_hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
+
+static uint64_t name_hash(const char *s) { return hlo_hash_bytes(HLO_HASH_START, s, strlen(s)); }
 
 static bool nameset_has(const struct HNameSet *ns, const char *name) {
   for (size_t i = name_hash(name) & (ns->cap - 1);; i = (i + 1) & (ns->cap - 1)) {

@@ -111,10 +111,7 @@ static void *vec_push(Vec *v, size_t elem) {
 }
 
 static uint64_t name_hash(const char *s, int n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
+  return hlo_hash_bytes(HLO_HASH_START, s, (size_t)n);
 }
 
 static void *map_get(const NameMap *m, const char *s, int n) {

@@ -498,3 +498,14 @@ void hlo_print_module(FILE *f, const HModule *m, const HPrintOpts *o) {
     fputc('\n', f);
   }
 }
+
+char *hlo_module_text(const HModule *m, const HPrintOpts *o, size_t *len) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  if (!f) return NULL;
+  hlo_print_module(f, m, o);
+  fclose(f);
+  if (len) *len = n;
+  return buf;
+}

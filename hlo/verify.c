@@ -1664,12 +1664,7 @@ typedef struct NameSet {
   size_t cap;        /* power of two */
 } NameSet;
 
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t name_hash(const char *s) { return hlo_hash_bytes(HLO_HASH_START, s, strlen(s)); }
 
 /* Insert s; false when it was already present. */
 static bool nameset_add(NameSet *ns, const char *s) {

@@ -94,12 +94,9 @@ static bool dump(Runner *r, const char *suffix) {
   if (!r->o->dump_dir) return true;
   char path[4096];
   snprintf(path, sizeof path, "%s/module_%s.%s.hlo", r->o->dump_dir, r->m->name, suffix);
-  char *buf = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  hlo_print_module(f, r->m, NULL);
-  fclose(f);
-  bool ok = hlo_write_file_atomic(path, buf, len, r->err);
+  char *buf = hlo_module_text(r->m, NULL, &len);
+  bool ok = buf && hlo_write_file_atomic(path, buf, len, r->err);
   free(buf);
   return ok;
 }

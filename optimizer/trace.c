@@ -69,9 +69,19 @@ static void tr_stats(FILE *f, const char *what, const Literal *l) {
             (long long)nan, (long long)inf);
 }
 
+/* Operand op's value: its argument (an entry parameter) or vals[nres + q] of the traced
+ * instruction q < n it is; NULL for anything else (a constant, tuple plumbing). */
+static Literal *tr_operand(const HModule *m, const HInstr *op, HInstr *const *tr, int n,
+                           Literal *const *vals, int nres, Literal *const *args) {
+  if (op->op == OP_PARAMETER && op->parent == m->entry) return args[op->param_num];
+  for (int q = 0; q < n; q++)
+    if (tr[q] == op) return vals[nres + q];
+  return NULL;
+}
+
 /* The divergent kernel k: its HLO, the fused computation, its operands' values. */
-static void tr_report_kernel(FILE *f, HInstr *const *tr, int ntr, int k, Literal *const *want,
-                             int nres, Literal *const *args) {
+static void tr_report_kernel(FILE *f, const HModule *m, HInstr *const *tr, int ntr, int k,
+                             Literal *const *want, int nres, Literal *const *args) {
   const HInstr *in = tr[k];
   fprintf(f, "\nthe kernel:\n  ");
   hlo_print_instr(f, in, NULL);
@@ -80,9 +90,7 @@ static void tr_report_kernel(FILE *f, HInstr *const *tr, int ntr, int k, Literal
   fprintf(f, "its operands (the interpreter's values):\n");
   for (int j = 0; j < in->nops; j++) {
     const HInstr *op = in->ops[j];
-    const Literal *v = op->op == OP_PARAMETER ? args[op->param_num] : NULL;
-    for (int q = 0; q < ntr && !v; q++)
-      if (tr[q] == op) v = want[nres + q];
+    const Literal *v = tr_operand(m, op, tr, ntr, want, nres, args);
     if (v && v->shape.dt != DT_TUPLE)
       tr_stats(f, op->name, v);
     else
@@ -93,18 +101,12 @@ static void tr_report_kernel(FILE *f, HInstr *const *tr, int ntr, int k, Literal
 /* Kernel k's own error: its instruction evaluated by the interpreter on the compiled values
  * of its operands (a computation of its own in m) against its compiled output. 1 agrees, 0
  * not, -1 when an operand is neither a parameter nor traced (a constant: no compiled value). */
-static int tr_local(const OptBisect *b, HModule *m, HInstr *const *tr, int ntr, int k,
-                    Literal *const *got, int nres, Literal *const *args, HArena *a, HErr *err) {
+static int tr_local(const OptBisect *b, HModule *m, HInstr *const *tr, int k, Literal *const *got,
+                    int nres, Literal *const *args, HArena *a, HErr *err) {
   const HInstr *in = tr[k];
   Literal **vals = hlo_arena_alloc(a, sizeof *vals * (size_t)(in->nops + 1));
-  for (int j = 0; j < in->nops; j++) {
-    const HInstr *op = in->ops[j];
-    vals[j] = op->op == OP_PARAMETER && op->parent == m->entry ? args[op->param_num] : NULL;
-    for (int q = 0; q < k && !vals[j]; q++)
-      if (tr[q] == op) vals[j] = got[nres + q];
-    if (!vals[j]) return -1;
-  }
-  (void)ntr;
+  for (int j = 0; j < in->nops; j++)
+    if (!(vals[j] = tr_operand(m, in->ops[j], tr, k, got, nres, args))) return -1;
   HComp *c = hlo_comp_new(m, hlo_module_unique_name(m, "local"));
   HInstr **ops = hlo_arena_alloc(m->arena, sizeof *ops * (size_t)(in->nops + 1));
   for (int j = 0; j < in->nops; j++) {
@@ -139,7 +141,7 @@ static int tr_compare(OptBisect *b, HModule *m, HInstr *const *tr, int ntr, Lite
       continue;
     }
     double ulps = opt_bisect_ulps(got[nres + k], want[nres + k]);
-    int local = c.bad ? tr_local(b, m, tr, ntr, k, got, nres, args, a, err) : 0;
+    int local = c.bad ? tr_local(b, m, tr, k, got, nres, args, a, err) : 0;
     if (local < 0 && err->set) return -1;
     long long outside = (long long)c.bad;
     if (local == 1) carried++, c.bad = 0; /* its own computation agrees */
@@ -172,7 +174,7 @@ static int tr_compare(OptBisect *b, HModule *m, HInstr *const *tr, int ntr, Lite
           b->kernel_worst.worst_got, b->kernel_worst.worst_want);
   fprintf(f, "downstream: %d of the %d kernels after it out of tolerance too (max rel err %.3g)\n",
           after, ntr - first - 1, after_rel);
-  tr_report_kernel(f, tr, ntr, first, want, nres, args);
+  tr_report_kernel(f, m, tr, ntr, first, want, nres, args);
   return 1;
 }
 

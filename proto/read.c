@@ -177,10 +177,7 @@ static void nameset_init(NameSet *s, HArena *a, size_t n) {
 
 /* false when name is already present */
 static bool nameset_add(NameSet *s, const char *name) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char *p = name; *p; p++)
-    h = (h ^ (uint8_t)*p) * 1099511628211ull;
-  size_t i = mix64(h) & s->mask;
+  size_t i = mix64(hlo_hash_bytes(HLO_HASH_START, name, strlen(name))) & s->mask;
   for (; s->keys[i]; i = (i + 1) & s->mask)
     if (!strcmp(s->keys[i], name)) return false;
   s->keys[i] = name;

@@ -126,15 +126,9 @@ static void cc_check_ex(const char *what, const char *text, double rtol, bool op
   int np = ref->entry->nparams;
   Literal *args[8];
   cr_assert(np <= 8);
-  for (int i = 0; i < np; i++) {
+  for (int i = 0; i < np; i++)
     args[i] = cc_arg(a, &ref->entry->params[i]->shape, i, special);
-    char path[512];
-    snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-    cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
-  }
-  Literal *res = hlo_interp_run(ref, a, args, np, &err);
-  cr_assert(res, "%s: interpreter: %s", what, err.msg);
-  ct_write_leaves(dir, res, 0);
+  ct_reference_on(ref, a, dir, args);
   cr_assert(ct_compile(m, dir, "model", 1, &err), "%s: %s", what, err.msg);
   ct_build_driver_for(dir, what);
   ct_check_driver(dir, dir, rtol, "cpu_complex", what);

@@ -16,16 +16,6 @@
 #include "optimizer.h"
 #include "proto.h"
 
-/* m printed as HLO text (malloc'd). */
-static char *pw_text(const HModule *m) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  hlo_print_module(f, m, NULL);
-  fclose(f);
-  return buf;
-}
-
 /* m written as a proto (malloc'd bytes in *len). */
 static uint8_t *pw_write(const HModule *m, size_t *len, const char *what) {
   uint8_t *b = NULL;
@@ -40,7 +30,7 @@ static uint8_t *pw_round_trip(const HModule *m, const char *what, size_t *len) {
   HErr err = {0};
   HModule *back = proto_read_module(b, *len, what, &err);
   cr_assert(back, "%s: written proto not read back: %s", what, err.msg);
-  char *a = pw_text(m), *t = pw_text(back);
+  char *a = hlo_module_text(m, NULL, NULL), *t = hlo_module_text(back, NULL, NULL);
   cr_expect(!strcmp(a, t), "%s: the module read back prints differently", what);
   free(a);
   free(t);
@@ -162,7 +152,7 @@ static char *pw_text_round_trip(const char *text) {
   uint8_t *b = pw_write(m, &len, "t.hlo");
   HModule *back = proto_read_module(b, len, "t.pb", &err);
   cr_assert(back, "%s", err.msg);
-  char *t = pw_text(back);
+  char *t = hlo_module_text(back, NULL, NULL);
   free(b);
   hlo_module_free(m);
   hlo_module_free(back);

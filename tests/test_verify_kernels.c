@@ -49,6 +49,14 @@ static void tk_corrupt(void *ctx, HModule *m) {
     }
 }
 
+/* The module of text read twice and optimized with o: *mi for the interpreter, *mc for the
+ * target. */
+static void tk_pair(const char *text, const OptOpts *o, HModule **mi, HModule **mc) {
+  HErr err = {0};
+  *mi = tu_parse(text), *mc = tu_parse(text);
+  cr_assert(opt_optimize(*mi, o, &err) && opt_optimize(*mc, o, &err), "%s", err.msg);
+}
+
 /* The two arguments of tk_text: a ramp of values in [lo, lo + 0.01 (mod - 1)]. */
 static void tk_args(HArena *ar, const HModule *m, Literal **args, int mul, int mod, double lo) {
   for (int p = 0; p < 2; p++) {
@@ -72,10 +80,9 @@ static void tk_expect_found(const HModule *mi, const OptBisect *b, const char *c
 
 Test(verify_kernels, finds_the_kernel_that_is_wrong, .timeout = 120) {
   for (int inject = 0; inject < 2; inject++) {
-    HModule *mi = tu_parse(tk_text), *mc = tu_parse(tk_text);
+    HModule *mi, *mc;
     HErr err = {0};
-    OptOpts o = {0};
-    cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+    tk_pair(tk_text, &(OptOpts){0}, &mi, &mc);
     HArena *ar = hlo_arena_new();
     Literal *args[2];
     tk_args(ar, mi, args, 7, 23, -0.1);
@@ -141,11 +148,9 @@ static bool tk_run_gpu(void *ctx, HModule *m, Literal *const *args, int nargs, H
                        Literal ***out, int *n, HErr *err) {
   TkGpu *g = ctx;
   uint64_t id = cuda_bundle_id(m, &g->o, args, nargs);
-  char *text = NULL, why[256];
+  char why[256];
   size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  hlo_print_module(f, m, NULL);
-  fclose(f);
+  char *text = hlo_module_text(m, NULL, &len);
   HModule *host = hlo_parse_text(text, len, "<copy>", err); /* the stand-in's own copy */
   free(text);
   if (!host || !cuda_bundle_prepare(m, &g->o, args, nargs, g->dir, id, err)) return false;
@@ -160,11 +165,11 @@ static bool tk_run_gpu(void *ctx, HModule *m, Literal *const *args, int nargs, H
 }
 
 Test(verify_kernels, finds_the_kernel_through_a_gpu_bundle, .timeout = 120) {
-  HModule *mi = tu_parse(tk_text), *mc = tu_parse(tk_text);
+  HModule *mi, *mc;
   HErr err = {0};
   OptOpts o = {0};
   cuda_optimizer_options(&o, CUDA_PRECISION_HIGHEST);
-  cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+  tk_pair(tk_text, &o, &mi, &mc);
   HArena *ar = hlo_arena_new();
   Literal *args[2];
   tk_args(ar, mi, args, 5, 19, -0.08);
@@ -228,10 +233,9 @@ static void tk_nudge(void *ctx, HModule *m) {
 }
 
 Test(verify_kernels, a_difference_carried_by_the_inputs_names_no_kernel, .timeout = 120) {
-  HModule *mi = tu_parse(tk_bf16_text), *mc = tu_parse(tk_bf16_text);
+  HModule *mi, *mc;
   HErr err = {0};
-  OptOpts o = {0};
-  cr_assert(opt_optimize(mi, &o, &err) && opt_optimize(mc, &o, &err), "%s", err.msg);
+  tk_pair(tk_bf16_text, &(OptOpts){0}, &mi, &mc);
   HArena *ar = hlo_arena_new();
   Literal *args[2];
   tk_args(ar, mi, args, 7, 23, 0.05);

@@ -231,7 +231,8 @@ static bool verify_json(const char *path, const char *file, const char *target, 
 
 typedef struct VerifyArgs {
   const char *file, *target, *json, *ins[256], *exps[256];
-  const char *precision;        /* --precision (cuda) */
+  const char *precision;        /* --precision (cuda) as given */
+  bool tf32;                    /* it is tf32 */
   const char *bundle, *results; /* --bundle DIR, --results DIR (cuda) */
   int nin, nexp;
   uint64_t seed;
@@ -296,6 +297,7 @@ static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
     fprintf(stderr, "hloc verify: %s\n", why);
     return 2;
   }
+  va->tf32 = va->precision && !strcmp(va->precision, "tf32");
   va->argc = argc, va->argv = argv;
   if (va->file) return 0;
   verify_usage(stderr);
@@ -418,8 +420,7 @@ static int verify_kernels_cuda(HModule *m, HModule *mc, Literal *const *args, in
                                HErr *err) {
   char tmp[512] = "";
   VerifyGpu g = {.va = va, .dir = va->results ? va->results : va->bundle};
-  g.o.precision = va->precision && !strcmp(va->precision, "tf32") ? CUDA_PRECISION_TF32
-                                                                  : CUDA_PRECISION_HIGHEST;
+  g.o.precision = va->tf32 ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
   g.o.opt_level = 2;
   if (!g.dir) {
     const char *t = getenv("TMPDIR");
@@ -517,9 +518,7 @@ static int verify_main(int argc, char **argv) {
   bool known = !strcmp(va.target, "cpu");
 #ifdef HLOC_HAVE_CUDA
   if (!strcmp(va.target, "cuda"))
-    cuda_optimizer_options(&oo, va.precision && !strcmp(va.precision, "tf32")
-                                    ? CUDA_PRECISION_TF32
-                                    : CUDA_PRECISION_HIGHEST),
+    cuda_optimizer_options(&oo, va.tf32 ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST),
         known = true;
 #endif
   rc = 2;

@@ -120,31 +120,17 @@ static const char *const cr_script =
     "rm -f \"$d\"/got*.bin\n"
     "exec \"$d/run\" \"$d\"\n";
 
-/* FNV-1a of n bytes into h. */
-static uint64_t cr_hash(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 uint64_t cuda_bundle_id(const HModule *m, const CudaOpts *o, Literal *const *args, int nargs) {
-  char *text = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  uint64_t h = 14695981039346656037ull;
-  if (f) {
-    hlo_print_module(f, m, NULL);
-    fclose(f);
-    h = cr_hash(h, text, len);
-  }
+  char *text = hlo_module_text(m, NULL, &len);
+  uint64_t h = hlo_hash_bytes(HLO_HASH_START, text, text ? len : 0);
   free(text);
   for (int i = 0; i < nargs; i++)
-    h = cr_hash(h, args[i]->data, (size_t)hlo_shape_bytes(&args[i]->shape));
+    h = hlo_hash_bytes(h, args[i]->data, (size_t)hlo_shape_bytes(&args[i]->shape));
   char opts[256];
   snprintf(opts, sizeof opts, "%s %d %d %d %s", o->gpu_arch ? o->gpu_arch : "sm_90",
            (int)o->precision, o->no_cublas, o->opt_level, hlo_commit());
-  return cr_hash(h, opts, strlen(opts));
+  return hlo_hash_bytes(h, opts, strlen(opts));
 }
 
 /* dir/name into p; false with a located error when it does not fit or would break quoting. */
@@ -170,14 +156,15 @@ static bool cr_write_args(const HModule *m, Literal *const *args, int nargs, con
   return true;
 }
 
-/* The "#define NAME_CUDA_LIBS "..."" of header h into libs. */
-static void cr_libs(const char *h, char *libs, size_t n) {
-  const char *p = strstr(h, "#define HV_CUDA_LIBS \"");
-  libs[0] = 0;
-  if (!p) return;
-  p += strlen("#define HV_CUDA_LIBS \"");
-  const char *q = strchr(p, '"');
-  if (q && (size_t)(q - p) < n) memcpy(libs, p, (size_t)(q - p)), libs[q - p] = 0;
+/* The libraries header h says to link (its "#define HV_CUDA_LIBS "..."", -lcuda among them)
+ * into libs; false when it says none. */
+static bool cr_libs(const char *h, char *libs, size_t n) {
+  const char *key = "#define HV_CUDA_LIBS \"", *p = strstr(h, key);
+  const char *q = p ? strchr(p + strlen(key), '"') : NULL;
+  if (!q || (size_t)(q - p) - strlen(key) >= n) return false;
+  p += strlen(key);
+  memcpy(libs, p, (size_t)(q - p)), libs[q - p] = 0;
+  return true;
 }
 
 /* The driver, run.sh and the link of run (with $CC, else cc). */
@@ -187,8 +174,12 @@ static bool cr_link(const HModule *m, const CudaOpts *o, const char *dir, HErr *
   size_t hl = 0;
   if (!cr_path(hdr, sizeof hdr, dir, "hv.h", m, err) || !hlo_read_file(hdr, &h, &hl, err))
     return false;
-  cr_libs(h, libs, sizeof libs);
+  bool have_libs = cr_libs(h, libs, sizeof libs);
   free(h);
+  if (!have_libs) {
+    hlo_err(err, hdr, NULL, NULL, "kernel bisection: the header names no CUDA libraries");
+    return false;
+  }
   if (!cr_path(p, sizeof p, dir, "driver.c", m, err) ||
       !hlo_write_file_atomic(p, cr_driver, strlen(cr_driver), err) ||
       !cr_path(p, sizeof p, dir, "run.sh", m, err) ||
@@ -198,7 +189,7 @@ static bool cr_link(const HModule *m, const CudaOpts *o, const char *dir, HErr *
   const char *home = cuda_toolkit_home(o), *cc = getenv("CC");
   snprintf(cmd, sizeof cmd,
            "%s -O2 -std=gnu17 -I'%s' -I'%s/include' -o '%s/run' '%s/driver.c' '%s/hv.o' "
-           "-L'%s/lib64/stubs' -L'%s/lib64' -Wl,-rpath,'%s/lib64' %s -lcuda -lpthread -lm",
+           "-L'%s/lib64/stubs' -L'%s/lib64' -Wl,-rpath,'%s/lib64' %s -lpthread -lm",
            cc && *cc ? cc : "cc", dir, home, dir, dir, dir, home, home, home, libs);
   if (system(cmd) != 0) {
     hlo_err(err, m->file, NULL, NULL, "kernel bisection: linking the GPU run failed (%s)", cmd);

@@ -128,9 +128,22 @@ static GxC cx_mul(GenKern *k, GxC a, GxC b) {
                fadd(k, fmul(k, a.re, b.im), fmul(k, a.im, b.re))};
 }
 
+/* z's parts as +-1 where infinite and +-0 where not, signs kept (Annex G's "box"). */
+static GxC cx_box(GenKern *k, DType pt, GxC z) {
+  LLVMValueRef one = fc(k, pt, 1), zero = fc(k, pt, 0);
+  return (GxC){copysign_(k, sel(k, isinf_(k, pt, z.re), one, zero), z.re),
+               copysign_(k, sel(k, isinf_(k, pt, z.im), one, zero), z.im)};
+}
+
+/* s times a times the conjugate of b, part by part. */
+static GxC cx_scaled_mul_conj(GenKern *k, LLVMValueRef s, GxC a, GxC b) {
+  return (GxC){fmul(k, s, fadd(k, fmul(k, a.re, b.re), fmul(k, a.im, b.im))),
+               fmul(k, s, fsub(k, fmul(k, a.im, b.re), fmul(k, a.re, b.im)))};
+}
+
 /* Annex G's recoveries of a division whose parts both came out NaN (see the file's note). */
 static GxC cx_div_recover(GenKern *k, DType pt, GxC a, GxC b, GxC r) {
-  LLVMValueRef inf = fc(k, pt, INFINITY), zero = fc(k, pt, 0), one = fc(k, pt, 1);
+  LLVMValueRef inf = fc(k, pt, INFINITY), zero = fc(k, pt, 0);
   LLVMValueRef both_nan = and1(k, isnan_(k, r.re), isnan_(k, r.im));
   /* a zero divisor, a dividend not all NaN: infinities signed by the dividend */
   LLVMValueRef bzero = and1(k, fcmp(k, LLVMRealOEQ, b.re, zero), fcmp(k, LLVMRealOEQ, b.im, zero));
@@ -141,18 +154,12 @@ static GxC cx_div_recover(GenKern *k, DType pt, GxC a, GxC b, GxC r) {
   LLVMValueRef ainf = or1(k, isinf_(k, pt, a.re), isinf_(k, pt, a.im));
   LLVMValueRef bfin = and1(k, isfinite_(k, pt, b.re), isfinite_(k, pt, b.im));
   LLVMValueRef c2 = and1(k, ainf, bfin);
-  GxC a1 = {copysign_(k, sel(k, isinf_(k, pt, a.re), one, zero), a.re),
-            copysign_(k, sel(k, isinf_(k, pt, a.im), one, zero), a.im)};
-  GxC r2 = {fmul(k, inf, fadd(k, fmul(k, a1.re, b.re), fmul(k, a1.im, b.im))),
-            fmul(k, inf, fsub(k, fmul(k, a1.im, b.re), fmul(k, a1.re, b.im)))};
+  GxC r2 = cx_scaled_mul_conj(k, inf, cx_box(k, pt, a), b);
   /* a finite dividend over an infinite divisor: zeros with the quotient's signs */
   LLVMValueRef binf = or1(k, isinf_(k, pt, b.re), isinf_(k, pt, b.im));
   LLVMValueRef afin = and1(k, isfinite_(k, pt, a.re), isfinite_(k, pt, a.im));
   LLVMValueRef c3 = and1(k, binf, afin);
-  GxC b1 = {copysign_(k, sel(k, isinf_(k, pt, b.re), one, zero), b.re),
-            copysign_(k, sel(k, isinf_(k, pt, b.im), one, zero), b.im)};
-  GxC r3 = {fmul(k, zero, fadd(k, fmul(k, a.re, b1.re), fmul(k, a.im, b1.im))),
-            fmul(k, zero, fsub(k, fmul(k, a.im, b1.re), fmul(k, a.re, b1.im)))};
+  GxC r3 = cx_scaled_mul_conj(k, zero, a, cx_box(k, pt, b));
   GxC out = r;
   out.re = sel(k, and1(k, both_nan, c3), r3.re, out.re);
   out.im = sel(k, and1(k, both_nan, c3), r3.im, out.im);

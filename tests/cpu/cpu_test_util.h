@@ -140,16 +140,12 @@ static inline int ct_write_leaves(const char *dir, const Literal *l, int k) {
   return k + 1;
 }
 
-/* The reference run of module ref: deterministic arguments (ct_arg, integers in
- * [0, int_range)) written as DIR/in<k>.npy, evaluated by the interpreter, its result leaves
- * written as DIR/out<k>.npy. */
-static inline void ct_reference(HModule *ref, HArena *a, const char *dir, int int_range) {
+/* The reference run of module ref (renumbered) on args: written as DIR/in<k>.npy, evaluated
+ * by the interpreter, its result leaves written as DIR/out<k>.npy. */
+static inline void ct_reference_on(HModule *ref, HArena *a, const char *dir, Literal **args) {
   HErr err = {0};
-  hlo_comp_renumber(ref->entry);
   int np = ref->entry->nparams;
-  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
-    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, int_range);
     char path[512];
     snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
     cr_assert(hlo_npy_write(path, args[i], &err), "%s", err.msg);
@@ -157,6 +153,16 @@ static inline void ct_reference(HModule *ref, HArena *a, const char *dir, int in
   Literal *res = hlo_interp_run(ref, a, args, np, &err);
   cr_assert(res, "interpreter: %s", err.msg);
   ct_write_leaves(dir, res, 0);
+}
+
+/* The reference run on deterministic arguments (ct_arg, integers in [0, int_range)). */
+static inline void ct_reference(HModule *ref, HArena *a, const char *dir, int int_range) {
+  hlo_comp_renumber(ref->entry);
+  int np = ref->entry->nparams;
+  Literal **args = hlo_arena_alloc(a, sizeof(Literal *) * (size_t)(np + 1));
+  for (int i = 0; i < np; i++)
+    args[i] = ct_arg(a, &ref->entry->params[i]->shape, i, int_range);
+  ct_reference_on(ref, a, dir, args);
 }
 
 /* ------------------------------------------------------------------ compiling and checking */
