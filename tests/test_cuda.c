@@ -696,6 +696,52 @@ Test(cuda_ptx, prefill_attention_on_the_tensor_cores) {
   }
 }
 
+/* Dots of a few rows: the skinny kernel (split over K, then the partials' sum) instead of
+ * cuBLAS; the s8 weight's prologue (convert, scale) and the residual add fused, the weight read
+ * by vector accesses; more rows than the kernel takes stay on cuBLAS (run on a GPU against the
+ * interpreter by tools/cuda_device_test.sh). */
+Test(cuda_ptx, few_row_dots_through_the_skinny_kernel) {
+  static const struct {
+    const char *name;
+    int splits;
+  } cases[] = {{"skinny_w8a16", 1}, {"skinny_gemv", 2}, {"skinny_heads", 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    char *js = tu_case_manifest(cases[c].name, OPT_CONV_NHWC);
+    cr_expect_eq(tu_count(js, "\"shape\": \"skinny-split\""), cases[c].splits, "%s", js);
+    cr_expect_eq(tu_count(js, "\"shape\": \"skinny-finish\""), cases[c].splits, "%s", js);
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 0, "%s", js);
+    cr_expect_eq(tu_count(js, "\"kind\": \"kernel\""), 2 * cases[c].splits, "%s", js);
+    free(js);
+  }
+  char p[1024], *ptx;
+  snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/skinny_w8a16.hlo");
+  HErr err = {0};
+  HModule *m = proto_load_file(p, &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  free(tu_kernels(m, "skinny_w8a16", CUDA_EMIT_PTX, 3, &ptx, NULL));
+  cr_expect(strstr(ptx, "ld.global.nc.u32") && strstr(ptx, "cvt.rn.bf16.s16"),
+            "no 4-byte accesses of the s8 weight, or no conversion: %.2000s", ptx);
+  free(ptx);
+  /* nine rows: cuBLAS */
+  static const char *nine = "HloModule nine\n"
+                            "ENTRY e {\n"
+                            "  x = bf16[9,1024] parameter(0)\n"
+                            "  w = bf16[1024,1024] parameter(1)\n"
+                            "  ROOT d = bf16[9,1024] dot(x, w), lhs_contracting_dims={1}, "
+                            "rhs_contracting_dims={0}\n"
+                            "}\n";
+  m = hlo_parse_text(nine, strlen(nine), "nine.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  char *js = tu_kernels(m, "nine", CUDA_EMIT_CUBIN, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "skinny"), 0, "%s", js);
+  free(js);
+}
+
 /* Softmax's two reductions and its division: one row-chain kernel. */
 Test(cuda_ptx, softmax_as_one_row_kernel) {
   char *js = tu_case_manifest("softmax_rows", OPT_CONV_NHWC);

@@ -73,7 +73,7 @@ static LLVMValueRef am_pack_f32(GenKern *k, DType t, LLVMValueRef x, LLVMValueRe
 }
 
 /* c += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor cores. */
-static void am_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c) {
+void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c) {
   LLVMValueRef args[10];
   LLVMTypeRef h2 = LLVMVectorType(k->cg->f16, 2);
   for (int i = 0; i < 6; i++) {
@@ -238,8 +238,8 @@ static void am_scores(GenKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
       LLVMValueRef m = two ? m8 : LLVMBuildAnd(B, m8, gen_i64(k, 1), "");
       LLVMValueRef c = am_add(k, m, 2 * ks), bf[4];
       am_ldsm(k, am_byte(k, w->ks, am_swz(k, r, c, nch)), false, two ? 4 : 2, bf);
-      am_mma(k, w->ty, w->qa[ks], bf, acc);
-      if (two) am_mma(k, w->ty, w->qa[ks + 1], bf + 2, acc);
+      cuda_mma(k, w->ty, w->qa[ks], bf, acc);
+      if (two) cuda_mma(k, w->ty, w->qa[ks + 1], bf + 2, acc);
     }
     for (int i = 0; i < 4; i++) { /* element i: row g + 8 (i / 2), key nt * 8 + 2q + i % 2 */
       LLVMValueRef key = LLVMBuildNSWAdd(
@@ -310,8 +310,8 @@ static void am_values(GenKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
     for (int nt = 0; nt < nvt; nt += 2) { /* dv a multiple of 16: pairs of tiles */
       LLVMValueRef bf[4];
       am_ldsm(k, am_byte(k, w->vs, am_swz(k, r, am_add(k, half, nt), nch)), true, 4, bf);
-      am_mma(k, w->ty, a, bf, o[nt]);
-      am_mma(k, w->ty, a, bf + 2, o[nt + 1]);
+      cuda_mma(k, w->ty, a, bf, o[nt]);
+      cuda_mma(k, w->ty, a, bf + 2, o[nt + 1]);
     }
   }
   for (int nt = 0; nt < nvt; nt++)

@@ -243,6 +243,25 @@ CuPtr cuda_scratch(CudaCg *cc, int64_t bytes);
 /* Generating `in` at index idx (rank entries) in this kernel gives v. */
 void cuda_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
+/* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
+typedef struct DotSide {
+  int nb, nf, nc;                                            /* counts */
+  int64_t b[HLO_MAX_RANK], f[HLO_MAX_RANK], c[HLO_MAX_RANK]; /* operand dims, in order */
+  int64_t B, F, K;                                           /* products of the sizes */
+} DotSide;
+void cuda_dot_side(const HInstr *dot, int j, DotSide *s);
+
+/* c (4 f32 registers) += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor
+ * cores (mma.sync m16n8k16, bf16 or f16 operands; cuda_attention_mma.c). */
+void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c);
+
+/* ------------------------------------------------------------------ cuda_skinny.c */
+
+/* The kernel(s) of a dot of a few rows (a decode step's projection, a dequantized weight's
+ * product), or of a fusion whose hero it is (*taken; else nothing emitted). false with a
+ * located error when generation failed. */
+bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken);
+
 /* ------------------------------------------------------------------ cuda_attention.c */
 
 /* The fused attention kernel(s) for a kCustom fusion the attention pass built (*taken; else

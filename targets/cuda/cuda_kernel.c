@@ -1384,14 +1384,7 @@ static const HInstr *ck_hero(const HInstr *in, HOp want) {
   return hero && hero->op == want ? hero : NULL;
 }
 
-/* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
-typedef struct DotSide {
-  int nb, nf, nc;                                            /* counts */
-  int64_t b[HLO_MAX_RANK], f[HLO_MAX_RANK], c[HLO_MAX_RANK]; /* operand dims, in order */
-  int64_t B, F, K;                                           /* products of the sizes */
-} DotSide;
-
-static void ck_dot_side(const HInstr *dot, int j, DotSide *s) {
+void cuda_dot_side(const HInstr *dot, int j, DotSide *s) {
   const DotDims *dd = dot->dot;
   const Shape *os = &dot->ops[j]->shape;
   const IList *bl = j ? &dd->rhs_batch : &dd->lhs_batch,
@@ -1684,8 +1677,8 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
 static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   DType t = dot->shape.dt, at = dot->ops[0]->shape.dt; /* result, operands */
   DotSide side[2];
-  ck_dot_side(dot, 0, &side[0]);
-  ck_dot_side(dot, 1, &side[1]);
+  cuda_dot_side(dot, 0, &side[0]);
+  cuda_dot_side(dot, 1, &side[1]);
   const DotSide *L = &side[0], *R = &side[1];
   int64_t esz = (int64_t)hlo_dtype_size(t), asz = (int64_t)hlo_dtype_size(at);
   int64_t stage = cc->plan.temp_bytes, used = 0;
@@ -1755,8 +1748,8 @@ static bool ck_gemm_ok(CudaCg *cc, const HInstr *in, const HInstr *dot) {
   if ((rt != at && !fp8) || (ck_fp8(at) && !fp8) || !ck_gemm_types_ok(at, dot->shape.dt))
     return false;
   DotSide L, R;
-  ck_dot_side(dot, 0, &L);
-  ck_dot_side(dot, 1, &R);
+  cuda_dot_side(dot, 0, &L);
+  cuda_dot_side(dot, 1, &R);
   if (L.F * L.K * R.F * L.B == 0) return false;
   /* (see ck_tn_ok; the lhs rows are cuBLAS's n, free for cuBLASLt's fp8 kernels: a decode
      step's few rows) */
@@ -2273,6 +2266,8 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   bool taken;
   bool att_ok = cuda_attention(cc, in, &taken);
   if (taken) return att_ok;
+  bool sk_ok = cuda_skinny(cc, in, &taken);
+  if (taken) return sk_ok;
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
