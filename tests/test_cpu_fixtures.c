@@ -107,6 +107,13 @@ Test(cpu, fixture_llama_decode_bf16, .timeout = 300) { tf_fixture("llama_decode_
 Test(cpu, fused_llama_layer_bf16, .timeout = 300) { tf_fixture_opt("llama_layer_bf16", 3e-2); }
 Test(cpu, fused_llama_decode_bf16, .timeout = 300) { tf_fixture_opt("llama_decode_bf16", 3e-2); }
 
+/* tests/xla_cases/w8a16_decode: a decode step whose weights are int8 with bf16 scales
+ * (tools/export_w8a16.py; XLA's outputs on the GPU), at the bf16 bar, as written and optimized. */
+Test(cpu, xla_w8a16_decode, .timeout = 300) {
+  const char *names[] = {"w8a16_decode"};
+  tf_xla_cases(names, 1, 3e-2, true);
+}
+
 /* tests/xla_cases: JAX's lax.fori_loop, lax.scan and a lax.while_loop counting down, with XLA's
  * outputs, through the optimizer (while-unroll); and two lax.while_loops whose trip count
  * depends on the data (Newton's square root to a tolerance; a bound given as an argument, a

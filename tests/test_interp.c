@@ -1063,8 +1063,9 @@ Test(interp, corpus_fixtures, .timeout = 300) {
 }
 
 /* tests/xla_cases: grouped convolutions (batch_group_count, feature_group_count),
- * conditionals (lax.cond, lax.switch) and loops (fori_loop, scan, while_loop) exported by JAX with
- * XLA's outputs (tools/export_xla_cases.py), which the corpus does not have. */
+ * conditionals (lax.cond, lax.switch), loops (fori_loop, scan, while_loop) and an int8-weight
+ * decode step exported by JAX with XLA's outputs (tools/export_xla_cases.py,
+ * tools/export_w8a16.py), which the corpus does not have. */
 Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
   const char *dir = HLOC_TEST_DIR "/xla_cases";
   const char *names[] = {"bgc2_nhwc",       "bgc3_nchw_stride_pad",
@@ -1075,7 +1076,7 @@ Test(interp, xla_grouped_convolution_cases, .timeout = 120) {
                          "switch_7",        "switch_m3",
                          "fori_loop",       "scan",
                          "while_down",      "while_newton",
-                         "while_arg_bound"};
+                         "while_arg_bound", "w8a16_decode"};
   int failed = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     double s = 0;
