@@ -191,20 +191,26 @@ FIXTURE_TEST(llama_layer_bf16)
 FIXTURE_TEST(llama_decode_bf16)
 
 /* bf16 dots run on the tensor cores through cuBLAS with f32 accumulation: a bf16 result
- * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. The
+ * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel; the two
+ * whose fusion adds the residual stream run through cuBLASLt, the residual as C (beta 1). The
  * decode step's key cache ([batch, seq, kv_heads, dim], batch dims 0 and 2) is read in place,
  * one strided-batched call per sequence, not staged; the value cache, which the product reads
  * transposed, is staged (one call) through shared-memory tiles. */
 Test(cuda_ptx, bf16_dots_through_cublas) {
   static const char *const fx[] = {"llama_layer_bf16", "llama_decode_bf16"};
-  static const int calls[] = {9, 10}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
+  static const int calls[] = {7, 8}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
   for (int f = 0; f < 2; f++) {
     size_t n = 0;
     char *bin;
     char *js = tu_kernels(tu_load(fx[f]), fx[f], CUDA_EMIT_CUBIN, 3, &bin, &n);
     free(bin);
-    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), calls[f], "%s: %s",
-                 fx[f], js);
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\""),
+                 calls[f], "%s: %s", fx[f], js);
+    /* the attention output and down projections take their residual adds as cuBLASLt's C */
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\""), 2, "%s",
+                 fx[f]);
+    cr_expect_eq(tu_count(js, "\"beta\": 1, "), 2, "%s", fx[f]);
+    cr_expect_eq(tu_count(js, "\"epilogue\": \"residual\", "), 2, "%s", fx[f]);
     cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", "
                               "\"compute\": \"CUBLAS_COMPUTE_32F\""),
                  bf16_out[f], "%s: bf16 x bf16 -> bf16 products", fx[f]);
@@ -439,7 +445,7 @@ static char *tu_object(const char *fixture, const char *name, char **dir_out) {
 
 #define TU_LIBS                                                                                    \
   "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME           \
-  "/lib -lcublas -lcudnn -lpthread -lm"
+  "/lib -lcublas -lcublasLt -lcudnn -lpthread -lm"
 
 Test(cuda_host, header_and_object_link_as_a_user_program) {
   char *d;
@@ -495,8 +501,8 @@ Test(cuda_host, convolutions_through_cudnn) {
   char hp[700];
   snprintf(hp, sizeof hp, "%s/model.h", d2);
   char *h = ct_slurp(hp, NULL);
-  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""),
-            "simple_cnn: cuBLAS and cuDNN");
+  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcublasLt -lcudnn\""),
+            "simple_cnn: cuBLAS, cuBLASLt (its classifier's bias epilogue) and cuDNN");
   free(h);
   char cmd[2048];
   snprintf(
