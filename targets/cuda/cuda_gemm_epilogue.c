@@ -50,7 +50,7 @@ typedef struct GeMatch {
   bool have_dot;          /* the dot was a leaf */
   int flags;              /* CU_EPI_* so far */
   CuGemmEpi *e;           /* the result */
-  bool *seen;             /* ge_reaches: visited members */
+  bool *seen;             /* ge_reaches: members that do not read the dot */
 } GeMatch;
 
 /* The operand and result types a fused cuBLASLt GEMM computes as the HLO does: at x at -> ct,
@@ -81,13 +81,14 @@ static const HInstr *ge_narrow(const GeMatch *g, const HInstr *v) {
   return v->op == OP_CONVERT && v->ops[0]->shape.dt == g->dt ? v->ops[0] : NULL;
 }
 
-/* Whether expression x (inside the fusion) reads the dot: a bias must not. */
+/* Whether expression x (inside the fusion) reads the dot: a bias must not. seen marks the
+ * members known not to. */
 static bool ge_reaches(GeMatch *g, const HInstr *x) {
   if (x == g->dot) return true;
   if (g->seen[x->idx]) return false;
-  g->seen[x->idx] = true;
   for (int j = 0; j < x->nops; j++)
     if (ge_reaches(g, x->ops[j])) return true;
+  g->seen[x->idx] = true;
   return false;
 }
 
