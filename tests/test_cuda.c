@@ -732,17 +732,20 @@ Test(cuda_ptx, gemm_epilogues_left_to_kernels) {
 /* hloc's --stats names each fused GEMM's epilogue and marks the fallback kernels, the header
  * lists the fused products and asks for -lcublasLt (and -lcublas, the fallback's); a module
  * without a fused epilogue says none; at --precision=tf32 the f32 GEMMs take tf32 with their
- * epilogue. */
+ * epilogue; --gemm-epilogues=fallback (which tools/cuda_device_test.sh runs on the GPU too) is
+ * said in the header. */
 Test(cuda_ptx, gemm_epilogues_in_stats_and_header) {
   static const char *const cases[] = {"gemm_epilogue_f32", "gemm_epilogue_unfused",
-                                      "gemm_epilogue_f32"};
-  for (int c = 0; c < 3; c++) {
+                                      "gemm_epilogue_f32", "gemm_epilogue_bf16"};
+  static const char *const flags[] = {"", "", "--precision=tf32 --emit=ptx",
+                                      "--gemm-epilogues=fallback"};
+  for (int c = 0; c < 4; c++) {
     char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
     snprintf(out, sizeof out, "%s/m.o", d);
     snprintf(cmd, sizeof cmd,
              "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
              "/cuda/cases/%s.hlo' --target=cuda --stats -o '%s' --name m %s > '%s/stats.txt' 2>&1",
-             cases[c], out, c == 2 ? "--precision=tf32 --emit=ptx" : "", d);
+             cases[c], out, flags[c], d);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     snprintf(out, sizeof out, "%s/stats.txt", d);
     char *st = ct_slurp(out, NULL);
@@ -772,6 +775,12 @@ Test(cuda_ptx, gemm_epilogues_in_stats_and_header) {
       cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcublas\""), "%s", h);
       cr_expect(!strstr(h, "cuBLASLt ("), "%s", h);
       free(h);
+    } else if (c == 3) {
+      snprintf(out, sizeof out, "%s/m.h", d);
+      char *h = ct_slurp(out, NULL);
+      cr_expect(strstr(h, "and always here (--gemm-epilogues=fallback)"), "%s", h);
+      cr_expect_eq(tu_count(h, ": cublasLt gemm, epilogue "), 5, "%s", h);
+      free(h);
     } else {
       snprintf(out, sizeof out, "%s/m.json", d);
       char *js = ct_slurp(out, NULL);
@@ -779,6 +788,7 @@ Test(cuda_ptx, gemm_epilogues_in_stats_and_header) {
                                 "\"type\": \"CUDA_R_32F\", \"type_c\": \"CUDA_R_32F\", "
                                 "\"compute\": \"CUBLAS_COMPUTE_32F_FAST_TF32\""),
                    6, "%s", js);
+      cr_expect_eq(tu_count(js, "\"always\": false}"), 6, "%s", js);
       free(js);
     }
     free(st);

@@ -57,9 +57,11 @@ static void hd_epilogues(HStr *b, CudaCg *cc) {
   }
   if (cc->nepi > shown) hlo_str_printf(b, ",\n *   and %d more", cc->nepi - shown);
   hlo_str_printf(
-      b, ";\n * each runs as a cuBLAS GEMM and an epilogue kernel instead in a context where\n"
-         " * cuBLASLt has no algorithm for its epilogue, or in a call whose pointers are less\n"
-         " * aligned than cudaMalloc's.\n");
+      b,
+      ";\n * each runs as a cuBLAS GEMM and an epilogue kernel instead in a context where\n"
+      " * cuBLASLt has no algorithm for its epilogue, or in a call whose pointers are less\n"
+      " * aligned than cudaMalloc's%s.\n",
+      cc->o->epilogue_fallback ? ", and always here (--gemm-epilogues=fallback)" : "");
 }
 
 char *cuda_header_text(CudaCg *cc, size_t *len) {
@@ -150,7 +152,8 @@ static void jtensors(HStr *b, int n, const char **names, const Shape **shapes) {
 /* A fused GEMM's epilogue (cuda_gemm_epilogue.c): its parts, cuBLASLt's mode, the bias, D (c
  * being the residual or D), and how the step runs unfused where cuBLASLt has no algorithm for the
  * epilogue or a pointer is less aligned than the offsets': cublasGemmStridedBatchedEx into
- * unfused.c of type unfused.type_c, beta 0, then the kernel step fallback_step. */
+ * unfused.c of type unfused.type_c, beta 0, then the kernel step fallback_step (always, for
+ * --gemm-epilogues=fallback). */
 static void jepilogue(HStr *b, CudaCg *cc, const CuStep *s) {
   const char *lt;
   cuda_epilogue_lt(s->epi, &lt);
@@ -169,7 +172,8 @@ static void jepilogue(HStr *b, CudaCg *cc, const CuStep *s) {
       ", \"unfused\": {\"function\": \"cublasGemmStridedBatchedEx\", \"type_c\": \"%s\", \"c\": ",
       ut.c_name);
   jptr(b, &s->uc);
-  hlo_str_printf(b, ", \"fallback_step\": %d}", s->fb);
+  hlo_str_printf(b, ", \"fallback_step\": %d, \"always\": %s}", s->fb,
+                 cc->o->epilogue_fallback ? "true" : "false");
 }
 
 char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {

@@ -253,6 +253,7 @@ static void h_lt_step(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef h
     LLVMValueRef bad = LLVMBuildOr(B, LLVMBuildNot(B, took, ""),
                                    LLVMBuildICmp(B, LLVMIntNE, hs, h_i32(h, 0), ""), "");
     bad = LLVMBuildOr(B, bad, none, "");
+    if (h->cc->o->epilogue_fallback) bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 1, 0);
     LLVMBuildStore(B, LLVMBuildZExt(B, bad, h->i8, ""), h_table_ptr(h, h->ltf, slot, s->lidx));
   } else {
     h_exit_status(h, x, hs);
