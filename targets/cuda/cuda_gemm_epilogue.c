@@ -19,10 +19,10 @@
  * rounded to its operands' type) is accepted where every addend but the dot is a bf16/f16 value
  * widened by a convert: the fused GEMM then computes the HLO's value, one rounding at the end,
  * with D, C and the bias in the 16-bit type. Anything else (a bias along another dim, a
- * multiply, a residual of another type or read through an expression, GELU) keeps the
- * epilogue kernel. A bias that is not an entry value in memory (a constant: frozen weights; an
- * expression of the fusion's operands) is first computed by a small kernel into private
- * scratch.
+ * multiply, a residual of another type or read through an expression, GELU, a product that
+ * takes several cuBLAS calls) keeps the epilogue kernel. A bias that is not an entry value in
+ * memory (a constant: frozen weights; an expression of the fusion's operands) is first computed by
+ * a small kernel into private scratch.
  *
  * Rounding: the HLO rounds a 16-bit result at every add; the fused GEMM rounds once, from the
  * f32 sum plus bias plus residual, as XLA's GPU gemm rewriter does (docs/numerics.md).
@@ -32,8 +32,9 @@
  * (generated as before, its step marked by fb): where the heuristic has no algorithm for the
  * epilogue in a context, or a pointer at run time is less aligned than the heuristic was told,
  * the host runs the GEMM unfused (cublasGemmStridedBatchedEx into uc, beta 0) and launches that
- * kernel (cuda_host.c). Init never fails for want of a fused algorithm, and no value is
- * computed differently from the unfused path but for the rounding above. */
+ * kernel (cuda_host.c; --gemm-epilogues=fallback takes that path everywhere, for testing).
+ * Init never fails for want of a fused algorithm, and no value is computed differently from
+ * the unfused path but for the rounding above (and a NaN through the ReLU: docs/numerics.md). */
 #include "cuda_impl.h"
 #include "optimizer.h"
 
@@ -42,7 +43,7 @@
 
 /* The state of one match. */
 typedef struct GeMatch {
-  CudaCg *cc;
+  CudaCg *cc;             /* the compilation */
   const HInstr *in, *dot; /* the fusion, its hero */
   DType dt;               /* D's type (the fusion's) */
   DType ct;               /* the sum's type (the dot's) */

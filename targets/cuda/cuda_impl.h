@@ -161,7 +161,8 @@ typedef struct CudaCg {
   int nuniq, uniq_cap;          /* the distinct kernels' fingerprints */
   CuUniq *uniq;                 /* them */
   GenFp fp;                     /* the fingerprint of the kernel being closed (its buffer reused) */
-  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
+  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists (or a
+                                   fused epilogue, whose fallback calls it) */
   int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands, fused epilogues) */
   int nepi;                     /* of them, those with a fused epilogue */
   int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
