@@ -110,6 +110,8 @@ typedef struct CudaOpts {
   CudaPrecision precision;   /* dot precision through cuBLAS */
   int opt_level;             /* 0..3: LLVM pipeline for the kernels (ptxas always -O3) */
   bool no_cublas;            /* generate every dot as a kernel instead of calling cuBLAS */
+  bool epilogue_fallback;    /* testing: every GEMM epilogue fused into cuBLASLt runs its
+                                fallback (cuBLAS, then the epilogue kernel) in every context */
   int64_t conv_ws_limit;     /* cuDNN workspace reserved in temp, at most (bytes; 0: 3 GiB) */
   FILE *stats;               /* when set: one line per kernel (registers, spills, launch) */
 } CudaOpts;

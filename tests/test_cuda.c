@@ -191,20 +191,26 @@ FIXTURE_TEST(llama_layer_bf16)
 FIXTURE_TEST(llama_decode_bf16)
 
 /* bf16 dots run on the tensor cores through cuBLAS with f32 accumulation: a bf16 result
- * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel. The
+ * rounded once (CUDA_R_16BF C), a preferred f32 result kept f32; none is a loop kernel; the two
+ * whose fusion adds the residual stream run through cuBLASLt, the residual as C (beta 1). The
  * decode step's key cache ([batch, seq, kv_heads, dim], batch dims 0 and 2) is read in place,
  * one strided-batched call per sequence, not staged; the value cache, which the product reads
  * transposed, is staged (one call) through shared-memory tiles. */
 Test(cuda_ptx, bf16_dots_through_cublas) {
   static const char *const fx[] = {"llama_layer_bf16", "llama_decode_bf16"};
-  static const int calls[] = {9, 10}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
+  static const int calls[] = {7, 8}, bf16_out[] = {8, 8}, f32_out[] = {1, 2}, stages[] = {10, 9};
   for (int f = 0; f < 2; f++) {
     size_t n = 0;
     char *bin;
     char *js = tu_kernels(tu_load(fx[f]), fx[f], CUDA_EMIT_CUBIN, 3, &bin, &n);
     free(bin);
-    cr_expect_eq(tu_count(js, "\"function\": \"cublasGemmStridedBatchedEx\""), calls[f], "%s: %s",
-                 fx[f], js);
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\""),
+                 calls[f], "%s: %s", fx[f], js);
+    /* the attention output and down projections take their residual adds as cuBLASLt's C */
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\""), 2, "%s",
+                 fx[f]);
+    cr_expect_eq(tu_count(js, "\"beta\": 1, "), 2, "%s", fx[f]);
+    cr_expect_eq(tu_count(js, "\"epilogue\": \"residual\", "), 2, "%s", fx[f]);
     cr_expect_eq(tu_count(js, "\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", "
                               "\"compute\": \"CUBLAS_COMPUTE_32F\""),
                  bf16_out[f], "%s: bf16 x bf16 -> bf16 products", fx[f]);
@@ -439,7 +445,7 @@ static char *tu_object(const char *fixture, const char *name, char **dir_out) {
 
 #define TU_LIBS                                                                                    \
   "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME           \
-  "/lib -lcublas -lcudnn -lpthread -lm"
+  "/lib -lcublas -lcublasLt -lcudnn -lpthread -lm"
 
 Test(cuda_host, header_and_object_link_as_a_user_program) {
   char *d;
@@ -495,8 +501,8 @@ Test(cuda_host, convolutions_through_cudnn) {
   char hp[700];
   snprintf(hp, sizeof hp, "%s/model.h", d2);
   char *h = ct_slurp(hp, NULL);
-  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcudnn\""),
-            "simple_cnn: cuBLAS and cuDNN");
+  cr_expect(strstr(h, "#define MODEL_CUDA_LIBS \"-lcuda -lcublas -lcublasLt -lcudnn\""),
+            "simple_cnn: cuBLAS, cuBLASLt (its classifier's bias epilogue) and cuDNN");
   free(h);
   char cmd[2048];
   snprintf(
@@ -630,6 +636,165 @@ Test(cuda_ptx, fp8_dots_through_cublaslt) {
   free(h);
   ct_rmdir(d);
   free(d);
+}
+
+/* ------------------------------------------------------------------ fused GEMM epilogues */
+
+/* A manifest substring and how often it occurs. */
+typedef struct TuCount {
+  const char *what;
+  int n;
+} TuCount;
+
+static void tu_expect_counts(const char *name, const char *js, const TuCount *c) {
+  for (; c->what; c++)
+    cr_expect_eq(tu_count(js, c->what), c->n, "%s: %d x %s in %s", name, tu_count(js, c->what),
+                 c->what, js);
+}
+
+/* Bias, residual and ReLU epilogues of dots computed in cuBLASLt's GEMM
+ * (cuda_gemm_epilogue.c), in f32, bf16 and f16: each fused GEMM with its epilogue mode, beta 1
+ * where a residual is C, the bias in D's type, a bias that is an expression staged first, and
+ * every epilogue kernel kept as the fallback of its GEMM; the products a final convert rounds
+ * back to bf16/f16 write D in the 16-bit type (their fallback keeps the f32 product). Run on a
+ * GPU against the interpreter by tools/cuda_device_test.sh. */
+Test(cuda_ptx, gemm_epilogues_through_cublaslt) {
+  static const TuCount f32[] = {
+      {"\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\"", 6},
+      {"\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\"", 0},
+      {"\"epilogue\": \"bias+relu\",", 2},
+      {"\"epilogue\": \"bias+residual\",", 1},
+      {"\"epilogue\": \"residual+relu\",", 1},
+      {"\"epilogue\": \"bias\",", 1},
+      {"\"epilogue\": \"bias+residual+relu\",", 1},
+      {"\"cublaslt_epilogue\": \"CUBLASLT_EPILOGUE_RELU_BIAS\"", 3},
+      {"\"cublaslt_epilogue\": \"CUBLASLT_EPILOGUE_RELU\"", 1},
+      {"\"cublaslt_epilogue\": \"CUBLASLT_EPILOGUE_BIAS\"", 2},
+      {"\"beta\": 1,", 3},
+      {"\"bias_type\": \"CUDA_R_32F\"", 5},
+      {"\"compute\": \"CUBLAS_COMPUTE_32F\"", 6},
+      {"\"batch\": 2,", 2},
+      {"\"shape\": \"stage-bias\"", 1},
+      {"\"fallback_for\": ", 6},
+      {NULL, 0}};
+  static const TuCount bf16[] = {
+      {"\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\"", 5},
+      {"\"epilogue\": \"bias+relu\",", 2},
+      {"\"epilogue\": \"bias+residual\",", 1},
+      {"\"epilogue\": \"bias+residual+relu\",", 2},
+      {"\"beta\": 1,", 3},
+      {"\"type\": \"CUDA_R_16BF\", \"type_c\": \"CUDA_R_16BF\", \"compute\": "
+       "\"CUBLAS_COMPUTE_32F\"",
+       4},
+      {"\"bias_type\": \"CUDA_R_16BF\"", 4},
+      {"\"bias_type\": \"CUDA_R_32F\"", 1},
+      /* the bf16 x bf16 -> f32 product, and the one converted back to bf16 */
+      {"\"unfused\": {\"function\": \"cublasGemmStridedBatchedEx\", \"type_c\": \"CUDA_R_32F\"", 2},
+      {"\"shape\": \"stage-bias\"", 0},
+      {"\"fallback_for\": ", 5},
+      {NULL, 0}};
+  static const TuCount f16[] = {{"\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\"", 4},
+                                {"\"epilogue\": \"bias+relu\",", 2},
+                                {"\"epilogue\": \"bias+residual\",", 1},
+                                {"\"epilogue\": \"residual\",", 1},
+                                {"\"cublaslt_epilogue\": \"CUBLASLT_EPILOGUE_DEFAULT\"", 1},
+                                {"\"bias_type\": \"CUDA_R_16F\"", 3},
+                                {"\"type\": \"CUDA_R_16F\", \"type_c\": \"CUDA_R_32F\"", 1},
+                                {"\"fallback_for\": ", 4},
+                                {NULL, 0}};
+  static const struct {
+    const char *name;
+    const TuCount *c;
+  } cases[] = {
+      {"gemm_epilogue_f32", f32}, {"gemm_epilogue_bf16", bf16}, {"gemm_epilogue_f16", f16}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    char *js = tu_case_manifest(cases[c].name, OPT_CONV_NHWC);
+    tu_expect_counts(cases[c].name, js, cases[c].c);
+    free(js);
+  }
+}
+
+/* Epilogues cuBLASLt cannot take (a bias along the rows, a multiply, a residual of another
+ * type) stay a cuBLAS GEMM and an epilogue kernel, which runs always. */
+Test(cuda_ptx, gemm_epilogues_left_to_kernels) {
+  static const TuCount unfused[] = {
+      {"\"kind\": \"gemm\", \"function\": \"cublasLtMatmul\"", 0},
+      {"\"kind\": \"gemm\", \"function\": \"cublasGemmStridedBatchedEx\"", 3},
+      {"\"shape\": \"epilogue", 3},
+      {"\"epilogue\": ", 0},
+      {"\"fallback_for\": ", 0},
+      {NULL, 0}};
+  char *js = tu_case_manifest("gemm_epilogue_unfused", OPT_CONV_NHWC);
+  tu_expect_counts("gemm_epilogue_unfused", js, unfused);
+  free(js);
+}
+
+/* hloc's --stats names each fused GEMM's epilogue and marks the fallback kernels, the header
+ * lists the fused products and asks for -lcublasLt (and -lcublas, the fallback's); a module
+ * without a fused epilogue says none; at --precision=tf32 the f32 GEMMs take tf32 with their
+ * epilogue; --gemm-epilogues=fallback (which tools/cuda_device_test.sh runs on the GPU too) is
+ * said in the header. */
+Test(cuda_ptx, gemm_epilogues_in_stats_and_header) {
+  static const char *const cases[] = {"gemm_epilogue_f32", "gemm_epilogue_unfused",
+                                      "gemm_epilogue_f32", "gemm_epilogue_bf16"};
+  static const char *const flags[] = {"", "", "--precision=tf32 --emit=ptx",
+                                      "--gemm-epilogues=fallback"};
+  for (int c = 0; c < 4; c++) {
+    char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
+    snprintf(out, sizeof out, "%s/m.o", d);
+    snprintf(cmd, sizeof cmd,
+             "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
+             "/cuda/cases/%s.hlo' --target=cuda --stats -o '%s' --name m %s > '%s/stats.txt' 2>&1",
+             cases[c], out, flags[c], d);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(out, sizeof out, "%s/stats.txt", d);
+    char *st = ct_slurp(out, NULL);
+    if (c == 0) {
+      cr_expect(strstr(st, "cuda: cublasLt gemm NN m=160 n=64 k=96 batch=2 f32 x f32 -> f32 "
+                           "epilogue bias+residual+relu  ("),
+                "%s", st);
+      cr_expect(strstr(st, "0 cuBLAS GEMMs, 0 cuBLASLt fp8 GEMMs, 6 cuBLASLt GEMMs with a fused "
+                           "epilogue"),
+                "%s", st);
+      cr_expect_eq(tu_count(st, "; only where its GEMM runs unfused)"), 6, "%s", st);
+      snprintf(out, sizeof out, "%s/m.h", d);
+      char *h = ct_slurp(out, NULL);
+      cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcublas -lcublasLt\""), "%s", h);
+      cr_expect(strstr(h, "Matrix products computing their fusion's epilogue in cuBLASLt"), "%s",
+                h);
+      cr_expect_eq(tu_count(h, ": cublasLt gemm, epilogue "), 6, "%s", h);
+      cr_expect(strstr(h, ": cublasLt gemm, epilogue bias+residual+relu"), "%s", h);
+      free(h);
+    } else if (c == 1) {
+      cr_expect(strstr(st, "3 cuBLAS GEMMs, 0 cuBLASLt fp8 GEMMs, 0 cuBLASLt GEMMs with a fused "
+                           "epilogue"),
+                "%s", st);
+      cr_expect(!strstr(st, " epilogue bias") && !strstr(st, "runs unfused"), "%s", st);
+      snprintf(out, sizeof out, "%s/m.h", d);
+      char *h = ct_slurp(out, NULL);
+      cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcublas\""), "%s", h);
+      cr_expect(!strstr(h, "cuBLASLt ("), "%s", h);
+      free(h);
+    } else if (c == 3) {
+      snprintf(out, sizeof out, "%s/m.h", d);
+      char *h = ct_slurp(out, NULL);
+      cr_expect(strstr(h, "and always here (--gemm-epilogues=fallback)"), "%s", h);
+      cr_expect_eq(tu_count(h, ": cublasLt gemm, epilogue "), 5, "%s", h);
+      free(h);
+    } else {
+      snprintf(out, sizeof out, "%s/m.json", d);
+      char *js = ct_slurp(out, NULL);
+      cr_expect_eq(tu_count(js, "\"function\": \"cublasLtMatmul\", \"type_a\": \"CUDA_R_32F\", "
+                                "\"type\": \"CUDA_R_32F\", \"type_c\": \"CUDA_R_32F\", "
+                                "\"compute\": \"CUBLAS_COMPUTE_32F_FAST_TF32\""),
+                   6, "%s", js);
+      cr_expect_eq(tu_count(js, "\"always\": false}"), 6, "%s", js);
+      free(js);
+    }
+    free(st);
+    ct_rmdir(d);
+    free(d);
+  }
 }
 
 /* Variadic scatter: one copy step writing both operands, one single-thread scatter step

@@ -11,7 +11,8 @@
 # every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
-# (hloc-bench-ref --save: the benchmark's deterministic inputs). device/bench
+# (hloc-bench-ref --save: the benchmark's deterministic inputs); the gemm_epilogue_* cases a
+# third time with --gemm-epilogues=fallback (the fused GEMMs' fallback path). device/bench
 # (bench/cuda.sh) is left alone.
 # Usage: tools/cuda_device_test.sh [BUILD_DIR]   (default build-cuda, configured if needed)
 set -eu
@@ -52,6 +53,12 @@ for f in "$ROOT"/tests/cuda/cases/*.hlo; do
     build_one "$n" "$f" --conv-layout=$layout
     "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
   done
+done
+# the fused GEMM epilogues' fallback path (cuBLAS, then the epilogue kernel) on the GPU too
+for f in "$ROOT"/tests/cuda/cases/gemm_epilogue_*.hlo; do
+  n=case_$(basename "$f" .hlo)_fallback
+  build_one "$n" "$f" --gemm-epilogues=fallback
+  "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
 done
 cat >"$OUT/run.sh" <<'RUN'
 #!/bin/sh

@@ -56,6 +56,10 @@ static void usage(FILE *f) {
         "                       and FFT algorithms apply; nhwc otherwise)\n"
         "  --conv-workspace=MIB cuda: cuDNN workspace reserved in temp, at most MIB MiB\n"
         "                       (default 3072; less memory may mean slower algorithms)\n"
+        "  --gemm-epilogues=M   cuda: fused (default: bias, residual and ReLU epilogues of\n"
+        "                       dots computed by cuBLASLt in the GEMM) or fallback (testing:\n"
+        "                       each runs as cuBLAS and its epilogue kernel, as on a GPU where\n"
+        "                       cuBLASLt has no algorithm for it)\n"
         "  --emit=ptx|cubin     cuda: kernels only, plus a JSON manifest (--manifest PATH,\n"
         "                       default beside -o); --stats prints registers and spills\n"
         "  --cpu NAME           CPU to generate code for (default: the host CPU)\n"
@@ -538,6 +542,7 @@ typedef struct HlocArgs {
   const char *input, *out, *emit, *name, *header;                /* file, -o, --emit, --name ... */
   const char *target, *cpu, *features, *conv_layout, *conv_algo; /* target options */
   const char *gpu_arch, *precision, *manifest, *conv_ws;         /* --target=cuda options */
+  const char *gemm_epilogues;                                    /* --gemm-epilogues (cuda) */
   int opt;                                                       /* -O level */
   OptOpts oo;                                                    /* optimizer options */
   const char *freeze[256];                                       /* --freeze ARG=FILE */
@@ -626,6 +631,7 @@ static int args_codegen(int argc, char **argv, int *i, HlocArgs *a) {
       {"--precision", offsetof(HlocArgs, precision)},
       {"--manifest", offsetof(HlocArgs, manifest)},
       {"--conv-workspace", offsetof(HlocArgs, conv_ws)},
+      {"--gemm-epilogues", offsetof(HlocArgs, gemm_epilogues)},
 #endif
   };
   const char *arg = argv[*i], *v;
@@ -799,6 +805,9 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
            1;
   if (ws && (end == ws || *end || mib < 1 || mib > (1LL << 24)))
     return fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n"), 1;
+  const char *ge = a->gemm_epilogues;
+  if (ge && strcmp(ge, "fused") && strcmp(ge, "fallback"))
+    return fprintf(stderr, "hloc: --gemm-epilogues must be fused or fallback\n"), 1;
   char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL, *man = NULL;
   CudaOpts co = {.name = nm, .out_path = a->out, .gpu_arch = a->gpu_arch};
   co.opt_level = a->opt < 2 ? a->opt : 3;
@@ -808,6 +817,7 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
   co.precision = prec && !strcmp(prec, "tf32") ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST;
   co.stats = a->stats ? stderr : NULL;
   co.conv_ws_limit = (int64_t)mib << 20;
+  co.epilogue_fallback = ge && !strcmp(ge, "fallback");
   if (co.emit == CUDA_EMIT_OBJ)
     co.header_path = a->header ? a->header : (hdr = replace_ext(a->out, ".h"));
   co.manifest_path = a->manifest                ? a->manifest

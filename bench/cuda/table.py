@@ -7,9 +7,10 @@ and prints a Markdown table: hloc's medians (CUDA events; host wall clock around
 synchronized call), XLA's figure for the same precision, torch's default (compiled) figure,
 XLA / hloc on the host-timed figures (above 1: hloc is faster), hloc's compile time, then
 the copy bandwidth and elementwise_chain's bandwidth as a share of it. The last two columns
-put the run against the H200's limits: the GEMMs' TFLOP/s (2 m n k batch of each cuBLAS step
-in the model's --stats) as a share of the dense bf16 tensor-core peak measured on it, and the
-arguments' and results' bytes per run as a share of its HBM bandwidth (a decode step's floor)."""
+put the run against the H200's limits: the GEMMs' TFLOP/s (2 m n k batch of each cuBLAS or
+cuBLASLt step in the model's --stats) as a share of the dense bf16 tensor-core peak measured on
+it, and the arguments' and results' bytes per run as a share of its HBM bandwidth (a decode
+step's floor)."""
 import json
 import re
 
@@ -22,7 +23,7 @@ def gemm_flops(label):
     except OSError:
         return None
     f = 0
-    for m in re.finditer(r"cublas gemm \S+ m=(\d+) n=(\d+) k=(\d+) batch=(\d+)", text):
+    for m in re.finditer(r"cublas(?:Lt)? gemm \S+ m=(\d+) n=(\d+) k=(\d+) batch=(\d+)", text):
         a, b, c, d = map(int, m.groups())
         f += 2 * a * b * c * d
     return f

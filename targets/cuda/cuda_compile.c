@@ -74,6 +74,7 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
   s->kind = kind;
   s->in = in;
   s->lidx = -1;
+  s->fb = -1;
   return s;
 }
 
@@ -205,15 +206,18 @@ static void cc_stats(CudaCg *cc, FILE *f) {
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     if (s->kind == CU_STEP_GEMM) {
-      ++*(s->lidx >= 0 ? &lts : &gemms);
-      fprintf(f, "cuda: %s gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s  (%s)\n",
+      gemms += s->lidx < 0, lts += s->lidx >= 0 && !s->epi;
+      char epi[64] = "";
+      if (s->epi) snprintf(epi, sizeof epi, " epilogue %s", cuda_epilogue_name(s->epi));
+      fprintf(f, "cuda: %s gemm %c%c m=%lld n=%lld k=%lld batch=%lld %s x %s -> %s%s  (%s)\n",
               s->lidx >= 0 ? "cublasLt" : "cublas", s->transa ? 'T' : 'N', s->transb ? 'T' : 'N',
               (long long)s->m, (long long)s->n, (long long)s->k, (long long)s->batch,
-              hlo_dtype_name(s->aat), hlo_dtype_name(s->at), hlo_dtype_name(s->dt), s->in->name);
+              hlo_dtype_name(s->aat), hlo_dtype_name(s->at), hlo_dtype_name(s->dt), epi,
+              s->in->name);
     } else if (s->kind == CU_STEP_KERNEL)
-      fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s)\n",
+      fprintf(f, "cuda: %-24s %-13s grid %-6lld block %-4lld regs %-3d spill %d/%d bytes  (%s%s)\n",
               s->name, s->what, (long long)s->grid, (long long)s->block, s->regs, s->spill_st,
-              s->spill_ld, s->in->name);
+              s->spill_ld, s->in->name, s->fb >= 0 ? "; only where its GEMM runs unfused" : "");
     else if (s->kind == CU_STEP_CONV)
       fprintf(f,
               "cuda: cudnn %s %s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld -> %lldx%lld "
@@ -225,11 +229,12 @@ static void cc_stats(CudaCg *cc, FILE *f) {
     else
       fprintf(f, "cuda: copy %lld bytes  (%s)\n", (long long)s->bytes, s->in->name);
   }
-  fprintf(f,
-          "cuda: %d kernels, %d cuBLAS GEMMs, %d cuBLASLt fp8 GEMMs, %d cuDNN convolutions, temp "
-          "%lld bytes (%lld staging, %lld cuDNN workspace)\n",
-          cc->nkernels, gemms, lts, cc->nconvs, (long long)cc->temp_bytes,
-          (long long)cc->stage_bytes, (long long)cc->ws_bytes);
+  fprintf(
+      f,
+      "cuda: %d kernels, %d cuBLAS GEMMs, %d cuBLASLt fp8 GEMMs, %d cuBLASLt GEMMs with a fused "
+      "epilogue, %d cuDNN convolutions, temp %lld bytes (%lld staging, %lld cuDNN workspace)\n",
+      cc->nkernels, gemms, lts, cc->nepi, cc->nconvs, (long long)cc->temp_bytes,
+      (long long)cc->stage_bytes, (long long)cc->ws_bytes);
   if (cc->nloop_products) {
     fprintf(f,
             "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "

@@ -9,7 +9,8 @@
  * The manifest is for users with their own launcher (--emit=ptx|cubin): the steps in order,
  * each kernel with its launch dimensions, shared memory, registers and the device address of
  * every pointer parameter as {base: arg|result|temp, index, offset}; cuBLAS GEMMs with all
- * arguments of cublasGemmStridedBatchedEx; copies. */
+ * arguments of cublasGemmStridedBatchedEx (cuBLASLt ones alike, with a fused epilogue's mode,
+ * bias, D and its unfused fallback); copies. */
 #include "cuda_impl.h"
 
 #include <ctype.h>
@@ -37,6 +38,30 @@ static void upper(char *dst, size_t n, const char *src) {
   for (; src[i] && i + 1 < n; i++)
     dst[i] = (char)toupper((unsigned char)src[i]);
   dst[i] = 0;
+}
+
+/* The products whose epilogue cuBLASLt computes, named in the header's comment (the first 8). */
+static void hd_epilogues(HStr *b, CudaCg *cc) {
+  if (!cc->nepi) return;
+  hlo_str_printf(
+      b, " * Matrix products computing their fusion's epilogue in cuBLASLt (bias, residual\n"
+         " * as C with beta 1, ReLU):");
+  int shown = 0;
+  for (int i = 0; i < cc->nsteps && shown < 8; i++) {
+    const CuStep *s = &cc->steps[i];
+    if (s->kind != CU_STEP_GEMM || !s->epi) continue;
+    char nm[128];
+    hlo_str_printf(b, "%s\n *   %s: cublasLt gemm, epilogue %s", shown ? "," : "",
+                   gen_comment_safe(nm, sizeof nm, s->in->name), cuda_epilogue_name(s->epi));
+    shown++;
+  }
+  if (cc->nepi > shown) hlo_str_printf(b, ",\n *   and %d more", cc->nepi - shown);
+  hlo_str_printf(
+      b,
+      ";\n * each runs as a cuBLAS GEMM and an epilogue kernel instead in a context where\n"
+      " * cuBLASLt has no algorithm for its epilogue, or in a call whose pointers are less\n"
+      " * aligned than cudaMalloc's%s.\n",
+      cc->o->epilogue_fallback ? ", and always here (--gemm-epilogues=fallback)" : "");
 }
 
 char *cuda_header_text(CudaCg *cc, size_t *len) {
@@ -67,10 +92,10 @@ char *cuda_header_text(CudaCg *cc, size_t *len) {
       " * The kernels are loaded once per CUDA context, thread-safely, on first use in that\n"
       " * context or by %s_cuda_init() (which loads them into the current context and, for\n"
       " * convolutions, times cuDNN's algorithms once and keeps the fastest that fits). Calls\n"
-      " * from several threads are safe given distinct temp buffers.\n"
-      " *\n"
-      " * Arguments:\n",
+      " * from several threads are safe given distinct temp buffers.\n",
       n, hlo_version(), cc->arch, gen_comment_safe(mname, sizeof mname, m->name), libs, n, U, U, n);
+  hd_epilogues(&b, cc);
+  hlo_str_printf(&b, " *\n * Arguments:\n");
   for (int i = 0; i < e->nparams; i++) {
     gen_header_shape_line(&b, i, e->params[i]->name, &e->params[i]->shape);
     gen_header_note(&b, m, e->params[i]->name);
@@ -124,6 +149,33 @@ static void jtensors(HStr *b, int n, const char **names, const Shape **shapes) {
   hlo_str_printf(b, "]");
 }
 
+/* A fused GEMM's epilogue (cuda_gemm_epilogue.c): its parts, cuBLASLt's mode, the bias, D (c
+ * being the residual or D), and how the step runs unfused where cuBLASLt has no algorithm for the
+ * epilogue or a pointer is less aligned than the offsets': cublasGemmStridedBatchedEx into
+ * unfused.c of type unfused.type_c, beta 0, then the kernel step fallback_step (always, for
+ * --gemm-epilogues=fallback). */
+static void jepilogue(HStr *b, CudaCg *cc, const CuStep *s) {
+  const char *lt;
+  cuda_epilogue_lt(s->epi, &lt);
+  CuStep u = *s;
+  u.dt = s->udt;
+  CuGemmTypes gt = cuda_gemm_types(cc, s), ut = cuda_gemm_types(cc, &u);
+  hlo_str_printf(b, ", \"epilogue\": \"%s\", \"cublaslt_epilogue\": \"%s\", \"d\": ",
+                 cuda_epilogue_name(s->epi), lt);
+  jptr(b, &s->c);
+  if (s->epi & CU_EPI_BIAS) {
+    hlo_str_printf(b, ", \"bias_type\": \"%s\", \"bias\": ", gt.c_name);
+    jptr(b, &s->bias);
+  }
+  hlo_str_printf(
+      b,
+      ", \"unfused\": {\"function\": \"cublasGemmStridedBatchedEx\", \"type_c\": \"%s\", \"c\": ",
+      ut.c_name);
+  jptr(b, &s->uc);
+  hlo_str_printf(b, ", \"fallback_step\": %d, \"always\": %s}", s->fb,
+                 cc->o->epilogue_fallback ? "true" : "false");
+}
+
 char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
   HStr b = {0};
   const HComp *e = cc->cg.entry;
@@ -171,6 +223,7 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
         jptr(&b, &s->params[p]);
       }
       hlo_str_printf(&b, "]");
+      if (s->fb >= 0) hlo_str_printf(&b, ", \"fallback_for\": %d", s->fb);
       if (s->nscalars) {
         hlo_str_printf(&b, ", \"scalars\": [");
         for (int j = 0; j < s->nscalars; j++)
@@ -186,17 +239,19 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
                      "%lld, \"lda\": %lld, "
                      "\"ldb\": %lld, \"ldc\": %lld, \"stride_a\": %lld, \"stride_b\": %lld, "
                      "\"stride_c\": %lld, "
-                     "\"batch\": %lld, \"alpha\": 1, \"beta\": 0, \"a\": ",
+                     "\"batch\": %lld, \"alpha\": 1, \"beta\": %d, \"a\": ",
                      s->lidx >= 0 ? "cublasLtMatmul" : "cublasGemmStridedBatchedEx", gt.a_name,
                      gt.ab_name, gt.c_name, gt.compute_name, s->transa ? 'T' : 'N',
                      s->transb ? 'T' : 'N', (long long)s->m, (long long)s->n, (long long)s->k,
                      (long long)s->lda, (long long)s->ldb, (long long)s->ldc, (long long)s->sa,
-                     (long long)s->sb, (long long)s->sc, (long long)s->batch);
+                     (long long)s->sb, (long long)s->sc, (long long)s->batch,
+                     (s->epi & CU_EPI_RESIDUAL) != 0);
       jptr(&b, &s->a);
       hlo_str_printf(&b, ", \"b\": ");
       jptr(&b, &s->b);
       hlo_str_printf(&b, ", \"c\": ");
-      jptr(&b, &s->c);
+      jptr(&b, s->epi & CU_EPI_RESIDUAL ? &s->res : &s->c);
+      if (s->epi) jepilogue(&b, cc, s);
     } else if (s->kind == CU_STEP_CONV) {
       hlo_str_printf(
           &b,

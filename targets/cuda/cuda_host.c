@@ -11,7 +11,10 @@
  *     type: FMA only for highest precision, tensor ops for tf32) and the algorithm chosen at
  *     load time by cudnnFindConvolutionForwardAlgorithm (BackwardFilter for weight
  *     gradients): the fastest that succeeded and whose workspace fits the part of temp
- *     reserved for it (none fits: init returns 3). A slot
+ *     reserved for it (none fits: init returns 3); when a cuBLASLt GEMM exists (fp8 operands,
+ *     fused epilogues) a cuBLASLt handle with, per such GEMM, its descriptors and the
+ *     algorithm cuBLASLt's heuristic ranks first, and for a fused epilogue without one a mark:
+ *     that GEMM runs unfused (cuBLAS, then its epilogue kernel). A slot
  *     is filled once under a process-wide pthread mutex and published by a release store
  *     of its context; lookups are acquire loads, so the launch path takes no lock;
  *   - int NAME_cuda_init(void): loads the module into the current context (cubin, else PTX)
@@ -19,10 +22,13 @@
  *   - int NAME_cuda_run(args, results, temp, stream): every step in order on the stream:
  *     cuLaunchKernel with an argument array of device pointers (base + offset), cuBLAS
  *     cublasGemmStridedBatchedEx (the handle is set to the stream under the mutex, since
- *     a handle is not safe to use from two threads at once), cudnnConvolutionForward or
- *     cudnnConvolutionBackwardFilter (the same way), cuMemcpyDtoDAsync; returns 0, a CUresult, 1000
- * + a cublasStatus_t or 100000 + a cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE), 2
- * when more than CU_SLOTS contexts are used, 201 without a current context;
+ *     a handle is not safe to use from two threads at once), cublasLtMatmul (a fused bias's
+ *     pointer, an attribute of the shared descriptor, set and used under the mutex; the unfused
+ *     path where the slot is marked or a pointer is less aligned than the heuristic assumed),
+ *     cudnnConvolutionForward or cudnnConvolutionBackwardFilter (the same way),
+ *     cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or 100000 + a
+ *     cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE), 2 when more than CU_SLOTS
+ *     contexts are used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
  * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
 #include "cuda_impl.h"
@@ -46,7 +52,9 @@ typedef struct Host {
                                                algorithm of every convolution per slot */
   LLVMValueRef lth, ltd, lta;               /* cuBLASLt: handle per slot, 4 descriptors (matmul,
                                                A, B, C) and the algorithm (64 bytes) of every
-                                               fp8 GEMM per slot */
+                                               cuBLASLt GEMM per slot */
+  LLVMValueRef ltf;                         /* per slot and cuBLASLt GEMM: 1 where a fused
+                                               epilogue got no algorithm (runs unfused) */
   LLVMValueRef cubin, ptx;                  /* images */
   LLVMValueRef knames;                      /* [nk x ptr] kernel names */
   LLVMValueRef fn;                          /* function being built */
@@ -166,11 +174,38 @@ static LLVMValueRef h_lt_attr(Host *h, const char *setter, LLVMValueRef d, int a
   return h_call(h, setter, h->i32, ps, a, 4);
 }
 
-/* The cuBLASLt state of fp8 GEMM step s in slot: its matmul descriptor (f32 sums and scalars,
- * the operands' transposes), the layouts of A, B and C (D is C; batched by strides), and the
- * algorithm cuBLASLt's heuristic ranks first for them (no workspace), copied into the slot's
- * table; an exit with 1000 + the status where a call fails, 1000 + 15 (NOT_SUPPORTED) where
- * the heuristic has no algorithm. res (96 bytes) and cnt are scratch, pref the preference. */
+/* The alignment a fused GEMM's pointer p is assumed to have when cuBLASLt's heuristic picks an
+ * algorithm: its offset's, up to 256 bytes (cuMemAlloc's, which bases are assumed to have);
+ * checked at run time (h_lt_fused). */
+static int64_t h_align(const CuPtr *p) {
+  int64_t a = 256;
+  while (a > 1 && p->offset % a)
+    a /= 2;
+  return a;
+}
+
+/* Fused step s's epilogue on its matmul descriptor desc: the mode (cuda_epilogue_lt) and, with a
+ * bias, its type (D's) and a stand-in pointer of the bias's assumed alignment (the heuristic
+ * reads only that; the real one is set before each call). An i1: whether cuBLASLt took them. */
+static LLVMValueRef h_lt_epilogue(Host *h, const CuStep *s, LLVMValueRef desc) {
+  const char *set = "cublasLtMatmulDescSetAttribute", *name;
+  LLVMValueRef st = h_lt_attr(h, set, desc, 7, h_i32(h, cuda_epilogue_lt(s->epi, &name)));
+  if (s->epi & CU_EPI_BIAS) {
+    LLVMValueRef bt = h_lt_attr(h, set, desc, 26, h_i32(h, cuda_gemm_types(h->cc, s).c));
+    LLVMValueRef bp = h_lt_attr(h, set, desc, 8, h_i64(h, h_align(&s->bias)));
+    st = LLVMBuildOr(h->B, st, LLVMBuildOr(h->B, bt, bp, ""), "");
+  }
+  return LLVMBuildICmp(h->B, LLVMIntEQ, st, h_i32(h, 0), "");
+}
+
+/* The cuBLASLt state of GEMM step s in slot: its matmul descriptor (f32 sums and scalars, the
+ * operands' transposes, a fused epilogue's mode and bias), the layouts of A, B and C (D is C,
+ * and so is a residual's layout; batched by strides), and the algorithm cuBLASLt's heuristic
+ * ranks first for them (no workspace; the pointers' alignments as h_align assumes, fp8:
+ * cuBLASLt's default), copied into the slot's table; an exit with 1000 + the status where a call
+ * fails, 1000 + 15 (NOT_SUPPORTED) where the heuristic has no algorithm for an fp8 GEMM; a fused
+ * epilogue without one (or refused) is marked to run unfused instead. res (96 bytes) and cnt are
+ * scratch, pref the preference. */
 static void h_lt_step(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef handle,
                       LLVMValueRef pref, const CuStep *s, LLVMValueRef res, LLVMValueRef cnt) {
   LLVMBuilderRef B = h->B;
@@ -202,17 +237,33 @@ static void h_lt_step(Host *h, const HExit *x, LLVMValueRef slot, LLVMValueRef h
           h, x, h_lt_attr(h, "cublasLtMatrixLayoutSetAttribute", d[1 + j], 6, h_i64(h, stride[j])));
     }
   }
+  const CuPtr *mat[4] = {&s->a, &s->b, s->epi & CU_EPI_RESIDUAL ? &s->res : &s->c, &s->c};
+  for (int j = 0; j < 4; j++) /* MIN_ALIGNMENT_A_BYTES .. _D_BYTES */
+    h_exit_status(h, x,
+                  h_lt_attr(h, "cublasLtMatmulPreferenceSetAttribute", pref, 5 + j,
+                            h_i32(h, s->epi ? h_align(mat[j]) : 256)));
+  LLVMValueRef took = s->epi ? h_lt_epilogue(h, s, d[0]) : NULL;
   LLVMTypeRef t10[10] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
                          h->ptr, h->ptr, h->i32, h->ptr, h->ptr};
   LLVMValueRef ha[10] = {handle, d[0], d[1], d[2], d[3], d[3], pref, h_i32(h, 1), res, cnt};
-  h_exit_status(h, x, h_call(h, "cublasLtMatmulAlgoGetHeuristic", h->i32, t10, ha, 10));
-  h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildLoad2(B, h->i32, cnt, ""), h_i32(h, 1), ""),
-            h_i32(h, 1015));
+  LLVMValueRef hs = h_call(h, "cublasLtMatmulAlgoGetHeuristic", h->i32, t10, ha, 10);
+  LLVMValueRef none =
+      LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildLoad2(B, h->i32, cnt, ""), h_i32(h, 1), "");
+  if (s->epi) { /* no algorithm for the epilogue: the GEMM and its epilogue kernel instead */
+    LLVMValueRef bad = LLVMBuildOr(B, LLVMBuildNot(B, took, ""),
+                                   LLVMBuildICmp(B, LLVMIntNE, hs, h_i32(h, 0), ""), "");
+    bad = LLVMBuildOr(B, bad, none, "");
+    if (h->cc->o->epilogue_fallback) bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 1, 0);
+    LLVMBuildStore(B, LLVMBuildZExt(B, bad, h->i8, ""), h_table_ptr(h, h->ltf, slot, s->lidx));
+  } else {
+    h_exit_status(h, x, hs);
+    h_exit_if(h, x, none, h_i32(h, 1015));
+  }
   LLVMBuildMemCpy(B, h_table_ptr(h, h->lta, slot, s->lidx * 8), 8, res, 8, h_i64(h, 64));
 }
 
-/* In NAME_cuda_init under the lock: slot's cuBLASLt handle and h_lt_step for every fp8 GEMM
- * step; exits through x on a failure. */
+/* In NAME_cuda_init under the lock: slot's cuBLASLt handle and h_lt_step for every cuBLASLt
+ * GEMM step (fp8, fused epilogues); exits through x on a failure. */
 static void h_lt_init(Host *h, const HExit *x, LLVMValueRef slot) {
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
@@ -453,10 +504,13 @@ static LLVMValueRef h_addr(Host *h, const CuPtr *p, LLVMValueRef args, LLVMValue
   return LLVMBuildGEP2(h->B, h->i8, base, &off, 1, "");
 }
 
-/* What NAME_cuda_run's step emitters share: its parameters, the context's slot and the GEMMs'
- * scalars (alpha, beta: stack slots of 8 bytes). */
+/* What NAME_cuda_run's step emitters share: its parameters, the context's slot, the GEMMs'
+ * scalars (alpha, beta: stack slots of 8 bytes), a word for a bias pointer, and a kernel
+ * launch's parameter values (vals, of type vt) and their addresses (pp). */
 typedef struct HRun {
-  LLVMValueRef args, results, temp, stream, slot, alpha, beta;
+  LLVMValueRef args, results, temp, stream, slot, alpha, beta, word;
+  LLVMValueRef vals, pp;
+  LLVMTypeRef vt;
 } HRun;
 
 /* The device address of p inside NAME_cuda_run (h_addr with the run's arrays). */
@@ -591,6 +645,112 @@ static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
   h_check(h, h_call(h, "cublasLtMatmul", h->i32, ps, a, 16), 1000);
 }
 
+/* Kernel step s launched on the run's stream. */
+static void h_run_kernel(Host *h, const CuStep *s, const HRun *r) {
+  LLVMBuilderRef B = h->B;
+  for (int p = 0; p < s->nparams; p++) {
+    LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
+    LLVMBuildStore(B, h_run_addr(h, r, &s->params[p]),
+                   LLVMBuildInBoundsGEP2(B, r->vt, r->vals, ix, 2, ""));
+  }
+  for (int j = 0; j < s->nscalars; j++) { /* an i64 in the 8 bytes of its slot */
+    LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, s->nparams + j)};
+    LLVMBuildStore(B, h_i64(h, s->scalar[j]), LLVMBuildInBoundsGEP2(B, r->vt, r->vals, ix, 2, ""));
+  }
+  LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->fns, r->slot, s->kidx), "");
+  LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32,
+                        h->i32, h->i32, h->ptr, h->ptr, h->ptr};
+  LLVMValueRef la[11] = {
+      fn,          h_i32(h, s->grid), h_i32(h, 1), h_i32(h, 1), h_i32(h, s->block),   h_i32(h, 1),
+      h_i32(h, 1), h_i32(h, 0),       r->stream,   r->pp,       LLVMConstNull(h->ptr)};
+  h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
+}
+
+/* Whether any of the n addresses v is less aligned than h_align assumed of its CuPtr (an i1). */
+static LLVMValueRef h_misaligned(Host *h, const CuPtr *const *p, const LLVMValueRef *v, int n) {
+  LLVMValueRef bits = h_i64(h, 0);
+  for (int j = 0; j < n; j++) {
+    LLVMValueRef low = LLVMBuildAnd(h->B, LLVMBuildPtrToInt(h->B, v[j], h->i64, ""),
+                                    h_i64(h, h_align(p[j]) - 1), "");
+    bits = LLVMBuildOr(h->B, bits, low, "");
+  }
+  return LLVMBuildICmp(h->B, LLVMIntNE, bits, h_i64(h, 0), "");
+}
+
+/* cublasLtMatmul of fused step s: D = relu(A B + C + bias) as its epilogue says, C the residual
+ * (beta 1) or D (beta 0). The bias pointer is an attribute of the descriptor that the threads
+ * running the model share: set and used under the lock. */
+static void h_lt_epilogue_run(Host *h, const CuStep *s, const HRun *r, const LLVMValueRef *abcd,
+                              LLVMValueRef bias) {
+  LLVMBuilderRef B = h->B;
+  LLVMValueRef d[4];
+  for (int j = 0; j < 4; j++)
+    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, r->slot, s->lidx * 4 + j), "");
+  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, s->epi & CU_EPI_RESIDUAL ? 1.0 : 0.0), r->beta);
+  LLVMValueRef st = h_i32(h, 0);
+  if (bias) {
+    h_lock(h, true);
+    LLVMBuildStore(B, bias, r->word);
+    LLVMTypeRef ps[4] = {h->ptr, h->i32, h->ptr, h->i64};
+    LLVMValueRef a[4] = {d[0], h_i32(h, 8 /* BIAS_POINTER */), r->word, h_i64(h, 8)};
+    st = h_call(h, "cublasLtMatmulDescSetAttribute", h->i32, ps, a, 4);
+  }
+  LLVMTypeRef ps[16] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
+                        h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i64, h->ptr};
+  LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, r->slot), ""),
+                        d[0],
+                        r->alpha,
+                        abcd[0],
+                        d[1],
+                        abcd[1],
+                        d[2],
+                        r->beta,
+                        abcd[2],
+                        d[3],
+                        abcd[3],
+                        d[3],
+                        h_table_ptr(h, h->lta, r->slot, s->lidx * 8),
+                        LLVMConstNull(h->ptr),
+                        h_i64(h, 0),
+                        r->stream};
+  LLVMValueRef mm = h_call(h, "cublasLtMatmul", h->i32, ps, a, 16);
+  if (bias) h_lock(h, false);
+  st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st, h_i32(h, 0), ""), st, mm, "");
+  h_check(h, st, 1000);
+}
+
+/* Fused GEMM step s (cuda_gemm_epilogue.c): through cuBLASLt with its epilogue where this
+ * context has an algorithm for it and every pointer is as aligned as the heuristic assumed;
+ * else unfused, as before fusion: cuBLAS writing the product at uc (beta 0), then the epilogue
+ * kernel (step s->fb). blas: the slot's cuBLAS handle. */
+static void h_lt_fused(Host *h, const CuStep *s, const HRun *r, LLVMValueRef blas) {
+  LLVMBuilderRef B = h->B;
+  bool res = s->epi & CU_EPI_RESIDUAL, bias = s->epi & CU_EPI_BIAS;
+  const CuPtr *p[5] = {&s->a, &s->b, res ? &s->res : &s->c, &s->c, &s->bias};
+  LLVMValueRef v[5];
+  for (int j = 0; j < (bias ? 5 : 4); j++)
+    v[j] = h_run_addr(h, r, p[j]);
+  LLVMValueRef flag = LLVMBuildLoad2(B, h->i8, h_table_ptr(h, h->ltf, r->slot, s->lidx), "");
+  LLVMValueRef unfused =
+      LLVMBuildOr(B, LLVMBuildICmp(B, LLVMIntNE, flag, LLVMConstInt(h->i8, 0, 0), ""),
+                  h_misaligned(h, p, v, bias ? 5 : 4), "");
+  LLVMBasicBlockRef ub = LLVMAppendBasicBlockInContext(h->C, h->fn, "unfused");
+  LLVMBasicBlockRef fb = LLVMAppendBasicBlockInContext(h->C, h->fn, "fused");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(h->C, h->fn, "joined");
+  LLVMBuildCondBr(B, unfused, ub, fb);
+  LLVMPositionBuilderAtEnd(B, ub);
+  CuStep u = *s;
+  u.dt = s->udt, u.c = s->uc, u.epi = 0;
+  h_run_gemm(h, &u, r, blas);
+  h_run_kernel(h, &h->cc->steps[s->fb], r);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, fb);
+  h_lt_epilogue_run(h, s, r, v, bias ? LLVMBuildPtrToInt(B, v[4], h->i64, "") : NULL);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, join);
+}
+
 /* ------------------------------------------------------------------ loops in NAME_cuda_run
  *
  * Steps run in order, but for the control steps of while loops (cuda_loop.c): every step a
@@ -702,6 +862,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef cp = LLVMBuildAlloca(B, h->ptr, "ctx");
   LLVMValueRef alpha = LLVMBuildAlloca(B, h->f64, "alpha");
   LLVMValueRef beta = LLVMBuildAlloca(B, h->f64, "beta");
+  LLVMValueRef word = LLVMBuildAlloca(B, h->i64, "word");
   LLVMValueRef nul = LLVMConstNull(h->ptr);
   LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
   if (cc->cg.entry->nparams > 0)
@@ -739,30 +900,18 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMValueRef handle =
       cc->uses_cublas ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->blas, slot), "") : NULL;
   LLVMValueRef dnn = cc->nconvs ? LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->dnn, slot), "") : NULL;
-  HRun r = {args, results, temp, stream, slot, alpha, beta};
+  HRun r = {args, results, temp, stream, slot, alpha, beta, word, vals, pp, vt};
   HFlow fl = h_flow_begin(h, &r);
   for (int i = 0; i < cc->nsteps; i++) {
     const CuStep *s = &cc->steps[i];
     h_flow_at(h, &fl, i);
     if (h_flow_step(h, &fl, s)) continue;
-    if (s->kind == CU_STEP_KERNEL) {
-      for (int p = 0; p < s->nparams; p++) {
-        LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, p)};
-        LLVMBuildStore(B, h_addr(h, &s->params[p], args, results, temp),
-                       LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
-      }
-      for (int j = 0; j < s->nscalars; j++) { /* an i64 in the 8 bytes of its slot */
-        LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, s->nparams + j)};
-        LLVMBuildStore(B, h_i64(h, s->scalar[j]), LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""));
-      }
-      LLVMValueRef fn = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->fns, slot, s->kidx), "");
-      LLVMTypeRef lp[11] = {h->ptr, h->i32, h->i32, h->i32, h->i32, h->i32,
-                            h->i32, h->i32, h->ptr, h->ptr, h->ptr};
-      LLVMValueRef la[11] = {
-          fn,          h_i32(h, s->grid), h_i32(h, 1), h_i32(h, 1), h_i32(h, s->block),
-          h_i32(h, 1), h_i32(h, 1),       h_i32(h, 0), stream,      pp,
-          nul};
-      h_check(h, h_call(h, "cuLaunchKernel", h->i32, lp, la, 11), 0);
+    if (s->kind == CU_STEP_KERNEL && s->fb >= 0) {
+      continue; /* a fused GEMM's fallback: launched by h_lt_fused where it is needed */
+    } else if (s->kind == CU_STEP_KERNEL) {
+      h_run_kernel(h, s, &r);
+    } else if (s->kind == CU_STEP_GEMM && s->epi) {
+      h_lt_fused(h, s, &r, handle);
     } else if (s->kind == CU_STEP_GEMM && s->lidx >= 0) {
       h_lt_run(h, s, &r);
     } else if (s->kind == CU_STEP_GEMM) {
@@ -871,6 +1020,9 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   h->lta = h_global(h, LLVMArrayType2(LLVMArrayType2(h->i64, (uint64_t)nl * 8), CU_SLOTS), g, NULL,
                     false);
   LLVMSetAlignment(h->lta, 16);
+  snprintf(g, sizeof g, "%s_cuda_lt_unfused", nm);
+  h->ltf =
+      h_global(h, LLVMArrayType2(LLVMArrayType2(h->i8, (uint64_t)nl), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_fn", nm);
   h->fns =
       h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);

@@ -8,6 +8,8 @@
  *                   128-bit vector accesses, 4 elements per thread, when the addresses are
  *                   16-byte aligned at run time, else a scalar loop in the same kernel),
  *                   warp/block row reductions, GEMM operand staging and epilogues, scatter
+ *   cuda_gemm_epilogue.c  bias, residual and ReLU epilogues of dots that cuBLASLt computes
+ *                   in the GEMM itself (the epilogue kernel kept as the fallback)
  *   cuda_host.c     the host object: x86-64 LLVM IR embedding cubin and PTX, module loading
  *                   once per CUDA context, launches on the caller's stream
  *   cuda_loop.c     while loops: the condition's and body's plans and scratch regions, their
@@ -86,10 +88,18 @@ typedef struct CuStep {
   DType at;              /* operand type: dt, or bf16 / f16 / s8 / fp8 under a wider result (of
                             B, the dot's lhs; fp8: of A too, but for the mixed fp8 pairs) */
   DType aat;             /* A's (the dot's rhs) type: at but for f8e4m3fn x f8e5m2 */
-  int lidx;              /* f8e4m3fn operands: the step's number among the cuBLASLt GEMMs (-1:
-                            cublasGemmStridedBatchedEx), whose descriptors and algorithm the
-                            host object keeps per context */
-  CuPtr a, b, c;         /* operands */
+  int lidx;              /* fp8 operands or a fused epilogue: the step's number among the
+                            cuBLASLt GEMMs (-1: cublasGemmStridedBatchedEx), whose descriptors
+                            and algorithm the host object keeps per context */
+  CuPtr a, b, c;         /* operands; c: the result (D; C too unless a residual is fused) */
+  int epi;               /* CU_EPI_* of the epilogue cuBLASLt computes (cuda_gemm_epilogue.c;
+                            0: none) */
+  CuPtr bias, res;       /* epi: the bias vector (m elements of type dt), the residual (C, read
+                            with beta = 1, c's layout and type) */
+  DType udt;             /* epi: the product's type unfused (the dot's) */
+  CuPtr uc;              /* epi: where the unfused GEMM writes it for the epilogue kernel */
+  int fb;                /* epi: the step of the epilogue kernel run instead where cuBLASLt cannot
+                            take the epilogue; on that kernel step: the GEMM's step (-1: none) */
   /* CU_STEP_COPY */
   CuPtr src, dst;        /* addresses */
   int64_t bytes;         /* size */
@@ -151,8 +161,10 @@ typedef struct CudaCg {
   int nuniq, uniq_cap;          /* the distinct kernels' fingerprints */
   CuUniq *uniq;                 /* them */
   GenFp fp;                     /* the fingerprint of the kernel being closed (its buffer reused) */
-  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists */
-  int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands) */
+  bool uses_cublas;             /* a GEMM step through cublasGemmStridedBatchedEx exists (or a
+                                   fused epilogue, whose fallback calls it) */
+  int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands, fused epilogues) */
+  int nepi;                     /* of them, those with a fused epilogue */
   int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
   int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
   int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
@@ -197,6 +209,9 @@ bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg);
 
 /* Emit the step(s) computing entry instruction in. false with a located error. */
 bool cuda_emit_instr(CudaCg *cc, HInstr *in);
+/* The entry value fusion (or lone instruction) in reads directly as expr, also through
+ * row-major reshapes inside the fusion, or NULL. */
+const HInstr *cuda_direct_value(const HInstr *in, const HInstr *expr);
 
 /* The pieces other kernel files build with. cuda_kbegin starts a kernel step for entry
  * instruction root: its parameters are the storage of root's operands, of root itself, then
@@ -261,6 +276,38 @@ void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRe
  * product), or of a fusion whose hero it is (*taken; else nothing emitted). false with a
  * located error when generation failed. */
 bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken);
+
+/* ------------------------------------------------------------------ cuda_gemm_epilogue.c */
+
+/* What a cuBLASLt GEMM adds to the product itself: D = relu(A B + C + bias). */
+enum {
+  CU_EPI_BIAS = 1,     /* a bias vector along cuBLAS's m (the product's minor dims) */
+  CU_EPI_RESIDUAL = 2, /* a matrix of the result's layout, as cuBLASLt's C with beta = 1 */
+  CU_EPI_RELU = 4,     /* maximum(x, 0) last */
+};
+
+/* An epilogue matched by cuda_gemm_epilogue_match. */
+typedef struct CuGemmEpi {
+  int flags;          /* CU_EPI_* (0: no match) */
+  DType dt;           /* D's type: the fusion's */
+  const HInstr *bias; /* CU_EPI_BIAS: the vector's expression inside the fusion (type dt) */
+  CuPtr bias_ptr;     /* its device address (cuda_gemm_epilogue_bias) */
+  CuPtr res_ptr;      /* CU_EPI_RESIDUAL: the residual's device address */
+} CuGemmEpi;
+
+/* Whether fusion in (a kOutput fusion whose hero is dot, on the cuBLAS path) computes an
+ * epilogue cuBLASLt can take, filled into *e. */
+bool cuda_gemm_epilogue_match(CudaCg *cc, const HInstr *in, const HInstr *dot, CuGemmEpi *e);
+/* e->bias_ptr: the bias read in place, or staged by a kernel into private scratch at stage +
+ * *used. false with a located error. */
+bool cuda_gemm_epilogue_bias(CudaCg *cc, HInstr *in, CuGemmEpi *e, int64_t stage, int64_t *used);
+/* GEMM step gi (in's only one) takes epilogue e; the last step, the epilogue kernel reading the
+ * unfused product at uc, becomes its fallback. */
+bool cuda_gemm_epilogue_fuse(CudaCg *cc, const HInstr *in, const CuGemmEpi *e, int gi, CuPtr uc);
+/* "bias+residual+relu" (the parts of flags); cuda_epilogue_lt: the CUBLASLT_EPILOGUE_* value
+ * and its name. */
+const char *cuda_epilogue_name(int flags);
+int cuda_epilogue_lt(int flags, const char **name);
 
 /* ------------------------------------------------------------------ cuda_attention.c */
 

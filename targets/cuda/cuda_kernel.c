@@ -37,7 +37,9 @@
  *     transpose, batch dims not leading, a constant) is first staged by a loop kernel into
  *     private scratch after the plan's heap. The epilogue of a kOutput fusion is a loop
  *     kernel reading the product where cuBLAS wrote it (the fusion's own output buffer, in
- *     place, unless that buffer is shared with an operand);
+ *     place, unless that buffer is shared with an operand), but for bias, residual and ReLU
+ *     epilogues, which cuBLASLt computes in the GEMM (cuda_gemm_epilogue.c: the kernel is
+ *     kept as the fallback);
  *   - convolution (alone or the hero of a kOutput fusion) in f32 with 1 or 2 spatial dims in
  *     one of the layout pass's forms, without base dilation or reversal: a cuDNN step, NHWC
  *     input and output with a KRSC filter (b01f_01io->b01f, the filter always staged into
@@ -1548,6 +1550,10 @@ static const HInstr *ck_direct_bytes(const HInstr *in, const HInstr *expr) {
   return ck_direct(in, expr);
 }
 
+const HInstr *cuda_direct_value(const HInstr *in, const HInstr *expr) {
+  return ck_direct_bytes(in, expr);
+}
+
 /* How cuBLAS reads one operand of a dot: in place from its buffer (any strides that fold into
  * a matrix with one unit-stride side, batches in at most two strided groups), or staged. */
 typedef struct GemmOperand {
@@ -1703,6 +1709,11 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
     out = (CuPtr){CU_TEMP, 0, stage + used};
     used += memplan_align(hlo_shape_elems(&dot->shape) * esz);
   }
+  /* an epilogue cuBLASLt computes in the GEMM (one call), its bias in memory first */
+  CuGemmEpi fe = {0};
+  if (epi && outer == 1 && cuda_gemm_epilogue_match(cc, in, dot, &fe) &&
+      !cuda_gemm_epilogue_bias(cc, in, &fe, stage, &used))
+    return false;
   if (used > cc->stage_bytes) cc->stage_bytes = used;
   /* row-major C[B,M,N] = A[B,M,K] B[B,K,N] is column-major C^T = B^T A^T; one call per outer
    * batch */
@@ -1726,7 +1737,10 @@ static bool ck_gemm(CudaCg *cc, HInstr *in, const HInstr *dot) {
   if (!ck_fp8(at)) cc->uses_cublas = true;
   /* a fusion whose root is the dot (a prologue only) has no epilogue: cuBLAS wrote it */
   if (!epi || (in->op == OP_FUSION && in->calls[0]->root == dot && own)) return true;
-  return ck_epilogue(cc, in, dot, out); /* reads the product where cuBLAS left it */
+  int gi = cc->nsteps - 1;
+  if (!ck_epilogue(cc, in, dot, out)) return false; /* reads the product where cuBLAS left it */
+  /* fused: the kernel stays as the fallback where cuBLASLt cannot take the epilogue */
+  return !fe.flags || cuda_gemm_epilogue_fuse(cc, in, &fe, gi, out);
 }
 
 /* The operand and result types cublasGemmEx computes as XLA does: f32 and f64 alone; bf16 and
