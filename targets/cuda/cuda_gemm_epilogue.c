@@ -13,12 +13,12 @@
  *             broadcast(b) (b: the product's trailing dims, the rhs's free ones, broadcast along
  *             them) and at most one residual (a fusion operand read directly: the product's
  *             dims and type)
- * in f32 (CUBLAS_COMPUTE_32F, _FAST_TF32 at --precision=tf32, as cuda_gemm_types chooses), or
- * bf16 / f16 (f32 sums, a bf16/f16 or f32 result); the bias has D's type (cuBLASLt's rule for
- * these kernels). A final convert of an f32 sum to bf16/f16 (a dot with an f32 preferred type
- * rounded to its operands' type) is accepted where every addend but the dot is a bf16/f16 value
- * widened by a convert: the fused GEMM then computes the HLO's value, one rounding at the end,
- * with D, C and the bias in the 16-bit type. Anything else (a bias along another dim, a
+ * with bf16 / f16 operands (f32 sums, a bf16/f16 or f32 result; f32 products keep the epilogue
+ * kernel: cublasGemmEx's f32 kernels measured faster than cuBLASLt's); the bias has D's type
+ * (cuBLASLt's rule for these kernels). A final convert of an f32 sum to bf16/f16 (a dot with an f32
+ * preferred type rounded to its operands' type) is accepted where every addend but the dot is a
+ * bf16/f16 value widened by a convert: the fused GEMM then computes the HLO's value, one rounding
+ * at the end, with D, C and the bias in the 16-bit type. Anything else (a bias along another dim, a
  * multiply, a residual of another type or read through an expression, GELU, a product that
  * takes several cuBLAS calls) keeps the epilogue kernel. A bias that is not an entry value in
  * memory (a constant: frozen weights; an expression of the fusion's operands) is first computed by
@@ -58,7 +58,9 @@ typedef struct GeMatch {
  * the fusion's type dt. */
 static bool ge_types_ok(DType at, DType ct, DType dt) {
   bool h16 = at == DT_BF16 || at == DT_F16;
-  if (ct == dt) return (at == ct && (h16 || at == DT_F32)) || (h16 && ct == DT_F32);
+  /* (f32 operands stay on cublasGemmEx: its kernels were faster than cuBLASLt's with the
+     epilogue, docs/benchmarks.md) */
+  if (ct == dt) return h16 && (at == ct || ct == DT_F32);
   return h16 && ct == DT_F32 && dt == at; /* a final convert back to the operands' type */
 }
 

@@ -34,7 +34,7 @@
 #define SK_MIN_WEIGHT (1 << 18)  /* W elements, at least (smaller: cuBLAS's launch is cheap) */
 #define SK_MAX_LEAVES 8          /* W-shaped operands read by vector accesses */
 #define SK_PLAIN_MAX (8 << 20)   /* W elements, at most, of a 16-bit W read as it is */
-#define SK_PLAIN_FMA_ROWS 2      /* rows of S, at most, of a wider W read as it is */
+#define SK_PLAIN_FMA_ROWS 2      /* rows of S of a wider W read as it is (one row: cuBLAS's GEMV) */
 
 typedef struct SkPlan {
   const HInstr *dot, *root;     /* root: the fusion's root, or the dot */
@@ -147,7 +147,7 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
   p->mma = st == dot->ops[p->w]->shape.dt && (st == DT_BF16 || st == DT_F16) && p->K % 16 == 0;
   /* where cuBLAS reads W as it is, it wins on large weights (measured, docs/benchmarks.md) */
   bool prologue = in != dot && dot->ops[p->w]->op != OP_PARAMETER;
-  if (!prologue && (p->mma ? p->N * p->K > SK_PLAIN_MAX : p->M > SK_PLAIN_FMA_ROWS)) return false;
+  if (!prologue && (p->mma ? p->N * p->K > SK_PLAIN_MAX : p->M != SK_PLAIN_FMA_ROWS)) return false;
   /* splits: SK_WAVE blocks, each split's k a multiple of SK_SPLIT, partials at most an eighth
    * of W's 2-byte elements */
   p->tiles = (p->N + SK_TN - 1) / SK_TN;
