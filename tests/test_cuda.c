@@ -540,7 +540,8 @@ Test(cuda_ptx, identical_kernels_generated_once) {
 
 /* The manifest of tests/cuda/cases/NAME.hlo compiled with the target's optimizer options
  * (cuda_optimizer_options) and the given conv layout. */
-static char *tu_case_manifest(const char *name, OptConvLayout layout) {
+/* tests/cuda/cases/NAME.hlo loaded, verified and optimized for the CUDA target. */
+static HModule *tu_case_module(const char *name, OptConvLayout layout) {
   char p[1024];
   snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/%s.hlo", name);
   HErr err = {0};
@@ -550,7 +551,11 @@ static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
   oo.conv_layout = layout;
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
-  return tu_kernels(m, name, CUDA_EMIT_CUBIN, 3, NULL, NULL);
+  return m;
+}
+
+static char *tu_case_manifest(const char *name, OptConvLayout layout) {
+  return tu_kernels(tu_case_module(name, layout), name, CUDA_EMIT_CUBIN, 3, NULL, NULL);
 }
 
 Test(cuda_ptx, long_reductions_split_over_blocks) {
@@ -866,15 +871,9 @@ Test(cuda_ptx, few_row_dots_through_the_skinny_kernel) {
     cr_expect_eq(tu_count(js, "\"kind\": \"kernel\""), 2 * cases[c].splits, "%s", js);
     free(js);
   }
-  char p[1024], *ptx;
-  snprintf(p, sizeof p, HLOC_TEST_DIR "/cuda/cases/skinny_w8a16.hlo");
-  HErr err = {0};
-  HModule *m = proto_load_file(p, &err);
-  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
-  OptOpts oo = {0};
-  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
-  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
-  free(tu_kernels(m, "skinny_w8a16", CUDA_EMIT_PTX, 3, &ptx, NULL));
+  char *ptx;
+  free(tu_kernels(tu_case_module("skinny_w8a16", OPT_CONV_NHWC), "skinny_w8a16", CUDA_EMIT_PTX, 3,
+                  &ptx, NULL));
   cr_expect(strstr(ptx, "ld.global.nc.u32") && strstr(ptx, "cvt.rn.bf16.s16"),
             "no 4-byte accesses of the s8 weight, or no conversion: %.2000s", ptx);
   free(ptx);
@@ -886,8 +885,11 @@ Test(cuda_ptx, few_row_dots_through_the_skinny_kernel) {
                             "  ROOT d = bf16[9,1024] dot(x, w), lhs_contracting_dims={1}, "
                             "rhs_contracting_dims={0}\n"
                             "}\n";
-  m = hlo_parse_text(nine, strlen(nine), "nine.hlo", &err);
+  HErr err = {0};
+  HModule *m = hlo_parse_text(nine, strlen(nine), "nine.hlo", &err);
   cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
   cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
   char *js = tu_kernels(m, "nine", CUDA_EMIT_CUBIN, 3, NULL, NULL);
   cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 1, "%s", js);

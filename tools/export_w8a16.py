@@ -22,15 +22,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jax_export import hlo_text
+
 BF = jnp.bfloat16
-
-
-def hlo_text(f, *args):
-    lo = jax.jit(f).lower(*args)
-    try:
-        return lo.as_text(dialect="hlo")
-    except Exception:
-        return lo.compiler_ir("hlo").as_hlo_text()
 
 
 def qlinear(x, wq, s):

@@ -20,16 +20,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jax_export import hlo_text
+
 out = os.environ.get("OUT", ".")
 HI = lax.Precision.HIGHEST
-
-
-def hlo_text(f, *args):
-    lo = jax.jit(f).lower(*args)
-    try:
-        return lo.as_text(dialect="hlo")
-    except Exception:
-        return lo.compiler_ir("hlo").as_hlo_text()
 
 
 def cplx(rng, shape, dt=np.complex64):
