@@ -88,7 +88,8 @@ static bool attrs_eq(const HInstr *a, const HInstr *b, int depth) {
       a->is_stable != b->is_stable || a->indices_are_sorted != b->indices_are_sorted ||
       a->unique_indices != b->unique_indices || a->exponent_bits != b->exponent_bits ||
       a->mantissa_bits != b->mantissa_bits || a->epsilon != b->epsilon ||
-      a->feature_index != b->feature_index ||
+      a->feature_index != b->feature_index || a->fft_type != b->fft_type ||
+      !ilist_eq(&a->fft_length, &b->fft_length) ||
       !str_eq(a->custom_call_target, b->custom_call_target) ||
       !str_eq(a->backend_config, b->backend_config) || !raw_eq(a, b))
     return false;

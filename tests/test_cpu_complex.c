@@ -9,7 +9,7 @@
  * movement of complex arrays, sums along every kind of dimension, converts, the functions on
  * values that overflow the textbook formulas, and FFTs of lengths with every kind of factor
  * (powers of two, small primes, large primes through Bluestein's algorithm), batched and
- * along outer dims. The CUDA target still refuses complex values with its located error. */
+ * along outer dims. The CUDA target's complex code is tested in test_cuda.c. */
 #include <complex.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -307,6 +307,18 @@ Test(cpu_complex, fft_real_and_multi_dim, .timeout = 600) {
   cc_fft("IRFFT", "c128", 2, d2, 2, 1e-12);
 }
 
+/* Two ffts of one operand that differ only in kind or lengths stay two (the optimizer's CSE
+ * once merged them, comparing neither fft_type nor fft_length). */
+Test(cpu_complex, fft_kinds_of_one_operand_not_merged, .timeout = 300) {
+  cc_check("ffts of one operand",
+           "HloModule t\nENTRY e {\n  a = c64[5,7,9] parameter(0)\n"
+           "  f = c64[5,7,9] fft(a), fft_type=FFT, fft_length={9}\n"
+           "  i = c64[5,7,9] fft(a), fft_type=IFFT, fft_length={9}\n"
+           "  g = c64[5,7,9] fft(a), fft_type=FFT, fft_length={7,9}\n"
+           "  ROOT r = (c64[5,7,9], c64[5,7,9], c64[5,7,9]) tuple(f, i, g)\n}\n",
+           3e-6);
+}
+
 /* ------------------------------------------------------------------ refusals */
 
 /* Complex values the CPU target does not compute are one located error naming the op. */
@@ -321,16 +333,20 @@ Test(cpu_complex, unsupported_ops_are_located_errors) {
 }
 
 #ifdef HLOC_HAVE_CUDA
-/* The CUDA target keeps refusing complex values, with the located error of the support check. */
-Test(cpu_complex, cuda_still_refuses_complex) {
-  HModule *m = ct_parse("HloModule t\nENTRY e {\n  a = c64[4] parameter(0)\n"
-                        "  b = c64[4] parameter(1)\n  ROOT r = c64[4] multiply(a, b)\n}\n");
+/* The CUDA target compiles complex values now; what the generator has no complex code for (a
+ * sort of complex keys) it refuses with the located error of the support check. */
+Test(cpu_complex, cuda_refuses_complex_sort) {
+  HModule *m = ct_parse("HloModule t\ncmp {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+                        "  ra = f32[] real(a)\n  rb = f32[] real(b)\n"
+                        "  ROOT lt = pred[] compare(ra, rb), direction=LT\n}\n"
+                        "ENTRY e {\n  a = c64[4] parameter(0)\n"
+                        "  ROOT r = c64[4] sort(a), dimensions={0}, to_apply=cmp\n}\n");
   char *dir = ct_tmpdir("hloc_cuda_cplx"), out[600];
   snprintf(out, sizeof out, "%s/m.ptx", dir);
   CudaOpts o = {.name = "m", .out_path = out, .emit = CUDA_EMIT_PTX};
   HErr err = {0};
   cr_expect_not(cuda_compile(m, &o, &err));
-  cr_expect(strstr(err.msg, "instruction 'a'") && strstr(err.msg, "CUDA target") &&
+  cr_expect(strstr(err.msg, "instruction 'r'") && strstr(err.msg, "CUDA target: sort") &&
                 strstr(err.msg, "complex types (c64, c128) are not supported by this target yet"),
             "%s", err.msg);
   hlo_module_free(m);

@@ -445,7 +445,7 @@ static char *tu_object(const char *fixture, const char *name, char **dir_out) {
 
 #define TU_LIBS                                                                                    \
   "-L" HLOC_CUDA_HOME "/lib64/stubs -lcuda -L" HLOC_CUDA_HOME "/lib64 -L" HLOC_CUDA_HOME           \
-  "/lib -lcublas -lcublasLt -lcudnn -lpthread -lm"
+  "/lib -lcublas -lcublasLt -lcudnn -lcufft -lpthread -lm"
 
 Test(cuda_host, header_and_object_link_as_a_user_program) {
   char *d;
@@ -903,6 +903,60 @@ Test(cuda_ptx, softmax_as_one_row_kernel) {
   cr_expect_eq(tu_count(js, "\"shape\": \"row-chain\""), 1, "%s", js);
   cr_expect_eq(tu_count(js, "\"kind\": \"kernel\""), 1, "%s", js);
   free(js);
+}
+
+/* Complex values and 4-bit integers go through the elemental generator (complex dots as loop
+ * kernels, reported so), ffts through cuFFT: one fft step per transform in the manifest with its
+ * cufftExec function, a scaling kernel after each inverse, a scratch copy before each C2R;
+ * --stats names the steps and the header asks for -lcufft and links as a user program. */
+Test(cuda_ptx, complex_fft_and_int4_cases) {
+  char *js = tu_case_manifest("complex_dot", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 0, "%s", js);
+  cr_expect_eq(tu_count(js, "\"shape\": \"loop\""), 2, "%s", js);
+  free(js);
+  static const char *const plain[] = {"complex_elementwise", "complex_reduce", "int4_s4_u4"};
+  for (int c = 0; c < 3; c++)
+    free(tu_case_manifest(plain[c], OPT_CONV_NHWC));
+  js = tu_case_manifest("fft_real", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"kind\": \"fft\""), 6, "%s", js);
+  cr_expect_eq(tu_count(js, "\"function\": \"cufftExecR2C\""), 3, "%s", js);
+  cr_expect_eq(tu_count(js, "\"function\": \"cufftExecC2R\", \"type\": \"CUFFT_C2R\", "
+                            "\"direction\": \"inverse\", \"n\": [4, 6, 9], \"batch\": 2"),
+               1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"shape\": \"fft-scale\""), 3, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"copy\""), 3, "a copy before each C2R: %s", js);
+  free(js);
+  js = tu_case_manifest("fft_c128", OPT_CONV_NHWC);
+  cr_expect_eq(tu_count(js, "\"function\": \"cufftExecZ2Z\""), 2, "%s", js);
+  cr_expect_eq(tu_count(js, "\"function\": \"cufftExecD2Z\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"function\": \"cufftExecZ2D\""), 1, "%s", js);
+  free(js);
+  char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
+  snprintf(out, sizeof out, "%s/m.o", d);
+  snprintf(cmd, sizeof cmd,
+           "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
+           "/cuda/cases/fft_c64_2d_3d.hlo' --target=cuda --stats -o '%s' --name m > "
+           "'%s/stats.txt' 2>&1",
+           out, d);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(out, sizeof out, "%s/stats.txt", d);
+  char *st = ct_slurp(out, NULL);
+  cr_expect(strstr(st, "cuda: cufft cufftExecC2C forward rank=3 n=6,10,14 batch=2  (g)"), "%s", st);
+  cr_expect(strstr(st, "cuda: cufft cufftExecC2C inverse rank=3 n=5,7,9 batch=1  (i)"), "%s", st);
+  cr_expect(strstr(st, "4 cuFFT transforms"), "%s", st);
+  free(st);
+  snprintf(out, sizeof out, "%s/m.h", d);
+  char *h = ct_slurp(out, NULL);
+  cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcufft\""), "%s", h);
+  cr_expect(strstr(h, "200000 + a cufftResult"), "%s", h);
+  free(h);
+  snprintf(cmd, sizeof cmd,
+           "printf 'int m_cuda_init(void);\\nint main(void){return m_cuda_init() * 0;}\\n' | "
+           "cc -x c - -x none '%s/m.o' " TU_LIBS " -o '%s/user'",
+           d, d);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+  ct_rmdir(d);
+  free(d);
 }
 
 Test(cuda_ptx, variadic_scatter_steps) {

@@ -6,8 +6,8 @@
 # needs neither LLVM nor protobuf-c): hloc --target=cuda per fixture, the driver
 # tests/cuda/cuda_driver.c linked with the model object, hloc's hlo library, -lcuda (the
 # toolkit's stub library) and the libraries the model's header lists (MODEL_CUDA_LIBS:
-# -lcublas, -lcudnn); the fixtures' in/out .npy files are copied beside; the same for the
-# cases of tests/xla_cases (XLA's outputs, as xla_<case>). Then the same for
+# -lcublas, -lcudnn, -lcufft); the fixtures' in/out .npy files are copied beside; the same for
+# the cases of tests/xla_cases and tests/xla_complex (XLA's outputs, as xla_<case>). Then the same for
 # every tests/cuda/cases/*.hlo (kernel shapes the fixtures are too small to reach: split
 # reductions, column reductions, weight gradients), each compiled twice (--conv-layout=nchw
 # and nhwc), its inputs and expected outputs made here by the reference interpreter
@@ -42,7 +42,7 @@ for f in "$CORPUS"/*/; do
   build_one "$n" "$f/module.pb"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/" 2>/dev/null || true
 done
-for f in "$ROOT"/tests/xla_cases/*/; do
+for f in "$ROOT"/tests/xla_cases/*/ "$ROOT"/tests/xla_complex/*/; do
   n=xla_$(basename "$f")
   build_one "$n" "$f/module.hlo"
   cp "$f"/in*.npy "$f"/out*.npy "$OUT/$n/"
@@ -66,7 +66,7 @@ cat >"$OUT/run.sh" <<'RUN'
 # any failed. RTOL 1e-4 (1e-3 for the train step, whose reductions are long).
 cd "$(dirname "$0")"
 LIBS=
-for lib in libcublas.so.13 libcudnn.so.9; do
+for lib in libcublas.so.13 libcudnn.so.9 libcufft.so.12; do
   f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
   [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
   [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"

@@ -7,7 +7,8 @@
  *      become device addresses (base pointer + offset); dot operands that must be staged
  *      get private scratch after the heap (TEMP_BYTES covers both);
  *   3. steps: one or more per computing entry instruction, in entry order (cuda_kernel.c):
- *      NVPTX kernels generated with the shared elemental generator (targets/gen), cuBLAS GEMMs;
+ *      NVPTX kernels generated with the shared elemental generator (targets/gen), cuBLAS GEMMs,
+ *      cuDNN convolutions, cuFFT transforms (cuda_fft.c);
  *      then device-to-device copies of result leaves not computed in place;
  *   4. math: calls the elemental generator makes to LLVM math intrinsics (llvm.exp, log,
  *      sin, cos, pow) and to libm (erff, tanf, atan2f, ...) are redirected to libdevice's
@@ -80,26 +81,6 @@ CuStep *cuda_add_step(CudaCg *cc, CuStepKind kind, const HInstr *in) {
 
 /* ------------------------------------------------------------------ checks */
 
-/* The 4-bit integer type (s4, u4) anywhere in s, or DT_INVALID. */
-static DType cc_int4_in(const Shape *s) {
-  for (int i = 0; s->dt == DT_TUPLE && i < s->ntuple; i++) {
-    DType t = cc_int4_in(&s->tuple[i]);
-    if (t != DT_INVALID) return t;
-  }
-  return hlo_dtype_is_int4(s->dt) ? s->dt : DT_INVALID;
-}
-
-/* s4 and u4 have no code on the GPU yet (the CPU target compiles them): refused by name. */
-static bool cc_check_int4(CudaCg *cc, const HInstr *in) {
-  DType t = cc_int4_in(&in->shape);
-  for (int k = 0; k < in->nops && t == DT_INVALID; k++)
-    t = cc_int4_in(&in->ops[k]->shape);
-  if (t == DT_INVALID) return true;
-  hlo_err_at(cc->cg.err, in, "CUDA target: %s: element type %s is not supported by this target",
-             hlo_op_name(in->op), hlo_dtype_name(t));
-  return false;
-}
-
 static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   if (depth > 64) {
     hlo_err_comp(cc->cg.err, c, "CUDA target: computations nested too deeply");
@@ -107,7 +88,7 @@ static bool cc_check_comp(CudaCg *cc, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!cc_check_int4(cc, in) || !gen_op_supported(in, "CUDA", cc->cg.err)) return false;
+    if (!gen_op_supported_ex(in, "CUDA", true, cc->cg.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cc_check_comp(cc, in->calls[j], depth + 1)) return false;
   }
@@ -226,14 +207,20 @@ static void cc_stats(CudaCg *cc, FILE *f) {
               (long long)s->cc, (long long)s->ch, (long long)s->cw, (long long)s->ck,
               (long long)s->cr, (long long)s->cs, (long long)s->cp, (long long)s->cq,
               (long long)s->groups, s->in->name);
+    else if (s->kind == CU_STEP_FFT)
+      fprintf(f, "cuda: cufft %s %s rank=%d n=%lld,%lld,%lld batch=%lld  (%s)\n",
+              cuda_fft_exec_name(s), s->fft_dir > 0 ? "inverse" : "forward", s->fft_rank,
+              (long long)s->fft_n[0], (long long)(s->fft_rank > 1 ? s->fft_n[1] : 1),
+              (long long)(s->fft_rank > 2 ? s->fft_n[2] : 1), (long long)s->batch, s->in->name);
     else
       fprintf(f, "cuda: copy %lld bytes  (%s)\n", (long long)s->bytes, s->in->name);
   }
   fprintf(
       f,
       "cuda: %d kernels, %d cuBLAS GEMMs, %d cuBLASLt fp8 GEMMs, %d cuBLASLt GEMMs with a fused "
-      "epilogue, %d cuDNN convolutions, temp %lld bytes (%lld staging, %lld cuDNN workspace)\n",
-      cc->nkernels, gemms, lts, cc->nepi, cc->nconvs, (long long)cc->temp_bytes,
+      "epilogue, %d cuDNN convolutions, %d cuFFT transforms, temp %lld bytes (%lld staging, %lld "
+      "cuDNN workspace)\n",
+      cc->nkernels, gemms, lts, cc->nepi, cc->nconvs, cc->nffts, (long long)cc->temp_bytes,
       (long long)cc->stage_bytes, (long long)cc->ws_bytes);
   if (cc->nloop_products) {
     fprintf(f,

@@ -14,7 +14,8 @@
  *     reserved for it (none fits: init returns 3); when a cuBLASLt GEMM exists (fp8 operands,
  *     fused epilogues) a cuBLASLt handle with, per such GEMM, its descriptors and the
  *     algorithm cuBLASLt's heuristic ranks first, and for a fused epilogue without one a mark:
- *     that GEMM runs unfused (cuBLAS, then its epilogue kernel). A slot
+ *     that GEMM runs unfused (cuBLAS, then its epilogue kernel); when an FFT step exists, the
+ *     cuFFT plan of each (cufftPlanMany, cuda_fft.c). A slot
  *     is filled once under a process-wide pthread mutex and published by a release store
  *     of its context; lookups are acquire loads, so the launch path takes no lock;
  *   - int NAME_cuda_init(void): loads the module into the current context (cubin, else PTX)
@@ -26,9 +27,10 @@
  *     pointer, an attribute of the shared descriptor, set and used under the mutex; the unfused
  *     path where the slot is marked or a pointer is less aligned than the heuristic assumed),
  *     cudnnConvolutionForward or cudnnConvolutionBackwardFilter (the same way),
- *     cuMemcpyDtoDAsync; returns 0, a CUresult, 1000 + a cublasStatus_t or 100000 + a
- *     cudnnStatus_t; 1 for a NULL array (CUDA_ERROR_INVALID_VALUE), 2 when more than CU_SLOTS
- *     contexts are used, 201 without a current context;
+ *     cufftExec* (cufftSetStream under the mutex likewise), cuMemcpyDtoDAsync; returns 0, a
+ *     CUresult, 1000 + a cublasStatus_t, 100000 + a cudnnStatus_t or 200000 + a cufftResult;
+ *     1 for a NULL array (CUDA_ERROR_INVALID_VALUE), 2 when more than CU_SLOTS contexts are
+ *     used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
  * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
 #include "cuda_impl.h"
@@ -55,6 +57,8 @@ typedef struct Host {
                                                cuBLASLt GEMM per slot */
   LLVMValueRef ltf;                         /* per slot and cuBLASLt GEMM: 1 where a fused
                                                epilogue got no algorithm (runs unfused) */
+  LLVMValueRef ffts;                        /* cuFFT: the plan (an int cufftHandle) of every
+                                               transform per slot */
   LLVMValueRef cubin, ptx;                  /* images */
   LLVMValueRef knames;                      /* [nk x ptr] kernel names */
   LLVMValueRef fn;                          /* function being built */
@@ -400,6 +404,41 @@ static void h_dnn_init(Host *h, const HExit *x, LLVMValueRef slot) {
     if (cc->steps[i].kind == CU_STEP_CONV) h_dnn_conv(h, x, slot, handle, &cc->steps[i], perf, cnt);
 }
 
+/* The cuFFT plan of every transform step for slot: cufftPlanMany in the basic data layout
+ * (NULL embeds: batch contiguous transforms), its work area allocated by cuFFT; a failure
+ * exits through x with 200000 + the cufftResult. */
+static void h_fft_init(Host *h, const HExit *x, LLVMValueRef slot) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  LLVMTypeRef nt = LLVMArrayType2(h->i32, 3);
+  LLVMValueRef n = LLVMBuildAlloca(B, nt, "fft_n");
+  LLVMTypeRef ps[11] = {h->ptr, h->i32, h->ptr, h->ptr, h->i32, h->i32,
+                        h->ptr, h->i32, h->i32, h->i32, h->i32};
+  for (int i = 0; i < cc->nsteps; i++) {
+    const CuStep *s = &cc->steps[i];
+    if (s->kind != CU_STEP_FFT) continue;
+    for (int j = 0; j < s->fft_rank; j++) {
+      LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, j)};
+      LLVMBuildStore(B, h_i32(h, s->fft_n[j]), LLVMBuildInBoundsGEP2(B, nt, n, ix, 2, ""));
+    }
+    LLVMValueRef nul = LLVMConstNull(h->ptr);
+    LLVMValueRef a[11] = {h_table_ptr(h, h->ffts, slot, s->fidx),
+                          h_i32(h, s->fft_rank),
+                          n,
+                          nul,
+                          h_i32(h, 1),
+                          h_i32(h, 0),
+                          nul,
+                          h_i32(h, 1),
+                          h_i32(h, 0),
+                          h_i32(h, s->fft_kind),
+                          h_i32(h, s->batch)};
+    LLVMValueRef st = h_call(h, "cufftPlanMany", h->i32, ps, a, 11);
+    h_exit_if(h, x, LLVMBuildICmp(B, LLVMIntNE, st, h_i32(h, 0), ""),
+              LLVMBuildAdd(B, st, h_i32(h, 200000), ""));
+  }
+}
+
 /* NAME_cuda_init(): load the module into the current context once. */
 static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   CudaCg *cc = h->cc;
@@ -480,6 +519,7 @@ static LLVMValueRef h_init_fn(Host *h, LLVMValueRef lookup) {
   }
   if (cc->nlt) h_lt_init(h, &x, slot);
   if (cc->nconvs) h_dnn_init(h, &x, slot);
+  if (cc->nffts) h_fft_init(h, &x, slot);
   LLVMValueRef pub = LLVMBuildStore(B, ctx, h_slot_ptr(h, h->ctxs, slot));
   LLVMSetOrdering(pub, LLVMAtomicOrderingRelease);
   LLVMSetAlignment(pub, 8);
@@ -524,7 +564,7 @@ static LLVMValueRef h_run_addr(Host *h, const HRun *r, const CuPtr *p) {
 static void h_locked_call(Host *h, const char *set_stream, LLVMValueRef handle, LLVMValueRef stream,
                           const char *fn, LLVMTypeRef *ps, LLVMValueRef *a, int n, int add) {
   h_lock(h, true);
-  LLVMTypeRef sp[2] = {h->ptr, h->ptr};
+  LLVMTypeRef sp[2] = {LLVMTypeOf(handle), h->ptr}; /* (cufftHandle is an int) */
   LLVMValueRef sa[2] = {handle, stream};
   LLVMValueRef st1 = h_call(h, set_stream, h->i32, sp, sa, 2);
   LLVMValueRef st2 = h_call(h, fn, h->i32, ps, a, n);
@@ -611,6 +651,18 @@ static void h_run_conv(Host *h, const CuStep *s, const HRun *r, LLVMValueRef dnn
   h_locked_call(h, "cudnnSetStream", dnn, r->stream,
                 s->wgrad ? "cudnnConvolutionBackwardFilter" : "cudnnConvolutionForward", fp, fa, 13,
                 100000);
+}
+
+/* Transform step s through cufftExec* with the slot's plan, set to the run's stream under the
+ * lock (a plan is not safe to use from two threads at once). */
+static void h_run_fft(Host *h, const CuStep *s, const HRun *r) {
+  LLVMValueRef plan = LLVMBuildLoad2(h->B, h->i32, h_table_ptr(h, h->ffts, r->slot, s->fidx), "");
+  bool c2c = s->fft_kind == 0x29 || s->fft_kind == 0x69;
+  LLVMTypeRef ps[4] = {h->i32, h->ptr, h->ptr, h->i32};
+  LLVMValueRef a[4] = {plan, h_run_addr(h, r, &s->x), h_run_addr(h, r, &s->y),
+                       h_i32(h, s->fft_dir)};
+  h_locked_call(h, "cufftSetStream", plan, r->stream, cuda_fft_exec_name(s), ps, a, c2c ? 4 : 3,
+                200000);
 }
 
 /* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
@@ -918,6 +970,8 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       h_run_gemm(h, s, &r, handle);
     } else if (s->kind == CU_STEP_CONV) {
       h_run_conv(h, s, &r, dnn);
+    } else if (s->kind == CU_STEP_FFT) {
+      h_run_fft(h, s, &r);
     } else {
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
       LLVMValueRef ca[4] = {
@@ -1023,6 +1077,10 @@ bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const cha
   snprintf(g, sizeof g, "%s_cuda_lt_unfused", nm);
   h->ltf =
       h_global(h, LLVMArrayType2(LLVMArrayType2(h->i8, (uint64_t)nl), CU_SLOTS), g, NULL, false);
+  int nf = cc->nffts ? cc->nffts : 1;
+  snprintf(g, sizeof g, "%s_cuda_fft", nm);
+  h->ffts =
+      h_global(h, LLVMArrayType2(LLVMArrayType2(h->i32, (uint64_t)nf), CU_SLOTS), g, NULL, false);
   snprintf(g, sizeof g, "%s_cuda_fn", nm);
   h->fns =
       h_global(h, LLVMArrayType2(LLVMArrayType2(h->ptr, (uint64_t)nk), CU_SLOTS), g, NULL, false);

@@ -14,6 +14,8 @@
  *                   once per CUDA context, launches on the caller's stream
  *   cuda_loop.c     while loops: the condition's and body's plans and scratch regions, their
  *                   steps between control steps the host walks; device addresses by region
+ *   cuda_fft.c      fft through cuFFT: the transform step, the C2R input's scratch copy, the
+ *                   1/N scaling kernel of the inverse kinds; cufft names for the outputs
  *   cuda_ptxas.c    running ptxas in a private temporary folder, parsing its -v report
  *   cuda_header.c   the generated C header and the JSON manifest
  *   cuda_run.c      hloc verify's GPU run: the module, its arguments and a driver as a folder
@@ -49,6 +51,7 @@ typedef enum CuStepKind {
   CU_STEP_GEMM,   /* a cuBLAS strided batched GEMM (column-major terms) */
   CU_STEP_COPY,   /* a device-to-device copy */
   CU_STEP_CONV,   /* a cuDNN convolution (NHWC/KRSC or NCHW/KCRS) */
+  CU_STEP_FFT,    /* a cuFFT transform (cuda_fft.c): a plan per context, made at init */
   CU_STEP_BRANCH, /* a while loop's exit test: to step `target` when the byte at src is 0 (read
                      back to the host: the stream synchronized) */
   CU_STEP_COUNT,  /* a counted loop's exit test: to `target` when host counter `counter` is 0,
@@ -120,6 +123,14 @@ typedef struct CuStep {
   int64_t pad[2], stride[2], dil[2]; /* symmetric padding, strides, filter dilation */
   int64_t groups;                    /* feature groups */
   CuPtr x, w, y, ws;                 /* input, filter, output, workspace */
+  /* CU_STEP_FFT: batch (above) transforms of fft_n[0..fft_rank) elements each (the operand's
+   * minor dims, dense row-major), x -> y */
+  int fidx;         /* transform number (its cufftHandle per context) */
+  int fft_kind;     /* cufftType: CUFFT_C2C 0x29, R2C 0x2a, C2R 0x2c, Z2Z 0x69, D2Z 0x6a, Z2D
+                       0x6c */
+  int fft_dir;      /* C2C, Z2Z: CUFFT_FORWARD -1 or CUFFT_INVERSE 1 */
+  int fft_rank;     /* 1 to 3 */
+  int64_t fft_n[3]; /* the lengths, outermost first (XLA's fft_length) */
 } CuStep;
 
 /* A kernel generated once, by its IR's fingerprint (gen_fingerprint). */
@@ -166,6 +177,7 @@ typedef struct CudaCg {
   int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands, fused epilogues) */
   int nepi;                     /* of them, those with a fused epilogue */
   int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int nffts;                    /* CU_STEP_FFT steps (cuFFT is used when > 0) */
   int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
   int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
   int64_t temp_bytes;           /* what the caller provides: plan heap + staging + workspace */
@@ -314,6 +326,15 @@ int cuda_epilogue_lt(int flags, const char **name);
 /* The fused attention kernel(s) for a kCustom fusion the attention pass built (*taken; else
  * nothing emitted). false with a located error when generation failed. */
 bool cuda_attention(CudaCg *cc, HInstr *in, bool *taken);
+
+/* ------------------------------------------------------------------ cuda_fft.c */
+
+/* An entry fft: its CU_STEP_FFT (after a scratch copy of an IRFFT's operand), then for the
+ * inverse kinds the kernel scaling by 1/N. */
+bool cuda_fft(CudaCg *cc, HInstr *in);
+/* A transform step's cufftExec* function and cufftType name (manifest, --stats). */
+const char *cuda_fft_exec_name(const CuStep *s);
+const char *cuda_fft_type_name(const CuStep *s);
 
 /* ------------------------------------------------------------------ cuda_ptxas.c */
 

@@ -821,6 +821,9 @@ static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
   for (int i = 0; i < p->nh; i++) {
     const HInstr *h = p->hero[i];
     if (h->nops != 2 || h->shape.dt == DT_TUPLE || h->shape.dt == DT_PRED) return false;
+    /* the warp shuffles and shared-memory trees move scalar registers: complex ({re, im})
+     * and 4-bit sums take the loop kernel (gen_value's elemental reduce) */
+    if (hlo_dtype_is_complex(h->shape.dt) || hlo_dtype_is_int4(h->shape.dt)) return false;
     if (!hlo_shape_same_dims(&h->ops[0]->shape, &h0->ops[0]->shape) || h->dims.n != h0->dims.n)
       return false;
     for (int j = 0; j < h->dims.n; j++)
@@ -2293,6 +2296,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   }
   if (in->op == OP_SCATTER) return ck_scatter(cc, in);
   if (in->op == OP_SORT) return cuda_sort(cc, in);
+  if (in->op == OP_FFT) return cuda_fft(cc, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cuda_select_scatter(cc, in);
   bool dus_ok = ck_dus(cc, in, &taken);
   if (taken) return dus_ok;
