@@ -19,11 +19,14 @@
 # The run (here, or the bundle's run.sh there): ROUNDS rounds (default 3), each running every
 # case on each thread count of THREADS (default "1 2") and each layout, hloc's driver and
 # oneDNN's program one right after the other on the same cores (taskset -c CORES, default
-# 0,1), their order swapped every round, BUDGET seconds of timed runs each (default 1). The
-# table takes per figure the median over the rounds of each run's median, and says what
-# oneDNN's median is over hloc's (above 1: hloc faster), beside oneDNN's kernel and the check.
-# It is printed and written to RESULTS (default the run's folder) as dnnl_pair.md, the raw
-# figures beside it (dnnl_pair.tsv).
+# 0,1), their order swapped every round, BUDGET seconds of timed runs each (default 1); ONLY
+# (an extended regex) keeps the cases whose names (MxKxN_type) it matches. Two tables: per
+# figure the median over the rounds of each run's median, and the fastest single call over the
+# rounds (on a shared machine a neighbour only ever slows a run down); each says what oneDNN's
+# time is over hloc's (above 1: hloc faster), beside oneDNN's kernel and the check, under the
+# machine's bf16 peak (bench/cpu/bf16_peak.c). The report is written to RESULTS (default the
+# run's folder) as dnnl_pair.md after every round, so a run cut short leaves the rounds it
+# finished; the raw figures beside it (dnnl_pair.tsv), the programs' stderr in dnnl_pair.log.
 #
 # --device-bundle DIR writes DIR (objects for --cpu sapphirerapids --features=-prefer-256-bit,
 # HLOC_BENCH_BUNDLE_CPU / _FEATURES as in bench/cpu.sh; drivers linked statically; the oneDNN
@@ -37,57 +40,57 @@ here=$(cd "$(dirname "$0")" && pwd)
 kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
 
 # One timed run of side $1 (hloc or dnnl) of case $2 on $3 threads with B $4 (plain or
-# packed): its key=value line, "F" on failure (stderr in $dir/pair.log).
+# packed): its key=value line, "F" on failure (stderr in $log).
 run_side() {
   local side=$1 c=$2 th=$3 lay=$4 m k n ty line
   read -r m k n ty < <(awk -F'\t' -v c="$c" '$1 == c { print $2, $3, $4, $5 }' "$dir/cases.tsv")
   if [ "$side" = hloc ]; then
-    line=$("${pin[@]}" "$dir/bin/$c" --threads "$th" --budget "$budget" $([ "$lay" = packed ] && echo --packed) 2>>"$dir/pair.log")
+    line=$("${pin[@]}" "$dir/bin/$c" --threads "$th" --budget "$budget" $([ "$lay" = packed ] && echo --packed) 2>>"$log")
   else
     line=$("${pin[@]}" "${dnnl[@]}" --m "$m" --k "$k" --n "$n" --type "$ty" --threads "$th" \
-      --weights "${lay/packed/blocked}" --budget "$budget" 2>>"$dir/pair.log")
+      --weights "${lay/packed/blocked}" --budget "$budget" 2>>"$log")
   fi
   [ -n "$line" ] && echo "$line" || echo F
 }
 
-# Every round: cases x thread counts x layouts, both sides back to back (swapped each round),
-# into $raw: round, case, threads, layout, side, median_s, min_s, pack_s, asum, impl.
-run_rounds() {
-  local r c th lay s line
-  for ((r = 1; r <= rounds; r++)); do
-    echo "== round $r of $rounds ($(date -u +%H:%M:%S) UTC)"
-    for c in $(cut -f1 "$dir/cases.tsv"); do
-      for th in $threads; do
-        for lay in plain packed; do
-          for s in $([ $((r % 2)) = 1 ] && echo hloc dnnl || echo dnnl hloc); do
-            line=$(run_side "$s" "$c" "$th" "$lay")
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$th" "$lay" "$s" \
-              "$(kv median_s "$line")" "$(kv min_s "$line")" "$(kv pack_s "$line")" \
-              "$(kv asum "$line")" "$(kv impl "$line")" >>"$raw"
-          done
+# Round $1: every case (of those ONLY matches) x thread counts x layouts, both sides back to
+# back (swapped each round), into $raw: round, case, threads, layout, side, median_s, min_s,
+# pack_s, asum, impl.
+run_round() {
+  local r=$1 c th lay s line
+  echo "== round $r of $rounds ($(date -u +%H:%M:%S) UTC)"
+  for c in $(cut -f1 "$dir/cases.tsv" | grep -E "${ONLY:-.}"); do
+    for th in $threads; do
+      for lay in plain packed; do
+        for s in $([ $((r % 2)) = 1 ] && echo hloc dnnl || echo dnnl hloc); do
+          line=$(run_side "$s" "$c" "$th" "$lay")
+          printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$th" "$lay" "$s" \
+            "$(kv median_s "$line")" "$(kv min_s "$line")" "$(kv pack_s "$line")" \
+            "$(kv asum "$line")" "$(kv impl "$line")" >>"$raw"
         done
-        echo "   $c ${th}t: $(awk -F'\t' -v r="$r" -v c="$c" -v t="$th" '$1 == r && $2 == c && $3 == t { printf " %s/%s %.3g ms", $5, $4, $6 * 1e3 }' "$raw")"
       done
+      echo "   $c ${th}t: $(awk -F'\t' -v r="$r" -v c="$c" -v t="$th" '$1 == r && $2 == c && $3 == t { printf " %s/%s %.3g ms", $5, $4, $6 * 1e3 }' "$raw")"
     done
   done
 }
 
-# The table from $raw and $dir/cases.tsv.
+# The table from $raw and $dir/cases.tsv: of each run's median over the rounds' (best=0), or
+# of each run's fastest call, the fastest over the rounds (best=1).
 pair_table() {
   echo "| M x K x N | types | threads | hloc ms (B per call / packed) | oneDNN ms (B plain / blocked) | GFLOP/s packed: hloc / oneDNN | oneDNN / hloc (plain, packed) | oneDNN kernel | check |"
   echo "|---|---|---:|---:|---:|---:|---|---|---|"
-  awk -F'\t' '
+  awk -F'\t' -v best="$1" '
     function med(s,   n, a, i, j, t) {
       n = split(s, a, " ")
       for (i = 1; i <= n; i++) { if (a[i] == "F") return ""; for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t } }
-      return n == 0 ? "" : n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+      return n == 0 ? "" : best ? a[1] : n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     function ms(x) { return x == "" ? "failed" : x * 1e3 < 10 ? sprintf("%.2f", x * 1e3) : sprintf("%.1f", x * 1e3) }
     function ratio(a, b) { return a == "" || b == "" ? "–" : sprintf("%.2f", a / b) }
     function close_(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return d <= 1e-3 * s + 1e-6 }
     FILENAME == ARGV[1] { shape[$1] = $2 " x " $3 " x " $4; type[$1] = $5; fl[$1] = 2 * $2 * $3 * $4; nopack[$1] = $6 == 0; order[++nc] = $1; next }
     {
-      k = $2 SUBSEP $3; t[k, $4, $5] = t[k, $4, $5] " " ($6 == "" ? "F" : $6)
+      k = $2 SUBSEP $3; v = best ? $7 : $6; t[k, $4, $5] = t[k, $4, $5] " " (v == "" ? "F" : v)
       if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
       if ($5 == "dnnl" && $4 == "packed") impl[k] = $10
       if ($9 == "") bad[k] = "a run failed"
@@ -107,34 +110,54 @@ pair_table() {
     }' "$dir/cases.tsv" "$raw"
 }
 
-# Run the cases of folder $1 (bin/, cases.tsv; lib/ in a bundle) and print the table.
+# The report after round $1 of the run that started at $stamp into $res/dnnl_pair.md: the
+# machine, the bf16 peak, both tables.
+pair_report() {
+  {
+    echo "hloc against oneDNN, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AMX $(grep -q amx_tile /proc/cpuinfo && echo yes || echo no)."
+    echo "Pinned: ${pin[*]:-none}; $1 of $rounds round(s) done, BUDGET=$budget s per run ($((SECONDS - t0)) s in all); load average at the start $load0, now $(cut -d' ' -f1-3 /proc/loadavg)."
+    [ -s "$dir/README.txt" ] && echo "Bundle: $(head -n 1 "$dir/README.txt")"
+    [ -n "$peak" ] && echo "bf16 peak on the same cores (bench/cpu/bf16_peak.c): $(printf '%s\n' "$peak" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^(bf16_threads|isa|gflops)=/) printf "%s ", $i; printf "; " }')"
+    echo
+    echo "Each figure the median over the rounds of each run's median:"
+    echo
+    pair_table 0
+    echo
+    echo "Each figure the fastest single call over the rounds (the least disturbed by a neighbour):"
+    echo
+    pair_table 1
+  } >"$res/dnnl_pair.md"
+}
+
+# Run the cases of folder $1 (bin/, cases.tsv; lib/ in a bundle), writing the report after
+# every round (a run cut short still leaves one), and print it.
 pair_run() {
   dir=$1
   rounds=${ROUNDS:-3} threads=${THREADS:-"1 2"} budget=${BUDGET:-1}
-  local res=${RESULTS:-$dir} cpu
+  res=${RESULTS:-$dir}
   mkdir -p "$res"
   pin=(taskset -c "${CORES:-0,1}")
   command -v taskset >/dev/null || { echo "dnnl_pair: taskset not found: running unpinned"; pin=(); }
   dnnl=("$dir/bin/hloc-bench-dnnl")
   [ -x "$dir/lib/ld-linux-x86-64.so.2" ] && dnnl=("$dir/lib/ld-linux-x86-64.so.2" --library-path "$dir/lib" "${dnnl[@]}")
-  raw=$res/dnnl_pair.tsv
+  raw=$res/dnnl_pair.tsv log=$res/dnnl_pair.log
   : >"$raw"
-  : >"$dir/pair.log"
-  local stamp t0=$SECONDS
+  : >"$log"
+  t0=$SECONDS load0=$(cut -d' ' -f1-3 /proc/loadavg)
   stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[ \t]*//p' | head -n 1)
-  echo "== $stamp on $(hostname): ${cpu:-unknown CPU}, $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  run_rounds
-  {
-    echo "hloc against oneDNN, $stamp, $(hostname): ${cpu:-unknown CPU}, $(nproc) cores, AMX $(grep -q amx_tile /proc/cpuinfo && echo yes || echo no)."
-    echo "Pinned: ${pin[*]:-none}; $rounds round(s) of BUDGET=$budget s per run, each figure the median over the rounds ($((SECONDS - t0)) s in all); load average at the end $(cut -d' ' -f1-3 /proc/loadavg). $(cat "$dir/README.txt" 2>/dev/null | head -n 1)"
-    echo
-    pair_table
-  } >"$res/dnnl_pair.md"
+  echo "== $stamp on $(hostname): ${cpu:-unknown CPU}, $(nproc) cores; load average $load0"
+  peak=""
+  [ -x "$dir/bin/bf16_peak" ] && peak=$("${pin[@]}" "$dir/bin/bf16_peak" 2>>"$log")
+  local r
+  for ((r = 1; r <= rounds; r++)); do
+    run_round "$r"
+    pair_report "$r"
+  done
   echo
   cat "$res/dnnl_pair.md"
   echo
-  echo "written to $res/dnnl_pair.md (raw: $raw)"
+  echo "written to $res/dnnl_pair.md (raw: $raw, stderr: $log)"
 }
 
 # Inside a bundle (cases.tsv beside this script, as DIR/run.sh): run it.
@@ -162,7 +185,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$do_build" = 1 ]; then
   HLOC_SETUP_EXTRA=libdnnl-dev "$root/tools/setup.sh" "$build" || exit 1
-  cmake --build "$build" -j"$(nproc)" --target hloc hloc-bench-dnnl >"$build/dnnl_pair_build.log" 2>&1 ||
+  cmake --build "$build" -j"$(nproc)" --target hloc hloc-bench-dnnl hloc-bench-bf16-peak >"$build/dnnl_pair_build.log" 2>&1 ||
     { tail -n 20 "$build/dnnl_pair_build.log"; echo "dnnl_pair: build failed"; exit 1; }
 fi
 for t in hloc hloc-bench-dnnl; do
@@ -204,6 +227,7 @@ build_cases() {
 if [ -z "$bundle" ]; then
   static="" build_cases "$build/bench/dnnl"
   ln -sf "$build/hloc-bench-dnnl" "$build/bench/dnnl/bin/hloc-bench-dnnl"
+  [ -x "$build/hloc-bench-bf16-peak" ] && ln -sf "$build/hloc-bench-bf16-peak" "$build/bench/dnnl/bin/bf16_peak"
   pair_run "$build/bench/dnnl"
   exit
 fi
@@ -217,6 +241,7 @@ static=1 build_cases "$bundle" --cpu "$bcpu" --features="$bfeat"
 rm -rf "$bundle/work"
 strip "$bundle"/bin/* 2>/dev/null
 cp "$build/hloc-bench-dnnl" "$bundle/bin/"
+${CC:-cc} -O2 -static "$root/bench/cpu/bf16_peak.c" -lpthread -o "$bundle/bin/bf16_peak" && strip "$bundle/bin/bf16_peak"
 # every library the program loads and the loader itself, each under its soname
 mkdir -p "$bundle/lib"
 ldd "$build/hloc-bench-dnnl" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 } $1 ~ /^\/.*ld-linux/ { print "ld-linux-x86-64.so.2", $1 }' |
