@@ -74,10 +74,11 @@ run_round() {
   done
 }
 
-# The table from $raw and $dir/cases.tsv: of each run's median over the rounds' (best=0), or
-# of each run's fastest call, the fastest over the rounds (best=1).
+# The table from $raw and $dir/cases.tsv: of each run's median the median over the rounds,
+# oneDNN / hloc the median of the rounds' ratios (each of a pair run back to back) (best=0);
+# or of each run's fastest call the fastest over the rounds, and their ratio (best=1).
 pair_table() {
-  echo "| M x K x N | types | threads | hloc ms (B per call / packed) | oneDNN ms (B plain / blocked) | GFLOP/s packed: hloc / oneDNN | oneDNN / hloc (plain, packed) | oneDNN kernel | check |"
+  echo "| M x K x N | types | threads | hloc ms (B per call / packed) | oneDNN ms (B plain / blocked) | GFLOP/s packed: hloc / oneDNN | oneDNN / hloc (plain, packed)$([ "$1" = 0 ] && echo ", per round") | oneDNN kernel | check |"
   echo "|---|---|---:|---:|---:|---:|---|---|---|"
   awk -F'\t' -v best="$1" '
     function med(s,   n, a, i, j, t) {
@@ -87,10 +88,16 @@ pair_table() {
     }
     function ms(x) { return x == "" ? "failed" : x * 1e3 < 10 ? sprintf("%.2f", x * 1e3) : sprintf("%.1f", x * 1e3) }
     function ratio(a, b) { return a == "" || b == "" ? "–" : sprintf("%.2f", a / b) }
+    function paired(k, lay,   r, l, a, b) { # the median of the rounds ratios, oneDNN over hloc
+      l = ""
+      for (r = 1; r <= nr; r++) { a = rt[k, lay, r, "dnnl"]; b = rt[k, lay, r, "hloc"]; if (a != "" && b != "") l = l " " a / b }
+      return l == "" ? "–" : sprintf("%.2f", med(l))
+    }
     function close_(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return d <= 1e-3 * s + 1e-6 }
     FILENAME == ARGV[1] { shape[$1] = $2 " x " $3 " x " $4; type[$1] = $5; fl[$1] = 2 * $2 * $3 * $4; nopack[$1] = $6 == 0; order[++nc] = $1; next }
     {
       k = $2 SUBSEP $3; v = best ? $7 : $6; t[k, $4, $5] = t[k, $4, $5] " " (v == "" ? "F" : v)
+      rt[k, $4, $1, $5] = v; if ($1 > nr) nr = $1
       if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
       if ($5 == "dnnl" && $4 == "packed") impl[k] = $10
       if ($9 == "") bad[k] = "a run failed"
@@ -105,7 +112,7 @@ pair_table() {
         dp = med(t[keys[j], "plain", "dnnl"]); dq = med(t[keys[j], "packed", "dnnl"])
         gf = (hq == "" ? "–" : sprintf("%.0f", fl[c] / hq * 1e-9)) " / " (dq == "" ? "–" : sprintf("%.0f", fl[c] / dq * 1e-9))
         printf "| %s | %s | %d | %s / %s%s | %s / %s | %s | %s, %s | %s | %s |\n", shape[c], type[c], th, ms(hp), ms(hq),
-          nopack[c] ? " (nothing packed)" : "", ms(dp), ms(dq), gf, ratio(dp, hp), ratio(dq, hq), impl[keys[j]], keys[j] in bad ? bad[keys[j]] : "ok"
+          nopack[c] ? " (nothing packed)" : "", ms(dp), ms(dq), gf, best ? ratio(dp, hp) : paired(keys[j], "plain"), best ? ratio(dq, hq) : paired(keys[j], "packed"), impl[keys[j]], keys[j] in bad ? bad[keys[j]] : "ok"
       }
     }' "$dir/cases.tsv" "$raw"
 }
