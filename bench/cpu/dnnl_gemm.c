@@ -24,7 +24,8 @@
  *
  * Output: one line of key=value fields: impl (oneDNN's implementation name, e.g.
  * brg:avx512_core_bf16), isa (the effective ISA), dnnl (version), type, m, k, n, weights,
- * threads, runs, median_s, min_s, gflops (2 M N K over the median), pack_s, asum. */
+ * wfmt (B's layout in oneDNN's notation), threads, runs, median_s, min_s, gflops (2 M N K over the
+ * median), pack_s, asum. */
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdint.h>
@@ -196,6 +197,22 @@ static dnnl_memory_t weights(dnnl_engine_t eng, dnnl_stream_t st, dnnl_primitive
   return to;
 }
 
+/* B's layout as oneDNN describes it: the outer dimension order by stride (upper case) and the
+ * inner blocks outermost first, e.g. BA16a64b2a (K blocks of 16 pairs by 64 columns); "ab" for
+ * row-major. */
+static void layout_name(const dnnl_memory_desc_t *md, char *out, size_t cap) {
+  const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  if (md->format_kind != dnnl_blocked || (b->inner_nblks == 0 && b->strides[1] == 1)) {
+    snprintf(out, cap, "ab");
+    return;
+  }
+  int outer = b->strides[0] >= b->strides[1] ? 0 : 1;
+  size_t o = (size_t)snprintf(out, cap, "%c%c", 'A' + outer, 'A' + (1 - outer));
+  for (int i = 0; i < b->inner_nblks && o < cap; i++)
+    o += (size_t)snprintf(out + o, cap - o, "%lld%c", (long long)b->inner_blks[i],
+                          'a' + (int)b->inner_idxs[i]);
+}
+
 /* One warm-up call, then timed calls as the options bound them; the sorted times in ts (at
  * least max_runs long), their count returned. */
 static int time_runs(dnnl_primitive_t p, dnnl_stream_t st, dnnl_exec_arg_t *args, const Opts *o,
@@ -253,6 +270,10 @@ int main(int argc, char **argv) {
   DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
   double pack_s;
   dnnl_memory_t wm = weights(eng, st, pd, bm, o.blocked, &pack_s);
+  const dnnl_memory_desc_t *wmd;
+  DN(dnnl_memory_get_memory_desc(wm, &wmd));
+  char wfmt[64];
+  layout_name(wmd, wfmt, sizeof wfmt);
   dnnl_primitive_t p;
   DN(dnnl_primitive_create(&p, pd));
   dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}};
@@ -260,11 +281,12 @@ int main(int argc, char **argv) {
   int runs = time_runs(p, st, args, &o, ts);
   double median = runs % 2 ? ts[runs / 2] : 0.5 * (ts[runs / 2 - 1] + ts[runs / 2]);
   const dnnl_version_t *ver = dnnl_version();
-  printf("impl=%s isa=%s dnnl=%d.%d.%d type=%s m=%lld k=%lld n=%lld weights=%s threads=%d "
+  printf("impl=%s isa=%s dnnl=%d.%d.%d type=%s m=%lld k=%lld n=%lld weights=%s wfmt=%s threads=%d "
          "runs=%d median_s=%.9f min_s=%.9f gflops=%.1f pack_s=%.6f asum=%.9g\n",
          impl, isa_name(dnnl_get_effective_cpu_isa()), ver->major, ver->minor, ver->patch, t->name,
-         (long long)o.m, (long long)o.k, (long long)o.n, o.blocked ? "blocked" : "plain", o.threads,
-         runs, median, ts[0], 2.0 * (double)o.m * (double)o.n * (double)o.k / median * 1e-9, pack_s,
+         (long long)o.m, (long long)o.k, (long long)o.n, o.blocked ? "blocked" : "plain", wfmt,
+         o.threads, runs, median, ts[0],
+         2.0 * (double)o.m * (double)o.n * (double)o.k / median * 1e-9, pack_s,
          result_asum(t, c, o.m * o.n));
   return 0;
 }

@@ -55,7 +55,7 @@ run_side() {
 
 # Round $1: every case (of those ONLY matches) x thread counts x layouts, both sides back to
 # back (swapped each round), into $raw: round, case, threads, layout, side, median_s, min_s,
-# pack_s, asum, impl.
+# pack_s, asum, impl, wfmt.
 run_round() {
   local r=$1 c th lay s line
   echo "== round $r of $rounds ($(date -u +%H:%M:%S) UTC)"
@@ -64,9 +64,9 @@ run_round() {
       for lay in plain packed; do
         for s in $([ $((r % 2)) = 1 ] && echo hloc dnnl || echo dnnl hloc); do
           line=$(run_side "$s" "$c" "$th" "$lay")
-          printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$th" "$lay" "$s" \
+          printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$th" "$lay" "$s" \
             "$(kv median_s "$line")" "$(kv min_s "$line")" "$(kv pack_s "$line")" \
-            "$(kv asum "$line")" "$(kv impl "$line")" >>"$raw"
+            "$(kv asum "$line")" "$(kv impl "$line")" "$(kv wfmt "$line")" >>"$raw"
         done
       done
       echo "   $c ${th}t: $(awk -F'\t' -v r="$r" -v c="$c" -v t="$th" '$1 == r && $2 == c && $3 == t { printf " %s/%s %.3g ms", $5, $4, $6 * 1e3 }' "$raw")"
@@ -99,7 +99,7 @@ pair_table() {
       k = $2 SUBSEP $3; v = best ? $7 : $6; t[k, $4, $5] = t[k, $4, $5] " " (v == "" ? "F" : v)
       rt[k, $4, $1, $5] = v; if ($1 > nr) nr = $1
       if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
-      if ($5 == "dnnl" && $4 == "packed") impl[k] = $10
+      if ($5 == "dnnl" && $4 == "packed") impl[k] = $10 ($11 == "" ? "" : ", B " $11)
       if ($9 == "") bad[k] = "a run failed"
       else if (!(k in ref)) ref[k] = $9
       else if (!close_($9, ref[k])) bad[k] = "DIFF (" $5 " " $4 " " $9 " vs " ref[k] ")"
