@@ -42,10 +42,11 @@ kv() { printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
 # One timed run of side $1 (hloc or dnnl) of case $2 on $3 threads with B $4 (plain or
 # packed): its key=value line, "F" on failure (stderr in $log).
 run_side() {
-  local side=$1 c=$2 th=$3 lay=$4 m k n ty line
+  local side=$1 c=$2 th=$3 lay=$4 m k n ty line opt=()
+  [ "$lay" = packed ] && opt=(--packed)
   read -r m k n ty < <(awk -F'\t' -v c="$c" '$1 == c { print $2, $3, $4, $5 }' "$dir/cases.tsv")
   if [ "$side" = hloc ]; then
-    line=$("${pin[@]}" "$dir/bin/$c" --threads "$th" --budget "$budget" $([ "$lay" = packed ] && echo --packed) 2>>"$log")
+    line=$("${pin[@]}" "$dir/bin/$c" --threads "$th" --budget "$budget" "${opt[@]}" 2>>"$log")
   else
     line=$("${pin[@]}" "${dnnl[@]}" --m "$m" --k "$k" --n "$n" --type "$ty" --threads "$th" \
       --weights "${lay/packed/blocked}" --budget "$budget" 2>>"$log")
