@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # tools/setup.sh: install what hloc needs from Debian's packages (idempotent), then configure.
 # Usage: tools/setup.sh [BUILD_DIR] [extra cmake args...]
+# HLOC_SETUP_EXTRA="pkg ..." adds packages that only some scripts need (bench/cpu/dnnl_pair.sh:
+# libdnnl-dev).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake make gcc pkg-config protobuf-c-compiler libprotobuf-c-dev llvm-19-dev
-      libopenblas-dev libcriterion-dev clang libclang-rt-14-dev clang-format)
+      libopenblas-dev libcriterion-dev clang libclang-rt-14-dev clang-format ${HLOC_SETUP_EXTRA:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -27,8 +27,8 @@
  *
  * Output: one line of key=value fields (model, threads, runs, median_s, min_s, first_s,
  * cold, temp_bytes, packed (0/1) and pack_s, and asum/nonfinite: a position-weighted sum of |x|
- * over the floating-point results and the count of non-finite ones, a checksum for runs on other
- * machines; expect/expect_bad: with --expect DIR, whether every result matches
+ * over the floating-point and s32 results and the count of non-finite ones, a checksum for runs
+ * on other machines; expect/expect_bad: with --expect DIR, whether every result matches
  * DIR/out<k>.npy, f32 within 1e-4 relative, "-" without) that bench/cpu.sh parses (it
  * checks the serial run and the weights-frozen twin against the 2-thread run's results,
  * which the interpreter checked). --save-outputs writes the results as
@@ -331,23 +331,24 @@ static bool npy_expect(const char *dir, int k, const hloc_tensor_info *t, const 
   return ok;
 }
 
-/* Position-weighted sum of |x| (weight 1 + i mod 7) over the floating-point results and the
- * count of non-finite elements (16-bit and fp8 ones widened): a checksum that run.sh compares
+/* Position-weighted sum of |x| (weight 1 + i mod 7) over the floating-point and s32 results and
+ * the count of non-finite elements (16-bit and fp8 ones widened): a checksum that run.sh compares
  * across machines (summation order differs with the vector width, so it is compared with a relative
- * tolerance). */
+ * tolerance), and dnnl_pair.sh with oneDNN's result of the same product (dnnl_gemm.c's). */
 static double result_asum(void *const results[], long long *nonfinite) {
   double s = 0;
   *nonfinite = 0;
   for (int k = 0; k < NRESULTS; k++) {
     const hloc_tensor_info *t = &SYM(_result_info)[k];
     bool f32 = !strcmp(t->dtype, "f32"), f64 = !strcmp(t->dtype, "f64");
-    bool bf16 = !strcmp(t->dtype, "bf16");
+    bool bf16 = !strcmp(t->dtype, "bf16"), s32 = !strcmp(t->dtype, "s32");
     const BenchMini *mini = mini_of(t->dtype);
     bool fp8 = mini && mini->E + mini->M == 7;
-    if (!f32 && !f64 && !bf16 && !mini) continue;
-    size_t n = t->bytes / (f32 ? 4 : f64 ? 8 : fp8 ? 1 : 2);
+    if (!f32 && !f64 && !bf16 && !mini && !s32) continue;
+    size_t n = t->bytes / (f32 || s32 ? 4 : f64 ? 8 : fp8 ? 1 : 2);
     for (size_t i = 0; i < n; i++) {
-      double v = f32    ? ((const float *)results[k])[i]
+      double v = s32    ? ((const int32_t *)results[k])[i]
+                 : f32  ? ((const float *)results[k])[i]
                  : f64  ? ((const double *)results[k])[i]
                  : bf16 ? bench_bf16_to_f32(((const uint16_t *)results[k])[i])
                  : fp8  ? bench_mini_to_f32(((const uint8_t *)results[k])[i], *mini)
