@@ -558,6 +558,25 @@ static char *tu_case_manifest(const char *name, OptConvLayout layout) {
   return tu_kernels(tu_case_module(name, layout), name, CUDA_EMIT_CUBIN, 3, NULL, NULL);
 }
 
+/* hloc run on tests/cuda/cases/NAME.hlo as a user would (--target=cuda --stats, -o DIR/m.o
+ * --name m, then flags): its --stats text and the generated header (malloc'd); the folder
+ * (*dir, to ct_rmdir and free) keeps the object. */
+static void tu_case_cli(const char *name, const char *flags, char **stats, char **header,
+                        char **dir) {
+  char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
+           "/cuda/cases/%s.hlo' --target=cuda --stats -o '%s/m.o' --name m %s > "
+           "'%s/stats.txt' 2>&1",
+           name, d, flags, d);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(out, sizeof out, "%s/stats.txt", d);
+  *stats = ct_slurp(out, NULL);
+  snprintf(out, sizeof out, "%s/m.h", d);
+  *header = ct_slurp(out, NULL);
+  *dir = d;
+}
+
 Test(cuda_ptx, long_reductions_split_over_blocks) {
   /* 64 outputs of 16384 elements: each output's elements over several blocks, then a
      finishing kernel; rows (NCHW statistics) and columns (NHWC statistics) */
@@ -620,23 +639,13 @@ Test(cuda_ptx, fp8_dots_through_cublaslt) {
   cr_expect_eq(tu_count(js, "\"type_c\": \"CUDA_R_16BF\""), 3, "%s", js);
   cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 6, "%s", js);
   free(js);
-  char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
-  snprintf(out, sizeof out, "%s/m.o", d);
-  snprintf(cmd, sizeof cmd,
-           "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
-           "/cuda/cases/dot_fp8.hlo' --target=cuda --stats -o '%s' "
-           "--name m > '%s/stats.txt' 2>&1",
-           out, d);
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
-  snprintf(out, sizeof out, "%s/stats.txt", d);
-  char *st = ct_slurp(out, NULL);
+  char *d, *st, *h;
+  tu_case_cli("dot_fp8", "", &st, &h, &d);
   cr_expect(strstr(st, "6 cuBLASLt fp8 GEMMs"), "%s", st);
   cr_expect(strstr(st, "products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their "
                        "type or form) 1: e5"),
             "%s", st);
   free(st);
-  snprintf(out, sizeof out, "%s/m.h", d);
-  char *h = ct_slurp(out, NULL);
   cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcublasLt\""), "%s", h);
   free(h);
   ct_rmdir(d);
@@ -931,22 +940,12 @@ Test(cuda_ptx, complex_fft_and_int4_cases) {
   cr_expect_eq(tu_count(js, "\"function\": \"cufftExecD2Z\""), 1, "%s", js);
   cr_expect_eq(tu_count(js, "\"function\": \"cufftExecZ2D\""), 1, "%s", js);
   free(js);
-  char *d = ct_tmpdir("hloc_cuda"), out[700], cmd[2048];
-  snprintf(out, sizeof out, "%s/m.o", d);
-  snprintf(cmd, sizeof cmd,
-           "'" HLOC_BIN_DIR "/hloc' '" HLOC_TEST_DIR
-           "/cuda/cases/fft_c64_2d_3d.hlo' --target=cuda --stats -o '%s' --name m > "
-           "'%s/stats.txt' 2>&1",
-           out, d);
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
-  snprintf(out, sizeof out, "%s/stats.txt", d);
-  char *st = ct_slurp(out, NULL);
+  char *d, *st, *h, cmd[2048];
+  tu_case_cli("fft_c64_2d_3d", "", &st, &h, &d);
   cr_expect(strstr(st, "cuda: cufft cufftExecC2C forward rank=3 n=6,10,14 batch=2  (g)"), "%s", st);
   cr_expect(strstr(st, "cuda: cufft cufftExecC2C inverse rank=3 n=5,7,9 batch=1  (i)"), "%s", st);
   cr_expect(strstr(st, "4 cuFFT transforms"), "%s", st);
   free(st);
-  snprintf(out, sizeof out, "%s/m.h", d);
-  char *h = ct_slurp(out, NULL);
   cr_expect(strstr(h, "#define M_CUDA_LIBS \"-lcuda -lcufft\""), "%s", h);
   cr_expect(strstr(h, "200000 + a cufftResult"), "%s", h);
   free(h);
