@@ -185,20 +185,11 @@ int64_t cuda_at_part_bytes(const AttK *t) {
   return t->ns > 1 ? 4 * t->a.nbatch * t->a.nq * t->ns * cuda_at_slots(t) : 0;
 }
 
-LLVMValueRef cuda_at_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
-  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, gen_i64(k, m), ""), b, "");
-}
-
 /* The running state of one warp: each lane's row's max and sum (lanes of a row group agree),
  * and the lane's accumulators of every row. */
 typedef struct AttState {
   LLVMValueRef m, l, o[AT_QT][8];
 } AttState;
-
-static LLVMValueRef at_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
-  LLVMValueRef args[3] = {x, y, z};
-  return cuda_intrinsic(k, "llvm.fma", k->cg->f32, args, 3);
-}
 
 /* The lanes' partial dots v[0..n) (n a power of two <= 32) summed over the warp, scattered:
  * lane l ends with the total of value l >> (5 - log2 n). Each halving step keeps the half its
@@ -260,7 +251,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     for (int r = 0; r < t->qt; r++) {
       LLVMValueRef acc = cuda_at_f(k, 0);
       for (int j = 0; j < t->dt; j++)
-        acc = at_fma(k, qv[r][j], kv[j], acc);
+        acc = cuda_fma(k, qv[r][j], kv[j], acc);
       val[r * kbn + kb] = acc;
     }
   }
@@ -290,7 +281,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
       B, LLVMIntEQ, LLVMBuildAnd(B, lane, gen_i64(k, (1 << sh) - 1), ""), gen_i64(k, 0), "");
   LLVMValueRef psum = cuda_at_group(k, LLVMBuildSelect(B, dup, p, cuda_at_f(k, 0), ""), w, false);
   cuda_at_st(k, s->m, mn);
-  cuda_at_st(k, s->l, at_fma(k, cuda_at_ld(k, s->l), corr, psum));
+  cuda_at_st(k, s->l, cuda_fma(k, cuda_at_ld(k, s->l), corr, psum));
   LLVMValueRef o[AT_QT][8];
   for (int r = 0; r < t->qt; r++) {
     LLVMValueRef cr = cuda_shfl(k, corr, r * w, CU_SHFL_IDX);
@@ -306,7 +297,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     for (int r = 0; r < t->qt; r++) {
       LLVMValueRef pr = cuda_shfl(k, p, (r * kbn + kb) << sh, CU_SHFL_IDX);
       for (int j = 0; j < t->dvt; j++)
-        o[r][j] = at_fma(k, pr, vv[j], o[r][j]);
+        o[r][j] = cuda_fma(k, pr, vv[j], o[r][j]);
     }
   }
   for (int r = 0; r < t->qt; r++)
@@ -370,7 +361,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   LLVMValueRef qv[AT_QT][8];
   AttState s;
   for (int r = 0; r < t->qt; r++) {
-    cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, gen_i64(k, r)), &rows[r]);
+    cuda_at_row(k, t, b, cuda_lin(k, qtile, t->qt, gen_i64(k, r)), &rows[r]);
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
       qv[r][j] = at_load(k, t->q, t->a.qmap, rows[r].sidx, c, inb);
@@ -382,7 +373,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   }
   /* the lane's own row in the reduce-scattered scores: lane / (32 / qt) */
   LLVMValueRef myr = LLVMBuildUDiv(B, lane, gen_i64(k, 32 / t->qt), "");
-  cuda_at_row(k, t, b, cuda_at_lin(k, qtile, t->qt, myr), &me);
+  cuda_at_row(k, t, b, cuda_lin(k, qtile, t->qt, myr), &me);
   s.m = gen_alloca(k, k->cg->f32);
   s.l = gen_alloca(k, k->cg->f32);
   cuda_at_st(k, s.m, cuda_at_f(k, -INFINITY));
@@ -396,7 +387,7 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   int64_t per = cuda_at_slots(t);
   LLVMValueRef smem = cuda_smem(k, st, k->cg->f32, AT_WARPS * t->qt * per);
   for (int r = 0; r < t->qt; r++) {
-    LLVMValueRef base = cuda_at_lin(k, warp, t->qt * per, gen_i64(k, r * per));
+    LLVMValueRef base = cuda_lin(k, warp, t->qt * per, gen_i64(k, r * per));
     int from = (int)(r * (32 / t->qt)); /* a lane of row r's group */
     cuda_at_st(k, cuda_at_slot(k, smem, base), cuda_shfl(k, cuda_at_ld(k, s.m), from, CU_SHFL_IDX));
     cuda_at_st(k, cuda_at_slot(k, smem, LLVMBuildNSWAdd(B, base, gen_i64(k, 1), "")),
@@ -421,9 +412,8 @@ static bool at_main(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
     if (!split) {
       at_store(k, t, in, out, &rows[r], lane, acc, L);
     } else { /* partial (max, sum, accumulators) of row (b, qrow), slice */
-      LLVMValueRef row = cuda_at_lin(k, b, t->a.nq, rows[r].qrow);
-      LLVMValueRef base =
-          LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), gen_i64(k, per), "");
+      LLVMValueRef row = cuda_lin(k, b, t->a.nq, rows[r].qrow);
+      LLVMValueRef base = LLVMBuildNSWMul(B, cuda_lin(k, row, t->ns, slice), gen_i64(k, per), "");
       LLVMValueRef ok = rows[r].valid;
       LLVMBasicBlockRef w1 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
       LLVMBasicBlockRef w2 = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
@@ -460,7 +450,7 @@ bool cuda_at_finish(CudaCg *cc, HInstr *in, const AttK *t, CuPtr pp) {
   LLVMValueRef tid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x");
   LLVMValueRef bid = cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x");
   LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
-  LLVMValueRef row = cuda_at_lin(k, bid, nw, LLVMBuildLShr(B, tid, gen_i64(k, 5), ""));
+  LLVMValueRef row = cuda_lin(k, bid, nw, LLVMBuildLShr(B, tid, gen_i64(k, 5), ""));
   LLVMValueRef have = LLVMBuildICmp(B, LLVMIntSLT, row, gen_i64(k, rowsn), "");
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "row");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rowdone");

@@ -58,7 +58,6 @@ LLVMValueRef cuda_at_slot(GenKern *k, LLVMValueRef p, LLVMValueRef i); /* f32 sl
  * row's slices' states (0 without slices). */
 int64_t cuda_at_slots(const AttK *t);
 int64_t cuda_at_part_bytes(const AttK *t);
-LLVMValueRef cuda_at_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b); /* a * m + b */
 /* x combined over the lanes of each group of w (a power of two) with max or add. */
 LLVMValueRef cuda_at_group(GenKern *k, LLVMValueRef x, int w, bool max);
 /* The second kernel of a split: combines each row's slices (partials at pp: per row and slice,

@@ -47,29 +47,27 @@ static LLVMValueRef am_add(GenKern *k, LLVMValueRef a, int64_t b) {
   return LLVMBuildNSWAdd(k->B, a, gen_i64(k, b), "");
 }
 
-/* The element's 16 bits (operand x at S index sidx, head index c) in the low half of an i32. */
+/* The element's 16-bit value (operand x at S index sidx, head index c; an i16 0 if generation
+ * failed). */
 static LLVMValueRef am_bits(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                             LLVMValueRef c) {
   LLVMValueRef idx[HLO_MAX_RANK];
   for (int d = 0; d < x->shape.rank; d++)
     idx[d] = map[d] < 0 ? c : sidx[map[d]];
   LLVMValueRef v = gen_value(k, x, idx);
-  if (!v) return am_i32(k, 0);
-  return LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, v, k->cg->i16, ""), k->cg->i32, "");
+  return v ? v : LLVMConstNull(k->cg->i16);
 }
 
-static LLVMValueRef am_pack(GenKern *k, LLVMValueRef lo, LLVMValueRef hi) {
-  return LLVMBuildOr(k->B, lo, LLVMBuildShl(k->B, hi, am_i32(k, 16), ""), "");
+LLVMValueRef cuda_pack16(GenKern *k, LLVMValueRef lo, LLVMValueRef hi) {
+  LLVMValueRef v[2] = {lo, hi};
+  for (int i = 0; i < 2; i++)
+    v[i] = LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, v[i], k->cg->i16, ""), k->cg->i32, "");
+  return LLVMBuildOr(k->B, v[0], LLVMBuildShl(k->B, v[1], am_i32(k, 16), ""), "");
 }
 
 /* f32 x, y rounded to the 16-bit type t, packed (x in the low half). */
 static LLVMValueRef am_pack_f32(GenKern *k, DType t, LLVMValueRef x, LLVMValueRef y) {
-  LLVMValueRef v[2] = {x, y};
-  for (int i = 0; i < 2; i++)
-    v[i] =
-        LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, gen_convert(k, v[i], DT_F32, t), k->cg->i16, ""),
-                      k->cg->i32, "");
-  return am_pack(k, v[0], v[1]);
+  return cuda_pack16(k, gen_convert(k, x, DT_F32, t), gen_convert(k, y, DT_F32, t));
 }
 
 /* c += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor cores. */
@@ -106,7 +104,7 @@ static LLVMValueRef am_swz(GenKern *k, LLVMValueRef r, LLVMValueRef c, int64_t n
   LLVMBuilderRef B = k->B;
   int64_t m = (nch < 8 ? nch : 8) - 1;
   LLVMValueRef x = LLVMBuildXor(B, c, LLVMBuildAnd(B, r, gen_i64(k, m), ""), "");
-  return LLVMBuildNSWMul(B, cuda_at_lin(k, r, nch, x), gen_i64(k, 16), "");
+  return LLVMBuildNSWMul(B, cuda_lin(k, r, nch, x), gen_i64(k, 16), "");
 }
 
 static LLVMValueRef am_byte(GenKern *k, LLVMValueRef p, LLVMValueRef off) {
@@ -133,7 +131,7 @@ static void am_stage_unit(GenKern *k, const AttK *t, const HInstr *x, const int8
   for (int i = 0; i < 4; i++) {
     LLVMValueRef lo = am_bits(k, x, map, sidx, am_add(k, c0, 2 * i));
     LLVMValueRef hi = am_bits(k, x, map, sidx, am_add(k, c0, 2 * i + 1));
-    vec = LLVMBuildInsertElement(B, vec, am_pack(k, lo, hi), am_i32(k, i), "");
+    vec = LLVMBuildInsertElement(B, vec, cuda_pack16(k, lo, hi), am_i32(k, i), "");
   }
   LLVMValueRef p = am_byte(k, dst, LLVMBuildNSWMul(B, u, gen_i64(k, 16), ""));
   LLVMSetAlignment(LLVMBuildStore(B, vec, p), 16);
@@ -150,8 +148,8 @@ static bool am_stage(CudaCg *cc, HInstr *in, const AttK *t, CuPtr sp, int64_t vo
   int64_t uk = t->a.nbatch * t->a.nk * nck, uv = t->a.nbatch * t->a.nk * ncv;
   st->block = 256;
   st->grid = (uk + uv + 255) / 256;
-  LLVMValueRef u = cuda_at_lin(k, cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x"), 256,
-                               cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x"));
+  LLVMValueRef u = cuda_lin(k, cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x"), 256,
+                            cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.tid.x"));
   LLVMBasicBlockRef kb = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stagek");
   LLVMBasicBlockRef vt = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stagevtest");
   LLVMBasicBlockRef vb = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "stagev");
@@ -202,9 +200,9 @@ static void am_tile(GenKern *k, const AmWarp *w, LLVMValueRef xg, int64_t d, LLV
     LLVMValueRef c = LLVMBuildURem(B, u, gen_i64(k, nch), "");
     LLVMValueRef key = LLVMBuildNSWAdd(B, kb, r, "");
     key = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
-    LLVMValueRef row = cuda_at_lin(k, w->b, w->t->a.nk, key);
+    LLVMValueRef row = cuda_lin(k, w->b, w->t->a.nk, key);
     LLVMValueRef src =
-        am_byte(k, xg, LLVMBuildNSWMul(B, cuda_at_lin(k, row, nch, c), gen_i64(k, 16), ""));
+        am_byte(k, xg, LLVMBuildNSWMul(B, cuda_lin(k, row, nch, c), gen_i64(k, 16), ""));
     LLVMValueRef args[2] = {am_byte(k, s, am_swz(k, r, c, nch)),
                             LLVMBuildAddrSpaceCast(B, src, g1, "")};
     am_call(k, "llvm.nvvm.cp.async.cg.shared.global.16", args, 2);
@@ -326,8 +324,7 @@ static void am_rows(GenKern *k, AmWarp *w, LLVMValueRef qtile) {
   const AttK *t = w->t;
   LLVMValueRef warp = LLVMBuildLShr(B, w->tid, gen_i64(k, 5), "");
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef r =
-        cuda_at_lin(k, qtile, AM_ROWS, cuda_at_lin(k, warp, 16, am_add(k, w->g, 8 * h)));
+    LLVMValueRef r = cuda_lin(k, qtile, AM_ROWS, cuda_lin(k, warp, 16, am_add(k, w->g, 8 * h)));
     cuda_at_row(k, t, w->b, r, &w->row[h]);
     w->m[h] = gen_alloca(k, k->cg->f32);
     w->l[h] = gen_alloca(k, k->cg->f32);
@@ -339,7 +336,7 @@ static void am_rows(GenKern *k, AmWarp *w, LLVMValueRef qtile) {
       LLVMValueRef c =
           am_add(k, LLVMBuildNSWMul(B, w->q, gen_i64(k, 2), ""), 16 * ks + 8 * (i / 2));
       LLVMValueRef *sx = w->row[i % 2].sidx;
-      w->qa[ks][i] = am_pack(k, am_bits(k, t->q, t->a.qmap, sx, c),
+      w->qa[ks][i] = cuda_pack16(k, am_bits(k, t->q, t->a.qmap, sx, c),
                              am_bits(k, t->q, t->a.qmap, sx, am_add(k, c, 1)));
     }
   for (int nt = 0; nt < t->a.dv / 8; nt++)
@@ -360,8 +357,8 @@ static void am_write(GenKern *k, AmWarp *w, HInstr *in, LLVMValueRef out, LLVMVa
     LLVMValueRef base = NULL;
     LLVMBasicBlockRef done = NULL;
     if (part) { /* partials of row (b, qrow), slice: max, sum, accumulators */
-      LLVMValueRef row = cuda_at_lin(k, w->b, t->a.nq, w->row[h].qrow);
-      base = LLVMBuildNSWMul(B, cuda_at_lin(k, row, t->ns, slice), gen_i64(k, per), "");
+      LLVMValueRef row = cuda_lin(k, w->b, t->a.nq, w->row[h].qrow);
+      base = LLVMBuildNSWMul(B, cuda_lin(k, row, t->ns, slice), gen_i64(k, per), "");
       LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "part");
       done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "partdone");
       LLVMBuildCondBr(B, w->row[h].valid, then, done);

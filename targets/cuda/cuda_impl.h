@@ -256,6 +256,9 @@ LLVMValueRef cuda_intrinsic(GenKern *k, const char *name, LLVMTypeRef overload, 
                             int n);
 /* Row-major delinearization of lin over dims[0..n) into idx. */
 void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+/* a * m + b (i64); the f32 fma x * y + z. */
+LLVMValueRef cuda_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b);
+LLVMValueRef cuda_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z);
 /* v from another lane (any scalar register type up to 64 bits): the lane off below (down),
  * lane ^ off (bfly) or lane off (idx). */
 typedef enum CuShfl { CU_SHFL_DOWN, CU_SHFL_BFLY, CU_SHFL_IDX } CuShfl;
@@ -281,6 +284,8 @@ void cuda_dot_side(const HInstr *dot, int j, DotSide *s);
 /* c (4 f32 registers) += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor
  * cores (mma.sync m16n8k16, bf16 or f16 operands; cuda_attention_mma.c). */
 void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c);
+/* Two 16-bit values (bf16, f16 or i16) packed into an i32, lo in the low half. */
+LLVMValueRef cuda_pack16(GenKern *k, LLVMValueRef lo, LLVMValueRef hi);
 
 /* ------------------------------------------------------------------ cuda_skinny.c */
 

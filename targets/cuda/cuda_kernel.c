@@ -429,6 +429,15 @@ void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMVa
   }
 }
 
+LLVMValueRef cuda_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, gen_i64(k, m), ""), b, "");
+}
+
+LLVMValueRef cuda_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+  LLVMValueRef args[3] = {x, y, z};
+  return cuda_intrinsic(k, "llvm.fma", k->cg->f32, args, 3);
+}
+
 static int64_t ck_grid(int64_t work, int64_t per_block) {
   int64_t g = (work + per_block - 1) / per_block;
   return g < 1 ? 1 : g > CU_MAX_GRID ? CU_MAX_GRID : g;

@@ -40,6 +40,8 @@ typedef struct SkPlan {
   const HInstr *dot, *root;     /* root: the fusion's root, or the dot */
   int s, w;                     /* operand numbers of S and W */
   DotSide S, W;                 /* their dims */
+  int64_t se[HLO_MAX_RANK];     /* S's free dims' extents, in order (m's row-major digits) */
+  int64_t we[HLO_MAX_RANK];     /* W's (n's) */
   int64_t M, N, K;              /* S's free, W's free and the contracting sizes */
   int64_t tiles, nsplit, chunk; /* column tiles, splits of K, k per split */
   bool mma;                     /* 16-bit S and W: products on the tensor cores */
@@ -55,35 +57,47 @@ static bool sk_cheap(const HInstr *x) {
          (hlo_op_flags(o) & OPF_ELEM) != 0;
 }
 
-/* Whether expression x (inside a fusion) is made of cheap ops only; W's must moreover read
- * everything of its own dims at its own index (elementwise ops and broadcasts of smaller
- * operands), so that its vector accesses are W's rows. */
-static bool sk_operand_ok(const HInstr *x, const Shape *ws, int depth) {
-  if (depth > 64 || !sk_cheap(x) || x->op == OP_DOT) return false;
-  if (ws && hlo_shape_same_dims(&x->shape, ws) && x->op != OP_PARAMETER && x->op != OP_CONSTANT &&
-      x->op != OP_BROADCAST && !(hlo_op_flags(x->op) & OPF_ELEM))
-    return false;
-  if (x->op == OP_BROADCAST && ws && hlo_shape_elems(&x->ops[0]->shape) > hlo_shape_elems(ws) / 8)
-    return false;
-  for (int i = 0; i < x->nops; i++)
-    if (!sk_operand_ok(x->ops[i], x->op == OP_BROADCAST ? NULL : ws, depth + 1)) return false;
+/* Whether the fusion members S's and W's expressions (sop, wop) read are cheap per element, and
+ * W's read everything of its own dims at its own index (elementwise ops, and broadcasts of
+ * smaller operands), so that its vector accesses are W's rows. One walk from the users down
+ * (operands precede their users in c->instrs): ANY marks what either reads, WIDX what W reads
+ * at its own index (not below a broadcast). */
+static bool sk_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HInstr *wop) {
+  enum { ANY = 1, WIDX = 2 };
+  uint8_t *f = hlo_arena_alloc(a, (size_t)c->ninstrs);
+  f[sop->idx] |= ANY;
+  f[wop->idx] |= ANY | WIDX;
+  const Shape *ws = &wop->shape;
+  for (int i = c->ninstrs - 1; i >= 0; i--) {
+    const HInstr *x = c->instrs[i];
+    if (!f[i]) continue;
+    if (!sk_cheap(x) || x->op == OP_DOT) return false;
+    bool bc = x->op == OP_BROADCAST;
+    if ((f[i] & WIDX) && bc && hlo_shape_elems(&x->ops[0]->shape) > hlo_shape_elems(ws) / 8)
+      return false;
+    if ((f[i] & WIDX) && hlo_shape_same_dims(&x->shape, ws) && !bc && x->op != OP_PARAMETER &&
+        x->op != OP_CONSTANT && !(hlo_op_flags(x->op) & OPF_ELEM))
+      return false;
+    for (int j = 0; j < x->nops; j++)
+      f[x->ops[j]->idx] |= ANY | (bc ? 0 : f[i] & WIDX);
+  }
   return true;
 }
 
-/* Whether x reaches dot through operands, with every instruction on the way elementwise and
- * of the dot's dims (the dot's value is then needed at the output's own index only). */
-static bool sk_epi_ok(const HInstr *x, const HInstr *dot, bool *reaches, int depth) {
-  *reaches = x == dot;
-  if (x == dot) return true;
-  if (depth > 64) return false;
-  bool any = false;
-  for (int i = 0; i < x->nops; i++) {
-    bool r;
-    if (!sk_epi_ok(x->ops[i], dot, &r, depth + 1)) return false;
-    any = any || r;
+/* Whether the fusion's root reads dot with every member on the way elementwise and of the dot's
+ * dims (the dot's value is then needed at the output's own index only). */
+static bool sk_epi_ok(HArena *a, const HComp *c, const HInstr *dot) {
+  bool *r = hlo_arena_alloc(a, (size_t)c->ninstrs);
+  for (int i = 0; i < c->ninstrs; i++) {
+    const HInstr *x = c->instrs[i];
+    r[i] = x == dot;
+    for (int j = 0; j < x->nops; j++)
+      r[i] = r[i] || r[x->ops[j]->idx];
+    if (r[i] && x != dot &&
+        !((hlo_op_flags(x->op) & OPF_ELEM) && hlo_shape_same_dims(&x->shape, &dot->shape)))
+      return false;
   }
-  *reaches = any;
-  return !any || ((hlo_op_flags(x->op) & OPF_ELEM) && hlo_shape_same_dims(&x->shape, &dot->shape));
+  return r[c->root->idx];
 }
 
 static bool sk_type_ok(DType t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
@@ -106,7 +120,11 @@ static bool sk_sides(SkPlan *p) {
   p->w = 1 - p->s;
   p->S = d[p->s], p->W = d[p->w];
   p->M = p->S.F, p->N = p->W.F, p->K = p->S.K;
-  const Shape *ws = &dot->ops[p->w]->shape;
+  const Shape *ss = &dot->ops[p->s]->shape, *ws = &dot->ops[p->w]->shape;
+  for (int i = 0; i < p->S.nf; i++)
+    p->se[i] = ss->dims[p->S.f[i]];
+  for (int i = 0; i < p->W.nf; i++)
+    p->we[i] = ws->dims[p->W.f[i]];
   int minor = ws->rank - 1;
   return p->M <= SK_ROWS && p->N % SK_V == 0 && p->W.nf > 0 && p->W.f[p->W.nf - 1] == minor &&
          ws->dims[minor] % SK_V == 0 && p->K >= SK_S && p->N * p->K >= SK_MIN_WEIGHT &&
@@ -123,16 +141,14 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
     const HInstr *hero = in->op == OP_FUSION ? gen_fusion_hero(in) : NULL;
     if (!hero || hero->op != OP_DOT) return false;
     p->dot = hero, p->root = in->calls[0]->root;
-    bool r;
-    if (!sk_epi_ok(p->root, hero, &r, 0) || !r) return false;
+    if (!sk_epi_ok(cc->cg.scratch, in->calls[0], hero)) return false;
   }
   const HInstr *dot = p->dot;
   if (!sk_type_ok(dot->shape.dt) || !sk_type_ok(dot->ops[0]->shape.dt) ||
       !sk_type_ok(dot->ops[1]->shape.dt) || !sk_sides(p))
     return false;
   const Shape *ws = &dot->ops[p->w]->shape;
-  if (in != dot &&
-      (!sk_operand_ok(dot->ops[p->s], NULL, 0) || !sk_operand_ok(dot->ops[p->w], ws, 0)))
+  if (in != dot && !sk_operands_ok(cc->cg.scratch, in->calls[0], dot->ops[p->s], dot->ops[p->w]))
     return false;
   /* the entry values read at W's index: W itself, or the fusion's operands of its dims */
   HInstr *const *cand = in == dot ? &dot->ops[p->w] : in->ops;
@@ -171,15 +187,6 @@ typedef struct SkThread {
   LLVMValueRef vec;                         /* i1: the leaves' addresses allow vector access */
   LLVMValueRef live;                        /* mma: i1, the lane's row of S exists */
 } SkThread;
-
-static LLVMValueRef sk_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
-  return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, gen_i64(k, m), ""), b, "");
-}
-
-static LLVMValueRef sk_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
-  LLVMValueRef a[3] = {x, y, z};
-  return cuda_intrinsic(k, "llvm.fma", k->cg->f32, a, 3);
-}
 
 /* W's index of column n0 + j at k (j < SK_V stays in the minor dim: SK_V divides it). */
 static void sk_widx(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRef kk, int j,
@@ -241,19 +248,11 @@ static void sk_steps(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRe
     if (k->failed) return;
     for (int64_t m = 0; m < p->M; m++)
       for (int j = 0; j < SK_V; j++)
-        acc[m][j] = sk_fma(k, x[m], w[j], acc[m][j]);
+        acc[m][j] = cuda_fma(k, x[m], w[j], acc[m][j]);
   }
   for (int64_t m = 0; m < p->M; m++)
     for (int j = 0; j < SK_V; j++)
       LLVMBuildStore(B, acc[m][j], t->acc[m][j]);
-}
-
-/* Two 16-bit values packed into an i32 (lo in the low half). */
-static LLVMValueRef sk_pack(GenKern *k, LLVMValueRef lo, LLVMValueRef hi) {
-  LLVMValueRef v[2] = {lo, hi};
-  for (int i = 0; i < 2; i++)
-    v[i] = LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, v[i], k->cg->i16, ""), k->cg->i32, "");
-  return LLVMBuildOr(k->B, v[0], LLVMBuildShl(k->B, v[1], LLVMConstInt(k->cg->i32, 16, 0), ""), "");
 }
 
 /* n tensor-core steps of the warp from kbase (the lane's first row; SK_MMA_STRIDE apart). A
@@ -287,11 +286,12 @@ static void sk_mma_steps(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVal
     }
     if (k->failed) return;
     for (int h = 0; h < 2; h++)
-      b[h] = LLVMBuildSelect(B, t->live, sk_pack(k, x[2 * h], x[2 * h + 1]), zero, "");
+      b[h] = LLVMBuildSelect(B, t->live, cuda_pack16(k, x[2 * h], x[2 * h + 1]), zero, "");
     for (int i = 0; i < 4; i++) {
       LLVMValueRef a[4];
       for (int h = 0; h < 4; h++) /* (column 2i + (h & 1), rows 2 (h >> 1), + 1) */
-        a[h] = sk_pack(k, w[2 * (h >> 1)][2 * i + (h & 1)], w[2 * (h >> 1) + 1][2 * i + (h & 1)]);
+        a[h] =
+            cuda_pack16(k, w[2 * (h >> 1)][2 * i + (h & 1)], w[2 * (h >> 1) + 1][2 * i + (h & 1)]);
       cuda_mma(k, mt, a, b, acc[i]);
     }
   }
@@ -315,7 +315,7 @@ static void sk_kloop(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRe
     GenLoop l;
     LLVMValueRef lo = rest ? LLVMBuildNSWMul(B, whole, gen_i64(k, SK_U), "") : gen_i64(k, 0);
     LLVMValueRef i = gen_loop_open(k, &l, lo, rest ? trips : whole);
-    LLVMValueRef kb = sk_lin(k, i, rest ? stride : SK_U * stride, kfirst);
+    LLVMValueRef kb = cuda_lin(k, i, rest ? stride : SK_U * stride, kfirst);
     int n = rest ? 1 : SK_U;
     if (p->mma)
       sk_mma_steps(k, p, t, kb, n, vec);
@@ -328,16 +328,10 @@ static void sk_kloop(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRe
 /* The dot's index of row m, column n. */
 static void sk_dot_idx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef n,
                        LLVMValueRef *idx) {
-  int64_t se[HLO_MAX_RANK], we[HLO_MAX_RANK];
-  const Shape *ss = &p->dot->ops[p->s]->shape, *ws = &p->dot->ops[p->w]->shape;
-  for (int i = 0; i < p->S.nf; i++)
-    se[i] = ss->dims[p->S.f[i]];
-  for (int i = 0; i < p->W.nf; i++)
-    we[i] = ws->dims[p->W.f[i]];
   /* the result's dims: the lhs's free dims, then the rhs's */
   int sfirst = p->s == 0 ? 0 : p->W.nf, wfirst = p->s == 0 ? p->S.nf : 0;
-  cuda_delin(k, m, se, p->S.nf, idx + sfirst);
-  cuda_delin(k, n, we, p->W.nf, idx + wfirst);
+  cuda_delin(k, m, p->se, p->S.nf, idx + sfirst);
+  cuda_delin(k, n, p->we, p->W.nf, idx + wfirst);
 }
 
 /* The dot's f32 sum at idx written: rounded to its type, through the epilogue when fused. */
@@ -356,13 +350,9 @@ static void sk_write(GenKern *k, const SkPlan *p, const HInstr *in, LLVMValueRef
 
 /* S's index of row m (a value) into si, k left out. */
 static void sk_sidx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef *si) {
-  const Shape *ss = &p->dot->ops[p->s]->shape;
-  int64_t se[HLO_MAX_RANK];
   LLVMValueRef fi[HLO_MAX_RANK];
-  for (int i = 0; i < p->S.nf; i++)
-    se[i] = ss->dims[p->S.f[i]];
-  cuda_delin(k, m, se, p->S.nf, fi);
-  for (int d = 0; d < ss->rank; d++)
+  cuda_delin(k, m, p->se, p->S.nf, fi);
+  for (int d = 0; d < p->dot->ops[p->s]->shape.rank; d++)
     si[d] = gen_i64(k, 0);
   for (int i = 0; i < p->S.nf; i++)
     si[p->S.f[i]] = fi[i];
@@ -373,12 +363,8 @@ static void sk_sidx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef *s
  * used. */
 static void sk_thread(GenKern *k, const SkPlan *p, LLVMValueRef n0, LLVMValueRef row, SkThread *t) {
   LLVMBuilderRef B = k->B;
-  const Shape *ws = &p->dot->ops[p->w]->shape;
-  int64_t we[HLO_MAX_RANK];
   LLVMValueRef fi[HLO_MAX_RANK];
-  for (int i = 0; i < p->W.nf; i++)
-    we[i] = ws->dims[p->W.f[i]];
-  cuda_delin(k, n0, we, p->W.nf, fi);
+  cuda_delin(k, n0, p->we, p->W.nf, fi);
   for (int i = 0; i < p->W.nf; i++)
     t->widx[p->W.f[i]] = fi[i];
   if (p->mma) {
@@ -427,7 +413,7 @@ static void sk_accumulate(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVa
 /* f32 slot (warp, row m, column col) of the block's shared sums: [warps][rows][SK_TN]. */
 static LLVMValueRef sk_slot(GenKern *k, LLVMValueRef red, LLVMValueRef warp, int64_t rows,
                             LLVMValueRef m, LLVMValueRef col) {
-  LLVMValueRef i = sk_lin(k, sk_lin(k, warp, rows, m), SK_TN, col);
+  LLVMValueRef i = cuda_lin(k, cuda_lin(k, warp, rows, m), SK_TN, col);
   return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, red, &i, 1, "");
 }
 
@@ -443,8 +429,8 @@ static void sk_warp_sums(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVal
     LLVMValueRef q = LLVMBuildAnd(B, lane, gen_i64(k, 3), "");
     for (int i = 0; i < 4; i++)
       for (int h = 0; h < 4; h++) {
-        LLVMValueRef m = sk_lin(k, q, 2, gen_i64(k, h & 1));
-        LLVMValueRef col = sk_lin(k, g, SK_V, gen_i64(k, 2 * i + (h >> 1)));
+        LLVMValueRef m = cuda_lin(k, q, 2, gen_i64(k, h & 1));
+        LLVMValueRef col = cuda_lin(k, g, SK_V, gen_i64(k, 2 * i + (h >> 1)));
         LLVMBuildStore(B, LLVMBuildLoad2(B, k->cg->f32, t->acc[i][h], ""),
                        sk_slot(k, red, warp, SK_ROWS, m, col));
       }
@@ -457,8 +443,8 @@ static void sk_warp_sums(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVal
       for (int off = SK_G; off < 32; off *= 2)
         v = LLVMBuildFAdd(B, v, cuda_shfl(k, v, off, CU_SHFL_BFLY), "");
       /* the group's lanes hold the same sum */
-      LLVMBuildStore(B, v,
-                     sk_slot(k, red, warp, p->M, gen_i64(k, m), sk_lin(k, c, SK_V, gen_i64(k, j))));
+      LLVMBuildStore(
+          B, v, sk_slot(k, red, warp, p->M, gen_i64(k, m), cuda_lin(k, c, SK_V, gen_i64(k, j))));
     }
 }
 
@@ -481,7 +467,7 @@ static void sk_meet(GenKern *k, CuStep *st, const SkPlan *p, const HInstr *in, c
   for (int64_t w = 0; w < warps; w++)
     sum = LLVMBuildFAdd(
         B, sum, LLVMBuildLoad2(B, f32, sk_slot(k, red, gen_i64(k, w), rows, m, col), ""), "");
-  LLVMValueRef n = sk_lin(k, tile, SK_TN, col);
+  LLVMValueRef n = cuda_lin(k, tile, SK_TN, col);
   LLVMBasicBlockRef wr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "write");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "written");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, n, gen_i64(k, p->N), ""), wr, done);
@@ -489,7 +475,7 @@ static void sk_meet(GenKern *k, CuStep *st, const SkPlan *p, const HInstr *in, c
   LLVMValueRef idx[HLO_MAX_RANK];
   sk_dot_idx(k, p, m, n, idx);
   if (part) {
-    LLVMValueRef at = sk_lin(k, z, p->M * p->N, gen_linear(k, &p->dot->shape, idx));
+    LLVMValueRef at = cuda_lin(k, z, p->M * p->N, gen_linear(k, &p->dot->shape, idx));
     LLVMBuildStore(B, sum, LLVMBuildInBoundsGEP2(B, f32, part, &at, 1, ""));
   } else {
     sk_write(k, p, in, idx, sum);
@@ -518,13 +504,13 @@ static bool sk_main(CudaCg *cc, HInstr *in, const SkPlan *p, CuPtr pp) {
   LLVMValueRef lane = LLVMBuildAnd(B, tid, gen_i64(k, 31), "");
   LLVMValueRef grp = p->mma ? LLVMBuildLShr(B, lane, gen_i64(k, 2), "")
                             : LLVMBuildURem(B, tid, gen_i64(k, SK_G), "");
-  LLVMValueRef first =
-      p->mma
-          ? sk_lin(k, LLVMBuildLShr(B, tid, gen_i64(k, 5), ""), 16,
-                   LLVMBuildNSWMul(B, LLVMBuildAnd(B, lane, gen_i64(k, 3), ""), gen_i64(k, 4), ""))
-          : LLVMBuildUDiv(B, tid, gen_i64(k, SK_G), "");
+  LLVMValueRef first = p->mma
+                           ? cuda_lin(k, LLVMBuildLShr(B, tid, gen_i64(k, 5), ""), 16,
+                                      LLVMBuildNSWMul(B, LLVMBuildAnd(B, lane, gen_i64(k, 3), ""),
+                                                      gen_i64(k, 4), ""))
+                           : LLVMBuildUDiv(B, tid, gen_i64(k, SK_G), "");
   /* columns past N (the last tile): read the last ones, never written */
-  LLVMValueRef n0 = sk_lin(k, tile, SK_TN, LLVMBuildNSWMul(B, grp, gen_i64(k, SK_V), ""));
+  LLVMValueRef n0 = cuda_lin(k, tile, SK_TN, LLVMBuildNSWMul(B, grp, gen_i64(k, SK_V), ""));
   n0 = gen_smin(k, n0, gen_i64(k, p->N - SK_V));
   SkThread t;
   sk_thread(k, p, n0, grp, &t); /* (mma: the lane's row of S is its group) */
@@ -567,7 +553,8 @@ bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken) {
   SkPlan p;
   *taken = sk_match(cc, in, &p);
   if (!*taken) return true;
-  CuPtr pp = cuda_scratch(cc, p.nsplit > 1 ? p.nsplit * p.M * p.N * 4 : 4);
+  CuPtr pp = {0}; /* a split's f32 partials */
+  if (p.nsplit > 1) pp = cuda_scratch(cc, p.nsplit * p.M * p.N * 4);
   if (!sk_main(cc, in, &p, pp)) return false;
   return p.nsplit == 1 || sk_finish(cc, in, &p, pp);
 }
