@@ -159,8 +159,7 @@ bool cuda_gemm_epilogue_match(CudaCg *cc, const HInstr *in, const HInstr *dot, C
     return false;
   const HComp *c = in->calls[0];
   GeMatch g = {cc, in, dot, dt, ct, ct != dt, false, 0, e, NULL};
-  g.seen = hlo_arena_alloc(cc->cg.scratch, (size_t)c->ninstrs + 1);
-  memset(g.seen, 0, (size_t)c->ninstrs + 1);
+  g.seen = hlo_arena_alloc(cc->cg.scratch, (size_t)c->ninstrs); /* zeroed */
   const HInstr *x = c->root;
   if (ge_relu(x, &x)) g.flags |= CU_EPI_RELU;
   if (g.widened) { /* convert(sum) or convert(relu(sum)), f32 to the 16-bit type */

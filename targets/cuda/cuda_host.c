@@ -665,36 +665,42 @@ static void h_run_fft(Host *h, const CuStep *s, const HRun *r) {
                 200000);
 }
 
-/* Fp8 GEMM step s on the stream through cuBLASLt, with the descriptors and algorithm of slot
- * (cublasLtMatmul is safe from several threads: no lock). */
-static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
-  LLVMValueRef slot = r->slot;
+/* cublasLtMatmul of cuBLASLt GEMM step s with the slot's descriptors and algorithm (no lock:
+ * it is safe from several threads): D = A B + beta C at the addresses abcd, beta 1 where a fused
+ * residual is C, else 0; its status. */
+static LLVMValueRef h_lt_matmul(Host *h, const CuStep *s, const HRun *r, const LLVMValueRef *abcd) {
   LLVMBuilderRef B = h->B;
   LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
-  LLVMBuildStore(B, LLVMConstReal(h->f32, 0.0), r->beta);
+  LLVMBuildStore(B, LLVMConstReal(h->f32, s->epi & CU_EPI_RESIDUAL ? 1.0 : 0.0), r->beta);
   LLVMValueRef d[4];
   for (int j = 0; j < 4; j++)
-    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, slot, s->lidx * 4 + j), "");
-  LLVMValueRef c = h_run_addr(h, r, &s->c);
+    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, r->slot, s->lidx * 4 + j), "");
   LLVMTypeRef ps[16] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
                         h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i64, h->ptr};
-  LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, slot), ""),
+  LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, r->slot), ""),
                         d[0],
                         r->alpha,
-                        h_run_addr(h, r, &s->a),
+                        abcd[0],
                         d[1],
-                        h_run_addr(h, r, &s->b),
+                        abcd[1],
                         d[2],
                         r->beta,
-                        c,
+                        abcd[2],
                         d[3],
-                        c,
+                        abcd[3],
                         d[3],
-                        h_table_ptr(h, h->lta, slot, s->lidx * 8),
+                        h_table_ptr(h, h->lta, r->slot, s->lidx * 8),
                         LLVMConstNull(h->ptr),
                         h_i64(h, 0),
                         r->stream};
-  h_check(h, h_call(h, "cublasLtMatmul", h->i32, ps, a, 16), 1000);
+  return h_call(h, "cublasLtMatmul", h->i32, ps, a, 16);
+}
+
+/* Fp8 GEMM step s on the stream through cuBLASLt (D is C). */
+static void h_lt_run(Host *h, const CuStep *s, const HRun *r) {
+  LLVMValueRef c = h_run_addr(h, r, &s->c);
+  LLVMValueRef abcd[4] = {h_run_addr(h, r, &s->a), h_run_addr(h, r, &s->b), c, c};
+  h_check(h, h_lt_matmul(h, s, r, abcd), 1000);
 }
 
 /* Kernel step s launched on the run's stream. */
@@ -735,38 +741,16 @@ static LLVMValueRef h_misaligned(Host *h, const CuPtr *const *p, const LLVMValue
 static void h_lt_epilogue_run(Host *h, const CuStep *s, const HRun *r, const LLVMValueRef *abcd,
                               LLVMValueRef bias) {
   LLVMBuilderRef B = h->B;
-  LLVMValueRef d[4];
-  for (int j = 0; j < 4; j++)
-    d[j] = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, r->slot, s->lidx * 4 + j), "");
-  LLVMBuildStore(B, LLVMConstReal(h->f32, 1.0), r->alpha);
-  LLVMBuildStore(B, LLVMConstReal(h->f32, s->epi & CU_EPI_RESIDUAL ? 1.0 : 0.0), r->beta);
   LLVMValueRef st = h_i32(h, 0);
   if (bias) {
     h_lock(h, true);
     LLVMBuildStore(B, bias, r->word);
+    LLVMValueRef desc = LLVMBuildLoad2(B, h->ptr, h_table_ptr(h, h->ltd, r->slot, s->lidx * 4), "");
     LLVMTypeRef ps[4] = {h->ptr, h->i32, h->ptr, h->i64};
-    LLVMValueRef a[4] = {d[0], h_i32(h, 8 /* BIAS_POINTER */), r->word, h_i64(h, 8)};
+    LLVMValueRef a[4] = {desc, h_i32(h, 8 /* BIAS_POINTER */), r->word, h_i64(h, 8)};
     st = h_call(h, "cublasLtMatmulDescSetAttribute", h->i32, ps, a, 4);
   }
-  LLVMTypeRef ps[16] = {h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr,
-                        h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->ptr, h->i64, h->ptr};
-  LLVMValueRef a[16] = {LLVMBuildLoad2(B, h->ptr, h_slot_ptr(h, h->lth, r->slot), ""),
-                        d[0],
-                        r->alpha,
-                        abcd[0],
-                        d[1],
-                        abcd[1],
-                        d[2],
-                        r->beta,
-                        abcd[2],
-                        d[3],
-                        abcd[3],
-                        d[3],
-                        h_table_ptr(h, h->lta, r->slot, s->lidx * 8),
-                        LLVMConstNull(h->ptr),
-                        h_i64(h, 0),
-                        r->stream};
-  LLVMValueRef mm = h_call(h, "cublasLtMatmul", h->i32, ps, a, 16);
+  LLVMValueRef mm = h_lt_matmul(h, s, r, abcd);
   if (bias) h_lock(h, false);
   st = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntNE, st, h_i32(h, 0), ""), st, mm, "");
   h_check(h, st, 1000);

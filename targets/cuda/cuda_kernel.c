@@ -1555,15 +1555,11 @@ static const HInstr *ck_direct(const HInstr *in, const HInstr *expr) {
 
 /* ck_direct, also through reshapes inside the fusion (row-major on both sides: the same bytes);
  * for a GEMM operand, whose view is computed from the shape the product sees. */
-static const HInstr *ck_direct_bytes(const HInstr *in, const HInstr *expr) {
+const HInstr *cuda_direct_value(const HInstr *in, const HInstr *expr) {
   while (expr->op == OP_RESHAPE && expr->parent != in->parent &&
          expr->ops[0]->shape.dt == expr->shape.dt)
     expr = expr->ops[0];
   return ck_direct(in, expr);
-}
-
-const HInstr *cuda_direct_value(const HInstr *in, const HInstr *expr) {
-  return ck_direct_bytes(in, expr);
 }
 
 /* How cuBLAS reads one operand of a dot: in place from its buffer (any strides that fold into
@@ -1676,7 +1672,7 @@ static int ck_batch_cut(CudaCg *cc, HInstr *in, const HInstr *dot, const DotSide
     for (int i = 0; i < p; i++)
       calls *= dot->ops[0]->shape.dims[side[0].b[i]];
     for (int j = 0; j < 2; j++) {
-      const HInstr *d = ck_direct_bytes(in, dot->ops[j]);
+      const HInstr *d = cuda_direct_value(in, dot->ops[j]);
       /* across several calls only untransposed views: cuBLAS's kernels for a transposed
        * strided operand of few rows read it slower than a staging copy does */
       if (d && ck_view(&dot->ops[j]->shape, &side[j], j, p, &t[j]) && (p == 0 || t[j].form == 0) &&
