@@ -28,35 +28,28 @@ static bool cf_row_major(const Shape *s) {
   return true;
 }
 
+/* cuFFT's transform types: the cufftType value, its name and its exec function. */
+static const struct {
+  int type;
+  const char *name, *exec;
+} cf_types[] = {{0x29, "CUFFT_C2C", "cufftExecC2C"}, {0x69, "CUFFT_Z2Z", "cufftExecZ2Z"},
+                {0x2a, "CUFFT_R2C", "cufftExecR2C"}, {0x6a, "CUFFT_D2Z", "cufftExecD2Z"},
+                {0x2c, "CUFFT_C2R", "cufftExecC2R"}, {0x6c, "CUFFT_Z2D", "cufftExecZ2D"}};
+
 /* The cufftType of fft kind ft computed in component type pt (f32 or f64). */
 static int cf_type(FftType ft, DType pt) {
-  bool d = pt == DT_F64;
-  if (ft == FFT_RFFT) return d ? 0x6a : 0x2a;  /* D2Z, R2C */
-  if (ft == FFT_IRFFT) return d ? 0x6c : 0x2c; /* Z2D, C2R */
-  return d ? 0x69 : 0x29;                      /* Z2Z, C2C */
+  int i = ft == FFT_RFFT ? 2 : ft == FFT_IRFFT ? 4 : 0; /* R2C, C2R, else C2C */
+  return cf_types[i + (pt == DT_F64)].type;
 }
 
-const char *cuda_fft_exec_name(const CuStep *s) {
-  switch (s->fft_kind) {
-  case 0x2a: return "cufftExecR2C";
-  case 0x2c: return "cufftExecC2R";
-  case 0x69: return "cufftExecZ2Z";
-  case 0x6a: return "cufftExecD2Z";
-  case 0x6c: return "cufftExecZ2D";
-  default: return "cufftExecC2C";
-  }
+static int cf_index(const CuStep *s) {
+  for (int i = 0; i < (int)(sizeof cf_types / sizeof *cf_types); i++)
+    if (cf_types[i].type == s->fft_kind) return i;
+  return 0;
 }
 
-const char *cuda_fft_type_name(const CuStep *s) {
-  switch (s->fft_kind) {
-  case 0x2a: return "CUFFT_R2C";
-  case 0x2c: return "CUFFT_C2R";
-  case 0x69: return "CUFFT_Z2Z";
-  case 0x6a: return "CUFFT_D2Z";
-  case 0x6c: return "CUFFT_Z2D";
-  default: return "CUFFT_C2C";
-  }
-}
+const char *cuda_fft_exec_name(const CuStep *s) { return cf_types[cf_index(s)].exec; }
+const char *cuda_fft_type_name(const CuStep *s) { return cf_types[cf_index(s)].name; }
 
 typedef struct ScaleCtx {
   const HInstr *in; /* the fft */
