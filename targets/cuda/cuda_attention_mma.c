@@ -337,7 +337,7 @@ static void am_rows(GenKern *k, AmWarp *w, LLVMValueRef qtile) {
           am_add(k, LLVMBuildNSWMul(B, w->q, gen_i64(k, 2), ""), 16 * ks + 8 * (i / 2));
       LLVMValueRef *sx = w->row[i % 2].sidx;
       w->qa[ks][i] = cuda_pack16(k, am_bits(k, t->q, t->a.qmap, sx, c),
-                             am_bits(k, t->q, t->a.qmap, sx, am_add(k, c, 1)));
+                                 am_bits(k, t->q, t->a.qmap, sx, am_add(k, c, 1)));
     }
   for (int nt = 0; nt < t->a.dv / 8; nt++)
     for (int i = 0; i < 4; i++) {
