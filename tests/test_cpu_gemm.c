@@ -1353,9 +1353,11 @@ static char *tg_lowp_text(const char *ty, const char *rty, int nb, int M, int K,
   return t;
 }
 
-/* Whether the IR of text has the few-rows (or few-columns: the dot form) kernel. */
+/* Whether the IR of text has the few-rows (or few-columns: the dot form) kernel, on FMAs or
+ * (the host's bf16 and s8 products where it has them) on VDPBF16PS / VPDPBUSD. */
 static bool tg_few_kernel(const char *text) {
-  return tg_ir_contains(text, "smallk") || tg_ir_contains(text, "smalld");
+  return tg_ir_contains(text, "smallk") || tg_ir_contains(text, "smalld") ||
+         tg_ir_contains(text, "fddb") || tg_ir_contains(text, "fdqb");
 }
 
 /* One product of tg_lowp_text against the interpreter, through the GEMM of ty (blocked: its
@@ -1545,6 +1547,47 @@ Test(cpu_gemm_lowp, bf16_dp_runs_on_the_host, .timeout = 300) {
     snprintf(what, sizeof what, "AVX512-BF16 GEMM, case %zu", i);
     tg_check_gemm(what, t, strcmp(cs[i].rty, "f32") ? 3e-2 : 1e-4, "model_gemm_bf16_dp", true,
                   NULL);
+    free(t);
+  }
+}
+
+/* Few rows on depth-group instructions (gemm/few_dp.c) where the host has them: bf16 on
+ * VDPBF16PS (a CPU of AVX512-BF16 without AMX), s8 x s8 -> s32 on VPDPBUSD (AVX512-VNNI),
+ * against the interpreter: M = 1, 5 and 8; K with a last partial group of depths (37, 301;
+ * 37 and 301 are also no multiple of the dot form's vector) and deeper than GM_S8_KC (1030);
+ * N = 100 (a masked edge); B [K, N] (the streaming form) and [N, K] (the dot form); batched,
+ * and fused; compiled for icelake-server, an s8 product of 8 rows has the VNNI few-rows kernel
+ * in its assembly. */
+Test(cpu_gemm_lowp, few_rows_dp_runs_on_the_host, .timeout = 300) {
+  static const struct {
+    const char *ty, *rty;
+    int nb, M, K, N;
+    bool tb, fused;
+  } cs[] = {
+      {"bf16", "bf16", 0, 1, 301, 100, false, false}, {"bf16", "f32", 0, 8, 37, 100, false, true},
+      {"bf16", "bf16", 2, 5, 301, 100, true, false},  {"bf16", "f32", 0, 8, 301, 70, true, true},
+      {"s8", "s32", 0, 1, 301, 100, false, false},    {"s8", "s32", 0, 8, 1030, 100, false, true},
+      {"s8", "s32", 2, 5, 37, 100, false, false},     {"s8", "s32", 0, 8, 301, 100, true, false},
+      {"s8", "s32", 0, 3, 1030, 70, true, true}};
+  bool bf = __builtin_cpu_supports("avx512bf16") && !__builtin_cpu_supports("amx-bf16");
+  bool vnni = __builtin_cpu_supports("avx512vnni");
+  char *t8 = tg_lowp_text("s8", "s32", 0, 8, 301, 100, false, false, false);
+  char *a = tg_asm(t8, "icelake-server", "");
+  cr_expect(strstr(a, "vpdpbusd") && !strstr(a, "model_gemm_s8"),
+            "icelake-server: no VNNI few rows");
+  free(a);
+  free(t8);
+  if (!bf && !vnni) cr_skip_test("the host has neither AVX512-BF16 (without AMX) nor AVX512-VNNI");
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    bool s8 = cs[i].ty[0] == 's';
+    if (s8 ? !vnni : !bf) continue;
+    char *t = tg_lowp_text(cs[i].ty, cs[i].rty, cs[i].nb, cs[i].M, cs[i].K, cs[i].N, false,
+                           cs[i].tb, cs[i].fused),
+         what[96], fn[32];
+    snprintf(what, sizeof what, "few rows on %s, case %zu", s8 ? "VPDPBUSD" : "VDPBF16PS", i);
+    cr_expect(tg_ir_contains(t, cs[i].tb ? "fddb" : "fdqb"), "%s: not the few-rows kernel's", what);
+    snprintf(fn, sizeof fn, "model_gemm_%s", cs[i].ty);
+    tg_check_gemm(what, t, strcmp(cs[i].rty, "bf16") ? 1e-5 : 3e-2, fn, false, NULL);
     free(t);
   }
 }

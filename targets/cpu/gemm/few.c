@@ -9,7 +9,8 @@
  * contiguous. Operands of bf16 or f16 are read in place as well, widened to f32 by the loads
  * themselves (gm_load_f32), so a decode step reads its 16-bit weights once, at their own size;
  * a 16-bit result is summed into f32 scratch laid out as the result, which the epilogue
- * rounds into it (the streaming form adds to C once per K block). */
+ * rounds into it (the streaming form adds to C once per K block). Where the CPU has VDPBF16PS
+ * or VPDPBUSD, bf16 and s8 products of few rows compute their blocks on them (few_dp.c). */
 #include "gemm_impl.h"
 
 /* A product of few rows (batch-1 or small-batch inference: x[1, 4096] . W[4096, 1024]) is
@@ -245,7 +246,9 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   /* the range's column blocks [b0, b1) */
   LLVMValueRef b0 = LLVMBuildSDiv(B, gmul(k, ri, gi(k, nnb)), gi(k, nr), "");
   LLVMValueRef b1 = LLVMBuildSDiv(B, gmul(k, gadd(k, ri, gi(k, 1)), gi(k, nnb)), gi(k, nr), "");
-  LLVMValueRef Ap = gep_e(k, p->et, A, offa);
+  LLVMValueRef Ap = gep_e(k, p->et, A, offa), corr[16];
+  bool dp = gm_few_dp(c, p); /* on VDPBF16PS or VPDPBUSD (few_dp.c) */
+  if (dp && p->et == GE_S8) gm_s8_corrections(k, Ap, p, R, corr);
   int64_t tail = p->N % NBc;
   GIf f = {0};
   if (dots) {
@@ -254,28 +257,37 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
     LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, gmul(k, n0, gi(k, p->bcs)))),
                  Cp = gfp(k, C, gadd(k, offc, n0));
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
-    gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, (int)NBc, NULL);
-    if (tail) {
-      gif_else(k, &f);
-      gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, (int)tail, NULL);
-      gif_close(k, &f);
+    for (int t = 0; t < (tail ? 2 : 1); t++) {
+      if (t) gif_else(k, &f);
+      int nn = (int)(t ? tail : NBc);
+      if (dp)
+        gm_small_dots_dp(k, Ap, Bp, Cp, p, R, nn, corr);
+      else
+        gm_small_dots(k, c, p->et, p->et, Ap, Bp, Cp, p, R, nn, NULL);
     }
+    if (tail) gif_close(k, &f);
     gm_close(k, &lb);
   } else {
-    LLVMValueRef k0 = gloop(k, &lk, gi(k, 0), gi(k, p->K), GM_SMALL_K);
-    LLVMValueRef k1 = gmin(k, gadd(k, k0, gi(k, GM_SMALL_K)), gi(k, p->K));
+    /* s8's 16 rows are four VPDPBUSD steps per load of C's tile: 32 (more streams of B than
+     * that ran slower, as they do for the other types) */
+    int kb = dp && p->et == GE_S8 ? 2 * GM_SMALL_K : GM_SMALL_K;
+    LLVMValueRef k0 = gloop(k, &lk, gi(k, 0), gi(k, p->K), kb);
+    LLVMValueRef k1 = gmin(k, gadd(k, k0, gi(k, kb)), gi(k, p->K));
     LLVMValueRef bj = gloop(k, &lb, b0, b1, 1);
     LLVMValueRef n0 = gmul(k, bj, gi(k, NBc));
     LLVMValueRef Bp = gep_e(k, p->et, Bm, gadd(k, offb, n0)), Cp = gfp(k, C, gadd(k, offc, n0));
     /* whole blocks; the last block of a ragged N: its whole vectors, then one under a mask */
     if (tail) gif_open(k, &f, gslt(k, bj, gi(k, nnb - 1)), true);
-    gm_small_group(k, c, Ap, Bp, Cp, p, R, NV, NULL, k0, k1);
-    if (tail) {
-      gif_else(k, &f);
-      int nv = (int)(tail / VW), rem = (int)(tail % VW);
-      gm_small_group(k, c, Ap, Bp, Cp, p, R, nv, rem ? cpu_lane_mask(k, VW, rem) : NULL, k0, k1);
-      gif_close(k, &f);
+    for (int t = 0; t < (tail ? 2 : 1); t++) {
+      if (t) gif_else(k, &f);
+      int nv = t ? (int)(tail / VW) : NV, rem = t ? (int)(tail % VW) : 0;
+      LLVMValueRef mask = rem ? cpu_lane_mask(k, VW, rem) : NULL;
+      if (dp)
+        gm_small_group_dp(k, Ap, Bp, Cp, p, R, nv, mask, k0, k1, p->et == GE_S8 ? corr : NULL);
+      else
+        gm_small_group(k, c, Ap, Bp, Cp, p, R, nv, mask, k0, k1);
     }
+    if (tail) gif_close(k, &f);
     gm_close(k, &lb);
     gm_close(k, &lk);
   }
@@ -286,6 +298,9 @@ int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const
   gm_close(k, &li);
   if (!cpu_kern_end(k, nchunks)) return -1;
   cg->tasks[cg->ntasks - 1].whole = nchunks > 1;
+  if (dp)
+    cg->tasks[cg->ntasks - 1].note =
+        p->et == GE_S8 ? "few rows, AVX512-VNNI" : "few rows, AVX512-BF16";
   return 1;
 }
 

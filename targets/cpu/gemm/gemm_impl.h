@@ -82,6 +82,7 @@ typedef struct GmCfg {
   bool dpbf16;     /* else on AVX512-BF16 (pairs.c, dpbf16.c): the target has it */
   bool amx_int8;   /* s8 dots on AMX tiles (TDPBSSD): the target has AMX-INT8 */
   bool vnni;       /* else on AVX512-VNNI (VPDPBUSD, dpbf16.c): the target has it */
+  bool dpbusd;     /* the target has AVX512-VNNI (AMX or not): few-rows s8 products (few_dp.c) */
   bool amx_pf;     /* their packing of B prefetches rows ahead (knob GEMM_AMX) */
   bool amx_t1;     /* AMX's B tiles are loaded with the hint that they are not reused (past L1) */
   int amx_kc;      /* the depth of their K blocks (a multiple of 32) */
@@ -571,6 +572,17 @@ bool gm_reduce_finish(CpuCg *cg, HInstr *in, const HInstr *red, int64_t part_off
 bool gm_small_m_fits(const GmCfg *c, const GmProb *p);
 int gm_small_m(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
                int64_t nb, int64_t want, int64_t stage_bytes);
+/* few_dp.c: whether the few-rows kernel computes p on VDPBF16PS / VPDPBUSD; its streaming
+ * form's block (gm_small_group's, corr: an s8 product's per-row corrections, else NULL) and
+ * its dot form's (gm_small_dots' without partial row groups); an s8 product's corrections of
+ * the R rows of A at A (-128 times each row's sum). */
+bool gm_few_dp(const GmCfg *c, const GmProb *p);
+void gm_small_group_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
+                       const GmProb *p, int R, int nv, LLVMValueRef mask, LLVMValueRef k0,
+                       LLVMValueRef k1, const LLVMValueRef *corr);
+void gm_small_dots_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp, const GmProb *p,
+                      int R, int nn, const LLVMValueRef *corr);
+void gm_s8_corrections(GenKern *k, LLVMValueRef A, const GmProb *p, int R, LLVMValueRef *corr);
 bool gm_few_n_fits(const GmCfg *c, const GmProb *p);
 int gm_few_n(CpuCg *cg, HInstr *in, const HInstr *hero, const GmProb *p, const GmCfg *c,
              int64_t want, int64_t stage_bytes);

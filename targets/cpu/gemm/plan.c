@@ -125,11 +125,12 @@ static void gm_plan_path(CpuCg *cg, GmPlan *pl) {
       pl->stage_bytes += memplan_align((int64_t)hlo_shape_bytes(&ops[j]->base->shape));
   bool tiny = cg->prebuilt && pl->nb * p->M * p->N * p->K <= GM_TINY_MACS;
   pl->path = GM_PATH_BLOCKED;
-  /* (s8: the few kernels sum all of K in f32, exact only up to GM_S8_KC) */
-  bool few = !tiny && !pl->red && p->et != GE_S8;
-  if (few && gm_small_m_fits(&pl->c, p))
+  /* (s8: the few kernels sum all of K in f32, exact only up to GM_S8_KC; the few-rows kernel
+     on VPDPBUSD sums in s32) */
+  bool few = !tiny && !pl->red;
+  if (few && (p->et != GE_S8 || gm_few_dp(&pl->c, p)) && gm_small_m_fits(&pl->c, p))
     pl->path = GM_PATH_FEW_ROWS;
-  else if (few && gm_few_n_fits(&pl->c, p))
+  else if (few && p->et != GE_S8 && gm_few_n_fits(&pl->c, p))
     pl->path = GM_PATH_FEW_COLS;
   else if (p->wino)
     pl->path = GM_PATH_WINOGRAD;
