@@ -266,7 +266,7 @@ bool cpu_elem_path(const HComp *c, const HInstr *v, const HInstr *to);
 void cpu_loop_hint(GenKern *k, LLVMValueRef br, const char *name, LLVMValueRef value);
 /* Vectors: x (a scalar) in every lane of an n-wide vector; the constant n-lane mask whose
  * first m lanes are set; llvm.masked.load (the lanes left off zero) and llvm.masked.store of
- * 4-byte aligned elements at p. */
+ * elements at p aligned to their size. */
 LLVMValueRef cpu_splat(GenKern *k, LLVMValueRef x, int n);
 LLVMValueRef cpu_lane_mask(GenKern *k, int n, int m);
 LLVMValueRef cpu_masked_load(GenKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask);

@@ -57,11 +57,19 @@ LLVMValueRef cpu_lane_mask(GenKern *k, int n, int m) {
   return LLVMConstVector(bits, (unsigned)n);
 }
 
+/* The alignment a masked access of vector type vt claims: one element's. */
+static unsigned cpu_elt_align(LLVMTypeRef vt) {
+  LLVMTypeRef e = LLVMGetElementType(vt);
+  LLVMTypeKind t = LLVMGetTypeKind(e);
+  if (t == LLVMIntegerTypeKind) return LLVMGetIntTypeWidth(e) >= 8 ? LLVMGetIntTypeWidth(e) / 8 : 1;
+  return t == LLVMHalfTypeKind || t == LLVMBFloatTypeKind ? 2 : t == LLVMDoubleTypeKind ? 8 : 4;
+}
+
 LLVMValueRef cpu_masked_load(GenKern *k, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
   LLVMTypeRef ty[2] = {vt, k->cg->ptr};
   LLVMValueRef f =
       LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
-  LLVMValueRef a[4] = {p, LLVMConstInt(k->cg->i32, 4, 0), mask, LLVMConstNull(vt)};
+  LLVMValueRef a[4] = {p, LLVMConstInt(k->cg->i32, cpu_elt_align(vt), 0), mask, LLVMConstNull(vt)};
   return LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
 }
 
@@ -69,7 +77,7 @@ void cpu_masked_store(GenKern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef m
   LLVMTypeRef ty[2] = {LLVMTypeOf(v), k->cg->ptr};
   LLVMValueRef f =
       LLVMGetIntrinsicDeclaration(k->cg->M, LLVMLookupIntrinsicID("llvm.masked.store", 17), ty, 2);
-  LLVMValueRef a[4] = {v, p, LLVMConstInt(k->cg->i32, 4, 0), mask};
+  LLVMValueRef a[4] = {v, p, LLVMConstInt(k->cg->i32, cpu_elt_align(LLVMTypeOf(v)), 0), mask};
   LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
 }
 

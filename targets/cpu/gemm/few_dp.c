@@ -53,14 +53,9 @@ static LLVMValueRef gd_call(GenKern *k, const GdOp *o, LLVMValueRef acc, LLVMVal
 
 /* n integer elements of `bits` bits at p (mask: those of its first lanes, the rest zero). */
 static LLVMValueRef gd_load(GenKern *k, int bits, int n, LLVMValueRef p, LLVMValueRef mask) {
-  CpuCg *cg = cpu_cg(k->cg);
-  LLVMTypeRef vt = LLVMVectorType(LLVMIntTypeInContext(cg->g.C, (unsigned)bits), (unsigned)n);
-  if (!mask) return gload(k, vt, p, (unsigned)bits / 8);
-  LLVMTypeRef ty[2] = {vt, cg->g.ptr};
-  LLVMValueRef f =
-      LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID("llvm.masked.load", 16), ty, 2);
-  LLVMValueRef a[4] = {p, LLVMConstInt(cg->g.i32, (unsigned)bits / 8, 0), mask, LLVMConstNull(vt)};
-  return LLVMBuildCall2(k->B, LLVMGlobalGetValueType(f), f, a, 4, "");
+  LLVMTypeRef vt =
+      LLVMVectorType(LLVMIntTypeInContext(cpu_cg(k->cg)->g.C, (unsigned)bits), (unsigned)n);
+  return mask ? cpu_masked_load(k, vt, p, mask) : gload(k, vt, p, (unsigned)bits / 8);
 }
 
 /* s8 bytes biased to u8 (+128, mod 256). */
@@ -77,16 +72,25 @@ static LLVMValueRef gd_shuffle(GenKern *k, LLVMValueRef x, LLVMValueRef y, const
   return LLVMBuildShuffleVector(k->B, x, y, LLVMConstVector(m, (unsigned)n), "");
 }
 
+/* The g rows of B from p on (rows past `rows` zero), n elements of each (mask: of its first
+ * lanes), into r. */
+static void gd_rows(GenKern *k, int g, LLVMValueRef p, int64_t brs, int rows, LLVMValueRef mask,
+                    int n, LLVMValueRef r[4]) {
+  int bits = g == 2 ? 16 : 8;
+  LLVMTypeRef rt =
+      LLVMVectorType(LLVMIntTypeInContext(cpu_cg(k->cg)->g.C, (unsigned)bits), (unsigned)n);
+  for (int i = 0; i < g; i++)
+    r[i] = i < rows ? gd_load(k, bits, n, gbyte(k, p, gi(k, i * brs * bits / 8)), mask)
+                    : LLVMConstNull(rt);
+}
+
 /* Columns [0, 16) at p of the `g` rows of B from p on (g = 2 bf16 or 4 s8; rows past `rows`
  * zero), as depth groups: column c's elements of the rows at 32-bit lane c. */
 static LLVMValueRef gd_groups(GenKern *k, int g, LLVMValueRef p, int64_t brs, int rows,
                               LLVMValueRef mask) {
-  int bits = g == 2 ? 16 : 8, idx[64];
+  int idx[64];
   LLVMValueRef r[4];
-  for (int i = 0; i < g; i++)
-    r[i] = i < rows ? gd_load(k, bits, 16, gbyte(k, p, gi(k, i * brs * bits / 8)), mask)
-                    : LLVMConstNull(LLVMVectorType(
-                          LLVMIntTypeInContext(cpu_cg(k->cg)->g.C, (unsigned)bits), 16));
+  gd_rows(k, g, p, brs, rows, mask, 16, r);
   if (g == 4) { /* rows 0 | 1 and 2 | 3 side by side, then as for pairs */
     for (int i = 0; i < 32; i++)
       idx[i] = i;
@@ -107,20 +111,16 @@ static LLVMValueRef gd_groups(GenKern *k, int g, LLVMValueRef p, int64_t brs, in
 static void gd_groups2(GenKern *k, int g, LLVMValueRef p, int64_t brs, int rows,
                        LLVMValueRef out[2]) {
   CpuCg *cg = cpu_cg(k->cg);
-  int bits = g == 2 ? 16 : 8, idx[64];
-  LLVMTypeRef rt = LLVMVectorType(LLVMIntTypeInContext(cg->g.C, (unsigned)bits), 32);
+  int idx[64];
   LLVMValueRef r[4];
-  for (int i = 0; i < g; i++)
-    r[i] = i < rows ? gd_load(k, bits, 32, gbyte(k, p, gi(k, i * brs * bits / 8)), NULL)
-                    : LLVMConstNull(rt);
+  gd_rows(k, g, p, brs, rows, NULL, 32, r);
   if (g == 4) { /* rows 0, 1 (and 2, 3) interleaved: column c's two bytes at word c */
     for (int c = 0; c < 32; c++)
       for (int i = 0; i < 2; i++)
         idx[2 * c + i] = 32 * i + c;
     LLVMTypeRef wt = LLVMVectorType(LLVMInt16TypeInContext(cg->g.C), 32);
-    LLVMValueRef t0 = gd_shuffle(k, r[0], r[1], idx, 64), t1 = gd_shuffle(k, r[2], r[3], idx, 64);
-    r[0] = LLVMBuildBitCast(k->B, t0, wt, "");
-    r[1] = LLVMBuildBitCast(k->B, t1, wt, "");
+    r[0] = LLVMBuildBitCast(k->B, gd_shuffle(k, r[0], r[1], idx, 64), wt, "");
+    r[1] = LLVMBuildBitCast(k->B, gd_shuffle(k, r[2], r[3], idx, 64), wt, "");
   }
   for (int h = 0; h < 2; h++) {
     for (int c = 0; c < 16; c++)
@@ -153,11 +153,55 @@ static LLVMValueRef gd_a_group(GenKern *k, GmElt e, int g, LLVMValueRef ap, LLVM
   return cpu_splat(k, w, 16);
 }
 
+/* A loop over kv = k0, k0 + step, ... while kv < end, carrying the R x n accumulators acc in
+ * phis: gd_loop_open leaves the builder in its body, acc its phis, and returns kv;
+ * gd_loop_close takes acc as the body leaves them and moves the builder past the loop, acc
+ * the values the loop ends with. Not vectorized by LLVM (its body is vectors already). */
+typedef struct GdLoop {
+  GPhiLoop pl;
+  LLVMValueRef kv, ph[16][8];
+  int R, n;
+} GdLoop;
+
+static LLVMValueRef gd_loop_open(GenKern *k, GdLoop *l, const char *const nm[3], LLVMValueRef k0,
+                                 LLVMValueRef end, LLVMValueRef acc[16][8], int R, int n) {
+  LLVMBuilderRef B = k->B;
+  l->pl = gphi_open(k, nm[0], nm[1], nm[2]);
+  l->R = R;
+  l->n = n;
+  l->kv = LLVMBuildPhi(B, cpu_cg(k->cg)->g.i64, "k");
+  LLVMAddIncoming(l->kv, &k0, &l->pl.pre, 1);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < n; j++) {
+      l->ph[r][j] = LLVMBuildPhi(B, LLVMTypeOf(acc[r][j]), "");
+      LLVMAddIncoming(l->ph[r][j], &acc[r][j], &l->pl.pre, 1);
+      acc[r][j] = l->ph[r][j];
+    }
+  LLVMBuildCondBr(B, gslt(k, l->kv, end), l->pl.body, l->pl.done);
+  LLVMPositionBuilderAtEnd(B, l->pl.body);
+  return l->kv;
+}
+
+static void gd_loop_close(GenKern *k, GdLoop *l, int64_t step, LLVMValueRef acc[16][8]) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef kn = gadd(k, l->kv, gi(k, step));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMAddIncoming(l->kv, &kn, &latch, 1);
+  for (int r = 0; r < l->R; r++)
+    for (int j = 0; j < l->n; j++)
+      LLVMAddIncoming(l->ph[r][j], &acc[r][j], &latch, 1);
+  gm_novec(k, LLVMBuildBr(B, l->pl.hdr));
+  LLVMPositionBuilderAtEnd(B, l->pl.done);
+  for (int r = 0; r < l->R; r++)
+    for (int j = 0; j < l->n; j++)
+      acc[r][j] = l->ph[r][j];
+}
+
 /* One step of the streaming form: the g-row group of B at brow into the R x V accumulators
  * (vectors j < nv whole, vector nv under mask when mask), A's groups at depth kv. */
 static void gd_step(GenKern *k, const GdOp *o, const GmProb *p, LLVMValueRef A, LLVMValueRef brow,
                     LLVMValueRef kv, int R, int nv, LLVMValueRef mask, int rows,
-                    LLVMValueRef acc[16][4]) {
+                    LLVMValueRef acc[16][8]) {
   int g = o->int8 ? 4 : 2, V = nv + (mask != NULL), esz = o->int8 ? 1 : 2;
   LLVMValueRef bv[4];
   for (int j = 0; j < V; j++) {
@@ -177,13 +221,12 @@ static void gd_step(GenKern *k, const GdOp *o, const GmProb *p, LLVMValueRef A, 
 void gm_small_group_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp,
                        const GmProb *p, int R, int nv, LLVMValueRef mask, LLVMValueRef k0,
                        LLVMValueRef k1, const LLVMValueRef *corr) {
-  CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   GdOp o = gd_op(k, p->et);
   int V = nv + (mask != NULL), g = o.int8 ? 4 : 2, rem = (int)(p->K % g);
   /* the tile: C's, or (the first K block) zero, or the rows' corrections of a biased B */
   LLVMValueRef first = LLVMBuildICmp(B, LLVMIntEQ, k0, gi(k, 0), "");
-  LLVMValueRef acc[16][4], ph[16][4], cq[16][4];
+  LLVMValueRef acc[16][8], cq[16][4];
   for (int r = 0; r < R; r++)
     for (int j = 0; j < V; j++) {
       cq[r][j] = gfp(k, Cp, gi(k, r * p->ldc + 16 * j));
@@ -194,32 +237,14 @@ void gm_small_group_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef
     }
   /* whole groups of rows over [k0, kend) */
   LLVMValueRef kend = gsub(k, k1, LLVMBuildSRem(B, gsub(k, k1, k0), gi(k, g), ""));
-  GPhiLoop pl = gphi_open(k, "fdq", "fdqb", "fdqd");
-  LLVMValueRef kv = LLVMBuildPhi(B, cg->g.i64, "k");
-  LLVMAddIncoming(kv, &k0, &pl.pre, 1);
-  for (int r = 0; r < R; r++)
-    for (int j = 0; j < V; j++) {
-      ph[r][j] = LLVMBuildPhi(B, o.acc, "");
-      LLVMAddIncoming(ph[r][j], &acc[r][j], &pl.pre, 1);
-      acc[r][j] = ph[r][j];
-    }
-  LLVMBuildCondBr(B, gslt(k, kv, kend), pl.body, pl.done);
-  LLVMPositionBuilderAtEnd(B, pl.body);
+  GdLoop l;
+  static const char *const nm[3] = {"fdq", "fdqb", "fdqd"};
+  LLVMValueRef kv = gd_loop_open(k, &l, nm, k0, kend, acc, R, V);
   gd_step(k, &o, p, A, gep_e(k, p->et, Bp, gmul(k, kv, gi(k, p->brs))), kv, R, nv, mask, g, acc);
-  LLVMValueRef kn = gadd(k, kv, gi(k, g));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-  LLVMAddIncoming(kv, &kn, &latch, 1);
-  for (int r = 0; r < R; r++)
-    for (int j = 0; j < V; j++)
-      LLVMAddIncoming(ph[r][j], &acc[r][j], &latch, 1);
-  gm_novec(k, LLVMBuildBr(B, pl.hdr));
-  LLVMPositionBuilderAtEnd(B, pl.done);
-  for (int r = 0; r < R; r++)
-    for (int j = 0; j < V; j++)
-      acc[r][j] = ph[r][j];
+  gd_loop_close(k, &l, g, acc);
   /* the last block of a depth that is not a multiple of g: its last rem rows */
   if (rem) {
-    LLVMValueRef before[16][4];
+    LLVMValueRef before[16][8];
     memcpy(before, acc, sizeof before);
     LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
     GIf f;
@@ -246,59 +271,44 @@ void gm_small_group_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef
     }
 }
 
+/* One step of the dot form at depth kv: A's R vectors along K, then each of the nn columns'
+ * against them (mask: the lanes of a last partial vector). */
+static void gd_dots_step(GenKern *k, const GdOp *o, const GmProb *p, LLVMValueRef A,
+                         LLVMValueRef Bp, LLVMValueRef kv, LLVMValueRef mask, int R, int nn,
+                         LLVMValueRef acc[16][8]) {
+  int lanes = o->int8 ? 64 : 32, bits = o->int8 ? 8 : 16;
+  LLVMValueRef av[16];
+  for (int r = 0; r < R; r++)
+    av[r] = gd_load(k, bits, lanes, gep_e(k, p->et, A, gadd(k, gi(k, r * p->ars), kv)), mask);
+  for (int j = 0; j < nn; j++) {
+    LLVMValueRef bv =
+        gd_load(k, bits, lanes, gep_e(k, p->et, Bp, gadd(k, gi(k, j * p->bcs), kv)), mask);
+    if (o->int8) bv = gd_bias(k, bv);
+    for (int r = 0; r < R; r++)
+      acc[r][j] = gd_call(k, o, acc[r][j], bv, av[r]);
+  }
+}
+
 void gm_small_dots_dp(GenKern *k, LLVMValueRef A, LLVMValueRef Bp, LLVMValueRef Cp, const GmProb *p,
                       int R, int nn, const LLVMValueRef *corr) {
   CpuCg *cg = cpu_cg(k->cg);
   LLVMBuilderRef B = k->B;
   GdOp o = gd_op(k, p->et);
-  int lanes = o.int8 ? 64 : 32, bits = o.int8 ? 8 : 16;
+  int lanes = o.int8 ? 64 : 32;
   int64_t kv_end = p->K / lanes * lanes, rem = p->K % lanes;
   LLVMValueRef acc[16][8], zero = LLVMConstNull(o.acc);
   for (int r = 0; r < R; r++)
     for (int j = 0; j < nn; j++)
       acc[r][j] = zero;
-      /* one step at depth kv: A's R vectors, then each column's against them */
-#define GD_DOTS_STEP(kv, mask)                                                                     \
-  do {                                                                                             \
-    LLVMValueRef av[16];                                                                           \
-    for (int r = 0; r < R; r++)                                                                    \
-      av[r] = gd_load(k, bits, lanes, gep_e(k, p->et, A, gadd(k, gi(k, r * p->ars), (kv))), mask); \
-    for (int j = 0; j < nn; j++) {                                                                 \
-      LLVMValueRef bv =                                                                            \
-          gd_load(k, bits, lanes, gep_e(k, p->et, Bp, gadd(k, gi(k, j * p->bcs), (kv))), mask);    \
-      if (o.int8) bv = gd_bias(k, bv);                                                             \
-      for (int r = 0; r < R; r++)                                                                  \
-        acc[r][j] = gd_call(k, &o, acc[r][j], bv, av[r]);                                          \
-    }                                                                                              \
-  } while (0)
   if (kv_end > 0) {
-    GPhiLoop pl = gphi_open(k, "fdd", "fddb", "fddd");
-    LLVMValueRef kv = LLVMBuildPhi(B, cg->g.i64, "k"), i0 = gi(k, 0);
-    LLVMAddIncoming(kv, &i0, &pl.pre, 1);
-    LLVMValueRef ph[16][8];
-    for (int r = 0; r < R; r++)
-      for (int j = 0; j < nn; j++) {
-        ph[r][j] = LLVMBuildPhi(B, o.acc, "");
-        LLVMAddIncoming(ph[r][j], &zero, &pl.pre, 1);
-        acc[r][j] = ph[r][j];
-      }
-    LLVMBuildCondBr(B, gslt(k, kv, gi(k, kv_end)), pl.body, pl.done);
-    LLVMPositionBuilderAtEnd(B, pl.body);
-    GD_DOTS_STEP(kv, NULL);
-    LLVMValueRef kn = gadd(k, kv, gi(k, lanes));
-    LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
-    LLVMAddIncoming(kv, &kn, &latch, 1);
-    for (int r = 0; r < R; r++)
-      for (int j = 0; j < nn; j++)
-        LLVMAddIncoming(ph[r][j], &acc[r][j], &latch, 1);
-    gm_novec(k, LLVMBuildBr(B, pl.hdr));
-    LLVMPositionBuilderAtEnd(B, pl.done);
-    for (int r = 0; r < R; r++)
-      for (int j = 0; j < nn; j++)
-        acc[r][j] = ph[r][j];
+    GdLoop l;
+    static const char *const nm[3] = {"fdd", "fddb", "fddd"};
+    LLVMValueRef kv = gd_loop_open(k, &l, nm, gi(k, 0), gi(k, kv_end), acc, R, nn);
+    gd_dots_step(k, &o, p, A, Bp, kv, NULL, R, nn, acc);
+    gd_loop_close(k, &l, lanes, acc);
   }
-  if (rem) GD_DOTS_STEP(gi(k, kv_end), cpu_lane_mask(k, lanes, (int)rem));
-#undef GD_DOTS_STEP
+  if (rem)
+    gd_dots_step(k, &o, p, A, Bp, gi(k, kv_end), cpu_lane_mask(k, lanes, (int)rem), R, nn, acc);
   const char *rn = o.int8 ? "llvm.vector.reduce.add" : "llvm.vector.reduce.fadd";
   LLVMValueRef red =
       LLVMGetIntrinsicDeclaration(cg->g.M, LLVMLookupIntrinsicID(rn, strlen(rn)), &o.acc, 1);

@@ -152,7 +152,6 @@ static GmCfg gm_cfg_make(CpuCg *cg) {
   /* else AVX512-VNNI: s8 dots on VPDPBUSD (dpbf16.c) */
   int said_vnni = cpu_feature_said(feat, "avx512vnni");
   c.dpbusd = x86 && avx512 && (said_vnni > 0 || ((traits & CPU_X86_VNNI) && said_vnni == 0));
-  c.vnni = !c.amx_int8 && c.dpbusd;
   /* else AVX512-BF16: bf16 dots on VDPBF16PS (dpbf16.c), in K blocks of 256 depths (a band's
      B, 32 columns of them, 16 KiB in L1), where the CPU runs it at least at its FMAs' FLOP
      rate (CPU_X86_BF16), or where said on a CPU the table does not know; not on the AMX

@@ -81,8 +81,8 @@ typedef struct GmCfg {
   bool amx;        /* bf16 dots on AMX tiles (pairs.c, amx.c): the target has AMX-BF16 */
   bool dpbf16;     /* else on AVX512-BF16 (pairs.c, dpbf16.c): the target has it */
   bool amx_int8;   /* s8 dots on AMX tiles (TDPBSSD): the target has AMX-INT8 */
-  bool vnni;       /* else on AVX512-VNNI (VPDPBUSD, dpbf16.c): the target has it */
-  bool dpbusd;     /* the target has AVX512-VNNI (AMX or not): few-rows s8 products (few_dp.c) */
+  bool dpbusd;     /* else on AVX512-VNNI (VPDPBUSD, dpbf16.c), and s8 products of few rows
+                      (few_dp.c, AMX CPUs too): the target has it */
   bool amx_pf;     /* their packing of B prefetches rows ahead (knob GEMM_AMX) */
   bool amx_t1;     /* AMX's B tiles are loaded with the hint that they are not reused (past L1) */
   int amx_kc;      /* the depth of their K blocks (a multiple of 32) */

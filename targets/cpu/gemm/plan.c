@@ -215,7 +215,7 @@ bool gm_plan(CpuCg *cg, const HInstr *in, const HInstr *hero, GmPlan *pl) {
      blocks there) */
   GmElt et = pl->p.et;
   pl->pairs = ((et == GE_BF16 && (pl->c.amx || pl->c.dpbf16)) ||
-               (et == GE_S8 && (pl->c.amx_int8 || pl->c.vnni))) &&
+               (et == GE_S8 && (pl->c.amx_int8 || pl->c.dpbusd))) &&
               !pl->p.conv && pl->p.acs == 1 && (pl->p.bcs == 1 || pl->p.brs == 1) &&
               pl->p.M >= 16 && pl->c.nr % 32 == 0;
   if (pl->pairs) {
