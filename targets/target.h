@@ -98,22 +98,29 @@ typedef enum CudaPrecision {
   CUDA_PRECISION_TF32,    /* f32 matrix products may round their inputs to TF32 */
 } CudaPrecision;
 
+typedef enum CudaGemmPrologues {
+  CUDA_PROLOGUES_AUTO,   /* fused into hloc's tensor-core GEMM where estimated faster */
+  CUDA_PROLOGUES_FUSED,  /* fused wherever the kernel takes the dot (testing) */
+  CUDA_PROLOGUES_STAGED, /* always staged for cuBLAS (testing, comparisons) */
+} CudaGemmPrologues;
+
 typedef struct CudaOpts {
-  const char *name;          /* C symbol prefix, a C identifier */
-  const char *out_path;      /* .o / .ptx / .cubin to write */
-  const char *header_path;   /* C header to write (NULL: none) */
-  const char *manifest_path; /* JSON manifest (NULL: none) */
-  const char *gpu_arch;      /* "sm_90" when NULL; any sm_XX that LLVM and ptxas accept */
-  const char *cuda_home;     /* toolkit (ptxas, libdevice); NULL: $CUDA_HOME, else the one
-                                found at build time (/usr/local/cuda) */
-  CudaEmit emit;             /* what out_path receives */
-  CudaPrecision precision;   /* dot precision through cuBLAS */
-  int opt_level;             /* 0..3: LLVM pipeline for the kernels (ptxas always -O3) */
-  bool no_cublas;            /* generate every dot as a kernel instead of calling cuBLAS */
-  bool epilogue_fallback;    /* testing: every GEMM epilogue fused into cuBLASLt runs its
-                                fallback (cuBLAS, then the epilogue kernel) in every context */
-  int64_t conv_ws_limit;     /* cuDNN workspace reserved in temp, at most (bytes; 0: 3 GiB) */
-  FILE *stats;               /* when set: one line per kernel (registers, spills, launch) */
+  const char *name;                 /* C symbol prefix, a C identifier */
+  const char *out_path;             /* .o / .ptx / .cubin to write */
+  const char *header_path;          /* C header to write (NULL: none) */
+  const char *manifest_path;        /* JSON manifest (NULL: none) */
+  const char *gpu_arch;             /* "sm_90" when NULL; any sm_XX that LLVM and ptxas accept */
+  const char *cuda_home;            /* toolkit (ptxas, libdevice); NULL: $CUDA_HOME, else the one
+                                       found at build time (/usr/local/cuda) */
+  CudaEmit emit;                    /* what out_path receives */
+  CudaPrecision precision;          /* dot precision through cuBLAS */
+  int opt_level;                    /* 0..3: LLVM pipeline for the kernels (ptxas always -O3) */
+  bool no_cublas;                   /* generate every dot as a kernel instead of calling cuBLAS */
+  bool epilogue_fallback;           /* testing: every GEMM epilogue fused into cuBLASLt runs its
+                                       fallback (cuBLAS, then the epilogue kernel) in every context */
+  CudaGemmPrologues gemm_prologues; /* 16-bit dots whose operand is a prologue (--gemm-prologues) */
+  int64_t conv_ws_limit; /* cuDNN workspace reserved in temp, at most (bytes; 0: 3 GiB) */
+  FILE *stats;           /* when set: one line per kernel (registers, spills, launch) */
 } CudaOpts;
 
 /* Compile m (optimized by the caller, as for cpu_compile) for NVIDIA GPUs: NVPTX kernels

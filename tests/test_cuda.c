@@ -129,8 +129,8 @@ static int tu_count(const char *hay, const char *needle) {
 /* m compiled to kernels (emit: CUDA_EMIT_PTX or CUDA_EMIT_CUBIN) with their manifest (m is
  * freed): the manifest's text, checked to be JSON, and the PTX or cubin in *bin (*n bytes)
  * when bin is given. */
-static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin,
-                        size_t *n) {
+static char *tu_kernels_ex(HModule *m, const char *what, CudaEmit emit, int opt_level,
+                           CudaGemmPrologues gp, char **bin, size_t *n) {
   char *d = ct_tmpdir("hloc_cuda");
   char out[600], man[600];
   snprintf(out, sizeof out, "%s/m.%s", d, emit == CUDA_EMIT_PTX ? "ptx" : "cubin");
@@ -141,6 +141,7 @@ static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_lev
   o.manifest_path = man;
   o.emit = emit;
   o.opt_level = opt_level;
+  o.gemm_prologues = gp;
   HErr err = {0};
   cr_assert(cuda_compile(m, &o, &err), "%s: %s", what, err.msg);
   if (bin) *bin = ct_slurp(out, n);
@@ -150,6 +151,11 @@ static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_lev
   free(d);
   hlo_module_free(m);
   return js;
+}
+
+static char *tu_kernels(HModule *m, const char *what, CudaEmit emit, int opt_level, char **bin,
+                        size_t *n) {
+  return tu_kernels_ex(m, what, emit, opt_level, CUDA_PROLOGUES_AUTO, bin, n);
 }
 
 static void tu_fixture_cubin(const char *fixture) {
@@ -903,6 +909,74 @@ Test(cuda_ptx, few_row_dots_through_the_skinny_kernel) {
   char *js = tu_kernels(m, "nine", CUDA_EMIT_CUBIN, 3, NULL, NULL);
   cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 1, "%s", js);
   cr_expect_eq(tu_count(js, "skinny"), 0, "%s", js);
+  free(js);
+}
+
+/* The text module of a W8A16 product x bf16[M,K] . (convert(s8[K,N]) * scale[N]), optimized. */
+static HModule *tu_w8a16(int64_t M, int64_t K, int64_t N) {
+  char t[1024];
+  snprintf(t, sizeof t,
+           "HloModule w\nENTRY e {\n  x = bf16[%lld,%lld] parameter(0)\n"
+           "  wq = s8[%lld,%lld] parameter(1)\n  s = bf16[%lld] parameter(2)\n"
+           "  wc = bf16[%lld,%lld] convert(wq)\n"
+           "  sb = bf16[%lld,%lld] broadcast(s), dimensions={1}\n"
+           "  w = bf16[%lld,%lld] multiply(wc, sb)\n"
+           "  ROOT d = bf16[%lld,%lld] dot(x, w), lhs_contracting_dims={1}, "
+           "rhs_contracting_dims={0}\n}\n",
+           (long long)M, (long long)K, (long long)K, (long long)N, (long long)N, (long long)K,
+           (long long)N, (long long)K, (long long)N, (long long)K, (long long)N, (long long)M,
+           (long long)N);
+  HErr err = {0};
+  HModule *m = hlo_parse_text(t, strlen(t), "w8a16.hlo", &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  return m;
+}
+
+/* 16-bit dots whose operand a prologue computes (an s8 weight converted and scaled, an f32
+ * weight rounded to f16) on hloc's tensor-core GEMM with the prologue fused: mma.sync on
+ * ldmatrix fragments (.trans for operands whose free dim is minor), the activation's tiles by
+ * cp.async, a split over K summed by a second kernel; --gemm-prologues=staged keeps cuBLAS; by
+ * default the cost model takes the kernel for a 256-row prefill projection and stages the
+ * weight of a 2048-row one (run on a GPU against the interpreter by
+ * tools/cuda_device_test.sh). */
+Test(cuda_ptx, prologue_dots_through_the_tensor_core_gemm) {
+  static const struct {
+    const char *name, *mma;
+    bool trans;
+  } cases[] = {{"gemm_w8a16", "f32.bf16.bf16.f32", true},
+               {"gemm_w8a16_split", "f32.bf16.bf16.f32", false},
+               {"gemm_prologue_f16", "f32.f16.f16.f32", true}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const char *n = cases[c].name;
+    char *ptx, *js = tu_kernels_ex(tu_case_module(n, OPT_CONV_NHWC), n, CUDA_EMIT_PTX, 3,
+                                   CUDA_PROLOGUES_FUSED, &ptx, NULL);
+    cr_expect_eq(tu_count(js, "\"shape\": \"gemm-mma-split\""), 1, "%s: %s", n, js);
+    cr_expect_eq(tu_count(js, "\"shape\": \"gemm-mma-finish\""), 1, "%s: %s", n, js);
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 0, "%s: %s", n, js);
+    char mma[96];
+    snprintf(mma, sizeof mma, "mma.sync.aligned.m16n8k16.row.col.%s", cases[c].mma);
+    cr_expect(strstr(ptx, mma), "%s: no %s", n, mma);
+    cr_expect_eq(!!strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), cases[c].trans,
+                 "%s", n);
+    cr_expect(strstr(ptx, "cp.async.cg.shared.global"), "%s: no cp.async", n);
+    free(js);
+    free(ptx);
+    js = tu_kernels_ex(tu_case_module(n, OPT_CONV_NHWC), n, CUDA_EMIT_PTX, 3, CUDA_PROLOGUES_STAGED,
+                       NULL, NULL);
+    cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 1, "%s: %s", n, js);
+    cr_expect_eq(tu_count(js, "gemm-mma"), 0, "%s: %s", n, js);
+    free(js);
+  }
+  char *js = tu_kernels(tu_w8a16(256, 4096, 14336), "w8a16 256", CUDA_EMIT_PTX, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"shape\": \"gemm-mma\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 0, "%s", js);
+  free(js);
+  js = tu_kernels(tu_w8a16(2048, 4096, 14336), "w8a16 2048", CUDA_EMIT_PTX, 3, NULL, NULL);
+  cr_expect_eq(tu_count(js, "\"kind\": \"gemm\""), 1, "%s", js);
+  cr_expect_eq(tu_count(js, "gemm-mma"), 0, "%s", js);
   free(js);
 }
 

@@ -54,6 +54,12 @@ for f in "$ROOT"/tests/cuda/cases/*.hlo; do
     "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
   done
 done
+# the prologue GEMM wherever it applies (the cost model stages some of these small cases)
+for f in "$ROOT"/tests/cuda/cases/gemm_w8a16*.hlo "$ROOT"/tests/cuda/cases/gemm_prologue_*.hlo; do
+  n=case_$(basename "$f" .hlo)_fused
+  build_one "$n" "$f" --gemm-prologues=fused
+  "$BUILD/hloc-bench-ref" "$f" --interp --save "$OUT/$n" >/dev/null
+done
 # the fused GEMM epilogues' fallback path (cuBLAS, then the epilogue kernel) on the GPU too
 for f in "$ROOT"/tests/cuda/cases/gemm_epilogue_*.hlo; do
   n=case_$(basename "$f" .hlo)_fallback

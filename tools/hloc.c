@@ -60,6 +60,11 @@ static void usage(FILE *f) {
         "                       dots computed by cuBLASLt in the GEMM) or fallback (testing:\n"
         "                       each runs as cuBLAS and its epilogue kernel, as on a GPU where\n"
         "                       cuBLASLt has no algorithm for it)\n"
+        "  --gemm-prologues=M   cuda: auto (default: a 16-bit dot whose operand is computed\n"
+        "                       by a prologue, such as a dequantized int8 weight, runs on hloc's\n"
+        "                       tensor-core GEMM with the prologue fused where that is estimated\n"
+        "                       faster than staging the operand for cuBLAS), fused (wherever\n"
+        "                       that kernel takes the dot) or staged (always cuBLAS)\n"
         "  --emit=ptx|cubin     cuda: kernels only, plus a JSON manifest (--manifest PATH,\n"
         "                       default beside -o); --stats prints registers and spills\n"
         "  --cpu NAME           CPU to generate code for (default: the host CPU)\n"
@@ -543,6 +548,7 @@ typedef struct HlocArgs {
   const char *target, *cpu, *features, *conv_layout, *conv_algo; /* target options */
   const char *gpu_arch, *precision, *manifest, *conv_ws;         /* --target=cuda options */
   const char *gemm_epilogues;                                    /* --gemm-epilogues (cuda) */
+  const char *gemm_prologues;                                    /* --gemm-prologues (cuda) */
   int opt;                                                       /* -O level */
   OptOpts oo;                                                    /* optimizer options */
   const char *freeze[256];                                       /* --freeze ARG=FILE */
@@ -632,6 +638,7 @@ static int args_codegen(int argc, char **argv, int *i, HlocArgs *a) {
       {"--manifest", offsetof(HlocArgs, manifest)},
       {"--conv-workspace", offsetof(HlocArgs, conv_ws)},
       {"--gemm-epilogues", offsetof(HlocArgs, gemm_epilogues)},
+      {"--gemm-prologues", offsetof(HlocArgs, gemm_prologues)},
 #endif
   };
   const char *arg = argv[*i], *v;
@@ -808,6 +815,9 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
   const char *ge = a->gemm_epilogues;
   if (ge && strcmp(ge, "fused") && strcmp(ge, "fallback"))
     return fprintf(stderr, "hloc: --gemm-epilogues must be fused or fallback\n"), 1;
+  const char *gp = a->gemm_prologues;
+  if (gp && strcmp(gp, "auto") && strcmp(gp, "fused") && strcmp(gp, "staged"))
+    return fprintf(stderr, "hloc: --gemm-prologues must be auto, fused or staged\n"), 1;
   char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL, *man = NULL;
   CudaOpts co = {.name = nm, .out_path = a->out, .gpu_arch = a->gpu_arch};
   co.opt_level = a->opt < 2 ? a->opt : 3;
@@ -818,6 +828,9 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
   co.stats = a->stats ? stderr : NULL;
   co.conv_ws_limit = (int64_t)mib << 20;
   co.epilogue_fallback = ge && !strcmp(ge, "fallback");
+  co.gemm_prologues = !gp || !strcmp(gp, "auto") ? CUDA_PROLOGUES_AUTO
+                      : !strcmp(gp, "fused")     ? CUDA_PROLOGUES_FUSED
+                                                 : CUDA_PROLOGUES_STAGED;
   if (co.emit == CUDA_EMIT_OBJ)
     co.header_path = a->header ? a->header : (hdr = replace_ext(a->out, ".h"));
   co.manifest_path = a->manifest                ? a->manifest

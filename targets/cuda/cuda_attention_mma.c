@@ -58,45 +58,9 @@ static LLVMValueRef am_bits(GenKern *k, const HInstr *x, const int8_t *map, LLVM
   return v ? v : LLVMConstNull(k->cg->i16);
 }
 
-LLVMValueRef cuda_pack16(GenKern *k, LLVMValueRef lo, LLVMValueRef hi) {
-  LLVMValueRef v[2] = {lo, hi};
-  for (int i = 0; i < 2; i++)
-    v[i] = LLVMBuildZExt(k->B, LLVMBuildBitCast(k->B, v[i], k->cg->i16, ""), k->cg->i32, "");
-  return LLVMBuildOr(k->B, v[0], LLVMBuildShl(k->B, v[1], am_i32(k, 16), ""), "");
-}
-
 /* f32 x, y rounded to the 16-bit type t, packed (x in the low half). */
 static LLVMValueRef am_pack_f32(GenKern *k, DType t, LLVMValueRef x, LLVMValueRef y) {
   return cuda_pack16(k, gen_convert(k, x, DT_F32, t), gen_convert(k, y, DT_F32, t));
-}
-
-/* c += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor cores. */
-void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c) {
-  LLVMValueRef args[10];
-  LLVMTypeRef h2 = LLVMVectorType(k->cg->f16, 2);
-  for (int i = 0; i < 6; i++) {
-    LLVMValueRef r = i < 4 ? a[i] : b[i - 4];
-    args[i] = t == DT_BF16 ? r : LLVMBuildBitCast(k->B, r, h2, "");
-  }
-  for (int i = 0; i < 4; i++)
-    args[6 + i] = c[i];
-  LLVMValueRef d = am_call(k,
-                           t == DT_BF16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
-                                        : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
-                           args, 10);
-  for (int i = 0; i < 4; i++)
-    c[i] = LLVMBuildExtractValue(k->B, d, (unsigned)i, "");
-}
-
-/* ldmatrix of n (2 or 4) 8x8 matrices of 16-bit elements from shared address p (this lane's
- * row), transposed or not, into r[0..n). */
-static void am_ldsm(GenKern *k, LLVMValueRef p, bool trans, int n, LLVMValueRef *r) {
-  char name[64];
-  snprintf(name, sizeof name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d%s.b16", n,
-           trans ? ".trans" : "");
-  LLVMValueRef v = am_call(k, name, &p, 1);
-  for (int i = 0; i < n; i++)
-    r[i] = LLVMBuildExtractValue(k->B, v, (unsigned)i, "");
 }
 
 /* Byte offset in a tile of rows of nch 16-byte chunks of chunk c of row r (swizzled). */
@@ -235,7 +199,7 @@ static void am_scores(GenKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
       bool two = ks + 1 < nks; /* x4: fragments of ks and ks + 1; x2: of ks */
       LLVMValueRef m = two ? m8 : LLVMBuildAnd(B, m8, gen_i64(k, 1), "");
       LLVMValueRef c = am_add(k, m, 2 * ks), bf[4];
-      am_ldsm(k, am_byte(k, w->ks, am_swz(k, r, c, nch)), false, two ? 4 : 2, bf);
+      cuda_ldsm(k, am_byte(k, w->ks, am_swz(k, r, c, nch)), false, two ? 4 : 2, bf);
       cuda_mma(k, w->ty, w->qa[ks], bf, acc);
       if (two) cuda_mma(k, w->ty, w->qa[ks + 1], bf + 2, acc);
     }
@@ -307,7 +271,7 @@ static void am_values(GenKern *k, AmWarp *w, LLVMValueRef p[8][4]) {
     LLVMValueRef half = LLVMBuildLShr(B, m8, gen_i64(k, 1), "");
     for (int nt = 0; nt < nvt; nt += 2) { /* dv a multiple of 16: pairs of tiles */
       LLVMValueRef bf[4];
-      am_ldsm(k, am_byte(k, w->vs, am_swz(k, r, am_add(k, half, nt), nch)), true, 4, bf);
+      cuda_ldsm(k, am_byte(k, w->vs, am_swz(k, r, am_add(k, half, nt), nch)), true, 4, bf);
       cuda_mma(k, w->ty, a, bf, o[nt]);
       cuda_mma(k, w->ty, a, bf + 2, o[nt + 1]);
     }

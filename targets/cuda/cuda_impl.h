@@ -248,6 +248,9 @@ bool cuda_sort(CudaCg *cc, HInstr *in);
 bool cuda_select_scatter(CudaCg *cc, HInstr *in);
 void cuda_kbind_fusion(GenKern *k, const HInstr *in);
 LLVMValueRef cuda_kbuffer(GenKern *k, const HInstr *in);
+/* Launch bounds of the kernel: at most threads a block, min_blocks resident per SM (ptxas caps
+ * its registers to fit). */
+void cuda_launch_bounds(GenKern *k, int64_t threads, int min_blocks);
 /* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */
 LLVMValueRef cuda_sreg(GenKern *k, const char *name);
 /* A call of intrinsic name on args; an overloaded intrinsic takes overload as its type (f32
@@ -281,11 +284,16 @@ typedef struct DotSide {
 } DotSide;
 void cuda_dot_side(const HInstr *dot, int j, DotSide *s);
 
+/* ------------------------------------------------------------------ cuda_mma.c */
+
 /* c (4 f32 registers) += a (16 x 16, 4 registers) . b (16 x 8, 2 registers) on the tensor
- * cores (mma.sync m16n8k16, bf16 or f16 operands; cuda_attention_mma.c). */
+ * cores (mma.sync m16n8k16, bf16 or f16 operands). */
 void cuda_mma(GenKern *k, DType t, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c);
 /* Two 16-bit values (bf16, f16 or i16) packed into an i32, lo in the low half. */
 LLVMValueRef cuda_pack16(GenKern *k, LLVMValueRef lo, LLVMValueRef hi);
+/* ldmatrix of n (2 or 4) 8x8 matrices of 16-bit elements from shared address p (this lane's
+ * row), transposed or not, into r[0..n). */
+void cuda_ldsm(GenKern *k, LLVMValueRef p, bool trans, int n, LLVMValueRef *r);
 
 /* ------------------------------------------------------------------ cuda_skinny.c */
 
@@ -293,6 +301,30 @@ LLVMValueRef cuda_pack16(GenKern *k, LLVMValueRef lo, LLVMValueRef hi);
  * product), or of a fusion whose hero it is (*taken; else nothing emitted). false with a
  * located error when generation failed. */
 bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken);
+/* The pieces the prologue GEMM (cuda_gemm_mma.c) shares. Whether the fusion members the dot's
+ * operands sop and wop are made of are cheap per element and wop's read everything of its own
+ * dims at its own index (so that vector accesses of its operands are its rows); whether the
+ * fusion's root reads dot only through elementwise ops of the dot's dims; whether a type's
+ * elements load as they are held (vector accesses). */
+bool cuda_dot_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HInstr *wop);
+bool cuda_dot_epi_ok(HArena *a, const HComp *c, const HInstr *dot);
+bool cuda_vec_type(DType t);
+/* The dot's f32 sum at idx (the dot's index) written: rounded to its type, through the fusion's
+ * epilogue up to root (root == dot: none). */
+void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
+                    LLVMValueRef *idx, LLVMValueRef sum);
+/* The second kernel of a dot split over K: the nsplit f32 partials at pp ([split][the dot's
+ * elements]) summed per element and written (cuda_dot_write); its shape named what. */
+bool cuda_dot_finish(CudaCg *cc, HInstr *in, const HInstr *dot, const HInstr *root, int64_t nsplit,
+                     CuPtr pp, const char *what);
+
+/* ------------------------------------------------------------------ cuda_gemm_mma.c */
+
+/* The tensor-core kernel(s) of a 16-bit dot whose operand a fused prologue computes (a
+ * dequantized weight), or of the fusion whose hero it is (*taken; else nothing emitted): the
+ * prologue runs as the tiles are loaded instead of being staged for cuBLAS, where that is
+ * estimated faster. false with a located error when generation failed. */
+bool cuda_gemm_mma(CudaCg *cc, HInstr *in, bool *taken);
 
 /* ------------------------------------------------------------------ cuda_gemm_epilogue.c */
 

@@ -388,6 +388,20 @@ LLVMValueRef cuda_intrinsic(GenKern *k, const char *name, LLVMTypeRef overload, 
   return LLVMBuildCall2(k->B, ft, f, args, (unsigned)n, "");
 }
 
+void cuda_launch_bounds(GenKern *k, int64_t threads, int min_blocks) {
+  LLVMContextRef C = k->cg->C;
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(C);
+  const char *key[2] = {"maxntidx", "minctasm"};
+  int64_t val[2] = {threads, min_blocks};
+  for (int i = 0; i < 2; i++) {
+    LLVMMetadataRef md[3] = {LLVMValueAsMetadata(k->fn),
+                             LLVMMDStringInContext2(C, key[i], strlen(key[i])),
+                             LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned long long)val[i], 0))};
+    LLVMAddNamedMetadataOperand(k->cg->M, "nvvm.annotations",
+                                LLVMMetadataAsValue(C, LLVMMDNodeInContext2(C, md, 3)));
+  }
+}
+
 LLVMValueRef cuda_sreg(GenKern *k, const char *name) {
   return LLVMBuildZExt(k->B, cuda_intrinsic(k, name, NULL, NULL, 0), k->cg->i64, "");
 }
@@ -2290,6 +2304,8 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   if (taken) return att_ok;
   bool sk_ok = cuda_skinny(cc, in, &taken);
   if (taken) return sk_ok;
+  bool gm_ok = cuda_gemm_mma(cc, in, &taken);
+  if (taken) return gm_ok;
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);

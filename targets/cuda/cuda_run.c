@@ -128,8 +128,8 @@ uint64_t cuda_bundle_id(const HModule *m, const CudaOpts *o, Literal *const *arg
   for (int i = 0; i < nargs; i++)
     h = hlo_hash_bytes(h, args[i]->data, (size_t)hlo_shape_bytes(&args[i]->shape));
   char opts[256];
-  snprintf(opts, sizeof opts, "%s %d %d %d %s", o->gpu_arch ? o->gpu_arch : "sm_90",
-           (int)o->precision, o->no_cublas, o->opt_level, hlo_commit());
+  snprintf(opts, sizeof opts, "%s %d %d %d %d %s", o->gpu_arch ? o->gpu_arch : "sm_90",
+           (int)o->precision, o->no_cublas, o->opt_level, (int)o->gemm_prologues, hlo_commit());
   return hlo_hash_bytes(h, opts, strlen(opts));
 }
 

@@ -62,7 +62,7 @@ static bool sk_cheap(const HInstr *x) {
  * smaller operands), so that its vector accesses are W's rows. One walk from the users down
  * (operands precede their users in c->instrs): ANY marks what either reads, WIDX what W reads
  * at its own index (not below a broadcast). */
-static bool sk_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HInstr *wop) {
+bool cuda_dot_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HInstr *wop) {
   enum { ANY = 1, WIDX = 2 };
   uint8_t *f = hlo_arena_alloc(a, (size_t)c->ninstrs);
   f[sop->idx] |= ANY;
@@ -86,7 +86,7 @@ static bool sk_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const H
 
 /* Whether the fusion's root reads dot with every member on the way elementwise and of the dot's
  * dims (the dot's value is then needed at the output's own index only). */
-static bool sk_epi_ok(HArena *a, const HComp *c, const HInstr *dot) {
+bool cuda_dot_epi_ok(HArena *a, const HComp *c, const HInstr *dot) {
   bool *r = hlo_arena_alloc(a, (size_t)c->ninstrs);
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *x = c->instrs[i];
@@ -103,7 +103,7 @@ static bool sk_epi_ok(HArena *a, const HComp *c, const HInstr *dot) {
 static bool sk_type_ok(DType t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
 
 /* Types whose elements a vector access loads as they are held (no decoding). */
-static bool sk_vec_type(DType t) {
+bool cuda_vec_type(DType t) {
   int n = (int)hlo_dtype_size(t);
   return (n == 1 || n == 2 || n == 4) && !hlo_dtype_is_fp8(t) && t != DT_PRED &&
          !hlo_dtype_is_int4(t);
@@ -141,21 +141,22 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
     const HInstr *hero = in->op == OP_FUSION ? gen_fusion_hero(in) : NULL;
     if (!hero || hero->op != OP_DOT) return false;
     p->dot = hero, p->root = in->calls[0]->root;
-    if (!sk_epi_ok(cc->cg.scratch, in->calls[0], hero)) return false;
+    if (!cuda_dot_epi_ok(cc->cg.scratch, in->calls[0], hero)) return false;
   }
   const HInstr *dot = p->dot;
   if (!sk_type_ok(dot->shape.dt) || !sk_type_ok(dot->ops[0]->shape.dt) ||
       !sk_type_ok(dot->ops[1]->shape.dt) || !sk_sides(p))
     return false;
   const Shape *ws = &dot->ops[p->w]->shape;
-  if (in != dot && !sk_operands_ok(cc->cg.scratch, in->calls[0], dot->ops[p->s], dot->ops[p->w]))
+  if (in != dot &&
+      !cuda_dot_operands_ok(cc->cg.scratch, in->calls[0], dot->ops[p->s], dot->ops[p->w]))
     return false;
   /* the entry values read at W's index: W itself, or the fusion's operands of its dims */
   HInstr *const *cand = in == dot ? &dot->ops[p->w] : in->ops;
   int nc = in == dot ? 1 : in->nops;
   for (int i = 0; i < nc && p->nleaf < SK_MAX_LEAVES; i++) {
     CuPtr ptr;
-    if (hlo_shape_same_dims(&cand[i]->shape, ws) && sk_vec_type(cand[i]->shape.dt) &&
+    if (hlo_shape_same_dims(&cand[i]->shape, ws) && cuda_vec_type(cand[i]->shape.dt) &&
         cand[i]->op != OP_CONSTANT && cuda_ptr_of(cc, cand[i], &ptr))
       p->leaf[p->nleaf++] = cand[i];
   }
@@ -334,15 +335,13 @@ static void sk_dot_idx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef
   cuda_delin(k, n, p->we, p->W.nf, idx + wfirst);
 }
 
-/* The dot's f32 sum at idx written: rounded to its type, through the epilogue when fused. */
-static void sk_write(GenKern *k, const SkPlan *p, const HInstr *in, LLVMValueRef *idx,
-                     LLVMValueRef sum) {
-  const HInstr *dot = p->dot;
+void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
+                    LLVMValueRef *idx, LLVMValueRef sum) {
   LLVMValueRef v = gen_convert(k, sum, DT_F32, dot->shape.dt);
   int mark = k->ncache;
-  if (p->root != dot) {
+  if (root != dot) {
     cuda_cache_add(k, dot, dot->shape.rank, idx, v);
-    v = gen_value(k, p->root, idx);
+    v = gen_value(k, root, idx);
   }
   if (v) gen_store_elem(k, cuda_kbuffer(k, in), &in->shape, idx, v);
   k->ncache = mark;
@@ -478,7 +477,7 @@ static void sk_meet(GenKern *k, CuStep *st, const SkPlan *p, const HInstr *in, c
     LLVMValueRef at = cuda_lin(k, z, p->M * p->N, gen_linear(k, &p->dot->shape, idx));
     LLVMBuildStore(B, sum, LLVMBuildInBoundsGEP2(B, f32, part, &at, 1, ""));
   } else {
-    sk_write(k, p, in, idx, sum);
+    cuda_dot_write(k, in, p->dot, p->root, idx, sum);
   }
   LLVMBuildBr(B, done);
   LLVMPositionBuilderAtEnd(B, done);
@@ -522,30 +521,31 @@ static bool sk_main(CudaCg *cc, HInstr *in, const SkPlan *p, CuPtr pp) {
 }
 
 typedef struct SkFinish {
-  const SkPlan *p;
-  const HInstr *in;
+  const HInstr *in, *dot, *root;
+  int64_t nsplit;
   LLVMValueRef part;
 } SkFinish;
 
 static bool sk_finish_body(GenKern *k, LLVMValueRef *idx, void *vc) {
   const SkFinish *f = vc;
-  LLVMValueRef lin = gen_linear(k, &f->p->dot->shape, idx), sum = LLVMConstReal(k->cg->f32, 0);
-  for (int64_t z = 0; z < f->p->nsplit; z++) {
-    LLVMValueRef at = LLVMBuildNSWAdd(k->B, lin, gen_i64(k, z * f->p->M * f->p->N), "");
+  int64_t n = hlo_shape_elems(&f->dot->shape);
+  LLVMValueRef lin = gen_linear(k, &f->dot->shape, idx), sum = LLVMConstReal(k->cg->f32, 0);
+  for (int64_t z = 0; z < f->nsplit; z++) {
+    LLVMValueRef at = LLVMBuildNSWAdd(k->B, lin, gen_i64(k, z * n), "");
     LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, k->cg->f32, f->part, &at, 1, "");
     sum = LLVMBuildFAdd(k->B, sum, LLVMBuildLoad2(k->B, k->cg->f32, q, ""), "");
   }
-  sk_write(k, f->p, f->in, idx, sum);
+  cuda_dot_write(k, f->in, f->dot, f->root, idx, sum);
   return !k->failed;
 }
 
-/* The second kernel of a split: each element's partials summed, then written. */
-static bool sk_finish(CudaCg *cc, HInstr *in, const SkPlan *p, CuPtr pp) {
+bool cuda_dot_finish(CudaCg *cc, HInstr *in, const HInstr *dot, const HInstr *root, int64_t nsplit,
+                     CuPtr pp, const char *what) {
   CuStep *st;
-  SkFinish f = {p, in, NULL};
-  GenKern *k = cuda_kbegin(cc, in, "skinny-finish", 1, &pp, &f.part, &st);
+  SkFinish f = {in, dot, root, nsplit, NULL};
+  GenKern *k = cuda_kbegin(cc, in, what, 1, &pp, &f.part, &st);
   if (in->op == OP_FUSION) cuda_kbind_fusion(k, in);
-  cuda_grid_loop(k, st, &p->dot->shape, sk_finish_body, &f);
+  cuda_grid_loop(k, st, &dot->shape, sk_finish_body, &f);
   return cuda_kend(k);
 }
 
@@ -556,5 +556,5 @@ bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken) {
   CuPtr pp = {0}; /* a split's f32 partials */
   if (p.nsplit > 1) pp = cuda_scratch(cc, p.nsplit * p.M * p.N * 4);
   if (!sk_main(cc, in, &p, pp)) return false;
-  return p.nsplit == 1 || sk_finish(cc, in, &p, pp);
+  return p.nsplit == 1 || cuda_dot_finish(cc, in, p.dot, p.root, p.nsplit, pp, "skinny-finish");
 }
