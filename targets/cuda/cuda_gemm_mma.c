@@ -96,17 +96,6 @@ static bool gm_side(GmSide *s, const HInstr *dot, int j, int64_t T) {
   return sh->dims[minor] % 8 == 0;
 }
 
-/* The fusion's operands read at side s's own index by vector accesses. */
-static void gm_leaves(CudaCg *cc, const HInstr *in, GmSide *s) {
-  for (int i = 0; i < in->nops && s->nleaf < GM_MAX_LEAVES; i++) {
-    const HInstr *x = in->ops[i];
-    CuPtr ptr;
-    if (hlo_shape_same_dims(&x->shape, &s->x->shape) && cuda_vec_type(x->shape.dt) &&
-        x->op != OP_CONSTANT && cuda_ptr_of(cc, x, &ptr))
-      s->leaf[s->nleaf++] = x;
-  }
-}
-
 /* The broadcasts x's value reads at x's own index through elementwise ops, whose operand has
  * no contracting dim (dim c of x): their values do not change along k. */
 static void gm_invariants(GmSide *s, const HInstr *x, int c, int depth) {
@@ -204,7 +193,7 @@ static bool gm_match(CudaCg *cc, const HInstr *in, GmPlan *p) {
     s->staged = !cuda_direct_value(in, s->x);
     if (s->staged && hlo_shape_elems(&s->x->shape) >= GM_MIN_ELEMS) any = true;
     s->per = (int)((s->T * GM_BK / 8 + p->threads - 1) / p->threads);
-    gm_leaves(cc, in, s);
+    s->nleaf = cuda_vec_leaves(cc, in, &s->x->shape, s->leaf, GM_MAX_LEAVES);
     gm_invariants(s, s->x, (int)s->d.c[0], 0);
     const HInstr *d = cuda_direct_value(in, s->x);
     CuPtr ptr;
@@ -320,14 +309,8 @@ static void gm_fetch(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRe
     for (int i = 0; i < p->s[s].per && !gm_async(p, t, s); i++) {
       GmChunk ch;
       gm_chunk(k, p, t, s, i, kt, &ch);
-      for (int l = 0; l < p->s[s].nleaf; l++) {
-        const HInstr *x = p->s[s].leaf[l];
-        LLVMTypeRef et = gen_mem_type(k->cg, x->shape.dt);
-        LLVMValueRef lin = gen_linear(k, &x->shape, ch.idx[0]);
-        LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, et, k->cg->buffer_fn(k, x), &lin, 1, "");
-        v[s][i][l] = LLVMBuildLoad2(k->B, LLVMVectorType(et, 8), q, "");
-        LLVMSetAlignment(v[s][i][l], (unsigned)(8 * hlo_dtype_size(x->shape.dt)));
-      }
+      for (int l = 0; l < p->s[s].nleaf; l++)
+        v[s][i][l] = cuda_vec_load(k, p->s[s].leaf[l], ch.idx[0], 8);
     }
 }
 
@@ -357,9 +340,7 @@ static void gm_put(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef 
                          LLVMBuildLoad2(B, LLVMGetAllocatedType(a), a, ""));
         }
       for (int l = 0; t->vec && l < sd->nleaf; l++)
-        for (int j = 0; j < 8; j++)
-          cuda_cache_add(k, sd->leaf[l], sd->leaf[l]->shape.rank, ch.idx[j],
-                         LLVMBuildExtractElement(B, v[s][i][l], gen_i64(k, j), ""));
+        cuda_vec_cache(k, sd->leaf[l], v[s][i][l], ch.idx, 8);
       LLVMValueRef e[8], w = LLVMGetUndef(v4);
       for (int j = 0; j < 8 && !k->failed; j++)
         e[j] = gen_value(k, sd->x, ch.idx[j]);
@@ -613,21 +594,13 @@ static void gm_thread(GenKern *k, CuStep *st, const GmPlan *p, GmThread *t) {
         }
 }
 
-/* i1: every leaf's address allows its vector accesses. */
+/* i1: every leaf's and copied side's address allows its vector accesses. */
 static LLVMValueRef gm_aligned(GenKern *k, const GmPlan *p) {
-  LLVMBuilderRef B = k->B;
   LLVMValueRef ok = LLVMConstInt(k->cg->i1, 1, 0);
-  for (int s = 0; s < 2; s++)
-    for (int l = -1; l < p->s[s].nleaf; l++) {
-      const HInstr *x = l < 0 ? p->s[s].src : p->s[s].leaf[l];
-      if (!x) continue;
-      LLVMValueRef a = LLVMBuildPtrToInt(B, k->cg->buffer_fn(k, x), k->cg->i64, "");
-      int64_t al = 8 * (int64_t)hlo_dtype_size(x->shape.dt);
-      ok = LLVMBuildAnd(B, ok,
-                        LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, a, gen_i64(k, al - 1), ""),
-                                      gen_i64(k, 0), ""),
-                        "");
-    }
+  for (int s = 0; s < 2; s++) {
+    ok = LLVMBuildAnd(k->B, ok, cuda_vec_aligned(k, p->s[s].leaf, p->s[s].nleaf, 8), "");
+    if (p->s[s].src) ok = LLVMBuildAnd(k->B, ok, cuda_vec_aligned(k, &p->s[s].src, 1, 8), "");
+  }
   return ok;
 }
 

@@ -304,11 +304,9 @@ bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken);
 /* The pieces the prologue GEMM (cuda_gemm_mma.c) shares. Whether the fusion members the dot's
  * operands sop and wop are made of are cheap per element and wop's read everything of its own
  * dims at its own index (so that vector accesses of its operands are its rows); whether the
- * fusion's root reads dot only through elementwise ops of the dot's dims; whether a type's
- * elements load as they are held (vector accesses). */
+ * fusion's root reads dot only through elementwise ops of the dot's dims. */
 bool cuda_dot_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HInstr *wop);
 bool cuda_dot_epi_ok(HArena *a, const HComp *c, const HInstr *dot);
-bool cuda_vec_type(DType t);
 /* The dot's f32 sum at idx (the dot's index) written: rounded to its type, through the fusion's
  * epilogue up to root (root == dot: none). */
 void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
@@ -317,6 +315,21 @@ void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInst
  * elements]) summed per element and written (cuda_dot_write); its shape named what. */
 bool cuda_dot_finish(CudaCg *cc, HInstr *in, const HInstr *dot, const HInstr *root, int64_t nsplit,
                      CuPtr pp, const char *what);
+
+/* ------------------------------------------------------------------ cuda_vec.c */
+
+/* Whether a type's elements load as they are held (no decoding: vector accesses). */
+bool cuda_vec_type(DType t);
+/* The operands of in with the dims of s that vector accesses can read (at most max, into
+ * leaf; their count). */
+int cuda_vec_leaves(CudaCg *cc, const HInstr *in, const Shape *s, const HInstr **leaf, int max);
+/* Entry value x's width elements from idx along its minor dim, one vector load. */
+LLVMValueRef cuda_vec_load(GenKern *k, const HInstr *x, LLVMValueRef *idx, int width);
+/* The loaded vector v's elements entered in the elemental cache as x at idx[0..width). */
+void cuda_vec_cache(GenKern *k, const HInstr *x, LLVMValueRef v, LLVMValueRef (*idx)[HLO_MAX_RANK],
+                    int width);
+/* i1: every leaf's address allows vector accesses of width elements. */
+LLVMValueRef cuda_vec_aligned(GenKern *k, const HInstr *const *leaf, int n, int width);
 
 /* ------------------------------------------------------------------ cuda_gemm_mma.c */
 

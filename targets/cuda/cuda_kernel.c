@@ -1632,6 +1632,84 @@ static bool ck_fp8(DType at) { return at == DT_F8E4M3FN || at == DT_F8E5M2; }
 static bool ck_tn_only(DType at) { return at == DT_S8 || ck_fp8(at); }
 static int64_t ck_tn_align(DType at) { return at == DT_S8 ? 4 : 16; }
 
+#define CU_STAGE_V 8      /* staged elements a thread of a vectorized staging writes */
+#define CU_STAGE_LEAVES 4 /* entry values it reads by vector accesses */
+
+/* A vectorized staging: CU_STAGE_V consecutive staged elements a thread, which are consecutive
+ * along the expression's minor dim; its leaves read by vector accesses. */
+typedef struct StageVec {
+  const StageCtx *c;
+  int nleaf;
+  const HInstr *leaf[CU_STAGE_LEAVES];
+} StageVec;
+
+/* Whether the staged shape's minor dim runs along the expression's minor dim in steps of one
+ * (the last of the operand dims it is made of), a multiple of CU_STAGE_V long, in a type vector
+ * accesses take. */
+static bool ck_stage_vec_ok(const StageCtx *c) {
+  const DotSide *s = c->s;
+  const int64_t *l = c->k_first ? s->f : s->c;
+  int n = c->k_first ? s->nf : s->nc, last = c->expr->shape.rank - 1;
+  return n > 0 && l[n - 1] == last && c->expr->shape.dims[last] % CU_STAGE_V == 0 &&
+         cuda_vec_type(c->cs->dt);
+}
+
+static bool ck_stage_vec_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
+  const StageVec *v = vctx;
+  const StageCtx *c = v->c;
+  LLVMValueRef sidx[HLO_MAX_RANK], oi[CU_STAGE_V][HLO_MAX_RANK];
+  memcpy(sidx, idx, sizeof sidx);
+  sidx[2] = LLVMBuildNSWMul(k->B, idx[2], gen_i64(k, CU_STAGE_V), "");
+  ck_stage_index(k, c, sidx, oi[0]);
+  int last = c->expr->shape.rank - 1;
+  for (int j = 1; j < CU_STAGE_V; j++) {
+    memcpy(oi[j], oi[0], sizeof oi[0]);
+    oi[j][last] = LLVMBuildNSWAdd(k->B, oi[0][last], gen_i64(k, j), "");
+  }
+  int mark = k->ncache;
+  for (int l = 0; l < v->nleaf; l++)
+    cuda_vec_cache(k, v->leaf[l], cuda_vec_load(k, v->leaf[l], oi[0], CU_STAGE_V), oi, CU_STAGE_V);
+  LLVMTypeRef et = gen_mem_type(k->cg, c->cs->dt);
+  LLVMValueRef w = LLVMGetUndef(LLVMVectorType(et, CU_STAGE_V));
+  for (int j = 0; j < CU_STAGE_V && !k->failed; j++) {
+    LLVMValueRef e = gen_value(k, c->expr, oi[j]);
+    if (e) w = LLVMBuildInsertElement(k->B, w, e, gen_i64(k, j), "");
+  }
+  k->ncache = mark;
+  if (k->failed) return false;
+  LLVMValueRef lin = gen_linear(k, c->cs, sidx);
+  LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, et, c->dst, &lin, 1, "");
+  LLVMSetAlignment(LLVMBuildStore(k->B, w, q), (unsigned)(CU_STAGE_V * hlo_dtype_size(c->cs->dt)));
+  return true;
+}
+
+/* The staging loop CU_STAGE_V elements a thread where the leaves' and the staging buffer's
+ * addresses allow (tested at run time), else element by element. */
+static void ck_stage_vec(CudaCg *cc, GenKern *k, CuStep *st, const HInstr *in, StageCtx *c) {
+  LLVMBuilderRef B = k->B;
+  StageVec v = {c, 0, {0}};
+  v.nleaf = cuda_vec_leaves(cc, in, &c->expr->shape, v.leaf, CU_STAGE_LEAVES);
+  Shape *cs8 = hlo_arena_alloc(cc->cg.scratch, sizeof *cs8);
+  *cs8 = *c->cs;
+  cs8->dims[2] /= CU_STAGE_V;
+  int64_t al = CU_STAGE_V * (int64_t)hlo_dtype_size(c->cs->dt);
+  LLVMValueRef a = LLVMBuildPtrToInt(B, c->dst, k->cg->i64, "");
+  LLVMValueRef ok =
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, a, gen_i64(k, al - 1), ""), gen_i64(k, 0), "");
+  ok = LLVMBuildAnd(B, ok, cuda_vec_aligned(k, v.leaf, v.nleaf, CU_STAGE_V), "");
+  LLVMBasicBlockRef bv = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "vec");
+  LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "scalar");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "staged");
+  LLVMBuildCondBr(B, ok, bv, bs);
+  LLVMPositionBuilderAtEnd(B, bv);
+  cuda_grid_loop(k, st, cs8, ck_stage_vec_body, &v); /* (sets the grid from its chunks) */
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, bs);
+  cuda_grid_loop(k, st, c->cs, ck_stage_body, c);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, join);
+}
+
 /* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs; [B, F, K] for s8, see
  * ck_int8_ok) into temp at *used. */
 static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const DotSide *s,
@@ -1654,6 +1732,9 @@ static bool ck_stage(CudaCg *cc, HInstr *in, const HInstr *dot, int j, const Dot
   if (ck_stage_transposes(&c) && cs->dims[1] > 1 && cs->dims[2] > 1) {
     st->what = "stage-tiled";
     if (!ck_stage_tiled(k, st, &c)) k->failed = true;
+  } else if (ck_stage_vec_ok(&c)) {
+    st->what = "stage-v8";
+    ck_stage_vec(cc, k, st, in, &c);
   } else {
     cuda_grid_loop(k, st, cs, ck_stage_body, &c);
   }

@@ -102,13 +102,6 @@ bool cuda_dot_epi_ok(HArena *a, const HComp *c, const HInstr *dot) {
 
 static bool sk_type_ok(DType t) { return t == DT_F32 || t == DT_BF16 || t == DT_F16; }
 
-/* Types whose elements a vector access loads as they are held (no decoding). */
-bool cuda_vec_type(DType t) {
-  int n = (int)hlo_dtype_size(t);
-  return (n == 1 || n == 2 || n == 4) && !hlo_dtype_is_fp8(t) && t != DT_PRED &&
-         !hlo_dtype_is_int4(t);
-}
-
 /* The dot's dims as S and W: which operand is which, the sizes; false if not of the form. */
 static bool sk_sides(SkPlan *p) {
   const HInstr *dot = p->dot;
@@ -152,14 +145,7 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
       !cuda_dot_operands_ok(cc->cg.scratch, in->calls[0], dot->ops[p->s], dot->ops[p->w]))
     return false;
   /* the entry values read at W's index: W itself, or the fusion's operands of its dims */
-  HInstr *const *cand = in == dot ? &dot->ops[p->w] : in->ops;
-  int nc = in == dot ? 1 : in->nops;
-  for (int i = 0; i < nc && p->nleaf < SK_MAX_LEAVES; i++) {
-    CuPtr ptr;
-    if (hlo_shape_same_dims(&cand[i]->shape, ws) && cuda_vec_type(cand[i]->shape.dt) &&
-        cand[i]->op != OP_CONSTANT && cuda_ptr_of(cc, cand[i], &ptr))
-      p->leaf[p->nleaf++] = cand[i];
-  }
+  p->nleaf = cuda_vec_leaves(cc, in, ws, p->leaf, SK_MAX_LEAVES);
   DType st = dot->ops[p->s]->shape.dt;
   p->mma = st == dot->ops[p->w]->shape.dt && (st == DT_BF16 || st == DT_F16) && p->K % 16 == 0;
   /* where cuBLAS reads W as it is, it wins on large weights (measured, docs/benchmarks.md) */
@@ -202,17 +188,8 @@ static void sk_widx(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRef
 
 /* The leaves' SK_V elements at k read by one vector access each, entered in the cache. */
 static void sk_vector_leaves(GenKern *k, const SkPlan *p, LLVMValueRef (*idx)[HLO_MAX_RANK]) {
-  for (int l = 0; l < p->nleaf; l++) {
-    const HInstr *x = p->leaf[l];
-    LLVMTypeRef et = gen_mem_type(k->cg, x->shape.dt), vt = LLVMVectorType(et, SK_V);
-    LLVMValueRef lin = gen_linear(k, &x->shape, idx[0]);
-    LLVMValueRef q = LLVMBuildInBoundsGEP2(k->B, et, k->cg->buffer_fn(k, x), &lin, 1, "");
-    LLVMValueRef v = LLVMBuildLoad2(k->B, vt, q, "");
-    LLVMSetAlignment(v, (unsigned)(SK_V * hlo_dtype_size(x->shape.dt)));
-    for (int j = 0; j < SK_V; j++)
-      cuda_cache_add(k, x, x->shape.rank, idx[j],
-                     LLVMBuildExtractElement(k->B, v, gen_i64(k, j), ""));
-  }
+  for (int l = 0; l < p->nleaf; l++)
+    cuda_vec_cache(k, p->leaf[l], cuda_vec_load(k, p->leaf[l], idx[0], SK_V), idx, SK_V);
 }
 
 /* S's value at row m (its index si, k left out) and k, as f32. */
@@ -379,14 +356,7 @@ static void sk_thread(GenKern *k, const SkPlan *p, LLVMValueRef n0, LLVMValueRef
       t->acc[m][j] = gen_alloca(k, k->cg->f32);
       LLVMBuildStore(B, LLVMConstReal(k->cg->f32, 0), t->acc[m][j]);
     }
-  t->vec = LLVMConstInt(k->cg->i1, p->nleaf > 0, 0);
-  for (int l = 0; l < p->nleaf; l++) {
-    LLVMValueRef a = LLVMBuildPtrToInt(B, k->cg->buffer_fn(k, p->leaf[l]), k->cg->i64, "");
-    int64_t al = SK_V * (int64_t)hlo_dtype_size(p->leaf[l]->shape.dt);
-    LLVMValueRef ok =
-        LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, a, gen_i64(k, al - 1), ""), gen_i64(k, 0), "");
-    t->vec = LLVMBuildAnd(B, t->vec, ok, "");
-  }
+  t->vec = cuda_vec_aligned(k, p->leaf, p->nleaf, SK_V);
 }
 
 /* The k loops, with vector accesses where the addresses allow, else element loads. */
