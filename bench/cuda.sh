@@ -13,6 +13,7 @@
 # Usage: bench/cuda.sh [BUILD_DIR]   (default build-cudarel, configured Release if needed)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/cuda/lib.sh"
 BUILD=${1:-$ROOT/build-cudarel}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 CORPUS=${HLOC_CORPUS:-$ROOT/../shared/corpus}
@@ -21,6 +22,7 @@ OUT=$ROOT/device/bench
 cmake --build "$BUILD" --target hloc -j2 >/dev/null
 rm -rf "$OUT"
 mkdir -p "$OUT"
+cp "$ROOT/bench/cuda/lib.sh" "$OUT/"
 cp "$CORPUS/baselines.json" "$ROOT/bench/cuda/table.py" "$OUT/"
 : >"$OUT/compile.txt"
 for f in "$CORPUS"/bench/*/; do
@@ -34,10 +36,7 @@ for f in "$CORPUS"/bench/*/; do
     "$BUILD/hloc" "$f/module.pb" --target=cuda --precision=$p --name model -o "$d/model.o" --stats 2>"$d/stats.txt"
     t1=$(date +%s.%N)
     echo "$n $p $(echo "$t1 - $t0" | bc)" >>"$OUT/compile.txt"
-    libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$d/model.h")
-    cc -O2 -std=gnu17 -I"$d" -I"$CUDA/include" "$ROOT/bench/cuda/bench_driver.c" "$d/model.o" \
-      -L"$CUDA/lib64/stubs" -L"$CUDA/lib64" $libs -lpthread -lm -o "$d/bench"
-    rm -f "$d/model.o"
+    cuda_bench_link "$d"
   done
 done
 cat >"$OUT/run.sh" <<'RUN'
@@ -45,13 +44,8 @@ cat >"$OUT/run.sh" <<'RUN'
 # Run every benchmark built by bench/cuda.sh and print the table (table.py).
 cd "$(dirname "$0")"
 ITERS=${1:-50}
-LIBS=
-for lib in libcublas.so.13 libcudnn.so.9; do
-  f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
-  [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
-  [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"
-done
-export LD_LIBRARY_PATH="${LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./lib.sh
+cuda_runtime_libs
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
 : >results.txt
 first=$(ls -d */ | head -n 1)

@@ -25,6 +25,7 @@ OUT=$ROOT/device
 cmake --build "$BUILD" --target hloc hloc_hlo hloc-bench-ref -j2 >/dev/null
 CUBLAS_DIR=$(dirname "$(ls "$CUDA"/lib64/libcublas.so "$CUDA"/lib/libcublas.so 2>/dev/null | head -n 1)")
 mkdir -p "$OUT"
+cp "$ROOT/bench/cuda/lib.sh" "$OUT/"
 for d in "$OUT"/*/; do [ "$d" = "$OUT/bench/" ] || rm -rf "$d"; done
 # build_one NAME MODULE [hloc flags...]: device/NAME/ with the model object and its driver
 build_one() {
@@ -71,13 +72,8 @@ cat >"$OUT/run.sh" <<'RUN'
 # Run every fixture compiled by tools/cuda_device_test.sh; prints a table and exits 1 if
 # any failed. RTOL 1e-4 (1e-3 for the train step, whose reductions are long).
 cd "$(dirname "$0")"
-LIBS=
-for lib in libcublas.so.13 libcudnn.so.9 libcufft.so.12; do
-  f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
-  [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
-  [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"
-done
-export LD_LIBRARY_PATH="${LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./lib.sh
+cuda_runtime_libs
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 fail=0
 printf '%-24s %s\n' fixture result

@@ -15,6 +15,7 @@
 #        sh device/w8a16/run.sh [ITERS]
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/bench/cuda/lib.sh"
 BUILD=${1:-$ROOT/build-cudarel}
 SHAPES=${2:-"16x4096x14336 64x4096x14336 256x4096x14336 1024x4096x14336 2048x4096x14336 16x14336x4096 256x14336x4096 1024x14336x4096 256x4096x4096 2048x4096x4096"}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -23,6 +24,7 @@ OUT=$ROOT/device/w8a16
 cmake --build "$BUILD" --target hloc -j2 >/dev/null
 rm -rf "$OUT"
 mkdir -p "$OUT"
+cp "$ROOT/bench/cuda/lib.sh" "$OUT/"
 cp "$ROOT/bench/cuda/w8a16_xla.py" "$OUT/"
 echo "$SHAPES" >"$OUT/shapes.txt"
 for s in $SHAPES; do
@@ -45,10 +47,7 @@ HLO
     mkdir -p "$d"
     "$BUILD/hloc" "$OUT/$s.hlo" --target=cuda --gemm-prologues=$mode --name model -o "$d/model.o" \
       --stats 2>"$d/stats.txt"
-    libs=$(sed -n 's/^#define MODEL_CUDA_LIBS "\(.*\)"/\1/p' "$d/model.h")
-    cc -O2 -std=gnu17 -I"$d" -I"$CUDA/include" "$ROOT/bench/cuda/bench_driver.c" "$d/model.o" \
-      -L"$CUDA/lib64/stubs" -L"$CUDA/lib64" $libs -lpthread -lm -o "$d/bench"
-    rm -f "$d/model.o"
+    cuda_bench_link "$d"
   done
 done
 cat >"$OUT/run.sh" <<'RUN'
@@ -56,13 +55,8 @@ cat >"$OUT/run.sh" <<'RUN'
 # Time hloc's fused and staged W8A16 products, then XLA's, and print the table.
 cd "$(dirname "$0")"
 ITERS=${1:-50}
-LIBS=
-for lib in libcublas.so.13 libcublasLt.so.13; do
-  f=$(ls /usr/local/cuda/lib64/$lib /usr/local/cuda/lib/$lib 2>/dev/null | head -n 1)
-  [ -n "$f" ] || f=$(find / -name "$lib*" -not -path '/proc/*' 2>/dev/null | head -n 1)
-  [ -n "$f" ] && LIBS="${LIBS:+$LIBS:}$(dirname "$f")"
-done
-export LD_LIBRARY_PATH="${LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./lib.sh
+cuda_runtime_libs
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
 : >results.txt
 for s in $(cat shapes.txt); do
