@@ -40,11 +40,11 @@
 #define GM_MIN_SPLIT (8 * GM_BK) /* k per split, at least */
 #define GM_MIN_ELEMS (1 << 16)   /* elements of the prologue's operand, at least */
 
-/* The cost model (H200, measured: docs/benchmarks.md): this kernel's and cuBLAS's bf16 FLOP/s,
- * the staging kernel's bytes/s (read and written), HBM's. */
+/* The cost model (H200, measured with bench/cuda/w8a16_pair.sh: docs/benchmarks.md): this
+ * kernel's and cuBLAS's bf16 FLOP/s, the bytes/s of HBM that staging (read and written) and
+ * cuBLAS's reading reach. */
 #define GM_RATE 250e12
 #define GM_CUBLAS_RATE 650e12
-#define GM_STAGE_BW 1.4e12
 #define GM_HBM_BW 3.0e12
 
 typedef struct GmSide {
@@ -152,14 +152,18 @@ static void gm_splits(GmPlan *p) {
   p->est = gm_time(p, p->nsplit);
 }
 
-/* Whether this kernel is estimated faster than staging the prologue's operands for cuBLAS. */
+/* Whether this kernel is estimated faster than staging the prologue's operands for cuBLAS:
+ * staging reads the leaves and writes the operand, cuBLAS computes or reads both operands. */
 static bool gm_faster(const GmPlan *p) {
-  double flops = 2.0 * (double)p->M * (double)p->N * (double)p->K, staged = 0;
+  double flops = 2.0 * (double)p->M * (double)p->N * (double)p->K, stage = 0, read = 0;
   for (int j = 0; j < 2; j++) {
     double own = (double)hlo_shape_bytes(&p->s[j].x->shape);
-    if (p->s[j].staged) staged += (gm_leaf_bytes(&p->s[j]) + 2 * own) / GM_STAGE_BW;
+    read += own;
+    if (p->s[j].staged) stage += (gm_leaf_bytes(&p->s[j]) + own) / GM_HBM_BW;
   }
-  return p->est < staged + flops / GM_CUBLAS_RATE;
+  double gemm =
+      flops / GM_CUBLAS_RATE > read / GM_HBM_BW ? flops / GM_CUBLAS_RATE : read / GM_HBM_BW;
+  return p->est < stage + gemm;
 }
 
 static bool gm_match(CudaCg *cc, const HInstr *in, GmPlan *p) {
