@@ -869,15 +869,16 @@ Test(cuda_ptx, prefill_attention_on_the_tensor_cores) {
   }
 }
 
-/* Dots of a few rows: the skinny kernel (split over K, then the partials' sum) instead of
- * cuBLAS; the s8 weight's prologue (convert, scale) and the residual add fused, the weight read
- * by vector accesses; more rows than the kernel takes stay on cuBLAS (run on a GPU against the
- * interpreter by tools/cuda_device_test.sh). */
+/* Dots of a few rows (16-bit ones up to 16, 13 here): the skinny kernel (split over K, then
+ * the partials' sum) instead of cuBLAS; the s8 weight's prologue (convert, scale) and the
+ * residual add fused, the weight read by vector accesses; more rows than the kernel takes stay
+ * on cuBLAS (run on a GPU against the interpreter by tools/cuda_device_test.sh). */
 Test(cuda_ptx, few_row_dots_through_the_skinny_kernel) {
   static const struct {
     const char *name;
     int splits;
-  } cases[] = {{"skinny_w8a16", 1}, {"skinny_gemv", 2}, {"skinny_heads", 1}};
+  } cases[] = {
+      {"skinny_w8a16", 1}, {"skinny_w8a16_rows16", 1}, {"skinny_gemv", 2}, {"skinny_heads", 1}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     char *js = tu_case_manifest(cases[c].name, OPT_CONV_NHWC);
     cr_expect_eq(tu_count(js, "\"shape\": \"skinny-split\""), cases[c].splits, "%s", js);

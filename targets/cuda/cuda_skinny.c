@@ -1,27 +1,29 @@
 /* targets/cuda/cuda_skinny.c: dots of a few rows (decode steps, matrix-vector products) as one
  * kernel that reads the weight once, at the memory's rate, with its prologue fused.
  *
- * A dot whose one operand (S) has at most SK_ROWS free elements and whose other (W, the
- * weight) has many, one contracting dim each, no batch dims, W's minor dim free: out[m, n] =
- * sum_k S[m, k] W[k, n]. cuBLAS runs such products below the memory's rate, and a weight made
- * by a prologue (a dequantized s8 weight: convert and scale) would first be written out in
- * full; here W's value is generated where it is read. A block of SK_THREADS threads takes
- * SK_TN columns and one split of K: thread t owns SK_V consecutive columns (SK_G groups) and
- * one of SK_S slices of k (k = k0 + slice, + SK_S, ...), SK_U steps a loop iteration. Every
- * block operand of W's dims (the s8 weight, a bf16 weight) is read SK_V elements in one vector
- * access when its address is aligned (tested at run time, else element loads) and entered in
- * the elemental cache, so the prologue's generator finds it there; the rest (per-column scales,
- * S's row values) are element loads from L1. Sums are f32 FMAs (S and W values converted from
- * their types, W rounded as its prologue's ops say). The slices meet through shuffles and
- * shared memory; with one split the block then writes the dot's value, rounded to its type,
- * through the fusion's elementwise epilogue (the value entered in the cache at its index); with
- * several, each split writes f32 partials and a second kernel sums them and writes. The split
- * count fills the SMs (SK_WAVE blocks) while the partials stay a small part of W's bytes. */
+ * A dot whose one operand (S) has at most SK_ROWS free elements (SK_MMA_ROWS when both are
+ * 16-bit and W is made by a prologue: two n8 tiles of the tensor cores) and whose other (W, the
+ * weight) has many, one contracting dim each, no batch dims, W's minor dim free: out[m, n] = sum_k
+ * S[m, k] W[k, n]. cuBLAS runs such products below the memory's rate, and a weight made by a
+ * prologue (a dequantized s8 weight: convert and scale) would first be written out in full; here
+ * W's value is generated where it is read. A block of SK_THREADS threads takes SK_TN columns and
+ * one split of K: thread t owns SK_V consecutive columns (SK_G groups) and one of SK_S slices of k
+ * (k = k0 + slice, + SK_S, ...), SK_U steps a loop iteration. Every block operand of W's dims (the
+ * s8 weight, a bf16 weight) is read SK_V elements in one vector access when its address is aligned
+ * (tested at run time, else element loads) and entered in the elemental cache, so the prologue's
+ * generator finds it there; the rest (per-column scales, S's row values) are element loads from L1.
+ * Sums are f32 FMAs (S and W values converted from their types, W rounded as its prologue's ops
+ * say). The slices meet through shuffles and shared memory; with one split the block then writes
+ * the dot's value, rounded to its type, through the fusion's elementwise epilogue (the value
+ * entered in the cache at its index); with several, each split writes f32 partials and a second
+ * kernel sums them and writes. The split count fills the SMs (SK_WAVE blocks) while the partials
+ * stay a small part of W's bytes. */
 #include "cuda_impl.h"
 
 #include <string.h>
 
-#define SK_ROWS 8                /* free elements of S, at most */
+#define SK_ROWS 8                /* free elements of S, at most (FMA) */
+#define SK_MMA_ROWS 16           /* on the tensor cores: two n8 tiles of S's rows */
 #define SK_V 8                   /* consecutive columns per thread */
 #define SK_G 8                   /* column groups per block */
 #define SK_TN (SK_G * SK_V)      /* columns per block */
@@ -48,6 +50,9 @@ typedef struct SkPlan {
   int nleaf;                    /* entry values of W's dims (vector accesses) */
   const HInstr *leaf[SK_MAX_LEAVES];
 } SkPlan;
+
+/* The n8 tiles of S's rows on the tensor cores: one up to 8 rows, else two. */
+static int sk_mma_tiles(const SkPlan *p) { return p->M > 8 ? 2 : 1; }
 
 /* The ops a fused operand may be made of: cheap per element (no reductions, no gathers). */
 static bool sk_cheap(const HInstr *x) {
@@ -119,7 +124,7 @@ static bool sk_sides(SkPlan *p) {
   for (int i = 0; i < p->W.nf; i++)
     p->we[i] = ws->dims[p->W.f[i]];
   int minor = ws->rank - 1;
-  return p->M <= SK_ROWS && p->N % SK_V == 0 && p->W.nf > 0 && p->W.f[p->W.nf - 1] == minor &&
+  return p->M <= SK_MMA_ROWS && p->N % SK_V == 0 && p->W.nf > 0 && p->W.f[p->W.nf - 1] == minor &&
          ws->dims[minor] % SK_V == 0 && p->K >= SK_S && p->N * p->K >= SK_MIN_WEIGHT &&
          p->N * p->K <= INT32_MAX * (int64_t)SK_V;
 }
@@ -148,9 +153,13 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
   p->nleaf = cuda_vec_leaves(cc, in, ws, p->leaf, SK_MAX_LEAVES);
   DType st = dot->ops[p->s]->shape.dt;
   p->mma = st == dot->ops[p->w]->shape.dt && (st == DT_BF16 || st == DT_F16) && p->K % 16 == 0;
-  /* where cuBLAS reads W as it is, it wins on large weights (measured, docs/benchmarks.md) */
+  if (!p->mma && p->M > SK_ROWS) return false;
+  /* where cuBLAS reads W as it is, it wins on large weights (measured, docs/benchmarks.md);
+   * more than 8 rows of such a W stay with it (not measured) */
   bool prologue = in != dot && dot->ops[p->w]->op != OP_PARAMETER;
-  if (!prologue && (p->mma ? p->N * p->K > SK_PLAIN_MAX : p->M != SK_PLAIN_FMA_ROWS)) return false;
+  if (!prologue &&
+      (p->mma ? p->N * p->K > SK_PLAIN_MAX || p->M > SK_ROWS : p->M != SK_PLAIN_FMA_ROWS))
+    return false;
   /* splits: SK_WAVE blocks, each split's k a multiple of SK_SPLIT, partials at most an eighth
    * of W's 2-byte elements */
   p->tiles = (p->N + SK_TN - 1) / SK_TN;
@@ -169,10 +178,11 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
 
 typedef struct SkThread {
   LLVMValueRef widx[HLO_MAX_RANK];          /* W's index of the thread's first column, no k */
-  LLVMValueRef sidx[SK_ROWS][HLO_MAX_RANK]; /* S's index of each row (mma: the lane's), no k */
-  LLVMValueRef acc[SK_ROWS][SK_V];          /* f32 accumulators (allocas; mma: [4][4]) */
-  LLVMValueRef vec;                         /* i1: the leaves' addresses allow vector access */
-  LLVMValueRef live;                        /* mma: i1, the lane's row of S exists */
+  LLVMValueRef sidx[SK_ROWS][HLO_MAX_RANK]; /* S's index of each row (mma: the lane's two), no
+                                               k */
+  LLVMValueRef acc[SK_ROWS][SK_V]; /* f32 accumulators (allocas; mma: [4 * n8 tile + i][4]) */
+  LLVMValueRef vec;                /* i1: the leaves' addresses allow vector access */
+  LLVMValueRef live[2];            /* mma: i1, the lane's rows of S exist */
 } SkThread;
 
 /* W's index of column n0 + j at k (j < SK_V stays in the minor dim: SK_V divides it). */
@@ -236,7 +246,8 @@ static void sk_steps(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRe
 /* n tensor-core steps of the warp from kbase (the lane's first row; SK_MMA_STRIDE apart). A
  * step is 16 k by the warp's 64 columns: lane (g, q) holds W's rows kbase + 0..3 of columns
  * n0 + 0..7 (its 8 columns are the A rows g, g + 8 of four m16n8k16 products, its 4 rows their
- * k columns 2q, 2q + 1, 2q + 8, 2q + 9) and S's row g at the same 4 k (B's column g). */
+ * k columns 2q, 2q + 1, 2q + 8, 2q + 9) and S's rows g, g + 8 at the same 4 k (B's column g
+ * of the two n8 tiles; the second only for more than 8 rows). */
 static void sk_mma_steps(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRef kbase, int n,
                          bool vec) {
   LLVMBuilderRef B = k->B;
@@ -250,30 +261,35 @@ static void sk_mma_steps(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVal
         sk_widx(k, p, t, kk[u][r], j, widx[u][r][j]);
       if (vec) sk_vector_leaves(k, p, widx[u][r]);
     }
-  LLVMValueRef acc[4][4];
-  for (int i = 0; i < 4; i++)
+  int nt = sk_mma_tiles(p);
+  LLVMValueRef acc[8][4];
+  for (int i = 0; i < 4 * nt; i++)
     for (int j = 0; j < 4; j++)
       acc[i][j] = LLVMBuildLoad2(B, k->cg->f32, t->acc[i][j], "");
   LLVMValueRef zero = LLVMConstNull(k->cg->i32);
   for (int u = 0; u < n && !k->failed; u++) {
-    LLVMValueRef w[4][SK_V], x[4], b[2];
+    LLVMValueRef w[4][SK_V], x[2][4], b[2][2];
     for (int r = 0; r < 4; r++) {
       for (int j = 0; j < SK_V; j++)
         w[r][j] = gen_value(k, wop, widx[u][r][j]);
-      x[r] = gen_convert(k, sk_s(k, p, t->sidx[0], kk[u][r]), DT_F32, mt);
+      for (int h2 = 0; h2 < nt; h2++)
+        x[h2][r] = gen_convert(k, sk_s(k, p, t->sidx[h2], kk[u][r]), DT_F32, mt);
     }
     if (k->failed) return;
-    for (int h = 0; h < 2; h++)
-      b[h] = LLVMBuildSelect(B, t->live, cuda_pack16(k, x[2 * h], x[2 * h + 1]), zero, "");
+    for (int h2 = 0; h2 < nt; h2++)
+      for (int h = 0; h < 2; h++)
+        b[h2][h] = LLVMBuildSelect(B, t->live[h2], cuda_pack16(k, x[h2][2 * h], x[h2][2 * h + 1]),
+                                   zero, "");
     for (int i = 0; i < 4; i++) {
       LLVMValueRef a[4];
       for (int h = 0; h < 4; h++) /* (column 2i + (h & 1), rows 2 (h >> 1), + 1) */
         a[h] =
             cuda_pack16(k, w[2 * (h >> 1)][2 * i + (h & 1)], w[2 * (h >> 1) + 1][2 * i + (h & 1)]);
-      cuda_mma(k, mt, a, b, acc[i]);
+      for (int h2 = 0; h2 < nt; h2++)
+        cuda_mma(k, mt, a, b[h2], acc[4 * h2 + i]);
     }
   }
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 4 * nt; i++)
     for (int j = 0; j < 4; j++)
       LLVMBuildStore(B, acc[i][j], t->acc[i][j]);
 }
@@ -344,13 +360,16 @@ static void sk_thread(GenKern *k, const SkPlan *p, LLVMValueRef n0, LLVMValueRef
   for (int i = 0; i < p->W.nf; i++)
     t->widx[p->W.f[i]] = fi[i];
   if (p->mma) {
-    t->live = LLVMBuildICmp(B, LLVMIntSLT, row, gen_i64(k, p->M), "");
-    sk_sidx(k, p, gen_smin(k, row, gen_i64(k, p->M - 1)), t->sidx[0]);
+    for (int h = 0; h < sk_mma_tiles(p); h++) {
+      LLVMValueRef r = LLVMBuildNSWAdd(B, row, gen_i64(k, 8 * h), "");
+      t->live[h] = LLVMBuildICmp(B, LLVMIntSLT, r, gen_i64(k, p->M), "");
+      sk_sidx(k, p, gen_smin(k, r, gen_i64(k, p->M - 1)), t->sidx[h]);
+    }
   } else {
     for (int64_t m = 0; m < p->M; m++)
       sk_sidx(k, p, gen_i64(k, m), t->sidx[m]);
   }
-  int rows = p->mma ? 4 : (int)p->M, cols = p->mma ? 4 : SK_V;
+  int rows = p->mma ? 4 * sk_mma_tiles(p) : (int)p->M, cols = p->mma ? 4 : SK_V;
   for (int m = 0; m < rows; m++)
     for (int j = 0; j < cols; j++) {
       t->acc[m][j] = gen_alloca(k, k->cg->f32);
@@ -396,12 +415,13 @@ static void sk_warp_sums(GenKern *k, const SkPlan *p, const SkThread *t, LLVMVal
   if (p->mma) {
     LLVMValueRef g = LLVMBuildLShr(B, lane, gen_i64(k, 2), "");
     LLVMValueRef q = LLVMBuildAnd(B, lane, gen_i64(k, 3), "");
-    for (int i = 0; i < 4; i++)
+    int nt = sk_mma_tiles(p);
+    for (int i = 0; i < 4 * nt; i++) /* (tile i / 4 of S's rows) */
       for (int h = 0; h < 4; h++) {
-        LLVMValueRef m = cuda_lin(k, q, 2, gen_i64(k, h & 1));
-        LLVMValueRef col = cuda_lin(k, g, SK_V, gen_i64(k, 2 * i + (h >> 1)));
+        LLVMValueRef m = cuda_lin(k, q, 2, gen_i64(k, 8 * (i / 4) + (h & 1)));
+        LLVMValueRef col = cuda_lin(k, g, SK_V, gen_i64(k, 2 * (i % 4) + (h >> 1)));
         LLVMBuildStore(B, LLVMBuildLoad2(B, k->cg->f32, t->acc[i][h], ""),
-                       sk_slot(k, red, warp, SK_ROWS, m, col));
+                       sk_slot(k, red, warp, 8 * nt, m, col));
       }
     return;
   }
@@ -423,7 +443,7 @@ static void sk_meet(GenKern *k, CuStep *st, const SkPlan *p, const HInstr *in, c
                     LLVMValueRef tid, LLVMValueRef tile, LLVMValueRef z, LLVMValueRef part) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f32 = k->cg->f32;
-  int64_t warps = SK_THREADS / 32, rows = p->mma ? SK_ROWS : p->M;
+  int64_t warps = SK_THREADS / 32, rows = p->mma ? 8 * sk_mma_tiles(p) : p->M;
   LLVMValueRef red = cuda_smem(k, st, f32, warps * rows * SK_TN);
   sk_warp_sums(k, p, t, red, tid);
   cuda_barrier(k);
