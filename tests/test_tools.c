@@ -119,6 +119,11 @@ Test(tools, bad_inputs_one_line_exit_1) {
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   r = run(HLOC " --bogus %s", path);
   cr_expect_eq(r->rc, 1);
+  /* an option of the other target: one line naming it */
+  r = run(HLOC " %s --gemm-prologues=fused", path);
+  cr_expect_eq(r->rc, 1);
+  cr_expect_eq(lines(r->err), 1, "%s", r->err);
+  cr_expect(strstr(r->err, "--gemm-prologues is an option of the cuda target"), "%s", r->err);
   run("rm -rf %s", dir);
 }
 

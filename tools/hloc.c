@@ -703,6 +703,10 @@ static int args_check(HlocArgs *a) {
     return fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n",
                    a->target),
            1;
+  if (!a->is_cuda && (a->gemm_epilogues || a->gemm_prologues))
+    return fprintf(stderr, "hloc: --gemm-%s is an option of the cuda target\n",
+                   a->gemm_epilogues ? "epilogues" : "prologues"),
+           1;
   if (a->conv_layout && strcmp(a->conv_layout, "nhwc") && strcmp(a->conv_layout, "nchw"))
     return fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n"), 1;
   if (a->conv_algo && strcmp(a->conv_algo, "auto") && strcmp(a->conv_algo, "direct"))
