@@ -545,6 +545,10 @@ bool cuda_skinny(CudaCg *cc, HInstr *in, bool *taken) {
   if (!*taken) return true;
   CuPtr pp = {0}; /* a split's f32 partials */
   if (p.nsplit > 1) pp = cuda_scratch(cc, p.nsplit * p.M * p.N * 4);
-  if (!sk_main(cc, in, &p, pp)) return false;
+  /* up to 8 rows the conversions bound the kernel: int8 through f32 bits (docs/benchmarks.md) */
+  cc->cg.int8_float_bits = p.M <= SK_ROWS;
+  bool ok = sk_main(cc, in, &p, pp);
+  cc->cg.int8_float_bits = false;
+  if (!ok) return false;
   return p.nsplit == 1 || cuda_dot_finish(cc, in, p.dot, p.root, p.nsplit, pp, "skinny-finish");
 }

@@ -53,6 +53,10 @@ typedef struct GenCg {
   LLVMValueRef (*buffer_fn)(struct GenKern *k, const HInstr *in);
   LLVMValueRef (*const_ptr_fn)(struct GenKern *k, const HInstr *in);
   LLVMValueRef (*rodata_fn)(struct GenCg *g, const char *name, const void *data, size_t n);
+  /* while set: 8-bit integers convert to floats through f32 bit patterns (2^23 + x, less
+     2^23) instead of integer-to-float conversions, which GPUs run at a quarter of the ALU's
+     rate (one more ALU instruction: a kernel sets it where that measures faster) */
+  bool int8_float_bits;
 } GenCg;
 
 /* The common types of g (i1 .. vd) in context g->C. */

@@ -369,6 +369,25 @@ static LLVMValueRef el_f32_to_bf16(GenKern *k, LLVMValueRef x) {
   return LLVMBuildBitCast(B, h, k->cg->bf16, "");
 }
 
+/* An integer of at most 8 bits (signed or not) as float type `to`, exactly: the f32 of bits
+ * 0x4B000000 + x (+ 128 when signed) is 2^23 + x (+ 128); less that, then widened or narrowed
+ * (|x| <= 255 is exact in every float type; as an f32 its low 16 bits are zero, so its bf16 is
+ * its high half). */
+static LLVMValueRef el_int8_to_float(GenKern *k, LLVMValueRef v, bool sgn, DType to) {
+  LLVMBuilderRef B = k->B;
+  GenCg *g = k->cg;
+  LLVMValueRef x = sgn ? LLVMBuildSExt(B, v, g->i32, "") : LLVMBuildZExt(B, v, g->i32, "");
+  x = LLVMBuildAdd(B, x, LLVMConstInt(g->i32, 0x4B000000u + (sgn ? 128u : 0u), 0), "");
+  LLVMValueRef f = LLVMBuildBitCast(B, x, g->f32, "");
+  f = LLVMBuildFSub(B, f, LLVMConstReal(g->f32, 8388608.0 + (sgn ? 128.0 : 0.0)), "");
+  if (to == DT_BF16) {
+    LLVMValueRef hi =
+        LLVMBuildLShr(B, LLVMBuildBitCast(B, f, g->i32, ""), LLVMConstInt(g->i32, 16, 0), "");
+    return LLVMBuildBitCast(B, LLVMBuildTrunc(B, hi, g->i16, ""), g->bf16, "");
+  }
+  return to == DT_F32 ? f : gen_convert(k, f, DT_F32, to);
+}
+
 LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to) {
   if (from == to) return v;
   if (hlo_dtype_is_complex(from) || hlo_dtype_is_complex(to))
@@ -411,6 +430,8 @@ LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to) {
     LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, tys, 2);
     return LLVMBuildCall2(B, LLVMIntrinsicGetType(k->cg->C, id, tys, 2), f, &a, 1, "");
   }
+  if (tk == DK_FLOAT && k->cg->int8_float_bits && hlo_dtype_bits(from) <= 8)
+    return el_int8_to_float(k, v, fk == DK_SINT, to);
   if (tk == DK_FLOAT) {
     if (fk == DK_SINT) return LLVMBuildSIToFP(B, v, tt, "");
     return LLVMBuildUIToFP(B, v, tt, "");
