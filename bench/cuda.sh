@@ -45,9 +45,7 @@ cat >"$OUT/run.sh" <<'RUN'
 cd "$(dirname "$0")"
 ITERS=${1:-50}
 . ./lib.sh
-cuda_runtime_libs
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
-: >results.txt
+cuda_bench_start
 first=$(ls -d */ | head -n 1)
 "./${first}bench" copy "$ITERS" >>results.txt 2>&1
 for d in */; do

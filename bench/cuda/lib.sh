@@ -6,6 +6,8 @@
 #                             (the libraries DIR/model.h lists), then drop the object
 #   cuda_runtime_libs         on the GPU machine: LD_LIBRARY_PATH gains the folders of the CUDA
 #                             libraries the objects link (cuBLAS, cuBLASLt, cuDNN, cuFFT)
+#   cuda_bench_start          on the GPU machine, a bench run.sh's start: the libraries, the
+#                             GPU and its clocks printed, results.txt emptied
 
 cuda_bench_link() {
   local d=$1 libs
@@ -24,4 +26,10 @@ cuda_runtime_libs() {
     [ -n "$f" ] && found="${found:+$found:}$(dirname "$f")"
   done
   export LD_LIBRARY_PATH="${found}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+cuda_bench_start() {
+  cuda_runtime_libs
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
+  : >results.txt
 }

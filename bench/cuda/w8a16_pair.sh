@@ -56,9 +56,7 @@ cat >"$OUT/run.sh" <<'RUN'
 cd "$(dirname "$0")"
 ITERS=${1:-50}
 . ./lib.sh
-cuda_runtime_libs
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
-: >results.txt
+cuda_bench_start
 for s in $(cat shapes.txt); do
   for mode in auto fused staged; do
     "./${s}_$mode/bench" "${s}_$mode" "$ITERS" >>results.txt 2>&1 || echo "label=${s}_$mode failed" >>results.txt
