@@ -166,6 +166,21 @@ static bool gm_faster(const GmPlan *p) {
   return p->est < stage + gemm;
 }
 
+/* How side s is read: copied (an entry value of the operands' type) or generated (its leaves,
+ * its invariants), chunks per thread; whether cuBLAS would stage it (a large prologue). */
+static bool gm_side_reads(CudaCg *cc, const HInstr *in, const GmPlan *p, GmSide *s) {
+  s->per = (int)((s->T * GM_BK / 8 + p->threads - 1) / p->threads);
+  s->nleaf = cuda_vec_leaves(cc, in, &s->x->shape, s->leaf, GM_MAX_LEAVES);
+  gm_invariants(s, s->x, (int)s->d.c[0], 0);
+  const HInstr *d = cuda_direct_value(in, s->x);
+  CuPtr ptr;
+  if (d && d->shape.dt == p->ty && hlo_shape_same_dims(&d->shape, &s->x->shape) &&
+      cuda_ptr_of(cc, d, &ptr))
+    s->src = d;
+  s->staged = !d;
+  return s->staged && hlo_shape_elems(&s->x->shape) >= GM_MIN_ELEMS;
+}
+
 static bool gm_match(CudaCg *cc, const HInstr *in, GmPlan *p) {
   memset(p, 0, sizeof *p);
   if (cc->o->gemm_prologues == CUDA_PROLOGUES_STAGED || cc->o->no_cublas) return false;
@@ -192,19 +207,8 @@ static bool gm_match(CudaCg *cc, const HInstr *in, GmPlan *p) {
       !cuda_dot_operands_ok(a, c, dot->ops[0], dot->ops[1]))
     return false;
   bool any = false;
-  for (int j = 0; j < 2; j++) {
-    GmSide *s = &p->s[j];
-    s->staged = !cuda_direct_value(in, s->x);
-    if (s->staged && hlo_shape_elems(&s->x->shape) >= GM_MIN_ELEMS) any = true;
-    s->per = (int)((s->T * GM_BK / 8 + p->threads - 1) / p->threads);
-    s->nleaf = cuda_vec_leaves(cc, in, &s->x->shape, s->leaf, GM_MAX_LEAVES);
-    gm_invariants(s, s->x, (int)s->d.c[0], 0);
-    const HInstr *d = cuda_direct_value(in, s->x);
-    CuPtr ptr;
-    if (d && d->shape.dt == t && hlo_shape_same_dims(&d->shape, &s->x->shape) &&
-        cuda_ptr_of(cc, d, &ptr))
-      s->src = d;
-  }
+  for (int j = 0; j < 2; j++)
+    any = gm_side_reads(cc, in, p, &p->s[j]) || any;
   if (!any) return false; /* cuBLAS reads both in place */
   p->s[1].off = p->s[0].T * GM_BK * 2;
   p->stage = (p->s[0].T + p->s[1].T) * GM_BK * 2;
