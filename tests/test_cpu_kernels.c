@@ -383,6 +383,44 @@ Test(cpu, small_kernels_scalar_pipeline, .timeout = 300) {
   free(t);
 }
 
+/* A small kernel inside a while loop's body runs once a trip, so it keeps the vectorizing
+ * pipeline: the body's 8x8 tanh beside a large multiply outside the loop has vector code (and
+ * the results match the interpreter). */
+static const char *tk_small_loop =
+    "HloModule sl\n"
+    "body {\n  st = (s32[], f32[8,8]) parameter(0)\n  i = s32[] get-tuple-element(st), index=0\n"
+    "  a = f32[8,8] get-tuple-element(st), index=1\n  s = f32[8,8] tanh(a)\n"
+    "  one = s32[] constant(1)\n  i2 = s32[] add(i, one)\n"
+    "  ROOT r = (s32[], f32[8,8]) tuple(i2, s)\n}\n"
+    "cond {\n  st = (s32[], f32[8,8]) parameter(0)\n  i = s32[] get-tuple-element(st), index=0\n"
+    "  n = s32[] constant(4)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+    "ENTRY e {\n  a = f32[8,8] parameter(0)\n  b = f32[512,512] parameter(1)\n"
+    "  z = s32[] constant(0)\n  t0 = (s32[], f32[8,8]) tuple(z, a)\n"
+    "  w = (s32[], f32[8,8]) while(t0), condition=cond, body=body\n"
+    "  s = f32[8,8] get-tuple-element(w), index=1\n  t = f32[512,512] multiply(b, b)\n"
+    "  ROOT r = (f32[8,8], f32[512,512]) tuple(s, t)\n}\n";
+
+Test(cpu, small_kernels_in_loops_vectorized, .timeout = 300) {
+  ct_check_text("small kernel in a loop body", tk_small_loop, 1e-5, 4);
+  char *t = ct_llvm_ir(tk_small_loop, "sl", 2);
+  cr_expect(strstr(t, "fdiv <") != NULL, "the loop body's tanh is not vectorized:\n%.4000s", t);
+  free(t);
+}
+
+/* Logistic (sigmoid, SiLU's gate) below f64 computes e^-x as exp does, branch-free, so its
+ * loops vectorize instead of calling libm's expf per element; results match the interpreter. */
+Test(cpu, logistic_vectorized, .timeout = 300) {
+  static const char *txt = "HloModule lg\nENTRY e {\n  a = f32[4096] parameter(0)\n"
+                           "  b = bf16[4096] parameter(1)\n  la = f32[4096] logistic(a)\n"
+                           "  lb = bf16[4096] logistic(b)\n"
+                           "  ROOT r = (f32[4096], bf16[4096]) tuple(la, lb)\n}\n";
+  ct_check_text("logistic f32 and bf16", txt, 1e-2, 4);
+  char *t = ct_llvm_ir(txt, "lg", 2);
+  cr_expect(!strstr(t, "@llvm.exp.") && !strstr(t, "@expf") && strstr(t, "x float>"),
+            "logistic calls libm:\n%.4000s", t);
+  free(t);
+}
+
 /* ------------------------------------------------------------------ transposes and alias scopes */
 
 /* Transposes of the minor dimension (the tiled kernel of cpu_kernel.c): tiles cut at both

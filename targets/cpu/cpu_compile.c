@@ -1009,7 +1009,8 @@ static double cp_now(void) {
  * a scalar pipeline), smallest first while the marked kernels' elements stay under
  * 1/CP_SMALL_SHARE of the module's (so at most that share of the element traffic runs
  * unvectorized; a module of one elementwise kernel keeps its vector loop). Products,
- * convolutions, windows and sorts are never marked. HLOC_CPU_SMALL=N sets CP_SMALL_ELEMS (0:
+ * convolutions, windows and sorts are never marked, nor the kernels of a while loop's body or
+ * condition, which run once a trip. HLOC_CPU_SMALL=N sets CP_SMALL_ELEMS (0:
  * none). */
 #define CP_SMALL_ELEMS 32768
 #define CP_SMALL_SHARE 64
@@ -1093,7 +1094,8 @@ static void cp_mark_small(CpuCg *cg) {
   int *first = hlo_arena_alloc(cg->g.scratch, sizeof *first * (size_t)(n + 1));
   for (int t = 0; t < n; t++) {
     const CpuTask *task = &cg->tasks[t];
-    int64_t w = cp_task_elems(task);
+    /* a loop body's kernel runs once a trip: its work is not what its elements say */
+    int64_t w = task->region && !task->region->entry ? -1 : cp_task_elems(task);
     if (task->root) total += w > 0 ? w : cp_leaf_elems(&task->root->shape);
     first[t] = -1;
     fe[t] = 0;
