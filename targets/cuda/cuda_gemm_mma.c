@@ -303,10 +303,7 @@ static void gm_chunk(GenKern *k, const GmPlan *p, const GmThread *t, int s, int 
   for (int d = 0; d < sd->d.nf; d++)
     ch->idx[0][sd->d.f[d]] = fi[d];
   ch->idx[0][sd->d.c[0]] = kk;
-  for (int j = 1; j < 8; j++) {
-    memcpy(ch->idx[j], ch->idx[0], sizeof ch->idx[0]);
-    ch->idx[j][rank - 1] = gm_add(k, ch->idx[0][rank - 1], j);
-  }
+  cuda_vec_indices(k, ch->idx, rank, 8);
 }
 
 /* The leaves' vectors of the thread's chunks of tile kt (the split's last one past it). */
@@ -333,14 +330,8 @@ static void gm_put(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef 
       const GmSide *sd = &p->s[s];
       GmChunk ch;
       gm_chunk(k, p, t, s, i, kt, &ch);
-      LLVMBasicBlockRef join = NULL;
-      if (ch.exists) {
-        LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "chunk");
-        join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "chunked");
-        LLVMBuildCondBr(B, ch.exists, then, join);
-        LLVMPositionBuilderAtEnd(B, then);
-      }
       int mark = k->ncache;
+      LLVMBasicBlockRef join = ch.exists ? cuda_if(k, ch.exists, &mark) : NULL;
       for (int v2 = 0; v2 < sd->ninv; v2++)
         for (int j = 0; j < 8; j++) {
           LLVMValueRef a = t->inv[s][i][v2][j];
@@ -359,10 +350,7 @@ static void gm_put(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef 
                                    LLVMConstInt(k->cg->i32, (unsigned)h, 0), "");
       if (p->K % GM_BK) w = LLVMBuildSelect(B, ch.valid, w, LLVMConstNull(v4), "");
       LLVMSetAlignment(LLVMBuildStore(B, w, gm_byte(k, base, ch.at)), 16);
-      if (join) {
-        LLVMBuildBr(B, join);
-        LLVMPositionBuilderAtEnd(B, join);
-      }
+      if (join) cuda_endif(k, join, mark);
     }
 }
 
@@ -441,13 +429,8 @@ static void gm_copy(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef
       const HInstr *x = p->s[s].src;
       GmChunk ch;
       gm_chunk(k, p, t, s, i, kt, &ch);
-      LLVMBasicBlockRef join = NULL;
-      if (ch.exists) {
-        LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "copy");
-        join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "copied");
-        LLVMBuildCondBr(B, ch.exists, then, join);
-        LLVMPositionBuilderAtEnd(B, then);
-      }
+      int mark;
+      LLVMBasicBlockRef join = ch.exists ? cuda_if(k, ch.exists, &mark) : NULL;
       LLVMValueRef lin = gen_linear(k, &x->shape, ch.idx[0]);
       LLVMValueRef src = LLVMBuildInBoundsGEP2(B, gen_mem_type(k->cg, x->shape.dt),
                                                k->cg->buffer_fn(k, x), &lin, 1, "");
@@ -455,10 +438,7 @@ static void gm_copy(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef
                                        LLVMConstInt(k->cg->i32, 0, 0), "");
       LLVMValueRef args[3] = {gm_byte(k, base, ch.at), LLVMBuildAddrSpaceCast(B, src, g1, ""), n};
       cuda_intrinsic(k, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, args, 3);
-      if (join) {
-        LLVMBuildBr(B, join);
-        LLVMPositionBuilderAtEnd(B, join);
-      }
+      if (join) cuda_endif(k, join, mark);
     }
   cuda_intrinsic(k, "llvm.nvvm.cp.async.commit.group", NULL, NULL, 0);
 }
@@ -546,20 +526,12 @@ static void gm_write(GenKern *k, const GmPlan *p, HInstr *in, const GmThread *t,
         LLVMValueRef m = gm_add(k, r0, 16 * i + 8 * (e / 2)), n = gm_add(k, c0, 8 * j + e % 2);
         LLVMValueRef ok = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, m, gen_i64(k, p->M), ""),
                                        LLVMBuildICmp(B, LLVMIntSLT, n, gen_i64(k, p->N), ""), "");
-        LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "out");
-        LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "outdone");
-        LLVMBuildCondBr(B, ok, then, join);
-        LLVMPositionBuilderAtEnd(B, then);
+        int mark;
+        LLVMBasicBlockRef join = cuda_if(k, ok, &mark);
         LLVMValueRef idx[HLO_MAX_RANK], sum = LLVMBuildLoad2(B, k->cg->f32, t->acc[i][j][e], "");
         gm_dot_idx(k, p, m, n, idx);
-        if (part) {
-          LLVMValueRef at = cuda_lin(k, z, p->M * p->N, gen_linear(k, &p->dot->shape, idx));
-          LLVMBuildStore(B, sum, LLVMBuildInBoundsGEP2(B, k->cg->f32, part, &at, 1, ""));
-        } else {
-          cuda_dot_write(k, in, p->dot, p->root, idx, sum);
-        }
-        LLVMBuildBr(B, join);
-        LLVMPositionBuilderAtEnd(B, join);
+        cuda_dot_store(k, in, p->dot, p->root, part, z, idx, sum);
+        cuda_endif(k, join, mark);
       }
 }
 
@@ -612,6 +584,18 @@ static LLVMValueRef gm_aligned(GenKern *k, const GmPlan *p) {
   return ok;
 }
 
+typedef struct GmLoops {
+  const GmPlan *p;
+  GmThread *t;
+} GmLoops;
+
+/* The k loop of the copy that reads vectors (vec) or elements. */
+static void gm_loops(GenKern *k, bool vec, void *ctx) {
+  GmLoops *c = ctx;
+  c->t->vec = vec;
+  gm_loop(k, c->p, c->t);
+}
+
 static bool gm_main(CudaCg *cc, HInstr *in, const GmPlan *p, CuPtr pp) {
   CuStep *st;
   LLVMValueRef part = NULL;
@@ -624,21 +608,9 @@ static bool gm_main(CudaCg *cc, HInstr *in, const GmPlan *p, CuPtr pp) {
   cuda_launch_bounds(k, p->threads, (int)p->resident);
   GmThread t;
   gm_thread(k, st, p, &t);
-  if (p->s[0].nleaf + p->s[1].nleaf == 0 && !p->s[0].src && !p->s[1].src) {
-    gm_loop(k, p, &t);
-  } else {
-    LLVMBasicBlockRef bv = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "vec");
-    LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "scalar");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "summed");
-    LLVMBuildCondBr(B, gm_aligned(k, p), bv, bs);
-    for (int vec = 1; vec >= 0; vec--) {
-      LLVMPositionBuilderAtEnd(B, vec ? bv : bs);
-      t.vec = vec;
-      gm_loop(k, p, &t);
-      LLVMBuildBr(B, join);
-    }
-    LLVMPositionBuilderAtEnd(B, join);
-  }
+  GmLoops c = {p, &t};
+  bool any = p->s[0].nleaf + p->s[1].nleaf > 0 || p->s[0].src || p->s[1].src;
+  cuda_vec_split(k, any ? gm_aligned(k, p) : NULL, gm_loops, &c);
   LLVMValueRef z =
       LLVMBuildURem(B, cuda_sreg(k, "llvm.nvvm.read.ptx.sreg.ctaid.x"), gen_i64(k, p->nsplit), "");
   gm_write(k, p, in, &t, part, z);

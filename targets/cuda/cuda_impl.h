@@ -251,6 +251,10 @@ LLVMValueRef cuda_kbuffer(GenKern *k, const HInstr *in);
 /* Launch bounds of the kernel: at most threads a block, min_blocks resident per SM (ptxas caps
  * its registers to fit). */
 void cuda_launch_bounds(GenKern *k, int64_t threads, int min_blocks);
+/* if (c) { ... }: cuda_if returns the join block, the builder left in the then-block and the
+ * elemental cache's mark in *mark; cuda_endif closes it (the then-block's values dropped). */
+LLVMBasicBlockRef cuda_if(GenKern *k, LLVMValueRef c, int *mark);
+void cuda_endif(GenKern *k, LLVMBasicBlockRef join, int mark);
 /* A special register (llvm.nvvm.read.ptx.sreg.*) as i64. */
 LLVMValueRef cuda_sreg(GenKern *k, const char *name);
 /* A call of intrinsic name on args; an overloaded intrinsic takes overload as its type (f32
@@ -311,6 +315,10 @@ bool cuda_dot_epi_ok(HArena *a, const HComp *c, const HInstr *dot);
  * epilogue up to root (root == dot: none). */
 void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
                     LLVMValueRef *idx, LLVMValueRef sum);
+/* The dot's f32 sum at idx stored: split z's partial into part ([split][the dot's elements]),
+ * or with part NULL written (cuda_dot_write). */
+void cuda_dot_store(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
+                    LLVMValueRef part, LLVMValueRef z, LLVMValueRef *idx, LLVMValueRef sum);
 /* The second kernel of a dot split over K: the nsplit f32 partials at pp ([split][the dot's
  * elements]) summed per element and written (cuda_dot_write); its shape named what. */
 bool cuda_dot_finish(CudaCg *cc, HInstr *in, const HInstr *dot, const HInstr *root, int64_t nsplit,
@@ -330,6 +338,12 @@ void cuda_vec_cache(GenKern *k, const HInstr *x, LLVMValueRef v, LLVMValueRef (*
                     int width);
 /* i1: every leaf's address allows vector accesses of width elements. */
 LLVMValueRef cuda_vec_aligned(GenKern *k, const HInstr *const *leaf, int n, int width);
+/* body(k, true, ctx) where ok holds (at run time), body(k, false, ctx) otherwise, then joined;
+ * only the second when ok is NULL. */
+void cuda_vec_split(GenKern *k, LLVMValueRef ok, void (*body)(GenKern *k, bool vec, void *ctx),
+                    void *ctx);
+/* idx[1..width) from idx[0]: the next elements along the minor dim of a rank-rank index. */
+void cuda_vec_indices(GenKern *k, LLVMValueRef (*idx)[HLO_MAX_RANK], int rank, int width);
 
 /* ------------------------------------------------------------------ cuda_gemm_mma.c */
 

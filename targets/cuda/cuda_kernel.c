@@ -406,8 +406,7 @@ LLVMValueRef cuda_sreg(GenKern *k, const char *name) {
   return LLVMBuildZExt(k->B, cuda_intrinsic(k, name, NULL, NULL, 0), k->cg->i64, "");
 }
 
-/* if (c) { ... }: returns the join block; the builder is left in the then-block. */
-static LLVMBasicBlockRef ck_if(GenKern *k, LLVMValueRef c, int *mark) {
+LLVMBasicBlockRef cuda_if(GenKern *k, LLVMValueRef c, int *mark) {
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "then");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "join");
   LLVMBuildCondBr(k->B, c, then, join);
@@ -416,7 +415,7 @@ static LLVMBasicBlockRef ck_if(GenKern *k, LLVMValueRef c, int *mark) {
   return join;
 }
 
-static void ck_endif(GenKern *k, LLVMBasicBlockRef join, int mark) {
+void cuda_endif(GenKern *k, LLVMBasicBlockRef join, int mark) {
   LLVMBuildBr(k->B, join);
   LLVMPositionBuilderAtEnd(k->B, join);
   k->ncache = mark;
@@ -1151,9 +1150,9 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
   LLVMValueRef oidx[HLO_MAX_RANK];
   cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   int m = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m);
+  LLVMBasicBlockRef jo = cuda_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m);
   ck_reduce_store(k, p, in, out, oidx, acc);
-  ck_endif(k, jo, m);
+  cuda_endif(k, jo, m);
   gen_loop_close(k, &rl);
   return cuda_kend(k);
 }
@@ -1270,15 +1269,15 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   int m1 = 0, m2 = 0;
   LLVMBasicBlockRef join_w = NULL;
   if (p->block) {
-    LLVMBasicBlockRef jn = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m1);
+    LLVMBasicBlockRef jn = cuda_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m1);
     for (int h = 0; h < p->nh; h++) {
       LLVMValueRef i =
           LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, gen_i64(k, p->nh), ""), gen_i64(k, h), "");
       LLVMBuildStore(B, acc[h], ck_smem_at(k, smem, i));
     }
-    ck_endif(k, jn, m1);
+    cuda_endif(k, jn, m1);
     cuda_barrier(k);
-    join_w = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, 0), ""), &m2);
+    join_w = cuda_if(k, LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, 0), ""), &m2);
     LLVMValueRef have = LLVMBuildICmp(B, LLVMIntULT, lane, gen_i64(k, nwarps), "");
     LLVMValueRef sl = LLVMBuildSelect(B, have, lane, gen_i64(k, 0), "");
     for (int h = 0; h < p->nh; h++) {
@@ -1291,14 +1290,14 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   }
   /* lane 0 (thread 0 of the block) writes the outputs of the reduce's dims */
   int m3 = 0;
-  LLVMBasicBlockRef jo = ck_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m3);
+  LLVMBasicBlockRef jo = cuda_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m3);
   if (S > 1)
     ck_partial_store(k, p, part, row, slice, acc);
   else
     ck_reduce_store(k, p, in, out, oidx, acc);
-  ck_endif(k, jo, m3);
+  cuda_endif(k, jo, m3);
   if (p->block) {
-    ck_endif(k, join_w, m2);
+    cuda_endif(k, join_w, m2);
     cuda_barrier(k); /* shared memory is reused by the next row */
   }
   gen_loop_close(k, &rl);
@@ -1361,9 +1360,9 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, init[h], accp[h]);
   int m1 = 0, m2 = 0;
-  LLVMBasicBlockRef jv = ck_if(k, valid, &m1);
+  LLVMBasicBlockRef jv = cuda_if(k, valid, &m1);
   if (!ck_reduce_span(k, p, in, out, oidx, j0, jend, nwarps, accp, aty)) return cuda_kend(k);
-  ck_endif(k, jv, m1);
+  cuda_endif(k, jv, m1);
   /* partials to shared memory: slot ((warp * 32 + lane) * nh + h) */
   LLVMValueRef me = LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, warp, gen_i64(k, 32), ""), lane, "");
   for (int h = 0; h < p->nh; h++) {
@@ -1374,7 +1373,7 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   cuda_barrier(k);
   LLVMValueRef w0 =
       LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, warp, gen_i64(k, 0), ""), valid, "");
-  LLVMBasicBlockRef jw = ck_if(k, w0, &m2);
+  LLVMBasicBlockRef jw = cuda_if(k, w0, &m2);
   LLVMValueRef acc[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++)
     acc[h] = init[h];
@@ -1391,7 +1390,7 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     ck_partial_store(k, p, part, row, slice, acc);
   else
     ck_reduce_store(k, p, in, out, oidx, acc);
-  ck_endif(k, jw, m2);
+  cuda_endif(k, jw, m2);
   cuda_barrier(k); /* shared memory is reused by the next 32 outputs */
   gen_loop_close(k, &bl);
   if (!cuda_kend(k)) return false;
@@ -1498,7 +1497,7 @@ static bool ck_tile_phase(GenKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
     LLVMValueRef in = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, idx[1], gen_i64(k, R), ""),
                                    LLVMBuildICmp(B, LLVMIntSLT, idx[2], gen_i64(k, C), ""), "");
     int mark;
-    LLVMBasicBlockRef join = ck_if(k, in, &mark);
+    LLVMBasicBlockRef join = cuda_if(k, in, &mark);
     LLVMValueRef slot =
         LLVMBuildNSWAdd(B, LLVMBuildNSWMul(B, cc, gen_i64(k, CU_TILE + 1), ""), rr, "");
     if (read) {
@@ -1519,7 +1518,7 @@ static bool ck_tile_phase(GenKern *k, StageCtx *c, LLVMValueRef b, LLVMValueRef 
       LLVMTypeRef et = LLVMGetElementType(LLVMGlobalGetValueType(*tile));
       gen_store_elem(k, c->dst, c->cs, idx, LLVMBuildLoad2(B, et, ck_smem_at(k, *tile, slot), ""));
     }
-    ck_endif(k, join, mark);
+    cuda_endif(k, join, mark);
   }
   return true;
 }
@@ -1638,9 +1637,11 @@ static int64_t ck_tn_align(DType at) { return at == DT_S8 ? 4 : 16; }
 /* A vectorized staging: CU_STAGE_V consecutive staged elements a thread, which are consecutive
  * along the expression's minor dim; its leaves read by vector accesses. */
 typedef struct StageVec {
-  const StageCtx *c;
+  StageCtx *c;
   int nleaf;
   const HInstr *leaf[CU_STAGE_LEAVES];
+  CuStep *st;
+  const Shape *cs8; /* the staged shape in chunks of CU_STAGE_V */
 } StageVec;
 
 /* Whether the staged shape's minor dim runs along the expression's minor dim in steps of one
@@ -1661,11 +1662,7 @@ static bool ck_stage_vec_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   memcpy(sidx, idx, sizeof sidx);
   sidx[2] = LLVMBuildNSWMul(k->B, idx[2], gen_i64(k, CU_STAGE_V), "");
   ck_stage_index(k, c, sidx, oi[0]);
-  int last = c->expr->shape.rank - 1;
-  for (int j = 1; j < CU_STAGE_V; j++) {
-    memcpy(oi[j], oi[0], sizeof oi[0]);
-    oi[j][last] = LLVMBuildNSWAdd(k->B, oi[0][last], gen_i64(k, j), "");
-  }
+  cuda_vec_indices(k, oi, c->expr->shape.rank, CU_STAGE_V);
   int mark = k->ncache;
   for (int l = 0; l < v->nleaf; l++)
     cuda_vec_cache(k, v->leaf[l], cuda_vec_load(k, v->leaf[l], oi[0], CU_STAGE_V), oi, CU_STAGE_V);
@@ -1683,11 +1680,20 @@ static bool ck_stage_vec_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   return true;
 }
 
+/* The grid loop over chunks (the vectorized copy, first: it sets the grid) or elements. */
+static void ck_stage_loops(GenKern *k, bool vec, void *ctx) {
+  StageVec *v = ctx;
+  if (vec)
+    cuda_grid_loop(k, v->st, v->cs8, ck_stage_vec_body, v);
+  else
+    cuda_grid_loop(k, v->st, v->c->cs, ck_stage_body, v->c);
+}
+
 /* The staging loop CU_STAGE_V elements a thread where the leaves' and the staging buffer's
  * addresses allow (tested at run time), else element by element. */
 static void ck_stage_vec(CudaCg *cc, GenKern *k, CuStep *st, const HInstr *in, StageCtx *c) {
   LLVMBuilderRef B = k->B;
-  StageVec v = {c, 0, {0}};
+  StageVec v = {c, 0, {0}, NULL, NULL};
   v.nleaf = cuda_vec_leaves(cc, in, &c->expr->shape, v.leaf, CU_STAGE_LEAVES);
   Shape *cs8 = hlo_arena_alloc(cc->cg.scratch, sizeof *cs8);
   *cs8 = *c->cs;
@@ -1697,17 +1703,8 @@ static void ck_stage_vec(CudaCg *cc, GenKern *k, CuStep *st, const HInstr *in, S
   LLVMValueRef ok =
       LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, a, gen_i64(k, al - 1), ""), gen_i64(k, 0), "");
   ok = LLVMBuildAnd(B, ok, cuda_vec_aligned(k, v.leaf, v.nleaf, CU_STAGE_V), "");
-  LLVMBasicBlockRef bv = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "vec");
-  LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "scalar");
-  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "staged");
-  LLVMBuildCondBr(B, ok, bv, bs);
-  LLVMPositionBuilderAtEnd(B, bv);
-  cuda_grid_loop(k, st, cs8, ck_stage_vec_body, &v); /* (sets the grid from its chunks) */
-  LLVMBuildBr(B, join);
-  LLVMPositionBuilderAtEnd(B, bs);
-  cuda_grid_loop(k, st, c->cs, ck_stage_body, c);
-  LLVMBuildBr(B, join);
-  LLVMPositionBuilderAtEnd(B, join);
+  v.st = st, v.cs8 = cs8;
+  cuda_vec_split(k, ok, ck_stage_loops, &v);
 }
 
 /* Stage operand j of dot as [B, F, K] (lhs) / [B, K, F] (rhs; [B, F, K] for s8, see
@@ -1945,11 +1942,11 @@ static bool ck_conv_stage_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
   }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
   int mark;
-  LLVMBasicBlockRef join = ck_if(k, in, &mark);
+  LLVMBasicBlockRef join = cuda_if(k, in, &mark);
   LLVMValueRef v = gen_value(k, c->expr, oi);
   if (!v) return false;
   LLVMBasicBlockRef then_end = LLVMGetInsertBlock(B);
-  ck_endif(k, join, mark);
+  cuda_endif(k, join, mark);
   LLVMValueRef phi = LLVMBuildPhi(B, k->cg->f32, "");
   LLVMValueRef zero = LLVMConstReal(k->cg->f32, 0.0);
   LLVMAddIncoming(phi, &v, &then_end, 1);
@@ -2312,9 +2309,9 @@ static bool ck_scatter(CudaCg *cc, HInstr *in) {
     ui[d] = gen_loop_open_step(k, &loops[d], gen_i64(k, 0), gen_i64(k, us->dims[d]), gen_i64(k, 1));
   if (!gen_scatter_update(k, in, ui, oi, &ok)) return cuda_kend(k);
   int mark;
-  LLVMBasicBlockRef join = ck_if(k, ok, &mark);
+  LLVMBasicBlockRef join = cuda_if(k, ok, &mark);
   gen_scatter_combine(k, in, out, oi, ui);
-  ck_endif(k, join, mark);
+  cuda_endif(k, join, mark);
   for (int d = us->rank - 1; d >= 0; d--)
     gen_loop_close(k, &loops[d]);
   return cuda_kend(k);

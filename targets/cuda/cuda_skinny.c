@@ -378,24 +378,22 @@ static void sk_thread(GenKern *k, const SkPlan *p, LLVMValueRef n0, LLVMValueRef
   t->vec = cuda_vec_aligned(k, p->leaf, p->nleaf, SK_V);
 }
 
+typedef struct SkLoops {
+  const SkPlan *p;
+  const SkThread *t;
+  LLVMValueRef kfirst, kend;
+} SkLoops;
+
+static void sk_loops(GenKern *k, bool vec, void *ctx) {
+  const SkLoops *c = ctx;
+  sk_kloop(k, c->p, c->t, c->kfirst, c->kend, vec);
+}
+
 /* The k loops, with vector accesses where the addresses allow, else element loads. */
 static void sk_accumulate(GenKern *k, const SkPlan *p, const SkThread *t, LLVMValueRef kfirst,
                           LLVMValueRef kend) {
-  if (!p->nleaf) {
-    sk_kloop(k, p, t, kfirst, kend, false);
-    return;
-  }
-  LLVMBasicBlockRef bv = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "vec");
-  LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "scalar");
-  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "summed");
-  LLVMBuildCondBr(k->B, t->vec, bv, bs);
-  LLVMPositionBuilderAtEnd(k->B, bv);
-  sk_kloop(k, p, t, kfirst, kend, true);
-  LLVMBuildBr(k->B, join);
-  LLVMPositionBuilderAtEnd(k->B, bs);
-  sk_kloop(k, p, t, kfirst, kend, false);
-  LLVMBuildBr(k->B, join);
-  LLVMPositionBuilderAtEnd(k->B, join);
+  SkLoops c = {p, t, kfirst, kend};
+  cuda_vec_split(k, p->nleaf ? t->vec : NULL, sk_loops, &c);
 }
 
 /* f32 slot (warp, row m, column col) of the block's shared sums: [warps][rows][SK_TN]. */
@@ -457,20 +455,12 @@ static void sk_meet(GenKern *k, CuStep *st, const SkPlan *p, const HInstr *in, c
     sum = LLVMBuildFAdd(
         B, sum, LLVMBuildLoad2(B, f32, sk_slot(k, red, gen_i64(k, w), rows, m, col), ""), "");
   LLVMValueRef n = cuda_lin(k, tile, SK_TN, col);
-  LLVMBasicBlockRef wr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "write");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "written");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, n, gen_i64(k, p->N), ""), wr, done);
-  LLVMPositionBuilderAtEnd(B, wr);
+  int mark;
+  LLVMBasicBlockRef done = cuda_if(k, LLVMBuildICmp(B, LLVMIntSLT, n, gen_i64(k, p->N), ""), &mark);
   LLVMValueRef idx[HLO_MAX_RANK];
   sk_dot_idx(k, p, m, n, idx);
-  if (part) {
-    LLVMValueRef at = cuda_lin(k, z, p->M * p->N, gen_linear(k, &p->dot->shape, idx));
-    LLVMBuildStore(B, sum, LLVMBuildInBoundsGEP2(B, f32, part, &at, 1, ""));
-  } else {
-    cuda_dot_write(k, in, p->dot, p->root, idx, sum);
-  }
-  LLVMBuildBr(B, done);
-  LLVMPositionBuilderAtEnd(B, done);
+  cuda_dot_store(k, in, p->dot, p->root, part, z, idx, sum);
+  cuda_endif(k, done, mark);
   gen_loop_close(k, &l);
 }
 
@@ -508,6 +498,16 @@ static bool sk_main(CudaCg *cc, HInstr *in, const SkPlan *p, CuPtr pp) {
   sk_accumulate(k, p, &t, LLVMBuildNSWAdd(B, k0, first, ""), kend);
   sk_meet(k, st, p, in, &t, tid, tile, z, part);
   return cuda_kend(k);
+}
+
+void cuda_dot_store(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
+                    LLVMValueRef part, LLVMValueRef z, LLVMValueRef *idx, LLVMValueRef sum) {
+  if (!part) {
+    cuda_dot_write(k, in, dot, root, idx, sum);
+    return;
+  }
+  LLVMValueRef at = cuda_lin(k, z, hlo_shape_elems(&dot->shape), gen_linear(k, &dot->shape, idx));
+  LLVMBuildStore(k->B, sum, LLVMBuildInBoundsGEP2(k->B, k->cg->f32, part, &at, 1, ""));
 }
 
 typedef struct SkFinish {

@@ -56,3 +56,29 @@ LLVMValueRef cuda_vec_aligned(GenKern *k, const HInstr *const *leaf, int n, int 
   }
   return ok;
 }
+
+void cuda_vec_split(GenKern *k, LLVMValueRef ok, void (*body)(GenKern *k, bool vec, void *ctx),
+                    void *ctx) {
+  if (!ok) {
+    body(k, false, ctx);
+    return;
+  }
+  LLVMBasicBlockRef bv = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "vec");
+  LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "scalar");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "joined");
+  LLVMBuildCondBr(k->B, ok, bv, bs);
+  for (int vec = 1; vec >= 0; vec--) {
+    LLVMPositionBuilderAtEnd(k->B, vec ? bv : bs);
+    body(k, vec, ctx);
+    LLVMBuildBr(k->B, join);
+  }
+  LLVMPositionBuilderAtEnd(k->B, join);
+}
+
+void cuda_vec_indices(GenKern *k, LLVMValueRef (*idx)[HLO_MAX_RANK], int rank, int width) {
+  for (int j = 1; j < width; j++) {
+    for (int d = 0; d < rank; d++)
+      idx[j][d] = idx[0][d];
+    idx[j][rank - 1] = LLVMBuildNSWAdd(k->B, idx[0][rank - 1], gen_i64(k, j), "");
+  }
+}

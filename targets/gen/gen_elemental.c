@@ -769,14 +769,11 @@ static LLVMValueRef el_scalar(GenKern *k, const HInstr *in, LLVMValueRef *v) {
     return LLVMBuildSelect(B, big, lu, r, "");
   }
   case OP_LOGISTIC: { /* 1 / (1 + e^-x), e^-x as OP_EXP computes it (vectorizable below f64) */
-    if (t == DT_F64) {
-      LLVMValueRef one = LLVMConstReal(ty, 1.0);
-      LLVMValueRef e = el_intr1(k, "llvm.exp", LLVMBuildFNeg(B, v[0], ""));
-      return LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, e, ""), "");
-    }
-    LLVMValueRef one = LLVMConstReal(k->cg->f32, 1.0), x = gen_convert(k, v[0], t, DT_F32);
-    LLVMValueRef e = el_exp_f32(k, LLVMBuildFNeg(B, x, ""));
-    return gen_convert(k, LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, e, ""), ""), DT_F32, t);
+    DType ct = t == DT_F64 ? DT_F64 : DT_F32;
+    LLVMValueRef x = LLVMBuildFNeg(B, gen_convert(k, v[0], t, ct), "");
+    LLVMValueRef e = ct == DT_F64 ? el_intr1(k, "llvm.exp", x) : el_exp_f32(k, x);
+    LLVMValueRef one = LLVMConstReal(LLVMTypeOf(x), 1.0);
+    return gen_convert(k, LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, e, ""), ""), ct, t);
   }
   case OP_TANH:
     if (t == DT_F64) return el_libm(k, "tanh", t, v, 1);
