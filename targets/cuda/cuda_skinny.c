@@ -52,7 +52,7 @@ typedef struct SkPlan {
 } SkPlan;
 
 /* The n8 tiles of S's rows on the tensor cores: one up to 8 rows, else two. */
-static int sk_mma_tiles(const SkPlan *p) { return p->M > 8 ? 2 : 1; }
+static int sk_mma_tiles(const SkPlan *p) { return p->M > SK_ROWS ? 2 : 1; }
 
 /* The ops a fused operand may be made of: cheap per element (no reductions, no gathers). */
 static bool sk_cheap(const HInstr *x) {
@@ -178,8 +178,7 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
 
 typedef struct SkThread {
   LLVMValueRef widx[HLO_MAX_RANK];          /* W's index of the thread's first column, no k */
-  LLVMValueRef sidx[SK_ROWS][HLO_MAX_RANK]; /* S's index of each row (mma: the lane's two), no
-                                               k */
+  LLVMValueRef sidx[SK_ROWS][HLO_MAX_RANK]; /* S's index of each row (mma: the lane's two) */
   LLVMValueRef acc[SK_ROWS][SK_V]; /* f32 accumulators (allocas; mma: [4 * n8 tile + i][4]) */
   LLVMValueRef vec;                /* i1: the leaves' addresses allow vector access */
   LLVMValueRef live[2];            /* mma: i1, the lane's rows of S exist */
