@@ -492,10 +492,11 @@ static void mp_state_in_place(MemPlan *p, HComp *c) {
           memplan_value_bytes(&in->ops[k]->shape) == mr->size && mp_reads_in_place(in, k))
         take = k;
     }
-    if (take < 0) continue;
+    /* take < 0: `in` reads none of the leaf, then every read of it comes before `in` */
     bool ok = true; /* no other read of the leaf by `in` out of place, none after it */
     for (int k = 0; k < in->nops && ok; k++)
-      if (k != take && mp_in_leaf(p, in->ops[k], pb, lo, hi) && !memplan_reads_elementwise(in, k))
+      if (k != take && mp_in_leaf(p, in->ops[k], pb, lo, hi) &&
+          (take < 0 || !memplan_reads_elementwise(in, k)))
         ok = false;
     /* (a tuple's elements are read when the results are, after every kernel: a leaf the root
        moves elsewhere, as a swap does, is read then) */
@@ -508,8 +509,8 @@ static void mp_state_in_place(MemPlan *p, HComp *c) {
     MemBuf *b = &p->bufs[in->idx];
     b->kind = MEM_ALIAS;
     b->view = false;
-    b->alias = in->ops[take]->idx;
-    b->offset = 0;
+    b->alias = take >= 0 ? in->ops[take]->idx : pb;
+    b->offset = take >= 0 ? 0 : lo;
     mr->copy = true; /* a copy of the state's own leaf: left where it is */
   }
 }

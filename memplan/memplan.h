@@ -98,7 +98,9 @@ bool memplan_leaf_read(const HComp *c, const HInstr *w, int j);
 bool memplan_leaf_stays(const MemPlan *bp, const Shape *state, int r);
 /* A while loop's body: memplan_assign, then a result leaf r computed by an instruction that reads
  * leaf r of the state (the tuple parameter) in place (elementwise, or as a dynamic-update-slice's
- * operand) and after every other read of it is computed into the state itself: results[r] is
+ * operand) and after every other read of it, or that reads none of it after every read of it
+ * (an LSTM's h, read by the product before the gates compute the new one), is computed into the
+ * state itself: results[r] is
  * then a copy of that leaf, which the targets leave where it is (the scan's hidden state and its
  * outputs updated in place, not copied to the next state and back every trip). */
 bool memplan_assign_body(HComp *body, HArena *a, MemPlan *out, HErr *err);

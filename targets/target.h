@@ -104,6 +104,11 @@ typedef enum CudaGemmPrologues {
   CUDA_PROLOGUES_STAGED, /* always staged for cuBLAS (testing, comparisons) */
 } CudaGemmPrologues;
 
+typedef enum CudaGraphs {
+  CUDA_GRAPHS_AUTO, /* NAME_cuda_run replays its steps as a CUDA graph where they can be */
+  CUDA_GRAPHS_OFF,  /* always launched one by one */
+} CudaGraphs;
+
 typedef struct CudaOpts {
   const char *name;                 /* C symbol prefix, a C identifier */
   const char *out_path;             /* .o / .ptx / .cubin to write */
@@ -119,6 +124,7 @@ typedef struct CudaOpts {
   bool epilogue_fallback;           /* testing: every GEMM epilogue fused into cuBLASLt runs its
                                        fallback (cuBLAS, then the epilogue kernel) in every context */
   CudaGemmPrologues gemm_prologues; /* 16-bit dots whose operand is a prologue (--gemm-prologues) */
+  CudaGraphs graphs;                /* --cuda-graphs */
   int64_t conv_ws_limit; /* cuDNN workspace reserved in temp, at most (bytes; 0: 3 GiB) */
   FILE *stats;           /* when set: one line per kernel (registers, spills, launch) */
 } CudaOpts;

@@ -400,8 +400,8 @@ Test(cuda_ptx, sort_as_a_bitonic_network) {
  * predicate read back from the device, then jumps back; a counted loop whose trips run a
  * product stays a loop and counts on the host, without a condition kernel; the scanned weights
  * are read in place (no copy of the [64, 128] weight or the [16, 4, 32] inputs into the state),
- * the outputs updated in place (no [16, 4, 32] copy in a trip), and the counter starts from a
- * constant copied from the host. */
+ * the outputs and the state updated in place (no copy in a trip), and the counter starts from a
+ * constant (a memset). */
 Test(cuda_ptx, while_loops_as_host_driven_steps) {
   HErr err = {0};
   HModule *m = proto_load_file(HLOC_TEST_DIR "/xla_cases/while_newton/module.hlo", &err);
@@ -425,6 +425,13 @@ Test(cuda_ptx, while_loops_as_host_driven_steps) {
   cr_expect_eq(tu_count(js, "\"kind\": \"copy\", \"bytes\": 32768"), 0, "%s", js);
   /* the outputs' zeros into the state, and the state's outputs into the result: none per trip */
   cr_expect_eq(tu_count(js, "\"kind\": \"copy\", \"bytes\": 8192"), 2, "%s", js);
+  /* no copy in a trip: c2 computed in place of c, h2 into h's place (h read before by the dot) */
+  const char *trip = strstr(js, "\"kind\": \"exit_after\""),
+             *back = strstr(js, "\"kind\": \"jump\"");
+  cr_assert(trip && back && trip < back, "%s", js);
+  char *body = strndup(trip, (size_t)(back - trip));
+  cr_expect_eq(tu_count(body, "\"kind\": \"copy\""), 0, "%s", body);
+  free(body);
   free(js);
 }
 
@@ -487,6 +494,59 @@ Test(cuda_host, header_and_object_link_as_a_user_program) {
   cr_expect_eq(system(cmd), 0, "%s", cmd);
   ct_rmdir(d);
   free(d);
+}
+
+/* path compiled to an object (graphs: --cuda-graphs) with its manifest: the manifest's count
+ * of launches a graph replays, and whether the object calls each of the n symbols in sym
+ * (bit i of *calls). */
+static long long tu_graph_object(const char *path, CudaGraphs graphs, const char *const *sym, int n,
+                                 unsigned *calls) {
+  HErr err = {0};
+  HModule *m = proto_load_file(path, &err);
+  cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+  OptOpts oo = {0};
+  cuda_optimizer_options(&oo, CUDA_PRECISION_HIGHEST);
+  cr_assert(opt_optimize(m, &oo, &err), "%s", err.msg);
+  char *d = ct_tmpdir("hloc_cuda");
+  char obj[600], man[600], cmd[1400];
+  snprintf(obj, sizeof obj, "%s/m.o", d);
+  snprintf(man, sizeof man, "%s/m.json", d);
+  CudaOpts o = {.name = "m", .out_path = obj, .manifest_path = man, .emit = CUDA_EMIT_OBJ};
+  o.opt_level = 3, o.graphs = graphs;
+  cr_assert(cuda_compile(m, &o, &err), "%s: %s", path, err.msg);
+  hlo_module_free(m);
+  char *js = ct_slurp(man, NULL);
+  const char *g = strstr(js, "\"graph_launches\": ");
+  cr_assert(g, "%s", js);
+  long long launches = atoll(g + strlen("\"graph_launches\": "));
+  free(js);
+  *calls = 0;
+  for (int i = 0; i < n; i++) {
+    snprintf(cmd, sizeof cmd, "nm -u %s | grep -qw %s", obj, sym[i]);
+    if (system(cmd) == 0) *calls |= 1u << i;
+  }
+  ct_rmdir(d);
+  free(d);
+  return launches;
+}
+
+/* A counted loop's steps are replayed as a CUDA graph: the LSTM scan's 16 trips of at least
+ * five launches each, captured from the steps (cuStreamBeginCapture_v2, cuGraphLaunch), its
+ * counter's start set by a memset (no pageable copy, which a capture refuses). A loop whose exit
+ * test reads the device back, and --cuda-graphs=off, launch step by step. */
+Test(cuda_host, counted_loops_replayed_as_a_graph) {
+  static const char *const sym[] = {"cuGraphLaunch", "cuStreamBeginCapture_v2", "cuMemsetD32Async",
+                                    "cuMemcpyHtoDAsync_v2"};
+  unsigned calls;
+  const char *lstm = HLOC_TEST_DIR "/cuda/cases/while_lstm_scan.hlo";
+  long long n = tu_graph_object(lstm, CUDA_GRAPHS_AUTO, sym, 4, &calls);
+  cr_expect_gt(n, 16 * 5, "%lld launches", n);
+  cr_expect_eq(calls, 7u, "calls %x", calls);
+  cr_expect_eq(tu_graph_object(lstm, CUDA_GRAPHS_OFF, sym, 4, &calls), 0);
+  cr_expect_eq(calls, 4u, "calls %x", calls);
+  const char *newton = HLOC_TEST_DIR "/xla_cases/while_newton/module.hlo";
+  cr_expect_eq(tu_graph_object(newton, CUDA_GRAPHS_AUTO, sym, 4, &calls), 0);
+  cr_expect_eq(calls & 3u, 0u, "calls %x", calls);
 }
 
 /* Convolutions go to cuDNN: resnet_block's three convolutions are conv steps in the manifest

@@ -549,6 +549,7 @@ typedef struct HlocArgs {
   const char *gpu_arch, *precision, *manifest, *conv_ws;         /* --target=cuda options */
   const char *gemm_epilogues;                                    /* --gemm-epilogues (cuda) */
   const char *gemm_prologues;                                    /* --gemm-prologues (cuda) */
+  const char *cuda_graphs;                                       /* --cuda-graphs (cuda) */
   int opt;                                                       /* -O level */
   OptOpts oo;                                                    /* optimizer options */
   const char *freeze[256];                                       /* --freeze ARG=FILE */
@@ -639,6 +640,7 @@ static int args_codegen(int argc, char **argv, int *i, HlocArgs *a) {
       {"--conv-workspace", offsetof(HlocArgs, conv_ws)},
       {"--gemm-epilogues", offsetof(HlocArgs, gemm_epilogues)},
       {"--gemm-prologues", offsetof(HlocArgs, gemm_prologues)},
+      {"--cuda-graphs", offsetof(HlocArgs, cuda_graphs)},
 #endif
   };
   const char *arg = argv[*i], *v;
@@ -703,9 +705,11 @@ static int args_check(HlocArgs *a) {
     return fprintf(stderr, "hloc: target '%s' is not available in this build (available: cpu)\n",
                    a->target),
            1;
-  if (!a->is_cuda && (a->gemm_epilogues || a->gemm_prologues))
-    return fprintf(stderr, "hloc: --gemm-%s is an option of the cuda target\n",
-                   a->gemm_epilogues ? "epilogues" : "prologues"),
+  if (!a->is_cuda && (a->gemm_epilogues || a->gemm_prologues || a->cuda_graphs))
+    return fprintf(stderr, "hloc: --%s is an option of the cuda target\n",
+                   a->gemm_epilogues   ? "gemm-epilogues"
+                   : a->gemm_prologues ? "gemm-prologues"
+                                       : "cuda-graphs"),
            1;
   if (a->conv_layout && strcmp(a->conv_layout, "nhwc") && strcmp(a->conv_layout, "nchw"))
     return fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n"), 1;
@@ -822,6 +826,9 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
   const char *gp = a->gemm_prologues;
   if (gp && strcmp(gp, "auto") && strcmp(gp, "fused") && strcmp(gp, "staged"))
     return fprintf(stderr, "hloc: --gemm-prologues must be auto, fused or staged\n"), 1;
+  const char *cg = a->cuda_graphs;
+  if (cg && strcmp(cg, "auto") && strcmp(cg, "off"))
+    return fprintf(stderr, "hloc: --cuda-graphs must be auto or off\n"), 1;
   char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL, *man = NULL;
   CudaOpts co = {.name = nm, .out_path = a->out, .gpu_arch = a->gpu_arch};
   co.opt_level = a->opt < 2 ? a->opt : 3;
@@ -835,6 +842,7 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
   co.gemm_prologues = !gp || !strcmp(gp, "auto") ? CUDA_PROLOGUES_AUTO
                       : !strcmp(gp, "fused")     ? CUDA_PROLOGUES_FUSED
                                                  : CUDA_PROLOGUES_STAGED;
+  co.graphs = cg && !strcmp(cg, "off") ? CUDA_GRAPHS_OFF : CUDA_GRAPHS_AUTO;
   if (co.emit == CUDA_EMIT_OBJ)
     co.header_path = a->header ? a->header : (hdr = replace_ext(a->out, ".h"));
   co.manifest_path = a->manifest                ? a->manifest

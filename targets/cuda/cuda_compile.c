@@ -222,6 +222,11 @@ static void cc_stats(CudaCg *cc, FILE *f) {
       "cuDNN workspace)\n",
       cc->nkernels, gemms, lts, cc->nepi, cc->nconvs, cc->nffts, (long long)cc->temp_bytes,
       (long long)cc->stage_bytes, (long long)cc->ws_bytes);
+  if (cc->graph_nodes)
+    fprintf(f, "cuda: replayed as a CUDA graph of %lld launches\n", (long long)cc->graph_nodes);
+  else
+    fprintf(f, "cuda: launched step by step (%s)\n",
+            cc->o->graphs == CUDA_GRAPHS_OFF ? "--cuda-graphs=off" : "no CUDA graph for its steps");
   if (cc->nloop_products) {
     fprintf(f,
             "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "
@@ -383,6 +388,7 @@ bool cuda_compile(HModule *m, const CudaOpts *o, HErr *err) {
   if (o->emit != CUDA_EMIT_PTX || o->stats) {
     if (!cuda_ptxas(cc, ptxas, ptx, ptx_len, &cubin, &cubin_len, err)) goto done_dl;
   }
+  cc->graph_nodes = cuda_graph_nodes(cc);
   if (o->emit == CUDA_EMIT_OBJ) {
     if (!cuda_host_object(cc, cubin, cubin_len, ptx, ptx_len, &obj, &obj_len, err)) goto done_dl;
     if (o->header_path) hdr = cuda_header_text(cc, &hdr_len);

@@ -189,9 +189,11 @@ char *cuda_manifest_text(CudaCg *cc, const char *image, size_t *len) {
   bj(&b, cc->arch);
   hlo_str_printf(&b, ",\n  \"image\": ");
   bj(&b, image);
-  hlo_str_printf(
-      &b, ",\n  \"precision\": \"%s\",\n  \"temp_bytes\": %lld,\n  \"temp_align\": 256,\n",
-      cc->o->precision == CUDA_PRECISION_TF32 ? "tf32" : "highest", (long long)cc->temp_bytes);
+  hlo_str_printf(&b,
+                 ",\n  \"precision\": \"%s\",\n  \"temp_bytes\": %lld,\n  \"temp_align\": 256,\n"
+                 "  \"graph_launches\": %lld,\n",
+                 cc->o->precision == CUDA_PRECISION_TF32 ? "tf32" : "highest",
+                 (long long)cc->temp_bytes, (long long)cc->graph_nodes);
   int nt = e->nparams + plan->nresults + 1;
   const char **names = calloc((size_t)nt, sizeof *names);
   const Shape **shapes = calloc((size_t)nt, sizeof *shapes);

@@ -33,91 +33,13 @@
  *     used, 201 without a current context;
  *   - NAME_arg_info / NAME_result_info: the tensor tables, laid out like the CPU target's.
  * Requires glibc's PTHREAD_MUTEX_INITIALIZER to be all zero bytes (it is on Linux). */
-#include "cuda_impl.h"
+#include "cuda_host.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CU_SLOTS 8 /* CUDA contexts one process may run a model in */
-
-typedef struct Host {
-  CudaCg *cc;                               /* compilation */
-  LLVMContextRef C;                         /* host context */
-  LLVMModuleRef M;                          /* host module */
-  LLVMBuilderRef B;                         /* builder */
-  LLVMTypeRef i8, i32, i64, ptr, f32, f64;  /* types */
-  LLVMValueRef ctxs, mods, fns, blas, lock; /* state globals */
-  LLVMValueRef dnn, descs, algos;           /* cuDNN: handle per slot, 4 descriptors and the
-                                               algorithm of every convolution per slot */
-  LLVMValueRef lth, ltd, lta;               /* cuBLASLt: handle per slot, 4 descriptors (matmul,
-                                               A, B, C) and the algorithm (64 bytes) of every
-                                               cuBLASLt GEMM per slot */
-  LLVMValueRef ltf;                         /* per slot and cuBLASLt GEMM: 1 where a fused
-                                               epilogue got no algorithm (runs unfused) */
-  LLVMValueRef ffts;                        /* cuFFT: the plan (an int cufftHandle) of every
-                                               transform per slot */
-  LLVMValueRef cubin, ptx;                  /* images */
-  LLVMValueRef knames;                      /* [nk x ptr] kernel names */
-  LLVMValueRef fn;                          /* function being built */
-} Host;
-
-static LLVMValueRef h_i32(Host *h, long long v) {
-  return LLVMConstInt(h->i32, (unsigned long long)v, 1);
-}
-static LLVMValueRef h_i64(Host *h, long long v) {
-  return LLVMConstInt(h->i64, (unsigned long long)v, 1);
-}
-
-static LLVMValueRef h_decl(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, int n) {
-  LLVMValueRef f = LLVMGetNamedFunction(h->M, name);
-  if (f) return f;
-  return LLVMAddFunction(h->M, name, LLVMFunctionType(ret, ps, (unsigned)n, 0));
-}
-
-static LLVMValueRef h_call(Host *h, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps,
-                           LLVMValueRef *args, int n) {
-  LLVMValueRef f = h_decl(h, name, ret, ps, n);
-  return LLVMBuildCall2(h->B, LLVMGlobalGetValueType(f), f, args, (unsigned)n, "");
-}
-
-static LLVMValueRef h_global(Host *h, LLVMTypeRef t, const char *name, LLVMValueRef init,
-                             bool cnst) {
-  LLVMValueRef g = LLVMAddGlobal(h->M, t, name);
-  LLVMSetInitializer(g, init ? init : LLVMConstNull(t));
-  LLVMSetGlobalConstant(g, cnst);
-  LLVMSetLinkage(g, LLVMInternalLinkage);
-  return g;
-}
-
-static LLVMValueRef h_str(Host *h, const char *s, const char *name) {
-  LLVMValueRef init = LLVMConstStringInContext(h->C, s, (unsigned)strlen(s), 0);
-  LLVMValueRef g = h_global(h, LLVMTypeOf(init), name, init, true);
-  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
-  return g;
-}
-
-/* if (cond) return rv; */
-static void h_ret_if(Host *h, LLVMValueRef cond, LLVMValueRef rv) {
-  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->C, h->fn, "fail");
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(h->C, h->fn, "ok");
-  LLVMBuildCondBr(h->B, cond, bad, go);
-  LLVMPositionBuilderAtEnd(h->B, bad);
-  LLVMBuildRet(h->B, rv);
-  LLVMPositionBuilderAtEnd(h->B, go);
-}
-
-static void h_check(Host *h, LLVMValueRef st, int add) {
-  LLVMValueRef bad = LLVMBuildICmp(h->B, LLVMIntNE, st, h_i32(h, 0), "");
-  h_ret_if(h, bad, add ? LLVMBuildAdd(h->B, st, h_i32(h, add), "") : st);
-}
-
-static LLVMValueRef h_slot_ptr(Host *h, LLVMValueRef arr, LLVMValueRef slot) {
-  LLVMValueRef ix[2] = {h_i64(h, 0), slot};
-  return LLVMBuildInBoundsGEP2(h->B, LLVMGlobalGetValueType(arr), arr, ix, 2, "");
-}
 
 /* The slot holding context ctx (acquire loads), or -1: an internal function. */
 static LLVMValueRef h_lookup_fn(Host *h) {
@@ -139,11 +61,7 @@ static LLVMValueRef h_lookup_fn(Host *h) {
   return f;
 }
 
-static void h_lock(Host *h, bool on) {
-  LLVMTypeRef ps[1] = {h->ptr};
-  LLVMValueRef a[1] = {h->lock};
-  h_call(h, on ? "pthread_mutex_lock" : "pthread_mutex_unlock", h->i32, ps, a, 1);
-}
+static void h_lock(Host *h, bool on) { h_mutex(h, h->lock, on); }
 
 /* Exits of a function built under a lock: branches to done, whose phi rv takes the value. */
 typedef struct HExit {
@@ -837,14 +755,31 @@ static void h_flow_branch(Host *h, const HFlow *fl, LLVMValueRef cond, int targe
   LLVMPositionBuilderAtEnd(h->B, on);
 }
 
-/* A copy from a constant's bytes in this object to the device. */
+/* A copy from a constant's bytes to the device: a memset where the bytes repeat one 1-, 2- or
+ * 4-byte value (a loop counter's start: no pageable copy, which a graph cannot capture), else
+ * a copy from the bytes kept in this object. */
 static void h_copy_const(Host *h, const HFlow *fl, const CuStep *s) {
+  LLVMValueRef dst = LLVMBuildPtrToInt(h->B, h_run_addr(h, fl->r, &s->dst), h->i64, "");
+  int width;
+  uint32_t value;
+  if (cuda_graph_memset(s, &width, &value)) {
+    static const char *const fn[5] = {NULL, "cuMemsetD8Async", "cuMemsetD16Async", NULL,
+                                      "cuMemsetD32Async"};
+    LLVMTypeRef ms[4] = {h->i64,
+                         width == 4   ? h->i32
+                         : width == 2 ? LLVMInt16TypeInContext(h->C)
+                                      : h->i8,
+                         h->i64, h->ptr};
+    LLVMValueRef ma[4] = {dst, LLVMConstInt(ms[1], value, 0), h_i64(h, s->bytes / width),
+                          fl->r->stream};
+    h_check(h, h_call(h, fn[width], h->i32, ms, ma, 4), 0);
+    return;
+  }
   const char *bytes = (const char *)s->hconst->data + s->src.offset;
   LLVMValueRef init = LLVMConstStringInContext(h->C, bytes, (unsigned)s->bytes, 1);
   LLVMValueRef g = h_global(h, LLVMTypeOf(init), "hloc_loop_const", init, true);
   LLVMTypeRef cp4[4] = {h->i64, h->ptr, h->i64, h->ptr};
-  LLVMValueRef ca[4] = {LLVMBuildPtrToInt(h->B, h_run_addr(h, fl->r, &s->dst), h->i64, ""), g,
-                        h_i64(h, s->bytes), fl->r->stream};
+  LLVMValueRef ca[4] = {dst, g, h_i64(h, s->bytes), fl->r->stream};
   h_check(h, h_call(h, "cuMemcpyHtoDAsync_v2", h->i32, cp4, ca, 4), 0);
 }
 
@@ -877,16 +812,18 @@ static bool h_flow_step(Host *h, const HFlow *fl, const CuStep *s) {
   return true;
 }
 
-static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
+/* The steps of NAME_cuda_run in order on a stream, for the context in a slot: an internal
+ * function i32 (args, results, temp, stream, slot i64) that NAME_cuda_run calls directly or
+ * through its graph replay (cuda_graph.c). */
+static LLVMValueRef h_steps_fn(Host *h) {
   CudaCg *cc = h->cc;
   LLVMBuilderRef B = h->B;
-  char name[256];
-  snprintf(name, sizeof name, "%s_cuda_run", cc->o->name);
-  LLVMTypeRef ps[4] = {h->ptr, h->ptr, h->ptr, h->ptr};
-  LLVMValueRef f = LLVMAddFunction(h->M, name, LLVMFunctionType(h->i32, ps, 4, 0));
+  LLVMTypeRef ps[5] = {h->ptr, h->ptr, h->ptr, h->ptr, h->i64};
+  LLVMValueRef f = LLVMAddFunction(h->M, "hloc_cuda_steps", LLVMFunctionType(h->i32, ps, 5, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
   h->fn = f;
   LLVMValueRef args = LLVMGetParam(f, 0), results = LLVMGetParam(f, 1), temp = LLVMGetParam(f, 2);
-  LLVMValueRef stream = LLVMGetParam(f, 3);
+  LLVMValueRef stream = LLVMGetParam(f, 3), slot = LLVMGetParam(f, 4);
   LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
   int maxp = 1;
   for (int i = 0; i < cc->nsteps; i++)
@@ -895,39 +832,9 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   LLVMTypeRef vt = LLVMArrayType2(h->ptr, (uint64_t)maxp);
   LLVMValueRef vals = LLVMBuildAlloca(B, vt, "vals");
   LLVMValueRef pp = LLVMBuildAlloca(B, vt, "pp");
-  LLVMValueRef cp = LLVMBuildAlloca(B, h->ptr, "ctx");
   LLVMValueRef alpha = LLVMBuildAlloca(B, h->f64, "alpha");
   LLVMValueRef beta = LLVMBuildAlloca(B, h->f64, "beta");
   LLVMValueRef word = LLVMBuildAlloca(B, h->i64, "word");
-  LLVMValueRef nul = LLVMConstNull(h->ptr);
-  LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
-  if (cc->cg.entry->nparams > 0)
-    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
-  if (cc->plan.nresults > 0)
-    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
-  if (cc->temp_bytes > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
-  h_ret_if(h, bad, h_i32(h, 1));
-  LLVMTypeRef p1[1] = {h->ptr};
-  h_check(h, h_call(h, "cuCtxGetCurrent", h->i32, p1, &cp, 1), 0);
-  LLVMValueRef ctx = LLVMBuildLoad2(B, h->ptr, cp, "");
-  LLVMTypeRef lt = LLVMGlobalGetValueType(lookup);
-  LLVMValueRef s0 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
-  /* first use in this context: load */
-  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(h->C, f, "load");
-  LLVMBasicBlockRef ready = LLVMAppendBasicBlockInContext(h->C, f, "ready");
-  LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, s0, h_i32(h, 0), ""), load, ready);
-  LLVMPositionBuilderAtEnd(B, load);
-  h_check(h, LLVMBuildCall2(B, LLVMGlobalGetValueType(init), init, NULL, 0, ""), 0);
-  LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
-  h_ret_if(h, LLVMBuildICmp(B, LLVMIntSLT, s1, h_i32(h, 0), ""), h_i32(h, 201));
-  LLVMBasicBlockRef load_end = LLVMGetInsertBlock(B);
-  LLVMBuildBr(B, ready);
-  LLVMPositionBuilderAtEnd(B, ready);
-  LLVMValueRef slot32 = LLVMBuildPhi(B, h->i32, "slot");
-  LLVMAddIncoming(slot32, &s0, &from, 1);
-  LLVMAddIncoming(slot32, &s1, &load_end, 1);
-  LLVMValueRef slot = LLVMBuildSExt(B, slot32, h->i64, "");
   for (int i = 0; i < maxp; i++) {
     LLVMValueRef ix[2] = {h_i64(h, 0), h_i64(h, i)};
     LLVMBuildStore(B, LLVMBuildInBoundsGEP2(B, vt, vals, ix, 2, ""),
@@ -956,7 +863,7 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
       h_run_conv(h, s, &r, dnn);
     } else if (s->kind == CU_STEP_FFT) {
       h_run_fft(h, s, &r);
-    } else {
+    } else if (s->bytes > 0) { /* (an empty copy is no node of a graph) */
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
       LLVMValueRef ca[4] = {
           LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
@@ -967,6 +874,55 @@ static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
   }
   h_flow_at(h, &fl, cc->nsteps);
   LLVMBuildRet(B, h_i32(h, 0));
+  return f;
+}
+
+/* NAME_cuda_run: the arrays checked, the module loaded into the current context on first use,
+ * then its steps (through the graph replay where cc->graph_nodes says the steps are captured). */
+static void h_run_fn(Host *h, LLVMValueRef lookup, LLVMValueRef init) {
+  CudaCg *cc = h->cc;
+  LLVMBuilderRef B = h->B;
+  LLVMValueRef steps = h_steps_fn(h);
+  if (cc->graph_nodes > 0) steps = cuda_graph_fn(h, steps);
+  char name[256];
+  snprintf(name, sizeof name, "%s_cuda_run", cc->o->name);
+  LLVMTypeRef ps[4] = {h->ptr, h->ptr, h->ptr, h->ptr};
+  LLVMValueRef f = LLVMAddFunction(h->M, name, LLVMFunctionType(h->i32, ps, 4, 0));
+  h->fn = f;
+  LLVMValueRef args = LLVMGetParam(f, 0), results = LLVMGetParam(f, 1), temp = LLVMGetParam(f, 2);
+  LLVMValueRef stream = LLVMGetParam(f, 3);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, f, "entry"));
+  LLVMValueRef cp = LLVMBuildAlloca(B, h->ptr, "ctx");
+  LLVMValueRef nul = LLVMConstNull(h->ptr);
+  LLVMValueRef bad = LLVMConstInt(LLVMInt1TypeInContext(h->C), 0, 0);
+  if (cc->cg.entry->nparams > 0)
+    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, args, nul, ""), "");
+  if (cc->plan.nresults > 0)
+    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, results, nul, ""), "");
+  if (cc->temp_bytes > 0) bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntEQ, temp, nul, ""), "");
+  h_ret_if(h, bad, h_i32(h, 1));
+  LLVMTypeRef p1[1] = {h->ptr};
+  h_check(h, h_call(h, "cuCtxGetCurrent", h->i32, p1, &cp, 1), 0);
+  LLVMValueRef ctx = LLVMBuildLoad2(B, h->ptr, cp, "");
+  LLVMTypeRef lt = LLVMGlobalGetValueType(lookup);
+  LLVMValueRef s0 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  /* first use in this context: load */
+  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(h->C, f, "load");
+  LLVMBasicBlockRef ready = LLVMAppendBasicBlockInContext(h->C, f, "ready");
+  LLVMBasicBlockRef from = LLVMGetInsertBlock(B);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, s0, h_i32(h, 0), ""), load, ready);
+  LLVMPositionBuilderAtEnd(B, load);
+  h_check(h, LLVMBuildCall2(B, LLVMGlobalGetValueType(init), init, NULL, 0, ""), 0);
+  LLVMValueRef s1 = LLVMBuildCall2(B, lt, lookup, &ctx, 1, "");
+  h_ret_if(h, LLVMBuildICmp(B, LLVMIntSLT, s1, h_i32(h, 0), ""), h_i32(h, 201));
+  LLVMBasicBlockRef load_end = LLVMGetInsertBlock(B);
+  LLVMBuildBr(B, ready);
+  LLVMPositionBuilderAtEnd(B, ready);
+  LLVMValueRef slot32 = LLVMBuildPhi(B, h->i32, "slot");
+  LLVMAddIncoming(slot32, &s0, &from, 1);
+  LLVMAddIncoming(slot32, &s1, &load_end, 1);
+  LLVMValueRef a5[5] = {args, results, temp, stream, LLVMBuildSExt(B, slot32, h->i64, "")};
+  LLVMBuildRet(B, LLVMBuildCall2(B, LLVMGlobalGetValueType(steps), steps, a5, 5, ""));
 }
 
 /* NAME_arg_info / NAME_result_info, as the CPU target lays them out. */

@@ -189,6 +189,8 @@ typedef struct CudaCg {
   int ncounters;                /* host counters of counted loops */
   int nloop_products;           /* dots and convolutions left to loop kernels (--stats) */
   const char *loop_products[4]; /* the first of them */
+  int64_t graph_nodes;          /* steps a call launches when NAME_cuda_run replays them as a
+                                   CUDA graph (cuda_graph.c); 0: launched directly */
 } CudaCg;
 
 /* Resolve the storage of an instruction of the computation being emitted (cc->region) to a
@@ -410,6 +412,9 @@ bool cuda_ptxas(CudaCg *cc, const char *ptxas, const char *ptx, size_t len, char
 /* ------------------------------------------------------------------ cuda_host.c */
 
 /* The host object (x86-64 ELF) embedding cubin and ptx; *obj malloc'd. */
+/* The steps a call launches when they can be replayed as a CUDA graph (cuda_graph.c), else 0
+ * (--cuda-graphs=off, a data-dependent loop, a copy of a constant no memset does, too many). */
+int64_t cuda_graph_nodes(const CudaCg *cc);
 bool cuda_host_object(CudaCg *cc, const char *cubin, size_t cubin_len, const char *ptx,
                       size_t ptx_len, char **obj, size_t *obj_len, HErr *err);
 

@@ -62,6 +62,14 @@ static bool sk_cheap(const HInstr *x) {
          (hlo_op_flags(o) & OPF_ELEM) != 0;
 }
 
+/* Ops that select S's elements (a scan's step sliced out and concatenated with its state):
+ * cheap on S's side, whose values every block computes again, not at W's index, which is read
+ * by vector accesses. */
+static bool sk_select(const HInstr *x) {
+  HOp o = x->op;
+  return o == OP_CONCATENATE || o == OP_DYNAMIC_SLICE || o == OP_PAD || o == OP_REVERSE;
+}
+
 /* Whether the fusion members S's and W's expressions (sop, wop) read are cheap per element, and
  * W's read everything of its own dims at its own index (elementwise ops, and broadcasts of
  * smaller operands), so that its vector accesses are W's rows. One walk from the users down
@@ -76,7 +84,7 @@ bool cuda_dot_operands_ok(HArena *a, const HComp *c, const HInstr *sop, const HI
   for (int i = c->ninstrs - 1; i >= 0; i--) {
     const HInstr *x = c->instrs[i];
     if (!f[i]) continue;
-    if (!sk_cheap(x) || x->op == OP_DOT) return false;
+    if (!(sk_cheap(x) || (!(f[i] & WIDX) && sk_select(x))) || x->op == OP_DOT) return false;
     bool bc = x->op == OP_BROADCAST;
     if ((f[i] & WIDX) && bc && hlo_shape_elems(&x->ops[0]->shape) > hlo_shape_elems(ws) / 8)
       return false;
@@ -157,7 +165,10 @@ static bool sk_match(CudaCg *cc, const HInstr *in, SkPlan *p) {
   /* where cuBLAS reads W as it is, it wins on large weights (measured, docs/benchmarks.md);
    * more than 8 rows of such a W stay with it (not measured) */
   bool prologue = in != dot && dot->ops[p->w]->op != OP_PARAMETER;
-  if (!prologue &&
+  /* an S the fusion computes (a scan's concatenated input and state) would be staged for
+   * cuBLAS by a kernel of its own: on a W of moderate size one kernel does all three steps */
+  bool s_prologue = in != dot && dot->ops[p->s]->op != OP_PARAMETER && p->N * p->K <= SK_PLAIN_MAX;
+  if (!prologue && !s_prologue &&
       (p->mma ? p->N * p->K > SK_PLAIN_MAX || p->M > SK_ROWS : p->M != SK_PLAIN_FMA_ROWS))
     return false;
   /* splits: SK_WAVE blocks, each split's k a multiple of SK_SPLIT, partials at most an eighth

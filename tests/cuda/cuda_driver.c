@@ -10,11 +10,12 @@
  * 3e-2 of the reference's largest magnitude, and its .npy files may hold the 16-bit patterns
  * as '<u2'). Then times ITERS more runs
  * (default 20): GPU time between CUDA events around the runs and host wall-clock time of
- * the runs plus the final synchronization, both per run. Prints one line:
- *   PASS|FAIL <dir> results=<n> max_rel=<x> bad=<n> gpu_ms=<t> wall_ms=<t> first_ms=<t>
- * and exits 0 on PASS. With HLOC_SAVE_RESULTS=FOLDER the results are also written there as
- * got<k>.npy (to look at a failure element by element). Linked with the model object, hloc's hlo
- * library (npy reading, comparison), -lcuda and -lcublas. */
+ * the runs plus the final synchronization, both per run. Then checks the results of the calls a
+ * CUDA graph replays: one more call, and two with new result buffers (the second captured). Prints
+ * one line: PASS|FAIL <dir> results=<n> max_rel=<x> bad=<n> gpu_ms=<t> wall_ms=<t> first_ms=<t> and
+ * exits 0 on PASS. With HLOC_SAVE_RESULTS=FOLDER the results are also written there as got<k>.npy
+ * (to look at a failure element by element). Linked with the model object, hloc's hlo library (npy
+ * reading, comparison), -lcuda and -lcublas. */
 #include "hlo.h"
 #include "model.h"
 
@@ -39,6 +40,80 @@ static double now_ms(void) {
       return 1;                                                                                    \
     }                                                                                              \
   } while (0)
+
+/* Results res against DIR/out<k>.npy: the largest relative error into *max_rel, the elements
+ * outside the bar added to *bad; 1 (and a FAIL line naming the call) where a result cannot be
+ * read or compared. */
+static int compare(const char *dir, HArena *a, void *const *res, double rtol, const char *call,
+                   double *max_rel, long long *bad) {
+  HErr err = {0};
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
+    const hloc_tensor_info *ti = &model_result_info[k];
+    Shape sh =
+        hlo_shape_array(hlo_dtype_from_name(ti->dtype, strlen(ti->dtype)), ti->rank, ti->dims);
+    Literal *got = hlo_literal_new(a, &sh);
+    CK(cuMemcpyDtoH(got->data, (CUdeviceptr)res[k], ti->bytes));
+    char p[4096];
+    const char *save = getenv("HLOC_SAVE_RESULTS"); /* a folder: results kept as got<k>.npy */
+    if (save) {
+      snprintf(p, sizeof p, "%s/got%d.npy", save, k);
+      if (!hlo_npy_write(p, got, &err)) fprintf(stderr, "%s\n", err.msg);
+    }
+    snprintf(p, sizeof p, "%s/out%d.npy", dir, k);
+    Literal *want = hlo_npy_read(a, p, &err);
+    double rt = rtol, at = rtol / 10;
+    if (want && hlo_literal_bits_as(want, sh.dt) && (sh.dt == DT_BF16 || sh.dt == DT_F16))
+      rt = 0, at = HLO_LOWP_TOL * hlo_literal_max_abs(want);
+    HCompare c;
+    if (!want || !hlo_literal_compare(got, want, rt, at, &c, &err)) {
+      printf("FAIL %s result %d%s: %s\n", dir, k, call, err.msg);
+      return 1;
+    }
+    if (c.max_rel > *max_rel) *max_rel = c.max_rel;
+    if (c.bad) {
+      fprintf(stderr, "%s result %d%s: %lld elements off; worst [%lld] got %g want %g\n", dir, k,
+              call, (long long)c.bad, (long long)c.worst, c.worst_got, c.worst_want);
+    }
+    *bad += c.bad;
+  }
+  return 0;
+}
+
+/* Results set to NaN garbage (what a call does not write shows). */
+static int garbage(const char *dir, void *const *res) {
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++)
+    CK(cuMemsetD8((CUdeviceptr)res[k], 0xff, model_result_info[k].bytes));
+  return 0;
+}
+
+/* The calls a CUDA graph replays (cuda_graph.c), checked like the first: one more with the
+ * timed calls' pointers (a replay), then with new result buffers a direct call and one that
+ * captures them again (the instance updated). */
+static int graph_calls(const char *dir, HArena *a, void **args, void **res, void *temp, CUstream s,
+                       double rtol, double *max_rel, long long *bad) {
+  void *res2[MODEL_NUM_RESULTS + 1];
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, model_result_info[k].bytes ? model_result_info[k].bytes : 1));
+    res2[k] = (void *)d;
+  }
+  for (int call = 0; call < 3; call++) {
+    void **r = call ? res2 : res;
+    if (call != 1 && garbage(dir, r)) return 1;
+    int rc = model_cuda_run((const void *const *)args, r, temp, s);
+    if (rc) {
+      printf("FAIL %s model_cuda_run returned %d (graph call %d)\n", dir, rc, call);
+      return 1;
+    }
+    CK(cuStreamSynchronize(s));
+    if (call != 1 &&
+        compare(dir, a, r, rtol, call ? " (a new graph)" : " (replayed)", max_rel, bad))
+      return 1;
+  }
+  for (int k = 0; k < MODEL_NUM_RESULTS; k++)
+    CK(cuMemFree((CUdeviceptr)res2[k]));
+  return 0;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -93,35 +168,7 @@ int main(int argc, char **argv) {
   double first = now_ms() - t0;
   double max_rel = 0;
   long long bad = 0;
-  for (int k = 0; k < MODEL_NUM_RESULTS; k++) {
-    const hloc_tensor_info *ti = &model_result_info[k];
-    Shape sh =
-        hlo_shape_array(hlo_dtype_from_name(ti->dtype, strlen(ti->dtype)), ti->rank, ti->dims);
-    Literal *got = hlo_literal_new(a, &sh);
-    CK(cuMemcpyDtoH(got->data, (CUdeviceptr)res[k], ti->bytes));
-    char p[4096];
-    const char *save = getenv("HLOC_SAVE_RESULTS"); /* a folder: results kept as got<k>.npy */
-    if (save) {
-      snprintf(p, sizeof p, "%s/got%d.npy", save, k);
-      if (!hlo_npy_write(p, got, &err)) fprintf(stderr, "%s\n", err.msg);
-    }
-    snprintf(p, sizeof p, "%s/out%d.npy", dir, k);
-    Literal *want = hlo_npy_read(a, p, &err);
-    double rt = rtol, at = rtol / 10;
-    if (want && hlo_literal_bits_as(want, sh.dt) && (sh.dt == DT_BF16 || sh.dt == DT_F16))
-      rt = 0, at = HLO_LOWP_TOL * hlo_literal_max_abs(want);
-    HCompare c;
-    if (!want || !hlo_literal_compare(got, want, rt, at, &c, &err)) {
-      printf("FAIL %s result %d: %s\n", dir, k, err.msg);
-      return 1;
-    }
-    if (c.max_rel > max_rel) max_rel = c.max_rel;
-    if (c.bad) {
-      fprintf(stderr, "%s result %d: %lld elements off; worst [%lld] got %g want %g\n", dir, k,
-              (long long)c.bad, (long long)c.worst, c.worst_got, c.worst_want);
-    }
-    bad += c.bad;
-  }
+  if (compare(dir, a, res, rtol, "", &max_rel, &bad)) return 1;
   CUevent e0, e1;
   CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
   CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
@@ -137,6 +184,7 @@ int main(int argc, char **argv) {
   double wall = (now_ms() - w0) / (iters ? iters : 1);
   float gpu = 0;
   CK(cuEventElapsedTime(&gpu, e0, e1));
+  if (graph_calls(dir, a, args, res, (void *)temp, s, rtol, &max_rel, &bad)) return 1;
   printf("%s %s results=%d max_rel=%.3g bad=%lld gpu_ms=%.4f wall_ms=%.4f first_ms=%.1f\n",
          bad ? "FAIL" : "PASS", dir, MODEL_NUM_RESULTS, max_rel, bad, gpu / (iters ? iters : 1),
          wall, first);
