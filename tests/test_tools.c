@@ -124,6 +124,14 @@ Test(tools, bad_inputs_one_line_exit_1) {
   cr_expect_eq(r->rc, 1);
   cr_expect_eq(lines(r->err), 1, "%s", r->err);
   cr_expect(strstr(r->err, "--gemm-prologues is an option of the cuda target"), "%s", r->err);
+  r = run(HLOC " %s --cuda-graphs=off", path);
+  cr_expect_eq(r->rc, 1);
+  cr_expect(strstr(r->err, "--cuda-graphs is an option of the cuda target"), "%s", r->err);
+#ifdef HLOC_HAVE_CUDA
+  r = run(HLOC " %s --target=cuda --cuda-graphs=sometimes -o %s/m.o", path, dir);
+  cr_expect_eq(r->rc, 1);
+  cr_expect(strstr(r->err, "--cuda-graphs must be auto or off"), "%s", r->err);
+#endif
   run("rm -rf %s", dir);
 }
 

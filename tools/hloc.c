@@ -711,6 +711,13 @@ static int args_check(HlocArgs *a) {
                    : a->gemm_prologues ? "gemm-prologues"
                                        : "cuda-graphs"),
            1;
+  const char *ge = a->gemm_epilogues, *gp = a->gemm_prologues, *cg = a->cuda_graphs;
+  if (ge && strcmp(ge, "fused") && strcmp(ge, "fallback"))
+    return fprintf(stderr, "hloc: --gemm-epilogues must be fused or fallback\n"), 1;
+  if (gp && strcmp(gp, "auto") && strcmp(gp, "fused") && strcmp(gp, "staged"))
+    return fprintf(stderr, "hloc: --gemm-prologues must be auto, fused or staged\n"), 1;
+  if (cg && strcmp(cg, "auto") && strcmp(cg, "off"))
+    return fprintf(stderr, "hloc: --cuda-graphs must be auto or off\n"), 1;
   if (a->conv_layout && strcmp(a->conv_layout, "nhwc") && strcmp(a->conv_layout, "nchw"))
     return fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n"), 1;
   if (a->conv_algo && strcmp(a->conv_algo, "auto") && strcmp(a->conv_algo, "direct"))
@@ -820,15 +827,7 @@ static int emit_cuda(HModule *m, const HlocArgs *a) {
            1;
   if (ws && (end == ws || *end || mib < 1 || mib > (1LL << 24)))
     return fprintf(stderr, "hloc: --conv-workspace must be a size in MiB (1 to 16777216)\n"), 1;
-  const char *ge = a->gemm_epilogues;
-  if (ge && strcmp(ge, "fused") && strcmp(ge, "fallback"))
-    return fprintf(stderr, "hloc: --gemm-epilogues must be fused or fallback\n"), 1;
-  const char *gp = a->gemm_prologues;
-  if (gp && strcmp(gp, "auto") && strcmp(gp, "fused") && strcmp(gp, "staged"))
-    return fprintf(stderr, "hloc: --gemm-prologues must be auto, fused or staged\n"), 1;
-  const char *cg = a->cuda_graphs;
-  if (cg && strcmp(cg, "auto") && strcmp(cg, "off"))
-    return fprintf(stderr, "hloc: --cuda-graphs must be auto or off\n"), 1;
+  const char *ge = a->gemm_epilogues, *gp = a->gemm_prologues, *cg = a->cuda_graphs;
   char *nm = a->name ? strdup(a->name) : stem_identifier(a->out), *hdr = NULL, *man = NULL;
   CudaOpts co = {.name = nm, .out_path = a->out, .gpu_arch = a->gpu_arch};
   co.opt_level = a->opt < 2 ? a->opt : 3;
