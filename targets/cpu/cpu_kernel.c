@@ -1196,6 +1196,28 @@ static bool kn_scatter_kernel(CpuCg *cg, HInstr *in) {
   return cpu_kern_end(k, 1);
 }
 
+/* A lone dynamic-update-slice computed in place of its operand (a scan's outputs, a KV cache):
+ * only the update's elements, written where they go (the elementwise kernel would read and
+ * write every element of the operand, a whole [T, ...] output per trip of a scan); 0 when it
+ * is not in place (the elementwise kernel then copies and updates in one pass). */
+static int kn_dus_kernel(CpuCg *cg, HInstr *in) {
+  if (in->op != OP_DYNAMIC_UPDATE_SLICE || !hlo_shape_elems(&in->ops[1]->shape)) return 0;
+  int64_t o0 = 0, o1 = 0;
+  if (memplan_base(&cg->plan, in->idx, &o1) != memplan_base(&cg->plan, in->ops[0]->idx, &o0) ||
+      o0 != o1)
+    return 0;
+  GenKern *k = cpu_kern_begin(cg, in);
+  const Shape *us = &in->ops[1]->shape;
+  KnSplit none = {-1, 0, 1};
+  GenLoop loops[HLO_MAX_RANK];
+  LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK];
+  int nl = kn_open_nest(k, us, &none, us->rank, loops, ui);
+  LLVMValueRef v = gen_dus_index(k, in, ui, oi) ? gen_value(k, in->ops[1], ui) : NULL;
+  if (v) gen_store_elem(k, cpu_buffer(k, in), &in->shape, oi, v);
+  kn_close_nest(k, loops, nl);
+  return cpu_kern_end(k, 1) ? 1 : -1;
+}
+
 void cpu_note_loop_product(CpuCg *cg, const char *name) {
   if (cg->products[CPU_PROD_LOOPS] < 4) cg->loop_products[cg->products[CPU_PROD_LOOPS]] = name;
   cg->products[CPU_PROD_LOOPS]++;
@@ -1231,6 +1253,8 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
   if (in->op == OP_SORT) return cpu_sort_kernel(cg, in);
   if (in->op == OP_FFT) return cpu_fft_kernel(cg, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cpu_select_scatter_kernel(cg, in);
+  int du = kn_dus_kernel(cg, in);
+  if (du != 0) return du > 0;
   if (b->kind != MEM_ALIAS) {
     int cr = kn_colred_kernel(cg, in);
     if (cr != 0) return cr > 0;

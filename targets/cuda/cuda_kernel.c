@@ -2324,27 +2324,13 @@ typedef struct DusCtx {
   LLVMValueRef out; /* its storage */
 } DusCtx;
 
-/* Output element start + ui = update element ui; starts clamped as XLA clamps them. */
+/* Output element start + ui = update element ui (gen_dus_index). */
 static bool ck_dus_body(GenKern *k, LLVMValueRef *ui, void *vctx) {
   DusCtx *c = vctx;
-  const HInstr *in = c->in;
-  const Shape *os = &in->shape, *us = &in->ops[1]->shape;
-  LLVMBuilderRef B = k->B;
   LLVMValueRef oi[HLO_MAX_RANK];
-  for (int d = 0; d < os->rank; d++) {
-    const HInstr *si = in->ops[2 + d];
-    LLVMValueRef v = gen_value(k, si, NULL);
-    if (!v) return false;
-    v = hlo_dtype_kind(si->shape.dt) == DK_UINT ? LLVMBuildZExtOrBitCast(B, v, k->cg->i64, "")
-                                                : LLVMBuildSExtOrBitCast(B, v, k->cg->i64, "");
-    LLVMValueRef hi = gen_i64(k, os->dims[d] - us->dims[d]);
-    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, v, gen_i64(k, 0), ""), gen_i64(k, 0), v,
-                        "");
-    v = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, v, hi, ""), hi, v, "");
-    oi[d] = LLVMBuildNSWAdd(B, v, ui[d], "");
-  }
-  LLVMValueRef v = gen_value(k, in->ops[1], ui);
-  if (v) gen_store_elem(k, c->out, os, oi, v);
+  if (!gen_dus_index(k, c->in, ui, oi)) return false;
+  LLVMValueRef v = gen_value(k, c->in->ops[1], ui);
+  if (v) gen_store_elem(k, c->out, &c->in->shape, oi, v);
   return v != NULL;
 }
 

@@ -238,6 +238,10 @@ LLVMValueRef gen_select(GenKern *k, LLVMValueRef c, LLVMValueRef a, LLVMValueRef
 
 /* ------------------------------------------------------------------ gen_scatter.c */
 
+/* The output index oi of update element ui of dynamic-update-slice dus: its starts clamped as
+ * XLA clamps them (the update inside the operand), plus ui. */
+bool gen_dus_index(GenKern *k, const HInstr *dus, const LLVMValueRef *ui, LLVMValueRef *oi);
+
 /* The operand count N of a scatter (1 plain, N variadic; 0 when its operands and result do
  * not have that form); for update index ui, the output index oi its element goes to and
  * whether it goes at all (*ok: XLA skips an update whose window does not fit; false when

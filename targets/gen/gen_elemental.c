@@ -1976,3 +1976,15 @@ bool gen_op_supported_ex(const HInstr *in, const char *target, bool complex_ok, 
   }
   return true;
 }
+
+bool gen_dus_index(GenKern *k, const HInstr *dus, const LLVMValueRef *ui, LLVMValueRef *oi) {
+  const Shape *os = &dus->shape, *us = &dus->ops[1]->shape;
+  for (int d = 0; d < os->rank; d++) {
+    const HInstr *si = dus->ops[2 + d];
+    LLVMValueRef s = gen_value(k, si, NULL);
+    if (!s) return false;
+    s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
+    oi[d] = ix_add(k, s, ui[d]);
+  }
+  return true;
+}
