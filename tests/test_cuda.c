@@ -435,6 +435,37 @@ Test(cuda_ptx, while_loops_as_host_driven_steps) {
   free(js);
 }
 
+/* Scatter applies its updates in parallel where their order cannot matter: an adding combiner by
+ * atomic adds, a maximum or a product by a compare-and-swap loop, declared-unique indices by
+ * plain stores; a variadic scatter stays on one thread. */
+Test(cuda_ptx, scatters_in_parallel) {
+  static const struct {
+    const char *c, *kind, *atom;
+    int n;
+  } cases[] = {{"scatter_add_rows", "scatter-par", "atom.global.add.f32", 1},
+               {"scatter_max_mul", "scatter-par", "atom.global.cas.b32", 2},
+               {"scatter_set_unique", "scatter-par", NULL, 1},
+               {"scatter_variadic", "scatter", NULL, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char path[512], kind[64];
+    snprintf(path, sizeof path, HLOC_TEST_DIR "/cuda/cases/%s.hlo", cases[i].c);
+    HErr err = {0};
+    HModule *m = proto_load_file(path, &err);
+    cr_assert(m && hlo_verify(m, &err), "%s", err.msg);
+    char *ptx;
+    size_t n;
+    char *js = tu_kernels(m, cases[i].c, CUDA_EMIT_PTX, 3, &ptx, &n);
+    snprintf(kind, sizeof kind, "\"shape\": \"%s\"", cases[i].kind);
+    cr_expect_eq(tu_count(js, kind), cases[i].n, "%s: %s", cases[i].c, js);
+    cr_expect_eq(tu_count(ptx, "atom.global.cas") + tu_count(ptx, "atom.global.add"),
+                 cases[i].atom ? cases[i].n : 0, "%s", cases[i].c);
+    if (cases[i].atom)
+      cr_expect(strstr(ptx, cases[i].atom), "%s: no %s", cases[i].c, cases[i].atom);
+    free(js);
+    free(ptx);
+  }
+}
+
 /* ------------------------------------------------------------------ host object and header */
 
 static char *tu_object(const char *fixture, const char *name, char **dir_out) {

@@ -244,6 +244,10 @@ bool cuda_kend(GenKern *k);
  * blocks (set from the element count when still 0). */
 typedef bool (*CkBody)(GenKern *k, LLVMValueRef *idx, void *ctx);
 void cuda_grid_loop(GenKern *k, CuStep *st, const Shape *ls, CkBody body, void *ctx);
+/* Leaf j of tuple shape s stored back to back from p (its address, made in the kernel's entry). */
+LLVMValueRef cuda_leaf_ptr(GenKern *k, LLVMValueRef p, const Shape *s, int j);
+/* The kernels of a scatter (cuda_scatter.c). */
+bool cuda_scatter(CudaCg *cc, HInstr *in);
 /* The kernels of a sort instruction (cuda_sort.c), of a select-and-scatter
  * (cuda_select_scatter.c). */
 bool cuda_sort(CudaCg *cc, HInstr *in);

@@ -457,7 +457,7 @@ static int64_t ck_grid(int64_t work, int64_t per_block) {
 }
 
 /* Pointer (entry block) to leaf j of a tuple-shaped value stored at p. */
-static LLVMValueRef ck_leaf(GenKern *k, LLVMValueRef p, const Shape *s, int j) {
+LLVMValueRef cuda_leaf_ptr(GenKern *k, LLVMValueRef p, const Shape *s, int j) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(k->B);
   LLVMPositionBuilderBefore(k->B, k->entry_br);
   LLVMValueRef ix = gen_i64(k, memplan_tuple_offset(s, j));
@@ -508,14 +508,14 @@ static bool ck_loop_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
     LLVMValueRef vals[HLO_MAX_RANK * 2];
     if (s->ntuple > HLO_MAX_RANK * 2 || !gen_value_multi(k, in, idx, vals)) return false;
     for (int j = 0; j < s->ntuple; j++)
-      gen_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
+      gen_store_elem(k, cuda_leaf_ptr(k, c->out, s, j), &s->tuple[j], idx, vals[j]);
     return true;
   }
   const HInstr *froot = in->calls[0]->root;
   for (int j = 0; j < s->ntuple && !k->failed; j++) {
     if (c->leaves && !c->leaves[j]) continue;
     LLVMValueRef v = gen_value(k, froot->ops[j], idx);
-    if (v) gen_store_elem(k, ck_leaf(k, c->out, s, j), &s->tuple[j], idx, v);
+    if (v) gen_store_elem(k, cuda_leaf_ptr(k, c->out, s, j), &s->tuple[j], idx, v);
   }
   return !k->failed;
 }
@@ -530,8 +530,8 @@ static bool ck_loop_kernel(CudaCg *cc, HInstr *in, const Shape *ls, bool *leaves
   if (mat)
     for (int j = 0; j < in->shape.ntuple && k->nmat < GEN_MAX_MAT; j++)
       if (mat[j])
-        k->mat[k->nmat++] =
-            (GenMat){in->calls[0]->root->ops[j], ck_leaf(k, c.out, &in->shape, j), DT_INVALID};
+        k->mat[k->nmat++] = (GenMat){in->calls[0]->root->ops[j],
+                                     cuda_leaf_ptr(k, c.out, &in->shape, j), DT_INVALID};
   cuda_grid_loop(k, st, ls, ck_loop_body, &c);
   return cuda_kend(k);
 }
@@ -1023,7 +1023,7 @@ static void ck_reduce_store(GenKern *k, const RowPlan *p, HInstr *in, LLVMValueR
         continue;
       ck_squeeze_idx(k, &h0->shape, oidx, &s->tuple[q], si);
       LLVMValueRef r = gen_value(k, p->comp->root->ops[q], si);
-      if (r) gen_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], si, r);
+      if (r) gen_store_elem(k, cuda_leaf_ptr(k, out, s, q), &s->tuple[q], si, r);
     }
   }
 }
@@ -1058,7 +1058,7 @@ static bool ck_reduce_span(GenKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
     for (int q = 0; q < s->ntuple && !k->failed; q++) {
       if (!hlo_shape_same_dims(&s->tuple[q], p->os)) continue;
       LLVMValueRef lv = gen_value(k, p->comp->root->ops[q], full);
-      if (lv) gen_store_elem(k, ck_leaf(k, out, s, q), &s->tuple[q], full, lv);
+      if (lv) gen_store_elem(k, cuda_leaf_ptr(k, out, s, q), &s->tuple[q], full, lv);
     }
   gen_loop_close(k, &jl);
   return !k->failed;
@@ -2263,60 +2263,6 @@ static bool ck_conv_finish(CudaCg *cc, HInstr *in, const HInstr *conv, CuPtr yp,
   return ck_epilogue(cc, in, conv, yp); /* reads the convolution where cuDNN left it */
 }
 
-/* ------------------------------------------------------------------ scatter */
-
-typedef struct ScatterCtx {
-  const HInstr *in; /* the scatter */
-  LLVMValueRef out; /* its storage */
-  int n;            /* its operands (gen_scatter_n) */
-} ScatterCtx;
-
-static bool ck_copy_body(GenKern *k, LLVMValueRef *idx, void *vctx) {
-  ScatterCtx *c = vctx;
-  const Shape *s = &c->in->shape;
-  for (int j = 0; j < c->n; j++) {
-    LLVMValueRef v = gen_value(k, c->in->ops[j], idx);
-    if (!v) return false;
-    gen_store_elem(k, c->n > 1 ? ck_leaf(k, c->out, s, j) : c->out, c->n > 1 ? &s->tuple[j] : s,
-                   idx, v);
-  }
-  return true;
-}
-
-/* Copy the operands (a grid loop), then apply every update in order on one thread:
- * out[start(u) + window(u)] = f(out, upd[u]), the index arithmetic and the combination shared
- * with the CPU target (gen_scatter_update, gen_scatter_combine); variadic scatter updates its
- * N outputs together. */
-static bool ck_scatter(CudaCg *cc, HInstr *in) {
-  GenCg *cg = &cc->cg;
-  int n = gen_scatter_check(in, cg->err, "CUDA");
-  if (!n) return false;
-  const Shape *s = n > 1 ? &in->shape.tuple[0] : &in->shape, *us = &in->ops[n + 1]->shape;
-  CuStep *st;
-  GenKern *k = cuda_kbegin(cc, in, "copy", 0, NULL, NULL, &st);
-  ScatterCtx c = {in, cuda_kbuffer(k, in), n};
-  cuda_grid_loop(k, st, s, ck_copy_body, &c);
-  if (!cuda_kend(k)) return false;
-
-  k = cuda_kbegin(cc, in, "scatter", 0, NULL, NULL, &st);
-  st->grid = st->block = 1;
-  LLVMValueRef base = cuda_kbuffer(k, in), out[16];
-  for (int j = 0; j < n; j++)
-    out[j] = n > 1 ? ck_leaf(k, base, &in->shape, j) : base;
-  GenLoop loops[HLO_MAX_RANK];
-  LLVMValueRef ui[HLO_MAX_RANK], oi[HLO_MAX_RANK], ok;
-  for (int d = 0; d < us->rank; d++)
-    ui[d] = gen_loop_open_step(k, &loops[d], gen_i64(k, 0), gen_i64(k, us->dims[d]), gen_i64(k, 1));
-  if (!gen_scatter_update(k, in, ui, oi, &ok)) return cuda_kend(k);
-  int mark;
-  LLVMBasicBlockRef join = cuda_if(k, ok, &mark);
-  gen_scatter_combine(k, in, out, oi, ui);
-  cuda_endif(k, join, mark);
-  for (int d = us->rank - 1; d >= 0; d--)
-    gen_loop_close(k, &loops[d]);
-  return cuda_kend(k);
-}
-
 /* ------------------------------------------------------------------ dynamic-update-slice */
 
 typedef struct DusCtx {
@@ -2379,7 +2325,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
     if (cc->nloop_products < 4) cc->loop_products[cc->nloop_products] = in->name;
     cc->nloop_products++;
   }
-  if (in->op == OP_SCATTER) return ck_scatter(cc, in);
+  if (in->op == OP_SCATTER) return cuda_scatter(cc, in);
   if (in->op == OP_SORT) return cuda_sort(cc, in);
   if (in->op == OP_FFT) return cuda_fft(cc, in);
   if (in->op == OP_SELECT_AND_SCATTER) return cuda_select_scatter(cc, in);
