@@ -11,7 +11,8 @@
 # (bench/cuda/loops_xla.py) at the highest precision, and prints one table. The same module is
 # compiled for the GPU machine's CPU too (--cpu sapphirerapids --features=-prefer-256-bit, as
 # bench/cpu.sh's device bundle, linked with bench/cpu/bench_model.c) and timed pinned to two
-# cores beside XLA's CPU backend on the same two cores.
+# cores beside XLA's CPU backend on the same two cores (and again with hloc's per-kernel
+# profile, lstm_*_cpu/bench_profile, into cpu_profile.txt).
 # Usage: bench/cuda/loops.sh [BUILD_DIR] [SHAPES]   (default build-cudarel; SHAPES a list of
 #        TxBxH, default 64x8x256 64x1x1024 256x32x512)
 #        sh device/loops/run.sh [ITERS]
@@ -110,6 +111,11 @@ for s in $SHAPES; do
   cc -O2 -std=gnu17 -I"$ROOT/bench/cpu" -DBENCH_HEADER="\"$d/m.h\"" -DBENCH_NAME=m -DBENCH_UNAME=M \
     -DBENCH_LABEL="\"lstm_${s}_cpu\"" "$ROOT/bench/cpu/bench_model.c" "$d/m.o" -lm -lpthread \
     -static -o "$d/bench"
+  "$BUILD/hloc" "$OUT/lstm_$s.hlo" --cpu sapphirerapids --features=-prefer-256-bit --name m \
+    -o "$d/m.o" --profile 2>/dev/null
+  cc -O2 -std=gnu17 -I"$ROOT/bench/cpu" -DBENCH_HEADER="\"$d/m.h\"" -DBENCH_NAME=m -DBENCH_UNAME=M \
+    -DBENCH_LABEL="\"lstm_${s}_cpu\"" -DBENCH_PROFILE "$ROOT/bench/cpu/bench_model.c" "$d/m.o" \
+    -lm -lpthread -static -o "$d/bench_profile"
   rm -f "$d/m.o"
 done
 cat >"$OUT/run.sh" <<'RUN'
@@ -119,6 +125,7 @@ cd "$(dirname "$0")"
 ITERS=${1:-50}
 . ./lib.sh
 cuda_bench_start
+: >cpu_profile.txt
 for s in $(cat shapes.txt); do
   for mode in auto off; do
     "./lstm_${s}_$mode/bench" "lstm_${s}_$mode" "$ITERS" >>results.txt 2>&1 || echo "label=lstm_${s}_$mode failed" >>results.txt
@@ -127,6 +134,9 @@ done
 python3 loops_xla.py $(cat shapes.txt) >>results.txt 2>xla_stderr.txt || echo "xla: not run ($(tail -n 1 xla_stderr.txt))"
 for s in $(cat shapes.txt); do
   taskset -c 0,1 "./lstm_${s}_cpu/bench" --threads 2 --budget 3 >>results.txt 2>&1 || echo "model=lstm_${s}_cpu failed" >>results.txt
+done
+for s in $(cat shapes.txt); do
+  taskset -c 0,1 "./lstm_${s}_cpu/bench_profile" --threads 2 --budget 3 >>cpu_profile.txt 2>&1 || true
 done
 JAX_PLATFORMS=cpu \
   taskset -c 0,1 python3 loops_xla.py --cpu $(cat shapes.txt) >>results.txt 2>>xla_stderr.txt || echo "xla cpu: not run"
