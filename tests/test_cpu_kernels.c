@@ -570,6 +570,35 @@ Test(cpu, alias_scopes_from_the_plan) {
   free(t);
 }
 
+/* Slices of a wider row read by an elementwise kernel (an LSTM's gates from one [B, 4H]
+ * product) are contiguous vector loads: the kernel pipeline has no reassociate, which dropped the
+ * `disjoint` flag of the row offset's or and turned every such load into a gather. */
+Test(cpu, sliced_rows_load_as_vectors) {
+  static const char *src = "HloModule gates\n"
+                           "gates {\n"
+                           "  g = f32[8,1024] parameter(0)\n"
+                           "  c = f32[8,256] parameter(1)\n"
+                           "  gi = f32[8,256] slice(g), slice={[0:8], [0:256]}\n"
+                           "  gf = f32[8,256] slice(g), slice={[0:8], [256:512]}\n"
+                           "  gc = f32[8,256] slice(g), slice={[0:8], [768:1024]}\n"
+                           "  si = f32[8,256] logistic(gi)\n"
+                           "  sf = f32[8,256] logistic(gf)\n"
+                           "  tc = f32[8,256] tanh(gc)\n"
+                           "  fc = f32[8,256] multiply(sf, c)\n"
+                           "  ic = f32[8,256] multiply(si, tc)\n"
+                           "  ROOT c2 = f32[8,256] add(fc, ic)\n"
+                           "}\n"
+                           "ENTRY e {\n"
+                           "  g = f32[8,1024] parameter(0)\n"
+                           "  c = f32[8,256] parameter(1)\n"
+                           "  ROOT f = f32[8,256] fusion(g, c), kind=kLoop, calls=gates\n"
+                           "}\n";
+  char *t = ct_llvm_ir(src, "gates", 2);
+  cr_expect(!strstr(t, "masked.gather"), "a sliced read became a gather:\n%s", t);
+  cr_expect(strstr(t, "x float>"), "the kernel is not vectorized:\n%s", t);
+  free(t);
+}
+
 /* A loop's outputs updated in place by a dynamic-update-slice: the kernel writes the update's
  * elements only (kn_dus_kernel), where the elementwise kernel chose per row between the update
  * and the old value over the whole [32, 8, 64] output every trip; starts clamped as XLA

@@ -93,6 +93,15 @@ ENTRY main {
 }
 HLO
 }
+# cpu_bench DIR SHAPE BINARY HLOC_FLAG [CC_FLAGS]: the LSTM for the GPU machine's CPU, linked with
+# bench/cpu/bench_model.c into DIR/BINARY
+cpu_bench() {
+  "$BUILD/hloc" "$OUT/lstm_$2.hlo" --cpu sapphirerapids --features=-prefer-256-bit --name m \
+    -o "$1/m.o" "$4" 2>"$1/hloc_$3.txt"
+  cc -O2 -std=gnu17 -I"$ROOT/bench/cpu" -DBENCH_HEADER="\"$1/m.h\"" -DBENCH_NAME=m -DBENCH_UNAME=M \
+    -DBENCH_LABEL="\"lstm_$2_cpu\"" ${5:-} "$ROOT/bench/cpu/bench_model.c" "$1/m.o" -lm -lpthread \
+    -static -o "$1/$3"
+}
 for s in $SHAPES; do
   T=${s%%x*} r=${s#*x}
   B=${r%%x*} H=${r#*x}
@@ -106,16 +115,8 @@ for s in $SHAPES; do
   done
   d=$OUT/lstm_${s}_cpu
   mkdir -p "$d"
-  "$BUILD/hloc" "$OUT/lstm_$s.hlo" --cpu sapphirerapids --features=-prefer-256-bit --name m \
-    -o "$d/m.o" --stats 2>"$d/stats.txt"
-  cc -O2 -std=gnu17 -I"$ROOT/bench/cpu" -DBENCH_HEADER="\"$d/m.h\"" -DBENCH_NAME=m -DBENCH_UNAME=M \
-    -DBENCH_LABEL="\"lstm_${s}_cpu\"" "$ROOT/bench/cpu/bench_model.c" "$d/m.o" -lm -lpthread \
-    -static -o "$d/bench"
-  "$BUILD/hloc" "$OUT/lstm_$s.hlo" --cpu sapphirerapids --features=-prefer-256-bit --name m \
-    -o "$d/m.o" --profile 2>/dev/null
-  cc -O2 -std=gnu17 -I"$ROOT/bench/cpu" -DBENCH_HEADER="\"$d/m.h\"" -DBENCH_NAME=m -DBENCH_UNAME=M \
-    -DBENCH_LABEL="\"lstm_${s}_cpu\"" -DBENCH_PROFILE "$ROOT/bench/cpu/bench_model.c" "$d/m.o" \
-    -lm -lpthread -static -o "$d/bench_profile"
+  cpu_bench "$d" "$s" bench --stats
+  cpu_bench "$d" "$s" bench_profile --profile -DBENCH_PROFILE
   rm -f "$d/m.o"
 done
 cat >"$OUT/run.sh" <<'RUN'

@@ -97,7 +97,10 @@
  * the kernels' pass time on the training step, for store-to-load forwarding across iterations
  * that no bench module's kernel offered: all eight objects byte-identical without it),
  * loop-distribute (only acts on loops that ask for it by metadata) and loop-sink (only with
- * profile data). */
+ * profile data). And without reassociate: regrouping a row's offset and a slice's start, it
+ * drops the `disjoint` flag of the ors instcombine made of those adds, so that the vectorizer
+ * (whose SCEV reads an or as an add only with that flag) took every sliced read of a wider row
+ * for a gather (an LSTM's gates read from one [B, 4H] product). */
 #define CE_SCFG(fwd, r2i, lut, keep, hoist, spec)                                                  \
   "simplifycfg<bonus-inst-threshold=1;" fwd "forward-switch-cond;" r2i "switch-range-to-icmp;" lut \
   "switch-to-lookup;" keep "keep-loops;" hoist "hoist-common-insts;" hoist                         \
@@ -110,7 +113,7 @@
   "," CE_SCFG_MID                                                                                  \
   ",sroa<modify-cfg>,early-cse<memssa>,jump-threading,correlated-propagation," CE_SCFG_MID         \
   "," CE_IC ",aggressive-instcombine," CE_SCFG_MID                                                 \
-  ",reassociate,constraint-elimination,loop-mssa(loop-instsimplify,"                               \
+  ",constraint-elimination,loop-mssa(loop-instsimplify,"                                           \
   "loop-simplifycfg,licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>," \
   "licm<allowspeculation>,simple-loop-unswitch<no-nontrivial;trivial>)," CE_SCFG_MID "," CE_IC     \
   ",loop(loop-idiom,indvars,simple-loop-unswitch<no-nontrivial;trivial>,loop-deletion),sroa<"      \
