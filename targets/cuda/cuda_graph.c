@@ -13,7 +13,8 @@
  *     instantiates a new one where the update is refused) and launches it;
  *   - any other call runs the steps directly.
  * So the first call (which loads the module and lets the libraries make their workspaces) runs
- * directly, and a caller that alternates buffers never pays for capturing. A failed capture or
+ * directly, and a caller that alternates buffers never pays for capturing (every call's pointers
+ * are remembered, a replayed one's too). A failed capture or
  * instantiation turns graphs off for that context (its calls run directly from then on); a call
  * on a stream the caller is capturing runs its steps directly into the caller's graph. The
  * graph state is taken under a mutex of its own (the steps take the module's lock around the
@@ -139,10 +140,12 @@ static void cg_entry(Cg *g, LLVMBasicBlockRef capture) {
   h_mutex(h, g->glock, true);
   LLVMValueRef st = LLVMBuildLoad2(B, h->i32, h_slot_ptr(h, g->state, g->slot), "");
   LLVMValueRef ready = LLVMBuildICmp(B, LLVMIntEQ, st, h_i32(h, 1), "");
-  cg_branch(g, LLVMBuildAnd(B, ready, cg_key_op(g, true, g->cur, g->curkey), ""), g->launch);
+  LLVMValueRef launch = LLVMBuildAnd(B, ready, cg_key_op(g, true, g->cur, g->curkey), "");
   LLVMValueRef on = LLVMBuildICmp(B, LLVMIntSGE, st, h_i32(h, 0), "");
-  cg_branch(g, LLVMBuildAnd(B, on, cg_key_op(g, true, g->cur, g->curseen), ""), capture);
-  cg_key_op(g, false, g->curseen, g->cur);
+  LLVMValueRef again = LLVMBuildAnd(B, on, cg_key_op(g, true, g->cur, g->curseen), "");
+  cg_key_op(g, false, g->curseen, g->cur); /* (a launch too: alternating buffers never capture) */
+  cg_branch(g, launch, g->launch);
+  cg_branch(g, again, capture);
   h_mutex(h, g->glock, false);
   LLVMBuildBr(B, g->direct);
 }

@@ -11,7 +11,8 @@
  * as '<u2'). Then times ITERS more runs
  * (default 20): GPU time between CUDA events around the runs and host wall-clock time of
  * the runs plus the final synchronization, both per run. Then checks the results of the calls a
- * CUDA graph replays: one more call, and two with new result buffers (the second captured). Prints
+ * CUDA graph replays: one more call, two with new result buffers (the second captured), then
+ * the two sets of buffers alternating. Prints
  * one line: PASS|FAIL <dir> results=<n> max_rel=<x> bad=<n> gpu_ms=<t> wall_ms=<t> first_ms=<t> and
  * exits 0 on PASS. With HLOC_SAVE_RESULTS=FOLDER the results are also written there as got<k>.npy
  * (to look at a failure element by element). Linked with the model object, hloc's hlo library (npy
@@ -88,7 +89,7 @@ static int garbage(const char *dir, void *const *res) {
 
 /* The calls a CUDA graph replays (cuda_graph.c), checked like the first: one more with the
  * timed calls' pointers (a replay), then with new result buffers a direct call and one that
- * captures them again (the instance updated). */
+ * captures them again (the instance updated), then the two buffer sets alternating. */
 static int graph_calls(const char *dir, HArena *a, void **args, void **res, void *temp, CUstream s,
                        double rtol, double *max_rel, long long *bad) {
   void *res2[MODEL_NUM_RESULTS + 1];
@@ -97,8 +98,12 @@ static int graph_calls(const char *dir, HArena *a, void **args, void **res, void
     CK(cuMemAlloc(&d, model_result_info[k].bytes ? model_result_info[k].bytes : 1));
     res2[k] = (void *)d;
   }
-  for (int call = 0; call < 3; call++) {
-    void **r = call ? res2 : res;
+  /* the buffers of each call: replay, direct, capture, then alternating (direct, replay) */
+  static const int use2[5] = {0, 1, 1, 0, 1};
+  static const char *const what[5] = {" (replayed)", "", " (a new graph)", " (alternating)",
+                                      " (replayed after alternating)"};
+  for (int call = 0; call < 5; call++) {
+    void **r = use2[call] ? res2 : res;
     if (call != 1 && garbage(dir, r)) return 1;
     int rc = model_cuda_run((const void *const *)args, r, temp, s);
     if (rc) {
@@ -106,9 +111,7 @@ static int graph_calls(const char *dir, HArena *a, void **args, void **res, void
       return 1;
     }
     CK(cuStreamSynchronize(s));
-    if (call != 1 &&
-        compare(dir, a, r, rtol, call ? " (a new graph)" : " (replayed)", max_rel, bad))
-      return 1;
+    if (call != 1 && compare(dir, a, r, rtol, what[call], max_rel, bad)) return 1;
   }
   for (int k = 0; k < MODEL_NUM_RESULTS; k++)
     CK(cuMemFree((CUdeviceptr)res2[k]));
