@@ -686,6 +686,20 @@ static int args_parse(int argc, char **argv, HlocArgs *a) {
 }
 
 /* The options' consistency, before any work: 0, or 1 after a message. */
+/* Whether option opt's value v (NULL: not given) is none of the NULL-ended list ok, after one
+ * line naming the choices ("--opt must be a, b or c"). */
+static bool bad_choice(const char *opt, const char *v, const char *const *ok) {
+  if (!v) return false;
+  int n = 0;
+  while (ok[n])
+    if (!strcmp(v, ok[n++])) return false;
+  fprintf(stderr, "hloc: %s must be ", opt);
+  for (int i = 0; i < n; i++)
+    fprintf(stderr, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", ok[i]);
+  fputc('\n', stderr);
+  return true;
+}
+
 static int args_check(HlocArgs *a) {
   const char *emit = a->emit;
 #ifdef HLOC_HAVE_CUDA
@@ -711,17 +725,16 @@ static int args_check(HlocArgs *a) {
                    : a->gemm_prologues ? "gemm-prologues"
                                        : "cuda-graphs"),
            1;
-  const char *ge = a->gemm_epilogues, *gp = a->gemm_prologues, *cg = a->cuda_graphs;
-  if (ge && strcmp(ge, "fused") && strcmp(ge, "fallback"))
-    return fprintf(stderr, "hloc: --gemm-epilogues must be fused or fallback\n"), 1;
-  if (gp && strcmp(gp, "auto") && strcmp(gp, "fused") && strcmp(gp, "staged"))
-    return fprintf(stderr, "hloc: --gemm-prologues must be auto, fused or staged\n"), 1;
-  if (cg && strcmp(cg, "auto") && strcmp(cg, "off"))
-    return fprintf(stderr, "hloc: --cuda-graphs must be auto or off\n"), 1;
-  if (a->conv_layout && strcmp(a->conv_layout, "nhwc") && strcmp(a->conv_layout, "nchw"))
-    return fprintf(stderr, "hloc: --conv-layout must be nhwc or nchw\n"), 1;
-  if (a->conv_algo && strcmp(a->conv_algo, "auto") && strcmp(a->conv_algo, "direct"))
-    return fprintf(stderr, "hloc: --conv-algo must be auto or direct\n"), 1;
+  static const char *const epi[] = {"fused", "fallback", NULL},
+                           *pro[] = {"auto", "fused", "staged", NULL},
+                           *grf[] = {"auto", "off", NULL}, *lay[] = {"nhwc", "nchw", NULL},
+                           *alg[] = {"auto", "direct", NULL};
+  if (bad_choice("--gemm-epilogues", a->gemm_epilogues, epi) ||
+      bad_choice("--gemm-prologues", a->gemm_prologues, pro) ||
+      bad_choice("--cuda-graphs", a->cuda_graphs, grf) ||
+      bad_choice("--conv-layout", a->conv_layout, lay) ||
+      bad_choice("--conv-algo", a->conv_algo, alg))
+    return 1;
 #ifdef HLOC_HAVE_CUDA
   if (a->is_cuda)
     cuda_optimizer_options(&a->oo, a->precision && !strcmp(a->precision, "tf32")

@@ -83,17 +83,6 @@ static LLVMBasicBlockRef cg_block(Cg *g, const char *name) {
   return LLVMAppendBasicBlockInContext(g->h->C, g->h->fn, name);
 }
 
-/* Go to bad when cond holds, else on in a new block. */
-static void cg_branch(Cg *g, LLVMValueRef cond, LLVMBasicBlockRef bad) {
-  LLVMBasicBlockRef on = cg_block(g, "on");
-  LLVMBuildCondBr(g->h->B, cond, bad, on);
-  LLVMPositionBuilderAtEnd(g->h->B, on);
-}
-
-static LLVMValueRef cg_nonzero(Cg *g, LLVMValueRef st) {
-  return LLVMBuildICmp(g->h->B, LLVMIntNE, st, LLVMConstNull(LLVMTypeOf(st)), "");
-}
-
 static LLVMValueRef cg_slot_global(Cg *g, const char *what, LLVMTypeRef t) {
   char name[320];
   snprintf(name, sizeof name, "%s_cuda_graph_%s", g->h->cc->o->name, what);
@@ -123,8 +112,8 @@ static void cg_entry(Cg *g, LLVMBasicBlockRef capture) {
   LLVMBuildStore(B, h_i32(h, 0), g->cap);
   LLVMTypeRef p2[2] = {h->ptr, h->ptr};
   LLVMValueRef a2[2] = {g->stream, g->cap};
-  cg_branch(g, cg_nonzero(g, h_call(h, "cuStreamIsCapturing", h->i32, p2, a2, 2)), g->direct);
-  cg_branch(g, cg_nonzero(g, LLVMBuildLoad2(B, h->i32, g->cap, "")), g->direct);
+  h_branch(h, h_nonzero(h, h_call(h, "cuStreamIsCapturing", h->i32, p2, a2, 2)), g->direct);
+  h_branch(h, h_nonzero(h, LLVMBuildLoad2(B, h->i32, g->cap, "")), g->direct);
   for (int i = 0; i < g->nkey; i++) {
     LLVMValueRef v = g->temp, arr = i < np ? g->args : g->results;
     if (i < np + nr) {
@@ -144,8 +133,8 @@ static void cg_entry(Cg *g, LLVMBasicBlockRef capture) {
   LLVMValueRef on = LLVMBuildICmp(B, LLVMIntSGE, st, h_i32(h, 0), "");
   LLVMValueRef again = LLVMBuildAnd(B, on, cg_key_op(g, true, g->cur, g->curseen), "");
   cg_key_op(g, false, g->curseen, g->cur); /* (a launch too: alternating buffers never capture) */
-  cg_branch(g, launch, g->launch);
-  cg_branch(g, again, capture);
+  h_branch(h, launch, g->launch);
+  h_branch(h, again, capture);
   h_mutex(h, g->glock, false);
   LLVMBuildBr(B, g->direct);
 }
@@ -162,12 +151,12 @@ static void cg_capture(Cg *g) {
   LLVMBuildCondBr(B, none, make, have);
   LLVMPositionBuilderAtEnd(B, make);
   LLVMValueRef ca[2] = {gsp, h_i32(h, 1)}; /* CU_STREAM_NON_BLOCKING */
-  cg_branch(g, cg_nonzero(g, h_call(h, "cuStreamCreate", h->i32, p2, ca, 2)), g->disable);
+  h_branch(h, h_nonzero(h, h_call(h, "cuStreamCreate", h->i32, p2, ca, 2)), g->disable);
   LLVMBuildBr(B, have);
   LLVMPositionBuilderAtEnd(B, have);
   LLVMValueRef gs = LLVMBuildLoad2(B, h->ptr, gsp, "");
   LLVMValueRef ba[2] = {gs, h_i32(h, 1)}; /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
-  cg_branch(g, cg_nonzero(g, h_call(h, "cuStreamBeginCapture_v2", h->i32, p2, ba, 2)), g->disable);
+  h_branch(h, h_nonzero(h, h_call(h, "cuStreamBeginCapture_v2", h->i32, p2, ba, 2)), g->disable);
   LLVMValueRef sa[5] = {g->args, g->results, g->temp, gs, g->slot};
   LLVMValueRef rc = LLVMBuildCall2(B, LLVMGlobalGetValueType(g->steps), g->steps, sa, 5, "");
   LLVMValueRef gp = g->gp;
@@ -177,7 +166,7 @@ static void cg_capture(Cg *g) {
   LLVMValueRef rc2 = h_call(h, "cuStreamEndCapture", h->i32, pp, ea, 2);
   LLVMValueRef graph = LLVMBuildLoad2(B, h->ptr, gp, "");
   LLVMBasicBlockRef drop = cg_block(g, "drop_graph");
-  cg_branch(g, cg_nonzero(g, LLVMBuildOr(B, rc, rc2, "")), drop);
+  h_branch(h, h_nonzero(h, LLVMBuildOr(B, rc, rc2, "")), drop);
   LLVMValueRef ep = h_slot_ptr(h, g->exec, g->slot);
   LLVMBasicBlockRef update = cg_block(g, "update"), fresh = cg_block(g, "instantiate");
   LLVMBasicBlockRef made = cg_block(g, "made");
@@ -185,10 +174,10 @@ static void cg_capture(Cg *g) {
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntEQ, old, LLVMConstNull(h->ptr), ""), fresh, update);
   LLVMPositionBuilderAtEnd(B, update); /* refused (other nodes): a new instance instead */
   LLVMValueRef ua[3] = {old, graph, g->info};
-  cg_branch(g,
-            LLVMBuildICmp(B, LLVMIntEQ, h_call(h, "cuGraphExecUpdate_v2", h->i32, p3, ua, 3),
-                          h_i32(h, 0), ""),
-            made);
+  h_branch(h,
+           LLVMBuildICmp(B, LLVMIntEQ, h_call(h, "cuGraphExecUpdate_v2", h->i32, p3, ua, 3),
+                         h_i32(h, 0), ""),
+           made);
   LLVMTypeRef p1[1] = {h->ptr};
   h_call(h, "cuGraphExecDestroy", h->i32, p1, &old, 1);
   LLVMBuildStore(B, LLVMConstNull(h->ptr), ep);
@@ -196,7 +185,7 @@ static void cg_capture(Cg *g) {
   LLVMPositionBuilderAtEnd(B, fresh);
   LLVMTypeRef ip[3] = {h->ptr, h->ptr, h->i64};
   LLVMValueRef ia[3] = {ep, graph, h_i64(h, 0)};
-  cg_branch(g, cg_nonzero(g, h_call(h, "cuGraphInstantiateWithFlags", h->i32, ip, ia, 3)), drop);
+  h_branch(h, h_nonzero(h, h_call(h, "cuGraphInstantiateWithFlags", h->i32, ip, ia, 3)), drop);
   LLVMBuildBr(B, made);
   LLVMPositionBuilderAtEnd(B, made);
   h_call(h, "cuGraphDestroy", h->i32, p1, &graph, 1);

@@ -748,13 +748,6 @@ static LLVMValueRef h_counter(Host *h, const HFlow *fl, int c) {
                                fl->counters, ix, 2, "");
 }
 
-/* Go to step target when cond holds, else on to a new block. */
-static void h_flow_branch(Host *h, const HFlow *fl, LLVMValueRef cond, int target) {
-  LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(h->C, h->fn, "on");
-  LLVMBuildCondBr(h->B, cond, fl->at[target], on);
-  LLVMPositionBuilderAtEnd(h->B, on);
-}
-
 /* A copy from a constant's bytes to the device: a memset where the bytes repeat one 1-, 2- or
  * 4-byte value (a loop counter's start: no pageable copy, which a graph cannot capture), else
  * a copy from the bytes kept in this object. */
@@ -793,7 +786,7 @@ static bool h_flow_step(Host *h, const HFlow *fl, const CuStep *s) {
   } else if (s->kind == CU_STEP_COUNT) {
     LLVMValueRef p = h_counter(h, fl, s->counter), v = LLVMBuildLoad2(B, h->i64, p, "");
     LLVMBuildStore(B, LLVMBuildSub(B, v, h_i64(h, 1), ""), p);
-    h_flow_branch(h, fl, LLVMBuildICmp(B, LLVMIntEQ, v, h_i64(h, 0), ""), s->target);
+    h_branch(h, LLVMBuildICmp(B, LLVMIntEQ, v, h_i64(h, 0), ""), fl->at[s->target]);
   } else if (s->kind == CU_STEP_BRANCH) {
     LLVMTypeRef cp4[4] = {h->ptr, h->i64, h->i64, h->ptr};
     LLVMValueRef ca[4] = {fl->byte, LLVMBuildPtrToInt(B, h_run_addr(h, fl->r, &s->src), h->i64, ""),
@@ -802,7 +795,7 @@ static bool h_flow_step(Host *h, const HFlow *fl, const CuStep *s) {
     LLVMTypeRef p1[1] = {h->ptr};
     h_check(h, h_call(h, "cuStreamSynchronize", h->i32, p1, &ca[3], 1), 0);
     LLVMValueRef v = LLVMBuildLoad2(B, h->i8, fl->byte, "");
-    h_flow_branch(h, fl, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstInt(h->i8, 0, 0), ""), s->target);
+    h_branch(h, LLVMBuildICmp(B, LLVMIntEQ, v, LLVMConstInt(h->i8, 0, 0), ""), fl->at[s->target]);
   } else if (s->kind == CU_STEP_JUMP) {
     LLVMBuildBr(B, fl->at[s->target]);
     LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(h->C, h->fn, "after"));
@@ -866,8 +859,8 @@ static LLVMValueRef h_steps_fn(Host *h) {
     } else if (s->bytes > 0) { /* (an empty copy is no node of a graph) */
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
       LLVMValueRef ca[4] = {
-          LLVMBuildPtrToInt(B, h_addr(h, &s->dst, args, results, temp), h->i64, ""),
-          LLVMBuildPtrToInt(B, h_addr(h, &s->src, args, results, temp), h->i64, ""),
+          LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->dst), h->i64, ""),
+          LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->src), h->i64, ""),
           h_i64(h, s->bytes), stream};
       h_check(h, h_call(h, "cuMemcpyDtoDAsync_v2", h->i32, cp4, ca, 4), 0);
     }

@@ -66,19 +66,30 @@ static inline LLVMValueRef h_str(Host *h, const char *s, const char *name) {
   return g;
 }
 
+/* Go to block to when cond holds, else on in a new block. */
+static inline void h_branch(Host *h, LLVMValueRef cond, LLVMBasicBlockRef to) {
+  LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(h->C, h->fn, "on");
+  LLVMBuildCondBr(h->B, cond, to, on);
+  LLVMPositionBuilderAtEnd(h->B, on);
+}
+
+/* v != 0 (a status, a pointer). */
+static inline LLVMValueRef h_nonzero(Host *h, LLVMValueRef v) {
+  return LLVMBuildICmp(h->B, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+}
+
 /* if (cond) return rv; */
 static inline void h_ret_if(Host *h, LLVMValueRef cond, LLVMValueRef rv) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(h->B);
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(h->C, h->fn, "fail");
-  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(h->C, h->fn, "ok");
-  LLVMBuildCondBr(h->B, cond, bad, go);
   LLVMPositionBuilderAtEnd(h->B, bad);
   LLVMBuildRet(h->B, rv);
-  LLVMPositionBuilderAtEnd(h->B, go);
+  LLVMPositionBuilderAtEnd(h->B, cur);
+  h_branch(h, cond, bad);
 }
 
 static inline void h_check(Host *h, LLVMValueRef st, int add) {
-  LLVMValueRef bad = LLVMBuildICmp(h->B, LLVMIntNE, st, h_i32(h, 0), "");
-  h_ret_if(h, bad, add ? LLVMBuildAdd(h->B, st, h_i32(h, add), "") : st);
+  h_ret_if(h, h_nonzero(h, st), add ? LLVMBuildAdd(h->B, st, h_i32(h, add), "") : st);
 }
 
 static inline LLVMValueRef h_slot_ptr(Host *h, LLVMValueRef arr, LLVMValueRef slot) {

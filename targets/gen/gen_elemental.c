@@ -101,6 +101,24 @@ static LLVMValueRef ix_from(GenKern *k, LLVMValueRef v, DType t) {
   return gen_convert(k, v, t, DT_S64);
 }
 
+/* A dynamic slice's start: the scalar si as an i64, clamped to [0, hi] as XLA clamps it. */
+static LLVMValueRef el_start(GenKern *k, const HInstr *si, int64_t hi) {
+  LLVMValueRef s = gen_value(k, si, NULL);
+  return s ? ix_clamp(k, ix_from(k, s, si->shape.dt), 0, hi) : NULL;
+}
+
+/* oi = the starts (scalar operands, one per dim) clamped so that a window of ws fits os, plus
+ * idx: a dynamic-slice's operand index, a dynamic-update-slice's output index. */
+static bool el_window_index(GenKern *k, HInstr *const *starts, const Shape *os, const Shape *ws,
+                            const LLVMValueRef *idx, LLVMValueRef *oi) {
+  for (int d = 0; d < os->rank; d++) {
+    LLVMValueRef s = el_start(k, starts[d], os->dims[d] - ws->dims[d]);
+    if (!s) return false;
+    oi[d] = ix_add(k, s, idx[d]);
+  }
+  return true;
+}
+
 /* ------------------------------------------------------------------ constants, intrinsics */
 
 LLVMValueRef gen_zero(GenKern *k, DType t) {
@@ -1149,27 +1167,17 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
       if (!r) return el_fail(k, in, "concatenate of empty operands");
       break;
     }
-    case OP_DYNAMIC_SLICE: {
-      const Shape *os = &in->ops[0]->shape;
-      for (int d = 0; d < rank; d++) {
-        const HInstr *si = in->ops[1 + d];
-        LLVMValueRef s = gen_value(k, si, NULL);
-        if (!s) return NULL;
-        s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - in->shape.dims[d]);
-        oi[d] = ix_add(k, s, idx[d]);
-      }
+    case OP_DYNAMIC_SLICE:
+      if (!el_window_index(k, in->ops + 1, &in->ops[0]->shape, &in->shape, idx, oi)) return NULL;
       r = gen_value(k, in->ops[0], oi);
       break;
-    }
     case OP_DYNAMIC_UPDATE_SLICE: {
       const Shape *os = &in->shape, *us = &in->ops[1]->shape;
       LLVMValueRef ok = NULL;
       LLVMValueRef ui[HLO_MAX_RANK];
       for (int d = 0; d < rank; d++) {
-        const HInstr *si = in->ops[2 + d];
-        LLVMValueRef s = gen_value(k, si, NULL);
+        LLVMValueRef s = el_start(k, in->ops[2 + d], os->dims[d] - us->dims[d]);
         if (!s) return NULL;
-        s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
         LLVMValueRef t = ix_sub(k, idx[d], s);
         ok = and1(k, ok, ix_in(k, t, 0, us->dims[d]));
         ui[d] = ix_clamp(k, t, 0, us->dims[d] - 1);
@@ -1978,13 +1986,5 @@ bool gen_op_supported_ex(const HInstr *in, const char *target, bool complex_ok, 
 }
 
 bool gen_dus_index(GenKern *k, const HInstr *dus, const LLVMValueRef *ui, LLVMValueRef *oi) {
-  const Shape *os = &dus->shape, *us = &dus->ops[1]->shape;
-  for (int d = 0; d < os->rank; d++) {
-    const HInstr *si = dus->ops[2 + d];
-    LLVMValueRef s = gen_value(k, si, NULL);
-    if (!s) return false;
-    s = ix_clamp(k, ix_from(k, s, si->shape.dt), 0, os->dims[d] - us->dims[d]);
-    oi[d] = ix_add(k, s, ui[d]);
-  }
-  return true;
+  return el_window_index(k, dus->ops + 2, &dus->shape, &dus->ops[1]->shape, ui, oi);
 }
