@@ -858,10 +858,9 @@ static LLVMValueRef h_steps_fn(Host *h) {
       h_run_fft(h, s, &r);
     } else if (s->bytes > 0) { /* (an empty copy is no node of a graph) */
       LLVMTypeRef cp4[4] = {h->i64, h->i64, h->i64, h->ptr};
-      LLVMValueRef ca[4] = {
-          LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->dst), h->i64, ""),
-          LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->src), h->i64, ""),
-          h_i64(h, s->bytes), stream};
+      LLVMValueRef ca[4] = {LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->dst), h->i64, ""),
+                            LLVMBuildPtrToInt(B, h_run_addr(h, &r, &s->src), h->i64, ""),
+                            h_i64(h, s->bytes), stream};
       h_check(h, h_call(h, "cuMemcpyDtoDAsync_v2", h->i32, cp4, ca, 4), 0);
     }
   }
