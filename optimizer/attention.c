@@ -233,12 +233,19 @@ static bool att_match_dot(const HInstr *odot, OptAttn *a, const char **why) {
   a->nbatch = a->nq = a->nk = 1;
   for (int d = 0; d < a->sdot->shape.rank; d++) {
     int64_t n = a->sdot->shape.dims[d];
-    if (a->sbatch[d])
+    if (a->sbatch[d]) {
       a->nbatch *= n;
-    else if (a->skey[d])
+      a->bdim[a->nbd] = d;
+      a->bext[a->nbd++] = n;
+    } else if (a->skey[d]) {
       a->nk *= n;
-    else
+      a->kdim[a->nkd] = d;
+      a->kext[a->nkd++] = n;
+    } else {
       a->nq *= n;
+      a->qdim[a->nqd] = d;
+      a->qext[a->nqd++] = n;
+    }
   }
   a->out = odot;
   *why = NULL;
@@ -448,7 +455,12 @@ static bool att_comp(HComp *c, PassCtx *pc) {
                                                                            : o->attention_rows;
     if (o->attention_rows_16 > rows && opt_attention_16bit(&a, o->attention_head_16))
       rows = o->attention_rows_16;
-    if (a.nq > rows) {
+    if (a.nq < o->attention_min_rows) {
+      snprintf(buf, sizeof buf,
+               "not fused: %lld query rows per batch item, the target fuses from %lld",
+               (long long)a.nq, (long long)o->attention_min_rows);
+      no = buf;
+    } else if (a.nq > rows) {
       snprintf(buf, sizeof buf,
                "not fused: %lld query rows per batch item, the target's kernel takes up to %lld",
                (long long)a.nq, (long long)rows);

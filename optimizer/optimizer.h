@@ -47,6 +47,8 @@ typedef struct OptOpts {
                                  cores) takes queries, keys and values of one 16-bit type with
                                  head dims multiples of 16 up to this (opt_attention_16bit), */
   int64_t attention_rows_16;  /* any query rows up to this (0: no such kernel) */
+  int64_t attention_min_rows; /* attention: fewer query rows per batch item than this stay
+                                 unfused (the target's other kernels are faster there) */
   bool unroll_fusible_loops;  /* while-unroll: a counted loop whose body is elementwise and data
                                  movement only is unrolled whatever its work (its trips then fuse
                                  into few kernels: targets whose per-trip launches cost more) */
@@ -193,6 +195,11 @@ typedef struct OptAttn {
   const HInstr *out;         /* the result: odot, or a transpose of it (the fusion's root) */
   int64_t nbatch, nq, nk;    /* batch items, query rows and keys per batch item */
   int64_t dh, dv;            /* head dims of the scores' and the output product */
+  /* S's batch, query and key dims in order (a batch item, a query row and a key number are
+     the linear indices over them), with their extents */
+  int nbd, nqd, nkd;
+  int bdim[HLO_MAX_RANK], qdim[HLO_MAX_RANK], kdim[HLO_MAX_RANK];
+  int64_t bext[HLO_MAX_RANK], qext[HLO_MAX_RANK], kext[HLO_MAX_RANK];
 } OptAttn;
 /* Whether out is the output product of an attention, or a transpose of one; *why says what did
  * not match (a->div is set when the softmax did). Works on any computation (the entry, or a

@@ -78,6 +78,9 @@ bool cpu_prebuilt_build(const char *isa, char **obj, size_t *size, HErr *err);
  * inlined into the entry and fused computations). false with a located error when an
  * instruction or dtype cannot be compiled, or when LLVM or the file system fails. */
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err);
+/* The optimizer options the CPU target's kernels want (the attention pass for its blocked
+ * flash-attention kernel); callers start from a zeroed OptOpts. Defined with cpu_compile. */
+void cpu_optimizer_options(OptOpts *oo);
 /* Compile m (optimized) with options o (name, paths and emit are its own) into a temporary
  * folder, link it into a shared object with the system's C compiler ($CC, else cc), load it
  * and run it on args (the entry's parameters, row-major); the result leaves into *out (n of

@@ -118,6 +118,16 @@ Test(opt_attention, row_limit_leaves_it_unfused_and_says_why, .timeout = 300) {
   free(log);
 }
 
+/* Fewer query rows than the target's attention_min_rows: left to its other kernels, said so. */
+Test(opt_attention, min_rows_leaves_it_unfused_and_says_why, .timeout = 300) {
+  char *log;
+  OptOpts o = {.attention_rows = INT64_MAX, .attention_head = 256, .attention_min_rows = 1000};
+  int n = run_fixture_with("transformer_layer", o, 1e-5, &log, NULL);
+  cr_expect_eq(n, 0);
+  cr_expect(strstr(log, "query rows per batch item, the target fuses from 1000"), "%s", log);
+  free(log);
+}
+
 /* A target with a 16-bit kernel for any query rows (tensor cores) gets the bf16 prefill fused
  * although its rows exceed attention_rows, with the producers of Q, K and V (RoPE's slices and
  * concatenation, the grouped-query broadcast) and the causal mask (iota compares) inside: the
@@ -245,6 +255,10 @@ Test(opt_attention, match_gives_the_dims_and_counts) {
   cr_expect_eq(a.qop, 0);
   cr_expect_eq(a.vop, 1);
   cr_expect_eq(a.nchain, 2); /* the divide and the select */
+  /* S [2,4,3,5]: batch dims 0 and 1, query dim 2, key dim 3 */
+  cr_expect(a.nbd == 2 && a.bdim[0] == 0 && a.bdim[1] == 1 && a.bext[0] == 2 && a.bext[1] == 4);
+  cr_expect(a.nqd == 1 && a.qdim[0] == 2 && a.qext[0] == 3);
+  cr_expect(a.nkd == 1 && a.kdim[0] == 3 && a.kext[0] == 5);
   /* q [2,3,4,8]: batch 0, query 2, batch 1, head; v [2,5,4,8]: batch 0, key 3, batch 1, head */
   const int8_t q[] = {0, 2, 1, -1}, v[] = {0, 3, 1, -1}, o[] = {0, 1, 2, -1};
   for (int d = 0; d < 4; d++) {

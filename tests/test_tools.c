@@ -163,6 +163,20 @@ Test(tools, conv_algo_option) {
   run("rm -rf %s", dir);
 }
 
+/* An attention the optimizer fuses gets the CPU's blocked attention kernel (--stats), and keeps
+ * its products and softmax as kernels of their own with the pass disabled. */
+Test(tools, cpu_attention_kernel_in_stats) {
+  const char *src = HLOC_TEST_DIR "/cpu/cases/attention_causal_f32.hlo";
+  Run *r = run(HLOC " %s -o /tmp/hloc_att_stats.o --stats", src);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "attention kernels 1 (blocked"), "%s", r->err);
+  r = run(HLOC " %s -o /tmp/hloc_att_stats.o --stats --disable-pass=attention", src);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(!strstr(r->err, "attention kernels") && strstr(r->err, "products 2"), "%s", r->err);
+  remove("/tmp/hloc_att_stats.o");
+  remove("/tmp/hloc_att_stats.h");
+}
+
 /* --stats on the CPU target says which kernel each product got: bf16 and s8 dots on AMX tiles
  * when compiled for Sapphire Rapids, widened to f32 without AMX-BF16 (AMX-INT8), and an f64
  * dot (which no GEMM path takes) named among the loop nests. */

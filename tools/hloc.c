@@ -525,6 +525,7 @@ static int verify_main(int argc, char **argv) {
   OptOpts oo = {0};
   oo.verify_each = true;
   bool known = !strcmp(va.target, "cpu");
+  if (known) cpu_optimizer_options(&oo);
 #ifdef HLOC_HAVE_CUDA
   if (!strcmp(va.target, "cuda"))
     cuda_optimizer_options(&oo, va.tf32 ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST),
@@ -735,6 +736,7 @@ static int args_check(HlocArgs *a) {
       bad_choice("--conv-layout", a->conv_layout, lay) ||
       bad_choice("--conv-algo", a->conv_algo, alg))
     return 1;
+  if (!a->is_cuda) cpu_optimizer_options(&a->oo);
 #ifdef HLOC_HAVE_CUDA
   if (a->is_cuda)
     cuda_optimizer_options(&a->oo, a->precision && !strcmp(a->precision, "tf32")

@@ -1203,7 +1203,18 @@ static void cp_print_products(const CpuCg *cg, FILE *f) {
   for (int i = 0; i < n[CPU_PROD_LOOPS] && i < 4; i++)
     fprintf(f, "%s%s", i ? ", " : " (", cg->loop_products[i]);
   if (n[CPU_PROD_LOOPS]) fprintf(f, "%s)", n[CPU_PROD_LOOPS] > 4 ? ", ..." : "");
+  if (n[CPU_PROD_ATTENTION])
+    fprintf(f, "; attention kernels %d (blocked, online softmax)", n[CPU_PROD_ATTENTION]);
   fprintf(f, "\n");
+}
+
+void cpu_optimizer_options(OptOpts *oo) {
+  /* the blocked attention kernel (cpu_attention.c) against batched products and the softmax's
+   * kernels: from a tile's worth of query rows per batch item (with fewer, a decode step's, the
+   * few-rows products read the cache once at no wasted lanes) */
+  oo->attention_rows = INT64_MAX;
+  oo->attention_head = 512;
+  oo->attention_min_rows = 16;
 }
 
 bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {

@@ -125,6 +125,7 @@ typedef enum {
   CPU_PROD_FEW,       /* the few-rows or few-columns kernels */
   CPU_PROD_WINO,      /* Winograd's convolutions */
   CPU_PROD_LOOPS,     /* loop nests: a type or form the GEMM does not take */
+  CPU_PROD_ATTENTION, /* attention fusions by the blocked kernel (two products each) */
   CPU_PROD_COUNT
 } CpuProduct;
 
@@ -329,6 +330,12 @@ bool cpu_stream_stores(CpuCg *cg);
 /* Transpose the n x n matrix whose rows are the n-wide vectors v[0..n) in place (n a power of
  * two), in registers. */
 void cpu_transpose_regs(GenKern *k, LLVMValueRef *v, int n);
+
+/* ------------------------------------------------------------------ cpu_attention.c */
+
+/* The blocked flash-attention kernel of a kCustom fusion the attention pass built: 1 when
+ * emitted, 0 when in is none (or its root no longer matches), -1 after an error. */
+int cpu_attention_kernel(CpuCg *cg, HInstr *in);
 
 /* ------------------------------------------------------------------ cpu_sort.c */
 

@@ -1229,6 +1229,8 @@ bool cpu_emit_instr(CpuCg *cg, HInstr *in) {
       b->kind == MEM_TEMP || b->kind == MEM_RESULT || (b->kind == MEM_ALIAS && !b->view);
   if (!computes) return true;
   if (hlo_shape_elems(&in->shape) == 0 && in->shape.dt != DT_TUPLE) return true;
+  int at = cpu_attention_kernel(cg, in);
+  if (at != 0) return at > 0;
   const HInstr *hero = NULL;
   if ((in->op == OP_DOT || in->op == OP_CONVOLUTION) && in->shape.rank >= 1 &&
       in->shape.dt != DT_PRED)

@@ -38,19 +38,6 @@ void cuda_at_plan(AttK *t, const OptAttn *match) {
   t->kk = a->sdot->ops[1 - a->qop];
   t->v = a->odot->ops[a->vop];
   t->srank = a->sdot->shape.rank;
-  for (int d = 0; d < t->srank; d++) {
-    int64_t n = a->sdot->shape.dims[d];
-    if (a->sbatch[d]) {
-      t->bdim[t->nbd] = d;
-      t->bext[t->nbd++] = n;
-    } else if (a->skey[d]) {
-      t->kdim[t->nkd] = d;
-      t->kext[t->nkd++] = n;
-    } else {
-      t->qdim[t->nqd] = d;
-      t->qext[t->nqd++] = n;
-    }
-  }
   t->dt = (int)((a->dh + 31) / 32);
   t->dvt = (int)((a->dv + 31) / 32);
 }
@@ -127,7 +114,7 @@ static LLVMValueRef at_lane_c(GenKern *k, LLVMValueRef lane, int j, int64_t n, L
 void cuda_at_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
                      LLVMValueRef *sidx) {
   LLVMValueRef sub[HLO_MAX_RANK];
-  cuda_delin(k, lin, ext, n, sub);
+  gen_delin(k, lin, ext, n, sub);
   for (int i = 0; i < n; i++)
     sidx[dims[i]] = sub[i];
 }
@@ -142,8 +129,8 @@ void cuda_at_row(GenKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, A
   LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, gen_i64(k, t->a.nq - 1), "");
   for (int d = 0; d < HLO_MAX_RANK; d++)
     r->sidx[d] = gen_i64(k, 0);
-  cuda_at_scatter(k, b, t->bdim, t->bext, t->nbd, r->sidx);
-  cuda_at_scatter(k, qc, t->qdim, t->qext, t->nqd, r->sidx);
+  cuda_at_scatter(k, b, t->a.bdim, t->a.bext, t->a.nbd, r->sidx);
+  cuda_at_scatter(k, qc, t->a.qdim, t->a.qext, t->a.nqd, r->sidx);
 }
 
 void cuda_at_store1(GenKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
@@ -242,7 +229,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     LLVMValueRef kc =
         LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
     memcpy(kidx[kb], me->sidx, sizeof kidx[kb]);
-    cuda_at_scatter(k, kc, t->kdim, t->kext, t->nkd, kidx[kb]);
+    cuda_at_scatter(k, kc, t->a.kdim, t->a.kext, t->a.nkd, kidx[kb]);
     LLVMValueRef kv[8];
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
@@ -263,9 +250,10 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, me->sidx, sizeof full);
-  cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
+  cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd,
+                  full);
   const HInstr *sd = t->a.sdot;
-  cuda_cache_add(k, sd, t->srank, full, gen_convert(k, dot, DT_F32, sd->shape.dt));
+  gen_cache_add(k, sd, t->srank, full, gen_convert(k, dot, DT_F32, sd->shape.dt));
   LLVMValueRef e = gen_value(k, t->a.score, full);
   if (!e) return;
   e = LLVMBuildSelect(B, valid, gen_convert(k, e, t->a.score->shape.dt, DT_F32),

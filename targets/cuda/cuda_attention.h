@@ -2,10 +2,10 @@
  * cuda_attention.c, the CUDA-core kernels and the slices' combination, and
  * cuda_attention_mma.c, the tensor-core kernel).
  *
- * A plan (AttK) maps the matched attention (OptAttn) onto the scores' dims: which S dims are
- * batch, query and key dims and their extents, so that a kernel turns a batch item, a query row
- * and a key number into the S index the fusion's elementwise ops are generated at. The helpers
- * are the few IR pieces both kernels build with. */
+ * A plan (AttK) is the matched attention (OptAttn, whose batch, query and key dims let a kernel
+ * turn a batch item, a query row and a key number into the S index the fusion's elementwise
+ * ops are generated at) with the kernel's tiles and key slices. The helpers are the few IR
+ * pieces both kernels build with. */
 #ifndef HLOC_CUDA_ATTENTION_H
 #define HLOC_CUDA_ATTENTION_H
 
@@ -16,13 +16,10 @@ typedef struct AttK {
   OptAttn a;
   const HInstr *q, *kk, *v; /* the products' operands in the fusion's body */
   int srank;                /* the scores' rank */
-  int nbd, nqd, nkd;        /* S's batch, query and key dims */
-  int bdim[HLO_MAX_RANK], qdim[HLO_MAX_RANK], kdim[HLO_MAX_RANK]; /* which S dims */
-  int64_t bext[HLO_MAX_RANK], qext[HLO_MAX_RANK], kext[HLO_MAX_RANK];
-  int64_t qt, nqt;   /* query rows per block, query tiles */
-  int64_t ns, chunk; /* key slices, keys per slice */
-  int dt, dvt;       /* head elements per lane: ceil(dh / 32), ceil(dv / 32) */
-  int kb;            /* CUDA cores: keys per step of a warp (qt * kb pairs, a power of two) */
+  int64_t qt, nqt;          /* query rows per block, query tiles */
+  int64_t ns, chunk;        /* key slices, keys per slice */
+  int dt, dvt;              /* head elements per lane: ceil(dh / 32), ceil(dv / 32) */
+  int kb; /* CUDA cores: keys per step of a warp (qt * kb pairs, a power of two) */
 } AttK;
 
 /* One query row of a block: its S index (batch and query dims set), whether it exists (the last

@@ -84,11 +84,11 @@ static void am_stage_unit(GenKern *k, const AttK *t, const HInstr *x, const int8
   LLVMBuilderRef B = k->B;
   int64_t dims[3] = {t->a.nbatch, t->a.nk, nch};
   LLVMValueRef sub[3], sidx[HLO_MAX_RANK];
-  cuda_delin(k, u, dims, 3, sub);
+  gen_delin(k, u, dims, 3, sub);
   for (int d = 0; d < HLO_MAX_RANK; d++)
     sidx[d] = gen_i64(k, 0);
-  cuda_at_scatter(k, sub[0], t->bdim, t->bext, t->nbd, sidx);
-  cuda_at_scatter(k, sub[1], t->kdim, t->kext, t->nkd, sidx);
+  cuda_at_scatter(k, sub[0], t->a.bdim, t->a.bext, t->a.nbd, sidx);
+  cuda_at_scatter(k, sub[1], t->a.kdim, t->a.kext, t->a.nkd, sidx);
   LLVMValueRef c0 = LLVMBuildNSWMul(B, sub[2], gen_i64(k, 8), "");
   LLVMTypeRef v4 = LLVMVectorType(k->cg->i32, 4);
   LLVMValueRef vec = LLVMGetUndef(v4);
@@ -209,9 +209,10 @@ static void am_scores(GenKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
       LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
       LLVMValueRef full[HLO_MAX_RANK];
       memcpy(full, w->row[i / 2].sidx, sizeof full);
-      cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->kdim, t->kext, t->nkd, full);
+      cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd,
+                      full);
       const HInstr *sd = t->a.sdot;
-      cuda_cache_add(k, sd, t->srank, full, gen_convert(k, acc[i], DT_F32, sd->shape.dt));
+      gen_cache_add(k, sd, t->srank, full, gen_convert(k, acc[i], DT_F32, sd->shape.dt));
       LLVMValueRef v = gen_value(k, t->a.score, full);
       v = v ? gen_convert(k, v, t->a.score->shape.dt, DT_F32) : cuda_at_f(k, 0);
       e[nt][i] = LLVMBuildSelect(B, valid, v, cuda_at_f(k, -INFINITY), "");

@@ -296,7 +296,7 @@ static void gm_chunk(GenKern *k, const GmPlan *p, const GmThread *t, int s, int 
   kk = gen_smin(k, kk, gen_i64(k, p->K - (sd->kminor ? 8 : 1)));
   ch->at = gm_swz(k, sd, r, c);
   LLVMValueRef fi[HLO_MAX_RANK];
-  cuda_delin(k, f, sd->fe, sd->d.nf, fi);
+  gen_delin(k, f, sd->fe, sd->d.nf, fi);
   int rank = sd->x->shape.rank;
   for (int d = 0; d < rank; d++)
     ch->idx[0][d] = gen_i64(k, 0);
@@ -335,8 +335,8 @@ static void gm_put(GenKern *k, const GmPlan *p, const GmThread *t, LLVMValueRef 
       for (int v2 = 0; v2 < sd->ninv; v2++)
         for (int j = 0; j < 8; j++) {
           LLVMValueRef a = t->inv[s][i][v2][j];
-          cuda_cache_add(k, sd->inv[v2], sd->inv[v2]->shape.rank, ch.idx[j],
-                         LLVMBuildLoad2(B, LLVMGetAllocatedType(a), a, ""));
+          gen_cache_add(k, sd->inv[v2], sd->inv[v2]->shape.rank, ch.idx[j],
+                        LLVMBuildLoad2(B, LLVMGetAllocatedType(a), a, ""));
         }
       for (int l = 0; t->vec && l < sd->nleaf; l++)
         cuda_vec_cache(k, sd->leaf[l], v[s][i][l], ch.idx, 8);
@@ -510,8 +510,8 @@ static void gm_loop(GenKern *k, const GmPlan *p, GmThread *t) {
 /* The dot's index of row m, column n: the lhs's free dims, then the rhs's. */
 static void gm_dot_idx(GenKern *k, const GmPlan *p, LLVMValueRef m, LLVMValueRef n,
                        LLVMValueRef *idx) {
-  cuda_delin(k, m, p->s[0].fe, p->s[0].d.nf, idx);
-  cuda_delin(k, n, p->s[1].fe, p->s[1].d.nf, idx + p->s[0].d.nf);
+  gen_delin(k, m, p->s[0].fe, p->s[0].d.nf, idx);
+  gen_delin(k, n, p->s[1].fe, p->s[1].d.nf, idx + p->s[0].d.nf);
 }
 
 /* The thread's sums written (one split: through the epilogue; else as f32 partials). */

@@ -267,8 +267,6 @@ LLVMValueRef cuda_sreg(GenKern *k, const char *name);
  * for llvm.maxnum, the pointer type for ldmatrix), which is ignored otherwise. */
 LLVMValueRef cuda_intrinsic(GenKern *k, const char *name, LLVMTypeRef overload, LLVMValueRef *args,
                             int n);
-/* Row-major delinearization of lin over dims[0..n) into idx. */
-void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
 /* a * m + b (i64); the f32 fma x * y + z. */
 LLVMValueRef cuda_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b);
 LLVMValueRef cuda_fma(GenKern *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z);
@@ -283,8 +281,6 @@ void cuda_barrier(GenKern *k);
 /* Private scratch after the plan's heap for a step (staged operands, partial results), at least
  * bytes long; steps run one after another, so each reuses it from its start. */
 CuPtr cuda_scratch(CudaCg *cc, int64_t bytes);
-/* Generating `in` at index idx (rank entries) in this kernel gives v. */
-void cuda_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 
 /* Operand j (0 lhs, 1 rhs) of a dot split into batch / free / contracting dim lists. */
 typedef struct DotSide {

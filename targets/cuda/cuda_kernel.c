@@ -421,27 +421,6 @@ void cuda_endif(GenKern *k, LLVMBasicBlockRef join, int mark) {
   k->ncache = mark;
 }
 
-/* Row-major delinearization of lin over dims[0..n). */
-void cuda_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
-  LLVMValueRef rem = lin;
-  for (int d = n - 1; d >= 0; d--) {
-    if (dims[d] == 1) {
-      idx[d] = gen_i64(k, 0);
-      continue;
-    }
-    bool outer = true;
-    for (int e = 0; e < d; e++)
-      if (dims[e] != 1) outer = false;
-    if (outer) {
-      idx[d] = rem;
-      continue;
-    }
-    LLVMValueRef D = gen_i64(k, dims[d]);
-    idx[d] = LLVMBuildURem(k->B, rem, D, "");
-    rem = LLVMBuildUDiv(k->B, rem, D, "");
-  }
-}
-
 LLVMValueRef cuda_lin(GenKern *k, LLVMValueRef a, int64_t m, LLVMValueRef b) {
   return LLVMBuildNSWAdd(k->B, LLVMBuildNSWMul(k->B, a, gen_i64(k, m), ""), b, "");
 }
@@ -478,7 +457,7 @@ void cuda_grid_loop(GenKern *k, CuStep *st, const Shape *ls, CkBody body, void *
   LLVMValueRef i =
       gen_loop_open_step(k, &l, start, gen_i64(k, total), gen_i64(k, st->grid * CU_BLOCK));
   LLVMValueRef idx[HLO_MAX_RANK];
-  cuda_delin(k, i, ls->dims, ls->rank, idx);
+  gen_delin(k, i, ls->dims, ls->rank, idx);
   k->lin_idx = idx;
   k->lin = i;
   k->lin_shape = ls;
@@ -689,7 +668,7 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
   LLVMValueRef lin[8], idx[8][HLO_MAX_RANK];
   for (int ln = 0; ln < L; ln++) {
     lin[ln] = ln ? LLVMBuildNSWAdd(B, base, gen_i64(k, ln), "") : base;
-    cuda_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
+    gen_delin(k, lin[ln], s->dims, s->rank, idx[ln]);
   }
   for (int q = 0; q < nvops; q++) {
     LLVMTypeRef mt = gen_mem_type(cg, vops[q]->shape.dt);
@@ -697,8 +676,8 @@ static bool ck_vec_kernel(CudaCg *cc, HInstr *in, const HInstr *hero, CuPtr hp) 
     LLVMValueRef v = LLVMBuildLoad2(B, LLVMVectorType(mt, (unsigned)L), p, "");
     LLVMSetAlignment(v, 16);
     for (int ln = 0; ln < L; ln++)
-      cuda_cache_add(k, vops[q], s->rank, idx[ln],
-                     LLVMBuildExtractElement(B, v, gen_i64(k, ln), ""));
+      gen_cache_add(k, vops[q], s->rank, idx[ln],
+                    LLVMBuildExtractElement(B, v, gen_i64(k, ln), ""));
   }
   LLVMTypeRef ot = gen_mem_type(cg, s->dt);
   LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(ot, (unsigned)L));
@@ -812,16 +791,6 @@ static void ck_squeeze_idx(GenKern *k, const Shape *from, LLVMValueRef *fidx, co
       i++;
     tidx[j] = fidx[i++];
   }
-}
-
-void cuda_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
-  k->cache =
-      hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
-  GenCacheEnt *e = &k->cache[k->ncache++];
-  e->in = in;
-  for (int d = 0; d < rank; d++)
-    e->idx[d] = idx[d];
-  e->v = v;
 }
 
 static bool ck_row_plan(const HInstr *in, RowPlan *p, HArena *scratch) {
@@ -994,7 +963,7 @@ static LLVMValueRef ck_smem_at(GenKern *k, LLVMValueRef smem, LLVMValueRef i) {
 static void ck_reduce_cache(GenKern *k, const RowPlan *p, LLVMValueRef *oidx, LLVMValueRef *acc) {
   const HInstr *h0 = p->hero[0];
   for (int h = 0; h < p->nh; h++) {
-    cuda_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
+    gen_cache_add(k, p->hero[h], h0->shape.rank, oidx, acc[h]);
     /* reshapes adding or removing unit dims ([8,128] -> [8,128,1]) hit the cache too */
     for (int i = 0; p->comp && i < p->comp->ninstrs; i++) {
       const HInstr *x = p->comp->instrs[i];
@@ -1002,7 +971,7 @@ static void ck_reduce_cache(GenKern *k, const RowPlan *p, LLVMValueRef *oidx, LL
         continue;
       LLVMValueRef xi[HLO_MAX_RANK];
       ck_squeeze_idx(k, &h0->shape, oidx, &x->shape, xi);
-      cuda_cache_add(k, x, x->shape.rank, xi, acc[h]);
+      gen_cache_add(k, x, x->shape.rank, xi, acc[h]);
     }
   }
 }
@@ -1043,7 +1012,7 @@ static bool ck_reduce_span(GenKern *k, const RowPlan *p, HInstr *in, LLVMValueRe
   GenLoop jl;
   LLVMValueRef j = gen_loop_open_step(k, &jl, j0, jend, gen_i64(k, jstep));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
-  cuda_delin(k, j, rext, nr, ridx);
+  gen_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
     full[d] = p->red[d] ? ridx[r++] : oidx[o++];
   LLVMValueRef acc[CU_MAX_HEROES], v[CU_MAX_HEROES];
@@ -1148,7 +1117,7 @@ static bool ck_split_finish(CudaCg *cc, HInstr *in, const RowPlan *p, CuPtr pp) 
     acc[h] = LLVMBuildLoad2(B, aty[h], accp[h], "");
   ck_shfl_tree(k, p, acc, 16);
   LLVMValueRef oidx[HLO_MAX_RANK];
-  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  gen_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   int m = 0;
   LLVMBasicBlockRef jo = cuda_if(k, LLVMBuildICmp(B, LLVMIntEQ, lane, gen_i64(k, 0), ""), &m);
   ck_reduce_store(k, p, in, out, oidx, acc);
@@ -1174,7 +1143,7 @@ static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
   GenLoop rl;
   LLVMValueRef row = ck_warp_rows(k, st, p->R, &lane, &rl);
   LLVMValueRef oidx[HLO_MAX_RANK];
-  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  gen_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   for (int h = 0; h < p->nh && !k->failed; h++) {
     RowPlan one = *p;
     one.nh = 1;
@@ -1198,7 +1167,7 @@ static bool ck_row_chain(CudaCg *cc, HInstr *in, const RowPlan *p) {
   GenLoop jl;
   LLVMValueRef j = gen_loop_open_step(k, &jl, lane, gen_i64(k, p->K), gen_i64(k, 32));
   LLVMValueRef ridx[HLO_MAX_RANK], full[HLO_MAX_RANK];
-  cuda_delin(k, j, rext, nr, ridx);
+  gen_delin(k, j, rext, nr, ridx);
   for (int d = 0, r = 0, o = 0; d < p->os->rank; d++)
     full[d] = p->red[d] ? ridx[r++] : oidx[o++];
   LLVMValueRef v = gen_value(k, in, full);
@@ -1251,7 +1220,7 @@ static bool ck_row_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
     j0 = LLVMBuildNSWAdd(B, lo, j0, "");
   }
   LLVMValueRef oidx[HLO_MAX_RANK];
-  cuda_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
+  gen_delin(k, row, h0->shape.dims, h0->shape.rank, oidx);
   LLVMValueRef init[CU_MAX_HEROES], accp[CU_MAX_HEROES];
   LLVMTypeRef aty[CU_MAX_HEROES];
   for (int h = 0; h < p->nh; h++) {
@@ -1355,8 +1324,8 @@ static bool ck_col_reduce(CudaCg *cc, HInstr *in, const RowPlan *p) {
   LLVMValueRef row = LLVMBuildNSWAdd(B, base, lane, "");
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, row, gen_i64(k, p->R), "");
   LLVMValueRef oidx[HLO_MAX_RANK];
-  cuda_delin(k, LLVMBuildSelect(B, valid, row, gen_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
-             oidx);
+  gen_delin(k, LLVMBuildSelect(B, valid, row, gen_i64(k, 0), ""), h0->shape.dims, h0->shape.rank,
+            oidx);
   for (int h = 0; h < p->nh; h++)
     LLVMBuildStore(B, init[h], accp[h]);
   int m1 = 0, m2 = 0;
@@ -1442,17 +1411,17 @@ static void ck_stage_index(GenKern *k, const StageCtx *c, LLVMValueRef *idx, LLV
   int64_t ext[HLO_MAX_RANK];
   for (int i = 0; i < s->nb; i++)
     ext[i] = os->dims[s->b[i]];
-  cuda_delin(k, idx[0], ext, s->nb, t);
+  gen_delin(k, idx[0], ext, s->nb, t);
   for (int i = 0; i < s->nb; i++)
     oi[s->b[i]] = t[i];
   for (int i = 0; i < s->nf; i++)
     ext[i] = os->dims[s->f[i]];
-  cuda_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
+  gen_delin(k, idx[c->k_first ? 2 : 1], ext, s->nf, t);
   for (int i = 0; i < s->nf; i++)
     oi[s->f[i]] = t[i];
   for (int i = 0; i < s->nc; i++)
     ext[i] = os->dims[s->c[i]];
-  cuda_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
+  gen_delin(k, idx[c->k_first ? 1 : 2], ext, s->nc, t);
   for (int i = 0; i < s->nc; i++)
     oi[s->c[i]] = t[i];
 }
@@ -1544,7 +1513,7 @@ static bool ck_stage_tiled(GenKern *k, CuStep *st, StageCtx *c) {
   LLVMValueRef t = gen_loop_open_step(k, &l, bid, gen_i64(k, tiles), gen_i64(k, st->grid));
   int64_t ext[3] = {c->cs->dims[0], tr, tc};
   LLVMValueRef ti[3];
-  cuda_delin(k, t, ext, 3, ti);
+  gen_delin(k, t, ext, 3, ti);
   LLVMValueRef r0 = LLVMBuildNSWMul(B, ti[1], gen_i64(k, CU_TILE), ""),
                c0 = LLVMBuildNSWMul(B, ti[2], gen_i64(k, CU_TILE), "");
   LLVMValueRef tile = NULL;

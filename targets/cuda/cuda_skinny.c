@@ -334,8 +334,8 @@ static void sk_dot_idx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef
                        LLVMValueRef *idx) {
   /* the result's dims: the lhs's free dims, then the rhs's */
   int sfirst = p->s == 0 ? 0 : p->W.nf, wfirst = p->s == 0 ? p->S.nf : 0;
-  cuda_delin(k, m, p->se, p->S.nf, idx + sfirst);
-  cuda_delin(k, n, p->we, p->W.nf, idx + wfirst);
+  gen_delin(k, m, p->se, p->S.nf, idx + sfirst);
+  gen_delin(k, n, p->we, p->W.nf, idx + wfirst);
 }
 
 void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInstr *root,
@@ -343,7 +343,7 @@ void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInst
   LLVMValueRef v = gen_convert(k, sum, DT_F32, dot->shape.dt);
   int mark = k->ncache;
   if (root != dot) {
-    cuda_cache_add(k, dot, dot->shape.rank, idx, v);
+    gen_cache_add(k, dot, dot->shape.rank, idx, v);
     v = gen_value(k, root, idx);
   }
   if (v) gen_store_elem(k, cuda_kbuffer(k, in), &in->shape, idx, v);
@@ -353,7 +353,7 @@ void cuda_dot_write(GenKern *k, const HInstr *in, const HInstr *dot, const HInst
 /* S's index of row m (a value) into si, k left out. */
 static void sk_sidx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef *si) {
   LLVMValueRef fi[HLO_MAX_RANK];
-  cuda_delin(k, m, p->se, p->S.nf, fi);
+  gen_delin(k, m, p->se, p->S.nf, fi);
   for (int d = 0; d < p->dot->ops[p->s]->shape.rank; d++)
     si[d] = gen_i64(k, 0);
   for (int i = 0; i < p->S.nf; i++)
@@ -366,7 +366,7 @@ static void sk_sidx(GenKern *k, const SkPlan *p, LLVMValueRef m, LLVMValueRef *s
 static void sk_thread(GenKern *k, const SkPlan *p, LLVMValueRef n0, LLVMValueRef row, SkThread *t) {
   LLVMBuilderRef B = k->B;
   LLVMValueRef fi[HLO_MAX_RANK];
-  cuda_delin(k, n0, p->we, p->W.nf, fi);
+  gen_delin(k, n0, p->we, p->W.nf, fi);
   for (int i = 0; i < p->W.nf; i++)
     t->widx[p->W.f[i]] = fi[i];
   if (p->mma) {

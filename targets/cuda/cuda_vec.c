@@ -41,8 +41,7 @@ LLVMValueRef cuda_vec_load(GenKern *k, const HInstr *x, LLVMValueRef *idx, int w
 void cuda_vec_cache(GenKern *k, const HInstr *x, LLVMValueRef v, LLVMValueRef (*idx)[HLO_MAX_RANK],
                     int width) {
   for (int j = 0; j < width; j++)
-    cuda_cache_add(k, x, x->shape.rank, idx[j],
-                   LLVMBuildExtractElement(k->B, v, gen_i64(k, j), ""));
+    gen_cache_add(k, x, x->shape.rank, idx[j], LLVMBuildExtractElement(k->B, v, gen_i64(k, j), ""));
 }
 
 LLVMValueRef cuda_vec_aligned(GenKern *k, const HInstr *const *leaf, int n, int width) {

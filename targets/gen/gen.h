@@ -165,6 +165,10 @@ LLVMValueRef gen_alloca(GenKern *k, LLVMTypeRef t);
 /* Row-major linear index of idx over shape s (the kernel's lin when idx is its lin_idx over
  * the same dims). */
 LLVMValueRef gen_linear(GenKern *k, const Shape *s, LLVMValueRef *idx);
+/* Row-major delinearization of lin over dims[0..n) into idx. */
+void gen_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+/* Enter in the elemental cache: generating `in` at index idx (rank entries) gives v. */
+void gen_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 /* Element of an array value of shape s stored at p, at index idx (register type). */
 LLVMValueRef gen_load_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx);
 void gen_store_elem(GenKern *k, LLVMValueRef p, const Shape *s, LLVMValueRef *idx, LLVMValueRef v);
@@ -194,6 +198,8 @@ LLVMValueRef gen_intr(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef
 LLVMValueRef gen_libm(GenKern *k, const char *name, DType t, LLVMValueRef *args, int n);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to);
+/* exp of an f32 value, branch-free (loops of it vectorize; about 1 ulp). */
+LLVMValueRef gen_exp_f32(GenKern *k, LLVMValueRef x);
 /* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value
  * -> fp8 bits rounded as hlo_f32_to_f8e4m3fn / _f8e5m2 do (integer IR, branch-free). */
 LLVMValueRef gen_fp8_decode(GenKern *k, DType t, LLVMValueRef bits);

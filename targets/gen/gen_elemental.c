@@ -218,7 +218,7 @@ static LLVMValueRef el_tanh_f32(GenKern *k, LLVMValueRef x) {
  * Cody-Waite), e^r by Cephes' degree-7 polynomial (about 1 ulp), times 2^n built in the
  * exponent field in two halves (so results down to the subnormals scale correctly); above
  * 88.72 +inf, below -103.98 zero, NaN kept. */
-static LLVMValueRef el_exp_f32(GenKern *k, LLVMValueRef x) {
+LLVMValueRef gen_exp_f32(GenKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
   static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
@@ -756,7 +756,7 @@ static LLVMValueRef el_scalar(GenKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_CBRT: return el_libm(k, "cbrt", t, v, 1);
   case OP_EXP:
     if (t == DT_F64) return el_intr1(k, "llvm.exp", v[0]);
-    return gen_convert(k, el_exp_f32(k, gen_convert(k, v[0], t, DT_F32)), DT_F32, t);
+    return gen_convert(k, gen_exp_f32(k, gen_convert(k, v[0], t, DT_F32)), DT_F32, t);
   case OP_LOG: return el_intr1(k, "llvm.log", v[0]);
   case OP_SINE: return el_intr1(k, "llvm.sin", v[0]);
   case OP_COSINE: return el_intr1(k, "llvm.cos", v[0]);
@@ -789,7 +789,7 @@ static LLVMValueRef el_scalar(GenKern *k, const HInstr *in, LLVMValueRef *v) {
   case OP_LOGISTIC: { /* 1 / (1 + e^-x), e^-x as OP_EXP computes it (vectorizable below f64) */
     DType ct = t == DT_F64 ? DT_F64 : DT_F32;
     LLVMValueRef x = LLVMBuildFNeg(B, gen_convert(k, v[0], t, ct), "");
-    LLVMValueRef e = ct == DT_F64 ? el_intr1(k, "llvm.exp", x) : el_exp_f32(k, x);
+    LLVMValueRef e = ct == DT_F64 ? el_intr1(k, "llvm.exp", x) : gen_exp_f32(k, x);
     LLVMValueRef one = LLVMConstReal(LLVMTypeOf(x), 1.0);
     return gen_convert(k, LLVMBuildFDiv(B, one, LLVMBuildFAdd(B, one, e, ""), ""), ct, t);
   }
@@ -1397,13 +1397,7 @@ LLVMValueRef gen_value(GenKern *k, const HInstr *in, LLVMValueRef *idx) {
     }
   if (!r || k->failed) return NULL;
   if (cacheable) {
-    k->cache =
-        hlo_arena_grow(cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
-    GenCacheEnt *e = &k->cache[k->ncache++];
-    e->in = in;
-    for (int d = 0; d < rank; d++)
-      e->idx[d] = idx[d];
-    e->v = r;
+    gen_cache_add(k, in, rank, idx, r);
   }
   return r;
 }

@@ -199,3 +199,34 @@ const HInstr *gen_fusion_hero(const HInstr *in) {
   }
   return hero;
 }
+
+/* Row-major delinearization of lin over dims[0..n). */
+void gen_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx) {
+  LLVMValueRef rem = lin;
+  for (int d = n - 1; d >= 0; d--) {
+    if (dims[d] == 1) {
+      idx[d] = gen_i64(k, 0);
+      continue;
+    }
+    bool outer = true;
+    for (int e = 0; e < d; e++)
+      if (dims[e] != 1) outer = false;
+    if (outer) {
+      idx[d] = rem;
+      continue;
+    }
+    LLVMValueRef D = gen_i64(k, dims[d]);
+    idx[d] = LLVMBuildURem(k->B, rem, D, "");
+    rem = LLVMBuildUDiv(k->B, rem, D, "");
+  }
+}
+
+void gen_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
+  k->cache =
+      hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
+  GenCacheEnt *e = &k->cache[k->ncache++];
+  e->in = in;
+  for (int d = 0; d < rank; d++)
+    e->idx[d] = idx[d];
+  e->v = v;
+}

@@ -233,6 +233,7 @@ static inline void ct_check_text_ex(const char *what, const char *text, double r
   HErr err = {0};
   if (optimize) {
     OptOpts oo = {0};
+    cpu_optimizer_options(&oo);
     cr_assert(opt_optimize(m, &oo, &err), "optimizer: %s", err.msg);
   }
   ct_reference(ref, a, dir, int_range);

@@ -1,0 +1,612 @@
+/* targets/cpu/cpu_attention.c: one blocked kernel for an attention fusion (flash attention on
+ * the CPU).
+ *
+ * The attention pass leaves softmax(f(Q.K)) . V as a kCustom fusion; opt_attention_match on its
+ * root gives the dims. An item is one batch item and a tile of QT = 2 vectors of query rows;
+ * the parallel-for's chunks take runs of items, each in its own scratch, which stays in L1/L2:
+ * the tile's queries transposed (Qt[d][r]), one block of KB keys and its values (Kp[j][d],
+ * Vp[j][c], converted to f32 as they are packed, zero rows past the keys), the block's scores
+ * transposed (St[j][r]), the accumulators O[r][c] and the rows' running max and sum. Per key
+ * block: the scores by a register-blocked micro-kernel (KJ keys broadcast against the tile's
+ * two query vectors: 2 KJ accumulators, one FMA per loaded value, as in the GEMM's); the
+ * fusion's elementwise ops (scale, masks, soft-capping) at each score's index through the
+ * elemental generator with the product's value entered in its cache, keys past the end -inf;
+ * the online softmax, rows along the vector lanes (each loop over the tile's rows is one
+ * vectorizable line: max, exp, sums, the accumulators' rescaling); then O += P . V by a second
+ * micro-kernel (R rows of probabilities broadcast against NV vectors of a value row). At the
+ * end each row is divided by its sum and stored through the result's dims. The score matrix is
+ * never in memory beyond one block; all in f32, the probabilities not rounded to the values'
+ * type (within the corpus's bar of XLA, which rounds them in a bf16 model). */
+#include "cpu_impl.h"
+#include "optimizer.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CA_KEYS 64        /* keys per block, about (a multiple of the micro-kernel's KJ) */
+#define CA_MAX_CHUNKS 64  /* parallel-for chunks, at most */
+#define CA_MIN_WORK 65536 /* multiply-adds below which the kernel runs as one chunk */
+#define CA_MASKED -1e30   /* a mask's constant at most this: its scores weigh nothing */
+
+typedef struct CaPlan {
+  OptAttn a;
+  const HInstr *q, *kk, *v; /* the products' operands in the fusion's body */
+  int vw;                   /* f32 lanes of a vector */
+  int64_t QT;               /* query rows per tile (two vectors) */
+  int KJ;                   /* keys per step of the scores' micro-kernel */
+  int64_t KB;               /* keys per block */
+  int R, NV;                /* the output micro-kernel: rows, vectors per row */
+  int64_t dvp;              /* dv rounded up to whole vectors */
+  int64_t nqt, items;       /* query tiles per batch item; items (batch items x tiles) */
+  int64_t nchunks;
+  /* a mask the blocks can be skipped by: score = select(pred, f(S), c) (or its convert) with
+     pred not reading S and c <= CA_MASKED; which operand of the select is c */
+  const HInstr *mask;
+  int mask_c;
+  double cval;
+  /* the chunk's scratch, in floats from its start: Qt, Kp, Vp, St, O, m, l, ref, corr */
+  int64_t oq, ok, ov, os, oo, om, ol, oref, ocorr, per;
+} CaPlan;
+
+static int64_t ca_round(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* Whether x reads y (through at most depth levels of operands). */
+static bool ca_reads(const HInstr *x, const HInstr *y, int depth) {
+  if (x == y) return true;
+  if (depth == 0) return true; /* (too deep to tell: assume it does) */
+  for (int j = 0; j < x->nops; j++)
+    if (ca_reads(x->ops[j], y, depth - 1)) return true;
+  return false;
+}
+
+/* The select of a causal or padding mask at the score (through converts): one branch a
+ * constant at most CA_MASKED, the predicate not reading the product, the other branch reading
+ * it. */
+static void ca_find_mask(CaPlan *p) {
+  const HInstr *x = p->a.score;
+  while (x->op == OP_CONVERT && x != p->a.sdot)
+    x = x->ops[0];
+  if (x->op != OP_SELECT || ca_reads(x->ops[0], p->a.sdot, 24)) return;
+  for (int j = 1; j <= 2; j++) {
+    double c;
+    if (opt_uniform_value(x->ops[j], &c) && c <= CA_MASKED &&
+        ca_reads(x->ops[3 - j], p->a.sdot, 24)) {
+      p->mask = x;
+      p->mask_c = j;
+      p->cval = c;
+    }
+  }
+}
+
+static void ca_plan(CaPlan *p, CpuCg *cg, const OptAttn *a) {
+  memset(p, 0, sizeof *p);
+  p->a = *a;
+  p->q = a->sdot->ops[a->qop];
+  p->kk = a->sdot->ops[1 - a->qop];
+  p->v = a->odot->ops[a->vop];
+  p->vw = cpu_vector_width(cg);
+  bool wide = p->vw >= 16; /* AVX-512: 32 vector registers, else 16 */
+  p->QT = 2 * p->vw;
+  p->KJ = wide ? 12 : 6;
+  p->KB = ca_round(CA_KEYS, p->KJ);
+  p->R = 6;
+  p->NV = wide ? 4 : 2;
+  p->dvp = ca_round(a->dv, p->vw);
+  p->nqt = (a->nq + p->QT - 1) / p->QT;
+  p->items = a->nbatch * p->nqt;
+  int64_t work = a->nbatch * a->nq * a->nk * (a->dh + a->dv);
+  int64_t min = cg->o->par_min_elems > 0 ? cg->o->par_min_elems : CA_MIN_WORK;
+  p->nchunks = work < min ? 1 : p->items < CA_MAX_CHUNKS ? p->items : CA_MAX_CHUNKS;
+  int64_t at = 0;
+  int64_t *offs[] = {&p->oq, &p->ok, &p->ov, &p->os, &p->oo, &p->om, &p->ol, &p->oref, &p->ocorr};
+  int64_t sizes[] = {a->dh * p->QT, p->KB * a->dh, p->KB * p->dvp, p->KB * p->QT, p->QT * p->dvp,
+                     p->QT,         p->QT,         p->QT,          p->QT};
+  for (int i = 0; i < 9; i++) {
+    *offs[i] = at;
+    at += ca_round(sizes[i], 16); /* 64-byte lines */
+  }
+  p->per = at;
+  ca_find_mask(p);
+}
+
+/* ------------------------------------------------------------------ IR helpers */
+
+static LLVMValueRef ca_f(GenKern *k, double v) { return LLVMConstReal(k->cg->f32, v); }
+
+static LLVMValueRef ca_add(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildNSWAdd(k->B, a, b, "");
+}
+
+static LLVMValueRef ca_mul(GenKern *k, LLVMValueRef a, int64_t m) {
+  return LLVMBuildNSWMul(k->B, a, gen_i64(k, m), "");
+}
+
+/* &base[i] for f32 elements */
+static LLVMValueRef ca_at(GenKern *k, LLVMValueRef base, LLVMValueRef i) {
+  return LLVMBuildInBoundsGEP2(k->B, k->cg->f32, base, &i, 1, "");
+}
+
+static LLVMValueRef ca_ld(GenKern *k, LLVMValueRef base, LLVMValueRef i) {
+  LLVMValueRef v = LLVMBuildLoad2(k->B, k->cg->f32, ca_at(k, base, i), "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+static void ca_st(GenKern *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v) {
+  LLVMSetAlignment(LLVMBuildStore(k->B, v, ca_at(k, base, i)), 4);
+}
+
+static LLVMValueRef ca_vld(GenKern *k, const CaPlan *p, LLVMValueRef base, LLVMValueRef i) {
+  LLVMValueRef v =
+      LLVMBuildLoad2(k->B, LLVMVectorType(k->cg->f32, (unsigned)p->vw), ca_at(k, base, i), "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+static void ca_vst(GenKern *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v) {
+  LLVMSetAlignment(LLVMBuildStore(k->B, v, ca_at(k, base, i)), 4);
+}
+
+static LLVMValueRef ca_intr(GenKern *k, const char *name, LLVMTypeRef t, LLVMValueRef *args,
+                            int n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, &t, 1);
+  return LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, &t, 1), f, args, (unsigned)n, "");
+}
+
+static LLVMValueRef ca_fma(GenKern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMValueRef args[3] = {a, b, c};
+  return ca_intr(k, "llvm.fmuladd", LLVMTypeOf(c), args, 3);
+}
+
+static LLVMValueRef ca_max(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef args[2] = {a, b};
+  return ca_intr(k, "llvm.maxnum", LLVMTypeOf(a), args, 2);
+}
+
+/* A loop [0, n) (n constant or run-time) stepping by step. */
+static LLVMValueRef ca_loop(GenKern *k, GenLoop *l, LLVMValueRef n, int64_t step) {
+  LLVMValueRef iv = gen_loop_open(k, l, gen_i64(k, 0), n);
+  l->step = step;
+  return iv;
+}
+
+/* The f32 value of operand x at the index whose dims map to S dims through map (-1: the head
+ * dim, at c). */
+static LLVMValueRef ca_operand(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+                               LLVMValueRef c) {
+  LLVMValueRef idx[HLO_MAX_RANK];
+  for (int d = 0; d < x->shape.rank; d++)
+    idx[d] = map[d] < 0 ? c : sidx[map[d]];
+  LLVMValueRef v = gen_value(k, x, idx);
+  return v ? gen_convert(k, v, x->shape.dt, DT_F32) : ca_f(k, 0);
+}
+
+/* S index dims of a linear index over some of S's dims. */
+static void ca_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+                       LLVMValueRef *sidx) {
+  LLVMValueRef sub[HLO_MAX_RANK];
+  gen_delin(k, lin, ext, n, sub);
+  for (int i = 0; i < n; i++)
+    sidx[dims[i]] = sub[i];
+}
+
+/* ------------------------------------------------------------------ the steps of an item */
+
+/* One item's values: its batch item's S index (batch dims set), its first query row and its
+ * valid rows, the chunk's scratch arrays. */
+typedef struct CaItem {
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  LLVMValueRef q0, nrows;
+  LLVMValueRef Qt, Kp, Vp, St, O, m, l, ref, corr;
+} CaItem;
+
+/* A closed loop kept scalar: its strided stores would become scatters, which cost more than
+ * the scalar stores (Sapphire Rapids: the Q tile's packing dominated at 128 keys). */
+static void ca_scalar(GenKern *k, const GenLoop *l) {
+  cpu_loop_hint(k, l->latch_br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0));
+}
+
+/* Qt[d][r] = Q(row q0 + r, head d), 0 for rows past the end. */
+static void ca_pack_q(GenKern *k, const CaPlan *p, const CaItem *it) {
+  LLVMBuilderRef B = k->B;
+  const OptAttn *a = &p->a;
+  GenLoop lr, ld, lz;
+  LLVMValueRef r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
+  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, r, it->nrows, "");
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qrow");
+  LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qpad");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qdone");
+  LLVMBuildCondBr(B, valid, yes, no);
+  LLVMPositionBuilderAtEnd(B, yes);
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  memcpy(sidx, it->sidx, sizeof sidx);
+  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, sidx);
+  LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
+  ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), ca_operand(k, p->q, a->qmap, sidx, d));
+  gen_loop_close(k, &ld);
+  ca_scalar(k, &ld);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, no);
+  d = ca_loop(k, &lz, gen_i64(k, a->dh), 1);
+  ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), ca_f(k, 0));
+  gen_loop_close(k, &lz);
+  ca_scalar(k, &lz);
+  LLVMBuildBr(B, join);
+  LLVMPositionBuilderAtEnd(B, join);
+  gen_loop_close(k, &lr);
+}
+
+/* Kp[j][d] = K(key k0 + j, d) and Vp[j][c] = V(key k0 + j, c) for j < kn; zero rows up to knp
+ * and zero columns of Vp past dv. */
+static void ca_pack_kv(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef k0,
+                       LLVMValueRef kn, LLVMValueRef knp) {
+  const OptAttn *a = &p->a;
+  GenLoop lj, ld, lc, lz, lzc, lzr;
+  LLVMValueRef j = ca_loop(k, &lj, kn, 1);
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  memcpy(sidx, it->sidx, sizeof sidx);
+  ca_scatter(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
+  LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
+  ca_st(k, it->Kp, ca_add(k, ca_mul(k, j, a->dh), d), ca_operand(k, p->kk, a->kmap, sidx, d));
+  gen_loop_close(k, &ld);
+  LLVMValueRef c = ca_loop(k, &lc, gen_i64(k, a->dv), 1);
+  ca_st(k, it->Vp, ca_add(k, ca_mul(k, j, p->dvp), c), ca_operand(k, p->v, a->vmap, sidx, c));
+  gen_loop_close(k, &lc);
+  if (p->dvp > a->dv) {
+    c = gen_loop_open(k, &lzc, gen_i64(k, a->dv), gen_i64(k, p->dvp));
+    ca_st(k, it->Vp, ca_add(k, ca_mul(k, j, p->dvp), c), ca_f(k, 0));
+    gen_loop_close(k, &lzc);
+  }
+  gen_loop_close(k, &lj);
+  j = gen_loop_open(k, &lz, kn, knp);
+  d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
+  ca_st(k, it->Kp, ca_add(k, ca_mul(k, j, a->dh), d), ca_f(k, 0));
+  gen_loop_close(k, &ld);
+  c = ca_loop(k, &lzr, gen_i64(k, p->dvp), 1);
+  ca_st(k, it->Vp, ca_add(k, ca_mul(k, j, p->dvp), c), ca_f(k, 0));
+  gen_loop_close(k, &lzr);
+  gen_loop_close(k, &lz);
+}
+
+/* St[j][r] = sum_d Kp[j][d] Qt[d][r] for j < knp (a multiple of KJ): per step KJ keys broadcast
+ * against the tile's two query vectors, 2 KJ accumulators in registers across the head. */
+static void ca_scores(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef knp) {
+  LLVMTypeRef vt = LLVMVectorType(k->cg->f32, (unsigned)p->vw);
+  LLVMValueRef acc[16][2];
+  for (int jj = 0; jj < p->KJ; jj++)
+    for (int v = 0; v < 2; v++)
+      acc[jj][v] = gen_alloca(k, vt);
+  GenLoop lj, ld;
+  LLVMValueRef j0 = ca_loop(k, &lj, knp, p->KJ);
+  for (int jj = 0; jj < p->KJ; jj++)
+    for (int v = 0; v < 2; v++)
+      LLVMBuildStore(k->B, LLVMConstNull(vt), acc[jj][v]);
+  LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, p->a.dh), 1);
+  LLVMValueRef qv[2];
+  for (int v = 0; v < 2; v++)
+    qv[v] = ca_vld(k, p, it->Qt, ca_add(k, ca_mul(k, d, p->QT), gen_i64(k, v * p->vw)));
+  LLVMValueRef kd = ca_add(k, ca_mul(k, j0, p->a.dh), d);
+  for (int jj = 0; jj < p->KJ; jj++) {
+    LLVMValueRef kb =
+        cpu_splat(k, ca_ld(k, it->Kp, ca_add(k, kd, gen_i64(k, jj * p->a.dh))), p->vw);
+    for (int v = 0; v < 2; v++)
+      LLVMBuildStore(k->B, ca_fma(k, kb, qv[v], LLVMBuildLoad2(k->B, vt, acc[jj][v], "")),
+                     acc[jj][v]);
+  }
+  gen_loop_close(k, &ld);
+  for (int jj = 0; jj < p->KJ; jj++)
+    for (int v = 0; v < 2; v++) {
+      LLVMValueRef at =
+          ca_add(k, ca_mul(k, ca_add(k, j0, gen_i64(k, jj)), p->QT), gen_i64(k, v * p->vw));
+      ca_vst(k, it->St, at, LLVMBuildLoad2(k->B, vt, acc[jj][v], ""));
+    }
+  gen_loop_close(k, &lj);
+}
+
+/* The fusion's elementwise ops on every score of the block (St[j][r] for key k0 + j, row
+ * q0 + r), -inf for keys past kn. Skipped when the softmax reads the product itself. */
+static void ca_chain(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef k0,
+                     LLVMValueRef kn, LLVMValueRef knp) {
+  const OptAttn *a = &p->a;
+  LLVMBuilderRef B = k->B;
+  GenLoop lj, lr;
+  LLVMValueRef j = ca_loop(k, &lj, knp, 1);
+  LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, j, kn, "");
+  LLVMValueRef key = LLVMBuildSelect(B, valid, ca_add(k, k0, j), gen_i64(k, 0), "");
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  memcpy(sidx, it->sidx, sizeof sidx);
+  ca_scatter(k, key, a->kdim, a->kext, a->nkd, sidx);
+  LLVMValueRef r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
+  LLVMValueRef at = ca_add(k, ca_mul(k, j, p->QT), r);
+  LLVMValueRef s = ca_ld(k, it->St, at);
+  if (a->score != a->sdot) {
+    /* rows past the end compute as the last row (their scores are not used) */
+    LLVMValueRef row = ca_add(k, it->q0, r), last = gen_i64(k, a->nq - 1);
+    row = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, row, last, ""), row, last, "");
+    LLVMValueRef full[HLO_MAX_RANK];
+    memcpy(full, sidx, sizeof full);
+    ca_scatter(k, row, a->qdim, a->qext, a->nqd, full);
+    const HInstr *sd = a->sdot;
+    gen_cache_add(k, sd, sd->shape.rank, full, gen_convert(k, s, DT_F32, sd->shape.dt));
+    LLVMValueRef e = gen_value(k, a->score, full);
+    s = e ? gen_convert(k, e, a->score->shape.dt, DT_F32) : ca_f(k, 0);
+  }
+  ca_st(k, it->St, at, LLVMBuildSelect(B, valid, s, ca_f(k, -INFINITY), ""));
+  gen_loop_close(k, &lr);
+  gen_loop_close(k, &lj);
+}
+
+/* The online softmax over the block: ref = the rows' new max (0 while all are -inf), corr =
+ * exp(old max - ref), St[j][r] = exp(St[j][r] - ref), l = l corr + the row's sum, O *= corr. */
+static void ca_softmax(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef knp) {
+  LLVMBuilderRef B = k->B;
+  GenLoop l1, lj, lr, l2, lj2, lr2, l3, lc;
+  LLVMValueRef r = ca_loop(k, &l1, gen_i64(k, p->QT), 1);
+  ca_st(k, it->ref, r, ca_ld(k, it->m, r));
+  gen_loop_close(k, &l1);
+  LLVMValueRef j = ca_loop(k, &lj, knp, 1);
+  r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
+  LLVMValueRef s = ca_ld(k, it->St, ca_add(k, ca_mul(k, j, p->QT), r));
+  ca_st(k, it->ref, r, ca_max(k, ca_ld(k, it->ref, r), s));
+  gen_loop_close(k, &lr);
+  gen_loop_close(k, &lj);
+  r = ca_loop(k, &l2, gen_i64(k, p->QT), 1);
+  LLVMValueRef mn = ca_ld(k, it->ref, r), mo = ca_ld(k, it->m, r);
+  LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, ca_f(k, -INFINITY), "");
+  LLVMValueRef ref = LLVMBuildSelect(B, ninf, ca_f(k, 0), mn, "");
+  LLVMValueRef corr = gen_exp_f32(k, LLVMBuildFSub(B, mo, ref, ""));
+  ca_st(k, it->m, r, mn);
+  ca_st(k, it->ref, r, ref);
+  ca_st(k, it->corr, r, corr);
+  ca_st(k, it->l, r, LLVMBuildFMul(B, ca_ld(k, it->l, r), corr, ""));
+  gen_loop_close(k, &l2);
+  j = ca_loop(k, &lj2, knp, 1);
+  r = ca_loop(k, &lr2, gen_i64(k, p->QT), 1);
+  LLVMValueRef at = ca_add(k, ca_mul(k, j, p->QT), r);
+  LLVMValueRef e = gen_exp_f32(k, LLVMBuildFSub(B, ca_ld(k, it->St, at), ca_ld(k, it->ref, r), ""));
+  ca_st(k, it->St, at, e);
+  ca_st(k, it->l, r, LLVMBuildFAdd(B, ca_ld(k, it->l, r), e, ""));
+  gen_loop_close(k, &lr2);
+  gen_loop_close(k, &lj2);
+  r = ca_loop(k, &l3, gen_i64(k, p->QT), 1);
+  LLVMValueRef cr = ca_ld(k, it->corr, r);
+  LLVMValueRef c = ca_loop(k, &lc, gen_i64(k, p->dvp), 1);
+  LLVMValueRef oat = ca_add(k, ca_mul(k, r, p->dvp), c);
+  ca_st(k, it->O, oat, LLVMBuildFMul(B, ca_ld(k, it->O, oat), cr, ""));
+  gen_loop_close(k, &lc);
+  gen_loop_close(k, &l3);
+}
+
+/* O[r0 + rr][c0 + ..] += sum_j St[j][r0 + rr] Vp[j][c0 + ..] for R rows and nv vectors: the
+ * accumulators in registers across the block's keys. */
+static void ca_pv_tile(GenKern *k, const CaPlan *p, const CaItem *it, int64_t r0, int R,
+                       LLVMValueRef c0, int nv, LLVMValueRef knp) {
+  LLVMTypeRef vt = LLVMVectorType(k->cg->f32, (unsigned)p->vw);
+  LLVMValueRef acc[8][4], at[8][4];
+  for (int rr = 0; rr < R; rr++)
+    for (int n = 0; n < nv; n++) {
+      acc[rr][n] = gen_alloca(k, vt);
+      at[rr][n] = ca_add(k, gen_i64(k, (r0 + rr) * p->dvp + n * p->vw), c0);
+      LLVMBuildStore(k->B, ca_vld(k, p, it->O, at[rr][n]), acc[rr][n]);
+    }
+  GenLoop lj;
+  LLVMValueRef j = ca_loop(k, &lj, knp, 1);
+  LLVMValueRef vv[4];
+  for (int n = 0; n < nv; n++)
+    vv[n] =
+        ca_vld(k, p, it->Vp, ca_add(k, ca_mul(k, j, p->dvp), ca_add(k, c0, gen_i64(k, n * p->vw))));
+  LLVMValueRef srow = ca_mul(k, j, p->QT);
+  for (int rr = 0; rr < R; rr++) {
+    LLVMValueRef pb = cpu_splat(k, ca_ld(k, it->St, ca_add(k, srow, gen_i64(k, r0 + rr))), p->vw);
+    for (int n = 0; n < nv; n++)
+      LLVMBuildStore(k->B, ca_fma(k, pb, vv[n], LLVMBuildLoad2(k->B, vt, acc[rr][n], "")),
+                     acc[rr][n]);
+  }
+  gen_loop_close(k, &lj);
+  for (int rr = 0; rr < R; rr++)
+    for (int n = 0; n < nv; n++)
+      ca_vst(k, it->O, at[rr][n], LLVMBuildLoad2(k->B, vt, acc[rr][n], ""));
+}
+
+/* O += P . V over the tile: rows in steps of R, columns in steps of NV vectors (a loop), the
+ * last step of each narrower. */
+static void ca_pv(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef knp) {
+  int64_t nvec = p->dvp / p->vw, full = nvec / p->NV * p->NV;
+  for (int64_t r0 = 0; r0 < p->QT; r0 += p->R) {
+    int R = (int)(p->QT - r0 < p->R ? p->QT - r0 : p->R);
+    if (full > 0) {
+      GenLoop lc;
+      LLVMValueRef c0 = gen_loop_open(k, &lc, gen_i64(k, 0), gen_i64(k, full * p->vw));
+      lc.step = p->NV * p->vw;
+      ca_pv_tile(k, p, it, r0, R, c0, p->NV, knp);
+      gen_loop_close(k, &lc);
+    }
+    if (nvec > full) ca_pv_tile(k, p, it, r0, R, gen_i64(k, full * p->vw), (int)(nvec - full), knp);
+  }
+}
+
+/* out(row q0 + r, c) = O[r][c] / l[r] for the valid rows. */
+static void ca_store(GenKern *k, const CaPlan *p, HInstr *in, const CaItem *it, LLVMValueRef out) {
+  const OptAttn *a = &p->a;
+  GenLoop lr, lc;
+  LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  memcpy(sidx, it->sidx, sizeof sidx);
+  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, sidx);
+  LLVMValueRef inv = LLVMBuildFDiv(k->B, ca_f(k, 1), ca_ld(k, it->l, r), "");
+  LLVMValueRef c = ca_loop(k, &lc, gen_i64(k, a->dv), 1);
+  LLVMValueRef v =
+      LLVMBuildFMul(k->B, ca_ld(k, it->O, ca_add(k, ca_mul(k, r, p->dvp), c)), inv, "");
+  LLVMValueRef oidx[HLO_MAX_RANK];
+  for (int d = 0; d < in->shape.rank; d++)
+    oidx[d] = a->omap[d] < 0 ? c : sidx[a->omap[d]];
+  gen_store_elem(k, out, &in->shape, oidx, gen_convert(k, v, DT_F32, in->shape.dt));
+  gen_loop_close(k, &lc);
+  gen_loop_close(k, &lr);
+}
+
+/* Whether the mask lets some score of the block through: its predicate at some key k0 + j <
+ * k0 + kn and valid row, selecting the branch that reads the product. */
+static LLVMValueRef ca_block_live(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef k0,
+                                  LLVMValueRef kn) {
+  LLVMBuilderRef B = k->B;
+  const OptAttn *a = &p->a;
+  LLVMValueRef flag = gen_alloca(k, k->cg->i32);
+  LLVMBuildStore(B, LLVMConstInt(k->cg->i32, 0, 0), flag);
+  GenLoop lj, lr;
+  LLVMValueRef j = ca_loop(k, &lj, kn, 1);
+  LLVMValueRef sidx[HLO_MAX_RANK];
+  memcpy(sidx, it->sidx, sizeof sidx);
+  ca_scatter(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
+  LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
+  LLVMValueRef full[HLO_MAX_RANK];
+  memcpy(full, sidx, sizeof full);
+  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, full);
+  LLVMValueRef pv = gen_value(k, p->mask->ops[0], full);
+  if (pv) {
+    if (p->mask_c == 1) pv = LLVMBuildNot(B, pv, ""); /* the constant is the true branch */
+    LLVMValueRef f = LLVMBuildLoad2(B, k->cg->i32, flag, "");
+    LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, pv, k->cg->i32, ""), ""), flag);
+  }
+  gen_loop_close(k, &lr);
+  gen_loop_close(k, &lj);
+  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, k->cg->i32, flag, ""),
+                       LLVMConstInt(k->cg->i32, 0, 0), "");
+}
+
+/* Whether some valid row's max is within 128 of the mask's constant: its skipped blocks'
+ * scores, exp(c - max), might not have weighed 0 (a row whose keys are all masked). */
+static LLVMValueRef ca_rows_doubtful(GenKern *k, const CaPlan *p, const CaItem *it) {
+  LLVMBuilderRef B = k->B;
+  LLVMValueRef flag = gen_alloca(k, k->cg->i32);
+  LLVMBuildStore(B, LLVMConstInt(k->cg->i32, 0, 0), flag);
+  GenLoop lr;
+  LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
+  LLVMValueRef near = LLVMBuildFCmp(B, LLVMRealOLE, ca_ld(k, it->m, r), ca_f(k, p->cval + 128), "");
+  LLVMValueRef f = LLVMBuildLoad2(B, k->cg->i32, flag, "");
+  LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, near, k->cg->i32, ""), ""), flag);
+  gen_loop_close(k, &lr);
+  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, k->cg->i32, flag, ""),
+                       LLVMConstInt(k->cg->i32, 0, 0), "");
+}
+
+/* The tile's running state reset: max -inf, sums and accumulators 0. */
+static void ca_reset(GenKern *k, const CaPlan *p, const CaItem *it) {
+  GenLoop l0, lo;
+  LLVMValueRef r = ca_loop(k, &l0, gen_i64(k, p->QT), 1);
+  ca_st(k, it->m, r, ca_f(k, -INFINITY));
+  ca_st(k, it->l, r, ca_f(k, 0));
+  gen_loop_close(k, &l0);
+  LLVMValueRef o = ca_loop(k, &lo, gen_i64(k, p->QT * p->dvp), 1);
+  ca_st(k, it->O, o, ca_f(k, 0));
+  gen_loop_close(k, &lo);
+}
+
+/* One key block [k0, k0 + kn): packed, scored, masked, softmaxed, accumulated. */
+static void ca_block(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef k0,
+                     LLVMValueRef kn) {
+  LLVMBuilderRef B = k->B;
+  /* kn rounded up to whole micro-kernel steps */
+  LLVMValueRef knp = ca_mul(
+      k, LLVMBuildUDiv(B, ca_add(k, kn, gen_i64(k, p->KJ - 1)), gen_i64(k, p->KJ), ""), p->KJ);
+  ca_pack_kv(k, p, it, k0, kn, knp);
+  ca_scores(k, p, it, knp);
+  ca_chain(k, p, it, k0, kn, knp);
+  ca_softmax(k, p, it, knp);
+  ca_pv(k, p, it, knp);
+}
+
+/* One item: the tile's queries packed, the state reset, the key blocks, the rows stored. With a
+ * mask, blocks it lets nothing through are skipped; where that may have changed a row (its keys
+ * all masked by a finite constant), the tile runs again without skipping. */
+static void ca_item(GenKern *k, const CaPlan *p, HInstr *in, CaItem *it, LLVMValueRef item,
+                    LLVMValueRef out) {
+  LLVMBuilderRef B = k->B;
+  const OptAttn *a = &p->a;
+  LLVMValueRef b = LLVMBuildUDiv(B, item, gen_i64(k, p->nqt), "");
+  LLVMValueRef tile = LLVMBuildURem(B, item, gen_i64(k, p->nqt), "");
+  for (int d = 0; d < HLO_MAX_RANK; d++)
+    it->sidx[d] = gen_i64(k, 0);
+  ca_scatter(k, b, a->bdim, a->bext, a->nbd, it->sidx);
+  it->q0 = ca_mul(k, tile, p->QT);
+  LLVMValueRef left = LLVMBuildNSWSub(B, gen_i64(k, a->nq), it->q0, "");
+  it->nrows = gen_smin(k, left, gen_i64(k, p->QT));
+  ca_pack_q(k, p, it);
+  LLVMValueRef skip = NULL;
+  LLVMBasicBlockRef again = NULL;
+  int mark = k->ncache;
+  if (p->mask) {
+    skip = gen_alloca(k, k->cg->i1);
+    LLVMBuildStore(B, LLVMConstInt(k->cg->i1, 1, 0), skip);
+    again = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "tile");
+    LLVMBuildBr(B, again);
+    LLVMPositionBuilderAtEnd(B, again);
+  }
+  ca_reset(k, p, it);
+  GenLoop lk;
+  LLVMValueRef k0 = ca_loop(k, &lk, gen_i64(k, a->nk), p->KB);
+  LLVMValueRef kn = gen_smin(k, LLVMBuildNSWSub(B, gen_i64(k, a->nk), k0, ""), gen_i64(k, p->KB));
+  if (p->mask) {
+    LLVMValueRef go = LLVMBuildOr(B, LLVMBuildNot(B, LLVMBuildLoad2(B, k->cg->i1, skip, ""), ""),
+                                  ca_block_live(k, p, it, k0, kn), "");
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "block");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "blockdone");
+    LLVMBuildCondBr(B, go, then, join);
+    LLVMPositionBuilderAtEnd(B, then);
+    ca_block(k, p, it, k0, kn);
+    LLVMBuildBr(B, join);
+    LLVMPositionBuilderAtEnd(B, join);
+  } else {
+    ca_block(k, p, it, k0, kn);
+  }
+  gen_loop_close(k, &lk);
+  if (p->mask) {
+    LLVMValueRef redo =
+        LLVMBuildAnd(B, LLVMBuildLoad2(B, k->cg->i1, skip, ""), ca_rows_doubtful(k, p, it), "");
+    LLVMBasicBlockRef rerun = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "rerun");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "tiledone");
+    LLVMBuildCondBr(B, redo, rerun, done);
+    LLVMPositionBuilderAtEnd(B, rerun);
+    LLVMBuildStore(B, LLVMConstInt(k->cg->i1, 0, 0), skip);
+    LLVMBuildBr(B, again);
+    LLVMPositionBuilderAtEnd(B, done);
+  }
+  k->ncache = mark;
+  ca_store(k, p, in, it, out);
+}
+
+int cpu_attention_kernel(CpuCg *cg, HInstr *in) {
+  if (in->op != OP_FUSION || in->fusion_kind != FK_CUSTOM || in->shape.dt == DT_TUPLE) return 0;
+  OptAttn a;
+  const char *why;
+  if (!opt_attention_match(in->calls[0]->root, &a, &why) || !a.nk || !a.nq || !a.nbatch) return 0;
+  CaPlan p;
+  ca_plan(&p, cg, &a);
+  int64_t bytes = 4 * p.per;
+  if (bytes * p.nchunks > cg->extra_temp) cg->extra_temp = bytes * p.nchunks;
+  GenKern *k = cpu_kern_begin(cg, in);
+  LLVMBuilderRef B = k->B;
+  k->bind[k->nbind++] = (GenBind){in->calls[0], in, NULL, 0, k->ncache};
+  LLVMValueRef out = cpu_buffer(k, in);
+  LLVMValueRef chunk = cpu_kern(k)->chunk;
+  LLVMValueRef off = ca_mul(k, chunk, bytes);
+  LLVMValueRef base = LLVMBuildInBoundsGEP2(
+      B, cg->g.i8, cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, cg->temp_base}), &off, 1, "");
+  CaItem it;
+  LLVMValueRef *arr[] = {&it.Qt, &it.Kp, &it.Vp, &it.St, &it.O, &it.m, &it.l, &it.ref, &it.corr};
+  const int64_t offs[] = {p.oq, p.ok, p.ov, p.os, p.oo, p.om, p.ol, p.oref, p.ocorr};
+  for (int i = 0; i < 9; i++)
+    *arr[i] = ca_at(k, base, gen_i64(k, offs[i]));
+  /* the chunk's items [lo, hi) */
+  int64_t per = (p.items + p.nchunks - 1) / p.nchunks;
+  LLVMValueRef lo = ca_mul(k, chunk, per);
+  LLVMValueRef hi = gen_smin(k, ca_add(k, lo, gen_i64(k, per)), gen_i64(k, p.items));
+  GenLoop li;
+  LLVMValueRef item = gen_loop_open(k, &li, lo, hi);
+  ca_item(k, &p, in, &it, item, out);
+  gen_loop_close(k, &li);
+  k->nbind--;
+  cg->products[CPU_PROD_ATTENTION]++;
+  return cpu_kern_end(k, p.nchunks) ? 1 : -1;
+}
