@@ -7,8 +7,8 @@
 # baselines.json, hloc's compile time (measured here) and the device-to-device copy
 # bandwidth; the elementwise_chain line gives its GB/s against that copy.
 # Everything is compiled here (the GPU machine needs neither LLVM nor protobuf-c): hloc
-# --target=cuda per model (--precision=highest, and --precision=tf32 where baselines.json
-# has xla_gpu_tf32_run_s), timed with the wall clock (hloc's whole run: load, optimize,
+# --target=cuda per model (--precision=highest, --precision=tf32 where baselines.json has
+# xla_gpu_tf32_run_s, and --dot-algorithm=bf16x3 for f32 models with dots), timed with the wall clock (hloc's whole run: load, optimize,
 # LLVM, ptxas, object); bench/cuda/bench_driver.c linked with each model object.
 # Usage: bench/cuda.sh [BUILD_DIR]   (default build-cudarel, configured Release if needed)
 set -eu
@@ -29,11 +29,15 @@ for f in "$CORPUS"/bench/*/; do
   n=$(basename "$f")
   precs=highest
   grep -A 20 "\"$n\": {" "$CORPUS/baselines.json" | sed '/}/q' | grep -q xla_gpu_tf32_run_s && precs="highest tf32"
+  # f32 products also as XLA's dot_bf16_bf16_f32_x3 (--dot-algorithm=bf16x3: tensor cores)
+  case $n in *bf16*) ;; *) grep -q " dot(" "$f/module.hlo" && precs="$precs bf16x3" ;; esac
   for p in $precs; do
     d=$OUT/${n}_$p
     mkdir -p "$d"
     t0=$(date +%s.%N)
-    "$BUILD/hloc" "$f/module.pb" --target=cuda --precision=$p --name model -o "$d/model.o" --stats 2>"$d/stats.txt"
+    flags="--precision=$p"
+    [ "$p" = bf16x3 ] && flags="--precision=highest --dot-algorithm=bf16x3"
+    "$BUILD/hloc" "$f/module.pb" --target=cuda $flags --name model -o "$d/model.o" --stats 2>"$d/stats.txt"
     t1=$(date +%s.%N)
     echo "$n $p $(echo "$t1 - $t0" | bc)" >>"$OUT/compile.txt"
     cuda_bench_link "$d"

@@ -168,6 +168,28 @@ const char *hlo_cmp_type_name(CmpType t); /* "" for default, "FLOAT" ... */
 bool hlo_cmp_type_from_name(const char *s, size_t n, CmpType *out);
 const char *hlo_fusion_kind_name(FusionKind k); /* "kLoop" ... */
 bool hlo_fusion_kind_from_name(const char *s, size_t n, FusionKind *out);
+/* A dot's algorithm (precision_config.algorithm), numbered as xla.PrecisionConfig.Algorithm:
+ * the operands' storage types, the accumulation type and the products a dot of f32 operands
+ * is computed with (x3: the operands split into bf16 high and low parts, three products). */
+typedef enum DotAlg {
+  DALG_UNSET,
+  DALG_ANY_F8_ANY_F8_F32,
+  DALG_ANY_F8_ANY_F8_F32_FAST_ACCUM,
+  DALG_F16_F16_F16,
+  DALG_F16_F16_F32,
+  DALG_BF16_BF16_BF16,
+  DALG_BF16_BF16_F32,
+  DALG_BF16_BF16_F32_X3,
+  DALG_BF16_BF16_F32_X6,
+  DALG_TF32_TF32_F32,
+  DALG_TF32_TF32_F32_X3,
+  DALG_F32_F32_F32,
+  DALG_F64_F64_F64,
+  DALG_BF16_BF16_F32_X9,
+  DALG_COUNT
+} DotAlg;
+const char *hlo_dot_alg_name(DotAlg a); /* "dot_bf16_bf16_f32_x3" ... ("" for unset) */
+bool hlo_dot_alg_from_name(const char *s, size_t n, DotAlg *out);
 const char *hlo_fft_type_name(FftType t); /* "FFT" ... */
 bool hlo_fft_type_from_name(const char *s, size_t n, FftType *out);
 
@@ -379,6 +401,7 @@ typedef struct HInstr {
   int64_t batch_groups;    /* convolution: batch_group_count (1 default) */
   DotDims *dot;            /* dot: dimension numbers */
   IList precision;         /* dot/convolution: operand_precision (0 default,1 high,2 highest) */
+  DotAlg dot_alg;          /* dot: precision_config.algorithm (DALG_UNSET: none) */
   SliceDims *slice;        /* slice */
   PadDims *pad;            /* pad */
   GatherDims *gather;      /* gather */

@@ -1076,6 +1076,13 @@ static bool parse_attr(Parser *p, HInstr *in, Ref key, CallRefs *cr) {
   }
   if (KEY("operand_precision") && (op == OP_DOT || op == OP_CONVOLUTION))
     return parse_precision(p, &in->precision);
+  if (KEY("algorithm") && op == OP_DOT) {
+    Ref r;
+    if (!name(p, &r, "dot algorithm")) return false;
+    if (!hlo_dot_alg_from_name(r.s, (size_t)r.n, &in->dot_alg))
+      return perr(p, r.pos, "unknown dot algorithm '%.*s'", r.n, r.s);
+    return true;
+  }
   if (op == OP_GATHER) {
     if (KEY("offset_dims")) return parse_ilist(p, &gather_of(p, in)->offset_dims, "offset_dims");
     if (KEY("collapsed_slice_dims"))

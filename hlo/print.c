@@ -365,6 +365,7 @@ void hlo_print_instr(FILE *f, const HInstr *in, const HPrintOpts *o) {
     }
     fputc('}', f);
   }
+  if (in->dot_alg != DALG_UNSET) fprintf(f, ", algorithm=%s", hlo_dot_alg_name(in->dot_alg));
   if (in->gather) {
     const GatherDims *g = in->gather;
     attr_ilist(f, "offset_dims", &g->offset_dims);

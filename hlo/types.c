@@ -101,6 +101,30 @@ static const char *const cmp_types[] = {"", "FLOAT", "TOTALORDER", "SIGNED", "UN
 static const char *const fusion_kinds[] = {"", "kLoop", "kInput", "kOutput", "kCustom"};
 static const char *const fft_types[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
 
+static const char *const dot_algs[] = {"",
+                                       "dot_any_f8_any_f8_f32",
+                                       "dot_any_f8_any_f8_f32_fast_accum",
+                                       "dot_f16_f16_f16",
+                                       "dot_f16_f16_f32",
+                                       "dot_bf16_bf16_bf16",
+                                       "dot_bf16_bf16_f32",
+                                       "dot_bf16_bf16_f32_x3",
+                                       "dot_bf16_bf16_f32_x6",
+                                       "dot_tf32_tf32_f32",
+                                       "dot_tf32_tf32_f32_x3",
+                                       "dot_f32_f32_f32",
+                                       "dot_f64_f64_f64",
+                                       "dot_bf16_bf16_f32_x9"};
+
+const char *hlo_dot_alg_name(DotAlg a) { return (unsigned)a < DALG_COUNT ? dot_algs[a] : "?"; }
+
+bool hlo_dot_alg_from_name(const char *s, size_t n, DotAlg *out) {
+  int v;
+  if (n == 0 || !lookup(dot_algs, DALG_COUNT, s, n, &v)) return false;
+  *out = (DotAlg)v;
+  return true;
+}
+
 const char *hlo_cmp_dir_name(CmpDir d) { return cmp_dirs[d]; }
 const char *hlo_cmp_type_name(CmpType t) { return cmp_types[t]; }
 const char *hlo_fusion_kind_name(FusionKind k) { return fusion_kinds[k]; }

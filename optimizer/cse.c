@@ -84,12 +84,12 @@ static bool attrs_eq(const HInstr *a, const HInstr *b, int depth) {
       !ilist_eq(&a->dslice_sizes, &b->dslice_sizes) || !literal_eq(a->literal, b->literal) ||
       !window_eq(a->window, b->window) || a->feature_groups != b->feature_groups ||
       a->batch_groups != b->batch_groups || !ilist_eq(&a->precision, &b->precision) ||
-      a->cmp_dir != b->cmp_dir || a->cmp_type != b->cmp_type || a->fusion_kind != b->fusion_kind ||
-      a->is_stable != b->is_stable || a->indices_are_sorted != b->indices_are_sorted ||
-      a->unique_indices != b->unique_indices || a->exponent_bits != b->exponent_bits ||
-      a->mantissa_bits != b->mantissa_bits || a->epsilon != b->epsilon ||
-      a->feature_index != b->feature_index || a->fft_type != b->fft_type ||
-      !ilist_eq(&a->fft_length, &b->fft_length) ||
+      a->dot_alg != b->dot_alg || a->cmp_dir != b->cmp_dir || a->cmp_type != b->cmp_type ||
+      a->fusion_kind != b->fusion_kind || a->is_stable != b->is_stable ||
+      a->indices_are_sorted != b->indices_are_sorted || a->unique_indices != b->unique_indices ||
+      a->exponent_bits != b->exponent_bits || a->mantissa_bits != b->mantissa_bits ||
+      a->epsilon != b->epsilon || a->feature_index != b->feature_index ||
+      a->fft_type != b->fft_type || !ilist_eq(&a->fft_length, &b->fft_length) ||
       !str_eq(a->custom_call_target, b->custom_call_target) ||
       !str_eq(a->backend_config, b->backend_config) || !raw_eq(a, b))
     return false;

@@ -47,6 +47,8 @@ typedef struct OptOpts {
                                  cores) takes queries, keys and values of one 16-bit type with
                                  head dims multiples of 16 up to this (opt_attention_16bit), */
   int64_t attention_rows_16;  /* any query rows up to this (0: no such kernel) */
+  DotAlg dot_algorithm;       /* dot-algorithm: the algorithm of f32 dots that name none
+                                 (--dot-algorithm; DALG_UNSET: exact f32) */
   int64_t attention_min_rows; /* attention: fewer query rows per batch item than this stay
                                  unfused (the target's other kernels are faster there) */
   bool unroll_fusible_loops;  /* while-unroll: a counted loop whose body is elementwise and data

@@ -67,7 +67,7 @@ static const Stage pipeline[] = {
      true,
      {"transpose-sink", "transpose-fold", "algsimp", "reduce-factor", "constant-fold", "cse", "dce",
       NULL}},
-    {"fusion", false, {"attention", "fusion", "dce", NULL}},
+    {"fusion", false, {"attention", "dot-algorithm", "fusion", "dce", NULL}},
     {"schedule", false, {"schedule", NULL}},
 };
 enum { NSTAGES = sizeof pipeline / sizeof *pipeline, MAX_ROUNDS = 8 };

@@ -681,6 +681,9 @@ static bool read_attrs(Reader *r, HInstr *in, const Xla__HloInstructionProto *pi
       any |= in->precision.v[i] != 0;
     }
     in->precision.n = any ? (int)p->n_operand_precision : 0;
+    if (p->algorithm < 0 || p->algorithm >= DALG_COUNT)
+      return fail(r, "unknown dot algorithm %d", (int)p->algorithm);
+    in->dot_alg = in->op == OP_DOT ? (DotAlg)p->algorithm : DALG_UNSET;
   }
 
   if (pi->n_slice_dimensions) {

@@ -576,12 +576,13 @@ static Xla__HloInstructionProto *w_instr(Writer *w, const HInstr *in) {
   if (in->window) pi->window = w_window(w, in->window);
   if (in->conv) pi->convolution_dimension_numbers = w_conv(w, in->conv);
   if (in->dot) pi->dot_dimension_numbers = w_dot(w, in->dot);
-  if (in->precision.n) {
+  if (in->precision.n || in->dot_alg != DALG_UNSET) {
     Xla__PrecisionConfig *pc = W_NEW(w, Xla__PrecisionConfig, XLA__PRECISION_CONFIG__INIT);
     pc->n_operand_precision = (size_t)in->precision.n;
     pc->operand_precision = hlo_arena_alloc(w->a, sizeof *pc->operand_precision * HLO_MAX_RANK);
     for (int i = 0; i < in->precision.n; i++)
       pc->operand_precision[i] = (Xla__PrecisionConfig__Precision)in->precision.v[i];
+    pc->algorithm = (int32_t)in->dot_alg;
     pi->precision_config = pc;
   }
   w_slice_pad(w, pi, in);

@@ -1617,3 +1617,70 @@ Test(opt_bisect, finds_the_pass_that_moved_the_results) {
     hlo_module_free(m);
   }
 }
+
+/* ------------------------------------------------------------------ dot-algorithm */
+
+static const char *const da_text =
+    "HloModule m\nENTRY e {\n  a = f32[64,80] parameter(0)\n  b = f32[80,64] parameter(1)\n"
+    "  ROOT d = f32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}%s\n}\n";
+
+static HModule *da_module(const char *attr) {
+  char text[512];
+  snprintf(text, sizeof text, da_text, attr);
+  return tu_parse(text);
+}
+
+/* x3: three bf16 products (two of them as one dot on concatenated operands) within 1e-4 of the
+ * exact product; an infinite operand gives the exact product's infinity, not the NaN its low
+ * part would make (the guard). */
+Test(dot_algorithm, x3_splits_into_bf16_products_and_guards_infinities) {
+  HModule *m = da_module(", algorithm=dot_bf16_bf16_f32_x3");
+  HArena *a = hlo_arena_new();
+  Literal *want = tu_eval(m, a, 0.0371, 7, 3, 101);
+  cr_assert(tu_run(m, opt_dot_algorithm));
+  cr_expect_eq(tu_count(m->entry, OP_DOT), 2);
+  cr_expect_eq(tu_count(m->entry, OP_CONCATENATE), 2);
+  for (int i = 0; i < m->entry->ninstrs; i++) {
+    const HInstr *x = m->entry->instrs[i];
+    if (x->op == OP_DOT) cr_expect(x->ops[0]->shape.dt == DT_BF16 && x->shape.dt == DT_F32);
+  }
+  tu_expect_same(tu_eval(m, a, 0.0371, 7, 3, 101), want, 1e-4);
+  /* a[0][0] = inf: row 0 of the result is +-inf or NaN exactly where the exact product's is */
+  hlo_comp_renumber(m->entry);
+  Literal *args[2];
+  for (int i = 0; i < 2; i++) {
+    args[i] = hlo_literal_new(a, &m->entry->params[i]->shape);
+    for (int64_t k = 0; k < hlo_shape_elems(&args[i]->shape); k++)
+      hlo_literal_set_f64(args[i], k, 0.25 + 0.01 * (double)(k % 13));
+  }
+  hlo_literal_set_f64(args[0], 0, INFINITY);
+  HErr err = {0};
+  Literal *r = hlo_interp_run(m, a, args, 2, &err);
+  cr_assert(r, "%s", err.msg);
+  for (int64_t n = 0; n < 64; n++)
+    cr_expect(isinf(hlo_literal_get_f64(r, n)), "element %lld: %g", (long long)n,
+              hlo_literal_get_f64(r, n));
+  hlo_arena_free(a);
+  hlo_module_free(m);
+}
+
+/* --dot-algorithm applies to f32 dots that name none, whatever their operand precision, from
+ * 64 rows, columns and depth; dot_f32_f32_f32 stays exact. */
+Test(dot_algorithm, option_takes_large_default_precision_dots) {
+  OptOpts o = {.dot_algorithm = DALG_BF16_BF16_F32};
+  HModule *m = da_module("");
+  cr_expect(tu_run_opts(m, opt_dot_algorithm, &o));
+  cr_expect_eq(tu_count(m->entry, OP_CONVERT), 2);
+  hlo_module_free(m);
+  m = da_module(", operand_precision={highest,highest}");
+  cr_expect(tu_run_opts(m, opt_dot_algorithm, &o));
+  hlo_module_free(m);
+  m = da_module(", algorithm=dot_f32_f32_f32");
+  cr_expect(!tu_run_opts(m, opt_dot_algorithm, &o));
+  hlo_module_free(m);
+  m = tu_parse(
+      "HloModule m\nENTRY e {\n  a = f32[8,80] parameter(0)\n  b = f32[80,64] parameter(1)\n"
+      "  ROOT d = f32[8,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  cr_expect(!tu_run_opts(m, opt_dot_algorithm, &o), "a product of 8 rows stays f32");
+  hlo_module_free(m);
+}

@@ -51,6 +51,11 @@ static void usage(FILE *f) {
         "  --target=cpu         code generation target: cpu, or cuda where built with CUDA\n"
         "  --gpu-arch=sm_XX     cuda: GPU architecture for ptxas (default sm_90)\n"
         "  --precision=P        cuda: highest (true f32, default) or tf32 matrix products\n"
+        "  --dot-algorithm=A    f32 dots that name no algorithm, 64 or more rows, columns\n"
+        "                       and depth, any operand precision: exact (default), bf16\n"
+        "                       (operands rounded), bf16x3 (split into bf16 high and low\n"
+        "                       parts, three products: a few 1e-5 relative, as XLA's\n"
+        "                       dot_bf16_bf16_f32_x3) or f16, on the 16-bit paths\n"
         "  --conv-layout=L      nhwc or nchw: the form convolutions are computed in (default:\n"
         "                       nchw for cuda at highest precision, where cuDNN's f32 Winograd\n"
         "                       and FFT algorithms apply; nhwc otherwise)\n"
@@ -165,6 +170,7 @@ static void verify_usage(FILE *f) {
           "usage: hloc verify MODEL [in0.npy ...] [--random-inputs[=SEED]] [--rtol R] [--atol A]\n"
           "                   [--target=cpu|cuda] [--expect out0.npy ...] [--json FILE]\n"
           "                   [--passes-only] [--precision=highest|tf32]\n"
+          "                   [--dot-algorithm=exact|bf16|bf16x3|f16]\n"
           "                   [--bundle DIR | --results DIR]\n"
           "  Evaluates MODEL on the reference interpreter before optimization and after every\n"
           "  optimizer pass that changes it (the target's pipeline), on the given arguments or\n"
@@ -238,9 +244,24 @@ static bool verify_json(const char *path, const char *file, const char *target, 
   return ok;
 }
 
+/* --dot-algorithm's values: the algorithm of f32 dots that name none (opt_dot_algorithm). */
+static bool dot_algorithm_arg(const char *v, DotAlg *out) {
+  static const struct {
+    const char *name;
+    DotAlg alg;
+  } t[] = {{"exact", DALG_UNSET},
+           {"bf16", DALG_BF16_BF16_F32},
+           {"bf16x3", DALG_BF16_BF16_F32_X3},
+           {"f16", DALG_F16_F16_F32}};
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+    if (!strcmp(v, t[i].name)) return *out = t[i].alg, true;
+  return false;
+}
+
 typedef struct VerifyArgs {
   const char *file, *target, *json, *ins[256], *exps[256];
   const char *precision;        /* --precision (cuda) as given */
+  DotAlg dot_alg;               /* --dot-algorithm */
   bool tf32;                    /* it is tf32 */
   const char *bundle, *results; /* --bundle DIR, --results DIR (cuda) */
   int nin, nexp;
@@ -276,6 +297,11 @@ static int verify_parse(int argc, char **argv, VerifyArgs *va, OptBisect *b) {
       va->json = v;
     } else if ((v = flag_value(argc, argv, &i, "--precision"))) {
       va->precision = v;
+    } else if ((v = flag_value(argc, argv, &i, "--dot-algorithm"))) {
+      if (!dot_algorithm_arg(v, &va->dot_alg)) {
+        fprintf(stderr, "hloc verify: --dot-algorithm must be exact, bf16, bf16x3 or f16\n");
+        return 2;
+      }
     } else if ((v = flag_value(argc, argv, &i, "--bundle"))) {
       va->bundle = v;
     } else if ((v = flag_value(argc, argv, &i, "--results"))) {
@@ -526,6 +552,7 @@ static int verify_main(int argc, char **argv) {
   oo.verify_each = true;
   bool known = !strcmp(va.target, "cpu");
   if (known) cpu_optimizer_options(&oo);
+  oo.dot_algorithm = va.dot_alg;
 #ifdef HLOC_HAVE_CUDA
   if (!strcmp(va.target, "cuda"))
     cuda_optimizer_options(&oo, va.tf32 ? CUDA_PRECISION_TF32 : CUDA_PRECISION_HIGHEST),
@@ -607,6 +634,9 @@ static int args_optimizer(int argc, char **argv, int *i, HlocArgs *a) {
     if (strcmp(v, "row-major") && strcmp(v, "module"))
       return fprintf(stderr, "hloc: --entry-layout must be row-major or module\n"), -1;
     oo->entry_layout_module = !strcmp(v, "module");
+  } else if ((v = flag_value(argc, argv, i, "--dot-algorithm"))) {
+    if (!dot_algorithm_arg(v, &oo->dot_algorithm))
+      return fprintf(stderr, "hloc: --dot-algorithm must be exact, bf16, bf16x3 or f16\n"), -1;
   } else if ((v = flag_value(argc, argv, i, "--disable-pass"))) {
     if (oo->ndisabled == OPT_MAX_DISABLED)
       return fprintf(stderr, "hloc: too many --disable-pass options\n"), -1;
