@@ -433,6 +433,19 @@ Test(parse, convolution_window_dim_labels) {
   hlo_module_free(m);
 }
 
+Test(parse, dot_algorithm) {
+  HModule *m = parse_ok("HloModule m\nENTRY e {\n  a = f32[4,8] parameter(0)\n"
+                        "  b = f32[8,2] parameter(1)\n  ROOT d = f32[4,2] dot(a, b), "
+                        "lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                        "algorithm=dot_tf32_tf32_f32_x3\n}\n");
+  cr_expect_eq(find(m, "d")->dot_alg, DALG_TF32_TF32_F32_X3);
+  hlo_module_free(m);
+  BAD("HloModule m\nENTRY e {\n  a = f32[4,8] parameter(0)\n  b = f32[8,2] parameter(1)\n"
+      "  ROOT d = f32[4,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      "algorithm=dot_f17\n}\n",
+      "bad.hlo:5:", "instruction 'd'", "unknown dot algorithm 'dot_f17'");
+}
+
 Test(parse, slice_pad_dims) {
   HModule *m =
       parse_ok("HloModule t\n"

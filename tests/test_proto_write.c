@@ -177,6 +177,17 @@ Test(proto_write, attributes_become_fields) {
   free(t);
 }
 
+/* A dot's algorithm is precision_config.algorithm, by XLA's numbering (7: x3), both ways. */
+Test(proto_write, dot_algorithm_round_trips) {
+  char *t = pw_text_round_trip(
+      "HloModule m\nENTRY e {\n  a = f32[4,8] parameter(0)\n  b = f32[8,2] parameter(1)\n"
+      "  ROOT d = f32[4,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      "operand_precision={highest,default}, algorithm=dot_bf16_bf16_f32_x3\n}\n");
+  cr_expect(strstr(t, "operand_precision={highest,default}, algorithm=dot_bf16_bf16_f32_x3"), "%s",
+            t);
+  free(t);
+}
+
 /* What a proto cannot hold: one located line each. */
 Test(proto_write, unwritable_modules_are_located_errors) {
   static const struct {
