@@ -5,7 +5,8 @@
  * the output as [batch, spatial..., feature]: the feature dimensions are minor, so the inner
  * loops are matrix products over contiguous rows. That NHWC form is the default; a target may
  * ask for NCHW instead (OptOpts.conv_layout: input bf01, kernel oi01, output bf01), which is
- * where cuDNN's f32 Winograd and FFT algorithms apply. This pass rewrites every convolution
+ * where cuDNN's f32 Winograd and FFT algorithms apply (depthwise convolutions stay NHWC for a
+ * target that generates them, OptOpts.depthwise_nhwc). This pass rewrites every convolution
  * whose dimension numbers differ into the chosen form, e.g. for NHWC:
  *     y = convolution(x, k), dim_labels=bf01_oi01->bf01
  *  -> y = transpose(convolution(transpose(x, pin), transpose(k, pk)), dim_labels=b01f_01io->b01f,
@@ -61,7 +62,8 @@ static HInstr *cl_rewrite(HComp *c, HInstr *in, OptConvLayout form) {
 /* The rewrite rule (opt_rewrite_comp): the canonical form of a non-canonical convolution. */
 static HInstr *cl_rule(HComp *c, HInstr *in, PassCtx *pc, void *ctx) {
   (void)ctx;
-  OptConvLayout form = pc->opts->conv_layout;
+  OptConvLayout form =
+      pc->opts->depthwise_nhwc && opt_conv_depthwise(in) ? OPT_CONV_NHWC : pc->opts->conv_layout;
   if (in->op != OP_CONVOLUTION || in->nctrl || in->nops != 2 || !in->conv ||
       !hlo_shape_is_array(&in->shape) || in->shape.rank < 2 ||
       in->ops[0]->shape.rank != in->shape.rank || in->ops[1]->shape.rank != in->shape.rank ||

@@ -30,6 +30,9 @@ typedef struct OptOpts {
   bool conv_epilogue_to_reduce;           /* fusion: a convolution epilogue read only by reductions,
                                               or made of cheap ops only, goes into its readers' fusions
                                               (targets whose convolutions write raw) */
+  bool depthwise_nhwc;        /* conv-layout: depthwise convolutions (opt_conv_depthwise) in
+                                 NHWC whatever conv_layout says (a target that generates them:
+                                 reads along the channels coalesce) */
   bool conv_operands_staged;  /* fusion: no large arithmetic in convolution operands (targets
                                  that copy computed operands before the library call) */
   bool dot_operands_staged;   /* fusion: a prologue read by several products is not duplicated
@@ -114,6 +117,9 @@ HInstr *opt_broadcast_scalar(HComp *c, HInstr *scalar, const Shape *s);
 bool opt_uniform_value(const HInstr *in, double *v);
 /* opt_uniform_value and the value equals want (integers compared exactly). */
 bool opt_uniform_is(const HInstr *in, double want);
+/* A depthwise convolution: feature groups with one input channel each (kernel input feature
+ * extent 1), no batch groups. */
+bool opt_conv_depthwise(const HInstr *in);
 /* A reshape (or bitcast) that moves no data: row-major on both sides. */
 bool opt_is_bitcast_reshape(const HInstr *in);
 /* Whether in can be a member of a loop fusion (generated elementwise at any index): elementwise

@@ -216,3 +216,11 @@ bool opt_loop_fusible(const HInstr *in) {
     if (moves[i] == in->op) return true;
   return false;
 }
+
+bool opt_conv_depthwise(const HInstr *in) {
+  if (in->op != OP_CONVOLUTION || !in->conv || in->nops != 2 || in->feature_groups <= 1 ||
+      in->batch_groups != 1)
+    return false;
+  const Shape *k = &in->ops[1]->shape;
+  return in->conv->k_in < k->rank && k->dims[in->conv->k_in] == 1;
+}

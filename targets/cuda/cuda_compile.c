@@ -227,6 +227,9 @@ static void cc_stats(CudaCg *cc, FILE *f) {
   else
     fprintf(f, "cuda: launched step by step (%s)\n",
             cc->o->graphs == CUDA_GRAPHS_OFF ? "--cuda-graphs=off" : "no CUDA graph for its steps");
+  if (cc->ndepthwise || cc->ndepthwise_elemental)
+    fprintf(f, "cuda: depthwise convolutions as generated kernels %d (vector %d, elemental %d)\n",
+            cc->ndepthwise + cc->ndepthwise_elemental, cc->ndepthwise, cc->ndepthwise_elemental);
   if (cc->nloop_products) {
     fprintf(f,
             "cuda: products as loop kernels (no cuBLAS, cuBLASLt or cuDNN path for their type "
@@ -245,6 +248,7 @@ static bool cc_write(CudaCg *cc, const char *path, const void *p, size_t n) {
 void cuda_optimizer_options(OptOpts *oo, CudaPrecision precision) {
   oo->conv_layout = precision == CUDA_PRECISION_TF32 ? OPT_CONV_NHWC : OPT_CONV_NCHW;
   oo->conv_epilogue_to_reduce = true;
+  oo->depthwise_nhwc = true; /* generated (cuda_depthwise), channels minor */
   oo->conv_operands_staged = true;
   oo->dot_operands_staged = true;
   oo->unroll_fusible_loops = true; /* a launch per kernel and trip: elementwise trips fused */

@@ -177,6 +177,8 @@ typedef struct CudaCg {
   int nlt;                      /* GEMM steps through cuBLASLt (fp8 operands, fused epilogues) */
   int nepi;                     /* of them, those with a fused epilogue */
   int nconvs;                   /* CU_STEP_CONV steps (cuDNN is used when > 0) */
+  int ndepthwise;               /* depthwise convolutions by cuda_depthwise_kernel */
+  int ndepthwise_elemental;     /* and by the elemental loop kernel (forms it does not take) */
   int nffts;                    /* CU_STEP_FFT steps (cuFFT is used when > 0) */
   int64_t ws_bytes;             /* cuDNN workspace reserved in temp (after the staging area) */
   int64_t stage_bytes;          /* private scratch after the plan's heap (staged GEMM operands) */
@@ -220,6 +222,14 @@ bool cuda_plan_loops(CudaCg *cc);
 bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg);
 
 /* ------------------------------------------------------------------ cuda_kernel.c */
+
+/* Whether convolution conv is depthwise (one input channel per group: feature_group_count
+ * groups of kernel input feature extent 1): generated kernels (cuda_depthwise.c, else the
+ * elemental loop kernel), never cuDNN's grouped algorithms (a third of XLA's speed). */
+bool cuda_depthwise(const HInstr *conv);
+/* cuda_depthwise.c: the kernel of entry instruction in whose hero is depthwise convolution
+ * conv (*taken; else in is left to the elemental loop kernel); false after an error. */
+bool cuda_depthwise_kernel(CudaCg *cc, HInstr *in, const HInstr *conv, bool *taken);
 
 /* Emit the step(s) computing entry instruction in. false with a located error. */
 bool cuda_emit_instr(CudaCg *cc, HInstr *in);

@@ -1854,6 +1854,8 @@ static int ck_conv_form(const HInstr *conv) {
 /* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in one of the layout pass's canonical
  * forms, no base dilation or window reversal, non-negative padding, feature groups only, sizes
  * within int. */
+bool cuda_depthwise(const HInstr *conv) { return opt_conv_depthwise(conv); }
+
 static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
   if (cc->o->no_cublas || !conv) return false;
   const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
@@ -2288,9 +2290,15 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
-  if (conv && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
+  bool dw = conv && cuda_depthwise(conv);
+  if (dw) {
+    bool dw_ok = cuda_depthwise_kernel(cc, in, conv, &taken);
+    if (taken) return dw_ok;
+    cc->ndepthwise_elemental++; /* (its form: the elemental loop kernel below) */
+  }
+  if (conv && !dw && ck_conv_ok(cc, conv)) return ck_conv(cc, in, conv);
   /* a product no library path takes (its type or form) becomes a loop kernel: --stats says so */
-  if (dot || conv) {
+  if ((dot || conv) && !dw) {
     if (cc->nloop_products < 4) cc->loop_products[cc->nloop_products] = in->name;
     cc->nloop_products++;
   }
