@@ -1,13 +1,24 @@
 # bench/cuda/lib.sh: shell pieces the GPU bundles share, sourced by bench/cuda.sh,
-# bench/cuda/w8a16_pair.sh and tools/cuda_device_test.sh (here) and copied into each bundle
+# bench/cuda/w8a16_pair.sh, bench/cuda/loops.sh, bench/cuda/depthwise.sh and
+# tools/cuda_device_test.sh (here) and copied into each bundle
 # for its run.sh (there).
 #
+#   cuda_bundle_begin OUT     here: hloc built in $BUILD (configured Release if new), the bundle
+#                             folder OUT made afresh with this file in it
 #   cuda_bench_link DIR       link bench/cuda/bench_driver.c with DIR/model.o into DIR/bench
 #                             (the libraries DIR/model.h lists), then drop the object
 #   cuda_runtime_libs         on the GPU machine: LD_LIBRARY_PATH gains the folders of the CUDA
 #                             libraries the objects link (cuBLAS, cuBLASLt, cuDNN, cuFFT)
 #   cuda_bench_start          on the GPU machine, a bench run.sh's start: the libraries, the
 #                             GPU and its clocks printed, results.txt emptied
+
+cuda_bundle_begin() {
+  [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" --target hloc -j2 >/dev/null
+  rm -rf "$1"
+  mkdir -p "$1"
+  cp "$ROOT/bench/cuda/lib.sh" "$1/"
+}
 
 cuda_bench_link() {
   local d=$1 libs

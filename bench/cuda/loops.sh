@@ -22,11 +22,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-cudarel}
 SHAPES=${2:-"64x8x256 64x1x1024 256x32x512"}
 OUT=$ROOT/device/loops
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target hloc -j2 >/dev/null
-rm -rf "$OUT"
-mkdir -p "$OUT"
-cp "$ROOT/bench/cuda/lib.sh" "$ROOT/bench/cuda/loops_xla.py" "$OUT/"
+cuda_bundle_begin "$OUT"
+cp "$ROOT/bench/cuda/loops_xla.py" "$OUT/"
 echo "$SHAPES" >"$OUT/shapes.txt"
 # lstm T B H: the scanned LSTM's HLO text
 lstm() {

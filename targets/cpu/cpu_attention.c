@@ -175,10 +175,7 @@ static LLVMValueRef ca_loop(GenKern *k, GenLoop *l, LLVMValueRef n, int64_t step
  * dim, at c). */
 static LLVMValueRef ca_operand(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                                LLVMValueRef c) {
-  LLVMValueRef idx[HLO_MAX_RANK];
-  for (int d = 0; d < x->shape.rank; d++)
-    idx[d] = map[d] < 0 ? c : sidx[map[d]];
-  LLVMValueRef v = gen_value(k, x, idx);
+  LLVMValueRef v = gen_value_mapped(k, x, map, sidx, c);
   return v ? gen_convert(k, v, x->shape.dt, DT_F32) : ca_f(k, 0);
 }
 

@@ -93,11 +93,8 @@ void cuda_at_st(GenKern *k, LLVMValueRef p, LLVMValueRef v) { LLVMBuildStore(k->
  * S dims through map (-1: the head dim, at c), 0 where the head index is out of range. */
 static LLVMValueRef at_load(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                             LLVMValueRef c, LLVMValueRef inb) {
-  LLVMValueRef idx[HLO_MAX_RANK];
   LLVMValueRef cc = inb ? LLVMBuildSelect(k->B, inb, c, gen_i64(k, 0), "") : c;
-  for (int d = 0; d < x->shape.rank; d++)
-    idx[d] = map[d] < 0 ? cc : sidx[map[d]];
-  LLVMValueRef v = gen_value(k, x, idx);
+  LLVMValueRef v = gen_value_mapped(k, x, map, sidx, cc);
   if (!v) return cuda_at_f(k, 0);
   v = gen_convert(k, v, x->shape.dt, DT_F32);
   return inb ? LLVMBuildSelect(k->B, inb, v, cuda_at_f(k, 0), "") : v;

@@ -51,10 +51,7 @@ static LLVMValueRef am_add(GenKern *k, LLVMValueRef a, int64_t b) {
  * failed). */
 static LLVMValueRef am_bits(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
                             LLVMValueRef c) {
-  LLVMValueRef idx[HLO_MAX_RANK];
-  for (int d = 0; d < x->shape.rank; d++)
-    idx[d] = map[d] < 0 ? c : sidx[map[d]];
-  LLVMValueRef v = gen_value(k, x, idx);
+  LLVMValueRef v = gen_value_mapped(k, x, map, sidx, c);
   return v ? v : LLVMConstNull(k->cg->i16);
 }
 

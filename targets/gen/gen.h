@@ -167,6 +167,10 @@ LLVMValueRef gen_alloca(GenKern *k, LLVMTypeRef t);
 LLVMValueRef gen_linear(GenKern *k, const Shape *s, LLVMValueRef *idx);
 /* Row-major delinearization of lin over dims[0..n) into idx. */
 void gen_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+/* x's value at the index whose dim d is sidx[map[d]], or c where map[d] < 0 (an operand of an
+ * attention at a score's index, its head dim at c); NULL after an error. */
+LLVMValueRef gen_value_mapped(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+                              LLVMValueRef c);
 /* Enter in the elemental cache: generating `in` at index idx (rank entries) gives v. */
 void gen_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v);
 /* Element of an array value of shape s stored at p, at index idx (register type). */

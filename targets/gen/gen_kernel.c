@@ -230,3 +230,11 @@ void gen_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LL
     e->idx[d] = idx[d];
   e->v = v;
 }
+
+LLVMValueRef gen_value_mapped(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
+                              LLVMValueRef c) {
+  LLVMValueRef idx[HLO_MAX_RANK];
+  for (int d = 0; d < x->shape.rank; d++)
+    idx[d] = map[d] < 0 ? c : sidx[map[d]];
+  return gen_value(k, x, idx);
+}
