@@ -5,15 +5,17 @@
  * root gives the dims. An item is one batch item and a tile of QT = 2 vectors of query rows;
  * the parallel-for's chunks take runs of items, each in its own scratch, which stays in L1/L2:
  * the tile's queries transposed (Qt[d][r]), one block of KB keys and its values (Kp[j][d],
- * Vp[j][c], converted to f32 as they are packed, zero rows past the keys), the block's scores
+ * Vp[j][c], converted to f32 as they are packed, zero rows past the keys; where K and V are f32
+ * entry values with the head dim minor, full blocks read them in place), the block's scores
  * transposed (St[j][r]), the accumulators O[r][c] and the rows' running max and sum. Per key
  * block: the scores by a register-blocked micro-kernel (KJ keys broadcast against the tile's
  * two query vectors: 2 KJ accumulators, one FMA per loaded value, as in the GEMM's); the
  * fusion's elementwise ops (scale, masks, soft-capping) at each score's index through the
- * elemental generator with the product's value entered in its cache, keys past the end -inf;
- * the online softmax, rows along the vector lanes (each loop over the tile's rows is one
- * vectorizable line: max, exp, sums, the accumulators' rescaling); then O += P . V by a second
- * micro-kernel (R rows of probabilities broadcast against NV vectors of a value row). At the
+ * elemental generator with the product's value entered in its cache, keys past the end -inf
+ * (key blocks a mask lets nothing through are skipped, checked key by key until one lets a
+ * score through); the online softmax, rows along the vector lanes (each loop over the tile's rows
+ * is one vectorizable line: max, exp, sums, the accumulators' rescaling); then O += P . V by a
+ * second micro-kernel (R rows of probabilities broadcast against NV vectors of a value row). At the
  * end each row is divided by its sum and stored through the result's dims. The score matrix is
  * never in memory beyond one block; all in f32, the probabilities not rounded to the values'
  * type (within the corpus's bar of XLA, which rounds them in a bf16 model). */
@@ -44,6 +46,13 @@ typedef struct CaPlan {
   const HInstr *mask;
   int mask_c;
   double cval;
+  /* K and V read in place (entry values of f32, the head dim minor, one key dim): their
+     entries, row strides (elements) and strides per operand dim; full key blocks then need no
+     packing (the last, short one is packed) */
+  bool direct;
+  const HInstr *ek, *ev;
+  int64_t kstride, vstride;
+  int64_t kst[HLO_MAX_RANK], vst[HLO_MAX_RANK];
   /* the chunk's scratch, in floats from its start: Qt, Kp, Vp, St, O, m, l, ref, corr */
   int64_t oq, ok, ov, os, oo, om, ol, oref, ocorr, per;
 } CaPlan;
@@ -76,6 +85,26 @@ static void ca_find_mask(CaPlan *p) {
       p->cval = c;
     }
   }
+}
+
+/* The entry value operand x of the fusion (a parameter of its body) reads in place as rows of
+ * head elements along one key dim (*rs: the row stride), its row-major strides in st; NULL when
+ * it cannot. */
+static const HInstr *ca_view(const HInstr *in, const HInstr *x, const int8_t *map, const OptAttn *a,
+                             int64_t *st, int64_t *rs) {
+  if (x->op != OP_PARAMETER || x->param_num >= in->nops || x->shape.dt != DT_F32 || a->nkd != 1)
+    return NULL;
+  const HInstr *e = in->ops[x->param_num];
+  int r = x->shape.rank;
+  if (e->op == OP_CONSTANT || r < 2 || map[r - 1] >= 0) return NULL;
+  int64_t acc = 1;
+  *rs = 0;
+  for (int d = r - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= x->shape.dims[d];
+    if (map[d] == a->kdim[0]) *rs = st[d];
+  }
+  return *rs ? e : NULL;
 }
 
 static void ca_plan(CaPlan *p, CpuCg *cg, const OptAttn *a) {
@@ -196,6 +225,8 @@ typedef struct CaItem {
   LLVMValueRef sidx[HLO_MAX_RANK];
   LLVMValueRef q0, nrows;
   LLVMValueRef Qt, Kp, Vp, St, O, m, l, ref, corr;
+  LLVMValueRef ks, vs; /* row strides of Kp and Vp (i64: packed, dh and dvp) */
+  LLVMValueRef kb, vb; /* direct: the batch item's K and V rows (key 0) in place */
 } CaItem;
 
 /* A closed loop kept scalar: its strided stores would become scatters, which cost more than
@@ -204,34 +235,26 @@ static void ca_scalar(GenKern *k, const GenLoop *l) {
   cpu_loop_hint(k, l->latch_br, "llvm.loop.vectorize.enable", LLVMConstInt(k->cg->i1, 0, 0));
 }
 
-/* Qt[d][r] = Q(row q0 + r, head d), 0 for rows past the end. */
+/* Qt[d][r] = Q(row q0 + r, head d), 0 for rows past the end: rows innermost, so the stores run
+ * along Qt's rows and the loads stay within the tile's rows of Q, in L1. */
 static void ca_pack_q(GenKern *k, const CaPlan *p, const CaItem *it) {
   LLVMBuilderRef B = k->B;
   const OptAttn *a = &p->a;
-  GenLoop lr, ld, lz;
+  GenLoop ld, lr;
+  LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
   LLVMValueRef r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
+  /* rows past the end read the last row's value and store 0 */
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, r, it->nrows, "");
-  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qrow");
-  LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qpad");
-  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "qdone");
-  LLVMBuildCondBr(B, valid, yes, no);
-  LLVMPositionBuilderAtEnd(B, yes);
+  LLVMValueRef last = LLVMBuildNSWSub(B, it->nrows, gen_i64(k, 1), "");
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, sidx);
-  LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
-  ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), ca_operand(k, p->q, a->qmap, sidx, d));
-  gen_loop_close(k, &ld);
-  ca_scalar(k, &ld);
-  LLVMBuildBr(B, join);
-  LLVMPositionBuilderAtEnd(B, no);
-  d = ca_loop(k, &lz, gen_i64(k, a->dh), 1);
-  ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), ca_f(k, 0));
-  gen_loop_close(k, &lz);
-  ca_scalar(k, &lz);
-  LLVMBuildBr(B, join);
-  LLVMPositionBuilderAtEnd(B, join);
+  ca_scatter(k, ca_add(k, it->q0, LLVMBuildSelect(B, valid, r, last, "")), a->qdim, a->qext, a->nqd,
+             sidx);
+  LLVMValueRef v = ca_operand(k, p->q, a->qmap, sidx, d);
+  ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), LLVMBuildSelect(B, valid, v, ca_f(k, 0), ""));
   gen_loop_close(k, &lr);
+  ca_scalar(k, &lr);
+  gen_loop_close(k, &ld);
 }
 
 /* Kp[j][d] = K(key k0 + j, d) and Vp[j][c] = V(key k0 + j, c) for j < kn; zero rows up to knp
@@ -283,10 +306,10 @@ static void ca_scores(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRe
   LLVMValueRef qv[2];
   for (int v = 0; v < 2; v++)
     qv[v] = ca_vld(k, p, it->Qt, ca_add(k, ca_mul(k, d, p->QT), gen_i64(k, v * p->vw)));
-  LLVMValueRef kd = ca_add(k, ca_mul(k, j0, p->a.dh), d);
+  LLVMValueRef kd = ca_add(k, LLVMBuildNSWMul(k->B, j0, it->ks, ""), d);
   for (int jj = 0; jj < p->KJ; jj++) {
-    LLVMValueRef kb =
-        cpu_splat(k, ca_ld(k, it->Kp, ca_add(k, kd, gen_i64(k, jj * p->a.dh))), p->vw);
+    LLVMValueRef off = ca_add(k, kd, LLVMBuildNSWMul(k->B, it->ks, gen_i64(k, jj), ""));
+    LLVMValueRef kb = cpu_splat(k, ca_ld(k, it->Kp, off), p->vw);
     for (int v = 0; v < 2; v++)
       LLVMBuildStore(k->B, ca_fma(k, kb, qv[v], LLVMBuildLoad2(k->B, vt, acc[jj][v], "")),
                      acc[jj][v]);
@@ -391,8 +414,9 @@ static void ca_pv_tile(GenKern *k, const CaPlan *p, const CaItem *it, int64_t r0
   LLVMValueRef j = ca_loop(k, &lj, knp, 1);
   LLVMValueRef vv[4];
   for (int n = 0; n < nv; n++)
-    vv[n] =
-        ca_vld(k, p, it->Vp, ca_add(k, ca_mul(k, j, p->dvp), ca_add(k, c0, gen_i64(k, n * p->vw))));
+    vv[n] = ca_vld(
+        k, p, it->Vp,
+        ca_add(k, LLVMBuildNSWMul(k->B, j, it->vs, ""), ca_add(k, c0, gen_i64(k, n * p->vw))));
   LLVMValueRef srow = ca_mul(k, j, p->QT);
   for (int rr = 0; rr < R; rr++) {
     LLVMValueRef pb = cpu_splat(k, ca_ld(k, it->St, ca_add(k, srow, gen_i64(k, r0 + rr))), p->vw);
@@ -449,13 +473,28 @@ static LLVMValueRef ca_block_live(GenKern *k, const CaPlan *p, const CaItem *it,
                                   LLVMValueRef kn) {
   LLVMBuilderRef B = k->B;
   const OptAttn *a = &p->a;
-  LLVMValueRef flag = gen_alloca(k, k->cg->i32);
-  LLVMBuildStore(B, LLVMConstInt(k->cg->i32, 0, 0), flag);
-  GenLoop lj, lr;
-  LLVMValueRef j = ca_loop(k, &lj, kn, 1);
+  LLVMTypeRef i32 = k->cg->i32;
+  LLVMValueRef flag = gen_alloca(k, i32), jv = gen_alloca(k, k->cg->i64);
+  LLVMBuildStore(B, LLVMConstInt(i32, 0, 0), flag);
+  LLVMBuildStore(B, gen_i64(k, 0), jv);
+  /* keys one by one until one lets a score through (a live block stops at its first key) */
+  LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "live");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "livekey");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "livedone");
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, hdr);
+  LLVMValueRef j = LLVMBuildLoad2(B, k->cg->i64, jv, "");
+  LLVMValueRef more = LLVMBuildAnd(
+      B, LLVMBuildICmp(B, LLVMIntSLT, j, kn, ""),
+      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLoad2(B, i32, flag, ""), LLVMConstInt(i32, 0, 0), ""),
+      "");
+  LLVMBuildCondBr(B, more, body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  int mark = k->ncache;
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
   ca_scatter(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
+  GenLoop lr;
   LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, sidx, sizeof full);
@@ -463,13 +502,15 @@ static LLVMValueRef ca_block_live(GenKern *k, const CaPlan *p, const CaItem *it,
   LLVMValueRef pv = gen_value(k, p->mask->ops[0], full);
   if (pv) {
     if (p->mask_c == 1) pv = LLVMBuildNot(B, pv, ""); /* the constant is the true branch */
-    LLVMValueRef f = LLVMBuildLoad2(B, k->cg->i32, flag, "");
-    LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, pv, k->cg->i32, ""), ""), flag);
+    LLVMValueRef f = LLVMBuildLoad2(B, i32, flag, "");
+    LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, pv, i32, ""), ""), flag);
   }
   gen_loop_close(k, &lr);
-  gen_loop_close(k, &lj);
-  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, k->cg->i32, flag, ""),
-                       LLVMConstInt(k->cg->i32, 0, 0), "");
+  k->ncache = mark;
+  LLVMBuildStore(B, ca_add(k, j, gen_i64(k, 1)), jv);
+  LLVMBuildBr(B, hdr);
+  LLVMPositionBuilderAtEnd(B, done);
+  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, i32, flag, ""), LLVMConstInt(i32, 0, 0), "");
 }
 
 /* Whether some valid row's max is within 128 of the mask's constant: its skipped blocks'
@@ -507,11 +548,31 @@ static void ca_block(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef
   /* kn rounded up to whole micro-kernel steps */
   LLVMValueRef knp = ca_mul(
       k, LLVMBuildUDiv(B, ca_add(k, kn, gen_i64(k, p->KJ - 1)), gen_i64(k, p->KJ), ""), p->KJ);
-  ca_pack_kv(k, p, it, k0, kn, knp);
-  ca_scores(k, p, it, knp);
-  ca_chain(k, p, it, k0, kn, knp);
-  ca_softmax(k, p, it, knp);
-  ca_pv(k, p, it, knp);
+  CaItem bl = *it;
+  if (p->direct) { /* a full block reads K and V in place, the short last one is packed */
+    LLVMValueRef full = LLVMBuildICmp(B, LLVMIntEQ, kn, gen_i64(k, p->KB), "");
+    LLVMBasicBlockRef pack = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "kvpack");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "kvready");
+    LLVMBuildCondBr(B, full, join, pack);
+    LLVMPositionBuilderAtEnd(B, pack);
+    int mark = k->ncache;
+    ca_pack_kv(k, p, it, k0, kn, knp);
+    k->ncache = mark;
+    LLVMBuildBr(B, join);
+    LLVMPositionBuilderAtEnd(B, join);
+    LLVMValueRef kd = ca_at(k, it->kb, ca_mul(k, k0, p->kstride));
+    LLVMValueRef vd = ca_at(k, it->vb, ca_mul(k, k0, p->vstride));
+    bl.Kp = LLVMBuildSelect(B, full, kd, it->Kp, "");
+    bl.Vp = LLVMBuildSelect(B, full, vd, it->Vp, "");
+    bl.ks = LLVMBuildSelect(B, full, gen_i64(k, p->kstride), it->ks, "");
+    bl.vs = LLVMBuildSelect(B, full, gen_i64(k, p->vstride), it->vs, "");
+  } else {
+    ca_pack_kv(k, p, it, k0, kn, knp);
+  }
+  ca_scores(k, p, &bl, knp);
+  ca_chain(k, p, &bl, k0, kn, knp);
+  ca_softmax(k, p, &bl, knp);
+  ca_pv(k, p, &bl, knp);
 }
 
 /* One item: the tile's queries packed, the state reset, the key blocks, the rows stored. With a
@@ -526,6 +587,17 @@ static void ca_item(GenKern *k, const CaPlan *p, HInstr *in, CaItem *it, LLVMVal
   for (int d = 0; d < HLO_MAX_RANK; d++)
     it->sidx[d] = gen_i64(k, 0);
   ca_scatter(k, b, a->bdim, a->bext, a->nbd, it->sidx);
+  if (p->direct) {
+    LLVMValueRef ok_ = gen_i64(k, 0), ov_ = gen_i64(k, 0);
+    for (int d = 0; d < p->kk->shape.rank; d++)
+      if (a->kmap[d] >= 0 && a->sbatch[a->kmap[d]])
+        ok_ = ca_add(k, ok_, ca_mul(k, it->sidx[a->kmap[d]], p->kst[d]));
+    for (int d = 0; d < p->v->shape.rank; d++)
+      if (a->vmap[d] >= 0 && a->sbatch[a->vmap[d]])
+        ov_ = ca_add(k, ov_, ca_mul(k, it->sidx[a->vmap[d]], p->vst[d]));
+    it->kb = ca_at(k, cpu_buffer(k, p->ek), ok_);
+    it->vb = ca_at(k, cpu_buffer(k, p->ev), ov_);
+  }
   it->q0 = ca_mul(k, tile, p->QT);
   LLVMValueRef left = LLVMBuildNSWSub(B, gen_i64(k, a->nq), it->q0, "");
   it->nrows = gen_smin(k, left, gen_i64(k, p->QT));
@@ -580,6 +652,9 @@ int cpu_attention_kernel(CpuCg *cg, HInstr *in) {
   if (!opt_attention_match(in->calls[0]->root, &a, &why) || !a.nk || !a.nq || !a.nbatch) return 0;
   CaPlan p;
   ca_plan(&p, cg, &a);
+  p.ek = ca_view(in, p.kk, a.kmap, &a, p.kst, &p.kstride);
+  p.ev = ca_view(in, p.v, a.vmap, &a, p.vst, &p.vstride);
+  p.direct = p.ek && p.ev && a.dv % p.vw == 0;
   int64_t bytes = 4 * p.per;
   if (bytes * p.nchunks > cg->extra_temp) cg->extra_temp = bytes * p.nchunks;
   GenKern *k = cpu_kern_begin(cg, in);
@@ -595,6 +670,8 @@ int cpu_attention_kernel(CpuCg *cg, HInstr *in) {
   const int64_t offs[] = {p.oq, p.ok, p.ov, p.os, p.oo, p.om, p.ol, p.oref, p.ocorr};
   for (int i = 0; i < 9; i++)
     *arr[i] = ca_at(k, base, gen_i64(k, offs[i]));
+  it.ks = gen_i64(k, a.dh);
+  it.vs = gen_i64(k, p.dvp);
   /* the chunk's items [lo, hi) */
   int64_t per = (p.items + p.nchunks - 1) / p.nchunks;
   LLVMValueRef lo = ca_mul(k, chunk, per);
