@@ -163,6 +163,29 @@ Test(tools, conv_algo_option) {
   run("rm -rf %s", dir);
 }
 
+/* --dot-algorithm=bf16x3 turns an f32 dot into its two bf16 products (--stats counts them); a
+ * value it does not know is one line and exit 1. */
+Test(tools, dot_algorithm_option) {
+  char dir[] = "/tmp/hloc_dalg_XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[512], obj[600];
+  snprintf(path, sizeof path, "%s/d.hlo", dir);
+  snprintf(obj, sizeof obj, "%s/d.o", dir);
+  const char *txt = "HloModule m\nENTRY e {\n  a = f32[96,128] parameter(0)\n"
+                    "  b = f32[128,80] parameter(1)\n  ROOT d = f32[96,80] dot(a, b), "
+                    "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  write_file(path, txt, strlen(txt));
+  Run *r = run(HLOC " %s -o %s --stats", path, obj);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "cpu: products 1:"), "%s", r->err);
+  r = run(HLOC " %s -o %s --stats --dot-algorithm=bf16x3", path, obj);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->err, "cpu: products 2:") && strstr(r->err, "f32 0"), "%s", r->err);
+  r = run(HLOC " %s -o %s --dot-algorithm=tf64", path, obj);
+  cr_expect_eq(r->rc, 1);
+  cr_expect(strstr(r->err, "--dot-algorithm must be exact, bf16, bf16x3 or f16"), "%s", r->err);
+}
+
 /* An attention the optimizer fuses gets the CPU's blocked attention kernel (--stats), and keeps
  * its products and softmax as kernels of their own with the pass disabled. */
 Test(tools, cpu_attention_kernel_in_stats) {
