@@ -163,8 +163,8 @@ Test(tools, conv_algo_option) {
   run("rm -rf %s", dir);
 }
 
-/* --dot-algorithm=bf16x3 turns an f32 dot into its two bf16 products (--stats counts them); a
- * value it does not know is one line and exit 1. */
+/* --dot-algorithm=bf16x3 turns an f32 dot into its two bf16 products (--stats counts them, -o -
+ * prints them); a value it does not know is one line and exit 1. */
 Test(tools, dot_algorithm_option) {
   char dir[] = "/tmp/hloc_dalg_XXXXXX";
   cr_assert(mkdtemp(dir));
@@ -181,6 +181,9 @@ Test(tools, dot_algorithm_option) {
   r = run(HLOC " %s -o %s --stats --dot-algorithm=bf16x3", path, obj);
   cr_assert_eq(r->rc, 0, "%s", r->err);
   cr_expect(strstr(r->err, "cpu: products 2:") && strstr(r->err, "f32 0"), "%s", r->err);
+  r = run(HLOC " %s -o - --emit=hlo-opt --dot-algorithm=bf16x3", path);
+  cr_assert_eq(r->rc, 0, "%s", r->err);
+  cr_expect(strstr(r->out, "algorithm=dot_bf16_bf16_f32") && access("-", F_OK) != 0, "%s", r->out);
   r = run(HLOC " %s -o %s --dot-algorithm=tf64", path, obj);
   cr_expect_eq(r->rc, 1);
   cr_expect(strstr(r->err, "--dot-algorithm must be exact, bf16, bf16x3 or f16"), "%s", r->err);

@@ -41,7 +41,8 @@ static void usage(FILE *f) {
   fputs("usage: hloc FILE [options]\n"
         "       hloc verify FILE [in0.npy ...] [options]   (hloc verify --help)\n"
         "  FILE                 HloModuleProto (.pb, also HloProto/HloSnapshot) or HLO text\n"
-        "  -o PATH              output file (object by default)\n"
+        "  -o PATH              output file (object by default; - for stdout with --emit=hlo\n"
+        "                       and hlo-opt)\n"
         "  --emit=KIND          hlo | hlo-opt | pb | pb-opt | llvm | asm | obj (default: obj\n"
         "                       with -o, else a summary); hlo prints the module as read, hlo-opt\n"
         "                       after optimization; pb and pb-opt write them as a binary\n"
@@ -842,7 +843,7 @@ static int emit_module(HModule *m, const HlocArgs *a) {
   if (a->emit_pb) {
     hlo_module_fill_layouts(m); /* what XLA needs to run it */
     ok = proto_write_module(m, (uint8_t **)&buf, &len, &err);
-  } else if (!a->out) {
+  } else if (!a->out || !strcmp(a->out, "-")) {
     hlo_print_module(stdout, m, NULL);
     return 0;
   } else {
