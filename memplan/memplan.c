@@ -548,6 +548,16 @@ void memplan_loop_init(HArena *a, const HInstr *w, MemLoopInit *out) {
   }
 }
 
+void memplan_value_leaves(HArena *a, const HInstr *v, MemLoopInit *out) {
+  size_t n = (size_t)hlo_shape_leaves(&v->shape) + 1;
+  *out = (MemLoopInit){0, hlo_arena_alloc(a, sizeof *out->src * n),
+                       hlo_arena_alloc(a, sizeof *out->off * n),
+                       hlo_arena_alloc(a, sizeof *out->bytes * n), hlo_arena_alloc(a, n)};
+  mp_init_leaves(v, 0, &v->shape, out);
+  for (int j = 0; j < out->n; j++)
+    out->invariant[j] = true;
+}
+
 bool memplan_leaf_read(const HComp *c, const HInstr *w, int j) {
   for (int i = 0; i < c->ninstrs; i++) {
     const HInstr *x = c->instrs[i];

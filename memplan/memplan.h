@@ -89,6 +89,9 @@ typedef struct MemLoopInit {
   bool *invariant;
 } MemLoopInit;
 void memplan_loop_init(HArena *a, const HInstr *w, MemLoopInit *out);
+/* Value v's flat leaves the same way (through tuples and their elements), each marked
+ * invariant: where a conditional's branch reads its operand. */
+void memplan_value_leaves(HArena *a, const HInstr *v, MemLoopInit *out);
 /* Whether leaf j of loop w's result is read in computation c (w's): a get-tuple-element of it,
  * or any other use of the whole state. */
 bool memplan_leaf_read(const HComp *c, const HInstr *w, int j);

@@ -448,9 +448,10 @@ Test(cpu, bad_symbol_prefix) {
   hlo_module_free(m);
 }
 
-/* A conditional whose branch has side effects (an rng) is not run speculatively: the CPU target
- * reports it, naming the instruction. */
-Test(cpu, op_conditional_with_side_effects_is_a_located_error) {
+/* A conditional the optimizer cannot flatten (its branch has side effects) runs as branches on
+ * the CPU; an op in a branch that the target cannot compile (rng) is a located error naming
+ * that instruction. */
+Test(cpu, op_conditional_branch_unsupported_op_is_a_located_error) {
   ct_expect_located_error(
       "HloModule m\n"
       "t {\n  q = f32[4] parameter(0)\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
@@ -458,7 +459,7 @@ Test(cpu, op_conditional_with_side_effects_is_a_located_error) {
       "f {\n  q = f32[4] parameter(0)\n  ROOT r = f32[4] negate(q)\n}\n"
       "ENTRY e {\n  x = f32[4] parameter(0)\n  c = pred[] parameter(1)\n"
       "  ROOT cd = f32[4] conditional(c, x, x), true_computation=t, false_computation=f\n}\n",
-      "'cd'", "conditional");
+      "computation 't', instruction 'r'", "rng");
 }
 
 /* An op the CPU target cannot compile inside a loop body is still a located error. */

@@ -107,7 +107,9 @@ static bool cp_check_comp(CpuCg *cg, HComp *c, int depth) {
   }
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *in = c->instrs[i];
-    if (!gen_op_supported_ex(in, "CPU", true, cg->g.err)) return false;
+    /* (a conditional the optimizer left, one whose branches hold loops, runs as branches
+       between kernel sequences: cp_emit_cond) */
+    if (in->op != OP_CONDITIONAL && !gen_op_supported_ex(in, "CPU", true, cg->g.err)) return false;
     for (int j = 0; j < in->ncalls; j++)
       if (!cp_check_comp(cg, in->calls[j], depth + 1)) return false;
   }
@@ -125,7 +127,7 @@ static void cp_inline_all(HModule *m, HComp *c, int depth) {
       for (int j = 0; j < in->ncalls; j++)
         while (cp_inline_one(m, in->calls[j])) {
         }
-    if (in->op == OP_WHILE && depth < 64)
+    if ((in->op == OP_WHILE || in->op == OP_CONDITIONAL) && depth < 64)
       for (int j = 0; j < in->ncalls; j++)
         cp_inline_all(m, in->calls[j], depth + 1);
   }
@@ -193,14 +195,22 @@ static const Shape *cp_leaf_shape(const Shape *s, int k) {
   return s;
 }
 
-/* Plan the loops of computation c (placed by region rg), recursively: their conditions and
- * bodies, and scratch for each above cg->loop_top. */
+static bool cp_plan_cond(CpuCg *cg, HInstr *c, const CpuRegion *rg, int depth);
+
+/* Plan the loops (and conditionals) of computation c (placed by region rg), recursively: their
+ * conditions, bodies and branches, and scratch for each above cg->loop_top. */
 static bool cp_plan_loops(CpuCg *cg, HComp *c, const CpuRegion *rg, int depth) {
   /* loops of one computation run one after the other: their regions (with the regions of
      the loops nested in them above) all start at the same offset */
   int64_t base = cg->loop_top, top = base;
   for (int i = 0; i < c->ninstrs; i++) {
     HInstr *w = c->instrs[i];
+    if (w->op == OP_CONDITIONAL) {
+      cg->loop_top = base;
+      if (!cp_plan_cond(cg, w, rg, depth)) return false;
+      if (cg->loop_top > top) top = cg->loop_top;
+      continue;
+    }
     if (w->op != OP_WHILE) continue;
     cg->loop_top = base;
     if (depth > 16) {
@@ -361,6 +371,163 @@ static bool cp_emit_while(CpuCg *cg, HInstr *w) {
   return true;
 }
 
+/* ------------------------------------------------------------------ conditionals
+ *
+ * A conditional the optimizer left (a branch holds a loop, which may not run when its branch is
+ * not taken) runs in the run function as branches between kernel sequences:
+ *     pred selector:  branch to B1 when it is false;  B0;  jump to E;  B1;
+ *     s32 selector:   T0: test = (index == 0); branch to T1 when not;  B0;  jump to E;
+ *                     T1: ...;  B(n-1) (also every index out of range, as XLA);
+ *     E: copy the result block -> the conditional's storage
+ * where Bi is branch i's kernels and the copies of its result leaves that it does not compute
+ * in place into the result block. A branch's computation is planned like a loop's condition,
+ * its parameter read where the conditional's operand is (every leaf of its CpuRegion invariant,
+ * resolved in the outer region), its results into one block of scratch; the branches never run
+ * at once, so the block, one heap and the loops nested in them share one range of scratch,
+ * above the outer region's heap. */
+
+typedef struct CpCond {
+  const HInstr *c; /* the conditional */
+  int n;           /* branches */
+  MemPlan *plans;  /* per branch: its values' plan */
+  CpuRegion *rgs;  /* and where they live */
+  int64_t *out;    /* scratch offset of each result leaf (the block) */
+  int64_t test;    /* scratch offset of the selector test's byte */
+} CpCond;
+
+/* Branch b's region: its parameter's leaves where the operand's are; false (a located error)
+ * for a nested tuple operand. */
+static bool cp_cond_region(CpuCg *cg, CpCond *C, int b, int64_t heap, const CpuRegion *rg) {
+  const HInstr *x = C->c->ops[b + 1];
+  MemLoopInit li;
+  memplan_value_leaves(cg->g.scratch, x, &li);
+  Shape *st = hlo_arena_alloc(cg->g.scratch, sizeof *st);
+  if (x->shape.dt == DT_TUPLE) {
+    for (int j = 0; j < x->shape.ntuple; j++)
+      if (x->shape.tuple[j].dt == DT_TUPLE) {
+        hlo_err_at(cg->g.err, C->c, "CPU target: a conditional's operand %d is a nested tuple",
+                   b + 1);
+        return false;
+      }
+    *st = x->shape;
+  } else {
+    *st = hlo_shape_tuple(cg->g.scratch, 1, &x->shape);
+  }
+  CpuSlot *inv = hlo_arena_alloc(cg->g.scratch, sizeof *inv * (size_t)(li.n + 1));
+  for (int j = 0; j < li.n; j++)
+    inv[j] = (CpuSlot){CPU_SLOT_INSTR, li.src[j], NULL, li.off[j]};
+  C->rgs[b] = (CpuRegion){C->c->calls[b], &C->plans[b], false, heap, 2, 0, 0, C->out, rg, inv, st};
+  return true;
+}
+
+static bool cp_plan_cond(CpuCg *cg, HInstr *c, const CpuRegion *rg, int depth) {
+  if (depth > 16) {
+    hlo_err_at(cg->g.err, c, "CPU target: conditionals and loops nested more than 16 deep");
+    return false;
+  }
+  CpCond *C = hlo_arena_alloc(cg->g.scratch, sizeof *C);
+  int n = c->ncalls, nl = hlo_shape_leaves(&c->shape);
+  *C = (CpCond){c,
+                n,
+                hlo_arena_alloc(cg->g.scratch, sizeof(MemPlan) * (size_t)n),
+                hlo_arena_alloc(cg->g.scratch, sizeof(CpuRegion) * (size_t)n),
+                hlo_arena_alloc(cg->g.scratch, sizeof(int64_t) * (size_t)(nl + 1)),
+                0};
+  int64_t at = memplan_align(cg->loop_top), hsize = 0;
+  for (int k = 0; k < nl; k++) {
+    C->out[k] = at;
+    at += memplan_align(memplan_value_bytes(cp_leaf_shape(&c->shape, k)));
+  }
+  C->test = memplan_align(at);
+  int64_t heap = C->test + MEMPLAN_ALIGN;
+  for (int b = 0; b < n; b++) {
+    if (!memplan_assign(c->calls[b], cg->g.scratch, &C->plans[b], cg->g.err)) return false;
+    if (C->plans[b].nresults != nl) {
+      hlo_err_at(cg->g.err, c, "CPU target: internal error, branch %d's results do not match", b);
+      return false;
+    }
+    if (C->plans[b].temp_bytes > hsize) hsize = C->plans[b].temp_bytes;
+    if (!cp_cond_region(cg, C, b, heap, rg)) return false;
+  }
+  cg->conds =
+      hlo_arena_grow(cg->g.scratch, cg->conds, cg->nconds, &cg->cond_cap, 8, sizeof *cg->conds);
+  cg->conds[cg->nconds++] = C;
+  int64_t above = heap + memplan_align(hsize), top = above;
+  for (int b = 0; b < n; b++) {
+    cg->loop_top = above;
+    if (!cp_plan_loops(cg, c->calls[b], &C->rgs[b], depth + 1)) return false;
+    if (cg->loop_top > top) top = cg->loop_top;
+  }
+  cg->loop_top = top;
+  return true;
+}
+
+/* The kernel setting the test byte to (index == b). */
+static bool cp_cond_test(CpuCg *cg, const CpCond *C, int b) {
+  GenKern *k = cpu_kern_begin(cg, C->c);
+  LLVMTypeRef i32 = cg->g.i32;
+  LLVMValueRef sel = LLVMBuildLoad2(k->B, i32, cpu_buffer(k, C->c->ops[0]), "");
+  LLVMValueRef eq = LLVMBuildICmp(k->B, LLVMIntEQ, sel, LLVMConstInt(i32, (uint64_t)b, 0), "");
+  LLVMValueRef dst = cpu_slot(k, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, C->test});
+  LLVMBuildStore(k->B, LLVMBuildZExt(k->B, eq, cg->g.i8, ""), dst);
+  return cpu_kern_end(k, 1);
+}
+
+/* Branch b's kernels, then the copies of its results that are not in the block already. */
+static bool cp_cond_branch(CpuCg *cg, const CpCond *C, int b) {
+  if (!cp_emit_comp(cg, &C->rgs[b])) return false;
+  const CpuRegion *outer = cg->region;
+  cg->region = &C->rgs[b];
+  for (int k = 0; k < C->plans[b].nresults; k++) {
+    const MemResult *mr = &C->plans[b].results[k];
+    if (mr->copy)
+      cp_copy(cg, (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, C->out[k]},
+              (CpuSlot){CPU_SLOT_INSTR, C->rgs[b].comp->instrs[mr->instr], NULL, mr->offset},
+              mr->size);
+  }
+  cg->region = outer;
+  return true;
+}
+
+/* The tasks of conditional c (see above). */
+static bool cp_emit_cond(CpuCg *cg, HInstr *c) {
+  CpCond *C = NULL;
+  for (int i = 0; i < cg->nconds && !C; i++)
+    if (cg->conds[i]->c == c) C = cg->conds[i];
+  HLO_ASSERT(C);
+  int first = cg->ntasks, *to_end = hlo_arena_alloc(cg->g.scratch, sizeof(int) * (size_t)C->n);
+  bool pred = c->ops[0]->shape.dt == DT_PRED;
+  for (int b = 0; b < C->n; b++) {
+    int test = -1;
+    if (b < C->n - 1) {
+      CpuSlot t = {CPU_SLOT_INSTR, c->ops[0], NULL, 0};
+      if (!pred) {
+        if (!cp_cond_test(cg, C, b)) return false;
+        t = (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, C->test};
+      }
+      test = cg->ntasks;
+      cp_add_task(cg, CPU_TASK_BRANCH, &t, 1, 0);
+    }
+    if (!cp_cond_branch(cg, C, b)) return false;
+    to_end[b] = -1;
+    if (b < C->n - 1) {
+      to_end[b] = cg->ntasks;
+      cp_add_task(cg, CPU_TASK_JUMP, NULL, 0, 0);
+    }
+    if (test >= 0) cg->tasks[test].target = cg->ntasks;
+  }
+  for (int b = 0; b < C->n; b++)
+    if (to_end[b] >= 0) cg->tasks[to_end[b]].target = cg->ntasks;
+  int nl = hlo_shape_leaves(&c->shape);
+  for (int k = 0; k < nl; k++)
+    cp_copy(cg, (CpuSlot){CPU_SLOT_INSTR, c, NULL, memplan_leaf_offset(&c->shape, k)},
+            (CpuSlot){CPU_SLOT_TEMP, NULL, NULL, C->out[k]},
+            memplan_value_bytes(cp_leaf_shape(&c->shape, k)));
+  for (int t = first; t < cg->ntasks; t++)
+    if (cg->tasks[t].op != CPU_TASK_KERNEL && !cg->tasks[t].root) cg->tasks[t].root = c;
+  return true;
+}
+
 /* The kernels (and loops) of the computation placed by rg, in order. */
 static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg) {
   const CpuRegion *saved_rg = cg->region;
@@ -372,7 +539,9 @@ static bool cp_emit_comp(CpuCg *cg, const CpuRegion *rg) {
   bool ok = true;
   for (int i = 0; i < cg->g.entry->ninstrs && ok; i++) {
     HInstr *in = cg->g.entry->instrs[i];
-    ok = in->op == OP_WHILE ? cp_emit_while(cg, in) : cpu_emit_instr(cg, in);
+    ok = in->op == OP_WHILE         ? cp_emit_while(cg, in)
+         : in->op == OP_CONDITIONAL ? cp_emit_cond(cg, in)
+                                    : cpu_emit_instr(cg, in);
   }
   cg->region = saved_rg;
   cg->g.entry = saved_comp;
@@ -857,7 +1026,7 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, ""); /* (made here: dominates next) */
   /* control tasks only where the module has while loops: the run function stays a plain
      walk over the kernels otherwise */
-  bool control = cg->nloops > 0;
+  bool control = cg->nloops > 0 || cg->nconds > 0;
   LLVMBasicBlockRef cpy = NULL, brn = NULL, jmp = NULL;
   LLVMValueRef bt = NULL;
   if (!control) {
@@ -1255,7 +1424,7 @@ bool cpu_compile(HModule *m, const CpuOpts *o, HErr *err) {
   cg.temp_base = memplan_align(cg.loop_top);
   if (!cp_emit_comp(&cg, &cg.entry_region)) goto done;
   if (cg.prebuilt && !cpu_gemm_made(&cg)) cg.prebuilt = NULL; /* no product: no library */
-  if (cg.extra_temp > 0 || cg.nloops > 0)
+  if (cg.extra_temp > 0 || cg.nloops > 0 || cg.nconds > 0)
     cg.plan.temp_bytes = cg.temp_base + memplan_align(cg.extra_temp);
   double tk = cp_now();
   int nk = 0;

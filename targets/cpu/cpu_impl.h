@@ -64,7 +64,8 @@ typedef struct CpuPackJob {
  * a while loop's condition or body (cpu_compile.c): its heap at heap_off in the scratch,
  * its tuple parameter the loop's state block (but for the invariant leaves, read where the
  * loop's init value is), its results the next-state block or the predicate byte (all in the
- * scratch, at fixed offsets). */
+ * scratch, at fixed offsets); or a conditional's branch: its parameter read where the
+ * conditional's operand is (every leaf invariant), its results a block in the scratch. */
 typedef struct CpuRegion {
   const HComp *comp;   /* computation whose instructions it places */
   const MemPlan *plan; /* their buffers */
@@ -142,6 +143,8 @@ typedef struct CpuCg {
                                         now resolve their slots in it) */
   int nloops, loop_cap;              /* while loops compiled (cpu_compile.c's CpLoop) */
   struct CpLoop **loops;             /* their plans and scratch */
+  int nconds, cond_cap;              /* conditionals compiled as branches (CpCond) */
+  struct CpCond **conds;             /* their branches' plans and scratch */
   int64_t loop_top;               /* scratch used by the entry heap and the loops' regions so far */
   LLVMTypeRef ctx_ty;             /* kernel context: { ptr args, ptr results, ptr temp } */
   LLVMTypeRef task_ty;            /* void (ptr, i64) */
