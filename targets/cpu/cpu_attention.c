@@ -193,6 +193,33 @@ static LLVMValueRef ca_max(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
   return ca_intr(k, "llvm.maxnum", LLVMTypeOf(a), args, 2);
 }
 
+/* exp(x) for x <= 0 (the softmax's exp(s - max), the rescaling's exp(old max - new max)):
+ * gen_exp_f32's reduction and polynomial with one 2^n (n >= -125) and no overflow test; below
+ * -87 it is 0 (the values it drops there are under 2^-125, nothing beside a row's maximum's
+ * exp(0) = 1), a NaN stays NaN. */
+static LLVMValueRef ca_exp_neg(GenKern *k, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
+  static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                             4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  LLVMValueRef lo = ca_f(k, -87.0);
+  LLVMValueRef xc = ca_max(k, x, lo);
+  LLVMValueRef t = ca_fma(k, xc, ca_f(k, 1.44269504088896341), ca_f(k, 0.5));
+  LLVMValueRef n = ca_intr(k, "llvm.floor", f, &t, 1);
+  LLVMValueRef r = ca_fma(k, n, ca_f(k, -0.693359375), xc);
+  r = ca_fma(k, n, ca_f(k, 2.12194440e-4), r);
+  LLVMValueRef y = ca_f(k, p[0]);
+  for (int i = 1; i < 6; i++)
+    y = ca_fma(k, y, r, ca_f(k, p[i]));
+  y = ca_fma(k, y, LLVMBuildFMul(B, r, r, ""), LLVMBuildFAdd(B, r, ca_f(k, 1.0), ""));
+  LLVMValueRef e = LLVMBuildShl(
+      B, LLVMBuildAdd(B, LLVMBuildFPToSI(B, n, i32, ""), LLVMConstInt(i32, 127, 0), ""),
+      LLVMConstInt(i32, 23, 0), "");
+  y = LLVMBuildFMul(B, y, LLVMBuildBitCast(B, e, f, ""), "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), ca_f(k, 0), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
+}
+
 /* A loop [0, n) (n constant or run-time) stepping by step. */
 static LLVMValueRef ca_loop(GenKern *k, GenLoop *l, LLVMValueRef n, int64_t step) {
   LLVMValueRef iv = gen_loop_open(k, l, gen_i64(k, 0), n);
@@ -375,7 +402,7 @@ static void ca_softmax(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueR
   LLVMValueRef mn = ca_ld(k, it->ref, r), mo = ca_ld(k, it->m, r);
   LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, ca_f(k, -INFINITY), "");
   LLVMValueRef ref = LLVMBuildSelect(B, ninf, ca_f(k, 0), mn, "");
-  LLVMValueRef corr = gen_exp_f32(k, LLVMBuildFSub(B, mo, ref, ""));
+  LLVMValueRef corr = ca_exp_neg(k, LLVMBuildFSub(B, mo, ref, ""));
   ca_st(k, it->m, r, mn);
   ca_st(k, it->ref, r, ref);
   ca_st(k, it->corr, r, corr);
@@ -384,7 +411,7 @@ static void ca_softmax(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueR
   j = ca_loop(k, &lj2, knp, 1);
   r = ca_loop(k, &lr2, gen_i64(k, p->QT), 1);
   LLVMValueRef at = ca_add(k, ca_mul(k, j, p->QT), r);
-  LLVMValueRef e = gen_exp_f32(k, LLVMBuildFSub(B, ca_ld(k, it->St, at), ca_ld(k, it->ref, r), ""));
+  LLVMValueRef e = ca_exp_neg(k, LLVMBuildFSub(B, ca_ld(k, it->St, at), ca_ld(k, it->ref, r), ""));
   ca_st(k, it->St, at, e);
   ca_st(k, it->l, r, LLVMBuildFAdd(B, ca_ld(k, it->l, r), e, ""));
   gen_loop_close(k, &lr2);
