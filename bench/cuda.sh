@@ -52,11 +52,7 @@ ITERS=${1:-50}
 cuda_bench_start
 first=$(ls -d */ | head -n 1)
 "./${first}bench" copy "$ITERS" >>results.txt 2>&1
-for d in */; do
-  n=${d%/}
-  [ -x "$n/bench" ] || continue
-  "./$n/bench" "$n" "$ITERS" >>results.txt 2>"$n/stderr.txt" || echo "label=$n failed: $(tail -n 2 "$n/stderr.txt" | tr '\n' ' ')" >>results.txt
-done
+cuda_bench_all "$ITERS"
 python3 table.py
 RUN
 chmod +x "$OUT/run.sh"

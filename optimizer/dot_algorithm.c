@@ -99,6 +99,7 @@ static DotAlg da_choice(const HInstr *in, const OptOpts *o) {
   if (in->dot->lhs_contract.n == 0) return DALG_UNSET;
   DotAlg a = in->dot_alg;
   if (a == DALG_UNSET) {
+    if (o->dot_algorithm == DALG_UNSET) return DALG_UNSET; /* (no option: not worth sizing) */
     const DotDims *dd = in->dot;
     const Shape *la = &in->ops[0]->shape, *lb = &in->ops[1]->shape;
     int64_t m = 1, n = 1, k = 1;

@@ -41,10 +41,8 @@ cd "$(dirname "$0")"
 ITERS=${1:-50}
 . ./lib.sh
 cuda_bench_start
-for d in */; do
-  n=${d%/}
-  [ -x "$n/bench" ] && "./$n/bench" "$n" "$ITERS" 2>&1 | grep -o "label=[^ ]* event_ms=[^ ]* host_ms=[^ ]* b2b_ms=[^ ]*"
-done
+cuda_bench_all "$ITERS"
+grep -o "label=[^ ]* \(event_ms=[^ ]* host_ms=[^ ]* b2b_ms=[^ ]*\|failed.*\)" results.txt
 python3 xla_dw.py $(cat shapes.txt) 2>&1 | grep "^xla"
 RUN
 du -sh "$OUT" | sed 's/^/bundle: /'

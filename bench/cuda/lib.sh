@@ -11,6 +11,9 @@
 #                             libraries the objects link (cuBLAS, cuBLASLt, cuDNN, cuFFT)
 #   cuda_bench_start          on the GPU machine, a bench run.sh's start: the libraries, the
 #                             GPU and its clocks printed, results.txt emptied
+#   cuda_bench_all ITERS      on the GPU machine: every folder's bench run ITERS times with
+#                             the folder's name as its label, into results.txt (a failed one
+#                             as a 'label=NAME failed: ...' line)
 
 cuda_bundle_begin() {
   [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -43,4 +46,14 @@ cuda_bench_start() {
   cuda_runtime_libs
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
   : >results.txt
+}
+
+cuda_bench_all() {
+  local d n
+  for d in */; do
+    n=${d%/}
+    [ -x "$n/bench" ] || continue
+    "./$n/bench" "$n" "$1" >>results.txt 2>"$n/stderr.txt" ||
+      echo "label=$n failed: $(tail -n 2 "$n/stderr.txt" | tr '\n' ' ')" >>results.txt
+  done
 }

@@ -107,7 +107,7 @@ static const HInstr *ca_view(const HInstr *in, const HInstr *x, const int8_t *ma
   return *rs ? e : NULL;
 }
 
-static void ca_plan(CaPlan *p, CpuCg *cg, const OptAttn *a) {
+static void ca_plan(CaPlan *p, CpuCg *cg, const HInstr *in, const OptAttn *a) {
   memset(p, 0, sizeof *p);
   p->a = *a;
   p->q = a->sdot->ops[a->qop];
@@ -136,6 +136,9 @@ static void ca_plan(CaPlan *p, CpuCg *cg, const OptAttn *a) {
   }
   p->per = at;
   ca_find_mask(p);
+  p->ek = ca_view(in, p->kk, a->kmap, a, p->kst, &p->kstride);
+  p->ev = ca_view(in, p->v, a->vmap, a, p->vst, &p->vstride);
+  p->direct = p->ek && p->ev && a->dv % p->vw == 0;
 }
 
 /* ------------------------------------------------------------------ IR helpers */
@@ -176,50 +179,6 @@ static void ca_vst(GenKern *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v
   LLVMSetAlignment(LLVMBuildStore(k->B, v, ca_at(k, base, i)), 4);
 }
 
-static LLVMValueRef ca_intr(GenKern *k, const char *name, LLVMTypeRef t, LLVMValueRef *args,
-                            int n) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->cg->M, id, &t, 1);
-  return LLVMBuildCall2(k->B, LLVMIntrinsicGetType(k->cg->C, id, &t, 1), f, args, (unsigned)n, "");
-}
-
-static LLVMValueRef ca_fma(GenKern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
-  LLVMValueRef args[3] = {a, b, c};
-  return ca_intr(k, "llvm.fmuladd", LLVMTypeOf(c), args, 3);
-}
-
-static LLVMValueRef ca_max(GenKern *k, LLVMValueRef a, LLVMValueRef b) {
-  LLVMValueRef args[2] = {a, b};
-  return ca_intr(k, "llvm.maxnum", LLVMTypeOf(a), args, 2);
-}
-
-/* exp(x) for x <= 0 (the softmax's exp(s - max), the rescaling's exp(old max - new max)):
- * gen_exp_f32's reduction and polynomial with one 2^n (n >= -125) and no overflow test; below
- * -87 it is 0 (the values it drops there are under 2^-125, nothing beside a row's maximum's
- * exp(0) = 1), a NaN stays NaN. */
-static LLVMValueRef ca_exp_neg(GenKern *k, LLVMValueRef x) {
-  LLVMBuilderRef B = k->B;
-  LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
-  static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                             4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-  LLVMValueRef lo = ca_f(k, -87.0);
-  LLVMValueRef xc = ca_max(k, x, lo);
-  LLVMValueRef t = ca_fma(k, xc, ca_f(k, 1.44269504088896341), ca_f(k, 0.5));
-  LLVMValueRef n = ca_intr(k, "llvm.floor", f, &t, 1);
-  LLVMValueRef r = ca_fma(k, n, ca_f(k, -0.693359375), xc);
-  r = ca_fma(k, n, ca_f(k, 2.12194440e-4), r);
-  LLVMValueRef y = ca_f(k, p[0]);
-  for (int i = 1; i < 6; i++)
-    y = ca_fma(k, y, r, ca_f(k, p[i]));
-  y = ca_fma(k, y, LLVMBuildFMul(B, r, r, ""), LLVMBuildFAdd(B, r, ca_f(k, 1.0), ""));
-  LLVMValueRef e = LLVMBuildShl(
-      B, LLVMBuildAdd(B, LLVMBuildFPToSI(B, n, i32, ""), LLVMConstInt(i32, 127, 0), ""),
-      LLVMConstInt(i32, 23, 0), "");
-  y = LLVMBuildFMul(B, y, LLVMBuildBitCast(B, e, f, ""), "");
-  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), ca_f(k, 0), y, "");
-  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
-}
-
 /* A loop [0, n) (n constant or run-time) stepping by step. */
 static LLVMValueRef ca_loop(GenKern *k, GenLoop *l, LLVMValueRef n, int64_t step) {
   LLVMValueRef iv = gen_loop_open(k, l, gen_i64(k, 0), n);
@@ -233,15 +192,6 @@ static LLVMValueRef ca_operand(GenKern *k, const HInstr *x, const int8_t *map, L
                                LLVMValueRef c) {
   LLVMValueRef v = gen_value_mapped(k, x, map, sidx, c);
   return v ? gen_convert(k, v, x->shape.dt, DT_F32) : ca_f(k, 0);
-}
-
-/* S index dims of a linear index over some of S's dims. */
-static void ca_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
-                       LLVMValueRef *sidx) {
-  LLVMValueRef sub[HLO_MAX_RANK];
-  gen_delin(k, lin, ext, n, sub);
-  for (int i = 0; i < n; i++)
-    sidx[dims[i]] = sub[i];
 }
 
 /* ------------------------------------------------------------------ the steps of an item */
@@ -275,8 +225,8 @@ static void ca_pack_q(GenKern *k, const CaPlan *p, const CaItem *it) {
   LLVMValueRef last = LLVMBuildNSWSub(B, it->nrows, gen_i64(k, 1), "");
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, ca_add(k, it->q0, LLVMBuildSelect(B, valid, r, last, "")), a->qdim, a->qext, a->nqd,
-             sidx);
+  gen_delin_dims(k, ca_add(k, it->q0, LLVMBuildSelect(B, valid, r, last, "")), a->qdim, a->qext,
+                 a->nqd, sidx);
   LLVMValueRef v = ca_operand(k, p->q, a->qmap, sidx, d);
   ca_st(k, it->Qt, ca_add(k, ca_mul(k, d, p->QT), r), LLVMBuildSelect(B, valid, v, ca_f(k, 0), ""));
   gen_loop_close(k, &lr);
@@ -293,7 +243,7 @@ static void ca_pack_kv(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueR
   LLVMValueRef j = ca_loop(k, &lj, kn, 1);
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
+  gen_delin_dims(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
   LLVMValueRef d = ca_loop(k, &ld, gen_i64(k, a->dh), 1);
   ca_st(k, it->Kp, ca_add(k, ca_mul(k, j, a->dh), d), ca_operand(k, p->kk, a->kmap, sidx, d));
   gen_loop_close(k, &ld);
@@ -338,7 +288,7 @@ static void ca_scores(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRe
     LLVMValueRef off = ca_add(k, kd, LLVMBuildNSWMul(k->B, it->ks, gen_i64(k, jj), ""));
     LLVMValueRef kb = cpu_splat(k, ca_ld(k, it->Kp, off), p->vw);
     for (int v = 0; v < 2; v++)
-      LLVMBuildStore(k->B, ca_fma(k, kb, qv[v], LLVMBuildLoad2(k->B, vt, acc[jj][v], "")),
+      LLVMBuildStore(k->B, gen_fmuladd(k, kb, qv[v], LLVMBuildLoad2(k->B, vt, acc[jj][v], "")),
                      acc[jj][v]);
   }
   gen_loop_close(k, &ld);
@@ -363,7 +313,7 @@ static void ca_chain(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef
   LLVMValueRef key = LLVMBuildSelect(B, valid, ca_add(k, k0, j), gen_i64(k, 0), "");
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, key, a->kdim, a->kext, a->nkd, sidx);
+  gen_delin_dims(k, key, a->kdim, a->kext, a->nkd, sidx);
   LLVMValueRef r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
   LLVMValueRef at = ca_add(k, ca_mul(k, j, p->QT), r);
   LLVMValueRef s = ca_ld(k, it->St, at);
@@ -373,7 +323,7 @@ static void ca_chain(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef
     row = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, row, last, ""), row, last, "");
     LLVMValueRef full[HLO_MAX_RANK];
     memcpy(full, sidx, sizeof full);
-    ca_scatter(k, row, a->qdim, a->qext, a->nqd, full);
+    gen_delin_dims(k, row, a->qdim, a->qext, a->nqd, full);
     const HInstr *sd = a->sdot;
     gen_cache_add(k, sd, sd->shape.rank, full, gen_convert(k, s, DT_F32, sd->shape.dt));
     LLVMValueRef e = gen_value(k, a->score, full);
@@ -395,14 +345,14 @@ static void ca_softmax(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueR
   LLVMValueRef j = ca_loop(k, &lj, knp, 1);
   r = ca_loop(k, &lr, gen_i64(k, p->QT), 1);
   LLVMValueRef s = ca_ld(k, it->St, ca_add(k, ca_mul(k, j, p->QT), r));
-  ca_st(k, it->ref, r, ca_max(k, ca_ld(k, it->ref, r), s));
+  ca_st(k, it->ref, r, gen_intr(k, "llvm.maxnum", ca_ld(k, it->ref, r), s));
   gen_loop_close(k, &lr);
   gen_loop_close(k, &lj);
   r = ca_loop(k, &l2, gen_i64(k, p->QT), 1);
   LLVMValueRef mn = ca_ld(k, it->ref, r), mo = ca_ld(k, it->m, r);
   LLVMValueRef ninf = LLVMBuildFCmp(B, LLVMRealOEQ, mn, ca_f(k, -INFINITY), "");
   LLVMValueRef ref = LLVMBuildSelect(B, ninf, ca_f(k, 0), mn, "");
-  LLVMValueRef corr = ca_exp_neg(k, LLVMBuildFSub(B, mo, ref, ""));
+  LLVMValueRef corr = gen_exp_f32_nonpos(k, LLVMBuildFSub(B, mo, ref, ""));
   ca_st(k, it->m, r, mn);
   ca_st(k, it->ref, r, ref);
   ca_st(k, it->corr, r, corr);
@@ -411,7 +361,8 @@ static void ca_softmax(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueR
   j = ca_loop(k, &lj2, knp, 1);
   r = ca_loop(k, &lr2, gen_i64(k, p->QT), 1);
   LLVMValueRef at = ca_add(k, ca_mul(k, j, p->QT), r);
-  LLVMValueRef e = ca_exp_neg(k, LLVMBuildFSub(B, ca_ld(k, it->St, at), ca_ld(k, it->ref, r), ""));
+  LLVMValueRef e =
+      gen_exp_f32_nonpos(k, LLVMBuildFSub(B, ca_ld(k, it->St, at), ca_ld(k, it->ref, r), ""));
   ca_st(k, it->St, at, e);
   ca_st(k, it->l, r, LLVMBuildFAdd(B, ca_ld(k, it->l, r), e, ""));
   gen_loop_close(k, &lr2);
@@ -448,7 +399,7 @@ static void ca_pv_tile(GenKern *k, const CaPlan *p, const CaItem *it, int64_t r0
   for (int rr = 0; rr < R; rr++) {
     LLVMValueRef pb = cpu_splat(k, ca_ld(k, it->St, ca_add(k, srow, gen_i64(k, r0 + rr))), p->vw);
     for (int n = 0; n < nv; n++)
-      LLVMBuildStore(k->B, ca_fma(k, pb, vv[n], LLVMBuildLoad2(k->B, vt, acc[rr][n], "")),
+      LLVMBuildStore(k->B, gen_fmuladd(k, pb, vv[n], LLVMBuildLoad2(k->B, vt, acc[rr][n], "")),
                      acc[rr][n]);
   }
   gen_loop_close(k, &lj);
@@ -481,7 +432,7 @@ static void ca_store(GenKern *k, const CaPlan *p, HInstr *in, const CaItem *it, 
   LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, sidx);
+  gen_delin_dims(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, sidx);
   LLVMValueRef inv = LLVMBuildFDiv(k->B, ca_f(k, 1), ca_ld(k, it->l, r), "");
   LLVMValueRef c = ca_loop(k, &lc, gen_i64(k, a->dv), 1);
   LLVMValueRef v =
@@ -494,15 +445,30 @@ static void ca_store(GenKern *k, const CaPlan *p, HInstr *in, const CaItem *it, 
   gen_loop_close(k, &lr);
 }
 
+/* An i32 variable set to 0; ca_flag_or sets it where cond holds; ca_flag_set: whether it is. */
+static LLVMValueRef ca_flag(GenKern *k) {
+  LLVMValueRef flag = gen_alloca(k, k->cg->i32);
+  LLVMBuildStore(k->B, LLVMConstInt(k->cg->i32, 0, 0), flag);
+  return flag;
+}
+
+static void ca_flag_or(GenKern *k, LLVMValueRef flag, LLVMValueRef cond) {
+  LLVMValueRef f = LLVMBuildLoad2(k->B, k->cg->i32, flag, "");
+  LLVMBuildStore(k->B, LLVMBuildOr(k->B, f, LLVMBuildZExt(k->B, cond, k->cg->i32, ""), ""), flag);
+}
+
+static LLVMValueRef ca_flag_set(GenKern *k, LLVMValueRef flag) {
+  return LLVMBuildICmp(k->B, LLVMIntNE, LLVMBuildLoad2(k->B, k->cg->i32, flag, ""),
+                       LLVMConstInt(k->cg->i32, 0, 0), "");
+}
+
 /* Whether the mask lets some score of the block through: its predicate at some key k0 + j <
  * k0 + kn and valid row, selecting the branch that reads the product. */
 static LLVMValueRef ca_block_live(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef k0,
                                   LLVMValueRef kn) {
   LLVMBuilderRef B = k->B;
   const OptAttn *a = &p->a;
-  LLVMTypeRef i32 = k->cg->i32;
-  LLVMValueRef flag = gen_alloca(k, i32), jv = gen_alloca(k, k->cg->i64);
-  LLVMBuildStore(B, LLVMConstInt(i32, 0, 0), flag);
+  LLVMValueRef flag = ca_flag(k), jv = gen_alloca(k, k->cg->i64);
   LLVMBuildStore(B, gen_i64(k, 0), jv);
   /* keys one by one until one lets a score through (a live block stops at its first key) */
   LLVMBasicBlockRef hdr = LLVMAppendBasicBlockInContext(k->cg->C, k->fn, "live");
@@ -511,49 +477,40 @@ static LLVMValueRef ca_block_live(GenKern *k, const CaPlan *p, const CaItem *it,
   LLVMBuildBr(B, hdr);
   LLVMPositionBuilderAtEnd(B, hdr);
   LLVMValueRef j = LLVMBuildLoad2(B, k->cg->i64, jv, "");
-  LLVMValueRef more = LLVMBuildAnd(
-      B, LLVMBuildICmp(B, LLVMIntSLT, j, kn, ""),
-      LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildLoad2(B, i32, flag, ""), LLVMConstInt(i32, 0, 0), ""),
-      "");
+  LLVMValueRef more = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSLT, j, kn, ""),
+                                   LLVMBuildNot(B, ca_flag_set(k, flag), ""), "");
   LLVMBuildCondBr(B, more, body, done);
   LLVMPositionBuilderAtEnd(B, body);
   int mark = k->ncache;
   LLVMValueRef sidx[HLO_MAX_RANK];
   memcpy(sidx, it->sidx, sizeof sidx);
-  ca_scatter(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
+  gen_delin_dims(k, ca_add(k, k0, j), a->kdim, a->kext, a->nkd, sidx);
   GenLoop lr;
   LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, sidx, sizeof full);
-  ca_scatter(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, full);
+  gen_delin_dims(k, ca_add(k, it->q0, r), a->qdim, a->qext, a->nqd, full);
   LLVMValueRef pv = gen_value(k, p->mask->ops[0], full);
-  if (pv) {
-    if (p->mask_c == 1) pv = LLVMBuildNot(B, pv, ""); /* the constant is the true branch */
-    LLVMValueRef f = LLVMBuildLoad2(B, i32, flag, "");
-    LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, pv, i32, ""), ""), flag);
-  }
+  if (pv) /* (mask_c 1: the constant is the true branch) */
+    ca_flag_or(k, flag, p->mask_c == 1 ? LLVMBuildNot(B, pv, "") : pv);
   gen_loop_close(k, &lr);
   k->ncache = mark;
   LLVMBuildStore(B, ca_add(k, j, gen_i64(k, 1)), jv);
   LLVMBuildBr(B, hdr);
   LLVMPositionBuilderAtEnd(B, done);
-  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, i32, flag, ""), LLVMConstInt(i32, 0, 0), "");
+  return ca_flag_set(k, flag);
 }
 
 /* Whether some valid row's max is within 128 of the mask's constant: its skipped blocks'
  * scores, exp(c - max), might not have weighed 0 (a row whose keys are all masked). */
 static LLVMValueRef ca_rows_doubtful(GenKern *k, const CaPlan *p, const CaItem *it) {
-  LLVMBuilderRef B = k->B;
-  LLVMValueRef flag = gen_alloca(k, k->cg->i32);
-  LLVMBuildStore(B, LLVMConstInt(k->cg->i32, 0, 0), flag);
+  LLVMValueRef flag = ca_flag(k);
   GenLoop lr;
   LLVMValueRef r = ca_loop(k, &lr, it->nrows, 1);
-  LLVMValueRef near = LLVMBuildFCmp(B, LLVMRealOLE, ca_ld(k, it->m, r), ca_f(k, p->cval + 128), "");
-  LLVMValueRef f = LLVMBuildLoad2(B, k->cg->i32, flag, "");
-  LLVMBuildStore(B, LLVMBuildOr(B, f, LLVMBuildZExt(B, near, k->cg->i32, ""), ""), flag);
+  ca_flag_or(k, flag,
+             LLVMBuildFCmp(k->B, LLVMRealOLE, ca_ld(k, it->m, r), ca_f(k, p->cval + 128), ""));
   gen_loop_close(k, &lr);
-  return LLVMBuildICmp(B, LLVMIntNE, LLVMBuildLoad2(B, k->cg->i32, flag, ""),
-                       LLVMConstInt(k->cg->i32, 0, 0), "");
+  return ca_flag_set(k, flag);
 }
 
 /* The tile's running state reset: max -inf, sums and accumulators 0. */
@@ -602,6 +559,17 @@ static void ca_block(GenKern *k, const CaPlan *p, const CaItem *it, LLVMValueRef
   ca_pv(k, p, &bl, knp);
 }
 
+/* Where the batch item's rows of operand x (read in place: its entry value e, row-major
+ * strides st) start. */
+static LLVMValueRef ca_rows(GenKern *k, const CaPlan *p, const CaItem *it, const HInstr *e,
+                            const HInstr *x, const int8_t *map, const int64_t *st) {
+  LLVMValueRef off = gen_i64(k, 0);
+  for (int d = 0; d < x->shape.rank; d++)
+    if (map[d] >= 0 && p->a.sbatch[map[d]])
+      off = ca_add(k, off, ca_mul(k, it->sidx[map[d]], st[d]));
+  return ca_at(k, cpu_buffer(k, e), off);
+}
+
 /* One item: the tile's queries packed, the state reset, the key blocks, the rows stored. With a
  * mask, blocks it lets nothing through are skipped; where that may have changed a row (its keys
  * all masked by a finite constant), the tile runs again without skipping. */
@@ -613,17 +581,10 @@ static void ca_item(GenKern *k, const CaPlan *p, HInstr *in, CaItem *it, LLVMVal
   LLVMValueRef tile = LLVMBuildURem(B, item, gen_i64(k, p->nqt), "");
   for (int d = 0; d < HLO_MAX_RANK; d++)
     it->sidx[d] = gen_i64(k, 0);
-  ca_scatter(k, b, a->bdim, a->bext, a->nbd, it->sidx);
+  gen_delin_dims(k, b, a->bdim, a->bext, a->nbd, it->sidx);
   if (p->direct) {
-    LLVMValueRef ok_ = gen_i64(k, 0), ov_ = gen_i64(k, 0);
-    for (int d = 0; d < p->kk->shape.rank; d++)
-      if (a->kmap[d] >= 0 && a->sbatch[a->kmap[d]])
-        ok_ = ca_add(k, ok_, ca_mul(k, it->sidx[a->kmap[d]], p->kst[d]));
-    for (int d = 0; d < p->v->shape.rank; d++)
-      if (a->vmap[d] >= 0 && a->sbatch[a->vmap[d]])
-        ov_ = ca_add(k, ov_, ca_mul(k, it->sidx[a->vmap[d]], p->vst[d]));
-    it->kb = ca_at(k, cpu_buffer(k, p->ek), ok_);
-    it->vb = ca_at(k, cpu_buffer(k, p->ev), ov_);
+    it->kb = ca_rows(k, p, it, p->ek, p->kk, a->kmap, p->kst);
+    it->vb = ca_rows(k, p, it, p->ev, p->v, a->vmap, p->vst);
   }
   it->q0 = ca_mul(k, tile, p->QT);
   LLVMValueRef left = LLVMBuildNSWSub(B, gen_i64(k, a->nq), it->q0, "");
@@ -678,10 +639,7 @@ int cpu_attention_kernel(CpuCg *cg, HInstr *in) {
   const char *why;
   if (!opt_attention_match(in->calls[0]->root, &a, &why) || !a.nk || !a.nq || !a.nbatch) return 0;
   CaPlan p;
-  ca_plan(&p, cg, &a);
-  p.ek = ca_view(in, p.kk, a.kmap, &a, p.kst, &p.kstride);
-  p.ev = ca_view(in, p.v, a.vmap, &a, p.vst, &p.vstride);
-  p.direct = p.ek && p.ev && a.dv % p.vw == 0;
+  ca_plan(&p, cg, in, &a);
   int64_t bytes = 4 * p.per;
   if (bytes * p.nchunks > cg->extra_temp) cg->extra_temp = bytes * p.nchunks;
   GenKern *k = cpu_kern_begin(cg, in);

@@ -1024,8 +1024,8 @@ static void cp_run_functions(CpuCg *cg) {
   LLVMBasicBlockRef kern = LLVMAppendBasicBlockInContext(cg->g.C, mt, "kernel");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->g.C, mt, "next");
   LLVMValueRef tn = LLVMBuildNSWAdd(B, ti, one64, ""); /* (made here: dominates next) */
-  /* control tasks only where the module has while loops: the run function stays a plain
-     walk over the kernels otherwise */
+  /* control tasks only where the module has while loops or conditionals: the run function
+     stays a plain walk over the kernels otherwise */
   bool control = cg->nloops > 0 || cg->nconds > 0;
   LLVMBasicBlockRef cpy = NULL, brn = NULL, jmp = NULL;
   LLVMValueRef bt = NULL;

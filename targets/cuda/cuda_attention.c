@@ -107,15 +107,6 @@ static LLVMValueRef at_lane_c(GenKern *k, LLVMValueRef lane, int j, int64_t n, L
   return c;
 }
 
-/* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
-void cuda_at_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
-                     LLVMValueRef *sidx) {
-  LLVMValueRef sub[HLO_MAX_RANK];
-  gen_delin(k, lin, ext, n, sub);
-  for (int i = 0; i < n; i++)
-    sidx[dims[i]] = sub[i];
-}
-
 /* ------------------------------------------------------------------ the kernels */
 
 /* The S index of row r (query row qrow of batch item b, clamped into range). */
@@ -126,8 +117,8 @@ void cuda_at_row(GenKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, A
   LLVMValueRef qc = LLVMBuildSelect(B, r->valid, qrow, gen_i64(k, t->a.nq - 1), "");
   for (int d = 0; d < HLO_MAX_RANK; d++)
     r->sidx[d] = gen_i64(k, 0);
-  cuda_at_scatter(k, b, t->a.bdim, t->a.bext, t->a.nbd, r->sidx);
-  cuda_at_scatter(k, qc, t->a.qdim, t->a.qext, t->a.nqd, r->sidx);
+  gen_delin_dims(k, b, t->a.bdim, t->a.bext, t->a.nbd, r->sidx);
+  gen_delin_dims(k, qc, t->a.qdim, t->a.qext, t->a.nqd, r->sidx);
 }
 
 void cuda_at_store1(GenKern *k, HInstr *in, const OptAttn *a, LLVMValueRef out, const AttRow *r,
@@ -226,7 +217,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
     LLVMValueRef kc =
         LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, key, kend, ""), key, last, "");
     memcpy(kidx[kb], me->sidx, sizeof kidx[kb]);
-    cuda_at_scatter(k, kc, t->a.kdim, t->a.kext, t->a.nkd, kidx[kb]);
+    gen_delin_dims(k, kc, t->a.kdim, t->a.kext, t->a.nkd, kidx[kb]);
     LLVMValueRef kv[8];
     for (int j = 0; j < t->dt; j++) {
       LLVMValueRef inb, c = at_lane_c(k, lane, j, t->a.dh, &inb);
@@ -247,8 +238,7 @@ static void at_keys(GenKern *k, const AttK *t, const AttRow *me, LLVMValueRef la
   LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
   LLVMValueRef full[HLO_MAX_RANK];
   memcpy(full, me->sidx, sizeof full);
-  cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd,
-                  full);
+  gen_delin_dims(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd, full);
   const HInstr *sd = t->a.sdot;
   gen_cache_add(k, sd, t->srank, full, gen_convert(k, dot, DT_F32, sd->shape.dt));
   LLVMValueRef e = gen_value(k, t->a.score, full);

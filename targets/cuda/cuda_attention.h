@@ -41,9 +41,6 @@ LLVMValueRef cuda_at_exp(GenKern *k, LLVMValueRef x); /* exp(x) on the special f
 LLVMValueRef cuda_at_max(GenKern *k, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef cuda_at_ld(GenKern *k, LLVMValueRef p); /* f32 load */
 void cuda_at_st(GenKern *k, LLVMValueRef p, LLVMValueRef v);
-/* Scatter a linear index over some of S's dims (dims[], extents ext[]) into sidx. */
-void cuda_at_scatter(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
-                     LLVMValueRef *sidx);
 /* The S index of row r (query row qrow of batch item b, clamped into range). */
 void cuda_at_row(GenKern *k, const AttK *t, LLVMValueRef b, LLVMValueRef qrow, AttRow *r);
 /* Store f32 v into the output at row r, head element c, when ok. */

@@ -84,8 +84,8 @@ static void am_stage_unit(GenKern *k, const AttK *t, const HInstr *x, const int8
   gen_delin(k, u, dims, 3, sub);
   for (int d = 0; d < HLO_MAX_RANK; d++)
     sidx[d] = gen_i64(k, 0);
-  cuda_at_scatter(k, sub[0], t->a.bdim, t->a.bext, t->a.nbd, sidx);
-  cuda_at_scatter(k, sub[1], t->a.kdim, t->a.kext, t->a.nkd, sidx);
+  gen_delin_dims(k, sub[0], t->a.bdim, t->a.bext, t->a.nbd, sidx);
+  gen_delin_dims(k, sub[1], t->a.kdim, t->a.kext, t->a.nkd, sidx);
   LLVMValueRef c0 = LLVMBuildNSWMul(B, sub[2], gen_i64(k, 8), "");
   LLVMTypeRef v4 = LLVMVectorType(k->cg->i32, 4);
   LLVMValueRef vec = LLVMGetUndef(v4);
@@ -206,8 +206,8 @@ static void am_scores(GenKern *k, AmWarp *w, LLVMValueRef kb, LLVMValueRef kend,
       LLVMValueRef valid = LLVMBuildICmp(B, LLVMIntSLT, key, kend, "");
       LLVMValueRef full[HLO_MAX_RANK];
       memcpy(full, w->row[i / 2].sidx, sizeof full);
-      cuda_at_scatter(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd,
-                      full);
+      gen_delin_dims(k, LLVMBuildSelect(B, valid, key, last, ""), t->a.kdim, t->a.kext, t->a.nkd,
+                     full);
       const HInstr *sd = t->a.sdot;
       gen_cache_add(k, sd, t->srank, full, gen_convert(k, acc[i], DT_F32, sd->shape.dt));
       LLVMValueRef v = gen_value(k, t->a.score, full);

@@ -11,9 +11,11 @@
  * unrolled (at most CD_MAX_TAPS). The four sums enter the elemental cache at their output
  * indices and the fusion's elementwise epilogue (bias, activation) is generated per channel.
  * Taken for f32 2-D convolutions b01f_01io->b01f of unit base dilation whose input and kernel
- * are entry values with storage and whose channels are a multiple of 4 (a depthwise multiplier
- * of 1); addresses not 16-byte aligned take the same loop with element loads. */
+ * are entry values with storage (cuda_direct_value) and whose channels are a multiple of 4 (a
+ * depthwise multiplier of 1); addresses not 16-byte aligned take the same loop with element loads.
+ */
 #include "cuda_impl.h"
+#include "layout.h"
 
 #include <string.h>
 
@@ -32,22 +34,6 @@ typedef struct CdCtx {
   CuStep *st;              /* the kernel's step */
   Shape grid;              /* [N, P, Q, C / 4]: a thread's four channels */
 } CdCtx;
-
-/* The entry value fusion operand (or in itself) x is: a parameter of in's body becomes in's
- * operand; NULL when x is computed inside the fusion. */
-static const HInstr *cd_entry(const HInstr *in, const HInstr *x) {
-  if (in->op != OP_FUSION) return x;
-  if (x->op != OP_PARAMETER || x->param_num >= in->nops) return NULL;
-  return in->ops[x->param_num];
-}
-
-static bool cd_canonical(const HInstr *conv) {
-  const ConvDims *d = conv->conv;
-  return conv->shape.rank == 4 && d->in_batch == 0 && d->in_feat == 3 && d->in_sp.v[0] == 1 &&
-         d->in_sp.v[1] == 2 && d->k_sp.v[0] == 0 && d->k_sp.v[1] == 1 && d->k_in == 2 &&
-         d->k_out == 3 && d->out_batch == 0 && d->out_feat == 3 && d->out_sp.v[0] == 1 &&
-         d->out_sp.v[1] == 2;
-}
 
 /* f32 elements [i, i + 4) of entry value x (a vector, or four loads). */
 static LLVMValueRef cd_load4(GenKern *k, const CdCtx *c, const HInstr *x, LLVMValueRef i) {
@@ -123,10 +109,11 @@ static void cd_loop(GenKern *k, bool vec, void *vctx) {
 bool cuda_depthwise_kernel(CudaCg *cc, HInstr *in, const HInstr *conv, bool *taken) {
   *taken = false;
   const HInstr *root = in->op == OP_FUSION ? in->calls[0]->root : in;
-  if (!cuda_depthwise(conv) || in->shape.dt == DT_TUPLE || !cd_canonical(conv) ||
-      conv->shape.dt != DT_F32 || !hlo_shape_same_dims(&root->shape, &conv->shape))
+  if (!opt_conv_depthwise(conv) || in->shape.dt == DT_TUPLE || conv->shape.rank != 4 ||
+      !layout_conv_is_canonical(conv, OPT_CONV_NHWC) || conv->shape.dt != DT_F32 ||
+      !hlo_shape_same_dims(&root->shape, &conv->shape))
     return true;
-  const HInstr *x = cd_entry(in, conv->ops[0]), *w = cd_entry(in, conv->ops[1]);
+  const HInstr *x = cuda_direct_value(in, conv->ops[0]), *w = cuda_direct_value(in, conv->ops[1]);
   CuPtr px, pw;
   if (!x || !w || x->shape.dt != DT_F32 || w->shape.dt != DT_F32 || !cuda_ptr_of(cc, x, &px) ||
       !cuda_ptr_of(cc, w, &pw))

@@ -223,12 +223,9 @@ bool cuda_emit_comp(CudaCg *cc, const CuRegion *rg);
 
 /* ------------------------------------------------------------------ cuda_kernel.c */
 
-/* Whether convolution conv is depthwise (one input channel per group: feature_group_count
- * groups of kernel input feature extent 1): generated kernels (cuda_depthwise.c, else the
- * elemental loop kernel), never cuDNN's grouped algorithms (a third of XLA's speed). */
-bool cuda_depthwise(const HInstr *conv);
 /* cuda_depthwise.c: the kernel of entry instruction in whose hero is depthwise convolution
- * conv (*taken; else in is left to the elemental loop kernel); false after an error. */
+ * conv (opt_conv_depthwise: never cuDNN's grouped algorithms, a third of XLA's speed; *taken,
+ * else in is left to the elemental loop kernel); false after an error. */
 bool cuda_depthwise_kernel(CudaCg *cc, HInstr *in, const HInstr *conv, bool *taken);
 
 /* Emit the step(s) computing entry instruction in. false with a located error. */

@@ -1854,8 +1854,6 @@ static int ck_conv_form(const HInstr *conv) {
 /* Whether cuDNN can run conv: f32, 1 or 2 spatial dims in one of the layout pass's canonical
  * forms, no base dilation or window reversal, non-negative padding, feature groups only, sizes
  * within int. */
-bool cuda_depthwise(const HInstr *conv) { return opt_conv_depthwise(conv); }
-
 static bool ck_conv_ok(CudaCg *cc, const HInstr *conv) {
   if (cc->o->no_cublas || !conv) return false;
   const Shape *xs = &conv->ops[0]->shape, *ks = &conv->ops[1]->shape, *ys = &conv->shape;
@@ -2290,7 +2288,7 @@ bool cuda_emit_instr(CudaCg *cc, HInstr *in) {
   const HInstr *dot = ck_hero(in, OP_DOT);
   if (dot && ck_gemm_ok(cc, in, dot)) return ck_gemm(cc, in, dot);
   const HInstr *conv = ck_hero(in, OP_CONVOLUTION);
-  bool dw = conv && cuda_depthwise(conv);
+  bool dw = conv && opt_conv_depthwise(conv);
   if (dw) {
     bool dw_ok = cuda_depthwise_kernel(cc, in, conv, &taken);
     if (taken) return dw_ok;

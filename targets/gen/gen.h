@@ -167,6 +167,10 @@ LLVMValueRef gen_alloca(GenKern *k, LLVMTypeRef t);
 LLVMValueRef gen_linear(GenKern *k, const Shape *s, LLVMValueRef *idx);
 /* Row-major delinearization of lin over dims[0..n) into idx. */
 void gen_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMValueRef *idx);
+/* The same over extents ext[0..n) into idx[dims[0]], .., idx[dims[n-1]] (a linear index over
+ * some dims of a shape: an attention's batch item, query row or key). */
+void gen_delin_dims(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+                    LLVMValueRef *idx);
 /* x's value at the index whose dim d is sidx[map[d]], or c where map[d] < 0 (an operand of an
  * attention at a score's index, its head dim at c); NULL after an error. */
 LLVMValueRef gen_value_mapped(GenKern *k, const HInstr *x, const int8_t *map, LLVMValueRef *sidx,
@@ -202,8 +206,12 @@ LLVMValueRef gen_intr(GenKern *k, const char *name, LLVMValueRef a, LLVMValueRef
 LLVMValueRef gen_libm(GenKern *k, const char *name, DType t, LLVMValueRef *args, int n);
 /* Convert a register value between dtypes with XLA's semantics. */
 LLVMValueRef gen_convert(GenKern *k, LLVMValueRef v, DType from, DType to);
-/* exp of an f32 value, branch-free (loops of it vectorize; about 1 ulp). */
+/* exp of an f32 value, branch-free (loops of it vectorize; about 1 ulp); the same for x <= 0
+ * (a softmax's exp(s - max)) with one 2^n and no overflow test, 0 below -87 (nothing beside
+ * the row maximum's exp(0) = 1), NaN kept; a * b + c as llvm.fmuladd. */
 LLVMValueRef gen_exp_f32(GenKern *k, LLVMValueRef x);
+LLVMValueRef gen_exp_f32_nonpos(GenKern *k, LLVMValueRef x);
+LLVMValueRef gen_fmuladd(GenKern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 /* fp8 (t: f8e4m3fn or f8e5m2) bits (i8) -> the f32 register value, exactly; and an f32 value
  * -> fp8 bits rounded as hlo_f32_to_f8e4m3fn / _f8e5m2 do (integer IR, branch-free). */
 LLVMValueRef gen_fp8_decode(GenKern *k, DType t, LLVMValueRef bits);

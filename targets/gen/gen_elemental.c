@@ -213,46 +213,79 @@ static LLVMValueRef el_tanh_f32(GenKern *k, LLVMValueRef x) {
   return LLVMBuildSelect(B, small, x, r, "");
 }
 
+/* a * b + c: llvm.fmuladd where fused (the target may fuse it), else a multiply and an add. */
+static LLVMValueRef el_mad(GenKern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c, bool fused) {
+  if (!fused) return LLVMBuildFAdd(k->B, LLVMBuildFMul(k->B, a, b, ""), c, "");
+  LLVMValueRef args[3] = {a, b, c};
+  return el_intr(k, "llvm.fmuladd", LLVMTypeOf(c), args, 3);
+}
+
+LLVMValueRef gen_fmuladd(GenKern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  return el_mad(k, a, b, c, true);
+}
+
+/* The f32 exps' common core, for xc in their clamped range: xc = n ln2 + r with n =
+ * round(xc / ln2) and r in [-ln2/2, ln2/2] (ln2 in two parts, Cody-Waite), and Cephes' P(r) with
+ * e^r = 1 + r + r^2 P(r) (about 1 ulp); fused: its multiply-adds as llvm.fmuladd. */
+static LLVMValueRef el_exp_core(GenKern *k, LLVMValueRef xc, bool fused, LLVMValueRef *n,
+                                LLVMValueRef *r) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f = k->cg->f32;
+  static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                             4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  *n = el_intr1(k, "llvm.floor",
+                el_mad(k, xc, LLVMConstReal(f, 1.44269504088896341), LLVMConstReal(f, 0.5), fused));
+  if (fused) {
+    *r = el_mad(k, *n, LLVMConstReal(f, -0.693359375), xc, true);
+    *r = el_mad(k, *n, LLVMConstReal(f, 2.12194440e-4), *r, true);
+  } else {
+    *r = LLVMBuildFSub(B, xc, LLVMBuildFMul(B, *n, LLVMConstReal(f, 0.693359375), ""), "");
+    *r = LLVMBuildFSub(B, *r, LLVMBuildFMul(B, *n, LLVMConstReal(f, -2.12194440e-4), ""), "");
+  }
+  LLVMValueRef y = LLVMConstReal(f, p[0]);
+  for (int i = 1; i < 6; i++)
+    y = el_mad(k, y, *r, LLVMConstReal(f, p[i]), fused);
+  return y;
+}
+
+/* 2^e for an i32 e in the normal exponents' range, as an f32. */
+static LLVMValueRef el_pow2(GenKern *k, LLVMValueRef e) {
+  LLVMTypeRef i32 = k->cg->i32;
+  LLVMValueRef bits = LLVMBuildShl(k->B, LLVMBuildAdd(k->B, e, LLVMConstInt(i32, 127, 0), ""),
+                                   LLVMConstInt(i32, 23, 0), "");
+  return LLVMBuildBitCast(k->B, bits, k->cg->f32, "");
+}
+
 /* exp for f32, branch-free so loops of it vectorize (llvm.exp becomes a libm call per
- * element): x = n ln2 + r with n = round(x / ln2) and r in [-ln2/2, ln2/2] (ln2 in two parts,
- * Cody-Waite), e^r by Cephes' degree-7 polynomial (about 1 ulp), times 2^n built in the
- * exponent field in two halves (so results down to the subnormals scale correctly); above
- * 88.72 +inf, below -103.98 zero, NaN kept. */
+ * element): el_exp_core, times 2^n built in the exponent field in two halves (so results down
+ * to the subnormals scale correctly); above 88.72 +inf, below -103.98 zero, NaN kept. */
 LLVMValueRef gen_exp_f32(GenKern *k, LLVMValueRef x) {
   LLVMBuilderRef B = k->B;
   LLVMTypeRef f = k->cg->f32, i32 = k->cg->i32;
-  static const double p[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                             4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
   LLVMValueRef hi = LLVMConstReal(f, 88.72283935546875), lo = LLVMConstReal(f, -103.97207641601562);
   LLVMValueRef xc = el_intr2(k, "llvm.minnum", el_intr2(k, "llvm.maxnum", x, lo), hi);
-  LLVMValueRef n =
-      el_intr1(k, "llvm.floor",
-               LLVMBuildFAdd(B, LLVMBuildFMul(B, xc, LLVMConstReal(f, 1.44269504088896341), ""),
-                             LLVMConstReal(f, 0.5), ""));
-  LLVMValueRef r = LLVMBuildFSub(B, xc, LLVMBuildFMul(B, n, LLVMConstReal(f, 0.693359375), ""), "");
-  r = LLVMBuildFSub(B, r, LLVMBuildFMul(B, n, LLVMConstReal(f, -2.12194440e-4), ""), "");
-  LLVMValueRef y = LLVMConstReal(f, p[0]);
-  for (int i = 1; i < 6; i++)
-    y = LLVMBuildFAdd(B, LLVMBuildFMul(B, y, r, ""), LLVMConstReal(f, p[i]), "");
+  LLVMValueRef n, r, y = el_exp_core(k, xc, false, &n, &r);
   y = LLVMBuildFMul(B, y, LLVMBuildFMul(B, r, r, ""), "");
   y = LLVMBuildFAdd(B, LLVMBuildFAdd(B, y, r, ""), LLVMConstReal(f, 1.0), "");
   /* 2^n = 2^n1 * 2^n2, n1 = n / 2 (n in [-150, 128]: both halves normal exponents) */
   LLVMValueRef ni = LLVMBuildFPToSI(B, n, i32, "");
   LLVMValueRef n1 = LLVMBuildAShr(B, ni, LLVMConstInt(i32, 1, 0), "");
   LLVMValueRef n2 = LLVMBuildSub(B, ni, n1, "");
-  LLVMValueRef e1 =
-      LLVMBuildBitCast(B,
-                       LLVMBuildShl(B, LLVMBuildAdd(B, n1, LLVMConstInt(i32, 127, 0), ""),
-                                    LLVMConstInt(i32, 23, 0), ""),
-                       f, "");
-  LLVMValueRef e2 =
-      LLVMBuildBitCast(B,
-                       LLVMBuildShl(B, LLVMBuildAdd(B, n2, LLVMConstInt(i32, 127, 0), ""),
-                                    LLVMConstInt(i32, 23, 0), ""),
-                       f, "");
-  y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, e1, ""), e2, "");
+  y = LLVMBuildFMul(B, LLVMBuildFMul(B, y, el_pow2(k, n1), ""), el_pow2(k, n2), "");
   y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), LLVMConstReal(f, INFINITY), y,
                       "");
+  y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), LLVMConstReal(f, 0.0), y, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
+}
+
+LLVMValueRef gen_exp_f32_nonpos(GenKern *k, LLVMValueRef x) {
+  LLVMBuilderRef B = k->B;
+  LLVMTypeRef f = k->cg->f32;
+  LLVMValueRef lo = LLVMConstReal(f, -87.0);
+  LLVMValueRef n, r, y = el_exp_core(k, el_intr2(k, "llvm.maxnum", x, lo), true, &n, &r);
+  y = el_mad(k, y, LLVMBuildFMul(B, r, r, ""), LLVMBuildFAdd(B, r, LLVMConstReal(f, 1.0), ""),
+             true);
+  y = LLVMBuildFMul(B, y, el_pow2(k, LLVMBuildFPToSI(B, n, k->cg->i32, "")), "");
   y = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), LLVMConstReal(f, 0.0), y, "");
   return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, y, "");
 }

@@ -221,6 +221,14 @@ void gen_delin(GenKern *k, LLVMValueRef lin, const int64_t *dims, int n, LLVMVal
   }
 }
 
+void gen_delin_dims(GenKern *k, LLVMValueRef lin, const int *dims, const int64_t *ext, int n,
+                    LLVMValueRef *idx) {
+  LLVMValueRef sub[HLO_MAX_RANK];
+  gen_delin(k, lin, ext, n, sub);
+  for (int i = 0; i < n; i++)
+    idx[dims[i]] = sub[i];
+}
+
 void gen_cache_add(GenKern *k, const HInstr *in, int rank, LLVMValueRef *idx, LLVMValueRef v) {
   k->cache =
       hlo_arena_grow(k->cg->scratch, k->cache, k->ncache, &k->cache_cap, 64, sizeof *k->cache);
